@@ -1,0 +1,129 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+var printer = message.NewPrinter(language.English)
+
+func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	if err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	const url = "toolwire:///schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(url)
+}
+
+// ArgumentError says why a call's arguments were rejected, in words the model
+// can act on.
+type ArgumentError struct {
+	Reason     string   // what is wrong as a whole
+	Violations []string // each schema violation: JSON pointer and reason
+}
+
+func (e *ArgumentError) Error() string {
+	if len(e.Violations) == 0 {
+		return e.Reason
+	}
+	return e.Reason + ":\n- " + strings.Join(e.Violations, "\n- ")
+}
+
+// ValidateArguments parses arguments (JSON text; empty means {}) and checks
+// them against the tool's input schema. It returns the arguments as compact
+// JSON, or an *ArgumentError.
+func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
+	if t.input == nil {
+		return nil, ErrNoSchema
+	}
+	raw := []byte(strings.TrimSpace(arguments))
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments are not valid JSON (%v); send a JSON object", err)}
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments must be a JSON object, got %s", jsonKind(doc))}
+	}
+	if err := t.input.Validate(doc); err != nil {
+		return nil, &ArgumentError{Reason: "arguments do not match the tool's input schema", Violations: violations(err)}
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return nil, &ArgumentError{Reason: err.Error()}
+	}
+	return compact.Bytes(), nil
+}
+
+// ValidateOutput checks structured content against the tool's output schema;
+// a tool without one accepts any JSON.
+func (t *Tool) ValidateOutput(structured json.RawMessage) error {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
+	if err != nil {
+		return fmt.Errorf("structured content is not JSON: %w", err)
+	}
+	if t.output == nil {
+		return nil
+	}
+	if err := t.output.Validate(doc); err != nil {
+		return &ArgumentError{Reason: "structured content does not match the tool's output schema", Violations: violations(err)}
+	}
+	return nil
+}
+
+// violations flattens a validation error into its leaves, each naming the
+// offending location as a JSON pointer.
+func violations(err error) []string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []string{err.Error()}
+	}
+	var out []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			ptr := "/" + strings.Join(e.InstanceLocation, "/")
+			out = append(out, fmt.Sprintf("%s: %s", ptr, e.ErrorKind.LocalizedString(printer)))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	default:
+		return fmt.Sprintf("%T", v)
+	}
+}

@@ -1,0 +1,84 @@
+// Package diag provides the diagnostic toolset that `toolwire serve --diag`
+// enables: echo, sleep and fail. Demos, tests, benchmarks and the examples in
+// other languages use it to exercise the service without side effects.
+package diag
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolwire/toolwire/tools"
+)
+
+// ProgressInterval is how often sleep reports progress.
+const ProgressInterval = 50 * time.Millisecond
+
+// EchoArgs are echo's arguments.
+type EchoArgs struct {
+	Text string `json:"text" jsonschema:"the text to return"`
+}
+
+// EchoOutput is echo's structured output.
+type EchoOutput struct {
+	Text string `json:"text"`
+}
+
+// SleepArgs are sleep's arguments.
+type SleepArgs struct {
+	MS int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`
+}
+
+// SleepOutput is sleep's structured output.
+type SleepOutput struct {
+	SleptMS int64 `json:"slept_ms"`
+}
+
+// FailArgs are fail's arguments.
+type FailArgs struct {
+	Message string `json:"message" jsonschema:"the error message to return"`
+}
+
+// Tools returns the diagnostic tools.
+func Tools() []tools.Tool {
+	echo := tools.MustTyped("echo", "Returns the given text unchanged.",
+		func(_ context.Context, _ *tools.Call, in EchoArgs) (EchoOutput, error) {
+			return EchoOutput(in), nil
+		})
+	echo.Title = "Echo"
+	echo.Annotations = tools.Annotations{ReadOnly: true, Idempotent: true}
+
+	sleep := tools.MustTyped("sleep", "Waits for the given number of milliseconds, reporting progress, then returns.",
+		func(ctx context.Context, call *tools.Call, in SleepArgs) (SleepOutput, error) {
+			start := time.Now()
+			total := time.Duration(in.MS) * time.Millisecond
+			timer := time.NewTimer(total)
+			defer timer.Stop()
+			tick := time.NewTicker(ProgressInterval)
+			defer tick.Stop()
+			call.Progressf(0, float64(in.MS), "sleeping %d ms", in.MS)
+			for {
+				select {
+				case <-ctx.Done():
+					return SleepOutput{}, ctx.Err()
+				case <-timer.C:
+					return SleepOutput{SleptMS: time.Since(start).Milliseconds()}, nil
+				case <-tick.C:
+					done := min(time.Since(start), total)
+					call.Progressf(float64(done.Milliseconds()), float64(in.MS), "slept %d of %d ms", done.Milliseconds(), in.MS)
+				}
+			}
+		})
+	sleep.Title = "Sleep"
+	sleep.Annotations = tools.Annotations{ReadOnly: true, Idempotent: true}
+	sleep.InputSchema = []byte(`{"type":"object","properties":{"ms":{"type":"integer","minimum":0,"maximum":86400000,"description":"how long to sleep, in milliseconds"}},"required":["ms"],"additionalProperties":false}`)
+
+	fail := tools.MustTyped("fail", "Fails with the given message; for testing error handling.",
+		func(_ context.Context, _ *tools.Call, in FailArgs) (struct{}, error) {
+			return struct{}{}, errors.New(in.Message)
+		})
+	fail.Title = "Fail"
+	fail.OutputSchema = nil
+
+	return []tools.Tool{echo, sleep, fail}
+}

@@ -1,0 +1,195 @@
+package tools
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Registry holds the tools a server offers. It is safe for concurrent use;
+// readers take immutable snapshots, so a batch runs against the tools that
+// existed when it started however the registry changes meanwhile.
+type Registry struct {
+	mu      sync.Mutex // serialises writers
+	snap    *Snapshot
+	changed chan struct{} // closed and replaced on every change
+}
+
+// NewRegistry returns a registry holding tools, or an error naming the first
+// tool that is not valid.
+func NewRegistry(tools ...Tool) (*Registry, error) {
+	r := &Registry{snap: newSnapshot(nil), changed: make(chan struct{})}
+	if err := r.Add(tools...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Snapshot returns the current set of tools.
+func (r *Registry) Snapshot() *Snapshot {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snap
+}
+
+// Changed returns a channel that is closed at the next change of the set of
+// tools. Take a new one after each change.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// Add validates tools and adds them all, or none: a tool with an invalid name
+// or schema, or a name already taken, is an error.
+func (r *Registry) Add(tools ...Tool) error {
+	return r.Update(nil, tools...)
+}
+
+// Remove removes the named tools; names not registered are ignored.
+func (r *Registry) Remove(names ...string) {
+	_ = r.Update(names)
+}
+
+// Update removes the named tools and adds tools in one atomic step, so
+// readers see either the old set or the new one. On error nothing changes.
+func (r *Registry) Update(remove []string, add ...Tool) error {
+	prepared := make([]*Tool, 0, len(add))
+	for i := range add {
+		t, err := prepare(add[i])
+		if err != nil {
+			return err
+		}
+		prepared = append(prepared, t)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byName := make(map[string]*Tool, len(r.snap.byName)+len(prepared))
+	for name, t := range r.snap.byName {
+		byName[name] = t
+	}
+	for _, name := range remove {
+		delete(byName, name)
+	}
+	for _, t := range prepared {
+		if _, dup := byName[t.Name]; dup {
+			return fmt.Errorf("tool %q: already registered", t.Name)
+		}
+		byName[t.Name] = t
+	}
+	next := newSnapshot(byName)
+	if next.revision == r.snap.revision {
+		return nil
+	}
+	r.snap = next
+	close(r.changed)
+	r.changed = make(chan struct{})
+	return nil
+}
+
+// prepare validates a tool and returns a copy with its schemas compiled.
+func prepare(t Tool) (*Tool, error) {
+	if !namePattern.MatchString(t.Name) {
+		return nil, fmt.Errorf("tool %q: name must match [A-Za-z0-9_.-]{1,128}", t.Name)
+	}
+	if t.Handler == nil {
+		return nil, fmt.Errorf("tool %q: no handler", t.Name)
+	}
+	if t.Timeout < 0 {
+		return nil, fmt.Errorf("tool %q: negative timeout", t.Name)
+	}
+	if t.Source == 0 {
+		t.Source = SourceBuiltin
+	}
+	if len(t.InputSchema) == 0 {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	var root struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &root); err != nil {
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON object: %w", t.Name, err)
+	}
+	if root.Type != "object" {
+		return nil, fmt.Errorf("tool %q: input schema must have root type \"object\"", t.Name)
+	}
+	var err error
+	if t.input, err = compileSchema(t.InputSchema); err != nil {
+		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
+	}
+	if len(t.OutputSchema) > 0 {
+		if t.output, err = compileSchema(t.OutputSchema); err != nil {
+			return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
+		}
+	}
+	return &t, nil
+}
+
+// Snapshot is an immutable set of tools with its revision.
+type Snapshot struct {
+	byName   map[string]*Tool
+	sorted   []*Tool
+	names    []string
+	revision string
+}
+
+func newSnapshot(byName map[string]*Tool) *Snapshot {
+	s := &Snapshot{byName: byName}
+	for name, t := range byName {
+		s.sorted = append(s.sorted, t)
+		s.names = append(s.names, name)
+	}
+	slices.SortFunc(s.sorted, func(a, b *Tool) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(s.names)
+	s.revision = s.hash()
+	return s
+}
+
+// hash derives the revision from the declarations, so replicas serving the
+// same tools report the same revision and clients can cache across them.
+func (s *Snapshot) hash() string {
+	h := sha256.New()
+	for _, t := range s.sorted {
+		decl, _ := json.Marshal(struct {
+			Name, Title, Description string
+			In, Out                  json.RawMessage
+			A                        Annotations
+			Timeout                  int64
+			Source                   Source
+		}{t.Name, t.Title, t.Description, t.InputSchema, t.OutputSchema, t.Annotations, int64(t.Timeout), t.Source})
+		h.Write(decl)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// Revision identifies the set of tools; it differs whenever the set differs.
+func (s *Snapshot) Revision() string { return s.revision }
+
+// Lookup returns the named tool.
+func (s *Snapshot) Lookup(name string) (*Tool, bool) {
+	t, ok := s.byName[name]
+	return t, ok
+}
+
+// Tools returns the tools sorted by name. The slice must not be modified.
+func (s *Snapshot) Tools() []*Tool { return s.sorted }
+
+// Names returns the tool names, sorted. The slice must not be modified.
+func (s *Snapshot) Names() []string { return s.names }
+
+// Len returns the number of tools.
+func (s *Snapshot) Len() int { return len(s.sorted) }
+
+// ErrNoSchema is returned when validating with a tool that was not prepared
+// by a registry.
+var ErrNoSchema = errors.New("tool was not added to a registry")

@@ -1,0 +1,68 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// TypedHandler is a tool function with Go types for its arguments and output.
+type TypedHandler[In, Out any] func(ctx context.Context, call *Call, in In) (Out, error)
+
+// Typed builds a tool from a Go function. The input and output schemas are
+// inferred from In and Out (struct fields without omitempty are required;
+// `jsonschema:"..."` tags describe them). The validated arguments are decoded
+// into In; the returned Out becomes the result's structured content, and its
+// JSON text the content the model reads. Set Annotations, Timeout and the
+// rest on the returned Tool before adding it to a registry.
+func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Tool, error) {
+	in, err := jsonschema.For[In](nil)
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %q: input schema: %w", name, err)
+	}
+	out, err := jsonschema.For[Out](nil)
+	if err != nil {
+		return Tool{}, fmt.Errorf("tool %q: output schema: %w", name, err)
+	}
+	inJSON, err := json.Marshal(in)
+	if err != nil {
+		return Tool{}, err
+	}
+	outJSON, err := json.Marshal(out)
+	if err != nil {
+		return Tool{}, err
+	}
+	return Tool{
+		Name:         name,
+		Description:  description,
+		InputSchema:  inJSON,
+		OutputSchema: outJSON,
+		Handler: func(ctx context.Context, call *Call) (*Result, error) {
+			var args In
+			if err := json.Unmarshal(call.Arguments, &args); err != nil {
+				return nil, fmt.Errorf("decoding arguments: %w", err)
+			}
+			res, err := fn(ctx, call, args)
+			if err != nil {
+				return nil, err
+			}
+			structured, err := json.Marshal(res)
+			if err != nil {
+				return nil, fmt.Errorf("encoding output: %w", err)
+			}
+			return &Result{Content: []Content{{Text: string(structured)}}, StructuredContent: structured}, nil
+		},
+	}, nil
+}
+
+// MustTyped is Typed for tools whose types are fixed at compile time; it
+// panics when a schema cannot be inferred.
+func MustTyped[In, Out any](name, description string, fn TypedHandler[In, Out]) Tool {
+	t, err := Typed(name, description, fn)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
