@@ -1,0 +1,246 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Causes of a batch's cancellation, told apart in results.
+var (
+	errShutdown     = errors.New("the server is shutting down")
+	errBatchTimeout = errors.New("the batch deadline passed")
+	errIdle         = errors.New("no progress")
+)
+
+// maxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
+const maxListedNames = 20
+
+// checkBatch rejects a batch the runtime must fix, before anything runs.
+func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
+	calls := req.GetCalls()
+	if len(calls) == 0 {
+		return status.Error(codes.InvalidArgument, "batch has no calls")
+	}
+	if len(calls) > s.cfg.MaxCallsPerBatch {
+		return status.Errorf(codes.InvalidArgument, "batch has %d calls; the limit is %d", len(calls), s.cfg.MaxCallsPerBatch)
+	}
+	if d := req.GetOptions().GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+		return status.Error(codes.InvalidArgument, "options.timeout is not a valid non-negative duration")
+	}
+	seen := make(map[string]int, len(calls))
+	for i, c := range calls {
+		if c.GetCallId() == "" {
+			return status.Errorf(codes.InvalidArgument, "call %d has an empty call_id", i)
+		}
+		if j, dup := seen[c.GetCallId()]; dup {
+			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, c.GetCallId())
+		}
+		seen[c.GetCallId()] = i
+		if n := len(c.GetArguments()); n > s.cfg.MaxArgumentBytes {
+			return status.Errorf(codes.InvalidArgument, "call %q: arguments are %d bytes; the limit is %d", c.GetCallId(), n, s.cfg.MaxArgumentBytes)
+		}
+		if d := c.GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
+			return status.Errorf(codes.InvalidArgument, "call %q: timeout is not a valid non-negative duration", c.GetCallId())
+		}
+	}
+	return nil
+}
+
+// batch is one accepted ExecuteBatch request on its way through the lanes.
+type batch struct {
+	s         *Server
+	id        string
+	req       *toolwirev1.ExecuteBatchRequest
+	snap      *tools.Snapshot
+	tools     []*tools.Tool // per call; nil when unknown
+	lanes     []Lane
+	parallel  int
+	streamCtx context.Context // the RPC's context; no event is sent after it ends
+	events    chan *toolwirev1.ExecuteBatchResponse
+	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
+	start     time.Time
+}
+
+func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
+	snap := s.reg.Snapshot()
+	b := &batch{
+		s:         s,
+		id:        newID(),
+		req:       req,
+		snap:      snap,
+		tools:     make([]*tools.Tool, len(req.GetCalls())),
+		streamCtx: ctx,
+		events:    make(chan *toolwirev1.ExecuteBatchResponse, s.cfg.EventBuffer),
+		results:   make([]*toolwirev1.CallResult, len(req.GetCalls())),
+		start:     time.Now(),
+	}
+	safe := make([]bool, len(req.GetCalls()))
+	for i, c := range req.GetCalls() {
+		if t, ok := snap.Lookup(c.GetName()); ok {
+			b.tools[i] = t
+			safe[i] = s.safe(t)
+		}
+	}
+	b.lanes = Plan(safe, req.GetOptions().GetSequential())
+	b.parallel = s.cfg.MaxParallel
+	if p := int(req.GetOptions().GetMaxParallel()); p > 0 && p < b.parallel {
+		b.parallel = p
+	}
+	return b
+}
+
+// accepted is the batch's first event.
+func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
+	lanes := make([]*toolwirev1.Lane, len(b.lanes))
+	for i, l := range b.lanes {
+		ids := make([]string, len(l.Calls))
+		for j, c := range l.Calls {
+			ids[j] = b.req.GetCalls()[c].GetCallId()
+		}
+		lanes[i] = &toolwirev1.Lane{Index: uint32(i), CallIds: ids, Parallel: l.Parallel}
+	}
+	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Accepted{
+		Accepted: &toolwirev1.BatchAccepted{BatchId: b.id, Lanes: lanes, Revision: b.snap.Revision()}}}
+}
+
+// finished is the batch's last event.
+func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
+	f := &toolwirev1.BatchFinished{BatchId: b.id, Duration: durationpb.New(time.Since(b.start))}
+	for _, r := range b.results {
+		switch {
+		case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+			f.Skipped++
+		case r.GetIsError():
+			f.Failed++
+		default:
+			f.Succeeded++
+		}
+		switch r.GetErrorKind() {
+		case toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT:
+			f.Cancelled++
+		}
+		if r.GetReplayed() {
+			f.Replayed++
+		}
+	}
+	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Finished{Finished: f}}
+}
+
+// emit hands an event to the stream writer, waiting while the client reads
+// slowly; after the RPC has ended the event is dropped.
+func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
+	select {
+	case b.events <- ev:
+	case <-b.streamCtx.Done():
+	}
+}
+
+// run executes the lanes in order and closes the event channel when every
+// call has its result. Once ctx is done nothing new starts: calls not yet
+// started get CANCELLED (or TIMEOUT) results.
+func (b *batch) run(ctx context.Context) {
+	defer close(b.events)
+	failed := false
+	for li, lane := range b.lanes {
+		if failed && b.req.GetOptions().GetStopOnError() {
+			for _, i := range lane.Calls {
+				b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error")
+			}
+			continue
+		}
+		if len(lane.Calls) == 1 {
+			b.startCall(ctx, li, lane.Calls[0])
+		} else {
+			sem := make(chan struct{}, b.parallel)
+			var wg sync.WaitGroup
+			for _, i := range lane.Calls {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+				}
+				if ctx.Err() != nil {
+					b.startCall(ctx, li, i) // reports the cancellation without running
+					continue
+				}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					b.startCall(ctx, li, i)
+				})
+			}
+			wg.Wait()
+		}
+		for _, i := range lane.Calls {
+			failed = failed || b.results[i].GetIsError()
+		}
+	}
+}
+
+// finishUnstarted records and sends the result of a call that never ran.
+func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) {
+	res := b.newResult(i)
+	res.Duration = durationpb.New(0)
+	errorResult(res, kind, msg)
+	b.finish(i, res)
+}
+
+func (b *batch) newResult(i int) *toolwirev1.CallResult {
+	c := b.req.GetCalls()[i]
+	return &toolwirev1.CallResult{CallId: c.GetCallId(), Index: uint32(i), ToolName: c.GetName()}
+}
+
+func (b *batch) finish(i int, res *toolwirev1.CallResult) {
+	b.results[i] = res
+	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: res}})
+}
+
+// cancelled describes why ctx, the batch's context, ended.
+func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errBatchTimeout):
+		return toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the batch deadline passed"
+	case errors.Is(cause, errShutdown):
+		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the server is shutting down; the call may be retried"
+	default:
+		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
+	}
+}
+
+// unknownTool explains to the model that it called a tool that does not exist.
+func (b *batch) unknownTool(call *toolwirev1.ToolCall) string {
+	name := call.GetName()
+	if isWrapper(call) {
+		return fmt.Sprintf("%q is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
+	}
+	names := b.snap.Names()
+	if len(names) == 0 {
+		return fmt.Sprintf("unknown tool %q: no tools are registered", name)
+	}
+	list := strings.Join(names[:min(len(names), maxListedNames)], ", ")
+	if len(names) > maxListedNames {
+		list += fmt.Sprintf(", … (%d more)", len(names)-maxListedNames)
+	}
+	return fmt.Sprintf("unknown tool %q. Registered tools: %s", name, list)
+}
+
+// isWrapper tells calls shaped like multi_tool_use.parallel, which some
+// models emit to bundle calls, from a plain misspelt name.
+func isWrapper(call *toolwirev1.ToolCall) bool {
+	if strings.HasPrefix(call.GetName(), "multi_tool_use") {
+		return true
+	}
+	var args struct {
+		ToolUses json.RawMessage `json:"tool_uses"`
+	}
+	return json.Unmarshal([]byte(call.GetArguments()), &args) == nil && len(args.ToolUses) > 0
+}

@@ -1,0 +1,78 @@
+package service
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Config tunes a Server. The zero value of every field means its default, so
+// Config{} is a usable configuration.
+type Config struct {
+	// MaxCallsPerBatch bounds the calls in one batch; more is INVALID_ARGUMENT.
+	// Default 1024.
+	MaxCallsPerBatch int
+	// MaxArgumentBytes bounds one call's arguments; more is INVALID_ARGUMENT.
+	// Default 1 MiB.
+	MaxArgumentBytes int
+	// MaxResultBytes caps one result's output (text, images, structured
+	// content and details together); the rest is cut with a visible marker.
+	// Default 256 KiB.
+	MaxResultBytes int
+	// DefaultCallTimeout applies to calls whose call and tool set no timeout.
+	// Default 60s.
+	DefaultCallTimeout time.Duration
+	// MaxCallTimeout caps every call's timeout. Default 10m.
+	MaxCallTimeout time.Duration
+	// IdleTimeout, when positive, times a call out after this long without a
+	// progress report; every report extends it, up to the call's deadline.
+	// Default off.
+	IdleTimeout time.Duration
+	// DeadlineMargin is kept free before the RPC's deadline, so a call timed
+	// out by it can still send its result. Default 50ms.
+	DeadlineMargin time.Duration
+	// MaxParallel bounds the calls running at once in one parallel lane; a
+	// batch may ask for less. Default 16.
+	MaxParallel int
+	// AbandonGrace is how long a cancelled or timed-out tool may take to
+	// return before its result is sent without it and the tool is abandoned.
+	// Default 2s.
+	AbandonGrace time.Duration
+	// DrainTimeout is how long shutdown lets running batches finish before
+	// cancelling their calls. Default 30s.
+	DrainTimeout time.Duration
+	// EventBuffer is how many events of one batch may wait for a slow reader
+	// before the batch's calls block on reporting. Default 64.
+	EventBuffer int
+	// Safe overrides, per tool name, whether a tool's calls may share a
+	// parallel lane; by default a tool is safe when it is read-only.
+	Safe map[string]bool
+	// Logger receives the server's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxCallsPerBatch, 1024)
+	def(&c.MaxArgumentBytes, 1<<20)
+	def(&c.MaxResultBytes, 256<<10)
+	def(&c.MaxParallel, 16)
+	def(&c.EventBuffer, 64)
+	defDur(&c.DefaultCallTimeout, 60*time.Second)
+	defDur(&c.MaxCallTimeout, 10*time.Minute)
+	defDur(&c.DeadlineMargin, 50*time.Millisecond)
+	defDur(&c.AbandonGrace, 2*time.Second)
+	defDur(&c.DrainTimeout, 30*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,238 @@
+// Package service is toolwire's gRPC server: it checks batches, plans them
+// into lanes, runs each call under its deadline with cancellation, panic
+// recovery and output caps, and streams the events through one writer.
+package service
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Server implements toolwire.v1.ToolService over a tool registry.
+type Server struct {
+	toolwirev1.UnimplementedToolServiceServer
+
+	cfg    Config
+	reg    *tools.Registry
+	health *health.Server
+
+	mu       sync.Mutex
+	draining bool
+	active   sync.WaitGroup // running batches
+	stopping chan struct{}  // closed when shutdown begins
+
+	// stopCalls cancels every running batch's calls when the drain timeout
+	// has passed.
+	stopCtx   context.Context
+	stopCalls context.CancelCauseFunc
+
+	abandoned atomic.Int64
+}
+
+var _ toolwirev1.ToolServiceServer = (*Server)(nil)
+
+// New returns a server for the tools in reg.
+func New(reg *tools.Registry, cfg Config) *Server {
+	s := &Server{cfg: cfg.withDefaults(), reg: reg, health: health.NewServer(), stopping: make(chan struct{})}
+	s.stopCtx, s.stopCalls = context.WithCancelCause(context.Background())
+	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s
+}
+
+// Register registers the tool service, the standard health service and
+// server reflection on gs.
+func (s *Server) Register(gs *grpc.Server) {
+	toolwirev1.RegisterToolServiceServer(gs, s)
+	healthpb.RegisterHealthServer(gs, s.health)
+	reflection.Register(gs)
+}
+
+// Abandoned returns how many tools were abandoned for ignoring cancellation.
+func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
+
+// ListTools implements toolwire.v1.ToolService.
+func (s *Server) ListTools(context.Context, *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
+	snap := s.reg.Snapshot()
+	resp := &toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: make([]*toolwirev1.Tool, 0, snap.Len())}
+	for _, t := range snap.Tools() {
+		resp.Tools = append(resp.Tools, ToolProto(t))
+	}
+	return resp, nil
+}
+
+// ToolProto returns the declaration of t.
+func ToolProto(t *tools.Tool) *toolwirev1.Tool {
+	p := &toolwirev1.Tool{
+		Name:         t.Name,
+		Title:        t.Title,
+		Description:  t.Description,
+		InputSchema:  string(t.InputSchema),
+		OutputSchema: string(t.OutputSchema),
+		Annotations: &toolwirev1.ToolAnnotations{
+			ReadOnly:    t.Annotations.ReadOnly,
+			Destructive: t.Annotations.Destructive,
+			Idempotent:  t.Annotations.Idempotent,
+			OpenWorld:   t.Annotations.OpenWorld,
+		},
+		Source: toolwirev1.ToolSource(t.Source),
+	}
+	if t.Timeout > 0 {
+		p.Timeout = durationpb.New(t.Timeout)
+	}
+	return p
+}
+
+// WatchTools implements toolwire.v1.ToolService.
+func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerStreamingServer[toolwirev1.WatchToolsResponse]) error {
+	last := ""
+	for {
+		changed := s.reg.Changed() // before the snapshot, so no change is missed
+		if rev := s.reg.Snapshot().Revision(); rev != last {
+			if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: rev}); err != nil {
+				return err
+			}
+			last = rev
+		}
+		select {
+		case <-changed:
+		case <-s.stopping:
+			return status.Error(codes.Unavailable, "server is shutting down")
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		}
+	}
+}
+
+// ExecuteBatch implements toolwire.v1.ToolService.
+func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+	if err := s.checkBatch(req); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+	}
+	s.active.Add(1)
+	s.mu.Unlock()
+	defer s.active.Done()
+
+	ctx := stream.Context()
+	b := s.newBatch(ctx, req)
+	if err := stream.Send(b.accepted()); err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(s.stopCtx, func() { cancel(errShutdown) })
+	defer stop()
+	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
+		var cancelTimeout context.CancelFunc
+		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
+		defer cancelTimeout()
+	}
+	go b.run(runCtx)
+
+	// This goroutine is the stream's only writer. After a failed Send the
+	// batch is cancelled and its remaining events are drained unsent.
+	var sendErr error
+	for ev := range b.events {
+		if sendErr != nil {
+			continue
+		}
+		if err := stream.Send(ev); err != nil {
+			sendErr = err
+			cancel(err)
+		}
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return stream.Send(b.finished())
+}
+
+// Serve serves on lis until ctx is done, then shuts down gracefully: health
+// turns NOT_SERVING, new batches are refused, running batches get
+// DrainTimeout to finish, then their calls are cancelled (and still get
+// results), then the gRPC server stops, forcibly if it must.
+func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
+	gs := grpc.NewServer(opts...)
+	s.Register(gs)
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.Shutdown(gs)
+	return <-errc
+}
+
+// Shutdown drains and stops gs; see Serve.
+func (s *Server) Shutdown(gs *grpc.Server) {
+	s.health.Shutdown()
+	s.mu.Lock()
+	if !s.draining {
+		s.draining = true
+		close(s.stopping)
+	}
+	s.mu.Unlock()
+
+	drained := make(chan struct{})
+	go func() { s.active.Wait(); close(drained) }()
+	log := s.cfg.Logger
+	select {
+	case <-drained:
+	case <-time.After(s.cfg.DrainTimeout):
+		log.Warn("drain timeout passed; cancelling running calls", "drain_timeout", s.cfg.DrainTimeout)
+		s.stopCalls(errShutdown)
+		select {
+		case <-drained:
+		case <-time.After(s.cfg.AbandonGrace + 5*time.Second):
+			log.Error("batches still running after cancellation; stopping anyway")
+		}
+	}
+
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+		<-stopped
+	}
+}
+
+// safe reports whether calls of t may share a parallel lane.
+func (s *Server) safe(t *tools.Tool) bool {
+	if v, ok := s.cfg.Safe[t.Name]; ok {
+		return v
+	}
+	return t.Annotations.ReadOnly
+}
+
+func newID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
