@@ -1,0 +1,684 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+const (
+	kindNone        = toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED
+	kindUnknown     = toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL
+	kindInvalidArgs = toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS
+	kindToolError   = toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR
+	kindTimeout     = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT
+	kindCancelled   = toolwirev1.ErrorKind_ERROR_KIND_CANCELLED
+	kindSkipped     = toolwirev1.ErrorKind_ERROR_KIND_SKIPPED
+)
+
+func TestInvariant1_EveryCallGetsExactlyOneResultAndFinishedComesLast(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("a", "echo", `{"text":"hi"}`),
+		call("b", "read", `{"ms":20}`),
+		call("c", "nope", `{}`),
+		call("d", "echo", `{"text":1}`),
+		call("e", "fail", `{"message":"bad"}`),
+		call("f", "boom", ``),
+		call("g", "write", `{"ms":1}`),
+		call("h", "sleep", `{"ms":120}`),
+	}}
+	events := ts.run(t, req)
+
+	if got := events[0].GetAccepted(); got == nil || got.GetBatchId() == "" {
+		t.Fatalf("first event = %v, want BatchAccepted with a batch ID", events[0])
+	}
+	last := events[len(events)-1].GetFinished()
+	if last == nil {
+		t.Fatalf("last event = %v, want BatchFinished", events[len(events)-1])
+	}
+	got := results(t, events)
+	if len(got) != len(req.GetCalls()) {
+		t.Fatalf("got %d results, want %d", len(got), len(req.GetCalls()))
+	}
+	want := map[string]toolwirev1.ErrorKind{
+		"a": kindNone, "b": kindNone, "c": kindUnknown, "d": kindInvalidArgs,
+		"e": kindToolError, "f": kindToolError, "g": kindNone, "h": kindNone,
+	}
+	for i, c := range req.GetCalls() {
+		r := got[c.GetCallId()]
+		if r.GetIndex() != uint32(i) || r.GetToolName() != c.GetName() {
+			t.Errorf("result %q: index %d tool %q, want %d %q", c.GetCallId(), r.GetIndex(), r.GetToolName(), i, c.GetName())
+		}
+		if r.GetErrorKind() != want[c.GetCallId()] || r.GetIsError() != (want[c.GetCallId()] != kindNone) {
+			t.Errorf("result %q: kind %v is_error %v, want %v", c.GetCallId(), r.GetErrorKind(), r.GetIsError(), want[c.GetCallId()])
+		}
+		if r.GetDuration() == nil {
+			t.Errorf("result %q has no duration", c.GetCallId())
+		}
+	}
+	wantFinished := &toolwirev1.BatchFinished{BatchId: events[0].GetAccepted().GetBatchId(), Succeeded: 4, Failed: 4}
+	if diff := cmp.Diff(wantFinished, last, protocmp.Transform(), protocmp.IgnoreFields(last, "duration")); diff != "" {
+		t.Errorf("BatchFinished mismatch (-want +got):\n%s", diff)
+	}
+	// Every per-call event names its call and batch index.
+	for _, ev := range events {
+		var id string
+		var idx uint32
+		switch e := ev.GetEvent().(type) {
+		case *toolwirev1.ExecuteBatchResponse_Started:
+			id, idx = e.Started.GetCallId(), e.Started.GetIndex()
+		case *toolwirev1.ExecuteBatchResponse_Progress:
+			id, idx = e.Progress.GetCallId(), e.Progress.GetIndex()
+		default:
+			continue
+		}
+		if req.GetCalls()[idx].GetCallId() != id {
+			t.Errorf("event %v: index %d names call %q", ev, idx, req.GetCalls()[idx].GetCallId())
+		}
+	}
+}
+
+func TestInvariant1_NoEventForACallAfterItsResult(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("a", "chatty", `{"n":200,"size":10}`), call("b", "chatty", `{"n":200,"size":10}`), call("c", "sleep", `{"ms":130}`),
+	}})
+	done := map[string]bool{}
+	progress := 0
+	for _, ev := range events {
+		switch e := ev.GetEvent().(type) {
+		case *toolwirev1.ExecuteBatchResponse_Result:
+			done[e.Result.GetCallId()] = true
+		case *toolwirev1.ExecuteBatchResponse_Progress:
+			progress++
+			if done[e.Progress.GetCallId()] {
+				t.Fatalf("progress for %q after its result", e.Progress.GetCallId())
+			}
+		case *toolwirev1.ExecuteBatchResponse_Started:
+			if done[e.Started.GetCallId()] {
+				t.Fatalf("start of %q after its result", e.Started.GetCallId())
+			}
+		}
+	}
+	if progress < 400 {
+		t.Errorf("got %d progress events, want at least 400", progress)
+	}
+}
+
+func TestInvariant1_ClientCancelStartsNothingNew(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	ts.state.ctxDone = make(chan string, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("a", "write", `{"ms":10000}`), call("b", "write", `{"ms":1}`),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetStarted().GetCallId() == "a" {
+			break
+		}
+	}
+	cancel()
+	select {
+	case id := <-ts.state.ctxDone:
+		if id != "a" {
+			t.Errorf("cancelled call %q, want a", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the running tool's context was not cancelled")
+	}
+	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
+		t.Errorf("Recv after cancel: %v, want Canceled", err)
+	}
+	// Wait for the server to finish the batch, then check b never started.
+	waitFor(t, func() bool { return ts.state.running.Load() == 0 })
+	time.Sleep(50 * time.Millisecond)
+	if slices.Contains(ts.state.entries(), "start b") {
+		t.Errorf("call b started after the client cancelled: %v", ts.state.entries())
+	}
+}
+
+func TestInvariant2_LanesRunInOrderAndSafeCallsInParallel(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("r1", "read", `{"ms":150}`), call("r2", "read", `{"ms":150}`), call("r3", "read", `{"ms":150}`),
+		call("w", "write", `{"ms":10}`),
+		call("r4", "read", `{"ms":10}`),
+	}}
+	events := ts.run(t, req)
+	wantLanes := []*toolwirev1.Lane{
+		{Index: 0, CallIds: []string{"r1", "r2", "r3"}, Parallel: true},
+		{Index: 1, CallIds: []string{"w"}},
+		{Index: 2, CallIds: []string{"r4"}, Parallel: true},
+	}
+	if diff := cmp.Diff(wantLanes, events[0].GetAccepted().GetLanes(), protocmp.Transform()); diff != "" {
+		t.Errorf("lane plan mismatch (-want +got):\n%s", diff)
+	}
+	if p := ts.state.peak.Load(); p != 3 {
+		t.Errorf("peak concurrency %d, want 3 (the three reads at once)", p)
+	}
+	log := ts.state.entries()
+	pos := func(s string) int { return slices.Index(log, s) }
+	for _, r := range []string{"r1", "r2", "r3"} {
+		if pos("end "+r) > pos("start w") {
+			t.Errorf("write started before %s ended: %v", r, log)
+		}
+	}
+	if pos("end w") > pos("start r4") {
+		t.Errorf("r4 started before the write ended: %v", log)
+	}
+	// Started events carry their lane.
+	for _, ev := range events {
+		if s := ev.GetStarted(); s != nil && s.GetCallId() == "w" && s.GetLane() != 1 {
+			t.Errorf("w started in lane %d, want 1", s.GetLane())
+		}
+	}
+}
+
+func TestInvariant2_MaxParallelBoundsALane(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		server   int
+		batch    uint32
+		wantPeak int32
+	}{
+		{"batch asks for less", 16, 2, 2},
+		{"server bound wins", 3, 10, 3},
+		{"sequential option", 16, 0, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ts := newTestServer(t, Config{MaxParallel: tt.server})
+			var calls []*toolwirev1.ToolCall
+			for i := range 6 {
+				calls = append(calls, call(fmt.Sprint(i), "read", `{"ms":60}`))
+			}
+			opts := &toolwirev1.BatchOptions{MaxParallel: tt.batch, Sequential: tt.batch == 0}
+			ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: calls, Options: opts})
+			if p := ts.state.peak.Load(); p != tt.wantPeak {
+				t.Errorf("peak concurrency %d, want %d", p, tt.wantPeak)
+			}
+		})
+	}
+}
+
+func TestInvariant2_StopOnErrorSkipsLaterLanes(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{
+		Calls: []*toolwirev1.ToolCall{
+			call("a", "echo", `{"text":"x"}`), call("b", "fail", `{"message":"no"}`), call("c", "read", `{"ms":1}`), call("d", "write", `{}`),
+		},
+		Options: &toolwirev1.BatchOptions{StopOnError: true},
+	})
+	got := results(t, events)
+	for id, want := range map[string]toolwirev1.ErrorKind{"a": kindNone, "b": kindToolError, "c": kindSkipped, "d": kindSkipped} {
+		if got[id].GetErrorKind() != want {
+			t.Errorf("%s: kind %v, want %v", id, got[id].GetErrorKind(), want)
+		}
+	}
+	if len(ts.state.entries()) != 0 {
+		t.Errorf("skipped calls ran: %v", ts.state.entries())
+	}
+	if f := events[len(events)-1].GetFinished(); f.GetSkipped() != 2 || f.GetFailed() != 1 || f.GetSucceeded() != 1 {
+		t.Errorf("finished = %v, want 1 succeeded, 1 failed, 2 skipped", f)
+	}
+}
+
+func TestInvariant3_SafetyFromReadOnlyWithOverridesAndUnknownNeverSafe(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		safe  map[string]bool
+		calls []string
+		want  []bool // parallel flag per lane
+	}{
+		{"read-only is safe", nil, []string{"read", "read"}, []bool{true}},
+		{"not read-only is unsafe", nil, []string{"write", "write"}, []bool{false, false}},
+		{"override makes unsafe", map[string]bool{"read": false}, []string{"read", "read"}, []bool{false, false}},
+		{"override makes safe", map[string]bool{"write": true}, []string{"write", "write"}, []bool{true}},
+		{"unknown is never safe", map[string]bool{"ghost": true}, []string{"read", "ghost", "read"}, []bool{true, false, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ts := newTestServer(t, Config{Safe: tt.safe})
+			var calls []*toolwirev1.ToolCall
+			for i, name := range tt.calls {
+				calls = append(calls, call(fmt.Sprint(i), name, `{}`))
+			}
+			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: calls})
+			var got []bool
+			for _, l := range events[0].GetAccepted().GetLanes() {
+				got = append(got, l.GetParallel())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("lane parallel flags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestInvariant4_ProblemsOfOneCallAreResults(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	tests := []struct {
+		name     string
+		call     *toolwirev1.ToolCall
+		wantKind toolwirev1.ErrorKind
+		wantText []string
+	}{
+		{"unknown tool lists names", call("x", "ech", `{}`), kindUnknown, []string{`unknown tool "ech"`, "echo", "sleep", "fail"}},
+		{"wrapper dispatches nothing", call("x", "multi_tool_use.parallel", `{"tool_uses":[{"recipient_name":"functions.write","parameters":{}}]}`), kindUnknown, []string{"not a tool", "Nothing was run"}},
+		{"wrapper by arguments", call("x", "parallel", `{"tool_uses":[]}`), kindUnknown, []string{"not a tool"}},
+		{"not JSON", call("x", "echo", `{"text":`), kindInvalidArgs, []string{"not valid JSON"}},
+		{"not an object", call("x", "echo", `["hi"]`), kindInvalidArgs, []string{"must be a JSON object, got an array"}},
+		{"null", call("x", "echo", `null`), kindInvalidArgs, []string{"got null"}},
+		{"missing field", call("x", "echo", `{}`), kindInvalidArgs, []string{"/: missing property 'text'"}},
+		{"every violation named", call("x", "sleep", `{"ms":"soon","extra":1}`), kindInvalidArgs, []string{"/ms: got string, want integer", "additional properties 'extra'"}},
+		{"empty arguments mean {}", call("x", "echo", ``), kindInvalidArgs, []string{"missing property 'text'"}},
+		{"tool error", call("x", "fail", `{"message":"disk full"}`), kindToolError, []string{"disk full"}},
+		{"panic", call("x", "boom", `{}`), kindToolError, []string{"panic: kaboom"}},
+		{"output schema violation", call("x", "bad_output", `{}`), kindToolError, []string{"does not match its declared output schema", "/n"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tt.call, call("ok", "echo", `{"text":"still here"}`)}})
+			got := results(t, events)
+			r := got["x"]
+			if r.GetErrorKind() != tt.wantKind || !r.GetIsError() {
+				t.Errorf("kind %v is_error %v, want %v", r.GetErrorKind(), r.GetIsError(), tt.wantKind)
+			}
+			for _, w := range tt.wantText {
+				if !strings.Contains(text(r), w) {
+					t.Errorf("result text %q does not contain %q", text(r), w)
+				}
+			}
+			if strings.Contains(text(r), "goroutine") {
+				t.Errorf("result leaks a stack trace: %q", text(r))
+			}
+			if ok := got["ok"]; ok.GetIsError() || text(ok) != `{"text":"still here"}` {
+				t.Errorf("the other call's result = %v, want success", ok)
+			}
+		})
+	}
+	if slices.Contains(ts.state.entries(), "start x") {
+		t.Error("a rejected call ran")
+	}
+}
+
+func TestInvariant4_UnknownToolListIsCappedOrSaysNoneExist(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	var many []tools.Tool
+	for i := range 30 {
+		many = append(many, tools.Tool{Name: fmt.Sprintf("zz%02d", i), Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return nil, nil }})
+	}
+	if err := ts.reg.Add(many...); err != nil {
+		t.Fatal(err)
+	}
+	r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "nope", "")}}))["x"]
+	listed := strings.Count(strings.SplitN(text(r), "Registered tools: ", 2)[1], ",")
+	if listed != maxListedNames || !strings.Contains(text(r), "more)") {
+		t.Errorf("listed %d commas in %q, want %d names and a note of the rest", listed, text(r), maxListedNames)
+	}
+
+	empty, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.reg = empty
+	r = results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "nope", "")}}))["x"]
+	if !strings.Contains(text(r), "no tools are registered") {
+		t.Errorf("text %q, want it to say no tools exist", text(r))
+	}
+}
+
+func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{MaxCallsPerBatch: 3, MaxArgumentBytes: 64})
+	tests := []struct {
+		name    string
+		calls   []*toolwirev1.ToolCall
+		options *toolwirev1.BatchOptions
+		want    string
+	}{
+		{"no calls", nil, nil, "no calls"},
+		{"too many calls", []*toolwirev1.ToolCall{call("a", "echo", ""), call("b", "echo", ""), call("c", "echo", ""), call("d", "echo", "")}, nil, "4 calls; the limit is 3"},
+		{"empty call_id", []*toolwirev1.ToolCall{call("", "echo", "")}, nil, "empty call_id"},
+		{"duplicate call_id", []*toolwirev1.ToolCall{call("a", "echo", ""), call("a", "echo", "")}, nil, `share call_id "a"`},
+		{"oversize arguments", []*toolwirev1.ToolCall{call("a", "echo", `{"text":"`+strings.Repeat("x", 100)+`"}`)}, nil, "the limit is 64"},
+		{"negative call timeout", []*toolwirev1.ToolCall{{CallId: "a", Name: "echo", Timeout: durationpb.New(-time.Second)}}, nil, "timeout"},
+		{"negative batch timeout", []*toolwirev1.ToolCall{call("a", "echo", "")}, &toolwirev1.BatchOptions{Timeout: durationpb.New(-time.Second)}, "options.timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			events, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: tt.calls, Options: tt.options})
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tt.want) {
+				t.Errorf("err = %v, want InvalidArgument containing %q", err, tt.want)
+			}
+			if len(events) != 0 {
+				t.Errorf("got %d events before the error, want none", len(events))
+			}
+		})
+	}
+}
+
+func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
+	t.Parallel()
+	slowTool := tools.Tool{Name: "limited", Timeout: 80 * time.Millisecond, InputSchema: []byte(`{"type":"object"}`),
+		Handler: func(ctx context.Context, _ *tools.Call) (*tools.Result, error) { <-ctx.Done(); return nil, ctx.Err() }}
+	tests := []struct {
+		name     string
+		cfg      Config
+		call     *toolwirev1.ToolCall
+		rpc      time.Duration
+		wantKind toolwirev1.ErrorKind
+		wantText string
+	}{
+		{"call timeout", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(50 * time.Millisecond)}, 0, kindTimeout, "timed out after 50ms"},
+		{"tool limit below the call's", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "limited", Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 80ms"},
+		{"server max", Config{MaxCallTimeout: 60 * time.Millisecond}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
+		{"server default", Config{DefaultCallTimeout: 70 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
+		{"rpc deadline less margin", Config{DeadlineMargin: 200 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 400 * time.Millisecond, kindTimeout, "the client's deadline"},
+		{"within every limit", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(time.Second)}, time.Minute, kindNone, "slept_ms"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ts := newTestServer(t, tt.cfg, slowTool)
+			ctx := context.Background()
+			if tt.rpc > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tt.rpc)
+				defer cancel()
+			}
+			events, err := ts.runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tt.call}})
+			if err != nil {
+				t.Fatalf("ExecuteBatch: %v (the result must arrive before the RPC deadline)", err)
+			}
+			r := results(t, events)["x"]
+			if r.GetErrorKind() != tt.wantKind || !strings.Contains(text(r), tt.wantText) {
+				t.Errorf("result %v %q, want %v containing %q", r.GetErrorKind(), text(r), tt.wantKind, tt.wantText)
+			}
+			if events[len(events)-1].GetFinished() == nil {
+				t.Error("no BatchFinished")
+			}
+		})
+	}
+}
+
+func TestInvariant5_BatchTimeout(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{
+		Calls:   []*toolwirev1.ToolCall{call("a", "write", `{"ms":5000}`), call("b", "write", `{}`)},
+		Options: &toolwirev1.BatchOptions{Timeout: durationpb.New(80 * time.Millisecond)},
+	})
+	got := results(t, events)
+	if got["a"].GetErrorKind() != kindTimeout || got["b"].GetErrorKind() != kindTimeout {
+		t.Errorf("kinds %v %v, want TIMEOUT for both", got["a"].GetErrorKind(), got["b"].GetErrorKind())
+	}
+	if !strings.Contains(text(got["b"]), "before the call started") {
+		t.Errorf("b: %q, want it to say it never started", text(got["b"]))
+	}
+}
+
+func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{IdleTimeout: 100 * time.Millisecond})
+	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("reports", "ticker", `{"ms":300}`), // reports every 20ms: runs past the idle timeout
+		call("silent", "write", `{"ms":3000}`),  // reports nothing: idles out
+		{CallId: "capped", Name: "ticker", Arguments: `{"ms":3000}`, Timeout: durationpb.New(150 * time.Millisecond)},
+	}})
+	got := results(t, events)
+	if r := got["reports"]; r.GetIsError() {
+		t.Errorf("reporting call failed: %v %q", r.GetErrorKind(), text(r))
+	}
+	if r := got["silent"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "no progress for 100ms") {
+		t.Errorf("silent call: %v %q, want an idle TIMEOUT", r.GetErrorKind(), text(r))
+	}
+	if r := got["capped"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "timed out after 150ms") {
+		t.Errorf("capped call: %v %q, want the hard cap", r.GetErrorKind(), text(r))
+	}
+}
+
+func TestInvariant6_CancellationOutranksTheToolsError(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		{CallId: "x", Name: "own_error", Timeout: durationpb.New(30 * time.Millisecond)},
+	}})
+	r := results(t, events)["x"]
+	if r.GetErrorKind() != kindTimeout || strings.Contains(text(r), "my own error") {
+		t.Errorf("result %v %q, want TIMEOUT without the tool's own error", r.GetErrorKind(), text(r))
+	}
+}
+
+func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{AbandonGrace: 50 * time.Millisecond})
+	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		{CallId: "x", Name: "stubborn", Timeout: durationpb.New(30 * time.Millisecond)},
+		call("y", "echo", `{"text":"after"}`),
+	}})
+	got := results(t, events)
+	if r := got["x"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "abandoned") {
+		t.Errorf("result %v %q, want TIMEOUT saying the tool was abandoned", r.GetErrorKind(), text(r))
+	}
+	if got["y"].GetIsError() {
+		t.Errorf("the next call failed: %q", text(got["y"]))
+	}
+	if n := ts.srv.Abandoned(); n != 1 {
+		t.Errorf("Abandoned() = %d, want 1", n)
+	}
+}
+
+func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	ctx := context.Background()
+	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("a", "write", `{"ms":10000}`), call("b", "write", `{}`),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // accepted
+		t.Fatal(err)
+	}
+	if ev, err := stream.Recv(); err != nil || ev.GetStarted() == nil {
+		t.Fatalf("Recv = %v, %v; want a started event", ev, err)
+	}
+	ts.srv.stopCalls(errShutdown)
+	var got []*toolwirev1.ExecuteBatchResponse
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		got = append(got, ev)
+	}
+	res := results(t, got)
+	for _, id := range []string{"a", "b"} {
+		if r := res[id]; r.GetErrorKind() != kindCancelled || !strings.Contains(text(r), "shutting down") {
+			t.Errorf("%s: %v %q, want CANCELLED by shutdown", id, r.GetErrorKind(), text(r))
+		}
+	}
+	if len(got) == 0 || got[len(got)-1].GetFinished() == nil {
+		t.Error("stream did not end with BatchFinished")
+	}
+}
+
+func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{MaxResultBytes: 1000})
+	tests := []struct {
+		name          string
+		n             int
+		wantTruncated bool
+		wantBlocks    int
+	}{
+		{"fits", 100, false, 2},
+		{"image left out", 800, true, 2},
+		{"text cut, the rest left out", 5000, true, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "big", fmt.Sprintf(`{"n":%d}`, tt.n))}}))["x"]
+			wantSize := uint64(2*tt.n + len(`{"n":111}`))
+			if r.GetTruncated() != tt.wantTruncated || r.GetOriginalSize() != wantSize {
+				t.Errorf("truncated %v size %d, want %v %d", r.GetTruncated(), r.GetOriginalSize(), tt.wantTruncated, wantSize)
+			}
+			size := len(r.GetStructuredContent()) + len(r.GetDetails())
+			for _, c := range r.GetContent() {
+				size += len(c.GetText().GetText()) + len(c.GetImage().GetData())
+			}
+			if !tt.wantTruncated {
+				if size != int(wantSize) || len(r.GetContent()) != tt.wantBlocks {
+					t.Errorf("untruncated result has %d bytes in %d blocks", size, len(r.GetContent()))
+				}
+				return
+			}
+			marker := r.GetContent()[len(r.GetContent())-1].GetText().GetText()
+			if !strings.Contains(marker, "[output truncated") || !strings.Contains(marker, fmt.Sprint(wantSize)) {
+				t.Errorf("last block %q, want a truncation marker with the full size", marker)
+			}
+			if size-len(marker) > 1000 {
+				t.Errorf("kept %d bytes besides the marker, over the 1000-byte cap", size-len(marker))
+			}
+		})
+	}
+}
+
+func TestInvariant9_SlowReaderGetsBackpressure(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{EventBuffer: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n, size = 2000, 32 << 10 // 64 MB of output in all
+	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("x", "chatty", fmt.Sprintf(`{"n":%d,"size":%d}`, n, size)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Read nothing until the tool is stuck: its reports must stop well short
+	// of n, because nothing buffers them without bound.
+	var stuck int64
+	waitFor(t, func() bool {
+		before := ts.state.reports.Load()
+		time.Sleep(100 * time.Millisecond)
+		stuck = ts.state.reports.Load()
+		return stuck > 0 && stuck == before
+	})
+	if stuck >= n/2 {
+		t.Fatalf("the tool made %d of %d reports with nobody reading", stuck, n)
+	}
+	got := 0
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetProgress() != nil {
+			got++
+		}
+		if ev.GetFinished() != nil {
+			break
+		}
+	}
+	if got != n {
+		t.Errorf("received %d progress events, want all %d once reading resumed", got, n)
+	}
+}
+
+func TestListToolsSortedWithRevisionThatChanges(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	ctx := context.Background()
+	first, err := ts.client.ListTools(ctx, &toolwirev1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range first.GetTools() {
+		names = append(names, tl.GetName())
+	}
+	if !slices.IsSorted(names) || !slices.Contains(names, "echo") {
+		t.Errorf("names %v, want sorted and containing echo", names)
+	}
+	echo := first.GetTools()[slices.Index(names, "echo")]
+	if !echo.GetAnnotations().GetReadOnly() || !strings.Contains(echo.GetInputSchema(), `"text"`) || echo.GetSource() != toolwirev1.ToolSource_TOOL_SOURCE_BUILTIN {
+		t.Errorf("echo declaration = %v", echo)
+	}
+	if err := ts.reg.Add(tools.Tool{Name: "new", Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return nil, nil }}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := ts.client.ListTools(ctx, &toolwirev1.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.GetRevision() == first.GetRevision() || len(second.GetTools()) != len(first.GetTools())+1 {
+		t.Errorf("after Add: revision %q (was %q), %d tools (was %d)", second.GetRevision(), first.GetRevision(), len(second.GetTools()), len(first.GetTools()))
+	}
+}
+
+func TestWatchToolsSendsCurrentRevisionAndChanges(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := ts.client.WatchTools(ctx, &toolwirev1.WatchToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil || first.GetRevision() != ts.reg.Snapshot().Revision() {
+		t.Fatalf("first = %v, %v; want the current revision", first, err)
+	}
+	ts.reg.Remove("echo")
+	second, err := stream.Recv()
+	if err != nil || second.GetRevision() == first.GetRevision() || second.GetRevision() != ts.reg.Snapshot().Revision() {
+		t.Fatalf("after a change: %v, %v; want the new revision", second, err)
+	}
+}
+
+func waitFor(tb testing.TB, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
