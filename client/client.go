@@ -1,0 +1,129 @@
+// Package client is the Go client of toolwire. It lists tool declarations,
+// executes batches of tool calls as an iterator of stream events, collects
+// those events into results in batch order, and converts between toolwire's
+// messages and the tool formats of the OpenAI and Anthropic APIs, so an agent
+// runtime can pass a model's tool calls to toolwire and its results back.
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// Client talks to one toolwire server. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	svc  toolwirev1.ToolServiceClient
+}
+
+// An Option configures a Client.
+type Option func(*options)
+
+type options struct {
+	creds    credentials.TransportCredentials
+	perRPC   credentials.PerRPCCredentials
+	dialOpts []grpc.DialOption
+}
+
+// WithTransportCredentials sets the connection's transport security, such as
+// credentials.NewTLS. By default the connection is insecure (plaintext),
+// which suits a server on the same host or inside a service mesh.
+func WithTransportCredentials(creds credentials.TransportCredentials) Option {
+	return func(o *options) { o.creds = creds }
+}
+
+// WithPerRPCCredentials attaches credentials, such as a bearer token, to
+// every RPC. By default no per-RPC credentials are sent. Credentials that
+// require transport security need WithTransportCredentials too.
+func WithPerRPCCredentials(creds credentials.PerRPCCredentials) Option {
+	return func(o *options) { o.perRPC = creds }
+}
+
+// WithDialOptions appends gRPC dial options, for example
+// grpc.WithContextDialer for in-memory connections or a stats handler for
+// telemetry. They are applied after the options the other Options produce,
+// so they win. By default there are none.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// New returns a client for the server at target, in grpc.NewClient's syntax
+// (for example "localhost:50051" or "dns:///toolwire.agents:50051"). It does
+// not connect: the connection is made by the first RPC.
+func New(target string, opts ...Option) (*Client, error) {
+	o := options{creds: insecure.NewCredentials()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(o.creds)}
+	if o.perRPC != nil {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(o.perRPC))
+	}
+	dialOpts = append(dialOpts, o.dialOpts...)
+	conn, err := grpc.NewClient(target, dialOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn)}, nil
+}
+
+// Close closes the connection. RPCs in flight fail.
+func (c *Client) Close() error {
+	return c.conn.Close()
+}
+
+// ToolService returns the generated stub, for RPCs this package does not
+// wrap, such as WatchTools.
+func (c *Client) ToolService() toolwirev1.ToolServiceClient {
+	return c.svc
+}
+
+// ListTools returns the tool declarations, sorted by name, and their
+// registry revision.
+func (c *Client) ListTools(ctx context.Context, opts ...grpc.CallOption) (*toolwirev1.ListToolsResponse, error) {
+	return c.svc.ListTools(ctx, &toolwirev1.ListToolsRequest{}, opts...)
+}
+
+// ExecuteBatch sends a batch and returns its events as they arrive:
+// BatchAccepted, then CallStarted, CallProgress and CallResult events in
+// completion order, then BatchFinished. An RPC error (a gRPC status error,
+// see status.FromError) is yielded once as (nil, err) and ends the sequence;
+// a failed call is not an RPC error but a CallResult with is_error set.
+//
+// The RPC starts when iteration starts; each iteration runs the batch again.
+// Breaking out of the loop cancels the RPC, and with it the calls still
+// running on the server. Collect gathers the events into results in batch
+// order.
+func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest, opts ...grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
+	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
+		// Cancelling on return ends the stream whichever way the loop ends,
+		// so neither the RPC nor gRPC's goroutine for it outlives the loop.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		stream, err := c.svc.ExecuteBatch(ctx, req, opts...)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
