@@ -1,0 +1,172 @@
+package service
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// tcpServer serves the diag tools on a real loopback TCP listener until the
+// returned stop function is called; stop waits for Serve to return.
+func tcpServer(tb testing.TB, cfg Config) (*Server, *grpc.ClientConn, func() error) {
+	tb.Helper()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := New(reg, cfg)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-served
+	}
+	tb.Cleanup(func() {
+		conn.Close()
+		_ = stop()
+	})
+	return srv, conn, stop
+}
+
+func TestEndToEndOverTCP(t *testing.T) {
+	t.Parallel()
+	_, conn, _ := tcpServer(t, Config{})
+	client := toolwirev1.NewToolServiceClient(conn)
+	stream, err := client.ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		call("s", "sleep", `{"ms":120}`), call("e", "echo", `{"text":"tcp"}`), call("f", "fail", `{"message":"nope"}`),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []*toolwirev1.ExecuteBatchResponse
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, ev)
+	}
+	got := results(t, events)
+	if text(got["e"]) != `{"text":"tcp"}` || got["e"].GetStructuredContent() != `{"text":"tcp"}` {
+		t.Errorf("echo result %v", got["e"])
+	}
+	if got["f"].GetErrorKind() != kindToolError || text(got["f"]) != "nope" {
+		t.Errorf("fail result %v", got["f"])
+	}
+	progress := 0
+	for _, ev := range events {
+		if p := ev.GetProgress(); p != nil && p.GetCallId() == "s" && p.Total != nil {
+			progress++
+		}
+	}
+	if progress < 2 {
+		t.Errorf("sleep reported progress %d times in 120ms, want at least 2", progress)
+	}
+	if events[len(events)-1].GetFinished().GetSucceeded() != 2 {
+		t.Errorf("finished %v", events[len(events)-1])
+	}
+}
+
+func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		drain    time.Duration
+		sleepMS  string
+		wantKind toolwirev1.ErrorKind
+	}{
+		{"running batch finishes within the drain timeout", 5 * time.Second, "300", kindNone},
+		{"calls past the drain timeout are cancelled with results", 200 * time.Millisecond, "60000", kindCancelled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, conn, stop := tcpServer(t, Config{DrainTimeout: tt.drain})
+			client := toolwirev1.NewToolServiceClient(conn)
+			health := healthpb.NewHealthClient(conn)
+			ctx := context.Background()
+			stream, err := client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+				call("s", "sleep", `{"ms":`+tt.sleepMS+`}`), call("after", "echo", `{"text":"x"}`),
+			}, Options: &toolwirev1.BatchOptions{Sequential: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for { // wait until the sleep runs
+				ev, err := stream.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev.GetStarted() != nil {
+					break
+				}
+			}
+			stopped := make(chan error, 1)
+			go func() { stopped <- stop() }()
+
+			waitFor(t, func() bool {
+				resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+				return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+			})
+			_, err = (&testServer{client: client}).runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("n", "echo", `{"text":"x"}`)}})
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("new batch while draining: %v, want Unavailable", err)
+			}
+
+			var events []*toolwirev1.ExecuteBatchResponse
+			for {
+				ev, err := stream.Recv()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatalf("stream ended with %v, want a clean end", err)
+				}
+				events = append(events, ev)
+			}
+			got := results(t, events)
+			if r := got["s"]; r.GetErrorKind() != tt.wantKind {
+				t.Errorf("sleep: %v %q, want %v", r.GetErrorKind(), text(r), tt.wantKind)
+			}
+			if tt.wantKind == kindCancelled && !strings.Contains(text(got["after"]), "shutting down") {
+				t.Errorf("call after the cancelled one: %q, want cancelled by shutdown", text(got["after"]))
+			}
+			if len(events) == 0 || events[len(events)-1].GetFinished() == nil {
+				t.Error("the drained batch did not end with BatchFinished")
+			}
+			if err := <-stopped; err != nil {
+				t.Errorf("Serve returned %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+const testSchema = `{
+	"type": "object",
+	"properties": {
+		"path": {"type": "string", "minLength": 1},
+		"limit": {"type": "integer", "minimum": 1},
+		"mode": {"enum": ["a", "b"]},
+		"tags": {"type": "array", "items": {"type": "string"}}
+	},
+	"required": ["path"],
+	"additionalProperties": false
+}`
+
+func testTool(t testing.TB) *Tool {
+	t.Helper()
+	r, err := NewRegistry(Tool{Name: "t", InputSchema: json.RawMessage(testSchema), Handler: nop,
+		OutputSchema: json.RawMessage(`{"type":"object","required":["ok"]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Snapshot().Lookup("t")
+	return tool
+}
+
+func TestValidateArguments(t *testing.T) {
+	t.Parallel()
+	tool := testTool(t)
+	tests := []struct {
+		name string
+		args string
+		want string   // compacted arguments when valid
+		errs []string // substrings of the error when not
+	}{
+		{"valid", `{"path": "a.txt", "limit": 3}`, `{"path":"a.txt","limit":3}`, nil},
+		{"big integers keep their digits", `{"path":"a","limit":12345678901234567890}`, `{"path":"a","limit":12345678901234567890}`, nil},
+		{"surrounding space", " \n{\"path\":\"a\"}\n", `{"path":"a"}`, nil},
+		{"empty means {}", ``, "", []string{"/: missing property 'path'"}},
+		{"not JSON", `{"path":`, "", []string{"not valid JSON"}},
+		{"trailing garbage", `{"path":"a"} x`, "", []string{"not valid JSON"}},
+		{"two objects", `{"path":"a"}{"path":"b"}`, "", []string{"not valid JSON"}},
+		{"array", `[]`, "", []string{"must be a JSON object, got an array"}},
+		{"string", `"hi"`, "", []string{"got a string"}},
+		{"number", `1`, "", []string{"got a number"}},
+		{"null", `null`, "", []string{"got null"}},
+		{"every violation", `{"path":"","limit":0,"mode":"c","tags":[1],"x":true}`, "", []string{
+			"/path: minLength", "/limit: minimum", "/mode: value must be one of", "/tags/0: got number, want string", "additional properties 'x'",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tool.ValidateArguments(tt.args)
+			if tt.errs == nil {
+				if err != nil || string(got) != tt.want {
+					t.Fatalf("ValidateArguments(%q) = %s, %v; want %s", tt.args, got, err, tt.want)
+				}
+				return
+			}
+			var ae *ArgumentError
+			if !errors.As(err, &ae) {
+				t.Fatalf("ValidateArguments(%q) error = %v, want an *ArgumentError", tt.args, err)
+			}
+			for _, want := range tt.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateOutput(t *testing.T) {
+	t.Parallel()
+	tool := testTool(t)
+	if err := tool.ValidateOutput(json.RawMessage(`{"ok":true}`)); err != nil {
+		t.Errorf("valid output rejected: %v", err)
+	}
+	if err := tool.ValidateOutput(json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), "missing property 'ok'") {
+		t.Errorf("invalid output: %v, want missing property", err)
+	}
+	if err := tool.ValidateOutput(json.RawMessage(`{`)); err == nil {
+		t.Error("non-JSON output accepted")
+	}
+}
+
+func TestValidateArgumentsNeedsARegisteredTool(t *testing.T) {
+	t.Parallel()
+	if _, err := (&Tool{Name: "x"}).ValidateArguments(`{}`); !errors.Is(err, ErrNoSchema) {
+		t.Errorf("err = %v, want ErrNoSchema", err)
+	}
+}
+
+func FuzzValidateArguments(f *testing.F) {
+	for _, seed := range []string{``, `{}`, `{"path":"a"}`, `{"path":"a","limit":1,"tags":["x"]}`, `[1]`, `null`, `"s"`,
+		`{"path":`, `{"path":"a"} {}`, "{\"path\":\"\xff\"}", `{"limit":1e400,"path":"a"}`, `{"path":{"path":{"path":[]}}}`} {
+		f.Add(seed)
+	}
+	tool := testTool(f)
+	f.Fuzz(func(t *testing.T, args string) {
+		got, err := tool.ValidateArguments(args)
+		if err != nil {
+			var ae *ArgumentError
+			if !errors.As(err, &ae) || ae.Error() == "" {
+				t.Fatalf("error %v is not a descriptive *ArgumentError", err)
+			}
+			return
+		}
+		var obj map[string]any
+		dec := json.NewDecoder(bytes.NewReader(got))
+		dec.UseNumber() // numbers such as 1e400 are valid JSON but overflow float64
+		if dec.Decode(&obj) != nil {
+			t.Fatalf("accepted arguments %q compact to %q, which is not a JSON object", args, got)
+		}
+		if _, ok := obj["path"].(string); !ok {
+			t.Fatalf("accepted arguments %q lack the required string path", args)
+		}
+		if again, err := tool.ValidateArguments(string(got)); err != nil || string(again) != string(got) {
+			t.Fatalf("validating the accepted form again: %s, %v", again, err)
+		}
+	})
+}
