@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// batchCall is one call in a batch file. Arguments is a JSON object, or a
+// JSON string holding the arguments text as a model would send it.
+type batchCall struct {
+	CallID         string          `json:"call_id"` // default: the call's index
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	Timeout        *Duration       `json:"timeout"` // such as "5s"
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// runBatch runs the calls of a JSON file (or stdin for "-"), printing each
+// event as one protojson line as it arrives. A batch with an error result
+// exits with status 1.
+func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	var cf clientFlags
+	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), `usage: toolwire batch [flags] FILE|-
+
+FILE is a JSON array of calls, such as
+  [{"call_id":"a","name":"echo","arguments":{"text":"hi"}},
+   {"call_id":"b","name":"sleep","arguments":"{\"ms\":100}","timeout":"5s"}]`)
+		fs.PrintDefaults()
+	}
+	cf.register(fs)
+	opts := &toolwirev1.BatchOptions{}
+	fs.BoolVar(&opts.Sequential, "sequential", false, "run every call alone, one after another")
+	maxParallel := fs.Uint("max-parallel", 0, "most calls running at once in a parallel lane (0: the server's limit)")
+	fs.BoolVar(&opts.StopOnError, "stop-on-error", false, "skip the lanes after a failed call")
+	batchTimeout := fs.Duration("batch-timeout", 0, "deadline for the whole batch, enforced by the server (0: none)")
+	session := fs.String("session", "", "session `ID` the calls belong to")
+	if help, err := parseFlags(fs, args); help || err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return usageError("batch: want one FILE, or - for stdin")
+	}
+	opts.MaxParallel = uint32(*maxParallel)
+	if *batchTimeout > 0 {
+		opts.Timeout = durationpb.New(*batchTimeout)
+	}
+	calls, err := readBatchFile(fs.Arg(0), stdin)
+	if err != nil {
+		return err
+	}
+
+	c, ctx, done, err := cf.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	req := &toolwirev1.ExecuteBatchRequest{Calls: calls, SessionId: *session, Options: opts}
+	var printErr error
+	events := func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
+		for ev, err := range c.ExecuteBatch(ctx, req) {
+			if ev != nil {
+				line, err := protojson.Marshal(ev)
+				if err == nil {
+					_, err = fmt.Fprintf(stdout, "%s\n", line)
+				}
+				if err != nil {
+					printErr = err
+					return
+				}
+			}
+			if !yield(ev, err) {
+				return
+			}
+		}
+	}
+	b, err := client.Collect(events)
+	if printErr != nil {
+		return printErr
+	}
+	if err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	failed := 0
+	for _, r := range b.Results {
+		if r.GetIsError() {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d calls failed", failed, len(b.Results))}
+	}
+	return nil
+}
+
+// readBatchFile reads the calls of a batch file; "-" reads stdin.
+func readBatchFile(path string, stdin io.Reader) ([]*toolwirev1.ToolCall, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var in []batchCall
+	if err := dec.Decode(&in); err != nil {
+		return nil, fmt.Errorf("batch file %s: %w", path, err)
+	}
+	calls := make([]*toolwirev1.ToolCall, len(in))
+	for i, bc := range in {
+		args, err := argumentsText(bc.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("batch file %s: call %d: arguments: %w", path, i, err)
+		}
+		id := bc.CallID
+		if id == "" {
+			id = strconv.Itoa(i)
+		}
+		calls[i] = &toolwirev1.ToolCall{CallId: id, Name: bc.Name, Arguments: args, IdempotencyKey: bc.IdempotencyKey}
+		if bc.Timeout != nil {
+			calls[i].Timeout = durationpb.New(time.Duration(*bc.Timeout))
+		}
+	}
+	return calls, nil
+}
+
+// argumentsText returns a call's arguments as JSON text: a JSON string is
+// the text itself; anything else is taken as it is.
+func argumentsText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	return string(raw), nil
+}

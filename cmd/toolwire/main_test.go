@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testTimeout bounds waits for things that must happen; it only fails a
+// test that would otherwise hang.
+const testTimeout = 20 * time.Second
+
+// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor polls until cond holds, failing t after testTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// listenAddr returns the address in the "toolwire listening on" log line.
+func listenAddr(log string) (string, bool) {
+	for line := range strings.Lines(log) {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "toolwire listening on ") {
+			return rec.Addr, true
+		}
+	}
+	return "", false
+}
+
+// server is a "toolwire serve" running in-process.
+type server struct {
+	addr   string
+	stderr *syncBuffer
+	stop   func() error // cancels serve and returns run's error
+}
+
+// startServe runs "toolwire serve --listen 127.0.0.1:0 args..." until the
+// test ends, and returns once it listens.
+func startServe(t *testing.T, args ...string) *server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{stderr: &syncBuffer{}}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, s.stderr)
+	}()
+	var once sync.Once
+	var err error
+	s.stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("serve returned %v", err)
+		}
+	})
+	waitFor(t, "the listening line", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("serve returned early: %v\n%s", err, s.stderr)
+		default:
+		}
+		var ok bool
+		s.addr, ok = listenAddr(s.stderr.String())
+		return ok
+	})
+	return s
+}
+
+// result is what one run of a client command did.
+type result struct {
+	stdout, stderr string
+	code           int
+	err            error
+}
+
+// runCmd runs a command line against the server at addr.
+func runCmd(t *testing.T, addr string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	args = append([]string{args[0], "--addr", addr}, args[1:]...)
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, args, &stdout, &stderr)
+	return result{stdout.String(), stderr.String(), exitCode(err), err}
+}
+
+func TestExitCode(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errors.New("x"), 1},
+		{&exitError{code: 1}, 1},
+		{usageError("bad"), 2},
+	}
+	for _, tt := range tests {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v) = %d; want %d", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"no command", nil, 2},
+		{"unknown command", []string{"frobnicate"}, 2},
+		{"help", []string{"help"}, 0},
+		{"command help", []string{"call", "-h"}, 0},
+		{"unknown flag", []string{"tools", "--nope"}, 2},
+		{"call without name", []string{"call"}, 2},
+		{"call with extra args", []string{"call", "echo", "{}", "more"}, 2},
+		{"batch without file", []string{"batch"}, 2},
+		{"serve with argument", []string{"serve", "extra"}, 2},
+		{"serve with bad log level", []string{"serve", "--log-level", "loud", "--listen", "127.0.0.1:0"}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			err := run(t.Context(), tt.args, &stdout, &stderr)
+			if got := exitCode(err); got != tt.code {
+				t.Errorf("exit code %d (%v); want %d\nstderr: %s", got, err, tt.code, stderr.String())
+			}
+			if stdout.Len()+stderr.Len() == 0 && (err == nil || err.Error() == "") {
+				t.Error("nothing printed")
+			}
+		})
+	}
+}

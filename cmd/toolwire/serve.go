@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+)
+
+// runServe serves until ctx is done, then drains and returns nil.
+func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, help, err := parseServeArgs(args, stderr)
+	if help || err != nil {
+		return err
+	}
+	level, err := cfg.logLevel()
+	if err != nil {
+		return usageError("serve: %v", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		return err
+	}
+	if cfg.Diag {
+		if err := reg.Add(diag.Tools()...); err != nil {
+			return err
+		}
+	}
+	if reg.Snapshot().Len() == 0 {
+		log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
+	}
+	for name := range cfg.Safe {
+		if _, ok := reg.Snapshot().Lookup(name); !ok {
+			log.Warn("safe override names a tool that is not registered", "tool", name)
+		}
+	}
+
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	addr := lis.Addr().String()
+	log.Info("toolwire listening on "+addr, "addr", addr, "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
+	srv := service.New(reg, cfg.service(log))
+	stopLog := context.AfterFunc(ctx, func() {
+		log.Info("shutting down: draining running batches")
+	})
+	defer stopLog()
+	if err := srv.Serve(ctx, lis); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())
+	return nil
+}

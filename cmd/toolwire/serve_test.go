@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/service"
+)
+
+const configYAML = `
+listen: 127.0.0.1:0
+diag: true
+log_level: warn
+max_calls: 8
+max_result_bytes: 10
+call_timeout: 30s
+max_call_timeout: 2m
+drain_timeout: 1m30s
+abandon_grace: 500ms
+max_parallel: 4
+safe:
+  fail: true
+`
+
+func TestParseServeArgs(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", configYAML)
+	fromFile := serveConfig{
+		Listen: "127.0.0.1:0", Diag: true, LogLevel: "warn",
+		MaxCalls: 8, MaxResultBytes: 10,
+		CallTimeout: Duration(30 * time.Second), MaxCallTimeout: Duration(2 * time.Minute),
+		DrainTimeout: Duration(90 * time.Second), AbandonGrace: Duration(500 * time.Millisecond),
+		MaxParallel: 4, Safe: map[string]bool{"fail": true},
+	}
+	tests := []struct {
+		name string
+		args []string
+		want serveConfig
+	}{
+		{"defaults", nil, serveConfig{Listen: defaultAddr, LogLevel: "info"}},
+		{"flags", []string{"--listen", ":9000", "--diag", "--max-parallel", "2", "--call-timeout", "5s"},
+			serveConfig{Listen: ":9000", Diag: true, LogLevel: "info", MaxParallel: 2, CallTimeout: Duration(5 * time.Second)}},
+		{"file", []string{"--config", path}, fromFile},
+		{"flags override the file, before or after --config", []string{"--max-result-bytes", "1000", "--config", path, "--drain-timeout", "1s", "--diag=false"},
+			func() serveConfig {
+				c := fromFile
+				c.MaxResultBytes, c.DrainTimeout, c.Diag = 1000, Duration(time.Second), false
+				return c
+			}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, help, err := parseServeArgs(tt.args, io.Discard)
+			if err != nil || help {
+				t.Fatalf("parseServeArgs: help %v, error %v", help, err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseServeArgsErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "max_calls: 1\nmax_cals: 2\n", "max_cals"},
+		{"duration as number", "call_timeout: 30\n", `want a string such as "30s"`},
+		{"bad duration", "drain_timeout: soon\n", "soon"},
+		{"not YAML", "listen: [\n", "config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, "toolwire.yaml", tt.yaml)
+			_, _, err := parseServeArgs([]string{"--config", path}, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v; want one containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, _, err := parseServeArgs([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}, io.Discard); err == nil {
+		t.Error("missing config file: no error")
+	}
+}
+
+func TestServeConfigToService(t *testing.T) {
+	t.Parallel()
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_argument_bytes: 99\n")}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := service.Config{
+		MaxCallsPerBatch: 8, MaxArgumentBytes: 99, MaxResultBytes: 10,
+		DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute, IdleTimeout: 3 * time.Second,
+		DeadlineMargin: 10 * time.Millisecond, MaxParallel: 4, AbandonGrace: 500 * time.Millisecond,
+		DrainTimeout: 90 * time.Second, EventBuffer: 7, Safe: map[string]bool{"fail": true},
+	}
+	if diff := cmp.Diff(want, cfg.service(nil)); diff != "" {
+		t.Errorf("service.Config (-want +got):\n%s", diff)
+	}
+}
+
+// TestServeConfigFile checks that the file's settings reach the server and
+// that a flag overrides them: the file caps results at 10 bytes, and logs
+// only warnings, so --log-level brings back the listening line.
+func TestServeConfigFile(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", configYAML)
+	text := `{"text":"longer than ten bytes"}`
+
+	fromFile := startServe(t, "--config", path, "--log-level", "info")
+	got := runCmd(t, fromFile.addr, "call", "echo", text)
+	if got.code != 0 || !strings.Contains(got.stdout, "[output truncated") {
+		t.Errorf("with max_result_bytes 10: exit %d, stdout %q; want a truncated result", got.code, got.stdout)
+	}
+
+	overridden := startServe(t, "--config", path, "--log-level", "info", "--max-result-bytes", "1000")
+	got = runCmd(t, overridden.addr, "call", "echo", text)
+	if got.code != 0 || got.stdout != text+"\n" {
+		t.Errorf("with --max-result-bytes 1000: exit %d, stdout %q; want %q", got.code, got.stdout, text+"\n")
+	}
+}
+
+// TestServeDrains stops the server while a call runs: the call still
+// completes, and serve returns nil.
+func TestServeDrains(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag")
+	var callErr error
+	callStderr := &syncBuffer{}
+	var stdout bytes.Buffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		callErr = run(ctx, []string{"call", "--addr", s.addr, "sleep", `{"ms":200}`}, &stdout, callStderr)
+	}()
+	waitFor(t, "the call to start", func() bool { return strings.Contains(callStderr.String(), "started") })
+	if err := s.stop(); err != nil {
+		t.Errorf("serve returned %v; want nil after draining", err)
+	}
+	<-done
+	if callErr != nil || !strings.Contains(stdout.String(), "slept_ms") {
+		t.Errorf("call during shutdown: %v, stdout %q; want it to complete", callErr, stdout.String())
+	}
+	if !strings.Contains(s.stderr.String(), "shutting down") {
+		t.Errorf("no shutdown log:\n%s", s.stderr)
+	}
+}
+
+// TestBinary builds toolwire and runs "toolwire serve" as a child process on
+// a real socket: it answers, and exits 0 on SIGTERM.
+func TestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "toolwire")
+	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+
+	cmd := exec.Command(bin, "serve", "--diag", "--listen", "127.0.0.1:0")
+	output, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout // the log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+
+	// Read the log until the listening line, then keep draining it so the
+	// child never blocks on a full pipe.
+	addrc := make(chan string, 1)
+	logc := make(chan string, 1)
+	go func() {
+		var log strings.Builder
+		sc := bufio.NewScanner(output)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if addr, ok := listenAddr(sc.Text()); ok {
+				addrc <- addr
+			}
+		}
+		logc <- log.String()
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(testTimeout):
+		t.Fatal("the binary did not report its address")
+	}
+
+	got := runCmd(t, addr, "call", "echo", `{"text":"from a real process"}`)
+	if got.err != nil || got.stdout != `{"text":"from a real process"}`+"\n" {
+		t.Fatalf("call: %v, stdout %q", got.err, got.stdout)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	log := <-logc // the pipe closes when the process exits
+	err = cmd.Wait()
+	waited = true
+	if err != nil {
+		t.Errorf("after SIGTERM: %v; want exit status 0\n%s", err, log)
+	}
+	if !strings.Contains(log, "toolwire stopped") {
+		t.Errorf("no stop log line:\n%s", log)
+	}
+}
