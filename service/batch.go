@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -69,6 +70,7 @@ type batch struct {
 	streamCtx context.Context // the RPC's context; no event is sent after it ends
 	events    chan *toolwirev1.ExecuteBatchResponse
 	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
+	failed    atomic.Bool              // some call has failed, for stop_on_error
 	start     time.Time
 }
 
@@ -149,41 +151,46 @@ func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
 // run executes the lanes in order and closes the event channel when every
 // call has its result. Once ctx is done nothing new starts: calls not yet
 // started get CANCELLED (or TIMEOUT) results.
-func (b *batch) run(ctx context.Context) {
-	defer close(b.events)
-	failed := false
-	for li, lane := range b.lanes {
-		if failed && b.req.GetOptions().GetStopOnError() {
+func (b *batch) run(ctx context.Context) { b.runFrom(ctx, 0) }
+
+// runFrom runs the lanes from index li on. When a call it runs itself is
+// abandoned, the call's watchdog continues the batch on a new goroutine and
+// this one returns as soon as the tool lets it.
+func (b *batch) runFrom(ctx context.Context, li int) {
+	for ; li < len(b.lanes); li++ {
+		lane := b.lanes[li]
+		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
 				b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error")
 			}
 			continue
 		}
 		if len(lane.Calls) == 1 {
-			b.startCall(ctx, li, lane.Calls[0])
-		} else {
-			sem := make(chan struct{}, b.parallel)
-			var wg sync.WaitGroup
-			for _, i := range lane.Calls {
-				select {
-				case sem <- struct{}{}:
-				case <-ctx.Done():
-				}
-				if ctx.Err() != nil {
-					b.startCall(ctx, li, i) // reports the cancellation without running
-					continue
-				}
-				wg.Go(func() {
-					defer func() { <-sem }()
-					b.startCall(ctx, li, i)
-				})
+			next := li + 1
+			if !b.startCall(ctx, li, lane.Calls[0], func() { b.s.runners.Go(func() { b.runFrom(ctx, next) }) }) {
+				return
 			}
-			wg.Wait()
+			continue
 		}
+		sem := make(chan struct{}, b.parallel)
+		var wg sync.WaitGroup
 		for _, i := range lane.Calls {
-			failed = failed || b.results[i].GetIsError()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				b.startCall(ctx, li, i, nil) // reports the cancellation without running
+				continue
+			}
+			wg.Add(1)
+			release := sync.OnceFunc(func() { <-sem; wg.Done() })
+			b.s.runners.Go(func() {
+				b.startCall(ctx, li, i, release)
+				release()
+			})
 		}
+		wg.Wait()
 	}
+	close(b.events)
 }
 
 // finishUnstarted records and sends the result of a call that never ran.
@@ -201,6 +208,9 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	b.results[i] = res
+	if res.GetIsError() {
+		b.failed.Store(true)
+	}
 	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: res}})
 }
 

@@ -63,6 +63,7 @@ func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
 		conn.Close()
 		gs.Stop()
 		st.wg.Wait()
+		srv.Close()
 	})
 	return &testServer{srv: srv, reg: reg, client: toolwirev1.NewToolServiceClient(conn), conn: conn, state: st}
 }

@@ -484,20 +484,42 @@ func TestInvariant6_CancellationOutranksTheToolsError(t *testing.T) {
 
 func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{AbandonGrace: 50 * time.Millisecond})
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
-		{CallId: "x", Name: "stubborn", Timeout: durationpb.New(30 * time.Millisecond)},
-		call("y", "echo", `{"text":"after"}`),
-	}})
-	got := results(t, events)
-	if r := got["x"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "abandoned") {
-		t.Errorf("result %v %q, want TIMEOUT saying the tool was abandoned", r.GetErrorKind(), text(r))
+	tests := []struct {
+		name string
+		safe map[string]bool
+		lane bool // the stubborn call shares a parallel lane
+	}{
+		{"alone in its lane", nil, false},
+		{"in a parallel lane", map[string]bool{"stubborn": true}, true},
 	}
-	if got["y"].GetIsError() {
-		t.Errorf("the next call failed: %q", text(got["y"]))
-	}
-	if n := ts.srv.Abandoned(); n != 1 {
-		t.Errorf("Abandoned() = %d, want 1", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ts := newTestServer(t, Config{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe})
+			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+				{CallId: "x", Name: "stubborn", Timeout: durationpb.New(30 * time.Millisecond)},
+				call("r", "read", `{"ms":1}`),
+				call("w", "write", `{"ms":1}`),
+			}})
+			if got := len(events[0].GetAccepted().GetLanes()); (got == 2) != tt.lane {
+				t.Fatalf("plan has %d lanes; stubborn in a parallel lane: %v", got, tt.lane)
+			}
+			got := results(t, events)
+			if r := got["x"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "abandoned") {
+				t.Errorf("result %v %q, want TIMEOUT saying the tool was abandoned", r.GetErrorKind(), text(r))
+			}
+			for _, id := range []string{"r", "w"} {
+				if got[id].GetIsError() {
+					t.Errorf("call %s after the abandoned one failed: %q", id, text(got[id]))
+				}
+			}
+			if events[len(events)-1].GetFinished() == nil {
+				t.Error("no BatchFinished")
+			}
+			if n := ts.srv.Abandoned(); n != 1 {
+				t.Errorf("Abandoned() = %d, want 1", n)
+			}
+		})
 	}
 }
 

@@ -5,8 +5,8 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -42,13 +42,14 @@ type Server struct {
 	stopCalls context.CancelCauseFunc
 
 	abandoned atomic.Int64
+	runners   *runners
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
 
 // New returns a server for the tools in reg.
 func New(reg *tools.Registry, cfg Config) *Server {
-	s := &Server{cfg: cfg.withDefaults(), reg: reg, health: health.NewServer(), stopping: make(chan struct{})}
+	s := &Server{cfg: cfg.withDefaults(), reg: reg, health: health.NewServer(), stopping: make(chan struct{}), runners: newRunners(10 * time.Second)}
 	s.stopCtx, s.stopCalls = context.WithCancelCause(context.Background())
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
@@ -134,10 +135,6 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 
 	ctx := stream.Context()
 	b := s.newBatch(ctx, req)
-	if err := stream.Send(b.accepted()); err != nil {
-		return err
-	}
-
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(s.stopCtx, func() { cancel(errShutdown) })
@@ -147,11 +144,16 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 		defer cancelTimeout()
 	}
-	go b.run(runCtx)
+	// The batch starts before BatchAccepted is sent, so the first calls'
+	// events are ready to go out with it.
+	s.runners.Go(func() { b.run(runCtx) })
 
 	// This goroutine is the stream's only writer. After a failed Send the
 	// batch is cancelled and its remaining events are drained unsent.
-	var sendErr error
+	sendErr := stream.Send(b.accepted())
+	if sendErr != nil {
+		cancel(sendErr)
+	}
 	for ev := range b.events {
 		if sendErr != nil {
 			continue
@@ -221,6 +223,13 @@ func (s *Server) Shutdown(gs *grpc.Server) {
 		gs.Stop()
 		<-stopped
 	}
+	s.Close()
+}
+
+// Close releases the server's idle goroutines. Shutdown calls it; call it
+// yourself after stopping a grpc.Server you registered the server on.
+func (s *Server) Close() {
+	s.runners.Close()
 }
 
 // safe reports whether calls of t may share a parallel lane.
@@ -231,8 +240,8 @@ func (s *Server) safe(t *tools.Tool) bool {
 	return t.Annotations.ReadOnly
 }
 
+// newID returns a batch ID: unique enough for logs and traces, and cheap
+// (no system call, unlike crypto/rand).
 func newID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return fmt.Sprintf("%016x", rand.Uint64())
 }

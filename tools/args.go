@@ -44,8 +44,8 @@ func (e *ArgumentError) Error() string {
 }
 
 // ValidateArguments parses arguments (JSON text; empty means {}) and checks
-// them against the tool's input schema. It returns the arguments as compact
-// JSON, or an *ArgumentError.
+// them against the tool's input schema. It returns the arguments (trimmed of
+// surrounding space), or an *ArgumentError.
 func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if t.input == nil {
 		return nil, ErrNoSchema
@@ -64,16 +64,15 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if err := t.input.Validate(doc); err != nil {
 		return nil, &ArgumentError{Reason: "arguments do not match the tool's input schema", Violations: violations(err)}
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, raw); err != nil {
-		return nil, &ArgumentError{Reason: err.Error()}
-	}
-	return compact.Bytes(), nil
+	return raw, nil
 }
 
 // ValidateOutput checks structured content against the tool's output schema;
 // a tool without one accepts any JSON.
 func (t *Tool) ValidateOutput(structured json.RawMessage) error {
+	if t.trustOutput {
+		return nil
+	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
 	if err != nil {
 		return fmt.Errorf("structured content is not JSON: %w", err)

@@ -37,10 +37,10 @@ func TestValidateArguments(t *testing.T) {
 	tests := []struct {
 		name string
 		args string
-		want string   // compacted arguments when valid
+		want string   // the arguments returned when valid
 		errs []string // substrings of the error when not
 	}{
-		{"valid", `{"path": "a.txt", "limit": 3}`, `{"path":"a.txt","limit":3}`, nil},
+		{"valid", `{"path": "a.txt", "limit": 3}`, `{"path": "a.txt", "limit": 3}`, nil},
 		{"big integers keep their digits", `{"path":"a","limit":12345678901234567890}`, `{"path":"a","limit":12345678901234567890}`, nil},
 		{"surrounding space", " \n{\"path\":\"a\"}\n", `{"path":"a"}`, nil},
 		{"empty means {}", ``, "", []string{"/: missing property 'path'"}},
@@ -118,7 +118,7 @@ func FuzzValidateArguments(f *testing.F) {
 		dec := json.NewDecoder(bytes.NewReader(got))
 		dec.UseNumber() // numbers such as 1e400 are valid JSON but overflow float64
 		if dec.Decode(&obj) != nil {
-			t.Fatalf("accepted arguments %q compact to %q, which is not a JSON object", args, got)
+			t.Fatalf("accepted arguments %q come back as %q, which is not a JSON object", args, got)
 		}
 		if _, ok := obj["path"].(string); !ok {
 			t.Fatalf("accepted arguments %q lack the required string path", args)

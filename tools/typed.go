@@ -35,6 +35,7 @@ func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Too
 		return Tool{}, err
 	}
 	return Tool{
+		typedOutput:  outJSON,
 		Name:         name,
 		Description:  description,
 		InputSchema:  inJSON,

@@ -86,3 +86,17 @@ func TestCallReportsStopAfterClose(t *testing.T) {
 	var nilCall *Call
 	nilCall.Output("no panic") // a nil handle is a no-op
 }
+
+func TestTypedOutputIsValidatedOnceItsSchemaIsReplaced(t *testing.T) {
+	t.Parallel()
+	tool := MustTyped("t", "", func(context.Context, *Call, struct{}) (greetOut, error) { return greetOut{}, nil })
+	tool.OutputSchema = json.RawMessage(`{"type":"object","required":["other"]}`)
+	r, err := NewRegistry(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := r.Snapshot().Lookup("t")
+	if err := reg.ValidateOutput(json.RawMessage(`{"greeting":""}`)); err == nil {
+		t.Error("output was trusted although the tool declares another output schema")
+	}
+}
