@@ -12,6 +12,7 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -83,9 +84,10 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		snap:      snap,
 		tools:     make([]*tools.Tool, len(req.GetCalls())),
 		streamCtx: ctx,
-		events:    make(chan *toolwirev1.ExecuteBatchResponse, s.cfg.EventBuffer),
-		results:   make([]*toolwirev1.CallResult, len(req.GetCalls())),
-		start:     time.Now(),
+		// A small batch needs few slots; more would only be allocated and cleared.
+		events:  make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
+		results: make([]*toolwirev1.CallResult, len(req.GetCalls())),
+		start:   time.Now(),
 	}
 	safe := make([]bool, len(req.GetCalls()))
 	for i, c := range req.GetCalls() {
@@ -137,6 +139,25 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 		}
 	}
 	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Finished{Finished: f}}
+}
+
+// write is the stream's only writer; it returns when the batch's events are
+// all sent. After a failed Send the batch is cancelled and its remaining
+// events are drained unsent.
+func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], cancel context.CancelCauseFunc) error {
+	sendErr := stream.Send(b.accepted())
+	if sendErr != nil {
+		cancel(sendErr)
+	}
+	for ev := range b.events {
+		if sendErr != nil {
+			continue
+		}
+		if sendErr = stream.Send(ev); sendErr != nil {
+			cancel(sendErr)
+		}
+	}
+	return sendErr
 }
 
 // emit hands an event to the stream writer, waiting while the client reads
@@ -248,6 +269,9 @@ func (b *batch) unknownTool(call *toolwirev1.ToolCall) string {
 func isWrapper(call *toolwirev1.ToolCall) bool {
 	if strings.HasPrefix(call.GetName(), "multi_tool_use") {
 		return true
+	}
+	if !strings.Contains(call.GetArguments(), `"tool_uses"`) {
+		return false
 	}
 	var args struct {
 		ToolUses json.RawMessage `json:"tool_uses"`

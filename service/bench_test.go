@@ -157,3 +157,33 @@ func reportLatency(b *testing.B, name string, lat []time.Duration) time.Duration
 	b.ReportMetric(float64(p99.Nanoseconds())/1e3, name+"-p99-µs")
 	return p50
 }
+
+// nullStream is a server stream that discards what is sent.
+type nullStream struct {
+	grpc.ServerStream
+}
+
+func (nullStream) Send(*toolwirev1.ExecuteBatchResponse) error { return nil }
+func (nullStream) Context() context.Context                   { return context.Background() }
+
+// BenchmarkExecuteBatchInProcess measures the server's own cost of a batch,
+// without gRPC: for profiling what toolwire adds.
+func BenchmarkExecuteBatchInProcess(b *testing.B) {
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := New(reg, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	b.Cleanup(srv.Close)
+	for _, name := range []string{"echo", "unknown"} {
+		b.Run(name, func(b *testing.B) {
+			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: name, Arguments: echoArgs}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := srv.ExecuteBatch(req, nullStream{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

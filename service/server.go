@@ -5,9 +5,9 @@ package service
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -144,25 +144,8 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 		defer cancelTimeout()
 	}
-	// The batch starts before BatchAccepted is sent, so the first calls'
-	// events are ready to go out with it.
 	s.runners.Go(func() { b.run(runCtx) })
-
-	// This goroutine is the stream's only writer. After a failed Send the
-	// batch is cancelled and its remaining events are drained unsent.
-	sendErr := stream.Send(b.accepted())
-	if sendErr != nil {
-		cancel(sendErr)
-	}
-	for ev := range b.events {
-		if sendErr != nil {
-			continue
-		}
-		if err := stream.Send(ev); err != nil {
-			sendErr = err
-			cancel(err)
-		}
-	}
+	sendErr := b.write(stream, cancel)
 	if sendErr != nil {
 		return sendErr
 	}
@@ -243,5 +226,6 @@ func (s *Server) safe(t *tools.Tool) bool {
 // newID returns a batch ID: unique enough for logs and traces, and cheap
 // (no system call, unlike crypto/rand).
 func newID() string {
-	return fmt.Sprintf("%016x", rand.Uint64())
+	var b [16]byte
+	return string(strconv.AppendUint(b[:0], rand.Uint64()|1<<63, 16))
 }
