@@ -164,7 +164,7 @@ type nullStream struct {
 }
 
 func (nullStream) Send(*toolwirev1.ExecuteBatchResponse) error { return nil }
-func (nullStream) Context() context.Context                   { return context.Background() }
+func (nullStream) Context() context.Context                    { return context.Background() }
 
 // BenchmarkExecuteBatchInProcess measures the server's own cost of a batch,
 // without gRPC: for profiling what toolwire adds.
