@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/service"
 )
 
@@ -222,6 +223,8 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("call: %v, stdout %q", got.err, got.stdout)
 	}
 
+	t.Run("grpcurl", func(t *testing.T) { grpcurlAgainst(t, addr) })
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +236,33 @@ func TestBinary(t *testing.T) {
 	}
 	if !strings.Contains(log, "toolwire stopped") {
 		t.Errorf("no stop log line:\n%s", log)
+	}
+}
+
+// grpcurlAgainst drives the server at addr with grpcurl, as the README shows:
+// reflection lists the services, health answers, and a batch streams to
+// BatchFinished.
+func grpcurlAgainst(t *testing.T, addr string) {
+	grpcurl := testenv.LookPath(t, "grpcurl")
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(grpcurl, append([]string{"-plaintext"}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("grpcurl %q: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run(addr, "list"); !strings.Contains(out, "toolwire.v1.ToolService") || !strings.Contains(out, "grpc.health.v1.Health") {
+		t.Errorf("grpcurl list:\n%s", out)
+	}
+	if out := run(addr, "grpc.health.v1.Health/Check"); !strings.Contains(out, "SERVING") {
+		t.Errorf("health check:\n%s", out)
+	}
+	out := run("-d", `{"calls":[{"call_id":"c1","name":"echo","arguments":"{\"text\":\"via grpcurl\"}"},{"call_id":"c2","name":"nope"}]}`,
+		addr, "toolwire.v1.ToolService/ExecuteBatch")
+	for _, want := range []string{`"accepted"`, `via grpcurl`, `ERROR_KIND_UNKNOWN_TOOL`, `"finished"`, `"succeeded": 1`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ExecuteBatch output lacks %s:\n%s", want, out)
+		}
 	}
 }
