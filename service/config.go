@@ -8,6 +8,13 @@ import (
 // Config tunes a Server. The zero value of every field means its default, so
 // Config{} is a usable configuration.
 type Config struct {
+	// Listen is the address ListenAndServe listens on. Default
+	// 127.0.0.1:50051.
+	Listen string
+	// MaxConcurrentBatches bounds the batches running at once; a batch
+	// beyond it is refused with RESOURCE_EXHAUSTED, so an overloaded server
+	// sheds load instead of queueing it without bound. Default 4096.
+	MaxConcurrentBatches int
 	// MaxCallsPerBatch bounds the calls in one batch; more is INVALID_ARGUMENT.
 	// Default 1024.
 	MaxCallsPerBatch int
@@ -61,6 +68,10 @@ func (c Config) withDefaults() Config {
 			*v = d
 		}
 	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:50051"
+	}
+	def(&c.MaxConcurrentBatches, 4096)
 	def(&c.MaxCallsPerBatch, 1024)
 	def(&c.MaxArgumentBytes, 1<<20)
 	def(&c.MaxResultBytes, 256<<10)

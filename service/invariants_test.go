@@ -390,6 +390,29 @@ func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 	}
 }
 
+func TestOverloadIsResourceExhausted(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Config{MaxConcurrentBatches: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "sleep", `{"ms":60000}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // accepted: the batch is running
+		t.Fatal(err)
+	}
+	_, err = ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("b", "echo", `{"text":"x"}`)}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second batch: %v, want ResourceExhausted", err)
+	}
+	cancel()
+	waitFor(t, func() bool {
+		_, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("c", "echo", `{"text":"x"}`)}})
+		return err == nil
+	})
+}
+
 func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 	t.Parallel()
 	slowTool := tools.Tool{Name: "limited", Timeout: 80 * time.Millisecond, InputSchema: []byte(`{"type":"object"}`),

@@ -33,6 +33,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	draining bool
+	running  int            // batches running, at most MaxConcurrentBatches
 	active   sync.WaitGroup // running batches
 	stopping chan struct{}  // closed when shutdown begins
 
@@ -124,14 +125,10 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	if err := s.checkBatch(req); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	if s.draining {
-		s.mu.Unlock()
-		return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+	if err := s.admit(); err != nil {
+		return err
 	}
-	s.active.Add(1)
-	s.mu.Unlock()
-	defer s.active.Done()
+	defer s.release()
 
 	ctx := stream.Context()
 	b := s.newBatch(ctx, req)
@@ -153,6 +150,38 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	return stream.Send(b.finished())
+}
+
+// admit counts a batch in, or refuses it while shutting down or overloaded.
+func (s *Server) admit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.draining:
+		return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+	case s.running >= s.cfg.MaxConcurrentBatches:
+		return status.Errorf(codes.ResourceExhausted, "server is running its limit of %d batches; retry with backoff", s.cfg.MaxConcurrentBatches)
+	}
+	s.running++
+	s.active.Add(1)
+	return nil
+}
+
+func (s *Server) release() {
+	s.mu.Lock()
+	s.running--
+	s.mu.Unlock()
+	s.active.Done()
+}
+
+// ListenAndServe listens on the configured address and serves; see Serve.
+func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) error {
+	lis, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return err
+	}
+	s.cfg.Logger.Info("toolwire listening on "+lis.Addr().String(), "addr", lis.Addr().String())
+	return s.Serve(ctx, lis, opts...)
 }
 
 // Serve serves on lis until ctx is done, then shuts down gracefully: health

@@ -21,6 +21,7 @@ type serveConfig struct {
 	Diag     bool   `json:"diag"`      // offer the diagnostic tools
 	LogLevel string `json:"log_level"` // debug, info, warn or error
 
+	MaxBatches       int             `json:"max_concurrent_batches"`
 	MaxCalls         int             `json:"max_calls"`
 	MaxArgumentBytes int             `json:"max_argument_bytes"`
 	MaxResultBytes   int             `json:"max_result_bytes"`
@@ -73,6 +74,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "`address` to listen on; port 0 picks a free port")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level`: debug, info, warn or error")
+	fs.IntVar(&cfg.MaxBatches, "max-batches", cfg.MaxBatches, "most batches running at once; more are refused with RESOURCE_EXHAUSTED (0: 4096)")
 	fs.IntVar(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "most calls in one batch (0: 1024)")
 	fs.IntVar(&cfg.MaxArgumentBytes, "max-argument-bytes", cfg.MaxArgumentBytes, "largest arguments of one call, in bytes (0: 1 MiB)")
 	fs.IntVar(&cfg.MaxResultBytes, "max-result-bytes", cfg.MaxResultBytes, "cap on one result's output, in bytes (0: 256 KiB)")
@@ -146,18 +148,20 @@ func (cfg serveConfig) logLevel() (slog.Level, error) {
 // service returns the server's configuration.
 func (cfg serveConfig) service(log *slog.Logger) service.Config {
 	return service.Config{
-		MaxCallsPerBatch:   cfg.MaxCalls,
-		MaxArgumentBytes:   cfg.MaxArgumentBytes,
-		MaxResultBytes:     cfg.MaxResultBytes,
-		DefaultCallTimeout: time.Duration(cfg.CallTimeout),
-		MaxCallTimeout:     time.Duration(cfg.MaxCallTimeout),
-		IdleTimeout:        time.Duration(cfg.IdleTimeout),
-		DeadlineMargin:     time.Duration(cfg.DeadlineMargin),
-		MaxParallel:        cfg.MaxParallel,
-		AbandonGrace:       time.Duration(cfg.AbandonGrace),
-		DrainTimeout:       time.Duration(cfg.DrainTimeout),
-		EventBuffer:        cfg.EventBuffer,
-		Safe:               cfg.Safe,
-		Logger:             log,
+		Listen:               cfg.Listen,
+		MaxConcurrentBatches: cfg.MaxBatches,
+		MaxCallsPerBatch:     cfg.MaxCalls,
+		MaxArgumentBytes:     cfg.MaxArgumentBytes,
+		MaxResultBytes:       cfg.MaxResultBytes,
+		DefaultCallTimeout:   time.Duration(cfg.CallTimeout),
+		MaxCallTimeout:       time.Duration(cfg.MaxCallTimeout),
+		IdleTimeout:          time.Duration(cfg.IdleTimeout),
+		DeadlineMargin:       time.Duration(cfg.DeadlineMargin),
+		MaxParallel:          cfg.MaxParallel,
+		AbandonGrace:         time.Duration(cfg.AbandonGrace),
+		DrainTimeout:         time.Duration(cfg.DrainTimeout),
+		EventBuffer:          cfg.EventBuffer,
+		Safe:                 cfg.Safe,
+		Logger:               log,
 	}
 }

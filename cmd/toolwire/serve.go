@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -42,18 +41,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
-	lis, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
-	addr := lis.Addr().String()
-	log.Info("toolwire listening on "+addr, "addr", addr, "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
+	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
 	srv := service.New(reg, cfg.service(log))
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")
 	})
 	defer stopLog()
-	if err := srv.Serve(ctx, lis); err != nil {
+	if err := srv.ListenAndServe(ctx); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())

@@ -99,11 +99,12 @@ func TestParseServeArgsErrors(t *testing.T) {
 
 func TestServeConfigToService(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_argument_bytes: 99\n")}, io.Discard)
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_argument_bytes: 99\nmax_concurrent_batches: 5\n")}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := service.Config{
+		Listen: "127.0.0.1:0", MaxConcurrentBatches: 5,
 		MaxCallsPerBatch: 8, MaxArgumentBytes: 99, MaxResultBytes: 10,
 		DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute, IdleTimeout: 3 * time.Second,
 		DeadlineMargin: 10 * time.Millisecond, MaxParallel: 4, AbandonGrace: 500 * time.Millisecond,
