@@ -65,81 +65,106 @@ func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration 
 	return min(d, b.s.cfg.MaxCallTimeout)
 }
 
+// callRun is one running call: the state its tool, its watchdog and its
+// result share. It is one allocation, where closures would be many.
+type callRun struct {
+	b         *batch
+	i         int
+	tool      *tools.Tool
+	ctx       context.Context // the batch's
+	callCtx   context.Context // the call's: deadline, idle timeout
+	start     time.Time
+	timeout   time.Duration
+	rpcLimit  bool // the RPC's deadline set the call's
+	handle    *tools.Call
+	idle      *time.Timer
+	onAbandon func()
+
+	decided  atomic.Bool // whoever sets it sends the result
+	mu       sync.Mutex
+	returned bool        // the tool has returned
+	grace    *time.Timer // the watchdog's, armed when callCtx ends
+}
+
 // execute runs the tool on the calling goroutine (a goroutine hop per call
 // is most of a small call's cost) and sends its result; see startCall.
 func (b *batch) execute(ctx context.Context, i int, t *tools.Tool, args []byte, onAbandon func()) bool {
 	call := b.req.GetCalls()[i]
 	cfg := &b.s.cfg
-	start := time.Now()
-	timeout := b.timeout(call, t)
-	deadline := start.Add(timeout)
-	rpcDeadline := false
+	r := &callRun{b: b, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), onAbandon: onAbandon}
+	deadline := r.start.Add(r.timeout)
 	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
-		deadline, rpcDeadline = dl.Add(-cfg.DeadlineMargin), true
+		deadline, r.rpcLimit = dl.Add(-cfg.DeadlineMargin), true
 	}
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	var idleTimer *time.Timer
 	if cfg.IdleTimeout > 0 {
 		var cancelIdle context.CancelCauseFunc
 		callCtx, cancelIdle = context.WithCancelCause(callCtx)
 		defer cancelIdle(nil)
-		idleTimer = time.AfterFunc(cfg.IdleTimeout, func() { cancelIdle(errIdle) })
-		defer idleTimer.Stop()
+		r.idle = time.AfterFunc(cfg.IdleTimeout, func() { cancelIdle(errIdle) })
+		defer r.idle.Stop()
 	}
-	handle := tools.NewCall(call.GetCallId(), t.Name, args, func(p tools.Progress) {
-		if idleTimer != nil {
-			idleTimer.Reset(cfg.IdleTimeout)
-		}
-		b.emit(progressEvent(call.GetCallId(), i, p))
-	})
-	handle.SessionID = b.req.GetSessionId()
+	r.callCtx = callCtx
+	r.handle = tools.NewCall(call.GetCallId(), t.Name, args, r.progress)
+	r.handle.SessionID = b.req.GetSessionId()
 
-	// Whoever sets decided sends the result: this goroutine when the tool
-	// returns, or the watchdog when the tool ignores its cancellation.
-	var decided atomic.Bool
-	decide := func(o outcome, abandoned bool) {
-		handle.Close() // no progress event may follow the result
-		res := b.newResult(i)
-		b.judge(ctx, callCtx, t, timeout, rpcDeadline, o, abandoned, res)
-		res.Duration = durationpb.New(time.Since(start))
-		b.finish(i, res)
+	stopWatch := context.AfterFunc(callCtx, r.watch)
+	o := b.invoke(callCtx, t, r.handle)
+	r.mu.Lock()
+	r.returned = true
+	if r.grace != nil {
+		r.grace.Stop()
 	}
-	var mu sync.Mutex
-	returned := false
-	var grace *time.Timer
-	stopWatch := context.AfterFunc(callCtx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if returned {
-			return
-		}
-		grace = time.AfterFunc(cfg.AbandonGrace, func() {
-			if !decided.CompareAndSwap(false, true) {
-				return
-			}
-			b.s.abandoned.Add(1)
-			cfg.Logger.Warn("tool ignored cancellation; abandoned", "batch_id", b.id, "call_id", call.GetCallId(),
-				"tool", t.Name, "grace", cfg.AbandonGrace)
-			decide(outcome{}, true)
-			onAbandon()
-		})
-	})
-
-	o := b.invoke(callCtx, t, handle)
-
-	mu.Lock()
-	returned = true
-	if grace != nil {
-		grace.Stop()
-	}
-	mu.Unlock()
+	r.mu.Unlock()
 	stopWatch()
-	if !decided.CompareAndSwap(false, true) {
-		return false
+
+	if !r.decided.CompareAndSwap(false, true) {
+		return false // abandoned: the watchdog has sent the result
 	}
-	decide(o, false)
+	r.decide(o, false)
 	return true
+}
+
+// progress forwards a report of the tool's, extending the idle timeout.
+func (r *callRun) progress(p tools.Progress) {
+	if r.idle != nil {
+		r.idle.Reset(r.b.s.cfg.IdleTimeout)
+	}
+	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
+}
+
+// watch runs when the call's context ends: unless the tool returns within
+// the abandon grace, it is abandoned.
+func (r *callRun) watch() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.returned {
+		r.grace = time.AfterFunc(r.b.s.cfg.AbandonGrace, r.abandon)
+	}
+}
+
+// abandon sends the result of a tool that ignored its cancellation and lets
+// the batch go on without it.
+func (r *callRun) abandon() {
+	if !r.decided.CompareAndSwap(false, true) {
+		return
+	}
+	cfg := &r.b.s.cfg
+	r.b.s.abandoned.Add(1)
+	cfg.Logger.Warn("tool ignored cancellation; abandoned", "batch_id", r.b.id, "call_id", r.handle.ID,
+		"tool", r.tool.Name, "grace", cfg.AbandonGrace)
+	r.decide(outcome{}, true)
+	r.onAbandon()
+}
+
+// decide sends the call's result.
+func (r *callRun) decide(o outcome, abandoned bool) {
+	r.handle.Close() // no progress event may follow the result
+	res := r.b.newResult(r.i)
+	r.b.judge(r.ctx, r.callCtx, r.tool, r.timeout, r.rpcLimit, o, abandoned, res)
+	res.Duration = durationpb.New(time.Since(r.start))
+	r.b.finish(r.i, res)
 }
 
 // invoke calls the tool's handler, turning a panic into an error: the model
