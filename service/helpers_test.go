@@ -212,6 +212,12 @@ func (ts *testServer) runErr(ctx context.Context, req *toolwirev1.ExecuteBatchRe
 	if err != nil {
 		return nil, err
 	}
+	return drain(stream)
+}
+
+// drain reads the rest of a batch's stream: the events, and the RPC's error
+// unless it ended cleanly.
+func drain(stream grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]) ([]*toolwirev1.ExecuteBatchResponse, error) {
 	var events []*toolwirev1.ExecuteBatchResponse
 	for {
 		ev, err := stream.Recv()

@@ -563,13 +563,9 @@ func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 		t.Fatalf("Recv = %v, %v; want a started event", ev, err)
 	}
 	ts.srv.stopCalls(errShutdown)
-	var got []*toolwirev1.ExecuteBatchResponse
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			break
-		}
-		got = append(got, ev)
+	got, err := drain(stream)
+	if err != nil {
+		t.Fatalf("stream ended with %v, want a clean end", err)
 	}
 	res := results(t, got)
 	for _, id := range []string{"a", "b"} {

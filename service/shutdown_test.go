@@ -66,16 +66,9 @@ func TestEndToEndOverTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var events []*toolwirev1.ExecuteBatchResponse
-	for {
-		ev, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		events = append(events, ev)
+	events, err := drain(stream)
+	if err != nil {
+		t.Fatal(err)
 	}
 	got := results(t, events)
 	if text(got["e"]) != `{"text":"tcp"}` || got["e"].GetStructuredContent() != `{"text":"tcp"}` {
@@ -143,16 +136,9 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 				t.Errorf("new batch while draining: %v, want Unavailable", err)
 			}
 
-			var events []*toolwirev1.ExecuteBatchResponse
-			for {
-				ev, err := stream.Recv()
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					t.Fatalf("stream ended with %v, want a clean end", err)
-				}
-				events = append(events, ev)
+			events, err := drain(stream)
+			if err != nil {
+				t.Fatalf("stream ended with %v, want a clean end", err)
 			}
 			got := results(t, events)
 			if r := got["s"]; r.GetErrorKind() != tt.wantKind {
