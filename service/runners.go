@@ -2,6 +2,7 @@ package service
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +15,7 @@ type runners struct {
 	idle time.Duration
 	stop chan struct{}
 	once sync.Once
-	wg   sync.WaitGroup
+	live atomic.Int32 // runners, busy or idle
 }
 
 func newRunners(idle time.Duration) *runners {
@@ -26,13 +27,13 @@ func (r *runners) Go(f func()) {
 	select {
 	case r.work <- f:
 	default:
-		r.wg.Add(1)
+		r.live.Add(1)
 		go r.loop(f)
 	}
 }
 
 func (r *runners) loop(f func()) {
-	defer r.wg.Done()
+	defer r.live.Add(-1)
 	idle := time.NewTimer(r.idle)
 	defer idle.Stop()
 	for {
@@ -48,9 +49,8 @@ func (r *runners) loop(f func()) {
 	}
 }
 
-// Close makes idle runners exit and waits for them; functions still running
-// finish first. Go must not be called after Close.
+// Close makes idle runners exit, and busy ones when their function returns.
+// It does not wait: a runner may be stuck in a tool that was abandoned.
 func (r *runners) Close() {
 	r.once.Do(func() { close(r.stop) })
-	r.wg.Wait()
 }

@@ -238,7 +238,7 @@ func (s *Server) Shutdown(gs *grpc.Server) {
 	s.Close()
 }
 
-// Close releases the server's idle goroutines. Shutdown calls it; call it
+// Close lets the server's idle goroutines exit. Shutdown calls it; call it
 // yourself after stopping a grpc.Server you registered the server on.
 func (s *Server) Close() {
 	s.runners.Close()
