@@ -21,9 +21,9 @@ import (
 
 // tcpServer serves the diag tools on a real loopback TCP listener until the
 // returned stop function is called; stop waits for Serve to return.
-func tcpServer(tb testing.TB, cfg Config) (*Server, *grpc.ClientConn, func() error) {
+func tcpServer(tb testing.TB, cfg Config, extra ...tools.Tool) (*Server, *grpc.ClientConn, func() error) {
 	tb.Helper()
-	reg, err := tools.NewRegistry(diag.Tools()...)
+	reg, err := tools.NewRegistry(append(diag.Tools(), extra...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -154,5 +154,49 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 				t.Errorf("Serve returned %v", err)
 			}
 		})
+	}
+}
+
+func TestShutdownDoesNotWaitForAnAbandonedTool(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	stubborn := tools.Tool{Name: "stubborn", Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+		defer close(returned)
+		<-release
+		return nil, nil
+	}}
+	t.Cleanup(func() { close(release); <-returned })
+	_, conn, stop := tcpServer(t, Config{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}, stubborn)
+	stream, err := toolwirev1.NewToolServiceClient(conn).ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{
+		Calls: []*toolwirev1.ToolCall{call("x", "stubborn", "")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // wait until the tool runs
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetStarted() != nil {
+			break
+		}
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	events, err := drain(stream)
+	if err != nil {
+		t.Fatalf("stream ended with %v, want a clean end", err)
+	}
+	if r := results(t, events)["x"]; r.GetErrorKind() != kindCancelled || !strings.Contains(text(r), "abandoned") {
+		t.Errorf("result %v %q, want CANCELLED saying the tool was abandoned", r.GetErrorKind(), text(r))
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Serve returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown waited for a tool that ignores cancellation")
 	}
 }
