@@ -76,8 +76,8 @@ func Example() {
 	// echo: Returns the given text unchanged.
 	// fail: Fails with the given message; for testing error handling.
 	// sleep: Waits for the given number of milliseconds, reporting progress, then returns.
-	// call_1 echo is_error=false: {"text":"hello"}
-	// call_2 echo is_error=false: {"text":"world"}
+	// call_1 echo is_error=false: hello
+	// call_2 echo is_error=false: world
 	// call_3 fail is_error=true: disk full
 	// call_4 lookup is_error=true: unknown tool "lookup". Registered tools: echo, fail, sleep
 	// succeeded 2, failed 2
@@ -115,7 +115,7 @@ func ExampleClient_ExecuteBatch() {
 	// Output:
 	// accepted, lanes: 1
 	// started call_1
-	// result call_1 {"text":"hi"}
+	// result call_1 hi
 	// finished, succeeded: 1
 }
 
@@ -192,7 +192,7 @@ func ExampleFromOpenAIToolCalls() {
 
 	// What ExecuteBatch returns for the call.
 	result := &toolwirev1.CallResult{CallId: "call_abc", Content: []*toolwirev1.Content{
-		{Block: &toolwirev1.Content_Text{Text: &toolwirev1.TextContent{Text: `{"text":"hi"}`}}},
+		{Block: &toolwirev1.Content_Text{Text: &toolwirev1.TextContent{Text: "hi"}}},
 	}}
 	printJSON(client.OpenAIToolMessage(result))
 	// Output:
@@ -200,7 +200,7 @@ func ExampleFromOpenAIToolCalls() {
 	// {
 	//   "role": "tool",
 	//   "tool_call_id": "call_abc",
-	//   "content": "{\"text\":\"hi\"}"
+	//   "content": "hi"
 	// }
 }
 

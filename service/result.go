@@ -58,7 +58,7 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	}
 	if len(omitted) > 0 {
 		out.Truncated = true
-		marker := fmt.Sprintf("\n[output truncated: the result was %d bytes, over the %d-byte limit; left out:", size, limit)
+		marker := fmt.Sprintf("[output truncated: the result was %d bytes, over the %d-byte limit; left out:", size, limit)
 		for i, o := range omitted {
 			if i > 0 {
 				marker += ","

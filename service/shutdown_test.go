@@ -71,7 +71,7 @@ func TestEndToEndOverTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := results(t, events)
-	if text(got["e"]) != `{"text":"tcp"}` || got["e"].GetStructuredContent() != `{"text":"tcp"}` {
+	if text(got["e"]) != "tcp" || got["e"].GetStructuredContent() != `{"text":"tcp"}` {
 		t.Errorf("echo result %v", got["e"])
 	}
 	if got["f"].GetErrorKind() != kindToolError || text(got["f"]) != "nope" {

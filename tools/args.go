@@ -50,11 +50,11 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if t.input == nil {
 		return nil, ErrNoSchema
 	}
-	raw := []byte(strings.TrimSpace(arguments))
-	if len(raw) == 0 {
-		raw = []byte("{}")
+	arguments = strings.TrimSpace(arguments)
+	if arguments == "" {
+		arguments = "{}"
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(arguments))
 	if err != nil {
 		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments are not valid JSON (%v); send a JSON object", err)}
 	}
@@ -64,7 +64,7 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if err := t.input.Validate(doc); err != nil {
 		return nil, &ArgumentError{Reason: "arguments do not match the tool's input schema", Violations: violations(err)}
 	}
-	return raw, nil
+	return json.RawMessage(arguments), nil
 }
 
 // ValidateOutput checks structured content against the tool's output schema;

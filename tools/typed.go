@@ -14,8 +14,9 @@ type TypedHandler[In, Out any] func(ctx context.Context, call *Call, in In) (Out
 // Typed builds a tool from a Go function. The input and output schemas are
 // inferred from In and Out (struct fields without omitempty are required;
 // `jsonschema:"..."` tags describe them). The validated arguments are decoded
-// into In; the returned Out becomes the result's structured content, and its
-// JSON text the content the model reads. Set Annotations, Timeout and the
+// into In; the returned Out becomes the result's structured content, and the
+// content the model reads is Out's String method when it has one (see
+// fmt.Stringer), or else Out's JSON text. Set Annotations, Timeout and the
 // rest on the returned Tool before adding it to a registry.
 func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Tool, error) {
 	in, err := jsonschema.For[In](nil)
@@ -53,7 +54,11 @@ func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Too
 			if err != nil {
 				return nil, fmt.Errorf("encoding output: %w", err)
 			}
-			return &Result{Content: []Content{{Text: string(structured)}}, StructuredContent: structured}, nil
+			text := string(structured)
+			if s, ok := any(res).(fmt.Stringer); ok {
+				text = s.String()
+			}
+			return &Result{Content: []Content{{Text: text}}, StructuredContent: structured}, nil
 		},
 	}, nil
 }

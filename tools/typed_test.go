@@ -64,6 +64,21 @@ func TestTypedInfersSchemasAndReturnsStructuredContent(t *testing.T) {
 	}
 }
 
+type shout struct {
+	Loud string `json:"loud"`
+}
+
+func (s shout) String() string { return s.Loud + "!" }
+
+func TestTypedTextFromStringer(t *testing.T) {
+	t.Parallel()
+	tool := MustTyped("shout", "", func(_ context.Context, _ *Call, in greetIn) (shout, error) { return shout{Loud: in.Name}, nil })
+	res, err := tool.Handler(context.Background(), NewCall("1", "shout", json.RawMessage(`{"name":"hey"}`), nil))
+	if err != nil || res.Content[0].Text != "hey!" || string(res.StructuredContent) != `{"loud":"hey"}` {
+		t.Errorf("result %+v, %v; want the String text and the JSON structured content", res, err)
+	}
+}
+
 func TestTypedRejectsTypesWithoutSchema(t *testing.T) {
 	t.Parallel()
 	_, err := Typed("bad", "", func(context.Context, *Call, struct{ C chan int }) (struct{}, error) { return struct{}{}, nil })

@@ -70,7 +70,7 @@ func TestCall(t *testing.T) {
 		stdout     string // exact
 		stderrHave string // substring
 	}{
-		{"echo", []string{"echo", `{"text":"hi"}`}, 0, `{"text":"hi"}` + "\n", "started call-1"},
+		{"echo", []string{"echo", `{"text":"hi"}`}, 0, "hi\n", "started call-1"},
 		{"progress is shown", []string{"--id", "nap", "sleep", `{"ms":60}`}, 0, "", "progress 0/60: sleeping 60 ms"},
 		{"tool error", []string{"fail", `{"message":"disk full"}`}, 1, "disk full\n", "fail failed: ERROR_KIND_TOOL_ERROR"},
 		{"invalid arguments", []string{"echo", `{"txt":"hi"}`}, 1, "", "ERROR_KIND_INVALID_ARGUMENTS"},

@@ -121,16 +121,17 @@ func TestServeConfigToService(t *testing.T) {
 func TestServeConfigFile(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "toolwire.yaml", configYAML)
-	text := `{"text":"longer than ten bytes"}`
+	const text = "longer than ten bytes"
+	args := `{"text":"` + text + `"}`
 
 	fromFile := startServe(t, "--config", path, "--log-level", "info")
-	got := runCmd(t, fromFile.addr, "call", "echo", text)
+	got := runCmd(t, fromFile.addr, "call", "echo", args)
 	if got.code != 0 || !strings.Contains(got.stdout, "[output truncated") {
 		t.Errorf("with max_result_bytes 10: exit %d, stdout %q; want a truncated result", got.code, got.stdout)
 	}
 
 	overridden := startServe(t, "--config", path, "--log-level", "info", "--max-result-bytes", "1000")
-	got = runCmd(t, overridden.addr, "call", "echo", text)
+	got = runCmd(t, overridden.addr, "call", "echo", args)
 	if got.code != 0 || got.stdout != text+"\n" {
 		t.Errorf("with --max-result-bytes 1000: exit %d, stdout %q; want %q", got.code, got.stdout, text+"\n")
 	}
@@ -220,7 +221,7 @@ func TestBinary(t *testing.T) {
 	}
 
 	got := runCmd(t, addr, "call", "echo", `{"text":"from a real process"}`)
-	if got.err != nil || got.stdout != `{"text":"from a real process"}`+"\n" {
+	if got.err != nil || got.stdout != "from a real process\n" {
 		t.Fatalf("call: %v, stdout %q", got.err, got.stdout)
 	}
 

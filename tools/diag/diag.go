@@ -24,6 +24,9 @@ type EchoOutput struct {
 	Text string `json:"text"`
 }
 
+// String is what the model reads: the text itself.
+func (o EchoOutput) String() string { return o.Text }
+
 // SleepArgs are sleep's arguments.
 type SleepArgs struct {
 	MS int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`

@@ -52,7 +52,7 @@ func TestDeclarations(t *testing.T) {
 func TestEcho(t *testing.T) {
 	t.Parallel()
 	res, err := run(t, context.Background(), "echo", `{"text":"héllo"}`, nil)
-	if err != nil || res.Content[0].Text != `{"text":"héllo"}` || string(res.StructuredContent) != `{"text":"héllo"}` {
+	if err != nil || res.Content[0].Text != "héllo" || string(res.StructuredContent) != `{"text":"héllo"}` {
 		t.Errorf("echo = %+v, %v", res, err)
 	}
 }

@@ -1024,7 +1024,9 @@ func (x *Lane) GetParallel() bool {
 	return false
 }
 
-// CallStarted says a call began running.
+// CallStarted says a call began running. Calls that never run (unknown tool,
+// invalid arguments, skipped, cancelled before starting) get no CallStarted,
+// only their CallResult.
 type CallStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The call's ID.

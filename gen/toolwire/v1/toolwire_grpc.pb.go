@@ -41,10 +41,11 @@ type ToolServiceClient interface {
 	// by name, with the registry revision they belong to.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
 	// ExecuteBatch runs one model turn's tool calls. The stream starts with
-	// BatchAccepted, carries CallStarted, CallProgress and exactly one CallResult
-	// per call, and ends with BatchFinished. A malformed batch is rejected with
-	// INVALID_ARGUMENT before anything runs; everything that goes wrong with a
-	// single call is reported in that call's CallResult.
+	// BatchAccepted, carries exactly one CallResult per call (preceded by
+	// CallStarted and any CallProgress when the call runs), and ends with
+	// BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
+	// anything runs; everything that goes wrong with a single call is reported
+	// in that call's CallResult.
 	ExecuteBatch(ctx context.Context, in *ExecuteBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteBatchResponse], error)
 	// WatchTools sends the current registry revision at once and again every time
 	// the set of tools changes, so clients can refresh their declarations without
@@ -118,10 +119,11 @@ type ToolServiceServer interface {
 	// by name, with the registry revision they belong to.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
 	// ExecuteBatch runs one model turn's tool calls. The stream starts with
-	// BatchAccepted, carries CallStarted, CallProgress and exactly one CallResult
-	// per call, and ends with BatchFinished. A malformed batch is rejected with
-	// INVALID_ARGUMENT before anything runs; everything that goes wrong with a
-	// single call is reported in that call's CallResult.
+	// BatchAccepted, carries exactly one CallResult per call (preceded by
+	// CallStarted and any CallProgress when the call runs), and ends with
+	// BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
+	// anything runs; everything that goes wrong with a single call is reported
+	// in that call's CallResult.
 	ExecuteBatch(*ExecuteBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error
 	// WatchTools sends the current registry revision at once and again every time
 	// the set of tools changes, so clients can refresh their declarations without
