@@ -562,7 +562,7 @@ func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 	if ev, err := stream.Recv(); err != nil || ev.GetStarted() == nil {
 		t.Fatalf("Recv = %v, %v; want a started event", ev, err)
 	}
-	ts.srv.stopCalls(errShutdown)
+	ts.srv.stopCalls()
 	got, err := drain(stream)
 	if err != nil {
 		t.Fatalf("stream ended with %v, want a clean end", err)

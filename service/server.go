@@ -33,14 +33,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	draining bool
-	running  int            // batches running, at most MaxConcurrentBatches
-	active   sync.WaitGroup // running batches
-	stopping chan struct{}  // closed when shutdown begins
-
-	// stopCalls cancels every running batch's calls when the drain timeout
-	// has passed.
-	stopCtx   context.Context
-	stopCalls context.CancelCauseFunc
+	cancels  map[*batch]context.CancelCauseFunc // running batches; at most MaxConcurrentBatches
+	active   sync.WaitGroup                     // running batches
+	stopping chan struct{}                      // closed when shutdown begins
 
 	abandoned atomic.Int64
 	runners   *runners
@@ -50,8 +45,14 @@ var _ toolwirev1.ToolServiceServer = (*Server)(nil)
 
 // New returns a server for the tools in reg.
 func New(reg *tools.Registry, cfg Config) *Server {
-	s := &Server{cfg: cfg.withDefaults(), reg: reg, health: health.NewServer(), stopping: make(chan struct{}), runners: newRunners(10 * time.Second)}
-	s.stopCtx, s.stopCalls = context.WithCancelCause(context.Background())
+	s := &Server{
+		cfg:      cfg.withDefaults(),
+		reg:      reg,
+		health:   health.NewServer(),
+		cancels:  make(map[*batch]context.CancelCauseFunc),
+		stopping: make(chan struct{}),
+		runners:  newRunners(10 * time.Second),
+	}
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
@@ -125,17 +126,14 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	if err := s.checkBatch(req); err != nil {
 		return err
 	}
-	if err := s.admit(); err != nil {
-		return err
-	}
-	defer s.release()
-
 	ctx := stream.Context()
 	b := s.newBatch(ctx, req)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(s.stopCtx, func() { cancel(errShutdown) })
-	defer stop()
+	if err := s.admit(b, cancel); err != nil {
+		return err
+	}
+	defer s.release(b)
 	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
@@ -152,26 +150,37 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	return stream.Send(b.finished())
 }
 
-// admit counts a batch in, or refuses it while shutting down or overloaded.
-func (s *Server) admit() error {
+// admit counts a batch in, keeping its cancel function for shutdown, or
+// refuses it while shutting down or overloaded.
+func (s *Server) admit(b *batch, cancel context.CancelCauseFunc) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.draining:
 		return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
-	case s.running >= s.cfg.MaxConcurrentBatches:
+	case len(s.cancels) >= s.cfg.MaxConcurrentBatches:
 		return status.Errorf(codes.ResourceExhausted, "server is running its limit of %d batches; retry with backoff", s.cfg.MaxConcurrentBatches)
 	}
-	s.running++
+	s.cancels[b] = cancel
 	s.active.Add(1)
 	return nil
 }
 
-func (s *Server) release() {
+func (s *Server) release(b *batch) {
 	s.mu.Lock()
-	s.running--
+	delete(s.cancels, b)
 	s.mu.Unlock()
 	s.active.Done()
+}
+
+// stopCalls cancels the calls of every running batch; they still get
+// results. Shutdown calls it when the drain timeout has passed.
+func (s *Server) stopCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, cancel := range s.cancels {
+		cancel(errShutdown)
+	}
 }
 
 // ListenAndServe listens on the configured address and serves; see Serve.
@@ -219,7 +228,7 @@ func (s *Server) Shutdown(gs *grpc.Server) {
 	case <-drained:
 	case <-time.After(s.cfg.DrainTimeout):
 		log.Warn("drain timeout passed; cancelling running calls", "drain_timeout", s.cfg.DrainTimeout)
-		s.stopCalls(errShutdown)
+		s.stopCalls()
 		select {
 		case <-drained:
 		case <-time.After(s.cfg.AbandonGrace + 5*time.Second):
