@@ -70,9 +70,6 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 // ValidateOutput checks structured content against the tool's output schema;
 // a tool without one accepts any JSON.
 func (t *Tool) ValidateOutput(structured json.RawMessage) error {
-	if t.trustOutput {
-		return nil
-	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
 	if err != nil {
 		return fmt.Errorf("structured content is not JSON: %w", err)

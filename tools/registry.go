@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -127,7 +126,6 @@ func prepare(t Tool) (*Tool, error) {
 	if t.input, err = compileSchema(t.InputSchema); err != nil {
 		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 	}
-	t.trustOutput = t.typedOutput != nil && bytes.Equal(t.typedOutput, t.OutputSchema)
 	if len(t.OutputSchema) > 0 {
 		if t.output, err = compileSchema(t.OutputSchema); err != nil {
 			return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, err)

@@ -58,11 +58,6 @@ type Tool struct {
 
 	// Compiled schemas, set when the tool is added to a registry.
 	input, output *jsonschema.Schema
-	// typedOutput is the output schema Typed inferred; while OutputSchema is
-	// still that schema, output marshalled from the Go type matches it by
-	// construction and is not validated again.
-	typedOutput json.RawMessage
-	trustOutput bool
 }
 
 // Call is the handle a Handler receives for one call: its identity, its

@@ -18,6 +18,11 @@ type TypedHandler[In, Out any] func(ctx context.Context, call *Call, in In) (Out
 // content the model reads is Out's String method when it has one (see
 // fmt.Stringer), or else Out's JSON text. Set Annotations, Timeout and the
 // rest on the returned Tool before adding it to a registry.
+//
+// The server checks the structured content against the output schema. Note
+// that encoding/json writes a nil map as null, which the inferred schema (an
+// object) rejects: return empty maps, or the call fails with a TOOL_ERROR
+// saying the output does not match.
 func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Tool, error) {
 	in, err := jsonschema.For[In](nil)
 	if err != nil {
@@ -36,7 +41,6 @@ func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Too
 		return Tool{}, err
 	}
 	return Tool{
-		typedOutput:  outJSON,
 		Name:         name,
 		Description:  description,
 		InputSchema:  inJSON,
