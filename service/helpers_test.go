@@ -215,6 +215,25 @@ func (ts *testServer) runErr(ctx context.Context, req *toolwirev1.ExecuteBatchRe
 	return drain(stream)
 }
 
+// startBatch sends req and reads its events up to the first CallStarted, so
+// that a call is known to be running when it returns.
+func startBatch(tb testing.TB, ctx context.Context, client toolwirev1.ToolServiceClient, req *toolwirev1.ExecuteBatchRequest) grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse] {
+	tb.Helper()
+	stream, err := client.ExecuteBatch(ctx, req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			tb.Fatalf("stream ended before a call started: %v", err)
+		}
+		if ev.GetStarted() != nil {
+			return stream
+		}
+	}
+}
+
 // drain reads the rest of a batch's stream: the events, and the RPC's error
 // unless it ended cleanly.
 func drain(stream grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]) ([]*toolwirev1.ExecuteBatchResponse, error) {

@@ -124,21 +124,9 @@ func TestInvariant1_ClientCancelStartsNothingNew(t *testing.T) {
 	ts := newTestServer(t, Config{})
 	ts.state.ctxDone = make(chan string, 4)
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	stream := startBatch(t, ctx, ts.client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "write", `{"ms":10000}`), call("b", "write", `{"ms":1}`),
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetStarted().GetCallId() == "a" {
-			break
-		}
-	}
 	cancel()
 	select {
 	case id := <-ts.state.ctxDone:
@@ -549,19 +537,9 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Config{})
-	ctx := context.Background()
-	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	stream := startBatch(t, context.Background(), ts.client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "write", `{"ms":10000}`), call("b", "write", `{}`),
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); err != nil { // accepted
-		t.Fatal(err)
-	}
-	if ev, err := stream.Recv(); err != nil || ev.GetStarted() == nil {
-		t.Fatalf("Recv = %v, %v; want a started event", ev, err)
-	}
 	ts.srv.stopCalls()
 	got, err := drain(stream)
 	if err != nil {

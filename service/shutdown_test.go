@@ -109,21 +109,9 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 			client := toolwirev1.NewToolServiceClient(conn)
 			health := healthpb.NewHealthClient(conn)
 			ctx := context.Background()
-			stream, err := client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+			stream := startBatch(t, ctx, client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 				call("s", "sleep", `{"ms":`+tt.sleepMS+`}`), call("after", "echo", `{"text":"x"}`),
 			}, Options: &toolwirev1.BatchOptions{Sequential: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for { // wait until the sleep runs
-				ev, err := stream.Recv()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ev.GetStarted() != nil {
-					break
-				}
-			}
 			stopped := make(chan error, 1)
 			go func() { stopped <- stop() }()
 
@@ -131,7 +119,7 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 				resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 				return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
 			})
-			_, err = (&testServer{client: client}).runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("n", "echo", `{"text":"x"}`)}})
+			_, err := (&testServer{client: client}).runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("n", "echo", `{"text":"x"}`)}})
 			if status.Code(err) != codes.Unavailable {
 				t.Errorf("new batch while draining: %v, want Unavailable", err)
 			}
@@ -168,20 +156,8 @@ func TestShutdownDoesNotWaitForAnAbandonedTool(t *testing.T) {
 	}}
 	t.Cleanup(func() { close(release); <-returned })
 	_, conn, stop := tcpServer(t, Config{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}, stubborn)
-	stream, err := toolwirev1.NewToolServiceClient(conn).ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{
+	stream := startBatch(t, context.Background(), toolwirev1.NewToolServiceClient(conn), &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{call("x", "stubborn", "")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for { // wait until the tool runs
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetStarted() != nil {
-			break
-		}
-	}
 	stopped := make(chan error, 1)
 	go func() { stopped <- stop() }()
 	events, err := drain(stream)
