@@ -176,3 +176,28 @@ func TestShutdownDoesNotWaitForAnAbandonedTool(t *testing.T) {
 		t.Fatal("shutdown waited for a tool that ignores cancellation")
 	}
 }
+
+func TestShutdownEndsWatchTools(t *testing.T) {
+	t.Parallel()
+	_, conn, stop := tcpServer(t, Config{})
+	watch, err := toolwirev1.NewToolServiceClient(conn).WatchTools(context.Background(), &toolwirev1.WatchToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	if _, err := watch.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("WatchTools after shutdown: %v, want Unavailable", err)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Errorf("Serve returned %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown waited for a WatchTools stream")
+	}
+}
