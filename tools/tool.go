@@ -51,11 +51,6 @@ type Tool struct {
 	Source       Source        // where the tool comes from; 0 means SourceBuiltin
 	Handler      Handler
 
-	// IdempotencyKey optionally derives an idempotency key from a call's
-	// validated arguments, for calls that carry none. An empty key means the
-	// call is not deduplicated.
-	IdempotencyKey func(args json.RawMessage) string
-
 	// Compiled schemas, set when the tool is added to a registry.
 	input, output *jsonschema.Schema
 }
