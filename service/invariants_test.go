@@ -701,3 +701,15 @@ func waitFor(tb testing.TB, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestCallsSeeTheirSessionAndIDs(t *testing.T) {
+	t.Parallel()
+	whoami := tools.Tool{Name: "whoami", Handler: func(_ context.Context, c *tools.Call) (*tools.Result, error) {
+		return tools.Text(c.SessionID + "/" + c.ID + "/" + c.Name + "/" + string(c.Arguments)), nil
+	}}
+	ts := newTestServer(t, Config{}, whoami)
+	r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: []*toolwirev1.ToolCall{call("c9", "whoami", ` {"a":1} `)}}))["c9"]
+	if got := text(r); got != `s1/c9/whoami/{"a":1}` {
+		t.Errorf("the tool saw %q, want s1/c9/whoami/{\"a\":1}", got)
+	}
+}
