@@ -463,20 +463,20 @@ func TestInvariant5_BatchTimeout(t *testing.T) {
 
 func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{IdleTimeout: 100 * time.Millisecond})
+	ts := newTestServer(t, Config{IdleTimeout: 200 * time.Millisecond})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
-		call("reports", "ticker", `{"ms":300}`), // reports every 20ms: runs past the idle timeout
-		call("silent", "write", `{"ms":3000}`),  // reports nothing: idles out
-		{CallId: "capped", Name: "ticker", Arguments: `{"ms":3000}`, Timeout: durationpb.New(150 * time.Millisecond)},
+		call("reports", "ticker", `{"ms":500}`), // reports every 20ms: runs past the idle timeout
+		call("silent", "write", `{"ms":5000}`),  // reports nothing: idles out
+		{CallId: "capped", Name: "ticker", Arguments: `{"ms":5000}`, Timeout: durationpb.New(300 * time.Millisecond)},
 	}})
 	got := results(t, events)
 	if r := got["reports"]; r.GetIsError() {
 		t.Errorf("reporting call failed: %v %q", r.GetErrorKind(), text(r))
 	}
-	if r := got["silent"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "no progress for 100ms") {
+	if r := got["silent"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "no progress for 200ms") {
 		t.Errorf("silent call: %v %q, want an idle TIMEOUT", r.GetErrorKind(), text(r))
 	}
-	if r := got["capped"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "timed out after 150ms") {
+	if r := got["capped"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "timed out after 300ms") {
 		t.Errorf("capped call: %v %q, want the hard cap", r.GetErrorKind(), text(r))
 	}
 }
