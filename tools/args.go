@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -27,6 +28,44 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
 		return nil, err
 	}
 	return c.Compile(url)
+}
+
+// decodeJSON parses JSON text for validation. encoding/json's Unmarshal is
+// several times cheaper than the number-preserving decoder of jsonschema, and
+// exact when every number is an integer of magnitude below 2^53, as in
+// almost all tool arguments; any other number (a fraction, whose multipleOf
+// check needs exact decimals, or a larger integer) makes it parse the text
+// again, keeping numbers as written.
+func decodeJSON(text string) (any, error) {
+	var doc any
+	if json.Unmarshal([]byte(text), &doc) == nil && exactNumbers(doc) {
+		return doc, nil
+	}
+	return jsonschema.UnmarshalJSON(strings.NewReader(text))
+}
+
+// exactNumbers reports whether every number in v is an integer that float64
+// holds exactly.
+func exactNumbers(v any) bool {
+	switch v := v.(type) {
+	case float64:
+		// Below 2^53, so the text cannot have been a larger integer that
+		// rounded to it.
+		return v == math.Trunc(v) && math.Abs(v) < 1<<53
+	case map[string]any:
+		for _, e := range v {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if !exactNumbers(e) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // ArgumentError says why a call's arguments were rejected, in words the model
@@ -54,7 +93,7 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if arguments == "" {
 		arguments = "{}"
 	}
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(arguments))
+	doc, err := decodeJSON(arguments)
 	if err != nil {
 		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments are not valid JSON (%v); send a JSON object", err)}
 	}
@@ -70,7 +109,7 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 // ValidateOutput checks structured content against the tool's output schema;
 // a tool without one accepts any JSON.
 func (t *Tool) ValidateOutput(structured json.RawMessage) error {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(structured))
+	doc, err := decodeJSON(string(structured))
 	if err != nil {
 		return fmt.Errorf("structured content is not JSON: %w", err)
 	}
@@ -113,7 +152,7 @@ func jsonKind(v any) string {
 		return "null"
 	case bool:
 		return "a boolean"
-	case json.Number:
+	case json.Number, float64:
 		return "a number"
 	case string:
 		return "a string"

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 const testSchema = `{
@@ -14,7 +16,8 @@ const testSchema = `{
 		"path": {"type": "string", "minLength": 1},
 		"limit": {"type": "integer", "minimum": 1},
 		"mode": {"enum": ["a", "b"]},
-		"tags": {"type": "array", "items": {"type": "string"}}
+		"tags": {"type": "array", "items": {"type": "string"}},
+		"ratio": {"multipleOf": 0.1, "maximum": 9007199254740993}
 	},
 	"required": ["path"],
 	"additionalProperties": false
@@ -101,7 +104,8 @@ func TestValidateArgumentsNeedsARegisteredTool(t *testing.T) {
 
 func FuzzValidateArguments(f *testing.F) {
 	for _, seed := range []string{``, `{}`, `{"path":"a"}`, `{"path":"a","limit":1,"tags":["x"]}`, `[1]`, `null`, `"s"`,
-		`{"path":`, `{"path":"a"} {}`, "{\"path\":\"\xff\"}", `{"limit":1e400,"path":"a"}`, `{"path":{"path":{"path":[]}}}`} {
+		`{"path":`, `{"path":"a"} {}`, "{\"path\":\"\xff\"}", `{"limit":1e400,"path":"a"}`, `{"path":{"path":{"path":[]}}}`,
+		`{"path":"a","ratio":0.3}`, `{"path":"a","ratio":9007199254740994}`, `{"path":"a","ratio":-0}`, `{"path":"a","limit":2.0}`} {
 		f.Add(seed)
 	}
 	tool := testTool(f)
@@ -127,4 +131,57 @@ func FuzzValidateArguments(f *testing.F) {
 			t.Fatalf("validating the accepted form again: %s, %v", again, err)
 		}
 	})
+}
+
+// FuzzDecodeJSONAgreesWithExactDecoding checks the fast decoding path: the
+// schema accepts a document decoded by decodeJSON exactly when it accepts
+// the one jsonschema decodes keeping numbers as written.
+func FuzzDecodeJSONAgreesWithExactDecoding(f *testing.F) {
+	for _, seed := range []string{`{"path":"a","ratio":0.3}`, `{"path":"a","ratio":0.30000000000000004}`, `{"path":"a","limit":9007199254740993}`,
+		`{"path":"a","ratio":9007199254740994}`, `{"path":"a","limit":1e2}`, `{"path":"a","tags":[1.5]}`, `{"path":"a","limit":-9007199254740991}`} {
+		f.Add(seed)
+	}
+	tool := testTool(f)
+	f.Fuzz(func(t *testing.T, text string) {
+		exact, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+		if err != nil {
+			return
+		}
+		fast, err := decodeJSON(text)
+		if err != nil {
+			t.Fatalf("decodeJSON(%q) failed where exact decoding did not: %v", text, err)
+		}
+		if (tool.input.Validate(fast) == nil) != (tool.input.Validate(exact) == nil) {
+			t.Fatalf("%q: schema verdicts differ between fast and exact decoding", text)
+		}
+	})
+}
+
+// The fast decoding path must not change what the schema accepts: fractions
+// and integers beyond 2^53 are compared exactly.
+func TestValidateArgumentsComparesNumbersExactly(t *testing.T) {
+	t.Parallel()
+	r, err := NewRegistry(Tool{Name: "n", Handler: nop, InputSchema: json.RawMessage(`{"type":"object","properties":{
+		"price": {"multipleOf": 0.01},
+		"id": {"type": "integer", "maximum": 9007199254740992}}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := r.Snapshot().Lookup("n")
+	tests := []struct {
+		args string
+		ok   bool
+	}{
+		{`{"price": 0.07}`, true}, // 0.07 is not a float64 multiple of 0.01
+		{`{"price": 0.075}`, false},
+		{`{"id": 9007199254740992}`, true},
+		{`{"id": 9007199254740993}`, false}, // rounds to the maximum as a float64
+		{`{"id": 1e400}`, false},
+		{`{"id": 12}`, true},
+	}
+	for _, tt := range tests {
+		if _, err := tool.ValidateArguments(tt.args); (err == nil) != tt.ok {
+			t.Errorf("ValidateArguments(%s) = %v, want ok=%v", tt.args, err, tt.ok)
+		}
+	}
 }
