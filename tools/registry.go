@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -18,15 +19,16 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // readers take immutable snapshots, so a batch runs against the tools that
 // existed when it started however the registry changes meanwhile.
 type Registry struct {
-	mu      sync.Mutex // serialises writers
-	snap    *Snapshot
-	changed chan struct{} // closed and replaced on every change
+	snap    atomic.Pointer[Snapshot] // read without locking on every batch
+	mu      sync.Mutex               // serialises writers
+	changed chan struct{}            // closed and replaced on every change
 }
 
 // NewRegistry returns a registry holding tools, or an error naming the first
 // tool that is not valid.
 func NewRegistry(tools ...Tool) (*Registry, error) {
-	r := &Registry{snap: newSnapshot(nil), changed: make(chan struct{})}
+	r := &Registry{changed: make(chan struct{})}
+	r.snap.Store(newSnapshot(nil))
 	if err := r.Add(tools...); err != nil {
 		return nil, err
 	}
@@ -35,9 +37,7 @@ func NewRegistry(tools ...Tool) (*Registry, error) {
 
 // Snapshot returns the current set of tools.
 func (r *Registry) Snapshot() *Snapshot {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.snap
+	return r.snap.Load()
 }
 
 // Changed returns a channel that is closed at the next change of the set of
@@ -73,8 +73,9 @@ func (r *Registry) Update(remove []string, add ...Tool) error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	byName := make(map[string]*Tool, len(r.snap.byName)+len(prepared))
-	for name, t := range r.snap.byName {
+	cur := r.snap.Load()
+	byName := make(map[string]*Tool, len(cur.byName)+len(prepared))
+	for name, t := range cur.byName {
 		byName[name] = t
 	}
 	for _, name := range remove {
@@ -87,10 +88,10 @@ func (r *Registry) Update(remove []string, add ...Tool) error {
 		byName[t.Name] = t
 	}
 	next := newSnapshot(byName)
-	if next.revision == r.snap.revision {
+	if next.revision == cur.revision {
 		return nil
 	}
-	r.snap = next
+	r.snap.Store(next)
 	close(r.changed)
 	r.changed = make(chan struct{})
 	return nil
