@@ -68,6 +68,10 @@ func exactNumbers(v any) bool {
 	return true
 }
 
+// ErrNoSchema is returned when validating with a tool that was not prepared
+// by a registry.
+var ErrNoSchema = errors.New("tool was not added to a registry")
+
 // ArgumentError says why a call's arguments were rejected, in words the model
 // can act on.
 type ArgumentError struct {

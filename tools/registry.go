@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -190,7 +189,3 @@ func (s *Snapshot) Names() []string { return s.names }
 
 // Len returns the number of tools.
 func (s *Snapshot) Len() int { return len(s.sorted) }
-
-// ErrNoSchema is returned when validating with a tool that was not prepared
-// by a registry.
-var ErrNoSchema = errors.New("tool was not added to a registry")
