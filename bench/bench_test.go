@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// net/http's idle connections end on their own after the clients close.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"))
+}
+
+var tinyScale = scale{Serial: 30, Callers: 8, Window: 30 * time.Millisecond, Rounds: 1, LaneRuns: 1,
+	InFlight: 200, CancelTrials: 10, Sizes: []int{1, 16}, SizeRuns: 2}
+
+// TestMeasure runs every measurement at a tiny scale and checks that each
+// produced figures: every system answered, nothing failed, every section
+// is filled in. It checks no speed: that is what the command reports.
+func TestMeasure(t *testing.T) {
+	rep, err := measure(context.Background(), tinyScale, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sys := range []string{"grpc-unary", "toolwire", "mcp"} {
+		for _, callers := range []int{1, tinyScale.Callers} {
+			row := rep.echo(sys, callers)
+			if row.Calls == 0 || row.Errors != 0 || row.PerSecond <= 0 || row.Latency.P50 <= 0 {
+				t.Errorf("echo %s at %d callers: %+v, want calls, no errors, a rate and a latency", sys, callers, row)
+			}
+		}
+	}
+	if len(rep.Lanes) != 2 {
+		t.Fatalf("lanes: %+v, want the safe and the unsafe batch", rep.Lanes)
+	}
+	// Lanes are the one place where the measurement must be right by
+	// construction: 64 unsafe 20 ms calls run one after another.
+	if l := rep.Lanes[1]; l.Safe || l.Wall.P50 < l.Ideal {
+		t.Errorf("unsafe lane: %+v, want at least %s of wall time", l, l.Ideal)
+	}
+	if len(rep.InFlight) != 2 {
+		t.Fatalf("in flight: %+v, want batched and one-call rows", rep.InFlight)
+	}
+	for _, f := range rep.InFlight {
+		if f.Calls != tinyScale.InFlight || f.Errors != 0 || f.HeapPerCall <= 0 {
+			t.Errorf("in flight: %+v, want %d calls, no errors, some heap", f, tinyScale.InFlight)
+		}
+	}
+	if c := rep.Cancel; c.ToToolContext.P50 <= 0 || c.ToStreamClosed.P50 < c.ToToolContext.P50 || c.TimeoutOvershoot.P99 < 0 {
+		t.Errorf("cancel: %+v, want the stream to close after the tool's context ends", c)
+	}
+	if len(rep.Sizes) != len(tinyScale.Sizes) || rep.Sizes[1].PerCall <= 0 {
+		t.Errorf("sizes: %+v", rep.Sizes)
+	}
+	if got := len(rep.targets()); got != 5 {
+		t.Errorf("%d targets checked, want 5", got)
+	}
+}
+
+// TestRunWritesOutputs checks the command's outputs from a report: the
+// table names every target, the JSON reads back, the SVG has every panel.
+func TestRunWritesOutputs(t *testing.T) {
+	rep, err := measure(context.Background(), tinyScale, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table bytes.Buffer
+	rep.print(&table)
+	for _, want := range []string{"grpc-unary", "toolwire", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	path := filepath.Join(t.TempDir(), "r.json")
+	if err := rep.writeJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Echo) != len(rep.Echo) || back.Cancel.ToStreamClosed != rep.Cancel.ToStreamClosed {
+		t.Errorf("JSON did not round-trip: %+v", back)
+	}
+	svg := string(rep.svg())
+	if !strings.HasPrefix(svg, "<svg") || strings.Count(svg, "<rect") != 1+len(rep.Echo)+len(rep.Sizes) {
+		t.Errorf("svg has %d rects, want a background and one bar per figure:\n%s", strings.Count(svg, "<rect"), svg)
+	}
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	if err := run(context.Background(), []string{"--nope"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {
+		t.Error("run accepted an unknown flag")
+	}
+}

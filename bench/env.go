@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+)
+
+// env is what every measurement runs against: one gRPC server on loopback
+// TCP offering toolwire and a bare unary echo, and an MCP server over
+// streamable HTTP, each with a client.
+type env struct {
+	gs    *grpc.Server
+	srv   *service.Server
+	conn  *grpc.ClientConn
+	unary testpb.TestServiceClient
+	tw    toolwirev1.ToolServiceClient
+
+	httpSrv *http.Server
+	mcp     *mcp.ClientSession
+
+	// block's calls: how many have entered it, and when each one's context
+	// ended (sent only while someone listens).
+	entered atomic.Int64
+	blocked atomic.Int64 // block's calls not yet returned
+	ctxDone atomic.Pointer[chan time.Time]
+	// When ExecuteBatch handlers return (sent only while someone listens).
+	closed  atomic.Pointer[chan time.Time]
+	streams atomic.Int64 // ExecuteBatch handlers running
+}
+
+const echoArgs = `{"text":"hello"}`
+
+type unaryEcho struct {
+	testpb.UnimplementedTestServiceServer
+}
+
+func (unaryEcho) UnaryCall(_ context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	return &testpb.SimpleResponse{Payload: req.GetPayload()}, nil
+}
+
+func newEnv(ctx context.Context) (_ *env, err error) {
+	e := &env{}
+	defer func() {
+		if err != nil {
+			e.close()
+		}
+	}()
+	reg, err := tools.NewRegistry(append(diag.Tools(), e.benchTools()...)...)
+	if err != nil {
+		return nil, err
+	}
+	e.srv = service.New(reg, service.Config{
+		// Lanes are bounded by the batch, not the server, and the in-flight
+		// measurement holds 10,000 one-call batches at once.
+		MaxParallel:          1024,
+		MaxConcurrentBatches: 20000,
+		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	e.gs = grpc.NewServer(grpc.ChainStreamInterceptor(e.noteClose))
+	e.srv.Register(e.gs)
+	testpb.RegisterTestServiceServer(e.gs, unaryEcho{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = e.gs.Serve(lis) }()
+	e.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	e.unary, e.tw = testpb.NewTestServiceClient(e.conn), toolwirev1.NewToolServiceClient(e.conn)
+
+	if err := e.startMCP(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// startMCP serves the echo tool with the MCP go-sdk over streamable HTTP,
+// stateless with JSON responses (its fastest mode), and connects a client.
+func (e *env) startMCP(ctx context.Context) error {
+	type echoIn struct {
+		Text string `json:"text" jsonschema:"the text to return"`
+	}
+	type echoOut struct {
+		Text string `json:"text"`
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Returns the given text unchanged."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
+			return nil, echoOut(in), nil
+		})
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.httpSrv.Serve(lis) }()
+	// Enough idle connections for every caller, or the client would reopen
+	// TCP connections and measure that instead.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+	e.mcp, err = mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "v1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + lis.Addr().String(), HTTPClient: client, DisableStandaloneSSE: true}, nil)
+	return err
+}
+
+func (e *env) close() {
+	if e.mcp != nil {
+		_ = e.mcp.Close()
+	}
+	if e.httpSrv != nil {
+		_ = e.httpSrv.Close()
+	}
+	if e.conn != nil {
+		_ = e.conn.Close()
+	}
+	if e.gs != nil {
+		e.gs.Stop()
+	}
+	if e.srv != nil {
+		e.srv.Close()
+	}
+}
+
+// benchTools are the tools the measurements need beyond diag's: an unsafe
+// sleep, and block, which waits for its context and reports when it ends.
+func (e *env) benchTools() []tools.Tool {
+	sleepUnsafe := diag.Tools()[1]
+	sleepUnsafe.Name = "sleep_unsafe"
+	sleepUnsafe.Annotations = tools.Annotations{}
+	return []tools.Tool{sleepUnsafe, {
+		Name:        "block",
+		Description: "Waits until the call is cancelled or times out.",
+		InputSchema: []byte(`{"type":"object"}`),
+		Annotations: tools.Annotations{ReadOnly: true},
+		Handler: func(ctx context.Context, _ *tools.Call) (*tools.Result, error) {
+			e.entered.Add(1)
+			e.blocked.Add(1)
+			defer e.blocked.Add(-1)
+			<-ctx.Done()
+			if ch := e.ctxDone.Load(); ch != nil {
+				*ch <- time.Now()
+			}
+			return nil, ctx.Err()
+		},
+	}}
+}
+
+// noteClose reports when an ExecuteBatch handler returns: the server's end
+// of the stream is closed.
+func (e *env) noteClose(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	e.streams.Add(1)
+	defer e.streams.Add(-1)
+	err := handler(srv, ss)
+	if ch := e.closed.Load(); ch != nil {
+		*ch <- time.Now()
+	}
+	return err
+}
+
+// quiesce waits until no block call and no ExecuteBatch handler is left
+// over from an earlier measurement, whose clients may have gone before the
+// server's end finished.
+func (e *env) quiesce(ctx context.Context) error {
+	for e.blocked.Load() > 0 || e.streams.Load() > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+func (e *env) unaryEcho(ctx context.Context) error {
+	_, err := e.unary.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte(echoArgs)}})
+	return err
+}
+
+func (e *env) toolwireEcho(ctx context.Context) error {
+	_, err := e.batch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: echoArgs}}})
+	return err
+}
+
+func (e *env) mcpEcho(ctx context.Context) error {
+	res, err := e.mcp.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
+	if err == nil && res.IsError {
+		err = errors.New("mcp echo returned an error result")
+	}
+	return err
+}
+
+// batch runs req to the end and returns its results; an error result is an
+// error unless the call was meant to fail.
+func (e *env) batch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) ([]*toolwirev1.CallResult, error) {
+	stream, err := e.tw.ExecuteBatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	var results []*toolwirev1.CallResult
+	for {
+		ev, err := stream.Recv()
+		if err == io.EOF {
+			return results, nil
+		}
+		if err != nil {
+			return results, err
+		}
+		if r := ev.GetResult(); r != nil {
+			if r.GetIsError() {
+				return results, errors.New("call failed: " + r.String())
+			}
+			results = append(results, r)
+		}
+	}
+}
