@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/httptool"
