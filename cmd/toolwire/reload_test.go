@@ -425,3 +425,30 @@ func TestReloadBinary(t *testing.T) {
 		t.Errorf("after SIGTERM: %v\n%s", err, logs)
 	}
 }
+
+// TestREADMEHTTPTools loads the README's HTTP tools example, so the
+// documentation stays true.
+func TestREADMEHTTPTools(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## HTTP tools\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no yaml block in the README's HTTP tools section")
+	}
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", block)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := httptool.Tools(cfg.HTTPTools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 3 || !ts[0].Annotations.ReadOnly || ts[2].Annotations.ReadOnly {
+		t.Errorf("tools %+v", ts)
+	}
+}
