@@ -285,7 +285,12 @@ func buildToolwire(t *testing.T) string {
 func TestReloadBinary(t *testing.T) {
 	bin := buildToolwire(t)
 	t.Parallel()
+	slowStarted, release := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(slowStarted)
+			<-release
+		}
 		io.WriteString(w, "hello from "+r.URL.Path)
 	}))
 	defer up.Close()
@@ -378,10 +383,28 @@ func TestReloadBinary(t *testing.T) {
 		t.Errorf("one: %q", client.Text(r))
 	}
 
+	// A batch running when its tool is removed finishes on its snapshot.
+	replaceFile(t, path, httpToolsYAML("one", up.URL+"/one")+httpToolsYAML("slow", up.URL+"/slow")[len("http_tools:\n"):])
+	next("the revision with slow")
+	type outcome struct {
+		b   *client.Batch
+		err error
+	}
+	slowDone := make(chan outcome, 1)
+	go func() {
+		b, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("s", "slow", nil)}}))
+		slowDone <- outcome{b, err}
+	}()
+	<-slowStarted
+
 	replaceFile(t, path, httpToolsYAML("two", up.URL+"/two"))
 	rev2 := next("the revision after a rewrite")
 	if got, rev := listed(); rev2 == rev1 || !cmp.Equal(got, []string{"two"}) || rev != rev2 {
 		t.Fatalf("after a rewrite: %v at %s; want [two] at a new revision %s (was %s)", got, rev, rev2, rev1)
+	}
+	close(release)
+	if o := <-slowDone; o.err != nil || o.b.Results[0].GetIsError() || client.Text(o.b.Results[0]) != "hello from /slow" {
+		t.Errorf("the batch running across the reload: %v, %v", o.err, o.b.Results)
 	}
 
 	replaceFile(t, path, "http_tools:\n- {name: three, url: 'http://h/{nope}'}\n")
