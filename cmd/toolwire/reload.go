@@ -42,8 +42,37 @@ type toolSource interface {
 var reloadable = map[string]bool{"http_tools": true, "mcp_servers": true, "remotes": true}
 
 // toolSources returns the sources of tools the config file declares.
-func toolSources(reg *tools.Registry, log *slog.Logger) []toolSource {
+// Sources that keep connections (MCP servers, remote mounts) run them until
+// ctx is done or Close, and log to log.
+func toolSources(ctx context.Context, reg *tools.Registry, log *slog.Logger) []toolSource {
 	return []toolSource{newHTTPSource(reg)}
+}
+
+// syncSource adapts a source that checks and applies its part of the config
+// in one step (a Sync method) to toolSource. Check, when set, runs in the
+// prepare phase, so an invalid config stops the whole reload; Sync runs only
+// once every source has prepared.
+type syncSource struct {
+	Check func(cfg serveConfig) error // optional
+	Sync  func(cfg serveConfig) error
+	Stop  func() // optional
+}
+
+// Prepare implements toolSource.
+func (s syncSource) Prepare(cfg serveConfig) (func() error, error) {
+	if s.Check != nil {
+		if err := s.Check(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return func() error { return s.Sync(cfg) }, nil
+}
+
+// Close implements toolSource.
+func (s syncSource) Close() {
+	if s.Stop != nil {
+		s.Stop()
+	}
 }
 
 // startReload applies the tools cfg declares and, when serve has a config
@@ -51,7 +80,8 @@ func toolSources(reg *tools.Registry, log *slog.Logger) []toolSource {
 // watched, and SIGHUP re-reads it. stop waits for the watcher and closes
 // the sources.
 func startReload(ctx context.Context, args []string, cfg serveConfig, reg *tools.Registry, log *slog.Logger) (stop func(), err error) {
-	sources := toolSources(reg, log)
+	ctx, cancel := context.WithCancel(ctx)
+	sources := toolSources(ctx, reg, log)
 	closeAll := func() {
 		for _, s := range sources {
 			s.Close()
@@ -70,12 +100,12 @@ func startReload(ctx context.Context, args []string, cfg serveConfig, reg *tools
 		debounce: 100 * time.Millisecond,
 	}
 	if err := r.start(cfg); err != nil {
+		cancel()
 		closeAll()
 		return nil, err
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	w := r.openWatcher()
 	wg.Go(func() { r.run(ctx, w, hup) })

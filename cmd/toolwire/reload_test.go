@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -81,7 +82,7 @@ func testReloader(t *testing.T, path string) (*tools.Registry, *syncBuffer, chan
 			cfg, _, err := parseServeArgs(args, io.Discard)
 			return cfg, err
 		},
-		sources:  toolSources(reg, log),
+		sources:  toolSources(context.Background(), reg, log),
 		reg:      reg,
 		log:      log,
 		debounce: 20 * time.Millisecond,
@@ -473,5 +474,60 @@ func TestREADMEHTTPTools(t *testing.T) {
 	}
 	if len(ts) != 3 || !ts[0].Annotations.ReadOnly || ts[2].Annotations.ReadOnly {
 		t.Errorf("tools %+v", ts)
+	}
+}
+
+// TestReloaderAllOrNothing: when one source rejects the new config, no
+// source applies it.
+func TestReloaderAllOrNothing(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var synced []int
+	var stopped int
+	cfgs := []serveConfig{{MaxCalls: 1}, {MaxCalls: 2}, {MaxCalls: 3}}
+	next := 0
+	logs := &syncBuffer{}
+	r := &reloader{
+		load: func() (serveConfig, error) { c := cfgs[next]; next++; return c, nil },
+		sources: []toolSource{
+			newHTTPSource(reg),
+			syncSource{
+				Sync: func(cfg serveConfig) error { synced = append(synced, cfg.MaxCalls); return nil },
+				Stop: func() { stopped++ },
+			},
+			syncSource{
+				Check: func(cfg serveConfig) error {
+					if cfg.MaxCalls == 2 {
+						return errors.New("mcp_servers[0]: no command")
+					}
+					return nil
+				},
+				Sync: func(serveConfig) error { return nil },
+			},
+		},
+		reg: reg,
+		log: slog.New(slog.NewJSONHandler(logs, nil)),
+	}
+	cfg, _ := r.load()
+	if err := r.start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(false); err == nil || !strings.Contains(logs.String(), "mcp_servers[0]: no command") {
+		t.Errorf("Reload: %v; want the rejection logged\n%s", err, logs)
+	}
+	if err := r.Reload(false); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1, 3}, synced); diff != "" {
+		t.Errorf("configs synced (-want +got):\n%s", diff)
+	}
+	for _, s := range r.sources {
+		s.Close()
+	}
+	if stopped != 1 {
+		t.Errorf("Stop called %d times", stopped)
 	}
 }
