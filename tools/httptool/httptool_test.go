@@ -127,6 +127,7 @@ func TestLoadErrors(t *testing.T) {
 		{"undeclared query placeholder", "- name: q\n  url: http://x/s?q={query}\n  " + params, []string{`"q"`, "{query}"}},
 		{"placeholder in host", "- name: h\n  url: http://{id}.example.com/\n  " + params, []string{`"h"`, "not the host"}},
 		{"not http", "- name: f\n  url: file:///etc/passwd", []string{`"f"`, "http:// or https://"}},
+		{"credentials in the URL", "- name: c\n  url: https://user:pw@x/", []string{`"c"`, "credentials in the URL"}},
 		{"no host", "- name: f\n  url: http:///x", []string{`"f"`, "no host"}},
 		{"bad env var name", "- name: auth\n  url: http://x/\n  headers: {Authorization: 'Bearer {{1TOKEN}}'}", []string{`"auth"`, "{{1TOKEN}}", "environment variable names"}},
 		{"env var with dash", "- name: auth\n  url: http://x/\n  headers: {X-Key: '{{API-KEY}}'}", []string{`"auth"`, "{{API-KEY}}"}},
@@ -159,6 +160,9 @@ func TestLoadErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			if strings.Contains(err.Error(), "pw@") {
+				t.Errorf("error %q shows the URL's credentials", err)
 			}
 		})
 	}

@@ -239,6 +239,10 @@ func parseURL(raw string, props map[string]json.RawMessage) (*urlTemplate, error
 	if host == "" {
 		return nil, fmt.Errorf("%q: no host", raw)
 	}
+	if strings.Contains(host, "@") {
+		// Not quoted: the error is logged.
+		return nil, errors.New("credentials in the URL would show in results and logs; send them in a header from {{ENV_VAR}}")
+	}
 	if strings.ContainsAny(host, "{}") {
 		return nil, fmt.Errorf("%q: placeholders may appear only in the path and query, not the host", raw)
 	}
