@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/tools/httptool"
 	"sigs.k8s.io/yaml"
 )
 
@@ -34,6 +35,8 @@ type serveConfig struct {
 	DrainTimeout     Duration        `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
 	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
+
+	HTTPTools []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
 }
 
 const defaultAddr = "127.0.0.1:50051"

@@ -1,0 +1,533 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	"github.com/toolwire/toolwire/tools/httptool"
+)
+
+// httpToolsYAML is a config declaring one read-only HTTP tool, name, that
+// fetches url.
+func httpToolsYAML(name, url string) string {
+	return "http_tools:\n- name: " + name + "\n  description: fetch\n  url: " + url + "\n  read_only: true\n"
+}
+
+// replaceFile writes content to path the way editors do: a new file
+// renamed over the old one.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitLog waits for a log line containing every one of want.
+func waitLog(t *testing.T, log *syncBuffer, want ...string) {
+	t.Helper()
+	waitFor(t, "a log line with "+strings.Join(want, ", "), func() bool {
+		for line := range strings.Lines(log.String()) {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(line, w)
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// countLines counts the log lines containing s.
+func countLines(log *syncBuffer, s string) int {
+	return strings.Count(log.String(), s)
+}
+
+// testReloader runs a reloader of the config at path over a registry
+// holding the diag tools, until the test ends.
+func testReloader(t *testing.T, path string) (*tools.Registry, *syncBuffer, chan<- os.Signal) {
+	t.Helper()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	args := []string{"--config", path}
+	r := &reloader{
+		path: configPath(args),
+		load: func() (serveConfig, error) {
+			cfg, _, err := parseServeArgs(args, io.Discard)
+			return cfg, err
+		},
+		sources:  toolSources(context.Background(), reg, log),
+		reg:      reg,
+		log:      log,
+		debounce: 20 * time.Millisecond,
+	}
+	cfg, err := r.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	w := r.openWatcher()
+	go func() { defer close(done); r.run(ctx, w, hup) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		for _, s := range r.sources {
+			s.Close()
+		}
+	})
+	return reg, logs, hup
+}
+
+// waitChange waits for the registry to change after changed was taken.
+func waitChange(t *testing.T, changed <-chan struct{}, logs *syncBuffer, what string) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(testTimeout):
+		t.Fatalf("the registry did not change after %s; log:\n%s", what, logs)
+	}
+}
+
+func names(reg *tools.Registry) []string {
+	var out []string
+	for _, n := range reg.Snapshot().Names() {
+		if n != "echo" && n != "sleep" && n != "fail" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestReloader rewrites a watched config file in the ways people do and
+// checks what is served after each.
+func TestReloader(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "toolwire.yaml")
+	if err := os.WriteFile(path, []byte(httpToolsYAML("one", "http://127.0.0.1:1/one")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, hup := testReloader(t, path)
+	if diff := cmp.Diff([]string{"one"}, names(reg)); diff != "" {
+		t.Fatalf("at start (-want +got):\n%s", diff)
+	}
+	tool, _ := reg.Snapshot().Lookup("one")
+	if tool.Source != tools.SourceHTTP || !tool.Annotations.ReadOnly {
+		t.Errorf("one = %+v", tool)
+	}
+
+	changed := reg.Changed()
+	replaceFile(t, path, httpToolsYAML("two", "http://127.0.0.1:1/two"))
+	waitChange(t, changed, logs, "renaming a new file into place")
+	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
+		t.Errorf("after rename (-want +got):\n%s", diff)
+	}
+	waitLog(t, logs, "config reloaded", `"two"`)
+
+	rev := reg.Snapshot().Revision()
+	for _, bad := range []struct{ yaml, want string }{
+		{"http_tools:\n- {name: bad, url: 'http://x/{id}'}\n", `tool \"bad\": url: placeholder {id} is not a property declared in parameters`},
+		{"http_tools:\n- {name: echo, url: 'http://x/'}\n", `tool \"echo\": the name is taken`},
+		{"http_tools: [\n", "config reload rejected"},
+		{"http_toolz: []\n", "http_toolz"},
+	} {
+		replaceFile(t, path, bad.yaml)
+		waitLog(t, logs, "config reload rejected", bad.want)
+		if got := reg.Snapshot().Revision(); got != rev {
+			t.Errorf("after an invalid config (%q) the revision changed", bad.yaml)
+		}
+	}
+	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
+		t.Errorf("after invalid configs (-want +got):\n%s", diff)
+	}
+
+	changed = reg.Changed()
+	// Written in place, as "echo ... > file" does.
+	if err := os.WriteFile(path, []byte(httpToolsYAML("three", "http://127.0.0.1:1/3")+"max_calls: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, logs, "writing the file in place")
+	waitLog(t, logs, "need a restart", "max_calls")
+	if diff := cmp.Diff([]string{"three"}, names(reg)); diff != "" {
+		t.Errorf("after writing in place (-want +got):\n%s", diff)
+	}
+
+	n := countLines(logs, "config reloaded")
+	hup <- syscall.SIGHUP
+	waitLog(t, logs, "SIGHUP")
+	waitFor(t, "a reload after SIGHUP", func() bool { return countLines(logs, "config reloaded") > n })
+
+	changed = reg.Changed()
+	replaceFile(t, path, "diag: true\n")
+	waitChange(t, changed, logs, "removing every HTTP tool")
+	if got := names(reg); len(got) != 0 {
+		t.Errorf("after removing http_tools: %v", got)
+	}
+}
+
+// TestReloaderConfigMap swaps a Kubernetes ConfigMap's ..data symlink, as
+// the kubelet does on an update: the config file's own path never changes.
+func TestReloaderConfigMap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	version := func(name, content string) {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "toolwire.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", httpToolsYAML("one", "http://127.0.0.1:1/"))
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "toolwire.yaml")
+	if err := os.Symlink(filepath.Join("..data", "toolwire.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, _ := testReloader(t, path)
+	if diff := cmp.Diff([]string{"one"}, names(reg)); diff != "" {
+		t.Fatalf("at start (-want +got):\n%s", diff)
+	}
+
+	changed := reg.Changed()
+	version("..v2", httpToolsYAML("two", "http://127.0.0.1:1/"))
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "..v1"))
+	waitChange(t, changed, logs, "swapping ..data")
+	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
+		t.Errorf("after the swap (-want +got):\n%s", diff)
+	}
+}
+
+func TestRestartOnly(t *testing.T) {
+	t.Parallel()
+	a := defaultServeConfig()
+	b := a
+	b.Listen, b.MaxCalls, b.Safe = ":1", 9, map[string]bool{"x": true}
+	if diff := cmp.Diff([]string{"listen", "max_calls", "safe"}, restartOnly(a, b)); diff != "" {
+		t.Errorf("restartOnly (-want +got):\n%s", diff)
+	}
+	c := a
+	c.HTTPTools = make([]httptool.Spec, 1)
+	if got := restartOnly(a, c); len(got) != 0 {
+		t.Errorf("http_tools changed: %v; want nothing needing a restart", got)
+	}
+}
+
+// TestServeInvalidConfig: an invalid http_tools at start is an error that
+// names the tool and the problem, and serve does not start.
+func TestServeInvalidConfig(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", "http_tools:\n- {name: x, method: FETCH, url: 'http://h/'}\n")
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--config", path}, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `tool "x": method "FETCH"`) || !strings.Contains(err.Error(), path) {
+		t.Errorf("serve: %v; want an error naming the file, tool and method", err)
+	}
+}
+
+// buildToolwire builds the toolwire binary for a test that runs it.
+func buildToolwire(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command:", err)
+	}
+	bin := filepath.Join(t.TempDir(), "toolwire")
+	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestReloadBinary runs "toolwire serve --config" as a child process and
+// changes its config under it: WatchTools sees each new revision, ListTools
+// the new tools, an invalid file is logged and changes nothing, SIGHUP
+// re-reads the file, and the HTTP tool answers through ExecuteBatch.
+func TestReloadBinary(t *testing.T) {
+	bin := buildToolwire(t)
+	t.Parallel()
+	slowStarted, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			close(slowStarted)
+			<-release
+		}
+		io.WriteString(w, "hello from "+r.URL.Path)
+	}))
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "toolwire.yaml")
+	if err := os.WriteFile(path, []byte(httpToolsYAML("one", up.URL+"/one")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(bin, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	output, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := false
+	t.Cleanup(func() {
+		if !waited {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	logs := &syncBuffer{}
+	addrc := make(chan string, 1)
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(output)
+		for sc.Scan() {
+			logs.Write([]byte(sc.Text() + "\n"))
+			if addr, ok := listenAddr(sc.Text()); ok {
+				addrc <- addr
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-addrc:
+	case <-time.After(testTimeout):
+		t.Fatalf("the binary did not report its address:\n%s", logs)
+	}
+
+	c, err := client.New(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*testTimeout)
+	defer cancel()
+	watch, err := c.ToolService().WatchTools(ctx, &toolwirev1.WatchToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) string {
+		t.Helper()
+		resp, err := watch.Recv()
+		if err != nil {
+			t.Fatalf("WatchTools, waiting for %s: %v\n%s", what, err, logs)
+		}
+		return resp.GetRevision()
+	}
+	listed := func() ([]string, string) {
+		t.Helper()
+		resp, err := c.ListTools(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, tl := range resp.GetTools() {
+			got = append(got, tl.GetName())
+		}
+		return got, resp.GetRevision()
+	}
+	callTool := func(name string) *toolwirev1.CallResult {
+		t.Helper()
+		b, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("c", name, nil)}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Results[0]
+	}
+
+	rev1 := next("the current revision")
+	if got, rev := listed(); !cmp.Equal(got, []string{"one"}) || rev != rev1 {
+		t.Fatalf("ListTools: %v at %s; want [one] at %s", got, rev, rev1)
+	}
+	if r := callTool("one"); client.Text(r) != "hello from /one" {
+		t.Errorf("one: %q", client.Text(r))
+	}
+
+	// A batch running when its tool is removed finishes on its snapshot.
+	replaceFile(t, path, httpToolsYAML("one", up.URL+"/one")+httpToolsYAML("slow", up.URL+"/slow")[len("http_tools:\n"):])
+	next("the revision with slow")
+	type outcome struct {
+		b   *client.Batch
+		err error
+	}
+	slowDone := make(chan outcome, 1)
+	go func() {
+		b, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("s", "slow", nil)}}))
+		slowDone <- outcome{b, err}
+	}()
+	<-slowStarted
+
+	replaceFile(t, path, httpToolsYAML("two", up.URL+"/two"))
+	rev2 := next("the revision after a rewrite")
+	if got, rev := listed(); rev2 == rev1 || !cmp.Equal(got, []string{"two"}) || rev != rev2 {
+		t.Fatalf("after a rewrite: %v at %s; want [two] at a new revision %s (was %s)", got, rev, rev2, rev1)
+	}
+	close(release)
+	if o := <-slowDone; o.err != nil || o.b.Results[0].GetIsError() || client.Text(o.b.Results[0]) != "hello from /slow" {
+		t.Errorf("the batch running across the reload: %v, %v", o.err, o.b.Results)
+	}
+
+	replaceFile(t, path, "http_tools:\n- {name: three, url: 'http://h/{nope}'}\n")
+	waitLog(t, logs, "config reload rejected", `tool \"three\"`, "{nope}")
+	if got, rev := listed(); !cmp.Equal(got, []string{"two"}) || rev != rev2 {
+		t.Errorf("after an invalid config: %v at %s; want [two] at %s", got, rev, rev2)
+	}
+	if r := callTool("two"); r.GetIsError() || client.Text(r) != "hello from /two" {
+		t.Errorf("two after an invalid config: %q", client.Text(r))
+	}
+
+	// SIGHUP re-reads the file; the process must not die of it.
+	n, rejected := countLines(logs, "config reloaded"), countLines(logs, "config reload rejected")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, logs, "SIGHUP: re-reading")
+	waitFor(t, "SIGHUP to reject the invalid file again", func() bool { return countLines(logs, "config reload rejected") > rejected })
+	replaceFile(t, path, httpToolsYAML("four", up.URL+"/four")+"max_calls: 5\n")
+	rev4 := next("the revision after fixing the file")
+	waitLog(t, logs, "need a restart", "max_calls")
+	if r := callTool("four"); client.Text(r) != "hello from /four" {
+		t.Errorf("four: %q", client.Text(r))
+	}
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a reload after SIGHUP", func() bool { return countLines(logs, "config reloaded") > n+1 })
+	if _, rev := listed(); rev != rev4 {
+		t.Errorf("SIGHUP with an unchanged file changed the revision: %s → %s", rev4, rev)
+	}
+
+	cancel()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-logDone
+	err = cmd.Wait()
+	waited = true
+	if err != nil {
+		t.Errorf("after SIGTERM: %v\n%s", err, logs)
+	}
+}
+
+// TestREADMEHTTPTools loads the README's HTTP tools example, so the
+// documentation stays true.
+func TestREADMEHTTPTools(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## HTTP tools\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no yaml block in the README's HTTP tools section")
+	}
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", block)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := httptool.Tools(cfg.HTTPTools, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 3 || !ts[0].Annotations.ReadOnly || ts[2].Annotations.ReadOnly {
+		t.Errorf("tools %+v", ts)
+	}
+}
+
+// TestReloaderAllOrNothing: when one source rejects the new config, no
+// source applies it.
+func TestReloaderAllOrNothing(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var synced []int
+	var stopped int
+	cfgs := []serveConfig{{MaxCalls: 1}, {MaxCalls: 2}, {MaxCalls: 3}}
+	next := 0
+	logs := &syncBuffer{}
+	r := &reloader{
+		load: func() (serveConfig, error) { c := cfgs[next]; next++; return c, nil },
+		sources: []toolSource{
+			newHTTPSource(reg),
+			syncSource{
+				Sync: func(cfg serveConfig) error { synced = append(synced, cfg.MaxCalls); return nil },
+				Stop: func() { stopped++ },
+			},
+			syncSource{
+				Check: func(cfg serveConfig) error {
+					if cfg.MaxCalls == 2 {
+						return errors.New("mcp_servers[0]: no command")
+					}
+					return nil
+				},
+				Sync: func(serveConfig) error { return nil },
+			},
+		},
+		reg: reg,
+		log: slog.New(slog.NewJSONHandler(logs, nil)),
+	}
+	cfg, _ := r.load()
+	if err := r.start(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reload(false); err == nil || !strings.Contains(logs.String(), "mcp_servers[0]: no command") {
+		t.Errorf("Reload: %v; want the rejection logged\n%s", err, logs)
+	}
+	if err := r.Reload(false); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1, 3}, synced); diff != "" {
+		t.Errorf("configs synced (-want +got):\n%s", diff)
+	}
+	for _, s := range r.sources {
+		s.Close()
+	}
+	if stopped != 1 {
+		t.Errorf("Stop called %d times", stopped)
+	}
+}
