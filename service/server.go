@@ -144,6 +144,10 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 		defer cancelTimeout()
 	}
+	if err := b.reserve(runCtx); err != nil {
+		return err
+	}
+	defer b.reserved.drop()
 	s.runners.Go(func() { b.run(runCtx) })
 	sendErr := b.write(stream, cancel)
 	if sendErr != nil {
