@@ -92,7 +92,9 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 	}
 
 	// The lane plan treats a forbidden read-only tool like an unknown one.
-	lanes := func(events []*toolwirev1.ExecuteBatchResponse) []*toolwirev1.Lane { return events[0].GetAccepted().GetLanes() }
+	lanes := func(events []*toolwirev1.ExecuteBatchResponse) []*toolwirev1.Lane {
+		return events[0].GetAccepted().GetLanes()
+	}
 	forbidden := lanes(run("alice", call("1", "echo", `{"text":""}`), call("2", "secret", ""), call("3", "echo", `{"text":""}`)))
 	missing := lanes(run("alice", call("1", "echo", `{"text":""}`), call("2", "nonexistent", ""), call("3", "echo", `{"text":""}`)))
 	if diff := cmp.Diff(missing, forbidden, protocmp.Transform()); diff != "" {
