@@ -72,7 +72,8 @@ type batch struct {
 	events    chan *toolwirev1.ExecuteBatchResponse
 	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
 	failed    atomic.Bool              // some call has failed, for stop_on_error
-	reserved  reservation              // a call slot taken before the batch was accepted; see limits.go
+	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
+	slots     []slot                   // per call, while it runs
 	start     time.Time
 }
 

@@ -47,12 +47,10 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
 		return true
 	}
-	release, ok := b.acquireSlot(ctx, i, t)
-	if !ok {
+	if !b.acquireSlot(ctx, i, t) {
 		return true
 	}
-	defer release()
-	onAbandon = releasing(release, onAbandon)
+	defer b.releaseSlot(i)
 	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Started{
 		Started: &toolwirev1.CallStarted{CallId: call.GetCallId(), Index: uint32(i), Lane: uint32(lane)}}})
 	return b.execute(ctx, i, t, args, onAbandon)
@@ -161,6 +159,7 @@ func (r *callRun) abandon() {
 	}
 	cfg := &r.b.s.cfg
 	r.b.s.abandoned.Add(1)
+	r.b.releaseSlot(r.i)
 	cfg.Logger.Warn("tool ignored cancellation; abandoned", "batch_id", r.b.id, "call_id", r.handle.ID,
 		"tool", r.tool.Name, "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)

@@ -53,6 +53,7 @@ type limiter struct {
 }
 
 type callerSlots struct {
+	name string
 	sem  chan struct{}
 	refs int // holders and waiters; the entry goes when none are left
 }
@@ -76,9 +77,9 @@ func (e *errBusy) Error() string {
 
 // acquire takes a slot for caller, waiting at most wait (and while ctx
 // lasts): the caller's own first, so a caller's queue holds no server-wide
-// slot. It returns the function that gives the slot back, or an *errBusy or
-// ctx's error.
-func (l *limiter) acquire(ctx context.Context, caller string, wait time.Duration) (release func(), err error) {
+// slot. It returns what release needs to give the slot back (nil without a
+// per-caller cap), or an *errBusy or ctx's error.
+func (l *limiter) acquire(ctx context.Context, caller string, wait time.Duration) (*callerSlots, error) {
 	var timer *time.Timer // made only when a wait is needed; shared by both waits
 	defer func() {
 		if timer != nil {
@@ -114,24 +115,27 @@ func (l *limiter) acquire(ctx context.Context, caller string, wait time.Duration
 	if l.perCaller > 0 {
 		cs = l.callerSlots(caller)
 		if !take(cs.sem) {
-			l.unref(caller, cs)
+			l.unref(cs)
 			return nil, busy(true, l.perCaller)
 		}
 	}
 	if !take(l.global) {
 		if cs != nil {
 			<-cs.sem
-			l.unref(caller, cs)
+			l.unref(cs)
 		}
 		return nil, busy(false, cap(l.global))
 	}
-	return func() {
-		<-l.global
-		if cs != nil {
-			<-cs.sem
-			l.unref(caller, cs)
-		}
-	}, nil
+	return cs, nil
+}
+
+// release gives back a slot acquire took.
+func (l *limiter) release(cs *callerSlots) {
+	<-l.global
+	if cs != nil {
+		<-cs.sem
+		l.unref(cs)
+	}
 }
 
 func (l *limiter) callerSlots(caller string) *callerSlots {
@@ -139,78 +143,82 @@ func (l *limiter) callerSlots(caller string) *callerSlots {
 	defer l.mu.Unlock()
 	cs := l.callers[caller]
 	if cs == nil {
-		cs = &callerSlots{sem: make(chan struct{}, l.perCaller)}
+		cs = &callerSlots{name: caller, sem: make(chan struct{}, l.perCaller)}
 		l.callers[caller] = cs
 	}
 	cs.refs++
 	return cs
 }
 
-func (l *limiter) unref(caller string, cs *callerSlots) {
+func (l *limiter) unref(cs *callerSlots) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if cs.refs--; cs.refs == 0 {
-		delete(l.callers, caller)
+		delete(l.callers, cs.name)
 	}
 }
 
-// reservation is the slot a batch takes for its first call before it is
-// accepted: once accepted, every call must get a result, so waiting that
-// ends in an RPC error can only happen up front.
-type reservation struct {
-	held    atomic.Bool // a slot is held and not yet claimed
-	release func()
+// slot is a call slot a batch holds. Its release is idempotent, because a
+// call's slot is given back when its tool returns or when it is abandoned,
+// whichever comes first.
+type slot struct {
+	cs   *callerSlots
+	held atomic.Bool
 }
 
-// claim hands the reserved slot to a call, if it is still there.
-func (r *reservation) claim() (func(), bool) {
-	if r.held.CompareAndSwap(true, false) {
-		return r.release, true
-	}
-	return nil, false
+func (s *slot) hold(cs *callerSlots) {
+	s.cs = cs
+	s.held.Store(true)
 }
 
-// drop gives back a slot no call claimed.
-func (r *reservation) drop() {
-	if r.held.CompareAndSwap(true, false) {
-		r.release()
+func (s *slot) release(l *limiter) {
+	if s.held.CompareAndSwap(true, false) {
+		l.release(s.cs)
 	}
 }
 
 // reserve takes a slot for the batch's first call, waiting up to
-// MaxQueueWait; a server or caller at its limit for that long gets
-// RESOURCE_EXHAUSTED, and retries with backoff or on another replica.
+// MaxQueueWait: once a batch is accepted every call must get a result, so a
+// wait that ends in an RPC error can only happen before. A server or caller
+// at its limit for that long gets RESOURCE_EXHAUSTED and retries with
+// backoff or on another replica.
 func (b *batch) reserve(ctx context.Context) error {
-	release, err := b.s.limits.acquire(ctx, Caller(ctx), b.s.cfg.MaxQueueWait)
+	cs, err := b.s.limits.acquire(ctx, Caller(ctx), b.s.cfg.MaxQueueWait)
 	if err != nil {
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		return status.Errorf(codes.ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.s.cfg.MaxQueueWait)
 	}
-	b.reserved.release = release
-	b.reserved.held.Store(true)
+	b.reserved.hold(cs)
+	b.slots = make([]slot, len(b.req.GetCalls()))
 	return nil
 }
 
+// dropReserved gives back the reserved slot if no call claimed it.
+func (b *batch) dropReserved() { b.reserved.release(b.s.limits) }
+
 // acquireSlot takes a slot for call i of an accepted batch: the batch's
-// reserved one when it is still free, else one from the limiter, waiting up
-// to the call's timeout (and the RPC's deadline less the margin). Time spent
-// waiting does not count against the tool's own timeout. When no slot comes
-// it sends the call's result (TIMEOUT, or CANCELLED when the batch ends)
-// and returns false; nothing was run, so the call may be retried.
-func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) (release func(), ok bool) {
-	if release, ok := b.reserved.claim(); ok {
-		return sync.OnceFunc(release), true
+// reserved one when it is still unclaimed, else one from the limiter,
+// waiting up to the call's timeout (and the RPC's deadline less the margin).
+// Time spent waiting does not count against the tool's own timeout. When no
+// slot comes it sends the call's result (TIMEOUT, or CANCELLED when the
+// batch ends) and returns false; nothing was run, so the call may be
+// retried. releaseSlot gives the slot back.
+func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) bool {
+	if b.reserved.held.CompareAndSwap(true, false) {
+		b.slots[i].hold(b.reserved.cs)
+		return true
 	}
 	wait := b.timeout(b.req.GetCalls()[i], t)
 	if dl, ok := b.streamCtx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-b.s.cfg.DeadlineMargin)
 	}
-	release, err := b.s.limits.acquire(ctx, Caller(b.streamCtx), wait)
+	cs, err := b.s.limits.acquire(ctx, Caller(b.streamCtx), wait)
 	switch {
 	case err == nil:
-		return sync.OnceFunc(release), true
+		b.slots[i].hold(cs)
+		return true
 	case ctx.Err() != nil:
 		kind, msg := cancelled(ctx)
 		b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
@@ -218,16 +226,10 @@ func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) (release 
 		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 			fmt.Sprintf("timed out waiting %s for a free slot: %v. Nothing was run; the call may be retried later.", wait.Round(time.Millisecond), err))
 	}
-	return nil, false
+	return false
 }
 
-// releasing returns onAbandon preceded by release: an abandoned tool gives
-// its slot back, so a tool that never returns cannot starve the server.
-func releasing(release, onAbandon func()) func() {
-	return func() {
-		release()
-		if onAbandon != nil {
-			onAbandon()
-		}
-	}
-}
+// releaseSlot gives back call i's slot, if it still holds one. An abandoned
+// tool gives its slot back too, so a tool that never returns cannot starve
+// the server.
+func (b *batch) releaseSlot(i int) { b.slots[i].release(b.s.limits) }

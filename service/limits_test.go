@@ -222,14 +222,14 @@ func TestLimiterGivesBackWhatItTakes(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(2, 1)
 	ctx := context.Background()
-	ra, err := l.acquire(ctx, "a", 0)
+	a, err := l.acquire(ctx, "a", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.acquire(ctx, "a", 0); !errors.As(err, new(*errBusy)) {
 		t.Errorf("a's second slot: err = %v, want errBusy", err)
 	}
-	rb, err := l.acquire(ctx, "b", 0)
+	b, err := l.acquire(ctx, "b", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +241,28 @@ func TestLimiterGivesBackWhatItTakes(t *testing.T) {
 	if _, err := l.acquire(cancelled, "c", time.Hour); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled wait: err = %v, want context.Canceled", err)
 	}
-	ra()
-	rb()
+	l.release(a)
+	l.release(b)
 	if len(l.global) != 0 || len(l.callers) != 0 {
 		t.Errorf("after release: %d global slots taken, %d callers tracked", len(l.global), len(l.callers))
+	}
+}
+
+func TestAbandonedToolGivesItsSlotBack(t *testing.T) {
+	t.Parallel()
+	// The slot is given back before the abandoned call's result is sent, so
+	// the next batch finds it free without waiting.
+	s := newServedServer(t, Config{AbandonGrace: time.Millisecond, Limits: Limits{MaxConcurrentCalls: 1, MaxQueueWait: time.Nanosecond}})
+	ts := &testServer{client: s.client(t)}
+	events, err := ts.runErr(context.Background(), batchOf(&toolwirev1.ToolCall{CallId: "a", Name: "hold_stubborn", Timeout: durationpb.New(time.Millisecond)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, events)["a"]; !strings.Contains(text(r), "abandoned") {
+		t.Fatalf("stubborn call's result = %v, want it abandoned", r)
+	}
+	events, err = ts.runErr(context.Background(), batchOf(call("b", "echo", `{"text":"next"}`)))
+	if err != nil || text(results(t, events)["b"]) != "next" {
+		t.Errorf("batch after an abandoned tool: %v %v; want it run", err, events)
 	}
 }

@@ -147,7 +147,7 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	if err := b.reserve(runCtx); err != nil {
 		return err
 	}
-	defer b.reserved.drop()
+	defer b.dropReserved()
 	s.runners.Go(func() { b.run(runCtx) })
 	sendErr := b.write(stream, cancel)
 	if sendErr != nil {
