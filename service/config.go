@@ -59,6 +59,8 @@ type Config struct {
 	// Permissions decides which tools each caller (see Caller) may list and
 	// call. Default nil: every caller may call every tool.
 	Permissions Permissions
+	// Limits bounds concurrent calls, message sizes and connections; see
+	// Limits for each field and its default.
 	Limits
 }
 

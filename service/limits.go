@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -185,7 +186,10 @@ func (s *slot) release(l *limiter) {
 func (b *batch) reserve(ctx context.Context) error {
 	cs, err := b.s.limits.acquire(ctx, Caller(ctx), b.s.cfg.MaxQueueWait)
 	if err != nil {
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(context.Cause(ctx), errShutdown):
+			return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+		case ctx.Err() != nil:
 			return status.FromContextError(ctx.Err()).Err()
 		}
 		return status.Errorf(codes.ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.s.cfg.MaxQueueWait)
