@@ -28,8 +28,12 @@ func (b *batch) permits(name string) bool { return b.s.permits(b.streamCtx, name
 // make it, and reports whether it did. The text is the same whether or not
 // the tool exists, so a caller cannot probe the registry with it.
 func (b *batch) refuse(i int) bool {
-	name := b.req.GetCalls()[i].GetName()
-	if b.permits(name) {
+	call := b.req.GetCalls()[i]
+	name := call.GetName()
+	if b.permits(name) || isWrapper(call) {
+		// A wrapper such as multi_tool_use.parallel is planned as unknown
+		// and gets the explanation of what to do instead, which says
+		// nothing about the registry either.
 		return false
 	}
 	b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED,

@@ -68,7 +68,11 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 		call("ok", "echo", `{"text":"hi"}`),
 		call("known", "secret", `{}`),
 		call("unknown", "nonexistent", `{}`),
-		call("ghost", "ghost", `{}`)))
+		call("ghost", "ghost", `{}`),
+		call("wrapped", "multi_tool_use.parallel", `{"tool_uses":[{"recipient_name":"functions.echo"}]}`)))
+	if r := res["wrapped"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL || !strings.Contains(text(r), "Call each tool directly") {
+		t.Errorf("wrapper call for alice: %v %q, want the wrapper explanation", r.GetErrorKind(), text(r))
+	}
 	if r := res["ok"]; r.GetIsError() || text(r) != "hi" {
 		t.Errorf("permitted call: %v", r)
 	}
