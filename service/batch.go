@@ -72,6 +72,8 @@ type batch struct {
 	events    chan *toolwirev1.ExecuteBatchResponse
 	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
 	failed    atomic.Bool              // some call has failed, for stop_on_error
+	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
+	slots     []slot                   // per call, while it runs
 	start     time.Time
 }
 
@@ -91,7 +93,9 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	}
 	safe := make([]bool, len(req.GetCalls()))
 	for i, c := range req.GetCalls() {
-		if t, ok := snap.Lookup(c.GetName()); ok {
+		// A call the caller may not make is planned like an unknown tool,
+		// so the lane plan reveals nothing about the registry.
+		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
 			b.tools[i] = t
 			safe[i] = s.safe(t)
 		}
@@ -253,7 +257,7 @@ func (b *batch) unknownTool(call *toolwirev1.ToolCall) string {
 	if isWrapper(call) {
 		return fmt.Sprintf("%q is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
 	}
-	names := b.snap.Names()
+	names := b.visibleNames()
 	if len(names) == 0 {
 		return fmt.Sprintf("unknown tool %q: no tools are registered", name)
 	}

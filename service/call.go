@@ -33,6 +33,9 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 		b.finishUnstarted(i, kind, msg+" before the call started; nothing was run")
 		return true
 	}
+	if b.refuse(i) {
+		return true
+	}
 	t := b.tools[i]
 	if t == nil {
 		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(call))
@@ -44,6 +47,10 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
 		return true
 	}
+	if !b.acquireSlot(ctx, i, t) {
+		return true
+	}
+	defer b.releaseSlot(i)
 	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Started{
 		Started: &toolwirev1.CallStarted{CallId: call.GetCallId(), Index: uint32(i), Lane: uint32(lane)}}})
 	return b.execute(ctx, i, t, args, onAbandon)
@@ -152,6 +159,7 @@ func (r *callRun) abandon() {
 	}
 	cfg := &r.b.s.cfg
 	r.b.s.abandoned.Add(1)
+	r.b.releaseSlot(r.i)
 	cfg.Logger.Warn("tool ignored cancellation; abandoned", "batch_id", r.b.id, "call_id", r.handle.ID,
 		"tool", r.tool.Name, "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)

@@ -55,6 +55,13 @@ type Config struct {
 	Safe map[string]bool
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// Permissions decides which tools each caller (see Caller) may list and
+	// call. Default nil: every caller may call every tool.
+	Permissions Permissions
+	// Limits bounds concurrent calls, message sizes and connections; see
+	// Limits for each field and its default.
+	Limits
 }
 
 func (c Config) withDefaults() Config {
@@ -82,6 +89,7 @@ func (c Config) withDefaults() Config {
 	defDur(&c.DeadlineMargin, 50*time.Millisecond)
 	defDur(&c.AbandonGrace, 2*time.Second)
 	defDur(&c.DrainTimeout, 30*time.Second)
+	c.Limits = c.Limits.withDefaults(c.MaxCallTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

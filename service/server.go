@@ -39,6 +39,7 @@ type Server struct {
 
 	abandoned atomic.Int64
 	runners   *runners
+	limits    *limiter
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
@@ -53,6 +54,7 @@ func New(reg *tools.Registry, cfg Config) *Server {
 		stopping: make(chan struct{}),
 		runners:  newRunners(10 * time.Second),
 	}
+	s.limits = newLimiter(s.cfg.MaxConcurrentCalls, s.cfg.MaxCallsPerCaller)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
@@ -69,10 +71,13 @@ func (s *Server) Register(gs *grpc.Server) {
 func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
 
 // ListTools implements toolwire.v1.ToolService.
-func (s *Server) ListTools(context.Context, *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
+func (s *Server) ListTools(ctx context.Context, _ *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
 	snap := s.reg.Snapshot()
 	resp := &toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: make([]*toolwirev1.Tool, 0, snap.Len())}
 	for _, t := range snap.Tools() {
+		if !s.permits(ctx, t.Name) {
+			continue
+		}
 		resp.Tools = append(resp.Tools, ToolProto(t))
 	}
 	return resp, nil
@@ -139,6 +144,10 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 		defer cancelTimeout()
 	}
+	if err := b.reserve(runCtx); err != nil {
+		return err
+	}
+	defer b.dropReserved()
 	s.runners.Go(func() { b.run(runCtx) })
 	sendErr := b.write(stream, cancel)
 	if sendErr != nil {
@@ -198,7 +207,7 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 // DrainTimeout to finish, then their calls are cancelled (and still get
 // results), then the gRPC server stops, forcibly if it must.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	gs := grpc.NewServer(opts...)
+	gs := grpc.NewServer(append(s.ServerOptions(), opts...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()

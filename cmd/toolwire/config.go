@@ -36,7 +36,8 @@ type serveConfig struct {
 	EventBuffer      int             `json:"event_buffer"`
 	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
 
-	HTTPTools []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
+	HTTPTools      []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
+	SecurityConfig                 // TLS, auth, permissions, limits: auth.go
 }
 
 const defaultAddr = "127.0.0.1:50051"
@@ -87,6 +88,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", cfg.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
 	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
+	cfg.SecurityConfig.register(fs)
 	return fs
 }
 
@@ -166,5 +168,7 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		EventBuffer:          cfg.EventBuffer,
 		Safe:                 cfg.Safe,
 		Logger:               log,
+		Permissions:          cfg.permissions(),
+		Limits:               cfg.limits(),
 	}
 }

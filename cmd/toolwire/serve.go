@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -46,13 +47,17 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
+	opts, err := cfg.security(log, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
 	srv := service.New(reg, cfg.service(log))
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")
 	})
 	defer stopLog()
-	if err := srv.ListenAndServe(ctx); err != nil {
+	if err := srv.ListenAndServe(ctx, opts...); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())

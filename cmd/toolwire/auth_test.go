@@ -1,0 +1,246 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/auth"
+)
+
+const (
+	aliceToken = "alice-0123456789abcdef0123456789"
+	bobToken   = "bob-0123456789abcdef0123456789"
+)
+
+func TestSecurityConfigFromFileAndFlags(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", `
+tls_cert: /etc/tls/tls.crt
+tls_key: /etc/tls/tls.key
+auth:
+  tokens_file: /etc/toolwire/tokens
+  tokens:
+    - name: ci
+      hash: `+auth.HashToken(aliceToken)+`
+  permissions:
+    ci:
+      allow: ["echo", "fs.*"]
+      deny: ["fs.write"]
+    "*":
+      deny: ["*"]
+max_concurrent_calls: 100
+max_queue_wait: 2s
+max_calls_per_caller: 10
+max_message_bytes: 1048576
+max_connection_age: 10m
+max_connection_age_grace: 1m
+keepalive_min_time: 20s
+keepalive_time: 2m
+keepalive_timeout: 10s
+`)
+	cfg, _, err := parseServeArgs([]string{"--config", path, "--max-concurrent-calls", "50", "--client-ca", "/etc/tls/ca.crt", "--tokens-file", "/run/tokens"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := SecurityConfig{
+		TLSCert: "/etc/tls/tls.crt", TLSKey: "/etc/tls/tls.key", ClientCA: "/etc/tls/ca.crt",
+		Auth: authConfig{
+			TokensFile: "/run/tokens",
+			Tokens:     []auth.Token{{Name: "ci", Hash: auth.HashToken(aliceToken)}},
+			Permissions: auth.Policy{
+				"ci": {Allow: []string{"echo", "fs.*"}, Deny: []string{"fs.write"}},
+				"*":  {Deny: []string{"*"}},
+			},
+		},
+		MaxConcurrentCalls: 50, MaxQueueWait: Duration(2 * time.Second), MaxCallsPerCaller: 10,
+		MaxMessageBytes: 1 << 20, MaxConnectionAge: Duration(10 * time.Minute), MaxConnectionAgeGrace: Duration(time.Minute),
+		KeepaliveMinTime: Duration(20 * time.Second), KeepaliveTime: Duration(2 * time.Minute), KeepaliveTimeout: Duration(10 * time.Second),
+	}
+	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	sc := cfg.service(nil)
+	wantLimits := service.Limits{
+		MaxConcurrentCalls: 50, MaxQueueWait: 2 * time.Second, MaxCallsPerCaller: 10, MaxMessageBytes: 1 << 20,
+		MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
+		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
+	}
+	if diff := cmp.Diff(wantLimits, sc.Limits); diff != "" {
+		t.Errorf("service.Limits (-want +got):\n%s", diff)
+	}
+	if sc.Permissions == nil || !sc.Permissions.Permitted("ci", "fs.read") || sc.Permissions.Permitted("ci", "fs.write") || sc.Permissions.Permitted("other", "echo") {
+		t.Errorf("permissions did not reach the server: %v", sc.Permissions)
+	}
+}
+
+func TestSecurityConfigErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	short := writeFile(t, "short", "alice: short\n")
+	tests := []struct {
+		name string
+		cfg  SecurityConfig
+		env  string
+		want string
+	}{
+		{"cert without key", SecurityConfig{TLSCert: "c.pem"}, "", "go together"},
+		{"client CA without TLS", SecurityConfig{ClientCA: "ca.pem"}, "", "needs --tls-cert"},
+		{"missing certificate", SecurityConfig{TLSCert: filepath.Join(dir, "no.crt"), TLSKey: filepath.Join(dir, "no.key")}, "", "no.crt"},
+		{"missing tokens file", SecurityConfig{Auth: authConfig{TokensFile: filepath.Join(dir, "none")}}, "", "none"},
+		{"short token in file", SecurityConfig{Auth: authConfig{TokensFile: short}}, "", "shorter than"},
+		{"short token in env", SecurityConfig{}, "bob: x", tokensEnv},
+		{"bad hash", SecurityConfig{Auth: authConfig{Tokens: []auth.Token{{Name: "a", Hash: "md5:00"}}}}, "", "auth.tokens"},
+		{"same token twice", SecurityConfig{Auth: authConfig{Tokens: []auth.Token{{Name: "a", Hash: auth.HashToken(aliceToken)}}}}, "b: " + aliceToken, "same token"},
+		{"bad pattern", SecurityConfig{Auth: authConfig{Permissions: auth.Policy{"a": {Allow: []string{"["}}}}}, "", "auth.permissions"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := tt.cfg.security(slog.New(slog.DiscardHandler), func(string) string { return tt.env })
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v; want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestServeWithTokensAndPermissions(t *testing.T) {
+	t.Parallel()
+	tokens := writeFile(t, "tokens", "alice: "+aliceToken+"\nbob: "+bobToken+"\n")
+	config := writeFile(t, "toolwire.yaml", "auth:\n  permissions:\n    alice:\n      allow: [echo]\n")
+	s := startServe(t, "--diag", "--tokens-file", tokens, "--config", config)
+	if !strings.Contains(s.stderr.String(), "plaintext") {
+		t.Errorf("no warning about tokens over plaintext in the log:\n%s", s.stderr)
+	}
+
+	got := runCmd(t, s.addr, "tools", "--token", aliceToken)
+	if got.err != nil || !strings.Contains(got.stdout, "echo") || strings.Contains(got.stdout, "sleep") {
+		t.Errorf("alice's tools: %v\n%s", got.err, got.stdout)
+	}
+	got = runCmd(t, s.addr, "call", "--token", aliceToken, "sleep", `{"ms":1}`)
+	if got.code != 1 || !strings.Contains(got.stdout, "not permitted") {
+		t.Errorf("alice calling sleep: exit %d, stdout %q; want a not-permitted result", got.code, got.stdout)
+	}
+	got = runCmd(t, s.addr, "call", "--token", bobToken, "sleep", `{"ms":1}`)
+	if got.err != nil {
+		t.Errorf("bob calling sleep: %v\n%s%s", got.err, got.stdout, got.stderr)
+	}
+	got = runCmd(t, s.addr, "tools", "--token-env", "")
+	if got.code != 1 || !strings.Contains(got.err.Error(), "Unauthenticated") {
+		t.Errorf("no token: exit %d, %v; want Unauthenticated", got.code, got.err)
+	}
+}
+
+func TestClientRefusesPlaintextTokenToAnotherHost(t *testing.T) {
+	t.Parallel()
+	c := clientSecurity{token: aliceToken}
+	if _, err := c.options("10.1.2.3:50051"); err == nil || !strings.Contains(err.Error(), "plaintext") {
+		t.Errorf("token in plaintext to another host: %v, want a refusal", err)
+	}
+	for _, addr := range []string{"127.0.0.1:50051", "localhost:50051", "[::1]:50051"} {
+		if _, err := c.options(addr); err != nil {
+			t.Errorf("token in plaintext to %s: %v", addr, err)
+		}
+	}
+	c.useTLS = true
+	if _, err := c.options("10.1.2.3:50051"); err != nil {
+		t.Errorf("token over TLS: %v", err)
+	}
+}
+
+func TestServeMutualTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caKey, caCert, caFile := newCA(t, dir)
+	srvCert, srvKey := issue(t, dir, "server", caKey, caCert, func(c *x509.Certificate) {
+		c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	})
+	cliCert, cliKey := issue(t, dir, "agent-1", caKey, caCert, func(c *x509.Certificate) {
+		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	})
+	s := startServe(t, "--diag", "--tls-cert", srvCert, "--tls-key", srvKey, "--client-ca", caFile)
+
+	got := runCmd(t, s.addr, "call", "--ca", caFile, "--cert", cliCert, "--key", cliKey, "echo", `{"text":"over mTLS"}`)
+	if got.err != nil || !strings.Contains(got.stdout, "over mTLS") {
+		t.Errorf("call with a client certificate: %v\n%s%s", got.err, got.stdout, got.stderr)
+	}
+	got = runCmd(t, s.addr, "tools", "--ca", caFile, "--token-env", "")
+	if got.err == nil || !strings.Contains(got.err.Error(), "Unauthenticated") {
+		t.Errorf("tools without a client certificate: %v, want Unauthenticated", got.err)
+	}
+	got = runCmd(t, s.addr, "tools", "--token-env", "")
+	if got.err == nil {
+		t.Error("a plaintext client reached the TLS server")
+	}
+}
+
+func newCA(t *testing.T, dir string) (*ecdsa.PrivateKey, *x509.Certificate, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	path := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return key, cert, path
+}
+
+// issue writes a certificate for cn signed by the CA, and its key.
+func issue(t *testing.T, dir, cn string, caKey *ecdsa.PrivateKey, ca *x509.Certificate, edit func(*x509.Certificate)) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	edit(tmpl)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, cn+".crt"), filepath.Join(dir, cn+".key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}

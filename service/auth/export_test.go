@@ -1,0 +1,15 @@
+package auth
+
+import (
+	"crypto/tls"
+	"time"
+)
+
+// CertificateGetter returns the GetCertificate function ServerCredentials
+// uses for the files, and a function that makes its next call look at the
+// files again instead of waiting out the recheck interval.
+func CertificateGetter(certFile, keyFile string) (get func() (*tls.Certificate, error), recheckNow func()) {
+	k := &keyPair{certFile: certFile, keyFile: keyFile}
+	return func() (*tls.Certificate, error) { return k.get(nil) },
+		func() { k.mu.Lock(); k.checked = time.Time{}; k.mu.Unlock() }
+}

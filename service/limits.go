@@ -1,0 +1,239 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// ServerOptions returns the grpc.ServerOptions that enforce the Config's
+// transport limits: message sizes, keepalive and connection age. Serve
+// applies them before its own options; a program that registers the server
+// on a grpc.Server of its own passes them to grpc.NewServer.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	c := &s.cfg
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
+		grpc.MaxSendMsgSize(c.MaxMessageBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime: c.KeepaliveMinTime,
+			// Agent runtimes sit idle between model turns; their pings then
+			// keep the connection warm and are no abuse.
+			PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  c.KeepaliveTime,
+			Timeout:               c.KeepaliveTimeout,
+			MaxConnectionAge:      c.MaxConnectionAge, // 0: gRPC's default, forever
+			MaxConnectionAgeGrace: c.MaxConnectionAgeGrace,
+		}),
+	}
+}
+
+// limiter bounds the calls running at once, server-wide and per caller.
+// Waiters queue in the channels, which wake blocked senders first come,
+// first served.
+type limiter struct {
+	global    chan struct{}
+	perCaller int // 0: no per-caller cap
+
+	mu      sync.Mutex
+	callers map[string]*callerSlots // callers holding or waiting for a slot
+
+	waiting atomic.Int64 // calls and batches waiting for a slot
+}
+
+type callerSlots struct {
+	name string
+	sem  chan struct{}
+	refs int // holders and waiters; the entry goes when none are left
+}
+
+func newLimiter(global, perCaller int) *limiter {
+	return &limiter{global: make(chan struct{}, global), perCaller: perCaller, callers: make(map[string]*callerSlots)}
+}
+
+// errBusy is a wait for a slot that ran out of time.
+type errBusy struct {
+	perCaller bool
+	limit     int
+}
+
+func (e *errBusy) Error() string {
+	if e.perCaller {
+		return fmt.Sprintf("this caller is running its limit of %d concurrent calls", e.limit)
+	}
+	return fmt.Sprintf("the server is running its limit of %d concurrent calls", e.limit)
+}
+
+// acquire takes a slot for caller, waiting at most wait (and while ctx
+// lasts): the caller's own first, so a caller's queue holds no server-wide
+// slot. It returns what release needs to give the slot back (nil without a
+// per-caller cap), or an *errBusy or ctx's error.
+func (l *limiter) acquire(ctx context.Context, caller string, wait time.Duration) (*callerSlots, error) {
+	var timer *time.Timer // made only when a wait is needed; shared by both waits
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	take := func(sem chan struct{}) bool {
+		select {
+		case sem <- struct{}{}:
+			return true
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(max(wait, 0))
+		}
+		l.waiting.Add(1)
+		defer l.waiting.Add(-1)
+		select {
+		case sem <- struct{}{}:
+			return true
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		return false
+	}
+	busy := func(perCaller bool, limit int) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &errBusy{perCaller: perCaller, limit: limit}
+	}
+	var cs *callerSlots
+	if l.perCaller > 0 {
+		cs = l.callerSlots(caller)
+		if !take(cs.sem) {
+			l.unref(cs)
+			return nil, busy(true, l.perCaller)
+		}
+	}
+	if !take(l.global) {
+		if cs != nil {
+			<-cs.sem
+			l.unref(cs)
+		}
+		return nil, busy(false, cap(l.global))
+	}
+	return cs, nil
+}
+
+// release gives back a slot acquire took.
+func (l *limiter) release(cs *callerSlots) {
+	<-l.global
+	if cs != nil {
+		<-cs.sem
+		l.unref(cs)
+	}
+}
+
+func (l *limiter) callerSlots(caller string) *callerSlots {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cs := l.callers[caller]
+	if cs == nil {
+		cs = &callerSlots{name: caller, sem: make(chan struct{}, l.perCaller)}
+		l.callers[caller] = cs
+	}
+	cs.refs++
+	return cs
+}
+
+func (l *limiter) unref(cs *callerSlots) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cs.refs--; cs.refs == 0 {
+		delete(l.callers, cs.name)
+	}
+}
+
+// slot is a call slot a batch holds. Its release is idempotent, because a
+// call's slot is given back when its tool returns or when it is abandoned,
+// whichever comes first.
+type slot struct {
+	cs   *callerSlots
+	held atomic.Bool
+}
+
+func (s *slot) hold(cs *callerSlots) {
+	s.cs = cs
+	s.held.Store(true)
+}
+
+func (s *slot) release(l *limiter) {
+	if s.held.CompareAndSwap(true, false) {
+		l.release(s.cs)
+	}
+}
+
+// reserve takes a slot for the batch's first call, waiting up to
+// MaxQueueWait: once a batch is accepted every call must get a result, so a
+// wait that ends in an RPC error can only happen before. A server or caller
+// at its limit for that long gets RESOURCE_EXHAUSTED and retries with
+// backoff or on another replica.
+func (b *batch) reserve(ctx context.Context) error {
+	cs, err := b.s.limits.acquire(ctx, Caller(ctx), b.s.cfg.MaxQueueWait)
+	if err != nil {
+		switch {
+		case errors.Is(context.Cause(ctx), errShutdown):
+			return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+		case ctx.Err() != nil:
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return status.Errorf(codes.ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.s.cfg.MaxQueueWait)
+	}
+	b.reserved.hold(cs)
+	b.slots = make([]slot, len(b.req.GetCalls()))
+	return nil
+}
+
+// dropReserved gives back the reserved slot if no call claimed it.
+func (b *batch) dropReserved() { b.reserved.release(b.s.limits) }
+
+// acquireSlot takes a slot for call i of an accepted batch: the batch's
+// reserved one when it is still unclaimed, else one from the limiter,
+// waiting up to the call's timeout (and the RPC's deadline less the margin).
+// Time spent waiting does not count against the tool's own timeout. When no
+// slot comes it sends the call's result (TIMEOUT, or CANCELLED when the
+// batch ends) and returns false; nothing was run, so the call may be
+// retried. releaseSlot gives the slot back.
+func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) bool {
+	if b.reserved.held.CompareAndSwap(true, false) {
+		b.slots[i].hold(b.reserved.cs)
+		return true
+	}
+	wait := b.timeout(b.req.GetCalls()[i], t)
+	if dl, ok := b.streamCtx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-b.s.cfg.DeadlineMargin)
+	}
+	cs, err := b.s.limits.acquire(ctx, Caller(b.streamCtx), wait)
+	switch {
+	case err == nil:
+		b.slots[i].hold(cs)
+		return true
+	case ctx.Err() != nil:
+		kind, msg := cancelled(ctx)
+		b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
+	default:
+		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+			fmt.Sprintf("timed out waiting %s for a free slot: %v. Nothing was run; the call may be retried later.", wait.Round(time.Millisecond), err))
+	}
+	return false
+}
+
+// releaseSlot gives back call i's slot, if it still holds one. An abandoned
+// tool gives its slot back too, so a tool that never returns cannot starve
+// the server.
+func (b *batch) releaseSlot(i int) { b.slots[i].release(b.s.limits) }

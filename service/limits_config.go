@@ -1,0 +1,73 @@
+package service
+
+import "time"
+
+// Limits bounds the work a server takes on and the connections it keeps.
+// The zero value of every field means its default.
+type Limits struct {
+	// MaxConcurrentCalls bounds the tool calls running at once across the
+	// server. A batch is accepted only once a slot is free for its first
+	// call; it waits up to MaxQueueWait for one, then fails with
+	// RESOURCE_EXHAUSTED. The other calls of an accepted batch wait for a
+	// slot up to their own timeout (and the RPC's deadline); a call whose
+	// wait runs out gets a TIMEOUT result and was not run. Default 4096.
+	MaxConcurrentCalls int
+	// MaxQueueWait is how long a batch waits for a slot before it is refused
+	// with RESOURCE_EXHAUSTED. Default 5s.
+	MaxQueueWait time.Duration
+	// MaxCallsPerCaller bounds the calls of one caller (see Caller) running
+	// at once, with the same queueing as MaxConcurrentCalls, so that one
+	// busy agent cannot take every slot. Without authentication every
+	// caller is the same anonymous one. Default 0: no per-caller cap.
+	MaxCallsPerCaller int
+	// MaxMessageBytes bounds every gRPC message received and sent; a larger
+	// request fails with RESOURCE_EXHAUSTED. It must leave room for a
+	// result of MaxResultBytes. Default 4 MiB.
+	MaxMessageBytes int
+	// KeepaliveMinTime is the shortest interval at which a client may ping;
+	// a client that pings more often is sent GOAWAY ("too_many_pings") and
+	// disconnected. Pings without active RPCs are permitted. Default 10s
+	// (grpc-go clients cannot ping more often anyway).
+	KeepaliveMinTime time.Duration
+	// KeepaliveTime is how long a connection may be idle before the server
+	// pings it, and KeepaliveTimeout how long it then waits for the answer
+	// before closing the connection, so dead peers are noticed. Defaults 1m
+	// and 20s.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// MaxConnectionAge, when positive, makes the server send GOAWAY to a
+	// connection after about this long (gRPC adds ±10% jitter), so that
+	// clients reconnect and spread over the replicas behind a load
+	// balancer, including ones added since they connected. RPCs in flight
+	// get MaxConnectionAgeGrace to finish before the connection is closed.
+	// Default 0: connections live forever; 5m to 30m suits replicated
+	// deployments.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace is how long RPCs in flight may continue on a
+	// connection past its MaxConnectionAge. Default MaxCallTimeout, so a
+	// call started just before the GOAWAY can finish.
+	MaxConnectionAgeGrace time.Duration
+}
+
+func (l Limits) withDefaults(maxCallTimeout time.Duration) Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxConcurrentCalls, 4096)
+	def(&l.MaxMessageBytes, 4<<20)
+	l.MaxCallsPerCaller = max(l.MaxCallsPerCaller, 0)
+	defDur(&l.MaxQueueWait, 5*time.Second)
+	defDur(&l.KeepaliveMinTime, 10*time.Second)
+	defDur(&l.KeepaliveTime, time.Minute)
+	defDur(&l.KeepaliveTimeout, 20*time.Second)
+	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
+	defDur(&l.MaxConnectionAgeGrace, maxCallTimeout)
+	return l
+}

@@ -1,0 +1,58 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+)
+
+// Permissions decides which tools a caller may see and call. A nil
+// Permissions in Config lets every caller call every tool.
+type Permissions interface {
+	// Permitted reports whether caller (see Caller) may call the tool named
+	// tool. It is asked about names that may not be registered and must not
+	// depend on whether they are, so that a refusal reveals nothing about
+	// the registry.
+	Permitted(caller, tool string) bool
+}
+
+// permits reports whether the caller of ctx may call the named tool.
+func (s *Server) permits(ctx context.Context, name string) bool {
+	return s.cfg.Permissions == nil || s.cfg.Permissions.Permitted(Caller(ctx), name)
+}
+
+func (b *batch) permits(name string) bool { return b.s.permits(b.streamCtx, name) }
+
+// refuse sends a NOT_PERMITTED result for call i when its caller may not
+// make it, and reports whether it did. The text is the same whether or not
+// the tool exists, so a caller cannot probe the registry with it.
+func (b *batch) refuse(i int) bool {
+	call := b.req.GetCalls()[i]
+	name := call.GetName()
+	if b.permits(name) || isWrapper(call) {
+		// A wrapper such as multi_tool_use.parallel is planned as unknown
+		// and gets the explanation of what to do instead, which says
+		// nothing about the registry either.
+		return false
+	}
+	b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED,
+		fmt.Sprintf("not permitted: this caller may not call %q. Nothing was run; call only the tools you were given.", name))
+	return true
+}
+
+// visibleNames returns the registered tool names the batch's caller may
+// call: an UNKNOWN_TOOL result lists only these, lest it reveal the rest.
+func (b *batch) visibleNames() []string {
+	names := b.snap.Names()
+	if b.s.cfg.Permissions == nil {
+		return names
+	}
+	visible := make([]string, 0, len(names))
+	for _, n := range names {
+		if b.permits(n) {
+			visible = append(visible, n)
+		}
+	}
+	return visible
+}
