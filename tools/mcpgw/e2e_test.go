@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
-	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools/mcpgw/internal/testserver"
