@@ -21,7 +21,7 @@ func TestEndToEnd(t *testing.T) {
 		SlowCancelled: func() { cancelled <- struct{}{} },
 	})
 	g, reg := newGateway(t)
-	_, c := loopback.Serve(t, reg, service.Config{})
+	c := loopback.Serve(t, reg, service.Config{}).Client
 	if err := g.Sync([]ServerConfig{{Name: "m", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
