@@ -34,6 +34,8 @@ type serveConfig struct {
 	DrainTimeout     Duration        `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
 	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
+
+	Sources // mcp_servers and remotes (sources.go)
 }
 
 const defaultAddr = "127.0.0.1:50051"

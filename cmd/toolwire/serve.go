@@ -32,7 +32,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	if reg.Snapshot().Len() == 0 {
+	srcs, err := startSources(reg, cfg.Sources, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer srcs.Close() // after the server has drained
+	if reg.Snapshot().Len() == 0 && cfg.Sources.empty() {
 		log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
 	}
 	for name := range cfg.Safe {

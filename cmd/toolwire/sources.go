@@ -1,0 +1,68 @@
+package main
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/mcpgw"
+	"github.com/toolwire/toolwire/tools/remote"
+)
+
+// Sources is the part of the serve configuration that brings tools from
+// outside the binary: MCP servers and remote toolwire servers. It is
+// embedded in serveConfig, so its keys sit at the top level of the file.
+type Sources struct {
+	MCPServers []mcpgw.ServerConfig `json:"mcp_servers,omitempty"`
+	Remotes    []remote.Config      `json:"remotes,omitempty"`
+}
+
+// validate checks every source, reading no files and no environment.
+func (s Sources) validate() error {
+	return errors.Join(mcpgw.ValidateAll(s.MCPServers), remote.ValidateAll(s.Remotes))
+}
+
+// empty reports whether no source is configured.
+func (s Sources) empty() bool {
+	return len(s.MCPServers) == 0 && len(s.Remotes) == 0
+}
+
+// sourceSet runs the MCP gateway and the remote mounts of one server.
+type sourceSet struct {
+	mcp     *mcpgw.Gateway
+	remotes *remote.Mounts
+}
+
+// startSources starts connecting to the sources in cfg, in the background;
+// their tools join reg as they come up. An invalid configuration is an
+// error and starts nothing.
+func startSources(reg *tools.Registry, cfg Sources, log *slog.Logger) (*sourceSet, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &sourceSet{mcp: mcpgw.New(reg, log), remotes: remote.New(reg, log)}
+	if err := s.Apply(cfg); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Apply reconciles the running sources with cfg: new ones start, removed
+// ones stop and lose their tools, changed ones restart, unchanged ones are
+// left alone. It does not block on connections. The whole cfg is
+// validated first, so an invalid one changes nothing; config reload calls
+// this with each new file.
+func (s *sourceSet) Apply(cfg Sources) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	return errors.Join(s.mcp.Sync(cfg.MCPServers), s.remotes.Sync(cfg.Remotes))
+}
+
+// Close stops every source, ends MCP child processes and removes the
+// sources' tools.
+func (s *sourceSet) Close() {
+	_ = s.mcp.Close()
+	_ = s.remotes.Close()
+}
