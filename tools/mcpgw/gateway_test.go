@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -151,10 +152,13 @@ func checkCalls(t *testing.T, snap *tools.Snapshot, p string) {
 }
 
 func TestStdioServer(t *testing.T) {
-	t.Parallel()
 	g, reg := newGateway(t)
-	pidfile := filepath.Join(t.TempDir(), "pid")
-	if err := g.Sync([]ServerConfig{{Name: "io", Command: stdioServer, Env: map[string]string{"TESTSERVER_PIDFILE": pidfile}}}); err != nil {
+	dir := t.TempDir()
+	pidfile, cancelfile := filepath.Join(dir, "pid"), filepath.Join(dir, "cancelled")
+	t.Setenv("MCPGW_TEST_CANCELFILE", cancelfile)
+	err := g.Sync([]ServerConfig{{Name: "io", Command: stdioServer, Env: map[string]string{
+		"TESTSERVER_PIDFILE": pidfile, "TESTSERVER_CANCELFILE": "{{MCPGW_TEST_CANCELFILE}}"}}})
+	if err != nil {
 		t.Fatal(err)
 	}
 	snap := waitTools(t, reg, "the stdio server's tools", has(prefixed("io", testTools...)...))
@@ -162,6 +166,29 @@ func TestStdioServer(t *testing.T) {
 		t.Errorf("tools %v", snap.Names())
 	}
 	checkCalls(t, snap, "io")
+
+	// Cancellation reaches the child process's handler.
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := newRecorder()
+	done := make(chan *tools.Result)
+	go func() { done <- call(t, ctx, snap, "io_slow", `{}`, rec) }()
+	select {
+	case <-rec.ch:
+	case <-time.After(waitLimit):
+		t.Fatal("the slow call did not start")
+	}
+	cancel()
+	if r := <-done; !r.IsError {
+		t.Errorf("cancelled call: %+v", r)
+	}
+	for limit := time.Now().Add(waitLimit); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(cancelfile); string(b) == "cancelled" {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatal("the stdio server's handler did not see the cancellation")
+		}
+	}
 
 	pid := readPID(t, pidfile)
 	g.Close()
@@ -195,6 +222,13 @@ func TestHTTPServer(t *testing.T) {
 	})
 	t.Setenv("MCPGW_TEST_TOKEN", "tok-123")
 	g, reg := newGateway(t)
+	logs := &syncBuffer{}
+	g.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	defer func() {
+		if strings.Contains(logs.String(), "tok-123") {
+			t.Errorf("the header's secret is in the log:\n%s", logs)
+		}
+	}()
 	err := g.Sync([]ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer {{MCPGW_TEST_TOKEN}}"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -280,6 +314,22 @@ func TestDownAtStart(t *testing.T) {
 	if r := call(t, context.Background(), snap, "late_read", `{"text":"up"}`, nil); r.IsError {
 		t.Errorf("read: %q", text(r))
 	}
+}
+
+// TestHTTPServerGoesAway: when an HTTP server stops answering, its session
+// ends and its tools go; they return when it answers again.
+func TestHTTPServerGoesAway(t *testing.T) {
+	srv := newHTTPServer(t, testserver.Hooks{})
+	g, reg := newGateway(t)
+	if err := g.Sync([]ServerConfig{{Name: "away", URL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	waitTools(t, reg, "the tools", has("away_read"))
+	srv.down(true)
+	srv.CloseClientConnections()
+	waitTools(t, reg, "the tools to go", none("away_"))
+	srv.down(false)
+	waitTools(t, reg, "the tools to come back", has(prefixed("away", testTools...)...))
 }
 
 func TestStdioCrash(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,7 +201,31 @@ func newHTTPServer(t *testing.T, hooks testserver.Hooks) *httpServer {
 		h.isDwn = d
 		h.mu.Unlock()
 	}
-	// Registered before the gateway's cleanup, so it runs after it.
-	t.Cleanup(h.Close)
+	// Registered before the gateway's cleanup, so it runs after it. Sessions
+	// the gateway could not end (the server was "down") are closed here.
+	t.Cleanup(func() {
+		for ss := range h.mcp.Sessions() {
+			ss.Close()
+		}
+		h.Close()
+	})
 	return h
+}
+
+// syncBuffer is a buffer safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
