@@ -177,7 +177,7 @@ type httpServer struct {
 	hits  chan struct{}
 }
 
-func newHTTPServer(t *testing.T, hooks testserver.Hooks) *httpServer {
+func newHTTPServer(t testing.TB, hooks testserver.Hooks) *httpServer {
 	t.Helper()
 	h := &httpServer{mcp: testserver.New(hooks), hits: make(chan struct{}, 1000)}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.mcp }, nil)
