@@ -274,6 +274,25 @@ func TestHTTPServer(t *testing.T) {
 		})
 	})
 
+	t.Run("sync restarts a changed server", func(t *testing.T) {
+		t.Setenv("MCPGW_TEST_TOKEN2", "tok-456")
+		err := g.Sync([]ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer {{MCPGW_TEST_TOKEN2}}"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The old session's tools go before the new one's arrive; wait for
+		// a listing made with the new header.
+		waitTools(t, reg, "the restarted server's tools", func(n []string) bool {
+			srv.mu.Lock()
+			defer srv.mu.Unlock()
+			return has(prefixed("web", testTools...)...)(n) && srv.auth[len(srv.auth)-1] == "Bearer tok-456"
+		})
+		snap := reg.Snapshot()
+		if r := call(t, context.Background(), snap, "web_read", `{"text":"again"}`, nil); r.IsError {
+			t.Errorf("after restart: %q", text(r))
+		}
+	})
+
 	t.Run("sync removes", func(t *testing.T) {
 		if err := g.Sync(nil); err != nil {
 			t.Fatal(err)
@@ -370,5 +389,27 @@ func TestStdioCrash(t *testing.T) {
 	}
 	if r := call(t, context.Background(), snap, "crash_read", `{"text":"again"}`, nil); r.IsError {
 		t.Errorf("after restart: %q", text(r))
+	}
+}
+
+// TestNameTaken: a tool whose name another source holds is skipped; the
+// server's other tools are offered.
+func TestNameTaken(t *testing.T) {
+	srv := newHTTPServer(t, testserver.Hooks{})
+	g, reg := newGateway(t)
+	builtin := tools.Tool{Name: "web_read", Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text("builtin"), nil }}
+	if err := reg.Add(builtin); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Sync([]ServerConfig{{Name: "web", URL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := waitTools(t, reg, "the other tools", has(prefixed("web", testTools...)...))
+	if r := call(t, context.Background(), snap, "web_read", `{}`, nil); text(r) != "builtin" {
+		t.Errorf("web_read was replaced: %q", text(r))
+	}
+	g.Close()
+	if _, ok := reg.Snapshot().Lookup("web_read"); !ok || reg.Snapshot().Len() != 1 {
+		t.Errorf("after Close: %v; want the builtin web_read alone", reg.Snapshot().Names())
 	}
 }

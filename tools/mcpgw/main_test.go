@@ -34,7 +34,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	stdioServer = filepath.Join(dir, "mcptestserver")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+	}
 	out, err := exec.Command(gobin, "build", "-o", stdioServer, "./internal/testserver/stdio").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building the stdio test server: %v\n%s", err, out)
