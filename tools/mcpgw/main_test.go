@@ -177,22 +177,17 @@ type httpServer struct {
 	mu    sync.Mutex
 	auth  []string
 	isDwn bool
-	hits  chan struct{}
 }
 
 func newHTTPServer(t testing.TB, hooks testserver.Hooks) *httpServer {
 	t.Helper()
-	h := &httpServer{mcp: testserver.New(hooks), hits: make(chan struct{}, 1000)}
+	h := &httpServer{mcp: testserver.New(hooks)}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.mcp }, nil)
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.auth = append(h.auth, r.Header.Get("Authorization"))
 		down := h.isDwn
 		h.mu.Unlock()
-		select {
-		case h.hits <- struct{}{}:
-		default:
-		}
 		if down {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return

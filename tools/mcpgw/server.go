@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -104,7 +105,7 @@ func (s *server) connectAndServe(ctx context.Context) (connected bool, err error
 		return false, err
 	}
 	defer cleanup()
-	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway"}, &mcp.ClientOptions{
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway", Version: version()}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
 			case s.relist <- struct{}{}:
@@ -337,4 +338,13 @@ func (w *lineLogger) Write(p []byte) (int, error) {
 		w.log.Info("MCP server stderr", "line", string(line))
 		w.buf = w.buf[i+1:]
 	}
+}
+
+// version is toolwire's module version, for the client information MCP
+// servers see.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }
