@@ -32,7 +32,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	srcs, err := startSources(reg, cfg.Sources, log)
+	srcs, err := startSources(ctx, reg, cfg.Sources, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 
@@ -36,12 +37,12 @@ type sourceSet struct {
 // startSources starts connecting to the sources in cfg, in the background;
 // their tools join reg as they come up. An invalid configuration is an
 // error and starts nothing.
-func startSources(reg *tools.Registry, cfg Sources, log *slog.Logger) (*sourceSet, error) {
+func startSources(ctx context.Context, reg *tools.Registry, cfg Sources, log *slog.Logger) (*sourceSet, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	s := &sourceSet{mcp: mcpgw.New(reg, log), remotes: remote.New(reg, log)}
-	if err := s.Apply(cfg); err != nil {
+	if err := s.Apply(ctx, cfg); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -53,11 +54,11 @@ func startSources(reg *tools.Registry, cfg Sources, log *slog.Logger) (*sourceSe
 // left alone. It does not block on connections. The whole cfg is
 // validated first, so an invalid one changes nothing; config reload calls
 // this with each new file.
-func (s *sourceSet) Apply(cfg Sources) error {
+func (s *sourceSet) Apply(ctx context.Context, cfg Sources) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	return errors.Join(s.mcp.Sync(cfg.MCPServers), s.remotes.Sync(cfg.Remotes))
+	return errors.Join(s.mcp.Sync(ctx, cfg.MCPServers), s.remotes.Sync(ctx, cfg.Remotes))
 }
 
 // Close stops every source, ends MCP child processes and removes the

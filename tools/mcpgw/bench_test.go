@@ -24,7 +24,7 @@ func BenchmarkCall(b *testing.B) {
 			reg, _ := tools.NewRegistry()
 			g := New(reg, nil)
 			defer g.Close()
-			if err := g.Sync([]ServerConfig{tc.cfg(b)}); err != nil {
+			if err := g.Sync(context.Background(), []ServerConfig{tc.cfg(b)}); err != nil {
 				b.Fatal(err)
 			}
 			for {

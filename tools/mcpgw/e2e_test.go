@@ -22,7 +22,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 	g, reg := newGateway(t)
 	c := loopback.Serve(t, reg, service.Config{}).Client
-	if err := g.Sync([]ServerConfig{{Name: "m", URL: srv.URL}}); err != nil {
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "m", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	waitTools(t, reg, "the MCP tools", has(prefixed("m", testTools...)...))

@@ -16,6 +16,7 @@
 package mcpgw
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -60,9 +61,13 @@ func New(reg *tools.Registry, logger *slog.Logger) *Gateway {
 // Sync makes the gateway serve exactly cfgs: it starts servers that are new,
 // stops those no longer listed (removing their tools) and restarts those
 // whose configuration changed. It returns at once; connections are made in
-// the background. An invalid configuration is an error and changes nothing.
-func (g *Gateway) Sync(cfgs []ServerConfig) error {
+// the background, and live until Close or a later Sync: ctx only bounds
+// the call itself. An invalid configuration is an error and changes nothing.
+func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
 	if err := ValidateAll(cfgs); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	g.mu.Lock()

@@ -90,12 +90,22 @@ func TestValidate(t *testing.T) {
 		t.Errorf("duplicate names: %v", err)
 	}
 	g, reg := newGateway(t)
-	if err := g.Sync([]ServerConfig{{Name: "bad name", Command: "x"}}); err == nil {
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "bad name", Command: "x"}}); err == nil {
 		t.Error("Sync accepted an invalid config")
 	}
 	if reg.Snapshot().Len() != 0 {
 		t.Error("an invalid Sync changed the registry")
 	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.Sync(done, []ServerConfig{{Name: "a", Command: stdioServer}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Sync with a done context: %v", err)
+	}
+	g.mu.Lock()
+	if len(g.servers) != 0 {
+		t.Error("Sync with a done context started a server")
+	}
+	g.mu.Unlock()
 }
 
 // checkCalls runs every test tool of the server with prefix p.
@@ -156,7 +166,7 @@ func TestStdioServer(t *testing.T) {
 	dir := t.TempDir()
 	pidfile, cancelfile := filepath.Join(dir, "pid"), filepath.Join(dir, "cancelled")
 	t.Setenv("MCPGW_TEST_CANCELFILE", cancelfile)
-	err := g.Sync([]ServerConfig{{Name: "io", Command: stdioServer, Env: map[string]string{
+	err := g.Sync(context.Background(), []ServerConfig{{Name: "io", Command: stdioServer, Env: map[string]string{
 		"TESTSERVER_PIDFILE": pidfile, "TESTSERVER_CANCELFILE": "{{MCPGW_TEST_CANCELFILE}}"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +239,7 @@ func TestHTTPServer(t *testing.T) {
 			t.Errorf("the header's secret is in the log:\n%s", logs)
 		}
 	}()
-	err := g.Sync([]ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer {{MCPGW_TEST_TOKEN}}"}}})
+	err := g.Sync(context.Background(), []ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer {{MCPGW_TEST_TOKEN}}"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +286,7 @@ func TestHTTPServer(t *testing.T) {
 
 	t.Run("sync restarts a changed server", func(t *testing.T) {
 		t.Setenv("MCPGW_TEST_TOKEN2", "tok-456")
-		err := g.Sync([]ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer {{MCPGW_TEST_TOKEN2}}"}}})
+		err := g.Sync(context.Background(), []ServerConfig{{Name: "web", URL: srv.URL, Headers: map[string]string{"Authorization": "Bearer {{MCPGW_TEST_TOKEN2}}"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +304,7 @@ func TestHTTPServer(t *testing.T) {
 	})
 
 	t.Run("sync removes", func(t *testing.T) {
-		if err := g.Sync(nil); err != nil {
+		if err := g.Sync(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
 		waitTools(t, reg, "the tools to go", none("web_"))
@@ -316,7 +326,7 @@ func TestDownAtStart(t *testing.T) {
 	g, reg := newGateway(t)
 	logs := &syncBuffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, nil))
-	if err := g.Sync([]ServerConfig{{Name: "late", URL: srv.URL}}); err != nil {
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "late", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	// Two failed attempts while down: it is retried, and offers nothing.
@@ -347,7 +357,7 @@ func TestDownAtStart(t *testing.T) {
 func TestHTTPServerGoesAway(t *testing.T) {
 	srv := newHTTPServer(t, testserver.Hooks{})
 	g, reg := newGateway(t)
-	if err := g.Sync([]ServerConfig{{Name: "away", URL: srv.URL}}); err != nil {
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "away", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	waitTools(t, reg, "the tools", has("away_read"))
@@ -362,7 +372,7 @@ func TestStdioCrash(t *testing.T) {
 	t.Parallel()
 	g, reg := newGateway(t)
 	pidfile := filepath.Join(t.TempDir(), "pid")
-	if err := g.Sync([]ServerConfig{{Name: "crash", Command: stdioServer, Env: map[string]string{"TESTSERVER_PIDFILE": pidfile}}}); err != nil {
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "crash", Command: stdioServer, Env: map[string]string{"TESTSERVER_PIDFILE": pidfile}}}); err != nil {
 		t.Fatal(err)
 	}
 	snap := waitTools(t, reg, "the stdio server's tools", has("crash_slow"))
@@ -408,7 +418,7 @@ func TestNameTaken(t *testing.T) {
 	if err := reg.Add(builtin); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Sync([]ServerConfig{{Name: "web", URL: srv.URL}}); err != nil {
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "web", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	snap := waitTools(t, reg, "the other tools", has(prefixed("web", testTools...)...))

@@ -21,7 +21,7 @@ func BenchmarkCall(b *testing.B) {
 	reg, _ := tools.NewRegistry()
 	m := New(reg, nil)
 	defer m.Close()
-	if err := m.Sync([]Config{{Name: "b", Target: srvB.Addr, Insecure: true}}); err != nil {
+	if err := m.Sync(context.Background(), []Config{{Name: "b", Target: srvB.Addr, Insecure: true}}); err != nil {
 		b.Fatal(err)
 	}
 	for {

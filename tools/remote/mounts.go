@@ -13,6 +13,7 @@
 package remote
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -52,9 +53,13 @@ func New(reg *tools.Registry, logger *slog.Logger) *Mounts {
 // Sync makes the mounts exactly cfgs: it starts new ones, stops those no
 // longer listed (removing their tools) and restarts those whose
 // configuration changed. It returns at once; connections are made in the
-// background. An invalid configuration is an error and changes nothing.
-func (m *Mounts) Sync(cfgs []Config) error {
+// background, and live until Close or a later Sync: ctx only bounds the
+// call itself. An invalid configuration is an error and changes nothing.
+func (m *Mounts) Sync(ctx context.Context, cfgs []Config) error {
 	if err := ValidateAll(cfgs); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()

@@ -195,7 +195,7 @@ func TestEndToEnd(t *testing.T) {
 	t.Setenv("REMOTE_TEST_TOKEN", "tok-b")
 	mounts, regA := newMounts(t)
 	a := loopback.Serve(t, regA, service.Config{})
-	if err := mounts.Sync([]Config{{Name: "b", Target: srvB.Addr, Insecure: true, Token: "{{REMOTE_TEST_TOKEN}}"}}); err != nil {
+	if err := mounts.Sync(context.Background(), []Config{{Name: "b", Target: srvB.Addr, Insecure: true, Token: "{{REMOTE_TEST_TOKEN}}"}}); err != nil {
 		t.Fatal(err)
 	}
 	waitTools(t, regA, "B's tools on A", has("b_echo", "b_sleep", "b_fail", "b_block", "b_details"))
@@ -322,7 +322,7 @@ func TestDownAtStart(t *testing.T) {
 	lis.Close() // nothing listens there yet
 
 	mounts, reg := newMounts(t)
-	if err := mounts.Sync([]Config{{Name: "late", Target: addr, Insecure: true}}); err != nil {
+	if err := mounts.Sync(context.Background(), []Config{{Name: "late", Target: addr, Insecure: true}}); err != nil {
 		t.Fatal(err)
 	}
 	before := reg.Snapshot()
@@ -346,7 +346,7 @@ func TestDownAtStart(t *testing.T) {
 		t.Errorf("late_echo: %+v, %v", res, err)
 	}
 
-	if err := mounts.Sync(nil); err != nil {
+	if err := mounts.Sync(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	waitTools(t, reg, "the tools to go after Sync(nil)", empty)

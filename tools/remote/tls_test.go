@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -77,7 +78,7 @@ func TestTLS(t *testing.T) {
 	mounts, reg := newMounts(t)
 	logs := &syncBuffer{}
 	mounts.log = slog.New(slog.NewTextHandler(logs, nil))
-	err = mounts.Sync([]Config{
+	err = mounts.Sync(context.Background(), []Config{
 		{Name: "b", Target: srvB.Addr, CAFile: caFile, ServerName: "toolwire-b.test", Token: "{{REMOTE_TLS_TOKEN}}"},
 		{Name: "wrong", Target: srvB.Addr, CAFile: caFile, ServerName: "other.test"},
 	})
