@@ -36,8 +36,8 @@ type server struct {
 	names  []string      // tools registered; only the run loop touches it
 
 	mu      sync.Mutex
-	session *mcp.ClientSession     // nil while not connected
-	calls   map[string]*tools.Call // calls in flight by progress token
+	session *mcp.ClientSession    // nil while not connected
+	calls   map[string]*forwarder // calls in flight by progress token
 	seq     uint64
 }
 
@@ -47,7 +47,7 @@ func (g *Gateway) start(c ServerConfig, after <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{
 		g: g, cfg: c, log: g.log.With("mcp_server", c.Name), cancel: cancel,
-		done: make(chan struct{}), relist: make(chan struct{}, 1), calls: map[string]*tools.Call{},
+		done: make(chan struct{}), relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
 	}
 	g.servers[c.Name] = s
 	g.wg.Add(1)
@@ -248,12 +248,13 @@ func (s *server) setTools(list []tools.Tool) {
 // handler forwards calls of the server's tool remote.
 func (s *server) handler(remote string) tools.Handler {
 	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		fwd := &forwarder{call: call}
 		s.mu.Lock()
 		cs := s.session
 		s.seq++
 		token := fmt.Sprintf("toolwire-%d", s.seq)
 		if cs != nil {
-			s.calls[token] = call
+			s.calls[token] = fwd
 		}
 		s.mu.Unlock()
 		if cs == nil {
@@ -263,6 +264,7 @@ func (s *server) handler(remote string) tools.Handler {
 			s.mu.Lock()
 			delete(s.calls, token)
 			s.mu.Unlock()
+			fwd.finish(ctx)
 		}()
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
@@ -285,9 +287,9 @@ func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClient
 		return
 	}
 	s.mu.Lock()
-	call := s.calls[fmt.Sprint(p.ProgressToken)]
+	fwd := s.calls[fmt.Sprint(p.ProgressToken)]
 	s.mu.Unlock()
-	if call == nil {
+	if fwd == nil {
 		return // the call has finished
 	}
 	progress := p.Progress
@@ -296,7 +298,7 @@ func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClient
 		total := p.Total
 		rep.Total = &total
 	}
-	call.Report(rep)
+	fwd.add(rep)
 }
 
 // headerTransport adds configured headers to every request.
