@@ -231,6 +231,9 @@ func (b *batch) judge(ctx, callCtx context.Context, t *tools.Tool, timeout time.
 	shape(o.res, cfg.MaxResultBytes, res)
 	if res.IsError {
 		res.ErrorKind = toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR
+		if o.res.ErrorKind != 0 {
+			res.ErrorKind = toolwirev1.ErrorKind(o.res.ErrorKind)
+		}
 	}
 }
 

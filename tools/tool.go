@@ -122,6 +122,11 @@ type Result struct {
 	StructuredContent json.RawMessage // optional JSON, checked against the output schema
 	Details           json.RawMessage // optional JSON for user interfaces, never for the model
 	IsError           bool            // the call failed; Content says why
+
+	// ErrorKind classifies an error result with a toolwire.v1.ErrorKind
+	// value; zero means TOOL_ERROR. Remote mounts set it to pass a remote
+	// server's classification (such as TIMEOUT) through unchanged.
+	ErrorKind int32
 }
 
 // Content is one block of a result: text, or an image when Data is set.

@@ -193,7 +193,7 @@ func (c *clientSecurity) options(addr string) ([]client.Option, error) {
 	case token == "":
 	case secure:
 		opts = append(opts, client.WithToken(token))
-	case loopback(addr):
+	case isLoopback(addr):
 		opts = append(opts, client.WithInsecureToken(token))
 	default:
 		return nil, usageError("refusing to send a token in plaintext to %s: connect with TLS (--tls or --ca)", addr)
@@ -201,8 +201,8 @@ func (c *clientSecurity) options(addr string) ([]client.Option, error) {
 	return opts, nil
 }
 
-// loopback reports whether addr names this host.
-func loopback(addr string) bool {
+// isLoopback reports whether addr names this host.
+func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		host = addr

@@ -19,6 +19,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/httptool"
+	"github.com/toolwire/toolwire/tools/mcpgw"
+	"github.com/toolwire/toolwire/tools/remote"
 )
 
 // toolSource is one kind of tools the config file declares. On every
@@ -45,7 +47,15 @@ var reloadable = map[string]bool{"http_tools": true, "mcp_servers": true, "remot
 // Sources that keep connections (MCP servers, remote mounts) run them until
 // ctx is done or Close, and log to log.
 func toolSources(ctx context.Context, reg *tools.Registry, log *slog.Logger) []toolSource {
-	return []toolSource{newHTTPSource(reg)}
+	set := &sourceSet{mcp: mcpgw.New(reg, log), remotes: remote.New(reg, log)}
+	return []toolSource{
+		newHTTPSource(reg),
+		syncSource{
+			Check: func(cfg serveConfig) error { return cfg.Sources.validate() },
+			Sync:  func(cfg serveConfig) error { return set.Apply(ctx, cfg.Sources) },
+			Stop:  set.Close,
+		},
+	}
 }
 
 // syncSource adapts a source that checks and applies its part of the config

@@ -38,7 +38,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopReload()
-	if reg.Snapshot().Len() == 0 {
+	if reg.Snapshot().Len() == 0 && cfg.Sources.empty() {
 		log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
 	}
 	for name := range cfg.Safe {

@@ -1,0 +1,109 @@
+// Package testserver is a real MCP server, built with the MCP Go SDK, that
+// the gateway's tests talk to: in process over streamable HTTP, and as a
+// child process over stdio (package stdio).
+package testserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// PNG is the image the image tool returns: a 1x1 PNG.
+var PNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
+
+// Hooks let a test observe the slow tool; nil fields are not called.
+type Hooks struct {
+	SlowStarted   func()
+	SlowCancelled func()
+}
+
+// TextArgs are the arguments of read and fail.
+type TextArgs struct {
+	Text string `json:"text"`
+}
+
+// TextOut is read's structured output.
+type TextOut struct {
+	Text string `json:"text"`
+}
+
+// ProgressArgs are the progress tool's arguments.
+type ProgressArgs struct {
+	Steps int `json:"steps"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// New returns a server with the test tools:
+//
+//   - read: read-only; returns its text as text and structured content
+//   - progress: reports steps progress notifications, waits until the
+//     client has handled them, then returns "done"
+//   - slow: reports one progress notification, then runs until cancelled
+//   - image: returns an image, audio and a resource link
+//   - fail: returns an error result with its text
+func New(h Hooks) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "read", Title: "Read", Description: "Returns the text.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},
+	}, func(_ context.Context, _ *mcp.CallToolRequest, in TextArgs) (*mcp.CallToolResult, TextOut, error) {
+		return nil, TextOut(in), nil
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "progress", Description: "Reports progress.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, in ProgressArgs) (*mcp.CallToolResult, any, error) {
+		tok := req.Params.GetProgressToken()
+		for i := 1; i <= in.Steps && tok != nil; i++ {
+			err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: tok, Progress: float64(i), Total: float64(in.Steps), Message: "step"})
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+		// A client handles notifications in order, apart from responses:
+		// pinging it returns once it has handled those sent before, so the
+		// result cannot overtake them.
+		if err := req.Session.Ping(ctx, nil); err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{
+		Name: "slow", Description: "Runs until cancelled.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(false)},
+	}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		if h.SlowStarted != nil {
+			h.SlowStarted()
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "started"})
+		}
+		select {
+		case <-ctx.Done():
+			if h.SlowCancelled != nil {
+				h.SlowCancelled()
+			}
+			return nil, nil, ctx.Err()
+		case <-time.After(time.Minute):
+			return nil, nil, errors.New("never cancelled")
+		}
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "Returns an image."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.ImageContent{Data: PNG, MIMEType: "image/png"},
+				&mcp.AudioContent{Data: []byte("RIFF"), MIMEType: "audio/wav"},
+				&mcp.ResourceLink{URI: "file:///tmp/x.txt", Name: "x.txt"},
+			}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Fails."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in TextArgs) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+		})
+	return s
+}

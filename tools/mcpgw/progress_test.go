@@ -1,0 +1,76 @@
+package mcpgw
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/tools"
+)
+
+// TestForwarderSlowReader: while the reader is stuck, reports are queued
+// without blocking (the session's other notifications go on), the latest
+// wins, and finish delivers it.
+func TestForwarderSlowReader(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var got []float64
+	call := tools.NewCall("c", "t", json.RawMessage(`{}`), func(p tools.Progress) {
+		<-release
+		got = append(got, *p.Progress)
+	})
+	f := &forwarder{call: call}
+	added := make(chan struct{})
+	go func() {
+		for i := 1; i <= 100; i++ {
+			v := float64(i)
+			f.add(tools.Progress{Progress: &v})
+		}
+		close(added)
+	}()
+	select {
+	case <-added:
+	case <-time.After(waitLimit):
+		t.Fatal("add blocked behind a slow reader")
+	}
+	close(release)
+	f.finish(context.Background())
+	if len(got) == 0 || got[len(got)-1] != 100 || !slices.IsSorted(got) || len(got) == 100 {
+		t.Errorf("delivered %v; want fewer than 100 increasing reports ending at 100", got)
+	}
+	v := 101.0
+	f.add(tools.Progress{Progress: &v})
+	if got[len(got)-1] != 100 {
+		t.Errorf("a report after finish was delivered: %v", got)
+	}
+}
+
+// TestForwarderCancelled: finish does not wait for a stuck reader once the
+// call's context is done; the delivering goroutine ends when the reader lets
+// go, as the server's does when the batch ends.
+func TestForwarderCancelled(t *testing.T) {
+	t.Parallel()
+	blocked, stop := make(chan struct{}), make(chan struct{})
+	call := tools.NewCall("c", "t", json.RawMessage(`{}`), func(tools.Progress) {
+		close(blocked)
+		<-stop
+	})
+	f := &forwarder{call: call}
+	v := 1.0
+	f.add(tools.Progress{Progress: &v})
+	<-blocked
+	f.mu.Lock()
+	exit := f.running
+	f.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.finish(ctx) // returns although Report is stuck: ctx is done
+	close(stop)
+	select {
+	case <-exit:
+	case <-time.After(waitLimit):
+		t.Fatal("the delivering goroutine did not end")
+	}
+}

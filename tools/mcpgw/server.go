@@ -1,0 +1,352 @@
+package mcpgw
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// requestTimeout bounds the handshake and each listing of tools, so a server
+// that accepts a connection and then says nothing is retried, not waited for.
+const requestTimeout = 30 * time.Second
+
+// server is one configured MCP server: a run loop that connects, lists and
+// reconnects, and the state its tools' handlers share with it.
+type server struct {
+	g      *Gateway
+	cfg    ServerConfig
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the run loop has returned
+
+	relist chan struct{} // tools/list_changed arrived; capacity 1
+	names  []string      // tools registered; only the run loop touches it
+
+	mu      sync.Mutex
+	session *mcp.ClientSession    // nil while not connected
+	calls   map[string]*forwarder // calls in flight by progress token
+	seq     uint64
+}
+
+// start runs a server for c in the background, once after is closed (nil
+// means at once). g.mu is held.
+func (g *Gateway) start(c ServerConfig, after <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &server{
+		g: g, cfg: c, log: g.log.With("mcp_server", c.Name), cancel: cancel,
+		done: make(chan struct{}), relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
+	}
+	g.servers[c.Name] = s
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer close(s.done)
+		if after != nil {
+			select {
+			case <-after:
+			case <-ctx.Done():
+				return
+			}
+		}
+		s.run(ctx)
+	}()
+}
+
+// stop ends the run loop; the returned channel is closed once the server's
+// tools are removed and its session closed.
+func (s *server) stop() <-chan struct{} {
+	s.cancel()
+	return s.done
+}
+
+// run connects until stopped, backing off exponentially after failures.
+func (s *server) run(ctx context.Context) {
+	delay := s.g.minBackoff
+	for {
+		start := time.Now()
+		connected, err := s.connectAndServe(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if connected && time.Since(start) > s.g.maxBackoff {
+			delay = s.g.minBackoff // it ran a good while: this is no crash loop
+		}
+		s.log.Warn("MCP server unavailable; retrying", "error", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(delay*2, s.g.maxBackoff)
+	}
+}
+
+// connectAndServe runs one session: it connects, imports the tools, re-lists
+// them whenever the server says they changed, and returns when the session
+// ends, with its tools removed.
+func (s *server) connectAndServe(ctx context.Context) (connected bool, err error) {
+	transport, cleanup, err := s.transport()
+	if err != nil {
+		return false, err
+	}
+	defer cleanup()
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway", Version: version()}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case s.relist <- struct{}{}:
+			default: // a re-list is pending already
+			}
+		},
+		ProgressNotificationHandler: s.progress,
+	})
+	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	cs, err := client.Connect(cctx, transport, nil)
+	cancel()
+	if err != nil {
+		return false, fmt.Errorf("connecting: %w", err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_ = cs.Wait()
+		close(ended)
+	}()
+	s.mu.Lock()
+	s.session = cs
+	s.mu.Unlock()
+	defer func() {
+		// Tools first, so no new call starts; then the session, which fails
+		// the calls in flight and ends a stdio server's process.
+		s.setTools(nil)
+		s.mu.Lock()
+		s.session = nil
+		s.mu.Unlock()
+		_ = cs.Close()
+		<-ended
+	}()
+	s.log.Info("MCP server connected")
+	for {
+		if err := s.refresh(ctx, cs); err != nil {
+			return true, fmt.Errorf("listing tools: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-ended:
+			return true, errors.New("the connection closed (the server exited or went away)")
+		case <-s.relist:
+			s.log.Info("MCP server's tools changed; listing them again")
+		}
+	}
+}
+
+// transport returns the transport for the server, with {{ENV_VAR}}
+// references expanded, and a function that releases what it holds.
+func (s *server) transport() (mcp.Transport, func(), error) {
+	if s.cfg.Command != "" {
+		env, err := envref.ExpandMap(s.cfg.Env)
+		if err != nil {
+			return nil, nil, fmt.Errorf("env %w", err)
+		}
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Env = os.Environ()
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = &lineLogger{log: s.log}
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}, func() {}, nil
+	}
+	headers, err := envref.ExpandMap(s.cfg.Headers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("header %w", err)
+	}
+	// A transport of its own, so closing its idle connections at the end of
+	// the session leaves no goroutine behind.
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	t := &mcp.StreamableClientTransport{
+		Endpoint:   s.cfg.URL,
+		HTTPClient: &http.Client{Transport: headerTransport{headers: headers, base: base}},
+	}
+	return t, base.CloseIdleConnections, nil
+}
+
+// refresh lists the server's tools and swaps them into the registry.
+func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	var list []tools.Tool
+	seen := map[string]bool{}
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return err
+		}
+		if seen[t.Name] {
+			s.log.Warn("MCP server lists a tool twice; using the first", "tool", t.Name)
+			continue
+		}
+		seen[t.Name] = true
+		d, err := declaration(s.cfg.Name, t, s.handler(t.Name))
+		if err != nil {
+			s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
+			continue
+		}
+		list = append(list, d)
+	}
+	s.setTools(list)
+	return nil
+}
+
+// setTools replaces the server's tools in the registry in one update. A
+// name another source has taken is skipped with a log line.
+func (s *server) setTools(list []tools.Tool) {
+	reg := s.g.reg
+	err := reg.Update(s.names, list...)
+	if err != nil {
+		mine := map[string]bool{}
+		for _, n := range s.names {
+			mine[n] = true
+		}
+		snap := reg.Snapshot()
+		kept := list[:0:0]
+		for _, t := range list {
+			if _, taken := snap.Lookup(t.Name); taken && !mine[t.Name] {
+				s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", t.Name)
+				continue
+			}
+			kept = append(kept, t)
+		}
+		list = kept
+		if err = reg.Update(s.names, list...); err != nil {
+			s.log.Error("cannot update the MCP server's tools", "error", err)
+			return
+		}
+	}
+	names := make([]string, len(list))
+	for i, t := range list {
+		names[i] = t.Name
+	}
+	if len(names) > 0 || len(s.names) > 0 {
+		s.log.Info("MCP tools updated", "tools", names, "revision", reg.Snapshot().Revision())
+	}
+	s.names = names
+}
+
+// handler forwards calls of the server's tool remote.
+func (s *server) handler(remote string) tools.Handler {
+	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		fwd := &forwarder{call: call}
+		s.mu.Lock()
+		cs := s.session
+		s.seq++
+		token := fmt.Sprintf("toolwire-%d", s.seq)
+		if cs != nil {
+			s.calls[token] = fwd
+		}
+		s.mu.Unlock()
+		if cs == nil {
+			return tools.Errorf("MCP server %q is not connected; its tools come back when it reconnects", s.cfg.Name), nil
+		}
+		defer func() {
+			s.mu.Lock()
+			delete(s.calls, token)
+			s.mu.Unlock()
+			fwd.finish(ctx)
+		}()
+		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
+		params.SetProgressToken(token)
+		// The SDK sends notifications/cancelled when ctx ends.
+		r, err := cs.CallTool(ctx, params)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return tools.Errorf("MCP server %q failed the call: %v", s.cfg.Name, err), nil
+		}
+		return result(r), nil
+	}
+}
+
+// progress forwards an MCP progress notification to the call it belongs to.
+func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	p := req.Params
+	if p == nil {
+		return
+	}
+	s.mu.Lock()
+	fwd := s.calls[fmt.Sprint(p.ProgressToken)]
+	s.mu.Unlock()
+	if fwd == nil {
+		return // the call has finished
+	}
+	progress := p.Progress
+	rep := tools.Progress{Progress: &progress, Message: p.Message}
+	if p.Total > 0 { // MCP: zero means unknown
+		total := p.Total
+		rep.Total = &total
+	}
+	fwd.add(rep)
+}
+
+// headerTransport adds configured headers to every request.
+type headerTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	return t.base.RoundTrip(r)
+}
+
+// lineLogger logs a stdio server's stderr line by line.
+type lineLogger struct {
+	log *slog.Logger
+	buf []byte
+}
+
+const maxLine = 4 << 10
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			if len(w.buf) > maxLine {
+				w.log.Info("MCP server stderr", "line", string(w.buf[:maxLine]))
+				w.buf = w.buf[:0]
+			}
+			return len(p), nil
+		}
+		line := w.buf[:min(i, maxLine)]
+		w.log.Info("MCP server stderr", "line", string(line))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// version is toolwire's module version, for the client information MCP
+// servers see.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
