@@ -38,7 +38,7 @@ type serveConfig struct {
 
 	HTTPTools      []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
 	SecurityConfig                 // TLS, auth, permissions, limits: auth.go
-	Sources // mcp_servers and remotes (sources.go)
+	Sources                        // mcp_servers and remotes (sources.go)
 }
 
 const defaultAddr = "127.0.0.1:50051"
