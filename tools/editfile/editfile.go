@@ -116,8 +116,8 @@ func edit(ws *workspace.Workspace, args Args) *tools.Result {
 // lines of context, as diff -u and git show it.
 func unifiedDiff(path, a, b string) string {
 	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A:        difflib.SplitLines(a),
-		B:        difflib.SplitLines(b),
+		A:        splitLines(a),
+		B:        splitLines(b),
 		FromFile: "a/" + path,
 		ToFile:   "b/" + path,
 		Context:  3,
@@ -126,4 +126,16 @@ func unifiedDiff(path, a, b string) string {
 		return "" // difflib fails only when writing to its buffer fails
 	}
 	return diff
+}
+
+// splitLines splits s into lines that each end in a newline. difflib's own
+// SplitLines adds an empty line after a final newline, which would show in
+// every hunk at the end of a file.
+func splitLines(s string) []string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		return lines[:len(lines)-1]
+	}
+	lines[len(lines)-1] += "\n"
+	return lines
 }

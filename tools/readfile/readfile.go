@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/toolwire/toolwire/tools"
@@ -100,12 +102,9 @@ func read(ws *workspace.Workspace, opts Options, args Args) *tools.Result {
 	if err != nil {
 		return workspace.Problem(args.Path, err)
 	}
-	f, err := ws.Root().Open(rel)
-	if err != nil {
-		return workspace.Problem(args.Path, err)
-	}
-	defer f.Close()
-	info, err := f.Stat()
+	// Stat before opening: opening a named pipe would block until a writer
+	// came; O_NONBLOCK covers one swapped in meanwhile.
+	info, err := ws.Root().Stat(rel)
 	switch {
 	case err != nil:
 		return workspace.Problem(args.Path, err)
@@ -113,6 +112,14 @@ func read(ws *workspace.Workspace, opts Options, args Args) *tools.Result {
 		return tools.Errorf("%s is a folder; use list_files to see what it holds", args.Path)
 	case !info.Mode().IsRegular():
 		return tools.Errorf("%s is not a regular file (%s)", args.Path, info.Mode().Type())
+	}
+	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return workspace.Problem(args.Path, err)
+	}
+	defer f.Close()
+	if info, err = f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return tools.Errorf("%s is not a regular file", args.Path)
 	}
 	d := Details{Path: rel, Size: info.Size()}
 
