@@ -167,4 +167,3 @@ func TestReadFileNotRegular(t *testing.T) {
 		t.Errorf("fifo: %q", wt.Text(res))
 	}
 }
-
