@@ -5,6 +5,7 @@ package findfiles
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,6 +161,7 @@ type finder struct {
 	fsys fs.FS
 	opts Options
 	re   *regexp.Regexp
+	br   *bufio.Reader
 	d    Details
 }
 
@@ -196,25 +198,32 @@ func (f *finder) grep(p string) (found bool, err error) {
 	if info, err := file.Stat(); err != nil || !info.Mode().IsRegular() || info.Size() > f.opts.MaxFileBytes {
 		return false, nil
 	}
-	br := bufio.NewReaderSize(file, 32<<10)
-	if head, _ := br.Peek(8000); workspace.IsBinary(head) {
+	if f.br == nil {
+		f.br = bufio.NewReaderSize(file, 64<<10)
+	}
+	f.br.Reset(file) // one buffer for the whole search
+	if head, _ := f.br.Peek(8000); workspace.IsBinary(head) {
 		return false, nil
 	}
-	sc := bufio.NewScanner(br)
-	sc.Buffer(make([]byte, 0, 64<<10), int(f.opts.MaxFileBytes))
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Bytes()
-		if !f.re.Match(line) {
-			continue
+	for n := 1; ; n++ {
+		line, err := f.br.ReadSlice('\n')
+		if len(line) > 0 && f.re.Match(bytes.TrimSuffix(line, []byte("\n"))) {
+			if len(f.d.Matches) == f.opts.MaxMatches {
+				f.d.Truncated = true
+				return found, errFull
+			}
+			found = true
+			f.d.Matches = append(f.d.Matches, Match{Path: p, Line: n, Text: cut(bytes.TrimSuffix(line, []byte("\n")), f.opts.MaxLineBytes)})
 		}
-		if len(f.d.Matches) == f.opts.MaxMatches {
-			f.d.Truncated = true
-			return found, errFull
+		// A line longer than the buffer is searched in its first 64 KiB
+		// only; the rest is skipped.
+		for errors.Is(err, bufio.ErrBufferFull) {
+			_, err = f.br.ReadSlice('\n')
 		}
-		found = true
-		f.d.Matches = append(f.d.Matches, Match{Path: p, Line: n, Text: cut(line, f.opts.MaxLineBytes)})
+		if err != nil {
+			return found, nil
+		}
 	}
-	return found, nil
 }
 
 // cut returns line as a string of at most n bytes, cut at a rune boundary.

@@ -126,7 +126,7 @@ func BenchmarkFindFiles(b *testing.B) {
 			}
 		}
 	}
-	tool := findfiles.New(e.WS, findfiles.Options{MaxFiles: 20000, MaxMatches: 20000})
+	run := wt.Runner(b, findfiles.New(e.WS, findfiles.Options{MaxFiles: 20000, MaxMatches: 20000}))
 	for _, bb := range []struct{ name, args string }{
 		{"glob", `{"pattern":"**/*.go"}`},
 		{"glob+content", `{"pattern":"**/*.go","content":"func F4\\d\\("}`},
@@ -134,7 +134,7 @@ func BenchmarkFindFiles(b *testing.B) {
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				res := wt.Call(b, tool, bb.args)
+				res := run(bb.args)
 				if res.IsError {
 					b.Fatal(wt.Text(res))
 				}

@@ -24,12 +24,12 @@ func BenchmarkReadFile(b *testing.B) {
 		{"default caps", readfile.Options{}},
 		{"whole", readfile.Options{MaxBytes: 2 << 20, MaxLines: 1 << 20}},
 	} {
-		tool := readfile.New(e.WS, bb.opts)
+		run := wt.Runner(b, readfile.New(e.WS, bb.opts))
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(1 << 20)
 			for b.Loop() {
-				if res := wt.Call(b, tool, `{"path":"big.txt"}`); res.IsError {
+				if res := run(`{"path":"big.txt"}`); res.IsError {
 					b.Fatal(wt.Text(res))
 				}
 			}

@@ -224,3 +224,25 @@ func Quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// Runner returns a function that runs calls of t as Call does, with t's
+// schema compiled once, for benchmarks.
+func Runner(tb testing.TB, t tools.Tool) func(arguments string) *tools.Result {
+	tb.Helper()
+	reg, err := tools.NewRegistry(t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tool, _ := reg.Snapshot().Lookup(t.Name)
+	return func(arguments string) *tools.Result {
+		args, err := tool.ValidateArguments(arguments)
+		if err != nil {
+			tb.Fatalf("%s %s: %v", t.Name, arguments, err)
+		}
+		res, err := tool.Handler(context.Background(), tools.NewCall("call-1", t.Name, args, nil))
+		if err != nil {
+			tb.Fatalf("%s %s: %v", t.Name, arguments, err)
+		}
+		return res
+	}
+}
