@@ -32,6 +32,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, log)
+	if err != nil {
+		return err
+	}
+	defer closeWorkspace()
 	if reg.Snapshot().Len() == 0 {
 		log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
 	}
