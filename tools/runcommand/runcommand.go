@@ -20,12 +20,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
 )
+
+// drainWait is how long the output pipe may take to close once the process
+// group is gone; only a process outside the group can hold it longer.
+const drainWait = 250 * time.Millisecond
 
 // DefaultPath is the PATH a command gets when the operator's allowlist does
 // not pass the server's own: enough to find the usual programs, without
@@ -188,7 +193,9 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	// written; being an *os.File, Wait does not wait for it to drain.
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var termAt atomic.Int64 // when SIGTERM went to the group, in Unix nanoseconds
 	cmd.Cancel = func() error {
+		termAt.Store(time.Now().UnixNano())
 		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
 	}
 	cmd.WaitDelay = r.opts.KillGrace
@@ -206,7 +213,7 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		_, _ = io.Copy(out, pr)
 	}()
 	waitErr := cmd.Wait()
-	r.endGroup(cmd.Process.Pid, pr, read)
+	r.endGroup(cmd.Process.Pid, termAt.Load(), pr, read)
 	out.close()
 
 	if err := ctx.Err(); err != nil {
@@ -270,10 +277,15 @@ func (r *runner) dir(cwd string) (rel, abs string, err error) {
 
 // endGroup ends what is left of the command's process group once its leader
 // has exited: background children get SIGTERM, then SIGKILL when they have
-// closed the output pipe or the grace has passed. The pipe is closed if
-// something outside the group (a child that called setsid) still holds it.
-func (r *runner) endGroup(pgid int, pr *os.File, read <-chan struct{}) {
-	grace := time.NewTimer(r.opts.KillGrace)
+// closed the output pipe or the grace since the first SIGTERM (termAt, if
+// cancellation sent one) has passed. The pipe is closed if something outside
+// the group (a child that called setsid) still holds it.
+func (r *runner) endGroup(pgid int, termAt int64, pr *os.File, read <-chan struct{}) {
+	wait := r.opts.KillGrace
+	if termAt != 0 {
+		wait -= time.Since(time.Unix(0, termAt))
+	}
+	grace := time.NewTimer(max(wait, 0))
 	defer grace.Stop()
 	if signalGroup(pgid, syscall.SIGTERM) == nil {
 		select {
@@ -282,7 +294,7 @@ func (r *runner) endGroup(pgid int, pr *os.File, read <-chan struct{}) {
 		}
 		_ = signalGroup(pgid, syscall.SIGKILL)
 	}
-	grace.Reset(r.opts.KillGrace)
+	grace.Reset(drainWait)
 	select {
 	case <-read:
 	case <-grace.C:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
@@ -358,5 +359,45 @@ func TestDetailsJSON(t *testing.T) {
 	want := runcommand.Details{Argv: []string{"sh", "-c", "printf 'a\\nb'; exit 1"}, Cwd: "d", ExitCode: 1, OutputBytes: 3}
 	if diff := cmp.Diff(want, d); diff != "" || !res.IsError || wt.Text(res) != "exit code 1\na\nb" {
 		t.Errorf("details (-want +got):\n%s\ntext %q", diff, wt.Text(res))
+	}
+}
+
+// TestRunCommandEscapedChild runs a command whose child leaves the process
+// group (setsid) and keeps the output pipe open: the call still ends, as the
+// pipe is closed after the grace.
+func TestRunCommandEscapedChild(t *testing.T) {
+	t.Parallel()
+	setsid := testenv.LookPath(t, "setsid")
+	e := wt.New(t, nil)
+	tool := runcommand.New(e.WS, runcommand.Options{KillGrace: 100 * time.Millisecond})
+	res := wt.Call(t, tool, `{"argv":["sh","-c",`+wt.Quote(setsid+` sleep 30 & echo $!`)+`]}`)
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(wt.Text(res), "exit code 0\n")))
+	if err != nil {
+		t.Fatalf("result %q: %v", wt.Text(res), err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Errorf("the escaped child %d: %v", pid, err)
+	}
+}
+
+// TestRunCommandCwdEscapes runs commands in every refused folder of the
+// escape corpus: each is an error result, and nothing runs.
+func TestRunCommandCwdEscapes(t *testing.T) {
+	t.Parallel()
+	c := wt.NewCorpus(t)
+	tool := runcommand.New(c.WS, runcommand.Options{})
+	for name, p := range c.Refused {
+		res := wt.Call(t, tool, `{"argv":["touch","ran"],"cwd":`+wt.Quote(p)+`}`)
+		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.Parent, "ran")); err == nil {
+		t.Error("a command ran outside the workspace")
+	}
+	for _, p := range []string{"sub", "sub/deep", c.Dir + "/sub"} {
+		if res := wt.Call(t, tool, `{"argv":["pwd"],"cwd":`+wt.Quote(p)+`}`); res.IsError || !strings.HasPrefix(wt.Text(res), "exit code 0\n"+c.Dir+"/sub") {
+			t.Errorf("%q: %q", p, wt.Text(res))
+		}
 	}
 }
