@@ -152,7 +152,8 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	if f.d.Truncated {
 		fmt.Fprintf(&b, "[truncated: the first %d files and %d lines; narrow the pattern to see the rest]\n", len(f.d.Files), len(f.d.Matches))
 	}
-	res := tools.Text(b.String())
+	// File names and lines need not be UTF-8; protobuf strings must be.
+	res := tools.Text(strings.ToValidUTF8(b.String(), "\uFFFD"))
 	res.Details, err = json.Marshal(f.d)
 	return res, err
 }

@@ -124,7 +124,8 @@ func list(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	if l.d.Truncated {
 		fmt.Fprintf(&b, "[truncated: listed the first %d entries; list a subfolder or lower depth to see the rest]\n", len(l.d.Entries))
 	}
-	res := tools.Text(b.String())
+	// File names need not be UTF-8; protobuf strings must be.
+	res := tools.Text(strings.ToValidUTF8(b.String(), "\uFFFD"))
 	res.Details, err = json.Marshal(l.d)
 	return res, err
 }

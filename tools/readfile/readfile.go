@@ -203,6 +203,11 @@ func image(r io.Reader, opts Options, d Details, mime string) *tools.Result {
 }
 
 func result(d Details, text string) *tools.Result {
+	// Results travel as protobuf strings, which must be UTF-8; a file in
+	// another encoding shows its odd bytes as U+FFFD.
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
 	res := tools.Text(text)
 	res.Details, _ = json.Marshal(d)
 	return res

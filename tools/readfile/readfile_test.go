@@ -34,6 +34,7 @@ func TestReadFile(t *testing.T) {
 		"ten.txt":    lines(10),
 		"long.txt":   "short\n" + strings.Repeat("é", 50) + "\n",
 		"binary.bin": "ELF\x00\x01\x02",
+		"latin1.txt": "caf\xe9\n",
 		"dir/x.txt":  "x",
 	})
 	tool := readfile.New(e.WS, readfile.Options{MaxLines: 4, MaxLineBytes: 21})
@@ -62,6 +63,8 @@ func TestReadFile(t *testing.T) {
 		{"long line cut at a rune boundary", `{"path":"long.txt"}`, false,
 			"     1\tshort\n     2\t" + strings.Repeat("é", 10) + " [line cut: 80 more bytes]\n",
 			readfile.Details{Path: "long.txt", Size: 107, FirstLine: 1, Lines: 2}},
+		{"not UTF-8", `{"path":"latin1.txt"}`, false, "     1\tcaf\uFFFD\n",
+			readfile.Details{Path: "latin1.txt", Size: 5, FirstLine: 1, Lines: 1}},
 		{"offset past the end", `{"path":"a.txt","offset":4}`, true, "offset 4 is past the end of a.txt, which has 3 lines", readfile.Details{}},
 		{"binary", `{"path":"binary.bin"}`, true, "binary.bin is a binary file (6 bytes); read_file returns text and images (PNG, JPEG, GIF, WebP) only", readfile.Details{}},
 		{"folder", `{"path":"dir"}`, true, "dir is a folder; use list_files to see what it holds", readfile.Details{}},

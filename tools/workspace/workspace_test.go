@@ -178,3 +178,17 @@ func TestIsBinary(t *testing.T) {
 		t.Error("a NUL byte past the first 8000 bytes counts")
 	}
 }
+
+// TestAbsoluteSymlinkInside documents a limit of os.Root: a symlink with an
+// absolute target is refused even when the target lies inside.
+func TestAbsoluteSymlinkInside(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, map[string]string{"f": "x"})
+	if err := os.Symlink(filepath.Join(e.Dir, "f"), filepath.Join(e.Dir, "abs")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.WS.Root().ReadFile("abs")
+	if got := workspace.Describe("abs", err); !strings.Contains(got, "path escapes the workspace") {
+		t.Errorf("absolute symlink inside: %q", got)
+	}
+}
