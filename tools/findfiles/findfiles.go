@@ -117,7 +117,7 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 		}
 	}
 
-	f := finder{fsys: ws.Root().FS(), opts: opts, re: re, d: Details{Pattern: args.Pattern, Content: args.Content, Files: []string{}}}
+	f := finder{fsys: walkFS{ctx, ws.Root().FS()}, opts: opts, re: re, d: Details{Pattern: args.Pattern, Content: args.Content, Files: []string{}}}
 	err := doublestar.GlobWalk(f.fsys, pattern, func(p string, _ fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -236,4 +236,23 @@ func cut(line []byte, n int) string {
 		n--
 	}
 	return string(line[:n]) + "…"
+}
+
+// walkFS is the workspace as the glob walk sees it. Once ctx is done every
+// folder fails to read, which the walk passes over, so a search of a large
+// tree ends promptly even where nothing matches (the walk calls back only on
+// matches).
+type walkFS struct {
+	ctx  context.Context
+	fsys fs.FS
+}
+
+func (w walkFS) Open(name string) (fs.File, error)     { return w.fsys.Open(name) }
+func (w walkFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(w.fsys, name) }
+
+func (w walkFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if err := w.ctx.Err(); err != nil {
+		return nil, err
+	}
+	return fs.ReadDir(w.fsys, name)
 }

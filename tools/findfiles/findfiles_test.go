@@ -1,6 +1,8 @@
 package findfiles_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,5 +142,18 @@ func BenchmarkFindFiles(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestFindFilesCancelled searches with a context already done: the search
+// stops and returns the context's error.
+func TestFindFilesCancelled(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"a/b/c.txt": "x"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, findfiles.New(e.WS, findfiles.Options{}), `{"pattern":"**/*.none"}`, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("result %v, error %v; want context.Canceled", res, err)
 	}
 }

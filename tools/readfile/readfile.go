@@ -92,47 +92,47 @@ func New(ws *workspace.Workspace, opts Options) tools.Tool {
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
-			return read(ws, opts, args), nil
+			return read(ctx, ws, opts, args)
 		},
 	}
 }
 
-func read(ws *workspace.Workspace, opts Options, args Args) *tools.Result {
+func read(ctx context.Context, ws *workspace.Workspace, opts Options, args Args) (*tools.Result, error) {
 	rel, err := ws.Rel(args.Path)
 	if err != nil {
-		return workspace.Problem(args.Path, err)
+		return workspace.Problem(args.Path, err), nil
 	}
 	// Stat before opening: opening a named pipe would block until a writer
 	// came; O_NONBLOCK covers one swapped in meanwhile.
 	info, err := ws.Root().Stat(rel)
 	switch {
 	case err != nil:
-		return workspace.Problem(args.Path, err)
+		return workspace.Problem(args.Path, err), nil
 	case info.IsDir():
-		return tools.Errorf("%s is a folder; use list_files to see what it holds", args.Path)
+		return tools.Errorf("%s is a folder; use list_files to see what it holds", args.Path), nil
 	case !info.Mode().IsRegular():
-		return tools.Errorf("%s is not a regular file (%s)", args.Path, info.Mode().Type())
+		return tools.Errorf("%s is not a regular file (%s)", args.Path, info.Mode().Type()), nil
 	}
 	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return workspace.Problem(args.Path, err)
+		return workspace.Problem(args.Path, err), nil
 	}
 	defer f.Close()
 	if info, err = f.Stat(); err != nil || !info.Mode().IsRegular() {
-		return tools.Errorf("%s is not a regular file", args.Path)
+		return tools.Errorf("%s is not a regular file", args.Path), nil
 	}
 	d := Details{Path: rel, Size: info.Size()}
 
 	br := bufio.NewReaderSize(f, 64<<10)
 	head, err := br.Peek(8000)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
-		return workspace.Problem(args.Path, err)
+		return workspace.Problem(args.Path, err), nil
 	}
 	if mime := http.DetectContentType(head); images[mime] {
-		return image(br, opts, d, mime)
+		return image(br, opts, d, mime), nil
 	}
 	if workspace.IsBinary(head) {
-		return tools.Errorf("%s is a binary file (%d bytes); read_file returns text and images (PNG, JPEG, GIF, WebP) only", args.Path, info.Size())
+		return tools.Errorf("%s is a binary file (%d bytes); read_file returns text and images (PNG, JPEG, GIF, WebP) only", args.Path, info.Size()), nil
 	}
 
 	first := max(args.Offset, 1)
@@ -151,9 +151,12 @@ func read(ws *workspace.Workspace, opts Options, args Args) *tools.Result {
 			break
 		}
 		if err != nil {
-			return workspace.Problem(args.Path, err)
+			return workspace.Problem(args.Path, err), nil
 		}
 		n++
+		if n%4096 == 0 && ctx.Err() != nil {
+			return nil, ctx.Err() // skipping to a far offset of a huge file
+		}
 		if n < first {
 			continue
 		}
@@ -171,18 +174,18 @@ func read(ws *workspace.Workspace, opts Options, args Args) *tools.Result {
 	}
 	switch {
 	case n == 0:
-		return result(d, "(empty file)")
+		return result(d, "(empty file)"), nil
 	case d.Lines == 0 && !d.Truncated:
-		return tools.Errorf("offset %d is past the end of %s, which has %d lines", first, args.Path, n)
+		return tools.Errorf("offset %d is past the end of %s, which has %d lines", first, args.Path, n), nil
 	case d.Lines == 0:
-		return tools.Errorf("line %d of %s is too long to return", first, args.Path)
+		return tools.Errorf("line %d of %s is too long to return", first, args.Path), nil
 	}
 	d.FirstLine = first
 	if d.Truncated {
 		last := first + d.Lines - 1
 		fmt.Fprintf(&out, "[truncated: showed lines %d-%d; the file goes on; read on with offset=%d]\n", first, last, last+1)
 	}
-	return result(d, out.String())
+	return result(d, out.String()), nil
 }
 
 func image(r io.Reader, opts Options, d Details, mime string) *tools.Result {

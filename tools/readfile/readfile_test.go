@@ -2,6 +2,8 @@ package readfile_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
@@ -168,5 +170,18 @@ func TestReadFileNotRegular(t *testing.T) {
 	res := wt.Call(t, readfile.New(e.WS, readfile.Options{}), `{"path":"fifo"}`)
 	if !res.IsError || !strings.Contains(wt.Text(res), "not a regular file") {
 		t.Errorf("fifo: %q", wt.Text(res))
+	}
+}
+
+// TestReadFileCancelled reads far into a long file with a context already
+// done: the read stops and returns the context's error.
+func TestReadFileCancelled(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"long.txt": lines(10000)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, readfile.New(e.WS, readfile.Options{}), `{"path":"long.txt","offset":9999}`, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("result %v, error %v; want context.Canceled", res, err)
 	}
 }
