@@ -280,6 +280,10 @@ func (r *runner) dir(cwd string) (rel, abs string, err error) {
 // closed the output pipe or the grace since the first SIGTERM (termAt, if
 // cancellation sent one) has passed. The pipe is closed if something outside
 // the group (a child that called setsid) still holds it.
+//
+// The group's ID stays the leader's PID while any member lives; once none
+// does, the signals find no group (ESRCH). Only a new process that both got
+// the leader's reaped PID and made it a group in between could receive them.
 func (r *runner) endGroup(pgid int, termAt int64, pr *os.File, read <-chan struct{}) {
 	wait := r.opts.KillGrace
 	if termAt != 0 {
