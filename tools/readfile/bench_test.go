@@ -27,7 +27,6 @@ func BenchmarkReadFile(b *testing.B) {
 		run := wt.Runner(b, readfile.New(e.WS, bb.opts))
 		b.Run(bb.name, func(b *testing.B) {
 			b.ReportAllocs()
-			b.SetBytes(1 << 20)
 			for b.Loop() {
 				if res := run(`{"path":"big.txt"}`); res.IsError {
 					b.Fatal(wt.Text(res))
