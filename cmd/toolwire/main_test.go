@@ -72,9 +72,9 @@ type server struct {
 	stop   func() error // cancels serve and returns run's error
 }
 
-// startServe runs "toolwire serve --listen 127.0.0.1:0 --no-workspace args..." (tests that want
-// the workspace tools pass --no-workspace=false --workspace DIR) until the
-// test ends, and returns once it listens.
+// startServe runs "toolwire serve --listen 127.0.0.1:0 --no-workspace
+// args..." until the test ends, and returns once it listens. Tests that want
+// the workspace tools pass --no-workspace=false --workspace DIR.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
