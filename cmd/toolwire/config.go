@@ -36,9 +36,10 @@ type serveConfig struct {
 	EventBuffer      int             `json:"event_buffer"`
 	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
 
-	HTTPTools      []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
-	SecurityConfig                 // TLS, auth, permissions, limits: auth.go
-	Sources                        // mcp_servers and remotes (sources.go)
+	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
+	SecurityConfig                  // TLS, auth, permissions, limits: auth.go
+	Sources                         // mcp_servers and remotes (sources.go)
+	WorkspaceConfig                 // workspace, no_workspace, run_command
 }
 
 const defaultAddr = "127.0.0.1:50051"
@@ -90,6 +91,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
 	cfg.SecurityConfig.register(fs)
+	workspaceFlags(fs, &cfg.WorkspaceConfig)
 	return fs
 }
 

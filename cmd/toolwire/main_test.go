@@ -72,15 +72,16 @@ type server struct {
 	stop   func() error // cancels serve and returns run's error
 }
 
-// startServe runs "toolwire serve --listen 127.0.0.1:0 args..." until the
-// test ends, and returns once it listens.
+// startServe runs "toolwire serve --listen 127.0.0.1:0 --no-workspace
+// args..." until the test ends, and returns once it listens. Tests that want
+// the workspace tools pass --no-workspace=false --workspace DIR.
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &server{stderr: &syncBuffer{}}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), &bytes.Buffer{}, s.stderr)
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--no-workspace"}, args...), &bytes.Buffer{}, s.stderr)
 	}()
 	var once sync.Once
 	var err error

@@ -33,6 +33,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, log)
+	if err != nil {
+		return err
+	}
+	defer closeWorkspace()
+	// Reload comes last: its sources refuse names that are already taken.
 	stopReload, err := startReload(ctx, args, cfg, reg, log)
 	if err != nil {
 		return err

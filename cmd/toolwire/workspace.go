@@ -1,0 +1,92 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/runcommand"
+	"github.com/toolwire/toolwire/tools/workspace"
+	"github.com/toolwire/toolwire/tools/workspacetools"
+)
+
+// WorkspaceConfig configures the workspace tools that "toolwire serve"
+// offers by default. It is embedded in serveConfig, so its keys sit at the
+// top level of the config file.
+type WorkspaceConfig struct {
+	Workspace   string           `json:"workspace"`    // the folder the tools work in; "" means the current directory
+	NoWorkspace bool             `json:"no_workspace"` // offer no workspace tools
+	RunCommand  RunCommandConfig `json:"run_command"`
+}
+
+// RunCommandConfig configures run_command, which is off unless enabled.
+type RunCommandConfig struct {
+	Enabled bool     `json:"enabled"` // offer run_command
+	Shell   bool     `json:"shell"`   // take a shell string run with /bin/sh -c instead of an argv
+	Env     []string `json:"env"`     // names of the server's environment variables commands get
+}
+
+// workspaceFlags adds the workspace tools' flags to fs, writing into cfg.
+func workspaceFlags(fs *flag.FlagSet, cfg *WorkspaceConfig) {
+	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "`folder` the workspace tools (read_file, write_file, ...) work in (default: the current directory)")
+	fs.BoolVar(&cfg.NoWorkspace, "no-workspace", cfg.NoWorkspace, "offer no workspace tools")
+	fs.BoolVar(&cfg.RunCommand.Enabled, "run-command", cfg.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
+	fs.BoolVar(&cfg.RunCommand.Shell, "run-command-shell", cfg.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
+	fs.Var(nameList{&cfg.RunCommand.Env}, "run-command-env", "comma-separated `names` of environment variables run_command passes on (default: none; PATH is then "+runcommand.DefaultPath+")")
+}
+
+// nameList is a flag holding comma-separated names.
+type nameList struct{ names *[]string }
+
+func (l nameList) String() string {
+	if l.names == nil {
+		return ""
+	}
+	return strings.Join(*l.names, ",")
+}
+
+func (l nameList) Set(s string) error {
+	*l.names = nil
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if strings.ContainsAny(n, "= \x00") {
+			return fmt.Errorf("%q is not an environment variable name", n)
+		}
+		*l.names = append(*l.names, n)
+	}
+	return nil
+}
+
+// addWorkspaceTools opens the workspace and adds its tools to reg, unless
+// cfg turns them off. The returned function closes the workspace.
+func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, log *slog.Logger) (closeWorkspace func(), err error) {
+	rc := cfg.RunCommand
+	if cfg.NoWorkspace {
+		if rc.Enabled {
+			return nil, usageError("serve: run_command needs the workspace; drop --no-workspace or --run-command")
+		}
+		return func() {}, nil
+	}
+	if !rc.Enabled && (rc.Shell || len(rc.Env) > 0) {
+		log.Warn("run_command settings are ignored: run_command is not enabled (--run-command)")
+	}
+	dir := cfg.Workspace
+	if dir == "" {
+		dir = "."
+	}
+	ws, err := workspace.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w (use --workspace to choose another folder or --no-workspace to serve none)", err)
+	}
+	opts := workspacetools.Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env}}
+	if err := reg.Add(workspacetools.Tools(ws, opts)...); err != nil {
+		return nil, errors.Join(err, ws.Close())
+	}
+	log.Info("serving workspace tools", "workspace", ws.Dir(), "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
+	return func() { ws.Close() }, nil
+}

@@ -1,0 +1,159 @@
+package findfiles_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/tools/findfiles"
+	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
+)
+
+func TestFindFiles(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{
+		"main.go":           "package main\n\nfunc main() {}\n",
+		"cmd/tool/tool.go":  "package main\n// TODO: flags\nfunc run() {}\n",
+		"cmd/tool/tool.txt": "TODO: docs\n",
+		"pkg/a/a.go":        "package a\n\n// TODO(x): one\n// TODO(y): two\n",
+		"pkg/a/a_test.go":   "package a\n",
+		"bin/tool":          "\x00TODO",
+	})
+	tool := findfiles.New(e.WS, findfiles.Options{MaxMatches: 3, MaxLineBytes: 14})
+	tests := []struct {
+		name, args string
+		isErr      bool
+		text       string
+		details    findfiles.Details
+	}{
+		{"** glob", `{"pattern":"**/*.go"}`, false, "main.go\ncmd/tool/tool.go\npkg/a/a.go\npkg/a/a_test.go\n",
+			findfiles.Details{Pattern: "**/*.go", Files: []string{"main.go", "cmd/tool/tool.go", "pkg/a/a.go", "pkg/a/a_test.go"}}},
+		{"one folder", `{"pattern":"pkg/a/*_test.go"}`, false, "pkg/a/a_test.go\n",
+			findfiles.Details{Pattern: "pkg/a/*_test.go", Files: []string{"pkg/a/a_test.go"}}},
+		{"alternatives, ./ prefix", `{"pattern":"./cmd/**/*.{go,txt}"}`, false, "cmd/tool/tool.go\ncmd/tool/tool.txt\n",
+			findfiles.Details{Pattern: "./cmd/**/*.{go,txt}", Files: []string{"cmd/tool/tool.go", "cmd/tool/tool.txt"}}},
+		{"content", `{"pattern":"**/*.go","content":"TODO\\(x\\)|func run"}`, false, "cmd/tool/tool.go:3: func run() {}\npkg/a/a.go:3: // TODO(x): on…\n",
+			findfiles.Details{Pattern: "**/*.go", Content: `TODO\(x\)|func run`, Files: []string{"cmd/tool/tool.go", "pkg/a/a.go"},
+				Matches: []findfiles.Match{{Path: "cmd/tool/tool.go", Line: 3, Text: "func run() {}"}, {Path: "pkg/a/a.go", Line: 3, Text: "// TODO(x): on…"}}}},
+		{"match cap; binary files skipped", `{"pattern":"**","content":"TODO"}`, false,
+			"cmd/tool/tool.go:2: // TODO: flags\ncmd/tool/tool.txt:1: TODO: docs\npkg/a/a.go:3: // TODO(x): on…\n[truncated: the first 3 files and 3 lines; narrow the pattern to see the rest]\n",
+			findfiles.Details{Pattern: "**", Content: "TODO", Truncated: true, Files: []string{"cmd/tool/tool.go", "cmd/tool/tool.txt", "pkg/a/a.go"},
+				Matches: []findfiles.Match{{Path: "cmd/tool/tool.go", Line: 2, Text: "// TODO: flags"}, {Path: "cmd/tool/tool.txt", Line: 1, Text: "TODO: docs"}, {Path: "pkg/a/a.go", Line: 3, Text: "// TODO(x): on…"}}}},
+		{"nothing", `{"pattern":"**/*.rs"}`, false, "no files match **/*.rs\n", findfiles.Details{Pattern: "**/*.rs", Files: []string{}}},
+		{"no line", `{"pattern":"*.go","content":"nothing here"}`, false, "no line matches \"nothing here\" in files matching *.go\n",
+			findfiles.Details{Pattern: "*.go", Content: "nothing here", Files: []string{}}},
+		{"bad pattern", `{"pattern":"[a-"}`, true, `pattern "[a-" is not a valid glob pattern`, findfiles.Details{}},
+		{"bad regexp", `{"pattern":"*","content":"("}`, true, "content is not a valid regular expression: error parsing regexp: missing closing ): `(`", findfiles.Details{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := wt.Call(t, tool, tt.args)
+			if res.IsError != tt.isErr || wt.Text(res) != tt.text {
+				t.Fatalf("result (error %v):\n%s\nwant (error %v):\n%s", res.IsError, wt.Text(res), tt.isErr, tt.text)
+			}
+			if tt.isErr {
+				return
+			}
+			var d findfiles.Details
+			wt.Details(t, res, &d)
+			if diff := cmp.Diff(tt.details, d); diff != "" {
+				t.Errorf("details (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFindFilesFileCap(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{}
+	for i := range 10 {
+		files[fmt.Sprintf("f%d.txt", i)] = "x\n"
+	}
+	e := wt.New(t, files)
+	res := wt.Call(t, findfiles.New(e.WS, findfiles.Options{MaxFiles: 4}), `{"pattern":"*.txt"}`)
+	want := "f0.txt\nf1.txt\nf2.txt\nf3.txt\n[truncated: the first 4 files and 0 lines; narrow the pattern to see the rest]\n"
+	if wt.Text(res) != want {
+		t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+	}
+}
+
+// TestFindFilesEscapes searches with patterns that lead outside and over a
+// workspace whose symlinks lead outside: nothing outside is found or read.
+func TestFindFilesEscapes(t *testing.T) {
+	t.Parallel()
+	c := wt.NewCorpus(t)
+	tool := findfiles.New(c.WS, findfiles.Options{})
+	for _, p := range []string{"../*", "../ws-other/*", "sub/../../*", c.Parent + "/*", "/etc/*"} {
+		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`}`)
+		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+			t.Errorf("%q: error %v, %q; want an error result saying it escapes", p, res.IsError, text)
+		}
+	}
+	for _, p := range []string{"**", "dir-out/*", "dir-out/**", "link-out", "chain1"} {
+		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`,"content":"SECRET|inside"}`)
+		text := wt.Text(res)
+		if res.IsError || strings.Contains(text, wt.Secret) || strings.Contains(text, "outside.txt") {
+			t.Errorf("%q: error %v, found outside:\n%s", p, res.IsError, text)
+		}
+	}
+	res := wt.Call(t, tool, `{"pattern":"**","content":"inside"}`)
+	if want := "..notes:1: inside the workspace\nlink-in:1: inside the workspace\nsub/deep/file.txt:1: inside the workspace\n"; wt.Text(res) != want {
+		t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+	}
+}
+
+// BenchmarkFindFiles globs a tree of 10,000 files (100 folders of 100), with
+// and without a content search.
+func BenchmarkFindFiles(b *testing.B) {
+	e := wt.New(b, nil)
+	for d := range 100 {
+		dir := filepath.Join(e.Dir, fmt.Sprintf("pkg%02d", d), "src")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 100 {
+			ext := ".go"
+			if f%2 == 1 {
+				ext = ".txt"
+			}
+			content := fmt.Sprintf("package p%d\n\nfunc F%d() {}\n", d, f)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("file%03d%s", f, ext)), []byte(content), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	run := wt.Runner(b, findfiles.New(e.WS, findfiles.Options{MaxFiles: 20000, MaxMatches: 20000}))
+	for _, bb := range []struct{ name, args string }{
+		{"glob", `{"pattern":"**/*.go"}`},
+		{"glob+content", `{"pattern":"**/*.go","content":"func F4\\d\\("}`},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				res := run(bb.args)
+				if res.IsError {
+					b.Fatal(wt.Text(res))
+				}
+			}
+		})
+	}
+}
+
+// TestFindFilesCancelled searches with a context already done: the search
+// stops and returns the context's error.
+func TestFindFilesCancelled(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"a/b/c.txt": "x"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, findfiles.New(e.WS, findfiles.Options{}), `{"pattern":"**/*.none"}`, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("result %v, error %v; want context.Canceled", res, err)
+	}
+}

@@ -1,0 +1,5 @@
+package readfile_test
+
+import "syscall"
+
+func mkfifo(path string) error { return syscall.Mkfifo(path, 0o644) }

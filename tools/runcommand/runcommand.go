@@ -1,0 +1,342 @@
+// Package runcommand provides the run_command workspace tool: it runs a
+// program in the workspace, streams its output as the call's progress, and
+// returns its exit code and output. Operators enable it explicitly; it runs
+// an argv without a shell unless they enable shell mode.
+//
+// It is not a sandbox: the program runs with the server's user and can reach
+// whatever that user can. What it confines is the starting folder (inside
+// the workspace), the environment (only the names the operator allows), and
+// the program's lifetime: when the command ends, times out or is cancelled,
+// its whole process group is ended, so no background child outlives the call.
+package runcommand
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/workspace"
+)
+
+// drainWait is how long the output pipe may take to close once the process
+// group is gone; only a process outside the group can hold it longer.
+const drainWait = 250 * time.Millisecond
+
+// DefaultPath is the PATH a command gets when the operator's allowlist does
+// not pass the server's own: enough to find the usual programs, without
+// whatever the server's environment holds.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Options configure run_command. Zero values mean the defaults.
+type Options struct {
+	// Shell makes the tool take a shell string, {command}, run with
+	// /bin/sh -c, instead of an argv.
+	Shell bool
+	// Env names the server's environment variables passed to commands;
+	// nothing else is passed, except PATH=DefaultPath when PATH is not named.
+	Env []string
+	// MaxOutputBytes caps the output kept for the result: its first and last
+	// halves, with a marker between (default 64 KiB).
+	MaxOutputBytes int
+	// OutputInterval is the least time between two streamed output chunks;
+	// output arriving in between is batched (default 100ms).
+	OutputInterval time.Duration
+	// MaxStreamBytes caps the output waiting to be streamed; past it, output
+	// is left out of the stream (not of the result) until the client catches
+	// up (default 64 KiB).
+	MaxStreamBytes int
+	// KillGrace is how long the process group has to exit after SIGTERM before
+	// it gets SIGKILL (default 1s). Keep it below the server's abandon grace.
+	KillGrace time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxOutputBytes <= 0 {
+		o.MaxOutputBytes = 64 << 10
+	}
+	if o.OutputInterval <= 0 {
+		o.OutputInterval = 100 * time.Millisecond
+	}
+	if o.MaxStreamBytes <= 0 {
+		o.MaxStreamBytes = 64 << 10
+	}
+	if o.KillGrace <= 0 {
+		o.KillGrace = time.Second
+	}
+	return o
+}
+
+// Args are run_command's arguments: Argv, or Command in shell mode.
+type Args struct {
+	Argv    []string `json:"argv,omitempty"`
+	Command string   `json:"command,omitempty"`
+	Cwd     string   `json:"cwd,omitempty"`
+}
+
+// Details is what run_command reports to user interfaces.
+type Details struct {
+	Argv        []string `json:"argv"`
+	Cwd         string   `json:"cwd"`
+	ExitCode    int      `json:"exit_code"` // -1 when a signal ended the command
+	Signal      string   `json:"signal,omitempty"`
+	OutputBytes int64    `json:"output_bytes"`
+	Truncated   bool     `json:"truncated"`
+	DurationMS  int64    `json:"duration_ms"`
+}
+
+const argvSchema = `{
+  "type": "object",
+  "properties": {
+    "argv": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "the program and its arguments, run without a shell; for example [\"go\", \"test\", \"./...\"]"},
+    "cwd": {"type": "string", "description": "the folder to run in, relative to the workspace (default: the workspace)"}
+  },
+  "required": ["argv"],
+  "additionalProperties": false
+}`
+
+const shellSchema = `{
+  "type": "object",
+  "properties": {
+    "command": {"type": "string", "minLength": 1, "description": "the command line, run with /bin/sh -c"},
+    "cwd": {"type": "string", "description": "the folder to run in, relative to the workspace (default: the workspace)"}
+  },
+  "required": ["command"],
+  "additionalProperties": false
+}`
+
+// New returns the run_command tool over ws.
+func New(ws *workspace.Workspace, opts Options) tools.Tool {
+	r := &runner{ws: ws, opts: opts.withDefaults(), env: environ(opts.Env)}
+	t := tools.Tool{
+		Name:        "run_command",
+		Title:       "Run command",
+		Annotations: tools.Annotations{Destructive: true, OpenWorld: true},
+		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+			var args Args
+			if err := json.Unmarshal(call.Arguments, &args); err != nil {
+				return nil, fmt.Errorf("decoding arguments: %w", err)
+			}
+			return r.run(ctx, call, args)
+		},
+	}
+	const common = " in the workspace (or the folder cwd names) and returns its exit code and output (stdout and stderr together; " +
+		"the middle of long output is left out). Output streams while it runs. A non-zero exit code is an error. Stdin is empty."
+	if r.opts.Shell {
+		t.Description = "Runs a shell command line with /bin/sh -c" + common
+		t.InputSchema = json.RawMessage(shellSchema)
+	} else {
+		t.Description = "Runs a program with arguments (argv; no shell, so no pipes, globs or variables)" + common
+		t.InputSchema = json.RawMessage(argvSchema)
+	}
+	return t
+}
+
+// environ returns the environment commands get: the allowed names that are
+// set in the server's environment, now.
+func environ(names []string) []string {
+	env := []string{}
+	hasPath := false
+	for _, name := range names {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+			hasPath = hasPath || name == "PATH"
+		}
+	}
+	if !hasPath {
+		env = append(env, "PATH="+DefaultPath)
+	}
+	return env
+}
+
+type runner struct {
+	ws   *workspace.Workspace
+	opts Options
+	env  []string
+}
+
+func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.Result, error) {
+	argv := args.Argv
+	if r.opts.Shell {
+		argv = []string{"/bin/sh", "-c", args.Command}
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return tools.Errorf("argv is empty: give the program to run and its arguments"), nil
+	}
+	rel, dir, err := r.dir(args.Cwd)
+	if err != nil {
+		return workspace.Problem(args.Cwd, err), nil
+	}
+	prog, err := lookPath(argv[0], r.env, dir)
+	if err != nil {
+		return tools.Errorf("%v", err), nil
+	}
+
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Dir, cmd.Env = dir, r.env
+	// One pipe for both keeps stdout and stderr in the order they were
+	// written; being an *os.File, Wait does not wait for it to drain.
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var termAt atomic.Int64 // when SIGTERM went to the group, in Unix nanoseconds
+	cmd.Cancel = func() error {
+		termAt.Store(time.Now().UnixNano())
+		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
+	}
+	cmd.WaitDelay = r.opts.KillGrace
+	start := time.Now()
+	err = cmd.Start()
+	pw.Close() // the child has its copy; EOF comes when every holder closes it
+	if err != nil {
+		return tools.Errorf("cannot start %s: %v", argv[0], err), nil
+	}
+
+	out := newOutput(call, r.opts)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(out, pr)
+	}()
+	waitErr := cmd.Wait()
+	r.endGroup(cmd.Process.Pid, termAt.Load(), pr, read)
+	out.close()
+
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: cmd.ProcessState.ExitCode(), DurationMS: time.Since(start).Milliseconds()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		d.Signal = ws.Signal().String()
+	}
+	text, total, truncated := out.result()
+	d.OutputBytes, d.Truncated = total, truncated
+
+	var b strings.Builder
+	switch {
+	case d.Signal != "":
+		fmt.Fprintf(&b, "killed by signal: %s\n", d.Signal)
+	default:
+		fmt.Fprintf(&b, "exit code %d\n", d.ExitCode)
+	}
+	if text == "" {
+		b.WriteString("(no output)\n")
+	} else {
+		b.WriteString(text)
+	}
+	res := tools.Text(b.String())
+	res.IsError = d.ExitCode != 0 || (waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)))
+	res.Details, err = json.Marshal(d)
+	return res, err
+}
+
+// dir resolves the model's cwd to a folder inside the workspace: relative to
+// the workspace (for Details) and absolute (for the command). os.Root checks
+// the path, symlinks included, and SameFile that the absolute path names the
+// folder os.Root found.
+func (r *runner) dir(cwd string) (rel, abs string, err error) {
+	rel, err = r.ws.Rel(cwd)
+	if err != nil {
+		return "", "", err
+	}
+	f, err := r.ws.Root().Open(rel)
+	if err != nil {
+		return "", "", err
+	}
+	defer f.Close()
+	inside, err := f.Stat()
+	if err != nil {
+		return "", "", err
+	}
+	if !inside.IsDir() {
+		return "", "", &os.PathError{Op: "chdir", Path: cwd, Err: syscall.ENOTDIR}
+	}
+	abs = filepath.Join(r.ws.Dir(), rel)
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
+	if at, err := os.Stat(abs); err != nil || !os.SameFile(at, inside) {
+		return "", "", fmt.Errorf("%w: %s changed while it was being resolved", workspace.ErrEscapes, cwd)
+	}
+	return rel, abs, nil
+}
+
+// endGroup ends what is left of the command's process group once its leader
+// has exited: background children get SIGTERM, then SIGKILL when they have
+// closed the output pipe or the grace since the first SIGTERM (termAt, if
+// cancellation sent one) has passed. The pipe is closed if something outside
+// the group (a child that called setsid) still holds it.
+//
+// The group's ID stays the leader's PID while any member lives; once none
+// does, the signals find no group (ESRCH). Only a new process that both got
+// the leader's reaped PID and made it a group in between could receive them.
+func (r *runner) endGroup(pgid int, termAt int64, pr *os.File, read <-chan struct{}) {
+	wait := r.opts.KillGrace
+	if termAt != 0 {
+		wait -= time.Since(time.Unix(0, termAt))
+	}
+	grace := time.NewTimer(max(wait, 0))
+	defer grace.Stop()
+	if signalGroup(pgid, syscall.SIGTERM) == nil {
+		select {
+		case <-read:
+		case <-grace.C:
+		}
+		_ = signalGroup(pgid, syscall.SIGKILL)
+	}
+	grace.Reset(drainWait)
+	select {
+	case <-read:
+	case <-grace.C:
+		pr.Close() // unblocks the reader
+		<-read
+	}
+}
+
+// signalGroup sends sig to the process group pgid; a group already gone is
+// not an error.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	err := syscall.Kill(-pgid, sig)
+	if errors.Is(err, syscall.ESRCH) {
+		return os.ErrProcessDone
+	}
+	return err
+}
+
+// lookPath finds the program name as the command's own PATH would, rather
+// than the server's; a name with a slash is taken relative to dir.
+func lookPath(name string, env []string, dir string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	var path string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			continue // a relative PATH entry would depend on cwd
+		}
+		p := filepath.Join(d, name)
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("program %q not found in PATH %s", name, path)
+}

@@ -1,0 +1,410 @@
+package runcommand_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/runcommand"
+	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestRunCommand(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"sub/f.txt": "content\n", "script.sh": "#!/bin/sh\necho script in $(pwd)\n"})
+	if err := os.Chmod(filepath.Join(e.Dir, "script.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", filepath.Join(e.Dir, "up")); err != nil {
+		t.Fatal(err)
+	}
+	tool := runcommand.New(e.WS, runcommand.Options{})
+	tests := []struct {
+		name, args string
+		isErr      bool
+		text       string
+		exit       int
+	}{
+		{"argv", `{"argv":["echo","hello world"]}`, false, "exit code 0\nhello world\n", 0},
+		{"no shell in argv", `{"argv":["echo","$HOME","|","x"]}`, false, "exit code 0\n$HOME | x\n", 0},
+		{"stdout and stderr in order, non-zero exit", `{"argv":["sh","-c","echo out; echo err >&2; echo out2; exit 3"]}`, true, "exit code 3\nout\nerr\nout2\n", 3},
+		{"no output", `{"argv":["true"]}`, false, "exit code 0\n(no output)\n", 0},
+		{"cwd", `{"argv":["cat","f.txt"],"cwd":"sub"}`, false, "exit code 0\ncontent\n", 0},
+		{"relative program runs from cwd", `{"argv":["./script.sh"]}`, false, "exit code 0\nscript in " + e.Dir + "\n", 0},
+		{"stdin is empty", `{"argv":["cat"]}`, false, "exit code 0\n(no output)\n", 0},
+		{"killed by a signal", `{"argv":["sh","-c","kill -KILL $$"]}`, true, "killed by signal: killed\n(no output)\n", -1},
+		{"cwd outside", `{"argv":["pwd"],"cwd":".."}`, true, "path escapes the workspace: ..", 0},
+		{"cwd through a symlink outside", `{"argv":["pwd"],"cwd":"up"}`, true, "path escapes the workspace: up (a symlink or .. leads outside)", 0},
+		{"cwd is a file", `{"argv":["pwd"],"cwd":"sub/f.txt"}`, true, "not a folder: a parent of sub/f.txt is a file", 0},
+		{"missing program", `{"argv":["no-such-program-xyz"]}`, true, `program "no-such-program-xyz" not found in PATH ` + runcommand.DefaultPath, 0},
+		{"empty program", `{"argv":[""]}`, true, "argv is empty: give the program to run and its arguments", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := wt.Call(t, tool, tt.args)
+			if res.IsError != tt.isErr || wt.Text(res) != tt.text {
+				t.Fatalf("result (error %v):\n%s\nwant (error %v):\n%s", res.IsError, wt.Text(res), tt.isErr, tt.text)
+			}
+			if res.Details == nil {
+				return
+			}
+			var d runcommand.Details
+			wt.Details(t, res, &d)
+			if d.ExitCode != tt.exit || d.OutputBytes != int64(len(strings.SplitN(tt.text, "\n", 2)[1])) && !strings.Contains(tt.text, "(no output)") {
+				t.Errorf("details %+v", d)
+			}
+		})
+	}
+}
+
+func TestRunCommandSchemas(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, nil)
+	argv := runcommand.New(e.WS, runcommand.Options{})
+	shell := runcommand.New(e.WS, runcommand.Options{Shell: true})
+	reg, err := tools.NewRegistry(argv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := reg.Snapshot().Lookup("run_command")
+	for _, args := range []string{`{"command":"ls"}`, `{"argv":[]}`, `{}`} {
+		if _, err := a.ValidateArguments(args); err == nil {
+			t.Errorf("argv mode accepts %s", args)
+		}
+	}
+	reg, err = tools.NewRegistry(shell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := reg.Snapshot().Lookup("run_command")
+	if _, err := s.ValidateArguments(`{"argv":["ls"]}`); err == nil {
+		t.Error("shell mode accepts argv")
+	}
+	want := tools.Annotations{Destructive: true, OpenWorld: true}
+	if argv.Annotations != want || shell.Annotations != want {
+		t.Errorf("annotations %+v, %+v; want %+v", argv.Annotations, shell.Annotations, want)
+	}
+	res := wt.Call(t, shell, `{"command":"echo $((1+2)) | tr 3 x; pwd","cwd":"."}`)
+	if wt.Text(res) != "exit code 0\nx\n"+e.Dir+"\n" {
+		t.Errorf("shell mode: %q", wt.Text(res))
+	}
+}
+
+// TestRunCommandEnvironment checks that commands see only the allowed
+// variables, and a minimal PATH when PATH is not among them.
+func TestRunCommandEnvironment(t *testing.T) {
+	t.Setenv("TOOLWIRE_TEST_ALLOWED", "yes")
+	t.Setenv("TOOLWIRE_TEST_SECRET", "no")
+	e := wt.New(t, nil)
+	res := wt.Call(t, runcommand.New(e.WS, runcommand.Options{Env: []string{"TOOLWIRE_TEST_ALLOWED", "TOOLWIRE_TEST_UNSET"}}), `{"argv":["env"]}`)
+	want := "exit code 0\nTOOLWIRE_TEST_ALLOWED=yes\nPATH=" + runcommand.DefaultPath + "\n"
+	if wt.Text(res) != want {
+		t.Errorf("env:\n%s\nwant:\n%s", wt.Text(res), want)
+	}
+	t.Setenv("PATH", "/bin:/usr/bin")
+	res = wt.Call(t, runcommand.New(e.WS, runcommand.Options{Env: []string{"PATH"}}), `{"argv":["env"]}`)
+	if want := "exit code 0\nPATH=/bin:/usr/bin\n"; wt.Text(res) != want {
+		t.Errorf("env with PATH allowed:\n%s\nwant:\n%s", wt.Text(res), want)
+	}
+}
+
+// TestRunCommandOutputCap keeps the head and the tail of a long output,
+// and counts all of it.
+func TestRunCommandOutputCap(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, nil)
+	tool := runcommand.New(e.WS, runcommand.Options{MaxOutputBytes: 100})
+	res := wt.Call(t, tool, `{"argv":["seq","1","100000"]}`)
+	var all strings.Builder
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&all, "%d\n", i)
+	}
+	full := all.String()
+	omitted := len(full) - 100
+	want := "exit code 0\n" + full[:50] + fmt.Sprintf("\n[... %d bytes of output left out ...]\n", omitted) + full[len(full)-50:]
+	if wt.Text(res) != want {
+		t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+	}
+	var d runcommand.Details
+	wt.Details(t, res, &d)
+	if d.OutputBytes != int64(len(full)) || !d.Truncated {
+		t.Errorf("details %+v; want %d output bytes, truncated", d, len(full))
+	}
+}
+
+// recorder collects a call's streamed output.
+type recorder struct {
+	mu      sync.Mutex
+	chunks  []string
+	first   chan string // the first chunk, once
+	delay   time.Duration
+	onChunk func(string) // when set, sees each chunk
+}
+
+func newRecorder() *recorder { return &recorder{first: make(chan string, 1)} }
+
+func (r *recorder) report(p tools.Progress) {
+	if p.Output == "" {
+		return
+	}
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.chunks) == 0 {
+		r.first <- p.Output
+	}
+	r.chunks = append(r.chunks, p.Output)
+	if r.onChunk != nil {
+		r.onChunk(p.Output)
+	}
+}
+
+func (r *recorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.chunks...)
+}
+
+// TestRunCommandStreams checks that a chatty command's output is streamed
+// whole, in lines, and in far fewer events than lines: at most one per
+// interval (plus the last).
+func TestRunCommandStreams(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, nil)
+	const interval = 50 * time.Millisecond
+	tool := runcommand.New(e.WS, runcommand.Options{OutputInterval: interval, MaxStreamBytes: 8 << 20, MaxOutputBytes: 8 << 20})
+	rec := newRecorder()
+	// The command prints a partial line and waits until the test has seen
+	// it streamed; the timeout only ends a test that would hang.
+	rec.onChunk = func(c string) {
+		if strings.HasSuffix(c, "partial") {
+			e.Write(t, "go-on", "")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := wt.CallContext(ctx, t, tool, `{"argv":["sh","-c","seq 1 50000; printf partial; while [ ! -e go-on ]; do sleep 0.01; done; echo ' line'"]}`, rec.report)
+	elapsed := time.Since(start)
+	if err != nil || res.IsError {
+		t.Fatalf("%v, %q", err, wt.Text(res))
+	}
+	chunks := rec.all()
+	output := strings.TrimPrefix(wt.Text(res), "exit code 0\n")
+	if got := strings.Join(chunks, ""); got != output {
+		t.Errorf("streamed %d bytes, result has %d; they differ", len(got), len(output))
+	}
+	if limit := int(elapsed/interval) + 2; len(chunks) > limit {
+		t.Errorf("%d chunks in %v; the rate limit allows %d", len(chunks), elapsed, limit)
+	}
+	// Chunks end at line ends, but for the partial line, which is streamed
+	// once it has waited an interval, so a prompt shows before its newline.
+	for i, c := range chunks[:len(chunks)-1] {
+		if !strings.HasSuffix(c, "\n") && !strings.HasSuffix(c, "partial") {
+			t.Errorf("chunk %d of %d ends mid-line: %q", i, len(chunks), c[max(0, len(c)-20):])
+		}
+	}
+}
+
+// TestRunCommandSlowClient streams to a client slower than the command:
+// the command is not slowed down to the client's pace, the stream says what
+// it left out, and the result holds all the output.
+func TestRunCommandSlowClient(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, nil)
+	tool := runcommand.New(e.WS, runcommand.Options{OutputInterval: 10 * time.Millisecond, MaxStreamBytes: 1000, MaxOutputBytes: 8 << 20})
+	rec := newRecorder()
+	rec.delay = 100 * time.Millisecond
+	res, err := wt.CallContext(context.Background(), t, tool, `{"argv":["seq","1","200000"]}`, rec.report)
+	if err != nil || res.IsError {
+		t.Fatalf("%v, %q", err, wt.Text(res))
+	}
+	var d runcommand.Details
+	wt.Details(t, res, &d)
+	if d.OutputBytes != 1288895 || d.Truncated || !strings.HasSuffix(wt.Text(res), "\n200000\n") {
+		t.Errorf("details %+v", d)
+	}
+	if streamed := strings.Join(rec.all(), ""); !strings.Contains(streamed, "bytes of output not streamed") {
+		t.Errorf("the stream does not say it left output out (%d bytes streamed)", len(streamed))
+	}
+}
+
+// groupAlive returns the processes of group pgid that still run. Zombies
+// count as gone: they run nothing and wait only for their reaper, which in a
+// container may never come.
+func groupAlive(t *testing.T, pgid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skip("no /proc:", err)
+	}
+	var alive []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces and parens.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			alive = append(alive, pid)
+		}
+	}
+	return alive
+}
+
+// waitGone waits until group pgid has no running process. A SIGKILLed
+// process takes a moment to die, so this polls; the bound is generous
+// and only reached when something is wrong.
+func waitGone(t *testing.T, pgid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := syscall.Kill(-pgid, 0)
+		alive := groupAlive(t, pgid)
+		if errors.Is(err, syscall.ESRCH) || len(alive) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process group %d still runs %v", pgid, alive)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunCommandKillsTheGroup ends commands that leave background children
+// running: by cancellation, by timeout, by children that ignore SIGTERM, and
+// by the command exiting first. In each case no process of the group is
+// left.
+func TestRunCommandKillsTheGroup(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		script  string
+		timeout time.Duration // 0: cancel after the first output
+		result  bool          // the call returns a result rather than ctx's error
+	}{
+		{"cancelled", `echo $$; sleep 30 & sleep 30 & wait`, 0, false},
+		{"timed out", `echo $$; sleep 30 & sleep 30 & wait`, time.Second, false},
+		{"children ignore SIGTERM", `trap '' TERM; echo $$; sleep 30 & sleep 30 & wait`, 0, false},
+		{"command exits first", `sleep 30 & (trap '' TERM; sleep 30) & echo $$`, time.Minute, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := wt.New(t, nil)
+			tool := runcommand.New(e.WS, runcommand.Options{KillGrace: 200 * time.Millisecond})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.timeout > 0 {
+				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+				defer cancel()
+			}
+			rec := newRecorder()
+			type outcome struct {
+				res *tools.Result
+				err error
+			}
+			done := make(chan outcome, 1)
+			go func() {
+				res, err := wt.CallContext(ctx, t, tool, `{"argv":["sh","-c",`+wt.Quote(tt.script)+`]}`, rec.report)
+				done <- outcome{res, err}
+			}()
+			var first string
+			select {
+			case first = <-rec.first:
+			case got := <-done:
+				t.Fatalf("the call ended before its first output: %v, %v", got.res, got.err)
+			}
+			pgid, err := strconv.Atoi(strings.TrimSpace(first))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.timeout == 0 {
+				cancel()
+			}
+			got := <-done
+			switch {
+			case tt.result && (got.err != nil || got.res.IsError):
+				t.Errorf("result %v, %v; want success", got.res, got.err)
+			case !tt.result && !errors.Is(got.err, ctx.Err()):
+				t.Errorf("error %v; want the context's %v", got.err, ctx.Err())
+			}
+			waitGone(t, pgid)
+		})
+	}
+}
+
+func TestDetailsJSON(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"d/x": ""})
+	res := wt.Call(t, runcommand.New(e.WS, runcommand.Options{}), `{"argv":["sh","-c","printf 'a\\nb'; exit 1"],"cwd":"d"}`)
+	var d runcommand.Details
+	wt.Details(t, res, &d)
+	d.DurationMS = 0
+	want := runcommand.Details{Argv: []string{"sh", "-c", "printf 'a\\nb'; exit 1"}, Cwd: "d", ExitCode: 1, OutputBytes: 3}
+	if diff := cmp.Diff(want, d); diff != "" || !res.IsError || wt.Text(res) != "exit code 1\na\nb" {
+		t.Errorf("details (-want +got):\n%s\ntext %q", diff, wt.Text(res))
+	}
+}
+
+// TestRunCommandEscapedChild runs a command whose child leaves the process
+// group (setsid) and keeps the output pipe open: the call still ends, as the
+// pipe is closed after the grace.
+func TestRunCommandEscapedChild(t *testing.T) {
+	t.Parallel()
+	setsid := testenv.LookPath(t, "setsid")
+	e := wt.New(t, nil)
+	tool := runcommand.New(e.WS, runcommand.Options{KillGrace: 100 * time.Millisecond})
+	res := wt.Call(t, tool, `{"argv":["sh","-c",`+wt.Quote(setsid+` sleep 30 & echo $!`)+`]}`)
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(wt.Text(res), "exit code 0\n")))
+	if err != nil {
+		t.Fatalf("result %q: %v", wt.Text(res), err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Errorf("the escaped child %d: %v", pid, err)
+	}
+}
+
+// TestRunCommandCwdEscapes runs commands in every refused folder of the
+// escape corpus: each is an error result, and nothing runs.
+func TestRunCommandCwdEscapes(t *testing.T) {
+	t.Parallel()
+	c := wt.NewCorpus(t)
+	tool := runcommand.New(c.WS, runcommand.Options{})
+	for name, p := range c.Refused {
+		res := wt.Call(t, tool, `{"argv":["touch","ran"],"cwd":`+wt.Quote(p)+`}`)
+		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.Parent, "ran")); err == nil {
+		t.Error("a command ran outside the workspace")
+	}
+	for _, p := range []string{"sub", "sub/deep", c.Dir + "/sub"} {
+		if res := wt.Call(t, tool, `{"argv":["pwd"],"cwd":`+wt.Quote(p)+`}`); res.IsError || !strings.HasPrefix(wt.Text(res), "exit code 0\n"+c.Dir+"/sub") {
+			t.Errorf("%q: %q", p, wt.Text(res))
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package workspace_test
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/tools/workspace"
+	"github.com/toolwire/toolwire/tools/workspace/workspacetest"
+)
+
+// TestEscapeCorpus reads every path of the corpus through the workspace:
+// the refused ones fail with an error naming the escape, the accepted ones
+// read the file inside.
+func TestEscapeCorpus(t *testing.T) {
+	t.Parallel()
+	c := workspacetest.NewCorpus(t)
+	for name, p := range c.Refused {
+		t.Run("refused/"+name, func(t *testing.T) {
+			rel, err := c.WS.Rel(p)
+			if err == nil {
+				var b []byte
+				b, err = c.WS.Root().ReadFile(rel)
+				if err == nil {
+					t.Fatalf("read %q: %q", p, b)
+				}
+			}
+			if got := workspace.Describe(p, err); !strings.Contains(got, "path escapes the workspace") {
+				t.Errorf("Describe(%q) = %q; want it to say the path escapes", p, got)
+			}
+		})
+	}
+	for name, p := range c.Accepted {
+		t.Run("accepted/"+name, func(t *testing.T) {
+			rel, err := c.WS.Rel(p)
+			if err != nil {
+				t.Fatalf("Rel(%q): %v", p, err)
+			}
+			b, err := c.WS.Root().ReadFile(rel)
+			if err != nil || string(b) != workspacetest.Inside {
+				t.Errorf("read %q (as %q): %q, %v", p, rel, b, err)
+			}
+		})
+	}
+}
+
+func TestRel(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, nil)
+	tests := []struct{ in, want string }{
+		{"", "."},
+		{".", "."},
+		{"a/b/../c", "a/c"},
+		{"..notes", "..notes"},
+		{e.Dir, "."},
+		{e.Dir + "/x/y", "x/y"},
+		{e.Dir + "/../ws/x", "x"},
+	}
+	for _, tt := range tests {
+		got, err := e.WS.Rel(tt.in)
+		if err != nil || got != filepath.FromSlash(tt.want) {
+			t.Errorf("Rel(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	for _, p := range []string{"..", "a/../..", e.Dir + "-other/x", "/", "x\x00"} {
+		if got, err := e.WS.Rel(p); !errors.Is(err, workspace.ErrEscapes) {
+			t.Errorf("Rel(%q) = %q, %v; want ErrEscapes", p, got, err)
+		}
+	}
+}
+
+// TestOpenThroughSymlink opens a workspace named by a symlink: absolute
+// paths through either name are inside.
+func TestOpenThroughSymlink(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, map[string]string{"f": "x"})
+	alias := filepath.Join(e.Parent, "alias")
+	if err := os.Symlink(e.Dir, alias); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := workspace.Open(alias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	for _, p := range []string{alias + "/f", e.Dir + "/f"} {
+		if rel, err := ws.Rel(p); err != nil || rel != "f" {
+			t.Errorf("Rel(%q) = %q, %v; want f", p, rel, err)
+		}
+	}
+	if _, err := workspace.Open(filepath.Join(e.Parent, "missing")); err == nil {
+		t.Error("Open of a missing folder: no error")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, map[string]string{"file": "x"})
+	_, missing := e.WS.Root().Open("nope")
+	_, notDir := e.WS.Root().Open("file/x")
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{missing, "no such file or folder: p"},
+		{notDir, "not a folder: a parent of p is a file"},
+		{fs.ErrPermission, "permission denied: p"},
+		{errors.New("boom"), "p: boom"},
+	}
+	for _, tt := range tests {
+		if got := workspace.Describe("p", tt.err); got != tt.want {
+			t.Errorf("Describe(%v) = %q; want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, map[string]string{"old.txt": "old", "target.txt": "target"})
+	if err := os.Chmod(filepath.Join(e.Dir, "old.txt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("target.txt", filepath.Join(e.Dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(e.Dir, "folder"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	created, err := e.WS.WriteFile("new/deeper/file.txt", []byte("new"))
+	if err != nil || !created || e.Read(t, "new/deeper/file.txt") != "new" {
+		t.Errorf("new file: created %v, err %v, content %q", created, err, e.Read(t, "new/deeper/file.txt"))
+	}
+	created, err = e.WS.WriteFile("old.txt", []byte("replaced"))
+	if err != nil || created || e.Read(t, "old.txt") != "replaced" {
+		t.Errorf("old file: created %v, err %v, content %q", created, err, e.Read(t, "old.txt"))
+	}
+	if info, err := os.Stat(filepath.Join(e.Dir, "old.txt")); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("replaced file's mode %v, %v; want 0600 kept", info.Mode(), err)
+	}
+	if _, err := e.WS.WriteFile("link", []byte("through")); err != nil || e.Read(t, "target.txt") != "through" {
+		t.Errorf("write through a symlink: %v, target %q", err, e.Read(t, "target.txt"))
+	}
+	if info, err := os.Lstat(filepath.Join(e.Dir, "link")); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced: %v, %v", info.Mode(), err)
+	}
+	if _, err := e.WS.WriteFile("folder", []byte("x")); err == nil || !strings.Contains(workspace.Describe("folder", err), "is a folder") {
+		t.Errorf("writing over a folder: %v", err)
+	}
+	if _, err := e.WS.WriteFile("old.txt/x", []byte("x")); err == nil {
+		t.Error("writing below a file: no error")
+	}
+
+	var names []string
+	_ = filepath.WalkDir(e.Dir, func(p string, d fs.DirEntry, _ error) error {
+		if !d.IsDir() {
+			names = append(names, strings.TrimPrefix(p, e.Dir+"/"))
+		}
+		return nil
+	})
+	want := []string{"link", "new/deeper/file.txt", "old.txt", "target.txt"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("files left (-want +got), no temporary file may remain:\n%s", diff)
+	}
+}
+
+func TestIsBinary(t *testing.T) {
+	t.Parallel()
+	if workspace.IsBinary([]byte("text\n")) || !workspace.IsBinary([]byte("a\x00b")) {
+		t.Error("IsBinary is wrong about a NUL byte")
+	}
+	late := append([]byte(strings.Repeat("a", 9000)), 0)
+	if workspace.IsBinary(late) {
+		t.Error("a NUL byte past the first 8000 bytes counts")
+	}
+}
+
+// TestAbsoluteSymlinkInside documents a limit of os.Root: a symlink with an
+// absolute target is refused even when the target lies inside.
+func TestAbsoluteSymlinkInside(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, map[string]string{"f": "x"})
+	if err := os.Symlink(filepath.Join(e.Dir, "f"), filepath.Join(e.Dir, "abs")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.WS.Root().ReadFile("abs")
+	if got := workspace.Describe("abs", err); !strings.Contains(got, "path escapes the workspace") {
+		t.Errorf("absolute symlink inside: %q", got)
+	}
+}

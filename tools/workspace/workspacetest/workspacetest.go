@@ -1,0 +1,248 @@
+// Package workspacetest builds temporary workspaces for the tests of the
+// workspace tools: folders with files, the escape corpus (paths that must be
+// refused and look-alikes that must be accepted), and a way to run one tool
+// call with its arguments validated as the server would.
+package workspacetest
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/workspace"
+)
+
+// Env is a workspace in a temporary folder, beside files it must not reach.
+type Env struct {
+	WS     *workspace.Workspace
+	Dir    string // the workspace folder: Parent/ws
+	Parent string // holds the workspace and what lies outside it
+}
+
+// New makes a workspace holding files (slash paths relative to the
+// workspace → content), and closes it when the test ends.
+func New(tb testing.TB, files map[string]string) *Env {
+	tb.Helper()
+	parent, err := filepath.EvalSymlinks(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e := &Env{Parent: parent, Dir: filepath.Join(parent, "ws")}
+	if err := os.Mkdir(e.Dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for name, content := range files {
+		e.Write(tb, name, content)
+	}
+	ws, err := workspace.Open(e.Dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ws.Close() })
+	e.WS = ws
+	return e
+}
+
+// Write writes a file below the workspace folder, bypassing the workspace.
+func (e *Env) Write(tb testing.TB, name, content string) {
+	tb.Helper()
+	p := filepath.Join(e.Dir, filepath.FromSlash(name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// Read returns a file's content below the workspace folder, or "<missing>".
+func (e *Env) Read(tb testing.TB, name string) string {
+	tb.Helper()
+	b, err := os.ReadFile(filepath.Join(e.Dir, filepath.FromSlash(name)))
+	if err != nil {
+		return "<missing>"
+	}
+	return string(b)
+}
+
+// Secret is the content of every file outside the workspace; a result that
+// holds it has read outside.
+const Secret = "SECRET outside the workspace"
+
+// Corpus is the escape corpus over a workspace.
+type Corpus struct {
+	*Env
+	// Refused are paths that lead outside the workspace: by .., by an
+	// absolute path, by a symlink or a chain of them, into a sibling folder
+	// whose name extends the workspace's, or holding a NUL byte.
+	Refused map[string]string // name → path
+	// Accepted are paths that look suspicious but stay inside; each names a
+	// file whose content is Inside.
+	Accepted map[string]string
+}
+
+// Inside is the content of the files the accepted paths name.
+const Inside = "inside the workspace\n"
+
+// NewCorpus builds a workspace with the escape corpus around it:
+//
+//	Parent/outside.txt          Secret
+//	Parent/ws-other/secret.txt  Secret (the sibling)
+//	Parent/ws/..notes           Inside
+//	Parent/ws/sub/deep/file.txt Inside
+//	Parent/ws/link-in         → sub/deep/file.txt
+//	Parent/ws/link-out        → ../outside.txt
+//	Parent/ws/link-abs        → Parent/outside.txt
+//	Parent/ws/chain1 → chain2 → chain3 → ../ws-other/secret.txt
+//	Parent/ws/dir-out         → ..
+func NewCorpus(tb testing.TB) *Corpus {
+	tb.Helper()
+	e := New(tb, map[string]string{"..notes": Inside, "sub/deep/file.txt": Inside})
+	must := func(err error) {
+		tb.Helper()
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(e.Parent, "outside.txt"), []byte(Secret), 0o644))
+	must(os.Mkdir(filepath.Join(e.Parent, "ws-other"), 0o755))
+	must(os.WriteFile(filepath.Join(e.Parent, "ws-other", "secret.txt"), []byte(Secret), 0o644))
+	for link, target := range map[string]string{
+		"link-in":  "sub/deep/file.txt",
+		"link-out": "../outside.txt",
+		"link-abs": filepath.Join(e.Parent, "outside.txt"),
+		"chain1":   "chain2",
+		"chain2":   "chain3",
+		"chain3":   "../ws-other/secret.txt",
+		"dir-out":  "..",
+	} {
+		must(os.Symlink(target, filepath.Join(e.Dir, link)))
+	}
+	return &Corpus{
+		Env: e,
+		Refused: map[string]string{
+			"dot dot":             "..",
+			"dot dot file":        "../outside.txt",
+			"down and up":         "sub/../../outside.txt",
+			"a/../../x":           "a/../../outside.txt",
+			"absolute outside":    filepath.Join(e.Parent, "outside.txt"),
+			"absolute sibling":    filepath.Join(e.Parent, "ws-other", "secret.txt"),
+			"relative sibling":    "../ws-other/secret.txt",
+			"symlink out":         "link-out",
+			"absolute symlink":    "link-abs",
+			"chain of symlinks":   "chain1",
+			"through dir symlink": "dir-out/outside.txt",
+			"NUL byte":            "sub/deep/file.txt\x00.png",
+		},
+		Accepted: map[string]string{
+			"name starting with ..": "..notes",
+			"symlink inside":        "link-in",
+			"nested folders":        "sub/deep/file.txt",
+			"redundant parts":       "./sub/../sub/deep//file.txt",
+			"absolute inside":       filepath.Join(e.Dir, "sub", "deep", "file.txt"),
+		},
+	}
+}
+
+// Outside returns every file outside the workspace folder with its content,
+// to show that nothing outside was written.
+func (e *Env) Outside(tb testing.TB) map[string]string {
+	tb.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(e.Parent, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case p == e.Dir:
+			return filepath.SkipDir
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			files[strings.TrimPrefix(p, e.Parent)] = string(b)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return files
+}
+
+// Call runs one call of t with arguments, validated against t's schema as
+// the server would; invalid arguments fail the test.
+func Call(tb testing.TB, t tools.Tool, arguments string) *tools.Result {
+	tb.Helper()
+	res, err := CallContext(context.Background(), tb, t, arguments, nil)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", t.Name, arguments, err)
+	}
+	return res
+}
+
+// CallContext runs one call of t under ctx, reporting progress to report
+// (which may be nil), and returns the handler's result and error.
+func CallContext(ctx context.Context, tb testing.TB, t tools.Tool, arguments string, report func(tools.Progress)) (*tools.Result, error) {
+	tb.Helper()
+	reg, err := tools.NewRegistry(t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tool, _ := reg.Snapshot().Lookup(t.Name)
+	args, err := tool.ValidateArguments(arguments)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", t.Name, arguments, err)
+	}
+	call := tools.NewCall("call-1", t.Name, args, report)
+	defer call.Close()
+	return tool.Handler(ctx, call)
+}
+
+// Text is the text of a result's blocks.
+func Text(r *tools.Result) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		b.WriteString(c.Text)
+	}
+	return b.String()
+}
+
+// Details decodes a result's details into v.
+func Details(tb testing.TB, r *tools.Result, v any) {
+	tb.Helper()
+	if err := json.Unmarshal(r.Details, v); err != nil {
+		tb.Fatalf("details %s: %v", r.Details, err)
+	}
+}
+
+// Quote returns s as a JSON string.
+func Quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// Runner returns a function that runs calls of t as Call does, with t's
+// schema compiled once, for benchmarks.
+func Runner(tb testing.TB, t tools.Tool) func(arguments string) *tools.Result {
+	tb.Helper()
+	reg, err := tools.NewRegistry(t)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tool, _ := reg.Snapshot().Lookup(t.Name)
+	return func(arguments string) *tools.Result {
+		args, err := tool.ValidateArguments(arguments)
+		if err != nil {
+			tb.Fatalf("%s %s: %v", t.Name, arguments, err)
+		}
+		res, err := tool.Handler(context.Background(), tools.NewCall("call-1", t.Name, args, nil))
+		if err != nil {
+			tb.Fatalf("%s %s: %v", t.Name, arguments, err)
+		}
+		return res
+	}
+}

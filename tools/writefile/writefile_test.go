@@ -1,0 +1,84 @@
+package writefile_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
+	"github.com/toolwire/toolwire/tools/writefile"
+)
+
+func TestWriteFile(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, args string
+		isErr      bool
+		text       string
+		details    writefile.Details
+		file, want string // a file to check afterwards and its content
+	}{
+		{"create with folders", `{"path":"a/b/new.txt","content":"hello\n"}`, false, "Created a/b/new.txt (6 bytes).",
+			writefile.Details{Path: "a/b/new.txt", BytesWritten: 6, Action: "created"}, "a/b/new.txt", "hello\n"},
+		{"replace", `{"path":"old.txt","content":"new"}`, false, "Replaced old.txt (3 bytes).",
+			writefile.Details{Path: "old.txt", BytesWritten: 3, Action: "replaced"}, "old.txt", "new"},
+		{"empty content", `{"path":"old.txt","content":""}`, false, "Replaced old.txt (0 bytes).",
+			writefile.Details{Path: "old.txt", Action: "replaced"}, "old.txt", ""},
+		{"path cleaned", `{"path":"./x/../y.txt","content":"y"}`, false, "Created y.txt (1 bytes).",
+			writefile.Details{Path: "y.txt", BytesWritten: 1, Action: "created"}, "y.txt", "y"},
+		{"folder", `{"path":"dir","content":"x"}`, true, "dir is a folder, not a file", writefile.Details{}, "dir/keep", "k"},
+		{"workspace itself", `{"path":".","content":"x"}`, true, ". is the workspace folder, not a file", writefile.Details{}, "old.txt", "old"},
+		{"below a file", `{"path":"old.txt/x","content":"x"}`, true, "not a folder: a parent of old.txt/x is a file", writefile.Details{}, "old.txt", "old"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := wt.New(t, map[string]string{"old.txt": "old", "dir/keep": "k"})
+			res := wt.Call(t, writefile.New(e.WS), tt.args)
+			if res.IsError != tt.isErr || wt.Text(res) != tt.text {
+				t.Fatalf("result (error %v) %q; want (error %v) %q", res.IsError, wt.Text(res), tt.isErr, tt.text)
+			}
+			if got := e.Read(t, tt.file); got != tt.want {
+				t.Errorf("%s holds %q; want %q", tt.file, got, tt.want)
+			}
+			if tt.isErr {
+				return
+			}
+			var d writefile.Details
+			wt.Details(t, res, &d)
+			if diff := cmp.Diff(tt.details, d); diff != "" {
+				t.Errorf("details (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestWriteFileEscapes writes to every refused path: each is an error result
+// and nothing outside the workspace changes. The accepted paths are written.
+func TestWriteFileEscapes(t *testing.T) {
+	t.Parallel()
+	c := wt.NewCorpus(t)
+	tool := writefile.New(c.WS)
+	before := c.Outside(t)
+	for name, p := range c.Refused {
+		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"content":"pwned"}`)
+		if !res.IsError || !strings.Contains(wt.Text(res), "path escapes the workspace") {
+			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, wt.Text(res))
+		}
+	}
+	if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
+		t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
+	}
+	for name, p := range c.Accepted {
+		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"content":"written"}`)
+		if res.IsError {
+			t.Errorf("%s (%q): %q", name, p, wt.Text(res))
+		}
+	}
+	if got := c.Read(t, "sub/deep/file.txt"); got != "written" {
+		t.Errorf("sub/deep/file.txt holds %q", got)
+	}
+	if got := c.Read(t, "..notes"); got != "written" {
+		t.Errorf("..notes holds %q", got)
+	}
+}
