@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"iter"
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -116,10 +115,11 @@ func runBatch(ctx context.Context, c *client.Client, calls []*toolwirev1.ToolCal
 		for ev, err := range events {
 			if err == nil {
 				rec.add(ev)
-				if p := ev.GetProgress(); cancel != nil && p != nil && p.GetCallId() == cancel.CallID &&
-					len(rec.perCall[cancel.CallID].progress) == cancel.AfterProgress {
-					// Cancel and read on: the stream then ends with CANCELLED.
-					stop()
+				if p := ev.GetProgress(); cancel != nil && p != nil && p.GetCallId() == cancel.CallID {
+					if cr := rec.perCall[cancel.CallID]; cr != nil && len(cr.progress) == cancel.AfterProgress {
+						// Cancel and read on: the stream then ends with CANCELLED.
+						stop()
+					}
 				}
 			}
 			if !yield(ev, err) {
@@ -127,7 +127,7 @@ func runBatch(ctx context.Context, c *client.Client, calls []*toolwirev1.ToolCal
 			}
 		}
 	}
-	batch, err := client.Collect(iter.Seq2[*toolwirev1.ExecuteBatchResponse, error](tapped))
+	batch, err := client.Collect(tapped)
 	rec.results = batch.Results
 	if s, ok := status.FromError(err); ok {
 		rec.status = s

@@ -155,7 +155,7 @@ def run_batch(stub, calls, cancel=None, timeout=60):
                 cancel
                 and ev.WhichOneof("event") == "progress"
                 and ev.progress.call_id == cancel["call_id"]
-                and len(rec.per_call[cancel["call_id"]]["progress"]) == cancel["after_progress"]
+                and len(rec.per_call.get(cancel["call_id"], {}).get("progress", [])) == cancel["after_progress"]
             ):
                 call.cancel()  # and read on: the stream then ends with CANCELLED
     except grpc.RpcError as err:
