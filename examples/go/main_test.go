@@ -25,10 +25,27 @@ func TestMain(m *testing.M) {
 }
 
 // startServer serves the diag tools over TCP on 127.0.0.1, as
-// `toolwire serve --diag` does, and returns its address.
-func startServer(t *testing.T) string {
+// `toolwire serve --diag` does, and returns its address and a channel that
+// receives the call ID of every sleep call whose context was cancelled, so
+// a test can see a client's cancel reach the tool.
+func startServer(t *testing.T) (addr string, cancelledSleeps <-chan string) {
 	t.Helper()
-	reg, err := tools.NewRegistry(diag.Tools()...)
+	ts := diag.Tools()
+	cancelled := make(chan string, 64)
+	for i := range ts {
+		if ts[i].Name != "sleep" {
+			continue
+		}
+		sleep := ts[i].Handler
+		ts[i].Handler = func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+			res, err := sleep(ctx, call)
+			if errors.Is(err, context.Canceled) {
+				cancelled <- call.ID
+			}
+			return res, err
+		}
+	}
+	reg, err := tools.NewRegistry(ts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +66,7 @@ func startServer(t *testing.T) string {
 			t.Errorf("%d tools were abandoned; the cancelled sleep must stop", n)
 		}
 	})
-	return lis.Addr().String()
+	return lis.Addr().String(), cancelled
 }
 
 func newClient(t *testing.T, addr string) *client.Client {
@@ -64,7 +81,7 @@ func newClient(t *testing.T, addr string) *client.Client {
 
 func TestScenario(t *testing.T) {
 	t.Parallel()
-	addr := startServer(t)
+	addr, cancelledSleeps := startServer(t)
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"-addr", addr, "-scenario", scenarioPath, "-v"}, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
@@ -85,6 +102,11 @@ func TestScenario(t *testing.T) {
 			t.Errorf("output lacks %s:\n%s", want, out.String())
 		}
 	}
+	// The cancel reached the tool: its context was cancelled. (Waiting has
+	// no time limit of its own; the test's deadline bounds it.)
+	if id := <-cancelledSleeps; id != "long_nap" {
+		t.Errorf("cancelled sleep %q, want long_nap", id)
+	}
 	if strings.Contains(out.String(), `"long_nap"`) || strings.Contains(out.String(), `"twin"`) {
 		t.Errorf("a batch that did not finish was answered in the conversation:\n%s", out.String())
 	}
@@ -94,7 +116,8 @@ func TestScenario(t *testing.T) {
 // checks that each is reported, so a passing run means something.
 func TestScenarioCheckerFails(t *testing.T) {
 	t.Parallel()
-	c := newClient(t, startServer(t))
+	addr, _ := startServer(t)
+	c := newClient(t, addr)
 	tests := []struct {
 		name   string
 		mutate func(s *Scenario)
