@@ -1,5 +1,5 @@
-// Command go is toolwire's agent-loop example in Go, and the Go runner of the
-// conformance scenario in examples/scenario.json: a scripted model (no LLM)
+// Package main is toolwire's agent-loop example in Go, and the Go runner of
+// the conformance scenario in examples/scenario.json: a scripted model (no LLM)
 // whose tool calls, in OpenAI's format, go through toolwire's client package
 // as batches, and whose results come back as OpenAI tool messages.
 //
