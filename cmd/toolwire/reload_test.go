@@ -256,7 +256,7 @@ func TestRestartOnly(t *testing.T) {
 func TestServeInvalidConfig(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "toolwire.yaml", "http_tools:\n- {name: x, method: FETCH, url: 'http://h/'}\n")
-	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--config", path}, io.Discard, io.Discard)
+	err := run(t.Context(), []string{"serve", "--no-workspace", "--listen", "127.0.0.1:0", "--config", path}, io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), `tool "x": method "FETCH"`) || !strings.Contains(err.Error(), path) {
 		t.Errorf("serve: %v; want an error naming the file, tool and method", err)
 	}
@@ -300,7 +300,7 @@ func TestReloadBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(bin, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	cmd := exec.Command(bin, "serve", "--no-workspace", "--config", path, "--listen", "127.0.0.1:0")
 	output, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

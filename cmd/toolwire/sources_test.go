@@ -59,7 +59,7 @@ remotes:
 		{"remotes:\n  - name: r\n    target: h:1\n    tls: true\n", "tls"},
 	} {
 		path := writeFile(t, "bad.yaml", tc.yaml)
-		err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--config", path}, io.Discard, io.Discard)
+		err := run(context.Background(), []string{"serve", "--no-workspace", "--listen", "127.0.0.1:0", "--config", path}, io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("serve with %q: %v; want an error containing %q", tc.yaml, err, tc.want)
 		}
