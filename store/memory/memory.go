@@ -56,7 +56,7 @@ func New(opts Options) *Store {
 }
 
 // Records and variables share one map; the prefix keeps them apart.
-func idemKey(key string) string         { return "i" + key }
+func idemKey(key string) string        { return "i" + key }
 func varKey(scope, name string) string { return "v" + store.ScopedName(scope, name) }
 
 // get returns the live entry at k; an expired one is dropped. s.mu is held.
