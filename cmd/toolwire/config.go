@@ -34,6 +34,8 @@ type serveConfig struct {
 	DrainTimeout     Duration        `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
 	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
+
+	StoreConfig
 }
 
 const defaultAddr = "127.0.0.1:50051"
@@ -84,6 +86,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", cfg.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
 	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
+	storeFlags(fs, &cfg.StoreConfig)
 	return fs
 }
 
