@@ -208,6 +208,10 @@ func fingerprint(args json.RawMessage) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// maxSessionValue bounds one session variable's value, so a tool cannot fill
+// a shared store by accident.
+const maxSessionValue = 1 << 20
+
 // session is a batch's session: its variables in the store, scoped by the
 // caller and the session ID.
 type session struct {
@@ -236,6 +240,9 @@ func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, 
 func (s *session) Set(ctx context.Context, name string, value json.RawMessage) error {
 	if name == "" {
 		return errors.New("session variable: the name is empty")
+	}
+	if len(value) > maxSessionValue {
+		return fmt.Errorf("session variable %q: the value is %d bytes; the limit is %d", name, len(value), maxSessionValue)
 	}
 	if !json.Valid(value) {
 		return fmt.Errorf("session variable %q: the value is not JSON", name)

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
@@ -495,7 +493,11 @@ func TestSessionRejectsBadValues(t *testing.T) {
 	if err := s.Set(context.Background(), "", json.RawMessage(`1`)); err == nil {
 		t.Fatal("Set with an empty name succeeded")
 	}
-	if _, _, err := s.Get(context.Background(), "v"); errors.Is(err, store.ErrClosed) {
-		t.Fatal("unexpected")
+	big := json.RawMessage(`"` + strings.Repeat("x", maxSessionValue) + `"`)
+	if err := s.Set(context.Background(), "v", big); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Fatalf("Set of a value over the limit = %v", err)
+	}
+	if _, ok, err := s.Get(context.Background(), "v"); ok || err != nil {
+		t.Fatalf("after refused Sets, Get = %v, %v; want unset", ok, err)
 	}
 }

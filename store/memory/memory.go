@@ -163,7 +163,7 @@ func (s *Store) Complete(_ context.Context, key, owner string, result []byte, tt
 		return store.ErrLeaseLost
 	}
 	done := *r
-	done.Done, done.Result, done.Expires = true, result, now.Add(ttl).UnixNano()
+	done.Done, done.Result, done.Expires = true, append([]byte(nil), result...), now.Add(ttl).UnixNano()
 	s.put(&entry{key: idemKey(key), rec: &done, expires: time.Unix(0, done.Expires)}, now)
 	s.waiters.Wake(key)
 	return nil
