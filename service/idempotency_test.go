@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
+	goredis "github.com/redis/go-redis/v9"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store/memory"
+	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -499,5 +502,32 @@ func TestSessionRejectsBadValues(t *testing.T) {
 	}
 	if _, ok, err := s.Get(context.Background(), "v"); ok || err != nil {
 		t.Fatalf("after refused Sets, Get = %v, %v; want unset", ok, err)
+	}
+}
+
+// TestReplicasShareRecordsAndSessions runs two servers over one Redis
+// (miniredis here; the fault tests use a real one): a call completed on one
+// is replayed by the other, and a session variable set on one is read on the
+// other.
+func TestReplicasShareRecordsAndSessions(t *testing.T) {
+	t.Parallel()
+	mr := miniredis.RunT(t)
+	rc := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { rc.Close() })
+	c := newCounter()
+	a := newTestServer(t, Config{Store: redis.New(rc, redis.Options{})}, c.tool("bump"), sessionTool())
+	b := newTestServer(t, Config{Store: redis.New(rc, redis.Options{})}, c.tool("bump"), sessionTool())
+
+	first := results(t, a.run(t, one(keyed("x", "bump", `{"n":1}`, "k"))))["x"]
+	again := results(t, b.run(t, one(keyed("y", "bump", `{"n":1}`, "k"))))["y"]
+	if !again.GetReplayed() || c.count(1) != 1 {
+		t.Fatalf("on the other replica: replayed=%v, runs %d; want a replay", again.GetReplayed(), c.count(1))
+	}
+	sameOutcome(t, first, again)
+
+	a.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s", Calls: []*toolwirev1.ToolCall{call("set", "var", `{"op":"set","value":[1]}`)}})
+	r := results(t, b.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s", Calls: []*toolwirev1.ToolCall{call("get", "var", `{}`)}}))["get"]
+	if text(r) != "[1]" {
+		t.Fatalf("the other replica read %q, want [1]", text(r))
 	}
 }

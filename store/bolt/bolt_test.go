@@ -9,6 +9,7 @@ import (
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
 	"github.com/toolwire/toolwire/store/storetest"
+	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 )
 
@@ -70,9 +71,12 @@ func TestLockedFile(t *testing.T) {
 
 func TestSweep(t *testing.T) {
 	ctx := context.Background()
-	s := open(t, filepath.Join(t.TempDir(), "toolwire.db"))
-	defer s.Close()
+	path := filepath.Join(t.TempDir(), "toolwire.db")
+	s := open(t, path)
 	if err := s.SetVar(ctx, "s", "x", []byte("1"), time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetVar(ctx, "s", "kept", []byte("1"), time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Claim(ctx, "k", "fp", "a", time.Millisecond, time.Millisecond); err != nil {
@@ -82,7 +86,25 @@ func TestSweep(t *testing.T) {
 	if err := s.Sweep(); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := s.Claim(ctx, "k", "fp2", "b", time.Hour, time.Hour); err != nil || c.State != store.Claimed {
-		t.Fatalf("after the sweep, Claim = %v %v", c.State, err)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Look into the file itself: only the live variable is left.
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var keys []string
+	err = db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(_ []byte, b *bbolt.Bucket) error {
+			return b.ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil })
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != store.ScopedName("s", "kept") {
+		t.Fatalf("after the sweep the file holds %q, want only the live variable", keys)
 	}
 }
