@@ -67,8 +67,9 @@ type Call struct {
 	Arguments json.RawMessage // validated JSON object
 	SessionID string          // the batch's session, if any
 
-	mu      sync.Mutex
-	report  func(Progress)
+	mu     sync.Mutex
+	report func(Progress)
+
 	session Session // see Call.Session
 }
 
