@@ -55,3 +55,20 @@ func TestServeBoltStoreReplaysAfterRestart(t *testing.T) {
 		t.Fatalf("after a restart: exit %d, want a replayed result\n%s%s", got.code, got.stdout, got.stderr)
 	}
 }
+
+func TestCallWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag")
+	first := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"hi"}`)
+	again := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"hi"}`)
+	if first.code != 0 || strings.Contains(first.stderr, "replayed") {
+		t.Fatalf("first call: exit %d, stderr %q", first.code, first.stderr)
+	}
+	if again.code != 0 || again.stdout != "hi\n" || !strings.Contains(again.stderr, "replayed") {
+		t.Fatalf("second call: exit %d, stdout %q, stderr %q; want a replay", again.code, again.stdout, again.stderr)
+	}
+	conflict := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"other"}`)
+	if conflict.code != 1 || !strings.Contains(conflict.stderr, "IDEMPOTENCY_CONFLICT") {
+		t.Fatalf("other arguments: exit %d, stderr %q; want an IDEMPOTENCY_CONFLICT", conflict.code, conflict.stderr)
+	}
+}
