@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -43,9 +44,12 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 	call := b.req.GetCalls()[i]
 	key := call.GetIdempotencyKey()
 	if key == "" && t.IdempotencyKey != nil {
-		var ok bool
-		if key, ok = t.IdempotencyKey(args); !ok {
-			key = ""
+		var err error
+		if key, err = b.deriveKey(t, args); err != nil {
+			res := b.newResult(i)
+			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR, err.Error()+"; nothing was run")
+			b.finish(i, res)
+			return nil, true
 		}
 	}
 	if key == "" {
@@ -93,6 +97,24 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 		}
 		return nil, true
 	}
+}
+
+// deriveKey asks the tool for the key of a call sent without one; "" when
+// it has none. A panic in the tool's function is the tool's error, not the
+// server's crash.
+func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.s.cfg.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
+				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			key, err = "", fmt.Errorf("the tool failed to derive its idempotency key (panic: %v)", r)
+		}
+	}()
+	key, ok := t.IdempotencyKey(args)
+	if !ok {
+		return "", nil
+	}
+	return key, nil
 }
 
 // claimFailed sends the result of a call whose claim did not end in a

@@ -531,3 +531,19 @@ func TestReplicasShareRecordsAndSessions(t *testing.T) {
 		t.Fatalf("the other replica read %q, want [1]", text(r))
 	}
 }
+
+func TestPanickingKeyFunctionIsAToolError(t *testing.T) {
+	t.Parallel()
+	c := newCounter()
+	bump := c.tool("bump")
+	bump.IdempotencyKey = func(json.RawMessage) (string, bool) { panic("no key for you") }
+	ts := newTestServer(t, Config{}, bump)
+	r := results(t, ts.run(t, one(call("a", "bump", `{"n":1}`))))["a"]
+	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR || !strings.Contains(text(r), "no key for you") || c.count(1) != 0 {
+		t.Fatalf("result %v %q, runs %d; want a TOOL_ERROR and nothing run", r.GetErrorKind(), text(r), c.count(1))
+	}
+	// A key given with the call does not need the function.
+	if r := results(t, ts.run(t, one(keyed("b", "bump", `{"n":1}`, "k"))))["b"]; r.GetIsError() {
+		t.Fatalf("a call with its own key: %q", text(r))
+	}
+}
