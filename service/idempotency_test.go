@@ -390,7 +390,7 @@ func TestLeaseIsRenewedWhileTheToolRuns(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{IdempotencyLease: 300 * time.Millisecond}, c.tool("bump"))
+	ts := newTestServer(t, Config{IdempotencyLease: time.Second}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1,"wait":true}`, "k"))
 	firstDone := make(chan struct{})
 	go func() {
@@ -398,7 +398,7 @@ func TestLeaseIsRenewedWhileTheToolRuns(t *testing.T) {
 		close(firstDone)
 	}()
 	<-c.started
-	time.Sleep(1200 * time.Millisecond) // four leases: only renewal keeps the claim
+	time.Sleep(3 * time.Second) // three leases: only renewal keeps the claim
 	secondDone := make(chan *toolwirev1.CallResult)
 	go func() {
 		events, _ := ts.runErr(context.Background(), req)
