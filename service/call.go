@@ -47,13 +47,20 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
 		return true
 	}
+	// The key comes before the slot: a replay or a wait for a duplicate
+	// elsewhere needs no slot.
+	claim, done := b.claim(ctx, i, t, args)
+	if done {
+		return true // replayed, joined or refused: nothing runs here
+	}
 	if !b.acquireSlot(ctx, i, t) {
+		claim.settle(b.results[i]) // timed out or cancelled unrun: releases the key
 		return true
 	}
 	defer b.releaseSlot(i)
 	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Started{
 		Started: &toolwirev1.CallStarted{CallId: call.GetCallId(), Index: uint32(i), Lane: uint32(lane)}}})
-	return b.execute(ctx, i, t, args, onAbandon)
+	return b.execute(ctx, i, t, args, claim, onAbandon)
 }
 
 // timeout is how long call i may run: the earliest of its own timeout, the
@@ -84,6 +91,7 @@ type callRun struct {
 	timeout   time.Duration
 	rpcLimit  bool // the RPC's deadline set the call's
 	handle    *tools.Call
+	claim     *idemClaim // the call's idempotency key, if it has one
 	idle      *time.Timer
 	onAbandon func()
 
@@ -95,10 +103,10 @@ type callRun struct {
 
 // execute runs the tool on the calling goroutine (a goroutine hop per call
 // is most of a small call's cost) and sends its result; see startCall.
-func (b *batch) execute(ctx context.Context, i int, t *tools.Tool, args []byte, onAbandon func()) bool {
+func (b *batch) execute(ctx context.Context, i int, t *tools.Tool, args []byte, claim *idemClaim, onAbandon func()) bool {
 	call := b.req.GetCalls()[i]
 	cfg := &b.s.cfg
-	r := &callRun{b: b, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), onAbandon: onAbandon}
+	r := &callRun{b: b, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), claim: claim, onAbandon: onAbandon}
 	deadline := r.start.Add(r.timeout)
 	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
 		deadline, r.rpcLimit = dl.Add(-cfg.DeadlineMargin), true
@@ -115,6 +123,7 @@ func (b *batch) execute(ctx context.Context, i int, t *tools.Tool, args []byte, 
 	r.callCtx = callCtx
 	r.handle = tools.NewCall(call.GetCallId(), t.Name, args, r.progress)
 	r.handle.SessionID = b.req.GetSessionId()
+	r.handle.SetSession(b.session(ctx))
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)
 	o := b.invoke(callCtx, t, r.handle)
@@ -172,6 +181,7 @@ func (r *callRun) decide(o outcome, abandoned bool) {
 	res := r.b.newResult(r.i)
 	r.b.judge(r.ctx, r.callCtx, r.tool, r.timeout, r.rpcLimit, o, abandoned, res)
 	res.Duration = durationpb.New(time.Since(r.start))
+	r.claim.settle(res) // recorded before it is sent
 	r.b.finish(r.i, res)
 }
 

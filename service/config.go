@@ -3,6 +3,9 @@ package service
 import (
 	"log/slog"
 	"time"
+
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/memory"
 )
 
 // Config tunes a Server. The zero value of every field means its default, so
@@ -53,6 +56,19 @@ type Config struct {
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool
+	// Store keeps idempotency records and session variables. Default: a new
+	// in-memory store (store/memory), which the server does not share.
+	Store store.Store
+	// IdempotencyTTL is how long a completed call with an idempotency key
+	// is replayed instead of run again. Default 24h.
+	IdempotencyTTL time.Duration
+	// IdempotencyLease is how long a claim on a running call lasts unless
+	// renewed (a third of it in, while the tool runs); a replica that dies
+	// delays retries of its calls by up to this long. Default 10s.
+	IdempotencyLease time.Duration
+	// SessionTTL is how long a session variable lives after it was last
+	// set. Default 24h.
+	SessionTTL time.Duration
 	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 
@@ -89,6 +105,12 @@ func (c Config) withDefaults() Config {
 	defDur(&c.DeadlineMargin, 50*time.Millisecond)
 	defDur(&c.AbandonGrace, 2*time.Second)
 	defDur(&c.DrainTimeout, 30*time.Second)
+	defDur(&c.IdempotencyTTL, 24*time.Hour)
+	defDur(&c.IdempotencyLease, 10*time.Second)
+	defDur(&c.SessionTTL, 24*time.Hour)
+	if c.Store == nil {
+		c.Store = memory.New(memory.Options{})
+	}
 	c.Limits = c.Limits.withDefaults(c.MaxCallTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()

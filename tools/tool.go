@@ -50,6 +50,10 @@ type Tool struct {
 	Timeout      time.Duration // the longest one call may run; 0 means the server's limit
 	Source       Source        // where the tool comes from; 0 means SourceBuiltin
 	Handler      Handler
+	// IdempotencyKey, when set, derives a key from a call's validated
+	// arguments, for calls sent without an idempotency_key: a call whose key
+	// completed before is replayed instead of run (see KeyFrom).
+	IdempotencyKey func(args json.RawMessage) (key string, ok bool)
 
 	// Compiled schemas, set when the tool is added to a registry.
 	input, output *jsonschema.Schema
@@ -65,6 +69,8 @@ type Call struct {
 
 	mu     sync.Mutex
 	report func(Progress)
+
+	session Session // see Call.Session
 }
 
 // NewCall returns a call handle; report receives the call's progress events

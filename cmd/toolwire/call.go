@@ -29,6 +29,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	id := fs.String("id", "call-1", "the call's `ID`")
 	callTimeout := fs.Duration("call-timeout", 0, "the call's own timeout (0: the tool's or server's)")
 	session := fs.String("session", "", "session `ID` the call belongs to")
+	idemKey := fs.String("idempotency-key", "", "the call's idempotency `key`: a call with a key that completed before is replayed, not run")
 	asJSON := fs.Bool("json", false, "print the whole CallResult as protojson instead of its text")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
@@ -41,6 +42,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *callTimeout > 0 {
 		call.Timeout = durationpb.New(*callTimeout)
 	}
+	call.IdempotencyKey = *idemKey
 
 	c, ctx, done, err := cf.dial(ctx)
 	if err != nil {
@@ -68,6 +70,9 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if s := r.GetStructuredContent(); s != "" && strings.TrimSpace(s) != strings.TrimSpace(client.Text(r)) {
 			fmt.Fprintf(stderr, "structured content: %s\n", s)
 		}
+	}
+	if r.GetReplayed() {
+		fmt.Fprintln(stderr, "replayed from the idempotency store; the tool did not run again")
 	}
 	if r.GetTruncated() {
 		fmt.Fprintf(stderr, "the result was truncated from %d bytes\n", r.GetOriginalSize())

@@ -40,6 +40,7 @@ type serveConfig struct {
 	SecurityConfig                  // TLS, auth, permissions, limits: auth.go
 	Sources                         // mcp_servers and remotes (sources.go)
 	WorkspaceConfig                 // workspace, no_workspace, run_command
+	StoreConfig
 }
 
 const defaultAddr = "127.0.0.1:50051"
@@ -92,6 +93,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
 	cfg.SecurityConfig.register(fs)
 	workspaceFlags(fs, &cfg.WorkspaceConfig)
+	storeFlags(fs, &cfg.StoreConfig)
 	return fs
 }
 

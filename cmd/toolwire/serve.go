@@ -58,7 +58,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	srv := service.New(reg, cfg.service(log))
+	svcCfg := cfg.service(log)
+	st, err := cfg.openStore(ctx, &svcCfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close() // after the server has drained
+	log.Info("idempotency and session store", "store", cfg.Store)
+	srv := service.New(reg, svcCfg)
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")
 	})

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestStoreFlagsAndKeys(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", "store: redis://127.0.0.1:6379/2\nidempotency_ttl: 1h\nidempotency_lease: 3s\nsession_ttl: 30m\n")
+	cfg, _, err := parseServeArgs([]string{"--config", path, "--session-ttl", "5m"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := StoreConfig{Store: "redis://127.0.0.1:6379/2", IdempotencyTTL: Duration(time.Hour),
+		IdempotencyLease: Duration(3 * time.Second), SessionTTL: Duration(5 * time.Minute)}
+	if diff := cmp.Diff(want, cfg.StoreConfig); diff != "" {
+		t.Errorf("store config (-want +got):\n%s", diff)
+	}
+}
+
+func TestServeRefusesABadStore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ store, want string }{
+		{"mongodb://x", "unknown kind"},
+		{"bolt://" + filepath.Join(t.TempDir(), "missing", "dir", "x.db"), "bolt store"},
+	} {
+		err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--store", tc.store}, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve --store %s: %v, want an error containing %q", tc.store, err, tc.want)
+		}
+	}
+}
+
+// TestServeBoltStoreReplaysAfterRestart runs serve twice on one bolt file:
+// the second server replays the first one's result.
+func TestServeBoltStoreReplaysAfterRestart(t *testing.T) {
+	t.Parallel()
+	db := "bolt://" + filepath.Join(t.TempDir(), "toolwire.db")
+	batch := writeFile(t, "batch.json", `[{"call_id":"a","name":"echo","arguments":{"text":"once"},"idempotency_key":"k1"}]`)
+	first := startServe(t, "--diag", "--store", db, "--idempotency-ttl", "1h")
+	if got := runCmd(t, first.addr, "batch", batch); got.code != 0 || strings.Contains(got.stdout, `"replayed":true`) {
+		t.Fatalf("first send: exit %d\n%s%s", got.code, got.stdout, got.stderr)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	second := startServe(t, "--diag", "--store", db)
+	if got := runCmd(t, second.addr, "batch", batch); got.code != 0 || !strings.Contains(got.stdout, `"replayed":true`) {
+		t.Fatalf("after a restart: exit %d, want a replayed result\n%s%s", got.code, got.stdout, got.stderr)
+	}
+}
+
+func TestCallWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag")
+	first := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"hi"}`)
+	again := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"hi"}`)
+	if first.code != 0 || strings.Contains(first.stderr, "replayed") {
+		t.Fatalf("first call: exit %d, stderr %q", first.code, first.stderr)
+	}
+	if again.code != 0 || again.stdout != "hi\n" || !strings.Contains(again.stderr, "replayed") {
+		t.Fatalf("second call: exit %d, stdout %q, stderr %q; want a replay", again.code, again.stdout, again.stderr)
+	}
+	conflict := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"other"}`)
+	if conflict.code != 1 || !strings.Contains(conflict.stderr, "IDEMPOTENCY_CONFLICT") {
+		t.Fatalf("other arguments: exit %d, stderr %q; want an IDEMPOTENCY_CONFLICT", conflict.code, conflict.stderr)
+	}
+}

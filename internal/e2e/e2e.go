@@ -1,0 +1,6 @@
+// Package e2e holds end-to-end fault tests that run toolwire as real
+// processes on loopback: replicas sharing Redis killed mid-batch, a restart
+// on a bbolt file, a graceful drain under load, concurrent duplicates. The
+// countserver command is the server they run where a side effect must be
+// counted.
+package e2e

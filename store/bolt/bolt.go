@@ -1,0 +1,300 @@
+// Package bolt is a store in one file (go.etcd.io/bbolt), so a single
+// replica keeps its idempotency records and session variables across a
+// restart. The file is locked: one process at a time may open it.
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/internal/record"
+	bbolt "go.etcd.io/bbolt"
+)
+
+var (
+	recordsBucket = []byte("idempotency")
+	varsBucket    = []byte("session")
+)
+
+// Options tune a Store; the zero value means the defaults.
+type Options struct {
+	// LockTimeout is how long Open waits for another process to let go of
+	// the file. Default 5s.
+	LockTimeout time.Duration
+	// SweepInterval is how often expired entries are deleted from the
+	// file; they are ignored on reading anyway. Default 1m.
+	SweepInterval time.Duration
+}
+
+// Store keeps records and variables in a bbolt file.
+type Store struct {
+	db      *bbolt.DB
+	waiters record.Waiters
+	stop    chan struct{}
+	swept   sync.WaitGroup
+	once    sync.Once
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if need be) the store in the file at path.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = 5 * time.Second
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Minute
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, fmt.Errorf("bolt store %s: the file is locked by another process", path)
+		}
+		return nil, fmt.Errorf("bolt store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(recordsBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(varsBucket)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bolt store %s: %w", path, err)
+	}
+	s := &Store{db: db, stop: make(chan struct{})}
+	s.swept.Add(1)
+	go s.sweepEvery(opts.SweepInterval)
+	return s, nil
+}
+
+// readRecord returns the live record at key in b, or nil.
+func readRecord(b *bbolt.Bucket, key string, now time.Time) (*record.Record, error) {
+	v := b.Get([]byte(key))
+	if v == nil {
+		return nil, nil
+	}
+	var r record.Record
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("bolt store: record %q: %w", key, err)
+	}
+	if r.Expired(now) {
+		return nil, nil
+	}
+	return &r, nil
+}
+
+func writeRecord(b *bbolt.Bucket, key string, r *record.Record) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(key), v)
+}
+
+// Claim implements store.Store. A completed or in-flight record is read in a
+// read-only transaction, which needs no write to disk: replays are cheap.
+func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
+	var c store.Claim
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		r, err := readRecord(tx.Bucket(recordsBucket), key, time.Now())
+		if err != nil || r == nil || !(r.Done || r.InFlight(time.Now())) {
+			return err
+		}
+		c, _ = record.Claim(r, time.Now(), fp, owner, lease, ttl)
+		return nil
+	})
+	if err != nil || c.State != 0 {
+		return c, err
+	}
+	err = s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(recordsBucket)
+		now := time.Now()
+		r, err := readRecord(b, key, now)
+		if err != nil {
+			return err
+		}
+		var rec *record.Record
+		c, rec = record.Claim(r, now, fp, owner, lease, ttl)
+		if rec == nil {
+			return nil
+		}
+		return writeRecord(b, key, rec)
+	})
+	if err == nil && c.State == store.Claimed {
+		s.waiters.Wake(key)
+	}
+	return c, err
+}
+
+// update runs fn on owner's record at key and writes it back, or deletes it
+// when fn returns nil.
+func (s *Store) update(key, owner string, fn func(r *record.Record, now time.Time) *record.Record) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(recordsBucket)
+		now := time.Now()
+		r, err := readRecord(b, key, now)
+		if err != nil {
+			return err
+		}
+		if !record.Owned(r, owner) {
+			return store.ErrLeaseLost
+		}
+		if r = fn(r, now); r == nil {
+			return b.Delete([]byte(key))
+		}
+		return writeRecord(b, key, r)
+	})
+}
+
+// Renew implements store.Store.
+func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration) error {
+	return s.update(key, owner, func(r *record.Record, now time.Time) *record.Record {
+		r.LeaseUntil = now.Add(lease).UnixNano()
+		return r
+	})
+}
+
+// Complete implements store.Store.
+func (s *Store) Complete(_ context.Context, key, owner string, result []byte, ttl time.Duration) error {
+	err := s.update(key, owner, func(r *record.Record, now time.Time) *record.Record {
+		r.Done, r.Result, r.Expires = true, result, now.Add(ttl).UnixNano()
+		return r
+	})
+	if err == nil {
+		s.waiters.Wake(key)
+	}
+	return err
+}
+
+// Release implements store.Store.
+func (s *Store) Release(_ context.Context, key, owner string) error {
+	err := s.update(key, owner, func(*record.Record, time.Time) *record.Record { return nil })
+	if err == nil {
+		s.waiters.Wake(key)
+	}
+	return err
+}
+
+// Wait implements store.Store. Only this process can have the file open, so
+// in-process wake-ups see every change; a lease that runs out (its owner
+// died with an earlier process) is waited for with a timer.
+func (s *Store) Wait(ctx context.Context, key string) error {
+	woken := s.waiters.Chan(key)
+	var until time.Time
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		now := time.Now()
+		r, err := readRecord(tx.Bucket(recordsBucket), key, now)
+		if err == nil && r != nil && r.InFlight(now) {
+			until = time.Unix(0, r.LeaseUntil)
+		}
+		return err
+	})
+	if err != nil || until.IsZero() {
+		return err
+	}
+	return record.Wait(ctx, woken, until)
+}
+
+// A variable is stored as its expiry (Unix nanoseconds, 8 bytes) and value.
+func varKey(scope, name string) []byte { return []byte(store.ScopedName(scope, name)) }
+
+// GetVar implements store.Store.
+func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok bool, err error) {
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket(varsBucket).Get(varKey(scope, name))
+		if len(v) < 8 || time.Now().UnixNano() >= int64(binary.BigEndian.Uint64(v)) {
+			return nil
+		}
+		value, ok = append([]byte(nil), v[8:]...), true
+		return nil
+	})
+	return value, ok, err
+}
+
+// SetVar implements store.Store.
+func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(time.Now().Add(ttl).UnixNano()))
+	v = append(v, value...)
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(varsBucket).Put(varKey(scope, name), v)
+	})
+}
+
+// DeleteVar implements store.Store.
+func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket(varsBucket).Delete(varKey(scope, name))
+	})
+}
+
+func (s *Store) sweepEvery(d time.Duration) {
+	defer s.swept.Done()
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			_ = s.Sweep()
+		}
+	}
+}
+
+// Sweep deletes expired records and variables from the file.
+func (s *Store) Sweep() error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		now := time.Now()
+		var dead [][]byte
+		err := tx.Bucket(recordsBucket).ForEach(func(k, v []byte) error {
+			var r record.Record
+			if json.Unmarshal(v, &r) != nil || r.Expired(now) {
+				dead = append(dead, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range dead {
+			if err := tx.Bucket(recordsBucket).Delete(k); err != nil {
+				return err
+			}
+		}
+		dead = dead[:0]
+		err = tx.Bucket(varsBucket).ForEach(func(k, v []byte) error {
+			if len(v) < 8 || now.UnixNano() >= int64(binary.BigEndian.Uint64(v)) {
+				dead = append(dead, k)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range dead {
+			if err := tx.Bucket(varsBucket).Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		close(s.stop)
+		s.swept.Wait()
+		err = s.db.Close()
+	})
+	return err
+}

@@ -1,0 +1,104 @@
+// Package record holds the idempotency record and its state transitions
+// for the stores that keep records themselves (memory, bolt), so both
+// decide claims by one piece of code; and Waiters, which wake in-process
+// waiters when a record changes.
+package record
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+)
+
+// Record is one idempotency record. Times are Unix nanoseconds.
+type Record struct {
+	Fingerprint string `json:"fp"`
+	Owner       string `json:"owner"`
+	LeaseUntil  int64  `json:"lease_until"`
+	Done        bool   `json:"done"`
+	Result      []byte `json:"result,omitempty"`
+	Expires     int64  `json:"expires"`
+}
+
+// Expired reports whether r's TTL has passed.
+func (r *Record) Expired(now time.Time) bool { return now.UnixNano() >= r.Expires }
+
+// InFlight reports whether r is in flight under a live lease.
+func (r *Record) InFlight(now time.Time) bool { return !r.Done && now.UnixNano() < r.LeaseUntil }
+
+// Claim decides a claim on r, which is nil when there is no live record.
+// It returns the answer and, when the claim is taken, the record to store.
+func Claim(r *Record, now time.Time, fp, owner string, lease, ttl time.Duration) (store.Claim, *Record) {
+	if r != nil && (r.Done || r.InFlight(now)) {
+		switch {
+		case r.Fingerprint != fp:
+			return store.Claim{State: store.Conflict}, nil
+		case r.Done:
+			return store.Claim{State: store.Completed, Result: r.Result}, nil
+		default:
+			return store.Claim{State: store.InFlight}, nil
+		}
+	}
+	// No record, or its owner's lease ran out: take it over.
+	return store.Claim{State: store.Claimed}, &Record{
+		Fingerprint: fp,
+		Owner:       owner,
+		LeaseUntil:  now.Add(lease).UnixNano(),
+		Expires:     now.Add(ttl).UnixNano(),
+	}
+}
+
+// Owned reports whether owner still holds the unfinished record r. A lease
+// that ran out without a takeover still counts: nobody else ran the call.
+func Owned(r *Record, owner string) bool {
+	return r != nil && !r.Done && r.Owner == owner
+}
+
+// Waiters wakes goroutines waiting for a key's record to change.
+type Waiters struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+// Chan returns a channel closed at the next Wake of key.
+func (w *Waiters) Chan(key string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ch == nil {
+		w.ch = make(map[string]chan struct{})
+	}
+	c, ok := w.ch[key]
+	if !ok {
+		c = make(chan struct{})
+		w.ch[key] = c
+	}
+	return c
+}
+
+// Wake wakes the waiters of key.
+func (w *Waiters) Wake(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c, ok := w.ch[key]; ok {
+		close(c)
+		delete(w.ch, key)
+	}
+}
+
+// Wait waits for a Wake of key (on a channel taken before the record was
+// read, so no wake is missed), for the lease to run out at leaseUntil, or
+// for ctx.
+func Wait(ctx context.Context, woken <-chan struct{}, leaseUntil time.Time) error {
+	t := time.NewTimer(time.Until(leaseUntil))
+	defer t.Stop()
+	select {
+	case <-woken:
+		return nil
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,255 @@
+// Package memory is the default store: idempotency records and session
+// variables in this process's memory, bounded in size, each with a TTL. It
+// does not survive a restart and is not shared between replicas; use the
+// bolt or redis store for that.
+package memory
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/internal/record"
+)
+
+// DefaultMaxEntries bounds a store whose Options leave MaxEntries unset.
+const DefaultMaxEntries = 100_000
+
+// Options tune a Store; the zero value means the defaults.
+type Options struct {
+	// MaxEntries bounds the records and variables kept together. When it
+	// is reached, expired entries go first, then the least recently
+	// written: a record evicted early can let a retry run the call again,
+	// so size it above the calls with keys expected within the TTL.
+	// Default DefaultMaxEntries.
+	MaxEntries int
+}
+
+// Store keeps records and variables in memory.
+type Store struct {
+	max     int
+	waiters record.Waiters
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*list.Element // of *entry; keys from idemKey or varKey
+	order   list.List                // least recently written first
+}
+
+type entry struct {
+	key     string
+	rec     *record.Record // an idempotency record, or
+	value   []byte         // a session variable's value
+	expires time.Time
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	return &Store{max: opts.MaxEntries, entries: make(map[string]*list.Element)}
+}
+
+// Records and variables share one map; the prefix keeps them apart.
+func idemKey(key string) string        { return "i" + key }
+func varKey(scope, name string) string { return "v" + store.ScopedName(scope, name) }
+
+// get returns the live entry at k; an expired one is dropped. s.mu is held.
+func (s *Store) get(k string, now time.Time) *entry {
+	el, ok := s.entries[k]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*entry)
+	if !now.Before(e.expires) {
+		s.order.Remove(el)
+		delete(s.entries, k)
+		return nil
+	}
+	return e
+}
+
+// put stores e as the most recently written entry, evicting to stay within
+// the bound. s.mu is held.
+func (s *Store) put(e *entry, now time.Time) {
+	if el, ok := s.entries[e.key]; ok {
+		el.Value = e
+		s.order.MoveToBack(el)
+		return
+	}
+	for len(s.entries) >= s.max {
+		s.evict(now)
+	}
+	s.entries[e.key] = s.order.PushBack(e)
+}
+
+// evict drops the expired entries at the front of the write order, or else
+// the least recently written one. Entries share a TTL per kind, so the write
+// order is close to the expiry order.
+func (s *Store) evict(now time.Time) {
+	front := s.order.Front()
+	s.remove(front)
+	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*entry).expires); el = s.order.Front() {
+		s.remove(el)
+	}
+}
+
+func (s *Store) remove(el *list.Element) {
+	s.order.Remove(el)
+	delete(s.entries, el.Value.(*entry).key)
+}
+
+func (s *Store) lock() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// record returns the live record at key. s.mu is held.
+func (s *Store) record(key string, now time.Time) *record.Record {
+	if e := s.get(idemKey(key), now); e != nil {
+		return e.rec
+	}
+	return nil
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
+	if err := s.lock(); err != nil {
+		return store.Claim{}, err
+	}
+	defer s.mu.Unlock()
+	now := time.Now()
+	c, rec := record.Claim(s.record(key, now), now, fp, owner, lease, ttl)
+	if rec != nil {
+		s.put(&entry{key: idemKey(key), rec: rec, expires: time.Unix(0, rec.Expires)}, now)
+		s.waiters.Wake(key) // a takeover: waiters wait on the new lease
+	}
+	return c, nil
+}
+
+// Renew implements store.Store.
+func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	now := time.Now()
+	r := s.record(key, now)
+	if !record.Owned(r, owner) {
+		return store.ErrLeaseLost
+	}
+	r.LeaseUntil = now.Add(lease).UnixNano()
+	return nil
+}
+
+// Complete implements store.Store.
+func (s *Store) Complete(_ context.Context, key, owner string, result []byte, ttl time.Duration) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	now := time.Now()
+	r := s.record(key, now)
+	if !record.Owned(r, owner) {
+		return store.ErrLeaseLost
+	}
+	done := *r
+	done.Done, done.Result, done.Expires = true, append([]byte(nil), result...), now.Add(ttl).UnixNano()
+	s.put(&entry{key: idemKey(key), rec: &done, expires: time.Unix(0, done.Expires)}, now)
+	s.waiters.Wake(key)
+	return nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(_ context.Context, key, owner string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if !record.Owned(s.record(key, time.Now()), owner) {
+		return store.ErrLeaseLost
+	}
+	s.remove(s.entries[idemKey(key)])
+	s.waiters.Wake(key)
+	return nil
+}
+
+// Wait implements store.Store.
+func (s *Store) Wait(ctx context.Context, key string) error {
+	woken := s.waiters.Chan(key)
+	if err := s.lock(); err != nil {
+		return err
+	}
+	now := time.Now()
+	r := s.record(key, now)
+	if r == nil || !r.InFlight(now) {
+		s.mu.Unlock()
+		return nil
+	}
+	until := time.Unix(0, r.LeaseUntil)
+	s.mu.Unlock()
+	return record.Wait(ctx, woken, until)
+}
+
+// GetVar implements store.Store.
+func (s *Store) GetVar(_ context.Context, scope, name string) ([]byte, bool, error) {
+	if err := s.lock(); err != nil {
+		return nil, false, err
+	}
+	defer s.mu.Unlock()
+	e := s.get(varKey(scope, name), time.Now())
+	if e == nil {
+		return nil, false, nil
+	}
+	return e.value, true, nil
+}
+
+// SetVar implements store.Store.
+func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.put(&entry{key: varKey(scope, name), value: append([]byte(nil), value...), expires: now.Add(ttl)}, now)
+	return nil
+}
+
+// DeleteVar implements store.Store.
+func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if el, ok := s.entries[varKey(scope, name)]; ok {
+		s.remove(el)
+	}
+	return nil
+}
+
+// Len returns how many entries the store holds, expired ones included until
+// they are evicted or read.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.entries)
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.entries = nil
+	s.order.Init()
+	return nil
+}

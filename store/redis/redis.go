@@ -1,0 +1,244 @@
+// Package redis is a store in Redis (github.com/redis/go-redis/v9), so
+// replicas share idempotency records and session variables.
+//
+// A record is a hash (fingerprint, owner, state, result) with the record's
+// TTL, beside a lease key that Redis expires itself (SET PX): liveness is
+// judged by the Redis server's clock alone, so replicas with skewed clocks
+// agree. Every transition is one Lua script, so two replicas never both
+// hold a claim. Both keys share a hash tag, so they live in one cluster slot.
+//
+// Waiting for a call in flight on another replica polls with backoff. A
+// pub/sub message would wake waiters sooner, but it cannot announce a lease
+// that runs out because its owner died, so polling would still be needed;
+// keyspace notifications could, but must be enabled in the server's config.
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/store"
+)
+
+// Options tune a Store; the zero value means the defaults.
+type Options struct {
+	// Prefix starts every key the store writes. Default "toolwire:".
+	Prefix string
+	// PollMin and PollMax bound the backoff of Wait's polling. Defaults
+	// 2ms and 100ms.
+	PollMin, PollMax time.Duration
+}
+
+// Store keeps records and variables in Redis.
+type Store struct {
+	c                goredis.UniversalClient
+	prefix           string
+	pollMin, pollMax time.Duration
+	own              bool // Close closes c
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the Redis server at url (redis://[user:pass@]host:port/db
+// or rediss:// for TLS) and checks that it answers.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	o, err := goredis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis store: %w", err)
+	}
+	c := goredis.NewClient(o)
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis store %s: %w", o.Addr, err)
+	}
+	s := New(c, opts)
+	s.own = true
+	return s, nil
+}
+
+// New returns a store over c, which the caller keeps and closes.
+func New(c goredis.UniversalClient, opts Options) *Store {
+	if opts.Prefix == "" {
+		opts.Prefix = "toolwire:"
+	}
+	if opts.PollMin <= 0 {
+		opts.PollMin = 2 * time.Millisecond
+	}
+	if opts.PollMax <= 0 {
+		opts.PollMax = 100 * time.Millisecond
+	}
+	return &Store{c: c, prefix: opts.Prefix, pollMin: opts.PollMin, pollMax: opts.PollMax}
+}
+
+// keys returns the record's key and its lease's.
+func (s *Store) keys(key string) []string {
+	k := s.prefix + "idem:{" + key + "}"
+	return []string{k, k + ":lease"}
+}
+
+// claimScript: KEYS record, lease; ARGV fingerprint, owner, lease ms, ttl ms.
+// Returns {"claimed"}, {"completed", result}, {"inflight"} or {"conflict"}.
+var claimScript = goredis.NewScript(`
+local r = redis.call('HMGET', KEYS[1], 'fp', 'state', 'result')
+if r[1] then
+  local live = r[2] == 'done' or redis.call('EXISTS', KEYS[2]) == 1
+  if live then
+    if r[1] ~= ARGV[1] then return {'conflict'} end
+    if r[2] == 'done' then return {'completed', r[3]} end
+    return {'inflight'}
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'owner', ARGV[2], 'state', 'running')
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return {'claimed'}
+`)
+
+// ownedCheck starts the scripts that only the record's owner may run: the
+// record must exist, be unfinished and name ARGV[1] as its owner. A lease
+// that ran out without a takeover still counts: nobody else ran the call.
+const ownedCheck = `
+local r = redis.call('HMGET', KEYS[1], 'owner', 'state')
+if r[1] ~= ARGV[1] or r[2] ~= 'running' then return 0 end
+`
+
+// renewScript: ARGV owner, lease ms.
+var renewScript = goredis.NewScript(ownedCheck + `
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// completeScript: ARGV owner, result, ttl ms.
+var completeScript = goredis.NewScript(ownedCheck + `
+redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('DEL', KEYS[2])
+return 1
+`)
+
+// releaseScript: ARGV owner.
+var releaseScript = goredis.NewScript(ownedCheck + `
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+`)
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
+	v, err := claimScript.Run(ctx, s.c, s.keys(key), fp, owner, ms(lease), ms(ttl)).Slice()
+	if err != nil {
+		return store.Claim{}, fmt.Errorf("redis store: claim: %w", err)
+	}
+	switch state, _ := v[0].(string); state {
+	case "claimed":
+		return store.Claim{State: store.Claimed}, nil
+	case "completed":
+		res, _ := v[1].(string)
+		return store.Claim{State: store.Completed, Result: []byte(res)}, nil
+	case "inflight":
+		return store.Claim{State: store.InFlight}, nil
+	case "conflict":
+		return store.Claim{State: store.Conflict}, nil
+	default:
+		return store.Claim{}, fmt.Errorf("redis store: claim: unexpected answer %v", v)
+	}
+}
+
+// owned runs one of the owner's scripts, mapping "not the owner" to
+// ErrLeaseLost.
+func (s *Store) owned(ctx context.Context, what string, script *goredis.Script, key string, args ...any) error {
+	n, err := script.Run(ctx, s.c, s.keys(key), args...).Int()
+	if err != nil {
+		return fmt.Errorf("redis store: %s: %w", what, err)
+	}
+	if n == 0 {
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
+// Renew implements store.Store.
+func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) error {
+	return s.owned(ctx, "renew", renewScript, key, owner, ms(lease))
+}
+
+// Complete implements store.Store.
+func (s *Store) Complete(ctx context.Context, key, owner string, result []byte, ttl time.Duration) error {
+	return s.owned(ctx, "complete", completeScript, key, owner, result, ms(ttl))
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, key, owner string) error {
+	return s.owned(ctx, "release", releaseScript, key, owner)
+}
+
+// Wait implements store.Store: it polls, backing off, until the lease key
+// is gone (the call completed, was released, or its owner died).
+func (s *Store) Wait(ctx context.Context, key string) error {
+	lease := s.keys(key)[1]
+	d := s.pollMin
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		n, err := s.c.Exists(ctx, lease).Result()
+		if err != nil {
+			return fmt.Errorf("redis store: wait: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		t.Reset(d)
+		d = min(2*d, s.pollMax)
+	}
+}
+
+func (s *Store) varKey(scope, name string) string {
+	return s.prefix + "session:{" + scope + "}:" + name
+}
+
+// GetVar implements store.Store.
+func (s *Store) GetVar(ctx context.Context, scope, name string) ([]byte, bool, error) {
+	v, err := s.c.Get(ctx, s.varKey(scope, name)).Bytes()
+	if errors.Is(err, goredis.Nil) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("redis store: get: %w", err)
+	}
+	return v, true, nil
+}
+
+// SetVar implements store.Store.
+func (s *Store) SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error {
+	if err := s.c.Set(ctx, s.varKey(scope, name), value, ttl).Err(); err != nil {
+		return fmt.Errorf("redis store: set: %w", err)
+	}
+	return nil
+}
+
+// DeleteVar implements store.Store.
+func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
+	if err := s.c.Del(ctx, s.varKey(scope, name)).Err(); err != nil {
+		return fmt.Errorf("redis store: delete: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store: it closes the client Open made.
+func (s *Store) Close() error {
+	if !s.own {
+		return nil
+	}
+	return s.c.Close()
+}
+
+// ms is d in whole milliseconds, at least 1: PX and PEXPIRE reject 0.
+func ms(d time.Duration) int64 { return max(d.Milliseconds(), 1) }

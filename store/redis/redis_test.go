@@ -1,0 +1,58 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/redis"
+	"github.com/toolwire/toolwire/store/storetest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestContractMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { c.Close() })
+	var n atomic.Int64
+	storetest.Run(t, func(t *testing.T) store.Store {
+		// A prefix per subtest keeps them apart in one server.
+		return redis.New(c, redis.Options{Prefix: fmt.Sprintf("t%d:", n.Add(1))})
+	}, storetest.WithAdvance(func(d time.Duration) {
+		// miniredis expires keys only when told time has passed.
+		mr.FastForward(d)
+	}))
+}
+
+func TestContractRealRedis(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	run := fmt.Sprintf("test%d:", time.Now().UnixNano())
+	var n atomic.Int64
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: fmt.Sprintf("%s%d:", run, n.Add(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestOpenUnreachable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := redis.Open(ctx, "redis://127.0.0.1:1/0", redis.Options{}); err == nil {
+		t.Fatal("Open of an unreachable server succeeded")
+	}
+	if _, err := redis.Open(ctx, "http://x", redis.Options{}); err == nil {
+		t.Fatal("Open of a non-redis URL succeeded")
+	}
+}

@@ -1,0 +1,79 @@
+package storeurl_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/toolwire/toolwire/store/bolt"
+	"github.com/toolwire/toolwire/store/memory"
+	"github.com/toolwire/toolwire/store/redis"
+	"github.com/toolwire/toolwire/store/storeurl"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		url  string
+		want any
+	}{
+		{"", &memory.Store{}},
+		{"memory", &memory.Store{}},
+		{"bolt://" + filepath.Join(dir, "a.db"), &bolt.Store{}},
+		{"redis://" + mr.Addr() + "/0", &redis.Store{}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			s, err := storeurl.Open(ctx, tc.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got, want := typeName(s), typeName(tc.want); got != want {
+				t.Fatalf("Open(%q) = %s, want %s", tc.url, got, want)
+			}
+		})
+	}
+}
+
+func typeName(v any) string { return fmtType(v) }
+
+func fmtType(v any) string {
+	switch v.(type) {
+	case *memory.Store:
+		return "memory"
+	case *bolt.Store:
+		return "bolt"
+	case *redis.Store:
+		return "redis"
+	}
+	return "other"
+}
+
+func TestOpenErrors(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ url, want string }{
+		{"mongodb://x", "unknown kind"},
+		{"bolt://host/file.db", "want bolt:///path"},
+		{"bolt:///", "want bolt:///path"},
+		{"bolt://" + filepath.Join(t.TempDir(), "no", "such", "dir", "a.db"), "no such file"},
+		{"redis://127.0.0.1:1/0", "redis store"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			s, err := storeurl.Open(ctx, tc.url)
+			if err == nil {
+				s.Close()
+				t.Fatalf("Open(%q) succeeded", tc.url)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open(%q) = %v, want it to say %q", tc.url, err, tc.want)
+			}
+		})
+	}
+}
