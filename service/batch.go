@@ -73,6 +73,7 @@ type batch struct {
 	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
 	failed    atomic.Bool              // some call has failed, for stop_on_error
 	start     time.Time
+	tel       batchTel // spans; see telemetry.go
 }
 
 func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
@@ -180,6 +181,7 @@ func (b *batch) run(ctx context.Context) { b.runFrom(ctx, 0) }
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
+		b.laneStarted(li)
 		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
 				b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error")
@@ -229,6 +231,7 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	b.results[i] = res
+	b.endCallTelemetry(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}

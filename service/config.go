@@ -3,6 +3,9 @@ package service
 import (
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes a Server. The zero value of every field means its default, so
@@ -53,8 +56,20 @@ type Config struct {
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool
-	// Logger receives the server's logs. Default slog.Default().
+	// Logger receives the server's logs, through LogHandler so that lines
+	// about a batch or call carry its IDs and trace. Default slog.Default().
 	Logger *slog.Logger
+	// TracerProvider makes the server's spans: the RPC's (otelgrpc), one
+	// per batch and one per call. Default otel.GetTracerProvider(), which
+	// records nothing until the program installs an SDK.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the server's metrics. Default
+	// otel.GetMeterProvider(), likewise a no-op until one is installed.
+	MeterProvider metric.MeterProvider
+	// TraceContent records each call's arguments and result in its span
+	// (gen_ai.tool.call.arguments, gen_ai.tool.call.result). They may hold
+	// personal or secret data, so the default is off.
+	TraceContent bool
 }
 
 func (c Config) withDefaults() Config {
@@ -85,5 +100,6 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
 	return c
 }
