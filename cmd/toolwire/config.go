@@ -34,6 +34,9 @@ type serveConfig struct {
 	DrainTimeout     Duration        `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
 	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
+
+	AdminListen  string `json:"admin_listen"`  // admin HTTP address: /metrics, /debug/pprof/; off when empty
+	TraceContent bool   `json:"trace_content"` // record calls' arguments and results in spans
 }
 
 const defaultAddr = "127.0.0.1:50051"
@@ -84,6 +87,8 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", cfg.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
 	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
+	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "admin HTTP `address` serving /metrics (Prometheus) and /debug/pprof/ (default off)")
+	fs.BoolVar(&cfg.TraceContent, "trace-content", cfg.TraceContent, "record calls' arguments and results in their spans (they may hold secrets)")
 	return fs
 }
 
@@ -163,5 +168,6 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		EventBuffer:          cfg.EventBuffer,
 		Safe:                 cfg.Safe,
 		Logger:               log,
+		TraceContent:         cfg.TraceContent,
 	}
 }

@@ -21,7 +21,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(service.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer tel.shutdown()
 
 	reg, err := tools.NewRegistry()
 	if err != nil {
@@ -42,7 +47,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	srv := service.New(reg, cfg.service(log))
+	svcCfg := cfg.service(log)
+	tel.apply(&svcCfg)
+	srv := service.New(reg, svcCfg)
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")
 	})
