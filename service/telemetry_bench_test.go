@@ -1,0 +1,44 @@
+package service
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// BenchmarkTelemetryInProcess measures what telemetry adds to a one-call
+// batch without gRPC: "off" uses the default no-op providers, "sdk" records
+// every span (sampled, then dropped: no exporter) and every metric.
+//
+//	go test ./service -run '^$' -bench TelemetryInProcess -count 6
+func BenchmarkTelemetryInProcess(b *testing.B) {
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: echoArgs}}}
+	for _, mode := range []string{"off", "sdk"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if mode == "sdk" {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				cfg.TracerProvider, cfg.MeterProvider = tp, mp
+			}
+			srv := New(reg, cfg)
+			b.Cleanup(srv.Close)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := srv.ExecuteBatch(req, nullStream{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
