@@ -1,6 +1,10 @@
 package service
 
 import (
+	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"io"
 	"log/slog"
 	"testing"
@@ -36,6 +40,44 @@ func BenchmarkTelemetryInProcess(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := srv.ExecuteBatch(req, nullStream{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkStatsHandler measures a one-call batch over loopback gRPC with and
+// without the otelgrpc stats handler that Serve installs, with the default
+// no-op providers: the price of trace propagation when nothing records.
+func BenchmarkStatsHandler(b *testing.B) {
+	for _, mode := range []string{"without", "with"} {
+		b.Run(mode, func(b *testing.B) {
+			reg, err := tools.NewRegistry(diag.Tools()...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv := New(reg, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			var opts []grpc.ServerOption
+			if mode == "with" {
+				opts = append(opts, grpc.StatsHandler(srv.StatsHandler()))
+			}
+			gs := grpc.NewServer(opts...)
+			srv.Register(gs)
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go func() { _ = gs.Serve(lis) }()
+			conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { conn.Close(); gs.Stop(); srv.Close() })
+			c := toolwirev1.NewToolServiceClient(conn)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := batchCall(b.Context(), c); err != nil {
 					b.Fatal(err)
 				}
 			}
