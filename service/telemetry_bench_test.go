@@ -1,12 +1,9 @@
 package service
 
 import (
-	"net"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"io"
 	"log/slog"
+	"net"
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -14,6 +11,8 @@ import (
 	"github.com/toolwire/toolwire/tools/diag"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // BenchmarkTelemetryInProcess measures what telemetry adds to a one-call
