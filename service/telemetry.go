@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"time"
@@ -124,36 +125,24 @@ func newTelemetry(cfg *Config) *telemetry {
 		attrs:   make(map[attrKey]*measureOpts),
 	}
 	m := mp.Meter(ScopeName)
-	// Instrument errors only come from invalid names or options, which are
-	// constants here; the SDK then still returns a working no-op instrument.
-	var err error
-	handle := func(e error) {
-		if e != nil && err == nil {
-			err = e
-		}
-	}
-	var e error
-	t.duration, e = m.Float64Histogram(metricToolDuration, metric.WithUnit("s"),
+	var errs [6]error
+	t.duration, errs[0] = m.Float64Histogram(metricToolDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of tool executions, by tool and error type."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	handle(e)
-	t.inFlight, e = m.Int64UpDownCounter(metricInFlight, metric.WithUnit("{call}"),
+	t.inFlight, errs[1] = m.Int64UpDownCounter(metricInFlight, metric.WithUnit("{call}"),
 		metric.WithDescription("Calls whose tool is running and whose result is not yet sent."))
-	handle(e)
-	t.queueWait, e = m.Float64Histogram(metricQueueWait, metric.WithUnit("s"),
+	t.queueWait, errs[2] = m.Float64Histogram(metricQueueWait, metric.WithUnit("s"),
 		metric.WithDescription("Time from a batch's acceptance until one of its calls started running."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
-	handle(e)
-	t.results, e = m.Int64Counter(metricResults, metric.WithUnit("{result}"),
+	t.results, errs[3] = m.Int64Counter(metricResults, metric.WithUnit("{result}"),
 		metric.WithDescription("Call results, by tool and error type (absent on success)."))
-	handle(e)
-	t.replays, e = m.Int64Counter(metricReplays, metric.WithUnit("{result}"),
+	t.replays, errs[4] = m.Int64Counter(metricReplays, metric.WithUnit("{result}"),
 		metric.WithDescription("Call results replayed from the idempotency store instead of run."))
-	handle(e)
-	t.abandoned, e = m.Int64Counter(metricAbandoned, metric.WithUnit("{call}"),
+	t.abandoned, errs[5] = m.Int64Counter(metricAbandoned, metric.WithUnit("{call}"),
 		metric.WithDescription("Tools abandoned for ignoring their cancellation."))
-	handle(e)
-	if err != nil {
+	// Errors come only from invalid names or options, constants here; the
+	// SDK returns a working no-op instrument even then.
+	if err := errors.Join(errs[:]...); err != nil {
 		otel.Handle(err)
 	}
 	return t
