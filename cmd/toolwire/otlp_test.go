@@ -210,9 +210,9 @@ func TestOTLPExport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a collector")
 	}
+	t.Parallel()
 	col := startCollector(t)
 	gobin := testenv.LookPath(t, "go")
-	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "toolwire")
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
