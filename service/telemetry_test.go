@@ -65,7 +65,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func newObserved(t *testing.T, cfg service.Config) *observed {
+func newObserved(t *testing.T, cfg service.Config, copts ...client.Option) *observed {
 	t.Helper()
 	o := &observed{
 		clientSpans: tracetest.NewSpanRecorder(),
@@ -114,9 +114,10 @@ func newObserved(t *testing.T, cfg service.Config) *observed {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis) }()
-	o.client, err = client.New("passthrough:///bufconn",
+	o.client, err = client.New("passthrough:///bufconn", append([]client.Option{
 		client.WithTracerProvider(o.clientTP),
-		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))
+		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })),
+	}, copts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,5 +517,24 @@ func TestLogHandler(t *testing.T) {
 	}
 	if h := service.LogHandler(log.Handler()); h != log.Handler() {
 		t.Error("LogHandler wrapped its own handler again")
+	}
+}
+
+// TestClientWithoutTelemetry checks that the client's option leaves out its
+// handler: no client span, and no trace context reaches the server, whose
+// RPC span starts a trace of its own.
+func TestClientWithoutTelemetry(t *testing.T) {
+	t.Parallel()
+	o := newObserved(t, service.Config{}, client.WithoutTelemetry())
+	_, agent := o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e1", "echo", `{"text":"hi"}`)}})
+	spans := o.waitSpans(t, o.serverSpans, executeBatchRPC)
+	rpc := only(t, spans, executeBatchRPC)
+	if rpc.Parent().IsValid() || rpc.SpanContext().TraceID() == agent.TraceID() {
+		t.Errorf("server RPC span has parent %v in trace %v; want a new root", rpc.Parent().SpanID(), rpc.SpanContext().TraceID())
+	}
+	for _, s := range o.clientSpans.Ended() {
+		if s.Name() == executeBatchRPC {
+			t.Errorf("client span %q made without telemetry", s.Name())
+		}
 	}
 }

@@ -57,8 +57,13 @@ func exportWanted(signal string) bool {
 
 // startTelemetry sets up the providers and, when adminAddr is set, listens
 // on it for /metrics and /debug/pprof/. Shut it down with shutdown.
-func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (*telemetry, error) {
+func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (_ *telemetry, err error) {
 	t := &telemetry{log: log}
+	defer func() {
+		if err != nil {
+			t.shutdown() // what was started before the failure
+		}
+	}()
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName("toolwire"), semconv.ServiceVersion(version())),
 		resource.WithTelemetrySDK(),
@@ -107,7 +112,6 @@ func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (*t
 
 	if adminAddr != "" {
 		if t.lis, err = net.Listen("tcp", adminAddr); err != nil {
-			t.shutdown()
 			return nil, fmt.Errorf("admin listener: %w", err)
 		}
 		mux := http.NewServeMux()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -147,5 +148,16 @@ func TestExportWanted(t *testing.T) {
 				t.Errorf("metrics: %v; want %v", got, tt.metrs)
 			}
 		})
+	}
+}
+
+// TestServeRejectsABadExporter checks that an OTEL_* setting naming no known
+// exporter stops serve with an error that says which setting is wrong.
+func TestServeRejectsABadExporter(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
+	var stderr bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &bytes.Buffer{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+		t.Errorf("serve with OTEL_TRACES_EXPORTER=carrier-pigeon: %v; want an error naming the variable", err)
 	}
 }
