@@ -30,6 +30,7 @@ type options struct {
 	creds    credentials.TransportCredentials
 	perRPC   credentials.PerRPCCredentials
 	dialOpts []grpc.DialOption
+	tel      telemetry
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -65,6 +66,9 @@ func New(target string, opts ...Option) (*Client, error) {
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(o.creds)}
 	if o.perRPC != nil {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(o.perRPC))
+	}
+	if opt := o.tel.dialOption(); opt != nil {
+		dialOpts = append(dialOpts, opt)
 	}
 	dialOpts = append(dialOpts, o.dialOpts...)
 	conn, err := grpc.NewClient(target, dialOpts...)

@@ -75,6 +75,7 @@ type batch struct {
 	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
 	slots     []slot                   // per call, while it runs
 	start     time.Time
+	tel       batchTel // spans; see telemetry.go
 }
 
 func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
@@ -184,6 +185,7 @@ func (b *batch) run(ctx context.Context) { b.runFrom(ctx, 0) }
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
+		b.laneStarted(li)
 		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
 				b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error")
@@ -233,6 +235,7 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	b.results[i] = res
+	b.endCallTelemetry(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}

@@ -28,6 +28,7 @@ type outcome struct {
 // replaced and must do nothing more for the batch.
 func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
 	call := b.req.GetCalls()[i]
+	ctx = b.startCallSpan(ctx, lane, i)
 	if ctx.Err() != nil {
 		kind, msg := cancelled(ctx)
 		b.finishUnstarted(i, kind, msg+" before the call started; nothing was run")
@@ -60,6 +61,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	defer b.releaseSlot(i)
 	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Started{
 		Started: &toolwirev1.CallStarted{CallId: call.GetCallId(), Index: uint32(i), Lane: uint32(lane)}}})
+	b.callRunning(i)
 	return b.execute(ctx, i, t, args, claim, onAbandon)
 }
 
@@ -169,8 +171,8 @@ func (r *callRun) abandon() {
 	cfg := &r.b.s.cfg
 	r.b.s.abandoned.Add(1)
 	r.b.releaseSlot(r.i)
-	cfg.Logger.Warn("tool ignored cancellation; abandoned", "batch_id", r.b.id, "call_id", r.handle.ID,
-		"tool", r.tool.Name, "grace", cfg.AbandonGrace)
+	r.b.callAbandoned(r.i)
+	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	r.onAbandon()
 }
@@ -190,8 +192,7 @@ func (r *callRun) decide(o outcome, abandoned bool) {
 func (b *batch) invoke(ctx context.Context, t *tools.Tool, handle *tools.Call) (o outcome) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.s.cfg.Logger.Error("tool panicked", "batch_id", b.id, "call_id", handle.ID, "tool", t.Name,
-				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			b.s.cfg.Logger.ErrorContext(ctx, "tool panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", r)}
 		}
 	}()
@@ -232,7 +233,7 @@ func (b *batch) judge(ctx, callCtx context.Context, t *tools.Tool, timeout time.
 	}
 	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
 		if err := t.ValidateOutput(o.res.StructuredContent); err != nil {
-			cfg.Logger.Error("tool returned invalid structured content", "tool", t.Name, "call_id", res.GetCallId(), "error", err)
+			cfg.Logger.ErrorContext(ctx, "tool returned invalid structured content", "error", err)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR,
 				fmt.Sprintf("the tool returned output that does not match its declared output schema: %v", err))
 			return

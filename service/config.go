@@ -6,6 +6,8 @@ import (
 
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes a Server. The zero value of every field means its default, so
@@ -69,15 +71,26 @@ type Config struct {
 	// SessionTTL is how long a session variable lives after it was last
 	// set. Default 24h.
 	SessionTTL time.Duration
-	// Logger receives the server's logs. Default slog.Default().
-	Logger *slog.Logger
-
 	// Permissions decides which tools each caller (see Caller) may list and
 	// call. Default nil: every caller may call every tool.
 	Permissions Permissions
 	// Limits bounds concurrent calls, message sizes and connections; see
 	// Limits for each field and its default.
 	Limits
+	// Logger receives the server's logs, through LogHandler so that lines
+	// about a batch or call carry its IDs and trace. Default slog.Default().
+	Logger *slog.Logger
+	// TracerProvider makes the server's spans: the RPC's (otelgrpc), one
+	// per batch and one per call. Default otel.GetTracerProvider(), which
+	// records nothing until the program installs an SDK.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the server's metrics. Default
+	// otel.GetMeterProvider(), likewise a no-op until one is installed.
+	MeterProvider metric.MeterProvider
+	// TraceContent records each call's arguments and result in its span
+	// (gen_ai.tool.call.arguments, gen_ai.tool.call.result). They may hold
+	// personal or secret data, so the default is off.
+	TraceContent bool
 }
 
 func (c Config) withDefaults() Config {
@@ -115,5 +128,6 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
 	return c
 }

@@ -40,6 +40,7 @@ type Server struct {
 	abandoned atomic.Int64
 	runners   *runners
 	limits    *limiter
+	tel       *telemetry
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
@@ -55,6 +56,7 @@ func New(reg *tools.Registry, cfg Config) *Server {
 		runners:  newRunners(10 * time.Second),
 	}
 	s.limits = newLimiter(s.cfg.MaxConcurrentCalls, s.cfg.MaxCallsPerCaller)
+	s.tel = newTelemetry(&s.cfg)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
@@ -127,7 +129,7 @@ func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerS
 }
 
 // ExecuteBatch implements toolwire.v1.ToolService.
-func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) (err error) {
 	if err := s.checkBatch(req); err != nil {
 		return err
 	}
@@ -139,6 +141,8 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 		return err
 	}
 	defer s.release(b)
+	runCtx = b.startTelemetry(runCtx)
+	defer func() { b.endTelemetry(err) }()
 	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
@@ -205,9 +209,10 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 // Serve serves on lis until ctx is done, then shuts down gracefully: health
 // turns NOT_SERVING, new batches are refused, running batches get
 // DrainTimeout to finish, then their calls are cancelled (and still get
-// results), then the gRPC server stops, forcibly if it must.
+// results), then the gRPC server stops, forcibly if it must. The server's
+// StatsHandler is installed before opts.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	gs := grpc.NewServer(append(s.ServerOptions(), opts...)...)
+	gs := grpc.NewServer(append(append([]grpc.ServerOption{grpc.StatsHandler(s.StatsHandler())}, s.ServerOptions()...), opts...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()

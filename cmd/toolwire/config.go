@@ -41,6 +41,8 @@ type serveConfig struct {
 	Sources                         // mcp_servers and remotes (sources.go)
 	WorkspaceConfig                 // workspace, no_workspace, run_command
 	StoreConfig
+	AdminListen  string `json:"admin_listen"`  // admin HTTP address: /metrics, /debug/pprof/; off when empty
+	TraceContent bool   `json:"trace_content"` // record calls' arguments and results in spans
 }
 
 const defaultAddr = "127.0.0.1:50051"
@@ -94,6 +96,8 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	cfg.SecurityConfig.register(fs)
 	workspaceFlags(fs, &cfg.WorkspaceConfig)
 	storeFlags(fs, &cfg.StoreConfig)
+	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "admin HTTP `address` serving /metrics (Prometheus) and /debug/pprof/ (default off)")
+	fs.BoolVar(&cfg.TraceContent, "trace-content", cfg.TraceContent, "record calls' arguments and results in their spans (they may hold secrets)")
 	return fs
 }
 
@@ -175,5 +179,6 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		Logger:               log,
 		Permissions:          cfg.permissions(),
 		Limits:               cfg.limits(),
+		TraceContent:         cfg.TraceContent,
 	}
 }

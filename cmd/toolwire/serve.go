@@ -22,7 +22,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(service.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer tel.shutdown()
 
 	reg, err := tools.NewRegistry()
 	if err != nil {
@@ -65,6 +70,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	log.Info("idempotency and session store", "store", cfg.Store)
+	tel.apply(&svcCfg)
 	srv := service.New(reg, svcCfg)
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")

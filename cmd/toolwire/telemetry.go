@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+
+	"github.com/toolwire/toolwire/service"
+)
+
+// telemetry is the OpenTelemetry setup of "toolwire serve": the SDK
+// providers that the OTEL_* environment and --admin-listen ask for, and the
+// admin HTTP listener. A signal nobody asked for gets no SDK: the service
+// then uses OpenTelemetry's no-op globals, which cost next to nothing.
+type telemetry struct {
+	tp    *sdktrace.TracerProvider // nil unless traces are exported
+	mp    *sdkmetric.MeterProvider // nil unless metrics are exported or scraped
+	admin *http.Server             // nil unless --admin-listen
+	lis   net.Listener
+	log   *slog.Logger
+}
+
+// exportWanted reports whether the standard OpenTelemetry environment asks
+// for a signal ("TRACES" or "METRICS") to be exported: an exporter named in
+// OTEL_<SIGNAL>_EXPORTER other than "none", or an OTLP endpoint. Unlike
+// autoexport's own default (OTLP to localhost), nothing is exported when
+// neither is set, so a plain "toolwire serve" sends nothing anywhere.
+func exportWanted(signal string) bool {
+	if strings.EqualFold(os.Getenv("OTEL_SDK_DISABLED"), "true") {
+		return false
+	}
+	if e := os.Getenv("OTEL_" + signal + "_EXPORTER"); e != "" {
+		return e != "none"
+	}
+	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
+}
+
+// startTelemetry sets up the providers and, when adminAddr is set, listens
+// on it for /metrics and /debug/pprof/. Shut it down with shutdown.
+func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (_ *telemetry, err error) {
+	t := &telemetry{log: log}
+	defer func() {
+		if err != nil {
+			t.shutdown() // what was started before the failure
+		}
+	}()
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("toolwire"), semconv.ServiceVersion(version())),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES win
+	)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry resource: %w", err)
+	}
+	// W3C trace context and baggage, for what tools send on (HTTP, MCP).
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+
+	if exportWanted("TRACES") {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("trace exporter (OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		// The sampler follows OTEL_TRACES_SAMPLER; the SDK reads it.
+		t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		otel.SetTracerProvider(t.tp)
+		log.Info("exporting traces", "exporter", exporterName("TRACES"))
+	}
+
+	var readers []sdkmetric.Option
+	var registry *prometheus.Registry
+	if adminAddr != "" {
+		registry = prometheus.NewRegistry()
+		registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		exp, err := otelprom.New(otelprom.WithRegisterer(registry))
+		if err != nil {
+			return nil, fmt.Errorf("prometheus exporter: %w", err)
+		}
+		readers = append(readers, sdkmetric.WithReader(exp))
+	}
+	if exportWanted("METRICS") {
+		r, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("metric exporter (OTEL_METRICS_EXPORTER, OTEL_EXPORTER_OTLP_*): %w", err)
+		}
+		readers = append(readers, sdkmetric.WithReader(r))
+		log.Info("exporting metrics", "exporter", exporterName("METRICS"))
+	}
+	if len(readers) > 0 {
+		t.mp = sdkmetric.NewMeterProvider(append(readers, sdkmetric.WithResource(res))...)
+		otel.SetMeterProvider(t.mp)
+	}
+
+	if adminAddr != "" {
+		if t.lis, err = net.Listen("tcp", adminAddr); err != nil {
+			return nil, fmt.Errorf("admin listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		t.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		go func() {
+			if err := t.admin.Serve(t.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("admin listener failed", "error", err)
+			}
+		}()
+		log.Info("admin listening on "+t.lis.Addr().String(), "admin_addr", t.lis.Addr().String())
+	}
+	return t, nil
+}
+
+// apply puts the providers into the server's configuration.
+func (t *telemetry) apply(cfg *service.Config) {
+	if t.tp != nil {
+		cfg.TracerProvider = t.tp
+	}
+	if t.mp != nil {
+		cfg.MeterProvider = t.mp
+	}
+}
+
+// shutdown stops the admin listener and flushes the providers: spans and
+// metrics of the last batches still reach the collector.
+func (t *telemetry) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if t.admin != nil {
+		if err := t.admin.Shutdown(ctx); err != nil {
+			t.log.Warn("admin listener shutdown", "error", err)
+		}
+	}
+	if t.tp != nil {
+		if err := t.tp.Shutdown(ctx); err != nil {
+			t.log.Warn("flushing traces", "error", err)
+		}
+	}
+	if t.mp != nil {
+		if err := t.mp.Shutdown(ctx); err != nil {
+			t.log.Warn("flushing metrics", "error", err)
+		}
+	}
+}
+
+func exporterName(signal string) string {
+	if e := os.Getenv("OTEL_" + signal + "_EXPORTER"); e != "" {
+		return e
+	}
+	return "otlp"
+}
+
+// version is the module version the binary was built from, when known.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

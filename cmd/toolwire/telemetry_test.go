@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// adminAddr returns the address in the "admin listening on" log line.
+func adminAddr(log string) (string, bool) {
+	for line := range strings.Lines(log) {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"admin_addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "admin listening on ") {
+			return rec.Addr, true
+		}
+	}
+	return "", false
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestAdminMetrics scrapes /metrics over real HTTP after a few calls: the
+// tool metrics, otelgrpc's RPC metrics and the Go runtime's are there.
+func TestAdminMetrics(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag", "--admin-listen", "127.0.0.1:0")
+	addr, ok := adminAddr(s.stderr.String())
+	if !ok {
+		t.Fatalf("no admin listening line:\n%s", s.stderr)
+	}
+	if got := runCmd(t, s.addr, "call", "echo", `{"text":"hi"}`); got.code != 0 {
+		t.Fatalf("call echo: exit %d, %s", got.code, got.stderr)
+	}
+	if got := runCmd(t, s.addr, "call", "fail", `{"message":"no"}`); got.code == 0 {
+		t.Fatalf("call fail: exit 0; want a failure")
+	}
+
+	code, body := httpGet(t, "http://"+addr+"/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d\n%s", code, body)
+	}
+	for _, want := range []string{
+		`gen_ai_execute_tool_duration_seconds_bucket{`,
+		`gen_ai_execute_tool_duration_seconds_count{error_type="tool_error",gen_ai_operation_name="execute_tool",gen_ai_tool_name="fail"`,
+		`gen_ai_execute_tool_duration_seconds_count{gen_ai_operation_name="execute_tool",gen_ai_tool_name="echo"`,
+		`toolwire_call_results_total{error_type="tool_error"`,
+		`toolwire_call_queue_wait_seconds_bucket{`,
+		`toolwire_calls_in_flight{`,
+		`rpc_server_call_duration_seconds_bucket{`,
+		`go_goroutines `,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+	if code, _ := httpGet(t, "http://"+addr+"/debug/pprof/"); code != http.StatusOK {
+		t.Errorf("GET /debug/pprof/: %d", code)
+	}
+}
+
+// TestAdminListenerIsOffByDefault checks that serve without --admin-listen
+// opens no admin listener.
+func TestAdminListenerIsOffByDefault(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag")
+	if addr, ok := adminAddr(s.stderr.String()); ok {
+		t.Errorf("admin listener on %s without --admin-listen", addr)
+	}
+}
+
+func TestTelemetrySettings(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", "admin_listen: 127.0.0.1:9090\ntrace_content: true\n")
+	for name, args := range map[string][]string{
+		"flags": {"--admin-listen", "127.0.0.1:9090", "--trace-content"},
+		"file":  {"--config", path},
+	} {
+		cfg, _, err := parseServeArgs(args, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := defaultServeConfig()
+		want.AdminListen, want.TraceContent = "127.0.0.1:9090", true
+		if diff := cmp.Diff(want, cfg); diff != "" {
+			t.Errorf("%s: config (-want +got):\n%s", name, diff)
+		}
+		if !cfg.service(nil).TraceContent {
+			t.Errorf("%s: trace_content does not reach service.Config", name)
+		}
+	}
+}
+
+// TestExportWanted checks which OTEL_* settings turn export on: nothing is
+// exported unless they ask.
+func TestExportWanted(t *testing.T) {
+	for _, v := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER",
+		"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"} {
+		t.Setenv(v, "")
+	}
+	tests := []struct {
+		name          string
+		env           map[string]string
+		traces, metrs bool
+	}{
+		{"nothing set", nil, false, false},
+		{"endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, true, true},
+		{"traces endpoint only", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, true, false},
+		{"exporter named", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, true, false},
+		{"exporter none beats an endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_METRICS_EXPORTER": "none"}, true, false},
+		{"SDK disabled", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "true"}, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			if got := exportWanted("TRACES"); got != tt.traces {
+				t.Errorf("traces: %v; want %v", got, tt.traces)
+			}
+			if got := exportWanted("METRICS"); got != tt.metrs {
+				t.Errorf("metrics: %v; want %v", got, tt.metrs)
+			}
+		})
+	}
+}
+
+// TestServeRejectsABadExporter checks that an OTEL_* setting naming no known
+// exporter stops serve with an error that says which setting is wrong.
+func TestServeRejectsABadExporter(t *testing.T) {
+	t.Setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
+	var stderr bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0"}, &bytes.Buffer{}, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
+		t.Errorf("serve with OTEL_TRACES_EXPORTER=carrier-pigeon: %v; want an error naming the variable", err)
+	}
+}
