@@ -20,15 +20,18 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 )
 
-// env is what every measurement runs against: one gRPC server on loopback
-// TCP offering toolwire and a bare unary echo, and an MCP server over
-// streamable HTTP, each with a client.
+// env is what every measurement runs against, each over loopback TCP with
+// its own client: toolwire's gRPC server, a bare gRPC server offering a
+// unary echo (the floor), and an MCP server over streamable HTTP.
 type env struct {
-	gs    *grpc.Server
-	srv   *service.Server
-	conn  *grpc.ClientConn
-	unary testpb.TestServiceClient
-	tw    toolwirev1.ToolServiceClient
+	floor     *grpc.Server // bare gRPC: the unary echo alone
+	floorConn *grpc.ClientConn
+	unary     testpb.TestServiceClient
+
+	gs   *grpc.Server // toolwire, with the options its Serve uses
+	srv  *service.Server
+	conn *grpc.ClientConn
+	tw   toolwirev1.ToolServiceClient
 
 	httpSrv *http.Server
 	mcp     *mcp.ClientSession
@@ -71,24 +74,37 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 		MaxConcurrentBatches: 20000,
 		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	e.gs = grpc.NewServer(grpc.ChainStreamInterceptor(e.noteClose))
+	// toolwire as Serve runs it (its stats handler and limits), on a server
+	// of its own; the floor is a bare gRPC server with nothing added.
+	opts := append([]grpc.ServerOption{grpc.StatsHandler(e.srv.StatsHandler()), grpc.ChainStreamInterceptor(e.noteClose)},
+		e.srv.ServerOptions()...)
+	e.gs = grpc.NewServer(opts...)
 	e.srv.Register(e.gs)
-	testpb.RegisterTestServiceServer(e.gs, unaryEcho{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if e.conn, err = serve(e.gs); err != nil {
 		return nil, err
 	}
-	go func() { _ = e.gs.Serve(lis) }()
-	e.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
+	e.tw = toolwirev1.NewToolServiceClient(e.conn)
+	e.floor = grpc.NewServer()
+	testpb.RegisterTestServiceServer(e.floor, unaryEcho{})
+	if e.floorConn, err = serve(e.floor); err != nil {
 		return nil, err
 	}
-	e.unary, e.tw = testpb.NewTestServiceClient(e.conn), toolwirev1.NewToolServiceClient(e.conn)
+	e.unary = testpb.NewTestServiceClient(e.floorConn)
 
 	if err := e.startMCP(ctx); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// serve serves gs on a loopback port and returns a client connection to it.
+func serve(gs *grpc.Server) (*grpc.ClientConn, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	go func() { _ = gs.Serve(lis) }()
+	return grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
 // startMCP serves the echo tool with the MCP go-sdk over streamable HTTP,
@@ -128,11 +144,15 @@ func (e *env) close() {
 	if e.httpSrv != nil {
 		_ = e.httpSrv.Close()
 	}
-	if e.conn != nil {
-		_ = e.conn.Close()
+	for _, c := range []*grpc.ClientConn{e.conn, e.floorConn} {
+		if c != nil {
+			_ = c.Close()
+		}
 	}
-	if e.gs != nil {
-		e.gs.Stop()
+	for _, gs := range []*grpc.Server{e.gs, e.floor} {
+		if gs != nil {
+			gs.Stop()
+		}
 	}
 	if e.srv != nil {
 		e.srv.Close()
