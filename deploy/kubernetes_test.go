@@ -128,7 +128,7 @@ func TestManifestsAgainstAPIServer(t *testing.T) {
 	// missing namespace, a kustomize error) does not pass for the right one.
 	wantError := map[string]*regexp.Regexp{
 		"unknown-field": regexp.MustCompile(`unknown field "spec\.template\.spec\.containers\[0\]\.readinessProbe\.grpc\.serviceName"`),
-		"wrong-type":    regexp.MustCompile(`terminationGracePeriodSeconds`),
+		"wrong-type":    regexp.MustCompile(`cannot unmarshal string into Go struct field \S*terminationGracePeriodSeconds of type int64`),
 	}
 	for _, dir := range broken {
 		name := filepath.Base(dir)
@@ -292,7 +292,7 @@ func startCluster(t *testing.T, bin string) *cluster {
 		"--token-auth-file="+pki.tokens,
 		"--authorization-mode=AlwaysAllow",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pki.saKey,
+		"--service-account-key-file="+pki.saPub,
 		"--service-account-signing-key-file="+pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		// Nothing here serves the kubernetes Service's endpoints, and one
@@ -445,7 +445,7 @@ func freePort(t *testing.T) string {
 // apiserver's serving certificate, the service-account signing key, and a
 // static admin token.
 type pki struct {
-	caCert, serverCert, serverKey, saKey, tokens, token string
+	caCert, serverCert, serverKey, saKey, saPub, tokens, token string
 }
 
 func writePKI(t *testing.T, dir string) pki {
@@ -455,6 +455,7 @@ func writePKI(t *testing.T, dir string) pki {
 		serverCert: filepath.Join(dir, "apiserver.crt"),
 		serverKey:  filepath.Join(dir, "apiserver.key"),
 		saKey:      filepath.Join(dir, "sa.key"),
+		saPub:      filepath.Join(dir, "sa.pub"),
 		tokens:     filepath.Join(dir, "tokens.csv"),
 		token:      rand.Text(),
 	}
@@ -493,7 +494,13 @@ func writePKI(t *testing.T, dir string) pki {
 	writePEM(t, p.caCert, "CERTIFICATE", caDER)
 	writePEM(t, p.serverCert, "CERTIFICATE", serverDER)
 	writeKey(t, p.serverKey, serverKey)
-	writeKey(t, p.saKey, newKey(t))
+	saKey := newKey(t)
+	writeKey(t, p.saKey, saKey)
+	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p.saPub, "PUBLIC KEY", saPub)
 	// token,user,uid,"group": system:masters may do anything.
 	line := fmt.Sprintf("%s,admin,admin,\"system:masters\"\n", p.token)
 	if err := os.WriteFile(p.tokens, []byte(line), 0o600); err != nil {
@@ -513,11 +520,11 @@ func newKey(t *testing.T) *ecdsa.PrivateKey {
 
 func writeKey(t *testing.T, path string, k *ecdsa.PrivateKey) {
 	t.Helper()
-	der, err := x509.MarshalPKCS8PrivateKey(k)
+	der, err := x509.MarshalECPrivateKey(k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writePEM(t, path, "PRIVATE KEY", der)
+	writePEM(t, path, "EC PRIVATE KEY", der)
 }
 
 func writePEM(t *testing.T, path, typ string, der []byte) {
