@@ -102,7 +102,11 @@ func TestManifestsAgainstAPIServer(t *testing.T) {
 			if !ok {
 				t.Fatalf("a new overlay %s: list the objects it makes in this test", dir)
 			}
-			out := c.kubectl(t, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-k", dir)
+			out, warnings := c.kubectlStderr(t, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-k", dir)
+			if len(warnings) > 0 {
+				// Such as "would violate PodSecurity restricted:latest".
+				t.Errorf("the API server warned:\n%s", warnings)
+			}
 			objs := decodeList(t, out)
 			var got []string
 			for _, o := range objs {
@@ -236,14 +240,21 @@ func pinnedKubeVersion(t *testing.T) string {
 // a failure fails the test.
 func (c *cluster) kubectl(t *testing.T, args ...string) []byte {
 	t.Helper()
+	out, _ := c.kubectlStderr(t, args...)
+	return out
+}
+
+// kubectlStderr is kubectl that returns standard error (warnings) too.
+func (c *cluster) kubectlStderr(t *testing.T, args ...string) (stdout, stderr []byte) {
+	t.Helper()
 	cmd := c.command(args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, stderr.Bytes(), out)
+		t.Fatalf("kubectl %s: %v\n%s%s", strings.Join(args, " "), err, errBuf.Bytes(), out)
 	}
-	return out
+	return out, errBuf.Bytes()
 }
 
 // run runs kubectl and returns its combined output and error.
@@ -327,6 +338,11 @@ current-context: test
 
 	waitReady(t, apiserver, "https://"+apiAddr+"/readyz", pki)
 	c.kubectl(t, "create", "namespace", namespace)
+	// The strictest Pod Security Standard, as the README advises: the
+	// apiserver's PodSecurity admission then warns about any Deployment
+	// whose pods it would refuse.
+	c.kubectl(t, "label", "namespace", namespace,
+		"pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/warn=restricted")
 	return c
 }
 
@@ -352,6 +368,7 @@ func startProcess(t *testing.T, dir, path string, args ...string) *process {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
