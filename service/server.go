@@ -69,6 +69,14 @@ func (s *Server) Register(gs *grpc.Server) {
 	reflection.Register(gs)
 }
 
+// RegisterHealth registers only the health service on gs: for a plaintext
+// listener that probes which cannot speak TLS (kubelet's gRPC probes) can
+// reach while the tool service itself requires TLS. It reports the same
+// statuses, NOT_SERVING during shutdown included.
+func (s *Server) RegisterHealth(gs *grpc.Server) {
+	healthpb.RegisterHealthServer(gs, s.health)
+}
+
 // Abandoned returns how many tools were abandoned for ignoring cancellation.
 func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
 

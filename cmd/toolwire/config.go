@@ -18,9 +18,10 @@ import (
 // with --config, overridden by the flags set on the command line. Zero
 // values mean service.Config's defaults.
 type serveConfig struct {
-	Listen   string `json:"listen"`    // address to listen on
-	Diag     bool   `json:"diag"`      // offer the diagnostic tools
-	LogLevel string `json:"log_level"` // debug, info, warn or error
+	Listen   string `json:"listen"`        // address to listen on
+	Health   string `json:"health_listen"` // plaintext address serving only the health service; off when empty
+	Diag     bool   `json:"diag"`          // offer the diagnostic tools
+	LogLevel string `json:"log_level"`     // debug, info, warn or error
 
 	MaxBatches       int             `json:"max_concurrent_batches"`
 	MaxCalls         int             `json:"max_calls"`
@@ -81,6 +82,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(configPath, "config", "", "YAML configuration `file`; flags set on the command line override it")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "`address` to listen on; port 0 picks a free port")
+	fs.StringVar(&cfg.Health, "health-listen", cfg.Health, "plaintext `address` serving only the gRPC health service, for probes that cannot speak TLS (default off)")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level`: debug, info, warn or error")
 	fs.IntVar(&cfg.MaxBatches, "max-batches", cfg.MaxBatches, "most batches running at once; more are refused with RESOURCE_EXHAUSTED (0: 4096)")

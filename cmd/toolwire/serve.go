@@ -72,6 +72,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	log.Info("idempotency and session store", "store", cfg.Store)
 	tel.apply(&svcCfg)
 	srv := service.New(reg, svcCfg)
+	if cfg.Health != "" {
+		stopHealth, err := serveHealth(srv, cfg.Health, log)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		defer stopHealth() // after the drain, so probes see it
+	}
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")
 	})

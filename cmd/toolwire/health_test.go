@@ -1,0 +1,50 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// TestHealthListen checks that --health-listen serves the health service,
+// with the main listener's statuses, and nothing else.
+func TestHealthListen(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag", "--health-listen", "127.0.0.1:0")
+	var addr string
+	waitFor(t, "the health listening line", func() bool {
+		for line := range strings.SplitSeq(s.stderr.String(), "\n") {
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "health listening on ") {
+				addr = rec.Addr
+				return true
+			}
+		}
+		return false
+	})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, svc := range []string{"", toolwirev1.ToolService_ServiceDesc.ServiceName} {
+		resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health of %q on the health listener: %v, %v; want SERVING", svc, resp, err)
+		}
+	}
+	_, err = toolwirev1.NewToolServiceClient(conn).ListTools(t.Context(), &toolwirev1.ListToolsRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("ListTools on the health listener: %v, want Unimplemented", err)
+	}
+}
