@@ -223,19 +223,25 @@ func (r *reloader) apply(cfg serveConfig) error {
 }
 
 // restartOnly returns the config keys, other than the reloadable ones, whose
-// values differ between a and b.
+// values differ between a and b. The structs embedded in serveConfig are
+// walked: their keys sit at the top level of the file.
 func restartOnly(a, b serveConfig) []string {
 	var changed []string
-	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
-	for i := range va.NumField() {
-		key, _, _ := strings.Cut(va.Type().Field(i).Tag.Get("json"), ",")
-		if reloadable[key] || key == "-" {
-			continue
-		}
-		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
-			changed = append(changed, key)
+	var walk func(va, vb reflect.Value)
+	walk = func(va, vb reflect.Value) {
+		for i := range va.NumField() {
+			f := va.Type().Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case f.Anonymous && key == "" && f.Type.Kind() == reflect.Struct:
+				walk(va.Field(i), vb.Field(i))
+			case reloadable[key] || key == "-":
+			case !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()):
+				changed = append(changed, key)
+			}
 		}
 	}
+	walk(reflect.ValueOf(a), reflect.ValueOf(b))
 	return changed
 }
 

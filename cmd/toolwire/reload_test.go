@@ -22,6 +22,8 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"github.com/toolwire/toolwire/tools/httptool"
+	"github.com/toolwire/toolwire/tools/mcpgw"
+	"github.com/toolwire/toolwire/tools/remote"
 )
 
 // httpToolsYAML is a config declaring one read-only HTTP tool, name, that
@@ -246,8 +248,15 @@ func TestRestartOnly(t *testing.T) {
 	}
 	c := a
 	c.HTTPTools = make([]httptool.Spec, 1)
+	c.MCPServers = make([]mcpgw.ServerConfig, 1) // in the embedded Sources
+	c.Remotes = make([]remote.Config, 1)
 	if got := restartOnly(a, c); len(got) != 0 {
-		t.Errorf("http_tools changed: %v; want nothing needing a restart", got)
+		t.Errorf("http_tools, mcp_servers and remotes changed: %v; want nothing needing a restart", got)
+	}
+	d := a
+	d.Store, d.Auth.TokensFile = "redis://r:6379/0", "/t" // keys of embedded structs
+	if diff := cmp.Diff([]string{"auth", "store"}, restartOnly(a, d)); diff != "" {
+		t.Errorf("restartOnly of embedded keys (-want +got):\n%s", diff)
 	}
 }
 
