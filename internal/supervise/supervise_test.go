@@ -72,7 +72,7 @@ func newHarness(t *testing.T, holdOnStop bool) *harness {
 	h := &harness{
 		t: t, attempts: make(chan *attempt), retries: make(chan retry, 100), holdOnStop: holdOnStop,
 		release: make(chan struct{}),
-		starts: map[cfg]int{}, active: map[string]int{},
+		starts:  map[cfg]int{}, active: map[string]int{},
 	}
 	h.set = New(Hooks[cfg]{
 		Name:     func(c cfg) string { return c.name },
