@@ -101,11 +101,9 @@ func TestValidate(t *testing.T) {
 	if err := g.Sync(done, []ServerConfig{{Name: "a", Command: stdioServer}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Sync with a done context: %v", err)
 	}
-	g.mu.Lock()
-	if len(g.servers) != 0 {
+	if g.set.Len() != 0 {
 		t.Error("Sync with a done context started a server")
 	}
-	g.mu.Unlock()
 }
 
 // checkCalls runs every test tool of the server with prefix p.

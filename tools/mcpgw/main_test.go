@@ -59,7 +59,7 @@ func newGateway(t *testing.T) (*Gateway, *tools.Registry) {
 		t.Fatal(err)
 	}
 	g := New(reg, testLogger(t))
-	g.minBackoff, g.maxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	g.set.MinBackoff, g.set.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { g.Close() })
 	return g, reg
 }
