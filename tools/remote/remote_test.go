@@ -48,7 +48,7 @@ func newMounts(t *testing.T) (*Mounts, *tools.Registry) {
 		t.Fatal(err)
 	}
 	m := New(reg, testLogger(t))
-	m.minBackoff, m.maxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	m.set.MinBackoff, m.set.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { m.Close() })
 	return m, reg
 }
