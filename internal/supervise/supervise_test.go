@@ -160,28 +160,29 @@ func (h *harness) sync(cfgs ...cfg) {
 	}
 }
 
+// receive returns the next value from ch; what says what is awaited if it
+// never comes.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
 // next returns the next Connect.
 func (h *harness) next() *attempt {
 	h.t.Helper()
-	select {
-	case a := <-h.attempts:
-		return a
-	case <-time.After(waitLimit):
-		h.t.Fatal("no connection attempt")
-		return nil
-	}
+	return receive(h.t, h.attempts, "a connection attempt")
 }
 
 // nextRetry returns the next Retrying call.
 func (h *harness) nextRetry() retry {
 	h.t.Helper()
-	select {
-	case r := <-h.retries:
-		return r
-	case <-time.After(waitLimit):
-		h.t.Fatal("no retry")
-		return retry{}
-	}
+	return receive(h.t, h.retries, "a retry")
 }
 
 func (h *harness) startsOf(c cfg) int {
