@@ -1,7 +1,6 @@
 package mcpgw
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -9,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/internal/supervise"
 )
 
 // ServerConfig describes one MCP server. Exactly one of Command (a child
@@ -69,20 +69,10 @@ func (c ServerConfig) Validate() error {
 
 // ValidateAll validates every server and checks that names are unique.
 func ValidateAll(cfgs []ServerConfig) error {
-	seen := map[string]bool{}
-	var errs []error
-	for _, c := range cfgs {
-		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if seen[c.Name] {
-			errs = append(errs, fmt.Errorf("mcp server %q: name used twice", c.Name))
-		}
-		seen[c.Name] = true
-	}
-	return errors.Join(errs...)
+	return supervise.ValidateAll(cfgs, "mcp server", ServerConfig.name)
 }
+
+func (c ServerConfig) name() string { return c.Name }
 
 func (c ServerConfig) equal(o ServerConfig) bool {
 	return c.Name == o.Name && c.Command == o.Command && slices.Equal(c.Args, o.Args) &&

@@ -9,6 +9,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/loopback"
+	"github.com/toolwire/toolwire/internal/sourcetest"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools/mcpgw/internal/testserver"
 )
@@ -25,7 +26,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "m", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTools(t, reg, "the MCP tools", has(prefixed("m", testTools...)...))
+	sourcetest.WaitTools(t, reg, "the MCP tools", sourcetest.Has(prefixed("m", testTools...)...))
 	ctx := context.Background()
 
 	list, err := c.ListTools(ctx)
@@ -91,7 +92,7 @@ func TestEndToEnd(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		wait(t, started, "the slow tool to start")
+		sourcetest.Wait(t, started, "the slow tool to start")
 		cancel()
 	}()
 	for _, err := range c.ExecuteBatch(cctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("s", "m_slow", nil)}}) {
@@ -99,5 +100,5 @@ func TestEndToEnd(t *testing.T) {
 			break
 		}
 	}
-	wait(t, cancelled, "the MCP server's handler to see the cancellation")
+	sourcetest.Wait(t, cancelled, "the MCP server's handler to see the cancellation")
 }

@@ -18,9 +18,9 @@ package mcpgw
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -28,19 +28,13 @@ import (
 type Gateway struct {
 	reg *tools.Registry
 	log *slog.Logger
-
-	// Retry delays after a failed connection, doubling from minBackoff up to
-	// maxBackoff. Tests shorten them.
-	minBackoff, maxBackoff time.Duration
 	// terminate is how long a stdio server may take to exit once its stdin
 	// is closed before it is signalled.
 	terminate time.Duration
 
-	mu      sync.Mutex
-	closed  bool
-	servers map[string]*server
-	dying   map[string]<-chan struct{} // stopped servers, done when their tools are gone
-	wg      sync.WaitGroup             // one per server's run loop
+	// set runs a server per configuration; a stopped server's loop returns
+	// once its tools are removed and its session closed.
+	set *supervise.Set[ServerConfig]
 }
 
 // New returns a gateway adding tools to reg and logging to logger (nil
@@ -49,13 +43,14 @@ func New(reg *tools.Registry, logger *slog.Logger) *Gateway {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Gateway{
-		reg: reg, log: logger,
-		minBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second,
-		terminate: 2 * time.Second,
-		servers:   map[string]*server{},
-		dying:     map[string]<-chan struct{}{},
-	}
+	g := &Gateway{reg: reg, log: logger, terminate: 2 * time.Second}
+	g.set = supervise.New(supervise.Hooks[ServerConfig]{
+		Name:     ServerConfig.name,
+		Equal:    ServerConfig.equal,
+		Validate: ValidateAll,
+		Start:    g.newServer,
+	})
+	return g
 }
 
 // Sync makes the gateway serve exactly cfgs: it starts servers that are new,
@@ -64,54 +59,12 @@ func New(reg *tools.Registry, logger *slog.Logger) *Gateway {
 // the background, and live until Close or a later Sync: ctx only bounds
 // the call itself. An invalid configuration is an error and changes nothing.
 func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
-	if err := ValidateAll(cfgs); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return nil
-	}
-	want := make(map[string]ServerConfig, len(cfgs))
-	for _, c := range cfgs {
-		want[c.Name] = c
-	}
-	for name, s := range g.servers {
-		if c, ok := want[name]; !ok || !c.equal(s.cfg) {
-			g.dying[name] = s.stop()
-			delete(g.servers, name)
-		}
-	}
-	for name, c := range want {
-		if _, ok := g.servers[name]; !ok {
-			// A server replacing one of the same name waits until the old
-			// one's tools are gone, so their names are free again.
-			g.start(c, g.dying[name])
-		}
-	}
-	for name, done := range g.dying {
-		select {
-		case <-done:
-			delete(g.dying, name)
-		default:
-		}
-	}
-	return nil
+	return g.set.Sync(ctx, cfgs)
 }
 
 // Close stops every server, closing sessions and ending child processes,
 // removes their tools, and waits for all of it.
 func (g *Gateway) Close() error {
-	g.mu.Lock()
-	g.closed = true
-	for name, s := range g.servers {
-		s.stop()
-		delete(g.servers, name)
-	}
-	g.mu.Unlock()
-	g.wg.Wait()
+	g.set.Close()
 	return nil
 }

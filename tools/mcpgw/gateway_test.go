@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/mcpgw/internal/testserver"
 )
@@ -101,11 +102,9 @@ func TestValidate(t *testing.T) {
 	if err := g.Sync(done, []ServerConfig{{Name: "a", Command: stdioServer}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Sync with a done context: %v", err)
 	}
-	g.mu.Lock()
-	if len(g.servers) != 0 {
+	if g.set.Len() != 0 {
 		t.Error("Sync with a done context started a server")
 	}
-	g.mu.Unlock()
 }
 
 // checkCalls runs every test tool of the server with prefix p.
@@ -172,7 +171,7 @@ func TestStdioServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := waitTools(t, reg, "the stdio server's tools", has(prefixed("io", testTools...)...))
+	snap := sourcetest.WaitTools(t, reg, "the stdio server's tools", sourcetest.Has(prefixed("io", testTools...)...))
 	if snap.Len() != len(testTools) {
 		t.Errorf("tools %v", snap.Names())
 	}
@@ -233,7 +232,7 @@ func TestHTTPServer(t *testing.T) {
 	})
 	t.Setenv("MCPGW_TEST_TOKEN", "tok-123")
 	g, reg := newGateway(t)
-	logs := &syncBuffer{}
+	logs := &sourcetest.LogBuffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	defer func() {
 		if strings.Contains(logs.String(), "tok-123") {
@@ -244,7 +243,7 @@ func TestHTTPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := waitTools(t, reg, "the HTTP server's tools", has(prefixed("web", testTools...)...))
+	snap := sourcetest.WaitTools(t, reg, "the HTTP server's tools", sourcetest.Has(prefixed("web", testTools...)...))
 	checkCalls(t, snap, "web")
 	srv.mu.Lock()
 	for _, a := range srv.auth {
@@ -258,9 +257,9 @@ func TestHTTPServer(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan *tools.Result)
 		go func() { done <- call(t, ctx, snap, "web_slow", `{}`, nil) }()
-		wait(t, started, "the slow tool to start")
+		sourcetest.Wait(t, started, "the slow tool to start")
 		cancel()
-		wait(t, cancelled, "the server-side handler's context to be cancelled")
+		sourcetest.Wait(t, cancelled, "the server-side handler's context to be cancelled")
 		if r := <-done; !r.IsError || !strings.Contains(text(r), "context canceled") {
 			t.Errorf("cancelled call: %q", text(r))
 		}
@@ -272,7 +271,7 @@ func TestHTTPServer(t *testing.T) {
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "new"}}}, nil
 			})
-		snap := waitTools(t, reg, "the added tool", has("web_added"))
+		snap := sourcetest.WaitTools(t, reg, "the added tool", sourcetest.Has("web_added"))
 		if snap.Revision() == before {
 			t.Error("revision unchanged")
 		}
@@ -280,8 +279,8 @@ func TestHTTPServer(t *testing.T) {
 			t.Errorf("added tool: %q", text(r))
 		}
 		srv.mcp.RemoveTools("added")
-		waitTools(t, reg, "the removed tool to go", func(n []string) bool {
-			return !slices.Contains(n, "web_added") && has(prefixed("web", testTools...)...)(n)
+		sourcetest.WaitTools(t, reg, "the removed tool to go", func(n []string) bool {
+			return !slices.Contains(n, "web_added") && sourcetest.Has(prefixed("web", testTools...)...)(n)
 		})
 	})
 
@@ -293,10 +292,10 @@ func TestHTTPServer(t *testing.T) {
 		}
 		// The old session's tools go before the new one's arrive; wait for
 		// a listing made with the new header.
-		waitTools(t, reg, "the restarted server's tools", func(n []string) bool {
+		sourcetest.WaitTools(t, reg, "the restarted server's tools", func(n []string) bool {
 			srv.mu.Lock()
 			defer srv.mu.Unlock()
-			return has(prefixed("web", testTools...)...)(n) && srv.auth[len(srv.auth)-1] == "Bearer tok-456"
+			return sourcetest.Has(prefixed("web", testTools...)...)(n) && srv.auth[len(srv.auth)-1] == "Bearer tok-456"
 		})
 		snap := reg.Snapshot()
 		if r := call(t, context.Background(), snap, "web_read", `{"text":"again"}`, nil); r.IsError {
@@ -308,24 +307,15 @@ func TestHTTPServer(t *testing.T) {
 		if err := g.Sync(context.Background(), nil); err != nil {
 			t.Fatal(err)
 		}
-		waitTools(t, reg, "the tools to go", none("web_"))
+		sourcetest.WaitTools(t, reg, "the tools to go", none("web_"))
 	})
-}
-
-func wait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitLimit):
-		t.Fatalf("waiting for %s", what)
-	}
 }
 
 func TestDownAtStart(t *testing.T) {
 	srv := newHTTPServer(t, testserver.Hooks{})
 	srv.down(true)
 	g, reg := newGateway(t)
-	logs := &syncBuffer{}
+	logs := &sourcetest.LogBuffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, nil))
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "late", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
@@ -344,7 +334,7 @@ func TestDownAtStart(t *testing.T) {
 		t.Fatalf("tools while down: %v", before.Names())
 	}
 	srv.down(false)
-	snap := waitTools(t, reg, "the tools once the server is up", has(prefixed("late", testTools...)...))
+	snap := sourcetest.WaitTools(t, reg, "the tools once the server is up", sourcetest.Has(prefixed("late", testTools...)...))
 	if snap.Revision() == before.Revision() {
 		t.Error("revision unchanged")
 	}
@@ -361,12 +351,12 @@ func TestHTTPServerGoesAway(t *testing.T) {
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "away", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTools(t, reg, "the tools", has("away_read"))
+	sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("away_read"))
 	srv.down(true)
 	srv.CloseClientConnections()
-	waitTools(t, reg, "the tools to go", none("away_"))
+	sourcetest.WaitTools(t, reg, "the tools to go", none("away_"))
 	srv.down(false)
-	waitTools(t, reg, "the tools to come back", has(prefixed("away", testTools...)...))
+	sourcetest.WaitTools(t, reg, "the tools to come back", sourcetest.Has(prefixed("away", testTools...)...))
 }
 
 func TestStdioCrash(t *testing.T) {
@@ -376,7 +366,7 @@ func TestStdioCrash(t *testing.T) {
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "crash", Command: stdioServer, Env: map[string]string{"TESTSERVER_PIDFILE": pidfile}}}); err != nil {
 		t.Fatal(err)
 	}
-	snap := waitTools(t, reg, "the stdio server's tools", has("crash_slow"))
+	snap := sourcetest.WaitTools(t, reg, "the stdio server's tools", sourcetest.Has("crash_slow"))
 	pid := readPID(t, pidfile)
 
 	rec := newRecorder()
@@ -400,8 +390,8 @@ func TestStdioCrash(t *testing.T) {
 		t.Errorf("call in flight: %+v %q", r, text(r))
 	}
 	// The server is restarted and its tools come back.
-	waitTools(t, reg, "the tools to go", none("crash_"))
-	snap = waitTools(t, reg, "the tools to come back", has(prefixed("crash", testTools...)...))
+	sourcetest.WaitTools(t, reg, "the tools to go", none("crash_"))
+	snap = sourcetest.WaitTools(t, reg, "the tools to come back", sourcetest.Has(prefixed("crash", testTools...)...))
 	if readPID(t, pidfile) == pid {
 		t.Error("pid file unchanged: no new process")
 	}
@@ -422,7 +412,7 @@ func TestNameTaken(t *testing.T) {
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "web", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
-	snap := waitTools(t, reg, "the other tools", has(prefixed("web", testTools...)...))
+	snap := sourcetest.WaitTools(t, reg, "the other tools", sourcetest.Has(prefixed("web", testTools...)...))
 	if r := call(t, context.Background(), snap, "web_read", `{}`, nil); text(r) != "builtin" {
 		t.Errorf("web_read was replaced: %q", text(r))
 	}

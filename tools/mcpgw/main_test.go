@@ -12,8 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -59,7 +57,7 @@ func newGateway(t *testing.T) (*Gateway, *tools.Registry) {
 		t.Fatal(err)
 	}
 	g := New(reg, testLogger(t))
-	g.minBackoff, g.maxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	g.set.MinBackoff, g.set.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { g.Close() })
 	return g, reg
 }
@@ -69,36 +67,6 @@ func testLogger(t *testing.T) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, nil)).With("test", t.Name())
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-// waitTools waits until the registry's names satisfy ok and returns its
-// snapshot.
-func waitTools(t *testing.T, reg *tools.Registry, what string, ok func(names []string) bool) *tools.Snapshot {
-	t.Helper()
-	limit := time.After(waitLimit)
-	for {
-		changed := reg.Changed()
-		snap := reg.Snapshot()
-		if ok(snap.Names()) {
-			return snap
-		}
-		select {
-		case <-changed:
-		case <-limit:
-			t.Fatalf("waiting for %s: tools are %v", what, snap.Names())
-		}
-	}
-}
-
-func has(names ...string) func([]string) bool {
-	return func(got []string) bool {
-		for _, n := range names {
-			if !slices.Contains(got, n) {
-				return false
-			}
-		}
-		return true
-	}
 }
 
 func none(prefix string) func([]string) bool {
@@ -208,22 +176,4 @@ func newHTTPServer(t testing.TB, hooks testserver.Hooks) *httpServer {
 		h.Close()
 	})
 	return h
-}
-
-// syncBuffer is a buffer safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

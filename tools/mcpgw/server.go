@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -23,14 +24,12 @@ import (
 // that accepts a connection and then says nothing is retried, not waited for.
 const requestTimeout = 30 * time.Second
 
-// server is one configured MCP server: a run loop that connects, lists and
-// reconnects, and the state its tools' handlers share with it.
+// server is one configured MCP server, the Runner its loop reconnects with,
+// and the state its tools' handlers share with it.
 type server struct {
-	g      *Gateway
-	cfg    ServerConfig
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the run loop has returned
+	g   *Gateway
+	cfg ServerConfig
+	log *slog.Logger
 
 	relist chan struct{} // tools/list_changed arrived; capacity 1
 	names  []string      // tools registered; only the run loop touches it
@@ -41,65 +40,23 @@ type server struct {
 	seq     uint64
 }
 
-// start runs a server for c in the background, once after is closed (nil
-// means at once). g.mu is held.
-func (g *Gateway) start(c ServerConfig, after <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{
-		g: g, cfg: c, log: g.log.With("mcp_server", c.Name), cancel: cancel,
-		done: make(chan struct{}), relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
-	}
-	g.servers[c.Name] = s
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		defer close(s.done)
-		if after != nil {
-			select {
-			case <-after:
-			case <-ctx.Done():
-				return
-			}
-		}
-		s.run(ctx)
-	}()
-}
-
-// stop ends the run loop; the returned channel is closed once the server's
-// tools are removed and its session closed.
-func (s *server) stop() <-chan struct{} {
-	s.cancel()
-	return s.done
-}
-
-// run connects until stopped, backing off exponentially after failures.
-func (s *server) run(ctx context.Context) {
-	delay := s.g.minBackoff
-	for {
-		start := time.Now()
-		connected, err := s.connectAndServe(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if connected && time.Since(start) > s.g.maxBackoff {
-			delay = s.g.minBackoff // it ran a good while: this is no crash loop
-		}
-		s.log.Warn("MCP server unavailable; retrying", "error", err, "retry_in", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		delay = min(delay*2, s.g.maxBackoff)
+// newServer returns the server for c; its loop is run by g.set.
+func (g *Gateway) newServer(c ServerConfig) supervise.Runner {
+	return &server{
+		g: g, cfg: c, log: g.log.With("mcp_server", c.Name),
+		relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
 	}
 }
 
-// connectAndServe runs one session: it connects, imports the tools, re-lists
+// Retrying logs why the server is unavailable.
+func (s *server) Retrying(err error, delay time.Duration) {
+	s.log.Warn("MCP server unavailable; retrying", "error", err, "retry_in", delay)
+}
+
+// Connect runs one session: it connects, imports the tools, re-lists
 // them whenever the server says they changed, and returns when the session
 // ends, with its tools removed.
-func (s *server) connectAndServe(ctx context.Context) (connected bool, err error) {
+func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	transport, cleanup, err := s.transport()
 	if err != nil {
 		return false, err

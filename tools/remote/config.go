@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/internal/supervise"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -75,20 +75,10 @@ func (c Config) Validate() error {
 
 // ValidateAll validates every mount and checks that names are unique.
 func ValidateAll(cfgs []Config) error {
-	seen := map[string]bool{}
-	var errs []error
-	for _, c := range cfgs {
-		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if seen[c.Name] {
-			errs = append(errs, fmt.Errorf("remote %q: name used twice", c.Name))
-		}
-		seen[c.Name] = true
-	}
-	return errors.Join(errs...)
+	return supervise.ValidateAll(cfgs, "remote", Config.name)
 }
+
+func (c Config) name() string { return c.Name }
 
 // isLoopback reports whether target names this host: localhost, a loopback
 // address or a Unix socket.

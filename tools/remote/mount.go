@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -24,76 +25,31 @@ const listTimeout = 30 * time.Second
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
-// mount is one remote: a run loop that watches it and the state its tools'
-// handlers share with it.
+// mount is one remote: the Runner its loop reconnects with, and the state
+// its tools' handlers share with it.
 type mount struct {
-	m      *Mounts
-	cfg    Config
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the run loop has returned
-	names  []string      // tools registered; only the run loop touches it
+	m     *Mounts
+	cfg   Config
+	log   *slog.Logger
+	names []string // tools registered; only the run loop touches it
 
 	mu     sync.Mutex
 	client *client.Client // nil while not connected
 }
 
-// start runs a mount for c in the background, once after is closed (nil
-// means at once). m.mu is held.
-func (m *Mounts) start(c Config, after <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	mt := &mount{m: m, cfg: c, log: m.log.With("remote", c.Name, "target", c.Target), cancel: cancel, done: make(chan struct{})}
-	m.mounts[c.Name] = mt
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		defer close(mt.done)
-		if after != nil {
-			select {
-			case <-after:
-			case <-ctx.Done():
-				return
-			}
-		}
-		mt.run(ctx)
-	}()
+// newMount returns the mount for c; its loop is run by m.set.
+func (m *Mounts) newMount(c Config) supervise.Runner {
+	return &mount{m: m, cfg: c, log: m.log.With("remote", c.Name, "target", c.Target)}
 }
 
-// stop ends the run loop; the returned channel is closed once the mount's
-// tools are removed.
-func (mt *mount) stop() <-chan struct{} {
-	mt.cancel()
-	return mt.done
+// Retrying logs why the remote is unavailable.
+func (mt *mount) Retrying(err error, delay time.Duration) {
+	mt.log.Warn("remote toolwire unavailable; retrying", "error", err, "retry_in", delay)
 }
 
-// run watches the remote until stopped, backing off exponentially after
-// failures.
-func (mt *mount) run(ctx context.Context) {
-	delay := mt.m.minBackoff
-	for {
-		start := time.Now()
-		listed, err := mt.watch(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if listed && time.Since(start) > mt.m.maxBackoff {
-			delay = mt.m.minBackoff // it ran a good while: this is no flapping
-		}
-		mt.log.Warn("remote toolwire unavailable; retrying", "error", err, "retry_in", delay)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		delay = min(delay*2, mt.m.maxBackoff)
-	}
-}
-
-// watch connects, lists the remote's tools at every revision WatchTools
+// Connect connects, lists the remote's tools at every revision WatchTools
 // announces, and returns when the watch ends, with the tools removed.
-func (mt *mount) watch(ctx context.Context) (listed bool, err error) {
+func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 	opts, err := mt.cfg.dialOptions()
 	if err != nil {
 		return false, err

@@ -15,9 +15,8 @@ package remote
 import (
 	"context"
 	"log/slog"
-	"sync"
-	"time"
 
+	"github.com/toolwire/toolwire/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -26,15 +25,9 @@ type Mounts struct {
 	reg *tools.Registry
 	log *slog.Logger
 
-	// Retry delays after a failed connection, doubling from minBackoff up to
-	// maxBackoff. Tests shorten them.
-	minBackoff, maxBackoff time.Duration
-
-	mu     sync.Mutex
-	closed bool
-	mounts map[string]*mount
-	dying  map[string]<-chan struct{} // stopped mounts, done when their tools are gone
-	wg     sync.WaitGroup             // one per mount's run loop
+	// set runs a mount per configuration; a stopped mount's loop returns
+	// once its tools are removed.
+	set *supervise.Set[Config]
 }
 
 // New returns mounts adding tools to reg and logging to logger (nil
@@ -43,11 +36,14 @@ func New(reg *tools.Registry, logger *slog.Logger) *Mounts {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Mounts{
-		reg: reg, log: logger,
-		minBackoff: 500 * time.Millisecond, maxBackoff: 30 * time.Second,
-		mounts: map[string]*mount{}, dying: map[string]<-chan struct{}{},
-	}
+	m := &Mounts{reg: reg, log: logger}
+	m.set = supervise.New(supervise.Hooks[Config]{
+		Name:     Config.name,
+		Equal:    func(a, b Config) bool { return a == b },
+		Validate: ValidateAll,
+		Start:    m.newMount,
+	})
+	return m
 }
 
 // Sync makes the mounts exactly cfgs: it starts new ones, stops those no
@@ -56,53 +52,11 @@ func New(reg *tools.Registry, logger *slog.Logger) *Mounts {
 // background, and live until Close or a later Sync: ctx only bounds the
 // call itself. An invalid configuration is an error and changes nothing.
 func (m *Mounts) Sync(ctx context.Context, cfgs []Config) error {
-	if err := ValidateAll(cfgs); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	want := make(map[string]Config, len(cfgs))
-	for _, c := range cfgs {
-		want[c.Name] = c
-	}
-	for name, mt := range m.mounts {
-		if c, ok := want[name]; !ok || c != mt.cfg {
-			m.dying[name] = mt.stop()
-			delete(m.mounts, name)
-		}
-	}
-	for name, c := range want {
-		if _, ok := m.mounts[name]; !ok {
-			// A mount replacing one of the same name waits until the old
-			// one's tools are gone, so their names are free again.
-			m.start(c, m.dying[name])
-		}
-	}
-	for name, done := range m.dying {
-		select {
-		case <-done:
-			delete(m.dying, name)
-		default:
-		}
-	}
-	return nil
+	return m.set.Sync(ctx, cfgs)
 }
 
 // Close stops every mount, removes its tools and waits for all of it.
 func (m *Mounts) Close() error {
-	m.mu.Lock()
-	m.closed = true
-	for name, mt := range m.mounts {
-		mt.stop()
-		delete(m.mounts, name)
-	}
-	m.mu.Unlock()
-	m.wg.Wait()
+	m.set.Close()
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/loopback"
+	"github.com/toolwire/toolwire/internal/sourcetest"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -48,49 +49,12 @@ func newMounts(t *testing.T) (*Mounts, *tools.Registry) {
 		t.Fatal(err)
 	}
 	m := New(reg, testLogger(t))
-	m.minBackoff, m.maxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	m.set.MinBackoff, m.set.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { m.Close() })
 	return m, reg
 }
 
-func waitTools(t *testing.T, reg *tools.Registry, what string, ok func(names []string) bool) *tools.Snapshot {
-	t.Helper()
-	limit := time.After(waitLimit)
-	for {
-		changed := reg.Changed()
-		snap := reg.Snapshot()
-		if ok(snap.Names()) {
-			return snap
-		}
-		select {
-		case <-changed:
-		case <-limit:
-			t.Fatalf("waiting for %s: tools are %v", what, snap.Names())
-		}
-	}
-}
-
-func has(names ...string) func([]string) bool {
-	return func(got []string) bool {
-		for _, n := range names {
-			if !slices.Contains(got, n) {
-				return false
-			}
-		}
-		return true
-	}
-}
-
 func empty(got []string) bool { return len(got) == 0 }
-
-func wait(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(waitLimit):
-		t.Fatalf("waiting for %s", what)
-	}
-}
 
 func TestValidate(t *testing.T) {
 	t.Parallel()
@@ -198,7 +162,7 @@ func TestEndToEnd(t *testing.T) {
 	if err := mounts.Sync(context.Background(), []Config{{Name: "b", Target: srvB.Addr, Insecure: true, Token: "{{REMOTE_TEST_TOKEN}}"}}); err != nil {
 		t.Fatal(err)
 	}
-	waitTools(t, regA, "B's tools on A", has("b_echo", "b_sleep", "b_fail", "b_block", "b_details"))
+	sourcetest.WaitTools(t, regA, "B's tools on A", sourcetest.Has("b_echo", "b_sleep", "b_fail", "b_block", "b_details"))
 	ctx := context.Background()
 
 	list, err := a.Client.ListTools(ctx)
@@ -284,7 +248,7 @@ func TestEndToEnd(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			wait(t, b.started, "B's tool to start")
+			sourcetest.Wait(t, b.started, "B's tool to start")
 			cancel()
 		}()
 		for _, err := range a.Client.ExecuteBatch(cctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("x", "b_block", nil)}}) {
@@ -292,7 +256,7 @@ func TestEndToEnd(t *testing.T) {
 				break
 			}
 		}
-		wait(t, b.cancelled, "B's tool to see the cancellation")
+		sourcetest.Wait(t, b.cancelled, "B's tool to see the cancellation")
 	})
 
 	t.Run("B's changes reach A", func(t *testing.T) {
@@ -300,16 +264,16 @@ func TestEndToEnd(t *testing.T) {
 		if err := regB.Add(tools.Tool{Name: "added", Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text("new"), nil }}); err != nil {
 			t.Fatal(err)
 		}
-		if snap := waitTools(t, regA, "the added tool", has("b_added")); snap.Revision() == before {
+		if snap := sourcetest.WaitTools(t, regA, "the added tool", sourcetest.Has("b_added")); snap.Revision() == before {
 			t.Error("revision unchanged")
 		}
 		regB.Remove("added")
-		waitTools(t, regA, "the removed tool to go", func(n []string) bool { return !slices.Contains(n, "b_added") })
+		sourcetest.WaitTools(t, regA, "the removed tool to go", func(n []string) bool { return !slices.Contains(n, "b_added") })
 	})
 
 	t.Run("B stops", func(t *testing.T) {
 		srvB.Stop()
-		waitTools(t, regA, "B's tools to go", empty)
+		sourcetest.WaitTools(t, regA, "B's tools to go", empty)
 	})
 }
 
@@ -336,7 +300,7 @@ func TestDownAtStart(t *testing.T) {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
 	loopback.ServeOn(t, lis, regB, service.Config{})
-	snap := waitTools(t, reg, "the tools once B is up", has("late_echo"))
+	snap := sourcetest.WaitTools(t, reg, "the tools once B is up", sourcetest.Has("late_echo"))
 	if snap.Revision() == before.Revision() {
 		t.Error("revision unchanged")
 	}
@@ -349,5 +313,5 @@ func TestDownAtStart(t *testing.T) {
 	if err := mounts.Sync(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	waitTools(t, reg, "the tools to go after Sync(nil)", empty)
+	sourcetest.WaitTools(t, reg, "the tools to go after Sync(nil)", empty)
 }

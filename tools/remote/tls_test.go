@@ -14,11 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolwire/toolwire/internal/loopback"
+	"github.com/toolwire/toolwire/internal/sourcetest"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -76,7 +76,7 @@ func TestTLS(t *testing.T) {
 
 	t.Setenv("REMOTE_TLS_TOKEN", "tok-tls")
 	mounts, reg := newMounts(t)
-	logs := &syncBuffer{}
+	logs := &sourcetest.LogBuffer{}
 	mounts.log = slog.New(slog.NewTextHandler(logs, nil))
 	err = mounts.Sync(context.Background(), []Config{
 		{Name: "b", Target: srvB.Addr, CAFile: caFile, ServerName: "toolwire-b.test", Token: "{{REMOTE_TLS_TOKEN}}"},
@@ -85,7 +85,7 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitTools(t, reg, "B's tools over TLS", has("b_echo"))
+	sourcetest.WaitTools(t, reg, "B's tools over TLS", sourcetest.Has("b_echo"))
 	b.mu.Lock()
 	if len(b.auth) == 0 || b.auth[0] != "Bearer tok-tls" {
 		t.Errorf("B saw authorization %q", b.auth)
@@ -107,22 +107,4 @@ func TestTLS(t *testing.T) {
 	if strings.Contains(logs.String(), "tok-tls") {
 		t.Errorf("the token is in the log:\n%s", logs)
 	}
-}
-
-// syncBuffer is a buffer safe for concurrent writers and readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
