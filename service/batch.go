@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Causes of a batch's cancellation, told apart in results.
@@ -75,7 +74,8 @@ type batch struct {
 	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
 	slots     []slot                   // per call, while it runs
 	start     time.Time
-	tel       batchTel // spans; see telemetry.go
+	tel       batchTel        // spans; see telemetry.go
+	runCtx    context.Context // the context run was given
 }
 
 func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
@@ -119,13 +119,12 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 		}
 		lanes[i] = &toolwirev1.Lane{Index: uint32(i), CallIds: ids, Parallel: l.Parallel}
 	}
-	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Accepted{
-		Accepted: &toolwirev1.BatchAccepted{BatchId: b.id, Lanes: lanes, Revision: b.snap.Revision()}}}
+	return acceptedEventFor(b.id, b.snap.Revision(), lanes)
 }
 
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
-	f := &toolwirev1.BatchFinished{BatchId: b.id, Duration: durationpb.New(time.Since(b.start))}
+	ev, f := finishedEventFor(b.id, time.Since(b.start))
 	for _, r := range b.results {
 		switch {
 		case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
@@ -143,7 +142,7 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 			f.Replayed++
 		}
 	}
-	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Finished{Finished: f}}
+	return ev
 }
 
 // write is the stream's only writer; it returns when the batch's events are
@@ -177,11 +176,14 @@ func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
 // run executes the lanes in order and closes the event channel when every
 // call has its result. Once ctx is done nothing new starts: calls not yet
 // started get CANCELLED (or TIMEOUT) results.
-func (b *batch) run(ctx context.Context) { b.runFrom(ctx, 0) }
+func (b *batch) run(ctx context.Context) {
+	b.runCtx = ctx
+	b.runFrom(ctx, 0)
+}
 
 // runFrom runs the lanes from index li on. When a call it runs itself is
-// abandoned, the call's watchdog continues the batch on a new goroutine and
-// this one returns as soon as the tool lets it.
+// abandoned, the call's watchdog continues the batch on a new goroutine (see
+// continueAfter) and this one returns as soon as the tool lets it.
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
@@ -193,12 +195,12 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 			continue
 		}
 		if len(lane.Calls) == 1 {
-			next := li + 1
-			if !b.startCall(ctx, li, lane.Calls[0], func() { b.s.runners.Go(func() { b.runFrom(ctx, next) }) }) {
+			if !b.startCall(ctx, li, lane.Calls[0], nil) {
 				return
 			}
 			continue
 		}
+		li := li // the closures below capture this copy, so the parameter stays on the stack
 		sem := make(chan struct{}, b.parallel)
 		var wg sync.WaitGroup
 		for _, i := range lane.Calls {
@@ -220,10 +222,16 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 	close(b.events)
 }
 
+// continueAfter runs the lanes after lane li on a new goroutine: the call
+// of lane li was abandoned, and the goroutine that ran it is stuck in its
+// tool.
+func (b *batch) continueAfter(li int) {
+	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
+}
+
 // finishUnstarted records and sends the result of a call that never ran.
 func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) {
-	res := b.newResult(i)
-	res.Duration = durationpb.New(0)
+	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
 	b.finish(i, res)
 }
@@ -239,7 +247,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
-	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: res}})
+	b.emit(resultEventFor(res))
 }
 
 // cancelled describes why ctx, the batch's context, ended.
