@@ -76,6 +76,15 @@ type batch struct {
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
+
+	// one holds the per-call state of a one-call batch, the commonest
+	// kind, sparing it an allocation for each slice.
+	one struct {
+		tools   [1]*tools.Tool
+		results [1]*toolwirev1.CallResult
+		tel     [1]callTel
+		slots   [1]slot
+	}
 }
 
 func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
@@ -85,14 +94,22 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		id:        newID(),
 		req:       req,
 		snap:      snap,
-		tools:     make([]*tools.Tool, len(req.GetCalls())),
 		streamCtx: ctx,
 		// A small batch needs few slots; more would only be allocated and cleared.
-		events:  make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
-		results: make([]*toolwirev1.CallResult, len(req.GetCalls())),
-		start:   time.Now(),
+		events: make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
+		start:  time.Now(),
 	}
-	safe := make([]bool, len(req.GetCalls()))
+	if n := len(req.GetCalls()); n == 1 {
+		b.tools, b.results = b.one.tools[:], b.one.results[:]
+	} else {
+		b.tools, b.results = make([]*tools.Tool, n), make([]*toolwirev1.CallResult, n)
+	}
+	var safeBuf [16]bool // Plan keeps nothing of it
+	safe := safeBuf[:0]
+	if len(req.GetCalls()) > len(safeBuf) {
+		safe = make([]bool, 0, len(req.GetCalls()))
+	}
+	safe = safe[:len(req.GetCalls())]
 	for i, c := range req.GetCalls() {
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.

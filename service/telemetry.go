@@ -366,7 +366,11 @@ type logScopeKey struct{}
 // tools still continue its trace.
 func (b *batch) startTelemetry(ctx context.Context) context.Context {
 	tel := b.s.tel
-	b.tel.calls = make([]callTel, len(b.req.GetCalls()))
+	if n := len(b.req.GetCalls()); n == 1 {
+		b.tel.calls = b.one.tel[:]
+	} else {
+		b.tel.calls = make([]callTel, n)
+	}
 	b.tel.scope = logScope{b: b, i: -1}
 	b.tel.metrics = tel.metering()
 	ctx = context.WithValue(ctx, logScopeKey{}, &b.tel.scope)
