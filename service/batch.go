@@ -84,6 +84,8 @@ type batch struct {
 		results [1]*toolwirev1.CallResult
 		tel     [1]callTel
 		slots   [1]slot
+		lanes   [1]Lane
+		calls   [1]int
 	}
 }
 
@@ -118,7 +120,14 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 			safe[i] = s.safe(t)
 		}
 	}
-	b.lanes = Plan(safe, req.GetOptions().GetSequential())
+	if len(safe) == 1 {
+		// What Plan returns, without its two allocations.
+		b.one.calls[0] = 0
+		b.one.lanes[0] = Lane{Calls: b.one.calls[:], Parallel: safe[0] && !req.GetOptions().GetSequential()}
+		b.lanes = b.one.lanes[:]
+	} else {
+		b.lanes = Plan(safe, req.GetOptions().GetSequential())
+	}
 	b.parallel = s.cfg.MaxParallel
 	if p := int(req.GetOptions().GetMaxParallel()); p > 0 && p < b.parallel {
 		b.parallel = p
@@ -128,6 +137,10 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
+	if len(b.req.GetCalls()) == 1 {
+		l := b.lanes[0]
+		return oneCallAcceptedEvent(b.id, b.snap.Revision(), b.req.GetCalls()[0].GetCallId(), l.Parallel)
+	}
 	lanes := make([]*toolwirev1.Lane, len(b.lanes))
 	for i, l := range b.lanes {
 		ids := make([]string, len(l.Calls))

@@ -39,6 +39,26 @@ func acceptedEventFor(batchID, revision string, lanes []*toolwirev1.Lane) *toolw
 	return &e.resp
 }
 
+type oneCallAccepted struct {
+	acceptedEvent
+	lanes [1]*toolwirev1.Lane
+	lane  toolwirev1.Lane
+	ids   [1]string
+}
+
+// oneCallAcceptedEvent is acceptedEventFor a batch of one call, whose plan
+// is one lane.
+func oneCallAcceptedEvent(batchID, revision, callID string, parallel bool) *toolwirev1.ExecuteBatchResponse {
+	e := &oneCallAccepted{}
+	e.ids[0] = callID
+	e.lane.CallIds, e.lane.Parallel = e.ids[:], parallel
+	e.lanes[0] = &e.lane
+	e.msg.BatchId, e.msg.Lanes, e.msg.Revision = batchID, e.lanes[:], revision
+	e.oneof.Accepted = &e.msg
+	e.resp.Event = &e.oneof
+	return &e.resp
+}
+
 type finishedEvent struct {
 	resp  toolwirev1.ExecuteBatchResponse
 	oneof toolwirev1.ExecuteBatchResponse_Finished
