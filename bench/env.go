@@ -72,11 +72,14 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 		// measurement holds 10,000 one-call batches at once.
 		MaxParallel:          1024,
 		MaxConcurrentBatches: 20000,
-		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Past the server's slots the in-flight measurement's calls would
+		// queue, never all entering the tool.
+		Limits: service.Limits{MaxConcurrentCalls: 20000},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	// toolwire as Serve runs it (its stats handler and limits), on a server
-	// of its own; the floor is a bare gRPC server with nothing added.
-	opts := append([]grpc.ServerOption{grpc.StatsHandler(e.srv.StatsHandler()), grpc.ChainStreamInterceptor(e.noteClose)},
+	// toolwire as Serve runs it (its telemetry and limits), on a server of
+	// its own; the floor is a bare gRPC server with nothing added.
+	opts := append(append(e.srv.TelemetryOptions(), grpc.ChainStreamInterceptor(e.noteClose)),
 		e.srv.ServerOptions()...)
 	e.gs = grpc.NewServer(opts...)
 	e.srv.Register(e.gs)

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Causes of a batch's cancellation, told apart in results.
@@ -75,7 +74,19 @@ type batch struct {
 	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
 	slots     []slot                   // per call, while it runs
 	start     time.Time
-	tel       batchTel // spans; see telemetry.go
+	tel       batchTel        // spans; see telemetry.go
+	runCtx    context.Context // the context run was given
+
+	// one holds the per-call state of a one-call batch, the commonest
+	// kind, sparing it an allocation for each slice.
+	one struct {
+		tools   [1]*tools.Tool
+		results [1]*toolwirev1.CallResult
+		tel     [1]callTel
+		slots   [1]slot
+		lanes   [1]Lane
+		calls   [1]int
+	}
 }
 
 func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
@@ -85,14 +96,22 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		id:        newID(),
 		req:       req,
 		snap:      snap,
-		tools:     make([]*tools.Tool, len(req.GetCalls())),
 		streamCtx: ctx,
 		// A small batch needs few slots; more would only be allocated and cleared.
-		events:  make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
-		results: make([]*toolwirev1.CallResult, len(req.GetCalls())),
-		start:   time.Now(),
+		events: make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
+		start:  time.Now(),
 	}
-	safe := make([]bool, len(req.GetCalls()))
+	if n := len(req.GetCalls()); n == 1 {
+		b.tools, b.results = b.one.tools[:], b.one.results[:]
+	} else {
+		b.tools, b.results = make([]*tools.Tool, n), make([]*toolwirev1.CallResult, n)
+	}
+	var safeBuf [16]bool // Plan keeps nothing of it
+	safe := safeBuf[:0]
+	if len(req.GetCalls()) > len(safeBuf) {
+		safe = make([]bool, 0, len(req.GetCalls()))
+	}
+	safe = safe[:len(req.GetCalls())]
 	for i, c := range req.GetCalls() {
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
@@ -101,7 +120,14 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 			safe[i] = s.safe(t)
 		}
 	}
-	b.lanes = Plan(safe, req.GetOptions().GetSequential())
+	if len(safe) == 1 {
+		// What Plan returns, without its two allocations.
+		b.one.calls[0] = 0
+		b.one.lanes[0] = Lane{Calls: b.one.calls[:], Parallel: safe[0] && !req.GetOptions().GetSequential()}
+		b.lanes = b.one.lanes[:]
+	} else {
+		b.lanes = Plan(safe, req.GetOptions().GetSequential())
+	}
 	b.parallel = s.cfg.MaxParallel
 	if p := int(req.GetOptions().GetMaxParallel()); p > 0 && p < b.parallel {
 		b.parallel = p
@@ -111,6 +137,10 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
+	if len(b.req.GetCalls()) == 1 {
+		l := b.lanes[0]
+		return oneCallAcceptedEvent(b.id, b.snap.Revision(), b.req.GetCalls()[0].GetCallId(), l.Parallel)
+	}
 	lanes := make([]*toolwirev1.Lane, len(b.lanes))
 	for i, l := range b.lanes {
 		ids := make([]string, len(l.Calls))
@@ -119,13 +149,12 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 		}
 		lanes[i] = &toolwirev1.Lane{Index: uint32(i), CallIds: ids, Parallel: l.Parallel}
 	}
-	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Accepted{
-		Accepted: &toolwirev1.BatchAccepted{BatchId: b.id, Lanes: lanes, Revision: b.snap.Revision()}}}
+	return acceptedEventFor(b.id, b.snap.Revision(), lanes)
 }
 
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
-	f := &toolwirev1.BatchFinished{BatchId: b.id, Duration: durationpb.New(time.Since(b.start))}
+	ev, f := finishedEventFor(b.id, time.Since(b.start))
 	for _, r := range b.results {
 		switch {
 		case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
@@ -143,7 +172,7 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 			f.Replayed++
 		}
 	}
-	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Finished{Finished: f}}
+	return ev
 }
 
 // write is the stream's only writer; it returns when the batch's events are
@@ -177,11 +206,14 @@ func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
 // run executes the lanes in order and closes the event channel when every
 // call has its result. Once ctx is done nothing new starts: calls not yet
 // started get CANCELLED (or TIMEOUT) results.
-func (b *batch) run(ctx context.Context) { b.runFrom(ctx, 0) }
+func (b *batch) run(ctx context.Context) {
+	b.runCtx = ctx
+	b.runFrom(ctx, 0)
+}
 
 // runFrom runs the lanes from index li on. When a call it runs itself is
-// abandoned, the call's watchdog continues the batch on a new goroutine and
-// this one returns as soon as the tool lets it.
+// abandoned, the call's watchdog continues the batch on a new goroutine (see
+// continueAfter) and this one returns as soon as the tool lets it.
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
@@ -193,12 +225,12 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 			continue
 		}
 		if len(lane.Calls) == 1 {
-			next := li + 1
-			if !b.startCall(ctx, li, lane.Calls[0], func() { b.s.runners.Go(func() { b.runFrom(ctx, next) }) }) {
+			if !b.startCall(ctx, li, lane.Calls[0], nil) {
 				return
 			}
 			continue
 		}
+		li := li // the closures below capture this copy, so the parameter stays on the stack
 		sem := make(chan struct{}, b.parallel)
 		var wg sync.WaitGroup
 		for _, i := range lane.Calls {
@@ -220,10 +252,16 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 	close(b.events)
 }
 
+// continueAfter runs the lanes after lane li on a new goroutine: the call
+// of lane li was abandoned, and the goroutine that ran it is stuck in its
+// tool.
+func (b *batch) continueAfter(li int) {
+	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
+}
+
 // finishUnstarted records and sends the result of a call that never ran.
 func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) {
-	res := b.newResult(i)
-	res.Duration = durationpb.New(0)
+	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
 	b.finish(i, res)
 }
@@ -239,7 +277,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
-	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: res}})
+	b.emit(resultEventFor(res))
 }
 
 // cancelled describes why ctx, the batch's context, ended.

@@ -11,7 +11,6 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // outcome is what a tool's handler returned.
@@ -23,9 +22,10 @@ type outcome struct {
 // startCall takes call i through validation, runs it under its deadline and
 // sends its result. It normally returns true once the result is handed to the
 // writer. When the tool outstays its cancellation by the abandon grace, a
-// watchdog sends the result and calls onAbandon instead, and startCall
-// returns false whenever the tool finally returns: the caller has been
-// replaced and must do nothing more for the batch.
+// watchdog sends the result and calls onAbandon instead (nil: it continues
+// the batch after this call's lane), and startCall returns false whenever
+// the tool finally returns: the caller has been replaced and must do
+// nothing more for the batch.
 func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
 	call := b.req.GetCalls()[i]
 	ctx = b.startCallSpan(ctx, lane, i)
@@ -59,10 +59,9 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 		return true
 	}
 	defer b.releaseSlot(i)
-	b.emit(&toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Started{
-		Started: &toolwirev1.CallStarted{CallId: call.GetCallId(), Index: uint32(i), Lane: uint32(lane)}}})
+	b.emit(startedEventFor(call.GetCallId(), i, lane))
 	b.callRunning(i)
-	return b.execute(ctx, i, t, args, claim, onAbandon)
+	return b.execute(ctx, lane, i, t, args, claim, onAbandon)
 }
 
 // timeout is how long call i may run: the earliest of its own timeout, the
@@ -85,7 +84,7 @@ func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration 
 // result share. It is one allocation, where closures would be many.
 type callRun struct {
 	b         *batch
-	i         int
+	lane, i   int
 	tool      *tools.Tool
 	ctx       context.Context // the batch's
 	callCtx   context.Context // the call's: deadline, idle timeout
@@ -105,10 +104,10 @@ type callRun struct {
 
 // execute runs the tool on the calling goroutine (a goroutine hop per call
 // is most of a small call's cost) and sends its result; see startCall.
-func (b *batch) execute(ctx context.Context, i int, t *tools.Tool, args []byte, claim *idemClaim, onAbandon func()) bool {
+func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []byte, claim *idemClaim, onAbandon func()) bool {
 	call := b.req.GetCalls()[i]
 	cfg := &b.s.cfg
-	r := &callRun{b: b, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), claim: claim, onAbandon: onAbandon}
+	r := &callRun{b: b, lane: lane, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), claim: claim, onAbandon: onAbandon}
 	deadline := r.start.Add(r.timeout)
 	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
 		deadline, r.rpcLimit = dl.Add(-cfg.DeadlineMargin), true
@@ -174,15 +173,19 @@ func (r *callRun) abandon() {
 	r.b.callAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
-	r.onAbandon()
+	if r.onAbandon != nil {
+		r.onAbandon()
+	} else {
+		r.b.continueAfter(r.lane)
+	}
 }
 
 // decide sends the call's result.
 func (r *callRun) decide(o outcome, abandoned bool) {
 	r.handle.Close() // no progress event may follow the result
-	res := r.b.newResult(r.i)
+	res := r.b.newTimedResult(r.i, 0)
 	r.b.judge(r.ctx, r.callCtx, r.tool, r.timeout, r.rpcLimit, o, abandoned, res)
-	res.Duration = durationpb.New(time.Since(r.start))
+	setDuration(res.Duration, time.Since(r.start))
 	r.claim.settle(res) // recorded before it is sent
 	r.b.finish(r.i, res)
 }

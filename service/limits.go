@@ -195,7 +195,11 @@ func (b *batch) reserve(ctx context.Context) error {
 		return status.Errorf(codes.ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.s.cfg.MaxQueueWait)
 	}
 	b.reserved.hold(cs)
-	b.slots = make([]slot, len(b.req.GetCalls()))
+	if n := len(b.req.GetCalls()); n == 1 {
+		b.slots = b.one.slots[:]
+	} else {
+		b.slots = make([]slot, n)
+	}
 	return nil
 }
 

@@ -84,10 +84,6 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-func textBlock(s string) *toolwirev1.Content {
-	return &toolwirev1.Content{Block: &toolwirev1.Content_Text{Text: &toolwirev1.TextContent{Text: s}}}
-}
-
 // errorResult fills a result the model reads as a failure of the given kind.
 func errorResult(out *toolwirev1.CallResult, kind toolwirev1.ErrorKind, msg string) {
 	out.IsError = true

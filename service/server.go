@@ -141,7 +141,7 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	if err := s.checkBatch(req); err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	ctx := withClientTrace(stream.Context())
 	b := s.newBatch(ctx, req)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -218,9 +218,9 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 // turns NOT_SERVING, new batches are refused, running batches get
 // DrainTimeout to finish, then their calls are cancelled (and still get
 // results), then the gRPC server stops, forcibly if it must. The server's
-// StatsHandler is installed before opts.
+// TelemetryOptions and ServerOptions come before opts.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	gs := grpc.NewServer(append(append([]grpc.ServerOption{grpc.StatsHandler(s.StatsHandler())}, s.ServerOptions()...), opts...)...)
+	gs := grpc.NewServer(append(append(s.TelemetryOptions(), s.ServerOptions()...), opts...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()

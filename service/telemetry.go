@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -85,6 +88,12 @@ type telemetry struct {
 	tracer  trace.Tracer
 	content bool // record arguments and results in spans
 
+	// The configured providers; nil (or a global delegate) means
+	// OpenTelemetry's globals, looked up again each time: an SDK may be
+	// installed after the server was made.
+	tp trace.TracerProvider
+	mp metric.MeterProvider
+
 	duration  metric.Float64Histogram
 	inFlight  metric.Int64UpDownCounter
 	queueWait metric.Float64Histogram
@@ -122,6 +131,8 @@ func newTelemetry(cfg *Config) *telemetry {
 	t := &telemetry{
 		tracer:  tp.Tracer(ScopeName),
 		content: cfg.TraceContent,
+		tp:      cfg.TracerProvider,
+		mp:      cfg.MeterProvider,
 		attrs:   make(map[attrKey]*measureOpts),
 	}
 	m := mp.Meter(ScopeName)
@@ -148,15 +159,19 @@ func newTelemetry(cfg *Config) *telemetry {
 	return t
 }
 
-// StatsHandler returns the gRPC stats handler that Serve installs: otelgrpc's
-// RPC spans and metrics on the server's providers, with W3C trace context and
-// baggage read from incoming metadata, so a client's trace continues into
-// the server. Health checks are not traced: probes would drown the traces.
-// Add it with grpc.StatsHandler when registering the server on a
-// grpc.Server of your own.
+// propagator reads the trace context and baggage a client sends.
+var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// StatsHandler returns otelgrpc's gRPC stats handler on the server's
+// providers: RPC spans and metrics, with W3C trace context and baggage read
+// from incoming metadata, so a client's trace continues into the server.
+// Health checks are not traced: probes would drown the traces. Serve
+// installs it when a provider records (see TelemetryOptions); add it with
+// grpc.StatsHandler when registering the server on a grpc.Server of your
+// own.
 func (s *Server) StatsHandler() stats.Handler {
 	opts := []otelgrpc.Option{
-		otelgrpc.WithPropagators(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})),
+		otelgrpc.WithPropagators(propagator),
 		otelgrpc.WithFilter(filters.Not(filters.ServiceName("grpc.health.v1.Health"))),
 	}
 	if s.cfg.TracerProvider != nil {
@@ -166,6 +181,114 @@ func (s *Server) StatsHandler() stats.Handler {
 		opts = append(opts, otelgrpc.WithMeterProvider(s.cfg.MeterProvider))
 	}
 	return otelgrpc.NewServerHandler(opts...)
+}
+
+// TelemetryOptions returns the grpc.ServerOptions that Serve instruments its
+// grpc.Server with: StatsHandler's, when the server's tracer or meter
+// provider records, and none when neither does (OpenTelemetry's no-op
+// providers, or its globals before an SDK is installed). Any stats handler,
+// even one that records nothing, costs gRPC a copy of each RPC's metadata
+// and an event per message; without one, ExecuteBatch reads the client's
+// trace context itself, so tools still continue the client's trace.
+// Decided when called: an SDK installed later gets toolwire's batch and
+// call spans and metrics, but no RPC spans.
+func (s *Server) TelemetryOptions() []grpc.ServerOption {
+	if !s.tel.tracing() && !s.tel.metering() {
+		return nil
+	}
+	return []grpc.ServerOption{grpc.StatsHandler(s.StatsHandler())}
+}
+
+// tracing reports whether the server's tracer provider may record spans.
+func (t *telemetry) tracing() bool {
+	tp := t.tp
+	if tp == nil || isGlobalDelegate(tp) {
+		tp = otel.GetTracerProvider()
+	}
+	return !isNoop(tp)
+}
+
+// metering reports whether the server's meter provider may record.
+func (t *telemetry) metering() bool {
+	mp := t.mp
+	if mp == nil || isGlobalDelegate(mp) {
+		mp = otel.GetMeterProvider()
+	}
+	return !isNoop(mp)
+}
+
+// globalPkg holds OpenTelemetry's global delegates: the providers that
+// otel.GetTracerProvider and otel.GetMeterProvider return until an SDK is
+// installed (then they return the SDK's, and the delegates forward to it).
+const globalPkg = "go.opentelemetry.io/otel/internal/global"
+
+func isGlobalDelegate(p any) bool { return pkgOf(p) == globalPkg }
+
+// isNoop reports whether provider p records nothing: a global delegate with
+// no SDK behind it, or one of OpenTelemetry's no-op providers.
+func isNoop(p any) bool {
+	switch pkgOf(p) {
+	case globalPkg, "go.opentelemetry.io/otel/trace/noop", "go.opentelemetry.io/otel/metric/noop":
+		return true
+	case "go.opentelemetry.io/otel/trace":
+		return reflect.TypeOf(p).Name() == "noopTracerProvider" // trace.NewNoopTracerProvider's
+	}
+	return p == nil
+}
+
+// pkgOf returns the import path of the package that defines p's type.
+func pkgOf(p any) string {
+	t := reflect.TypeOf(p)
+	if t == nil {
+		return ""
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.PkgPath()
+}
+
+// withClientTrace returns ctx carrying the trace context and baggage the
+// client sent, unless it already carries a span (otelgrpc's stats handler
+// put it there). Without a stats handler this is what lets tools continue
+// the client's trace, and log lines name it.
+func withClientTrace(ctx context.Context) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	md := incomingMetadata{ctx}
+	if md.Get("traceparent") == "" && md.Get("baggage") == "" {
+		return ctx // the usual case, and free: no carrier to allocate
+	}
+	return propagator.Extract(ctx, md)
+}
+
+// incomingMetadata is a ctx's incoming gRPC metadata as a TextMapCarrier,
+// read key by key: copying all of it, as metadata.FromIncomingContext does,
+// costs more than the lookups.
+type incomingMetadata struct{ ctx context.Context }
+
+func (m incomingMetadata) Get(key string) string {
+	if v := metadata.ValueFromIncomingContext(m.ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// Values makes several baggage headers count, as otelgrpc's carrier does.
+func (m incomingMetadata) Values(key string) []string {
+	return metadata.ValueFromIncomingContext(m.ctx, key)
+}
+
+func (incomingMetadata) Set(string, string) {} // read only
+
+func (m incomingMetadata) Keys() []string {
+	md, _ := metadata.FromIncomingContext(m.ctx)
+	keys := make([]string, 0, len(md))
+	for k := range md {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // measure returns the measurement options for a tool and error kind.
@@ -214,16 +337,18 @@ func errorType(kind toolwirev1.ErrorKind) string {
 // call's span. It also identifies the batch and its calls in log lines (see
 // LogHandler).
 type batchTel struct {
-	span  trace.Span
-	scope logScope // the batch's, for its context
-	calls []callTel
+	span    trace.Span // nil when the tracer provider records nothing
+	metrics bool       // the meter provider may record
+	scope   logScope   // the batch's, for its context
+	calls   []callTel
 }
 
 // callTel is the telemetry state of one call.
 type callTel struct {
-	span  trace.Span // nil until the call is reached, or when not recording
-	scope logScope
-	ran   bool // the tool was invoked (in flight until its result)
+	span     trace.Span // nil until the call is reached, or when not recording
+	scope    logScope
+	ran      bool // the tool was invoked
+	inFlight bool // counted in toolwire.calls.in_flight until its result
 }
 
 // logScope is what LogHandler adds to a log line about a batch or a call.
@@ -235,12 +360,23 @@ type logScope struct {
 type logScopeKey struct{}
 
 // startTelemetry starts the batch's span, a child of the RPC's, and returns
-// ctx carrying it. Call it once the batch is admitted.
+// ctx carrying it. Call it once the batch is admitted. When neither
+// provider records (no SDK installed), spans and measurements are skipped
+// altogether, not made and dropped: ctx keeps the client's span context, so
+// tools still continue its trace.
 func (b *batch) startTelemetry(ctx context.Context) context.Context {
 	tel := b.s.tel
-	b.tel.calls = make([]callTel, len(b.req.GetCalls()))
+	if n := len(b.req.GetCalls()); n == 1 {
+		b.tel.calls = b.one.tel[:]
+	} else {
+		b.tel.calls = make([]callTel, n)
+	}
 	b.tel.scope = logScope{b: b, i: -1}
+	b.tel.metrics = tel.metering()
 	ctx = context.WithValue(ctx, logScopeKey{}, &b.tel.scope)
+	if !tel.tracing() {
+		return ctx
+	}
 	ctx, b.tel.span = tel.tracer.Start(ctx, spanBatch, internalSpan...)
 	if !b.tel.span.IsRecording() {
 		return ctx
@@ -310,7 +446,7 @@ func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context 
 	ct := &b.tel.calls[i]
 	ct.scope = logScope{b: b, i: i}
 	ctx = context.WithValue(ctx, logScopeKey{}, &ct.scope)
-	if !b.tel.span.IsRecording() {
+	if b.tel.span == nil || !b.tel.span.IsRecording() {
 		return ctx
 	}
 	call := b.req.GetCalls()[i]
@@ -335,7 +471,12 @@ func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context 
 // callRunning records that call i's tool is about to be invoked.
 func (b *batch) callRunning(i int) {
 	tel := b.s.tel
-	b.tel.calls[i].ran = true
+	ct := &b.tel.calls[i]
+	ct.ran = true
+	if !b.tel.metrics {
+		return
+	}
+	ct.inFlight = true
 	m := tel.measure(b.metricTool(i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED)
 	tel.inFlight.Add(context.Background(), 1, m.add...)
 	tel.queueWait.Record(context.Background(), time.Since(b.start).Seconds(), m.rec...)
@@ -344,7 +485,9 @@ func (b *batch) callRunning(i int) {
 // callAbandoned records that call i's tool ignored its cancellation.
 func (b *batch) callAbandoned(i int) {
 	tel := b.s.tel
-	tel.abandoned.Add(context.Background(), 1, tel.measure(b.metricTool(i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+	if b.tel.metrics {
+		tel.abandoned.Add(context.Background(), 1, tel.measure(b.metricTool(i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+	}
 	if span := b.tel.calls[i].span; span != nil {
 		span.AddEvent("abandoned")
 	}
@@ -363,15 +506,20 @@ func (b *batch) endCallTelemetry(i int, res *toolwirev1.CallResult) {
 			kind = toolwirev1.ErrorKind(-1) // errorType says _OTHER
 		}
 	}
-	ctx := context.Background()
-	m := tel.measure(tool, kind)
-	tel.results.Add(ctx, 1, m.add...)
-	if ct.ran {
-		tel.duration.Record(ctx, res.GetDuration().AsDuration().Seconds(), m.rec...)
-		tel.inFlight.Add(ctx, -1, tel.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+	if b.tel.metrics {
+		ctx := context.Background()
+		m := tel.measure(tool, kind)
+		tel.results.Add(ctx, 1, m.add...)
+		if ct.ran {
+			tel.duration.Record(ctx, res.GetDuration().AsDuration().Seconds(), m.rec...)
+		}
+		if res.GetReplayed() {
+			tel.replays.Add(ctx, 1, tel.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+		}
 	}
-	if res.GetReplayed() {
-		tel.replays.Add(ctx, 1, tel.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+	if ct.inFlight {
+		// Counted down only if counted up: the SDK may have been installed since.
+		tel.inFlight.Add(context.Background(), -1, tel.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 	}
 
 	if ct.span == nil && b.tel.span != nil && b.tel.span.IsRecording() {

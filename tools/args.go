@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
@@ -97,6 +98,9 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if arguments == "" {
 		arguments = "{}"
 	}
+	if t.inputFlat != nil && t.inputFlat.valid(arguments) {
+		return json.RawMessage(arguments), nil
+	}
 	doc, err := decodeJSON(arguments)
 	if err != nil {
 		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments are not valid JSON (%v); send a JSON object", err)}
@@ -113,6 +117,10 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 // ValidateOutput checks structured content against the tool's output schema;
 // a tool without one accepts any JSON.
 func (t *Tool) ValidateOutput(structured json.RawMessage) error {
+	// The text is only read, and not kept: no copy is needed.
+	if t.outputFlat != nil && t.outputFlat.valid(unsafe.String(unsafe.SliceData(structured), len(structured))) {
+		return nil
+	}
 	doc, err := decodeJSON(string(structured))
 	if err != nil {
 		return fmt.Errorf("structured content is not JSON: %w", err)

@@ -126,10 +126,12 @@ func prepare(t Tool) (*Tool, error) {
 	if t.input, err = compileSchema(t.InputSchema); err != nil {
 		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 	}
+	t.inputFlat = compileFlat(t.InputSchema)
 	if len(t.OutputSchema) > 0 {
 		if t.output, err = compileSchema(t.OutputSchema); err != nil {
 			return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
 		}
+		t.outputFlat = compileFlat(t.OutputSchema)
 	}
 	return &t, nil
 }

@@ -55,8 +55,10 @@ type Tool struct {
 	// completed before is replayed instead of run (see KeyFrom).
 	IdempotencyKey func(args json.RawMessage) (key string, ok bool)
 
-	// Compiled schemas, set when the tool is added to a registry.
-	input, output *jsonschema.Schema
+	// Compiled schemas, set when the tool is added to a registry; the flat
+	// ones when the schema is simple enough for a fast check (flat.go).
+	input, output         *jsonschema.Schema
+	inputFlat, outputFlat *flatSchema
 }
 
 // Call is the handle a Handler receives for one call: its identity, its

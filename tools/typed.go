@@ -54,17 +54,27 @@ func Typed[In, Out any](name, description string, fn TypedHandler[In, Out]) (Too
 			if err != nil {
 				return nil, err
 			}
-			structured, err := json.Marshal(res)
+			out := any(res) // once: each conversion may allocate
+			structured, err := json.Marshal(out)
 			if err != nil {
 				return nil, fmt.Errorf("encoding output: %w", err)
 			}
-			text := string(structured)
-			if s, ok := any(res).(fmt.Stringer); ok {
-				text = s.String()
+			// The result and its one content block in one allocation.
+			r := &typedResult{Result: Result{StructuredContent: structured}}
+			if s, ok := out.(fmt.Stringer); ok {
+				r.content[0].Text = s.String()
+			} else {
+				r.content[0].Text = string(structured)
 			}
-			return &Result{Content: []Content{{Text: text}}, StructuredContent: structured}, nil
+			r.Content = r.content[:]
+			return &r.Result, nil
 		},
 	}, nil
+}
+
+type typedResult struct {
+	Result
+	content [1]Content
 }
 
 // MustTyped is Typed for tools whose types are fixed at compile time; it

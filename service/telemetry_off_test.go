@@ -1,0 +1,132 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/tools"
+	"go.opentelemetry.io/otel/baggage"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+)
+
+// TestTelemetryOptions checks when Serve installs otelgrpc's stats handler:
+// only when a provider records.
+func TestTelemetryOptions(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  service.Config
+		want int
+	}{
+		{"globals without an SDK", service.Config{}, 0},
+		{"no-op providers", service.Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}, 0},
+		{"tracer SDK", service.Config{TracerProvider: sdktrace.NewTracerProvider()}, 1},
+		{"meter SDK", service.Config{MeterProvider: sdkmetric.NewMeterProvider()}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := service.New(reg, tc.cfg)
+			defer srv.Close()
+			if got := len(srv.TelemetryOptions()); got != tc.want {
+				t.Errorf("TelemetryOptions() has %d options; want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClientTraceWithoutSDK checks that a server whose providers record
+// nothing, and which Serve therefore runs without a stats handler, still
+// hands the client's trace context and baggage to its tools, so that what
+// they send on continues the client's trace.
+func TestClientTraceWithoutSDK(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  service.Config
+	}{
+		{"globals", service.Config{}},
+		{"no-op providers", service.Config{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			type seen struct {
+				sc     trace.SpanContext
+				tenant string
+			}
+			got := make(chan seen, 1)
+			probe := tools.Tool{
+				Name: "probe", Description: "reports the trace its context carries",
+				Handler: func(ctx context.Context, _ *tools.Call) (*tools.Result, error) {
+					got <- seen{trace.SpanContextFromContext(ctx), baggage.FromContext(ctx).Member("tenant").Value()}
+					return tools.Text("probed"), nil
+				},
+			}
+			reg, err := tools.NewRegistry(probe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := tc.cfg
+			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			srv := service.New(reg, cfg)
+			lis := bufconn.Listen(1 << 20)
+			ctx, cancel := context.WithCancel(context.Background())
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ctx, lis) }()
+			clientTP := sdktrace.NewTracerProvider()
+			c, err := client.New("passthrough:///bufconn",
+				client.WithTracerProvider(clientTP),
+				client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				c.Close()
+				cancel()
+				if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+					t.Errorf("Serve: %v", err)
+				}
+			})
+
+			member, err := baggage.NewMember("tenant", "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			bag, err := baggage.New(member)
+			if err != nil {
+				t.Fatal(err)
+			}
+			turn, parent := clientTP.Tracer("agent").Start(baggage.ContextWithBaggage(context.Background(), bag), "agent turn")
+			b, err := client.Collect(c.ExecuteBatch(turn, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("p1", "probe", "")}}))
+			parent.End()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := b.Results[0]; r.GetIsError() {
+				t.Fatalf("probe failed: %v", r)
+			}
+			s := <-got
+			if s.sc.TraceID() != parent.SpanContext().TraceID() || !s.sc.IsRemote() {
+				t.Errorf("tool's context carries span context %+v; want the client's trace %v, remote", s.sc, parent.SpanContext().TraceID())
+			}
+			if s.tenant != "acme" {
+				t.Errorf("tool's context carries baggage tenant=%q; want acme", s.tenant)
+			}
+		})
+	}
+}
