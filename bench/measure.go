@@ -59,8 +59,11 @@ func systems(e *env) []struct {
 	}
 }
 
-// measureSerial times the three systems' calls one at a time, interleaved,
-// so a noisy neighbour slows all three alike.
+// measureSerial times the three systems' calls one at a time. They take
+// turns in blocks: within a block one system runs hot, as a busy agent's
+// calls would (alternating call by call, the slow MCP calls let the other
+// two go cold, adding wake-up latency to both), while the turns still make
+// a noisy neighbour slow all three alike.
 func measureSerial(ctx context.Context, e *env, sc scale, rep *report) error {
 	sys := systems(e)
 	lat := make([][]time.Duration, len(sys))
@@ -71,13 +74,16 @@ func measureSerial(ctx context.Context, e *env, sc scale, rep *report) error {
 			}
 		}
 	}
-	for range sc.Serial {
+	const block = 50
+	for n := 0; n < sc.Serial; n += block {
 		for k, s := range sys {
-			start := time.Now()
-			if err := s.call(ctx); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
+			for range min(block, sc.Serial-n) {
+				start := time.Now()
+				if err := s.call(ctx); err != nil {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
+				lat[k] = append(lat[k], time.Since(start))
 			}
-			lat[k] = append(lat[k], time.Since(start))
 		}
 	}
 	for k, s := range sys {
