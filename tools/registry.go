@@ -61,17 +61,61 @@ func (r *Registry) Remove(names ...string) {
 // Update removes the named tools and adds tools in one atomic step, so
 // readers see either the old set or the new one. On error nothing changes.
 func (r *Registry) Update(remove []string, add ...Tool) error {
+	prepared, err := prepareAll(add)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.commit(remove, prepared)
+}
+
+// Replace is Update for a source that owns some of the registry's tools
+// (an MCP server's, a remote mount's): it swaps the tools named owned for
+// list in one step, leaving out, rather than failing on, a tool whose name
+// another source holds. It returns the names registered from list and the
+// names left out. On error nothing changes.
+func (r *Registry) Replace(owned []string, list ...Tool) (added, skipped []string, err error) {
+	prepared, err := prepareAll(list)
+	if err != nil {
+		return nil, nil, err
+	}
+	mine := make(map[string]bool, len(owned))
+	for _, n := range owned {
+		mine[n] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.snap.Load()
+	kept := prepared[:0]
+	for _, t := range prepared {
+		if _, taken := cur.byName[t.Name]; taken && !mine[t.Name] {
+			skipped = append(skipped, t.Name)
+			continue
+		}
+		kept = append(kept, t)
+		added = append(added, t.Name)
+	}
+	if err := r.commit(owned, kept); err != nil {
+		return nil, nil, err
+	}
+	return added, skipped, nil
+}
+
+func prepareAll(add []Tool) ([]*Tool, error) {
 	prepared := make([]*Tool, 0, len(add))
 	for i := range add {
 		t, err := prepare(add[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		prepared = append(prepared, t)
 	}
+	return prepared, nil
+}
 
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// commit removes the named tools and adds prepared ones; r.mu is held.
+func (r *Registry) commit(remove []string, prepared []*Tool) error {
 	cur := r.snap.Load()
 	byName := make(map[string]*Tool, len(cur.byName)+len(prepared))
 	for name, t := range cur.byName {

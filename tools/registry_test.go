@@ -128,3 +128,32 @@ func TestRegistryCopiesTools(t *testing.T) {
 		t.Error("changing the caller's Tool changed the registered one")
 	}
 }
+
+// TestRegistryReplace: a source swaps its own tools in one step, and a name
+// another source holds is left out instead of failing the update.
+func TestRegistryReplace(t *testing.T) {
+	t.Parallel()
+	r, err := NewRegistry(Tool{Name: "other_x", Handler: nop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, skipped, err := r.Replace(nil, Tool{Name: "src_a", Handler: nop}, Tool{Name: "other_x", Handler: nop})
+	if err != nil || strings.Join(added, ",") != "src_a" || strings.Join(skipped, ",") != "other_x" {
+		t.Fatalf("Replace = %v, %v, %v; want [src_a] added, [other_x] skipped", added, skipped, err)
+	}
+	// The source's own names may be registered again; the old set goes.
+	added, skipped, err = r.Replace(added, Tool{Name: "src_a", Handler: nop}, Tool{Name: "src_b", Handler: nop})
+	if err != nil || strings.Join(added, ",") != "src_a,src_b" || len(skipped) != 0 {
+		t.Fatalf("second Replace = %v, %v, %v; want [src_a src_b], none skipped", added, skipped, err)
+	}
+	if got := strings.Join(r.Snapshot().Names(), ","); got != "other_x,src_a,src_b" {
+		t.Errorf("Names() = %s", got)
+	}
+	before := r.Snapshot()
+	if _, _, err := r.Replace(added, Tool{Name: "bad name", Handler: nop}); err == nil || r.Snapshot() != before {
+		t.Errorf("Replace with an invalid tool: %v, registry changed %v; want an error and no change", err, r.Snapshot() != before)
+	}
+	if _, _, err := r.Replace(added); err != nil || strings.Join(r.Snapshot().Names(), ",") != "other_x" {
+		t.Errorf("Replace with nothing: %v, names %v; want only other_x left", err, r.Snapshot().Names())
+	}
+}

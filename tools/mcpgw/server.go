@@ -170,34 +170,16 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 // setTools replaces the server's tools in the registry in one update. A
 // name another source has taken is skipped with a log line.
 func (s *server) setTools(list []tools.Tool) {
-	reg := s.g.reg
-	err := reg.Update(s.names, list...)
-	if err != nil {
-		mine := map[string]bool{}
-		for _, n := range s.names {
-			mine[n] = true
-		}
-		snap := reg.Snapshot()
-		kept := list[:0:0]
-		for _, t := range list {
-			if _, taken := snap.Lookup(t.Name); taken && !mine[t.Name] {
-				s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", t.Name)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		list = kept
-		if err = reg.Update(s.names, list...); err != nil {
-			s.log.Error("cannot update the MCP server's tools", "error", err)
-			return
-		}
+	names, skipped, err := s.g.reg.Replace(s.names, list...)
+	for _, n := range skipped {
+		s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", n)
 	}
-	names := make([]string, len(list))
-	for i, t := range list {
-		names[i] = t.Name
+	if err != nil {
+		s.log.Error("cannot update the MCP server's tools", "error", err)
+		return
 	}
 	if len(names) > 0 || len(s.names) > 0 {
-		s.log.Info("MCP tools updated", "tools", names, "revision", reg.Snapshot().Revision())
+		s.log.Info("MCP tools updated", "tools", names, "revision", s.g.reg.Snapshot().Revision())
 	}
 	s.names = names
 }

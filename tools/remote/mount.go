@@ -141,36 +141,19 @@ func (mt *mount) declarations(list []*toolwirev1.Tool) []tools.Tool {
 	return out
 }
 
-// setTools replaces the mount's tools in the registry in one update. A name
-// another source has taken is skipped with a log line.
+// setTools replaces the mount's tools in the registry in one update. A
+// name another source has taken is skipped with a log line.
 func (mt *mount) setTools(list []tools.Tool) {
-	reg := mt.m.reg
-	if err := reg.Update(mt.names, list...); err != nil {
-		mine := map[string]bool{}
-		for _, n := range mt.names {
-			mine[n] = true
-		}
-		snap := reg.Snapshot()
-		kept := list[:0:0]
-		for _, t := range list {
-			if _, taken := snap.Lookup(t.Name); taken && !mine[t.Name] {
-				mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", t.Name)
-				continue
-			}
-			kept = append(kept, t)
-		}
-		list = kept
-		if err := reg.Update(mt.names, list...); err != nil {
-			mt.log.Error("cannot update the remote's tools", "error", err)
-			return
-		}
+	names, skipped, err := mt.m.reg.Replace(mt.names, list...)
+	for _, n := range skipped {
+		mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", n)
 	}
-	names := make([]string, len(list))
-	for i, t := range list {
-		names[i] = t.Name
+	if err != nil {
+		mt.log.Error("cannot update the remote's tools", "error", err)
+		return
 	}
 	if len(names) > 0 || len(mt.names) > 0 {
-		mt.log.Info("remote tools updated", "tools", names, "revision", reg.Snapshot().Revision())
+		mt.log.Info("remote tools updated", "tools", names, "revision", mt.m.reg.Snapshot().Revision())
 	}
 	mt.names = names
 }
