@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/tools/readfile"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 )
@@ -76,18 +75,7 @@ func TestReadFile(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			res := wt.Call(t, tool, tt.args)
-			if res.IsError != tt.isErr || wt.Text(res) != tt.text {
-				t.Fatalf("result (error %v):\n%s\nwant (error %v):\n%s", res.IsError, wt.Text(res), tt.isErr, tt.text)
-			}
-			if tt.isErr {
-				return
-			}
-			var d readfile.Details
-			wt.Details(t, res, &d)
-			if diff := cmp.Diff(tt.details, d); diff != "" {
-				t.Errorf("details (-want +got):\n%s", diff)
-			}
+			wt.Expect(t, tool, tt.args, tt.isErr, tt.text, tt.details)
 		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
 )
@@ -216,6 +217,25 @@ func Details(tb testing.TB, r *tools.Result, v any) {
 	tb.Helper()
 	if err := json.Unmarshal(r.Details, v); err != nil {
 		tb.Fatalf("details %s: %v", r.Details, err)
+	}
+}
+
+// Expect runs one call of t with arguments (see Call) and checks its
+// result: the error flag and text, and, when it succeeded, its details
+// against want.
+func Expect[D any](tb testing.TB, t tools.Tool, arguments string, isErr bool, text string, want D) {
+	tb.Helper()
+	res := Call(tb, t, arguments)
+	if res.IsError != isErr || Text(res) != text {
+		tb.Fatalf("result (error %v):\n%s\nwant (error %v):\n%s", res.IsError, Text(res), isErr, text)
+	}
+	if isErr {
+		return
+	}
+	var got D
+	Details(tb, res, &got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		tb.Errorf("details (-want +got):\n%s", diff)
 	}
 }
 
