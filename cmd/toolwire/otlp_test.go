@@ -226,39 +226,8 @@ func TestOTLPExport(t *testing.T) {
 		"OTEL_METRICS_EXPORTER=otlp",
 		"OTEL_SERVICE_NAME=toolwire-e2e",
 	)
-	output, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	addrc, logc := make(chan string, 1), make(chan string, 1)
-	go func() {
-		var log strings.Builder
-		sc := bufio.NewScanner(output)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if addr, ok := listenAddr(sc.Text()); ok {
-				addrc <- addr
-			}
-		}
-		logc <- log.String()
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(testTimeout):
-		t.Fatal("the binary did not report its address")
-	}
+	serve := startChild(t, cmd)
+	addr := serve.addr
 
 	// The agent's side: its own tracer provider exporting to the collector.
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
@@ -287,13 +256,7 @@ func TestOTLPExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	// SIGTERM: serve drains, then flushes its spans and metrics on the way out.
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	log := <-logc
-	err = cmd.Wait()
-	waited = true
-	if err != nil {
+	if log, err := serve.stop(t); err != nil {
 		t.Fatalf("toolwire serve after SIGTERM: %v\n%s", err, log)
 	}
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -310,40 +309,8 @@ func TestReloadBinary(t *testing.T) {
 	}
 
 	cmd := exec.Command(bin, "serve", "--no-workspace", "--config", path, "--listen", "127.0.0.1:0")
-	output, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	logs := &syncBuffer{}
-	addrc := make(chan string, 1)
-	logDone := make(chan struct{})
-	go func() {
-		defer close(logDone)
-		sc := bufio.NewScanner(output)
-		for sc.Scan() {
-			logs.Write([]byte(sc.Text() + "\n"))
-			if addr, ok := listenAddr(sc.Text()); ok {
-				addrc <- addr
-			}
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(testTimeout):
-		t.Fatalf("the binary did not report its address:\n%s", logs)
-	}
+	serve := startChild(t, cmd)
+	addr, logs := serve.addr, serve.log
 
 	c, err := client.New(addr)
 	if err != nil {
@@ -448,13 +415,7 @@ func TestReloadBinary(t *testing.T) {
 	}
 
 	cancel()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	<-logDone
-	err = cmd.Wait()
-	waited = true
-	if err != nil {
+	if _, err := serve.stop(t); err != nil {
 		t.Errorf("after SIGTERM: %v\n%s", err, logs)
 	}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -168,57 +166,10 @@ func TestServeDrains(t *testing.T) {
 // TestBinary builds toolwire and runs "toolwire serve" as a child process on
 // a real socket: it answers, and exits 0 on SIGTERM.
 func TestBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command:", err)
-	}
+	bin := buildToolwire(t)
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "toolwire")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-
-	cmd := exec.Command(bin, "serve", "--diag", "--listen", "127.0.0.1:0")
-	output, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout // the log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := false
-	t.Cleanup(func() {
-		if !waited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-
-	// Read the log until the listening line, then keep draining it so the
-	// child never blocks on a full pipe.
-	addrc := make(chan string, 1)
-	logc := make(chan string, 1)
-	go func() {
-		var log strings.Builder
-		sc := bufio.NewScanner(output)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if addr, ok := listenAddr(sc.Text()); ok {
-				addrc <- addr
-			}
-		}
-		logc <- log.String()
-	}()
-	var addr string
-	select {
-	case addr = <-addrc:
-	case <-time.After(testTimeout):
-		t.Fatal("the binary did not report its address")
-	}
+	c := startChild(t, exec.Command(bin, "serve", "--diag", "--listen", "127.0.0.1:0"))
+	addr := c.addr
 
 	got := runCmd(t, addr, "call", "echo", `{"text":"from a real process"}`)
 	if got.err != nil || got.stdout != "from a real process\n" {
@@ -227,16 +178,9 @@ func TestBinary(t *testing.T) {
 
 	t.Run("grpcurl", func(t *testing.T) { grpcurlAgainst(t, addr) })
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	log := <-logc // the pipe closes when the process exits
-	err = cmd.Wait()
-	waited = true
-	if err != nil {
+	if log, err := c.stop(t); err != nil {
 		t.Errorf("after SIGTERM: %v; want exit status 0\n%s", err, log)
-	}
-	if !strings.Contains(log, "toolwire stopped") {
+	} else if !strings.Contains(log, "toolwire stopped") {
 		t.Errorf("no stop log line:\n%s", log)
 	}
 }
