@@ -3,11 +3,14 @@
 // returns its exit code and output. Operators enable it explicitly; it runs
 // an argv without a shell unless they enable shell mode.
 //
-// It is not a sandbox: the program runs with the server's user and can reach
-// whatever that user can. What it confines is the starting folder (inside
-// the workspace), the environment (only the names the operator allows), and
-// the program's lifetime: when the command ends, times out or is cancelled,
-// its whole process group is ended, so no background child outlives the call.
+// With Options.Sandbox set, each command runs under package sandbox's
+// supervisor: confined by Landlock, seccomp and resource limits to the
+// workspace and a private TMPDIR, and no process it starts outlives the call
+// (sandboxed.go). Without it, the program runs with the server's user and can
+// reach whatever that user can; what is confined then is the starting folder
+// (inside the workspace), the environment (only the names the operator
+// allows), and the program's lifetime: when the command ends, times out or is
+// cancelled, its whole process group is ended.
 package runcommand
 
 import (
@@ -25,6 +28,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	"github.com/toolwire/toolwire/tools/workspace"
 )
 
@@ -58,6 +62,9 @@ type Options struct {
 	// KillGrace is how long the process group has to exit after SIGTERM before
 	// it gets SIGKILL (default 1s). Keep it below the server's abandon grace.
 	KillGrace time.Duration
+	// Sandbox runs each command under the sandbox's supervisor; nil runs
+	// it with the server's full rights (sandbox mode off).
+	Sandbox *sandbox.Sandbox
 }
 
 func (o Options) withDefaults() Options {
@@ -92,6 +99,10 @@ type Details struct {
 	OutputBytes int64    `json:"output_bytes"`
 	Truncated   bool     `json:"truncated"`
 	DurationMS  int64    `json:"duration_ms"`
+	// Sandbox says which restrictions the command ran under.
+	Sandbox *sandbox.Restrictions `json:"sandbox,omitempty"`
+	// Limit names the sandbox limit that ended the command, if one did.
+	Limit string `json:"limit,omitempty"`
 }
 
 const argvSchema = `{
@@ -181,6 +192,10 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		return tools.Errorf("%v", err), nil
 	}
 
+	if r.opts.Sandbox != nil {
+		return r.runSandboxed(ctx, call, argv, prog, rel, dir)
+	}
+
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -219,10 +234,16 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: cmd.ProcessState.ExitCode(), DurationMS: time.Since(start).Milliseconds()}
+	d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: cmd.ProcessState.ExitCode(), DurationMS: time.Since(start).Milliseconds(), Sandbox: &sandbox.Restrictions{Mode: sandbox.Off}}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		d.Signal = ws.Signal().String()
 	}
+	return finish(d, out, waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)), "")
+}
+
+// finish builds the result from d and the command's output; note, if not
+// empty, is a line saying what the sandbox did to the command.
+func finish(d Details, out *output, failed bool, note string) (*tools.Result, error) {
 	text, total, truncated := out.result()
 	d.OutputBytes, d.Truncated = total, truncated
 
@@ -233,13 +254,17 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	default:
 		fmt.Fprintf(&b, "exit code %d\n", d.ExitCode)
 	}
+	if note != "" {
+		b.WriteString(note + "\n")
+	}
 	if text == "" {
 		b.WriteString("(no output)\n")
 	} else {
 		b.WriteString(text)
 	}
 	res := tools.Text(b.String())
-	res.IsError = d.ExitCode != 0 || (waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)))
+	res.IsError = d.ExitCode != 0 || failed
+	var err error
 	res.Details, err = json.Marshal(d)
 	return res, err
 }

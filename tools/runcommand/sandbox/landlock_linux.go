@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"os"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// restrictFiles applies Landlock: files (read-write in sp.Writable,
+// read-execute in sp.ReadOnly and /proc, nothing else), TCP connect and bind
+// (none, under network deny), and scoping of signals and abstract Unix
+// sockets to the sandbox. It sets no-new-privileges.
+func restrictFiles(sp spec) error {
+	if !sp.Files && !sp.TCP && !sp.Scoped {
+		return nil
+	}
+	cfg := landlock.V6
+	if !sp.TCP {
+		cfg.HandledAccessNet = 0
+	}
+	if !sp.Scoped {
+		cfg.Scoped = 0
+	}
+	if sp.BestEffort {
+		cfg = cfg.BestEffort()
+	}
+	var rules []landlock.Rule
+	if sp.Files {
+		// Everything RWDirs grants but making device nodes: root could
+		// otherwise make one for a disk in the workspace and read it.
+		rw := landlock.AccessFSSet(ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSReadDir |
+			ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock |
+			ll.AccessFSMakeFifo | ll.AccessFSMakeSym | ll.AccessFSTruncate | ll.AccessFSRefer)
+		rules = append(rules, landlock.PathAccess(rw, sp.Writable...))
+		rules = append(rules, landlock.RWFiles(writableDevices...).WithIoctlDev().IgnoreIfMissing())
+		rules = append(rules, landlock.RODirs("/proc"))
+		for _, p := range sp.ReadOnly {
+			info, err := os.Stat(p)
+			switch {
+			case err != nil:
+				continue // a missing default such as /lib32
+			case info.IsDir():
+				rules = append(rules, landlock.RODirs(p))
+			default:
+				rules = append(rules, landlock.ROFiles(p))
+			}
+		}
+	} else {
+		cfg.HandledAccessFS = 0
+	}
+	return cfg.Restrict(rules...)
+}

@@ -1,0 +1,42 @@
+//go:build !linux
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+)
+
+var errUnsupported = errors.New("the sandbox needs Linux")
+
+func probe(cfg Config) Restrictions {
+	return Restrictions{Mode: cfg.Mode, Network: cfg.Network, Missing: []string{"everything (the sandbox needs Linux)"}}
+}
+
+// Run is one command to run in the sandbox.
+type Run struct {
+	Path     string
+	Argv     []string
+	Dir      string
+	Env      []string
+	Writable []string
+	Output   *os.File
+	Grace    time.Duration
+}
+
+// Process is a supervised command.
+type Process struct{}
+
+// Start fails: the sandbox needs Linux.
+func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) { return nil, errUnsupported }
+
+// Wait fails: the sandbox needs Linux.
+func (p *Process) Wait() (Exit, error) { return Exit{}, errUnsupported }
+
+// PID returns 0.
+func (p *Process) PID() int { return 0 }
+
+// Main exits: the sandbox needs Linux.
+func Main() { os.Exit(1) }

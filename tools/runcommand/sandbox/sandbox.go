@@ -1,0 +1,283 @@
+// Package sandbox runs run_command's commands under a supervisor in a
+// kernel sandbox, without privileges: the toolwire binary (or a test binary)
+// re-executed with the hidden command "__sandbox". The supervisor makes
+// itself a child subreaper with a parent-death signal, applies resource
+// limits, no-new-privileges, Landlock (files, TCP, signal and abstract-socket
+// scoping) and a seccomp filter to itself, then starts the command as its
+// child; when the command ends, is cancelled, or the server dies, it kills
+// every process the command started (setsid and double-forked ones too: as
+// subreaper it inherits them) before it exits.
+//
+// Any binary that links this package dispatches the hidden command in the
+// package's init, before the rest of the program initialises; that keeps the
+// supervisor's start cheap and lets test binaries serve as supervisors.
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Command is the hidden command line argument that makes a binary linking
+// this package run as a supervisor.
+const Command = "__sandbox"
+
+// specEnv carries the supervisor's Spec, as JSON; the supervisor removes it
+// from its environment before it starts the command.
+const specEnv = "TOOLWIRE_SANDBOX_SPEC"
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == Command {
+		Main()
+	}
+}
+
+// Mode says how much the sandbox must enforce.
+type Mode string
+
+const (
+	// Auto enforces what the kernel offers and says what it does not.
+	Auto Mode = "auto"
+	// Required refuses to start unless every restriction can be enforced.
+	Required Mode = "required"
+	// Off runs commands with the server's full rights (unsafe).
+	Off Mode = "off"
+)
+
+// Network values.
+const (
+	NetworkDeny  = "deny"
+	NetworkAllow = "allow"
+)
+
+// Config is the operator's sandbox configuration (config key "sandbox").
+// Zero values mean the defaults noted on each field.
+type Config struct {
+	// Mode is auto (default), required or off.
+	Mode Mode `json:"mode"`
+	// Network is deny (default: no TCP connect or bind, no sockets but Unix
+	// ones) or allow.
+	Network string `json:"network"`
+	// ReadOnlyPaths are the files and folders commands may read and execute
+	// (default DefaultReadOnlyPaths). /proc is always readable: the
+	// supervisor needs it, and so do most runtimes.
+	ReadOnlyPaths []string `json:"read_only_paths"`
+	// CPUSeconds caps each process's CPU time (RLIMIT_CPU; default 600).
+	CPUSeconds uint64 `json:"cpu_seconds"`
+	// MemoryBytes caps each process's address space (RLIMIT_AS; default 0,
+	// no limit: Node, the JVM and Go reserve far more address space than
+	// they use, so a tight cap breaks them).
+	MemoryBytes uint64 `json:"memory_bytes"`
+	// MaxOpenFiles caps each process's open files (RLIMIT_NOFILE; default 4096).
+	MaxOpenFiles uint64 `json:"max_open_files"`
+	// MaxFileBytes caps the size of any file a process writes (RLIMIT_FSIZE;
+	// default 1 GiB).
+	MaxFileBytes uint64 `json:"max_file_bytes"`
+	// MaxProcesses caps the processes and threads of the server's user
+	// (RLIMIT_NPROC; default 1024). The kernel counts every process of the
+	// user, the server's threads included, and ignores it for root.
+	MaxProcesses uint64 `json:"max_processes"`
+}
+
+// DefaultReadOnlyPaths are the system folders and devices commands may read
+// and execute by default.
+var DefaultReadOnlyPaths = []string{
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+	"/dev/random", "/dev/urandom",
+	"/sys/fs/cgroup", "/sys/devices/system/cpu", "/sys/kernel/mm/transparent_hugepage",
+}
+
+// writableDevices may be read and written by every command.
+var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}
+
+// WithDefaults returns c with its zero values replaced by the defaults.
+func (c Config) WithDefaults() Config {
+	if c.Mode == "" {
+		c.Mode = Auto
+	}
+	if c.Network == "" {
+		c.Network = NetworkDeny
+	}
+	if c.ReadOnlyPaths == nil {
+		c.ReadOnlyPaths = DefaultReadOnlyPaths
+	}
+	if c.CPUSeconds == 0 {
+		c.CPUSeconds = 600
+	}
+	if c.MaxOpenFiles == 0 {
+		c.MaxOpenFiles = 4096
+	}
+	if c.MaxFileBytes == 0 {
+		c.MaxFileBytes = 1 << 30
+	}
+	if c.MaxProcesses == 0 {
+		c.MaxProcesses = 1024
+	}
+	return c
+}
+
+// Validate reports the first setting that is not valid.
+func (c Config) Validate() error {
+	switch c.Mode {
+	case "", Auto, Required, Off:
+	default:
+		return fmt.Errorf("sandbox.mode %q: want auto, required or off", c.Mode)
+	}
+	switch c.Network {
+	case "", NetworkDeny, NetworkAllow:
+	default:
+		return fmt.Errorf("sandbox.network %q: want deny or allow", c.Network)
+	}
+	for _, p := range c.ReadOnlyPaths {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("sandbox.read_only_paths: %q is not an absolute path", p)
+		}
+	}
+	if c.MemoryBytes != 0 && c.MemoryBytes < 64<<20 {
+		return fmt.Errorf("sandbox.memory_bytes %d: want 0 (no limit) or at least 64 MiB; the supervisor itself needs room", c.MemoryBytes)
+	}
+	return nil
+}
+
+// Limits are the resource limits a command runs under.
+type Limits struct {
+	CPUSeconds   uint64 `json:"cpu_seconds"`
+	MemoryBytes  uint64 `json:"memory_bytes,omitempty"` // 0: none
+	MaxOpenFiles uint64 `json:"max_open_files"`
+	MaxFileBytes uint64 `json:"max_file_bytes"`
+	MaxProcesses uint64 `json:"max_processes"`
+}
+
+// Restrictions say what the sandbox enforces on this machine; run_command
+// reports them in each result's details.
+type Restrictions struct {
+	Mode Mode `json:"mode"`
+	// LandlockABI is the kernel's Landlock ABI version (0: none).
+	LandlockABI int `json:"landlock_abi,omitempty"`
+	// Files: Landlock confines writes to the workspace and the call's
+	// TMPDIR, and reads to those and the read-only paths.
+	Files bool `json:"files"`
+	// Network is deny or allow; under deny, TCP says Landlock refuses TCP
+	// connect and bind, and Sockets that seccomp refuses non-Unix sockets.
+	Network string `json:"network"`
+	TCP     bool   `json:"tcp,omitempty"`
+	Sockets bool   `json:"sockets,omitempty"`
+	// Syscalls: the seccomp filter (ptrace, mount, namespaces, ...; and
+	// signals to the supervisor and the server).
+	Syscalls bool `json:"syscalls"`
+	// Scoped: Landlock stops signals and abstract Unix sockets reaching
+	// processes outside the sandbox.
+	Scoped     bool   `json:"scoped"`
+	NoNewPrivs bool   `json:"no_new_privs"`
+	Limits     Limits `json:"limits"`
+	// Missing names what auto mode could not enforce here.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// String is the one-line summary logged at start.
+func (r Restrictions) String() string {
+	if r.Mode == Off {
+		return "off: commands run with the server's full rights (unsafe)"
+	}
+	var on []string
+	add := func(ok bool, what string) {
+		if ok {
+			on = append(on, what)
+		}
+	}
+	add(r.Files, fmt.Sprintf("files (Landlock ABI %d)", r.LandlockABI))
+	add(r.TCP, "network: TCP connect and bind denied (Landlock)")
+	add(r.Sockets, "network: non-Unix sockets denied (seccomp)")
+	add(r.Network == NetworkAllow, "network: allowed")
+	add(r.Syscalls, "system calls (seccomp)")
+	add(r.Scoped, "signals and abstract sockets scoped (Landlock)")
+	add(r.NoNewPrivs, "no new privileges")
+	on = append(on, "resource limits", "no process outlives its call")
+	s := string(r.Mode) + ": " + strings.Join(on, ", ")
+	if len(r.Missing) > 0 {
+		s += "; NOT enforced: " + strings.Join(r.Missing, ", ")
+	}
+	return s
+}
+
+// Sandbox starts commands under the supervisor. The zero value is not
+// usable; call New.
+type Sandbox struct {
+	cfg Config
+	r   Restrictions
+	exe string // the binary re-executed as supervisor
+}
+
+// New checks cfg against what the kernel offers. In required mode it fails,
+// naming what is missing; in auto mode the Restrictions say what is not
+// enforced. A nil Sandbox (with no error) means mode off.
+func New(cfg Config) (*Sandbox, Restrictions, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, Restrictions{}, err
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.Mode == Off {
+		return nil, Restrictions{Mode: Off, Network: NetworkAllow}, nil
+	}
+	r := probe(cfg)
+	if cfg.Mode == Required && len(r.Missing) > 0 {
+		return nil, r, fmt.Errorf("sandbox required, but this kernel cannot enforce: %s (use sandbox.mode auto to run with what it offers)", strings.Join(r.Missing, "; "))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, r, fmt.Errorf("sandbox: finding the binary to run as supervisor: %w", err)
+	}
+	return &Sandbox{cfg: cfg, r: r, exe: exe}, r, nil
+}
+
+// Restrictions returns what s enforces.
+func (s *Sandbox) Restrictions() Restrictions { return s.r }
+
+// Config returns s's configuration, defaults filled in.
+func (s *Sandbox) Config() Config { return s.cfg }
+
+// spec is what the supervisor is told, as JSON in specEnv.
+type spec struct {
+	Path     string   `json:"path"` // the program, resolved
+	Argv     []string `json:"argv"`
+	Dir      string   `json:"dir"`
+	Env      []string `json:"env"`
+	Writable []string `json:"writable"`
+	ReadOnly []string `json:"read_only"`
+	Limits   Limits   `json:"limits"`
+
+	Files      bool `json:"files"`
+	TCP        bool `json:"tcp"`
+	Sockets    bool `json:"sockets"`
+	Syscalls   bool `json:"syscalls"`
+	Scoped     bool `json:"scoped"`
+	BestEffort bool `json:"best_effort"`
+
+	Parent      int   `json:"parent"` // the server's PID
+	GraceMillis int64 `json:"grace_ms"`
+}
+
+// Exit is how the supervised command ended.
+type Exit struct {
+	Code   int    `json:"code"`             // -1 when a signal ended it
+	Signal int    `json:"signal,omitempty"` // the signal number
+	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes
+	Error  string `json:"error,omitempty"`  // the supervisor could not run it
+}
+
+var errNoStatus = errors.New("the sandbox supervisor ended without reporting the command's status")
+
+func decodeExit(b []byte) (Exit, error) {
+	var e Exit
+	if len(b) == 0 {
+		return e, errNoStatus
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("sandbox supervisor status %q: %w", b, err)
+	}
+	return e, nil
+}

@@ -1,0 +1,288 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Main runs the supervisor: it reads its spec, restricts itself, runs the
+// command, ends every process the command started, writes how the command
+// ended to fd 3 and exits. It does not return.
+func Main() {
+	status := os.NewFile(3, "status")
+	var sp spec
+	err := json.Unmarshal([]byte(os.Getenv(specEnv)), &sp)
+	os.Unsetenv(specEnv)
+	var e Exit
+	if err != nil {
+		e = Exit{Code: -1, Error: fmt.Sprintf("sandbox supervisor: reading its spec: %v", err)}
+	} else {
+		e = supervise(sp)
+	}
+	b, _ := json.Marshal(e)
+	_, _ = status.Write(b)
+	os.Exit(0)
+}
+
+// reaped is one wait4 result.
+type reaped struct {
+	pid    int
+	status unix.WaitStatus
+	usage  unix.Rusage
+}
+
+func supervise(sp spec) Exit {
+	fail := func(format string, args ...any) Exit {
+		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
+	}
+	// SIGHUP when the server dies (even by SIGKILL): end everything at once.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGHUP), 0, 0, 0); err != nil {
+		return fail("sandbox supervisor: PR_SET_PDEATHSIG: %v", err)
+	}
+	if os.Getppid() != sp.Parent {
+		return fail("sandbox supervisor: the server exited before the command started")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail("sandbox supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// One thread is plenty, and every thread counts against max_processes:
+	// make those the supervisor needs now, before the limit applies, so a
+	// fork bomb cannot leave it unable to start one.
+	runtime.GOMAXPROCS(1)
+	prewarmThreads(3)
+
+	if err := setLimits(sp.Limits); err != nil {
+		return fail("sandbox supervisor: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
+	}
+	if err := restrictFiles(sp); err != nil {
+		return fail("sandbox supervisor: Landlock: %v", err)
+	}
+	if sp.Syscalls {
+		if err := loadFilter(sp, os.Getpid()); err != nil {
+			return fail("sandbox supervisor: seccomp: %v", err)
+		}
+	}
+
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fail("sandbox supervisor: %v", err)
+	}
+	child, err := syscall.ForkExec(sp.Path, sp.Argv, &syscall.ProcAttr{
+		Dir:   sp.Dir,
+		Env:   sp.Env,
+		Files: []uintptr{devnull.Fd(), 1, 2},
+		// Its own group, so it does not share the supervisor's; SIGKILL if
+		// the supervisor dies anyway.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	devnull.Close()
+	if err != nil {
+		return fail("cannot start %s: %v", sp.Argv[0], err)
+	}
+
+	done := make(chan reaped)
+	go reap(done)
+	grace := time.Duration(sp.GraceMillis) * time.Millisecond
+	var (
+		exit     = Exit{Code: -1}
+		ending   bool              // SIGTERM has gone to every descendant
+		killing  bool              // SIGKILL goes to every descendant until none is left
+		deadline <-chan time.Time  // SIGKILL after the grace
+		tick     = time.NewTicker(50 * time.Millisecond)
+		startEnd = func() {
+			if !ending {
+				ending = true
+				signalTree(syscall.SIGTERM)
+				deadline = time.After(grace)
+			}
+		}
+	)
+	defer tick.Stop()
+	for {
+		select {
+		case r, ok := <-done:
+			if !ok {
+				return exit // no child left
+			}
+			if r.pid == child {
+				exit = exitOf(r, sp.Limits)
+				startEnd() // whatever it left running
+			}
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				killing = true
+				signalTree(syscall.SIGKILL)
+			}
+			startEnd()
+		case <-deadline:
+			killing = true
+			signalTree(syscall.SIGKILL)
+		case <-tick.C:
+			if os.Getppid() != sp.Parent { // the server is gone: belt and braces for the parent-death signal
+				killing = true
+			}
+			if killing {
+				signalTree(syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+// prewarmThreads makes the Go runtime start n more threads, which it keeps
+// for later use.
+func prewarmThreads(n int) {
+	done := make(chan struct{})
+	for range n {
+		go func() {
+			runtime.LockOSThread()
+			<-done
+			runtime.UnlockOSThread()
+		}()
+	}
+	time.Sleep(time.Millisecond)
+	close(done)
+}
+
+// reap reaps every child (the command, and the orphans the supervisor
+// inherits as subreaper) and closes done when none is left.
+func reap(done chan<- reaped) {
+	defer close(done)
+	for {
+		var r reaped
+		pid, err := unix.Wait4(-1, &r.status, 0, &r.usage)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return // ECHILD: no child left
+		}
+		r.pid = pid
+		done <- r
+	}
+}
+
+// exitOf says how the command ended, and which limit ended it.
+func exitOf(r reaped, l Limits) Exit {
+	ws := r.status
+	if ws.Exited() {
+		return Exit{Code: ws.ExitStatus()}
+	}
+	e := Exit{Code: -1, Signal: int(ws.Signal())}
+	cpu := time.Duration(r.usage.Utime.Nano() + r.usage.Stime.Nano())
+	switch {
+	case ws.Signal() == syscall.SIGXCPU,
+		ws.Signal() == syscall.SIGKILL && l.CPUSeconds > 0 && cpu >= time.Duration(l.CPUSeconds)*time.Second:
+		e.Limit = "cpu_seconds"
+	case ws.Signal() == syscall.SIGXFSZ:
+		e.Limit = "max_file_bytes"
+	}
+	return e
+}
+
+// setLimits applies l to the supervisor, and so to the command it starts.
+// RLIMIT_CPU's hard limit is a second above the soft one: SIGXCPU first,
+// SIGKILL for a command that ignores it.
+func setLimits(l Limits) error {
+	set := func(name string, res int, soft, hard uint64) error {
+		if err := syscall.Setrlimit(res, &syscall.Rlimit{Cur: soft, Max: hard}); err != nil {
+			return fmt.Errorf("setting %s to %d: %w", name, soft, err)
+		}
+		return nil
+	}
+	// No core dumps: SIGXCPU and SIGXFSZ would write them into the workspace.
+	if err := set("RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0); err != nil {
+		return err
+	}
+	lims := []struct {
+		name string
+		res  int
+		v    uint64
+		hard uint64
+	}{
+		{"cpu_seconds", unix.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds + 1},
+		{"memory_bytes", unix.RLIMIT_AS, l.MemoryBytes, l.MemoryBytes},
+		{"max_open_files", unix.RLIMIT_NOFILE, l.MaxOpenFiles, l.MaxOpenFiles},
+		{"max_file_bytes", unix.RLIMIT_FSIZE, l.MaxFileBytes, l.MaxFileBytes},
+		{"max_processes", unix.RLIMIT_NPROC, l.MaxProcesses, l.MaxProcesses},
+	}
+	for _, x := range lims {
+		if x.v == 0 {
+			continue
+		}
+		var cur syscall.Rlimit
+		if err := syscall.Getrlimit(x.res, &cur); err != nil {
+			return err
+		}
+		// An unprivileged process cannot raise its hard limit: keep the
+		// lower of the two.
+		soft, hard := min(x.v, cur.Max), min(x.hard, cur.Max)
+		if err := set(x.name, x.res, soft, hard); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// signalTree sends sig to every descendant of the supervisor. Orphans are
+// the supervisor's children (it is their subreaper), so one pass over /proc
+// finds every process the command started.
+func signalTree(sig syscall.Signal) {
+	for _, pid := range descendants(os.Getpid()) {
+		_ = unix.Kill(pid, sig)
+	}
+}
+
+// descendants lists the processes whose parent chain leads to root.
+func descendants(root int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package runcommand
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+)
+
+// runSandboxed runs prog under the sandbox's supervisor, writable only in
+// dir's workspace and a TMPDIR of its own that is removed afterwards.
+func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []string, prog, rel, dir string) (*tools.Result, error) {
+	sb := r.opts.Sandbox
+	tmp, err := os.MkdirTemp("", "toolwire-call-")
+	if err != nil {
+		return nil, fmt.Errorf("making the call's TMPDIR: %w", err)
+	}
+	defer removeAll(tmp)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	start := time.Now()
+	p, err := sb.Start(ctx, sandbox.Run{
+		Path: prog, Argv: argv, Dir: dir,
+		Env:      append(slices.Clone(r.env), "TMPDIR="+tmp),
+		Writable: []string{r.ws.Dir(), tmp},
+		Output:   pw, Grace: r.opts.KillGrace,
+	})
+	pw.Close() // the supervisor has its copy
+	if err != nil {
+		return tools.Errorf("cannot start the sandbox supervisor: %v", err), nil
+	}
+	out := newOutput(call, r.opts)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(out, pr)
+	}()
+	exit, waitErr := p.Wait()
+	// The supervisor has ended every process that held the pipe, unless it
+	// was itself killed; then do not wait for them.
+	select {
+	case <-read:
+	case <-time.After(drainWait):
+		pr.Close()
+		<-read
+	}
+	out.close()
+
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if waitErr != nil {
+		return nil, waitErr
+	}
+	if exit.Error != "" {
+		return tools.Errorf("%s", exit.Error), nil
+	}
+	rs := sb.Restrictions()
+	d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: exit.Code, DurationMS: time.Since(start).Milliseconds(), Sandbox: &rs, Limit: exit.Limit}
+	if exit.Signal != 0 {
+		d.Signal = syscall.Signal(exit.Signal).String()
+	}
+	text, _, _ := out.result()
+	return finish(d, out, false, sandboxNote(sb.Config(), exit, text))
+}
+
+// sandboxNote says what the sandbox did to a command that failed: the limit
+// that ended it, or, when its output reads like a denial, what the sandbox
+// allows, so the model does not retry blindly.
+func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
+	switch exit.Limit {
+	case "cpu_seconds":
+		return fmt.Sprintf("the sandbox ended the command: it used its CPU time limit (sandbox.cpu_seconds: %d)", cfg.CPUSeconds)
+	case "max_file_bytes":
+		return fmt.Sprintf("the sandbox ended the command: it wrote a file past the size limit (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes)
+	}
+	if exit.Code == 0 && exit.Signal == 0 {
+		return ""
+	}
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(text, w) {
+				return true
+			}
+		}
+		return false
+	}
+	denied := has("Permission denied", "Operation not permitted", "PermissionError", "EACCES", "EPERM")
+	var notes []string
+	if cfg.Network == sandbox.NetworkDeny && denied && has("connect", "socket", "Socket", "network", "Network", "bind", "resolve", "curl", "wget", "http") {
+		notes = append(notes, "the sandbox denies network access (sandbox.network: deny)")
+	}
+	if denied && len(notes) == 0 {
+		notes = append(notes, "the sandbox lets commands write only in the workspace and $TMPDIR, read only those and the system's read-only folders, and not signal or trace other processes")
+	}
+	if cfg.MemoryBytes > 0 && has("Cannot allocate memory", "MemoryError", "out of memory", "bad_alloc", "ENOMEM") {
+		notes = append(notes, fmt.Sprintf("the sandbox limits each process's memory (sandbox.memory_bytes: %d)", cfg.MemoryBytes))
+	}
+	if has("Resource temporarily unavailable", "Cannot fork", "can't fork", "EAGAIN") {
+		notes = append(notes, fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d, counting every process and thread of the server's user)", cfg.MaxProcesses))
+	}
+	if has("Too many open files") {
+		notes = append(notes, fmt.Sprintf("the sandbox limits open files (sandbox.max_open_files: %d)", cfg.MaxOpenFiles))
+	}
+	return strings.Join(notes, "\n")
+}
+
+// removeAll removes the call's TMPDIR, making folders the command left
+// unwritable writable first.
+func removeAll(dir string) {
+	if os.RemoveAll(dir) == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
+}
