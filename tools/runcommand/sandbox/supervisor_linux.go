@@ -99,9 +99,9 @@ func supervise(sp spec) Exit {
 	grace := time.Duration(sp.GraceMillis) * time.Millisecond
 	var (
 		exit     = Exit{Code: -1}
-		ending   bool              // SIGTERM has gone to every descendant
-		killing  bool              // SIGKILL goes to every descendant until none is left
-		deadline <-chan time.Time  // SIGKILL after the grace
+		ending   bool             // SIGTERM has gone to every descendant
+		killing  bool             // SIGKILL goes to every descendant until none is left
+		deadline <-chan time.Time // SIGKILL after the grace
 		tick     = time.NewTicker(50 * time.Millisecond)
 		startEnd = func() {
 			if !ending {
