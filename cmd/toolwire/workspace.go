@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	"github.com/toolwire/toolwire/tools/workspace"
 	"github.com/toolwire/toolwire/tools/workspacetools"
 )
@@ -20,6 +21,7 @@ type WorkspaceConfig struct {
 	Workspace   string           `json:"workspace"`    // the folder the tools work in; "" means the current directory
 	NoWorkspace bool             `json:"no_workspace"` // offer no workspace tools
 	RunCommand  RunCommandConfig `json:"run_command"`
+	Sandbox     sandbox.Config   `json:"sandbox"` // how run_command's commands are contained (sandbox.go)
 }
 
 // RunCommandConfig configures run_command, which is off unless enabled.
@@ -35,6 +37,7 @@ func workspaceFlags(fs *flag.FlagSet, cfg *WorkspaceConfig) {
 	fs.BoolVar(&cfg.NoWorkspace, "no-workspace", cfg.NoWorkspace, "offer no workspace tools")
 	fs.BoolVar(&cfg.RunCommand.Enabled, "run-command", cfg.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
 	fs.BoolVar(&cfg.RunCommand.Shell, "run-command-shell", cfg.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
+	sandboxFlags(fs, &cfg.Sandbox)
 	fs.Var(nameList{&cfg.RunCommand.Env}, "run-command-env", "comma-separated `names` of environment variables run_command passes on (default: none; PATH is then "+runcommand.DefaultPath+")")
 }
 
@@ -84,6 +87,13 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, log *slog.Logge
 		return nil, fmt.Errorf("serve: %w (use --workspace to choose another folder or --no-workspace to serve none)", err)
 	}
 	opts := workspacetools.Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env}}
+	if rc.Enabled {
+		sb, err := startSandbox(cfg.Sandbox, log)
+		if err != nil {
+			return nil, errors.Join(err, ws.Close())
+		}
+		opts.Command.Sandbox = sb
+	}
 	if err := reg.Add(workspacetools.Tools(ws, opts)...); err != nil {
 		return nil, errors.Join(err, ws.Close())
 	}

@@ -24,10 +24,10 @@ func newSandbox(tb testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 func TestSandboxSmoke(t *testing.T) {
 	t.Parallel()
 	c := wt.NewCorpus(t)
-	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: newSandbox(t, sandbox.Config{})})
+	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: newSandbox(t, sandbox.Config{MemoryBytes: 256 << 20})})
 	for _, cmd := range []string{
 		`echo hello; pwd; echo $TMPDIR; echo x > $TMPDIR/a && cat $TMPDIR/a; echo y > f && cat f`,
-		`echo bad > ../outside.txt`,
+		`python3 -c "b = bytearray(1 << 30)"`, `grep -i "address\\|processes\\|file size\\|cpu" /proc/self/limits`,
 		`cat ../ws-other/secret.txt`,
 		`kill -9 $PPID`,
 		`sleep 3333 & echo started`,

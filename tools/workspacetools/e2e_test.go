@@ -26,6 +26,13 @@ func TestMain(m *testing.M) {
 // returns a client of it; both stop when the test ends.
 func serve(t *testing.T, e *wt.Env, opts workspacetools.Options) *client.Client {
 	t.Helper()
+	c, _ := serveAddr(t, e, opts)
+	return c
+}
+
+// serveAddr is serve, also returning the server's address.
+func serveAddr(t *testing.T, e *wt.Env, opts workspacetools.Options) (*client.Client, string) {
+	t.Helper()
 	reg, err := tools.NewRegistry(workspacetools.Tools(e.WS, opts)...)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,7 @@ func serve(t *testing.T, e *wt.Env, opts workspacetools.Options) *client.Client 
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return c
+	return c, lis.Addr().String()
 }
 
 // lanes writes a plan as P(n) for a parallel lane of n calls and S(n) for

@@ -17,7 +17,7 @@ import (
 // swap, clocks, io_uring (whose operations seccomp cannot see), and stealing
 // file descriptors. They fail with EPERM.
 var denied = []string{
-	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
+	"process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
 	"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
 	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
 	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
@@ -52,6 +52,13 @@ func policy(info *arch.Info, sockets bool) seccomp.Policy {
 			withArgs = append(withArgs, seccomp.NameWithConditions{Name: name, Conditions: []seccomp.Condition{{Argument: arg, Operation: seccomp.BitsSet, Value: setid}}})
 		}
 	}
+	// ptrace but PTRACE_TRACEME and PTRACE_DETACH, which the supervisor uses
+	// to set memory_bytes on the command before it runs; on their own they
+	// let nobody read or change another process.
+	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "ptrace", Conditions: []seccomp.Condition{
+		{Argument: 0, Operation: seccomp.NotEqual, Value: unix.PTRACE_TRACEME},
+		{Argument: 0, Operation: seccomp.NotEqual, Value: unix.PTRACE_DETACH},
+	}})
 	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}})
 	p := seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,

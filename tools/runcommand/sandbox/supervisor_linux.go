@@ -77,21 +77,9 @@ func supervise(sp spec) Exit {
 		}
 	}
 
-	devnull, err := os.Open(os.DevNull)
+	child, err := startCommand(sp)
 	if err != nil {
-		return fail("sandbox supervisor: %v", err)
-	}
-	child, err := syscall.ForkExec(sp.Path, sp.Argv, &syscall.ProcAttr{
-		Dir:   sp.Dir,
-		Env:   sp.Env,
-		Files: []uintptr{devnull.Fd(), 1, 2},
-		// Its own group, so it does not share the supervisor's; SIGKILL if
-		// the supervisor dies anyway.
-		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	devnull.Close()
-	if err != nil {
-		return fail("cannot start %s: %v", sp.Argv[0], err)
+		return fail("%v", err)
 	}
 
 	done := make(chan reaped)
@@ -140,6 +128,54 @@ func supervise(sp spec) Exit {
 			}
 		}
 	}
+}
+
+// startCommand starts the command. With memory_bytes, the limit must go on
+// the command alone (the Go runtime, the race detector's above all, reserves
+// more address space than any useful limit), and before its first
+// instruction: so it starts traced, stops at its exec, gets the limit and is
+// let go.
+func startCommand(sp spec) (int, error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return 0, err
+	}
+	defer devnull.Close()
+	trace := sp.Limits.MemoryBytes > 0
+	if trace {
+		// Ptrace requests must come from the thread that started the tracee.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
+	child, err := syscall.ForkExec(sp.Path, sp.Argv, &syscall.ProcAttr{
+		Dir:   sp.Dir,
+		Env:   sp.Env,
+		Files: []uintptr{devnull.Fd(), 1, 2},
+		// Its own group, so it does not share the supervisor's; SIGKILL if
+		// the supervisor dies anyway.
+		Sys: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Ptrace: trace},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cannot start %s: %v", sp.Argv[0], err)
+	}
+	if !trace {
+		return child, nil
+	}
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(child, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+		_ = unix.Kill(child, syscall.SIGKILL)
+		return 0, fmt.Errorf("sandbox supervisor: the command did not stop at its start (%v, status %v)", err, ws)
+	}
+	lim := unix.Rlimit{Cur: sp.Limits.MemoryBytes, Max: sp.Limits.MemoryBytes}
+	err = unix.Prlimit(child, unix.RLIMIT_AS, &lim, nil)
+	if err == nil {
+		err = unix.PtraceDetach(child)
+	}
+	if err != nil {
+		_ = unix.Kill(child, syscall.SIGKILL)
+		return 0, fmt.Errorf("sandbox supervisor: setting memory_bytes: %v", err)
+	}
+	return child, nil
 }
 
 // prewarmThreads makes the Go runtime start n more threads, which it keeps
@@ -193,7 +229,8 @@ func exitOf(r reaped, l Limits) Exit {
 	return e
 }
 
-// setLimits applies l to the supervisor, and so to the command it starts.
+// setLimits applies l but memory_bytes to the supervisor, and so to the
+// command it starts.
 // RLIMIT_CPU's hard limit is a second above the soft one: SIGXCPU first,
 // SIGKILL for a command that ignores it.
 func setLimits(l Limits) error {
@@ -214,7 +251,6 @@ func setLimits(l Limits) error {
 		hard uint64
 	}{
 		{"cpu_seconds", unix.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds + 1},
-		{"memory_bytes", unix.RLIMIT_AS, l.MemoryBytes, l.MemoryBytes},
 		{"max_open_files", unix.RLIMIT_NOFILE, l.MaxOpenFiles, l.MaxOpenFiles},
 		{"max_file_bytes", unix.RLIMIT_FSIZE, l.MaxFileBytes, l.MaxFileBytes},
 		{"max_processes", unix.RLIMIT_NPROC, l.MaxProcesses, l.MaxProcesses},

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+)
+
+// sandboxFlags adds the sandbox's flags to fs, writing into cfg; the other
+// settings (read_only_paths, the limits) live in the config file's sandbox
+// section.
+func sandboxFlags(fs *flag.FlagSet, cfg *sandbox.Config) {
+	fs.Func("sandbox", "`mode` of run_command's sandbox: auto (enforce what the kernel offers), required (refuse to start without all of it) or off (unsafe) (default auto)", func(s string) error {
+		cfg.Mode = sandbox.Mode(s)
+		return sandbox.Config{Mode: cfg.Mode}.Validate()
+	})
+	fs.Func("sandbox-network", "network access of sandboxed commands: deny or allow (default deny)", func(s string) error {
+		cfg.Network = s
+		return sandbox.Config{Network: s}.Validate()
+	})
+}
+
+// startSandbox checks the sandbox configuration against the kernel and logs,
+// once, what is and is not enforced; in required mode a missing restriction
+// stops the server. A nil Sandbox means mode off.
+func startSandbox(cfg sandbox.Config, log *slog.Logger) (*sandbox.Sandbox, error) {
+	sb, r, err := sandbox.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	switch {
+	case r.Mode == sandbox.Off:
+		log.Warn("sandbox off: run_command runs commands with the server's full rights (UNSAFE)", "sandbox", r.String())
+	case len(r.Missing) > 0:
+		log.Warn("sandbox: run_command's commands run with what this kernel enforces", "sandbox", r.String(), "restrictions", r)
+	default:
+		log.Info("sandbox: run_command's commands run with every restriction enforced", "sandbox", r.String(), "restrictions", r)
+	}
+	registerSandboxGauge(r, log)
+	return sb, nil
+}
+
+// registerSandboxGauge publishes what the sandbox enforces as the gauge
+// toolwire.sandbox: one series per restriction, 1 when enforced.
+func registerSandboxGauge(r sandbox.Restrictions, log *slog.Logger) {
+	m := otel.Meter("github.com/toolwire/toolwire/cmd/toolwire")
+	each := map[string]bool{
+		"files": r.Files, "network_tcp": r.TCP, "network_sockets": r.Sockets, "network_allowed": r.Network == sandbox.NetworkAllow,
+		"syscalls": r.Syscalls, "scoped": r.Scoped, "no_new_privs": r.NoNewPrivs && r.Mode != sandbox.Off, "limits": r.Mode != sandbox.Off,
+	}
+	_, err := m.Int64ObservableGauge("toolwire.sandbox",
+		metric.WithDescription("What run_command's sandbox enforces: 1 per enforced restriction, by mode"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			for name, on := range each {
+				v := int64(0)
+				if on {
+					v = 1
+				}
+				o.Observe(v, metric.WithAttributes(attribute.String("mode", string(r.Mode)), attribute.String("restriction", name)))
+			}
+			return nil
+		}))
+	if err != nil {
+		log.Warn("sandbox gauge", "error", err)
+	}
+}
