@@ -1,6 +1,8 @@
 package runcommand_test
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/toolwire/toolwire/internal/testenv"
@@ -27,7 +29,8 @@ func TestSandboxSmoke(t *testing.T) {
 	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: newSandbox(t, sandbox.Config{MemoryBytes: 256 << 20})})
 	for _, cmd := range []string{
 		`echo hello; pwd; echo $TMPDIR; echo x > $TMPDIR/a && cat $TMPDIR/a; echo y > f && cat f`,
-		`python3 -c "b = bytearray(1 << 30)"`, `grep -i "address\\|processes\\|file size\\|cpu" /proc/self/limits`,
+		fmt.Sprintf("grep -a Landlock /proc/%d/status; head -c 30 /proc/%d/environ; echo; head -c 30 /proc/%d/environ; echo; grep -a Landlock /proc/self/status", os.Getpid(), os.Getpid(), os.Getppid()),
+		`cat /proc/1/environ | head -c 50; echo; head -c 10 /proc/1/mem; ls /proc/1/fd | head -3; grep Seccomp /proc/self/status; cat /proc/self/attr/current 2>&1; kill -CONT 1`,
 		`cat ../ws-other/secret.txt`,
 		`kill -9 $PPID`,
 		`sleep 3333 & echo started`,

@@ -13,6 +13,7 @@ import (
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // probe says what this kernel lets cfg enforce.
@@ -22,6 +23,10 @@ func probe(cfg Config) Restrictions {
 		abi = 0
 	}
 	sc := seccomp.Supported()
+	// Commands run as the server's user; Landlock leaves reads of the
+	// server's /proc files (environ, fd links) to ptrace's checks, which let
+	// the same user through unless the server is not dumpable.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	deny := cfg.Network == NetworkDeny
 	r := Restrictions{
 		Mode:        cfg.Mode,

@@ -65,6 +65,9 @@ func supervise(sp spec) Exit {
 	if err := setLimits(sp.Limits); err != nil {
 		return fail("sandbox supervisor: %v", err)
 	}
+	if err := dropCapabilities(); err != nil {
+		return fail("sandbox supervisor: %v", err)
+	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
 	}
@@ -176,6 +179,29 @@ func startCommand(sp spec) (int, error) {
 		return 0, fmt.Errorf("sandbox supervisor: setting memory_bytes: %v", err)
 	}
 	return child, nil
+}
+
+// dropCapabilities leaves the supervisor, and so the command, without
+// capabilities, even as root: none in its sets, none in the bounding set
+// that a root program's exec would draw from. Without CAP_SYS_PTRACE and
+// with fewer capabilities than the server, a root command cannot read the
+// server's /proc files (environ among them), which Landlock leaves to
+// ptrace's usual checks. Not being non-root, this is best effort: an
+// unprivileged supervisor has no capabilities to drop.
+func dropCapabilities() error {
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0) // its own /proc files, too
+	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL && err != unix.EPERM {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, err)
+		}
+	}
+	_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("dropping capabilities: %w", err)
+	}
+	return nil
 }
 
 // prewarmThreads makes the Go runtime start n more threads, which it keeps
