@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+)
+
+// processesWith lists the processes whose command line holds marker.
+func processesWith(marker string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), marker) {
+			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
+}
+
+// TestSandboxSurvivesNoServerKill runs the real binary with the sandbox
+// required, starts a command that leaves background, setsid and
+// double-forked processes running, and kills the server with SIGKILL: every
+// one of them must be gone soon after, and the command must not go on to
+// write its file.
+func TestSandboxSurvivesNoServerKill(t *testing.T) {
+	if _, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required}); err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	bin := buildToolwire(t)
+	t.Parallel()
+	ws := t.TempDir()
+	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--workspace", ws, "--run-command", "--run-command-shell", "--sandbox", "required")
+	serve := startChild(t, cmd)
+	if !strings.Contains(serve.log.String(), "every restriction enforced") {
+		t.Errorf("the log does not say what the sandbox enforces:\n%s", serve.log)
+	}
+	c, err := client.New(serve.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() {
+		_, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+			client.Call("c", "run_command", map[string]any{"command": "sleep 7401 & setsid sleep 7402 & (sleep 7403 &); sleep 7404; echo late > late.txt"}),
+		}}))
+		started <- err
+	}()
+	for _, m := range []string{"sleep\x007401", "sleep\x007402", "sleep\x007403", "sleep\x007404"} {
+		waitFor(t, m, func() bool { return len(processesWith(m)) > 0 })
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	serve.stopped = true
+	<-started // the RPC fails with the server gone
+	deadline := time.Now().Add(testTimeout)
+	for {
+		left := processesWith("sleep\x00740")
+		left = append(left, processesWith(sandbox.Command)...)
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes outlived the killed server: %q", left)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "late.txt")); err == nil {
+		t.Error("the command went on to write late.txt after the server died")
+	}
+}
+
+// TestSandboxConfig checks the sandbox's flags and config keys reach its
+// configuration, and that bad values are refused with the key's name.
+func TestSandboxConfig(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", `sandbox:
+  mode: required
+  network: allow
+  read_only_paths: [/usr, /etc]
+  cpu_seconds: 5
+  memory_bytes: 1073741824
+  max_open_files: 100
+  max_file_bytes: 2048
+  max_processes: 50
+`)
+	cfg, _, err := parseServeArgs([]string{"--config", path, "--sandbox", "auto"}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Config{Mode: sandbox.Auto, Network: "allow", ReadOnlyPaths: []string{"/usr", "/etc"}, CPUSeconds: 5, MemoryBytes: 1 << 30, MaxOpenFiles: 100, MaxFileBytes: 2048, MaxProcesses: 50}
+	if got := cfg.Sandbox; got.Mode != want.Mode || got.Network != want.Network || strings.Join(got.ReadOnlyPaths, ",") != "/usr,/etc" ||
+		got.CPUSeconds != 5 || got.MemoryBytes != 1<<30 || got.MaxOpenFiles != 100 || got.MaxFileBytes != 2048 || got.MaxProcesses != 50 {
+		t.Errorf("sandbox config %+v; want %+v", got, want)
+	}
+	if _, _, err := parseServeArgs([]string{"--sandbox", "maybe"}, &strings.Builder{}); err == nil {
+		t.Error("--sandbox maybe was accepted")
+	}
+	if _, _, err := parseServeArgs([]string{"--sandbox-network", "some"}, &strings.Builder{}); err == nil {
+		t.Error("--sandbox-network some was accepted")
+	}
+	bad := writeFile(t, "bad.yaml", "sandbox: {read_only_paths: [usr]}\n")
+	err = run(t.Context(), []string{"serve", "--config", bad, "--run-command", "--workspace", t.TempDir(), "--listen", "127.0.0.1:0"}, &strings.Builder{}, &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "sandbox.read_only_paths") {
+		t.Errorf("serve with a relative read-only path: %v; want an error naming sandbox.read_only_paths", err)
+	}
+}
+
+// TestSandboxOffIsLoggedUnsafe checks that --sandbox off says so.
+func TestSandboxOffIsLoggedUnsafe(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--no-workspace=false", "--workspace", t.TempDir(), "--run-command", "--sandbox", "off")
+	if !strings.Contains(s.stderr.String(), "UNSAFE") {
+		t.Errorf("the log does not call sandbox off unsafe:\n%s", s.stderr)
+	}
+}
