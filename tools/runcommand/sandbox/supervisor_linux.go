@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -111,6 +112,9 @@ func supervise(sp spec) Exit {
 			}
 			if r.pid == child {
 				exit = exitOf(r, sp.Limits)
+				if !hasChildren() {
+					return exit // it left nothing running: the common case, made fast
+				}
 				startEnd() // whatever it left running
 			}
 		case sig := <-sigs:
@@ -207,15 +211,18 @@ func dropCapabilities() error {
 // prewarmThreads makes the Go runtime start n more threads, which it keeps
 // for later use.
 func prewarmThreads(n int) {
+	var locked sync.WaitGroup
 	done := make(chan struct{})
 	for range n {
+		locked.Add(1)
 		go func() {
 			runtime.LockOSThread()
+			locked.Done()
 			<-done
 			runtime.UnlockOSThread()
 		}()
 	}
-	time.Sleep(time.Millisecond)
+	locked.Wait()
 	close(done)
 }
 
@@ -308,8 +315,42 @@ func signalTree(sig syscall.Signal) {
 	}
 }
 
-// descendants lists the processes whose parent chain leads to root.
+// hasChildren says whether the supervisor has a child left, without
+// reaping it.
+func hasChildren() bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err != unix.ECHILD
+}
+
+// descendants lists the processes whose parent chain leads to root, from
+// each process's children files where the kernel has them (one read per
+// descendant), else from every process's stat.
 func descendants(root int) []int {
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err == nil {
+		var out []int
+		queue := []int{root}
+		for len(queue) > 0 {
+			p := queue[0]
+			queue = queue[1:]
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+			for _, t := range tasks {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+				for _, f := range strings.Fields(string(b)) {
+					if c, err := strconv.Atoi(f); err == nil {
+						out = append(out, c)
+						queue = append(queue, c)
+					}
+				}
+			}
+		}
+		return out
+	}
+	return scanDescendants(root)
+}
+
+// scanDescendants is descendants from every process's stat.
+func scanDescendants(root int) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
