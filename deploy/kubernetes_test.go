@@ -338,7 +338,7 @@ current-context: test
 
 	waitReady(t, apiserver, "https://"+apiAddr+"/readyz", pki)
 	c.kubectl(t, "create", "namespace", namespace)
-	// The strictest Pod Security Standard, as the README advises: the
+	// The strictest Pod Security Standard, as docs/deploy.md advises: the
 	// apiserver's PodSecurity admission then warns about any Deployment
 	// whose pods it would refuse.
 	c.kubectl(t, "label", "namespace", namespace,
