@@ -75,7 +75,7 @@ func TestSandboxSurvivesNoServerKill(t *testing.T) {
 	deadline := time.Now().Add(testTimeout)
 	for {
 		left := processesWith("sleep\x00740")
-		left = append(left, processesWith(sandbox.Command)...)
+		left = append(left, processesWith(bin+"\x00"+sandbox.Command)...)
 		if len(left) == 0 {
 			break
 		}
