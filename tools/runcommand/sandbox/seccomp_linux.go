@@ -144,8 +144,8 @@ func guard(info *arch.Info, self, server int) []bpf.Instruction {
 	return prog
 }
 
-// loadFilter installs the seccomp filter on every thread of the supervisor,
-// and so on the command it starts.
+// loadFilter installs the seccomp filter on the calling thread (locked, with
+// no-new-privileges), and so on the command it forks.
 func loadFilter(sp spec, self int) error {
 	info, err := arch.GetInfo("")
 	if err != nil {
@@ -166,7 +166,7 @@ func loadFilter(sp spec, self int) error {
 		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); e != 0 {
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
 		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %w", e)
 	}
 	return nil

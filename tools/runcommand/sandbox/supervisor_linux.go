@@ -45,6 +45,9 @@ func supervise(sp spec) Exit {
 	fail := func(format string, args ...any) Exit {
 		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
 	}
+	// Capabilities, no-new-privileges, Landlock and seccomp are set on this
+	// thread, which forks the command: locked, it stays the one.
+	runtime.LockOSThread()
 	// SIGHUP when the server dies (even by SIGKILL): end everything at once.
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGHUP), 0, 0, 0); err != nil {
 		return fail("sandbox supervisor: PR_SET_PDEATHSIG: %v", err)
@@ -57,15 +60,11 @@ func supervise(sp spec) Exit {
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// One thread is plenty, and every thread counts against max_processes:
-	// make those the supervisor needs now, before the limit applies, so a
-	// fork bomb cannot leave it unable to start one.
-	runtime.GOMAXPROCS(1)
-	prewarmThreads(3)
+	// Every thread counts against max_processes: make those the supervisor
+	// will need now, while the restrictions go on, and before the limit
+	// applies, so a fork bomb cannot leave it unable to start one.
+	warm := prewarmThreads(3)
 
-	if err := setLimits(sp.Limits); err != nil {
-		return fail("sandbox supervisor: %v", err)
-	}
 	if err := dropCapabilities(); err != nil {
 		return fail("sandbox supervisor: %v", err)
 	}
@@ -80,7 +79,10 @@ func supervise(sp spec) Exit {
 			return fail("sandbox supervisor: seccomp: %v", err)
 		}
 	}
-
+	warm.Wait()
+	if err := setLimits(sp.Limits); err != nil {
+		return fail("sandbox supervisor: %v", err)
+	}
 	child, err := startCommand(sp)
 	if err != nil {
 		return fail("%v", err)
@@ -149,11 +151,8 @@ func startCommand(sp spec) (int, error) {
 	}
 	defer devnull.Close()
 	trace := sp.Limits.MemoryBytes > 0
-	if trace {
-		// Ptrace requests must come from the thread that started the tracee.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
+	// Ptrace requests come from the thread that started the tracee: the
+	// supervisor's locked one.
 	child, err := syscall.ForkExec(sp.Path, sp.Argv, &syscall.ProcAttr{
 		Dir:   sp.Dir,
 		Env:   sp.Env,
@@ -185,7 +184,7 @@ func startCommand(sp spec) (int, error) {
 	return child, nil
 }
 
-// dropCapabilities leaves the supervisor, and so the command, without
+// dropCapabilities leaves the supervisor's thread, and so the command, without
 // capabilities, even as root: none in its sets, none in the bounding set
 // that a root program's exec would draw from. Without CAP_SYS_PTRACE and
 // with fewer capabilities than the server, a root command cannot read the
@@ -209,21 +208,26 @@ func dropCapabilities() error {
 }
 
 // prewarmThreads makes the Go runtime start n more threads, which it keeps
-// for later use.
-func prewarmThreads(n int) {
-	var locked sync.WaitGroup
+// for later use; wait on the result before relying on them.
+func prewarmThreads(n int) *sync.WaitGroup {
+	var locked, released sync.WaitGroup
 	done := make(chan struct{})
 	for range n {
 		locked.Add(1)
+		released.Add(1)
 		go func() {
+			defer released.Done()
 			runtime.LockOSThread()
 			locked.Done()
 			<-done
 			runtime.UnlockOSThread()
 		}()
 	}
-	locked.Wait()
-	close(done)
+	go func() {
+		locked.Wait()
+		close(done)
+	}()
+	return &released
 }
 
 // reap reaps every child (the command, and the orphans the supervisor
