@@ -195,7 +195,7 @@ func (r Restrictions) String() string {
 	add(r.Network == NetworkAllow, "network: allowed")
 	add(r.Syscalls, "system calls (seccomp)")
 	add(r.Scoped, "signals and abstract sockets scoped (Landlock)")
-	add(r.NoNewPrivs, "no new privileges")
+	add(r.NoNewPrivs, "no new privileges or capabilities")
 	on = append(on, "resource limits", "no process outlives its call")
 	s := string(r.Mode) + ": " + strings.Join(on, ", ")
 	if len(r.Missing) > 0 {
