@@ -1,0 +1,139 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"strings"
+	"syscall"
+	"testing"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"github.com/elastic/go-seccomp-bpf/arch"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// TestFilter runs the seccomp filter in x/net/bpf's VM on made-up system
+// calls: what the filter must refuse, and what it must let through.
+func TestFilter(t *testing.T) {
+	info, err := arch.GetInfo("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const self, server = 4242, 4200
+	p := policy(info, true)
+	body, err := p.Assemble()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm, err := bpf.NewVM(append(guard(info, self, server), body...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nr := func(name string) int {
+		n, ok := info.SyscallNames[name]
+		if !ok {
+			t.Fatalf("no system call %s", name)
+		}
+		return n
+	}
+	// The VM loads 32-bit words big-endian, as from a packet; the kernel
+	// loads them native (little-endian here, low half first). Lay out
+	// seccomp_data word by word so the VM reads what the kernel would.
+	run := func(archID uint32, n int, args ...uint64) uint32 {
+		b := make([]byte, 64)
+		binary.BigEndian.PutUint32(b[0:], uint32(n))
+		binary.BigEndian.PutUint32(b[4:], archID)
+		for i, a := range args {
+			binary.BigEndian.PutUint32(b[16+8*i:], uint32(a))
+			binary.BigEndian.PutUint32(b[20+8*i:], uint32(a>>32))
+		}
+		v, err := vm.Run(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint32(v)
+	}
+	native := uint32(info.ID)
+	allow, eperm := uint32(seccomp.ActionAllow), uint32(errno(unix.EPERM))
+	neg := func(pid int) uint64 { return uint64(int64(-pid)) }
+	tests := []struct {
+		name string
+		arch uint32
+		call string
+		args []uint64
+		want uint32
+	}{
+		{"kill the supervisor", native, "kill", []uint64{self, 9}, eperm},
+		{"kill the server", native, "kill", []uint64{server, 9}, eperm},
+		{"kill the supervisor's group", native, "kill", []uint64{neg(self), 9}, eperm},
+		{"kill the supervisor, high bits set", native, "kill", []uint64{1<<32 | self, 9}, eperm},
+		{"kill -1", native, "kill", []uint64{neg(1), 9}, eperm},
+		{"kill another process", native, "kill", []uint64{5000, 9}, allow},
+		{"tgkill the supervisor", native, "tgkill", []uint64{self, self, 9}, eperm},
+		{"the runtime's preemption signal", native, "tgkill", []uint64{self, self + 1, uint64(unix.SIGURG)}, allow},
+		{"tkill", native, "tkill", []uint64{self + 1, 9}, eperm},
+		{"pidfd_open the server", native, "pidfd_open", []uint64{server, 0}, eperm},
+		{"join the supervisor's group", native, "setpgid", []uint64{0, self}, eperm},
+		{"own group", native, "setpgid", []uint64{0, 0}, allow},
+		{"ptrace attach", native, "ptrace", []uint64{unix.PTRACE_ATTACH, server}, eperm},
+		{"ptrace traceme", native, "ptrace", []uint64{unix.PTRACE_TRACEME}, allow},
+		{"mount", native, "mount", nil, eperm},
+		{"unshare", native, "unshare", []uint64{unix.CLONE_NEWUSER}, eperm},
+		{"clone a thread", native, "clone", []uint64{unix.CLONE_VM | unix.CLONE_THREAD}, allow},
+		{"clone a namespace", native, "clone", []uint64{unix.CLONE_NEWNET}, eperm},
+		{"clone3", native, "clone3", nil, uint32(errno(unix.ENOSYS))},
+		{"setuid chmod", native, "fchmodat", []uint64{0, 0, 0o4755}, eperm},
+		{"plain chmod", native, "fchmodat", []uint64{0, 0, 0o755}, allow},
+		{"inet socket", native, "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, uint32(errno(unix.EACCES))},
+		{"unix socket", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, allow},
+		{"read", native, "read", nil, allow},
+		{"another architecture", native + 1, "read", nil, uint32(seccomp.ActionKillProcess)},
+	}
+	for _, tt := range tests {
+		if got := run(tt.arch, nr(tt.call), tt.args...); got != tt.want {
+			t.Errorf("%s: %#x; want %#x", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestExitOf(t *testing.T) {
+	l := Limits{CPUSeconds: 2}
+	signaled := func(sig syscall.Signal) unix.WaitStatus { return unix.WaitStatus(sig) }
+	if e := exitOf(reaped{status: signaled(syscall.SIGXCPU)}, l); e.Limit != "cpu_seconds" || e.Code != -1 {
+		t.Errorf("SIGXCPU: %+v", e)
+	}
+	if e := exitOf(reaped{status: signaled(syscall.SIGXFSZ)}, l); e.Limit != "max_file_bytes" {
+		t.Errorf("SIGXFSZ: %+v", e)
+	}
+	spent := reaped{status: signaled(syscall.SIGKILL)}
+	spent.usage.Utime.Sec = 3
+	if e := exitOf(spent, l); e.Limit != "cpu_seconds" {
+		t.Errorf("SIGKILL past the CPU limit: %+v", e)
+	}
+	if e := exitOf(reaped{status: signaled(syscall.SIGKILL)}, l); e.Limit != "" || e.Signal != int(syscall.SIGKILL) {
+		t.Errorf("SIGKILL: %+v", e)
+	}
+	if e := exitOf(reaped{status: unix.WaitStatus(3 << 8)}, l); e.Code != 3 || e.Signal != 0 {
+		t.Errorf("exit 3: %+v", e)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	for _, bad := range []Config{{Mode: "maybe"}, {Network: "some"}, {ReadOnlyPaths: []string{"usr"}}, {MemoryBytes: 1 << 20}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v is valid", bad)
+		}
+	}
+	sb, r, err := New(Config{Mode: Off})
+	if sb != nil || err != nil || r.Mode != Off || !strings.Contains(r.String(), "unsafe") {
+		t.Errorf("off: %v, %+v, %v", sb, r, err)
+	}
+	d := Config{}.WithDefaults()
+	if d.Mode != Auto || d.Network != NetworkDeny || d.MemoryBytes != 0 || d.CPUSeconds == 0 || d.MaxProcesses == 0 {
+		t.Errorf("defaults %+v", d)
+	}
+	missing := Restrictions{Mode: Auto, Files: true, LandlockABI: 3, Network: NetworkDeny, Missing: []string{"TCP connect and bind (needs Landlock ABI 4)"}}
+	if s := missing.String(); !strings.Contains(s, "NOT enforced: TCP connect and bind") {
+		t.Errorf("String() = %q; want it to name what is missing", s)
+	}
+}
