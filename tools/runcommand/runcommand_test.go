@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 	"go.uber.org/goleak"
 )
@@ -296,7 +297,7 @@ func waitGone(t *testing.T, pgid int) {
 // TestRunCommandKillsTheGroup ends commands that leave background children
 // running: by cancellation, by timeout, by children that ignore SIGTERM, and
 // by the command exiting first. In each case no process of the group is
-// left.
+// left: with the sandbox off (the group kill) and on (the supervisor).
 func TestRunCommandKillsTheGroup(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -310,49 +311,55 @@ func TestRunCommandKillsTheGroup(t *testing.T) {
 		{"children ignore SIGTERM", `trap '' TERM; echo $$; sleep 30 & sleep 30 & wait`, 0, false},
 		{"command exits first", `sleep 30 & (trap '' TERM; sleep 30) & echo $$`, time.Minute, true},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := wt.New(t, nil)
-			tool := runcommand.New(e.WS, runcommand.Options{KillGrace: 200 * time.Millisecond})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tt.timeout > 0 {
-				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+	for _, mode := range []string{"off", "sandboxed"} {
+		for _, tt := range tests {
+			t.Run(mode+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				e := wt.New(t, nil)
+				opts := runcommand.Options{KillGrace: 200 * time.Millisecond}
+				if mode == "sandboxed" {
+					opts.Sandbox = newSandbox(t, sandbox.Config{})
+				}
+				tool := runcommand.New(e.WS, opts)
+				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
-			}
-			rec := newRecorder()
-			type outcome struct {
-				res *tools.Result
-				err error
-			}
-			done := make(chan outcome, 1)
-			go func() {
-				res, err := wt.CallContext(ctx, t, tool, `{"argv":["sh","-c",`+wt.Quote(tt.script)+`]}`, rec.report)
-				done <- outcome{res, err}
-			}()
-			var first string
-			select {
-			case first = <-rec.first:
-			case got := <-done:
-				t.Fatalf("the call ended before its first output: %v, %v", got.res, got.err)
-			}
-			pgid, err := strconv.Atoi(strings.TrimSpace(first))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.timeout == 0 {
-				cancel()
-			}
-			got := <-done
-			switch {
-			case tt.result && (got.err != nil || got.res.IsError):
-				t.Errorf("result %v, %v; want success", got.res, got.err)
-			case !tt.result && !errors.Is(got.err, ctx.Err()):
-				t.Errorf("error %v; want the context's %v", got.err, ctx.Err())
-			}
-			waitGone(t, pgid)
-		})
+				if tt.timeout > 0 {
+					ctx, cancel = context.WithTimeout(ctx, tt.timeout)
+					defer cancel()
+				}
+				rec := newRecorder()
+				type outcome struct {
+					res *tools.Result
+					err error
+				}
+				done := make(chan outcome, 1)
+				go func() {
+					res, err := wt.CallContext(ctx, t, tool, `{"argv":["sh","-c",`+wt.Quote(tt.script)+`]}`, rec.report)
+					done <- outcome{res, err}
+				}()
+				var first string
+				select {
+				case first = <-rec.first:
+				case got := <-done:
+					t.Fatalf("the call ended before its first output: %v, %v", got.res, got.err)
+				}
+				pgid, err := strconv.Atoi(strings.TrimSpace(first))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.timeout == 0 {
+					cancel()
+				}
+				got := <-done
+				switch {
+				case tt.result && (got.err != nil || got.res.IsError):
+					t.Errorf("result %v, %v; want success", got.res, got.err)
+				case !tt.result && !errors.Is(got.err, ctx.Err()):
+					t.Errorf("error %v; want the context's %v", got.err, ctx.Err())
+				}
+				waitGone(t, pgid)
+			})
+		}
 	}
 }
 
