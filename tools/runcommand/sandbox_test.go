@@ -69,6 +69,24 @@ func TestSandboxResults(t *testing.T) {
 	}
 }
 
+// TestSandboxEnvironmentAndTmpdir checks a sandboxed command gets only the
+// allowed environment and its TMPDIR (not the supervisor's spec), and that
+// the TMPDIR is gone after the call.
+func TestSandboxEnvironmentAndTmpdir(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, nil)
+	tool := runcommand.New(e.WS, runcommand.Options{Sandbox: newSandbox(t, sandbox.Config{})})
+	res := wt.Call(t, tool, `{"argv":["env"]}`)
+	lines := strings.Split(strings.TrimSpace(wt.Text(res)), "\n")
+	if len(lines) != 3 || lines[1] != "PATH="+runcommand.DefaultPath || !strings.HasPrefix(lines[2], "TMPDIR=") {
+		t.Fatalf("env:\n%s\nwant PATH and TMPDIR only", wt.Text(res))
+	}
+	tmp := strings.TrimPrefix(lines[2], "TMPDIR=")
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("the call's TMPDIR %s is still there after the call: %v", tmp, err)
+	}
+}
+
 // BenchmarkSandboxOverhead measures what the sandbox adds to one command:
 // 500 runs of true through run_command, sandboxed and off, in the same
 // process, reported as p50/p99 of each and the ratio of the p50s.
