@@ -370,7 +370,7 @@ func TestDetailsJSON(t *testing.T) {
 	var d runcommand.Details
 	wt.Details(t, res, &d)
 	d.DurationMS = 0
-	want := runcommand.Details{Argv: []string{"sh", "-c", "printf 'a\\nb'; exit 1"}, Cwd: "d", ExitCode: 1, OutputBytes: 3}
+	want := runcommand.Details{Argv: []string{"sh", "-c", "printf 'a\\nb'; exit 1"}, Cwd: "d", ExitCode: 1, OutputBytes: 3, Sandbox: &sandbox.Restrictions{Mode: sandbox.Off}}
 	if diff := cmp.Diff(want, d); diff != "" || !res.IsError || wt.Text(res) != "exit code 1\na\nb" {
 		t.Errorf("details (-want +got):\n%s\ntext %q", diff, wt.Text(res))
 	}
