@@ -56,6 +56,8 @@ elif op == "vmread":
     buf = ctypes.create_string_buffer(16)
     local, remote = iovec(ctypes.cast(buf, ctypes.c_void_p), 16), iovec(0x400000, 16)
     check(libc.process_vm_readv(int(args[0]), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0), "process_vm_readv")
+elif op == "setpgid":
+    os.setpgid(0, int(args[0]))
 elif op == "memory":
     b = bytearray(1 << 30)
 elif op == "daemon":
@@ -267,6 +269,7 @@ func TestEscapeCorpus(t *testing.T) {
 		{"read the server's memory with process_vm_readv", "python3 probe.py vmread " + strconv.Itoa(server), denied, nil},
 		{"kill the server", "kill -9 " + strconv.Itoa(server), denied, nil},
 		{"signal the server's process group", "kill -CONT -" + strconv.Itoa(pgid), denied, nil},
+		{"join the server's process group", "python3 probe.py setpgid " + strconv.Itoa(pgid), denied, nil},
 		{"kill the supervisor", "kill -9 $PPID", denied, nil},
 		{"signal every process", "kill -CONT -1", denied, nil},
 		{"mount", "mount -t tmpfs none mnt", append(denied, "must be superuser"), nil},

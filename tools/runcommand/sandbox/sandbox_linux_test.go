@@ -74,6 +74,7 @@ func TestFilter(t *testing.T) {
 		{"tkill", native, "tkill", []uint64{self + 1, 9}, eperm},
 		{"pidfd_open the server", native, "pidfd_open", []uint64{server, 0}, eperm},
 		{"join the supervisor's group", native, "setpgid", []uint64{0, self}, eperm},
+		{"join another group", native, "setpgid", []uint64{0, 5000}, eperm},
 		{"own group", native, "setpgid", []uint64{0, 0}, allow},
 		{"ptrace attach", native, "ptrace", []uint64{unix.PTRACE_ATTACH, server}, eperm},
 		{"ptrace traceme", native, "ptrace", []uint64{unix.PTRACE_TRACEME}, allow},

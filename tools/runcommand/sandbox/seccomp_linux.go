@@ -59,6 +59,9 @@ func policy(info *arch.Info, sockets bool) seccomp.Policy {
 		{Argument: 0, Operation: seccomp.NotEqual, Value: unix.PTRACE_TRACEME},
 		{Argument: 0, Operation: seccomp.NotEqual, Value: unix.PTRACE_DETACH},
 	}})
+	// setpgid only to lead a group of one's own (pgid 0): joining another
+	// group, the supervisor's or the server's, would let kill(0, ...) reach it.
+	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "setpgid", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}})
 	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}})
 	p := seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
@@ -118,7 +121,6 @@ func guard(info *arch.Info, self, server int) []bpf.Instruction {
 	block("rt_sigqueueinfo", 0, protected)
 	block("rt_tgsigqueueinfo", 0, protected)
 	block("pidfd_open", 0, protected)
-	block("setpgid", 1, protected) // joining the supervisor's group, to signal it as a group
 	if nr, ok := info.SyscallNames["tgkill"]; ok {
 		// The Go runtime preempts goroutines with tgkill(self, tid, SIGURG).
 		prog = append(prog,

@@ -105,9 +105,11 @@ func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
 	cmd.Env = []string{specEnv + "=" + string(b)}
 	cmd.Stdout, cmd.Stderr = run.Output, run.Output
 	cmd.ExtraFiles = []*os.File{sw} // fd 3: the status
-	// A session of its own: no controlling terminal, and no process group
-	// shared with the server that a command could join.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	// A process group of its own, which commands cannot join (seccomp
+	// refuses setpgid into an existing group). Not a session of its own: a
+	// session leader costs 3 ms more per command, for nothing the sandbox
+	// needs (Landlock keeps commands off /dev/tty).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = run.Grace + time.Second
 	if err := cmd.Start(); err != nil {
