@@ -82,6 +82,12 @@ func TestSandboxEnvironmentAndTmpdir(t *testing.T) {
 		t.Fatalf("env:\n%s\nwant PATH and TMPDIR only", wt.Text(res))
 	}
 	tmp := strings.TrimPrefix(lines[2], "TMPDIR=")
+	// Only stdin, stdout and stderr: not the supervisor's status pipe or
+	// Landlock ruleset, nor what the server inherited (fd 3 below is ls's
+	// own, reading the folder).
+	if res := wt.Call(t, tool, `{"argv":["ls","/proc/self/fd"]}`); wt.Text(res) != "exit code 0\n0\n1\n2\n3\n" {
+		t.Errorf("open descriptors:\n%s\nwant 0 1 2 (and 3, the listing's own)", wt.Text(res))
+	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Errorf("the call's TMPDIR %s is still there after the call: %v", tmp, err)
 	}

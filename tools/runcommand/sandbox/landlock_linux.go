@@ -5,41 +5,39 @@ import (
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
-	"golang.org/x/sys/unix"
 )
 
-// restrictFiles applies Landlock to the calling thread, which must be
-// locked and have no-new-privileges: files (read-write in sp.Writable,
-// read-execute in sp.ReadOnly and /proc, nothing else), TCP connect and bind
-// (none, under network deny), and scoping of signals and abstract Unix
-// sockets to the sandbox. The command, forked from this thread, inherits it;
-// restricting every thread of the supervisor (go-landlock's Restrict) costs
-// a signal round to each before Landlock ABI 8, and gains nothing.
-func restrictFiles(sp spec) error {
-	if !sp.Files && !sp.TCP && !sp.Scoped {
-		return nil
+// ruleset makes the Landlock ruleset for one command: files (read-write in
+// writable, read-execute in the read-only paths and /proc, nothing else),
+// TCP connect and bind (none, under network deny), and scoping of signals
+// and abstract Unix sockets to the sandbox. fd is -1 when there is nothing
+// to restrict; the caller closes it.
+func (s *Sandbox) ruleset(writable []string) (fd int, flags uint32, err error) {
+	r := s.r
+	if !r.Files && !r.TCP && !r.Scoped {
+		return -1, 0, nil
 	}
 	cfg := landlock.V6
-	if !sp.TCP {
+	if !r.TCP {
 		cfg.HandledAccessNet = 0
 	}
-	if !sp.Scoped {
+	if !r.Scoped {
 		cfg.Scoped = 0
 	}
-	if sp.BestEffort {
+	if s.cfg.Mode != Required {
 		cfg = cfg.BestEffort()
 	}
 	var rules []landlock.Rule
-	if sp.Files {
+	if r.Files {
 		// Everything RWDirs grants but making device nodes: root could
 		// otherwise make one for a disk in the workspace and read it.
 		rw := landlock.AccessFSSet(ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSReadDir |
 			ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeDir | ll.AccessFSMakeReg | ll.AccessFSMakeSock |
 			ll.AccessFSMakeFifo | ll.AccessFSMakeSym | ll.AccessFSTruncate | ll.AccessFSRefer)
-		rules = append(rules, landlock.PathAccess(rw, sp.Writable...))
+		rules = append(rules, landlock.PathAccess(rw, writable...))
 		rules = append(rules, landlock.RWFiles(writableDevices...).WithIoctlDev().IgnoreIfMissing())
 		rules = append(rules, landlock.RODirs("/proc"))
-		for _, p := range sp.ReadOnly {
+		for _, p := range s.cfg.ReadOnlyPaths {
 			info, err := os.Stat(p)
 			switch {
 			case err != nil:
@@ -53,10 +51,5 @@ func restrictFiles(sp spec) error {
 	} else {
 		cfg.HandledAccessFS = 0
 	}
-	fd, flags, err := cfg.NewRulesetFD(rules...)
-	if err != nil || fd < 0 {
-		return err
-	}
-	defer unix.Close(fd)
-	return ll.LandlockRestrictSelf(fd, flags)
+	return cfg.NewRulesetFD(rules...)
 }

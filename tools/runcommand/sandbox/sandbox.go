@@ -1,40 +1,41 @@
 // Package sandbox runs run_command's commands under a supervisor in a
 // kernel sandbox, without privileges: the toolwire binary (or a test binary)
-// re-executed with the hidden command "__sandbox". The supervisor makes
-// itself a child subreaper with a parent-death signal, applies resource
-// limits, no-new-privileges, Landlock (files, TCP, signal and abstract-socket
-// scoping) and a seccomp filter to itself, then starts the command as its
-// child; when the command ends, is cancelled, or the server dies, it kills
-// every process the command started (setsid and double-forked ones too: as
-// subreaper it inherits them) before it exits.
+// re-executed with the hidden command "__sandbox" (package supervisor). The
+// supervisor makes itself a child subreaper with a parent-death signal,
+// drops capabilities, applies resource limits, no-new-privileges, Landlock
+// (files, TCP, signal and abstract-socket scoping) and a seccomp filter,
+// then starts the command as its child; when the command ends, is
+// cancelled, or the server dies, it kills every process the command started
+// (setsid and double-forked ones too: as subreaper it inherits them) before
+// it exits.
 //
-// Any binary that links this package dispatches the hidden command in the
-// package's init, before the rest of the program initialises; that keeps the
-// supervisor's start cheap and lets test binaries serve as supervisors.
+// This package is the server's side: the configuration, what the kernel
+// offers, the Landlock ruleset and seccomp program (built here, with
+// go-landlock and go-seccomp-bpf, so the supervisor needs neither), and
+// starting the supervisor. Any binary that links it dispatches the hidden
+// command in package supervisor's init, before the rest of the program
+// initialises; that keeps the supervisor's start cheap and lets test
+// binaries serve as supervisors.
 package sandbox
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
 )
 
 // Command is the hidden command line argument that makes a binary linking
-// this package run as a supervisor.
-const Command = "__sandbox"
+// this package run as a supervisor (package supervisor dispatches it).
+const Command = supervisor.Command
 
-// specEnv carries the supervisor's Spec, as JSON; the supervisor removes it
-// from its environment before it starts the command.
-const specEnv = "TOOLWIRE_SANDBOX_SPEC"
+// Exit is how a supervised command ended.
+type Exit = supervisor.Exit
 
-func init() {
-	if len(os.Args) > 1 && os.Args[1] == Command {
-		Main()
-	}
-}
+// Limits are the resource limits a command runs under.
+type Limits = supervisor.Limits
 
 // Mode says how much the sandbox must enforce.
 type Mode string
@@ -143,15 +144,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Limits are the resource limits a command runs under.
-type Limits struct {
-	CPUSeconds   uint64 `json:"cpu_seconds"`
-	MemoryBytes  uint64 `json:"memory_bytes,omitempty"` // 0: none
-	MaxOpenFiles uint64 `json:"max_open_files"`
-	MaxFileBytes uint64 `json:"max_file_bytes"`
-	MaxProcesses uint64 `json:"max_processes"`
-}
-
 // Restrictions say what the sandbox enforces on this machine; run_command
 // reports them in each result's details.
 type Restrictions struct {
@@ -207,9 +199,10 @@ func (r Restrictions) String() string {
 // Sandbox starts commands under the supervisor. The zero value is not
 // usable; call New.
 type Sandbox struct {
-	cfg Config
-	r   Restrictions
-	exe string // the binary re-executed as supervisor
+	cfg    Config
+	r      Restrictions
+	exe    string            // the binary re-executed as supervisor
+	filter []supervisor.Insn // the seccomp program, nil when not enforced
 }
 
 // New checks cfg against what the kernel offers. In required mode it fails,
@@ -231,7 +224,13 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 	if err != nil {
 		return nil, r, fmt.Errorf("sandbox: finding the binary to run as supervisor: %w", err)
 	}
-	return &Sandbox{cfg: cfg, r: r, exe: exe}, r, nil
+	sb := &Sandbox{cfg: cfg, r: r, exe: exe}
+	if r.Syscalls {
+		if sb.filter, err = filter(r.Sockets); err != nil {
+			return nil, r, fmt.Errorf("sandbox: building the seccomp filter: %w", err)
+		}
+	}
+	return sb, r, nil
 }
 
 // Restrictions returns what s enforces.
@@ -239,45 +238,3 @@ func (s *Sandbox) Restrictions() Restrictions { return s.r }
 
 // Config returns s's configuration, defaults filled in.
 func (s *Sandbox) Config() Config { return s.cfg }
-
-// spec is what the supervisor is told, as JSON in specEnv.
-type spec struct {
-	Path     string   `json:"path"` // the program, resolved
-	Argv     []string `json:"argv"`
-	Dir      string   `json:"dir"`
-	Env      []string `json:"env"`
-	Writable []string `json:"writable"`
-	ReadOnly []string `json:"read_only"`
-	Limits   Limits   `json:"limits"`
-
-	Files      bool `json:"files"`
-	TCP        bool `json:"tcp"`
-	Sockets    bool `json:"sockets"`
-	Syscalls   bool `json:"syscalls"`
-	Scoped     bool `json:"scoped"`
-	BestEffort bool `json:"best_effort"`
-
-	Parent      int   `json:"parent"` // the server's PID
-	GraceMillis int64 `json:"grace_ms"`
-}
-
-// Exit is how the supervised command ended.
-type Exit struct {
-	Code   int    `json:"code"`             // -1 when a signal ended it
-	Signal int    `json:"signal,omitempty"` // the signal number
-	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes
-	Error  string `json:"error,omitempty"`  // the supervisor could not run it
-}
-
-var errNoStatus = errors.New("the sandbox supervisor ended without reporting the command's status")
-
-func decodeExit(b []byte) (Exit, error) {
-	var e Exit
-	if len(b) == 0 {
-		return e, errNoStatus
-	}
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("sandbox supervisor status %q: %w", b, err)
-	}
-	return e, nil
-}

@@ -1,14 +1,15 @@
 package sandbox
 
 import (
-	"fmt"
+	"os"
 	"syscall"
-	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
 )
 
 // denied are the system calls a tool command never needs, after Docker's
@@ -146,30 +147,25 @@ func guard(info *arch.Info, self, server int) []bpf.Instruction {
 	return prog
 }
 
-// loadFilter installs the seccomp filter on the calling thread (locked, with
-// no-new-privileges), and so on the command it forks.
-func loadFilter(sp spec, self int) error {
+// filter assembles the seccomp program: the guard, with the supervisor's
+// PID left as supervisor.SelfPID for it to fill in, then the policy.
+func filter(sockets bool) ([]supervisor.Insn, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	p := policy(info, sp.Sockets)
+	p := policy(info, sockets)
 	body, err := p.Assemble()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	insts := append(guard(info, self, sp.Parent), body...)
-	raw, err := bpf.Assemble(insts)
+	raw, err := bpf.Assemble(append(guard(info, supervisor.SelfPID, os.Getpid()), body...))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	filter := make([]unix.SockFilter, len(raw))
+	insns := make([]supervisor.Insn, len(raw))
 	for i, r := range raw {
-		filter[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+		insns[i] = supervisor.Insn{Op: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
-		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %w", e)
-	}
-	return nil
+	return insns, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
 )
 
 // probe says what this kernel lets cfg enforce.
@@ -83,13 +86,19 @@ type Process struct {
 // it started; the supervisor itself gets SIGKILL if it has not exited a
 // second after that.
 func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
-	r := s.r
-	sp := spec{
-		Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env,
-		Writable: run.Writable, ReadOnly: s.cfg.ReadOnlyPaths, Limits: r.Limits,
-		Files: r.Files, TCP: r.TCP, Sockets: r.Sockets, Syscalls: r.Syscalls, Scoped: r.Scoped,
-		BestEffort: s.cfg.Mode != Required,
-		Parent:     os.Getpid(), GraceMillis: run.Grace.Milliseconds(),
+	sp := supervisor.Spec{
+		Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, Limits: s.r.Limits,
+		Filter: s.filter, Parent: os.Getpid(), GraceMillis: run.Grace.Milliseconds(),
+	}
+	fd, flags, err := s.ruleset(run.Writable)
+	if err != nil {
+		return nil, fmt.Errorf("making the Landlock ruleset: %w", err)
+	}
+	var rules *os.File
+	if fd >= 0 {
+		rules = os.NewFile(uintptr(fd), "landlock-ruleset")
+		defer rules.Close() // the supervisor has its copy once started
+		sp.Landlock, sp.LandlockFlags = true, flags
 	}
 	b, err := json.Marshal(sp)
 	if err != nil {
@@ -102,13 +111,13 @@ func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
 	defer sw.Close()
 	cmd := exec.CommandContext(ctx, s.exe, Command)
 	// Only the spec: the command's environment travels inside it.
-	cmd.Env = []string{specEnv + "=" + string(b)}
+	cmd.Env = []string{supervisor.SpecEnv + "=" + string(b)}
 	cmd.Stdout, cmd.Stderr = run.Output, run.Output
-	cmd.ExtraFiles = []*os.File{sw} // fd 3: the status
+	cmd.ExtraFiles = []*os.File{sw, rules} // supervisor.StatusFD, supervisor.LandlockFD
 	// A process group of its own, which commands cannot join (seccomp
 	// refuses setpgid into an existing group). Not a session of its own: a
-	// session leader costs 3 ms more per command, for nothing the sandbox
-	// needs (Landlock keeps commands off /dev/tty).
+	// session leader costs more per command, for nothing the sandbox needs
+	// (Landlock keeps commands off /dev/tty).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = run.Grace + time.Second
@@ -126,7 +135,7 @@ func (p *Process) Wait() (Exit, error) {
 	// The supervisor is gone, so the pipe's only writer is closed: this
 	// cannot block.
 	b, _ := io.ReadAll(p.status)
-	e, err := decodeExit(bytes.TrimSpace(b))
+	e, err := supervisor.DecodeExit(bytes.TrimSpace(b))
 	if err != nil && werr != nil && !errors.As(werr, new(*exec.ExitError)) {
 		return e, werr
 	}

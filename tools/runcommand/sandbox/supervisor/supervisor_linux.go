@@ -1,4 +1,4 @@
-package sandbox
+package supervisor
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +20,14 @@ import (
 // command, ends every process the command started, writes how the command
 // ended to fd 3 and exits. It does not return.
 func Main() {
-	status := os.NewFile(3, "status")
-	var sp spec
-	err := json.Unmarshal([]byte(os.Getenv(specEnv)), &sp)
-	os.Unsetenv(specEnv)
+	// No descriptor but stdin, stdout and stderr may reach the command: not
+	// the status pipe, not the ruleset, not whatever the server inherited
+	// without close-on-exec.
+	closeOnExecFrom(StatusFD)
+	status := os.NewFile(StatusFD, "status")
+	var sp Spec
+	err := json.Unmarshal([]byte(os.Getenv(SpecEnv)), &sp)
+	os.Unsetenv(SpecEnv)
 	var e Exit
 	if err != nil {
 		e = Exit{Code: -1, Error: fmt.Sprintf("sandbox supervisor: reading its spec: %v", err)}
@@ -34,6 +39,19 @@ func Main() {
 	os.Exit(0)
 }
 
+// closeOnExecFrom marks every descriptor from fd up close-on-exec.
+func closeOnExecFrom(fd int) {
+	if unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	entries, _ := os.ReadDir("/proc/self/fd") // kernels before 5.11
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= fd {
+			unix.CloseOnExec(n)
+		}
+	}
+}
+
 // reaped is one wait4 result.
 type reaped struct {
 	pid    int
@@ -41,7 +59,7 @@ type reaped struct {
 	usage  unix.Rusage
 }
 
-func supervise(sp spec) Exit {
+func supervise(sp Spec) Exit {
 	fail := func(format string, args ...any) Exit {
 		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
 	}
@@ -71,11 +89,17 @@ func supervise(sp spec) Exit {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fail("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
 	}
-	if err := restrictFiles(sp); err != nil {
-		return fail("sandbox supervisor: Landlock: %v", err)
+	if sp.Landlock {
+		// The ruleset the server made; on this thread only, which forks the
+		// command (restricting every thread costs a signal round to each
+		// before Landlock ABI 8, and gains nothing).
+		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, LandlockFD, uintptr(sp.LandlockFlags), 0); e != 0 {
+			return fail("sandbox supervisor: landlock_restrict_self: %v", e)
+		}
+		unix.Close(LandlockFD)
 	}
-	if sp.Syscalls {
-		if err := loadFilter(sp, os.Getpid()); err != nil {
+	if len(sp.Filter) > 0 {
+		if err := loadFilter(sp.Filter, os.Getpid()); err != nil {
 			return fail("sandbox supervisor: seccomp: %v", err)
 		}
 	}
@@ -144,7 +168,7 @@ func supervise(sp spec) Exit {
 // more address space than any useful limit), and before its first
 // instruction: so it starts traced, stops at its exec, gets the limit and is
 // let go.
-func startCommand(sp spec) (int, error) {
+func startCommand(sp Spec) (int, error) {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return 0, err
@@ -203,6 +227,29 @@ func dropCapabilities() error {
 	var data [2]unix.CapUserData
 	if err := unix.Capset(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("dropping capabilities: %w", err)
+	}
+	return nil
+}
+
+// loadFilter installs the seccomp program on the calling thread (locked,
+// with no-new-privileges), and so on the command it forks, with SelfPID
+// replaced by self.
+func loadFilter(insns []Insn, self int) error {
+	placeholder := int32(SelfPID)
+	filter := make([]unix.SockFilter, len(insns))
+	for i, in := range insns {
+		k := in.K
+		switch k {
+		case uint32(placeholder):
+			k = uint32(self)
+		case uint32(-placeholder):
+			k = uint32(-self)
+		}
+		filter[i] = unix.SockFilter{Code: in.Op, Jt: in.Jt, Jf: in.Jf, K: k}
+	}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
+		return fmt.Errorf("seccomp(SECCOMP_SET_MODE_FILTER): %w", e)
 	}
 	return nil
 }

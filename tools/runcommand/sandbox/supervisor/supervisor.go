@@ -1,0 +1,94 @@
+// Package supervisor is the sandbox's supervisor process: the toolwire
+// binary (or a test binary) re-executed with the hidden command "__sandbox".
+// It imports nothing but the standard library and golang.org/x/sys/unix, so
+// that its init, which dispatches the hidden command, runs before the rest
+// of a large program initialises: the Landlock ruleset and the seccomp
+// program arrive ready-made from the server (package sandbox builds them).
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+)
+
+// Command is the hidden command line argument that makes a binary linking
+// this package run as a supervisor.
+const Command = "__sandbox"
+
+// SpecEnv carries the supervisor's Spec, as JSON; the supervisor removes it
+// from its environment, and the command gets Spec.Env only.
+const SpecEnv = "TOOLWIRE_SANDBOX_SPEC"
+
+// Inherited file descriptors.
+const (
+	StatusFD   = 3 // the supervisor writes the command's Exit here
+	LandlockFD = 4 // the Landlock ruleset, when Spec.Landlock
+)
+
+// SelfPID stands for the supervisor's PID in Spec.Filter; the supervisor
+// writes its own in (and its negation for process-group forms) before
+// loading the filter. No PID reaches it (pid_max is at most 2^22).
+const SelfPID = 0x3fffff00
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == Command {
+		Main()
+	}
+}
+
+// Limits are the resource limits a command runs under.
+type Limits struct {
+	CPUSeconds   uint64 `json:"cpu_seconds"`
+	MemoryBytes  uint64 `json:"memory_bytes,omitempty"` // 0: none
+	MaxOpenFiles uint64 `json:"max_open_files"`
+	MaxFileBytes uint64 `json:"max_file_bytes"`
+	MaxProcesses uint64 `json:"max_processes"`
+}
+
+// Insn is one classic BPF instruction of the seccomp filter.
+type Insn struct {
+	Op     uint16 `json:"op"`
+	Jt, Jf uint8
+	K      uint32 `json:"k"`
+}
+
+// Spec is what the server tells the supervisor.
+type Spec struct {
+	Path   string   `json:"path"` // the program, resolved
+	Argv   []string `json:"argv"`
+	Dir    string   `json:"dir"`
+	Env    []string `json:"env"`
+	Limits Limits   `json:"limits"`
+	// Landlock says LandlockFD holds a ruleset to restrict the command to,
+	// with LandlockFlags for landlock_restrict_self.
+	Landlock      bool   `json:"landlock"`
+	LandlockFlags uint32 `json:"landlock_flags"`
+	// Filter is the seccomp program (nil: none), with SelfPID to fill in.
+	Filter      []Insn `json:"filter,omitempty"`
+	Parent      int    `json:"parent"` // the server's PID
+	GraceMillis int64  `json:"grace_ms"`
+}
+
+// Exit is how the supervised command ended.
+type Exit struct {
+	Code   int    `json:"code"`             // -1 when a signal ended it
+	Signal int    `json:"signal,omitempty"` // the signal number
+	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes
+	Error  string `json:"error,omitempty"`  // the supervisor could not run it
+}
+
+var errNoStatus = errors.New("the sandbox supervisor ended without reporting the command's status")
+
+// DecodeExit reads the status the supervisor wrote.
+func DecodeExit(b []byte) (Exit, error) {
+	var e Exit
+	if len(b) == 0 {
+		return e, errNoStatus
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("sandbox supervisor status %q: %w", b, err)
+	}
+	return e, nil
+}
