@@ -11,7 +11,6 @@ import (
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools/httptool"
-	"sigs.k8s.io/yaml"
 )
 
 // serveConfig is the configuration of "toolwire serve": the YAML file given
@@ -62,11 +61,11 @@ type Duration time.Duration
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", b)
+		return fmt.Errorf("want a duration as a string such as \"30s\", not %s", b)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("want a duration such as \"30s\" or \"1m30s\", not %q", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -149,10 +148,7 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	return nil
+	return decodeYAML(path, b, cfg)
 }
 
 // logLevel parses cfg.LogLevel.
