@@ -41,7 +41,7 @@ func newFlagSet(name, more string, stderr io.Writer) *flag.FlagSet {
 	c := commands[i]
 	fs.Usage = func() {
 		w := fs.Output()
-		fmt.Fprintf(w, "%s\n\nusage: toolwire %s [flags] %s\n", c.summary, c.name, c.args)
+		fmt.Fprintf(w, "%s\n\nusage: %s\n", c.summary, strings.TrimSpace("toolwire "+c.name+" [flags] "+c.args))
 		if more != "" {
 			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(more))
 		}
