@@ -79,6 +79,8 @@ func (c *clientFlags) explain(what string, err error) error {
 		case strings.Contains(msg, "while dialing: "):
 			_, cause, _ := strings.Cut(msg, "while dialing: ")
 			return fmt.Errorf("cannot reach a toolwire server at %s: %s", c.addr, strings.TrimSuffix(cause, `"`))
+		case strings.Contains(msg, "name resolver error"):
+			return fmt.Errorf("cannot reach a toolwire server at %s: the name does not resolve (%s)", c.addr, msg)
 		}
 	}
 	return fmt.Errorf("%s: %w", what, err)
