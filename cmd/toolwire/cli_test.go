@@ -98,6 +98,10 @@ func TestHelpSummary(t *testing.T) {
 			t.Errorf("toolwire's usage does not list %s", c.name)
 		}
 	}
+	var stdout bytes.Buffer
+	if err := run(t.Context(), []string{"-h"}, &stdout, &bytes.Buffer{}); err != nil || !strings.HasPrefix(stdout.String(), "toolwire runs the tool calls") {
+		t.Errorf("toolwire -h: %v, %q; want it to open with what toolwire does", err, stdout.String())
+	}
 }
 
 // progressEvents are a call's events: started, reports at the given

@@ -23,6 +23,7 @@ var commands = []struct{ name, args, summary string }{
 // usage is the top-level help text.
 var usage = func() string {
 	var b strings.Builder
+	b.WriteString("toolwire runs the tool calls of LLM agents: a gRPC server, and a client for it.\n\n")
 	b.WriteString("usage: toolwire COMMAND [flags] [args]\n\ncommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(&b, "  %-6s  %s\n", c.name, c.summary)
