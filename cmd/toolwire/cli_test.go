@@ -35,6 +35,16 @@ func TestWithDefaultPort(t *testing.T) {
 			t.Errorf("withDefaultPort(%q) = %q; want %q", in, got, want)
 		}
 	}
+	// The client commands dial it (grpc-go's own default would be 443).
+	cf := clientFlags{addr: "127.0.0.1"}
+	_, _, done, err := cf.dial(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if cf.addr != "127.0.0.1:50051" {
+		t.Errorf("--addr 127.0.0.1 dials %s; want 127.0.0.1:50051", cf.addr)
+	}
 }
 
 func TestParseFlagsInterspersed(t *testing.T) {
