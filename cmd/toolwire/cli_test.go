@@ -158,6 +158,24 @@ func TestProgressView(t *testing.T) {
 			t.Errorf("terminal output\n%q\nwant\n%q", got, want)
 		}
 	})
+	t.Run("terminal: a tool's unfinished output line is kept", func(t *testing.T) {
+		var out bytes.Buffer
+		v := &progressView{w: &out, tty: true, width: 80, now: time.Now}
+		one := 1.0
+		evs := []*toolwirev1.ExecuteBatchResponse{
+			{Event: &toolwirev1.ExecuteBatchResponse_Progress{Progress: &toolwirev1.CallProgress{CallId: "c", Output: "compiling"}}},
+			{Event: &toolwirev1.ExecuteBatchResponse_Progress{Progress: &toolwirev1.CallProgress{CallId: "c", Progress: &one}}},
+		}
+		for range v.show(func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
+			for _, ev := range evs {
+				yield(ev, nil)
+			}
+		}) {
+		}
+		if want := "compiling\n\r\x1b[Kprogress 1\r\x1b[K"; out.String() != want {
+			t.Errorf("terminal output %q; want %q", out.String(), want)
+		}
+	})
 	t.Run("pipe: a line per report, at most one a second, the last one kept", func(t *testing.T) {
 		got := render(false, 0, 100*time.Millisecond, 200*time.Millisecond, 1500*time.Millisecond, 1600*time.Millisecond)
 		want := "started c\nprogress 1/5: step 1\nprogress 4/5: step 4\nprogress 5/5: step 5\nfinished c in 2s\n"

@@ -28,6 +28,7 @@ type progressView struct {
 	printed time.Time // when the last progress line was printed (pipe)
 	held    string    // a progress line not printed yet (pipe)
 	status  bool      // a status line is on screen (terminal)
+	midLine bool      // the tool's output so far ends in the middle of a line (terminal)
 }
 
 func newProgressView(w io.Writer) *progressView {
@@ -57,9 +58,10 @@ func (v *progressView) show(seq iter.Seq2[*toolwirev1.ExecuteBatchResponse, erro
 				if p.Output != "" {
 					v.clear()
 					io.WriteString(v.w, p.Output)
+					v.midLine = !strings.HasSuffix(p.Output, "\n")
 				}
 				if p.Progress != nil || p.Message != "" {
-					v.report(fmt.Sprintf("progress %s%s", fraction(p), p.Message))
+					v.report(strings.TrimSuffix(fmt.Sprintf("progress %s%s", fraction(p), p.Message), ": "))
 				}
 			case *toolwirev1.ExecuteBatchResponse_Result:
 				v.flush()
@@ -75,6 +77,11 @@ func (v *progressView) show(seq iter.Seq2[*toolwirev1.ExecuteBatchResponse, erro
 // report shows a status line: in place on a terminal, else throttled.
 func (v *progressView) report(s string) {
 	if v.tty {
+		if v.midLine {
+			// Redrawing would erase the tool's unfinished output line.
+			io.WriteString(v.w, "\n")
+			v.midLine = false
+		}
 		s, _, _ = strings.Cut(s, "\n")
 		if r := []rune(s); len(r) >= v.width {
 			s = string(r[:v.width-1])
