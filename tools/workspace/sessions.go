@@ -144,10 +144,10 @@ func (s *Sessions) Resolve(call *tools.Call) (*Workspace, func(), error) {
 		}
 		e = &session{ws: ws}
 		s.open[name] = e
-		s.trim()
 	}
 	e.refs++
 	e.used = s.opts.Now()
+	s.trim() // after taking e, which is then not idle
 	var once sync.Once
 	return e.ws, func() { once.Do(func() { s.release(e) }) }, nil
 }
