@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -38,7 +39,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, log)
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, time.Duration(cfg.SessionTTL), log)
 	if err != nil {
 		return err
 	}
