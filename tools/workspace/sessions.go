@@ -28,6 +28,10 @@ type SessionOptions struct {
 	// the next call; past it the least recently used is closed (its folder
 	// stays). Sessions with a call running are never closed (default 1024).
 	MaxOpen int
+	// MaxSessions bounds the session folders under the root; a new
+	// session's call past it gets an error result until sweeps make room
+	// (default 100000).
+	MaxSessions int
 	// SweepEvery is how often idle folders are looked for (default a
 	// quarter of TTL, at most a minute).
 	SweepEvery time.Duration
@@ -43,6 +47,9 @@ func (o SessionOptions) withDefaults() SessionOptions {
 	}
 	if o.MaxOpen <= 0 {
 		o.MaxOpen = 1024
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 100000
 	}
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = min(o.TTL/4, time.Minute)
@@ -71,9 +78,10 @@ type Sessions struct {
 	dir  string   // its absolute path, symlinks resolved
 	opts SessionOptions
 
-	mu     sync.Mutex
-	open   map[string]*session // by folder name
-	closed bool
+	mu      sync.Mutex
+	open    map[string]*session // by folder name
+	folders int                 // session folders under the root, as last counted
+	closed  bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -136,6 +144,9 @@ func (s *Sessions) Resolve(call *tools.Call) (*Workspace, func(), error) {
 		return nil, nil, errors.New("the session's workspace is unavailable: the server is shutting down")
 	}
 	e := s.open[name]
+	if e == nil && s.folders >= s.opts.MaxSessions && !s.hasFolder(name) {
+		return nil, nil, fmt.Errorf("this server holds %d sessions' workspaces, its limit: try again once idle sessions have been removed", s.folders)
+	}
 	if e == nil {
 		ws, err := s.openFolder(name)
 		if err != nil {
@@ -150,6 +161,13 @@ func (s *Sessions) Resolve(call *tools.Call) (*Workspace, func(), error) {
 	s.trim() // after taking e, which is then not idle
 	var once sync.Once
 	return e.ws, func() { once.Do(func() { s.release(e) }) }, nil
+}
+
+// hasFolder reports whether the session folder name exists. Called with
+// s.mu held.
+func (s *Sessions) hasFolder(name string) bool {
+	_, err := s.root.Lstat(name)
+	return err == nil
 }
 
 func (s *Sessions) release(e *session) {
@@ -167,7 +185,10 @@ func (s *Sessions) release(e *session) {
 // symlink to a sibling, so Lstat and SameFile pin the folder opened to the
 // one found.
 func (s *Sessions) openFolder(name string) (*Workspace, error) {
-	if err := s.root.Mkdir(name, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	switch err := s.root.Mkdir(name, 0o700); {
+	case err == nil:
+		s.folders++
+	case !errors.Is(err, fs.ErrExist):
 		return nil, err
 	}
 	found, err := s.root.Lstat(name)
@@ -249,30 +270,40 @@ func (s *Sessions) Sweep() {
 		return
 	}
 	defer d.Close()
+	kept := 0
 	for {
 		names, err := d.Readdirnames(256)
 		for _, name := range names {
-			s.sweepOne(name)
+			if s.sweepOne(name) {
+				kept++
+			}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				s.opts.Logger.Warn("cannot sweep session workspaces", "error", err)
+				return
 			}
-			return
+			break
 		}
 	}
+	// A recount corrects for folders removed behind our back; folders made
+	// during the sweep may be missed until the next one.
+	s.mu.Lock()
+	s.folders = kept
+	s.mu.Unlock()
 }
 
-// sweepOne removes the folder name if its session has been idle too long.
-// The decision and the rename are made under s.mu, so no call can take the
-// folder between them; the slow removal is not.
-func (s *Sessions) sweepOne(name string) {
+// sweepOne removes the folder name if its session has been idle too long,
+// and reports whether a session folder remains. The decision and the rename
+// are made under s.mu, so no call can take the folder between them; the
+// slow removal is not.
+func (s *Sessions) sweepOne(name string) (kept bool) {
 	switch {
 	case strings.HasPrefix(name, trashPrefix):
 		s.remove(name)
-		return
+		return false
 	case !isFolderName(name):
-		return // not ours: leave it
+		return false // not ours: leave it
 	}
 	s.mu.Lock()
 	now := s.opts.Now()
@@ -280,12 +311,12 @@ func (s *Sessions) sweepOne(name string) {
 		if e.refs > 0 || now.Sub(e.used) < s.opts.TTL {
 			s.touch(name, e)
 			s.mu.Unlock()
-			return
+			return true
 		}
 		s.forget(name)
 	} else if info, err := s.root.Lstat(name); err != nil || now.Sub(info.ModTime()) < s.opts.TTL {
 		s.mu.Unlock()
-		return
+		return err == nil
 	}
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:])
@@ -294,13 +325,29 @@ func (s *Sessions) sweepOne(name string) {
 	s.mu.Unlock()
 	if err != nil {
 		s.opts.Logger.Warn("cannot remove an idle session's workspace", "folder", name, "error", err)
-		return
+		return true
 	}
 	s.opts.Logger.Debug("removed an idle session's workspace", "folder", name, "ttl", s.opts.TTL)
 	s.remove(trash)
+	return false
 }
 
+// remove removes the folder name and all it holds. A command may have left
+// folders without write permission, which RemoveAll cannot empty when the
+// server is not root, so on failure the folders are made writable and the
+// removal tried once more.
 func (s *Sessions) remove(name string) {
+	if s.root.RemoveAll(name) == nil {
+		return
+	}
+	// WalkDir visits a folder before reading it, so each is writable and
+	// readable by the time it is read.
+	_ = fs.WalkDir(s.root.FS(), name, func(p string, d fs.DirEntry, _ error) error {
+		if d != nil && d.IsDir() {
+			_ = s.root.Chmod(p, 0o700)
+		}
+		return nil
+	})
 	if err := s.root.RemoveAll(name); err != nil {
 		s.opts.Logger.Warn("cannot remove an idle session's workspace", "folder", name, "error", err)
 	}

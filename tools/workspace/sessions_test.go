@@ -367,3 +367,49 @@ func TestSessionsConcurrent(t *testing.T) {
 	close(stop)
 	sweeps.Wait()
 }
+
+// TestSessionsSweepReadOnly checks that a folder a command left without
+// write or read permission does not keep an idle session's folder (run as a
+// user other than root: root ignores the permissions anyway).
+func TestSessionsSweepReadOnly(t *testing.T) {
+	t.Parallel()
+	var clk clock
+	s, root := openSessions(t, workspace.SessionOptions{Now: clk.now})
+	ws, release := resolve(t, s, "", "alice")
+	if _, err := ws.WriteFile("locked/inner/file.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for p, mode := range map[string]os.FileMode{"locked/inner": 0o000, "locked": 0o500} {
+		if err := os.Chmod(filepath.Join(ws.Dir(), p), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	clk.advance(2 * ttl)
+	s.Sweep()
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Errorf("the root still holds %v; want the idle folder with read-only folders inside removed", entries)
+	}
+}
+
+// TestSessionsMaxSessions checks the bound on session folders: a new
+// session past it gets an error naming the limit, existing sessions go on,
+// and a sweep makes room.
+func TestSessionsMaxSessions(t *testing.T) {
+	t.Parallel()
+	var clk clock
+	s, _ := openSessions(t, workspace.SessionOptions{Now: clk.now, MaxSessions: 2, MaxOpen: 1})
+	for _, id := range []string{"a", "b"} {
+		_, release := resolve(t, s, "", id)
+		release()
+	}
+	if _, _, err := s.Resolve(sessionCall("", "c")); err == nil || !strings.Contains(err.Error(), "its limit") {
+		t.Errorf("a third session: %v; want an error naming the limit", err)
+	}
+	_, release := resolve(t, s, "", "a") // its handle was closed (MaxOpen 1); its folder is there
+	release()
+	clk.advance(2 * ttl)
+	s.Sweep()
+	_, release = resolve(t, s, "", "c")
+	release()
+}
