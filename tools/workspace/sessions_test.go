@@ -3,6 +3,7 @@ package workspace_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -412,4 +413,58 @@ func TestSessionsMaxSessions(t *testing.T) {
 	s.Sweep()
 	_, release = resolve(t, s, "", "c")
 	release()
+}
+
+// BenchmarkResolve measures what a per-session workspace adds to a small
+// file read: the shared workspace, a session's cached workspace, and a
+// session's first call (which makes and opens its folder).
+func BenchmarkResolve(b *testing.B) {
+	root, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	shared, err := workspace.Open(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer shared.Close()
+	s, err := workspace.OpenSessions(b.TempDir(), workspace.SessionOptions{SweepEvery: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ws, release, err := s.Resolve(sessionCall("", "bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range []*workspace.Workspace{shared, ws} {
+		if _, err := w.WriteFile("f.txt", []byte("hello\n")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	release()
+	read := func(b *testing.B, r workspace.Resolver, call func(i int) *tools.Call) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			ws, release, err := r.Resolve(call(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := ws.Root().ReadFile("f.txt"); err != nil && !errors.Is(err, os.ErrNotExist) {
+				b.Fatal(err)
+			}
+			release()
+			i++
+		}
+	}
+	b.Run("shared", func(b *testing.B) {
+		read(b, shared, func(int) *tools.Call { return sessionCall("", "bench") })
+	})
+	b.Run("session", func(b *testing.B) {
+		read(b, s, func(int) *tools.Call { return sessionCall("", "bench") })
+	})
+	b.Run("new session", func(b *testing.B) {
+		read(b, s, func(i int) *tools.Call { return sessionCall("", fmt.Sprint("new-", i)) })
+	})
 }
