@@ -85,6 +85,10 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 		log.Warn("run_command settings are ignored: run_command is not enabled (--run-command)")
 	}
 	dir := cfg.Workspace
+	if dir == "" && cfg.PerSession {
+		// The current directory is rarely meant to fill with session folders.
+		return nil, usageError("serve: --workspace-per-session needs --workspace: the folder that holds the sessions' folders")
+	}
 	if dir == "" {
 		dir = "."
 	}

@@ -99,6 +99,7 @@ func TestServeWorkspaceErrors(t *testing.T) {
 	}{
 		{"run_command without workspace", []string{"--no-workspace", "--run-command"}, 2, "run_command needs the workspace"},
 		{"per session without workspace", []string{"--no-workspace", "--workspace-per-session"}, 2, "--workspace-per-session needs the workspace"},
+		{"per session without a folder", []string{"--workspace-per-session"}, 2, "--workspace-per-session needs --workspace"},
 		{"per session in a missing folder", []string{"--workspace-per-session", "--workspace", filepath.Join(t.TempDir(), "missing")}, 1, "--no-workspace to serve none"},
 		{"missing folder", []string{"--workspace", filepath.Join(t.TempDir(), "missing")}, 1, "--no-workspace to serve none"},
 	}
