@@ -24,8 +24,9 @@ const SessionAffinityServiceConfig = `{"loadBalancingConfig":[{"ring_hash_experi
 // WithSessionAffinity sends every batch of one session to the same server
 // when the target resolves to several, such as the pods of a headless
 // Kubernetes Service ("dns:///toolwire-headless.ns.svc.cluster.local:50051"),
-// so a session keeps its workspace folder (toolwire serve
-// --workspace-per-session keeps each session's folder on one replica). It
+// so a session keeps its workspace folder (with toolwire serve
+// --workspace-per-session, a session's folder lives on the replica that
+// served it). It
 // sets the service config SessionAffinityServiceConfig, consistent hashing
 // on the session, and has ExecuteBatch send the batch's session_id in
 // SessionHeader. Batches without a session go to any ready server. When
