@@ -274,6 +274,7 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	b.results[i] = res
 	b.endCallTelemetry(i, res)
+	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
