@@ -33,11 +33,18 @@ type server struct {
 
 	relist chan struct{} // tools/list_changed arrived; capacity 1
 	names  []string      // tools registered; only the run loop touches it
+	// taskLogged names the tools requiring MCP Tasks that were logged as
+	// skipped; only the run loop touches it.
+	taskLogged map[string]bool
 
 	mu      sync.Mutex
 	session *mcp.ClientSession    // nil while not connected
 	calls   map[string]*forwarder // calls in flight by progress token
 	seq     uint64
+	// taskRequired names the tools the latest tools/list said require
+	// task augmentation (execution.taskSupport "required"), as observed on
+	// the wire: the SDK's Tool type does not carry the field.
+	taskRequired map[string]bool
 }
 
 // newServer returns the server for c; its loop is run by g.set.
@@ -45,6 +52,7 @@ func (g *Gateway) newServer(c ServerConfig) supervise.Runner {
 	return &server{
 		g: g, cfg: c, log: g.log.With("mcp_server", c.Name),
 		relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
+		taskLogged: map[string]bool{}, taskRequired: map[string]bool{},
 	}
 }
 
@@ -61,7 +69,6 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer cleanup()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway", Version: version()}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -69,12 +76,13 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 			default: // a re-list is pending already
 			}
 		},
-		ProgressNotificationHandler: s.progress,
+		// Progress is taken off the wire, in order (see wire.go).
 	})
 	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	cs, err := client.Connect(cctx, transport, nil)
 	cancel()
 	if err != nil {
+		cleanup()
 		return false, fmt.Errorf("connecting: %w", err)
 	}
 	ended := make(chan struct{})
@@ -86,14 +94,14 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	s.session = cs
 	s.mu.Unlock()
 	defer func() {
-		// Tools first, so no new call starts; then the session, which fails
-		// the calls in flight and ends a stdio server's process.
+		// Tools first, so no new call starts; then the session, which ends
+		// a stdio server's process once the calls in flight have finished
+		// (they fail at once if the session has broken).
 		s.setTools(nil)
 		s.mu.Lock()
 		s.session = nil
 		s.mu.Unlock()
-		_ = cs.Close()
-		<-ended
+		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
 	}()
 	s.log.Info("MCP server connected")
 	for {
@@ -125,7 +133,8 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = &lineLogger{log: s.log}
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}, func() {}, nil
+		t := &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}
+		return wireTransport{Transport: t, s: s}, func() {}, nil
 	}
 	headers, err := envref.ExpandMap(s.cfg.Headers)
 	if err != nil {
@@ -136,7 +145,13 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t := &mcp.StreamableClientTransport{
 		Endpoint:   s.cfg.URL,
-		HTTPClient: &http.Client{Transport: headerTransport{headers: headers, base: base}},
+		HTTPClient: &http.Client{Transport: httpTransport{headers: headers, base: base, s: s}},
+		// A stream that breaks is not resumed: the session fails at once,
+		// so calls in flight get their error and the server's tools go now,
+		// not after the SDK's reconnect attempts (about 19 s by default).
+		// A server that is still there is connected to again by the
+		// gateway's own backoff, with its tools.
+		MaxRetries: -1,
 	}
 	return t, base.CloseIdleConnections, nil
 }
@@ -145,6 +160,9 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	s.mu.Lock()
+	clear(s.taskRequired)
+	s.mu.Unlock()
 	var list []tools.Tool
 	seen := map[string]bool{}
 	for t, err := range cs.Tools(ctx, nil) {
@@ -156,6 +174,9 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 			continue
 		}
 		seen[t.Name] = true
+		if s.requiresTask(t.Name) {
+			continue
+		}
 		d, err := declaration(s.cfg.Name, t, s.handler(t.Name))
 		if err != nil {
 			s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
@@ -182,6 +203,47 @@ func (s *server) setTools(list []tools.Tool) {
 		s.log.Info("MCP tools updated", "tools", names, "revision", s.g.reg.Snapshot().Revision())
 	}
 	s.names = names
+}
+
+// requiresTask reports whether the latest listing said tool requires task
+// augmentation, logging the first time it skips the tool.
+//
+// MCP Tasks (execution.taskSupport "required") are not supported: the
+// go-sdk sends no task-augmented calls, and doing it beneath the SDK would
+// mean rewriting requests and answering for it on two transports. Such a
+// tool is not offered, rather than offered to fail every call.
+func (s *server) requiresTask(tool string) bool {
+	s.mu.Lock()
+	required := s.taskRequired[tool]
+	s.mu.Unlock()
+	if required && !s.taskLogged[tool] {
+		s.taskLogged[tool] = true
+		s.log.Warn("skipping MCP tool: it requires MCP Tasks (execution.taskSupport \"required\"), which the gateway does not support", "tool", tool)
+	}
+	return required
+}
+
+// noteTaskSupport records which tools of a tools/list result require task
+// augmentation.
+func (s *server) noteTaskSupport(result json.RawMessage) {
+	var list struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &list) != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range list.Tools {
+		if t.Execution != nil && t.Execution.TaskSupport == "required" {
+			s.taskRequired[t.Name] = true
+		}
+	}
 }
 
 // handler forwards calls of the server's tool remote.
@@ -220,11 +282,7 @@ func (s *server) handler(remote string) tools.Handler {
 }
 
 // progress forwards an MCP progress notification to the call it belongs to.
-func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	p := req.Params
-	if p == nil {
-		return
-	}
+func (s *server) progress(p *mcp.ProgressNotificationParams) {
 	s.mu.Lock()
 	fwd := s.calls[fmt.Sprint(p.ProgressToken)]
 	s.mu.Unlock()
@@ -240,20 +298,26 @@ func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClient
 	fwd.add(rep)
 }
 
-// headerTransport adds configured headers to every request.
-type headerTransport struct {
+// httpTransport adds configured headers to every request and observes the
+// messages of every response (see wire.go).
+type httpTransport struct {
 	headers map[string]string
 	base    http.RoundTripper
+	s       *server
 }
 
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t httpTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(t.headers) > 0 {
 		r = r.Clone(r.Context())
 		for k, v := range t.headers {
 			r.Header.Set(k, v)
 		}
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		t.s.observeBody(resp)
+	}
+	return resp, err
 }
 
 // lineLogger logs a stdio server's stderr line by line.
