@@ -3,6 +3,7 @@ package mcpgw
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -265,5 +266,30 @@ func TestHTTPStreamsNotResumed(t *testing.T) {
 	defer cleanup()
 	if st, ok := tr.(*mcp.StreamableClientTransport); !ok || st.MaxRetries >= 0 {
 		t.Errorf("transport %#v: want a StreamableClientTransport with MaxRetries < 0 (no resumption)", tr)
+	}
+}
+
+// TestTaskToolsNotOffered: a tool that requires MCP Tasks (server-everything's
+// simulate-research-query declares execution.taskSupport "required") would
+// fail every call, since the gateway does not support Tasks; it is not
+// offered, and the log says why, once.
+func TestTaskToolsNotOffered(t *testing.T) {
+	t.Parallel()
+	bin := everything(t)
+	g, reg := newGateway(t)
+	logs := &sourcetest.LogBuffer{}
+	g.log = slog.New(slog.NewTextHandler(logs, nil))
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "ev", Command: bin, Args: []string{"stdio"}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, reg, "server-everything's tools", sourcetest.Has("ev_echo", "ev_get-sum"))
+	if _, ok := snap.Lookup("ev_simulate-research-query"); ok {
+		t.Errorf("the task tool is offered: %v", snap.Names())
+	}
+	if n := strings.Count(logs.String(), "requires MCP Tasks"); n != 1 {
+		t.Errorf("%d log lines about the task tool, want 1:\n%s", n, logs)
+	}
+	if r := call(t, context.Background(), snap, "ev_echo", `{"message":"hi"}`, nil); r.IsError || !strings.Contains(text(r), "hi") {
+		t.Errorf("echo: %q", text(r))
 	}
 }
