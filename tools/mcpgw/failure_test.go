@@ -3,7 +3,6 @@ package mcpgw
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -93,15 +92,23 @@ func TestHTTPServerKilledMidCall(t *testing.T) {
 // store), so the SDK would try to resume them.
 func TestEverythingKilledMidCall(t *testing.T) {
 	t.Parallel()
+	url, proc := everythingHTTP(t)
+	killedMidCall(t, ServerConfig{Name: "ev", URL: url}, "ev_trigger-long-running-operation", `{"duration":60,"steps":60}`, proc)
+}
+
+// everythingHTTP starts server-everything over streamable HTTP on a free
+// loopback port, stopped when the test ends, and returns its URL.
+func everythingHTTP(t *testing.T) (string, *os.Process) {
+	t.Helper()
 	bin := everything(t)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := lis.Addr().(*net.TCPAddr).Port
+	addr := lis.Addr().String()
 	lis.Close()
 	cmd := exec.Command(bin, "streamableHttp")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", lis.Addr().(*net.TCPAddr).Port))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -110,17 +117,15 @@ func TestEverythingKilledMidCall(t *testing.T) {
 		_ = cmd.Wait()
 	})
 	for limit := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
-		c, err := net.Dial("tcp", lis.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
-			break
+			return "http://" + addr + "/mcp", cmd.Process
 		}
 		if time.Now().After(limit) {
-			t.Fatalf("server-everything does not listen on port %d: %v", port, err)
+			t.Fatalf("server-everything does not listen on %s: %v", addr, err)
 		}
 	}
-	killedMidCall(t, ServerConfig{Name: "ev", URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)},
-		"ev_trigger-long-running-operation", `{"duration":60,"steps":60}`, cmd.Process)
 }
 
 // killedMidCall connects to cfg, starts a call of tool, waits for its first
@@ -264,32 +269,106 @@ func TestHTTPStreamsNotResumed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
+	if w, ok := tr.(wireTransport); ok {
+		tr = w.Transport
+	}
 	if st, ok := tr.(*mcp.StreamableClientTransport); !ok || st.MaxRetries >= 0 {
 		t.Errorf("transport %#v: want a StreamableClientTransport with MaxRetries < 0 (no resumption)", tr)
 	}
 }
 
-// TestTaskToolsNotOffered: a tool that requires MCP Tasks (server-everything's
-// simulate-research-query declares execution.taskSupport "required") would
-// fail every call, since the gateway does not support Tasks; it is not
-// offered, and the log says why, once.
-func TestTaskToolsNotOffered(t *testing.T) {
+// TestTasks calls server-everything's simulate-research-query, which
+// declares execution.taskSupport "required", over stdio and streamable HTTP:
+// the call is made task-augmented, the task's status messages arrive as
+// progress, and the result is the task's. A cancelled call cancels its
+// task (tasks/cancel).
+func TestTasks(t *testing.T) {
 	t.Parallel()
 	bin := everything(t)
-	g, reg := newGateway(t)
-	logs := &sourcetest.LogBuffer{}
-	g.log = slog.New(slog.NewTextHandler(logs, nil))
-	if err := g.Sync(context.Background(), []ServerConfig{{Name: "ev", Command: bin, Args: []string{"stdio"}}}); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		cfg  func(t *testing.T) ServerConfig
+	}{
+		{"stdio", func(*testing.T) ServerConfig { return ServerConfig{Name: "ev", Command: bin, Args: []string{"stdio"}} }},
+		{"http", func(t *testing.T) ServerConfig {
+			url, _ := everythingHTTP(t)
+			return ServerConfig{Name: "ev", URL: url}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, reg := newGateway(t)
+			tasks := make(chan func(context.Context) (task, error), 2)
+			g.onTask = func(r *rpc, id string) {
+				tasks <- func(ctx context.Context) (task, error) {
+					var st task
+					err := r.call(ctx, "tasks/get", map[string]string{"taskId": id}, &st)
+					return st, err
+				}
+			}
+			if err := g.Sync(context.Background(), []ServerConfig{tc.cfg(t)}); err != nil {
+				t.Fatal(err)
+			}
+			const tool = "ev_simulate-research-query"
+			snap := sourcetest.WaitTools(t, reg, "the task tool", sourcetest.Has(tool))
+
+			rec := newRecorder()
+			r := call(t, context.Background(), snap, tool, `{"topic":"gophers"}`, rec)
+			if r.IsError || !strings.Contains(text(r), "Research Report: gophers") {
+				t.Errorf("task result: %q", text(r))
+			}
+			var msgs []string
+			for _, p := range rec.got {
+				msgs = append(msgs, p.Message)
+			}
+			// The server moves through four stages, a second each; polling
+			// once a second sees most of them, in order.
+			if len(msgs) < 2 || msgs[0] != "Gathering sources..." || !slices.IsSorted(stageIndexes(t, msgs)) {
+				t.Errorf("progress %q: want the stages' status messages, in order, from the first", msgs)
+			}
+			<-tasks
+
+			ctx, cancel := context.WithCancel(context.Background())
+			rec = newRecorder()
+			done := make(chan *tools.Result)
+			go func() { done <- call(t, ctx, snap, tool, `{"topic":"cancelled"}`, rec) }()
+			var get func(context.Context) (task, error)
+			select {
+			case get = <-tasks:
+			case <-time.After(waitLimit):
+				t.Fatal("no task was created")
+			}
+			cancel()
+			if r := <-done; !r.IsError || !strings.Contains(text(r), "context canceled") {
+				t.Errorf("cancelled call: %q", text(r))
+			}
+			for limit := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+				st, err := get(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Status == "cancelled" {
+					break
+				}
+				if time.Now().After(limit) {
+					t.Fatalf("task after the call was cancelled: %+v, want status cancelled", st)
+				}
+			}
+		})
 	}
-	snap := sourcetest.WaitTools(t, reg, "server-everything's tools", sourcetest.Has("ev_echo", "ev_get-sum"))
-	if _, ok := snap.Lookup("ev_simulate-research-query"); ok {
-		t.Errorf("the task tool is offered: %v", snap.Names())
+}
+
+// stageIndexes maps server-everything's research status messages to their
+// stage's index.
+func stageIndexes(t *testing.T, msgs []string) []int {
+	stages := []string{"Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."}
+	var out []int
+	for _, m := range msgs {
+		i := slices.Index(stages, m)
+		if i < 0 {
+			t.Errorf("unexpected status message %q", m)
+		}
+		out = append(out, i)
 	}
-	if n := strings.Count(logs.String(), "requires MCP Tasks"); n != 1 {
-		t.Errorf("%d log lines about the task tool, want 1:\n%s", n, logs)
-	}
-	if r := call(t, context.Background(), snap, "ev_echo", `{"message":"hi"}`, nil); r.IsError || !strings.Contains(text(r), "hi") {
-		t.Errorf("echo: %q", text(r))
-	}
+	return out
 }

@@ -42,6 +42,9 @@ type Gateway struct {
 	set *supervise.Set[ServerConfig]
 
 	closing sync.WaitGroup // one per session being closed
+	cancels sync.WaitGroup // tasks/cancel requests in flight
+
+	onTask func(r *rpc, taskID string) // tests see the tasks calls create
 }
 
 // New returns a gateway adding tools to reg and logging to logger (nil
@@ -74,6 +77,7 @@ func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
 func (g *Gateway) Close() error {
 	g.set.Close()
 	g.closing.Wait()
+	g.cancels.Wait()
 	return nil
 }
 

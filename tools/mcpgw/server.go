@@ -33,12 +33,11 @@ type server struct {
 
 	relist chan struct{} // tools/list_changed arrived; capacity 1
 	names  []string      // tools registered; only the run loop touches it
-	// taskLogged names the tools requiring MCP Tasks that were logged as
-	// skipped; only the run loop touches it.
-	taskLogged map[string]bool
 
 	mu      sync.Mutex
 	session *mcp.ClientSession    // nil while not connected
+	conn    mcp.Connection        // the session's connection, once made
+	rpc     *rpc                  // the gateway's own requests on conn; nil while not connected
 	calls   map[string]*forwarder // calls in flight by progress token
 	seq     uint64
 	// taskRequired names the tools the latest tools/list said require
@@ -52,7 +51,7 @@ func (g *Gateway) newServer(c ServerConfig) supervise.Runner {
 	return &server{
 		g: g, cfg: c, log: g.log.With("mcp_server", c.Name),
 		relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
-		taskLogged: map[string]bool{}, taskRequired: map[string]bool{},
+		taskRequired: map[string]bool{},
 	}
 }
 
@@ -92,6 +91,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	}()
 	s.mu.Lock()
 	s.session = cs
+	s.rpc = newRPC(s.conn, ended)
 	s.mu.Unlock()
 	defer func() {
 		// Tools first, so no new call starts; then the session, which ends
@@ -99,7 +99,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		// (they fail at once if the session has broken).
 		s.setTools(nil)
 		s.mu.Lock()
-		s.session = nil
+		s.session, s.rpc, s.conn = nil, nil, nil
 		s.mu.Unlock()
 		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
 	}()
@@ -134,7 +134,7 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 		}
 		cmd.Stderr = &lineLogger{log: s.log}
 		t := &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}
-		return wireTransport{Transport: t, s: s}, func() {}, nil
+		return wireTransport{Transport: t, s: s, wrap: true}, func() {}, nil
 	}
 	headers, err := envref.ExpandMap(s.cfg.Headers)
 	if err != nil {
@@ -153,7 +153,7 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 		// gateway's own backoff, with its tools.
 		MaxRetries: -1,
 	}
-	return t, base.CloseIdleConnections, nil
+	return wireTransport{Transport: t, s: s}, base.CloseIdleConnections, nil
 }
 
 // refresh lists the server's tools and swaps them into the registry.
@@ -174,10 +174,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 			continue
 		}
 		seen[t.Name] = true
-		if s.requiresTask(t.Name) {
-			continue
-		}
-		d, err := declaration(s.cfg.Name, t, s.handler(t.Name))
+		d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)))
 		if err != nil {
 			s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
 			continue
@@ -206,21 +203,11 @@ func (s *server) setTools(list []tools.Tool) {
 }
 
 // requiresTask reports whether the latest listing said tool requires task
-// augmentation, logging the first time it skips the tool.
-//
-// MCP Tasks (execution.taskSupport "required") are not supported: the
-// go-sdk sends no task-augmented calls, and doing it beneath the SDK would
-// mean rewriting requests and answering for it on two transports. Such a
-// tool is not offered, rather than offered to fail every call.
+// augmentation (see tasks.go).
 func (s *server) requiresTask(tool string) bool {
 	s.mu.Lock()
-	required := s.taskRequired[tool]
-	s.mu.Unlock()
-	if required && !s.taskLogged[tool] {
-		s.taskLogged[tool] = true
-		s.log.Warn("skipping MCP tool: it requires MCP Tasks (execution.taskSupport \"required\"), which the gateway does not support", "tool", tool)
-	}
-	return required
+	defer s.mu.Unlock()
+	return s.taskRequired[tool]
 }
 
 // noteTaskSupport records which tools of a tools/list result require task
@@ -246,12 +233,13 @@ func (s *server) noteTaskSupport(result json.RawMessage) {
 	}
 }
 
-// handler forwards calls of the server's tool remote.
-func (s *server) handler(remote string) tools.Handler {
+// handler forwards calls of the server's tool remote, as MCP tasks when
+// task is set.
+func (s *server) handler(remote string, task bool) tools.Handler {
 	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 		fwd := &forwarder{call: call}
 		s.mu.Lock()
-		cs := s.session
+		cs, rpc := s.session, s.rpc
 		s.seq++
 		token := fmt.Sprintf("toolwire-%d", s.seq)
 		if cs != nil {
@@ -267,6 +255,9 @@ func (s *server) handler(remote string) tools.Handler {
 			s.mu.Unlock()
 			fwd.finish(ctx)
 		}()
+		if task {
+			return s.callTask(ctx, rpc, remote, call.Arguments, token, fwd)
+		}
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
 		// The SDK sends notifications/cancelled when ctx ends.

@@ -30,29 +30,39 @@ import (
 const maxObserved = mcp.DefaultMaxEventSize
 
 // observe handles a message from the server in wire order: progress
-// notifications go to their calls, and tools/list results say which tools
-// require task augmentation.
-func (s *server) observe(msg jsonrpc.Message) {
+// notifications go to their calls, responses to the gateway's own requests
+// (see tasks.go) to their callers, and tools/list results say which tools
+// require task augmentation. It reports whether the message was a response
+// to the gateway, which the SDK need not see.
+func (s *server) observe(msg jsonrpc.Message) (ours bool) {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if m.Method != "notifications/progress" {
-			return
+			return false
 		}
 		var p mcp.ProgressNotificationParams
 		if json.Unmarshal(m.Params, &p) == nil {
 			s.progress(&p)
 		}
 	case *jsonrpc.Response:
+		s.mu.Lock()
+		r := s.rpc
+		s.mu.Unlock()
+		if r != nil && r.deliver(m) {
+			return true
+		}
 		if bytes.Contains(m.Result, []byte(`"taskSupport"`)) {
 			s.noteTaskSupport(m.Result)
 		}
 	}
+	return false
 }
 
 // observeData decodes one message's JSON when it may matter to observe:
 // most messages are responses the gateway leaves to the SDK.
 func (s *server) observeData(data []byte) {
-	if !bytes.Contains(data, []byte(`notifications/progress`)) && !bytes.Contains(data, []byte(`"taskSupport"`)) {
+	if !bytes.Contains(data, []byte(`notifications/progress`)) && !bytes.Contains(data, []byte(`"taskSupport"`)) &&
+		!bytes.Contains(data, []byte(rpcIDPrefix)) {
 		return
 	}
 	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
@@ -60,16 +70,24 @@ func (s *server) observeData(data []byte) {
 	}
 }
 
-// wireTransport wraps a transport's connection in a wireConn.
+// wireTransport keeps the connection it makes, for the gateway's own
+// requests, and wraps it in a wireConn when wrap is set (stdio; see above).
 type wireTransport struct {
 	mcp.Transport
-	s *server
+	s    *server
+	wrap bool
 }
 
 func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	c, err := t.Transport.Connect(ctx)
 	if err != nil {
 		return nil, err
+	}
+	t.s.mu.Lock()
+	t.s.conn = c
+	t.s.mu.Unlock()
+	if !t.wrap {
+		return c, nil
 	}
 	return wireConn{Connection: c, s: t.s}, nil
 }
@@ -81,11 +99,12 @@ type wireConn struct {
 }
 
 func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if err == nil {
-		c.s.observe(msg)
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil || !c.s.observe(msg) {
+			return msg, err
+		}
 	}
-	return msg, err
 }
 
 // wireBody observes the messages of one streamable HTTP response body, an
