@@ -5,8 +5,10 @@
 // function names allow no dots). Schemas, descriptions, titles and
 // annotations are kept, with MCP's defaults for absent hints. A call is
 // forwarded with its context, so cancellation reaches the server; MCP
-// progress notifications become progress reports; content blocks,
-// structured content and isError map to the result.
+// progress notifications become progress reports, delivered in the order the
+// server wrote them, before the result; content blocks, structured content
+// and isError map to the result. A tool that requires MCP Tasks is called as
+// a task (see tasks.go).
 //
 // Servers connect in the background. One that is down is retried with
 // exponential backoff, and its tools appear when it comes up; a server that
