@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +60,18 @@ type Options struct {
 	// MaxScanBytes bounds the bytes of content one search reads
 	// (default 256 MiB).
 	MaxScanBytes int64
+	// MaxContentInsts bounds the instructions content compiles to. Matching
+	// costs up to one step per instruction per byte and cannot be
+	// interrupted, so a larger expression is refused as invalid arguments,
+	// and each line is matched in its first 1 MiB / instructions bytes at
+	// most (64 KiB for small expressions, 1 KiB at the limit), keeping one
+	// match to milliseconds (default 1000).
+	MaxContentInsts int
 }
+
+// matchWork is how many instruction-bytes of matching may pass between two
+// looks at the context: about 25 ms at the worst step cost measured.
+const matchWork = 1 << 20
 
 func (o Options) withDefaults() Options {
 	if o.MaxFiles <= 0 {
@@ -88,6 +100,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxScanBytes <= 0 {
 		o.MaxScanBytes = 256 << 20
+	}
+	if o.MaxContentInsts <= 0 {
+		o.MaxContentInsts = 1000
 	}
 	return o
 }
@@ -185,9 +200,19 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 		if re, err = regexp.Compile(args.Content); err != nil {
 			return tools.Errorf("content is not a valid regular expression: %v", err), nil
 		}
+		if insts := program(args.Content); insts > opts.MaxContentInsts {
+			res := tools.Errorf("content %q is too complex: it compiles to %d instructions, over find_files's limit of %d; use fewer or smaller repetitions ({n,m}) and alternatives",
+				args.Content, insts, opts.MaxContentInsts)
+			res.ErrorKind = int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS)
+			return res, nil
+		}
 	}
 
 	f := &finder{ctx: ctx, root: ws.Root(), opts: opts, re: re, d: Details{Pattern: args.Pattern, Content: args.Content, Files: []string{}}}
+	if re != nil {
+		f.insts = program(args.Content)
+		f.window = min(max(matchWork/f.insts, 1<<10), 64<<10)
+	}
 	// WithFailOnIOErrors lets the walk end on ctx and the limits; walkFS
 	// turns every other error into "not there", so an unreadable folder or
 	// a symlink that leads out is passed over as before.
@@ -234,6 +259,20 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	return res, err
 }
 
+// program returns how many instructions the valid regular expression expr
+// compiles to, the factor matching's cost grows by.
+func program(expr string) int {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return 1
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 1
+	}
+	return max(len(prog.Inst), 1)
+}
+
 // alternatives returns how many patterns pattern's {a,b} groups expand to,
 // or limit+1 if more. Groups in sequence multiply; the choices of a group,
 // each a sequence itself, add. It lexes as doublestar does (\ escapes, [...]
@@ -278,6 +317,10 @@ type finder struct {
 	re   *regexp.Regexp
 	br   *bufio.Reader
 	d    Details
+
+	insts  int // instructions re compiles to
+	window int // bytes of a line matched
+	work   int // instruction-bytes matched since the last look at ctx
 
 	entries      int   // folder entries read and paths looked up
 	scanFiles    int   // files opened for their content
@@ -360,7 +403,15 @@ func (f *finder) grep(p string) (found bool, err error) {
 				return found, err // the line was cut short by the end
 			}
 		}
-		if len(line) > 0 && f.re.Match(bytes.TrimSuffix(line, []byte("\n"))) {
+		text := bytes.TrimSuffix(line, []byte("\n"))
+		text = text[:min(len(text), f.window)]
+		if f.work += len(text) * f.insts; f.work > matchWork {
+			f.work = 0
+			if err := f.ctx.Err(); err != nil {
+				return found, err
+			}
+		}
+		if len(text) > 0 && f.re.Match(text) {
 			if len(f.d.Matches) == f.opts.MaxMatches {
 				f.d.Truncated = true
 				return found, errFull
@@ -368,8 +419,8 @@ func (f *finder) grep(p string) (found bool, err error) {
 			found = true
 			f.d.Matches = append(f.d.Matches, Match{Path: p, Line: n, Text: cut(bytes.TrimSuffix(line, []byte("\n")), f.opts.MaxLineBytes)})
 		}
-		// A line longer than the buffer is searched in its first 64 KiB
-		// only; the rest is skipped.
+		// A line longer than the buffer (or the window) is searched in its
+		// first 64 KiB (or window) only; the rest is skipped.
 		for errors.Is(err, bufio.ErrBufferFull) {
 			_, err = f.br.ReadSlice('\n')
 		}

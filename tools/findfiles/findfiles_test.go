@@ -272,3 +272,21 @@ func TestFindFilesNamedPipes(t *testing.T) {
 		}
 	}
 }
+
+// TestFindFilesContentComplexity refuses, as invalid arguments, a content
+// expression whose compiled program is over MaxContentInsts: matching it
+// cannot be interrupted, and costs a step per instruction per byte.
+func TestFindFilesContentComplexity(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"a.txt": "word word z\n"})
+	tool := findfiles.New(e.WS, findfiles.Options{})
+	res := wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,1000}z"}`)
+	if text := wt.Text(res); !res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) ||
+		!strings.Contains(text, "is too complex: it compiles to 5002 instructions, over find_files's limit of 1000") {
+		t.Errorf("error %v kind %d %q; want INVALID_ARGUMENTS naming the limit", res.IsError, res.ErrorKind, text)
+	}
+	res = wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,150}z"}`)
+	if text := wt.Text(res); res.IsError || text != "a.txt:1: word word z\n" {
+		t.Errorf("error %v %q; want the line found", res.IsError, text)
+	}
+}
