@@ -87,17 +87,19 @@ func edit(ctx context.Context, ws *workspace.Workspace, args Args) (*tools.Resul
 		return res, nil
 	}
 	old := string(data)
-	n := strings.Count(old, args.OldText)
+	n, err := count(ctx, old, args.OldText)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case n == 0:
 		return tools.Errorf("old_text not found in %s; it must match exactly, whitespace and indentation included (read the file again to see its current text)", args.Path), nil
 	case n > 1 && !args.ReplaceAll:
 		return tools.Errorf("old_text matches %d times in %s; set replace_all or give more context so it matches once", n, args.Path), nil
 	}
-	replaced := strings.Replace(old, args.OldText, args.NewText, n)
-	// A call cancelled by now changes nothing.
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	replaced, err := replace(ctx, old, args.OldText, args.NewText, n)
+	if err != nil {
+		return nil, err // a call cancelled by now changes nothing
 	}
 	if _, err := ws.WriteFile(rel, []byte(replaced)); err != nil {
 		return workspace.Problem(args.Path, err), nil
@@ -146,17 +148,51 @@ func read(ws *workspace.Workspace, rel, p string) ([]byte, *tools.Result) {
 	return data, nil
 }
 
+// checkEvery is how many occurrences count and replace handle between two
+// looks at the context: a 10 MiB file can hold millions.
+const checkEvery = 1024
+
+// count returns how many times old occurs in s, as strings.Count does,
+// failing with ctx's error once ctx ends.
+func count(ctx context.Context, s, old string) (int, error) {
+	n := 0
+	for i := strings.Index(s, old); i >= 0; i = strings.Index(s, old) {
+		if n++; n%checkEvery == 0 && ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		s = s[i+len(old):]
+	}
+	return n, nil
+}
+
+// replace returns s with its n occurrences of old replaced by new, as
+// strings.Replace does, failing with ctx's error once ctx ends.
+func replace(ctx context.Context, s, old, new string, n int) (string, error) {
+	var b strings.Builder
+	b.Grow(len(s) + n*(len(new)-len(old)))
+	for k := range n {
+		if k%checkEvery == 0 && ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		i := strings.Index(s, old)
+		b.WriteString(s[:i])
+		b.WriteString(new)
+		s = s[i+len(old):]
+	}
+	b.WriteString(s)
+	return b.String(), ctx.Err()
+}
+
 // unifiedDiff returns the change from a to b in unified format, with three
 // lines of context, as diff -u and git show it; or, for a change of more
 // than MaxDiffLines lines, no diff and why.
 func unifiedDiff(path, a, b string) (diff, omitted string) {
-	al, bl := splitLines(a), splitLines(b)
-	if n := changedLines(al, bl); n > MaxDiffLines {
+	if n := changedLines(a, b); n > MaxDiffLines {
 		return "", fmt.Sprintf("the change spans %d lines, more than the %d a diff is made for", n, MaxDiffLines)
 	}
 	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A:        al,
-		B:        bl,
+		A:        splitLines(a),
+		B:        splitLines(b),
 		FromFile: "a/" + path,
 		ToFile:   "b/" + path,
 		Context:  3,
@@ -167,18 +203,28 @@ func unifiedDiff(path, a, b string) (diff, omitted string) {
 	return diff, ""
 }
 
-// changedLines returns how many lines lie between the lines a and b share
-// at their start and at their end, on the longer side.
-func changedLines(a, b []string) int {
+// changedLines returns how many lines the change from a to b spans: the
+// lines between the bytes they share at their start and at their end, on
+// the side that has more. It compares in blocks and counts with
+// strings.Count, so even a 10 MiB file takes well under a millisecond.
+func changedLines(a, b string) int {
+	const block = 4096
 	pre := 0
-	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+	for pre+block <= min(len(a), len(b)) && a[pre:pre+block] == b[pre:pre+block] {
+		pre += block
+	}
+	for pre < min(len(a), len(b)) && a[pre] == b[pre] {
 		pre++
 	}
 	suf := 0
-	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+	room := min(len(a), len(b)) - pre
+	for suf+block <= room && a[len(a)-suf-block:len(a)-suf] == b[len(b)-suf-block:len(b)-suf] {
+		suf += block
+	}
+	for suf < room && a[len(a)-1-suf] == b[len(b)-1-suf] {
 		suf++
 	}
-	return max(len(a), len(b)) - pre - suf
+	return max(strings.Count(a[pre:len(a)-suf], "\n"), strings.Count(b[pre:len(b)-suf], "\n")) + 1
 }
 
 // splitLines splits s into lines that each end in a newline. difflib's own

@@ -282,10 +282,10 @@ func TestFindFilesContentComplexity(t *testing.T) {
 	tool := findfiles.New(e.WS, findfiles.Options{})
 	res := wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,1000}z"}`)
 	if text := wt.Text(res); !res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) ||
-		!strings.Contains(text, "is too complex: it compiles to 5002 instructions, over find_files's limit of 1000") {
+		!strings.Contains(text, "is too complex: it compiles to 5002 instructions, over find_files's limit of 500") {
 		t.Errorf("error %v kind %d %q; want INVALID_ARGUMENTS naming the limit", res.IsError, res.ErrorKind, text)
 	}
-	res = wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,150}z"}`)
+	res = wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,90}z"}`)
 	if text := wt.Text(res); res.IsError || text != "a.txt:1: word word z\n" {
 		t.Errorf("error %v %q; want the line found", res.IsError, text)
 	}
