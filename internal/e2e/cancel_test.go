@@ -54,7 +54,7 @@ func TestBuiltinsStopWhenCancelled(t *testing.T) {
 	big := strings.Repeat(strings.Repeat("ab ", 341)+"\n", 4<<10) // 4 MiB of 1 KiB lines
 	e.Write(t, "big/text.txt", big)
 	e.Write(t, "edit/huge.txt", strings.Repeat(strings.Repeat("a", 99)+"\n", 100_000)) // 10 MiB
-	sparse(t, filepath.Join(e.Dir, "sparse.txt"), 4<<30)                            // one 4 GiB line
+	sparse(t, filepath.Join(e.Dir, "sparse.txt"), 4<<30)                               // one 4 GiB line
 	for i := range 5000 {
 		e.Write(t, fmt.Sprintf("wide/f%05d", i), "")
 	}
