@@ -1,6 +1,8 @@
 package editfile_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -119,5 +121,33 @@ func TestEditFileEscapes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEditFileLargeChange replaces every line of a 3,000-line file: the
+// edit is made, and Details says why it carries no diff instead of running
+// a quadratic line match over the whole change.
+func TestEditFileLargeChange(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"big.txt": strings.Repeat("x\na\n", 3000)})
+	res := wt.Call(t, editfile.New(e.WS), `{"path":"big.txt","old_text":"a","new_text":"b","replace_all":true}`)
+	var d editfile.Details
+	wt.Details(t, res, &d)
+	want := editfile.Details{Path: "big.txt", Replacements: 3000, DiffOmitted: "the change spans 5999 lines, more than the 2000 a diff is made for"}
+	if diff := cmp.Diff(want, d); diff != "" || res.IsError || e.Read(t, "big.txt") != strings.Repeat("x\nb\n", 3000) {
+		t.Errorf("error %v, details (-want +got):\n%s", res.IsError, diff)
+	}
+}
+
+// TestEditFileCancelled edits with a context already done: nothing is
+// written and the context's error returned.
+func TestEditFileCancelled(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"main.go": source})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, editfile.New(e.WS), `{"path":"main.go","old_text":"bye","new_text":"ciao"}`, nil)
+	if !errors.Is(err, context.Canceled) || e.Read(t, "main.go") != source {
+		t.Errorf("result %v, error %v, main.go:\n%s\nwant context.Canceled and main.go unchanged", res, err, e.Read(t, "main.go"))
 	}
 }

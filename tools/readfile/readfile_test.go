@@ -176,3 +176,17 @@ func TestReadFileCancelled(t *testing.T) {
 		t.Errorf("result %v, error %v; want context.Canceled", res, err)
 	}
 }
+
+// TestReadFileCancelledInALongLine reads past one line of 4 MiB with a
+// context already done: the read stops inside the line, which holds no
+// line break for a per-line check to catch.
+func TestReadFileCancelledInALongLine(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"one-line.txt": strings.Repeat("a", 4<<20)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, readfile.New(e.WS, readfile.Options{}), `{"path":"one-line.txt","offset":2}`, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("result %v, error %v; want context.Canceled", res, err)
+	}
+}

@@ -29,6 +29,10 @@ func TestWriteFile(t *testing.T) {
 		{"folder", `{"path":"dir","content":"x"}`, true, "dir is a folder, not a file", writefile.Details{}, "dir/keep", "k"},
 		{"workspace itself", `{"path":".","content":"x"}`, true, ". is the workspace folder, not a file", writefile.Details{}, "old.txt", "old"},
 		{"below a file", `{"path":"old.txt/x","content":"x"}`, true, "not a folder: a parent of old.txt/x is a file", writefile.Details{}, "old.txt", "old"},
+		{"64 levels", `{"path":"` + strings.Repeat("d/", 63) + `f","content":"x"}`, false, "Created " + strings.Repeat("d/", 63) + "f (1 bytes).",
+			writefile.Details{Path: strings.Repeat("d/", 63) + "f", BytesWritten: 1, Action: "created"}, strings.Repeat("d/", 63) + "f", "x"},
+		{"20,001 levels", `{"path":"` + strings.Repeat("d/", 20_000) + `f","content":"x"}`, true,
+			strings.Repeat("d/", 40) + "… is 20001 levels deep, more than write_file's limit of 64", writefile.Details{}, strings.Repeat("d/", 20_000) + "f", "<missing>"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -326,5 +327,45 @@ func Runner(tb testing.TB, t tools.Tool) func(arguments string) *tools.Result {
 			tb.Fatalf("%s %s: %v", t.Name, arguments, err)
 		}
 		return res
+	}
+}
+
+// Deep makes a chain of levels folders named d below the workspace folder,
+// d/d/…/d, holding a file named leaf at its bottom, and removes it when the
+// test ends. It works one level at a time through a handle on the level
+// above, as a program that changes into each folder would, so neither its
+// cost nor the path length grows with the depth; os.RemoveAll cannot remove
+// so deep a tree (it holds a file descriptor per level), hence the cleanup
+// of its own.
+func (e *Env) Deep(tb testing.TB, levels int, leaf string) {
+	tb.Helper()
+	r, err := os.OpenRoot(e.Dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { removeChain(tb, e.Dir) })
+	for range levels {
+		if err := r.Mkdir("d", 0o755); err != nil {
+			r.Close()
+			tb.Fatal(err)
+		}
+		next, err := r.OpenRoot("d")
+		r.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r = next
+	}
+	defer r.Close()
+	if err := r.WriteFile(leaf, []byte(Inside), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// removeChain removes the chain Deep made below dir with rm -rf, which
+// walks a tree of any depth one level at a time.
+func removeChain(tb testing.TB, dir string) {
+	if out, err := exec.Command("rm", "-rf", filepath.Join(dir, "d")).CombinedOutput(); err != nil {
+		tb.Errorf("removing the deep chain: %v\n%s", err, out)
 	}
 }
