@@ -209,3 +209,107 @@ func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 		}
 	}
 }
+
+// boundsTools are tools whose output and failures are as large as a test
+// asks.
+func boundsTools() []tools.Tool {
+	nSchema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	n := func(call *tools.Call) int {
+		var a struct{ N int }
+		_ = json.Unmarshal(call.Arguments, &a)
+		return a.N
+	}
+	return []tools.Tool{
+		{Name: "panic_big", Description: "panics with n bytes", InputSchema: nSchema,
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) { panic(strings.Repeat("p", n(call))) }},
+		{Name: "error_big", Description: "fails with n bytes", InputSchema: nSchema,
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				return nil, fmt.Errorf("failed: %s", strings.Repeat("e", n(call)))
+			}},
+		{Name: "loud", Description: "reports progress of n bytes, message and output", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				call.Report(tools.Progress{Message: strings.Repeat("m", n(call)), Output: strings.Repeat("o", n(call))})
+				call.Output(strings.Repeat("é", n(call)))
+				return tools.Text("said"), nil
+			}},
+		{Name: "blocks", Description: "returns n empty text blocks", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				return &tools.Result{Content: make([]tools.Content, n(call))}, nil
+			}},
+	}
+}
+
+// checkBounded fails the test for any event of events over limit bytes of
+// output (a result besides its marker, a progress report's message and
+// output) or with a marker over 300 bytes.
+func checkBounded(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limit int) {
+	tb.Helper()
+	const maxMarker = 300
+	for _, ev := range events {
+		if r := ev.GetResult(); r != nil {
+			if p := payload(r); p > limit {
+				tb.Errorf("call %.40q: a result of %d bytes (%.100q), over the %d-byte limit", r.GetCallId(), p, text(r), limit)
+			}
+			if r.GetTruncated() {
+				if m := r.GetContent()[len(r.GetContent())-1].GetText().GetText(); len(m) > maxMarker || !strings.HasPrefix(m, "[output truncated") {
+					tb.Errorf("call %.40q: marker %.400q", r.GetCallId(), m)
+				}
+			}
+			if len(r.GetCallId()) > maxIDBytes || len(r.GetToolName()) > maxNameBytes {
+				tb.Errorf("result echoes a call_id of %d bytes, a tool_name of %d", len(r.GetCallId()), len(r.GetToolName()))
+			}
+		}
+		if p := ev.GetProgress(); p != nil && len(p.GetMessage())+len(p.GetOutput()) > limit+2*maxMarker {
+			tb.Errorf("call %.40q: progress of %d+%d bytes, over the %d-byte limit", p.GetCallId(), len(p.GetMessage()), len(p.GetOutput()), limit)
+		}
+	}
+}
+
+func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
+	t.Parallel()
+	const limit = 300
+	ts := newTestServer(t, Config{MaxResultBytes: limit, MaxCallTimeout: 50 * time.Millisecond}, boundsTools()...)
+	big := strings.Repeat("z", 10_000)
+	ts.run(t, batchOf(keyed("k0", "echo", `{"text":"one"}`, strings.Repeat("k", 256))))
+	tests := []struct {
+		name string
+		call *toolwirev1.ToolCall
+		kind toolwirev1.ErrorKind
+	}{
+		{"unknown tool listing the registered ones", call("a", "nope", ``), toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL},
+		{"schema error quoting the input", call("a", "echo", `{"text":"x","`+big+`":1}`), toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS},
+		{"panic", call("a", "panic_big", `{"n":10000}`), toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR},
+		{"tool error", call("a", "error_big", `{"n":10000}`), toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR},
+		{"idempotency conflict quoting the key", keyed("a", "echo", `{"text":"two"}`, strings.Repeat("k", 256)), toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT},
+		{"timeout", call("a", "sleep", `{"ms":5000}`), toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT},
+		{"progress", call("a", "loud", `{"n":10000}`), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			events := ts.run(t, batchOf(tt.call))
+			r := results(t, events)["a"]
+			if r.GetErrorKind() != tt.kind {
+				t.Fatalf("kind %v %.200q; want %v", r.GetErrorKind(), text(r), tt.kind)
+			}
+			checkBounded(t, events, limit)
+		})
+	}
+}
+
+func TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream(t *testing.T) {
+	t.Parallel()
+	s := newServedServer(t, Config{Limits: Limits{MaxMessageBytes: 64 << 10}}, boundsTools()...)
+	ts := &testServer{client: s.client(t)}
+	events, err := ts.runErr(context.Background(), batchOf(call("a", "blocks", `{"n":50000}`), call("b", "blocks", `{"n":10}`)))
+	if err != nil || len(events) == 0 || events[len(events)-1].GetFinished() == nil {
+		t.Fatalf("err = %v; want the stream to end with BatchFinished", err)
+	}
+	res := results(t, events)
+	if r := res["a"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "message limit") {
+		t.Errorf("50,000 blocks: %v %q; want INTERNAL saying the result exceeds the message limit", r.GetErrorKind(), text(r))
+	}
+	if r := res["b"]; r.GetIsError() || len(r.GetContent()) != 10 {
+		t.Errorf("10 blocks: %v, %d blocks", r.GetErrorKind(), len(r.GetContent()))
+	}
+}
