@@ -347,7 +347,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	if tooLarge(ev, res, &b.s.cfg) {
 		b.s.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
 		size := res.GetOriginalSize()
-		res.Truncated, res.StructuredContent, res.Details = true, "", ""
+		res.Truncated, res.StructuredContent, res.Details = false, "", ""
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.s.cfg.MaxMessageBytes))
 	}

@@ -232,6 +232,12 @@ func boundsTools() []tools.Tool {
 				call.Output(strings.Repeat("é", n(call)))
 				return tools.Text("said"), nil
 			}},
+		{Name: "flood", Description: "returns n bytes each of text, image and details", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				n := n(call)
+				return &tools.Result{Content: []tools.Content{{Text: strings.Repeat("t", n)}, {Data: make([]byte, n), MIMEType: "image/png"}},
+					Details: json.RawMessage(`"` + strings.Repeat("d", n) + `"`)}, nil
+			}},
 		{Name: "blocks", Description: "returns n empty text blocks", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
 			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
 				return &tools.Result{Content: make([]tools.Content, n(call))}, nil
