@@ -28,6 +28,8 @@ type Workspace struct {
 	root *os.Root
 	dir  string // absolute path as given, cleaned
 	real string // dir with symlinks resolved
+
+	rename func(dir *os.Root, oldname, newname string) error // (*os.Root).Rename; tests interfere
 }
 
 // Open opens the workspace at dir, which must be an existing folder.
@@ -44,7 +46,7 @@ func Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	return &Workspace{root: root, dir: abs, real: real}, nil
+	return &Workspace{root: root, dir: abs, real: real, rename: (*os.Root).Rename}, nil
 }
 
 // Close releases the workspace's folder handle.
