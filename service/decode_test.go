@@ -3,8 +3,8 @@ package service
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
