@@ -353,6 +353,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	}
 	b.results[i] = res
 	b.endCallTelemetry(i, res)
+	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
