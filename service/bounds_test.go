@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -171,7 +172,9 @@ func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	// Over a real socket with the server's own message limits (4 MiB).
-	s := newServedServer(t, Config{MaxResultBytes: 1000, TracerProvider: tp})
+	logs := &lockedBuffer{}
+	s := newServedServer(t, Config{MaxResultBytes: 1000, TracerProvider: tp,
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ts := &testServer{client: s.client(t)}
 	for _, n := range []int{129, 1 << 20, 3 << 20} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -197,6 +200,14 @@ func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 				}
 			}
 		})
+	}
+	if !strings.Contains(logs.String(), `"call finished"`) {
+		t.Error("no debug line about a call was logged")
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if len(line) > 1000 {
+			t.Errorf("a log line of %d bytes: %.200s", len(line), line)
+		}
 	}
 	for _, sp := range spans.Ended() {
 		if len(sp.Name()) > 200 {
