@@ -45,8 +45,8 @@ const schema = `{
   "additionalProperties": false
 }`
 
-// New returns the edit_file tool over ws.
-func New(ws *workspace.Workspace) tools.Tool {
+// New returns the edit_file tool over the workspace r gives each call.
+func New(r workspace.Resolver) tools.Tool {
 	return tools.Tool{
 		Name:  "edit_file",
 		Title: "Edit file",
@@ -54,13 +54,13 @@ func New(ws *workspace.Workspace) tools.Tool {
 			"and occur exactly once, unless replace_all is set; add surrounding lines to make it unique. Do not include read_file's line numbers.",
 		InputSchema: json.RawMessage(schema),
 		Annotations: tools.Annotations{Destructive: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return edit(ws, args), nil
-		},
+		}),
 	}
 }
 

@@ -97,24 +97,27 @@ func TestEditFileSchema(t *testing.T) {
 
 func TestEditFileEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := editfile.New(c.WS)
-	before := c.Outside(t)
-	for name, p := range c.Refused {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"SECRET","new_text":"pwned"}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
-		}
-	}
-	if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
-		t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
-	}
-	for name, p := range c.Accepted {
-		c.Write(t, "..notes", wt.Inside)
-		c.Write(t, "sub/deep/file.txt", wt.Inside)
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"inside","new_text":"edited"}`)
-		if res.IsError || (c.Read(t, "..notes") != "edited the workspace\n" && c.Read(t, "sub/deep/file.txt") != "edited the workspace\n") {
-			t.Errorf("%s (%q): %q", name, p, wt.Text(res))
-		}
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := editfile.New(c.WS)
+			before := c.Outside(t)
+			for name, p := range c.Refused {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"SECRET","new_text":"pwned"}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+				}
+			}
+			if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
+				t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
+			}
+			for name, p := range c.Accepted {
+				c.Write(t, "..notes", wt.Inside)
+				c.Write(t, "sub/deep/file.txt", wt.Inside)
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"inside","new_text":"edited"}`)
+				if res.IsError || (c.Read(t, "..notes") != "edited the workspace\n" && c.Read(t, "sub/deep/file.txt") != "edited the workspace\n") {
+					t.Errorf("%s (%q): %q", name, p, wt.Text(res))
+				}
+			}
+		})
 	}
 }

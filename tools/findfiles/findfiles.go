@@ -77,8 +77,8 @@ const schema = `{
   "additionalProperties": false
 }`
 
-// New returns the find_files tool over ws.
-func New(ws *workspace.Workspace, opts Options) tools.Tool {
+// New returns the find_files tool over the workspace r gives each call.
+func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
 	return tools.Tool{
 		Name:  "find_files",
@@ -88,13 +88,13 @@ func New(ws *workspace.Workspace, opts Options) tools.Tool {
 			strconv.Itoa(opts.MaxFiles) + " files and " + strconv.Itoa(opts.MaxMatches) + " lines are returned.",
 		InputSchema: json.RawMessage(schema),
 		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return find(ctx, ws, opts, args)
-		},
+		}),
 	}
 }
 

@@ -75,24 +75,27 @@ func TestFindFilesFileCap(t *testing.T) {
 // workspace whose symlinks lead outside: nothing outside is found or read.
 func TestFindFilesEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := findfiles.New(c.WS, findfiles.Options{})
-	for _, p := range []string{"../*", "../ws-other/*", "sub/../../*", c.Parent + "/*", "/etc/*"} {
-		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
-			t.Errorf("%q: error %v, %q; want an error result saying it escapes", p, res.IsError, text)
-		}
-	}
-	for _, p := range []string{"**", "dir-out/*", "dir-out/**", "link-out", "chain1"} {
-		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`,"content":"SECRET|inside"}`)
-		text := wt.Text(res)
-		if res.IsError || strings.Contains(text, wt.Secret) || strings.Contains(text, "outside.txt") {
-			t.Errorf("%q: error %v, found outside:\n%s", p, res.IsError, text)
-		}
-	}
-	res := wt.Call(t, tool, `{"pattern":"**","content":"inside"}`)
-	if want := "..notes:1: inside the workspace\nlink-in:1: inside the workspace\nsub/deep/file.txt:1: inside the workspace\n"; wt.Text(res) != want {
-		t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := findfiles.New(c.WS, findfiles.Options{})
+			for _, p := range []string{"../*", "../" + filepath.Base(c.Other) + "/*", "sub/../../*", c.Parent + "/*", "/etc/*"} {
+				res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+					t.Errorf("%q: error %v, %q; want an error result saying it escapes", p, res.IsError, text)
+				}
+			}
+			for _, p := range []string{"**", "dir-out/*", "dir-out/**", "link-out", "chain1"} {
+				res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`,"content":"SECRET|inside"}`)
+				text := wt.Text(res)
+				if res.IsError || strings.Contains(text, wt.Secret) || strings.Contains(text, "outside.txt") {
+					t.Errorf("%q: error %v, found outside:\n%s", p, res.IsError, text)
+				}
+			}
+			res := wt.Call(t, tool, `{"pattern":"**","content":"inside"}`)
+			if want := "..notes:1: inside the workspace\nlink-in:1: inside the workspace\nsub/deep/file.txt:1: inside the workspace\n"; wt.Text(res) != want {
+				t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+			}
+		})
 	}
 }
 

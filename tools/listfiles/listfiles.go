@@ -64,8 +64,8 @@ func schema(maxDepth int) string {
 }`
 }
 
-// New returns the list_files tool over ws.
-func New(ws *workspace.Workspace, opts Options) tools.Tool {
+// New returns the list_files tool over the workspace r gives each call.
+func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
 	return tools.Tool{
 		Name:  "list_files",
@@ -75,13 +75,13 @@ func New(ws *workspace.Workspace, opts Options) tools.Tool {
 			strconv.Itoa(opts.MaxEntries) + " entries are listed.",
 		InputSchema: json.RawMessage(schema(opts.MaxDepth)),
 		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return list(ctx, ws, opts, args)
-		},
+		}),
 	}
 }
 

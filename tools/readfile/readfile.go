@@ -76,8 +76,8 @@ const schema = `{
 // http.DetectContentType gives them.
 var images = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
-// New returns the read_file tool over ws.
-func New(ws *workspace.Workspace, opts Options) tools.Tool {
+// New returns the read_file tool over the workspace r gives each call.
+func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
 	return tools.Tool{
 		Name:  "read_file",
@@ -87,13 +87,13 @@ func New(ws *workspace.Workspace, opts Options) tools.Tool {
 			"use offset and limit to page through long files. Images (PNG, JPEG, GIF, WebP) come back as images; other binary files are refused.",
 		InputSchema: json.RawMessage(schema),
 		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return read(ctx, ws, opts, args)
-		},
+		}),
 	}
 }
 

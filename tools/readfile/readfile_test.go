@@ -132,19 +132,22 @@ func TestReadImages(t *testing.T) {
 
 func TestReadFileEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := readfile.New(c.WS, readfile.Options{})
-	for name, p := range c.Refused {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") || strings.Contains(text, wt.Secret) {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
-		}
-	}
-	for name, p := range c.Accepted {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); res.IsError || text != "     1\t"+wt.Inside {
-			t.Errorf("%s (%q): error %v, %q; want the file inside", name, p, res.IsError, text)
-		}
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := readfile.New(c.WS, readfile.Options{})
+			for name, p := range c.Refused {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") || strings.Contains(text, wt.Secret) {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+				}
+			}
+			for name, p := range c.Accepted {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); res.IsError || text != "     1\t"+wt.Inside {
+					t.Errorf("%s (%q): error %v, %q; want the file inside", name, p, res.IsError, text)
+				}
+			}
+		})
 	}
 }
 

@@ -34,8 +34,8 @@ const schema = `{
   "additionalProperties": false
 }`
 
-// New returns the write_file tool over ws.
-func New(ws *workspace.Workspace) tools.Tool {
+// New returns the write_file tool over the workspace r gives each call.
+func New(r workspace.Resolver) tools.Tool {
 	return tools.Tool{
 		Name:  "write_file",
 		Title: "Write file",
@@ -43,13 +43,13 @@ func New(ws *workspace.Workspace) tools.Tool {
 			"The write is atomic: readers see the old content or the new. To change part of a file, prefer edit_file.",
 		InputSchema: json.RawMessage(schema),
 		Annotations: tools.Annotations{Destructive: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return write(ws, args), nil
-		},
+		}),
 	}
 }
 

@@ -60,29 +60,32 @@ func TestWriteFile(t *testing.T) {
 // and nothing outside the workspace changes. The accepted paths are written.
 func TestWriteFileEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := writefile.New(c.WS)
-	before := c.Outside(t)
-	for name, p := range c.Refused {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"content":"pwned"}`)
-		if !res.IsError || !strings.Contains(wt.Text(res), "path escapes the workspace") {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, wt.Text(res))
-		}
-	}
-	if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
-		t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
-	}
-	for name, p := range c.Accepted {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"content":"written"}`)
-		if res.IsError {
-			t.Errorf("%s (%q): %q", name, p, wt.Text(res))
-		}
-	}
-	if got := c.Read(t, "sub/deep/file.txt"); got != "written" {
-		t.Errorf("sub/deep/file.txt holds %q", got)
-	}
-	if got := c.Read(t, "..notes"); got != "written" {
-		t.Errorf("..notes holds %q", got)
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := writefile.New(c.WS)
+			before := c.Outside(t)
+			for name, p := range c.Refused {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"content":"pwned"}`)
+				if !res.IsError || !strings.Contains(wt.Text(res), "path escapes the workspace") {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, wt.Text(res))
+				}
+			}
+			if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
+				t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
+			}
+			for name, p := range c.Accepted {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"content":"written"}`)
+				if res.IsError {
+					t.Errorf("%s (%q): %q", name, p, wt.Text(res))
+				}
+			}
+			if got := c.Read(t, "sub/deep/file.txt"); got != "written" {
+				t.Errorf("sub/deep/file.txt holds %q", got)
+			}
+			if got := c.Read(t, "..notes"); got != "written" {
+				t.Errorf("..notes holds %q", got)
+			}
+		})
 	}
 }
 
