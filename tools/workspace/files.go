@@ -67,7 +67,11 @@ func (w *Workspace) WriteFile(rel string, data []byte) (created bool, err error)
 	if err != nil {
 		return false, err
 	}
-	if err := w.rename(dir, tmp, base); err != nil {
+	rename := (*os.Root).Rename
+	if w.rename != nil {
+		rename = w.rename
+	}
+	if err := rename(dir, tmp, base); err != nil {
 		if rerr := dir.Remove(tmp); rerr != nil {
 			err = errors.Join(err, rerr)
 		}

@@ -32,7 +32,7 @@ type Workspace struct {
 	dir  string // absolute path as given, cleaned
 	real string // dir with symlinks resolved
 
-	rename func(dir *os.Root, oldname, newname string) error // (*os.Root).Rename; tests interfere
+	rename func(dir *os.Root, oldname, newname string) error // nil: (*os.Root).Rename; tests interfere
 }
 
 // Open opens the workspace at dir, which must be an existing folder.
@@ -49,7 +49,7 @@ func Open(dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workspace: %w", err)
 	}
-	return &Workspace{root: root, dir: abs, real: real, rename: (*os.Root).Rename}, nil
+	return &Workspace{root: root, dir: abs, real: real}, nil
 }
 
 // Close releases the workspace's folder handle.
