@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,19 @@ var (
 // maxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
 const maxListedNames = 20
 
+// Bounds on the strings a batch carries. An ID or key longer than
+// maxIDBytes makes the batch INVALID_ARGUMENT (Stripe allows 255 for its
+// idempotency keys); a name longer than maxNameBytes, the contract's limit,
+// names no tool, and is cut to shownBytes wherever it is shown.
+const (
+	maxIDBytes   = 256
+	maxNameBytes = 128
+	shownBytes   = 64
+)
+
 // checkBatch rejects a batch the runtime must fix, before anything runs.
+// Its messages name calls by index and quote IDs only once they are known
+// to be short.
 func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
 	calls := req.GetCalls()
 	if len(calls) == 0 {
@@ -39,23 +52,67 @@ func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
 	if d := req.GetOptions().GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
 		return status.Error(codes.InvalidArgument, "options.timeout is not a valid non-negative duration")
 	}
+	if n := len(req.GetSessionId()); n > maxIDBytes {
+		return status.Errorf(codes.InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(req.GetSessionId()), n, maxIDBytes)
+	}
 	seen := make(map[string]int, len(calls))
+	ids := 0 // bytes of call IDs, each echoed in BatchAccepted
 	for i, c := range calls {
-		if c.GetCallId() == "" {
+		id := c.GetCallId()
+		switch n := len(id); {
+		case n == 0:
 			return status.Errorf(codes.InvalidArgument, "call %d has an empty call_id", i)
+		case n > maxIDBytes:
+			return status.Errorf(codes.InvalidArgument, "call %d: call_id %s is %d bytes; the limit is %d", i, shorten(id), n, maxIDBytes)
 		}
-		if j, dup := seen[c.GetCallId()]; dup {
-			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, c.GetCallId())
+		if j, dup := seen[id]; dup {
+			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, id)
 		}
-		seen[c.GetCallId()] = i
+		seen[id] = i
+		ids += len(id) + laneOverhead
+		if n := len(c.GetIdempotencyKey()); n > maxIDBytes {
+			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): idempotency_key %s is %d bytes; the limit is %d",
+				i, id, shorten(c.GetIdempotencyKey()), n, maxIDBytes)
+		}
 		if n := len(c.GetArguments()); n > s.cfg.MaxArgumentBytes {
-			return status.Errorf(codes.InvalidArgument, "call %q: arguments are %d bytes; the limit is %d", c.GetCallId(), n, s.cfg.MaxArgumentBytes)
+			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): arguments are %d bytes; the limit is %d", i, id, n, s.cfg.MaxArgumentBytes)
 		}
 		if d := c.GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-			return status.Errorf(codes.InvalidArgument, "call %q: timeout is not a valid non-negative duration", c.GetCallId())
+			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): timeout is not a valid non-negative duration", i, id)
 		}
 	}
+	// BatchAccepted lists every call ID; it must fit in one message.
+	if ids > s.cfg.MaxMessageBytes-eventOverhead {
+		return status.Errorf(codes.InvalidArgument, "the batch's call IDs take %d bytes together, too many for the %d-byte message that lists them; use shorter IDs or fewer calls",
+			ids, s.cfg.MaxMessageBytes)
+	}
 	return nil
+}
+
+// Allowances for the protobuf framing around what an event carries: per
+// call ID in BatchAccepted (its lane, index, tags and lengths), and per event.
+const (
+	laneOverhead  = 16
+	eventOverhead = 1 << 10
+)
+
+// shorten quotes s for a message, cut to shownBytes with a marker when
+// longer.
+func shorten(s string) string {
+	if len(s) <= shownBytes {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(cutUTF8(s, shownBytes)) + "…"
+}
+
+// shortName returns a tool name fit to show: as given when the contract
+// allows its length, else cut to shownBytes and marked. A cut name still
+// names no tool, since "…" is not allowed in names.
+func shortName(name string) string {
+	if len(name) <= maxNameBytes {
+		return name
+	}
+	return cutUTF8(name, shownBytes) + "…"
 }
 
 // batch is one accepted ExecuteBatch request on its way through the lanes.
@@ -76,6 +133,7 @@ type batch struct {
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
+	longNames []longName      // calls whose names newBatch cut, in order
 
 	// one holds the per-call state of a one-call batch, the commonest
 	// kind, sparing it an allocation for each slice.
@@ -113,6 +171,13 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	}
 	safe = safe[:len(req.GetCalls())]
 	for i, c := range req.GetCalls() {
+		// A name longer than the contract allows names no tool. It is cut
+		// here, once, so that no result, event, span or log line carries
+		// more of it; unknownTool still tells its length.
+		if len(c.GetName()) > maxNameBytes {
+			b.longNames = append(b.longNames, longName{i, len(c.GetName())})
+			c.Name = shortName(c.GetName())
+		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
 		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
@@ -134,6 +199,9 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	}
 	return b
 }
+
+// longName is a call whose tool name newBatch cut, and the name's length.
+type longName struct{ i, n int }
 
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
@@ -271,14 +339,25 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 	return &toolwirev1.CallResult{CallId: c.GetCallId(), Index: uint32(i), ToolName: c.GetName()}
 }
 
+// finish records and sends call i's result, holding it to MaxResultBytes
+// and the message size whatever produced it.
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
+	bound(res, b.s.cfg.MaxResultBytes)
+	ev := resultEventFor(res)
+	if tooLarge(ev, res, &b.s.cfg) {
+		b.s.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
+		size := res.GetOriginalSize()
+		res.Truncated, res.StructuredContent, res.Details = false, "", ""
+		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
+			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.s.cfg.MaxMessageBytes))
+	}
 	b.results[i] = res
 	b.endCallTelemetry(i, res)
 	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
-	b.emit(resultEventFor(res))
+	b.emit(ev)
 }
 
 // cancelled describes why ctx, the batch's context, ended.
@@ -293,21 +372,27 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 	}
 }
 
-// unknownTool explains to the model that it called a tool that does not exist.
-func (b *batch) unknownTool(call *toolwirev1.ToolCall) string {
-	name := call.GetName()
+// unknownTool explains to the model that call i names a tool that does not
+// exist.
+func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
+	name := strconv.Quote(call.GetName())
+	for _, l := range b.longNames {
+		if l.i == i {
+			name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", l.n, maxNameBytes)
+		}
+	}
 	if isWrapper(call) {
-		return fmt.Sprintf("%q is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
+		return fmt.Sprintf("%s is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
 	}
 	names := b.visibleNames()
 	if len(names) == 0 {
-		return fmt.Sprintf("unknown tool %q: no tools are registered", name)
+		return fmt.Sprintf("unknown tool %s: no tools are registered", name)
 	}
 	list := strings.Join(names[:min(len(names), maxListedNames)], ", ")
 	if len(names) > maxListedNames {
 		list += fmt.Sprintf(", … (%d more)", len(names)-maxListedNames)
 	}
-	return fmt.Sprintf("unknown tool %q. Registered tools: %s", name, list)
+	return fmt.Sprintf("unknown tool %s. Registered tools: %s", name, list)
 }
 
 // isWrapper tells calls shaped like multi_tool_use.parallel, which some

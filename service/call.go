@@ -39,7 +39,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	}
 	t := b.tools[i]
 	if t == nil {
-		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(call))
+		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(i, call))
 		return true
 	}
 	args, err := t.ValidateArguments(call.GetArguments())
@@ -149,6 +149,7 @@ func (r *callRun) progress(p tools.Progress) {
 	if r.idle != nil {
 		r.idle.Reset(r.b.s.cfg.IdleTimeout)
 	}
+	boundProgress(&p, r.b.s.cfg.MaxResultBytes)
 	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
 }
 

@@ -28,7 +28,9 @@ type Config struct {
 	MaxArgumentBytes int
 	// MaxResultBytes caps one result's output (text, images, structured
 	// content and details together); the rest is cut with a visible marker.
-	// Default 256 KiB.
+	// It holds for every result, errors included, and for each progress
+	// report's message and output together. Default 256 KiB; at most
+	// MaxMessageBytes less 64 KiB.
 	MaxResultBytes int
 	// DefaultCallTimeout applies to calls whose call and tool set no timeout.
 	// Default 60s.
@@ -125,6 +127,9 @@ func (c Config) withDefaults() Config {
 		c.Store = memory.New(memory.Options{})
 	}
 	c.Limits = c.Limits.withDefaults(c.MaxCallTimeout)
+	// A result must fit in a message with room to spare for its framing,
+	// its IDs and a truncation marker.
+	c.MaxResultBytes = min(c.MaxResultBytes, max(c.MaxMessageBytes-64<<10, c.MaxMessageBytes/2))
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -31,6 +31,8 @@ type Workspace struct {
 	root *os.Root
 	dir  string // absolute path as given, cleaned
 	real string // dir with symlinks resolved
+
+	rename func(dir *os.Root, oldname, newname string) error // nil: (*os.Root).Rename; tests interfere
 }
 
 // Open opens the workspace at dir, which must be an existing folder.

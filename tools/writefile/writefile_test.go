@@ -1,6 +1,9 @@
 package writefile_test
 
 import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,6 +89,35 @@ func TestWriteFileEscapes(t *testing.T) {
 			if got := c.Read(t, "..notes"); got != "written" {
 				t.Errorf("..notes holds %q", got)
 			}
+		})
+	}
+}
+
+// TestWriteFileLongNames writes files with names up to the file system's 255
+// bytes (the temporary file's name must fit too), and refuses longer ones,
+// leaving no temporary file behind either way.
+func TestWriteFileLongNames(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{232, 233, 250, 255, 256} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			t.Parallel()
+			e := wt.New(t, nil)
+			for _, name := range []string{strings.Repeat("n", n), "sub/" + strings.Repeat("é", n/2) + strings.Repeat("n", n%2)} {
+				res := wt.Call(t, writefile.New(e.WS), fmt.Sprintf(`{"path":%q,"content":"long"}`, name))
+				if n <= 255 {
+					if res.IsError || e.Read(t, name) != "long" {
+						t.Errorf("a name of %d bytes: %q", n, wt.Text(res))
+					}
+				} else if !res.IsError {
+					t.Errorf("a name of %d bytes: %q; want an error", n, wt.Text(res))
+				}
+			}
+			_ = filepath.WalkDir(e.Dir, func(p string, d fs.DirEntry, _ error) error {
+				if strings.Contains(p, ".toolwire-") {
+					t.Errorf("temporary file left: %.60s…", filepath.Base(p))
+				}
+				return nil
+			})
 		})
 	}
 }
