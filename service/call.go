@@ -58,8 +58,8 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 		claim.settle(b.results[i]) // timed out or cancelled unrun: releases the key
 		return true
 	}
-	defer b.releaseSlot(i)
-	b.emit(startedEventFor(call.GetCallId(), i, lane))
+	defer b.releaseSlot(i) // a backstop: execute gives the slot back as soon as the tool returns
+	b.emitStarted(startedEventFor(call.GetCallId(), i, lane))
 	b.callRunning(i)
 	return b.execute(ctx, lane, i, t, args, claim, onAbandon)
 }
@@ -128,6 +128,11 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)
 	o := b.invoke(callCtx, t, r.handle)
+	// The slot goes back before the result is sent: what waits for a slow
+	// reader holds memory (the outbox's budget), not a slot another caller
+	// could use. An abandoned tool keeps its slot until this point, so
+	// tools that ignore cancellation cannot be stacked without limit.
+	b.releaseSlot(i)
 	r.mu.Lock()
 	r.returned = true
 	if r.grace != nil {
@@ -168,8 +173,7 @@ func (r *callRun) abandon() {
 		return
 	}
 	cfg := &r.b.s.cfg
-	r.b.s.abandoned.Add(1)
-	r.b.releaseSlot(r.i)
+	r.b.s.abandoned.Add(1) // its slot stays taken until the tool returns; see execute
 	r.b.callAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
