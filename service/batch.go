@@ -69,10 +69,10 @@ type batch struct {
 	tools     []*tools.Tool // per call; nil when unknown
 	lanes     []Lane
 	parallel  int
-	streamCtx context.Context // the RPC's context; no event is sent after it ends
-	out       outbox       // events on their way to the writer
-	sending   atomic.Int64 // when the Send under way began (Unix ns); 0 between sends
-	timedOut  atomic.Bool  // the send timeout ended the stream
+	streamCtx context.Context          // the RPC's context; no event is sent after it ends
+	out       outbox                   // events on their way to the writer
+	sending   atomic.Int64             // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool              // the send timeout ended the stream
 	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
 	failed    atomic.Bool              // some call has failed, for stop_on_error
 	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
