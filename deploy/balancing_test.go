@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc"
 )
 
-// The README tells clients to dial the headless Service through DNS with
+// docs/deploy.md tells clients to dial the headless Service through DNS with
 // the round_robin policy. This test does exactly that against two real
 // servers on two loopback addresses and a DNS server that, like the
 // cluster's DNS for a headless Service, answers with both pod addresses.
@@ -34,7 +34,7 @@ func TestHeadlessServiceBalancing(t *testing.T) {
 	dnsAddr := startDNS(t, headlessName+".", pods)
 	target := fmt.Sprintf("dns://%s/%s:%s", dnsAddr, headlessName, port)
 
-	// The README's service config, as the README's Go snippet passes it.
+	// docs/deploy.md's service config, as its Go snippet passes it.
 	const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
 	t.Run("round_robin spreads batches over every pod", func(t *testing.T) {
 		seen := servedBy(t, target, 200, len(pods), client.WithDialOptions(grpc.WithDefaultServiceConfig(roundRobin)))

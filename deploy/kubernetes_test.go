@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -124,6 +125,77 @@ func TestManifestsAgainstAPIServer(t *testing.T) {
 		})
 	}
 
+	t.Run("accepts an overlay edited as docs/deploy.md says", func(t *testing.T) {
+		// The operator names the image and adds the otlp component in the
+		// overlay's kustomization.yaml, by hand, with the page's blocks.
+		root := t.TempDir()
+		if err := os.CopyFS(root, os.DirFS("kubernetes")); err != nil {
+			t.Fatal(err)
+		}
+		page, err := os.ReadFile("../docs/deploy.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		overlay := filepath.Join(root, "overlays", "replicated")
+		k, err := os.OpenFile(filepath.Join(overlay, "kustomization.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{"images:", "components:"} {
+			if _, err := io.WriteString(k, "\n"+docYAML(t, string(page), key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := k.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		out, warnings := c.kubectlStderr(t, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-k", overlay)
+		if len(warnings) > 0 {
+			t.Errorf("the API server warned:\n%s", warnings)
+		}
+		objs := decodeList(t, out)
+		var otlp *object
+		for i, o := range objs {
+			if o.Kind == "NetworkPolicy" && o.Metadata.Name == "toolwire-otlp" {
+				otlp = &objs[i]
+			}
+		}
+		if otlp == nil {
+			t.Fatal("no NetworkPolicy toolwire-otlp: the otlp component was not applied")
+		}
+		if otlp.Metadata.Namespace != namespace {
+			t.Errorf("NetworkPolicy toolwire-otlp is in namespace %q, want %q", otlp.Metadata.Namespace, namespace)
+		}
+		var policy struct {
+			PodSelector struct{ MatchLabels map[string]string }
+			Egress      []struct {
+				Ports []struct {
+					Port     int
+					Protocol string
+				}
+			}
+		}
+		if err := json.Unmarshal(otlp.Spec, &policy); err != nil {
+			t.Fatal(err)
+		}
+		if policy.PodSelector.MatchLabels["app.kubernetes.io/name"] != "toolwire" {
+			t.Errorf("toolwire-otlp selects %v, not toolwire's pods", policy.PodSelector.MatchLabels)
+		}
+		var ports []string
+		for _, e := range policy.Egress {
+			for _, p := range e.Ports {
+				ports = append(ports, fmt.Sprintf("%s/%d", p.Protocol, p.Port))
+			}
+		}
+		if want := []string{"TCP/4317", "TCP/4318"}; !slices.Equal(ports, want) {
+			t.Errorf("toolwire-otlp lets out %q, want OTLP's %q", ports, want)
+		}
+		if got, want := deploymentImage(t, objs), "registry.example.com/toolwire:v0.1.0"; got != want {
+			t.Errorf("the Deployment runs image %q, want %q as docs/deploy.md names it", got, want)
+		}
+	})
+
 	broken, err := filepath.Glob("kubernetes/test/broken/*")
 	if err != nil || len(broken) == 0 {
 		t.Fatalf("broken manifests: %q, %v", broken, err)
@@ -219,6 +291,46 @@ func checkServerDeployment(t *testing.T, objs []object) {
 		}
 	}
 	t.Error("no Deployment toolwire with a container toolwire among the accepted objects")
+}
+
+// docYAML returns the ```yaml block of a Markdown page that starts with key.
+func docYAML(t *testing.T, page, key string) string {
+	t.Helper()
+	for _, part := range strings.Split(page, "```yaml\n")[1:] {
+		if block, _, ok := strings.Cut(part, "```"); ok && strings.HasPrefix(block, key) {
+			return block
+		}
+	}
+	t.Fatalf("no yaml block starting with %q", key)
+	return ""
+}
+
+// deploymentImage returns the image of the toolwire container of the
+// Deployment toolwire among objs.
+func deploymentImage(t *testing.T, objs []object) string {
+	t.Helper()
+	for _, o := range objs {
+		if o.Kind != "Deployment" || o.Metadata.Name != "toolwire" {
+			continue
+		}
+		var spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct{ Name, Image string }
+				}
+			}
+		}
+		if err := json.Unmarshal(o.Spec, &spec); err != nil {
+			t.Fatal(err)
+		}
+		for _, ctr := range spec.Template.Spec.Containers {
+			if ctr.Name == "toolwire" {
+				return ctr.Image
+			}
+		}
+	}
+	t.Fatal("no Deployment toolwire with a container toolwire")
+	return ""
 }
 
 // pinnedKubeVersion returns the k8s.io/kubernetes version the build module
@@ -338,7 +450,7 @@ current-context: test
 
 	waitReady(t, apiserver, "https://"+apiAddr+"/readyz", pki)
 	c.kubectl(t, "create", "namespace", namespace)
-	// The strictest Pod Security Standard, as the README advises: the
+	// The strictest Pod Security Standard, as docs/deploy.md advises: the
 	// apiserver's PodSecurity admission then warns about any Deployment
 	// whose pods it would refuse.
 	c.kubectl(t, "label", "namespace", namespace,

@@ -420,19 +420,19 @@ func TestReloadBinary(t *testing.T) {
 	}
 }
 
-// TestREADMEHTTPTools loads the README's HTTP tools example, so the
+// TestDocsHTTPTools loads the HTTP tools example of docs/sources.md, so the
 // documentation stays true.
-func TestREADMEHTTPTools(t *testing.T) {
+func TestDocsHTTPTools(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/sources.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## HTTP tools\n")
+	_, section, ok := strings.Cut(string(page), "\n## HTTP tools\n")
 	_, block, ok2 := strings.Cut(section, "```yaml\n")
 	block, _, ok3 := strings.Cut(block, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("no yaml block in the README's HTTP tools section")
+		t.Fatal("no yaml block in the HTTP tools section of docs/sources.md")
 	}
 	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", block)}, io.Discard)
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 type Policy map[string]Rule
 
 // Rule allows and denies tools by name patterns in path.Match syntax ("*"
-// any run of characters, "?" one, "[a-z]" a class), so "fs.*" matches
-// "fs.read". A tool is permitted when it matches no Deny pattern and either
+// any run of characters, "?" one, "[a-z]" a class), so "*_files" matches
+// "list_files" and "find_files". A tool is permitted when it matches no Deny pattern and either
 // Allow is empty or it matches an Allow pattern: deny wins.
 type Rule struct {
 	Allow []string `json:"allow,omitempty"`
