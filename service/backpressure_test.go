@@ -303,3 +303,9 @@ func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 		}
 	}
 }
+
+// slowBenchConfig is BenchmarkSlowStreams' server configuration: the slow
+// streams must outlive the measurement, so the send timeout is long.
+func slowBenchConfig(l Limits) Config {
+	return Config{SendTimeout: time.Hour, Limits: l}
+}
