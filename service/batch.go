@@ -73,7 +73,7 @@ type batch struct {
 	out       outbox                   // events on their way to the writer
 	sending   atomic.Int64             // when the Send under way began (Unix ns); 0 between sends
 	timedOut  atomic.Bool              // the send timeout ended the stream
-	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
+	ended     []callSummary // per call, written by the call's goroutine
 	failed    atomic.Bool              // some call has failed, for stop_on_error
 	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
 	slots     []slot                   // per call, while it runs
@@ -85,7 +85,7 @@ type batch struct {
 	// kind, sparing it an allocation for each slice.
 	one struct {
 		tools   [1]*tools.Tool
-		results [1]*toolwirev1.CallResult
+		ended   [1]callSummary
 		tel     [1]callTel
 		slots   [1]slot
 		lanes   [1]Lane
@@ -105,9 +105,9 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	}
 	b.out.init(s.cfg.MaxStreamBufferBytes, s.cfg.EventBuffer)
 	if n := len(req.GetCalls()); n == 1 {
-		b.tools, b.results = b.one.tools[:], b.one.results[:]
+		b.tools, b.ended = b.one.tools[:], b.one.ended[:]
 	} else {
-		b.tools, b.results = make([]*tools.Tool, n), make([]*toolwirev1.CallResult, n)
+		b.tools, b.ended = make([]*tools.Tool, n), make([]callSummary, n)
 	}
 	var safeBuf [16]bool // Plan keeps nothing of it
 	safe := safeBuf[:0]
@@ -158,20 +158,20 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	ev, f := finishedEventFor(b.id, time.Since(b.start))
-	for _, r := range b.results {
+	for _, r := range b.ended {
 		switch {
-		case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+		case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
 			f.Skipped++
-		case r.GetIsError():
+		case r.isError:
 			f.Failed++
 		default:
 			f.Succeeded++
 		}
-		switch r.GetErrorKind() {
+		switch r.kind {
 		case toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT:
 			f.Cancelled++
 		}
-		if r.GetReplayed() {
+		if r.replayed {
 			f.Replayed++
 		}
 	}
@@ -279,11 +279,13 @@ func (b *batch) continueAfter(li int) {
 	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
 }
 
-// finishUnstarted records and sends the result of a call that never ran.
-func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) {
+// finishUnstarted records and sends the result of a call that never ran,
+// and returns it.
+func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
 	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
 	b.finish(i, res)
+	return res
 }
 
 func (b *batch) newResult(i int) *toolwirev1.CallResult {
@@ -291,8 +293,18 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 	return &toolwirev1.CallResult{CallId: c.GetCallId(), Index: uint32(i), ToolName: c.GetName()}
 }
 
+// callSummary is what a batch keeps of a call's result once it is handed to
+// the writer: enough for BatchFinished's counts. Keeping the results
+// themselves would hold every call's output until the batch ends.
+type callSummary struct {
+	ended    bool
+	isError  bool
+	replayed bool
+	kind     toolwirev1.ErrorKind
+}
+
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
-	b.results[i] = res
+	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
 	b.endCallTelemetry(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)

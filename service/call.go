@@ -54,8 +54,8 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	if done {
 		return true // replayed, joined or refused: nothing runs here
 	}
-	if !b.acquireSlot(ctx, i, t) {
-		claim.settle(b.results[i]) // timed out or cancelled unrun: releases the key
+	if res := b.acquireSlot(ctx, i, t); res != nil {
+		claim.settle(res) // timed out or cancelled unrun: releases the key
 		return true
 	}
 	defer b.releaseSlot(i) // a backstop: execute gives the slot back as soon as the tool returns

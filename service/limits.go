@@ -216,12 +216,12 @@ func (b *batch) dropReserved() { b.reserved.release(b.s.limits) }
 // waiting up to the call's timeout (and the RPC's deadline less the margin).
 // Time spent waiting does not count against the tool's own timeout. When no
 // slot comes it sends the call's result (TIMEOUT, or CANCELLED when the
-// batch ends) and returns false; nothing was run, so the call may be
-// retried. releaseSlot gives the slot back.
-func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) bool {
+// batch ends) and returns it; nothing was run, so the call may be retried.
+// releaseSlot gives the slot back.
+func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) *toolwirev1.CallResult {
 	if b.reserved.held.CompareAndSwap(true, false) {
 		b.slots[i].hold(b.reserved.cs)
-		return true
+		return nil
 	}
 	wait := b.timeout(b.req.GetCalls()[i], t)
 	if dl, ok := b.streamCtx.Deadline(); ok {
@@ -231,15 +231,14 @@ func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) bool {
 	switch {
 	case err == nil:
 		b.slots[i].hold(cs)
-		return true
+		return nil
 	case ctx.Err() != nil:
 		kind, msg := cancelled(ctx)
-		b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
+		return b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
 	default:
-		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+		return b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 			fmt.Sprintf("timed out waiting %s for a free slot: %v. Nothing was run; the call may be retried later.", wait.Round(time.Millisecond), err))
 	}
-	return false
 }
 
 // releaseSlot gives back call i's slot, if it still holds one. An abandoned
