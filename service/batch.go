@@ -69,14 +69,14 @@ type batch struct {
 	tools     []*tools.Tool // per call; nil when unknown
 	lanes     []Lane
 	parallel  int
-	streamCtx context.Context          // the RPC's context; no event is sent after it ends
-	out       outbox                   // events on their way to the writer
-	sending   atomic.Int64             // when the Send under way began (Unix ns); 0 between sends
-	timedOut  atomic.Bool              // the send timeout ended the stream
-	ended     []callSummary // per call, written by the call's goroutine
-	failed    atomic.Bool              // some call has failed, for stop_on_error
-	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
-	slots     []slot                   // per call, while it runs
+	streamCtx context.Context // the RPC's context; no event is sent after it ends
+	out       outbox          // events on their way to the writer
+	sending   atomic.Int64    // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool     // the send timeout ended the stream
+	ended     []callSummary   // per call, written by the call's goroutine
+	failed    atomic.Bool     // some call has failed, for stop_on_error
+	reserved  slot            // taken before the batch was accepted, for its first call; see limits.go
+	slots     []slot          // per call, while it runs
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
@@ -84,12 +84,12 @@ type batch struct {
 	// one holds the per-call state of a one-call batch, the commonest
 	// kind, sparing it an allocation for each slice.
 	one struct {
-		tools   [1]*tools.Tool
-		ended   [1]callSummary
-		tel     [1]callTel
-		slots   [1]slot
-		lanes   [1]Lane
-		calls   [1]int
+		tools [1]*tools.Tool
+		ended [1]callSummary
+		tel   [1]callTel
+		slots [1]slot
+		lanes [1]Lane
+		calls [1]int
 	}
 }
 
