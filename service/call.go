@@ -48,6 +48,9 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
 		return true
 	}
+	// Nothing starts while the client leaves the batch's events unread:
+	// the call's result could only wait too.
+	b.out.waitRoom(ctx.Done())
 	// The key comes before the slot: a replay or a wait for a duplicate
 	// elsewhere needs no slot.
 	claim, done := b.claim(ctx, i, t, args)

@@ -29,6 +29,7 @@ type outbox struct {
 	maxBytes int
 	maxCount int
 	waiters  []*outboxWaiter // first come, first served
+	room     chan struct{}   // closed when the writer frees budget; nil until waitRoom needs it
 	closed   bool
 	doorbell chan struct{} // wakes the writer; capacity 1
 	backing  [4]pending    // the queue's first array: a small batch needs no other
@@ -152,7 +153,35 @@ func (o *outbox) sent(p pending) {
 	o.bytes -= p.n
 	o.count--
 	o.admit()
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
 	o.mu.Unlock()
+}
+
+// waitRoom waits while the outbox is full (its budget spent, or calls
+// waiting to report) or until done closes. A batch starts a call only after
+// it: the result of a call started while the client reads nothing would
+// only wait too, holding its memory.
+func (o *outbox) waitRoom(done <-chan struct{}) {
+	for {
+		o.mu.Lock()
+		if len(o.waiters) == 0 && o.bytes < o.maxBytes && o.count < o.maxCount {
+			o.mu.Unlock()
+			return
+		}
+		if o.room == nil {
+			o.room = make(chan struct{})
+		}
+		room := o.room
+		o.mu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			return
+		}
+	}
 }
 
 // close tells the writer no more events come after those queued.
