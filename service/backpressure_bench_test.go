@@ -20,13 +20,14 @@ import (
 )
 
 // BenchmarkSlowStreams measures what clients that stop reading cost the
-// others (issue 11 §2): 8 normal callers run one-call echo batches, first
-// alone, then beside slow streams that each send a batch of 1,024 calls of
-// a tool returning 130 KB (like read_file of a 130 KB file) and read only
-// the first event. It reports the normal
-// callers' p50 and p99 in both phases and their ratio, the calls refused
-// with RESOURCE_EXHAUSTED, and the heap in use and RSS the slow streams add
-// (client and server share the process; the client holds 64 KiB a stream).
+// others (issue 11 §2). Slow streams each send a batch of 1,024 calls of a
+// tool returning 130 KB (like read_file of a 130 KB file) and read only the
+// first event; 8 normal callers run one-call echo batches, alternating
+// between a server alone and the server beside the slow streams. It
+// reports the normal callers' p50 and p99 on each and the p99 ratio, the
+// batches refused with RESOURCE_EXHAUSTED, and the heap in use and RSS the
+// slow streams add (client and server share the process; the client holds
+// 64 KiB a stream).
 //
 //	go test ./service -run '^$' -bench SlowStreams -benchtime 1x
 func BenchmarkSlowStreams(b *testing.B) {
@@ -51,43 +52,15 @@ func benchSlowStreams(b *testing.B, slow, maxCalls int) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
 			return tools.Text(strings.Repeat("x", 130_000)), nil
 		}}
-	s := newServedServer(b, slowBenchConfig(Limits{MaxConcurrentCalls: maxCalls, MaxQueueWait: time.Second}), blob)
-	normal := &testServer{client: s.client(b)}
-	phase := func() (p50, p99 time.Duration, refused int64) {
-		var mu sync.Mutex
-		var lat []time.Duration
-		var busy atomic.Int64
-		var wg sync.WaitGroup
-		for c := range 8 {
-			wg.Go(func() {
-				for j := range 50 {
-					start := time.Now()
-					_, err := normal.runErr(context.Background(), bigEchoes(fmt.Sprintf("n%d-%d-", c, j), 1, 100, false))
-					if status.Code(err) == codes.ResourceExhausted {
-						busy.Add(1)
-						continue
-					}
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(start))
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		if len(lat) == 0 {
-			return 0, 0, busy.Load()
-		}
-		slices.Sort(lat)
-		return lat[len(lat)/2], lat[len(lat)*99/100], busy.Load()
-	}
-	heap0, rss0 := memUse()
-	alone50, alone99, _ := phase()
+	// Two servers alike: the normal callers alternate between the one
+	// alone and the one beside the slow streams, call by call, so the
+	// noise of a shared machine falls on both.
+	cfg := slowBenchConfig(Limits{MaxConcurrentCalls: maxCalls, MaxQueueWait: time.Second})
+	alone, beside := newServedServer(b, cfg, blob), newServedServer(b, cfg, blob)
+	clients := [2]*testServer{{client: alone.client(b)}, {client: beside.client(b)}}
 
-	slowClient := s.slowClient(b)
+	heap0, rss0 := memUse()
+	slowClient := beside.slowClient(b)
 	for i := range slow {
 		req := &toolwirev1.ExecuteBatchRequest{}
 		for j := range 1024 {
@@ -97,16 +70,48 @@ func benchSlowStreams(b *testing.B, slow, maxCalls int) {
 	}
 	time.Sleep(time.Second) // let the slow batches run until they stall
 	heap1, rss1 := memUse()
-	beside50, beside99, refused := phase()
 
-	b.ReportMetric(float64(alone50.Microseconds()), "alone-p50-µs")
-	b.ReportMetric(float64(alone99.Microseconds()), "alone-p99-µs")
-	b.ReportMetric(float64(beside50.Microseconds()), "beside-p50-µs")
-	b.ReportMetric(float64(beside99.Microseconds()), "beside-p99-µs")
-	if alone99 > 0 {
-		b.ReportMetric(float64(beside99)/float64(alone99), "p99-ratio")
+	var mu sync.Mutex
+	var lat [2][]time.Duration
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for c := range 8 {
+		wg.Go(func() {
+			for j := range 400 {
+				k := (c + j) % 2
+				start := time.Now()
+				_, err := clients[k].runErr(context.Background(), bigEchoes(fmt.Sprintf("n%d-%d-", c, j), 1, 100, false))
+				if status.Code(err) == codes.ResourceExhausted {
+					refused.Add(1)
+					continue
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				lat[k] = append(lat[k], time.Since(start))
+				mu.Unlock()
+			}
+		})
 	}
-	b.ReportMetric(float64(refused), "refused")
+	wg.Wait()
+	var p50, p99 [2]time.Duration
+	for k := range lat {
+		if len(lat[k]) == 0 {
+			continue
+		}
+		slices.Sort(lat[k])
+		p50[k], p99[k] = lat[k][len(lat[k])/2], lat[k][len(lat[k])*99/100]
+	}
+	b.ReportMetric(float64(p50[0].Microseconds()), "alone-p50-µs")
+	b.ReportMetric(float64(p99[0].Microseconds()), "alone-p99-µs")
+	b.ReportMetric(float64(p50[1].Microseconds()), "beside-p50-µs")
+	b.ReportMetric(float64(p99[1].Microseconds()), "beside-p99-µs")
+	if p99[0] > 0 {
+		b.ReportMetric(float64(p99[1])/float64(p99[0]), "p99-ratio")
+	}
+	b.ReportMetric(float64(refused.Load()), "refused")
 	b.ReportMetric(float64(heap1-heap0)/(1<<20), "slow-heap-MiB")
 	b.ReportMetric(float64(rss1-rss0)/(1<<20), "slow-rss-MiB")
 	b.ReportMetric(float64(rss1)/(1<<20), "rss-MiB")
