@@ -306,6 +306,7 @@ type callSummary struct {
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
 	b.endCallTelemetry(i, res)
+	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}

@@ -152,7 +152,7 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	}
 	defer s.release(b)
 	runCtx = b.startTelemetry(runCtx)
-	defer func() { b.endTelemetry(err) }()
+	defer func() { b.endTelemetry(err); b.logBatch(err) }()
 	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
