@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Causes of a batch's cancellation, told apart in results.
@@ -23,6 +24,7 @@ var (
 	errShutdown     = errors.New("the server is shutting down")
 	errBatchTimeout = errors.New("the batch deadline passed")
 	errIdle         = errors.New("no progress")
+	errSendTimeout  = errors.New("the client read nothing for the send timeout")
 )
 
 // maxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
@@ -125,11 +127,13 @@ type batch struct {
 	lanes     []Lane
 	parallel  int
 	streamCtx context.Context // the RPC's context; no event is sent after it ends
-	events    chan *toolwirev1.ExecuteBatchResponse
-	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
-	failed    atomic.Bool              // some call has failed, for stop_on_error
-	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
-	slots     []slot                   // per call, while it runs
+	out       outbox          // events on their way to the writer
+	sending   atomic.Int64    // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool     // the send timeout ended the stream
+	ended     []callSummary   // per call, written by the call's goroutine
+	failed    atomic.Bool     // some call has failed, for stop_on_error
+	reserved  slot            // taken before the batch was accepted, for its first call; see limits.go
+	slots     []slot          // per call, while it runs
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
@@ -138,12 +142,12 @@ type batch struct {
 	// one holds the per-call state of a one-call batch, the commonest
 	// kind, sparing it an allocation for each slice.
 	one struct {
-		tools   [1]*tools.Tool
-		results [1]*toolwirev1.CallResult
-		tel     [1]callTel
-		slots   [1]slot
-		lanes   [1]Lane
-		calls   [1]int
+		tools [1]*tools.Tool
+		ended [1]callSummary
+		tel   [1]callTel
+		slots [1]slot
+		lanes [1]Lane
+		calls [1]int
 	}
 }
 
@@ -155,14 +159,13 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		req:       req,
 		snap:      snap,
 		streamCtx: ctx,
-		// A small batch needs few slots; more would only be allocated and cleared.
-		events: make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
-		start:  time.Now(),
+		start:     time.Now(),
 	}
+	b.out.init(s.cfg.MaxStreamBufferBytes, s.cfg.EventBuffer)
 	if n := len(req.GetCalls()); n == 1 {
-		b.tools, b.results = b.one.tools[:], b.one.results[:]
+		b.tools, b.ended = b.one.tools[:], b.one.ended[:]
 	} else {
-		b.tools, b.results = make([]*tools.Tool, n), make([]*toolwirev1.CallResult, n)
+		b.tools, b.ended = make([]*tools.Tool, n), make([]callSummary, n)
 	}
 	var safeBuf [16]bool // Plan keeps nothing of it
 	safe := safeBuf[:0]
@@ -223,20 +226,20 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	ev, f := finishedEventFor(b.id, time.Since(b.start))
-	for _, r := range b.results {
+	for _, r := range b.ended {
 		switch {
-		case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+		case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
 			f.Skipped++
-		case r.GetIsError():
+		case r.isError:
 			f.Failed++
 		default:
 			f.Succeeded++
 		}
-		switch r.GetErrorKind() {
+		switch r.kind {
 		case toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT:
 			f.Cancelled++
 		}
-		if r.GetReplayed() {
+		if r.replayed {
 			f.Replayed++
 		}
 	}
@@ -245,30 +248,47 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 
 // write is the stream's only writer; it returns when the batch's events are
 // all sent. After a failed Send the batch is cancelled and its remaining
-// events are drained unsent.
+// events are drained unsent. The server's send watchdog (see sendwatch.go)
+// watches how long each Send takes.
 func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], cancel context.CancelCauseFunc) error {
-	sendErr := stream.Send(b.accepted())
+	sendErr := b.send(stream, b.accepted())
 	if sendErr != nil {
 		cancel(sendErr)
 	}
-	for ev := range b.events {
-		if sendErr != nil {
-			continue
+	for {
+		p, ok := b.out.next()
+		if !ok {
+			return sendErr
 		}
-		if sendErr = stream.Send(ev); sendErr != nil {
-			cancel(sendErr)
+		if sendErr == nil {
+			if sendErr = b.send(stream, p.ev); sendErr != nil {
+				cancel(sendErr)
+			}
 		}
+		b.out.sent(p)
 	}
-	return sendErr
 }
 
-// emit hands an event to the stream writer, waiting while the client reads
-// slowly; after the RPC has ended the event is dropped.
+// send sends ev, marking the time it began for the send watchdog.
+func (b *batch) send(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], ev *toolwirev1.ExecuteBatchResponse) error {
+	b.sending.Store(time.Now().UnixNano())
+	err := stream.Send(ev)
+	b.sending.Store(0)
+	return err
+}
+
+// emit hands an event to the stream writer, waiting while the batch's
+// events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
+// EventBuffer); after the RPC has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
-	select {
-	case b.events <- ev:
-	case <-b.streamCtx.Done():
-	}
+	b.out.put(b.streamCtx.Done(), ev, proto.Size(ev), false)
+}
+
+// emitStarted hands a call's CallStarted to the writer without waiting: the
+// call holds a concurrency slot, which must not wait for a slow reader. One
+// small event per call is all it adds beyond the budget.
+func (b *batch) emitStarted(ev *toolwirev1.ExecuteBatchResponse) {
+	b.out.put(nil, ev, proto.Size(ev), true)
 }
 
 // run executes the lanes in order and closes the event channel when every
@@ -317,7 +337,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 		}
 		wg.Wait()
 	}
-	close(b.events)
+	b.out.close()
 }
 
 // continueAfter runs the lanes after lane li on a new goroutine: the call
@@ -327,16 +347,28 @@ func (b *batch) continueAfter(li int) {
 	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
 }
 
-// finishUnstarted records and sends the result of a call that never ran.
-func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) {
+// finishUnstarted records and sends the result of a call that never ran,
+// and returns it.
+func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
 	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
 	b.finish(i, res)
+	return res
 }
 
 func (b *batch) newResult(i int) *toolwirev1.CallResult {
 	c := b.req.GetCalls()[i]
 	return &toolwirev1.CallResult{CallId: c.GetCallId(), Index: uint32(i), ToolName: c.GetName()}
+}
+
+// callSummary is what a batch keeps of a call's result once it is handed to
+// the writer: enough for BatchFinished's counts. Keeping the results
+// themselves would hold every call's output until the batch ends.
+type callSummary struct {
+	ended    bool
+	isError  bool
+	replayed bool
+	kind     toolwirev1.ErrorKind
 }
 
 // finish records and sends call i's result, holding it to MaxResultBytes
@@ -351,7 +383,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.s.cfg.MaxMessageBytes))
 	}
-	b.results[i] = res
+	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
 	b.endCallTelemetry(i, res)
 	b.logCall(i, res)
 	if res.GetIsError() {
@@ -367,6 +399,8 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 		return toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the batch deadline passed"
 	case errors.Is(cause, errShutdown):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the server is shutting down; the call may be retried"
+	case errors.Is(cause, errSendTimeout):
+		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client read nothing of the stream for the send timeout, so the server ended it"
 	default:
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
 	}

@@ -48,18 +48,21 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
 		return true
 	}
+	// Nothing starts while the client leaves the batch's events unread:
+	// the call's result could only wait too.
+	b.out.waitRoom(ctx.Done())
 	// The key comes before the slot: a replay or a wait for a duplicate
 	// elsewhere needs no slot.
 	claim, done := b.claim(ctx, i, t, args)
 	if done {
 		return true // replayed, joined or refused: nothing runs here
 	}
-	if !b.acquireSlot(ctx, i, t) {
-		claim.settle(b.results[i]) // timed out or cancelled unrun: releases the key
+	if res := b.acquireSlot(ctx, i, t); res != nil {
+		claim.settle(res) // timed out or cancelled unrun: releases the key
 		return true
 	}
-	defer b.releaseSlot(i)
-	b.emit(startedEventFor(call.GetCallId(), i, lane))
+	defer b.releaseSlot(i) // a backstop: execute gives the slot back as soon as the tool returns
+	b.emitStarted(startedEventFor(call.GetCallId(), i, lane))
 	b.callRunning(i)
 	return b.execute(ctx, lane, i, t, args, claim, onAbandon)
 }
@@ -129,6 +132,11 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)
 	o := b.invoke(callCtx, t, r.handle)
+	// The slot goes back before the result is sent: what waits for a slow
+	// reader holds memory (the outbox's budget), not a slot another caller
+	// could use. An abandoned tool keeps its slot until this point, so
+	// tools that ignore cancellation cannot be stacked without limit.
+	b.releaseSlot(i)
 	r.mu.Lock()
 	r.returned = true
 	if r.grace != nil {
@@ -170,8 +178,7 @@ func (r *callRun) abandon() {
 		return
 	}
 	cfg := &r.b.s.cfg
-	r.b.s.abandoned.Add(1)
-	r.b.releaseSlot(r.i)
+	r.b.s.abandoned.Add(1) // its slot stays taken until the tool returns; see execute
 	r.b.callAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)

@@ -41,11 +41,11 @@ func (b *batch) logBatch(err error) {
 		return
 	}
 	var ok, failed, missing int
-	for _, r := range b.results {
+	for _, r := range b.ended {
 		switch {
-		case r == nil:
+		case !r.ended:
 			missing++ // the RPC ended before the call had a result
-		case r.GetIsError():
+		case r.isError:
 			failed++
 		default:
 			ok++

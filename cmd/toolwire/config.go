@@ -35,7 +35,9 @@ type serveConfig struct {
 	AbandonGrace     Duration        `json:"abandon_grace"`
 	DrainTimeout     Duration        `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
-	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
+	StreamBuffer     int             `json:"max_stream_buffer_bytes"` // a batch's events waiting for a slow reader, in bytes
+	SendTimeout      Duration        `json:"send_timeout"`            // end a stream whose client reads nothing this long
+	Safe             map[string]bool `json:"safe"`                    // per tool: may its calls share a parallel lane
 
 	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
 	SecurityConfig                  // TLS, auth, permissions, limits: auth.go
@@ -97,6 +99,8 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", cfg.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
 	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
+	fs.IntVar(&cfg.StreamBuffer, "max-stream-buffer-bytes", cfg.StreamBuffer, "bytes of one batch's events that may wait for a slow reader (0: 1 MiB)")
+	durationVar(fs, &cfg.SendTimeout, "send-timeout", "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
 	cfg.SecurityConfig.register(fs)
 	workspaceFlags(fs, &cfg.WorkspaceConfig)
 	storeFlags(fs, &cfg.StoreConfig)
@@ -176,6 +180,8 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		AbandonGrace:         time.Duration(cfg.AbandonGrace),
 		DrainTimeout:         time.Duration(cfg.DrainTimeout),
 		EventBuffer:          cfg.EventBuffer,
+		MaxStreamBufferBytes: cfg.StreamBuffer,
+		SendTimeout:          time.Duration(cfg.SendTimeout),
 		Safe:                 cfg.Safe,
 		Logger:               log,
 		Permissions:          cfg.permissions(),

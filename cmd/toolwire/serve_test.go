@@ -103,7 +103,7 @@ func TestParseServeArgsErrors(t *testing.T) {
 
 func TestServeConfigToService(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_argument_bytes: 99\nmax_concurrent_batches: 5\n")}, io.Discard)
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_stream_buffer_bytes: 2048\nsend_timeout: 5s\nmax_argument_bytes: 99\nmax_concurrent_batches: 5\n")}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,8 @@ func TestServeConfigToService(t *testing.T) {
 		MaxCallsPerBatch: 8, MaxArgumentBytes: 99, MaxResultBytes: 10,
 		DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute, IdleTimeout: 3 * time.Second,
 		DeadlineMargin: 10 * time.Millisecond, MaxParallel: 4, AbandonGrace: 500 * time.Millisecond,
-		DrainTimeout: 90 * time.Second, EventBuffer: 7, Safe: map[string]bool{"fail": true},
+		DrainTimeout: 90 * time.Second, EventBuffer: 7, MaxStreamBufferBytes: 2048, SendTimeout: 5 * time.Second,
+		Safe: map[string]bool{"fail": true},
 	}
 	if diff := cmp.Diff(want, cfg.service(nil)); diff != "" {
 		t.Errorf("service.Config (-want +got):\n%s", diff)
