@@ -8,7 +8,7 @@ import { MockLanguageModelV3 } from "ai/test";
 import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider";
 import { BatchAccepted, StepBatcher, Tool, ToolwireClient } from "@toolwire/client";
 import { aiTools } from "@toolwire/client/ai";
-import { addr, assertOneBatch, FINAL, serverOutcome, skip, STALE_TOOL, STEP, STEP_RESULTS, UNKNOWN_TEXT } from "./fixture.js";
+import { addr, assertOneBatch, assertStepResults, FINAL, serverOutcome, skip, STALE_TOOL, STEP, UNKNOWN_TEXT } from "./fixture.js";
 
 const usage = {
   inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 },
@@ -54,7 +54,7 @@ describe("AI SDK adapter", { skip }, () => {
 
     assertOneBatch(batches);
     assert.equal(result.text, FINAL);
-    assert.deepEqual(toolResults(model.doGenerateCalls[1]), STEP.map((c, i) => ({ id: c.id, text: STEP_RESULTS[i] })));
+    assertStepResults(toolResults(model.doGenerateCalls[1]));
   });
 
   test("an unknown tool's error reaches the model as text", async () => {

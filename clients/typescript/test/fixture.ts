@@ -27,8 +27,15 @@ export const STEP_LANES = [
   { index: 0, callIds: ["read_a", "read_b", "read_c"], parallel: true },
   { index: 1, callIds: ["write_d"], parallel: false },
 ];
-/** What the model must read back from STEP, one text per call. */
-export const STEP_RESULTS = ["alpha", '{"slept_ms":50}', "gamma", "disk full"];
+/** What the model must read back from STEP, one text per call (sleep says
+ * how long it slept: at least the 50 ms asked for). */
+const STEP_RESULTS = [/^alpha$/, /^\{"slept_ms":(5\d|[6-9]\d|\d{3,})\}$/, /^gamma$/, /^disk full$/];
+
+/** Checks that the model was shown every result of STEP, in order. */
+export function assertStepResults(got: { id: string; text: string }[]): void {
+  assert.deepEqual(got.map((r) => r.id), STEP.map((c) => c.id));
+  got.forEach((r, i) => assert.match(r.text, STEP_RESULTS[i], `result of ${r.id}`));
+}
 export const FINAL = "Echoed alpha and gamma, napped, and the write failed: disk full.";
 
 /** A tool the model was told about but the server does not have (a stale
