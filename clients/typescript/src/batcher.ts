@@ -37,6 +37,9 @@ interface Pending {
   resolve: (r: CallResult) => void;
   reject: (err: unknown) => void;
   settled: boolean;
+  /** Set once the call is in a running batch: cancels the RPC when every
+   * call of the batch has been aborted. */
+  onAbort?: () => void;
 }
 
 /** Gathers concurrent execute calls into ExecuteBatch RPCs. */
@@ -64,7 +67,18 @@ export class StepBatcher {
     return new Promise((resolve, reject) => {
       // Call IDs must be unique within a batch: a repeated one starts the next.
       if (this.pending.some((p) => p.call.callId === c.callId)) this.flush();
-      this.pending.push({ call: c, opts, resolve, reject, settled: false });
+      const p: Pending = { call: c, opts, resolve, reject, settled: false };
+      // Listening from the start: a call aborted while it waits for the
+      // window is never sent.
+      opts.signal?.addEventListener(
+        "abort",
+        () => {
+          settle(p, () => p.reject(abortError(opts.signal!)));
+          p.onAbort?.();
+        },
+        { once: true },
+      );
+      this.pending.push(p);
       if (this.opts.enabled === false || this.pending.length >= this.maxCalls) this.flush();
       else if (!this.timer) this.timer = this.windowMs > 0 ? setTimeout(() => this.flush(), this.windowMs) : setImmediate(() => this.flush());
     });
@@ -77,7 +91,7 @@ export class StepBatcher {
       clearImmediate(this.timer as NodeJS.Immediate);
       this.timer = undefined;
     }
-    const batch = this.pending;
+    const batch = this.pending.filter((p) => !p.settled);
     this.pending = [];
     if (batch.length > 0) void this.run(batch);
   }
@@ -85,16 +99,10 @@ export class StepBatcher {
   private async run(batch: Pending[]): Promise<void> {
     const rpc = new AbortController();
     const byId = new Map(batch.map((p) => [p.call.callId, p]));
-    for (const p of batch) {
-      p.opts.signal?.addEventListener(
-        "abort",
-        () => {
-          settle(p, () => p.reject(abortError(p.opts.signal!)));
-          if (batch.every((q) => q.settled)) rpc.abort();
-        },
-        { once: true },
-      );
-    }
+    const cancelIfAllAborted = () => {
+      if (batch.every((q) => q.settled)) rpc.abort();
+    };
+    for (const p of batch) p.onAbort = cancelIfAllAborted;
     try {
       const events: AsyncIterable<ExecuteBatchResponse> = this.client.executeBatch(
         batch.map((p) => p.call),
