@@ -124,6 +124,7 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 	r.callCtx = callCtx
 	r.handle = tools.NewCall(call.GetCallId(), t.Name, args, r.progress)
 	r.handle.SessionID = b.req.GetSessionId()
+	r.handle.Caller = Caller(ctx)
 	r.handle.SetSession(b.session(ctx))
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)

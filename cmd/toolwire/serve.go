@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -37,7 +38,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, log)
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, time.Duration(cfg.SessionTTL), log)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@
 // path is accepted when it names something inside the folder (the model often
 // repeats paths a command printed) and is turned into the relative path; any
 // other absolute path is refused.
+//
+// The tools get their workspace per call from a Resolver: a Workspace gives
+// every call itself; Sessions gives each session a folder of its own.
 package workspace
 
 import (

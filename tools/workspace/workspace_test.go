@@ -18,31 +18,34 @@ import (
 // read the file inside.
 func TestEscapeCorpus(t *testing.T) {
 	t.Parallel()
-	c := workspacetest.NewCorpus(t)
-	for name, p := range c.Refused {
-		t.Run("refused/"+name, func(t *testing.T) {
-			rel, err := c.WS.Rel(p)
-			if err == nil {
-				var b []byte
-				b, err = c.WS.Root().ReadFile(rel)
-				if err == nil {
-					t.Fatalf("read %q: %q", p, b)
-				}
+	for _, c := range workspacetest.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			for name, p := range c.Refused {
+				t.Run("refused/"+name, func(t *testing.T) {
+					rel, err := c.WS.Rel(p)
+					if err == nil {
+						var b []byte
+						b, err = c.WS.Root().ReadFile(rel)
+						if err == nil {
+							t.Fatalf("read %q: %q", p, b)
+						}
+					}
+					if got := workspace.Describe(p, err); !strings.Contains(got, "path escapes the workspace") {
+						t.Errorf("Describe(%q) = %q; want it to say the path escapes", p, got)
+					}
+				})
 			}
-			if got := workspace.Describe(p, err); !strings.Contains(got, "path escapes the workspace") {
-				t.Errorf("Describe(%q) = %q; want it to say the path escapes", p, got)
-			}
-		})
-	}
-	for name, p := range c.Accepted {
-		t.Run("accepted/"+name, func(t *testing.T) {
-			rel, err := c.WS.Rel(p)
-			if err != nil {
-				t.Fatalf("Rel(%q): %v", p, err)
-			}
-			b, err := c.WS.Root().ReadFile(rel)
-			if err != nil || string(b) != workspacetest.Inside {
-				t.Errorf("read %q (as %q): %q, %v", p, rel, b, err)
+			for name, p := range c.Accepted {
+				t.Run("accepted/"+name, func(t *testing.T) {
+					rel, err := c.WS.Rel(p)
+					if err != nil {
+						t.Fatalf("Rel(%q): %v", p, err)
+					}
+					b, err := c.WS.Root().ReadFile(rel)
+					if err != nil || string(b) != workspacetest.Inside {
+						t.Errorf("read %q (as %q): %q, %v", p, rel, b, err)
+					}
+				})
 			}
 		})
 	}
