@@ -7,3 +7,5 @@ export type { Batch, CallInput, CallOptions, ClientOptions } from "./client.js";
 export { StepBatcher } from "./batcher.js";
 export type { BatcherOptions, ExecuteOptions } from "./batcher.js";
 export * from "./gen/toolwire/v1/toolwire.js";
+// For the codes of the ServiceErrors that failed RPCs throw.
+export { status, type ServiceError } from "@grpc/grpc-js";
