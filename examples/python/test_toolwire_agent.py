@@ -9,8 +9,8 @@ import copy
 import os
 import unittest
 
-import toolwire
 import toolwire_agent as agent
+from toolwire_agent import toolwire
 
 ADDR = os.environ.get("TOOLWIRE_ADDR")
 REQUIRE_ALL = os.environ.get("TOOLWIRE_TEST_REQUIRE_ALL")

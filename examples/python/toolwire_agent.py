@@ -9,9 +9,9 @@ as OpenAI tool messages, through toolwire's dict adapters: exactly what the
 takes, so nothing here needs that package.
 
 Against a running `toolwire serve --diag`, with the toolwire wheel installed
-(or PYTHONPATH=clients/python/src):
+(else the package's source in clients/python/src is used):
 
-    python3 examples/python/toolwire_agent.py [--addr 127.0.0.1:50051] [-v]
+    /usr/bin/python3 examples/python/toolwire_agent.py [--addr 127.0.0.1:50051] [-v]
 """
 
 import argparse
@@ -22,7 +22,11 @@ import sys
 
 import grpc
 
-import toolwire
+try:
+    import toolwire
+except ImportError:  # a checkout without the wheel installed: use the package's source
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+    import toolwire
 from toolwire import from_openai_tool_calls, openai_tool_message, openai_tools, pb
 
 DEFAULT_SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenario.json")
