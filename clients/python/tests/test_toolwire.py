@@ -12,6 +12,8 @@ import re
 import time
 import unittest
 
+import grpc
+
 import toolwire
 from toolwire import pb
 
@@ -175,6 +177,16 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         rs = await asyncio.gather(*(batcher.execute({"call_id": "x", "name": "echo", "arguments": {"text": t}}) for t in "12"))
         self.assertEqual([toolwire.result_text(r) for r in rs], ["1", "2"])
         self.assertEqual(len(seen), 2)
+
+
+class UnreachableTest(unittest.IsolatedAsyncioTestCase):
+    async def test_rpc_failure_reaches_every_caller(self):
+        async with toolwire.AsyncClient("127.0.0.1:1") as client:  # nothing listens on port 1
+            batcher = toolwire.StepBatcher(client)
+            got = await asyncio.wait_for(
+                asyncio.gather(*(batcher.execute({"call_id": i, "name": "echo"}) for i in "ab"), return_exceptions=True), 30
+            )
+        self.assertEqual([e.code() for e in got], [grpc.StatusCode.UNAVAILABLE] * 2)
 
 
 class AdapterTest(unittest.TestCase):

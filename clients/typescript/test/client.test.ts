@@ -2,7 +2,7 @@
 
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
-import { BatchAccepted, CallResult, ErrorKind, StepBatcher, ToolwireClient, resultText } from "@toolwire/client";
+import { BatchAccepted, CallResult, ErrorKind, StepBatcher, ToolwireClient, resultText, status } from "@toolwire/client";
 import { addr, serverOutcome, skip, STEP_LANES } from "./fixture.js";
 
 describe("ToolwireClient", { skip }, () => {
@@ -53,6 +53,20 @@ describe("ToolwireClient", { skip }, () => {
     assert.throws(() => new ToolwireClient(addr, { token: "t" }), /a token needs TLS/);
     new ToolwireClient(addr, { token: "t", insecureToken: true }).close();
   });
+});
+
+test("an RPC failure rejects every call of the batch", async () => {
+  const client = new ToolwireClient("127.0.0.1:1"); // nothing listens on port 1
+  try {
+    const batcher = new StepBatcher(client);
+    const got = await Promise.allSettled(["a", "b"].map((callId) => batcher.execute({ callId, name: "echo" })));
+    assert.deepEqual(
+      got.map((r) => r.status === "rejected" && (r.reason as { code?: number }).code),
+      [status.UNAVAILABLE, status.UNAVAILABLE],
+    );
+  } finally {
+    client.close();
+  }
 });
 
 describe("StepBatcher", { skip }, () => {

@@ -136,11 +136,15 @@ class StepBatcher:
                     if fut and not fut.done():
                         fut.set_result(ev.result)
             err = RuntimeError("toolwire: the batch ended without this call's result")
-        except asyncio.CancelledError:
-            raise
-        except grpc.aio.AioRpcError as e:
-            if e.code() == grpc.StatusCode.CANCELLED and all(fut.done() for _, fut, _ in batch):
-                return  # cancelled above: nobody is waiting
+        except (asyncio.CancelledError, grpc.aio.AioRpcError) as e:
+            # grpc.aio reports a call cancelled above as CancelledError (or a
+            # CANCELLED status): nobody is waiting then.
+            if all(fut.done() for _, fut, _ in batch):
+                return
+            if isinstance(e, asyncio.CancelledError):
+                raise  # this task itself was cancelled: the loop is closing
+            err = e
+        except Exception as e:  # noqa: BLE001 - every waiting caller must hear of it
             err = e
         for _, fut, _ in batch:
             if not fut.done():
