@@ -84,6 +84,34 @@ export class StepBatcher {
     });
   }
 
+  /** execute as an async generator: yields the call's progress events as
+   * they come and returns its result, for frameworks whose tools stream
+   * (the AI SDK's preliminary results). */
+  async *executeStream(call: CallInput, opts: ExecuteOptions = {}): AsyncGenerator<CallProgress, CallResult> {
+    const queue: CallProgress[] = [];
+    let wake: (() => void) | undefined;
+    let finished = false;
+    const done = this.execute(call, {
+      ...opts,
+      onProgress: (p) => {
+        opts.onProgress?.(p);
+        queue.push(p);
+        wake?.();
+      },
+    });
+    const end = () => {
+      finished = true;
+      wake?.();
+    };
+    done.then(end, end);
+    for (;;) {
+      while (queue.length > 0) yield queue.shift()!;
+      if (finished) return await done;
+      await new Promise<void>((r) => (wake = r));
+      wake = undefined;
+    }
+  }
+
   /** Sends the gathered calls now. */
   flush(): void {
     if (this.timer) {

@@ -3,7 +3,7 @@
 
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
-import { generateText, stepCountIs } from "ai";
+import { generateText, simulateReadableStream, stepCountIs, streamText } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 import type { LanguageModelV3CallOptions, LanguageModelV3GenerateResult } from "@ai-sdk/provider";
 import { BatchAccepted, StepBatcher, Tool, ToolwireClient } from "@toolwire/client";
@@ -66,6 +66,29 @@ describe("AI SDK adapter", { skip }, () => {
     assert.equal(result.text, "ok");
     const [r] = toolResults(model.doGenerateCalls[1]);
     assert.ok(r.text.startsWith(UNKNOWN_TEXT), r.text);
+  });
+
+  test("progress streams as preliminary tool results; the model sees the final one", async () => {
+    const call = { type: "tool-call" as const, toolCallId: "nap", toolName: "sleep", input: '{"ms":50}' };
+    const finish = (unified: "tool-calls" | "stop") => ({ type: "finish" as const, finishReason: { unified, raw: unified }, usage });
+    const model = new MockLanguageModelV3({
+      doStream: [
+        { stream: simulateReadableStream({ chunks: [{ type: "stream-start", warnings: [] }, call, finish("tool-calls")] }) },
+        {
+          stream: simulateReadableStream({
+            chunks: [{ type: "stream-start", warnings: [] }, { type: "text-start", id: "t" }, { type: "text-delta", id: "t", delta: "done" }, { type: "text-end", id: "t" }, finish("stop")],
+          }),
+        },
+      ],
+    });
+    const result = streamText({ model, tools: aiTools(new StepBatcher(client), listed, { preliminaryProgress: true }), prompt: "go", stopWhen: stepCountIs(2) });
+    const outputs: [boolean, unknown][] = [];
+    for await (const part of result.fullStream) if (part.type === "tool-result") outputs.push([part.preliminary ?? false, part.output]);
+    assert.equal(await result.text, "done");
+    assert.deepEqual(outputs[0], [true, "sleeping 50 ms"]);
+    assert.deepEqual(outputs.at(-1)?.[0], false);
+    assert.match(String(outputs.at(-1)?.[1]), /^\{"slept_ms":\d+\}$/);
+    assert.match(toolResults(model.doStreamCalls[1])[0].text, /^\{"slept_ms":\d+\}$/);
   });
 
   test("an abort cancels the running calls", async () => {

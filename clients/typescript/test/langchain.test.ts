@@ -9,7 +9,7 @@ import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langcha
 import { fakeModel } from "@langchain/core/testing";
 import type { DynamicStructuredTool } from "@langchain/core/tools";
 import { BatchAccepted, StepBatcher, Tool, ToolwireClient } from "@toolwire/client";
-import { langchainTools } from "@toolwire/client/langchain";
+import { langchainTools, PROGRESS_EVENT } from "@toolwire/client/langchain";
 import { addr, assertOneBatch, assertStepResults, FINAL, serverOutcome, skip, STALE_TOOL, STEP, UNKNOWN_TEXT } from "./fixture.js";
 
 type Model = ReturnType<typeof fakeModel>;
@@ -70,6 +70,17 @@ describe("LangChain.js adapter", { skip }, () => {
     assert.equal(messages.at(-1)?.content, "ok");
     const [r] = toolResults(model, 1);
     assert.ok(r.text.startsWith(UNKNOWN_TEXT), r.text);
+  });
+
+  test("progress reaches the run's callbacks as custom events", async () => {
+    const [sleep] = langchainTools(new StepBatcher(client), listed.filter((t) => t.name === "sleep"));
+    const events: [string, string][] = [];
+    const msg = (await sleep.invoke(
+      { id: "nap", name: "sleep", args: { ms: 30 }, type: "tool_call" },
+      { callbacks: [{ handleCustomEvent: (name: string, data: { message: string }) => void events.push([name, data.message]) }] },
+    )) as ToolMessage;
+    assert.match(String(msg.content), /^\{"slept_ms":\d+\}$/);
+    assert.deepEqual(events[0], [PROGRESS_EVENT, "sleeping 30 ms"]);
   });
 
   test("an abort cancels the running calls", async () => {
