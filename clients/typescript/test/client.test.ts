@@ -120,6 +120,17 @@ describe("StepBatcher", { skip }, () => {
     assert.equal(batches.length, 2);
   });
 
+  test("a step larger than maxCalls is split", async () => {
+    const batches: BatchAccepted[] = [];
+    const batcher = new StepBatcher(client, { maxCalls: 2, onBatch: (a) => batches.push(a) });
+    const rs = await Promise.all(["a", "b", "c"].map((text) => batcher.execute({ callId: text, name: "echo", arguments: { text } })));
+    assert.deepEqual(rs.map(resultText), ["a", "b", "c"]);
+    assert.deepEqual(
+      batches.map((b) => b.lanes.flatMap((l) => l.callIds)).sort(), // the two RPCs race
+      [["a", "b"], ["c"]],
+    );
+  });
+
   test("calls without an ID get one, and windowMs 0 batches one tick", async () => {
     const batches: BatchAccepted[] = [];
     const batcher = new StepBatcher(client, { windowMs: 0, onBatch: (a) => batches.push(a) });
