@@ -6,7 +6,7 @@
 
 import { randomUUID } from "node:crypto";
 import type { BatchAccepted, CallProgress, CallResult, ExecuteBatchResponse } from "./gen/toolwire/v1/toolwire.js";
-import { CallInput, ToolwireClient } from "./client.js";
+import { CallInput, onAbort, ToolwireClient } from "./client.js";
 
 export interface BatcherOptions {
   /** How long the first call of a step waits for the others, in ms. 0 means
@@ -39,7 +39,8 @@ interface Pending {
   settled: boolean;
   /** Set once the call is in a running batch: cancels the RPC when every
    * call of the batch has been aborted. */
-  onAbort?: () => void;
+  cancelBatch?: () => void;
+  stopListening?: () => void;
 }
 
 /** Gathers concurrent execute calls into ExecuteBatch RPCs. */
@@ -70,14 +71,10 @@ export class StepBatcher {
       const p: Pending = { call: c, opts, resolve, reject, settled: false };
       // Listening from the start: a call aborted while it waits for the
       // window is never sent.
-      opts.signal?.addEventListener(
-        "abort",
-        () => {
-          settle(p, () => p.reject(abortError(opts.signal!)));
-          p.onAbort?.();
-        },
-        { once: true },
-      );
+      p.stopListening = onAbort(opts.signal, () => {
+        settle(p, () => p.reject(abortError(opts.signal!)));
+        p.cancelBatch?.();
+      });
       this.pending.push(p);
       if (this.opts.enabled === false || this.pending.length >= this.maxCalls) this.flush();
       else if (!this.timer) this.timer = this.windowMs > 0 ? setTimeout(() => this.flush(), this.windowMs) : setImmediate(() => this.flush());
@@ -130,7 +127,7 @@ export class StepBatcher {
     const cancelIfAllAborted = () => {
       if (batch.every((q) => q.settled)) rpc.abort();
     };
-    for (const p of batch) p.onAbort = cancelIfAllAborted;
+    for (const p of batch) p.cancelBatch = cancelIfAllAborted;
     try {
       const events: AsyncIterable<ExecuteBatchResponse> = this.client.executeBatch(
         batch.map((p) => p.call),
@@ -155,6 +152,7 @@ export class StepBatcher {
 function settle(p: Pending, f: () => void): void {
   if (p.settled) return;
   p.settled = true;
+  p.stopListening?.();
   f();
 }
 

@@ -85,7 +85,8 @@ export class ToolwireClient {
         { deadline: Date.now() + (opts.timeoutMs ?? 30_000) },
         (err, res) => (err ? reject(err) : resolve(res)),
       );
-      onAbort(opts.signal, () => call.cancel());
+      const stop = onAbort(opts.signal, () => call.cancel());
+      call.on("status", stop);
     });
   }
 
@@ -103,8 +104,7 @@ export class ToolwireClient {
           options: opts.options ? BatchOptions.fromPartial(opts.options) : undefined,
         })
       : calls;
-    const call = this.raw.executeBatch(req, callOptions(opts));
-    return stream<ExecuteBatchResponse>(call, opts.signal);
+    return stream(() => this.raw.executeBatch(req, callOptions(opts)), opts.signal);
   }
 
   /** Reads a batch's events into results in batch order. */
@@ -131,7 +131,7 @@ export class ToolwireClient {
   /** Yields the registry's revision now and at every change, until the
    * signal aborts or the loop breaks. */
   watchTools(opts: CallOptions = {}): AsyncIterable<WatchToolsResponse> {
-    return stream<WatchToolsResponse>(this.raw.watchTools(WatchToolsRequest.fromPartial({}), callOptions(opts)), opts.signal);
+    return stream(() => this.raw.watchTools(WatchToolsRequest.fromPartial({}), callOptions(opts)), opts.signal);
   }
 }
 
@@ -189,19 +189,28 @@ function callOptions(opts: CallOptions): grpc.CallOptions {
   return opts.timeoutMs === undefined ? {} : { deadline: Date.now() + opts.timeoutMs };
 }
 
-function onAbort(signal: AbortSignal | undefined, f: () => void): void {
-  if (!signal) return;
-  if (signal.aborted) f();
-  else signal.addEventListener("abort", f, { once: true });
+/** Calls f when signal aborts; returns what stops listening (a run-long
+ * signal must not collect a listener per RPC). */
+export function onAbort(signal: AbortSignal | undefined, f: () => void): () => void {
+  if (!signal) return () => {};
+  if (signal.aborted) {
+    f();
+    return () => {};
+  }
+  signal.addEventListener("abort", f, { once: true });
+  return () => signal.removeEventListener("abort", f);
 }
 
-/** Adapts a grpc-js server stream to an async iterable that cancels the RPC
- * when the consumer stops early or the signal aborts. */
-async function* stream<T>(call: grpc.ClientReadableStream<T>, signal?: AbortSignal): AsyncGenerator<T> {
-  onAbort(signal, () => call.cancel());
+/** Adapts a grpc-js server stream to an async iterable that starts the RPC
+ * when iteration starts (an iterable never read opens nothing) and cancels
+ * it when the consumer stops early or the signal aborts. */
+async function* stream<T>(start: () => grpc.ClientReadableStream<T>, signal?: AbortSignal): AsyncGenerator<T> {
+  const call = start();
+  const stop = onAbort(signal, () => call.cancel());
   try {
     for await (const ev of call) yield ev as T;
   } finally {
+    stop();
     call.cancel(); // a no-op once the stream has ended
   }
 }

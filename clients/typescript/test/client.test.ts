@@ -2,6 +2,7 @@
 
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { BatchAccepted, CallResult, ErrorKind, StepBatcher, ToolwireClient, resultText, status } from "@toolwire/client";
 import { addr, serverOutcome, skip, STEP_LANES } from "./fixture.js";
 
@@ -118,6 +119,16 @@ describe("StepBatcher", { skip }, () => {
     ]);
     assert.deepEqual(rs.map(resultText), ["1", "2"]);
     assert.equal(batches.length, 2);
+  });
+
+  test("a run-long signal keeps no listener per call", async () => {
+    const run = new AbortController();
+    const batcher = new StepBatcher(client);
+    for (let step = 0; step < 3; step++) {
+      await Promise.all(["a", "b"].map((callId) => batcher.execute({ callId, name: "echo", arguments: { text: callId } }, { signal: run.signal })));
+      for await (const _ of client.executeBatch([{ callId: "c", name: "echo", arguments: { text: "c" } }], { signal: run.signal }));
+    }
+    assert.equal(getEventListeners(run.signal, "abort").length, 0);
   });
 
   test("a step larger than maxCalls is split", async () => {
