@@ -171,6 +171,16 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         await asyncio.gather(*tasks, return_exceptions=True)
         self.assertEqual(await server_outcome(seen[0].batch_id, "nap"), "cancelled")
 
+    async def test_call_cancelled_in_the_window_is_not_sent(self):
+        seen = []
+        batcher = toolwire.StepBatcher(self.client, window=0.05, on_batch=lambda a, ids: seen.append(ids))
+        dropped = asyncio.create_task(batcher.execute({"call_id": "a", "name": "sleep", "arguments": {"ms": 100}}))
+        kept = asyncio.create_task(batcher.execute({"call_id": "b", "name": "echo", "arguments": {"text": "b"}}))
+        await asyncio.sleep(0)  # both wait for the window
+        dropped.cancel()
+        self.assertEqual(toolwire.result_text(await kept), "b")
+        self.assertEqual(seen, [["b"]])
+
     async def test_repeated_call_id_starts_a_new_batch(self):
         seen = []
         batcher = toolwire.StepBatcher(self.client, on_batch=lambda a, ids: seen.append(a))
