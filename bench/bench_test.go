@@ -106,3 +106,30 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		t.Error("run accepted an unknown flag")
 	}
 }
+
+// TestQuickWritesNoFiles checks that a --quick run leaves the committed
+// results alone unless asked, and that a full run writes them.
+func TestQuickWritesNoFiles(t *testing.T) {
+	tests := []struct {
+		args      []string
+		json, svg string
+	}{
+		{nil, committedJSON, committedSVG},
+		{[]string{"--quick"}, "", ""},
+		{[]string{"--quick", "--json", "q.json"}, "q.json", ""},
+		{[]string{"--quick", "--svg", "q.svg", "--json", "q.json"}, "q.json", "q.svg"},
+		{[]string{"--json", "", "--svg", ""}, "", ""},
+	}
+	for _, tt := range tests {
+		o, err := parseArgs(tt.args, &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		if o.json != tt.json || o.svg != tt.svg || o.quick != (len(tt.args) > 0 && tt.args[0] == "--quick") {
+			t.Errorf("%q: json %q, svg %q, quick %v; want %q, %q", tt.args, o.json, o.svg, o.quick, tt.json, tt.svg)
+		}
+	}
+	if o, _ := parseArgs([]string{"--quick"}, &bytes.Buffer{}); o.scale.Serial != quickScale.Serial {
+		t.Errorf("--quick runs at scale %+v; want the quick scale", o.scale)
+	}
+}

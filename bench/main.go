@@ -4,9 +4,10 @@
 // one machine, so the ratios it prints compare like with like.
 //
 //	go run ./bench            # the full run, a few minutes
-//	go run ./bench --quick    # a reduced run, under a minute
+//	go run ./bench --quick    # a reduced run, under a minute; writes no files
 //
-// It prints a table, writes the figures as JSON and draws them as SVG.
+// It prints a table; a full run also writes the figures as JSON and draws
+// them as SVG (bench/results.json and bench/results.svg, committed).
 package main
 
 import (
@@ -48,34 +49,72 @@ var (
 		InFlight: 10000, CancelTrials: 200, Sizes: []int{1, 4, 16, 64, 256, 1024}, SizeRuns: 5}
 )
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// options are the command line's choices.
+type options struct {
+	scale     scale
+	quick     bool
+	json, svg string // files to write the figures to; "" writes none
+}
+
+// Where a full run writes its figures: the files the repository commits.
+const (
+	committedJSON = "bench/results.json"
+	committedSVG  = "bench/results.svg"
+)
+
+// parseArgs reads the command line. A --quick run's figures are rough, so
+// it writes no files unless --json or --svg ask for them: it must not
+// replace the committed results of a full run.
+func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	quick := fs.Bool("quick", false, "a reduced run of everything, under a minute")
-	jsonPath := fs.String("json", "bench/results.json", "write the figures as JSON to `file` (empty: don't)")
-	svgPath := fs.String("svg", "bench/results.svg", "draw the figures as SVG to `file` (empty: don't)")
+	quick := fs.Bool("quick", false, "a reduced run of everything, under a minute; writes no files unless --json or --svg is given")
+	jsonPath := fs.String("json", committedJSON, "write the figures as JSON to `file` (empty: don't; --quick: only when given)")
+	svgPath := fs.String("svg", committedSVG, "draw the figures as SVG to `file` (empty: don't; --quick: only when given)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return options{}, err
 	}
-	sc := fullScale
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o := options{scale: fullScale, quick: *quick, json: *jsonPath, svg: *svgPath}
 	if *quick {
-		sc = quickScale
+		o.scale = quickScale
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["json"] {
+			o.json = ""
+		}
+		if !set["svg"] {
+			o.svg = ""
+		}
 	}
-	rep, err := measure(ctx, sc, stderr)
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseArgs(args, stderr)
 	if err != nil {
 		return err
 	}
-	rep.Quick = *quick
+	rep, err := measure(ctx, o.scale, stderr)
+	if err != nil {
+		return err
+	}
+	rep.Quick = o.quick
 	rep.print(stdout)
-	if *jsonPath != "" {
-		if err := rep.writeJSON(*jsonPath); err != nil {
+	if o.json != "" {
+		if err := rep.writeJSON(o.json); err != nil {
 			return err
 		}
 	}
-	if *svgPath != "" {
-		if err := os.WriteFile(*svgPath, rep.svg(), 0o644); err != nil {
+	if o.svg != "" {
+		if err := os.WriteFile(o.svg, rep.svg(), 0o644); err != nil {
 			return err
 		}
+	}
+	if o.quick && o.json == "" && o.svg == "" {
+		fmt.Fprintf(stderr, "a --quick run writes no files; %s and %s are left as they were (add --json FILE or --svg FILE to write them)\n", committedJSON, committedSVG)
 	}
 	return nil
 }

@@ -19,8 +19,9 @@ import (
 
 // Client talks to one toolwire server. It is safe for concurrent use.
 type Client struct {
-	conn *grpc.ClientConn
-	svc  toolwirev1.ToolServiceClient
+	conn     *grpc.ClientConn
+	svc      toolwirev1.ToolServiceClient
+	affinity bool // send the session in SessionHeader (WithSessionAffinity)
 }
 
 // An Option configures a Client.
@@ -31,6 +32,7 @@ type options struct {
 	perRPC   credentials.PerRPCCredentials
 	dialOpts []grpc.DialOption
 	tel      telemetry
+	affinity bool
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -75,7 +77,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn)}, nil
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity}, nil
 }
 
 // Close closes the connection. RPCs in flight fail.
@@ -109,7 +111,7 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		// Cancelling on return ends the stream whichever way the loop ends,
 		// so neither the RPC nor gRPC's goroutine for it outlives the loop.
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := context.WithCancel(c.withSession(ctx, req.GetSessionId()))
 		defer cancel()
 		stream, err := c.svc.ExecuteBatch(ctx, req, opts...)
 		if err != nil {

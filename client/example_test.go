@@ -236,3 +236,18 @@ func ExampleFromAnthropicToolUses() {
 	//   "is_error": true
 	// }
 }
+
+// A runtime that talks to several toolwire replicas, each keeping its
+// sessions' workspace folders, keeps each session on one replica. The
+// target resolves to every replica (here the pods of a headless Kubernetes
+// Service); batches carry their session_id as usual.
+func ExampleWithSessionAffinity() {
+	c, err := client.New("dns:///toolwire-headless.agents.svc.cluster.local:50051", client.WithSessionAffinity())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	// c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{SessionId: "conversation-42", ...})
+	fmt.Println(client.SessionAffinityServiceConfig)
+	// Output: {"loadBalancingConfig":[{"ring_hash_experimental":{"requestHashHeader":"toolwire-session"}}]}
+}

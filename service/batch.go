@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Causes of a batch's cancellation, told apart in results.
@@ -22,12 +24,25 @@ var (
 	errShutdown     = errors.New("the server is shutting down")
 	errBatchTimeout = errors.New("the batch deadline passed")
 	errIdle         = errors.New("no progress")
+	errSendTimeout  = errors.New("the client read nothing for the send timeout")
 )
 
 // maxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
 const maxListedNames = 20
 
+// Bounds on the strings a batch carries. An ID or key longer than
+// maxIDBytes makes the batch INVALID_ARGUMENT (Stripe allows 255 for its
+// idempotency keys); a name longer than maxNameBytes, the contract's limit,
+// names no tool, and is cut to shownBytes wherever it is shown.
+const (
+	maxIDBytes   = 256
+	maxNameBytes = 128
+	shownBytes   = 64
+)
+
 // checkBatch rejects a batch the runtime must fix, before anything runs.
+// Its messages name calls by index and quote IDs only once they are known
+// to be short.
 func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
 	calls := req.GetCalls()
 	if len(calls) == 0 {
@@ -39,23 +54,67 @@ func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
 	if d := req.GetOptions().GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
 		return status.Error(codes.InvalidArgument, "options.timeout is not a valid non-negative duration")
 	}
+	if n := len(req.GetSessionId()); n > maxIDBytes {
+		return status.Errorf(codes.InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(req.GetSessionId()), n, maxIDBytes)
+	}
 	seen := make(map[string]int, len(calls))
+	ids := 0 // bytes of call IDs, each echoed in BatchAccepted
 	for i, c := range calls {
-		if c.GetCallId() == "" {
+		id := c.GetCallId()
+		switch n := len(id); {
+		case n == 0:
 			return status.Errorf(codes.InvalidArgument, "call %d has an empty call_id", i)
+		case n > maxIDBytes:
+			return status.Errorf(codes.InvalidArgument, "call %d: call_id %s is %d bytes; the limit is %d", i, shorten(id), n, maxIDBytes)
 		}
-		if j, dup := seen[c.GetCallId()]; dup {
-			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, c.GetCallId())
+		if j, dup := seen[id]; dup {
+			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, id)
 		}
-		seen[c.GetCallId()] = i
+		seen[id] = i
+		ids += len(id) + laneOverhead
+		if n := len(c.GetIdempotencyKey()); n > maxIDBytes {
+			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): idempotency_key %s is %d bytes; the limit is %d",
+				i, id, shorten(c.GetIdempotencyKey()), n, maxIDBytes)
+		}
 		if n := len(c.GetArguments()); n > s.cfg.MaxArgumentBytes {
-			return status.Errorf(codes.InvalidArgument, "call %q: arguments are %d bytes; the limit is %d", c.GetCallId(), n, s.cfg.MaxArgumentBytes)
+			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): arguments are %d bytes; the limit is %d", i, id, n, s.cfg.MaxArgumentBytes)
 		}
 		if d := c.GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-			return status.Errorf(codes.InvalidArgument, "call %q: timeout is not a valid non-negative duration", c.GetCallId())
+			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): timeout is not a valid non-negative duration", i, id)
 		}
 	}
+	// BatchAccepted lists every call ID; it must fit in one message.
+	if ids > s.cfg.MaxMessageBytes-eventOverhead {
+		return status.Errorf(codes.InvalidArgument, "the batch's call IDs take %d bytes together, too many for the %d-byte message that lists them; use shorter IDs or fewer calls",
+			ids, s.cfg.MaxMessageBytes)
+	}
 	return nil
+}
+
+// Allowances for the protobuf framing around what an event carries: per
+// call ID in BatchAccepted (its lane, index, tags and lengths), and per event.
+const (
+	laneOverhead  = 16
+	eventOverhead = 1 << 10
+)
+
+// shorten quotes s for a message, cut to shownBytes with a marker when
+// longer.
+func shorten(s string) string {
+	if len(s) <= shownBytes {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(cutUTF8(s, shownBytes)) + "…"
+}
+
+// shortName returns a tool name fit to show: as given when the contract
+// allows its length, else cut to shownBytes and marked. A cut name still
+// names no tool, since "…" is not allowed in names.
+func shortName(name string) string {
+	if len(name) <= maxNameBytes {
+		return name
+	}
+	return cutUTF8(name, shownBytes) + "…"
 }
 
 // batch is one accepted ExecuteBatch request on its way through the lanes.
@@ -68,24 +127,27 @@ type batch struct {
 	lanes     []Lane
 	parallel  int
 	streamCtx context.Context // the RPC's context; no event is sent after it ends
-	events    chan *toolwirev1.ExecuteBatchResponse
-	results   []*toolwirev1.CallResult // per call, written by the call's goroutine
-	failed    atomic.Bool              // some call has failed, for stop_on_error
-	reserved  slot                     // taken before the batch was accepted, for its first call; see limits.go
-	slots     []slot                   // per call, while it runs
+	out       outbox          // events on their way to the writer
+	sending   atomic.Int64    // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool     // the send timeout ended the stream
+	ended     []callSummary   // per call, written by the call's goroutine
+	failed    atomic.Bool     // some call has failed, for stop_on_error
+	reserved  slot            // taken before the batch was accepted, for its first call; see limits.go
+	slots     []slot          // per call, while it runs
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
+	longNames []longName      // calls whose names newBatch cut, in order
 
 	// one holds the per-call state of a one-call batch, the commonest
 	// kind, sparing it an allocation for each slice.
 	one struct {
-		tools   [1]*tools.Tool
-		results [1]*toolwirev1.CallResult
-		tel     [1]callTel
-		slots   [1]slot
-		lanes   [1]Lane
-		calls   [1]int
+		tools [1]*tools.Tool
+		ended [1]callSummary
+		tel   [1]callTel
+		slots [1]slot
+		lanes [1]Lane
+		calls [1]int
 	}
 }
 
@@ -97,14 +159,13 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		req:       req,
 		snap:      snap,
 		streamCtx: ctx,
-		// A small batch needs few slots; more would only be allocated and cleared.
-		events: make(chan *toolwirev1.ExecuteBatchResponse, min(s.cfg.EventBuffer, 4+2*len(req.GetCalls()))),
-		start:  time.Now(),
+		start:     time.Now(),
 	}
+	b.out.init(s.cfg.MaxStreamBufferBytes, s.cfg.EventBuffer)
 	if n := len(req.GetCalls()); n == 1 {
-		b.tools, b.results = b.one.tools[:], b.one.results[:]
+		b.tools, b.ended = b.one.tools[:], b.one.ended[:]
 	} else {
-		b.tools, b.results = make([]*tools.Tool, n), make([]*toolwirev1.CallResult, n)
+		b.tools, b.ended = make([]*tools.Tool, n), make([]callSummary, n)
 	}
 	var safeBuf [16]bool // Plan keeps nothing of it
 	safe := safeBuf[:0]
@@ -113,6 +174,13 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	}
 	safe = safe[:len(req.GetCalls())]
 	for i, c := range req.GetCalls() {
+		// A name longer than the contract allows names no tool. It is cut
+		// here, once, so that no result, event, span or log line carries
+		// more of it; unknownTool still tells its length.
+		if len(c.GetName()) > maxNameBytes {
+			b.longNames = append(b.longNames, longName{i, len(c.GetName())})
+			c.Name = shortName(c.GetName())
+		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
 		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
@@ -135,6 +203,9 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	return b
 }
 
+// longName is a call whose tool name newBatch cut, and the name's length.
+type longName struct{ i, n int }
+
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 	if len(b.req.GetCalls()) == 1 {
@@ -155,20 +226,20 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	ev, f := finishedEventFor(b.id, time.Since(b.start))
-	for _, r := range b.results {
+	for _, r := range b.ended {
 		switch {
-		case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+		case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
 			f.Skipped++
-		case r.GetIsError():
+		case r.isError:
 			f.Failed++
 		default:
 			f.Succeeded++
 		}
-		switch r.GetErrorKind() {
+		switch r.kind {
 		case toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT:
 			f.Cancelled++
 		}
-		if r.GetReplayed() {
+		if r.replayed {
 			f.Replayed++
 		}
 	}
@@ -177,30 +248,47 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 
 // write is the stream's only writer; it returns when the batch's events are
 // all sent. After a failed Send the batch is cancelled and its remaining
-// events are drained unsent.
+// events are drained unsent. The server's send watchdog (see sendwatch.go)
+// watches how long each Send takes.
 func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], cancel context.CancelCauseFunc) error {
-	sendErr := stream.Send(b.accepted())
+	sendErr := b.send(stream, b.accepted())
 	if sendErr != nil {
 		cancel(sendErr)
 	}
-	for ev := range b.events {
-		if sendErr != nil {
-			continue
+	for {
+		p, ok := b.out.next()
+		if !ok {
+			return sendErr
 		}
-		if sendErr = stream.Send(ev); sendErr != nil {
-			cancel(sendErr)
+		if sendErr == nil {
+			if sendErr = b.send(stream, p.ev); sendErr != nil {
+				cancel(sendErr)
+			}
 		}
+		b.out.sent(p)
 	}
-	return sendErr
 }
 
-// emit hands an event to the stream writer, waiting while the client reads
-// slowly; after the RPC has ended the event is dropped.
+// send sends ev, marking the time it began for the send watchdog.
+func (b *batch) send(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], ev *toolwirev1.ExecuteBatchResponse) error {
+	b.sending.Store(time.Now().UnixNano())
+	err := stream.Send(ev)
+	b.sending.Store(0)
+	return err
+}
+
+// emit hands an event to the stream writer, waiting while the batch's
+// events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
+// EventBuffer); after the RPC has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
-	select {
-	case b.events <- ev:
-	case <-b.streamCtx.Done():
-	}
+	b.out.put(b.streamCtx.Done(), ev, proto.Size(ev), false)
+}
+
+// emitStarted hands a call's CallStarted to the writer without waiting: the
+// call holds a concurrency slot, which must not wait for a slow reader. One
+// small event per call is all it adds beyond the budget.
+func (b *batch) emitStarted(ev *toolwirev1.ExecuteBatchResponse) {
+	b.out.put(nil, ev, proto.Size(ev), true)
 }
 
 // run executes the lanes in order and closes the event channel when every
@@ -249,7 +337,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 		}
 		wg.Wait()
 	}
-	close(b.events)
+	b.out.close()
 }
 
 // continueAfter runs the lanes after lane li on a new goroutine: the call
@@ -259,11 +347,13 @@ func (b *batch) continueAfter(li int) {
 	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
 }
 
-// finishUnstarted records and sends the result of a call that never ran.
-func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) {
+// finishUnstarted records and sends the result of a call that never ran,
+// and returns it.
+func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
 	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
 	b.finish(i, res)
+	return res
 }
 
 func (b *batch) newResult(i int) *toolwirev1.CallResult {
@@ -271,13 +361,35 @@ func (b *batch) newResult(i int) *toolwirev1.CallResult {
 	return &toolwirev1.CallResult{CallId: c.GetCallId(), Index: uint32(i), ToolName: c.GetName()}
 }
 
+// callSummary is what a batch keeps of a call's result once it is handed to
+// the writer: enough for BatchFinished's counts. Keeping the results
+// themselves would hold every call's output until the batch ends.
+type callSummary struct {
+	ended    bool
+	isError  bool
+	replayed bool
+	kind     toolwirev1.ErrorKind
+}
+
+// finish records and sends call i's result, holding it to MaxResultBytes
+// and the message size whatever produced it.
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
-	b.results[i] = res
+	bound(res, b.s.cfg.MaxResultBytes)
+	ev := resultEventFor(res)
+	if tooLarge(ev, res, &b.s.cfg) {
+		b.s.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
+		size := res.GetOriginalSize()
+		res.Truncated, res.StructuredContent, res.Details = false, "", ""
+		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
+			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.s.cfg.MaxMessageBytes))
+	}
+	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
 	b.endCallTelemetry(i, res)
+	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
-	b.emit(resultEventFor(res))
+	b.emit(ev)
 }
 
 // cancelled describes why ctx, the batch's context, ended.
@@ -287,26 +399,34 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 		return toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the batch deadline passed"
 	case errors.Is(cause, errShutdown):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the server is shutting down; the call may be retried"
+	case errors.Is(cause, errSendTimeout):
+		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client read nothing of the stream for the send timeout, so the server ended it"
 	default:
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
 	}
 }
 
-// unknownTool explains to the model that it called a tool that does not exist.
-func (b *batch) unknownTool(call *toolwirev1.ToolCall) string {
-	name := call.GetName()
+// unknownTool explains to the model that call i names a tool that does not
+// exist.
+func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
+	name := strconv.Quote(call.GetName())
+	for _, l := range b.longNames {
+		if l.i == i {
+			name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", l.n, maxNameBytes)
+		}
+	}
 	if isWrapper(call) {
-		return fmt.Sprintf("%q is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
+		return fmt.Sprintf("%s is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
 	}
 	names := b.visibleNames()
 	if len(names) == 0 {
-		return fmt.Sprintf("unknown tool %q: no tools are registered", name)
+		return fmt.Sprintf("unknown tool %s: no tools are registered", name)
 	}
 	list := strings.Join(names[:min(len(names), maxListedNames)], ", ")
 	if len(names) > maxListedNames {
 		list += fmt.Sprintf(", … (%d more)", len(names)-maxListedNames)
 	}
-	return fmt.Sprintf("unknown tool %q. Registered tools: %s", name, list)
+	return fmt.Sprintf("unknown tool %s. Registered tools: %s", name, list)
 }
 
 // isWrapper tells calls shaped like multi_tool_use.parallel, which some

@@ -39,7 +39,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	}
 	t := b.tools[i]
 	if t == nil {
-		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(call))
+		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(i, call))
 		return true
 	}
 	args, err := t.ValidateArguments(call.GetArguments())
@@ -48,18 +48,21 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
 		return true
 	}
+	// Nothing starts while the client leaves the batch's events unread:
+	// the call's result could only wait too.
+	b.out.waitRoom(ctx.Done())
 	// The key comes before the slot: a replay or a wait for a duplicate
 	// elsewhere needs no slot.
 	claim, done := b.claim(ctx, i, t, args)
 	if done {
 		return true // replayed, joined or refused: nothing runs here
 	}
-	if !b.acquireSlot(ctx, i, t) {
-		claim.settle(b.results[i]) // timed out or cancelled unrun: releases the key
+	if res := b.acquireSlot(ctx, i, t); res != nil {
+		claim.settle(res) // timed out or cancelled unrun: releases the key
 		return true
 	}
-	defer b.releaseSlot(i)
-	b.emit(startedEventFor(call.GetCallId(), i, lane))
+	defer b.releaseSlot(i) // a backstop: execute gives the slot back as soon as the tool returns
+	b.emitStarted(startedEventFor(call.GetCallId(), i, lane))
 	b.callRunning(i)
 	return b.execute(ctx, lane, i, t, args, claim, onAbandon)
 }
@@ -124,10 +127,16 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 	r.callCtx = callCtx
 	r.handle = tools.NewCall(call.GetCallId(), t.Name, args, r.progress)
 	r.handle.SessionID = b.req.GetSessionId()
+	r.handle.Caller = Caller(ctx)
 	r.handle.SetSession(b.session(ctx))
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)
 	o := b.invoke(callCtx, t, r.handle)
+	// The slot goes back before the result is sent: what waits for a slow
+	// reader holds memory (the outbox's budget), not a slot another caller
+	// could use. An abandoned tool keeps its slot until this point, so
+	// tools that ignore cancellation cannot be stacked without limit.
+	b.releaseSlot(i)
 	r.mu.Lock()
 	r.returned = true
 	if r.grace != nil {
@@ -148,6 +157,7 @@ func (r *callRun) progress(p tools.Progress) {
 	if r.idle != nil {
 		r.idle.Reset(r.b.s.cfg.IdleTimeout)
 	}
+	boundProgress(&p, r.b.s.cfg.MaxResultBytes)
 	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
 }
 
@@ -168,8 +178,7 @@ func (r *callRun) abandon() {
 		return
 	}
 	cfg := &r.b.s.cfg
-	r.b.s.abandoned.Add(1)
-	r.b.releaseSlot(r.i)
+	r.b.s.abandoned.Add(1) // its slot stays taken until the tool returns; see execute
 	r.b.callAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)

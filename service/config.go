@@ -28,7 +28,9 @@ type Config struct {
 	MaxArgumentBytes int
 	// MaxResultBytes caps one result's output (text, images, structured
 	// content and details together); the rest is cut with a visible marker.
-	// Default 256 KiB.
+	// It holds for every result, errors included, and for each progress
+	// report's message and output together. Default 256 KiB; at most
+	// MaxMessageBytes less 64 KiB.
 	MaxResultBytes int
 	// DefaultCallTimeout applies to calls whose call and tool set no timeout.
 	// Default 60s.
@@ -52,9 +54,24 @@ type Config struct {
 	// DrainTimeout is how long shutdown lets running batches finish before
 	// cancelling their calls. Default 30s.
 	DrainTimeout time.Duration
-	// EventBuffer is how many events of one batch may wait for a slow reader
-	// before the batch's calls block on reporting. Default 64.
+	// MaxStreamBufferBytes bounds the encoded size of one batch's events
+	// waiting for a slow reader, counting the one being sent; beyond it the
+	// batch's calls wait to report (their concurrency slots already given
+	// back once their tools have returned). An event larger than the budget
+	// is still sent once nothing else waits. Default 1 MiB.
+	MaxStreamBufferBytes int
+	// EventBuffer bounds the number of one batch's events waiting for a slow
+	// reader, a second cap beside MaxStreamBufferBytes for many small events.
+	// Default 64.
 	EventBuffer int
+	// SendTimeout ends a stream whose client has taken no event for this
+	// long while one was waiting to be sent (it reads nothing, so flow
+	// control stops the server): the batch's calls are cancelled, their
+	// results still recorded under their idempotency keys, and the RPC ends
+	// with DEADLINE_EXCEEDED. Ending a send that flow control holds needs
+	// the tap handle in ServerOptions; without it only the calls are
+	// cancelled. Default 30s.
+	SendTimeout time.Duration
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool
@@ -113,6 +130,8 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxResultBytes, 256<<10)
 	def(&c.MaxParallel, 16)
 	def(&c.EventBuffer, 64)
+	def(&c.MaxStreamBufferBytes, 1<<20)
+	defDur(&c.SendTimeout, 30*time.Second)
 	defDur(&c.DefaultCallTimeout, 60*time.Second)
 	defDur(&c.MaxCallTimeout, 10*time.Minute)
 	defDur(&c.DeadlineMargin, 50*time.Millisecond)
@@ -125,6 +144,9 @@ func (c Config) withDefaults() Config {
 		c.Store = memory.New(memory.Options{})
 	}
 	c.Limits = c.Limits.withDefaults(c.MaxCallTimeout)
+	// A result must fit in a message with room to spare for its framing,
+	// its IDs and a truncation marker.
+	c.MaxResultBytes = min(c.MaxResultBytes, max(c.MaxMessageBytes-64<<10, c.MaxMessageBytes/2))
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

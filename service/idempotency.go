@@ -114,6 +114,12 @@ func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err 
 	if !ok {
 		return "", nil
 	}
+	if len(key) > maxIDBytes {
+		// A key derived from arguments can be as long as they are; its
+		// digest keeps it unique and the store's keys short.
+		sum := sha256.Sum256([]byte(key))
+		key = "sha256:" + hex.EncodeToString(sum[:])
+	}
 	return key, nil
 }
 

@@ -278,6 +278,11 @@ func TestToolErrorsAreReplayedTimeoutsRunAgain(t *testing.T) {
 	stream := startBatch(t, ctx, ts.client, one(slow))
 	cancel()
 	_, _ = drain(stream)
+	// CallStarted comes just before the tool runs, so the run may be counted
+	// after the client has seen its stream end.
+	for deadline := time.Now().Add(10 * time.Second); c.count(5) < 2 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := c.count(5); n != 2 {
 		t.Fatalf("a call that timed out ran %d times after a retry, want 2: its key must be released", n)
 	}

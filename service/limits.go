@@ -17,12 +17,16 @@ import (
 )
 
 // ServerOptions returns the grpc.ServerOptions that enforce the Config's
-// transport limits: message sizes, keepalive and connection age. Serve
-// applies them before its own options; a program that registers the server
-// on a grpc.Server of its own passes them to grpc.NewServer.
+// transport limits: message sizes, keepalive and connection age, and the
+// tap handle (grpc.InTapHandle) through which SendTimeout ends the stream of
+// a client that reads nothing; grpc-go takes one tap handle only, so do not
+// pass another. Serve applies them before its own options; a program that
+// registers the server on a grpc.Server of its own passes them to
+// grpc.NewServer.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	c := &s.cfg
 	return []grpc.ServerOption{
+		grpc.InTapHandle(stoppable),
 		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
 		grpc.MaxSendMsgSize(c.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
@@ -45,7 +49,8 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 // first served.
 type limiter struct {
 	global    chan struct{}
-	perCaller int // 0: no per-caller cap
+	perCaller int  // 0: no per-caller cap
+	anonymous bool // the per-caller cap applies to the anonymous caller ("") too
 
 	mu      sync.Mutex
 	callers map[string]*callerSlots // callers holding or waiting for a slot
@@ -59,8 +64,8 @@ type callerSlots struct {
 	refs int // holders and waiters; the entry goes when none are left
 }
 
-func newLimiter(global, perCaller int) *limiter {
-	return &limiter{global: make(chan struct{}, global), perCaller: perCaller, callers: make(map[string]*callerSlots)}
+func newLimiter(global, perCaller int, anonymous bool) *limiter {
+	return &limiter{global: make(chan struct{}, global), perCaller: perCaller, anonymous: anonymous, callers: make(map[string]*callerSlots)}
 }
 
 // errBusy is a wait for a slot that ran out of time.
@@ -113,7 +118,7 @@ func (l *limiter) acquire(ctx context.Context, caller string, wait time.Duration
 		return &errBusy{perCaller: perCaller, limit: limit}
 	}
 	var cs *callerSlots
-	if l.perCaller > 0 {
+	if l.perCaller > 0 && (caller != "" || l.anonymous) {
 		cs = l.callerSlots(caller)
 		if !take(cs.sem) {
 			l.unref(cs)
@@ -160,8 +165,8 @@ func (l *limiter) unref(cs *callerSlots) {
 }
 
 // slot is a call slot a batch holds. Its release is idempotent, because a
-// call's slot is given back when its tool returns or when it is abandoned,
-// whichever comes first.
+// call's slot is given back as soon as its tool returns and again, as a
+// backstop, when the call's goroutine is done with it.
 type slot struct {
 	cs   *callerSlots
 	held atomic.Bool
@@ -211,12 +216,12 @@ func (b *batch) dropReserved() { b.reserved.release(b.s.limits) }
 // waiting up to the call's timeout (and the RPC's deadline less the margin).
 // Time spent waiting does not count against the tool's own timeout. When no
 // slot comes it sends the call's result (TIMEOUT, or CANCELLED when the
-// batch ends) and returns false; nothing was run, so the call may be
-// retried. releaseSlot gives the slot back.
-func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) bool {
+// batch ends) and returns it; nothing was run, so the call may be retried.
+// releaseSlot gives the slot back.
+func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) *toolwirev1.CallResult {
 	if b.reserved.held.CompareAndSwap(true, false) {
 		b.slots[i].hold(b.reserved.cs)
-		return true
+		return nil
 	}
 	wait := b.timeout(b.req.GetCalls()[i], t)
 	if dl, ok := b.streamCtx.Deadline(); ok {
@@ -226,18 +231,17 @@ func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) bool {
 	switch {
 	case err == nil:
 		b.slots[i].hold(cs)
-		return true
+		return nil
 	case ctx.Err() != nil:
 		kind, msg := cancelled(ctx)
-		b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
+		return b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
 	default:
-		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+		return b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 			fmt.Sprintf("timed out waiting %s for a free slot: %v. Nothing was run; the call may be retried later.", wait.Round(time.Millisecond), err))
 	}
-	return false
 }
 
 // releaseSlot gives back call i's slot, if it still holds one. An abandoned
-// tool gives its slot back too, so a tool that never returns cannot starve
-// the server.
+// tool keeps its slot until it really returns: a caller cannot stack tools
+// that ignore cancellation beyond its share of slots.
 func (b *batch) releaseSlot(i int) { b.slots[i].release(b.s.limits) }

@@ -17,8 +17,12 @@ type Limits struct {
 	MaxQueueWait time.Duration
 	// MaxCallsPerCaller bounds the calls of one caller (see Caller) running
 	// at once, with the same queueing as MaxConcurrentCalls, so that one
-	// busy agent cannot take every slot. Without authentication every
-	// caller is the same anonymous one. Default 0: no per-caller cap.
+	// busy agent cannot take every slot. Set, it applies to every caller,
+	// the anonymous one included (without authentication everyone is that
+	// one caller). Default 0: a quarter of MaxConcurrentCalls (at least 1)
+	// for each authenticated caller, and no cap on the anonymous caller,
+	// which a cap would only make a smaller MaxConcurrentCalls. Negative:
+	// no per-caller cap at all.
 	MaxCallsPerCaller int
 	// MaxMessageBytes bounds every gRPC message received and sent; a larger
 	// request fails with RESOURCE_EXHAUSTED. It must leave room for a
@@ -62,7 +66,6 @@ func (l Limits) withDefaults(maxCallTimeout time.Duration) Limits {
 	}
 	def(&l.MaxConcurrentCalls, 4096)
 	def(&l.MaxMessageBytes, 4<<20)
-	l.MaxCallsPerCaller = max(l.MaxCallsPerCaller, 0)
 	defDur(&l.MaxQueueWait, 5*time.Second)
 	defDur(&l.KeepaliveMinTime, 10*time.Second)
 	defDur(&l.KeepaliveTime, time.Minute)
@@ -70,4 +73,16 @@ func (l Limits) withDefaults(maxCallTimeout time.Duration) Limits {
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	defDur(&l.MaxConnectionAgeGrace, maxCallTimeout)
 	return l
+}
+
+// callerShare returns the per-caller cap (0: none) and whether it applies
+// to the anonymous caller; see MaxCallsPerCaller.
+func (l Limits) callerShare() (perCaller int, anonymous bool) {
+	switch {
+	case l.MaxCallsPerCaller > 0:
+		return l.MaxCallsPerCaller, true
+	case l.MaxCallsPerCaller < 0:
+		return 0, false
+	}
+	return max(l.MaxConcurrentCalls/4, 1), false
 }

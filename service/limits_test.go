@@ -220,7 +220,7 @@ func TestMaxConnectionAgeMakesClientsReconnect(t *testing.T) {
 
 func TestLimiterGivesBackWhatItTakes(t *testing.T) {
 	t.Parallel()
-	l := newLimiter(2, 1)
+	l := newLimiter(2, 1, true)
 	ctx := context.Background()
 	a, err := l.acquire(ctx, "a", 0)
 	if err != nil {
@@ -245,24 +245,5 @@ func TestLimiterGivesBackWhatItTakes(t *testing.T) {
 	l.release(b)
 	if len(l.global) != 0 || len(l.callers) != 0 {
 		t.Errorf("after release: %d global slots taken, %d callers tracked", len(l.global), len(l.callers))
-	}
-}
-
-func TestAbandonedToolGivesItsSlotBack(t *testing.T) {
-	t.Parallel()
-	// The slot is given back before the abandoned call's result is sent, so
-	// the next batch finds it free without waiting.
-	s := newServedServer(t, Config{AbandonGrace: time.Millisecond, Limits: Limits{MaxConcurrentCalls: 1, MaxQueueWait: time.Nanosecond}})
-	ts := &testServer{client: s.client(t)}
-	events, err := ts.runErr(context.Background(), batchOf(&toolwirev1.ToolCall{CallId: "a", Name: "hold_stubborn", Timeout: durationpb.New(time.Millisecond)}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := results(t, events)["a"]; !strings.Contains(text(r), "abandoned") {
-		t.Fatalf("stubborn call's result = %v, want it abandoned", r)
-	}
-	events, err = ts.runErr(context.Background(), batchOf(call("b", "echo", `{"text":"next"}`)))
-	if err != nil || text(results(t, events)["b"]) != "next" {
-		t.Errorf("batch after an abandoned tool: %v %v; want it run", err, events)
 	}
 }

@@ -6,12 +6,14 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/protobuf/proto"
 )
 
 // shape converts a tool's result into the content of a CallResult, capping
 // its size at limit bytes. What does not fit is cut (text) or left out
 // (images, structured content, details) with a visible marker, and the full
-// size is reported.
+// size is reported. The marker summarizes what was left out, so it stays
+// short however many blocks the tool returned.
 func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	size := len(res.StructuredContent) + len(res.Details)
 	for _, c := range res.Content {
@@ -20,12 +22,13 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	out.OriginalSize = uint64(size)
 	out.IsError = res.IsError
 	budget := limit
+	var images, imageBytes, textBytes int // left out
 	var omitted []string
 	out.Content = make([]*toolwirev1.Content, 0, len(res.Content)+1)
 	for _, c := range res.Content {
 		if c.Data != nil {
 			if len(c.Data) > budget {
-				omitted = append(omitted, fmt.Sprintf("an image of %d bytes", len(c.Data)))
+				images, imageBytes = images+1, imageBytes+len(c.Data)
 				continue
 			}
 			budget -= len(c.Data)
@@ -36,10 +39,19 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 		text := c.Text
 		if len(text) > budget {
 			text = cutUTF8(text, budget)
-			omitted = append(omitted, fmt.Sprintf("%d bytes of text", len(c.Text)-len(text)))
+			textBytes += len(c.Text) - len(text)
 		}
 		budget -= len(text)
 		out.Content = append(out.Content, textBlock(text))
+	}
+	switch {
+	case images == 1:
+		omitted = append(omitted, fmt.Sprintf("an image of %d bytes", imageBytes))
+	case images > 1:
+		omitted = append(omitted, fmt.Sprintf("%d images of %d bytes in all", images, imageBytes))
+	}
+	if textBytes > 0 {
+		omitted = append(omitted, fmt.Sprintf("%d bytes of text", textBytes))
 	}
 	if n := len(res.StructuredContent); n > 0 {
 		if n > budget {
@@ -69,6 +81,50 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	}
 }
 
+// payload is the size of res's output as shape counts it, besides a
+// truncation marker.
+func payload(res *toolwirev1.CallResult) int {
+	blocks := res.GetContent()
+	if res.GetTruncated() && len(blocks) > 0 {
+		blocks = blocks[:len(blocks)-1] // the marker
+	}
+	n := len(res.GetStructuredContent()) + len(res.GetDetails())
+	for _, c := range blocks {
+		n += len(c.GetText().GetText()) + len(c.GetImage().GetData())
+	}
+	return n
+}
+
+// bound caps a result that did not come through shape (an error the server
+// wrote, which may quote the input, or a replay recorded under a larger
+// limit) as shape would have.
+func bound(res *toolwirev1.CallResult, limit int) {
+	if payload(res) <= limit {
+		return
+	}
+	blocks := res.GetContent()
+	if res.GetTruncated() {
+		blocks = blocks[:len(blocks)-1] // shape writes a new marker
+	}
+	tr := &tools.Result{StructuredContent: []byte(res.GetStructuredContent()), Details: []byte(res.GetDetails()), IsError: res.GetIsError(),
+		Content: make([]tools.Content, len(blocks))}
+	for i, c := range blocks {
+		if img := c.GetImage(); img != nil {
+			data := img.GetData()
+			if data == nil {
+				data = []byte{} // still an image to shape
+			}
+			tr.Content[i] = tools.Content{Data: data, MIMEType: img.GetMimeType()}
+		} else {
+			tr.Content[i] = tools.Content{Text: c.GetText().GetText()}
+		}
+	}
+	original := res.GetOriginalSize()
+	res.StructuredContent, res.Details = "", ""
+	shape(tr, limit, res)
+	res.OriginalSize = max(res.OriginalSize, original)
+}
+
 // cutUTF8 returns the longest prefix of s of at most n bytes that does not
 // split a UTF-8 sequence.
 func cutUTF8(s string, n int) string {
@@ -89,4 +145,30 @@ func errorResult(out *toolwirev1.CallResult, kind toolwirev1.ErrorKind, msg stri
 	out.IsError = true
 	out.ErrorKind = kind
 	out.Content = []*toolwirev1.Content{textBlock(msg)}
+}
+
+// boundProgress cuts a progress report's message and output to limit bytes
+// together, marking the cut, so that no report outgrows a message.
+func boundProgress(p *tools.Progress, limit int) {
+	if len(p.Message)+len(p.Output) <= limit {
+		return
+	}
+	if n := len(p.Output); n > limit {
+		p.Output = cutUTF8(p.Output, limit) + fmt.Sprintf("[output cut: this chunk was %d bytes, over the %d-byte limit]", n, limit)
+	}
+	if n := len(p.Message); n > limit-min(len(p.Output), limit) {
+		p.Message = cutUTF8(p.Message, limit-min(len(p.Output), limit)) + fmt.Sprintf("[message cut from %d bytes]", n)
+	}
+}
+
+// tooLarge reports whether a result event would exceed the message size
+// limit even though its output is within MaxResultBytes (which withDefaults
+// keeps below it): only a result of very many blocks can. proto.Size is
+// skipped when the sum of the bounds fits.
+func tooLarge(ev *toolwirev1.ExecuteBatchResponse, res *toolwirev1.CallResult, cfg *Config) bool {
+	const perBlock = 16 // a block's tags and lengths, at most
+	if cfg.MaxResultBytes+perBlock*len(res.GetContent())+eventOverhead <= cfg.MaxMessageBytes {
+		return false
+	}
+	return proto.Size(ev) > cfg.MaxMessageBytes
 }

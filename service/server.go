@@ -36,6 +36,7 @@ type Server struct {
 	cancels  map[*batch]context.CancelCauseFunc // running batches; at most MaxConcurrentBatches
 	active   sync.WaitGroup                     // running batches
 	stopping chan struct{}                      // closed when shutdown begins
+	watching bool                               // watchSends is running
 
 	abandoned atomic.Int64
 	runners   *runners
@@ -55,7 +56,8 @@ func New(reg *tools.Registry, cfg Config) *Server {
 		stopping: make(chan struct{}),
 		runners:  newRunners(10 * time.Second),
 	}
-	s.limits = newLimiter(s.cfg.MaxConcurrentCalls, s.cfg.MaxCallsPerCaller)
+	perCaller, anonymous := s.cfg.callerShare()
+	s.limits = newLimiter(s.cfg.MaxConcurrentCalls, perCaller, anonymous)
 	s.tel = newTelemetry(&s.cfg)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
@@ -150,7 +152,7 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	}
 	defer s.release(b)
 	runCtx = b.startTelemetry(runCtx)
-	defer func() { b.endTelemetry(err) }()
+	defer func() { b.endTelemetry(err); b.logBatch(err) }()
 	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
@@ -162,6 +164,11 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	defer b.dropReserved()
 	s.runners.Go(func() { b.run(runCtx) })
 	sendErr := b.write(stream, cancel)
+	if b.timedOut.Load() {
+		// The transport has already sent DEADLINE_EXCEEDED; this status is
+		// for the server's own telemetry and logs.
+		return status.Errorf(codes.DeadlineExceeded, "the client read nothing of the stream for %s; the server ended it and cancelled its calls", s.cfg.SendTimeout)
+	}
 	if sendErr != nil {
 		return sendErr
 	}
@@ -184,6 +191,10 @@ func (s *Server) admit(b *batch, cancel context.CancelCauseFunc) error {
 	}
 	s.cancels[b] = cancel
 	s.active.Add(1)
+	if !s.watching {
+		s.watching = true
+		go s.watchSends()
+	}
 	return nil
 }
 

@@ -418,12 +418,12 @@ func (b *batch) endTelemetry(err error) {
 	}
 	if span.IsRecording() {
 		var ok, failed, skipped int
-		for _, r := range b.results {
+		for _, r := range b.ended {
 			switch {
-			case r == nil:
-			case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+			case !r.ended:
+			case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
 				skipped++
-			case r.GetIsError():
+			case r.isError:
 				failed++
 			default:
 				ok++

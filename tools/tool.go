@@ -68,6 +68,7 @@ type Call struct {
 	Name      string          // the tool's name
 	Arguments json.RawMessage // validated JSON object
 	SessionID string          // the batch's session, if any
+	Caller    string          // the authenticated caller; "" when anonymous
 
 	mu     sync.Mutex
 	report func(Progress)

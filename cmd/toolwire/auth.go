@@ -55,7 +55,7 @@ func (c *SecurityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Auth.TokensFile, "tokens-file", c.Auth.TokensFile, "`file` of bearer tokens, one \"name: token\" a line")
 	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
 	durationVar(fs, &c.MaxQueueWait, "max-queue-wait", "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
-	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", c.MaxCallsPerCaller, "most tool calls of one caller running at once (0: no cap)")
+	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", c.MaxCallsPerCaller, "most tool calls of one caller running at once (0: a quarter of --max-concurrent-calls for each authenticated caller; -1: no cap)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest gRPC message received or sent, in bytes (0: 4 MiB)")
 	durationVar(fs, &c.MaxConnectionAge, "max-connection-age", "close connections after about this long so clients rebalance (0: never)")
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,21 +26,18 @@ type batchCall struct {
 	IdempotencyKey string          `json:"idempotency_key"`
 }
 
+// batchFileShape says what a batch file holds.
+const batchFileShape = `a JSON array of calls, such as
+  [{"call_id":"a","name":"echo","arguments":{"text":"hi"}},
+   {"call_id":"b","name":"sleep","arguments":"{\"ms\":100}","timeout":"5s"}]`
+
 // runBatch runs the calls of a JSON file (or stdin for "-"), printing each
 // event as one protojson line as it arrives. A batch with an error result
 // exits with status 1.
 func runBatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var cf clientFlags
-	fs := flag.NewFlagSet("batch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), `usage: toolwire batch [flags] FILE|-
-
-FILE is a JSON array of calls, such as
-  [{"call_id":"a","name":"echo","arguments":{"text":"hi"}},
-   {"call_id":"b","name":"sleep","arguments":"{\"ms\":100}","timeout":"5s"}]`)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("batch", "FILE is "+batchFileShape+`
+Each event prints as one protojson line on stdout as it arrives.`, stderr)
 	cf.register(fs)
 	opts := &toolwirev1.BatchOptions{}
 	fs.BoolVar(&opts.Sequential, "sequential", false, "run every call alone, one after another")
@@ -65,12 +61,19 @@ FILE is a JSON array of calls, such as
 		return err
 	}
 
-	c, ctx, done, err := cf.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
 	req := &toolwirev1.ExecuteBatchRequest{Calls: calls, SessionId: *session, Options: opts}
+	return clientCommand(ctx, stderr, func() error {
+		c, ctx, done, err := cf.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		return sendBatch(ctx, c, req, cf.explain, stdout)
+	})
+}
+
+// sendBatch runs req, printing each event as a protojson line on stdout.
+func sendBatch(ctx context.Context, c *client.Client, req *toolwirev1.ExecuteBatchRequest, explain func(string, error) error, stdout io.Writer) error {
 	var printErr error
 	events := func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		for ev, err := range c.ExecuteBatch(ctx, req) {
@@ -94,7 +97,7 @@ FILE is a JSON array of calls, such as
 		return printErr
 	}
 	if err != nil {
-		return fmt.Errorf("batch: %w", err)
+		return explain("batch", err)
 	}
 	failed := 0
 	for _, r := range b.Results {
@@ -119,6 +122,9 @@ func readBatchFile(path string, stdin io.Reader) ([]*toolwirev1.ToolCall, error)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '[' {
+		return nil, fmt.Errorf("batch file %s: want %s", path, batchFileShape)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"iter"
+	"mime"
+	"os"
+	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -16,21 +16,20 @@ import (
 )
 
 // runCall runs one call, printing its progress to stderr as it streams and
-// then its result text to stdout. An error result exits with status 1.
+// then its result to stdout. An error result exits with status 1.
 func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
-	fs := flag.NewFlagSet("call", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: toolwire call [flags] NAME [JSON]")
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("call", `
+JSON is the call's arguments, a JSON object; none means {}. Flags may come
+before or after NAME. Image blocks print as [image TYPE, N bytes]; --save-images
+writes them to files.`, stderr)
 	cf.register(fs)
 	id := fs.String("id", "call-1", "the call's `ID`")
 	callTimeout := fs.Duration("call-timeout", 0, "the call's own timeout (0: the tool's or server's)")
 	session := fs.String("session", "", "session `ID` the call belongs to")
 	idemKey := fs.String("idempotency-key", "", "the call's idempotency `key`: a call with a key that completed before is replayed, not run")
 	asJSON := fs.Bool("json", false, "print the whole CallResult as protojson instead of its text")
+	saveImages := fs.String("save-images", "", "write the result's images into `directory`, as CALLID-N.EXT")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -44,31 +43,49 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	call.IdempotencyKey = *idemKey
 
-	c, ctx, done, err := cf.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: *session}
-	b, err := client.Collect(showProgress(c.ExecuteBatch(ctx, req), stderr))
-	if err != nil {
-		return fmt.Errorf("call: %w", err)
-	}
-	r := b.Results[0]
-	if *asJSON {
+	return clientCommand(ctx, stderr, func() error {
+		c, ctx, done, err := cf.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: *session}
+		b, err := client.Collect(newProgressView(stderr).show(c.ExecuteBatch(ctx, req)))
+		if err != nil {
+			return cf.explain("call", err)
+		}
+		return printResult(b.Results[0], *asJSON, *saveImages, stdout, stderr)
+	})
+}
+
+// printResult prints a call's result: its content blocks on stdout (or the
+// whole CallResult as protojson), and what else there is to know on
+// stderr. An error result exits with status 1.
+func printResult(r *toolwirev1.CallResult, asJSON bool, imageDir string, stdout, stderr io.Writer) error {
+	if asJSON {
 		out, err := protojson.MarshalOptions{Multiline: true}.Marshal(r)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s\n", out)
 	} else {
-		text := client.Text(r)
-		if text != "" && !strings.HasSuffix(text, "\n") {
-			text += "\n"
+		for _, c := range r.GetContent() {
+			text := c.GetText().GetText()
+			if img := c.GetImage(); img != nil {
+				text = fmt.Sprintf("[image %s, %d bytes]", img.GetMimeType(), len(img.GetData()))
+			}
+			if text != "" && !strings.HasSuffix(text, "\n") {
+				text += "\n"
+			}
+			io.WriteString(stdout, text)
 		}
-		io.WriteString(stdout, text)
 		if s := r.GetStructuredContent(); s != "" && strings.TrimSpace(s) != strings.TrimSpace(client.Text(r)) {
 			fmt.Fprintf(stderr, "structured content: %s\n", s)
+		}
+	}
+	if imageDir != "" {
+		if err := saveImages(r, imageDir, stderr); err != nil {
+			return err
 		}
 	}
 	if r.GetReplayed() {
@@ -84,40 +101,36 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// showProgress passes events through, describing starts and progress on w
-// as they arrive.
-func showProgress(seq iter.Seq2[*toolwirev1.ExecuteBatchResponse, error], w io.Writer) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
-	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
-		for ev, err := range seq {
-			switch e := ev.GetEvent().(type) {
-			case *toolwirev1.ExecuteBatchResponse_Started:
-				fmt.Fprintf(w, "started %s\n", e.Started.GetCallId())
-			case *toolwirev1.ExecuteBatchResponse_Progress:
-				p := e.Progress
-				if p.Output != "" {
-					io.WriteString(w, p.Output)
-				}
-				if p.Progress != nil || p.Message != "" {
-					fmt.Fprintf(w, "progress %s%s\n", fraction(p), p.Message)
-				}
-			case *toolwirev1.ExecuteBatchResponse_Result:
-				fmt.Fprintf(w, "finished %s in %s\n", e.Result.GetCallId(), e.Result.GetDuration().AsDuration().Round(time.Millisecond))
-			}
-			if !yield(ev, err) {
-				return
-			}
-		}
-	}
-}
+// imageExt is the usual extension of the image types tools return; others
+// get the first the mime package knows.
+var imageExt = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 
-// fraction formats "progress/total: ", or "" when no progress is reported.
-func fraction(p *toolwirev1.CallProgress) string {
-	switch {
-	case p.Progress == nil:
-		return ""
-	case p.Total == nil:
-		return fmt.Sprintf("%g: ", p.GetProgress())
-	default:
-		return fmt.Sprintf("%g/%g: ", p.GetProgress(), p.GetTotal())
+// saveImages writes r's image blocks into dir as CALLID-N.EXT, N counting
+// the result's images from 1, and says on stderr where each went.
+func saveImages(r *toolwirev1.CallResult, dir string, stderr io.Writer) error {
+	n := 0
+	for _, c := range r.GetContent() {
+		img := c.GetImage()
+		if img == nil {
+			continue
+		}
+		n++
+		ext, ok := imageExt[img.GetMimeType()]
+		if exts, _ := mime.ExtensionsByType(img.GetMimeType()); !ok && len(exts) > 0 {
+			ext = exts[0]
+		} else if !ok {
+			ext = ".bin"
+		}
+		// The call ID comes from the server's echo of ours; keep it one
+		// file name, whatever it holds.
+		name := filepath.Join(dir, fmt.Sprintf("%s-%d%s", strings.NewReplacer("/", "_", `\`, "_").Replace(r.GetCallId()), n, ext))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("--save-images: %w", err)
+		}
+		if err := os.WriteFile(name, img.GetData(), 0o644); err != nil {
+			return fmt.Errorf("--save-images: %w", err)
+		}
+		fmt.Fprintf(stderr, "saved %s\n", name)
 	}
+	return nil
 }

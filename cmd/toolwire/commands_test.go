@@ -108,8 +108,9 @@ func TestCall(t *testing.T) {
 	t.Run("unreachable", func(t *testing.T) {
 		t.Parallel()
 		got := runCmd(t, "127.0.0.1:1", "call", "echo", `{"text":"hi"}`)
-		if got.code != 1 || !strings.Contains(got.err.Error(), "Unavailable") {
-			t.Errorf("exit code %d, error %v; want 1 and UNAVAILABLE", got.code, got.err)
+		want := `no toolwire server at 127.0.0.1:1 (is "toolwire serve" running?)`
+		if got.code != 1 || got.err == nil || got.err.Error() != want {
+			t.Errorf("exit code %d, error %v; want 1 and %q", got.code, got.err, want)
 		}
 	})
 }

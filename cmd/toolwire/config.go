@@ -11,17 +11,17 @@ import (
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools/httptool"
-	"sigs.k8s.io/yaml"
 )
 
 // serveConfig is the configuration of "toolwire serve": the YAML file given
 // with --config, overridden by the flags set on the command line. Zero
 // values mean service.Config's defaults.
 type serveConfig struct {
-	Listen   string `json:"listen"`        // address to listen on
-	Health   string `json:"health_listen"` // plaintext address serving only the health service; off when empty
-	Diag     bool   `json:"diag"`          // offer the diagnostic tools
-	LogLevel string `json:"log_level"`     // debug, info, warn or error
+	Listen    string `json:"listen"`        // address to listen on
+	Health    string `json:"health_listen"` // plaintext address serving only the health service; off when empty
+	Diag      bool   `json:"diag"`          // offer the diagnostic tools
+	LogLevel  string `json:"log_level"`     // debug, info, warn or error
+	LogFormat string `json:"log_format"`    // text or json; "" picks text on a terminal, JSON otherwise
 
 	MaxBatches       int             `json:"max_concurrent_batches"`
 	MaxCalls         int             `json:"max_calls"`
@@ -35,7 +35,9 @@ type serveConfig struct {
 	AbandonGrace     Duration        `json:"abandon_grace"`
 	DrainTimeout     Duration        `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
-	Safe             map[string]bool `json:"safe"` // per tool: may its calls share a parallel lane
+	StreamBuffer     int             `json:"max_stream_buffer_bytes"` // a batch's events waiting for a slow reader, in bytes
+	SendTimeout      Duration        `json:"send_timeout"`            // end a stream whose client reads nothing this long
+	Safe             map[string]bool `json:"safe"`                    // per tool: may its calls share a parallel lane
 
 	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
 	SecurityConfig                  // TLS, auth, permissions, limits: auth.go
@@ -61,11 +63,11 @@ type Duration time.Duration
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", b)
+		return fmt.Errorf("want a duration as a string such as \"30s\", not %s", b)
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return err
+		return fmt.Errorf("want a duration such as \"30s\" or \"1m30s\", not %q", s)
 	}
 	*d = Duration(v)
 	return nil
@@ -79,12 +81,14 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 // serveFlags returns the flag set of "toolwire serve", writing into cfg and
 // configPath.
 func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet("serve", `
+Settings come from the --config file; flags set on the command line override it.`, io.Discard)
 	fs.StringVar(configPath, "config", "", "YAML configuration `file`; flags set on the command line override it")
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "`address` to listen on; port 0 picks a free port")
 	fs.StringVar(&cfg.Health, "health-listen", cfg.Health, "plaintext `address` serving only the gRPC health service, for probes that cannot speak TLS (default off)")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level`: debug, info, warn or error")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log `format`: text or json (default text when stderr is a terminal, json otherwise)")
 	fs.IntVar(&cfg.MaxBatches, "max-batches", cfg.MaxBatches, "most batches running at once; more are refused with RESOURCE_EXHAUSTED (0: 4096)")
 	fs.IntVar(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "most calls in one batch (0: 1024)")
 	fs.IntVar(&cfg.MaxArgumentBytes, "max-argument-bytes", cfg.MaxArgumentBytes, "largest arguments of one call, in bytes (0: 1 MiB)")
@@ -95,6 +99,8 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", cfg.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
 	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
 	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
+	fs.IntVar(&cfg.StreamBuffer, "max-stream-buffer-bytes", cfg.StreamBuffer, "bytes of one batch's events that may wait for a slow reader (0: 1 MiB)")
+	durationVar(fs, &cfg.SendTimeout, "send-timeout", "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
 	cfg.SecurityConfig.register(fs)
 	workspaceFlags(fs, &cfg.WorkspaceConfig)
 	storeFlags(fs, &cfg.StoreConfig)
@@ -146,10 +152,7 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	if err := yaml.UnmarshalStrict(b, cfg); err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
-	}
-	return nil
+	return decodeYAML(path, b, cfg)
 }
 
 // logLevel parses cfg.LogLevel.
@@ -177,6 +180,8 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		AbandonGrace:         time.Duration(cfg.AbandonGrace),
 		DrainTimeout:         time.Duration(cfg.DrainTimeout),
 		EventBuffer:          cfg.EventBuffer,
+		MaxStreamBufferBytes: cfg.StreamBuffer,
+		SendTimeout:          time.Duration(cfg.SendTimeout),
 		Safe:                 cfg.Safe,
 		Logger:               log,
 		Permissions:          cfg.permissions(),

@@ -56,13 +56,13 @@ func TestConfigTableDocumented(t *testing.T) {
 	})
 }
 
-// TestCLISynopsisDocumented checks that the README's synopsis of each client
+// TestCLISynopsisDocumented checks that docs/cli.md's synopsis of each client
 // command names every flag the command takes (its -h lists them), apart from
 // the TLS and token flags every client command shares, which docs/auth.md
 // names instead.
 func TestCLISynopsisDocumented(t *testing.T) {
 	t.Parallel()
-	readme := readDoc(t, "../../README.md")
+	readme := readDoc(t, "../../docs/cli.md")
 	auth := readDoc(t, "../../docs/auth.md")
 	shared := []string{"tls", "ca", "cert", "key", "token", "token-env"}
 	names := func(text, flag string) bool {
@@ -81,7 +81,7 @@ func TestCLISynopsisDocumented(t *testing.T) {
 		}
 		synopsis := regexp.MustCompile(`(?m)^toolwire ` + cmd + ` .*$`).FindString(readme)
 		if synopsis == "" {
-			t.Errorf("the README has no synopsis line for toolwire %s", cmd)
+			t.Errorf("docs/cli.md has no synopsis line for toolwire %s", cmd)
 			continue
 		}
 		flags := flagLine.FindAllStringSubmatch(help.String(), -1)
@@ -90,7 +90,7 @@ func TestCLISynopsisDocumented(t *testing.T) {
 		}
 		for _, m := range flags {
 			if !slices.Contains(shared, m[1]) && !names(synopsis, m[1]) {
-				t.Errorf("flag --%s of toolwire %s is not in the README's synopsis %q", m[1], cmd, synopsis)
+				t.Errorf("flag --%s of toolwire %s is not in docs/cli.md's synopsis %q", m[1], cmd, synopsis)
 			}
 		}
 	}

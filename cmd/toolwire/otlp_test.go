@@ -27,14 +27,16 @@ import (
 // to; deploy/otelcol/build.sh builds it and .ci/run sets it.
 const otelcolVar = "TOOLWIRE_TEST_OTELCOL"
 
-// collectorConfig receives OTLP over HTTP on a loopback port and writes
-// traces and metrics as OTLP JSON lines, one file each.
+// collectorConfig receives OTLP over HTTP and over gRPC on two loopback
+// ports and writes traces and metrics as OTLP JSON lines, one file each.
 const collectorConfig = `
 receivers:
   otlp:
     protocols:
       http:
         endpoint: %[1]s
+      grpc:
+        endpoint: %[4]s
 exporters:
   file/traces:
     path: %[2]s
@@ -60,6 +62,7 @@ service:
 // collector is a running OpenTelemetry Collector.
 type collector struct {
 	endpoint             string // host:port of its OTLP/HTTP receiver
+	grpcEndpoint         string // host:port of its OTLP/gRPC receiver
 	tracesFile, metricsF string
 }
 
@@ -71,15 +74,18 @@ func startCollector(t *testing.T) *collector {
 	if bin == "" {
 		testenv.Missing(t, "an OpenTelemetry Collector ("+otelcolVar+"; deploy/otelcol/build.sh builds one)")
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freePort := func() string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lis.Close() // the collector takes the port over
+		return lis.Addr().String()
 	}
-	endpoint := lis.Addr().String()
-	lis.Close() // the collector takes the port over
+	endpoint, grpcEndpoint := freePort(), freePort()
 	dir := t.TempDir()
-	c := &collector{endpoint: endpoint, tracesFile: filepath.Join(dir, "traces.jsonl"), metricsF: filepath.Join(dir, "metrics.jsonl")}
-	cfg := writeFile(t, "otelcol.yaml", fmt.Sprintf(collectorConfig, endpoint, c.tracesFile, c.metricsF))
+	c := &collector{endpoint: endpoint, grpcEndpoint: grpcEndpoint, tracesFile: filepath.Join(dir, "traces.jsonl"), metricsF: filepath.Join(dir, "metrics.jsonl")}
+	cfg := writeFile(t, "otelcol.yaml", fmt.Sprintf(collectorConfig, endpoint, c.tracesFile, c.metricsF, grpcEndpoint))
 
 	cmd := exec.Command(bin, "--config", cfg)
 	stderr := &syncBuffer{}
@@ -105,11 +111,14 @@ func startCollector(t *testing.T) *collector {
 			t.Fatalf("the collector exited: %v\n%s", err, stderr)
 		default:
 		}
-		conn, err := net.Dial("tcp", endpoint)
-		if err == nil {
+		for _, e := range []string{endpoint, grpcEndpoint} {
+			conn, err := net.Dial("tcp", e)
+			if err != nil {
+				return false
+			}
 			conn.Close()
 		}
-		return err == nil
+		return true
 	})
 	return c
 }
@@ -205,23 +214,39 @@ func readSpans(t *testing.T, path string) []otlpSpan {
 // instrumented client that exports to the same collector, and checks that
 // the spans arrived linked: agent turn → client RPC → server RPC →
 // execute_batch → execute_tool, in one trace across both processes; and that
-// the metrics arrived too.
+// the metrics arrived too. It does so for both OTLP protocols, set as
+// docs/deploy.md sets them: http/protobuf to the collector's HTTP port, and
+// grpc to its gRPC port (OTLP's 4317 in a cluster).
 func TestOTLPExport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a collector")
 	}
 	t.Parallel()
-	col := startCollector(t)
 	gobin := testenv.LookPath(t, "go")
 	bin := filepath.Join(t.TempDir(), "toolwire")
 	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	for _, protocol := range []string{"http/protobuf", "grpc"} {
+		t.Run(protocol, func(t *testing.T) {
+			t.Parallel()
+			col := startCollector(t)
+			endpoint := col.endpoint
+			if protocol == "grpc" {
+				endpoint = col.grpcEndpoint
+			}
+			checkOTLPExport(t, bin, col, endpoint, protocol)
+		})
+	}
+}
 
+// checkOTLPExport runs the toolwire binary bin exporting to endpoint of col
+// with protocol, and checks what arrives (see TestOTLPExport).
+func checkOTLPExport(t *testing.T, bin string, col *collector, endpoint, protocol string) {
 	cmd := exec.Command(bin, "serve", "--diag", "--listen", "127.0.0.1:0")
 	cmd.Env = append(os.Environ(),
-		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.endpoint,
-		"OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+endpoint,
+		"OTEL_EXPORTER_OTLP_PROTOCOL="+protocol,
 		"OTEL_TRACES_EXPORTER=otlp",
 		"OTEL_METRICS_EXPORTER=otlp",
 		"OTEL_SERVICE_NAME=toolwire-e2e",

@@ -105,7 +105,6 @@ func startReload(ctx context.Context, args []string, cfg serveConfig, reg *tools
 			return cfg, err
 		},
 		sources:  sources,
-		reg:      reg,
 		log:      log,
 		debounce: 100 * time.Millisecond,
 	}
@@ -143,7 +142,6 @@ type reloader struct {
 	path     string                      // the config file; "" when there is none
 	load     func() (serveConfig, error) // reads the config as serve did
 	sources  []toolSource
-	reg      *tools.Registry // for the log line
 	log      *slog.Logger
 	debounce time.Duration // quiet time after a file event before reading
 
@@ -193,12 +191,27 @@ func (r *reloader) Reload(force bool) error {
 	}
 	r.lastErr = ""
 	r.last = cfg
-	snap := r.reg.Snapshot()
-	r.log.Info("config reloaded", "config", r.path, "tools", snap.Names(), "revision", snap.Revision())
+	// The line says what the new config declares. The registry is no
+	// witness: MCP servers and remotes (dis)connect in the background, so
+	// right now it may still list the tools of a server just removed;
+	// their own lines say when their tools come and go.
+	r.log.Info("config reloaded", "config", r.path, "http_tools", sourceNames(cfg.HTTPTools, func(s httptool.Spec) string { return s.Name }),
+		"mcp_servers", sourceNames(cfg.MCPServers, func(s mcpgw.ServerConfig) string { return s.Name }),
+		"remotes", sourceNames(cfg.Remotes, func(s remote.Config) string { return s.Name }))
 	if changed := restartOnly(r.running, cfg); len(changed) > 0 {
 		r.log.Warn("config settings changed that need a restart to take effect", "config", r.path, "settings", changed)
 	}
 	return nil
+}
+
+// sourceNames returns the names of a config's sources, [] rather than null
+// in the log when there are none.
+func sourceNames[S any](specs []S, name func(S) string) []string {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = name(s)
+	}
+	return names
 }
 
 // apply prepares every source for cfg and, when all succeed, applies them.

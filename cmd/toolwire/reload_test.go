@@ -84,7 +84,6 @@ func testReloader(t *testing.T, path string) (*tools.Registry, *syncBuffer, chan
 			return cfg, err
 		},
 		sources:  toolSources(context.Background(), reg, log),
-		reg:      reg,
 		log:      log,
 		debounce: 20 * time.Millisecond,
 	}
@@ -478,7 +477,6 @@ func TestReloaderAllOrNothing(t *testing.T) {
 				Sync: func(serveConfig) error { return nil },
 			},
 		},
-		reg: reg,
 		log: slog.New(slog.NewJSONHandler(logs, nil)),
 	}
 	cfg, _ := r.load()

@@ -7,18 +7,50 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 )
 
-const usage = `usage: toolwire COMMAND [flags] [args]
+// commands are toolwire's commands, in the order usage lists them; each
+// one's summary also opens its -h text.
+var commands = []struct{ name, args, summary string }{
+	{"serve", "", "Serve the ToolService over gRPC."},
+	{"tools", "", "List the tools a toolwire server offers."},
+	{"call", "NAME [JSON]", "Run one tool call on a toolwire server and print its result."},
+	{"batch", "FILE|-", "Run a batch of tool calls from a JSON file on a toolwire server, printing its events."},
+}
 
-commands:
-  serve   serve the ToolService over gRPC
-  tools   list the tools a server offers
-  call    run one call: toolwire call [flags] NAME [JSON]
-  batch   run a batch of calls from a JSON file: toolwire batch [flags] FILE|-
+// usage is the top-level help text.
+var usage = func() string {
+	var b strings.Builder
+	b.WriteString("toolwire runs the tool calls of LLM agents: a gRPC server, and a client for it.\n\n")
+	b.WriteString("usage: toolwire COMMAND [flags] [args]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-6s  %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun \"toolwire COMMAND -h\" for a command's flags.\n")
+	return b.String()
+}()
 
-Run "toolwire COMMAND -h" for a command's flags.
-`
+// newFlagSet returns the flag set of command name, writing to stderr. Its
+// -h text opens with the command's one-line summary, then its synopsis,
+// then more (when not empty), then the flags.
+func newFlagSet(name, more string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	i := slices.IndexFunc(commands, func(c struct{ name, args, summary string }) bool { return c.name == name })
+	c := commands[i]
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "%s\n\nusage: %s\n", c.summary, strings.TrimSpace("toolwire "+c.name+" [flags] "+c.args))
+		if more != "" {
+			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(more))
+		}
+		fmt.Fprintln(w, "\nflags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
 
 // exitError ends the program with a given exit code. An empty msg means
 // everything worth saying has been printed already.
@@ -80,13 +112,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // parseFlags parses args with fs, mapping -h to success and other mistakes
-// to a usage error (fs has printed them).
+// to a usage error (fs has printed them). Flags may come after the
+// arguments too ("call read_file --addr host '{}'"), as users type them;
+// "--" ends the flags. fs.Args() returns the arguments afterwards.
 func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
-	switch err := fs.Parse(args); {
-	case errors.Is(err, flag.ErrHelp):
-		return true, nil
-	case err != nil:
-		return false, &exitError{code: 2}
+	var positional []string
+	for {
+		switch err := fs.Parse(args); {
+		case errors.Is(err, flag.ErrHelp):
+			return true, nil
+		case err != nil:
+			return false, &exitError{code: 2}
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" || len(rest) == 0 {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
+	// Parse again with only the arguments, behind "--", so fs.Args()
+	// returns them; the flags already set keep their values.
+	_ = fs.Parse(append([]string{"--"}, positional...))
 	return false, nil
 }

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
+	"time"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -18,11 +18,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if help || err != nil {
 		return err
 	}
-	level, err := cfg.logLevel()
+	log, err := newLogger(cfg, stderr)
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	log := slog.New(service.LogHandler(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level})))
+	routeLibraryLogs(log)
 	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -38,7 +38,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, log)
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, time.Duration(cfg.SessionTTL), log)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer st.Close() // after the server has drained
-	log.Info("idempotency and session store", "store", cfg.Store)
+	log.Info("idempotency and session store", "store", storeKind(cfg.Store))
 	tel.apply(&svcCfg)
 	srv := service.New(reg, svcCfg)
 	if cfg.Health != "" {

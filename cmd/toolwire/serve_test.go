@@ -75,18 +75,24 @@ func TestParseServeArgsErrors(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown key", "max_calls: 1\nmax_cals: 2\n", "max_cals"},
-		{"duration as number", "call_timeout: 30\n", `want a string such as "30s"`},
-		{"bad duration", "drain_timeout: soon\n", "soon"},
-		{"not YAML", "listen: [\n", "config"},
+		// Errors name the file, line and column, in YAML's words.
+		{"unknown key", "max_calls: 1\nmax_cals: 2\n", `toolwire.yaml:2:1: unknown key "max_cals" (did you mean "max_calls"?)`},
+		{"unknown nested key", "http_tools:\n  - name: x\n    url: http://x/\n    methd: GET\n", `toolwire.yaml:4:5: unknown key "http_tools[0].methd" (did you mean "method"?)`},
+		{"key set twice", "max_calls: 1\nmax_calls: 2\n", `toolwire.yaml:2:1: key "max_calls" is set twice (first on line 1)`},
+		{"duration as number", "call_timeout: 30\n", `toolwire.yaml:1:15: call_timeout: want a duration as a string such as "30s", not 30`},
+		{"bad duration", "drain_timeout: soon\n", `toolwire.yaml:1:16: drain_timeout: want a duration such as "30s" or "1m30s", not "soon"`},
+		{"not an integer", "\n  max_calls: ten\n", `toolwire.yaml:2:14: max_calls: want an integer, not "ten"`},
+		{"list for a mapping", "safe: [echo]\n", `toolwire.yaml:1:7: safe: want a mapping of keys to values, not a list`},
+		{"mapping for a list", "mcp_servers:\n  name: x\n", `toolwire.yaml:2:3: mcp_servers: want a list, not a mapping`},
+		{"not YAML", "listen: [\n", "toolwire.yaml:1: did not find expected node content"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			path := writeFile(t, "toolwire.yaml", tt.yaml)
 			_, _, err := parseServeArgs([]string{"--config", path}, io.Discard)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("error %v; want one containing %q", err, tt.want)
+			if err == nil || !strings.HasSuffix(err.Error(), tt.want) || strings.Contains(err.Error(), "JSON") {
+				t.Errorf("error %v; want one ending %q", err, tt.want)
 			}
 		})
 	}
@@ -97,7 +103,7 @@ func TestParseServeArgsErrors(t *testing.T) {
 
 func TestServeConfigToService(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_argument_bytes: 99\nmax_concurrent_batches: 5\n")}, io.Discard)
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", configYAML+"idle_timeout: 3s\ndeadline_margin: 10ms\nevent_buffer: 7\nmax_stream_buffer_bytes: 2048\nsend_timeout: 5s\nmax_argument_bytes: 99\nmax_concurrent_batches: 5\n")}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +112,8 @@ func TestServeConfigToService(t *testing.T) {
 		MaxCallsPerBatch: 8, MaxArgumentBytes: 99, MaxResultBytes: 10,
 		DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute, IdleTimeout: 3 * time.Second,
 		DeadlineMargin: 10 * time.Millisecond, MaxParallel: 4, AbandonGrace: 500 * time.Millisecond,
-		DrainTimeout: 90 * time.Second, EventBuffer: 7, Safe: map[string]bool{"fail": true},
+		DrainTimeout: 90 * time.Second, EventBuffer: 7, MaxStreamBufferBytes: 2048, SendTimeout: 5 * time.Second,
+		Safe: map[string]bool{"fail": true},
 	}
 	if diff := cmp.Diff(want, cfg.service(nil)); diff != "" {
 		t.Errorf("service.Config (-want +got):\n%s", diff)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolwire/toolwire/service"
@@ -25,6 +26,22 @@ func storeFlags(fs *flag.FlagSet, cfg *StoreConfig) {
 	durationVar(fs, &cfg.IdempotencyTTL, "idempotency-ttl", "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
 	durationVar(fs, &cfg.IdempotencyLease, "idempotency-lease", "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
 	durationVar(fs, &cfg.SessionTTL, "session-ttl", "how long a session variable lives after it was last set (0: 24h)")
+}
+
+// storeKind names the kind of store rawURL opens, for the log: memory,
+// bolt or redis. The URL itself may hold a password, so it is not logged.
+func storeKind(rawURL string) string {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok || scheme == "" {
+		scheme = rawURL
+	}
+	switch scheme {
+	case "", "memory":
+		return "memory"
+	case "rediss":
+		return "redis"
+	}
+	return scheme
 }
 
 // openStore opens the configured store and puts it into sc; the caller

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -15,8 +14,7 @@ import (
 // runTools prints the tools a server offers.
 func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
-	fs := flag.NewFlagSet("tools", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("tools", "", stderr)
 	cf.register(fs)
 	asJSON := fs.Bool("json", false, "print the ListToolsResponse as protojson")
 	if help, err := parseFlags(fs, args); help || err != nil {
@@ -25,16 +23,23 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError("tools: unexpected arguments %q", fs.Args())
 	}
-	c, ctx, done, err := cf.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-	resp, err := c.ListTools(ctx)
-	if err != nil {
-		return fmt.Errorf("listing tools: %w", err)
-	}
-	if *asJSON {
+	return clientCommand(ctx, stderr, func() error {
+		c, ctx, done, err := cf.dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		resp, err := c.ListTools(ctx)
+		if err != nil {
+			return cf.explain("listing tools", err)
+		}
+		return printTools(resp, *asJSON, stdout)
+	})
+}
+
+// printTools prints the tools of resp as a table, or resp as protojson.
+func printTools(resp *toolwirev1.ListToolsResponse, asJSON bool, stdout io.Writer) error {
+	if asJSON {
 		b, err := protojson.MarshalOptions{Multiline: true}.Marshal(resp)
 		if err != nil {
 			return err

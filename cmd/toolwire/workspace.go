@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand"
@@ -22,6 +23,9 @@ type WorkspaceConfig struct {
 	NoWorkspace bool             `json:"no_workspace"` // offer no workspace tools
 	RunCommand  RunCommandConfig `json:"run_command"`
 	Sandbox     sandbox.Config   `json:"sandbox"` // how run_command's commands are contained (sandbox.go)
+	// PerSession gives each session_id a folder of its own under Workspace,
+	// removed after session_ttl idle; calls without a session are refused.
+	PerSession bool `json:"workspace_per_session"`
 }
 
 // RunCommandConfig configures run_command, which is off unless enabled.
@@ -35,6 +39,7 @@ type RunCommandConfig struct {
 func workspaceFlags(fs *flag.FlagSet, cfg *WorkspaceConfig) {
 	fs.StringVar(&cfg.Workspace, "workspace", cfg.Workspace, "`folder` the workspace tools (read_file, write_file, ...) work in (default: the current directory)")
 	fs.BoolVar(&cfg.NoWorkspace, "no-workspace", cfg.NoWorkspace, "offer no workspace tools")
+	fs.BoolVar(&cfg.PerSession, "workspace-per-session", cfg.PerSession, "give each session_id its own folder under --workspace, removed once idle for --session-ttl; workspace calls without a session_id are refused")
 	fs.BoolVar(&cfg.RunCommand.Enabled, "run-command", cfg.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
 	fs.BoolVar(&cfg.RunCommand.Shell, "run-command-shell", cfg.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
 	sandboxFlags(fs, &cfg.Sandbox)
@@ -66,12 +71,16 @@ func (l nameList) Set(s string) error {
 }
 
 // addWorkspaceTools opens the workspace and adds its tools to reg, unless
-// cfg turns them off. The returned function closes the workspace.
-func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, log *slog.Logger) (closeWorkspace func(), err error) {
+// cfg turns them off. sessionTTL is how long an idle session's folder is
+// kept (0: 24h). The returned function closes the workspace.
+func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time.Duration, log *slog.Logger) (closeWorkspace func(), err error) {
 	rc := cfg.RunCommand
 	if cfg.NoWorkspace {
 		if rc.Enabled {
 			return nil, usageError("serve: run_command needs the workspace; drop --no-workspace or --run-command")
+		}
+		if cfg.PerSession {
+			return nil, usageError("serve: --workspace-per-session needs the workspace; drop --no-workspace or --workspace-per-session")
 		}
 		return func() {}, nil
 	}
@@ -79,10 +88,14 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, log *slog.Logge
 		log.Warn("run_command settings are ignored: run_command is not enabled (--run-command)")
 	}
 	dir := cfg.Workspace
+	if dir == "" && cfg.PerSession {
+		// The current directory is rarely meant to fill with session folders.
+		return nil, usageError("serve: --workspace-per-session needs --workspace: the folder that holds the sessions' folders")
+	}
 	if dir == "" {
 		dir = "."
 	}
-	ws, err := workspace.Open(dir)
+	ws, wsDir, closeWS, err := openWorkspace(dir, cfg.PerSession, sessionTTL, log)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w (use --workspace to choose another folder or --no-workspace to serve none)", err)
 	}
@@ -90,13 +103,30 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, log *slog.Logge
 	if rc.Enabled {
 		sb, err := startSandbox(cfg.Sandbox, log)
 		if err != nil {
-			return nil, errors.Join(err, ws.Close())
+			return nil, errors.Join(err, closeWS())
 		}
 		opts.Command.Sandbox = sb
 	}
 	if err := reg.Add(workspacetools.Tools(ws, opts)...); err != nil {
-		return nil, errors.Join(err, ws.Close())
+		return nil, errors.Join(err, closeWS())
 	}
-	log.Info("serving workspace tools", "workspace", ws.Dir(), "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
-	return func() { ws.Close() }, nil
+	log.Info("serving workspace tools", "workspace", wsDir, "per_session", cfg.PerSession, "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
+	return func() { closeWS() }, nil
+}
+
+// openWorkspace opens the folder dir as one workspace every call shares,
+// or, with perSession, as the root of a folder per session.
+func openWorkspace(dir string, perSession bool, sessionTTL time.Duration, log *slog.Logger) (ws workspace.Resolver, wsDir string, closeWS func() error, err error) {
+	if perSession {
+		s, err := workspace.OpenSessions(dir, workspace.SessionOptions{TTL: sessionTTL, Logger: log})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return s, s.Dir(), s.Close, nil
+	}
+	w, err := workspace.Open(dir)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return w, w.Dir(), w.Close, nil
 }

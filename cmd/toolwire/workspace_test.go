@@ -24,6 +24,8 @@ func TestParseWorkspaceArgs(t *testing.T) {
 		{"flags", []string{"--workspace", "w", "--run-command", "--run-command-env", "HOME, LANG,"},
 			WorkspaceConfig{Workspace: "w", RunCommand: RunCommandConfig{Enabled: true, Env: []string{"HOME", "LANG"}}}},
 		{"no workspace", []string{"--no-workspace"}, WorkspaceConfig{NoWorkspace: true}},
+		{"per session", []string{"--workspace-per-session"}, WorkspaceConfig{PerSession: true}},
+		{"per session in the file", []string{"--config", writeFile(t, "ps.yaml", "workspace_per_session: true\n")}, WorkspaceConfig{PerSession: true}},
 		{"file", []string{"--config", path},
 			WorkspaceConfig{Workspace: "/srv/repo", RunCommand: RunCommandConfig{Enabled: true, Shell: true, Env: []string{"HOME", "GOPATH"}}}},
 		{"flags override the file", []string{"--config", path, "--run-command-shell=false", "--run-command-env", "PATH"},
@@ -96,6 +98,9 @@ func TestServeWorkspaceErrors(t *testing.T) {
 		want string
 	}{
 		{"run_command without workspace", []string{"--no-workspace", "--run-command"}, 2, "run_command needs the workspace"},
+		{"per session without workspace", []string{"--no-workspace", "--workspace-per-session"}, 2, "--workspace-per-session needs the workspace"},
+		{"per session without a folder", []string{"--workspace-per-session"}, 2, "--workspace-per-session needs --workspace"},
+		{"per session in a missing folder", []string{"--workspace-per-session", "--workspace", filepath.Join(t.TempDir(), "missing")}, 1, "--no-workspace to serve none"},
 		{"missing folder", []string{"--workspace", filepath.Join(t.TempDir(), "missing")}, 1, "--no-workspace to serve none"},
 	}
 	for _, tt := range tests {

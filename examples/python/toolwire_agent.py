@@ -1,14 +1,15 @@
 """toolwire's agent-loop example in Python, and the Python runner of the
-conformance scenario in examples/scenario.json.
+conformance scenario in examples/scenario.json, on the toolwire package
+(clients/python).
 
 A scripted model (no LLM) answers in OpenAI Chat Completions format; its tool
 calls go to toolwire as one ExecuteBatch per turn, and the results come back
-as OpenAI tool messages. The tool declarations from ListTools are converted
-to OpenAI's "tools" format. The messages and tools are plain dicts, exactly
-what the `openai` package's `client.chat.completions.create(messages=...,
-tools=...)` takes, so nothing here needs that package.
+as OpenAI tool messages, through toolwire's dict adapters: exactly what the
+`openai` package's `client.chat.completions.create(messages=..., tools=...)`
+takes, so nothing here needs that package.
 
-Against a running `toolwire serve --diag` (stubs in gen/, made by buf):
+Against a running `toolwire serve --diag`, with the toolwire wheel installed
+(else the package's source in clients/python/src is used):
 
     /usr/bin/python3 examples/python/toolwire_agent.py [--addr 127.0.0.1:50051] [-v]
 """
@@ -19,63 +20,16 @@ import os
 import re
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "gen"))
+import grpc
 
-import grpc  # noqa: E402
+try:
+    import toolwire
+except ImportError:  # a checkout without the wheel installed: use the package's source
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+    import toolwire
+from toolwire import from_openai_tool_calls, openai_tool_message, openai_tools, pb
 
-from toolwire.v1 import toolwire_pb2 as pb  # noqa: E402
-from toolwire.v1 import toolwire_pb2_grpc as pb_grpc  # noqa: E402
-
-DEFAULT_SCENARIO = os.path.join(HERE, "..", "scenario.json")
-
-
-# --- The hand-off to an LLM API, in OpenAI's format -------------------------
-
-
-def openai_tools(tools):
-    """Converts ListTools declarations into the "tools" of a chat request."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": json.loads(t.input_schema or '{"type":"object","properties":{}}'),
-            },
-        }
-        for t in tools
-    ]
-
-
-def from_openai_tool_calls(tool_calls):
-    """Converts an assistant message's tool_calls into toolwire calls,
-    keeping the model's arguments text as it is."""
-    calls = []
-    for c in tool_calls:
-        if c.get("type", "function") != "function":
-            raise ValueError(f"tool call {c.get('id')!r}: type {c.get('type')!r} is not supported")
-        args = c["function"].get("arguments") or ""
-        if not isinstance(args, str):  # some compatible servers send the object
-            args = json.dumps(args)
-        calls.append(pb.ToolCall(call_id=c["id"], name=c["function"]["name"], arguments=args))
-    return calls
-
-
-def openai_tool_message(result):
-    """Converts a result into the tool message the model reads next. Tool
-    messages carry text only; errors need no flag, the text says what went
-    wrong."""
-    parts = []
-    for block in result.content:
-        if block.HasField("text"):
-            parts.append(block.text.text)
-        elif block.HasField("image"):
-            parts.append(
-                f"[image ({block.image.mime_type}, {len(block.image.data)} bytes) left out: "
-                "tool messages carry text only]"
-            )
-    return {"role": "tool", "tool_call_id": result.call_id, "content": "\n".join(parts)}
+DEFAULT_SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scenario.json")
 
 
 # --- The agent loop -----------------------------------------------------------
@@ -143,11 +97,12 @@ class BatchRecord:
         return sorted(got, key=lambda r: r.index)
 
 
-def run_batch(stub, calls, cancel=None, timeout=60):
+def run_batch(client, calls, cancel=None, timeout=60):
     """Executes calls as one batch, recording every event; cancels the RPC
     after the cancel["after_progress"]-th progress of cancel["call_id"]."""
+    calls = [toolwire.to_call(c) for c in calls]
     rec = BatchRecord(calls)
-    call = stub.ExecuteBatch(pb.ExecuteBatchRequest(calls=calls), timeout=timeout)
+    call = client.execute_batch(calls, timeout=timeout)
     try:
         for ev in call:
             rec.add(ev)  # a UI would show progress here
@@ -163,8 +118,8 @@ def run_batch(stub, calls, cancel=None, timeout=60):
     return rec
 
 
-def run(stub, scenario):
-    """Plays the scenario's conversation against the server behind stub.
+def run(client, scenario):
+    """Plays the scenario's conversation against the server behind client.
     Returns the next chat request's body ({"messages", "tools"}) and the list
     of mismatches with the scenario's expectations; none means the server
     conforms."""
@@ -175,7 +130,7 @@ def run(stub, scenario):
         fail = _prefixed(mismatches.append, step["name"] + ": ")
         if "list_tools" in step:
             try:
-                listed = stub.ListTools(pb.ListToolsRequest(), timeout=10)
+                listed = client.list_tools(timeout=10)
             except grpc.RpcError as err:
                 fail(f"ListTools: {err.code().name}: {err.details()}")
                 continue
@@ -193,7 +148,7 @@ def run(stub, scenario):
             except (KeyError, ValueError) as err:
                 fail(str(err))
                 continue
-            rec = run_batch(stub, calls, step.get("cancel"))
+            rec = run_batch(client, calls, step.get("cancel"))
             if rec.status == "OK":
                 # The model's message and an answer to each tool call, in the
                 # order of the calls. A batch that did not finish (cancelled,
@@ -338,8 +293,8 @@ def main(argv=None):
     ap.add_argument("-v", action="store_true", help="print the final chat request (OpenAI messages and tools)")
     args = ap.parse_args(argv)
     scenario = load_scenario(args.scenario)
-    with grpc.insecure_channel(args.addr) as channel:
-        chat, mismatches = run(pb_grpc.ToolServiceStub(channel), scenario)
+    with toolwire.Client(args.addr) as client:
+        chat, mismatches = run(client, scenario)
     if args.v:
         print(json.dumps(chat, indent=2, ensure_ascii=False))
     for m in mismatches:

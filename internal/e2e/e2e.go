@@ -2,5 +2,7 @@
 // processes on loopback: replicas sharing Redis killed mid-batch, a restart
 // on a bbolt file, a graceful drain under load, concurrent duplicates. The
 // countserver command is the server they run where a side effect must be
-// counted.
+// counted. One test, TestBuiltinsStopWhenCancelled, serves every built-in
+// tool in process instead, to read the server's abandoned counter and the
+// goroutine count.
 package e2e

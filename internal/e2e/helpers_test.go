@@ -28,8 +28,9 @@ import (
 // testTimeout only fails a test that would otherwise hang.
 const testTimeout = 2 * time.Minute
 
-// Binaries built once for every test.
-var toolwireBin, countserverBin string
+// Binaries built once for every test: mcpServerBin is the MCP gateway's
+// test server, spoken to over stdio.
+var toolwireBin, countserverBin, mcpServerBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "toolwire-e2e")
@@ -39,7 +40,8 @@ func TestMain(m *testing.M) {
 	}
 	toolwireBin = filepath.Join(dir, "toolwire")
 	countserverBin = filepath.Join(dir, "countserver")
-	for bin, pkg := range map[string]string{toolwireBin: "../../cmd/toolwire", countserverBin: "./countserver"} {
+	mcpServerBin = filepath.Join(dir, "mcptestserver")
+	for bin, pkg := range map[string]string{toolwireBin: "../../cmd/toolwire", countserverBin: "./countserver", mcpServerBin: "../../tools/mcpgw/internal/testserver/stdio"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
 			os.RemoveAll(dir)

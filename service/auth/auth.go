@@ -159,6 +159,11 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 // valid client certificate), else a verified client certificate's.
 func (a *Authenticator) identify(ctx context.Context) (string, error) {
 	if vals := metadata.ValueFromIncomingContext(ctx, "authorization"); len(vals) > 0 {
+		if len(vals) > 1 {
+			// Which one a proxy or the server would read is a guess;
+			// refuse rather than authenticate by one and audit by another.
+			return "", fmt.Errorf("%d authorization headers: send exactly one", len(vals))
+		}
 		if len(a.hashes) == 0 {
 			return "", errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
 		}

@@ -133,6 +133,7 @@ func TestBearerTokens(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, authorization string
+		second              string // a second authorization header, when set
 		want                string
 		wantMsg             string // of the UNAUTHENTICATED status, when one is wanted
 	}{
@@ -142,11 +143,16 @@ func TestBearerTokens(t *testing.T) {
 		{name: "empty bearer", authorization: "Bearer ", wantMsg: "malformed authorization"},
 		{name: "alice", authorization: "Bearer " + aliceToken, want: "caller=alice"},
 		{name: "bob, lower-case scheme", authorization: "bearer " + bobToken, want: "caller=bob"},
+		{name: "two headers, both valid", authorization: "Bearer " + aliceToken, second: "Bearer " + bobToken, wantMsg: "2 authorization headers"},
+		{name: "two headers, the first valid", authorization: "Bearer " + aliceToken, second: "Bearer wrong", wantMsg: "2 authorization headers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			if tc.authorization != "" {
 				ctx = withAuthorization(tc.authorization)
+			}
+			if tc.second != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.second)
 			}
 			got, err := callWhoami(ctx, conn)
 			if tc.wantMsg != "" {

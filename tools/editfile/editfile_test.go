@@ -1,6 +1,8 @@
 package editfile_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -97,24 +99,55 @@ func TestEditFileSchema(t *testing.T) {
 
 func TestEditFileEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := editfile.New(c.WS)
-	before := c.Outside(t)
-	for name, p := range c.Refused {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"SECRET","new_text":"pwned"}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
-		}
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := editfile.New(c.WS)
+			before := c.Outside(t)
+			for name, p := range c.Refused {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"SECRET","new_text":"pwned"}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+				}
+			}
+			if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
+				t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
+			}
+			for name, p := range c.Accepted {
+				c.Write(t, "..notes", wt.Inside)
+				c.Write(t, "sub/deep/file.txt", wt.Inside)
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"inside","new_text":"edited"}`)
+				if res.IsError || (c.Read(t, "..notes") != "edited the workspace\n" && c.Read(t, "sub/deep/file.txt") != "edited the workspace\n") {
+					t.Errorf("%s (%q): %q", name, p, wt.Text(res))
+				}
+			}
+		})
 	}
-	if diff := cmp.Diff(before, c.Outside(t)); diff != "" {
-		t.Errorf("files outside the workspace changed (-before +after):\n%s", diff)
+}
+
+// TestEditFileLargeChange replaces every line of a 3,000-line file: the
+// edit is made, and Details says why it carries no diff instead of running
+// a quadratic line match over the whole change.
+func TestEditFileLargeChange(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"big.txt": strings.Repeat("x\na\n", 3000)})
+	res := wt.Call(t, editfile.New(e.WS), `{"path":"big.txt","old_text":"a","new_text":"b","replace_all":true}`)
+	var d editfile.Details
+	wt.Details(t, res, &d)
+	want := editfile.Details{Path: "big.txt", Replacements: 3000, DiffOmitted: "the change spans 5999 lines, more than the 2000 a diff is made for"}
+	if diff := cmp.Diff(want, d); diff != "" || res.IsError || e.Read(t, "big.txt") != strings.Repeat("x\nb\n", 3000) {
+		t.Errorf("error %v, details (-want +got):\n%s", res.IsError, diff)
 	}
-	for name, p := range c.Accepted {
-		c.Write(t, "..notes", wt.Inside)
-		c.Write(t, "sub/deep/file.txt", wt.Inside)
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`,"old_text":"inside","new_text":"edited"}`)
-		if res.IsError || (c.Read(t, "..notes") != "edited the workspace\n" && c.Read(t, "sub/deep/file.txt") != "edited the workspace\n") {
-			t.Errorf("%s (%q): %q", name, p, wt.Text(res))
-		}
+}
+
+// TestEditFileCancelled edits with a context already done: nothing is
+// written and the context's error returned.
+func TestEditFileCancelled(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"main.go": source})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, editfile.New(e.WS), `{"path":"main.go","old_text":"bye","new_text":"ciao"}`, nil)
+	if !errors.Is(err, context.Canceled) || e.Read(t, "main.go") != source {
+		t.Errorf("result %v, error %v, main.go:\n%s\nwant context.Canceled and main.go unchanged", res, err, e.Read(t, "main.go"))
 	}
 }

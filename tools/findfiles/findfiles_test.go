@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools/findfiles"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 )
@@ -75,24 +79,27 @@ func TestFindFilesFileCap(t *testing.T) {
 // workspace whose symlinks lead outside: nothing outside is found or read.
 func TestFindFilesEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := findfiles.New(c.WS, findfiles.Options{})
-	for _, p := range []string{"../*", "../ws-other/*", "sub/../../*", c.Parent + "/*", "/etc/*"} {
-		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
-			t.Errorf("%q: error %v, %q; want an error result saying it escapes", p, res.IsError, text)
-		}
-	}
-	for _, p := range []string{"**", "dir-out/*", "dir-out/**", "link-out", "chain1"} {
-		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`,"content":"SECRET|inside"}`)
-		text := wt.Text(res)
-		if res.IsError || strings.Contains(text, wt.Secret) || strings.Contains(text, "outside.txt") {
-			t.Errorf("%q: error %v, found outside:\n%s", p, res.IsError, text)
-		}
-	}
-	res := wt.Call(t, tool, `{"pattern":"**","content":"inside"}`)
-	if want := "..notes:1: inside the workspace\nlink-in:1: inside the workspace\nsub/deep/file.txt:1: inside the workspace\n"; wt.Text(res) != want {
-		t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := findfiles.New(c.WS, findfiles.Options{})
+			for _, p := range []string{"../*", "../" + filepath.Base(c.Other) + "/*", "sub/../../*", c.Parent + "/*", "/etc/*"} {
+				res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+					t.Errorf("%q: error %v, %q; want an error result saying it escapes", p, res.IsError, text)
+				}
+			}
+			for _, p := range []string{"**", "dir-out/*", "dir-out/**", "link-out", "chain1"} {
+				res := wt.Call(t, tool, `{"pattern":`+wt.Quote(p)+`,"content":"SECRET|inside"}`)
+				text := wt.Text(res)
+				if res.IsError || strings.Contains(text, wt.Secret) || strings.Contains(text, "outside.txt") {
+					t.Errorf("%q: error %v, found outside:\n%s", p, res.IsError, text)
+				}
+			}
+			res := wt.Call(t, tool, `{"pattern":"**","content":"inside"}`)
+			if want := "..notes:1: inside the workspace\nlink-in:1: inside the workspace\nsub/deep/file.txt:1: inside the workspace\n"; wt.Text(res) != want {
+				t.Errorf("text:\n%s\nwant:\n%s", wt.Text(res), want)
+			}
+		})
 	}
 }
 
@@ -143,5 +150,146 @@ func TestFindFilesCancelled(t *testing.T) {
 	res, err := wt.CallContext(ctx, t, findfiles.New(e.WS, findfiles.Options{}), `{"pattern":"**/*.none"}`, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("result %v, error %v; want context.Canceled", res, err)
+	}
+}
+
+// TestFindFilesAlternatives refuses, as invalid arguments naming the limit,
+// patterns whose {a,b} groups expand past MaxAlternatives, counting groups
+// in sequence as products and nested ones as sums, and leaving escaped
+// braces and braces in classes out.
+func TestFindFilesAlternatives(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"ac.txt": "x"})
+	tool := findfiles.New(e.WS, findfiles.Options{MaxAlternatives: 6})
+	for _, tt := range []struct {
+		pattern string
+		refused bool
+	}{
+		{"{a,b}{c,d,e}.txt", false},   // 6
+		{"{a,b}{c,d,e,f}.txt", true},  // 8
+		{"{a,{b,c}}{c,d}.txt", false}, // 3 × 2
+		{"{a,{b,c,d}}{c,d}.txt", true},
+		{`\{a,b,c,d,e,f,g\}{a,b}*`, false}, // escaped: 2
+		{"[{]{a,b}{c,d}*", false},          // in a class: 4
+		{"{a,b}/{a,b}/{a,b}/*", true},      // 8 across folders
+	} {
+		res := wt.Call(t, tool, `{"pattern":`+wt.Quote(tt.pattern)+`}`)
+		text := wt.Text(res)
+		switch {
+		case tt.refused && (!res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) || !strings.Contains(text, "more than 6 alternatives")):
+			t.Errorf("%s: error %v kind %d %q; want INVALID_ARGUMENTS naming the limit of 6", tt.pattern, res.IsError, res.ErrorKind, text)
+		case !tt.refused && res.IsError:
+			t.Errorf("%s: refused: %s", tt.pattern, text)
+		}
+	}
+	// The issue's repro: 40 groups of two, 2^40 walks, with the defaults.
+	res := wt.Call(t, findfiles.New(e.WS, findfiles.Options{}), `{"pattern":"`+strings.Repeat("{a,b}", 40)+`"}`)
+	if want := "more than 1024 alternatives"; !res.IsError || !strings.Contains(wt.Text(res), want) {
+		t.Errorf("40 groups: %q; want an error saying %q", wt.Text(res), want)
+	}
+}
+
+// TestFindFilesDeepTree searches a workspace holding a chain of 2,000
+// folders: the walk passes over what lies below MaxDepth and says so,
+// instead of resolving ever longer paths (2,000 levels cost 2 million
+// look-ups; the 20,000 of the issue's repro, internal/e2e's case, 200
+// million). The context's deadline only keeps a regression from hanging
+// the test.
+func TestFindFilesDeepTree(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"top.txt": "needle\n"})
+	e.Deep(t, 2_000, "deep.txt")
+	tool := findfiles.New(e.WS, findfiles.Options{})
+	for _, args := range []string{`{"pattern":"**/*.txt"}`, `{"pattern":"**","content":"needle|inside"}`} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := wt.CallContext(ctx, t, tool, args, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v; want a result before the context's end", args, err)
+		}
+		var d findfiles.Details
+		wt.Details(t, res, &d)
+		text := wt.Text(res)
+		if !strings.HasPrefix(text, "top.txt") || !strings.Contains(text, "[stopped early: depth limit: paths more than 64 levels deep were not searched;") ||
+			!slices.Equal(d.Stopped, []string{"depth limit"}) || !slices.Equal(d.Files, []string{"top.txt"}) {
+			t.Errorf("%s: %s\ndetails %+v; want top.txt only, stopped early at the depth limit", args, text, d)
+		}
+	}
+}
+
+// TestFindFilesWorkLimits stops a search at each limit on its work, with
+// what it found so far and the reason in its text and details.
+func TestFindFilesWorkLimits(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"a/b/c/d.txt": "x\n"}
+	for i := range 10 {
+		files[fmt.Sprintf("f%d.txt", i)] = "match\n"
+	}
+	e := wt.New(t, files)
+	for _, tt := range []struct {
+		name  string
+		opts  findfiles.Options
+		args  string
+		files int
+		want  string
+	}{
+		{"entries", findfiles.Options{MaxEntries: 5}, `{"pattern":"**/*.txt"}`, 0, "entry limit: the search looked at 5 files and folders, its limit"},
+		{"depth", findfiles.Options{MaxDepth: 3}, `{"pattern":"**/*.txt"}`, 10, "depth limit: paths more than 3 levels deep were not searched"},
+		{"content files", findfiles.Options{MaxScanFiles: 3}, `{"pattern":"*.txt","content":"match"}`, 3, "content file limit: the contents of 3 files were searched, the limit"},
+		{"content bytes", findfiles.Options{MaxScanBytes: 15}, `{"pattern":"*.txt","content":"match"}`, 2, "content byte limit: 15 bytes of content were searched, the limit"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := wt.Call(t, findfiles.New(e.WS, tt.opts), tt.args)
+			var d findfiles.Details
+			wt.Details(t, res, &d)
+			reason, _, _ := strings.Cut(tt.want, ":")
+			if text := wt.Text(res); res.IsError || !strings.Contains(text, "[stopped early: "+tt.want+"; narrow the pattern to search the rest]") ||
+				len(d.Files) != tt.files || !slices.Equal(d.Stopped, []string{reason}) {
+				t.Errorf("error %v, %d files, stopped %q:\n%s\nwant %d files, stopped early at %q", res.IsError, len(d.Files), d.Stopped, text, tt.files, tt.want)
+			}
+		})
+	}
+}
+
+// TestFindFilesNamedPipes searches a workspace holding a named pipe, as a
+// file that matches and as a folder a pattern names: nothing waits for a
+// writer.
+func TestFindFilesNamedPipes(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"a.txt": "match\n"})
+	if err := syscall.Mkfifo(filepath.Join(e.Dir, "pipe.txt"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool := findfiles.New(e.WS, findfiles.Options{})
+	for _, args := range []string{`{"pattern":"*.txt","content":"match"}`, `{"pattern":"pipe.txt/*","content":"match"}`} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		res, err := wt.CallContext(ctx, t, tool, args, nil)
+		cancel()
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v; want a result", args, res, err)
+		}
+		var d findfiles.Details
+		wt.Details(t, res, &d)
+		if slices.Contains(d.Files, "pipe.txt") {
+			t.Errorf("%s: found %q; want the pipe passed over", args, d.Files)
+		}
+	}
+}
+
+// TestFindFilesContentComplexity refuses, as invalid arguments, a content
+// expression whose compiled program is over MaxContentInsts: matching it
+// cannot be interrupted, and costs a step per instruction per byte.
+func TestFindFilesContentComplexity(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"a.txt": "word word z\n"})
+	tool := findfiles.New(e.WS, findfiles.Options{})
+	res := wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,1000}z"}`)
+	if text := wt.Text(res); !res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) ||
+		!strings.Contains(text, "is too complex: it compiles to 5002 instructions, over find_files's limit of 500") {
+		t.Errorf("error %v kind %d %q; want INVALID_ARGUMENTS naming the limit", res.IsError, res.ErrorKind, text)
+	}
+	res = wt.Call(t, tool, `{"pattern":"*.txt","content":"(?:\\w+\\s*){1,90}z"}`)
+	if text := wt.Text(res); res.IsError || text != "a.txt:1: word word z\n" {
+		t.Errorf("error %v %q; want the line found", res.IsError, text)
 	}
 }

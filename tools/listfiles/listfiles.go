@@ -5,12 +5,17 @@ package listfiles
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
@@ -64,8 +69,8 @@ func schema(maxDepth int) string {
 }`
 }
 
-// New returns the list_files tool over ws.
-func New(ws *workspace.Workspace, opts Options) tools.Tool {
+// New returns the list_files tool over the workspace r gives each call.
+func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
 	return tools.Tool{
 		Name:  "list_files",
@@ -75,13 +80,13 @@ func New(ws *workspace.Workspace, opts Options) tools.Tool {
 			strconv.Itoa(opts.MaxEntries) + " entries are listed.",
 		InputSchema: json.RawMessage(schema(opts.MaxDepth)),
 		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return list(ctx, ws, opts, args)
-		},
+		}),
 	}
 }
 
@@ -146,10 +151,7 @@ type lister struct {
 // walk lists dir's entries and, depth permitting, those of its folders,
 // depth first in name order. It stops at the entry cap.
 func (l *lister) walk(ctx context.Context, dir string, depth int) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	entries, err := fs.ReadDir(l.ws.Root().FS(), dir)
+	entries, err := l.readDir(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -179,6 +181,34 @@ func (l *lister) walk(ctx context.Context, dir string, depth int) error {
 		}
 	}
 	return nil
+}
+
+// readDir returns dir's entries in name order. It reads them in batches,
+// checking ctx between them, so a folder of millions of entries does not
+// keep a cancelled call reading; O_DIRECTORY makes a named pipe swapped in
+// for the folder fail at once instead of waiting for a writer.
+func (l *lister) readDir(ctx context.Context, dir string) ([]fs.DirEntry, error) {
+	f, err := l.ws.Root().OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var all []fs.DirEntry
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		batch, err := f.ReadDir(1024)
+		all = append(all, batch...)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(all, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return all, nil
 }
 
 func kind(m fs.FileMode) string {

@@ -68,25 +68,28 @@ func TestListFilesDepthIsBounded(t *testing.T) {
 
 func TestListFilesEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := listfiles.New(c.WS, listfiles.Options{})
-	refused := map[string]string{"parent": "..", "absolute parent": c.Parent, "sibling": c.Dir + "-other", "dir symlink": "dir-out", "NUL": "sub\x00"}
-	for name, p := range refused {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") || strings.Contains(text, "outside.txt") {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
-		}
-	}
-	for _, p := range []string{"sub", "./sub/deep/..", c.Dir + "/sub"} {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); res.IsError || text != "sub/deep/\n" {
-			t.Errorf("%q: error %v, %q; want sub/deep/", p, res.IsError, text)
-		}
-	}
-	// Symlinks are listed, never entered, so a recursive listing stays
-	// inside however the links point.
-	res := wt.Call(t, tool, `{"depth":10}`)
-	if text := wt.Text(res); res.IsError || strings.Contains(text, "dir-out/") || !strings.Contains(text, "dir-out -> ..") {
-		t.Errorf("recursive listing:\n%s", text)
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := listfiles.New(c.WS, listfiles.Options{})
+			refused := map[string]string{"parent": "..", "absolute parent": c.Parent, "sibling": c.Other, "dir symlink": "dir-out", "NUL": "sub\x00"}
+			for name, p := range refused {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") || strings.Contains(text, "outside.txt") {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+				}
+			}
+			for _, p := range []string{"sub", "./sub/deep/..", c.Dir + "/sub"} {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); res.IsError || text != "sub/deep/\n" {
+					t.Errorf("%q: error %v, %q; want sub/deep/", p, res.IsError, text)
+				}
+			}
+			// Symlinks are listed, never entered, so a recursive listing stays
+			// inside however the links point.
+			res := wt.Call(t, tool, `{"depth":10}`)
+			if text := wt.Text(res); res.IsError || strings.Contains(text, "dir-out/") || !strings.Contains(text, "dir-out -> ..") {
+				t.Errorf("recursive listing:\n%s", text)
+			}
+		})
 	}
 }

@@ -5,21 +5,28 @@
 // function names allow no dots). Schemas, descriptions, titles and
 // annotations are kept, with MCP's defaults for absent hints. A call is
 // forwarded with its context, so cancellation reaches the server; MCP
-// progress notifications become progress reports; content blocks,
-// structured content and isError map to the result.
+// progress notifications become progress reports, delivered in the order the
+// server wrote them, before the result; content blocks, structured content
+// and isError map to the result. A tool that requires MCP Tasks is called as
+// a task (see tasks.go).
 //
 // Servers connect in the background. One that is down is retried with
 // exponential backoff, and its tools appear when it comes up; a server that
 // announces tools/list_changed is re-listed; a stdio server that exits is
-// restarted, and calls in flight get error results. Each change to a
-// server's tools is one atomic registry update.
+// restarted, and calls in flight get error results at once (a streamable
+// HTTP stream that breaks is not resumed). Each change to a server's tools
+// is one atomic registry update. A server stopped by Sync (removed or
+// reconfigured) offers no tools from then on, but its calls in flight
+// finish on its old session, progress and all, before that session closes.
 package mcpgw
 
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -33,8 +40,13 @@ type Gateway struct {
 	terminate time.Duration
 
 	// set runs a server per configuration; a stopped server's loop returns
-	// once its tools are removed and its session closed.
+	// once its tools are removed, handing its session to close.
 	set *supervise.Set[ServerConfig]
+
+	closing sync.WaitGroup // one per session being closed
+	cancels sync.WaitGroup // tasks/cancel requests in flight
+
+	onTask func(r *rpc, taskID string) // tests see the tasks calls create
 }
 
 // New returns a gateway adding tools to reg and logging to logger (nil
@@ -63,8 +75,29 @@ func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
 }
 
 // Close stops every server, closing sessions and ending child processes,
-// removes their tools, and waits for all of it.
+// removes their tools, and waits for all of it, calls in flight included.
 func (g *Gateway) Close() error {
 	g.set.Close()
+	g.closing.Wait()
+	g.cancels.Wait()
 	return nil
+}
+
+// close closes a session whose tools are gone (the SDK lets its calls in
+// flight finish first), waits until it has ended, and calls cleanup. A
+// session that was stopped (stopped is true) is closed in the background,
+// so that a new session of the same name can start meanwhile.
+func (g *Gateway) close(cs *mcp.ClientSession, ended <-chan struct{}, stopped bool, cleanup func()) {
+	g.closing.Add(1)
+	finish := func() {
+		defer g.closing.Done()
+		_ = cs.Close()
+		<-ended
+		cleanup()
+	}
+	if stopped {
+		go finish()
+	} else {
+		finish()
+	}
 }

@@ -80,7 +80,7 @@ func none(prefix string) func([]string) bool {
 	}
 }
 
-var testTools = []string{"image", "fail", "progress", "read", "slow"}
+var testTools = []string{"image", "fail", "progress", "read", "slow", "wait"}
 
 func prefixed(prefix string, names ...string) []string {
 	out := make([]string, len(names))

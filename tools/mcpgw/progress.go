@@ -7,29 +7,38 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
-// forwarder hands one call's MCP progress to it from a goroutine of its own,
-// keeping only the latest report while the client reads slowly. The SDK
-// handles a session's notifications one at a time, so reporting directly
-// would make every other call's progress (and tools/list_changed) wait for
-// the slowest reader. MCP progress carries no output chunks: a newer report
-// supersedes an older one, so keeping the latest loses nothing that matters.
+// maxQueued bounds the reports a call keeps for a slow reader; past it the
+// newest report replaces the last queued one.
+const maxQueued = 256
+
+// forwarder hands one call's MCP progress to it, in the order the server
+// sent it, from a goroutine of its own. Reports are queued as they are read
+// off the wire (see wire.go), so reporting directly would make the server's
+// every other message wait for the slowest reader. A fast reader gets every
+// report; a reader more than maxQueued reports behind loses intermediate
+// ones, never the latest: MCP progress carries no output chunks, so a newer
+// report supersedes an older one.
 type forwarder struct {
 	call *tools.Call
 
 	mu      sync.Mutex
-	latest  *tools.Progress
+	queue   []tools.Progress
 	running chan struct{} // non-nil while a goroutine delivers; closed when it exits
 	done    bool          // the call has returned: later reports are dropped
 }
 
-// add queues p, replacing a report not yet delivered.
+// add queues p.
 func (f *forwarder) add(p tools.Progress) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.done {
 		return
 	}
-	f.latest = &p
+	if len(f.queue) < maxQueued {
+		f.queue = append(f.queue, p)
+	} else {
+		f.queue[len(f.queue)-1] = p
+	}
 	if f.running == nil {
 		f.running = make(chan struct{})
 		go f.deliver(f.running)
@@ -40,15 +49,15 @@ func (f *forwarder) deliver(exit chan struct{}) {
 	defer close(exit)
 	for {
 		f.mu.Lock()
-		p := f.latest
-		f.latest = nil
-		if p == nil {
+		if len(f.queue) == 0 {
 			f.running = nil
 			f.mu.Unlock()
 			return
 		}
+		p := f.queue[0]
+		f.queue = f.queue[1:]
 		f.mu.Unlock()
-		f.call.Report(*p) // blocks while the client reads slowly
+		f.call.Report(p) // blocks while the client reads slowly
 	}
 }
 

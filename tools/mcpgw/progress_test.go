@@ -11,10 +11,11 @@ import (
 )
 
 // TestForwarderSlowReader: while the reader is stuck, reports are queued
-// without blocking (the session's other notifications go on), the latest
-// wins, and finish delivers it.
+// without blocking (the server's other messages go on), in order; past
+// maxQueued the latest replaces the last queued, and finish delivers it.
 func TestForwarderSlowReader(t *testing.T) {
 	t.Parallel()
+	const n = maxQueued * 4
 	release := make(chan struct{})
 	var got []float64
 	call := tools.NewCall("c", "t", json.RawMessage(`{}`), func(p tools.Progress) {
@@ -24,7 +25,7 @@ func TestForwarderSlowReader(t *testing.T) {
 	f := &forwarder{call: call}
 	added := make(chan struct{})
 	go func() {
-		for i := 1; i <= 100; i++ {
+		for i := 1; i <= n; i++ {
 			v := float64(i)
 			f.add(tools.Progress{Progress: &v})
 		}
@@ -37,13 +38,13 @@ func TestForwarderSlowReader(t *testing.T) {
 	}
 	close(release)
 	f.finish(context.Background())
-	if len(got) == 0 || got[len(got)-1] != 100 || !slices.IsSorted(got) || len(got) == 100 {
-		t.Errorf("delivered %v; want fewer than 100 increasing reports ending at 100", got)
+	if len(got) > maxQueued+1 || got[len(got)-1] != n || !slices.IsSorted(got) || got[maxQueued-2] != float64(maxQueued-1) {
+		t.Errorf("delivered %d reports %v; want the first %d in order, then the latest (%d)", len(got), got, maxQueued-1, n)
 	}
-	v := 101.0
+	v := float64(n + 1)
 	f.add(tools.Progress{Progress: &v})
-	if got[len(got)-1] != 100 {
-		t.Errorf("a report after finish was delivered: %v", got)
+	if got[len(got)-1] != n {
+		t.Errorf("a report after finish was delivered: %v", got[len(got)-1])
 	}
 }
 

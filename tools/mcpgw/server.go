@@ -36,8 +36,14 @@ type server struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession    // nil while not connected
+	conn    mcp.Connection        // the session's connection, once made
+	rpc     *rpc                  // the gateway's own requests on conn; nil while not connected
 	calls   map[string]*forwarder // calls in flight by progress token
 	seq     uint64
+	// taskRequired names the tools the latest tools/list said require
+	// task augmentation (execution.taskSupport "required"), as observed on
+	// the wire: the SDK's Tool type does not carry the field.
+	taskRequired map[string]bool
 }
 
 // newServer returns the server for c; its loop is run by g.set.
@@ -45,6 +51,7 @@ func (g *Gateway) newServer(c ServerConfig) supervise.Runner {
 	return &server{
 		g: g, cfg: c, log: g.log.With("mcp_server", c.Name),
 		relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
+		taskRequired: map[string]bool{},
 	}
 }
 
@@ -61,7 +68,6 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	defer cleanup()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway", Version: version()}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -69,12 +75,13 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 			default: // a re-list is pending already
 			}
 		},
-		ProgressNotificationHandler: s.progress,
+		// Progress is taken off the wire, in order (see wire.go).
 	})
 	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	cs, err := client.Connect(cctx, transport, nil)
 	cancel()
 	if err != nil {
+		cleanup()
 		return false, fmt.Errorf("connecting: %w", err)
 	}
 	ended := make(chan struct{})
@@ -84,16 +91,17 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	}()
 	s.mu.Lock()
 	s.session = cs
+	s.rpc = newRPC(s.conn, ended)
 	s.mu.Unlock()
 	defer func() {
-		// Tools first, so no new call starts; then the session, which fails
-		// the calls in flight and ends a stdio server's process.
+		// Tools first, so no new call starts; then the session, which ends
+		// a stdio server's process once the calls in flight have finished
+		// (they fail at once if the session has broken).
 		s.setTools(nil)
 		s.mu.Lock()
-		s.session = nil
+		s.session, s.rpc, s.conn = nil, nil, nil
 		s.mu.Unlock()
-		_ = cs.Close()
-		<-ended
+		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
 	}()
 	s.log.Info("MCP server connected")
 	for {
@@ -125,7 +133,8 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = &lineLogger{log: s.log}
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}, func() {}, nil
+		t := &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}
+		return wireTransport{Transport: t, s: s, wrap: true}, func() {}, nil
 	}
 	headers, err := envref.ExpandMap(s.cfg.Headers)
 	if err != nil {
@@ -136,15 +145,24 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t := &mcp.StreamableClientTransport{
 		Endpoint:   s.cfg.URL,
-		HTTPClient: &http.Client{Transport: headerTransport{headers: headers, base: base}},
+		HTTPClient: &http.Client{Transport: httpTransport{headers: headers, base: base, s: s}},
+		// A stream that breaks is not resumed: the session fails at once,
+		// so calls in flight get their error and the server's tools go now,
+		// not after the SDK's reconnect attempts (about 19 s by default).
+		// A server that is still there is connected to again by the
+		// gateway's own backoff, with its tools.
+		MaxRetries: -1,
 	}
-	return t, base.CloseIdleConnections, nil
+	return wireTransport{Transport: t, s: s}, base.CloseIdleConnections, nil
 }
 
 // refresh lists the server's tools and swaps them into the registry.
 func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	s.mu.Lock()
+	clear(s.taskRequired)
+	s.mu.Unlock()
 	var list []tools.Tool
 	seen := map[string]bool{}
 	for t, err := range cs.Tools(ctx, nil) {
@@ -156,7 +174,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 			continue
 		}
 		seen[t.Name] = true
-		d, err := declaration(s.cfg.Name, t, s.handler(t.Name))
+		d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)))
 		if err != nil {
 			s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
 			continue
@@ -184,12 +202,44 @@ func (s *server) setTools(list []tools.Tool) {
 	s.names = names
 }
 
-// handler forwards calls of the server's tool remote.
-func (s *server) handler(remote string) tools.Handler {
+// requiresTask reports whether the latest listing said tool requires task
+// augmentation (see tasks.go).
+func (s *server) requiresTask(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taskRequired[tool]
+}
+
+// noteTaskSupport records which tools of a tools/list result require task
+// augmentation.
+func (s *server) noteTaskSupport(result json.RawMessage) {
+	var list struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &list) != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range list.Tools {
+		if t.Execution != nil && t.Execution.TaskSupport == "required" {
+			s.taskRequired[t.Name] = true
+		}
+	}
+}
+
+// handler forwards calls of the server's tool remote, as MCP tasks when
+// task is set.
+func (s *server) handler(remote string, task bool) tools.Handler {
 	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 		fwd := &forwarder{call: call}
 		s.mu.Lock()
-		cs := s.session
+		cs, rpc := s.session, s.rpc
 		s.seq++
 		token := fmt.Sprintf("toolwire-%d", s.seq)
 		if cs != nil {
@@ -205,6 +255,9 @@ func (s *server) handler(remote string) tools.Handler {
 			s.mu.Unlock()
 			fwd.finish(ctx)
 		}()
+		if task {
+			return s.callTask(ctx, rpc, remote, call.Arguments, token, fwd)
+		}
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
 		// The SDK sends notifications/cancelled when ctx ends.
@@ -220,11 +273,7 @@ func (s *server) handler(remote string) tools.Handler {
 }
 
 // progress forwards an MCP progress notification to the call it belongs to.
-func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-	p := req.Params
-	if p == nil {
-		return
-	}
+func (s *server) progress(p *mcp.ProgressNotificationParams) {
 	s.mu.Lock()
 	fwd := s.calls[fmt.Sprint(p.ProgressToken)]
 	s.mu.Unlock()
@@ -240,20 +289,26 @@ func (s *server) progress(_ context.Context, req *mcp.ProgressNotificationClient
 	fwd.add(rep)
 }
 
-// headerTransport adds configured headers to every request.
-type headerTransport struct {
+// httpTransport adds configured headers to every request and observes the
+// messages of every response (see wire.go).
+type httpTransport struct {
 	headers map[string]string
 	base    http.RoundTripper
+	s       *server
 }
 
-func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+func (t httpTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if len(t.headers) > 0 {
 		r = r.Clone(r.Context())
 		for k, v := range t.headers {
 			r.Header.Set(k, v)
 		}
 	}
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		t.s.observeBody(resp)
+	}
+	return resp, err
 }
 
 // lineLogger logs a stdio server's stderr line by line.

@@ -76,8 +76,8 @@ const schema = `{
 // http.DetectContentType gives them.
 var images = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
-// New returns the read_file tool over ws.
-func New(ws *workspace.Workspace, opts Options) tools.Tool {
+// New returns the read_file tool over the workspace r gives each call.
+func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
 	return tools.Tool{
 		Name:  "read_file",
@@ -87,13 +87,13 @@ func New(ws *workspace.Workspace, opts Options) tools.Tool {
 			"use offset and limit to page through long files. Images (PNG, JPEG, GIF, WebP) come back as images; other binary files are refused.",
 		InputSchema: json.RawMessage(schema),
 		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
 			return read(ctx, ws, opts, args)
-		},
+		}),
 	}
 }
 
@@ -123,13 +123,22 @@ func read(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	}
 	d := Details{Path: rel, Size: info.Size()}
 
-	br := bufio.NewReaderSize(f, 64<<10)
+	// Reads fail once ctx ends, so neither a far offset nor one huge line
+	// keeps the call reading after it was cancelled.
+	br := bufio.NewReaderSize(ctxReader{ctx, f}, 64<<10)
 	head, err := br.Peek(8000)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return workspace.Problem(args.Path, err), nil
 	}
 	if mime := http.DetectContentType(head); images[mime] {
-		return image(br, opts, d, mime), nil
+		res := image(br, opts, d, mime)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 	if workspace.IsBinary(head) {
 		return tools.Errorf("%s is a binary file (%d bytes); read_file returns text and images (PNG, JPEG, GIF, WebP) only", args.Path, info.Size()), nil
@@ -152,13 +161,13 @@ func read(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 		if err == io.EOF {
 			break
 		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if err != nil {
 			return workspace.Problem(args.Path, err), nil
 		}
 		n++
-		if n%4096 == 0 && ctx.Err() != nil {
-			return nil, ctx.Err() // skipping to a far offset of a huge file
-		}
 		if n < first {
 			continue
 		}
@@ -216,6 +225,19 @@ func result(d Details, text string) *tools.Result {
 	res := tools.Text(text)
 	res.Details, _ = json.Marshal(d)
 	return res
+}
+
+// ctxReader is a reader that fails with ctx's error once ctx ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
 
 // lineReader reads lines of any length, keeping at most a given number of

@@ -132,19 +132,22 @@ func TestReadImages(t *testing.T) {
 
 func TestReadFileEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := readfile.New(c.WS, readfile.Options{})
-	for name, p := range c.Refused {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") || strings.Contains(text, wt.Secret) {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
-		}
-	}
-	for name, p := range c.Accepted {
-		res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); res.IsError || text != "     1\t"+wt.Inside {
-			t.Errorf("%s (%q): error %v, %q; want the file inside", name, p, res.IsError, text)
-		}
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := readfile.New(c.WS, readfile.Options{})
+			for name, p := range c.Refused {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") || strings.Contains(text, wt.Secret) {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+				}
+			}
+			for name, p := range c.Accepted {
+				res := wt.Call(t, tool, `{"path":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); res.IsError || text != "     1\t"+wt.Inside {
+					t.Errorf("%s (%q): error %v, %q; want the file inside", name, p, res.IsError, text)
+				}
+			}
+		})
 	}
 }
 
@@ -169,6 +172,20 @@ func TestReadFileCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := wt.CallContext(ctx, t, readfile.New(e.WS, readfile.Options{}), `{"path":"long.txt","offset":9999}`, nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("result %v, error %v; want context.Canceled", res, err)
+	}
+}
+
+// TestReadFileCancelledInALongLine reads past one line of 4 MiB with a
+// context already done: the read stops inside the line, which holds no
+// line break for a per-line check to catch.
+func TestReadFileCancelledInALongLine(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{"one-line.txt": strings.Repeat("a", 4<<20)})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res, err := wt.CallContext(ctx, t, readfile.New(e.WS, readfile.Options{}), `{"path":"one-line.txt","offset":2}`, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("result %v, error %v; want context.Canceled", res, err)
 	}

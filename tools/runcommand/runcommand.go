@@ -125,20 +125,20 @@ const shellSchema = `{
   "additionalProperties": false
 }`
 
-// New returns the run_command tool over ws.
-func New(ws *workspace.Workspace, opts Options) tools.Tool {
-	r := &runner{ws: ws, opts: opts.withDefaults(), env: environ(opts.Env)}
+// New returns the run_command tool over the workspace wss gives each call.
+func New(wss workspace.Resolver, opts Options) tools.Tool {
+	r := &runner{opts: opts.withDefaults(), env: environ(opts.Env)}
 	t := tools.Tool{
 		Name:        "run_command",
 		Title:       "Run command",
 		Annotations: tools.Annotations{Destructive: true, OpenWorld: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(wss, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
-			return r.run(ctx, call, args)
-		},
+			return r.in(ws).run(ctx, call, args)
+		}),
 	}
 	const common = " in the workspace (or the folder cwd names) and returns its exit code and output (stdout and stderr together; " +
 		"the middle of long output is left out). Output streams while it runs. A non-zero exit code is an error. Stdin is empty."
@@ -170,9 +170,16 @@ func environ(names []string) []string {
 }
 
 type runner struct {
-	ws   *workspace.Workspace
+	ws   *workspace.Workspace // the call's; see in
 	opts Options
 	env  []string
+}
+
+// in returns a copy of r for one call, working in that call's workspace.
+func (r *runner) in(ws *workspace.Workspace) *runner {
+	c := *r
+	c.ws = ws
+	return &c
 }
 
 func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.Result, error) {

@@ -398,20 +398,23 @@ func TestRunCommandEscapedChild(t *testing.T) {
 // escape corpus: each is an error result, and nothing runs.
 func TestRunCommandCwdEscapes(t *testing.T) {
 	t.Parallel()
-	c := wt.NewCorpus(t)
-	tool := runcommand.New(c.WS, runcommand.Options{})
-	for name, p := range c.Refused {
-		res := wt.Call(t, tool, `{"argv":["touch","ran"],"cwd":`+wt.Quote(p)+`}`)
-		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
-			t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(c.Parent, "ran")); err == nil {
-		t.Error("a command ran outside the workspace")
-	}
-	for _, p := range []string{"sub", "sub/deep", c.Dir + "/sub"} {
-		if res := wt.Call(t, tool, `{"argv":["pwd"],"cwd":`+wt.Quote(p)+`}`); res.IsError || !strings.HasPrefix(wt.Text(res), "exit code 0\n"+c.Dir+"/sub") {
-			t.Errorf("%q: %q", p, wt.Text(res))
-		}
+	for _, c := range wt.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			tool := runcommand.New(c.WS, runcommand.Options{})
+			for name, p := range c.Refused {
+				res := wt.Call(t, tool, `{"argv":["touch","ran"],"cwd":`+wt.Quote(p)+`}`)
+				if text := wt.Text(res); !res.IsError || !strings.Contains(text, "path escapes the workspace") {
+					t.Errorf("%s (%q): error %v, %q; want an error result saying the path escapes", name, p, res.IsError, text)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(c.Parent, "ran")); err == nil {
+				t.Error("a command ran outside the workspace")
+			}
+			for _, p := range []string{"sub", "sub/deep", c.Dir + "/sub"} {
+				if res := wt.Call(t, tool, `{"argv":["pwd"],"cwd":`+wt.Quote(p)+`}`); res.IsError || !strings.HasPrefix(wt.Text(res), "exit code 0\n"+c.Dir+"/sub") {
+					t.Errorf("%q: %q", p, wt.Text(res))
+				}
+			}
+		})
 	}
 }

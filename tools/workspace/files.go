@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"unicode/utf8"
 )
 
 // sniffLen is how much of a file decides whether it is binary: git's rule,
@@ -53,24 +54,58 @@ func (w *Workspace) WriteFile(rel string, data []byte) (created bool, err error)
 		return false, err
 	}
 
-	tmp, err := w.writeTemp(rel, data, perm)
+	// The temporary file is made, renamed and, on failure, removed through
+	// one handle on the folder, so that a folder swapped for a symlink
+	// meanwhile can neither redirect the rename nor strand the file.
+	dir, err := w.root.OpenRoot(filepath.Dir(rel))
 	if err != nil {
 		return false, err
 	}
-	if err := w.root.Rename(tmp, rel); err != nil {
-		_ = w.root.Remove(tmp)
+	defer dir.Close()
+	base := filepath.Base(rel)
+	tmp, err := writeTemp(dir, base, data, perm)
+	if err != nil {
+		return false, err
+	}
+	rename := (*os.Root).Rename
+	if w.rename != nil {
+		rename = w.rename
+	}
+	if err := rename(dir, tmp, base); err != nil {
+		if rerr := dir.Remove(tmp); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		return false, err
 	}
 	return created, nil
 }
 
-// writeTemp writes data to a new hidden file in rel's folder and returns its
-// name.
-func (w *Workspace) writeTemp(rel string, data []byte, perm fs.FileMode) (string, error) {
+// nameMax is the longest file name the common file systems (ext4, xfs,
+// btrfs, tmpfs, APFS) allow, in bytes.
+const nameMax = 255
+
+// tempName returns a new hidden name for a temporary file beside the file
+// named base: ".<base>.toolwire-<12 hex>", with base cut short enough that
+// the name stays within nameMax, so a file with the longest allowed name can
+// still be written.
+func tempName(base string) string {
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
-	tmp := filepath.Join(filepath.Dir(rel), "."+filepath.Base(rel)+".toolwire-"+hex.EncodeToString(suffix[:]))
-	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	tail := ".toolwire-" + hex.EncodeToString(suffix[:])
+	if n := nameMax - len(tail) - 1; len(base) > n {
+		for n > 0 && !utf8.RuneStart(base[n]) {
+			n--
+		}
+		base = base[:n]
+	}
+	return "." + base + tail
+}
+
+// writeTemp writes data to a new hidden file in dir, beside base, and
+// returns its name; on failure it leaves no file behind.
+func writeTemp(dir *os.Root, base string, data []byte, perm fs.FileMode) (string, error) {
+	tmp := tempName(base)
+	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err
 	}
@@ -85,7 +120,7 @@ func (w *Workspace) writeTemp(rel string, data []byte, perm fs.FileMode) (string
 		err = cerr
 	}
 	if err != nil {
-		_ = w.root.Remove(tmp)
+		_ = dir.Remove(tmp)
 		return "", err
 	}
 	return tmp, nil

@@ -8,6 +8,9 @@
 // path is accepted when it names something inside the folder (the model often
 // repeats paths a command printed) and is turned into the relative path; any
 // other absolute path is refused.
+//
+// The tools get their workspace per call from a Resolver: a Workspace gives
+// every call itself; Sessions gives each session a folder of its own.
 package workspace
 
 import (
@@ -28,6 +31,8 @@ type Workspace struct {
 	root *os.Root
 	dir  string // absolute path as given, cleaned
 	real string // dir with symlinks resolved
+
+	rename func(dir *os.Root, oldname, newname string) error // nil: (*os.Root).Rename; tests interfere
 }
 
 // Open opens the workspace at dir, which must be an existing folder.

@@ -2,10 +2,12 @@ package workspace_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,31 +20,34 @@ import (
 // read the file inside.
 func TestEscapeCorpus(t *testing.T) {
 	t.Parallel()
-	c := workspacetest.NewCorpus(t)
-	for name, p := range c.Refused {
-		t.Run("refused/"+name, func(t *testing.T) {
-			rel, err := c.WS.Rel(p)
-			if err == nil {
-				var b []byte
-				b, err = c.WS.Root().ReadFile(rel)
-				if err == nil {
-					t.Fatalf("read %q: %q", p, b)
-				}
+	for _, c := range workspacetest.Corpora(t) {
+		t.Run(c.Kind, func(t *testing.T) {
+			for name, p := range c.Refused {
+				t.Run("refused/"+name, func(t *testing.T) {
+					rel, err := c.WS.Rel(p)
+					if err == nil {
+						var b []byte
+						b, err = c.WS.Root().ReadFile(rel)
+						if err == nil {
+							t.Fatalf("read %q: %q", p, b)
+						}
+					}
+					if got := workspace.Describe(p, err); !strings.Contains(got, "path escapes the workspace") {
+						t.Errorf("Describe(%q) = %q; want it to say the path escapes", p, got)
+					}
+				})
 			}
-			if got := workspace.Describe(p, err); !strings.Contains(got, "path escapes the workspace") {
-				t.Errorf("Describe(%q) = %q; want it to say the path escapes", p, got)
-			}
-		})
-	}
-	for name, p := range c.Accepted {
-		t.Run("accepted/"+name, func(t *testing.T) {
-			rel, err := c.WS.Rel(p)
-			if err != nil {
-				t.Fatalf("Rel(%q): %v", p, err)
-			}
-			b, err := c.WS.Root().ReadFile(rel)
-			if err != nil || string(b) != workspacetest.Inside {
-				t.Errorf("read %q (as %q): %q, %v", p, rel, b, err)
+			for name, p := range c.Accepted {
+				t.Run("accepted/"+name, func(t *testing.T) {
+					rel, err := c.WS.Rel(p)
+					if err != nil {
+						t.Fatalf("Rel(%q): %v", p, err)
+					}
+					b, err := c.WS.Root().ReadFile(rel)
+					if err != nil || string(b) != workspacetest.Inside {
+						t.Errorf("read %q (as %q): %q, %v", p, rel, b, err)
+					}
+				})
 			}
 		})
 	}
@@ -190,5 +195,58 @@ func TestAbsoluteSymlinkInside(t *testing.T) {
 	_, err := e.WS.Root().ReadFile("abs")
 	if got := workspace.Describe("abs", err); !strings.Contains(got, "path escapes the workspace") {
 		t.Errorf("absolute symlink inside: %q", got)
+	}
+}
+
+// TestWriteFileLeavesNoTempFile interferes with the last step of an atomic
+// write: the folder is swapped for a symlink to outside the workspace just
+// before the rename (as a racing command could), and the rename then fails
+// or goes ahead. Either way no temporary file is left anywhere, and nothing
+// outside changes.
+func TestWriteFileLeavesNoTempFile(t *testing.T) {
+	t.Parallel()
+	for _, fail := range []bool{true, false} {
+		t.Run(fmt.Sprint("rename fails: ", fail), func(t *testing.T) {
+			t.Parallel()
+			e := workspacetest.New(t, map[string]string{"d/x": "old"})
+			outside := t.TempDir()
+			workspace.SetRename(e.WS, func(dir *os.Root, oldname, newname string) error {
+				if err := os.Rename(filepath.Join(e.Dir, "d"), filepath.Join(e.Dir, "moved")); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(outside, filepath.Join(e.Dir, "d")); err != nil {
+					t.Fatal(err)
+				}
+				if fail {
+					return &fs.PathError{Op: "renameat", Path: oldname, Err: syscall.EIO}
+				}
+				return dir.Rename(oldname, newname)
+			})
+			_, err := e.WS.WriteFile("d/x", []byte("new"))
+			want := "new" // the folder moved, and the file in it was replaced
+			if fail {
+				want = "old"
+				if !errors.Is(err, syscall.EIO) {
+					t.Errorf("err = %v; want the rename's EIO", err)
+				}
+			} else if err != nil {
+				t.Errorf("err = %v", err)
+			}
+			if got := e.Read(t, "moved/x"); got != want {
+				t.Errorf("x holds %q; want %q", got, want)
+			}
+			var names []string
+			for _, root := range []string{e.Dir, outside} {
+				_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, _ error) error {
+					if !d.IsDir() {
+						names = append(names, strings.TrimPrefix(p, root))
+					}
+					return nil
+				})
+			}
+			if diff := cmp.Diff([]string{"/d", "/moved/x"}, names); diff != "" {
+				t.Errorf("files in the workspace and outside (-want +got); no temporary file may remain:\n%s", diff)
+			}
+		})
 	}
 }

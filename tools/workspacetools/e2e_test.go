@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +15,7 @@ import (
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/workspace"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 	"github.com/toolwire/toolwire/tools/workspacetools"
 	"go.uber.org/goleak"
@@ -26,14 +29,20 @@ func TestMain(m *testing.M) {
 // returns a client of it; both stop when the test ends.
 func serve(t *testing.T, e *wt.Env, opts workspacetools.Options) *client.Client {
 	t.Helper()
-	c, _ := serveAddr(t, e, opts)
+	return serveResolver(t, e.WS, opts)
+}
+
+// serveResolver is serve over the workspaces ws gives the calls.
+func serveResolver(t *testing.T, ws workspace.Resolver, opts workspacetools.Options) *client.Client {
+	t.Helper()
+	c, _ := serveAddr(t, ws, opts)
 	return c
 }
 
-// serveAddr is serve, also returning the server's address.
-func serveAddr(t *testing.T, e *wt.Env, opts workspacetools.Options) (*client.Client, string) {
+// serveAddr is serveResolver, also returning the server's address.
+func serveAddr(t *testing.T, ws workspace.Resolver, opts workspacetools.Options) (*client.Client, string) {
 	t.Helper()
-	reg, err := tools.NewRegistry(workspacetools.Tools(e.WS, opts)...)
+	reg, err := tools.NewRegistry(workspacetools.Tools(ws, opts)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,5 +180,85 @@ func TestTools(t *testing.T) {
 	}
 	if _, err := tools.NewRegistry(all...); err != nil {
 		t.Errorf("the tools do not register: %v", err)
+	}
+}
+
+// TestBatchSessions serves a folder per session and drives it through
+// ExecuteBatch: each session's files, commands and listings are its own,
+// no path reaches another session's folder, and a batch without a session
+// gets an INVALID_ARGUMENTS result for each workspace call.
+func TestBatchSessions(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := workspace.OpenSessions(root, workspace.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := serveResolver(t, s, workspacetools.Options{RunCommand: true})
+	batch := func(session string, calls ...*toolwirev1.ToolCall) []string {
+		t.Helper()
+		b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: calls}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range b.Results {
+			got = append(got, fmt.Sprintf("%s %s", r.GetErrorKind(), client.Text(r)))
+		}
+		return got
+	}
+	alice := filepath.Join(root, workspace.FolderName("", "alice"))
+
+	got := batch("alice",
+		client.Call("w", "write_file", map[string]any{"path": "notes.txt", "content": "alice's notes\n"}),
+		client.Call("pwd", "run_command", map[string]any{"argv": []string{"pwd"}}),
+	)
+	want := []string{
+		"ERROR_KIND_UNSPECIFIED Created notes.txt (14 bytes).",
+		"ERROR_KIND_UNSPECIFIED exit code 0\n" + alice + "\n",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("alice (-want +got):\n%s", diff)
+	}
+
+	escapes := "ERROR_KIND_TOOL_ERROR path escapes the workspace: "
+	sibling := "../" + filepath.Base(alice) + "/notes.txt"
+	got = batch("bob",
+		client.Call("own", "read_file", map[string]any{"path": "notes.txt"}),
+		client.Call("rel", "read_file", map[string]any{"path": sibling}),
+		client.Call("abs", "read_file", map[string]any{"path": alice + "/notes.txt"}),
+		client.Call("id", "read_file", map[string]any{"path": "../alice/notes.txt"}),
+		client.Call("find", "find_files", map[string]any{"pattern": "../**"}),
+		client.Call("cwd", "run_command", map[string]any{"argv": []string{"cat", "notes.txt"}, "cwd": ".."}),
+		client.Call("ls", "list_files", map[string]any{"path": ".", "depth": 5}),
+	)
+	want = []string{
+		"ERROR_KIND_TOOL_ERROR no such file or folder: notes.txt",
+		escapes + sibling,
+		escapes + alice + "/notes.txt",
+		escapes + "../alice/notes.txt",
+		"ERROR_KIND_TOOL_ERROR path escapes the workspace: pattern \"../**\" must be relative to the workspace, without ..",
+		escapes + "..",
+		"ERROR_KIND_UNSPECIFIED (empty folder)\n",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("bob (-want +got):\n%s", diff)
+	}
+
+	required := "ERROR_KIND_INVALID_ARGUMENTS " + workspace.ErrNoSession.Error()
+	got = batch("",
+		client.Call("r", "read_file", map[string]any{"path": "notes.txt"}),
+		client.Call("w", "write_file", map[string]any{"path": "x.txt", "content": "x"}),
+		client.Call("run", "run_command", map[string]any{"argv": []string{"touch", "ran"}}),
+	)
+	if diff := cmp.Diff([]string{required, required, required}, got); diff != "" {
+		t.Errorf("no session (-want +got):\n%s", diff)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 2 {
+		t.Errorf("the root holds %d entries; want the two sessions' folders", len(entries))
 	}
 }

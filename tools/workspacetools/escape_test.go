@@ -192,7 +192,7 @@ func TestEscapeCorpus(t *testing.T) {
 		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
 	}
 	t.Logf("sandbox: %s", r)
-	cl, grpcAddr := serveAddr(t, c.Env, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb, KillGrace: 300 * time.Millisecond}})
+	cl, grpcAddr := serveAddr(t, c.WS, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb, KillGrace: 300 * time.Millisecond}})
 	admin := listen(t, "tcp", "127.0.0.1:0")
 	admin6, err6 := net.Listen("tcp", "[::1]:0")
 	if err6 == nil {

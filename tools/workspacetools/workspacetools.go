@@ -25,8 +25,10 @@ type Options struct {
 	Find       findfiles.Options
 }
 
-// Tools returns the workspace tools over ws, in name order.
-func Tools(ws *workspace.Workspace, opts Options) []tools.Tool {
+// Tools returns the workspace tools, in name order, over the workspace ws
+// gives each call: a *workspace.Workspace for one shared folder,
+// *workspace.Sessions for a folder per session.
+func Tools(ws workspace.Resolver, opts Options) []tools.Tool {
 	ts := []tools.Tool{
 		editfile.New(ws),
 		findfiles.New(ws, opts.Find),

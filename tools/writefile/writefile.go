@@ -6,10 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
 )
+
+// MaxDepth is the most levels a path written may have (a/b/c has three).
+// Creating folders cannot be cancelled midway, and a path of 20,000 levels
+// takes seconds of it; find_files searches the same depth by default.
+const MaxDepth = 64
 
 // Args are write_file's arguments.
 type Args struct {
@@ -34,8 +41,8 @@ const schema = `{
   "additionalProperties": false
 }`
 
-// New returns the write_file tool over ws.
-func New(ws *workspace.Workspace) tools.Tool {
+// New returns the write_file tool over the workspace r gives each call.
+func New(r workspace.Resolver) tools.Tool {
 	return tools.Tool{
 		Name:  "write_file",
 		Title: "Write file",
@@ -43,27 +50,34 @@ func New(ws *workspace.Workspace) tools.Tool {
 			"The write is atomic: readers see the old content or the new. To change part of a file, prefer edit_file.",
 		InputSchema: json.RawMessage(schema),
 		Annotations: tools.Annotations{Destructive: true, Idempotent: true},
-		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
 			var args Args
 			if err := json.Unmarshal(call.Arguments, &args); err != nil {
 				return nil, fmt.Errorf("decoding arguments: %w", err)
 			}
-			return write(ws, args), nil
-		},
+			return write(ctx, ws, args)
+		}),
 	}
 }
 
-func write(ws *workspace.Workspace, args Args) *tools.Result {
+func write(ctx context.Context, ws *workspace.Workspace, args Args) (*tools.Result, error) {
 	rel, err := ws.Rel(args.Path)
 	if err != nil {
-		return workspace.Problem(args.Path, err)
+		return workspace.Problem(args.Path, err), nil
 	}
 	if rel == "." {
-		return tools.Errorf("%s is the workspace folder, not a file", args.Path)
+		return tools.Errorf("%s is the workspace folder, not a file", args.Path), nil
+	}
+	if n := strings.Count(filepath.ToSlash(rel), "/") + 1; n > MaxDepth {
+		return tools.Errorf("%s… is %d levels deep, more than write_file's limit of %d", rel[:min(len(rel), 80)], n, MaxDepth), nil
+	}
+	// A call cancelled by now writes nothing.
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	created, err := ws.WriteFile(rel, []byte(args.Content))
 	if err != nil {
-		return workspace.Problem(args.Path, err)
+		return workspace.Problem(args.Path, err), nil
 	}
 	d := Details{Path: rel, BytesWritten: len(args.Content), Action: "replaced"}
 	text := fmt.Sprintf("Replaced %s (%d bytes).", rel, d.BytesWritten)
@@ -73,5 +87,5 @@ func write(ws *workspace.Workspace, args Args) *tools.Result {
 	}
 	res := tools.Text(text)
 	res.Details, _ = json.Marshal(d)
-	return res
+	return res, nil
 }

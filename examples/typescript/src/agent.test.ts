@@ -4,9 +4,8 @@
 
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
-import * as grpc from "@grpc/grpc-js";
-import { CallResult, Content, Tool, ToolServiceClient } from "./gen/toolwire/v1/toolwire";
-import { fromOpenAIToolCalls, loadScenario, openAITools, openAIToolMessage, run, Scenario, Step } from "./agent";
+import { CallResult, Content, Tool, ToolwireClient } from "@toolwire/client";
+import { fromOpenAIToolCalls, loadScenario, openAITools, openAIToolMessage, run, Scenario, Step } from "./agent.js";
 
 const addr = process.env.TOOLWIRE_ADDR;
 const requireAll = !!process.env.TOOLWIRE_TEST_REQUIRE_ALL;
@@ -18,10 +17,10 @@ function step(s: Scenario, name: string): Step {
 }
 
 describe("scenario", { skip: !addr && !requireAll && "TOOLWIRE_ADDR is not set: start `toolwire serve --diag` and set it" }, () => {
-  let client: ToolServiceClient;
+  let client: ToolwireClient;
   before(() => {
     assert.ok(addr, "TOOLWIRE_ADDR is not set, and TOOLWIRE_TEST_REQUIRE_ALL is: .ci/run must start a server");
-    client = new ToolServiceClient(addr, grpc.credentials.createInsecure());
+    client = new ToolwireClient(addr);
   });
   after(() => client?.close());
 

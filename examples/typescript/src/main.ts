@@ -6,9 +6,8 @@
 // It exits 1 if the server's answers differ from the scenario.
 
 import { parseArgs } from "node:util";
-import * as grpc from "@grpc/grpc-js";
-import { ToolServiceClient } from "./gen/toolwire/v1/toolwire";
-import { DEFAULT_SCENARIO, loadScenario, run } from "./agent";
+import { ToolwireClient } from "@toolwire/client";
+import { DEFAULT_SCENARIO, loadScenario, run } from "./agent.js";
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -19,7 +18,7 @@ async function main(): Promise<number> {
     },
   });
   const scenario = loadScenario(values.scenario);
-  const client = new ToolServiceClient(values.addr!, grpc.credentials.createInsecure());
+  const client = new ToolwireClient(values.addr!);
   try {
     const { chat, mismatches } = await run(client, scenario);
     if (values.v) console.log(JSON.stringify(chat, null, 2));

@@ -537,9 +537,10 @@ func (x *WatchToolsResponse) GetRevision() string {
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model's ID for this call, echoed on every event about it. Unique and
-	// non-empty within a batch.
+	// non-empty within a batch; at most 256 bytes.
 	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	// Name of the tool to call.
+	// Name of the tool to call. A name longer than a tool's can be (128 bytes)
+	// gets an UNKNOWN_TOOL result, with the name cut short.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Arguments as JSON text, exactly as the model produced them; empty means {}.
 	Arguments string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
@@ -547,7 +548,7 @@ type ToolCall struct {
 	// this, the tool's limit, the server's limit and the RPC deadline.
 	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Optional key that makes a retried call replay the first result instead of
-	// running again.
+	// running again; at most 256 bytes.
 	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -699,6 +700,7 @@ type ExecuteBatchRequest struct {
 	// The calls, in the order the model emitted them.
 	Calls []*ToolCall `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
 	// Optional session the calls belong to; tools may keep state per session.
+	// At most 256 bytes.
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// Scheduling options.
 	Options       *BatchOptions `protobuf:"bytes,3,opt,name=options,proto3" json:"options,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,9 +79,15 @@ const Secret = "SECRET outside the workspace"
 // Corpus is the escape corpus over a workspace.
 type Corpus struct {
 	*Env
+	// Kind names the corpus: "shared" for a workspace folder of its own,
+	// "session" for one session's folder beside another session's.
+	Kind string
+	// Other is the sibling folder holding a secret: Parent/ws-other beside
+	// a shared workspace, the other session's folder beside a session's.
+	Other string
 	// Refused are paths that lead outside the workspace: by .., by an
-	// absolute path, by a symlink or a chain of them, into a sibling folder
-	// whose name extends the workspace's, or holding a NUL byte.
+	// absolute path, by a symlink or a chain of them, into the sibling
+	// folder, or holding a NUL byte.
 	Refused map[string]string // name → path
 	// Accepted are paths that look suspicious but stay inside; each names a
 	// file whose content is Inside.
@@ -101,44 +108,100 @@ const Inside = "inside the workspace\n"
 //	Parent/ws/link-abs        → Parent/outside.txt
 //	Parent/ws/chain1 → chain2 → chain3 → ../ws-other/secret.txt
 //	Parent/ws/dir-out         → ..
+//	Parent/ws/dir-sibling     → ../ws-other
 func NewCorpus(tb testing.TB) *Corpus {
 	tb.Helper()
-	e := New(tb, map[string]string{"..notes": Inside, "sub/deep/file.txt": Inside})
+	e := New(tb, nil)
+	other := filepath.Join(e.Parent, "ws-other")
+	if err := os.Mkdir(other, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return corpus(tb, e, "shared", other)
+}
+
+// NewSessionCorpus builds the escape corpus around one session's workspace
+// of a workspace.Sessions: the same layout as NewCorpus with Parent the
+// sessions' root, ws the folder of session "alice" and ws-other the folder
+// of session "bob", both made by the Sessions resolver and held until the
+// test ends.
+func NewSessionCorpus(tb testing.TB) *Corpus {
+	tb.Helper()
+	parent, err := filepath.EvalSymlinks(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := workspace.OpenSessions(parent, workspace.SessionOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	resolve := func(id string) *workspace.Workspace {
+		call := tools.NewCall("call-1", "resolve", nil, nil)
+		call.SessionID = id
+		ws, release, err := s.Resolve(call)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(release)
+		return ws
+	}
+	alice, bob := resolve("alice"), resolve("bob")
+	e := &Env{WS: alice, Dir: alice.Dir(), Parent: parent}
+	return corpus(tb, e, "session", bob.Dir())
+}
+
+// Corpora returns both corpora, so an escape test runs over each.
+func Corpora(tb testing.TB) []*Corpus {
+	tb.Helper()
+	return []*Corpus{NewCorpus(tb), NewSessionCorpus(tb)}
+}
+
+// corpus lays the escape corpus out around e's workspace, with other as
+// the sibling folder.
+func corpus(tb testing.TB, e *Env, kind, other string) *Corpus {
+	tb.Helper()
 	must := func(err error) {
 		tb.Helper()
 		if err != nil {
 			tb.Fatal(err)
 		}
 	}
+	e.Write(tb, "..notes", Inside)
+	e.Write(tb, "sub/deep/file.txt", Inside)
+	sibling := filepath.Base(other)
 	must(os.WriteFile(filepath.Join(e.Parent, "outside.txt"), []byte(Secret), 0o644))
-	must(os.Mkdir(filepath.Join(e.Parent, "ws-other"), 0o755))
-	must(os.WriteFile(filepath.Join(e.Parent, "ws-other", "secret.txt"), []byte(Secret), 0o644))
+	must(os.WriteFile(filepath.Join(other, "secret.txt"), []byte(Secret), 0o644))
 	for link, target := range map[string]string{
-		"link-in":  "sub/deep/file.txt",
-		"link-out": "../outside.txt",
-		"link-abs": filepath.Join(e.Parent, "outside.txt"),
-		"chain1":   "chain2",
-		"chain2":   "chain3",
-		"chain3":   "../ws-other/secret.txt",
-		"dir-out":  "..",
+		"link-in":     "sub/deep/file.txt",
+		"link-out":    "../outside.txt",
+		"link-abs":    filepath.Join(e.Parent, "outside.txt"),
+		"chain1":      "chain2",
+		"chain2":      "chain3",
+		"chain3":      "../" + sibling + "/secret.txt",
+		"dir-out":     "..",
+		"dir-sibling": "../" + sibling,
 	} {
 		must(os.Symlink(target, filepath.Join(e.Dir, link)))
 	}
 	return &Corpus{
-		Env: e,
+		Env:   e,
+		Kind:  kind,
+		Other: other,
 		Refused: map[string]string{
-			"dot dot":             "..",
-			"dot dot file":        "../outside.txt",
-			"down and up":         "sub/../../outside.txt",
-			"a/../../x":           "a/../../outside.txt",
-			"absolute outside":    filepath.Join(e.Parent, "outside.txt"),
-			"absolute sibling":    filepath.Join(e.Parent, "ws-other", "secret.txt"),
-			"relative sibling":    "../ws-other/secret.txt",
-			"symlink out":         "link-out",
-			"absolute symlink":    "link-abs",
-			"chain of symlinks":   "chain1",
-			"through dir symlink": "dir-out/outside.txt",
-			"NUL byte":            "sub/deep/file.txt\x00.png",
+			"dot dot":                 "..",
+			"dot dot file":            "../outside.txt",
+			"down and up":             "sub/../../outside.txt",
+			"a/../../x":               "a/../../outside.txt",
+			"absolute outside":        filepath.Join(e.Parent, "outside.txt"),
+			"absolute sibling":        filepath.Join(other, "secret.txt"),
+			"relative sibling":        "../" + sibling + "/secret.txt",
+			"symlink out":             "link-out",
+			"absolute symlink":        "link-abs",
+			"chain of symlinks":       "chain1",
+			"through dir symlink":     "dir-out/outside.txt",
+			"through sibling symlink": "dir-sibling/secret.txt",
+			"sibling via dir symlink": "dir-out/" + sibling + "/secret.txt",
+			"NUL byte":                "sub/deep/file.txt\x00.png",
 		},
 		Accepted: map[string]string{
 			"name starting with ..": "..notes",
@@ -264,5 +327,45 @@ func Runner(tb testing.TB, t tools.Tool) func(arguments string) *tools.Result {
 			tb.Fatalf("%s %s: %v", t.Name, arguments, err)
 		}
 		return res
+	}
+}
+
+// Deep makes a chain of levels folders named d below the workspace folder,
+// d/d/…/d, holding a file named leaf at its bottom, and removes it when the
+// test ends. It works one level at a time through a handle on the level
+// above, as a program that changes into each folder would, so neither its
+// cost nor the path length grows with the depth; os.RemoveAll cannot remove
+// so deep a tree (it holds a file descriptor per level), hence the cleanup
+// of its own.
+func (e *Env) Deep(tb testing.TB, levels int, leaf string) {
+	tb.Helper()
+	r, err := os.OpenRoot(e.Dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { removeChain(tb, e.Dir) })
+	for range levels {
+		if err := r.Mkdir("d", 0o755); err != nil {
+			r.Close()
+			tb.Fatal(err)
+		}
+		next, err := r.OpenRoot("d")
+		r.Close()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		r = next
+	}
+	defer r.Close()
+	if err := r.WriteFile(leaf, []byte(Inside), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// removeChain removes the chain Deep made below dir with rm -rf, which
+// walks a tree of any depth one level at a time.
+func removeChain(tb testing.TB, dir string) {
+	if out, err := exec.Command("rm", "-rf", filepath.Join(dir, "d")).CombinedOutput(); err != nil {
+		tb.Errorf("removing the deep chain: %v\n%s", err, out)
 	}
 }

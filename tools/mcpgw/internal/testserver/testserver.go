@@ -14,10 +14,13 @@ import (
 // PNG is the image the image tool returns: a 1x1 PNG.
 var PNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
 
-// Hooks let a test observe the slow tool; nil fields are not called.
+// Hooks let a test observe the slow tool and hold the wait tool; nil fields
+// are not called.
 type Hooks struct {
 	SlowStarted   func()
 	SlowCancelled func()
+	// Wait is called by the wait tool between its two progress reports.
+	Wait func(ctx context.Context)
 }
 
 // TextArgs are the arguments of read and fail.
@@ -40,9 +43,11 @@ func ptr[T any](v T) *T { return &v }
 // New returns a server with the test tools:
 //
 //   - read: read-only; returns its text as text and structured content
-//   - progress: reports steps progress notifications, waits until the
-//     client has handled them, then returns "done"
+//   - progress: reports steps progress notifications, then returns "done"
+//     at once: the result follows the last report on the wire
 //   - slow: reports one progress notification, then runs until cancelled
+//   - wait: reports "waiting", calls Hooks.Wait, reports "released" and
+//     returns "released"
 //   - image: returns an image, audio and a resource link
 //   - fail: returns an error result with its text
 func New(h Hooks) *mcp.Server {
@@ -64,12 +69,6 @@ func New(h Hooks) *mcp.Server {
 			if err != nil {
 				return nil, nil, err
 			}
-		}
-		// A client handles notifications in order, apart from responses:
-		// pinging it returns once it has handled those sent before, so the
-		// result cannot overtake them.
-		if err := req.Session.Ping(ctx, nil); err != nil {
-			return nil, nil, err
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil, nil
 	})
@@ -93,6 +92,26 @@ func New(h Hooks) *mcp.Server {
 			return nil, nil, errors.New("never cancelled")
 		}
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Waits until released."},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			tok := req.Params.GetProgressToken()
+			report := func(msg string) error {
+				if tok == nil {
+					return nil
+				}
+				return req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: msg})
+			}
+			if err := report("waiting"); err != nil {
+				return nil, nil, err
+			}
+			if h.Wait != nil {
+				h.Wait(ctx)
+			}
+			if err := report("released"); err != nil {
+				return nil, nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+		})
 	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "Returns an image."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{

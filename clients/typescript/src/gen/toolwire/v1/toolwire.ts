@@ -20,7 +20,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Duration } from "../../google/protobuf/duration";
+import { Duration } from "../../google/protobuf/duration.js";
 
 export const protobufPackage = "toolwire.v1";
 
@@ -252,10 +252,13 @@ export interface WatchToolsResponse {
 export interface ToolCall {
   /**
    * The model's ID for this call, echoed on every event about it. Unique and
-   * non-empty within a batch.
+   * non-empty within a batch; at most 256 bytes.
    */
   callId: string;
-  /** Name of the tool to call. */
+  /**
+   * Name of the tool to call. A name longer than a tool's can be (128 bytes)
+   * gets an UNKNOWN_TOOL result, with the name cut short.
+   */
   name: string;
   /** Arguments as JSON text, exactly as the model produced them; empty means {}. */
   arguments: string;
@@ -268,7 +271,7 @@ export interface ToolCall {
     | undefined;
   /**
    * Optional key that makes a retried call replay the first result instead of
-   * running again.
+   * running again; at most 256 bytes.
    */
   idempotencyKey: string;
 }
@@ -295,7 +298,10 @@ export interface BatchOptions {
 export interface ExecuteBatchRequest {
   /** The calls, in the order the model emitted them. */
   calls: ToolCall[];
-  /** Optional session the calls belong to; tools may keep state per session. */
+  /**
+   * Optional session the calls belong to; tools may keep state per session.
+   * At most 256 bytes.
+   */
   sessionId: string;
   /** Scheduling options. */
   options: BatchOptions | undefined;

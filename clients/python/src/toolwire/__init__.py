@@ -1,0 +1,38 @@
+"""toolwire's Python client.
+
+Client (blocking) and AsyncClient (asyncio) over grpcio, with the Go
+client's surface: list_tools, execute_batch, collect (batch order),
+call_tool, watch_tools, bearer tokens and TLS. StepBatcher gathers the tool
+calls an asyncio framework runs at once into one ExecuteBatch, so toolwire's
+lanes apply to the model's step. toolwire.adapters converts declarations and
+results to and from OpenAI's and Anthropic's formats as plain dicts. The
+generated stubs are toolwire.v1.toolwire_pb2 and toolwire_pb2_grpc."""
+
+from toolwire._calls import Batch, result_text, to_call
+from toolwire.adapters import (
+    anthropic_tool_result,
+    anthropic_tools,
+    from_anthropic_tool_uses,
+    from_openai_tool_calls,
+    openai_tool_message,
+    openai_tools,
+)
+from toolwire.aio import AsyncClient, StepBatcher
+from toolwire.client import Client
+from toolwire.v1 import toolwire_pb2 as pb
+
+__all__ = [
+    "AsyncClient",
+    "Batch",
+    "Client",
+    "StepBatcher",
+    "anthropic_tool_result",
+    "anthropic_tools",
+    "from_anthropic_tool_uses",
+    "from_openai_tool_calls",
+    "openai_tool_message",
+    "openai_tools",
+    "pb",
+    "result_text",
+    "to_call",
+]

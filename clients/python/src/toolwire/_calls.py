@@ -1,0 +1,90 @@
+"""What the sync and asyncio clients share: building calls and credentials,
+and reading a batch's events into results in batch order."""
+
+import json
+from dataclasses import dataclass, field
+
+import grpc
+
+from toolwire.v1 import toolwire_pb2 as pb
+
+
+def to_call(call):
+    """Returns a pb.ToolCall for a pb.ToolCall or a dict with call_id, name,
+    arguments (JSON text exactly as the model produced it, or a value to
+    encode as JSON; default {}) and optionally idempotency_key and timeout
+    (seconds)."""
+    if isinstance(call, pb.ToolCall):
+        return call
+    args = call.get("arguments")
+    out = pb.ToolCall(
+        call_id=call["call_id"],
+        name=call["name"],
+        arguments=args if isinstance(args, str) else json.dumps({} if args is None else args),
+        idempotency_key=call.get("idempotency_key", ""),
+    )
+    if call.get("timeout") is not None:
+        out.timeout.FromMilliseconds(int(call["timeout"] * 1000))
+    return out
+
+
+def batch_request(calls, session_id="", options=None):
+    return pb.ExecuteBatchRequest(calls=[to_call(c) for c in calls], session_id=session_id, options=options)
+
+
+def result_text(result):
+    """The text a model reads for a result: its text blocks, one per line, and
+    a note for each image (chat tool messages carry text only)."""
+    parts = []
+    for block in result.content:
+        if block.HasField("text"):
+            parts.append(block.text.text)
+        elif block.HasField("image"):
+            parts.append(
+                f"[image ({block.image.mime_type}, {len(block.image.data)} bytes) left out: "
+                "tool messages carry text only]"
+            )
+    return "\n".join(parts)
+
+
+@dataclass
+class Batch:
+    """What one ExecuteBatch stream showed."""
+
+    accepted: "pb.BatchAccepted | None" = None
+    results: list = field(default_factory=list)  # in batch order
+    finished: "pb.BatchFinished | None" = None
+
+    def add(self, ev):
+        kind = ev.WhichOneof("event")
+        if kind == "accepted":
+            self.accepted = ev.accepted
+        elif kind == "result":
+            self.results.append(ev.result)
+            self.results.sort(key=lambda r: r.index)
+        elif kind == "finished":
+            self.finished = ev.finished
+
+
+class _Token(grpc.AuthMetadataPlugin):
+    def __init__(self, token):
+        self._md = (("authorization", f"Bearer {token}"),)
+
+    def __call__(self, context, callback):
+        callback(self._md, None)
+
+
+def channel_args(target, token=None, tls=None, insecure_token=False):
+    """Returns (credentials or None for plaintext, interceptor metadata) for
+    the options every client takes. tls is True for the system's roots or a
+    grpc.ChannelCredentials; a token needs TLS unless insecure_token is set
+    (then it travels as plain metadata on each call)."""
+    if tls is True:
+        tls = grpc.ssl_channel_credentials()
+    if token and not tls and not insecure_token:
+        raise ValueError("toolwire: a token needs TLS; set insecure_token=True to send it over plaintext")
+    if tls is None:
+        return None, ((("authorization", f"Bearer {token}"),) if token else ())
+    if token:
+        tls = grpc.composite_channel_credentials(tls, grpc.metadata_call_credentials(_Token(token)))
+    return tls, ()

@@ -1,0 +1,151 @@
+"""The asyncio toolwire client over grpc.aio, and the step batcher.
+
+Agent frameworks run a model step's tool calls at once (asyncio.gather over
+each tool's coroutine); one RPC per call would throw away toolwire's lanes.
+StepBatcher gathers the calls that arrive within a short window into one
+ExecuteBatch and hands each caller its own result."""
+
+import asyncio
+import uuid
+
+import grpc
+
+from toolwire._calls import Batch, batch_request, channel_args, to_call
+from toolwire.v1 import toolwire_pb2 as pb
+from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
+
+
+class AsyncClient:
+    """The asyncio twin of toolwire.Client; same options. Use it as an async
+    context manager, or await close()."""
+
+    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None):
+        creds, self._metadata = channel_args(target, token, tls, insecure_token)
+        if creds is None:
+            self.channel = grpc.aio.insecure_channel(target, options=options)
+        else:
+            self.channel = grpc.aio.secure_channel(target, creds, options=options)
+        self.stub = pb_grpc.ToolServiceStub(self.channel)
+
+    async def close(self):
+        await self.channel.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def list_tools(self, timeout=30):
+        return await self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+
+    def execute_batch(self, calls, *, session_id="", options=None, timeout=None):
+        """Runs calls as one batch; returns the call, an async iterator of
+        events (.cancel() cancels the batch's running calls)."""
+        return self.stub.ExecuteBatch(
+            batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata
+        )
+
+    @staticmethod
+    async def collect(events):
+        batch = Batch()
+        async for ev in events:
+            batch.add(ev)
+        return batch
+
+    async def call_tool(self, name, arguments=None, *, call_id="call", timeout=None):
+        batch = await self.collect(self.execute_batch([{"call_id": call_id, "name": name, "arguments": arguments}], timeout=timeout))
+        if not batch.results:
+            raise RuntimeError(f"toolwire: the batch for {name!r} ended without a result")
+        return batch.results[0]
+
+    def watch_tools(self, timeout=None):
+        return self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata)
+
+
+class StepBatcher:
+    """Gathers concurrent execute() calls into ExecuteBatch RPCs.
+
+    window: how long the first call of a step waits for the others, in
+    seconds (0: the calls made before the event loop next runs; default
+    0.002). max_calls: most calls in one batch (default 256). on_batch(accepted,
+    call_ids) sees each batch's lane plan. enabled=False sends each call as a
+    batch of its own, for comparison."""
+
+    def __init__(self, client, *, window=0.002, max_calls=256, session_id="", on_batch=None, enabled=True):
+        self.client = client
+        self.window = window
+        self.max_calls = max_calls
+        self.session_id = session_id
+        self.on_batch = on_batch
+        self.enabled = enabled
+        self._pending = []  # (pb.ToolCall, future, on_progress)
+        self._timer = None
+
+    async def execute(self, call, on_progress=None):
+        """Runs one call as part of the current step's batch and returns its
+        pb.CallResult. Failed calls return too (is_error, with text for the
+        model); it raises only when the RPC fails (auth, overload, shutdown).
+        Cancelling the awaiting task drops the call; once every call of its
+        batch is cancelled, the RPC is cancelled and the server cancels the
+        tools."""
+        c = to_call(call)
+        if not c.call_id:
+            c.call_id = uuid.uuid4().hex
+        if any(p[0].call_id == c.call_id for p in self._pending):
+            self.flush()  # call IDs are unique within a batch
+        fut = asyncio.get_running_loop().create_future()
+        self._pending.append((c, fut, on_progress))
+        if not self.enabled or len(self._pending) >= self.max_calls:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.window, self.flush)
+        return await fut
+
+    def flush(self):
+        """Sends the gathered calls now."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch = [p for p in self._pending if not p[1].done()]
+        self._pending = []
+        if batch:
+            asyncio.get_running_loop().create_task(self._run(batch))
+
+    async def _run(self, batch):
+        by_id = {c.call_id: (fut, on_progress) for c, fut, on_progress in batch}
+        stream = self.client.execute_batch([c for c, _, _ in batch], session_id=self.session_id)
+
+        def cancel_if_all_done(_):
+            if all(fut.done() for _, fut, _ in batch):
+                stream.cancel()
+
+        for _, fut, _ in batch:
+            fut.add_done_callback(cancel_if_all_done)
+        try:
+            async for ev in stream:
+                kind = ev.WhichOneof("event")
+                if kind == "accepted" and self.on_batch:
+                    self.on_batch(ev.accepted, [c.call_id for c, _, _ in batch])
+                elif kind == "progress":
+                    on_progress = by_id.get(ev.progress.call_id, (None, None))[1]
+                    if on_progress:
+                        on_progress(ev.progress)
+                elif kind == "result":
+                    fut = by_id.get(ev.result.call_id, (None,))[0]
+                    if fut and not fut.done():
+                        fut.set_result(ev.result)
+            err = RuntimeError("toolwire: the batch ended without this call's result")
+        except (asyncio.CancelledError, grpc.aio.AioRpcError) as e:
+            # grpc.aio reports a call cancelled above as CancelledError (or a
+            # CANCELLED status): nobody is waiting then.
+            if all(fut.done() for _, fut, _ in batch):
+                return
+            if isinstance(e, asyncio.CancelledError):
+                raise  # this task itself was cancelled: the loop is closing
+            err = e
+        except Exception as e:  # noqa: BLE001 - every waiting caller must hear of it
+            err = e
+        for _, fut, _ in batch:
+            if not fut.done():
+                fut.set_exception(err)

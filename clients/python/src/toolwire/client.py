@@ -1,0 +1,64 @@
+"""The blocking toolwire client over grpcio."""
+
+import grpc
+
+from toolwire._calls import Batch, batch_request, channel_args
+from toolwire.v1 import toolwire_pb2 as pb
+from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
+
+
+class Client:
+    """A toolwire client. Use it as a context manager, or close() it.
+
+    token: sent as "authorization: Bearer <token>"; needs TLS unless
+    insecure_token=True. tls: True for the system's roots, or
+    grpc.ChannelCredentials. options: grpc channel options."""
+
+    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None):
+        creds, self._metadata = channel_args(target, token, tls, insecure_token)
+        if creds is None:
+            self.channel = grpc.insecure_channel(target, options=options)
+        else:
+            self.channel = grpc.secure_channel(target, creds, options=options)
+        self.stub = pb_grpc.ToolServiceStub(self.channel)
+
+    def close(self):
+        self.channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def list_tools(self, timeout=30):
+        """The registered tools and the registry's revision."""
+        return self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+
+    def execute_batch(self, calls, *, session_id="", options=None, timeout=None):
+        """Runs calls as one batch; returns the grpc stream of
+        ExecuteBatchResponse events (iterate it; .cancel() cancels the batch's
+        running calls). calls are pb.ToolCall or dicts (see to_call)."""
+        return self.stub.ExecuteBatch(
+            batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata
+        )
+
+    @staticmethod
+    def collect(events):
+        """Reads a batch's events into a Batch, results in batch order."""
+        batch = Batch()
+        for ev in events:
+            batch.add(ev)
+        return batch
+
+    def call_tool(self, name, arguments=None, *, call_id="call", timeout=None):
+        """Runs one call as a batch of one and returns its pb.CallResult."""
+        batch = self.collect(self.execute_batch([{"call_id": call_id, "name": name, "arguments": arguments}], timeout=timeout))
+        if not batch.results:
+            raise RuntimeError(f"toolwire: the batch for {name!r} ended without a result")
+        return batch.results[0]
+
+    def watch_tools(self, timeout=None):
+        """The registry's revision now and at every change: a grpc stream of
+        WatchToolsResponse (.cancel() ends it)."""
+        return self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata)

@@ -1,0 +1,1 @@
+"""Generated stubs of the toolwire.v1 contract (protoc, grpc_python_plugin)."""

@@ -1,0 +1,234 @@
+"""Tests of the toolwire package against a real `toolwire serve --diag
+--log-level debug` at $TOOLWIRE_ADDR (its JSON log at $TOOLWIRE_SERVE_LOG).
+CI runs them in a fresh venv with the built wheel installed:
+
+    TOOLWIRE_ADDR=127.0.0.1:50051 python -m unittest discover -s clients/python/tests -v
+"""
+
+import asyncio
+import json
+import os
+import re
+import time
+import unittest
+
+import grpc
+
+import toolwire
+from toolwire import pb
+
+ADDR = os.environ.get("TOOLWIRE_ADDR")
+REQUIRE_ALL = os.environ.get("TOOLWIRE_TEST_REQUIRE_ALL")
+
+# The model's step: three safe calls with a known delay and an unsafe one.
+STEP = [
+    {"id": "read_a", "type": "function", "function": {"name": "sleep", "arguments": '{"ms":200}'}},
+    {"id": "read_b", "type": "function", "function": {"name": "sleep", "arguments": '{"ms":200}'}},
+    {"id": "read_c", "type": "function", "function": {"name": "echo", "arguments": '{"text":"gamma"}'}},
+    {"id": "write_d", "type": "function", "function": {"name": "fail", "arguments": '{"message":"disk full"}'}},
+]
+STEP_LANES = [(["read_a", "read_b", "read_c"], True), (["write_d"], False)]
+
+
+def need_server():
+    if not ADDR:
+        if REQUIRE_ALL:
+            raise AssertionError("TOOLWIRE_ADDR is not set, and TOOLWIRE_TEST_REQUIRE_ALL is: CI must start a server")
+        raise unittest.SkipTest("TOOLWIRE_ADDR is not set: start `toolwire serve --diag --log-level debug` and set it")
+
+
+def lanes(accepted):
+    return [(list(l.call_ids), l.parallel) for l in accepted.lanes]
+
+
+async def server_outcome(batch_id, call_id):
+    """Waits for the server's "call finished" log line of the call and returns
+    its outcome: what happened, seen from toolwire's side."""
+    path = os.environ.get("TOOLWIRE_SERVE_LOG")
+    assert path, "TOOLWIRE_SERVE_LOG is not set: the cancel test reads the server's log"
+    for _ in range(100):
+        with open(path) as f:
+            for line in f:
+                if line.startswith("{"):
+                    rec = json.loads(line)
+                    if rec.get("msg") == "call finished" and rec.get("batch_id") == batch_id and rec.get("call_id") == call_id:
+                        return rec["outcome"]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no 'call finished' for {batch_id}/{call_id} in the server log: is it at --log-level debug?")
+
+
+class InstalledTest(unittest.TestCase):
+    def test_imported_from_the_installed_wheel(self):
+        if os.environ.get("TOOLWIRE_TEST_INSTALLED"):
+            self.assertIn("site-packages", toolwire.__file__)
+        self.assertTrue(os.path.exists(os.path.join(os.path.dirname(toolwire.__file__), "v1", "toolwire_pb2.py")))
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        need_server()
+        cls.client = toolwire.Client(ADDR)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+
+    def test_list_tools(self):
+        res = self.client.list_tools()
+        self.assertTrue(res.revision)
+        self.assertLessEqual({"echo", "fail", "sleep"}, {t.name for t in res.tools})
+
+    def test_collect_in_batch_order(self):
+        batch = self.client.collect(
+            self.client.execute_batch(
+                [{"call_id": "slow", "name": "sleep", "arguments": {"ms": 100}}, {"call_id": "fast", "name": "echo", "arguments": '{"text":"quick"}'}]
+            )
+        )
+        self.assertEqual([r.call_id for r in batch.results], ["slow", "fast"])
+        self.assertEqual(toolwire.result_text(batch.results[1]), "quick")
+        self.assertEqual(batch.finished.succeeded, 2)
+
+    def test_call_tool_error_is_a_result(self):
+        r = self.client.call_tool("fail", {"message": "nope"})
+        self.assertTrue(r.is_error)
+        self.assertEqual(r.error_kind, pb.ERROR_KIND_TOOL_ERROR)
+        self.assertEqual(toolwire.result_text(r), "nope")
+
+    def test_watch_tools(self):
+        rev = self.client.list_tools().revision
+        stream = self.client.watch_tools()
+        self.assertEqual(next(stream).revision, rev)
+        stream.cancel()
+
+    def test_token_needs_tls(self):
+        with self.assertRaisesRegex(ValueError, "a token needs TLS"):
+            toolwire.Client(ADDR, token="t")
+        toolwire.Client(ADDR, token="t", insecure_token=True).close()
+
+
+class AsyncTest(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self):
+        need_server()
+        self.client = toolwire.AsyncClient(ADDR)
+
+    async def asyncTearDown(self):
+        await self.client.close()
+
+    async def run_step(self, batcher):
+        calls = toolwire.from_openai_tool_calls(STEP)
+        return await asyncio.gather(*(batcher.execute(c) for c in calls))
+
+    async def test_agent_step_is_one_batch(self):
+        """A two-step scripted agent in OpenAI's format: the step's calls,
+        gathered as a framework would, run as one batch with lanes, and the
+        next request carries every result."""
+        tools = toolwire.openai_tools((await self.client.list_tools()).tools)
+        self.assertIn("sleep", [t["function"]["name"] for t in tools])
+        seen = []
+        batcher = toolwire.StepBatcher(self.client, on_batch=lambda a, ids: seen.append(a))
+        messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": STEP}]
+        results = await self.run_step(batcher)
+        messages += [toolwire.openai_tool_message(r) for r in results]
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(lanes(seen[0]), STEP_LANES)
+        self.assertEqual([m.get("tool_call_id") for m in messages[2:]], ["read_a", "read_b", "read_c", "write_d"])
+        self.assertRegex(messages[2]["content"], r'^\{"slept_ms":2\d\d\}$')
+        self.assertEqual([m["content"] for m in messages[4:]], ["gamma", "disk full"])
+
+    async def test_batcher_on_and_off(self):
+        for enabled, want in [(True, 1), (False, 4)]:
+            seen = []
+            batcher = toolwire.StepBatcher(self.client, enabled=enabled, on_batch=lambda a, ids: seen.append(a))
+            start = time.perf_counter()
+            results = await self.run_step(batcher)
+            ms = (time.perf_counter() - start) * 1000
+            self.assertEqual([r.call_id for r in results], ["read_a", "read_b", "read_c", "write_d"])
+            self.assertEqual(len(seen), want)
+            print(f"\nbatcher {'on' if enabled else 'off'}: {len(seen)} batches {[lanes(a) for a in seen]}; step wall time {ms:.0f} ms")
+
+    async def test_unknown_tool_is_text(self):
+        r = await toolwire.StepBatcher(self.client).execute({"call_id": "g", "name": "search_web", "arguments": "{}"})
+        self.assertEqual(r.error_kind, pb.ERROR_KIND_UNKNOWN_TOOL)
+        self.assertTrue(toolwire.openai_tool_message(r)["content"].startswith('unknown tool "search_web". Registered tools: echo'))
+
+    async def test_progress_and_cancel(self):
+        seen = []
+        started = asyncio.Event()
+
+        def progress(p):
+            self.assertEqual(p.message, "sleeping 30000 ms")
+            started.set()
+
+        batcher = toolwire.StepBatcher(self.client, on_batch=lambda a, ids: seen.append(a))
+        tasks = [
+            asyncio.create_task(batcher.execute({"call_id": "nap", "name": "sleep", "arguments": {"ms": 30000}}, on_progress=progress)),
+            asyncio.create_task(batcher.execute({"call_id": "nap2", "name": "sleep", "arguments": {"ms": 30000}})),
+        ]
+        await asyncio.wait_for(started.wait(), 10)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self.assertEqual(await server_outcome(seen[0].batch_id, "nap"), "cancelled")
+
+    async def test_call_cancelled_in_the_window_is_not_sent(self):
+        seen = []
+        batcher = toolwire.StepBatcher(self.client, window=0.05, on_batch=lambda a, ids: seen.append(ids))
+        dropped = asyncio.create_task(batcher.execute({"call_id": "a", "name": "sleep", "arguments": {"ms": 100}}))
+        kept = asyncio.create_task(batcher.execute({"call_id": "b", "name": "echo", "arguments": {"text": "b"}}))
+        await asyncio.sleep(0)  # both wait for the window
+        dropped.cancel()
+        self.assertEqual(toolwire.result_text(await kept), "b")
+        self.assertEqual(seen, [["b"]])
+
+    async def test_repeated_call_id_starts_a_new_batch(self):
+        seen = []
+        batcher = toolwire.StepBatcher(self.client, on_batch=lambda a, ids: seen.append(a))
+        rs = await asyncio.gather(*(batcher.execute({"call_id": "x", "name": "echo", "arguments": {"text": t}}) for t in "12"))
+        self.assertEqual([toolwire.result_text(r) for r in rs], ["1", "2"])
+        self.assertEqual(len(seen), 2)
+
+
+class UnreachableTest(unittest.IsolatedAsyncioTestCase):
+    async def test_rpc_failure_reaches_every_caller(self):
+        async with toolwire.AsyncClient("127.0.0.1:1") as client:  # nothing listens on port 1
+            batcher = toolwire.StepBatcher(client)
+            got = await asyncio.wait_for(
+                asyncio.gather(*(batcher.execute({"call_id": i, "name": "echo"}) for i in "ab"), return_exceptions=True), 30
+            )
+        self.assertEqual([e.code() for e in got], [grpc.StatusCode.UNAVAILABLE] * 2)
+
+
+class AdapterTest(unittest.TestCase):
+    def test_openai(self):
+        calls = toolwire.from_openai_tool_calls(
+            [{"id": "a", "type": "function", "function": {"name": "echo", "arguments": '{"text":"hi"}'}}, {"id": "b", "function": {"name": "sleep", "arguments": {"ms": 5}}}]
+        )
+        self.assertEqual(calls, [{"call_id": "a", "name": "echo", "arguments": '{"text":"hi"}'}, {"call_id": "b", "name": "sleep", "arguments": '{"ms": 5}'}])
+        with self.assertRaisesRegex(ValueError, "not supported"):
+            toolwire.from_openai_tool_calls([{"id": "x", "type": "custom", "function": {"name": "y"}}])
+        t = toolwire.openai_tools([pb.Tool(name="t", description="d")])
+        self.assertEqual(t, [{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object", "properties": {}}}}])
+
+    def test_anthropic(self):
+        tools = toolwire.anthropic_tools([pb.Tool(name="u", description="d", input_schema='{"type":"object","required":["x"]}')])
+        self.assertEqual(tools, [{"name": "u", "description": "d", "input_schema": {"type": "object", "required": ["x"]}}])
+        calls = toolwire.from_anthropic_tool_uses([{"type": "text", "text": "let me"}, {"type": "tool_use", "id": "tu1", "name": "echo", "input": {"text": "hi"}}])
+        self.assertEqual(calls, [{"call_id": "tu1", "name": "echo", "arguments": '{"text": "hi"}'}])
+        r = pb.CallResult(call_id="tu1", is_error=True, content=[pb.Content(text=pb.TextContent(text="bad")), pb.Content(image=pb.ImageContent(data=b"\x89PNG", mime_type="image/png"))])
+        self.assertEqual(
+            toolwire.anthropic_tool_result(r),
+            {
+                "type": "tool_result",
+                "tool_use_id": "tu1",
+                "content": [{"type": "text", "text": "bad"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}}],
+                "is_error": True,
+            },
+        )
+        self.assertEqual(
+            toolwire.openai_tool_message(r)["content"], "bad\n[image (image/png, 4 bytes) left out: tool messages carry text only]"
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()

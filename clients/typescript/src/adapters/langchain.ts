@@ -1,0 +1,50 @@
+// LangChain.js adapter: toolwire's tools as DynamicStructuredTools with their
+// JSON Schema. Invoke a message's tool_calls with Promise.all and the
+// StepBatcher turns them into one batch.
+
+import { dispatchCustomEvent } from "@langchain/core/callbacks/dispatch";
+import { DynamicStructuredTool, type ToolRunnableConfig } from "@langchain/core/tools";
+import type { CallProgress, Tool } from "../gen/toolwire/v1/toolwire.js";
+import { inputSchema, resultText } from "../client.js";
+import type { StepBatcher } from "../batcher.js";
+
+export interface LangChainToolsOptions {
+  /** Progress of every call, with the model's call ID. */
+  onProgress?: (p: CallProgress) => void;
+}
+
+/** The custom event each progress event is dispatched as, to the callbacks
+ * of the tool's run (streamEvents' on_custom_event, handleCustomEvent). */
+export const PROGRESS_EVENT = "toolwire_progress";
+
+/** Makes a LangChain tool of each toolwire tool, for `model.bindTools` and
+ * for invoking the model's tool calls (`tool.invoke(toolCall)` gives a
+ * ToolMessage). A failed call's ToolMessage carries its text, it does not
+ * throw; the config's signal cancels the step's running calls; progress is
+ * dispatched as PROGRESS_EVENT custom events. */
+export function langchainTools(batcher: StepBatcher, tools: Tool[], opts: LangChainToolsOptions = {}): DynamicStructuredTool[] {
+  return tools.map(
+    (t) =>
+      new DynamicStructuredTool({
+        name: t.name,
+        description: t.description,
+        schema: inputSchema(t),
+        func: async (input: unknown, runManager, config) =>
+          resultText(
+            await batcher.execute(
+              { callId: (config as ToolRunnableConfig | undefined)?.toolCall?.id ?? "", name: t.name, arguments: input },
+              {
+                signal: config?.signal,
+                onProgress: (p) => {
+                  opts.onProgress?.(p);
+                  // The tool run's child callbacks: config holds the caller's
+                  // callbacks, not the run's. Without callbacks there is
+                  // nobody to tell.
+                  if (runManager) dispatchCustomEvent(PROGRESS_EVENT, p, { ...config, callbacks: runManager.getChild() }).catch(() => {});
+                },
+              },
+            ),
+          ),
+      }),
+  );
+}

@@ -1,0 +1,216 @@
+// The typed toolwire client over @grpc/grpc-js: the Go client's surface
+// (ListTools, ExecuteBatch as a stream of events, Collect into batch order,
+// a one-call batch, WatchTools, bearer tokens and TLS) for Node.js.
+
+import * as grpc from "@grpc/grpc-js";
+import {
+  BatchAccepted,
+  BatchFinished,
+  BatchOptions,
+  CallResult,
+  ExecuteBatchRequest,
+  ExecuteBatchResponse,
+  ListToolsRequest,
+  ListToolsResponse,
+  Tool,
+  ToolCall,
+  ToolServiceClient,
+  WatchToolsRequest,
+  WatchToolsResponse,
+} from "./gen/toolwire/v1/toolwire.js";
+
+/** How to reach a toolwire server. */
+export interface ClientOptions {
+  /** Sent as "authorization: Bearer <token>" on every RPC. Needs TLS unless
+   * insecureToken is set (a token over plaintext is readable by anyone on
+   * the path). Default: none. */
+  token?: string;
+  /** Send the token over a plaintext connection too (tests, loopback). */
+  insecureToken?: boolean;
+  /** TLS: true for the system's roots, or PEM buffers for a private CA and a
+   * client certificate (mutual TLS). Default: plaintext. */
+  tls?: true | { rootCerts?: Buffer; privateKey?: Buffer; certChain?: Buffer };
+  /** Extra @grpc/grpc-js channel options, e.g. {"grpc.service_config": …}. */
+  channelOptions?: grpc.ClientOptions;
+}
+
+/** Per-RPC options. */
+export interface CallOptions {
+  /** Aborting cancels the RPC; for ExecuteBatch the server cancels the
+   * batch's running calls. */
+  signal?: AbortSignal;
+  /** The RPC's deadline as milliseconds from now. Default: none for streams,
+   * 30 s for ListTools. */
+  timeoutMs?: number;
+}
+
+/** A call as a caller writes it. */
+export interface CallInput {
+  callId: string;
+  name: string;
+  /** JSON text exactly as the model produced it, or a value to encode as
+   * JSON. Default: {}. */
+  arguments?: unknown;
+  idempotencyKey?: string;
+  timeoutMs?: number;
+}
+
+/** What one ExecuteBatch stream showed, results in batch order. */
+export interface Batch {
+  accepted?: BatchAccepted;
+  /** Results in batch order; a cancelled stream leaves gaps filtered out. */
+  results: CallResult[];
+  finished?: BatchFinished;
+}
+
+/** A toolwire client. Close it when done. */
+export class ToolwireClient {
+  /** The generated grpc-js client, for anything this class does not wrap. */
+  readonly raw: ToolServiceClient;
+
+  constructor(target: string, opts: ClientOptions = {}) {
+    this.raw = new ToolServiceClient(target, credentials(opts), channelOptions(opts));
+  }
+
+  close(): void {
+    this.raw.close();
+  }
+
+  /** The registered tools and the registry's revision. */
+  listTools(opts: CallOptions = {}): Promise<ListToolsResponse> {
+    return new Promise((resolve, reject) => {
+      const call = this.raw.listTools(
+        ListToolsRequest.fromPartial({}),
+        new grpc.Metadata(),
+        { deadline: Date.now() + (opts.timeoutMs ?? 30_000) },
+        (err, res) => (err ? reject(err) : resolve(res)),
+      );
+      const stop = onAbort(opts.signal, () => call.cancel());
+      call.on("status", stop);
+    });
+  }
+
+  /** Runs calls as one batch and yields its events as they arrive. Breaking
+   * out of the loop or aborting opts.signal cancels the RPC; an RPC that
+   * ends in an error status throws a grpc ServiceError. */
+  executeBatch(
+    calls: CallInput[] | ExecuteBatchRequest,
+    opts: CallOptions & { sessionId?: string; options?: Partial<BatchOptions> } = {},
+  ): AsyncIterable<ExecuteBatchResponse> {
+    const req = Array.isArray(calls)
+      ? ExecuteBatchRequest.fromPartial({
+          calls: calls.map(toCall),
+          sessionId: opts.sessionId ?? "",
+          options: opts.options ? BatchOptions.fromPartial(opts.options) : undefined,
+        })
+      : calls;
+    return stream(() => this.raw.executeBatch(req, callOptions(opts)), opts.signal);
+  }
+
+  /** Reads a batch's events into results in batch order. */
+  async collect(events: AsyncIterable<ExecuteBatchResponse>): Promise<Batch> {
+    const batch: Batch = { results: [] };
+    const byIndex: CallResult[] = [];
+    for await (const ev of events) {
+      if (ev.accepted) batch.accepted = ev.accepted;
+      else if (ev.result) byIndex[ev.result.index] = ev.result;
+      else if (ev.finished) batch.finished = ev.finished;
+    }
+    batch.results = byIndex.filter((r) => r !== undefined);
+    return batch;
+  }
+
+  /** Runs one call as a batch of one and returns its result. */
+  async callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & { callId?: string } = {}): Promise<CallResult> {
+    const batch = await this.collect(this.executeBatch([{ callId: opts.callId ?? "call", name, arguments: args }], opts));
+    const r = batch.results[0];
+    if (!r) throw new Error(`toolwire: the batch for ${JSON.stringify(name)} ended without a result`);
+    return r;
+  }
+
+  /** Yields the registry's revision now and at every change, until the
+   * signal aborts or the loop breaks. */
+  watchTools(opts: CallOptions = {}): AsyncIterable<WatchToolsResponse> {
+    return stream(() => this.raw.watchTools(WatchToolsRequest.fromPartial({}), callOptions(opts)), opts.signal);
+  }
+}
+
+/** The text a model reads for a result: its text blocks, one per line, and a
+ * note for each image (chat tool messages carry text only). */
+export function resultText(r: CallResult): string {
+  const parts: string[] = [];
+  for (const block of r.content) {
+    if (block.text) parts.push(block.text.text);
+    else if (block.image) parts.push(`[image (${block.image.mimeType}, ${block.image.data.length} bytes) left out: tool messages carry text only]`);
+  }
+  return parts.join("\n");
+}
+
+/** A tool's input schema as an object, for a framework's declaration. */
+export function inputSchema(t: Tool): Record<string, unknown> {
+  return t.inputSchema ? JSON.parse(t.inputSchema) : { type: "object", properties: {} };
+}
+
+/** Converts a CallInput into the proto's ToolCall. */
+export function toCall(c: CallInput): ToolCall {
+  return ToolCall.fromPartial({
+    callId: c.callId,
+    name: c.name,
+    arguments: typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments ?? {}),
+    idempotencyKey: c.idempotencyKey ?? "",
+    timeout: c.timeoutMs === undefined ? undefined : { seconds: Math.floor(c.timeoutMs / 1000), nanos: (c.timeoutMs % 1000) * 1e6 },
+  });
+}
+
+function credentials(opts: ClientOptions): grpc.ChannelCredentials {
+  if (opts.tls === true) return grpc.credentials.createSsl();
+  if (opts.tls) return grpc.credentials.createSsl(opts.tls.rootCerts, opts.tls.privateKey, opts.tls.certChain);
+  if (opts.token && !opts.insecureToken) throw new Error("toolwire: a token needs TLS; set insecureToken to send it over plaintext");
+  return grpc.credentials.createInsecure();
+}
+
+/** The channel options with an interceptor that adds the bearer token: grpc-js
+ * sends call credentials over TLS only, and toolwire's insecureToken is an
+ * explicit choice to send it over plaintext too. */
+function channelOptions(opts: ClientOptions): grpc.ClientOptions | undefined {
+  if (!opts.token) return opts.channelOptions;
+  const header = `Bearer ${opts.token}`;
+  const withToken: grpc.Interceptor = (options, next) =>
+    new grpc.InterceptingCall(next(options), {
+      start(metadata, listener, start) {
+        metadata.set("authorization", header);
+        start(metadata, listener);
+      },
+    });
+  return { ...opts.channelOptions, interceptors: [...(opts.channelOptions?.interceptors ?? []), withToken] };
+}
+
+function callOptions(opts: CallOptions): grpc.CallOptions {
+  return opts.timeoutMs === undefined ? {} : { deadline: Date.now() + opts.timeoutMs };
+}
+
+/** Calls f when signal aborts; returns what stops listening (a run-long
+ * signal must not collect a listener per RPC). */
+export function onAbort(signal: AbortSignal | undefined, f: () => void): () => void {
+  if (!signal) return () => {};
+  if (signal.aborted) {
+    f();
+    return () => {};
+  }
+  signal.addEventListener("abort", f, { once: true });
+  return () => signal.removeEventListener("abort", f);
+}
+
+/** Adapts a grpc-js server stream to an async iterable that starts the RPC
+ * when iteration starts (an iterable never read opens nothing) and cancels
+ * it when the consumer stops early or the signal aborts. */
+async function* stream<T>(start: () => grpc.ClientReadableStream<T>, signal?: AbortSignal): AsyncGenerator<T> {
+  const call = start();
+  const stop = onAbort(signal, () => call.cancel());
+  try {
+    for await (const ev of call) yield ev as T;
+  } finally {
+    stop();
+    call.cancel(); // a no-op once the stream has ended
+  }
+}

@@ -1,0 +1,11 @@
+// @toolwire/client: toolwire's TypeScript client. The framework adapters live
+// in their own entry points (@toolwire/client/ai, /openai-agents,
+// /langchain) so that each framework is needed only by those who use it.
+
+export { ToolwireClient, resultText, inputSchema, toCall } from "./client.js";
+export type { Batch, CallInput, CallOptions, ClientOptions } from "./client.js";
+export { StepBatcher } from "./batcher.js";
+export type { BatcherOptions, ExecuteOptions } from "./batcher.js";
+export * from "./gen/toolwire/v1/toolwire.js";
+// For the codes of the ServiceErrors that failed RPCs throw.
+export { status, type ServiceError } from "@grpc/grpc-js";

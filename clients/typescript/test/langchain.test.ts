@@ -1,0 +1,102 @@
+// The LangChain.js adapter, driven by LangChain's fakeModel (a scripted chat
+// model with tool calls) through the tool-calling loop LangChain documents
+// (bindTools, then invoke each tool call and append the ToolMessages), against
+// a real toolwire server.
+
+import { after, before, describe, test } from "node:test";
+import * as assert from "node:assert/strict";
+import { AIMessage, HumanMessage, ToolMessage, type BaseMessage } from "@langchain/core/messages";
+import { fakeModel } from "@langchain/core/testing";
+import type { DynamicStructuredTool } from "@langchain/core/tools";
+import { BatchAccepted, StepBatcher, Tool, ToolwireClient } from "@toolwire/client";
+import { langchainTools, PROGRESS_EVENT } from "@toolwire/client/langchain";
+import { addr, assertOneBatch, assertStepResults, FINAL, serverOutcome, skip, STALE_TOOL, STEP, UNKNOWN_TEXT } from "./fixture.js";
+
+type Model = ReturnType<typeof fakeModel>;
+
+/** The agent loop: ask the model, run its tool calls at once, repeat until it
+ * answers in text. */
+async function agent(model: Model, tools: DynamicStructuredTool[], signal?: AbortSignal): Promise<BaseMessage[]> {
+  const byName = new Map(tools.map((t) => [t.name, t]));
+  const bound = model.bindTools(tools);
+  const messages: BaseMessage[] = [new HumanMessage("go")];
+  for (;;) {
+    const ai = await bound.invoke(messages, { signal });
+    messages.push(ai);
+    if (!ai.tool_calls?.length) return messages;
+    const results = await Promise.all(
+      ai.tool_calls.map((tc) => {
+        const t = byName.get(tc.name);
+        if (!t) throw new Error(`the model called ${tc.name}, which it was not given`);
+        return t.invoke(tc, { signal }) as Promise<ToolMessage>;
+      }),
+    );
+    messages.push(...results);
+  }
+}
+
+/** The tool results the model was shown on its n-th call. */
+function toolResults(model: Model, n: number): { id: string; text: string }[] {
+  return model.calls[n].messages.flatMap((m) => (ToolMessage.isInstance(m) ? [{ id: m.tool_call_id, text: String(m.content) }] : []));
+}
+
+describe("LangChain.js adapter", { skip }, () => {
+  let client: ToolwireClient;
+  let listed: Tool[];
+  before(async () => {
+    client = new ToolwireClient(addr);
+    listed = (await client.listTools()).tools;
+  });
+  after(() => client?.close());
+
+  test("a message's tool calls run as one batch and the final answer sees every result", async () => {
+    const batches: BatchAccepted[] = [];
+    const batcher = new StepBatcher(client, { onBatch: (a) => batches.push(a) });
+    const model = fakeModel()
+      .respondWithTools(STEP.map((c) => ({ id: c.id, name: c.name, args: c.args })))
+      .respond(new AIMessage(FINAL));
+    const messages = await agent(model, langchainTools(batcher, listed));
+
+    assertOneBatch(batches);
+    assert.equal(messages.at(-1)?.content, FINAL);
+    assertStepResults(toolResults(model, 1));
+  });
+
+  test("an unknown tool's error reaches the model as text", async () => {
+    const model = fakeModel()
+      .respondWithTools([{ id: "ghost", name: "search_web", args: { q: "x" } }])
+      .respond(new AIMessage("ok"));
+    const messages = await agent(model, langchainTools(new StepBatcher(client), [...listed, STALE_TOOL]));
+    assert.equal(messages.at(-1)?.content, "ok");
+    const [r] = toolResults(model, 1);
+    assert.ok(r.text.startsWith(UNKNOWN_TEXT), r.text);
+  });
+
+  test("progress reaches the run's callbacks as custom events", async () => {
+    const [sleep] = langchainTools(new StepBatcher(client), listed.filter((t) => t.name === "sleep"));
+    const events: [string, string][] = [];
+    const msg = (await sleep.invoke(
+      { id: "nap", name: "sleep", args: { ms: 30 }, type: "tool_call" },
+      { callbacks: [{ handleCustomEvent: (name: string, data: { message: string }) => void events.push([name, data.message]) }] },
+    )) as ToolMessage;
+    assert.match(String(msg.content), /^\{"slept_ms":\d+\}$/);
+    assert.deepEqual(events[0], [PROGRESS_EVENT, "sleeping 30 ms"]);
+  });
+
+  test("an abort cancels the running calls", async () => {
+    const batches: BatchAccepted[] = [];
+    const abort = new AbortController();
+    const batcher = new StepBatcher(client, { onBatch: (a) => batches.push(a) });
+    const model = fakeModel()
+      .respondWithTools([
+        { id: "nap", name: "sleep", args: { ms: 30_000 } },
+        { id: "hi", name: "echo", args: { text: "hi" } },
+      ])
+      .respond(new AIMessage("never"));
+    const tools = langchainTools(batcher, listed, { onProgress: () => abort.abort() });
+    await assert.rejects(agent(model, tools, abort.signal));
+    assert.equal(batches.length, 1);
+    assert.equal(await serverOutcome(batches[0].batchId, "nap"), "cancelled");
+    assert.equal(model.callCount, 1, "the model was asked again after the abort");
+  });
+});

@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	sigsyaml "sigs.k8s.io/yaml"
+)
+
+// decodeYAML decodes the YAML document data, read from file, into v, a
+// pointer to a struct whose fields carry JSON tags (so that the same
+// structs serve JSON and YAML, as sigs.k8s.io/yaml does). Unknown keys are
+// an error. Errors name the file, line and column and speak of keys, lists
+// and mappings, not of Go types or JSON.
+//
+// sigs.k8s.io/yaml converts YAML to JSON before decoding and loses where
+// things were, so the document is first parsed into yaml.Node trees and
+// checked against v's type, key by key; what passes is then decoded by
+// sigs.k8s.io/yaml, strictly, as before.
+func decodeYAML(file string, data []byte, v any) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return yamlSyntaxError(file, err)
+	}
+	if len(doc.Content) > 0 {
+		c := yamlChecker{file: file}
+		if err := c.check(doc.Content[0], reflect.TypeOf(v).Elem(), ""); err != nil {
+			return err
+		}
+	}
+	if err := sigsyaml.UnmarshalStrict(data, v); err != nil {
+		return fmt.Errorf("%s: %w", file, err) // the checks above should have caught it
+	}
+	return nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// yamlSyntaxError puts the file name where yaml.v3's errors have "yaml:".
+func yamlSyntaxError(file string, err error) error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s:%s: %s", file, m[1], msg[len(m[0]):])
+	}
+	return fmt.Errorf("%s: %s", file, strings.TrimPrefix(msg, "yaml: "))
+}
+
+// yamlChecker checks a YAML tree against the Go type it will be decoded
+// into.
+type yamlChecker struct {
+	file string
+}
+
+var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// check checks n against t; key is n's path in the document ("http_tools[0].url"),
+// for messages.
+func (c yamlChecker) check(n *yaml.Node, t reflect.Type, key string) error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	if n.Tag == "!!null" {
+		return nil // leaves the zero value, as in JSON
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || t.Kind() == reflect.Interface {
+		return c.decodeLeaf(n, t, key)
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return c.errorf(n, key, "want a mapping of keys to values, not %s", describe(n))
+		}
+		fields := jsonFields(t)
+		seen := map[string]*yaml.Node{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			name := k.Value
+			ft, ok := fields[name]
+			if !ok {
+				// encoding/json matches keys regardless of case; so does this.
+				for f, typ := range fields {
+					if strings.EqualFold(f, name) {
+						name, ft, ok = f, typ, true
+						break
+					}
+				}
+			}
+			if !ok {
+				return c.errorf(k, "", "unknown key %q%s", joinKey(key, name), suggest(name, fields))
+			}
+			if first, dup := seen[name]; dup {
+				return c.errorf(k, "", "key %q is set twice (first on line %d)", joinKey(key, name), first.Line)
+			}
+			seen[name] = k
+			if err := c.check(v, ft, joinKey(key, name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			return c.errorf(n, key, "want a mapping of keys to values, not %s", describe(n))
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := c.check(n.Content[i+1], t.Elem(), joinKey(key, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case reflect.Slice, reflect.Array:
+		if n.Kind != yaml.SequenceNode {
+			return c.errorf(n, key, "want a list, not %s", describe(n))
+		}
+		for i, item := range n.Content {
+			if err := c.check(item, t.Elem(), fmt.Sprintf("%s[%d]", key, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return c.decodeLeaf(n, t, key)
+}
+
+// decodeLeaf decodes n alone into a new value of type t, as the whole
+// document will be decoded, and explains a failure in YAML words.
+func (c yamlChecker) decodeLeaf(n *yaml.Node, t reflect.Type, key string) error {
+	// A plain scalar is decoded from its own text, so that sigs.k8s.io/yaml
+	// reads it as it will in the whole document (YAML 1.1: yes is true).
+	b := []byte(n.Value)
+	if n.Kind != yaml.ScalarNode || n.Style != 0 || strings.ContainsAny(n.Value, "\n") {
+		var err error
+		if b, err = yaml.Marshal(n); err != nil {
+			return c.errorf(n, key, "%v", err)
+		}
+	}
+	err := sigsyaml.Unmarshal(b, reflect.New(t).Interface())
+	if err == nil {
+		return nil
+	}
+	if want, ok := kindWords[t.Kind()]; ok && !reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return c.errorf(n, key, "want %s, not %s", want, describe(n))
+	}
+	// A type's own message (such as Duration's): without the JSON wrapping.
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "JSON: "); i >= 0 {
+		msg = msg[i+len("JSON: "):]
+	}
+	return c.errorf(n, key, "%s", msg)
+}
+
+// kindWords say in YAML's terms what a Go kind wants.
+var kindWords = map[reflect.Kind]string{
+	reflect.Bool: "true or false", reflect.String: "a string",
+	reflect.Int: "an integer", reflect.Int32: "an integer", reflect.Int64: "an integer",
+	reflect.Uint: "a whole number of 0 or more", reflect.Uint32: "a whole number of 0 or more", reflect.Uint64: "a whole number of 0 or more",
+	reflect.Float32: "a number", reflect.Float64: "a number",
+}
+
+// describe says what n is, in YAML's terms.
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+// errorf returns an error at n's line and column, about key when not "".
+func (c yamlChecker) errorf(n *yaml.Node, key, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if key != "" {
+		msg = key + ": " + msg
+	}
+	return fmt.Errorf("%s:%d:%d: %s", c.file, n.Line, n.Column, msg)
+}
+
+func joinKey(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// jsonFields returns the keys a struct type takes, by their JSON names,
+// with the keys of embedded structs without a name of their own at the top
+// level, as encoding/json has them.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-":
+		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+			for k, v := range jsonFields(f.Type) {
+				fields[k] = v
+			}
+		case !f.IsExported():
+		case name == "":
+			fields[f.Name] = f.Type
+		default:
+			fields[name] = f.Type
+		}
+	}
+	return fields
+}
+
+// suggest returns ` (did you mean "x"?)` for the known key closest to
+// name, when one is close enough to be a slip of the keyboard.
+func suggest(name string, fields map[string]reflect.Type) string {
+	best, bestD := "", 3 // more edits than this is another word
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // ties go to the same key every time
+	for _, k := range keys {
+		if d := editDistance(strings.ToLower(name), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

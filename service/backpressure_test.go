@@ -1,0 +1,340 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// slowClient returns a client whose connection's flow-control windows stay
+// at HTTP/2's 64 KiB (fixed windows turn off grpc-go's dynamic growth), so
+// a stream it does not read stops the server's Send soon and reliably.
+func (s *servedServer) slowClient(tb testing.TB) toolwirev1.ToolServiceClient {
+	return s.client(tb, grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+}
+
+// bigEchoes returns a batch of n echo calls, each returning about size
+// bytes twice (as text and as structured content), keyed when keyed.
+func bigEchoes(prefix string, n, size int, keyed bool) *toolwirev1.ExecuteBatchRequest {
+	text := strings.Repeat("x", size)
+	req := &toolwirev1.ExecuteBatchRequest{}
+	for i := range n {
+		c := call(fmt.Sprintf("%s%d", prefix, i), "echo", fmt.Sprintf(`{"text":%q}`, text))
+		if keyed {
+			c.IdempotencyKey = c.CallId
+		}
+		req.Calls = append(req.Calls, c)
+	}
+	return req
+}
+
+// stalled starts req on c and reads only its first event, as a client that
+// stops reading does.
+func stalled(tb testing.TB, c toolwirev1.ToolServiceClient, req *toolwirev1.ExecuteBatchRequest) grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse] {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	stream, err := c.ExecuteBatch(ctx, req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		tb.Fatal(err)
+	}
+	return stream
+}
+
+// waitingToReport counts the running batches with calls waiting for room in
+// their outbox: batches stopped by a slow reader.
+func (s *Server) waitingToReport() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for b := range s.cancels {
+		b.out.mu.Lock()
+		if len(b.out.waiters) > 0 {
+			n++
+		}
+		b.out.mu.Unlock()
+	}
+	return n
+}
+
+func (s *Server) running() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.cancels)
+}
+
+func TestSlowReaderHoldsMemoryNotSlots(t *testing.T) {
+	t.Parallel()
+	// Before: a call waiting to send its result kept its slot, so a stream
+	// nobody read held up to max_parallel slots and locked others out.
+	s := newServedServer(t, Config{
+		MaxStreamBufferBytes: 256 << 10,
+		Limits:               Limits{MaxConcurrentCalls: 4, MaxQueueWait: 500 * time.Millisecond},
+	})
+	stalled(t, s.slowClient(t), bigEchoes("slow", 32, 100<<10, false))
+	// The calls that ran wait to report, holding no slot (before, 4 stayed
+	// taken for good).
+	waitFor(t, func() bool { return s.srv.waitingToReport() == 1 && len(s.srv.limits.global) == 0 })
+	got := (&testServer{client: s.client(t)}).run(t, bigEchoes("n", 8, 10, false))
+	for id, r := range results(t, got) {
+		if r.GetIsError() {
+			t.Errorf("%s beside the slow reader: %q", id, text(r))
+		}
+	}
+}
+
+func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
+	t.Parallel()
+	// Once the outbox is full, no call starts: its result could only wait.
+	// The budget holds about 7 results of 64 KiB, the transport 2, and 8
+	// run at once; before, every call whose result entered the outbox was
+	// followed by a new one, so 8 more waited (about 18 in all).
+	var ran atomic.Int32
+	blob := tools.Tool{Name: "blob", Description: "returns 64 KiB", Annotations: tools.Annotations{ReadOnly: true},
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+			ran.Add(1)
+			return tools.Text(strings.Repeat("x", 64<<10)), nil
+		}}
+	s := newServedServer(t, Config{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}, blob)
+	req := &toolwirev1.ExecuteBatchRequest{}
+	for i := range 200 {
+		req.Calls = append(req.Calls, call(fmt.Sprint(i), "blob", ""))
+	}
+	stalled(t, s.slowClient(t), req)
+	waitFor(t, func() bool { // until the count holds still
+		before := ran.Load()
+		time.Sleep(100 * time.Millisecond)
+		return before > 0 && ran.Load() == before
+	})
+	if n := ran.Load(); n > 14 {
+		t.Errorf("%d calls ran for a client that reads nothing, want at most 14 (budget, transport, one wave)", n)
+	}
+}
+
+func TestAbandonedToolKeepsItsSlotUntilItReturns(t *testing.T) {
+	t.Parallel()
+	// Before: abandoning a tool gave its slot back, so a caller could stack
+	// tools that ignore cancellation without limit.
+	s := newServedServer(t, Config{AbandonGrace: time.Millisecond, Limits: Limits{MaxConcurrentCalls: 1, MaxQueueWait: 20 * time.Millisecond}})
+	ts := &testServer{client: s.client(t)}
+	events, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{
+		Calls: []*toolwirev1.ToolCall{
+			{CallId: "a", Name: "hold_stubborn", Timeout: durationpb.New(time.Millisecond)},
+			{CallId: "b", Name: "echo", Arguments: `{"text":"b"}`, Timeout: durationpb.New(30 * time.Millisecond)},
+		},
+		Options: &toolwirev1.BatchOptions{Sequential: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := results(t, events)
+	if r := got["a"]; !strings.Contains(text(r), "abandoned") {
+		t.Fatalf("stubborn call's result = %v, want it abandoned", r)
+	}
+	// The batch goes on; its next call finds no slot and says so.
+	if r := got["b"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "free slot") {
+		t.Errorf("call after the abandoned one = %v %q, want TIMEOUT waiting for a free slot", r.GetErrorKind(), text(r))
+	}
+	if events[len(events)-1].GetFinished() == nil {
+		t.Error("no BatchFinished")
+	}
+	if _, err := ts.runErr(context.Background(), batchOf(call("c", "echo", `{"text":"next"}`))); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("batch while the abandoned tool runs: err = %v, want RESOURCE_EXHAUSTED", err)
+	}
+	s.hold.releaseAll() // the abandoned tool returns at last, and its slot with it
+	waitFor(t, func() bool { return len(s.srv.limits.global) == 0 })
+	events, err = ts.runErr(context.Background(), batchOf(call("d", "echo", `{"text":"next"}`)))
+	if err != nil || !strings.Contains(text(results(t, events)["d"]), "next") {
+		t.Errorf("batch after the abandoned tool returned: %v %v; want it run", err, events)
+	}
+}
+
+func TestOutboxBoundsPendingBytes(t *testing.T) {
+	t.Parallel()
+	ev := func(i int) *toolwirev1.ExecuteBatchResponse {
+		return progressEvent(fmt.Sprint(i), i, tools.Progress{})
+	}
+	var o outbox
+	o.init(100, 10)
+	done := make(chan struct{})
+	if !o.put(done, ev(0), 250, false) {
+		t.Fatal("an event over the budget was refused with nothing pending")
+	}
+	// Now nothing fits until it is sent; later puts wait in order.
+	queued := make(chan int, 3)
+	var wg sync.WaitGroup
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if o.put(done, ev(i), 40, false) {
+				queued <- i
+			}
+		}()
+		waitFor(t, func() bool { o.mu.Lock(); defer o.mu.Unlock(); return len(o.waiters) == i })
+	}
+	if o.bytes != 250 || o.count != 1 {
+		t.Fatalf("outbox holds %d bytes in %d events, want 250 in 1", o.bytes, o.count)
+	}
+	p, _ := o.next()
+	o.sent(p) // frees the budget: 1 and 2 fit (80 bytes), 3 does not
+	<-queued
+	<-queued
+	if o.bytes != 80 {
+		t.Errorf("outbox holds %d bytes, want 80", o.bytes)
+	}
+	close(done) // the stream ends: the waiter gives up
+	wg.Wait()
+	select {
+	case i := <-queued:
+		t.Errorf("event %d was queued after the stream ended", i)
+	default:
+	}
+	if !o.put(done, ev(4), 1, true) || o.count != 3 {
+		t.Errorf("a forced event was not queued at once over the budget")
+	}
+	o.close()
+	var order []string
+	for p, ok := o.next(); ok; p, ok = o.next() {
+		order = append(order, p.ev.GetProgress().GetCallId())
+	}
+	if got := strings.Join(order, " "); got != "1 2 4" {
+		t.Errorf("events sent in the order %s, want 1 2 4 (first come, first served)", got)
+	}
+}
+
+func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
+	t.Parallel()
+	s := newServedServer(t, Config{SendTimeout: 300 * time.Millisecond, MaxStreamBufferBytes: 128 << 10})
+	req := bigEchoes("k", 16, 100<<10, true)
+	req.Calls = append(req.Calls, call("held", "hold", "")) // ends only when cancelled
+	start := time.Now()
+	stream := stalled(t, s.slowClient(t), req)
+	waitFor(t, func() bool { return s.srv.running() == 0 }) // every call, "held" too, was ended
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("stream ended after %s, before the send timeout", d)
+	}
+	_, err := drain(stream)
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("the stalled stream ended with %v, want DEADLINE_EXCEEDED", err)
+	}
+	// Keyed calls that ran before the end are recorded: a retry replays them.
+	events := (&testServer{client: s.client(t)}).run(t, &toolwirev1.ExecuteBatchRequest{Calls: req.Calls[:1]})
+	if r := results(t, events)["k0"]; !r.GetReplayed() || r.GetIsError() {
+		t.Errorf("retried keyed call: replayed %v error %v; want its recorded result replayed", r.GetReplayed(), r.GetIsError())
+	}
+}
+
+func TestPerCallerDefaultShare(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		perCaller int
+		caller    string
+		wantCap   int // 0: none
+	}{
+		{"authenticated caller gets a quarter", 0, "alice", 2},
+		{"anonymous caller is not capped by default", 0, "", 0},
+		{"a set cap applies to the anonymous caller", 3, "", 3},
+		{"negative turns the cap off", -1, "alice", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := New(nil, Config{Limits: Limits{MaxConcurrentCalls: 8, MaxCallsPerCaller: tt.perCaller}})
+			defer srv.Close()
+			taken := 0
+			for ; taken < 8; taken++ {
+				if _, err := srv.limits.acquire(context.Background(), tt.caller, 0); err != nil {
+					break
+				}
+			}
+			want := tt.wantCap
+			if want == 0 {
+				want = 8
+			}
+			if taken != want {
+				t.Errorf("caller %q took %d slots, want %d", tt.caller, taken, want)
+			}
+			if tt.wantCap != 0 {
+				if _, err := srv.limits.acquire(context.Background(), "bob", 0); err != nil {
+					t.Errorf("another caller is locked out: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
+	// Not parallel: it counts goroutines.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last, after the server's cleanup
+	s := newServedServer(t, Config{
+		SendTimeout:          5 * time.Second, // long enough to set up all the slow streams first
+		MaxStreamBufferBytes: 256 << 10,
+		Limits:               Limits{MaxConcurrentCalls: 16, MaxQueueWait: time.Second},
+	})
+	slow := s.slowClient(t)
+	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
+	for i := range 10 {
+		req := bigEchoes(fmt.Sprintf("s%d-", i), 32, 32<<10, false)
+		req.Calls = append(req.Calls, call("held", "hold", ""))
+		streams = append(streams, stalled(t, slow, req))
+	}
+	waitFor(t, func() bool { return s.srv.waitingToReport() == 10 })
+
+	normal := &testServer{client: s.client(t)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for c := range 8 {
+		wg.Go(func() {
+			for j := 0; j < 5; j++ {
+				req := bigEchoes(fmt.Sprintf("n%d-%d-", c, j), 4, 1000, false)
+				events, err := normal.runErr(as(fmt.Sprint("normal", c)), req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got := results(t, events)
+				for _, call := range req.Calls {
+					if r := got[call.CallId]; r == nil || r.GetIsError() {
+						errs <- fmt.Errorf("call %s: %v", call.CallId, r)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("normal caller beside slow streams: %v", err)
+	}
+
+	waitFor(t, func() bool { return s.srv.running() == 0 }) // their "held" calls were cancelled
+	for i, stream := range streams {
+		if _, err := drain(stream); status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("slow stream %d ended with %v, want DEADLINE_EXCEEDED", i, err)
+		}
+	}
+}
+
+// slowBenchConfig is BenchmarkSlowStreams' server configuration: the slow
+// streams must outlive the measurement, so the send timeout is long.
+func slowBenchConfig(l Limits) Config {
+	return Config{SendTimeout: time.Hour, Limits: l}
+}

@@ -1,0 +1,75 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/grpc/status"
+)
+
+// Debug lines: one per call when its result is recorded and one per batch
+// when its RPC ends, naming the batch, the call and the tool, the outcome
+// and the duration. They are built only when the logger is enabled at
+// debug level, so at the default level a call costs no allocation for
+// them.
+
+// debugging reports whether the server logs at debug level.
+func (s *Server) debugging() bool {
+	return s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug)
+}
+
+// logCall logs call i's result.
+func (b *batch) logCall(i int, res *toolwirev1.CallResult) {
+	if !b.s.debugging() {
+		return
+	}
+	b.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "call finished",
+		slog.String("batch_id", b.id),
+		slog.String("call_id", res.GetCallId()),
+		slog.String("tool", res.GetToolName()),
+		slog.String("outcome", resultOutcome(res)),
+		slog.Duration("duration", res.GetDuration().AsDuration()),
+		slog.Bool("replayed", res.GetReplayed()))
+}
+
+// logBatch logs the end of the batch's RPC; err is the RPC's error.
+func (b *batch) logBatch(err error) {
+	if !b.s.debugging() {
+		return
+	}
+	var ok, failed, missing int
+	for _, r := range b.ended {
+		switch {
+		case !r.ended:
+			missing++ // the RPC ended before the call had a result
+		case r.isError:
+			failed++
+		default:
+			ok++
+		}
+	}
+	result := "ok"
+	if err != nil {
+		result = strings.ToLower(status.Code(err).String())
+	}
+	b.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
+		slog.String("batch_id", b.id),
+		slog.Int("calls", len(b.req.GetCalls())),
+		slog.Int("succeeded", ok),
+		slog.Int("failed", failed),
+		slog.Int("unanswered", missing),
+		slog.String("outcome", result),
+		slog.Duration("duration", time.Since(b.start)))
+}
+
+// resultOutcome is "ok" for a successful result, else its error kind in lower
+// case ("tool_error", "timeout", …).
+func resultOutcome(res *toolwirev1.CallResult) string {
+	if !res.GetIsError() {
+		return "ok"
+	}
+	return strings.ToLower(strings.TrimPrefix(res.GetErrorKind().String(), "ERROR_KIND_"))
+}

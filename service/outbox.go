@@ -1,0 +1,196 @@
+package service
+
+import (
+	"sync"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+)
+
+// outbox holds a batch's events between the calls that emit them and the
+// stream's one writer. It is bounded in bytes (the events' encoded size) and
+// in count, counting the event the writer is sending until Send returns, so
+// a client that reads slowly costs the server at most the budget per batch
+// and the calls waiting to report are held back, not buffered.
+//
+// Waiters are admitted first come, first served, so a large result is not
+// overtaken forever by a stream of small progress reports. An event larger
+// than the whole budget is admitted once nothing else is pending: progress
+// is always possible.
+//
+// It is hand-written rather than golang.org/x/sync/semaphore plus a channel
+// because both would cost allocations on every batch, and a one-call batch
+// is kept to the allocations it had with a plain channel (see bench_test.go).
+type outbox struct {
+	mu       sync.Mutex
+	queue    []pending // queue[head:] wait for the writer, in order
+	head     int
+	bytes    int // of the events queued or being sent
+	count    int
+	maxBytes int
+	maxCount int
+	waiters  []*outboxWaiter // first come, first served
+	room     chan struct{}   // closed when the writer frees budget; nil until waitRoom needs it
+	closed   bool
+	doorbell chan struct{} // wakes the writer; capacity 1
+	backing  [4]pending    // the queue's first array: a small batch needs no other
+}
+
+// pending is an event with the bytes it holds of the budget.
+type pending struct {
+	ev *toolwirev1.ExecuteBatchResponse
+	n  int
+}
+
+type outboxWaiter struct {
+	p     pending
+	ready chan struct{} // closed once the event is queued
+}
+
+func (o *outbox) init(maxBytes, maxCount int) {
+	o.maxBytes, o.maxCount = maxBytes, maxCount
+	o.queue = o.backing[:0]
+	o.doorbell = make(chan struct{}, 1)
+}
+
+// fits reports whether n more bytes may be queued now.
+func (o *outbox) fits(n int) bool {
+	if o.count == 0 {
+		return true // alone, even an event over the budget goes
+	}
+	return o.bytes+n <= o.maxBytes && o.count < o.maxCount
+}
+
+// put queues ev, whose encoded size is n, waiting while the budget is spent.
+// It returns false, dropping ev, when done closes first. A forced event is
+// queued at once, over the budget if need be: the one CallStarted of a call
+// that holds a concurrency slot must not wait for a slow reader.
+func (o *outbox) put(done <-chan struct{}, ev *toolwirev1.ExecuteBatchResponse, n int, force bool) bool {
+	p := pending{ev: ev, n: n}
+	o.mu.Lock()
+	if force || (len(o.waiters) == 0 && o.fits(n)) {
+		o.push(p)
+		o.mu.Unlock()
+		return true
+	}
+	w := &outboxWaiter{p: p, ready: make(chan struct{})}
+	o.waiters = append(o.waiters, w)
+	o.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true
+	case <-done:
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-w.ready:
+		return true // queued meanwhile: the writer sends or drops it
+	default:
+	}
+	for i, x := range o.waiters {
+		if x == w {
+			o.waiters = append(o.waiters[:i], o.waiters[i+1:]...)
+			break
+		}
+	}
+	o.admit() // the head may have changed
+	return false
+}
+
+// push queues p; o.mu is held.
+func (o *outbox) push(p pending) {
+	if o.head > 0 && len(o.queue) == cap(o.queue) {
+		n := copy(o.queue, o.queue[o.head:])
+		clear(o.queue[n:])
+		o.queue, o.head = o.queue[:n], 0
+	}
+	o.queue = append(o.queue, p)
+	o.bytes += p.n
+	o.count++
+	select {
+	case o.doorbell <- struct{}{}:
+	default:
+	}
+}
+
+// admit queues the waiters that now fit, in order; o.mu is held.
+func (o *outbox) admit() {
+	for len(o.waiters) > 0 && o.fits(o.waiters[0].p.n) {
+		w := o.waiters[0]
+		o.waiters[0] = nil
+		o.waiters = o.waiters[1:]
+		o.push(w.p)
+		close(w.ready)
+	}
+}
+
+// next returns the next event to send, waiting for one; false once the
+// outbox is closed and empty.
+func (o *outbox) next() (pending, bool) {
+	for {
+		o.mu.Lock()
+		if o.head < len(o.queue) {
+			p := o.queue[o.head]
+			o.queue[o.head] = pending{}
+			if o.head++; o.head == len(o.queue) {
+				o.queue, o.head = o.queue[:0], 0
+			}
+			o.mu.Unlock()
+			return p, true
+		}
+		if o.closed {
+			o.mu.Unlock()
+			return pending{}, false
+		}
+		o.mu.Unlock()
+		<-o.doorbell
+	}
+}
+
+// sent gives back the budget an event held, once Send has returned.
+func (o *outbox) sent(p pending) {
+	o.mu.Lock()
+	o.bytes -= p.n
+	o.count--
+	o.admit()
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
+	o.mu.Unlock()
+}
+
+// waitRoom waits while the outbox is full (its budget spent, or calls
+// waiting to report) or until done closes. A batch starts a call only after
+// it: the result of a call started while the client reads nothing would
+// only wait too, holding its memory.
+func (o *outbox) waitRoom(done <-chan struct{}) {
+	for {
+		o.mu.Lock()
+		if len(o.waiters) == 0 && o.bytes < o.maxBytes && o.count < o.maxCount {
+			o.mu.Unlock()
+			return
+		}
+		if o.room == nil {
+			o.room = make(chan struct{})
+		}
+		room := o.room
+		o.mu.Unlock()
+		select {
+		case <-room:
+		case <-done:
+			return
+		}
+	}
+}
+
+// close tells the writer no more events come after those queued.
+func (o *outbox) close() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	select {
+	case o.doorbell <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/grpc/tap"
+)
+
+// A client that stops reading a batch's stream stops the server too: HTTP/2
+// flow control holds the writer in stream.Send, and the batch's calls wait to
+// report behind it. The send watchdog ends such a stream after SendTimeout.
+//
+// Ending it is the hard part. The writer must be the handler's goroutine
+// (grpc-go does not allow returning from the handler while another
+// goroutine is in Send), and a Send held by flow control returns only when
+// the stream's transport context ends; grpc-go gives a handler no way to end
+// it. The one hook is the tap handle, whose returned context becomes that
+// transport context: stoppable makes it one the watchdog can cancel.
+
+// stopKey finds a stream's *stoppableStream among its context's values.
+type stopKey struct{}
+
+// stoppableStream is an ExecuteBatch stream's transport context, as the tap
+// handle made it.
+type stoppableStream struct {
+	context.Context // a child of the transport's own
+	stop            context.CancelCauseFunc
+}
+
+// stoppable is the tap handle ServerOptions installs: it makes the context
+// of each ExecuteBatch stream one that the send watchdog can end.
+func stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != toolwirev1.ToolService_ExecuteBatch_FullMethodName {
+		return ctx, nil
+	}
+	inner, stop := context.WithCancelCause(ctx)
+	return &stoppableStream{Context: inner, stop: stop}, nil
+}
+
+func (c *stoppableStream) Value(key any) any {
+	if key == (stopKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// Err reports a stream ended for its send timeout as past a deadline: the
+// transport turns this error into the status it sends, and
+// DEADLINE_EXCEEDED tells the client that time ran out, where CANCELLED
+// would suggest that it cancelled the RPC itself.
+func (c *stoppableStream) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), errSendTimeout) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
+// watchSends runs while batches do: every tick it ends the streams whose
+// writer has been in one Send for SendTimeout. admit starts it; it returns
+// once no batch is running, so an idle server has no goroutine for it.
+func (s *Server) watchSends() {
+	tick := time.NewTicker(min(max(s.cfg.SendTimeout/8, time.Millisecond), 250*time.Millisecond))
+	defer tick.Stop()
+	for range tick.C {
+		now := time.Now().UnixNano()
+		s.mu.Lock()
+		if len(s.cancels) == 0 {
+			s.watching = false
+			s.mu.Unlock()
+			return
+		}
+		for b, cancel := range s.cancels {
+			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= s.cfg.SendTimeout && b.timedOut.CompareAndSwap(false, true) {
+				b.endStream(cancel)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// endStream ends a batch whose client has read nothing for SendTimeout: its
+// calls are cancelled (keyed results that are done stay recorded; see
+// idemClaim.settle) and the Send that holds its writer is ended.
+func (b *batch) endStream(cancel context.CancelCauseFunc) {
+	log := b.s.cfg.Logger
+	cancel(errSendTimeout)
+	st, ok := b.streamCtx.Value(stopKey{}).(*stoppableStream)
+	if !ok {
+		log.ErrorContext(b.streamCtx, "client read nothing for the send timeout; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
+			"batch_id", b.id, "send_timeout", b.s.cfg.SendTimeout.String())
+		return
+	}
+	log.WarnContext(b.streamCtx, "client read nothing for the send timeout; ending its stream and cancelling its calls",
+		"batch_id", b.id, "send_timeout", b.s.cfg.SendTimeout.String())
+	st.stop(errSendTimeout)
+}
