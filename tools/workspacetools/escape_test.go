@@ -21,6 +21,7 @@ import (
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+	"github.com/toolwire/toolwire/tools/workspace"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 	"github.com/toolwire/toolwire/tools/workspacetools"
 )
@@ -362,4 +363,72 @@ func TestEscapeCorpus(t *testing.T) {
 		t.Errorf("the corpus has %d attempts; the issue asks for at least 40", len(corpus))
 	}
 	t.Logf("escape corpus: %d attempts", len(corpus))
+}
+
+// TestEscapeAcrossSessions serves a folder per session with the sandbox
+// required: one session's commands cannot read, list, write or link into
+// another session's folder or the root holding them, by relative or
+// absolute path, through a symlink, or via /proc/self/cwd; and the other
+// session's file is unchanged.
+func TestEscapeAcrossSessions(t *testing.T) {
+	t.Parallel()
+	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required})
+	if err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := workspace.OpenSessions(root, workspace.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := serveResolver(t, s, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb}})
+	run := func(session, command string) *toolwirev1.CallResult {
+		t.Helper()
+		b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: []*toolwirev1.ToolCall{
+			client.Call("c", "run_command", map[string]any{"command": command}),
+		}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Results[0]
+	}
+	if r := run("alice", "echo alice-secret > notes.txt && pwd"); r.GetIsError() {
+		t.Fatalf("alice: %s", client.Text(r))
+	}
+	alice := filepath.Join(root, workspace.FolderName("", "alice"))
+	sibling := "../" + filepath.Base(alice)
+	for _, command := range []string{
+		"cat " + sibling + "/notes.txt",
+		"cat " + alice + "/notes.txt",
+		"cat /proc/self/cwd/" + sibling + "/notes.txt",
+		"ls ..",
+		"ls " + root,
+		"echo bob > " + sibling + "/notes.txt",
+		"echo bob > " + alice + "/new.txt",
+		"ln -s " + alice + " a && cat a/notes.txt",
+		"ln " + alice + "/notes.txt stolen",
+		"rm -f " + alice + "/notes.txt",
+		"mkdir ../bob-extra",
+	} {
+		r := run("bob", command)
+		text := client.Text(r)
+		if !r.GetIsError() || strings.Contains(text, "alice-secret") ||
+			!(strings.Contains(text, "Permission denied") || strings.Contains(text, "Operation not permitted") || strings.Contains(text, "Invalid cross-device link")) {
+			t.Errorf("bob: %s:\n%s\nwant the command's own denial", command, text)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(alice, "notes.txt")); err != nil || string(b) != "alice-secret\n" {
+		t.Errorf("alice's notes: %q, %v", b, err)
+	}
+	entries, _ := os.ReadDir(alice)
+	if len(entries) != 1 {
+		t.Errorf("alice's folder holds %d entries; want only notes.txt", len(entries))
+	}
+	if _, err := os.Stat(filepath.Join(root, "bob-extra")); err == nil {
+		t.Error("bob made a folder in the sessions' root")
+	}
 }
