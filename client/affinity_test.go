@@ -105,7 +105,9 @@ func TestSessionAffinity(t *testing.T) {
 	if len(replicas) != 3 {
 		t.Errorf("60 sessions reached %v; want all three replicas", replicas)
 	}
-	for _, id := range []string{"ünï\ncode", strings.Repeat("x", 257)} {
+	// The server refuses session IDs over 256 bytes, so only IDs that are
+	// not printable ASCII need the hashed form here.
+	for _, id := range []string{"ünï\ncode", "tab\there"} {
 		sum := sha256.Sum256([]byte(id))
 		if got, want := whoami(t, c, id), `toolwire-session=["sha256:`+hex.EncodeToString(sum[:])+`"]`; !strings.HasSuffix(got, want) {
 			t.Errorf("session %.20q, which cannot be a header value: %s; want %s", id, got, want)
