@@ -27,6 +27,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 	c := &s.cfg
 	return []grpc.ServerOption{
 		grpc.InTapHandle(stoppable),
+		newMessageCodec(),
 		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
 		grpc.MaxSendMsgSize(c.MaxMessageBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
