@@ -105,7 +105,10 @@ func TestSessionAffinity(t *testing.T) {
 	if len(replicas) != 3 {
 		t.Errorf("60 sessions reached %v; want all three replicas", replicas)
 	}
-	for _, id := range []string{"ünï\ncode", strings.Repeat("x", 257)} {
+	// Only an unprintable ID is hashed here: one over 256 bytes, which the
+	// client would hash too, is refused by the server (INVALID_ARGUMENT)
+	// since every input got its bound.
+	for _, id := range []string{"ünï\ncode"} {
 		sum := sha256.Sum256([]byte(id))
 		if got, want := whoami(t, c, id), `toolwire-session=["sha256:`+hex.EncodeToString(sum[:])+`"]`; !strings.HasSuffix(got, want) {
 			t.Errorf("session %.20q, which cannot be a header value: %s; want %s", id, got, want)
