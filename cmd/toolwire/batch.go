@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -126,14 +127,16 @@ func readBatchFile(path string, stdin io.Reader) ([]*toolwirev1.ToolCall, error)
 	if trimmed := bytes.TrimSpace(data); len(trimmed) == 0 || trimmed[0] != '[' {
 		return nil, fmt.Errorf("batch file %s: want %s", path, batchFileShape)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var in []batchCall
-	if err := dec.Decode(&in); err != nil {
+	var elems []json.RawMessage
+	if err := json.Unmarshal(data, &elems); err != nil {
 		return nil, fmt.Errorf("batch file %s: %w", path, err)
 	}
-	calls := make([]*toolwirev1.ToolCall, len(in))
-	for i, bc := range in {
+	calls := make([]*toolwirev1.ToolCall, len(elems))
+	for i, elem := range elems {
+		bc, err := decodeBatchCall(elem)
+		if err != nil {
+			return nil, fmt.Errorf("batch file %s: call %d: %w", path, i, err)
+		}
 		args, err := argumentsText(bc.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("batch file %s: call %d: arguments: %w", path, i, err)
@@ -148,6 +151,22 @@ func readBatchFile(path string, stdin io.Reader) ([]*toolwirev1.ToolCall, error)
 		}
 	}
 	return calls, nil
+}
+
+// decodeBatchCall decodes one element of a batch file, saying in the file's
+// own terms (JSON kinds and field names, not Go types) what is wrong with it.
+func decodeBatchCall(elem json.RawMessage) (batchCall, error) {
+	var bc batchCall
+	if elem[0] != '{' {
+		return bc, fmt.Errorf("%.40s is not a call; want %s", elem, batchFileShape)
+	}
+	dec := json.NewDecoder(bytes.NewReader(elem))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&bc)
+	if typeErr := (*json.UnmarshalTypeError)(nil); errors.As(err, &typeErr) {
+		return bc, fmt.Errorf("%q is a JSON %s; want %s", typeErr.Field, typeErr.Value, batchFileShape)
+	}
+	return bc, err
 }
 
 // argumentsText returns a call's arguments as JSON text: a JSON string is

@@ -229,3 +229,22 @@ func TestBatchFileShape(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchFileBadCall: an array whose elements are not calls, or whose
+// fields have the wrong JSON kind, is explained in the file's terms (which
+// call, which field, the shape wanted), not with Go's type names.
+func TestBatchFileBadCall(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ content, want string }{
+		{`[1,2]`, "call 0: 1 is not a call; want a JSON array of calls, such as"},
+		{`[{"name":"echo"},"echo"]`, `call 1: "echo" is not a call; want a JSON array of calls, such as`},
+		{`[{"call_id":7,"name":"echo"}]`, `call 0: "call_id" is a JSON number; want a JSON array of calls, such as`},
+		{`[{"name":"echo","nam":"x"}]`, `call 0: json: unknown field "nam"`},
+		{`[{"name":"echo","timeout":5}]`, `call 0: want a duration as a string such as "30s", not 5`},
+	} {
+		_, err := readBatchFile(writeFile(t, "b.json", tc.content), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "main.") {
+			t.Errorf("batch file %s: %v; want it to say %q (and no Go type names)", tc.content, err, tc.want)
+		}
+	}
+}
