@@ -60,7 +60,8 @@ type Options struct {
 	// up (default 64 KiB).
 	MaxStreamBytes int
 	// KillGrace is how long the process group has to exit after SIGTERM before
-	// it gets SIGKILL (default 1s). Keep it below the server's abandon grace.
+	// it gets SIGKILL (default 1s). A cancelled call returns at once; the
+	// grace and the kill go on in the background (see await).
 	KillGrace time.Duration
 	// Sandbox runs each command under the sandbox's supervisor; nil runs
 	// it with the server's full rights (sandbox mode off).
@@ -207,7 +208,6 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	if err != nil {
 		return nil, err
 	}
-	defer pr.Close()
 	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Dir, cmd.Env = dir, r.env
@@ -225,6 +225,7 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	err = cmd.Start()
 	pw.Close() // the child has its copy; EOF comes when every holder closes it
 	if err != nil {
+		pr.Close()
 		return tools.Errorf("cannot start %s: %v", argv[0], err), nil
 	}
 
@@ -234,18 +235,46 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		defer close(read)
 		_, _ = io.Copy(out, pr)
 	}()
-	waitErr := cmd.Wait()
-	r.endGroup(cmd.Process.Pid, termAt.Load(), pr, read)
-	out.close()
+	return await(ctx, func() (*tools.Result, error) {
+		defer pr.Close()
+		waitErr := cmd.Wait()
+		r.endGroup(cmd.Process.Pid, termAt.Load(), pr, read)
+		out.close()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: cmd.ProcessState.ExitCode(), DurationMS: time.Since(start).Milliseconds(), Sandbox: &sandbox.Restrictions{Mode: sandbox.Off}}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			d.Signal = ws.Signal().String()
+		}
+		return finish(d, out, waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)), "")
+	})
+}
 
-	if err := ctx.Err(); err != nil {
-		return nil, err
+// await returns what end returns, or ctx's error as soon as ctx ends. end
+// waits for the command, ends what it left running and drains its output;
+// after a cancellation it goes on in the background, since that can take the
+// whole kill grace (a command that ignores SIGTERM) or, on a loaded machine,
+// a scheduling round of each process involved, while a built-in tool must
+// return within the service's abandon grace (as little as 100 ms). The
+// command has its SIGTERM by then (exec's Cancel, or the supervisor's) and
+// end still kills and reaps every process, so none survives it.
+func await(ctx context.Context, end func() (*tools.Result, error)) (*tools.Result, error) {
+	type ended struct {
+		res *tools.Result
+		err error
 	}
-	d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: cmd.ProcessState.ExitCode(), DurationMS: time.Since(start).Milliseconds(), Sandbox: &sandbox.Restrictions{Mode: sandbox.Off}}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		d.Signal = ws.Signal().String()
+	done := make(chan ended, 1)
+	go func() {
+		res, err := end()
+		done <- ended{res, err}
+	}()
+	select {
+	case e := <-done:
+		return e.res, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return finish(d, out, waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)), "")
 }
 
 // finish builds the result from d and the command's output; note, if not

@@ -418,3 +418,50 @@ func TestRunCommandCwdEscapes(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCommandReturnsBeforeTheKillGrace cancels a command that ignores
+// SIGTERM under a kill grace of an hour: the call returns anyway, with the
+// context's error, while the command still runs (its end goes on in the
+// background), and once the test kills the group the background work ends
+// too (goleak checks). Before, the call waited out the grace, so the service
+// abandoned run_command whenever the grace exceeded its abandon grace.
+func TestRunCommandReturnsBeforeTheKillGrace(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"off", "sandboxed"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			e := wt.New(t, nil)
+			opts := runcommand.Options{KillGrace: time.Hour}
+			if mode == "sandboxed" {
+				opts.Sandbox = newSandbox(t, sandbox.Config{})
+			}
+			tool := runcommand.New(e.WS, opts)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rec := newRecorder()
+			done := make(chan error, 1)
+			go func() {
+				_, err := wt.CallContext(ctx, t, tool, `{"argv":["sh","-c","trap '' TERM; echo $$; sleep 600"]}`, rec.report)
+				done <- err
+			}()
+			pgid, err := strconv.Atoi(strings.TrimSpace(<-rec.first))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer waitGone(t, pgid)
+			defer syscall.Kill(-pgid, syscall.SIGKILL)
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("error %v; want the context's", err)
+				}
+			case <-time.After(time.Minute): // only a hang gets here
+				t.Fatal("the cancelled call did not return: it waits for the kill grace")
+			}
+			if len(groupAlive(t, pgid)) == 0 {
+				t.Error("the command ignoring SIGTERM is gone before its grace; the test proves nothing")
+			}
+		})
+	}
+}

@@ -24,12 +24,11 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	if err != nil {
 		return nil, fmt.Errorf("making the call's TMPDIR: %w", err)
 	}
-	defer removeAll(tmp)
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		removeAll(tmp)
 		return nil, err
 	}
-	defer pr.Close()
 	start := time.Now()
 	p, err := sb.Start(ctx, sandbox.Run{
 		Path: prog, Argv: argv, Dir: dir,
@@ -39,6 +38,8 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	})
 	pw.Close() // the supervisor has its copy
 	if err != nil {
+		pr.Close()
+		removeAll(tmp)
 		return tools.Errorf("cannot start the sandbox supervisor: %v", err), nil
 	}
 	out := newOutput(call, r.opts)
@@ -47,33 +48,37 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 		defer close(read)
 		_, _ = io.Copy(out, pr)
 	}()
-	exit, waitErr := p.Wait()
-	// The supervisor has ended every process that held the pipe, unless it
-	// was itself killed; then do not wait for them.
-	select {
-	case <-read:
-	case <-time.After(drainWait):
-		pr.Close()
-		<-read
-	}
-	out.close()
+	return await(ctx, func() (*tools.Result, error) {
+		defer removeAll(tmp)
+		defer pr.Close()
+		exit, waitErr := p.Wait()
+		// The supervisor has ended every process that held the pipe, unless it
+		// was itself killed; then do not wait for them.
+		select {
+		case <-read:
+		case <-time.After(drainWait):
+			pr.Close()
+			<-read
+		}
+		out.close()
 
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if waitErr != nil {
-		return nil, waitErr
-	}
-	if exit.Error != "" {
-		return tools.Errorf("%s", exit.Error), nil
-	}
-	rs := sb.Restrictions()
-	d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: exit.Code, DurationMS: time.Since(start).Milliseconds(), Sandbox: &rs, Limit: exit.Limit}
-	if exit.Signal != 0 {
-		d.Signal = syscall.Signal(exit.Signal).String()
-	}
-	text, _, _ := out.result()
-	return finish(d, out, false, sandboxNote(sb.Config(), exit, text))
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if waitErr != nil {
+			return nil, waitErr
+		}
+		if exit.Error != "" {
+			return tools.Errorf("%s", exit.Error), nil
+		}
+		rs := sb.Restrictions()
+		d := Details{Argv: argv, Cwd: filepath.ToSlash(rel), ExitCode: exit.Code, DurationMS: time.Since(start).Milliseconds(), Sandbox: &rs, Limit: exit.Limit}
+		if exit.Signal != 0 {
+			d.Signal = syscall.Signal(exit.Signal).String()
+		}
+		text, _, _ := out.result()
+		return finish(d, out, false, sandboxNote(sb.Config(), exit, text))
+	})
 }
 
 // sandboxNote says what the sandbox did to a command that failed: the limit
