@@ -417,8 +417,11 @@ func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 		{"tool limit below the call's", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "limited", Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 80ms"},
 		{"server max", Config{MaxCallTimeout: 60 * time.Millisecond}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
 		{"server default", Config{DefaultCallTimeout: 70 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
-		{"rpc deadline less margin", Config{DeadlineMargin: 200 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 400 * time.Millisecond, kindTimeout, "the client's deadline"},
-		{"within every limit", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(time.Second)}, time.Minute, kindNone, "slept_ms"},
+		// The margin is what the server has to send the result before the
+		// RPC's deadline: a second, since a loaded 2-core machine under
+		// -race took more than the 200 ms it once was.
+		{"rpc deadline less margin", Config{DeadlineMargin: time.Second}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
+		{"within every limit", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(30 * time.Second)}, time.Minute, kindNone, "slept_ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -461,22 +464,26 @@ func TestInvariant5_BatchTimeout(t *testing.T) {
 	}
 }
 
+// TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline: the idle
+// timeout is 50 ticks of the ticker tool (20 ms), so only a stall of a whole
+// second in reporting, not a loaded machine's scheduling under -race (a
+// 200 ms timeout flaked at load 8), could make a reporting call idle out.
 func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{IdleTimeout: 200 * time.Millisecond})
+	ts := newTestServer(t, Config{IdleTimeout: time.Second})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
-		call("reports", "ticker", `{"ms":500}`), // reports every 20ms: runs past the idle timeout
-		call("silent", "write", `{"ms":5000}`),  // reports nothing: idles out
-		{CallId: "capped", Name: "ticker", Arguments: `{"ms":5000}`, Timeout: durationpb.New(300 * time.Millisecond)},
+		call("reports", "ticker", `{"ms":1500}`), // reports every 20ms: runs past the idle timeout
+		call("silent", "write", `{"ms":60000}`),  // reports nothing: idles out
+		{CallId: "capped", Name: "ticker", Arguments: `{"ms":60000}`, Timeout: durationpb.New(1200 * time.Millisecond)},
 	}})
 	got := results(t, events)
 	if r := got["reports"]; r.GetIsError() {
 		t.Errorf("reporting call failed: %v %q", r.GetErrorKind(), text(r))
 	}
-	if r := got["silent"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "no progress for 200ms") {
+	if r := got["silent"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "no progress for 1s") {
 		t.Errorf("silent call: %v %q, want an idle TIMEOUT", r.GetErrorKind(), text(r))
 	}
-	if r := got["capped"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "timed out after 300ms") {
+	if r := got["capped"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "timed out after 1.2s") {
 		t.Errorf("capped call: %v %q, want the hard cap", r.GetErrorKind(), text(r))
 	}
 }
