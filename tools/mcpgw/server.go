@@ -263,10 +263,7 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		// The SDK sends notifications/cancelled when ctx ends.
 		r, err := cs.CallTool(ctx, params)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return tools.Errorf("MCP server %q failed the call: %v", s.cfg.Name, err), nil
+			return s.failed(ctx, err)
 		}
 		return result(r), nil
 	}

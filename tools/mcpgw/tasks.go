@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -203,14 +204,37 @@ func (s *server) callTask(ctx context.Context, r *rpc, remote string, args json.
 }
 
 // failed is the result of a forwarded call the server or the connection
-// failed: ctx's error when the call was cancelled, else an error result.
+// failed: ctx's error when the call was cancelled, the server's message
+// when it answered with an error, and otherwise, the connection having
+// broken before an answer, a result saying that the server went away, with
+// the SDK's cause, cut short, at the end.
 func (s *server) failed(ctx context.Context, err error) (*tools.Result, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	var werr *jsonrpc.Error
-	if errors.As(err, &werr) {
+	if errors.As(err, &werr) && werr.Code != codeClientClosing && werr.Code != codeServerClosing {
 		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
 	}
-	return tools.Errorf("MCP server %q failed the call: %v", s.cfg.Name, err), nil
+	return tools.Errorf("MCP server %q went away during the call: no answer came, so the call may or may not have run (%s)", s.cfg.Name, shortCause(err)), nil
+}
+
+// The SDK's JSON-RPC codes for a request its own connection ended
+// (jsonrpc2.ErrClientClosing, ErrServerClosing; internal to the SDK).
+const (
+	codeClientClosing = -32003
+	codeServerClosing = -32004
+)
+
+// sdkNoise is what the SDK's transport errors say that tells the model
+// nothing: which request (it is the call) and the session's ID.
+var sdkNoise = regexp.MustCompile(`(calling|sending) "[^"]*": | \(session ID: [^)]*\)`)
+
+// shortCause is err's text without sdkNoise, at most 200 bytes.
+func shortCause(err error) string {
+	c := sdkNoise.ReplaceAllString(err.Error(), "")
+	if len(c) > 200 {
+		c = strings.ToValidUTF8(c[:200], "") + "…"
+	}
+	return c
 }
