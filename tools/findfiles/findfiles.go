@@ -133,6 +133,10 @@ type Details struct {
 	// "content byte limit". The files and lines found up to then are
 	// listed.
 	Stopped []string `json:"stopped,omitempty"`
+	// SkippedLarge and SkippedBinary count the files matching the pattern
+	// whose content was not searched: larger than MaxFileBytes, or binary.
+	SkippedLarge  int `json:"skipped_large,omitempty"`
+	SkippedBinary int `json:"skipped_binary,omitempty"`
 }
 
 const schema = `{
@@ -251,6 +255,9 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	if f.d.Truncated {
 		fmt.Fprintf(&b, "[truncated: the first %d files and %d lines; narrow the pattern to see the rest]\n", len(f.d.Files), len(f.d.Matches))
 	}
+	if skipped := f.skipped(); skipped != "" {
+		fmt.Fprintf(&b, "[not searched: %s]\n", skipped)
+	}
 	for _, reason := range f.d.Stopped {
 		fmt.Fprintf(&b, "[stopped early: %s: %s; narrow the pattern to search the rest]\n", reason, f.explain(reason))
 	}
@@ -348,6 +355,28 @@ func (f *finder) explain(reason string) string {
 	}
 }
 
+// skipped says which files' content was not searched and why, or "".
+func (f *finder) skipped() string {
+	var parts []string
+	files := func(n int, kind string) string {
+		if n == 1 {
+			return "1 " + kind + "file"
+		}
+		return fmt.Sprintf("%d %sfiles", n, kind)
+	}
+	if n := f.d.SkippedLarge; n > 0 {
+		size := fmt.Sprintf("%d bytes", f.opts.MaxFileBytes)
+		if f.opts.MaxFileBytes%(1<<20) == 0 {
+			size = fmt.Sprintf("%d MiB", f.opts.MaxFileBytes>>20)
+		}
+		parts = append(parts, fmt.Sprintf("%s over %s, find_files's limit for a content search", files(n, ""), size))
+	}
+	if n := f.d.SkippedBinary; n > 0 {
+		parts = append(parts, files(n, "binary "))
+	}
+	return strings.Join(parts, "; ")
+}
+
 // visit takes one path that matches the pattern.
 func (f *finder) visit(p string) error {
 	if f.re == nil {
@@ -384,7 +413,12 @@ func (f *finder) grep(p string) (found bool, err error) {
 		return false, nil
 	}
 	defer file.Close()
-	if info, err := file.Stat(); err != nil || !info.Mode().IsRegular() || info.Size() > f.opts.MaxFileBytes {
+	info, err := file.Stat()
+	if err != nil || !info.Mode().IsRegular() {
+		return false, nil
+	}
+	if info.Size() > f.opts.MaxFileBytes {
+		f.d.SkippedLarge++
 		return false, nil
 	}
 	f.scanFiles++
@@ -394,7 +428,11 @@ func (f *finder) grep(p string) (found bool, err error) {
 	}
 	f.br.Reset(r) // one buffer for the whole search
 	if head, _ := f.br.Peek(8000); workspace.IsBinary(head) {
-		return false, f.ended()
+		if err := f.ended(); err != nil {
+			return false, err
+		}
+		f.d.SkippedBinary++
+		return false, nil
 	}
 	for n := 1; ; n++ {
 		line, err := f.br.ReadSlice('\n')

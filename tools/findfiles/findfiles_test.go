@@ -44,8 +44,8 @@ func TestFindFiles(t *testing.T) {
 			findfiles.Details{Pattern: "**/*.go", Content: `TODO\(x\)|func run`, Files: []string{"cmd/tool/tool.go", "pkg/a/a.go"},
 				Matches: []findfiles.Match{{Path: "cmd/tool/tool.go", Line: 3, Text: "func run() {}"}, {Path: "pkg/a/a.go", Line: 3, Text: "// TODO(x): on…"}}}},
 		{"match cap; binary files skipped", `{"pattern":"**","content":"TODO"}`, false,
-			"cmd/tool/tool.go:2: // TODO: flags\ncmd/tool/tool.txt:1: TODO: docs\npkg/a/a.go:3: // TODO(x): on…\n[truncated: the first 3 files and 3 lines; narrow the pattern to see the rest]\n",
-			findfiles.Details{Pattern: "**", Content: "TODO", Truncated: true, Files: []string{"cmd/tool/tool.go", "cmd/tool/tool.txt", "pkg/a/a.go"},
+			"cmd/tool/tool.go:2: // TODO: flags\ncmd/tool/tool.txt:1: TODO: docs\npkg/a/a.go:3: // TODO(x): on…\n[truncated: the first 3 files and 3 lines; narrow the pattern to see the rest]\n[not searched: 1 binary file]\n",
+			findfiles.Details{Pattern: "**", Content: "TODO", Truncated: true, SkippedBinary: 1, Files: []string{"cmd/tool/tool.go", "cmd/tool/tool.txt", "pkg/a/a.go"},
 				Matches: []findfiles.Match{{Path: "cmd/tool/tool.go", Line: 2, Text: "// TODO: flags"}, {Path: "cmd/tool/tool.txt", Line: 1, Text: "TODO: docs"}, {Path: "pkg/a/a.go", Line: 3, Text: "// TODO(x): on…"}}}},
 		{"nothing", `{"pattern":"**/*.rs"}`, false, "no files match **/*.rs\n", findfiles.Details{Pattern: "**/*.rs", Files: []string{}}},
 		{"no line", `{"pattern":"*.go","content":"nothing here"}`, false, "no line matches \"nothing here\" in files matching *.go\n",
@@ -59,6 +59,22 @@ func TestFindFiles(t *testing.T) {
 			wt.Expect(t, tool, tt.args, tt.isErr, tt.text, tt.details)
 		})
 	}
+}
+
+// TestFindFilesSkippedFiles: a content search whose files were all passed
+// over says how many and why, rather than only that no line matches (as
+// it did before); files passed over beside matches are counted too.
+func TestFindFilesSkippedFiles(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("needle\n", 1<<20/7+1) // just over 1 MiB
+	e := wt.New(t, map[string]string{"a.log": big, "b.log": big, "c.log": "\x00needle", "d.txt": "needle\n"})
+	tool := findfiles.New(e.WS, findfiles.Options{MaxFileBytes: 1 << 20})
+	wt.Expect(t, tool, `{"pattern":"*.log","content":"needle"}`, false,
+		"no line matches \"needle\" in files matching *.log\n[not searched: 2 files over 1 MiB, find_files's limit for a content search; 1 binary file]\n",
+		findfiles.Details{Pattern: "*.log", Content: "needle", Files: []string{}, SkippedLarge: 2, SkippedBinary: 1})
+	wt.Expect(t, tool, `{"pattern":"*","content":"needle"}`, false,
+		"d.txt:1: needle\n[not searched: 2 files over 1 MiB, find_files's limit for a content search; 1 binary file]\n",
+		findfiles.Details{Pattern: "*", Content: "needle", Files: []string{"d.txt"}, Matches: []findfiles.Match{{Path: "d.txt", Line: 1, Text: "needle"}}, SkippedLarge: 2, SkippedBinary: 1})
 }
 
 func TestFindFilesFileCap(t *testing.T) {
