@@ -22,7 +22,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("call", `
 JSON is the call's arguments, a JSON object; none means {}. Flags may come
 before or after NAME. Image blocks print as [image TYPE, N bytes]; --save-images
-writes them to files.`, stderr)
+writes them to files and adds each one's name to its line.`, stderr)
 	cf.register(fs)
 	id := fs.String("id", "call-1", "the call's `ID`")
 	callTimeout := fs.Duration("call-timeout", 0, "the call's own timeout (0: the tool's or server's)")
@@ -34,8 +34,7 @@ writes them to files.`, stderr)
 		return err
 	}
 	if fs.NArg() < 1 || fs.NArg() > 2 {
-		fs.Usage()
-		return usageError("call: want a tool name and optionally its arguments as JSON")
+		return cmdUsageError("call", "call: want a tool name and optionally its arguments as JSON")
 	}
 	call := client.Call(*id, fs.Arg(0), fs.Arg(1))
 	if *callTimeout > 0 {
@@ -62,17 +61,30 @@ writes them to files.`, stderr)
 // whole CallResult as protojson), and what else there is to know on
 // stderr. An error result exits with status 1.
 func printResult(r *toolwirev1.CallResult, asJSON bool, imageDir string, stdout, stderr io.Writer) error {
+	var saved []string // the images' files, in order
+	var saveErr error
+	if imageDir != "" {
+		saved, saveErr = saveImages(r, imageDir)
+	}
 	if asJSON {
 		out, err := protojson.MarshalOptions{Multiline: true}.Marshal(r)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s\n", out)
+		for _, name := range saved {
+			fmt.Fprintf(stderr, "saved %s\n", name)
+		}
 	} else {
+		n := 0
 		for _, c := range r.GetContent() {
 			text := c.GetText().GetText()
 			if img := c.GetImage(); img != nil {
 				text = fmt.Sprintf("[image %s, %d bytes]", img.GetMimeType(), len(img.GetData()))
+				if n < len(saved) {
+					text = fmt.Sprintf("[image %s, %d bytes, saved as %s]", img.GetMimeType(), len(img.GetData()), saved[n])
+				}
+				n++
 			}
 			if text != "" && !strings.HasSuffix(text, "\n") {
 				text += "\n"
@@ -83,10 +95,8 @@ func printResult(r *toolwirev1.CallResult, asJSON bool, imageDir string, stdout,
 			fmt.Fprintf(stderr, "structured content: %s\n", s)
 		}
 	}
-	if imageDir != "" {
-		if err := saveImages(r, imageDir, stderr); err != nil {
-			return err
-		}
+	if saveErr != nil {
+		return saveErr
 	}
 	if r.GetReplayed() {
 		fmt.Fprintln(stderr, "replayed from the idempotency store; the tool did not run again")
@@ -106,8 +116,9 @@ func printResult(r *toolwirev1.CallResult, asJSON bool, imageDir string, stdout,
 var imageExt = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 
 // saveImages writes r's image blocks into dir as CALLID-N.EXT, N counting
-// the result's images from 1, and says on stderr where each went.
-func saveImages(r *toolwirev1.CallResult, dir string, stderr io.Writer) error {
+// the result's images from 1, and returns the names of the files written.
+func saveImages(r *toolwirev1.CallResult, dir string) ([]string, error) {
+	var saved []string
 	n := 0
 	for _, c := range r.GetContent() {
 		img := c.GetImage()
@@ -125,12 +136,12 @@ func saveImages(r *toolwirev1.CallResult, dir string, stderr io.Writer) error {
 		// file name, whatever it holds.
 		name := filepath.Join(dir, fmt.Sprintf("%s-%d%s", strings.NewReplacer("/", "_", `\`, "_").Replace(r.GetCallId()), n, ext))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("--save-images: %w", err)
+			return saved, fmt.Errorf("--save-images: %w", err)
 		}
 		if err := os.WriteFile(name, img.GetData(), 0o644); err != nil {
-			return fmt.Errorf("--save-images: %w", err)
+			return saved, fmt.Errorf("--save-images: %w", err)
 		}
-		fmt.Fprintf(stderr, "saved %s\n", name)
+		saved = append(saved, name)
 	}
-	return nil
+	return saved, nil
 }

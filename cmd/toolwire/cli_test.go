@@ -199,7 +199,8 @@ func writePNG(t *testing.T, path string, w, h int) []byte {
 }
 
 // TestCallImages reads a PNG with the real read_file tool: the image prints
-// as a line saying what it is, and --save-images writes its bytes.
+// as a line saying what it is, and --save-images writes its bytes and names
+// the file on that line.
 func TestCallImages(t *testing.T) {
 	t.Parallel()
 	ws := t.TempDir()
@@ -211,8 +212,8 @@ func TestCallImages(t *testing.T) {
 	if got.err != nil {
 		t.Fatalf("call: %v\n%s", got.err, got.stderr)
 	}
-	if want := fmt.Sprintf("[image image/png, %d bytes]\n", len(data)); !strings.Contains(got.stdout, want) {
-		t.Errorf("stdout %q; want it to show %q", got.stdout, want)
+	if want := fmt.Sprintf("[image image/png, %d bytes, saved as %s]\n", len(data), filepath.Join(out, "img-1.png")); !strings.Contains(got.stdout, want) {
+		t.Errorf("stdout %q; want it to show %q, the saved file's name with it", got.stdout, want)
 	}
 	saved, err := os.ReadFile(filepath.Join(out, "img-1.png"))
 	if err != nil || !bytes.Equal(saved, data) {
