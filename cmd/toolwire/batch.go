@@ -50,8 +50,7 @@ Each event prints as one protojson line on stdout as it arrives.`, stderr)
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return usageError("batch: want one FILE, or - for stdin")
+		return cmdUsageError("batch", "batch: want one FILE, or - for stdin")
 	}
 	opts.MaxParallel = uint32(*maxParallel)
 	if *batchTimeout > 0 {

@@ -124,7 +124,7 @@ func parseServeArgs(args []string, stderr io.Writer) (cfg serveConfig, help bool
 		return cfg, help, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, false, usageError("serve: unexpected arguments %q", fs.Args())
+		return cfg, false, cmdUsageError("serve", "serve: unexpected arguments %q", fs.Args())
 	}
 	if path == "" {
 		return cfg, false, nil

@@ -149,17 +149,19 @@ func TestUsage(t *testing.T) {
 		name string
 		args []string
 		code int
+		want string // what a command's usage error says, before the hint
 	}{
-		{"no command", nil, 2},
-		{"unknown command", []string{"frobnicate"}, 2},
-		{"help", []string{"help"}, 0},
-		{"command help", []string{"call", "-h"}, 0},
-		{"unknown flag", []string{"tools", "--nope"}, 2},
-		{"call without name", []string{"call"}, 2},
-		{"call with extra args", []string{"call", "echo", "{}", "more"}, 2},
-		{"batch without file", []string{"batch"}, 2},
-		{"serve with argument", []string{"serve", "extra"}, 2},
-		{"serve with bad log level", []string{"serve", "--log-level", "loud", "--listen", "127.0.0.1:0"}, 2},
+		{"no command", nil, 2, ""},
+		{"unknown command", []string{"frobnicate"}, 2, ""},
+		{"help", []string{"help"}, 0, ""},
+		{"command help", []string{"call", "-h"}, 0, ""},
+		{"unknown flag", []string{"tools", "--nope"}, 2, "tools: flag provided but not defined: -nope"},
+		{"flag without value", []string{"call", "echo", "--id"}, 2, "call: flag needs an argument: -id"},
+		{"call without name", []string{"call"}, 2, "call: want a tool name"},
+		{"call with extra args", []string{"call", "echo", "{}", "more"}, 2, "call: want a tool name"},
+		{"batch without file", []string{"batch"}, 2, "batch: want one FILE"},
+		{"serve with argument", []string{"serve", "extra"}, 2, `serve: unexpected arguments ["extra"]`},
+		{"serve with bad log level", []string{"serve", "--log-level", "loud", "--listen", "127.0.0.1:0"}, 2, "serve: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,6 +173,15 @@ func TestUsage(t *testing.T) {
 			}
 			if stdout.Len()+stderr.Len() == 0 && (err == nil || err.Error() == "") {
 				t.Error("nothing printed")
+			}
+			if tt.want == "" {
+				return
+			}
+			// A usage error is the error and where help is, not the
+			// whole -h text with every flag (as it was).
+			hint := `run "toolwire ` + tt.args[0] + ` -h" for help`
+			if msg := err.Error(); !strings.HasPrefix(msg, tt.want) || !strings.HasSuffix(msg, "\n"+hint) || stderr.Len() > 0 {
+				t.Errorf("usage error %q, stderr %q; want %q..., then %q, and nothing else", msg, stderr.String(), tt.want, hint)
 			}
 		})
 	}

@@ -71,6 +71,12 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: 2, msg: fmt.Sprintf(format, args...)}
 }
 
+// cmdUsageError is a mistake on command cmd's command line: the error, then
+// where help is, rather than the whole -h text.
+func cmdUsageError(cmd, format string, args ...any) error {
+	return usageError("%s\nrun \"toolwire %s -h\" for help", fmt.Sprintf(format, args...), cmd)
+}
+
 // exitCode returns the exit status err asks for: 0 for nil, the code of an
 // exitError, 1 for anything else.
 func exitCode(err error) int {
@@ -111,18 +117,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
-// parseFlags parses args with fs, mapping -h to success and other mistakes
-// to a usage error (fs has printed them). Flags may come after the
-// arguments too ("call read_file --addr host '{}'"), as users type them;
-// "--" ends the flags. fs.Args() returns the arguments afterwards.
+// parseFlags parses args with fs, mapping -h to success (after printing
+// fs's -h text) and other mistakes to a usage error that names the mistake
+// and where help is; the flag package alone would print the mistake, then
+// every flag. Flags may come after the arguments too ("call read_file
+// --addr host '{}'"), as users type them; "--" ends the flags. fs.Args()
+// returns the arguments afterwards.
 func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	defer func() { fs.SetOutput(out); fs.Usage = usage }()
 	var positional []string
 	for {
 		switch err := fs.Parse(args); {
 		case errors.Is(err, flag.ErrHelp):
+			fs.SetOutput(out)
+			usage()
 			return true, nil
 		case err != nil:
-			return false, &exitError{code: 2}
+			return false, cmdUsageError(fs.Name(), "%s: %v", fs.Name(), err)
 		}
 		rest := fs.Args()
 		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" || len(rest) == 0 {

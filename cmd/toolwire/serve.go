@@ -20,7 +20,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return usageError("serve: %v", err)
+		return cmdUsageError("serve", "serve: %v", err)
 	}
 	routeLibraryLogs(log)
 	tel, err := startTelemetry(ctx, cfg.AdminListen, log)

@@ -21,7 +21,7 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError("tools: unexpected arguments %q", fs.Args())
+		return cmdUsageError("tools", "tools: unexpected arguments %q", fs.Args())
 	}
 	return clientCommand(ctx, stderr, func() error {
 		c, ctx, done, err := cf.dial(ctx)

@@ -77,10 +77,10 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 	rc := cfg.RunCommand
 	if cfg.NoWorkspace {
 		if rc.Enabled {
-			return nil, usageError("serve: run_command needs the workspace; drop --no-workspace or --run-command")
+			return nil, cmdUsageError("serve", "serve: run_command needs the workspace; drop --no-workspace or --run-command")
 		}
 		if cfg.PerSession {
-			return nil, usageError("serve: --workspace-per-session needs the workspace; drop --no-workspace or --workspace-per-session")
+			return nil, cmdUsageError("serve", "serve: --workspace-per-session needs the workspace; drop --no-workspace or --workspace-per-session")
 		}
 		return func() {}, nil
 	}
@@ -90,7 +90,7 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 	dir := cfg.Workspace
 	if dir == "" && cfg.PerSession {
 		// The current directory is rarely meant to fill with session folders.
-		return nil, usageError("serve: --workspace-per-session needs --workspace: the folder that holds the sessions' folders")
+		return nil, cmdUsageError("serve", "serve: --workspace-per-session needs --workspace: the folder that holds the sessions' folders")
 	}
 	if dir == "" {
 		dir = "."
