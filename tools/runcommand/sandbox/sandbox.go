@@ -19,6 +19,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -199,10 +200,11 @@ func (r Restrictions) String() string {
 // Sandbox starts commands under the supervisor. The zero value is not
 // usable; call New.
 type Sandbox struct {
-	cfg    Config
-	r      Restrictions
-	exe    string            // the binary re-executed as supervisor
-	filter []supervisor.Insn // the seccomp program, nil when not enforced
+	cfg   Config
+	r     Restrictions
+	exe   string // the binary re-executed as supervisor
+	setup []byte // every supervisor's supervisor.Setup, as JSON
+	pool  *pool  // spare supervisors
 }
 
 // New checks cfg against what the kernel offers. In required mode it fails,
@@ -224,13 +226,28 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 	if err != nil {
 		return nil, r, fmt.Errorf("sandbox: finding the binary to run as supervisor: %w", err)
 	}
-	sb := &Sandbox{cfg: cfg, r: r, exe: exe}
+	setup := supervisor.Setup{Limits: r.Limits, Parent: os.Getpid()}
 	if r.Syscalls {
-		if sb.filter, err = filter(r.Sockets); err != nil {
+		if setup.Filter, err = filter(r.Sockets); err != nil {
 			return nil, r, fmt.Errorf("sandbox: building the seccomp filter: %w", err)
 		}
 	}
+	b, err := json.Marshal(setup)
+	if err != nil {
+		return nil, r, err
+	}
+	sb := &Sandbox{cfg: cfg, r: r, exe: exe, setup: b}
+	sb.pool = newPool(sb)
 	return sb, r, nil
+}
+
+// Close ends the spare supervisors, which would otherwise wait until the
+// server exits. Commands running go on; later ones each start a
+// supervisor of their own.
+func (s *Sandbox) Close() {
+	if s != nil {
+		s.pool.close()
+	}
 }
 
 // Restrictions returns what s enforces.

@@ -1,0 +1,76 @@
+package sandbox
+
+import "sync"
+
+// spares is how many supervisors the pool keeps waiting. Starting one (the
+// binary and the Go runtime) is most of what the sandbox costs a command;
+// a spare has done it before the call comes. One serves calls one after the
+// other; calls at the same time past it start their own.
+const spares = 1
+
+// pool keeps spare supervisors: started, prepared (parent-death signal,
+// subreaper, threads), and waiting for a command. A spare holds no
+// restriction yet and has no child; it exits when its connection closes
+// (Close, or the server's death) and on the parent-death signal.
+type pool struct {
+	spawn func() (*supervisorProc, error)
+
+	mu       sync.Mutex
+	idle     []*supervisorProc
+	starting int
+	closed   bool
+}
+
+func newPool(s *Sandbox) *pool { return &pool{spawn: s.spawn} }
+
+// take returns a spare, or nil when none is waiting.
+func (p *pool) take() *supervisorProc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.idle)
+	if n == 0 {
+		return nil
+	}
+	sup := p.idle[n-1]
+	p.idle = p.idle[:n-1]
+	return sup
+}
+
+// refill starts a spare in the background when the pool is short of one.
+func (p *pool) refill() {
+	p.mu.Lock()
+	if p.closed || len(p.idle)+p.starting >= spares {
+		p.mu.Unlock()
+		return
+	}
+	p.starting++
+	p.mu.Unlock()
+	go func() {
+		sup, err := p.spawn()
+		p.mu.Lock()
+		p.starting--
+		keep := err == nil && !p.closed
+		if keep {
+			p.idle = append(p.idle, sup)
+		}
+		p.mu.Unlock()
+		if err == nil && !keep {
+			sup.discard()
+		}
+	}()
+}
+
+// close ends the spares; later commands start a supervisor each.
+func (p *pool) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, sup := range idle {
+		sup.discard()
+	}
+}
