@@ -2,12 +2,6 @@ package sandbox
 
 import "sync"
 
-// spares is how many supervisors the pool keeps waiting. Starting one (the
-// binary and the Go runtime) is most of what the sandbox costs a command;
-// a spare has done it before the call comes. One serves calls one after the
-// other; calls at the same time past it start their own.
-const spares = 1
-
 // pool keeps spare supervisors: started, prepared (parent-death signal,
 // subreaper, threads), and waiting for a command. A spare holds no
 // restriction yet and has no child; it exits when its connection closes
@@ -23,23 +17,23 @@ type pool struct {
 
 func newPool(s *Sandbox) *pool { return &pool{spawn: s.spawn} }
 
-// take returns a spare, or nil when none is waiting.
+// take returns the oldest spare, the likeliest to be ready, or nil when
+// none is waiting.
 func (p *pool) take() *supervisorProc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := len(p.idle)
-	if n == 0 {
+	if len(p.idle) == 0 {
 		return nil
 	}
-	sup := p.idle[n-1]
-	p.idle = p.idle[:n-1]
+	sup := p.idle[0]
+	p.idle = p.idle[1:]
 	return sup
 }
 
 // refill starts a spare in the background when the pool is short of one.
 func (p *pool) refill() {
 	p.mu.Lock()
-	if p.closed || len(p.idle)+p.starting >= spares {
+	if p.closed || len(p.idle)+p.starting >= Spares {
 		p.mu.Unlock()
 		return
 	}

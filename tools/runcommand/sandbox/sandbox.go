@@ -38,6 +38,14 @@ type Exit = supervisor.Exit
 // Limits are the resource limits a command runs under.
 type Limits = supervisor.Limits
 
+// Spares is how many supervisors a Sandbox keeps started and waiting for a
+// command, from its first command until Close. Starting one (the binary and
+// the Go runtime) is most of what the sandbox would cost a command; a spare
+// has done it before the call comes. Under load a start can take longer
+// than a short command, so the oldest of two serves while the other gets
+// ready; calls at the same time past them start their own.
+const Spares = 2
+
 // Mode says how much the sandbox must enforce.
 type Mode string
 

@@ -133,27 +133,43 @@ func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
 	return p, nil
 }
 
-// Wait waits for the supervisor and returns how the command ended.
+// Wait returns how the command ended. The supervisor reports it once every
+// process the command started is gone, then exits; that exit, which takes a
+// while and leaves nothing of the command's behind, is waited for in the
+// background.
 func (p *Process) Wait() (Exit, error) {
-	werr := p.sup.cmd.Wait()
-	close(p.ended)
-	p.stop()
-	// The supervisor is gone, so its end of the connection is closed: this
-	// cannot block.
 	b := make([]byte, 4096)
-	n, rerr := unix.Read(p.sup.conn, b)
+	var n int
+	var rerr error
+	for {
+		// The report, or the end of the connection if the supervisor died.
+		if n, rerr = unix.Read(p.sup.conn, b); rerr != unix.EINTR {
+			break
+		}
+	}
 	unix.Close(p.sup.conn)
 	if rerr != nil || n < 0 {
 		n = 0
 	}
 	e, err := supervisor.DecodeExit(bytes.TrimSpace(b[:n]))
-	if err != nil && werr != nil && !errors.As(werr, new(*exec.ExitError)) {
+	if err == nil {
+		p.stop()
+		go p.reap()
+		return e, nil
+	}
+	werr := p.reap()
+	if !errors.As(werr, new(*exec.ExitError)) && werr != nil {
 		return e, werr
 	}
-	if err != nil && werr != nil {
-		return e, errors.Join(err, werr)
-	}
-	return e, err
+	return e, errors.Join(err, werr)
+}
+
+// reap waits for the supervisor's exit.
+func (p *Process) reap() error {
+	err := p.sup.cmd.Wait()
+	close(p.ended)
+	p.stop()
+	return err
 }
 
 // PID returns the supervisor's process ID.

@@ -18,10 +18,10 @@ import (
 )
 
 // Main runs the supervisor: it prepares what needs no command (the
-// parent-death signal, the subreaper, its threads), waits for its Spec,
-// restricts itself, runs the command, ends every process the command
-// started, sends how the command ended back on ConnFD and exits. It does not
-// return.
+// parent-death signal, the subreaper, its signal handling and threads, no
+// capabilities or new privileges), waits for its Spec, restricts itself
+// further, runs the command, ends every process the command started, sends
+// how the command ended back on ConnFD and exits. It does not return.
 func Main() {
 	// No descriptor but stdin, stdout and stderr may reach the command: not
 	// the connection, not whatever the server inherited without
@@ -33,15 +33,18 @@ func Main() {
 	var setup Setup
 	err := json.Unmarshal([]byte(os.Getenv(SetupEnv)), &setup)
 	os.Unsetenv(SetupEnv)
-	var warm *sync.WaitGroup
+	var (
+		warm *sync.WaitGroup
+		sigs chan os.Signal
+	)
 	if err != nil {
 		err = fmt.Errorf("sandbox supervisor: reading its setup: %v", err)
 	} else {
-		warm, err = prepare(setup)
+		warm, sigs, err = prepare(setup)
 	}
 	sp, err2 := receive()
 	if err2 == io.EOF {
-		os.Exit(0) // a spare the server no longer needs, or the server is gone
+		unix.Exit(0) // a spare the server no longer needs, or the server is gone
 	}
 	var e Exit
 	switch {
@@ -51,31 +54,52 @@ func Main() {
 		e = Exit{Code: -1, Error: err.Error()}
 	default:
 		warm.Wait()
-		e = supervise(setup, sp)
+		e = supervise(setup, sp, sigs)
+	}
+	// Nothing the command started is left: let go of its output, so that
+	// the server reads to its end without waiting for this process's exit,
+	// which (the Go runtime's threads and memory) takes a while.
+	if devnull, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Dup3(devnull, 1, 0)
+		_ = unix.Dup3(devnull, 2, 0)
 	}
 	b, _ := json.Marshal(e)
 	_, _ = unix.Write(ConnFD, b)
-	os.Exit(0)
+	// Not os.Exit: under the race detector it waits a second for threads
+	// that have nothing left to do.
+	unix.Exit(0)
 }
 
 // prepare does what needs no command, while a spare supervisor waits for
-// one: the parent-death signal, the subreaper, and the threads it will need.
-func prepare(setup Setup) (*sync.WaitGroup, error) {
-	// SIGHUP when the server dies (even by SIGKILL): a spare dies of it (the
-	// Go runtime's default), a supervisor with a command ends everything.
+// one: the parent-death signal, the subreaper, the signal handling and
+// threads it will need, and no capabilities or new privileges (on this
+// thread, which forks the command).
+func prepare(setup Setup) (*sync.WaitGroup, chan os.Signal, error) {
+	// SIGHUP when the server dies (even by SIGKILL). A spare that gets it
+	// also reads the end of its connection (the server's end is closed with
+	// it) and exits; a supervisor with a command ends everything.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGHUP), 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("sandbox supervisor: PR_SET_PDEATHSIG: %v", err)
+		return nil, nil, fmt.Errorf("sandbox supervisor: PR_SET_PDEATHSIG: %v", err)
 	}
 	if os.Getppid() != setup.Parent {
-		return nil, fmt.Errorf("sandbox supervisor: the server exited before the command started")
+		return nil, nil, fmt.Errorf("sandbox supervisor: the server exited before the command started")
 	}
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return nil, fmt.Errorf("sandbox supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
+		return nil, nil, fmt.Errorf("sandbox supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
 	}
 	// Every thread counts against max_processes: make those the supervisor
 	// will need now, before the limit applies, so a fork bomb cannot leave
 	// it unable to start one.
-	return prewarmThreads(3), nil
+	warm := prewarmThreads(3)
+	if err := dropCapabilities(); err != nil {
+		return nil, nil, fmt.Errorf("sandbox supervisor: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
+	}
+	return warm, sigs, nil
 }
 
 // receive waits for the Spec on ConnFD and makes the output it brings the
@@ -164,24 +188,15 @@ type reaped struct {
 	usage  unix.Rusage
 }
 
-// supervise runs sp's command on the locked thread, prepared.
-func supervise(setup Setup, sp Spec) Exit {
+// supervise runs sp's command on the locked thread, prepared; sigs are the
+// signals that end it.
+func supervise(setup Setup, sp Spec, sigs <-chan os.Signal) Exit {
 	fail := func(format string, args ...any) Exit {
 		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// The server may have died while a spare waited, before the handler
-	// above was in place to hear of it.
+	// The server may have died while a spare waited.
 	if os.Getppid() != setup.Parent {
 		return fail("sandbox supervisor: the server exited before the command started")
-	}
-
-	if err := dropCapabilities(); err != nil {
-		return fail("sandbox supervisor: %v", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
 	}
 	if sp.Landlock {
 		// The ruleset the server made; on this thread only, which forks the
