@@ -30,28 +30,29 @@ func (p *pool) take() *supervisorProc {
 	return sup
 }
 
-// refill starts a spare in the background when the pool is short of one.
+// refill starts spares in the background until the pool has Spares.
 func (p *pool) refill() {
 	p.mu.Lock()
-	if p.closed || len(p.idle)+p.starting >= Spares {
-		p.mu.Unlock()
-		return
+	defer p.mu.Unlock()
+	for !p.closed && len(p.idle)+p.starting < Spares {
+		p.starting++
+		go p.add()
 	}
-	p.starting++
+}
+
+// add starts one spare.
+func (p *pool) add() {
+	sup, err := p.spawn()
+	p.mu.Lock()
+	p.starting--
+	keep := err == nil && !p.closed
+	if keep {
+		p.idle = append(p.idle, sup)
+	}
 	p.mu.Unlock()
-	go func() {
-		sup, err := p.spawn()
-		p.mu.Lock()
-		p.starting--
-		keep := err == nil && !p.closed
-		if keep {
-			p.idle = append(p.idle, sup)
-		}
-		p.mu.Unlock()
-		if err == nil && !keep {
-			sup.discard()
-		}
-	}()
+	if err == nil && !keep {
+		sup.discard()
+	}
 }
 
 // close ends the spares; later commands start a supervisor each.
