@@ -12,7 +12,9 @@
 // This package is the server's side: the configuration, what the kernel
 // offers, the Landlock ruleset and seccomp program (built here, with
 // go-landlock and go-seccomp-bpf, so the supervisor needs neither), and
-// starting the supervisor. Any binary that links it dispatches the hidden
+// starting supervisors: ahead of the calls, as spares that wait for a
+// command on a Unix socket, so that a call does not wait for the binary to
+// start (pool_linux.go). Any binary that links it dispatches the hidden
 // command in package supervisor's init, before the rest of the program
 // initialises; that keeps the supervisor's start cheap and lets test
 // binaries serve as supervisors.

@@ -3,7 +3,9 @@
 // It imports nothing but the standard library and golang.org/x/sys/unix, so
 // that its init, which dispatches the hidden command, runs before the rest
 // of a large program initialises: the Landlock ruleset and the seccomp
-// program arrive ready-made from the server (package sandbox builds them).
+// program arrive ready-made from the server (package sandbox builds them),
+// the program in its environment at start (Setup), the ruleset with the
+// command on its connection (Spec, ConnFD).
 package supervisor
 
 import (
