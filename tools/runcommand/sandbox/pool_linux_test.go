@@ -187,3 +187,25 @@ func TestCloseEndsSpares(t *testing.T) {
 		t.Errorf("%d spares after Close; want none", n)
 	}
 }
+
+// TestSpecTooLarge checks a command past supervisor.MaxSpec is refused
+// with an error that says so, and does not cost the pool its spares.
+func TestSpecTooLarge(t *testing.T) {
+	t.Parallel()
+	sb := newTestSandbox(t)
+	run(t, sb, "/bin/true")
+	spares := idle(t, sb)
+	dir := t.TempDir()
+	_, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	_, err = sb.Start(context.Background(), Run{Path: "/bin/echo", Argv: []string{"echo", strings.Repeat("x", 200<<10)}, Dir: dir, Writable: []string{dir}, Output: pw, Grace: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "the sandbox takes at most") {
+		t.Errorf("a 200 KiB argument: %v; want an error saying the limit", err)
+	}
+	if got := idle(t, sb); got[0] != spares[0] || got[1] != spares[1] {
+		t.Errorf("spares %v after the refused command; want %v still", got, spares)
+	}
+}

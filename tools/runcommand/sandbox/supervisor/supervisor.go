@@ -32,8 +32,11 @@ const SetupEnv = "TOOLWIRE_SANDBOX_SETUP"
 // instead of a Spec means the server no longer needs the spare: it exits.
 const ConnFD = 3
 
-// MaxSpec is the largest Spec, in bytes, a supervisor takes.
-const MaxSpec = 1 << 20
+// MaxSpec is the largest Spec, in bytes, a supervisor takes: one message
+// within a Unix socket's default send buffer (net.core.wmem_default, 208
+// KiB on Linux), and as much as the single environment variable that
+// carried it before (execve's 128 KiB per string).
+const MaxSpec = 128 << 10
 
 // SelfPID stands for the supervisor's PID in Spec.Filter; the supervisor
 // writes its own in (and its negation for process-group forms) before
