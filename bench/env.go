@@ -15,6 +15,7 @@ import (
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"github.com/toolwire/toolwire/tools/mcpgw"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -22,7 +23,8 @@ import (
 
 // env is what every measurement runs against, each over loopback TCP with
 // its own client: toolwire's gRPC server, a bare gRPC server offering a
-// unary echo (the floor), and an MCP server over streamable HTTP.
+// unary echo (the floor), and an MCP server over streamable HTTP, whose
+// echo toolwire's MCP gateway also offers (as mcp_echo).
 type env struct {
 	floor     *grpc.Server // bare gRPC: the unary echo alone
 	floorConn *grpc.ClientConn
@@ -34,7 +36,9 @@ type env struct {
 	tw   toolwirev1.ToolServiceClient
 
 	httpSrv *http.Server
+	mcpURL  string
 	mcp     *mcp.ClientSession
+	gw      *mcpgw.Gateway // offers the MCP server's tools in toolwire's registry
 
 	// block's calls: how many have entered it, and when each one's context
 	// ended (sent only while someone listens).
@@ -97,8 +101,37 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	if err := e.startMCP(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.startGateway(ctx, reg); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
+
+// startGateway has toolwire's MCP gateway offer the MCP server's echo in
+// reg, as mcp_echo, and waits until it does.
+func (e *env) startGateway(ctx context.Context, reg *tools.Registry) error {
+	e.gw = mcpgw.New(reg, nil)
+	if err := e.gw.Sync(ctx, []mcpgw.ServerConfig{{Name: "mcp", URL: e.mcpURL}}); err != nil {
+		return err
+	}
+	limit := time.After(30 * time.Second)
+	for {
+		changed := reg.Changed()
+		if _, ok := reg.Snapshot().Lookup(gatewayTool); ok {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-limit:
+			return errors.New("the MCP gateway did not offer " + gatewayTool + " within 30s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// gatewayTool is the MCP server's echo as the gateway offers it.
+const gatewayTool = "mcp_echo"
 
 // serve serves gs on a loopback port and returns a client connection to it.
 func serve(gs *grpc.Server) (*grpc.ClientConn, error) {
@@ -131,16 +164,20 @@ func (e *env) startMCP(ctx context.Context) error {
 		return err
 	}
 	e.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	e.mcpURL = "http://" + lis.Addr().String()
 	go func() { _ = e.httpSrv.Serve(lis) }()
 	// Enough idle connections for every caller, or the client would reopen
 	// TCP connections and measure that instead.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 	e.mcp, err = mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "v1"}, nil).Connect(ctx,
-		&mcp.StreamableClientTransport{Endpoint: "http://" + lis.Addr().String(), HTTPClient: client, DisableStandaloneSSE: true}, nil)
+		&mcp.StreamableClientTransport{Endpoint: e.mcpURL, HTTPClient: client, DisableStandaloneSSE: true}, nil)
 	return err
 }
 
 func (e *env) close() {
+	if e.gw != nil {
+		_ = e.gw.Close()
+	}
 	if e.mcp != nil {
 		_ = e.mcp.Close()
 	}
@@ -218,6 +255,13 @@ func (e *env) unaryEcho(ctx context.Context) error {
 
 func (e *env) toolwireEcho(ctx context.Context) error {
 	_, err := e.batch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: echoArgs}}})
+	return err
+}
+
+// gatewayEcho calls the MCP server's echo through toolwire: a one-call
+// batch of the tool the gateway forwards to it.
+func (e *env) gatewayEcho(ctx context.Context) error {
+	_, err := e.batch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: gatewayTool, Arguments: echoArgs}}})
 	return err
 }
 

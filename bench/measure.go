@@ -32,6 +32,7 @@ func measure(ctx context.Context, sc scale, log io.Writer) (*report, error) {
 		{"in-flight calls", measureInFlight},
 		{"cancellation and timeouts", measureCancel},
 		{"batch sizes", measureSizes},
+		{"MCP gateway", measureGateway},
 	}
 	for _, s := range steps {
 		fmt.Fprintf(log, "bench: %s…\n", s.name)
@@ -90,6 +91,35 @@ func measureSerial(ctx context.Context, e *env, sc scale, rep *report) error {
 		rep.Echo = append(rep.Echo, echoRow{System: s.name, Callers: 1, Calls: len(lat[k]),
 			Latency: summarize(lat[k]), PerSecond: float64(len(lat[k])) / sum(lat[k]).Seconds()})
 	}
+	return nil
+}
+
+// measureGateway times the MCP server's echo called directly with the
+// go-sdk client and forwarded through toolwire (a one-call batch of the
+// gateway's mcp_echo), taking turns in blocks as measureSerial does.
+func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
+	sys := []func(context.Context) error{e.mcpEcho, e.gatewayEcho}
+	lat := make([][]time.Duration, len(sys))
+	for _, call := range sys {
+		for range 100 {
+			if err := call(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	const block = 50
+	for n := 0; n < sc.Serial; n += block {
+		for k, call := range sys {
+			for range min(block, sc.Serial-n) {
+				start := time.Now()
+				if err := call(ctx); err != nil {
+					return err
+				}
+				lat[k] = append(lat[k], time.Since(start))
+			}
+		}
+	}
+	rep.Gateway = gatewayFigures{Direct: summarize(lat[0]), Forwarded: summarize(lat[1])}
 	return nil
 }
 

@@ -11,15 +11,23 @@ import (
 
 // report is everything one run measured; it is also the JSON written.
 type report struct {
-	Go       string        `json:"go"`
-	CPUs     int           `json:"cpus"`
-	Quick    bool          `json:"quick"`
-	Callers  int           `json:"callers"`
-	Echo     []echoRow     `json:"echo"`
-	Lanes    []laneRow     `json:"lanes"`
-	InFlight []inFlightRow `json:"in_flight"`
-	Cancel   cancelFigures `json:"cancel"`
-	Sizes    []sizeRow     `json:"batch_sizes"`
+	Go       string         `json:"go"`
+	CPUs     int            `json:"cpus"`
+	Quick    bool           `json:"quick"`
+	Callers  int            `json:"callers"`
+	Echo     []echoRow      `json:"echo"`
+	Lanes    []laneRow      `json:"lanes"`
+	InFlight []inFlightRow  `json:"in_flight"`
+	Cancel   cancelFigures  `json:"cancel"`
+	Sizes    []sizeRow      `json:"batch_sizes"`
+	Gateway  gatewayFigures `json:"gateway"`
+}
+
+// gatewayFigures compare an MCP tool called directly with the go-sdk
+// client and forwarded through toolwire's MCP gateway.
+type gatewayFigures struct {
+	Direct    latency `json:"direct"`
+	Forwarded latency `json:"forwarded"`
 }
 
 type echoRow struct {
@@ -104,6 +112,8 @@ func (r *report) targets() []target {
 	}
 	p99 := r.Cancel.ToStreamClosed.P99
 	ts = append(ts, target{"cancel p99 ≤ 5ms", p99.Round(time.Microsecond).String(), p99 <= 5*time.Millisecond})
+	fwd := ratio(float64(r.Gateway.Forwarded.P50), float64(r.Gateway.Direct.P50))
+	ts = append(ts, target{"forwarded MCP call p50 ≤ 1.3× direct", fmt.Sprintf("%.2f×", fwd), fwd > 0 && fwd <= 1.3})
 	return ts
 }
 
@@ -138,6 +148,11 @@ func (r *report) print(w io.Writer) {
 	for _, s := range r.Sizes {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t\t\t\t\t\n", s.Calls, us(s.Batch.P50), us(s.PerCall), ratio(float64(s.PerCall), float64(r.Sizes[0].PerCall)))
 	}
+	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "MCP gateway\tp50\tp99\t×direct\t\t\t\t\t\n")
+	g := r.Gateway
+	fmt.Fprintf(tw, "mcp direct\t%s\t%s\t\t\t\t\t\t\n", us(g.Direct.P50), us(g.Direct.P99))
+	fmt.Fprintf(tw, "toolwire → mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Forwarded.P50), us(g.Forwarded.P99), ratio(float64(g.Forwarded.P50), float64(g.Direct.P50)))
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
 	fmt.Fprintf(tw, "target\tmeasured\tmet\t\t\t\t\t\t\n")
 	for _, t := range r.targets() {

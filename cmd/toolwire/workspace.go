@@ -72,7 +72,8 @@ func (l nameList) Set(s string) error {
 
 // addWorkspaceTools opens the workspace and adds its tools to reg, unless
 // cfg turns them off. sessionTTL is how long an idle session's folder is
-// kept (0: 24h). The returned function closes the workspace.
+// kept (0: 24h). The returned function closes the workspace and ends the
+// sandbox's spare supervisors.
 func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time.Duration, log *slog.Logger) (closeWorkspace func(), err error) {
 	rc := cfg.RunCommand
 	if cfg.NoWorkspace {
@@ -108,10 +109,11 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 		opts.Command.Sandbox = sb
 	}
 	if err := reg.Add(workspacetools.Tools(ws, opts)...); err != nil {
+		opts.Command.Sandbox.Close()
 		return nil, errors.Join(err, closeWS())
 	}
 	log.Info("serving workspace tools", "workspace", wsDir, "per_session", cfg.PerSession, "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
-	return func() { closeWS() }, nil
+	return func() { opts.Command.Sandbox.Close(); closeWS() }, nil
 }
 
 // openWorkspace opens the folder dir as one workspace every call shares,

@@ -16,7 +16,8 @@ import (
 )
 
 // newSandbox returns a sandbox that enforces every restriction, or reports
-// the kernel's lack of one as missing.
+// the kernel's lack of one as missing; its spare supervisors end with the
+// test.
 func newSandbox(tb testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	tb.Helper()
 	cfg.Mode = sandbox.Required
@@ -24,6 +25,7 @@ func newSandbox(tb testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	if err != nil {
 		testenv.Missing(tb, "a kernel sandbox ("+err.Error()+")")
 	}
+	tb.Cleanup(sb.Close)
 	return sb
 }
 

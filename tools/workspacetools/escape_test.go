@@ -159,6 +159,40 @@ func leftovers(marker string) []string {
 	return found
 }
 
+// supervisorsLeft lists this test binary's supervisors that are more than
+// a sandbox's spares, or that have a child; spares have none. A used
+// supervisor reports its command's end before it exits, so it may take a
+// moment to go.
+func supervisorsLeft() []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sups := leftovers(supervisorMarker)
+		pids := map[string]bool{}
+		for _, s := range sups {
+			pids[strings.SplitN(s, ":", 2)[0]] = true
+		}
+		var parents []string
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			// pid (comm) state ppid ...
+			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 1 && pids[f[1]] {
+				parents = append(parents, f[1]+" has child "+e.Name())
+			}
+		}
+		if len(sups) <= sandbox.Spares && len(parents) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return append(sups, parents...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestEscapeCorpus runs each escape attempt as a run_command call through
 // ExecuteBatch over a real loopback server, with the sandbox required. Each
 // must fail with the command's own error (or, for the attempts to outlive
@@ -192,6 +226,7 @@ func TestEscapeCorpus(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
 	}
+	t.Cleanup(sb.Close)
 	t.Logf("sandbox: %s", r)
 	cl, grpcAddr := serveAddr(t, c.WS, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb, KillGrace: 300 * time.Millisecond}})
 	admin := listen(t, "tcp", "127.0.0.1:0")
@@ -338,10 +373,13 @@ func TestEscapeCorpus(t *testing.T) {
 					os.Remove(p)
 				}
 			}
-			for _, m := range []string{"sleep\x00730", "sleep\x007310", "toolwire-fork-bomb", supervisorMarker} {
+			for _, m := range []string{"sleep\x00730", "sleep\x007310", "toolwire-fork-bomb"} {
 				if left := leftovers(m); len(left) > 0 {
 					t.Errorf("processes outlived the call: %q", left)
 				}
+			}
+			if left := supervisorsLeft(); len(left) > 0 {
+				t.Errorf("supervisors outlived the call: %q", left)
 			}
 			if n := admin.accepted.Load() + unixLn.accepted.Load(); n > 0 {
 				t.Errorf("the listeners accepted %d connections", n)
@@ -376,6 +414,7 @@ func TestEscapeAcrossSessions(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
 	}
+	t.Cleanup(sb.Close)
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

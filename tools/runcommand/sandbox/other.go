@@ -40,4 +40,10 @@ func (p *Process) Wait() (Exit, error) { return Exit{}, errUnsupported }
 // PID returns 0.
 func (p *Process) PID() int { return 0 }
 
+type pool struct{}
+
+func newPool(*Sandbox) *pool { return nil }
+
+func (*pool) close() {}
+
 func filter(bool) ([]supervisor.Insn, error) { return nil, errUnsupported }

@@ -12,13 +12,16 @@
 // This package is the server's side: the configuration, what the kernel
 // offers, the Landlock ruleset and seccomp program (built here, with
 // go-landlock and go-seccomp-bpf, so the supervisor needs neither), and
-// starting the supervisor. Any binary that links it dispatches the hidden
+// starting supervisors: ahead of the calls, as spares that wait for a
+// command on a Unix socket, so that a call does not wait for the binary to
+// start (pool_linux.go). Any binary that links it dispatches the hidden
 // command in package supervisor's init, before the rest of the program
 // initialises; that keeps the supervisor's start cheap and lets test
 // binaries serve as supervisors.
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -36,6 +39,14 @@ type Exit = supervisor.Exit
 
 // Limits are the resource limits a command runs under.
 type Limits = supervisor.Limits
+
+// Spares is how many supervisors a Sandbox keeps started and waiting for a
+// command, from its first command until Close. Starting one (the binary and
+// the Go runtime) is most of what the sandbox would cost a command; a spare
+// has done it before the call comes. Under load a start can take longer
+// than a short command, so the oldest of two serves while the other gets
+// ready; calls at the same time past them start their own.
+const Spares = 2
 
 // Mode says how much the sandbox must enforce.
 type Mode string
@@ -199,10 +210,11 @@ func (r Restrictions) String() string {
 // Sandbox starts commands under the supervisor. The zero value is not
 // usable; call New.
 type Sandbox struct {
-	cfg    Config
-	r      Restrictions
-	exe    string            // the binary re-executed as supervisor
-	filter []supervisor.Insn // the seccomp program, nil when not enforced
+	cfg   Config
+	r     Restrictions
+	exe   string // the binary re-executed as supervisor
+	setup []byte // every supervisor's supervisor.Setup, as JSON
+	pool  *pool  // spare supervisors
 }
 
 // New checks cfg against what the kernel offers. In required mode it fails,
@@ -224,13 +236,28 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 	if err != nil {
 		return nil, r, fmt.Errorf("sandbox: finding the binary to run as supervisor: %w", err)
 	}
-	sb := &Sandbox{cfg: cfg, r: r, exe: exe}
+	setup := supervisor.Setup{Limits: r.Limits, Parent: os.Getpid()}
 	if r.Syscalls {
-		if sb.filter, err = filter(r.Sockets); err != nil {
+		if setup.Filter, err = filter(r.Sockets); err != nil {
 			return nil, r, fmt.Errorf("sandbox: building the seccomp filter: %w", err)
 		}
 	}
+	b, err := json.Marshal(setup)
+	if err != nil {
+		return nil, r, err
+	}
+	sb := &Sandbox{cfg: cfg, r: r, exe: exe, setup: b}
+	sb.pool = newPool(sb)
 	return sb, r, nil
+}
+
+// Close ends the spare supervisors, which would otherwise wait until the
+// server exits. Commands running go on; later ones each start a
+// supervisor of their own.
+func (s *Sandbox) Close() {
+	if s != nil {
+		s.pool.close()
+	}
 }
 
 // Restrictions returns what s enforces.

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -77,73 +77,151 @@ type Run struct {
 
 // Process is a supervised command.
 type Process struct {
-	cmd    *exec.Cmd
-	status *os.File
+	sup   *supervisorProc
+	ended chan struct{} // closed when the supervisor has exited
+	stop  func() bool   // stops ending it on the call's context
 }
 
-// Start starts run under a supervisor. Cancelling ctx makes the supervisor
-// end the command (SIGTERM, then SIGKILL after run.Grace) and every process
-// it started; the supervisor itself gets SIGKILL if it has not exited a
-// second after that.
+// Start starts run under a supervisor: a spare one when there is one, else
+// a new one. Cancelling ctx makes the supervisor end the command (SIGTERM,
+// then SIGKILL after run.Grace) and every process it started; the
+// supervisor itself gets SIGKILL if it has not exited a second after that.
 func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
-	sp := supervisor.Spec{
-		Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, Limits: s.r.Limits,
-		Filter: s.filter, Parent: os.Getpid(), GraceMillis: run.Grace.Milliseconds(),
-	}
+	sp := supervisor.Spec{Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, GraceMillis: run.Grace.Milliseconds()}
 	fd, flags, err := s.ruleset(run.Writable)
 	if err != nil {
 		return nil, fmt.Errorf("making the Landlock ruleset: %w", err)
 	}
-	var rules *os.File
+	fds := []int{int(run.Output.Fd())}
 	if fd >= 0 {
-		rules = os.NewFile(uintptr(fd), "landlock-ruleset")
-		defer rules.Close() // the supervisor has its copy once started
+		defer unix.Close(fd) // the supervisor has its copy once sent
+		fds = append(fds, fd)
 		sp.Landlock, sp.LandlockFlags = true, flags
 	}
 	b, err := json.Marshal(sp)
 	if err != nil {
 		return nil, err
 	}
-	sr, sw, err := os.Pipe()
-	if err != nil {
-		return nil, err
+	if len(b) > supervisor.MaxSpec {
+		return nil, fmt.Errorf("the command and its environment take %d bytes; the sandbox takes at most %d", len(b), supervisor.MaxSpec)
 	}
-	defer sw.Close()
-	cmd := exec.CommandContext(ctx, s.exe, Command)
-	// Only the spec: the command's environment travels inside it.
-	cmd.Env = []string{supervisor.SpecEnv + "=" + string(b)}
-	cmd.Stdout, cmd.Stderr = run.Output, run.Output
-	cmd.ExtraFiles = []*os.File{sw, rules} // supervisor.StatusFD, supervisor.LandlockFD
+	sup := s.pool.take()
+	defer s.pool.refill()
+	if sup == nil || sup.send(b, fds) != nil {
+		// No spare, or it died waiting (killed from outside): a new one.
+		if sup != nil {
+			sup.discard()
+		}
+		if sup, err = s.spawn(); err != nil {
+			return nil, err
+		}
+		if err := sup.send(b, fds); err != nil {
+			sup.discard()
+			return nil, fmt.Errorf("handing the command to the sandbox supervisor: %w", err)
+		}
+	}
+	runtime.KeepAlive(run.Output)
+	p := &Process{sup: sup, ended: make(chan struct{})}
+	p.stop = context.AfterFunc(ctx, func() {
+		_ = sup.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.ended:
+		case <-time.After(run.Grace + time.Second):
+			_ = sup.cmd.Process.Kill()
+		}
+	})
+	return p, nil
+}
+
+// Wait returns how the command ended. The supervisor reports it once every
+// process the command started is gone, then exits; that exit, which takes a
+// while and leaves nothing of the command's behind, is waited for in the
+// background.
+func (p *Process) Wait() (Exit, error) {
+	b := make([]byte, 4096)
+	var n int
+	var rerr error
+	for {
+		// The report, or the end of the connection if the supervisor died.
+		if n, rerr = unix.Read(p.sup.conn, b); rerr != unix.EINTR {
+			break
+		}
+	}
+	unix.Close(p.sup.conn)
+	if rerr != nil || n < 0 {
+		n = 0
+	}
+	e, err := supervisor.DecodeExit(bytes.TrimSpace(b[:n]))
+	if err == nil {
+		p.stop()
+		go p.reap()
+		return e, nil
+	}
+	werr := p.reap()
+	if !errors.As(werr, new(*exec.ExitError)) && werr != nil {
+		return e, werr
+	}
+	return e, errors.Join(err, werr)
+}
+
+// reap waits for the supervisor's exit.
+func (p *Process) reap() error {
+	err := p.sup.cmd.Wait()
+	close(p.ended)
+	p.stop()
+	return err
+}
+
+// PID returns the supervisor's process ID.
+func (p *Process) PID() int { return p.sup.cmd.Process.Pid }
+
+// supervisorProc is a started supervisor and the server's end of its
+// connection.
+type supervisorProc struct {
+	cmd  *exec.Cmd
+	conn int // SOCK_SEQPACKET, close-on-exec
+}
+
+// spawn starts a supervisor, which prepares itself and waits for its Spec.
+func (s *Sandbox) spawn() (*supervisorProc, error) {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: connecting to its supervisor: %w", err)
+	}
+	theirs := os.NewFile(uintptr(pair[1]), "sandbox-supervisor")
+	defer theirs.Close() // the supervisor has its copy once started
+	cmd := exec.Command(s.exe, Command)
+	// Only the setup: the command's environment travels in its Spec. One P:
+	// the supervisor has one thing to do at a time, and its Go runtime
+	// starts (and idles) cheaper without more.
+	cmd.Env = []string{supervisor.SetupEnv + "=" + string(s.setup), "GOMAXPROCS=1"}
+	cmd.ExtraFiles = []*os.File{theirs} // supervisor.ConnFD
 	// A process group of its own, which commands cannot join (seccomp
 	// refuses setpgid into an existing group). Not a session of its own: a
 	// session leader costs more per command, for nothing the sandbox needs
 	// (Landlock keeps commands off /dev/tty).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = run.Grace + time.Second
 	if err := cmd.Start(); err != nil {
-		sr.Close()
-		return nil, err
+		unix.Close(pair[0])
+		return nil, fmt.Errorf("cannot start the sandbox supervisor: %w", err)
 	}
-	return &Process{cmd: cmd, status: sr}, nil
+	return &supervisorProc{cmd: cmd, conn: pair[0]}, nil
 }
 
-// Wait waits for the supervisor and returns how the command ended.
-func (p *Process) Wait() (Exit, error) {
-	defer p.status.Close()
-	werr := p.cmd.Wait()
-	// The supervisor is gone, so the pipe's only writer is closed: this
-	// cannot block.
-	b, _ := io.ReadAll(p.status)
-	e, err := supervisor.DecodeExit(bytes.TrimSpace(b))
-	if err != nil && werr != nil && !errors.As(werr, new(*exec.ExitError)) {
-		return e, werr
+// send hands the supervisor its Spec and descriptors.
+func (p *supervisorProc) send(spec []byte, fds []int) error {
+	for {
+		err := unix.Sendmsg(p.conn, spec, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL)
+		if err != unix.EINTR {
+			return err
+		}
 	}
-	if err != nil && werr != nil {
-		return e, errors.Join(err, werr)
-	}
-	return e, err
 }
 
-// PID returns the supervisor's process ID.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+// discard ends a supervisor that has no command (closing its connection is
+// enough for a live one) and reaps it.
+func (p *supervisorProc) discard() {
+	unix.Close(p.conn)
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}

@@ -3,7 +3,9 @@
 // It imports nothing but the standard library and golang.org/x/sys/unix, so
 // that its init, which dispatches the hidden command, runs before the rest
 // of a large program initialises: the Landlock ruleset and the seccomp
-// program arrive ready-made from the server (package sandbox builds them).
+// program arrive ready-made from the server (package sandbox builds them),
+// the program in its environment at start (Setup), the ruleset with the
+// command on its connection (Spec, ConnFD).
 package supervisor
 
 import (
@@ -17,15 +19,24 @@ import (
 // this package run as a supervisor.
 const Command = "__sandbox"
 
-// SpecEnv carries the supervisor's Spec, as JSON; the supervisor removes it
-// from its environment, and the command gets Spec.Env only.
-const SpecEnv = "TOOLWIRE_SANDBOX_SPEC"
+// SetupEnv carries the supervisor's Setup, as JSON; the supervisor removes
+// it from its environment.
+const SetupEnv = "TOOLWIRE_SANDBOX_SETUP"
 
-// Inherited file descriptors.
-const (
-	StatusFD   = 3 // the supervisor writes the command's Exit here
-	LandlockFD = 4 // the Landlock ruleset, when Spec.Landlock
-)
+// ConnFD is the supervisor's end of a Unix socket pair (SOCK_SEQPACKET) with
+// the server. The server may start a supervisor before it has a command for
+// it (a spare, so that starting the binary is not on a call's path); the
+// supervisor prepares what it can, then waits there for one Spec, which
+// comes with descriptors: the command's output, and the Landlock ruleset when
+// Spec.Landlock. The command's Exit goes back the same way. An end of file
+// instead of a Spec means the server no longer needs the spare: it exits.
+const ConnFD = 3
+
+// MaxSpec is the largest Spec, in bytes, a supervisor takes: one message
+// within a Unix socket's default send buffer (net.core.wmem_default, 208
+// KiB on Linux), and as much as the single environment variable that
+// carried it before (execve's 128 KiB per string).
+const MaxSpec = 128 << 10
 
 // SelfPID stands for the supervisor's PID in Spec.Filter; the supervisor
 // writes its own in (and its negation for process-group forms) before
@@ -54,21 +65,26 @@ type Insn struct {
 	K      uint32 `json:"k"`
 }
 
-// Spec is what the server tells the supervisor.
+// Setup is what every supervisor of one sandbox gets at its start, the same
+// for each command.
+type Setup struct {
+	Limits Limits `json:"limits"`
+	// Filter is the seccomp program (nil: none), with SelfPID to fill in.
+	Filter []Insn `json:"filter,omitempty"`
+	Parent int    `json:"parent"` // the server's PID
+}
+
+// Spec is one command, sent to a supervisor on ConnFD.
 type Spec struct {
-	Path   string   `json:"path"` // the program, resolved
-	Argv   []string `json:"argv"`
-	Dir    string   `json:"dir"`
-	Env    []string `json:"env"`
-	Limits Limits   `json:"limits"`
-	// Landlock says LandlockFD holds a ruleset to restrict the command to,
-	// with LandlockFlags for landlock_restrict_self.
+	Path string   `json:"path"` // the program, resolved
+	Argv []string `json:"argv"`
+	Dir  string   `json:"dir"`
+	Env  []string `json:"env"`
+	// Landlock says a ruleset to restrict the command to comes with the
+	// Spec, with LandlockFlags for landlock_restrict_self.
 	Landlock      bool   `json:"landlock"`
 	LandlockFlags uint32 `json:"landlock_flags"`
-	// Filter is the seccomp program (nil: none), with SelfPID to fill in.
-	Filter      []Insn `json:"filter,omitempty"`
-	Parent      int    `json:"parent"` // the server's PID
-	GraceMillis int64  `json:"grace_ms"`
+	GraceMillis   int64  `json:"grace_ms"`
 }
 
 // Exit is how the supervised command ended.

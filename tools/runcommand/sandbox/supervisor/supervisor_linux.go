@@ -3,6 +3,7 @@ package supervisor
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -16,28 +17,156 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Main runs the supervisor: it reads its spec, restricts itself, runs the
-// command, ends every process the command started, writes how the command
-// ended to fd 3 and exits. It does not return.
+// Main runs the supervisor: it prepares what needs no command (the
+// parent-death signal, the subreaper, its signal handling and threads, no
+// capabilities or new privileges), waits for its Spec, restricts itself
+// further, runs the command, ends every process the command started, sends
+// how the command ended back on ConnFD and exits. It does not return.
 func Main() {
 	// No descriptor but stdin, stdout and stderr may reach the command: not
-	// the status pipe, not the ruleset, not whatever the server inherited
-	// without close-on-exec.
-	closeOnExecFrom(StatusFD)
-	status := os.NewFile(StatusFD, "status")
-	var sp Spec
-	err := json.Unmarshal([]byte(os.Getenv(SpecEnv)), &sp)
-	os.Unsetenv(SpecEnv)
-	var e Exit
+	// the connection, not whatever the server inherited without
+	// close-on-exec.
+	closeOnExecFrom(ConnFD)
+	// Capabilities, no-new-privileges, Landlock and seccomp are set on this
+	// thread, which forks the command: locked, it stays the one.
+	runtime.LockOSThread()
+	var setup Setup
+	err := json.Unmarshal([]byte(os.Getenv(SetupEnv)), &setup)
+	os.Unsetenv(SetupEnv)
+	var (
+		warm *sync.WaitGroup
+		sigs chan os.Signal
+	)
 	if err != nil {
-		e = Exit{Code: -1, Error: fmt.Sprintf("sandbox supervisor: reading its spec: %v", err)}
+		err = fmt.Errorf("sandbox supervisor: reading its setup: %v", err)
 	} else {
-		e = supervise(sp)
+		warm, sigs, err = prepare(setup)
+	}
+	sp, err2 := receive()
+	if err2 == io.EOF {
+		unix.Exit(0) // a spare the server no longer needs, or the server is gone
+	}
+	var e Exit
+	switch {
+	case err2 != nil:
+		e = Exit{Code: -1, Error: fmt.Sprintf("sandbox supervisor: %v", err2)}
+	case err != nil:
+		e = Exit{Code: -1, Error: err.Error()}
+	default:
+		warm.Wait()
+		e = supervise(setup, sp, sigs)
+	}
+	// Nothing the command started is left: let go of its output, so that
+	// the server reads to its end without waiting for this process's exit,
+	// which (the Go runtime's threads and memory) takes a while.
+	if devnull, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+		_ = unix.Dup3(devnull, 1, 0)
+		_ = unix.Dup3(devnull, 2, 0)
 	}
 	b, _ := json.Marshal(e)
-	_, _ = status.Write(b)
-	os.Exit(0)
+	_, _ = unix.Write(ConnFD, b)
+	// Not os.Exit: under the race detector it waits a second for threads
+	// that have nothing left to do.
+	unix.Exit(0)
 }
+
+// prepare does what needs no command, while a spare supervisor waits for
+// one: the parent-death signal, the subreaper, the signal handling and
+// threads it will need, and no capabilities or new privileges (on this
+// thread, which forks the command).
+func prepare(setup Setup) (*sync.WaitGroup, chan os.Signal, error) {
+	// SIGHUP when the server dies (even by SIGKILL). A spare that gets it
+	// also reads the end of its connection (the server's end is closed with
+	// it) and exits; a supervisor with a command ends everything.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGHUP), 0, 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("sandbox supervisor: PR_SET_PDEATHSIG: %v", err)
+	}
+	if os.Getppid() != setup.Parent {
+		return nil, nil, fmt.Errorf("sandbox supervisor: the server exited before the command started")
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("sandbox supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	// Every thread counts against max_processes: make those the supervisor
+	// will need now, before the limit applies, so a fork bomb cannot leave
+	// it unable to start one.
+	warm := prewarmThreads(3)
+	if err := dropCapabilities(); err != nil {
+		return nil, nil, fmt.Errorf("sandbox supervisor: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return nil, nil, fmt.Errorf("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
+	}
+	return warm, sigs, nil
+}
+
+// receive waits for the Spec on ConnFD and makes the output it brings the
+// supervisor's stdout and stderr. It returns io.EOF when the server closed
+// the connection instead.
+func receive() (Spec, error) {
+	var sp Spec
+	buf := make([]byte, MaxSpec)
+	oob := make([]byte, unix.CmsgSpace(2*4))
+	var n, oobn, flags int
+	var err error
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(ConnFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	var fds []int
+	if err == nil && oobn > 0 {
+		msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
+		for i := 0; perr == nil && i < len(msgs); i++ {
+			var more []int
+			more, perr = unix.ParseUnixRights(&msgs[i])
+			fds = append(fds, more...)
+		}
+		if perr != nil {
+			err = perr
+		}
+	}
+	switch {
+	case err != nil:
+		return sp, fmt.Errorf("receiving the command: %v", err)
+	case n == 0 && oobn == 0:
+		return sp, io.EOF
+	case flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0:
+		return sp, fmt.Errorf("the command's description is larger than %d bytes", MaxSpec)
+	}
+	if err := json.Unmarshal(buf[:n], &sp); err != nil {
+		return sp, fmt.Errorf("reading the command's description: %v", err)
+	}
+	want := 1
+	if sp.Landlock {
+		want = 2
+	}
+	if len(fds) != want {
+		return sp, fmt.Errorf("received %d descriptors with the command, want %d", len(fds), want)
+	}
+	// The command's output is the supervisor's too: a crash report of its
+	// own reaches the result.
+	for _, to := range []int{1, 2} {
+		if err := unix.Dup3(fds[0], to, 0); err != nil {
+			return sp, fmt.Errorf("taking the command's output: %v", err)
+		}
+	}
+	unix.Close(fds[0])
+	if sp.Landlock {
+		if err := unix.Dup3(fds[1], landlockFD, unix.O_CLOEXEC); err != nil {
+			return sp, fmt.Errorf("taking the Landlock ruleset: %v", err)
+		}
+		unix.Close(fds[1])
+	}
+	return sp, nil
+}
+
+// landlockFD is where receive puts the Landlock ruleset: the connection's
+// neighbour, free once closeOnExecFrom has run.
+const landlockFD = ConnFD + 1
 
 // closeOnExecFrom marks every descriptor from fd up close-on-exec.
 func closeOnExecFrom(fd int) {
@@ -59,55 +188,34 @@ type reaped struct {
 	usage  unix.Rusage
 }
 
-func supervise(sp Spec) Exit {
+// supervise runs sp's command on the locked thread, prepared; sigs are the
+// signals that end it.
+func supervise(setup Setup, sp Spec, sigs <-chan os.Signal) Exit {
 	fail := func(format string, args ...any) Exit {
 		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
 	}
-	// Capabilities, no-new-privileges, Landlock and seccomp are set on this
-	// thread, which forks the command: locked, it stays the one.
-	runtime.LockOSThread()
-	// SIGHUP when the server dies (even by SIGKILL): end everything at once.
-	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGHUP), 0, 0, 0); err != nil {
-		return fail("sandbox supervisor: PR_SET_PDEATHSIG: %v", err)
-	}
-	if os.Getppid() != sp.Parent {
+	// The server may have died while a spare waited.
+	if os.Getppid() != setup.Parent {
 		return fail("sandbox supervisor: the server exited before the command started")
-	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fail("sandbox supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
-	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// Every thread counts against max_processes: make those the supervisor
-	// will need now, while the restrictions go on, and before the limit
-	// applies, so a fork bomb cannot leave it unable to start one.
-	warm := prewarmThreads(3)
-
-	if err := dropCapabilities(); err != nil {
-		return fail("sandbox supervisor: %v", err)
-	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail("sandbox supervisor: PR_SET_NO_NEW_PRIVS: %v", err)
 	}
 	if sp.Landlock {
 		// The ruleset the server made; on this thread only, which forks the
 		// command (restricting every thread costs a signal round to each
 		// before Landlock ABI 8, and gains nothing).
-		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, LandlockFD, uintptr(sp.LandlockFlags), 0); e != 0 {
+		if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, landlockFD, uintptr(sp.LandlockFlags), 0); e != 0 {
 			return fail("sandbox supervisor: landlock_restrict_self: %v", e)
 		}
-		unix.Close(LandlockFD)
+		unix.Close(landlockFD)
 	}
-	if len(sp.Filter) > 0 {
-		if err := loadFilter(sp.Filter, os.Getpid()); err != nil {
+	if len(setup.Filter) > 0 {
+		if err := loadFilter(setup.Filter, os.Getpid()); err != nil {
 			return fail("sandbox supervisor: seccomp: %v", err)
 		}
 	}
-	warm.Wait()
-	if err := setLimits(sp.Limits); err != nil {
+	if err := setLimits(setup.Limits); err != nil {
 		return fail("sandbox supervisor: %v", err)
 	}
-	child, err := startCommand(sp)
+	child, err := startCommand(sp, setup.Limits)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -137,7 +245,7 @@ func supervise(sp Spec) Exit {
 				return exit // no child left
 			}
 			if r.pid == child {
-				exit = exitOf(r, sp.Limits)
+				exit = exitOf(r, setup.Limits)
 				if !hasChildren() {
 					return exit // it left nothing running: the common case, made fast
 				}
@@ -153,7 +261,7 @@ func supervise(sp Spec) Exit {
 			killing = true
 			signalTree(syscall.SIGKILL)
 		case <-tick.C:
-			if os.Getppid() != sp.Parent { // the server is gone: belt and braces for the parent-death signal
+			if os.Getppid() != setup.Parent { // the server is gone: belt and braces for the parent-death signal
 				killing = true
 			}
 			if killing {
@@ -168,13 +276,13 @@ func supervise(sp Spec) Exit {
 // more address space than any useful limit), and before its first
 // instruction: so it starts traced, stops at its exec, gets the limit and is
 // let go.
-func startCommand(sp Spec) (int, error) {
+func startCommand(sp Spec, limits Limits) (int, error) {
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		return 0, err
 	}
 	defer devnull.Close()
-	trace := sp.Limits.MemoryBytes > 0
+	trace := limits.MemoryBytes > 0
 	// Ptrace requests come from the thread that started the tracee: the
 	// supervisor's locked one.
 	child, err := syscall.ForkExec(sp.Path, sp.Argv, &syscall.ProcAttr{
@@ -196,7 +304,7 @@ func startCommand(sp Spec) (int, error) {
 		_ = unix.Kill(child, syscall.SIGKILL)
 		return 0, fmt.Errorf("sandbox supervisor: the command did not stop at its start (%v, status %v)", err, ws)
 	}
-	lim := unix.Rlimit{Cur: sp.Limits.MemoryBytes, Max: sp.Limits.MemoryBytes}
+	lim := unix.Rlimit{Cur: limits.MemoryBytes, Max: limits.MemoryBytes}
 	err = unix.Prlimit(child, unix.RLIMIT_AS, &lim, nil)
 	if err == nil {
 		err = unix.PtraceDetach(child)
