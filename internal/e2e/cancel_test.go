@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -208,7 +209,8 @@ func builtinsServer(tb testing.TB) (*service.Server, *client.Client) {
 		tb.Fatal(err)
 	}
 	addHTTPTools(tb, reg)
-	srv, c := serveInProcess(tb, reg)
+	ls := loopback.Serve(tb, reg, service.Config{}) // the default abandon grace
+	srv, c := ls.Service, ls.Client
 	mountRemote(tb, reg)
 	mountMCP(tb, reg)
 	for _, name := range []string{"r_sleep", "r_echo", "io_slow", "io_read", "web_sleep", "web_echo"} {
@@ -248,33 +250,6 @@ func callOne(ctx context.Context, c *client.Client, call *toolwirev1.ToolCall) (
 		}
 	}
 	return res, nil
-}
-
-// serveInProcess serves reg with the default abandon grace over loopback
-// TCP and returns the server and a client of it; both stop when the test
-// ends.
-func serveInProcess(t testing.TB, reg *tools.Registry) (*service.Server, *client.Client) {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := service.New(reg, service.Config{Logger: slog.New(slog.DiscardHandler)})
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	c, err := client.New(lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return srv, c
 }
 
 // addHTTPTools adds HTTP tools over a server that never answers

@@ -19,8 +19,9 @@ import (
 
 // Server is a toolwire server serving until Stop or the end of the test.
 type Server struct {
-	Addr   string
-	Client *client.Client // a client of it, closed with it
+	Addr    string
+	Client  *client.Client  // a client of it, closed with it
+	Service *service.Server // the server itself, for its counters
 
 	stop sync.Once
 	quit func() error
@@ -51,7 +52,7 @@ func ServeOn(tb testing.TB, lis net.Listener, reg *tools.Registry, cfg service.C
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{Addr: lis.Addr().String(), Client: c, quit: func() error {
+	s := &Server{Addr: lis.Addr().String(), Client: c, Service: srv, quit: func() error {
 		c.Close()
 		cancel()
 		return <-served
