@@ -36,7 +36,7 @@ func newSandbox(tb testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 func TestSandboxResults(t *testing.T) {
 	t.Parallel()
 	c := wt.NewCorpus(t)
-	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: newSandbox(t, sandbox.Config{MemoryBytes: 256 << 20, CPUSeconds: 1})})
+	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: newSandbox(t, sandbox.Config{MemoryBytes: 256 << 20, CPUSeconds: 1, MaxFileBytes: 1 << 20})})
 	tests := []struct {
 		name, command string
 		isErr         bool
@@ -47,6 +47,9 @@ func TestSandboxResults(t *testing.T) {
 		{"network denied", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", 22))'`, true, []string{"Permission denied", "the sandbox denies network access"}},
 		{"memory limit", `python3 -c "b = bytearray(1 << 30)"`, true, []string{"MemoryError", "sandbox.memory_bytes: 268435456"}},
 		{"cpu limit", `while :; do :; done`, true, []string{"killed by signal: CPU time limit exceeded", "sandbox.cpu_seconds: 1"}},
+		// A child past max_file_bytes: the command ends on its own exit
+		// code, so only its output tells; the result must name the limit.
+		{"file size limit in a child", `python3 -c "open('big', 'wb').write(b'x' * (2 << 20))"; exit 1`, true, []string{"File too large", "sandbox.max_file_bytes: 1048576 bytes"}},
 		{"limits applied", `grep -E "cpu time|address space|core file" /proc/self/limits`, false, []string{"Max cpu time              1                    2", "Max address space         268435456", "Max core file size        0"}},
 	}
 	for _, tt := range tests {

@@ -69,6 +69,11 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 			return nil, waitErr
 		}
 		if exit.Error != "" {
+			// The supervisor could not start the command: under a small
+			// max_processes that is the limit, which the model cannot tell.
+			if note := sandboxNote(sb.Config(), sandbox.Exit{Code: -1}, exit.Error); note != "" {
+				return tools.Errorf("%s\n%s", exit.Error, note), nil
+			}
 			return tools.Errorf("%s", exit.Error), nil
 		}
 		rs := sb.Restrictions()
@@ -113,7 +118,13 @@ func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
 	if cfg.MemoryBytes > 0 && has("Cannot allocate memory", "MemoryError", "out of memory", "bad_alloc", "ENOMEM") {
 		notes = append(notes, fmt.Sprintf("the sandbox limits each process's memory (sandbox.memory_bytes: %d)", cfg.MemoryBytes))
 	}
-	if has("Resource temporarily unavailable", "Cannot fork", "can't fork", "EAGAIN") {
+	// A child that wrote past max_file_bytes dies of SIGXFSZ (the shell
+	// says "File size limit exceeded") or gets EFBIG ("File too large"),
+	// while the command itself may end on its own exit code.
+	if has("File too large", "File size limit exceeded", "EFBIG") {
+		notes = append(notes, fmt.Sprintf("the sandbox limits the size of files a process writes (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes))
+	}
+	if has("Resource temporarily unavailable", "resource temporarily unavailable", "Cannot fork", "can't fork", "EAGAIN") {
 		notes = append(notes, fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d, counting every process and thread of the server's user)", cfg.MaxProcesses))
 	}
 	if has("Too many open files") {
