@@ -471,3 +471,26 @@ func TestEscapeAcrossSessions(t *testing.T) {
 		t.Error("bob made a folder in the sessions' root")
 	}
 }
+
+// TestEscapeMaxProcessesTooSmall checks that a command the supervisor cannot
+// start because the server's user is at max_processes (it counts the
+// server's own threads) gets a result naming the limit, not only the bare
+// EAGAIN, so the model and the operator can tell why. Root is not bound by
+// the limit; .ci/run runs the TestEscape tests as nobody.
+func TestEscapeMaxProcessesTooSmall(t *testing.T) {
+	if os.Getuid() == 0 {
+		t.Skip("root is not bound by RLIMIT_NPROC; .ci/run runs this as nobody")
+	}
+	t.Parallel()
+	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, MaxProcesses: 1})
+	if err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	t.Cleanup(sb.Close)
+	c := wt.NewCorpus(t)
+	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: sb})
+	res := wt.Call(t, tool, `{"command":"echo ran"}`)
+	if text := wt.Text(res); !res.IsError || !strings.Contains(text, "resource temporarily unavailable") || !strings.Contains(text, "sandbox.max_processes: 1") {
+		t.Errorf("result (error %v):\n%s\nwant an error naming sandbox.max_processes: 1", res.IsError, text)
+	}
+}
