@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -90,4 +92,36 @@ func registerSandboxGauge(r sandbox.Restrictions, log *slog.Logger) {
 	if err != nil {
 		log.Warn("sandbox gauge", "error", err)
 	}
+}
+
+// checkSessionRoot refuses (required) or warns about (auto) a read-only path
+// that holds the root of the sessions' folders: commands may read every
+// read-only path, so each session could read the others' folders, which the
+// sandbox exists to prevent.
+func checkSessionRoot(cfg sandbox.Config, root string, log *slog.Logger) error {
+	cfg = cfg.WithDefaults()
+	if cfg.Mode == sandbox.Off {
+		return nil
+	}
+	root = realPath(root)
+	for _, p := range cfg.ReadOnlyPaths {
+		rel, err := filepath.Rel(realPath(p), root)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		msg := fmt.Sprintf("sandbox.read_only_paths: %s holds the sessions' folders (%s): every session's commands could read the others'; move --workspace out of it", p, root)
+		if cfg.Mode == sandbox.Required {
+			return fmt.Errorf("serve: %s", msg)
+		}
+		log.Warn("sandbox: " + msg)
+	}
+	return nil
+}
+
+// realPath is p with its symlinks resolved, or p when it does not exist.
+func realPath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return filepath.Clean(p)
 }

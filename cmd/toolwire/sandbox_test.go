@@ -133,3 +133,29 @@ func TestSandboxOffIsLoggedUnsafe(t *testing.T) {
 		t.Errorf("the log does not call sandbox off unsafe:\n%s", s.stderr)
 	}
 }
+
+// TestSandboxReadOnlyPathHoldingSessions checks that a read-only path
+// holding the sessions' folders, which would let every session's commands
+// read the others', stops a required sandbox with a message naming it and
+// is warned about in auto.
+func TestSandboxReadOnlyPathHoldingSessions(t *testing.T) {
+	t.Parallel()
+	parent := t.TempDir()
+	ws := filepath.Join(parent, "sessions")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, "toolwire.yaml", "sandbox: {read_only_paths: [/usr, "+parent+"]}\n")
+	args := []string{"serve", "--config", cfg, "--run-command", "--workspace", ws, "--workspace-per-session", "--listen", "127.0.0.1:0"}
+	// Without the check serve would start and run until ctx ends.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err := run(ctx, append(args, "--sandbox", "required"), &strings.Builder{}, &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "sandbox.read_only_paths: "+parent+" holds the sessions' folders") {
+		t.Errorf("serve --sandbox required with %s read-only: %v; want an error naming it", parent, err)
+	}
+	s := startServe(t, "--no-workspace=false", "--config", cfg, "--run-command", "--workspace", ws, "--workspace-per-session", "--sandbox", "auto")
+	if !strings.Contains(s.stderr.String(), "holds the sessions' folders") {
+		t.Errorf("serve --sandbox auto with %s read-only logged no warning:\n%s", parent, s.stderr)
+	}
+}

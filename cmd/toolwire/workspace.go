@@ -102,6 +102,11 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 	}
 	opts := workspacetools.Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env}}
 	if rc.Enabled {
+		if cfg.PerSession {
+			if err := checkSessionRoot(cfg.Sandbox, wsDir, log); err != nil {
+				return nil, errors.Join(err, closeWS())
+			}
+		}
 		sb, err := startSandbox(cfg.Sandbox, log)
 		if err != nil {
 			return nil, errors.Join(err, closeWS())
