@@ -72,6 +72,25 @@ describe("LangChain.js adapter", { skip }, () => {
     assert.ok(r.text.startsWith(UNKNOWN_TEXT), r.text);
   });
 
+  test("arguments that do not match the schema reach the model as toolwire's error text, in the step's batch", async () => {
+    // LangChain checks arguments against the schema itself and throws
+    // ToolInputParsingException, which rejected the step's Promise.all.
+    const batches: BatchAccepted[] = [];
+    const model = fakeModel()
+      .respondWithTools([
+        { id: "hi", name: "echo", args: { text: "hi" } },
+        { id: "bad", name: "fail", args: {} },
+      ])
+      .respond(new AIMessage("ok"));
+    const messages = await agent(model, langchainTools(new StepBatcher(client, { onBatch: (a) => batches.push(a) }), listed));
+    assert.equal(messages.at(-1)?.content, "ok");
+    assert.deepEqual(toolResults(model, 1), [
+      { id: "hi", text: "hi" },
+      { id: "bad", text: `invalid arguments for "fail": arguments do not match the tool's input schema:\n- /: missing property 'message'` },
+    ]);
+    assert.equal(batches.length, 1, "both calls in one batch");
+  });
+
   test("progress reaches the run's callbacks as custom events", async () => {
     const [sleep] = langchainTools(new StepBatcher(client), listed.filter((t) => t.name === "sleep"));
     const events: [string, string][] = [];

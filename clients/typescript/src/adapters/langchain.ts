@@ -3,7 +3,8 @@
 // StepBatcher turns them into one batch.
 
 import { dispatchCustomEvent } from "@langchain/core/callbacks/dispatch";
-import { DynamicStructuredTool, type ToolRunnableConfig } from "@langchain/core/tools";
+import { ToolMessage } from "@langchain/core/messages";
+import { DynamicStructuredTool, ToolInputParsingException, type DynamicStructuredToolInput, type ToolRunnableConfig } from "@langchain/core/tools";
 import type { CallProgress, Tool } from "../gen/toolwire/v1/toolwire.js";
 import { inputSchema, resultText } from "../client.js";
 import type { StepBatcher } from "../batcher.js";
@@ -25,7 +26,7 @@ export const PROGRESS_EVENT = "toolwire_progress";
 export function langchainTools(batcher: StepBatcher, tools: Tool[], opts: LangChainToolsOptions = {}): DynamicStructuredTool[] {
   return tools.map(
     (t) =>
-      new DynamicStructuredTool({
+      new ToolwireTool(batcher, {
         name: t.name,
         description: t.description,
         schema: inputSchema(t),
@@ -47,4 +48,39 @@ export function langchainTools(batcher: StepBatcher, tools: Tool[], opts: LangCh
           ),
       }),
   );
+}
+
+/** A DynamicStructuredTool whose arguments, when they do not match the
+ * schema, still go to toolwire. LangChain checks them first and throws
+ * ToolInputParsingException, which would reject the step's Promise.all and
+ * end the run; toolwire checks them too and answers with a result that says
+ * what is wrong ("missing property 'message'"), which the model can act on. */
+class ToolwireTool extends DynamicStructuredTool {
+  constructor(
+    private readonly batcher: StepBatcher,
+    fields: DynamicStructuredToolInput & { name: string },
+  ) {
+    super(fields);
+  }
+
+  // The signature is call's, loosened: its overloads are generic over the
+  // schema, and this override only passes through what it is given.
+  override async call(arg: any, configArg?: any, tags?: string[]): Promise<any> {
+    try {
+      return await super.call(arg, configArg, tags);
+    } catch (e) {
+      if (!(e instanceof ToolInputParsingException)) throw e;
+      const config = configArg as ToolRunnableConfig | undefined;
+      const toolCall = isToolCall(arg) ? arg : config?.toolCall;
+      const input = isToolCall(arg) ? arg.args : arg;
+      const callId = toolCall?.id ?? "";
+      const text = resultText(await this.batcher.execute({ callId, name: this.name, arguments: input }, { signal: config?.signal }));
+      // What LangChain's call returns: a ToolMessage for a tool call, else the text.
+      return toolCall?.id ? new ToolMessage({ content: text, tool_call_id: toolCall.id, name: this.name }) : text;
+    }
+  }
+}
+
+function isToolCall(x: unknown): x is { id?: string; args: unknown } {
+  return typeof x === "object" && x !== null && (x as { type?: unknown }).type === "tool_call";
 }
