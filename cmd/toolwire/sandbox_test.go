@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,22 +14,6 @@ import (
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 )
-
-// processesWith lists the processes whose command line holds marker.
-func processesWith(marker string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(b), marker) {
-			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
-}
 
 // TestSandboxSurvivesNoServerKill runs the real binary with the sandbox
 // required, starts a command that leaves background, setsid and
@@ -64,7 +47,7 @@ func TestSandboxSurvivesNoServerKill(t *testing.T) {
 		started <- err
 	}()
 	for _, m := range []string{"sleep\x007401", "sleep\x007402", "sleep\x007403", "sleep\x007404"} {
-		waitFor(t, m, func() bool { return len(processesWith(m)) > 0 })
+		waitFor(t, m, func() bool { return len(testenv.Processes(m)) > 0 })
 	}
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -74,8 +57,8 @@ func TestSandboxSurvivesNoServerKill(t *testing.T) {
 	<-started // the RPC fails with the server gone
 	deadline := time.Now().Add(testTimeout)
 	for {
-		left := processesWith("sleep\x00740")
-		left = append(left, processesWith(bin+"\x00"+sandbox.Command)...)
+		left := testenv.Processes("sleep\x00740")
+		left = append(left, testenv.Processes(bin+"\x00"+sandbox.Command)...)
 		if len(left) == 0 {
 			break
 		}

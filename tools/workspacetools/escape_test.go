@@ -143,22 +143,6 @@ var supervisorMarker = func() string {
 	return exe + "\x00" + sandbox.Command
 }()
 
-// leftovers lists the processes whose command line holds marker.
-func leftovers(marker string) []string {
-	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(b), marker) {
-			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
-}
-
 // supervisorsLeft lists this test binary's supervisors that are more than
 // a sandbox's spares, or that have a child; spares have none. A used
 // supervisor reports its command's end before it exits, so it may take a
@@ -166,7 +150,7 @@ func leftovers(marker string) []string {
 func supervisorsLeft() []string {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		sups := leftovers(supervisorMarker)
+		sups := testenv.Processes(supervisorMarker)
 		pids := map[string]bool{}
 		for _, s := range sups {
 			pids[strings.SplitN(s, ":", 2)[0]] = true
@@ -374,7 +358,7 @@ func TestEscapeCorpus(t *testing.T) {
 				}
 			}
 			for _, m := range []string{"sleep\x00730", "sleep\x007310", "toolwire-fork-bomb"} {
-				if left := leftovers(m); len(left) > 0 {
+				if left := testenv.Processes(m); len(left) > 0 {
 					t.Errorf("processes outlived the call: %q", left)
 				}
 			}
