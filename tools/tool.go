@@ -94,7 +94,7 @@ type Progress struct {
 // chatty tool is slowed down rather than buffered without bound; it returns
 // at once after the call has finished.
 func (c *Call) Report(p Progress) {
-	if c == nil || c.report == nil {
+	if c == nil {
 		return
 	}
 	// Holding the lock while reporting orders every report before Close, so no
