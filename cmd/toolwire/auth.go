@@ -30,15 +30,15 @@ type SecurityConfig struct {
 	ClientCA string     `json:"client_ca"` // PEM CA certificates: accept client certificates they sign
 	Auth     authConfig `json:"auth"`
 
-	MaxConcurrentCalls    int      `json:"max_concurrent_calls"`
-	MaxQueueWait          Duration `json:"max_queue_wait"`
-	MaxCallsPerCaller     int      `json:"max_calls_per_caller"`
-	MaxMessageBytes       int      `json:"max_message_bytes"`
-	MaxConnectionAge      Duration `json:"max_connection_age"`
-	MaxConnectionAgeGrace Duration `json:"max_connection_age_grace"`
-	KeepaliveMinTime      Duration `json:"keepalive_min_time"`
-	KeepaliveTime         Duration `json:"keepalive_time"`
-	KeepaliveTimeout      Duration `json:"keepalive_timeout"`
+	MaxConcurrentCalls    int           `json:"max_concurrent_calls"`
+	MaxQueueWait          time.Duration `json:"max_queue_wait"`
+	MaxCallsPerCaller     int           `json:"max_calls_per_caller"`
+	MaxMessageBytes       int           `json:"max_message_bytes"`
+	MaxConnectionAge      time.Duration `json:"max_connection_age"`
+	MaxConnectionAgeGrace time.Duration `json:"max_connection_age_grace"`
+	KeepaliveMinTime      time.Duration `json:"keepalive_min_time"`
+	KeepaliveTime         time.Duration `json:"keepalive_time"`
+	KeepaliveTimeout      time.Duration `json:"keepalive_timeout"`
 }
 
 // authConfig is the "auth" section of the configuration.
@@ -54,24 +54,24 @@ func (c *SecurityConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.ClientCA, "client-ca", c.ClientCA, "PEM CA `file`: authenticate callers by client certificates it signs (mutual TLS; needs --tls-cert)")
 	fs.StringVar(&c.Auth.TokensFile, "tokens-file", c.Auth.TokensFile, "`file` of bearer tokens, one \"name: token\" a line")
 	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
-	durationVar(fs, &c.MaxQueueWait, "max-queue-wait", "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
+	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
 	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", c.MaxCallsPerCaller, "most tool calls of one caller running at once (0: a quarter of --max-concurrent-calls for each authenticated caller; -1: no cap)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest gRPC message received or sent, in bytes (0: 4 MiB)")
-	durationVar(fs, &c.MaxConnectionAge, "max-connection-age", "close connections after about this long so clients rebalance (0: never)")
+	fs.DurationVar(&c.MaxConnectionAge, "max-connection-age", c.MaxConnectionAge, "close connections after about this long so clients rebalance (0: never)")
 }
 
 // limits returns the server's limits.
 func (c SecurityConfig) limits() service.Limits {
 	return service.Limits{
 		MaxConcurrentCalls:    c.MaxConcurrentCalls,
-		MaxQueueWait:          time.Duration(c.MaxQueueWait),
+		MaxQueueWait:          c.MaxQueueWait,
 		MaxCallsPerCaller:     c.MaxCallsPerCaller,
 		MaxMessageBytes:       c.MaxMessageBytes,
-		MaxConnectionAge:      time.Duration(c.MaxConnectionAge),
-		MaxConnectionAgeGrace: time.Duration(c.MaxConnectionAgeGrace),
-		KeepaliveMinTime:      time.Duration(c.KeepaliveMinTime),
-		KeepaliveTime:         time.Duration(c.KeepaliveTime),
-		KeepaliveTimeout:      time.Duration(c.KeepaliveTimeout),
+		MaxConnectionAge:      c.MaxConnectionAge,
+		MaxConnectionAgeGrace: c.MaxConnectionAgeGrace,
+		KeepaliveMinTime:      c.KeepaliveMinTime,
+		KeepaliveTime:         c.KeepaliveTime,
+		KeepaliveTimeout:      c.KeepaliveTimeout,
 	}
 }
 

@@ -67,9 +67,9 @@ keepalive_timeout: 10s
 				"*":  {Deny: []string{"*"}},
 			},
 		},
-		MaxConcurrentCalls: 50, MaxQueueWait: Duration(2 * time.Second), MaxCallsPerCaller: 10,
-		MaxMessageBytes: 1 << 20, MaxConnectionAge: Duration(10 * time.Minute), MaxConnectionAgeGrace: Duration(time.Minute),
-		KeepaliveMinTime: Duration(20 * time.Second), KeepaliveTime: Duration(2 * time.Minute), KeepaliveTimeout: Duration(10 * time.Second),
+		MaxConcurrentCalls: 50, MaxQueueWait: 2 * time.Second, MaxCallsPerCaller: 10,
+		MaxMessageBytes: 1 << 20, MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
+		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
 	}
 	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)

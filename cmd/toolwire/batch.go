@@ -23,7 +23,7 @@ type batchCall struct {
 	CallID         string          `json:"call_id"` // default: the call's index
 	Name           string          `json:"name"`
 	Arguments      json.RawMessage `json:"arguments"`
-	Timeout        *Duration       `json:"timeout"` // such as "5s"
+	Timeout        *stringDuration `json:"timeout"` // such as "5s"
 	IdempotencyKey string          `json:"idempotency_key"`
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -27,16 +26,16 @@ type serveConfig struct {
 	MaxCalls         int             `json:"max_calls"`
 	MaxArgumentBytes int             `json:"max_argument_bytes"`
 	MaxResultBytes   int             `json:"max_result_bytes"`
-	CallTimeout      Duration        `json:"call_timeout"`
-	MaxCallTimeout   Duration        `json:"max_call_timeout"`
-	IdleTimeout      Duration        `json:"idle_timeout"`
-	DeadlineMargin   Duration        `json:"deadline_margin"`
+	CallTimeout      time.Duration   `json:"call_timeout"`
+	MaxCallTimeout   time.Duration   `json:"max_call_timeout"`
+	IdleTimeout      time.Duration   `json:"idle_timeout"`
+	DeadlineMargin   time.Duration   `json:"deadline_margin"`
 	MaxParallel      int             `json:"max_parallel"`
-	AbandonGrace     Duration        `json:"abandon_grace"`
-	DrainTimeout     Duration        `json:"drain_timeout"`
+	AbandonGrace     time.Duration   `json:"abandon_grace"`
+	DrainTimeout     time.Duration   `json:"drain_timeout"`
 	EventBuffer      int             `json:"event_buffer"`
 	StreamBuffer     int             `json:"max_stream_buffer_bytes"` // a batch's events waiting for a slow reader, in bytes
-	SendTimeout      Duration        `json:"send_timeout"`            // end a stream whose client reads nothing this long
+	SendTimeout      time.Duration   `json:"send_timeout"`            // end a stream whose client reads nothing this long
 	Safe             map[string]bool `json:"safe"`                    // per tool: may its calls share a parallel lane
 
 	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
@@ -54,30 +53,6 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{Listen: defaultAddr, LogLevel: "info"}
 }
 
-// Duration is a time.Duration written in YAML as a string such as "30s" or
-// "1m30s".
-type Duration time.Duration
-
-// UnmarshalJSON parses a duration string; sigs.k8s.io/yaml turns YAML into
-// JSON before decoding, so this serves YAML too.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration as a string such as \"30s\", not %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration such as \"30s\" or \"1m30s\", not %q", s)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration as a string such as "30s".
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
-
 // serveFlags returns the flag set of "toolwire serve", writing into cfg and
 // configPath.
 func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
@@ -93,24 +68,20 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.IntVar(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "most calls in one batch (0: 1024)")
 	fs.IntVar(&cfg.MaxArgumentBytes, "max-argument-bytes", cfg.MaxArgumentBytes, "largest arguments of one call, in bytes (0: 1 MiB)")
 	fs.IntVar(&cfg.MaxResultBytes, "max-result-bytes", cfg.MaxResultBytes, "cap on one result's output, in bytes (0: 256 KiB)")
-	durationVar(fs, &cfg.CallTimeout, "call-timeout", "timeout of calls that set none (0: 60s)")
-	durationVar(fs, &cfg.MaxCallTimeout, "max-call-timeout", "cap on every call's timeout (0: 10m)")
-	durationVar(fs, &cfg.IdleTimeout, "idle-timeout", "time a call out after this long without progress (0: off)")
+	fs.DurationVar(&cfg.CallTimeout, "call-timeout", cfg.CallTimeout, "timeout of calls that set none (0: 60s)")
+	fs.DurationVar(&cfg.MaxCallTimeout, "max-call-timeout", cfg.MaxCallTimeout, "cap on every call's timeout (0: 10m)")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "time a call out after this long without progress (0: off)")
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", cfg.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
-	durationVar(fs, &cfg.AbandonGrace, "abandon-grace", "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
-	durationVar(fs, &cfg.DrainTimeout, "drain-timeout", "how long shutdown lets running batches finish (0: 30s)")
+	fs.DurationVar(&cfg.AbandonGrace, "abandon-grace", cfg.AbandonGrace, "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long shutdown lets running batches finish (0: 30s)")
 	fs.IntVar(&cfg.StreamBuffer, "max-stream-buffer-bytes", cfg.StreamBuffer, "bytes of one batch's events that may wait for a slow reader (0: 1 MiB)")
-	durationVar(fs, &cfg.SendTimeout, "send-timeout", "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
+	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
 	cfg.SecurityConfig.register(fs)
 	workspaceFlags(fs, &cfg.WorkspaceConfig)
 	storeFlags(fs, &cfg.StoreConfig)
 	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "admin HTTP `address` serving /metrics (Prometheus) and /debug/pprof/ (default off)")
 	fs.BoolVar(&cfg.TraceContent, "trace-content", cfg.TraceContent, "record calls' arguments and results in their spans (they may hold secrets)")
 	return fs
-}
-
-func durationVar(fs *flag.FlagSet, d *Duration, name, usage string) {
-	fs.DurationVar((*time.Duration)(d), name, time.Duration(*d), usage)
 }
 
 // parseServeArgs parses the arguments of "toolwire serve": defaults, then
@@ -172,16 +143,16 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		MaxCallsPerBatch:     cfg.MaxCalls,
 		MaxArgumentBytes:     cfg.MaxArgumentBytes,
 		MaxResultBytes:       cfg.MaxResultBytes,
-		DefaultCallTimeout:   time.Duration(cfg.CallTimeout),
-		MaxCallTimeout:       time.Duration(cfg.MaxCallTimeout),
-		IdleTimeout:          time.Duration(cfg.IdleTimeout),
-		DeadlineMargin:       time.Duration(cfg.DeadlineMargin),
+		DefaultCallTimeout:   cfg.CallTimeout,
+		MaxCallTimeout:       cfg.MaxCallTimeout,
+		IdleTimeout:          cfg.IdleTimeout,
+		DeadlineMargin:       cfg.DeadlineMargin,
 		MaxParallel:          cfg.MaxParallel,
-		AbandonGrace:         time.Duration(cfg.AbandonGrace),
-		DrainTimeout:         time.Duration(cfg.DrainTimeout),
+		AbandonGrace:         cfg.AbandonGrace,
+		DrainTimeout:         cfg.DrainTimeout,
 		EventBuffer:          cfg.EventBuffer,
 		MaxStreamBufferBytes: cfg.StreamBuffer,
-		SendTimeout:          time.Duration(cfg.SendTimeout),
+		SendTimeout:          cfg.SendTimeout,
 		Safe:                 cfg.Safe,
 		Logger:               log,
 		Permissions:          cfg.permissions(),

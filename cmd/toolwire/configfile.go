@@ -7,7 +7,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -22,15 +24,25 @@ import (
 // things were, so the document is first parsed into yaml.Node trees and
 // checked against v's type, key by key; what passes is then decoded by
 // sigs.k8s.io/yaml, strictly, as before.
+//
+// A time.Duration is written as a string such as "30s"; the feature
+// Configs keep the plain type, so this decoder turns each such string into
+// the integer encoding/json wants before the document is decoded.
 func decodeYAML(file string, data []byte, v any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return yamlSyntaxError(file, err)
 	}
 	if len(doc.Content) > 0 {
-		c := yamlChecker{file: file}
-		if err := c.check(doc.Content[0], reflect.TypeOf(v).Elem(), ""); err != nil {
+		c := &yamlChecker{file: file}
+		if err := c.check(doc.Content[0], reflect.TypeOf(v).Elem(), "", nil); err != nil {
 			return err
+		}
+		if len(c.durations) > 0 {
+			var err error
+			if data, err = withDurations(data, c.durations); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
 		}
 	}
 	if err := sigsyaml.UnmarshalStrict(data, v); err != nil {
@@ -53,14 +65,25 @@ func yamlSyntaxError(file string, err error) error {
 // yamlChecker checks a YAML tree against the Go type it will be decoded
 // into.
 type yamlChecker struct {
-	file string
+	file      string
+	durations []durationAt // the time.Duration values met, for withDurations
 }
 
-var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+// durationAt is a duration found at path in the document: mapping keys as
+// written there (string) and list indices (int).
+type durationAt struct {
+	path []any
+	d    time.Duration
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	durationType    = reflect.TypeFor[time.Duration]()
+)
 
 // check checks n against t; key is n's path in the document ("http_tools[0].url"),
-// for messages.
-func (c yamlChecker) check(n *yaml.Node, t reflect.Type, key string) error {
+// for messages, and path the same as withDurations walks it.
+func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any) error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -70,8 +93,16 @@ func (c yamlChecker) check(n *yaml.Node, t reflect.Type, key string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t == durationType {
+		var d stringDuration
+		if err := c.decodeLeaf(n, &d, key); err != nil {
+			return err
+		}
+		c.durations = append(c.durations, durationAt{slices.Clone(path), time.Duration(d)})
+		return nil
+	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || t.Kind() == reflect.Interface {
-		return c.decodeLeaf(n, t, key)
+		return c.decodeLeaf(n, reflect.New(t).Interface(), key)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -100,7 +131,7 @@ func (c yamlChecker) check(n *yaml.Node, t reflect.Type, key string) error {
 				return c.errorf(k, "", "key %q is set twice (first on line %d)", joinKey(key, name), first.Line)
 			}
 			seen[name] = k
-			if err := c.check(v, ft, joinKey(key, name)); err != nil {
+			if err := c.check(v, ft, joinKey(key, name), append(path, k.Value)); err != nil {
 				return err
 			}
 		}
@@ -110,7 +141,7 @@ func (c yamlChecker) check(n *yaml.Node, t reflect.Type, key string) error {
 			return c.errorf(n, key, "want a mapping of keys to values, not %s", describe(n))
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := c.check(n.Content[i+1], t.Elem(), joinKey(key, n.Content[i].Value)); err != nil {
+			if err := c.check(n.Content[i+1], t.Elem(), joinKey(key, n.Content[i].Value), append(path, n.Content[i].Value)); err != nil {
 				return err
 			}
 		}
@@ -120,18 +151,19 @@ func (c yamlChecker) check(n *yaml.Node, t reflect.Type, key string) error {
 			return c.errorf(n, key, "want a list, not %s", describe(n))
 		}
 		for i, item := range n.Content {
-			if err := c.check(item, t.Elem(), fmt.Sprintf("%s[%d]", key, i)); err != nil {
+			if err := c.check(item, t.Elem(), fmt.Sprintf("%s[%d]", key, i), append(path, i)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return c.decodeLeaf(n, t, key)
+	return c.decodeLeaf(n, reflect.New(t).Interface(), key)
 }
 
-// decodeLeaf decodes n alone into a new value of type t, as the whole
-// document will be decoded, and explains a failure in YAML words.
-func (c yamlChecker) decodeLeaf(n *yaml.Node, t reflect.Type, key string) error {
+// decodeLeaf decodes n alone into ptr, as the whole document will be
+// decoded, and explains a failure in YAML words.
+func (c *yamlChecker) decodeLeaf(n *yaml.Node, ptr any, key string) error {
+	t := reflect.TypeOf(ptr).Elem()
 	// A plain scalar is decoded from its own text, so that sigs.k8s.io/yaml
 	// reads it as it will in the whole document (YAML 1.1: yes is true).
 	b := []byte(n.Value)
@@ -141,7 +173,7 @@ func (c yamlChecker) decodeLeaf(n *yaml.Node, t reflect.Type, key string) error 
 			return c.errorf(n, key, "%v", err)
 		}
 	}
-	err := sigsyaml.Unmarshal(b, reflect.New(t).Interface())
+	err := sigsyaml.Unmarshal(b, ptr)
 	if err == nil {
 		return nil
 	}
@@ -180,7 +212,7 @@ func describe(n *yaml.Node) string {
 }
 
 // errorf returns an error at n's line and column, about key when not "".
-func (c yamlChecker) errorf(n *yaml.Node, key, format string, args ...any) error {
+func (c *yamlChecker) errorf(n *yaml.Node, key, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
 	if key != "" {
 		msg = key + ": " + msg
@@ -257,4 +289,59 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// stringDuration is a time.Duration as config and batch files write it: a string
+// such as "30s" or "1m30s".
+type stringDuration time.Duration
+
+// UnmarshalJSON parses a duration string; sigs.k8s.io/yaml turns YAML into
+// JSON before decoding, so this serves YAML too.
+func (d *stringDuration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration as a string such as \"30s\", not %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want a duration such as \"30s\" or \"1m30s\", not %q", s)
+	}
+	*d = stringDuration(v)
+	return nil
+}
+
+// withDurations returns the YAML document data with the durations at
+// their paths written as integers (nanoseconds), which is how
+// encoding/json, and so sigs.k8s.io/yaml, decodes a time.Duration. The
+// document goes through the YAML library sigs.k8s.io/yaml itself decodes
+// with (yaml.v2) and back, so every other value reads as it did.
+func withDurations(data []byte, durations []durationAt) ([]byte, error) {
+	var doc any
+	if err := yamlv2.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	for _, d := range durations {
+		doc = setAt(doc, d.path, int64(d.d))
+	}
+	return yamlv2.Marshal(doc)
+}
+
+// setAt returns node with the value at path replaced by v.
+func setAt(node any, path []any, v any) any {
+	if len(path) == 0 {
+		return v
+	}
+	switch n := node.(type) {
+	case map[any]any:
+		for k, child := range n {
+			if fmt.Sprint(k) == path[0] {
+				n[k] = setAt(child, path[1:], v)
+			}
+		}
+	case []any:
+		if i, ok := path[0].(int); ok && i < len(n) {
+			n[i] = setAt(n[i], path[1:], v)
+		}
+	}
+	return node
 }

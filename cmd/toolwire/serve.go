@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -38,7 +37,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, time.Duration(cfg.SessionTTL), log)
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, cfg.SessionTTL, log)
 	if err != nil {
 		return err
 	}

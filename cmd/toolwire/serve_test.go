@@ -36,8 +36,8 @@ func TestParseServeArgs(t *testing.T) {
 	fromFile := serveConfig{
 		Listen: "127.0.0.1:0", Diag: true, LogLevel: "warn",
 		MaxCalls: 8, MaxResultBytes: 10,
-		CallTimeout: Duration(30 * time.Second), MaxCallTimeout: Duration(2 * time.Minute),
-		DrainTimeout: Duration(90 * time.Second), AbandonGrace: Duration(500 * time.Millisecond),
+		CallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute,
+		DrainTimeout: 90 * time.Second, AbandonGrace: 500 * time.Millisecond,
 		MaxParallel: 4, Safe: map[string]bool{"fail": true},
 	}
 	tests := []struct {
@@ -47,12 +47,12 @@ func TestParseServeArgs(t *testing.T) {
 	}{
 		{"defaults", nil, serveConfig{Listen: defaultAddr, LogLevel: "info"}},
 		{"flags", []string{"--listen", ":9000", "--diag", "--max-parallel", "2", "--call-timeout", "5s"},
-			serveConfig{Listen: ":9000", Diag: true, LogLevel: "info", MaxParallel: 2, CallTimeout: Duration(5 * time.Second)}},
+			serveConfig{Listen: ":9000", Diag: true, LogLevel: "info", MaxParallel: 2, CallTimeout: 5 * time.Second}},
 		{"file", []string{"--config", path}, fromFile},
 		{"flags override the file, before or after --config", []string{"--max-result-bytes", "1000", "--config", path, "--drain-timeout", "1s", "--diag=false"},
 			func() serveConfig {
 				c := fromFile
-				c.MaxResultBytes, c.DrainTimeout, c.Diag = 1000, Duration(time.Second), false
+				c.MaxResultBytes, c.DrainTimeout, c.Diag = 1000, time.Second, false
 				return c
 			}()},
 	}

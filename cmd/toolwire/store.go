@@ -15,17 +15,17 @@ import (
 // StoreConfig is the part of serveConfig about the idempotency and session
 // store; it is embedded, so its keys sit at the top level of the YAML file.
 type StoreConfig struct {
-	Store            string   `json:"store"`             // memory, bolt:///path/file.db or redis://host:port/db
-	IdempotencyTTL   Duration `json:"idempotency_ttl"`   // how long completed calls are replayed
-	IdempotencyLease Duration `json:"idempotency_lease"` // how long a dead replica's claim blocks retries
-	SessionTTL       Duration `json:"session_ttl"`       // how long session variables live
+	Store            string        `json:"store"`             // memory, bolt:///path/file.db or redis://host:port/db
+	IdempotencyTTL   time.Duration `json:"idempotency_ttl"`   // how long completed calls are replayed
+	IdempotencyLease time.Duration `json:"idempotency_lease"` // how long a dead replica's claim blocks retries
+	SessionTTL       time.Duration `json:"session_ttl"`       // how long session variables live
 }
 
 func storeFlags(fs *flag.FlagSet, cfg *StoreConfig) {
 	fs.StringVar(&cfg.Store, "store", cfg.Store, "idempotency and session `store`: memory, bolt:///path/to/file.db or redis://host:port/db (default memory)")
-	durationVar(fs, &cfg.IdempotencyTTL, "idempotency-ttl", "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
-	durationVar(fs, &cfg.IdempotencyLease, "idempotency-lease", "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
-	durationVar(fs, &cfg.SessionTTL, "session-ttl", "how long a session variable lives after it was last set (0: 24h)")
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", cfg.IdempotencyTTL, "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
+	fs.DurationVar(&cfg.IdempotencyLease, "idempotency-lease", cfg.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
+	fs.DurationVar(&cfg.SessionTTL, "session-ttl", cfg.SessionTTL, "how long a session variable lives after it was last set (0: 24h)")
 }
 
 // storeKind names the kind of store rawURL opens, for the log: memory,
@@ -54,8 +54,8 @@ func (cfg StoreConfig) openStore(ctx context.Context, sc *service.Config) (store
 		return nil, fmt.Errorf("serve: %w", err)
 	}
 	sc.Store = st
-	sc.IdempotencyTTL = time.Duration(cfg.IdempotencyTTL)
-	sc.IdempotencyLease = time.Duration(cfg.IdempotencyLease)
-	sc.SessionTTL = time.Duration(cfg.SessionTTL)
+	sc.IdempotencyTTL = cfg.IdempotencyTTL
+	sc.IdempotencyLease = cfg.IdempotencyLease
+	sc.SessionTTL = cfg.SessionTTL
 	return st, nil
 }

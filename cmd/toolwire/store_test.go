@@ -17,8 +17,8 @@ func TestStoreFlagsAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := StoreConfig{Store: "redis://127.0.0.1:6379/2", IdempotencyTTL: Duration(time.Hour),
-		IdempotencyLease: Duration(3 * time.Second), SessionTTL: Duration(5 * time.Minute)}
+	want := StoreConfig{Store: "redis://127.0.0.1:6379/2", IdempotencyTTL: time.Hour,
+		IdempotencyLease: 3 * time.Second, SessionTTL: 5 * time.Minute}
 	if diff := cmp.Diff(want, cfg.StoreConfig); diff != "" {
 		t.Errorf("store config (-want +got):\n%s", diff)
 	}
