@@ -59,7 +59,7 @@ keepalive_timeout: 10s
 	}
 	want := SecurityConfig{
 		TLSCert: "/etc/tls/tls.crt", TLSKey: "/etc/tls/tls.key", ClientCA: "/etc/tls/ca.crt",
-		Auth: authConfig{
+		Auth: auth.CallerConfig{
 			TokensFile: "/run/tokens",
 			Tokens:     []auth.Token{{Name: "ci", Hash: auth.HashToken(aliceToken)}},
 			Permissions: auth.Policy{
@@ -67,9 +67,6 @@ keepalive_timeout: 10s
 				"*":  {Deny: []string{"*"}},
 			},
 		},
-		MaxConcurrentCalls: 50, MaxQueueWait: 2 * time.Second, MaxCallsPerCaller: 10,
-		MaxMessageBytes: 1 << 20, MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
-		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
 	}
 	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
@@ -101,17 +98,17 @@ func TestSecurityConfigErrors(t *testing.T) {
 		{"cert without key", SecurityConfig{TLSCert: "c.pem"}, "", "go together"},
 		{"client CA without TLS", SecurityConfig{ClientCA: "ca.pem"}, "", "needs --tls-cert"},
 		{"missing certificate", SecurityConfig{TLSCert: filepath.Join(dir, "no.crt"), TLSKey: filepath.Join(dir, "no.key")}, "", "no.crt"},
-		{"missing tokens file", SecurityConfig{Auth: authConfig{TokensFile: filepath.Join(dir, "none")}}, "", "none"},
-		{"short token in file", SecurityConfig{Auth: authConfig{TokensFile: short}}, "", "shorter than"},
-		{"short token in env", SecurityConfig{}, "bob: x", tokensEnv},
-		{"bad hash", SecurityConfig{Auth: authConfig{Tokens: []auth.Token{{Name: "a", Hash: "md5:00"}}}}, "", "auth.tokens"},
-		{"same token twice", SecurityConfig{Auth: authConfig{Tokens: []auth.Token{{Name: "a", Hash: auth.HashToken(aliceToken)}}}}, "b: " + aliceToken, "same token"},
-		{"bad pattern", SecurityConfig{Auth: authConfig{Permissions: auth.Policy{"a": {Allow: []string{"["}}}}}, "", "auth.permissions"},
+		{"missing tokens file", SecurityConfig{Auth: auth.CallerConfig{TokensFile: filepath.Join(dir, "none")}}, "", "none"},
+		{"short token in file", SecurityConfig{Auth: auth.CallerConfig{TokensFile: short}}, "", "shorter than"},
+		{"short token in env", SecurityConfig{}, "bob: x", auth.TokensEnv},
+		{"bad hash", SecurityConfig{Auth: auth.CallerConfig{Tokens: []auth.Token{{Name: "a", Hash: "md5:00"}}}}, "", "auth.tokens"},
+		{"same token twice", SecurityConfig{Auth: auth.CallerConfig{Tokens: []auth.Token{{Name: "a", Hash: auth.HashToken(aliceToken)}}}}, "b: " + aliceToken, "same token"},
+		{"bad pattern", SecurityConfig{Auth: auth.CallerConfig{Permissions: auth.Policy{"a": {Allow: []string{"["}}}}}, "", "auth.permissions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := tt.cfg.security(slog.New(slog.DiscardHandler), func(string) string { return tt.env })
+			_, err := tt.cfg.ServerOptions(slog.New(slog.DiscardHandler), func(string) string { return tt.env })
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v; want one containing %q", err, tt.want)
 			}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/auth"
+	"github.com/toolwire/toolwire/store/storeurl"
 	"github.com/toolwire/toolwire/tools/httptool"
 )
 
@@ -39,13 +41,26 @@ type serveConfig struct {
 	Safe             map[string]bool `json:"safe"`                    // per tool: may its calls share a parallel lane
 
 	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
-	SecurityConfig                  // TLS, auth, permissions, limits: auth.go
+	SecurityConfig                  // tls_cert, tls_key, client_ca, auth (service/auth)
+	service.Limits                  // max_concurrent_calls, max_queue_wait, ... (service/limits_config.go)
 	Sources                         // mcp_servers and remotes (sources.go)
 	WorkspaceConfig                 // workspace, no_workspace, run_command
-	StoreConfig
-	AdminListen  string `json:"admin_listen"`  // admin HTTP address: /metrics, /debug/pprof/; off when empty
-	TraceContent bool   `json:"trace_content"` // record calls' arguments and results in spans
+	StoreConfig                     // store (store/storeurl)
+	// The idempotency and session settings go to service.Config.
+	IdempotencyTTL   time.Duration `json:"idempotency_ttl"`   // how long completed calls are replayed
+	IdempotencyLease time.Duration `json:"idempotency_lease"` // how long a dead replica's claim blocks retries
+	SessionTTL       time.Duration `json:"session_ttl"`       // how long session variables live
+	AdminListen      string        `json:"admin_listen"`      // admin HTTP address: /metrics, /debug/pprof/; off when empty
+	TraceContent     bool          `json:"trace_content"`     // record calls' arguments and results in spans
 }
+
+// SecurityConfig is auth.ServerConfig under a name of its own, so that it
+// can be embedded beside the other features' Configs.
+type SecurityConfig = auth.ServerConfig
+
+// StoreConfig is storeurl.Config under a name of its own, for the same
+// reason.
+type StoreConfig = storeurl.Config
 
 const defaultAddr = "127.0.0.1:50051"
 
@@ -76,9 +91,13 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "how long shutdown lets running batches finish (0: 30s)")
 	fs.IntVar(&cfg.StreamBuffer, "max-stream-buffer-bytes", cfg.StreamBuffer, "bytes of one batch's events that may wait for a slow reader (0: 1 MiB)")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
-	cfg.SecurityConfig.register(fs)
+	cfg.SecurityConfig.Flags(fs)
+	cfg.Limits.Flags(fs)
 	workspaceFlags(fs, &cfg.WorkspaceConfig)
-	storeFlags(fs, &cfg.StoreConfig)
+	cfg.StoreConfig.Flags(fs)
+	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", cfg.IdempotencyTTL, "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
+	fs.DurationVar(&cfg.IdempotencyLease, "idempotency-lease", cfg.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
+	fs.DurationVar(&cfg.SessionTTL, "session-ttl", cfg.SessionTTL, "how long a session variable lives after it was last set (0: 24h)")
 	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "admin HTTP `address` serving /metrics (Prometheus) and /debug/pprof/ (default off)")
 	fs.BoolVar(&cfg.TraceContent, "trace-content", cfg.TraceContent, "record calls' arguments and results in their spans (they may hold secrets)")
 	return fs
@@ -155,8 +174,11 @@ func (cfg serveConfig) service(log *slog.Logger) service.Config {
 		SendTimeout:          cfg.SendTimeout,
 		Safe:                 cfg.Safe,
 		Logger:               log,
-		Permissions:          cfg.permissions(),
-		Limits:               cfg.limits(),
+		Permissions:          cfg.Permissions(),
+		Limits:               cfg.Limits,
 		TraceContent:         cfg.TraceContent,
+		IdempotencyTTL:       cfg.IdempotencyTTL,
+		IdempotencyLease:     cfg.IdempotencyLease,
+		SessionTTL:           cfg.SessionTTL,
 	}
 }

@@ -95,8 +95,8 @@ func TestStoreKind(t *testing.T) {
 		"": "memory", "memory": "memory", "bolt:///var/lib/toolwire.db": "bolt",
 		"redis://:secret@redis:6379/0": "redis", "rediss://redis:6380/0": "redis",
 	} {
-		if got := storeKind(in); got != want {
-			t.Errorf("storeKind(%q) = %q; want %q", in, got, want)
+		if got := (StoreConfig{URL: in}).Kind(); got != want {
+			t.Errorf("Kind of %q = %q; want %q", in, got, want)
 		}
 	}
 	s := startServe(t)

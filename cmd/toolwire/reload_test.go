@@ -252,7 +252,7 @@ func TestRestartOnly(t *testing.T) {
 		t.Errorf("http_tools, mcp_servers and remotes changed: %v; want nothing needing a restart", got)
 	}
 	d := a
-	d.Store, d.Auth.TokensFile = "redis://r:6379/0", "/t" // keys of embedded structs
+	d.StoreConfig.URL, d.Auth.TokensFile = "redis://r:6379/0", "/t" // keys of embedded structs
 	if diff := cmp.Diff([]string{"auth", "store"}, restartOnly(a, d)); diff != "" {
 		t.Errorf("restartOnly of embedded keys (-want +got):\n%s", diff)
 	}

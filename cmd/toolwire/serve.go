@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -57,18 +58,21 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
-	opts, err := cfg.security(log, os.Getenv)
+	opts, err := cfg.ServerOptions(log, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
 	svcCfg := cfg.service(log)
-	st, err := cfg.openStore(ctx, &svcCfg)
+	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	st, err := cfg.StoreConfig.Open(openCtx)
+	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
 	}
 	defer st.Close() // after the server has drained
-	log.Info("idempotency and session store", "store", storeKind(cfg.Store))
+	svcCfg.Store = st
+	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	tel.apply(&svcCfg)
 	srv := service.New(reg, svcCfg)
 	if cfg.Health != "" {

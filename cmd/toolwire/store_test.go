@@ -17,9 +17,13 @@ func TestStoreFlagsAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := StoreConfig{Store: "redis://127.0.0.1:6379/2", IdempotencyTTL: time.Hour,
-		IdempotencyLease: 3 * time.Second, SessionTTL: 5 * time.Minute}
-	if diff := cmp.Diff(want, cfg.StoreConfig); diff != "" {
+	type storeSettings struct {
+		StoreConfig
+		IdempotencyTTL, IdempotencyLease, SessionTTL time.Duration
+	}
+	want := storeSettings{StoreConfig{URL: "redis://127.0.0.1:6379/2"}, time.Hour, 3 * time.Second, 5 * time.Minute}
+	got := storeSettings{cfg.StoreConfig, cfg.IdempotencyTTL, cfg.IdempotencyLease, cfg.SessionTTL}
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("store config (-want +got):\n%s", diff)
 	}
 }

@@ -5,6 +5,7 @@ package storeurl
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/url"
 	"strings"
@@ -15,15 +16,70 @@ import (
 	"github.com/toolwire/toolwire/store/redis"
 )
 
+// Config is the store setting of serve's config file: the key "store",
+// the flag --store.
+type Config struct {
+	// URL names the store: memory (default), bolt:///path/to/file.db or
+	// redis://host:port/db.
+	URL string `json:"store"`
+}
+
+// Flags registers --store on fs, writing into c.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.URL, "store", c.URL, "idempotency and session `store`: memory, bolt:///path/to/file.db or redis://host:port/db (default memory)")
+}
+
+// Validate checks that the URL names a kind of store and has that kind's
+// shape, without opening it.
+func (c Config) Validate() error {
+	_, _, err := parse(c.URL)
+	return err
+}
+
+// Open opens the configured store.
+func (c Config) Open(ctx context.Context) (store.Store, error) { return Open(ctx, c.URL) }
+
+// Kind names the kind of store c opens, for logs: memory, bolt or redis.
+// The URL itself may hold a password, so it is not for logs.
+func (c Config) Kind() string {
+	scheme, _, ok := strings.Cut(c.URL, ":")
+	if !ok || scheme == "" {
+		scheme = c.URL
+	}
+	switch scheme {
+	case "", "memory":
+		return "memory"
+	case "rediss":
+		return "redis"
+	}
+	return scheme
+}
+
 // Open opens the store rawURL names; "" means memory.
 func Open(ctx context.Context, rawURL string) (store.Store, error) {
+	kind, path, err := parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case "bolt":
+		return bolt.Open(path, bolt.Options{})
+	case "redis":
+		return redis.Open(ctx, rawURL, redis.Options{})
+	}
+	return memory.New(memory.Options{}), nil
+}
+
+// parse returns the kind of store rawURL names (memory, bolt or redis) and,
+// for bolt, the file's path.
+func parse(rawURL string) (kind, path string, err error) {
 	switch rawURL {
 	case "", "memory", "memory:", "memory://":
-		return memory.New(memory.Options{}), nil
+		return "memory", "", nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("store %q: %w", rawURL, err)
+		return "", "", fmt.Errorf("store %q: %w", rawURL, err)
 	}
 	switch u.Scheme {
 	case "bolt":
@@ -33,12 +89,12 @@ func Open(ctx context.Context, rawURL string) (store.Store, error) {
 			path = u.Opaque
 		}
 		if u.Host != "" || path == "" || strings.HasSuffix(path, "/") {
-			return nil, fmt.Errorf("store %q: want bolt:///path/to/file.db", rawURL)
+			return "", "", fmt.Errorf("store %q: want bolt:///path/to/file.db", rawURL)
 		}
-		return bolt.Open(path, bolt.Options{})
+		return "bolt", path, nil
 	case "redis", "rediss":
-		return redis.Open(ctx, rawURL, redis.Options{})
+		return "redis", "", nil
 	default:
-		return nil, fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db or redis://host:port/db", rawURL)
+		return "", "", fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db or redis://host:port/db", rawURL)
 	}
 }

@@ -77,3 +77,26 @@ func TestOpenErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"", ""},
+		{"memory", ""},
+		{"bolt:///var/lib/toolwire.db", ""},
+		{"redis://127.0.0.1:6379/0", ""},
+		{"rediss://redis:6380/0", ""},
+		{"mongodb://x", "unknown kind"},
+		{"bolt://host/file.db", "want bolt:///path"},
+		{"bolt:///", "want bolt:///path"},
+		{"redis://[::1", "store \"redis://[::1\""},
+	} {
+		err := storeurl.Config{URL: tc.url}.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("Validate(%q) = %v, want nil", tc.url, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("Validate(%q) = %v, want an error containing %q", tc.url, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package auth
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"google.golang.org/grpc"
+
+	"github.com/toolwire/toolwire/service"
+)
+
+// TokensEnv names the environment variable a server reads more tokens
+// from, in the format of a tokens file (ParseTokens).
+const TokensEnv = "TOOLWIRE_TOKENS"
+
+// ServerConfig is the operator's configuration of a server's security:
+// TLS, and who may call which tools. Its keys sit at the top level of
+// serve's config file (tls_cert, tls_key, client_ca, auth). The zero value
+// serves plaintext with authentication off.
+type ServerConfig struct {
+	TLSCert  string       `json:"tls_cert"`  // PEM certificate: serve TLS
+	TLSKey   string       `json:"tls_key"`   // its PEM key
+	ClientCA string       `json:"client_ca"` // PEM CA certificates: accept client certificates they sign
+	Auth     CallerConfig `json:"auth"`
+}
+
+// CallerConfig is the "auth" section: the bearer tokens accepted and the
+// tools each caller may call.
+type CallerConfig struct {
+	TokensFile  string  `json:"tokens_file"` // "name: token" lines, in the clear
+	Tokens      []Token `json:"tokens"`      // name and "sha256:<hex>" hash
+	Permissions Policy  `json:"permissions"` // per caller name ("*": everyone else)
+}
+
+// Flags registers c's flags on fs; each writes into c.
+func (c *ServerConfig) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file`: serve TLS (with --tls-key)")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
+	fs.StringVar(&c.ClientCA, "client-ca", c.ClientCA, "PEM CA `file`: authenticate callers by client certificates it signs (mutual TLS; needs --tls-cert)")
+	fs.StringVar(&c.Auth.TokensFile, "tokens-file", c.Auth.TokensFile, "`file` of bearer tokens, one \"name: token\" a line")
+}
+
+// Validate checks what it can without reading files or the environment:
+// the TLS settings go together, and the permissions' patterns parse.
+func (c ServerConfig) Validate() error {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert and --tls-key go together")
+	case c.ClientCA != "" && c.TLSCert == "":
+		return errors.New("--client-ca needs --tls-cert and --tls-key: client certificates are part of TLS")
+	}
+	if err := c.Auth.Permissions.Validate(); err != nil {
+		return fmt.Errorf("auth.permissions: %w", err)
+	}
+	return nil
+}
+
+// Permissions returns the tool permissions for service.Config, nil when
+// none are configured.
+func (c ServerConfig) Permissions() service.Permissions {
+	if len(c.Auth.Permissions) == 0 {
+		return nil
+	}
+	return c.Auth.Permissions
+}
+
+// ServerOptions validates c, reads its certificates and tokens (the tokens
+// file, then the variable TokensEnv through getenv) and returns the server
+// options that apply them. It logs, on log, whether authentication is on
+// and warns about tokens over plaintext and permissions without
+// authentication.
+func (c ServerConfig) ServerOptions(log *slog.Logger, getenv func(string) string) ([]grpc.ServerOption, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var opts []grpc.ServerOption
+	if c.TLSCert != "" {
+		creds, err := ServerCredentials(c.TLSCert, c.TLSKey, c.ClientCA)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+
+	tokens := append([]Token(nil), c.Auth.Tokens...)
+	if c.Auth.TokensFile != "" {
+		b, err := os.ReadFile(c.Auth.TokensFile)
+		if err != nil {
+			return nil, err
+		}
+		more, err := ParseTokens(b)
+		if err != nil {
+			return nil, fmt.Errorf("tokens file %s: %w", c.Auth.TokensFile, err)
+		}
+		tokens = append(tokens, more...)
+	}
+	if env := getenv(TokensEnv); env != "" {
+		more, err := ParseTokens([]byte(env))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", TokensEnv, err)
+		}
+		tokens = append(tokens, more...)
+	}
+	a, err := New(Config{Tokens: tokens, ClientCertificates: c.ClientCA != "", Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("auth.tokens: %w", err)
+	}
+
+	switch {
+	case a.Enabled():
+		opts = append(opts, a.ServerOptions()...)
+		if c.TLSCert == "" {
+			log.Warn("bearer tokens are accepted over plaintext: anyone who can read the traffic can read them; serve TLS (--tls-cert, --tls-key) unless a mesh encrypts it")
+		}
+		log.Info("authentication on", "tokens", len(tokens), "client_certificates", c.ClientCA != "")
+	case len(c.Auth.Permissions) > 0:
+		log.Warn(`permissions are configured but authentication is off: every caller is the anonymous caller "", to which the "" or "*" entry applies`)
+	}
+	return opts, nil
+}
