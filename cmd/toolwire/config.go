@@ -44,7 +44,7 @@ type serveConfig struct {
 	SecurityConfig                  // tls_cert, tls_key, client_ca, auth (service/auth)
 	service.Limits                  // max_concurrent_calls, max_queue_wait, ... (service/limits_config.go)
 	Sources                         // mcp_servers and remotes (sources.go)
-	WorkspaceConfig                 // workspace, no_workspace, run_command
+	WorkspaceConfig                 // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
 	StoreConfig                     // store (store/storeurl)
 	// The idempotency and session settings go to service.Config.
 	IdempotencyTTL   time.Duration `json:"idempotency_ttl"`   // how long completed calls are replayed
@@ -93,7 +93,7 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
 	cfg.SecurityConfig.Flags(fs)
 	cfg.Limits.Flags(fs)
-	workspaceFlags(fs, &cfg.WorkspaceConfig)
+	cfg.WorkspaceConfig.Flags(fs)
 	cfg.StoreConfig.Flags(fs)
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", cfg.IdempotencyTTL, "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
 	fs.DurationVar(&cfg.IdempotencyLease, "idempotency-lease", cfg.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -14,40 +13,6 @@ import (
 
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 )
-
-// sandboxFlags adds the sandbox's flags to fs, writing into cfg; the other
-// settings (read_only_paths, the limits) live in the config file's sandbox
-// section.
-func sandboxFlags(fs *flag.FlagSet, cfg *sandbox.Config) {
-	fs.Var(sandboxFlag{&cfg.Mode, nil}, "sandbox", "`mode` of run_command's sandbox: auto (enforce what the kernel offers), required (refuse to start without all of it) or off (unsafe) (default auto)")
-	fs.Var(sandboxFlag{nil, &cfg.Network}, "sandbox-network", "`access` of sandboxed commands to the network: deny or allow (default deny)")
-}
-
-// sandboxFlag is the value of --sandbox (mode) or --sandbox-network
-// (network), checked as it is set.
-type sandboxFlag struct {
-	mode    *sandbox.Mode
-	network *string
-}
-
-func (f sandboxFlag) String() string {
-	switch {
-	case f.mode != nil:
-		return string(*f.mode)
-	case f.network != nil:
-		return *f.network
-	}
-	return ""
-}
-
-func (f sandboxFlag) Set(s string) error {
-	if f.mode != nil {
-		*f.mode = sandbox.Mode(s)
-		return sandbox.Config{Mode: *f.mode}.Validate()
-	}
-	*f.network = s
-	return sandbox.Config{Network: s}.Validate()
-}
 
 // startSandbox checks the sandbox configuration against the kernel and logs,
 // once, what is and is not enforced; in required mode a missing restriction

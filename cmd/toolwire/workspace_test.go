@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/tools/workspacetools"
 )
 
 func TestParseWorkspaceArgs(t *testing.T) {
@@ -22,14 +23,14 @@ func TestParseWorkspaceArgs(t *testing.T) {
 	}{
 		{"defaults", nil, WorkspaceConfig{}},
 		{"flags", []string{"--workspace", "w", "--run-command", "--run-command-env", "HOME, LANG,"},
-			WorkspaceConfig{Workspace: "w", RunCommand: RunCommandConfig{Enabled: true, Env: []string{"HOME", "LANG"}}}},
+			WorkspaceConfig{Workspace: "w", RunCommand: workspacetools.RunCommandConfig{Enabled: true, Env: []string{"HOME", "LANG"}}}},
 		{"no workspace", []string{"--no-workspace"}, WorkspaceConfig{NoWorkspace: true}},
 		{"per session", []string{"--workspace-per-session"}, WorkspaceConfig{PerSession: true}},
 		{"per session in the file", []string{"--config", writeFile(t, "ps.yaml", "workspace_per_session: true\n")}, WorkspaceConfig{PerSession: true}},
 		{"file", []string{"--config", path},
-			WorkspaceConfig{Workspace: "/srv/repo", RunCommand: RunCommandConfig{Enabled: true, Shell: true, Env: []string{"HOME", "GOPATH"}}}},
+			WorkspaceConfig{Workspace: "/srv/repo", RunCommand: workspacetools.RunCommandConfig{Enabled: true, Shell: true, Env: []string{"HOME", "GOPATH"}}}},
 		{"flags override the file", []string{"--config", path, "--run-command-shell=false", "--run-command-env", "PATH"},
-			WorkspaceConfig{Workspace: "/srv/repo", RunCommand: RunCommandConfig{Enabled: true, Env: []string{"PATH"}}}},
+			WorkspaceConfig{Workspace: "/srv/repo", RunCommand: workspacetools.RunCommandConfig{Enabled: true, Env: []string{"PATH"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,88 @@
+package workspacetools
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/toolwire/toolwire/tools/runcommand"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+)
+
+// Config is the operator's configuration of the workspace tools that
+// "toolwire serve" offers by default. Its keys sit at the top level of the
+// config file. The zero value serves the current directory's file tools,
+// without run_command.
+type Config struct {
+	Workspace   string           `json:"workspace"`    // the folder the tools work in; "" means the current directory
+	NoWorkspace bool             `json:"no_workspace"` // offer no workspace tools
+	RunCommand  RunCommandConfig `json:"run_command"`
+	Sandbox     sandbox.Config   `json:"sandbox"` // how run_command's commands are contained
+	// PerSession gives each session_id a folder of its own under Workspace,
+	// removed after session_ttl idle; calls without a session are refused.
+	PerSession bool `json:"workspace_per_session"`
+}
+
+// RunCommandConfig configures run_command, which is off unless enabled.
+type RunCommandConfig struct {
+	Enabled bool     `json:"enabled"` // offer run_command
+	Shell   bool     `json:"shell"`   // take a shell string run with /bin/sh -c instead of an argv
+	Env     []string `json:"env"`     // names of the server's environment variables commands get
+}
+
+// Flags registers the workspace tools' flags, the sandbox's among them, on
+// fs; each writes into c.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Workspace, "workspace", c.Workspace, "`folder` the workspace tools (read_file, write_file, ...) work in (default: the current directory)")
+	fs.BoolVar(&c.NoWorkspace, "no-workspace", c.NoWorkspace, "offer no workspace tools")
+	fs.BoolVar(&c.PerSession, "workspace-per-session", c.PerSession, "give each session_id its own folder under --workspace, removed once idle for --session-ttl; workspace calls without a session_id are refused")
+	fs.BoolVar(&c.RunCommand.Enabled, "run-command", c.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
+	fs.BoolVar(&c.RunCommand.Shell, "run-command-shell", c.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
+	c.Sandbox.Flags(fs)
+	fs.Var(nameList{&c.RunCommand.Env}, "run-command-env", "comma-separated `names` of environment variables run_command passes on (default: none; PATH is then "+runcommand.DefaultPath+")")
+}
+
+// Validate reports settings that contradict each other. The sandbox's
+// settings are checked when it starts (sandbox.New), since they matter
+// only with run_command.
+func (c Config) Validate() error {
+	if c.NoWorkspace {
+		if c.RunCommand.Enabled {
+			return errors.New("run_command needs the workspace; drop --no-workspace or --run-command")
+		}
+		if c.PerSession {
+			return errors.New("--workspace-per-session needs the workspace; drop --no-workspace or --workspace-per-session")
+		}
+		return nil
+	}
+	if c.Workspace == "" && c.PerSession {
+		// The current directory is rarely meant to fill with session folders.
+		return errors.New("--workspace-per-session needs --workspace: the folder that holds the sessions' folders")
+	}
+	return nil
+}
+
+// nameList is a flag holding comma-separated names.
+type nameList struct{ names *[]string }
+
+func (l nameList) String() string {
+	if l.names == nil {
+		return ""
+	}
+	return strings.Join(*l.names, ",")
+}
+
+func (l nameList) Set(s string) error {
+	*l.names = nil
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if strings.ContainsAny(n, "= \x00") {
+			return fmt.Errorf("%q is not an environment variable name", n)
+		}
+		*l.names = append(*l.names, n)
+	}
+	return nil
+}
