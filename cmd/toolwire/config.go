@@ -2,12 +2,12 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/logging"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/store/storeurl"
@@ -18,11 +18,10 @@ import (
 // with --config, overridden by the flags set on the command line. Zero
 // values mean service.Config's defaults.
 type serveConfig struct {
-	Listen    string `json:"listen"`        // address to listen on
-	Health    string `json:"health_listen"` // plaintext address serving only the health service; off when empty
-	Diag      bool   `json:"diag"`          // offer the diagnostic tools
-	LogLevel  string `json:"log_level"`     // debug, info, warn or error
-	LogFormat string `json:"log_format"`    // text or json; "" picks text on a terminal, JSON otherwise
+	Listen        string `json:"listen"`        // address to listen on
+	Health        string `json:"health_listen"` // plaintext address serving only the health service; off when empty
+	Diag          bool   `json:"diag"`          // offer the diagnostic tools
+	LoggingConfig        // log_level, log_format (internal/logging)
 
 	MaxBatches       int             `json:"max_concurrent_batches"`
 	MaxCalls         int             `json:"max_calls"`
@@ -58,6 +57,10 @@ type serveConfig struct {
 // can be embedded beside the other features' Configs.
 type SecurityConfig = auth.ServerConfig
 
+// LoggingConfig is logging.Config under a name of its own, for the same
+// reason.
+type LoggingConfig = logging.Config
+
 // StoreConfig is storeurl.Config under a name of its own, for the same
 // reason.
 type StoreConfig = storeurl.Config
@@ -65,7 +68,7 @@ type StoreConfig = storeurl.Config
 const defaultAddr = "127.0.0.1:50051"
 
 func defaultServeConfig() serveConfig {
-	return serveConfig{Listen: defaultAddr, LogLevel: "info"}
+	return serveConfig{Listen: defaultAddr, LoggingConfig: logging.DefaultConfig()}
 }
 
 // serveFlags returns the flag set of "toolwire serve", writing into cfg and
@@ -77,8 +80,7 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "`address` to listen on; port 0 picks a free port")
 	fs.StringVar(&cfg.Health, "health-listen", cfg.Health, "plaintext `address` serving only the gRPC health service, for probes that cannot speak TLS (default off)")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
-	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level`: debug, info, warn or error")
-	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "log `format`: text or json (default text when stderr is a terminal, json otherwise)")
+	cfg.LoggingConfig.Flags(fs)
 	fs.IntVar(&cfg.MaxBatches, "max-batches", cfg.MaxBatches, "most batches running at once; more are refused with RESOURCE_EXHAUSTED (0: 4096)")
 	fs.IntVar(&cfg.MaxCalls, "max-calls", cfg.MaxCalls, "most calls in one batch (0: 1024)")
 	fs.IntVar(&cfg.MaxArgumentBytes, "max-argument-bytes", cfg.MaxArgumentBytes, "largest arguments of one call, in bytes (0: 1 MiB)")
@@ -143,15 +145,6 @@ func readConfigFile(path string, cfg *serveConfig) error {
 		return err
 	}
 	return decodeYAML(path, b, cfg)
-}
-
-// logLevel parses cfg.LogLevel.
-func (cfg serveConfig) logLevel() (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
-	}
-	return l, nil
 }
 
 // service returns the server's configuration.

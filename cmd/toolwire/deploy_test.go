@@ -138,7 +138,7 @@ func TestDeployConfigParses(t *testing.T) {
 	if err := readConfigFile(filepath.Join(deployDir, "base", "config.yaml"), &cfg); err != nil {
 		t.Fatalf("the ConfigMap's config.yaml is refused by serve's strict parser: %v", err)
 	}
-	if _, err := cfg.logLevel(); err != nil {
+	if err := cfg.LoggingConfig.Validate(); err != nil {
 		t.Error(err)
 	}
 }

@@ -14,43 +14,14 @@ import (
 	"github.com/toolwire/toolwire/service"
 )
 
-// newLogger returns serve's logger, writing to stderr at cfg's level in
-// cfg's format: text for a person at a terminal, JSON (one object a line)
-// for a log collector, and by default whichever stderr looks like.
+// newLogger returns serve's logger, writing to stderr as cfg's logging
+// section says, through the service's handler that adds batch and call IDs.
 func newLogger(cfg serveConfig, stderr io.Writer) (*slog.Logger, error) {
-	level, err := cfg.logLevel()
+	h, err := cfg.LoggingConfig.Handler(stderr)
 	if err != nil {
 		return nil, err
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler
-	switch cfg.LogFormat {
-	case "text":
-		h = slog.NewTextHandler(stderr, opts)
-	case "json":
-		opts.ReplaceAttr = durationsAsText
-		h = slog.NewJSONHandler(stderr, opts)
-	case "":
-		if isTerminal(stderr) {
-			h = slog.NewTextHandler(stderr, opts)
-		} else {
-			opts.ReplaceAttr = durationsAsText
-			h = slog.NewJSONHandler(stderr, opts)
-		}
-	default:
-		return nil, fmt.Errorf("log format %q: want text or json", cfg.LogFormat)
-	}
 	return slog.New(service.LogHandler(h)), nil
-}
-
-// durationsAsText writes durations as "500ms" rather than slog's JSON
-// default, a count of nanoseconds nobody reads at a glance. (The text
-// handler does this itself.)
-func durationsAsText(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.StringValue(a.Value.Duration().String())
-	}
-	return a
 }
 
 // routeLibraryLogs sends what the OpenTelemetry SDK and the Redis client

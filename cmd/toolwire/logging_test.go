@@ -29,7 +29,7 @@ func TestLogFormat(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var buf bytes.Buffer
-		log, err := newLogger(serveConfig{LogLevel: "info", LogFormat: tt.format}, &buf)
+		log, err := newLogger(serveConfig{LoggingConfig: LoggingConfig{Level: "info", Format: tt.format}}, &buf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +38,7 @@ func TestLogFormat(t *testing.T) {
 			t.Errorf("--log-format %q: %s; want %s", tt.format, buf.String(), tt.want)
 		}
 	}
-	if _, err := newLogger(serveConfig{LogLevel: "info", LogFormat: "xml"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "want text or json") {
+	if _, err := newLogger(serveConfig{LoggingConfig: LoggingConfig{Level: "info", Format: "xml"}}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "want text or json") {
 		t.Errorf("--log-format xml: %v; want an error naming the formats", err)
 	}
 }

@@ -34,7 +34,7 @@ func TestParseServeArgs(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "toolwire.yaml", configYAML)
 	fromFile := serveConfig{
-		Listen: "127.0.0.1:0", Diag: true, LogLevel: "warn",
+		Listen: "127.0.0.1:0", Diag: true, LoggingConfig: LoggingConfig{Level: "warn"},
 		MaxCalls: 8, MaxResultBytes: 10,
 		CallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute,
 		DrainTimeout: 90 * time.Second, AbandonGrace: 500 * time.Millisecond,
@@ -45,9 +45,9 @@ func TestParseServeArgs(t *testing.T) {
 		args []string
 		want serveConfig
 	}{
-		{"defaults", nil, serveConfig{Listen: defaultAddr, LogLevel: "info"}},
+		{"defaults", nil, serveConfig{Listen: defaultAddr, LoggingConfig: LoggingConfig{Level: "info"}}},
 		{"flags", []string{"--listen", ":9000", "--diag", "--max-parallel", "2", "--call-timeout", "5s"},
-			serveConfig{Listen: ":9000", Diag: true, LogLevel: "info", MaxParallel: 2, CallTimeout: 5 * time.Second}},
+			serveConfig{Listen: ":9000", Diag: true, LoggingConfig: LoggingConfig{Level: "info"}, MaxParallel: 2, CallTimeout: 5 * time.Second}},
 		{"file", []string{"--config", path}, fromFile},
 		{"flags override the file, before or after --config", []string{"--max-result-bytes", "1000", "--config", path, "--drain-timeout", "1s", "--diag=false"},
 			func() serveConfig {
