@@ -49,8 +49,8 @@ type serveConfig struct {
 	IdempotencyTTL   time.Duration `json:"idempotency_ttl"`   // how long completed calls are replayed
 	IdempotencyLease time.Duration `json:"idempotency_lease"` // how long a dead replica's claim blocks retries
 	SessionTTL       time.Duration `json:"session_ttl"`       // how long session variables live
-	AdminListen      string        `json:"admin_listen"`      // admin HTTP address: /metrics, /debug/pprof/; off when empty
-	TraceContent     bool          `json:"trace_content"`     // record calls' arguments and results in spans
+	AdminConfig                    // admin_listen (admin.go)
+	TraceContent     bool          `json:"trace_content"` // record calls' arguments and results in spans
 }
 
 // SecurityConfig is auth.ServerConfig under a name of its own, so that it
@@ -100,7 +100,7 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.DurationVar(&cfg.IdempotencyTTL, "idempotency-ttl", cfg.IdempotencyTTL, "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
 	fs.DurationVar(&cfg.IdempotencyLease, "idempotency-lease", cfg.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
 	fs.DurationVar(&cfg.SessionTTL, "session-ttl", cfg.SessionTTL, "how long a session variable lives after it was last set (0: 24h)")
-	fs.StringVar(&cfg.AdminListen, "admin-listen", cfg.AdminListen, "admin HTTP `address` serving /metrics (Prometheus) and /debug/pprof/ (default off)")
+	cfg.AdminConfig.Flags(fs)
 	fs.BoolVar(&cfg.TraceContent, "trace-content", cfg.TraceContent, "record calls' arguments and results in their spans (they may hold secrets)")
 	return fs
 }
