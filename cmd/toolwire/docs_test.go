@@ -6,7 +6,6 @@ import (
 	"flag"
 	"os"
 	"path"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,9 +17,10 @@ import (
 )
 
 // TestConfigTableDocumented checks that the configuration page,
-// docs/configuration.md, names every key of the config file and every flag of
-// serve (in its table, or for --config the line above it), so a new setting
-// cannot ship undocumented.
+// docs/configuration.md, names every key of the config file (those of its
+// sections too, such as sandbox.mode) and every flag of serve (in its
+// table, or for --config the line above it), so a new setting cannot ship
+// undocumented. TestConfigFlagsHaveKeysAndRows pairs each flag with its key.
 func TestConfigTableDocumented(t *testing.T) {
 	t.Parallel()
 	page, err := os.ReadFile("../../docs/configuration.md")
@@ -28,20 +28,7 @@ func TestConfigTableDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	section := string(page)
-	var keys []string
-	var walk func(reflect.Type)
-	walk = func(typ reflect.Type) {
-		for f := range typ.Fields() {
-			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			switch {
-			case f.Anonymous && tag == "":
-				walk(f.Type)
-			case tag != "" && tag != "-":
-				keys = append(keys, tag)
-			}
-		}
-	}
-	walk(reflect.TypeFor[serveConfig]())
+	keys := configKeys(t) // with the keys of sections, such as sandbox.mode
 	for _, k := range keys {
 		if !strings.Contains(section, "`"+k) {
 			t.Errorf("config key %q is not in docs/configuration.md's table", k)

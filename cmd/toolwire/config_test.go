@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// configKeys returns the keys of serve's config file, in the order of
+// serveConfig's fields: the keys of embedded feature Configs at the top
+// level, and those of their struct-valued sections ("sandbox.mode") with
+// the section's key before a dot. Lists, maps and types that decode
+// themselves are single keys.
+func configKeys(t *testing.T) []string {
+	var keys []string
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for f := range typ.Fields() {
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case tag == "-":
+			case f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct:
+				walk(prefix, f.Type)
+			case !f.IsExported():
+			case tag == "":
+				t.Errorf("field %s.%s has no YAML key (json tag)", typ, f.Name)
+			case f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(jsonUnmarshaler) && f.Type != durationType:
+				walk(prefix+tag+".", f.Type)
+			default:
+				keys = append(keys, prefix+tag)
+			}
+		}
+	}
+	walk("", reflect.TypeFor[serveConfig]())
+	return keys
+}
+
+// TestConfigKeysAreUnique: every key of the config file is written once.
+// Two embedded Configs declaring the same key would make encoding/json
+// (under sigs.k8s.io/yaml) drop both silently.
+func TestConfigKeysAreUnique(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, k := range configKeys(t) {
+		if seen[k] {
+			t.Errorf("config key %q is declared twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) < 50 {
+		t.Errorf("only %d config keys found; the walk misses the embedded Configs", len(seen))
+	}
+}
+
+// TestConfigFlagsHaveKeysAndRows sets each flag of serve in turn and finds
+// the config key it writes: every flag but --config writes exactly one
+// key, and docs/configuration.md's row for that key names the flag. So a
+// feature Config cannot register a flag that the file cannot set, or a
+// flag the table does not pair with its key.
+func TestConfigFlagsHaveKeysAndRows(t *testing.T) {
+	t.Parallel()
+	var rows []string
+	for _, line := range strings.Split(readDoc(t, "../../docs/configuration.md"), "\n") {
+		if strings.HasPrefix(line, "| `") {
+			rows = append(rows, line)
+		}
+	}
+	keys := configKeys(t)
+	var path string
+	base := defaultServeConfig()
+	serveFlags(&base, &path).VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" {
+			return
+		}
+		cfg := defaultServeConfig()
+		fs := serveFlags(&cfg, &path)
+		set := false
+		for _, v := range []string{"true", "7", "7s", "required", "allow"} {
+			if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool != (v == "true") {
+				continue
+			}
+			if fs.Set(f.Name, v) == nil {
+				set = true
+				break
+			}
+		}
+		if !set {
+			t.Errorf("--%s: no sample value is accepted", f.Name)
+			return
+		}
+		changed := changedKeys(t, keys, base, cfg)
+		if len(changed) != 1 {
+			t.Errorf("--%s writes the config keys %q; want exactly one", f.Name, changed)
+			return
+		}
+		if !slices.ContainsFunc(rows, func(row string) bool {
+			return strings.Contains(row, "`"+changed[0]+"`") && strings.Contains(row, "`--"+f.Name+"`")
+		}) {
+			t.Errorf("docs/configuration.md has no row naming both the key %q and its flag --%s", changed[0], f.Name)
+		}
+	})
+}
+
+// changedKeys returns the keys whose values differ between a and b.
+func changedKeys(t *testing.T, keys []string, a, b serveConfig) []string {
+	t.Helper()
+	flat := func(c serveConfig) map[string]string {
+		j, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(j, &m); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, k := range keys {
+			var v any = m
+			for part := range strings.SplitSeq(k, ".") {
+				if obj, ok := v.(map[string]any); ok {
+					v = obj[part]
+				}
+			}
+			s, _ := json.Marshal(v)
+			out[k] = string(s)
+		}
+		return out
+	}
+	fa, fb := flat(a), flat(b)
+	var changed []string
+	for _, k := range keys {
+		if fa[k] != fb[k] {
+			changed = append(changed, k)
+		}
+	}
+	return changed
+}
