@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // configKeys returns the keys of serve's config file, in the order of
@@ -137,4 +140,43 @@ func changedKeys(t *testing.T, keys []string, a, b serveConfig) []string {
 		}
 	}
 	return changed
+}
+
+// TestConfigDurationsLeaveOtherValues: a file with durations (which the
+// decoder rewrites before sigs.k8s.io/yaml reads it) decodes every other
+// value as the same file without them does, YAML 1.1 quirks included.
+func TestConfigDurationsLeaveOtherValues(t *testing.T) {
+	t.Parallel()
+	rest := `
+diag: yes
+listen: 8080
+workspace: 0777
+tls_cert: "0777"
+safe: {echo: on, "1": no}
+log_format: >-
+  json
+sandbox:
+  read_only_paths: [/usr, '/opt/x y']
+  cpu_seconds: 0x10
+auth:
+  permissions:
+    "*": {allow: [echo, "fs.*"]}
+`
+	durations := "call_timeout: 1m30s\nmax_queue_wait: '2s'\nidempotency_ttl: \"1h\"\nsession_ttl: &ttl 5m\nidempotency_lease: *ttl\n"
+	var without, with serveConfig
+	if err := readConfigFile(writeFile(t, "without.yaml", rest), &without); err != nil {
+		t.Fatal(err)
+	}
+	if err := readConfigFile(writeFile(t, "with.yaml", durations+rest), &with); err != nil {
+		t.Fatal(err)
+	}
+	want := without
+	want.CallTimeout, want.MaxQueueWait = 90*time.Second, 2*time.Second
+	want.IdempotencyTTL, want.SessionTTL, want.IdempotencyLease = time.Hour, 5*time.Minute, 5*time.Minute
+	if diff := cmp.Diff(want, with); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	if !without.Diag || without.Listen != "8080" || without.Workspace != "511" || without.TLSCert != "0777" || without.Sandbox.CPUSeconds != 16 {
+		t.Errorf("the file without durations decoded unlike sigs.k8s.io/yaml: %+v", without)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,9 +26,13 @@ import (
 // checked against v's type, key by key; what passes is then decoded by
 // sigs.k8s.io/yaml, strictly, as before.
 //
-// A time.Duration is written as a string such as "30s"; the feature
-// Configs keep the plain type, so this decoder turns each such string into
-// the integer encoding/json wants before the document is decoded.
+// Two kinds of value are rewritten before sigs.k8s.io/yaml decodes the
+// document (rewrite), so that it decodes them as the checker read them:
+// a time.Duration, written as a string such as "30s" (the feature Configs
+// keep the plain type), becomes the integer encoding/json wants; and a
+// number or boolean given for a string becomes its text, which
+// sigs.k8s.io/yaml does for the fields of the top-level struct but not for
+// those of the Configs embedded in it.
 func decodeYAML(file string, data []byte, v any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -38,9 +43,9 @@ func decodeYAML(file string, data []byte, v any) error {
 		if err := c.check(doc.Content[0], reflect.TypeOf(v).Elem(), "", nil); err != nil {
 			return err
 		}
-		if len(c.durations) > 0 {
+		if len(c.rewrites) > 0 {
 			var err error
-			if data, err = withDurations(data, c.durations); err != nil {
+			if data, err = rewrite(data, c.rewrites); err != nil {
 				return fmt.Errorf("%s: %w", file, err)
 			}
 		}
@@ -65,15 +70,15 @@ func yamlSyntaxError(file string, err error) error {
 // yamlChecker checks a YAML tree against the Go type it will be decoded
 // into.
 type yamlChecker struct {
-	file      string
-	durations []durationAt // the time.Duration values met, for withDurations
+	file     string
+	rewrites []rewriteAt // the values sigs.k8s.io/yaml is to read otherwise
 }
 
-// durationAt is a duration found at path in the document: mapping keys as
-// written there (string) and list indices (int).
-type durationAt struct {
+// rewriteAt is a value to rewrite, at path in the document: mapping keys
+// as written there (string) and list indices (int).
+type rewriteAt struct {
 	path []any
-	d    time.Duration
+	to   func(v any) (any, bool) // the new value of v, and whether it differs
 }
 
 var (
@@ -82,7 +87,7 @@ var (
 )
 
 // check checks n against t; key is n's path in the document ("http_tools[0].url"),
-// for messages, and path the same as withDurations walks it.
+// for messages, and path the same as rewrite walks it.
 func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any) error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -98,8 +103,11 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 		if err := c.decodeLeaf(n, &d, key); err != nil {
 			return err
 		}
-		c.durations = append(c.durations, durationAt{slices.Clone(path), time.Duration(d)})
+		c.rewrites = append(c.rewrites, rewriteAt{slices.Clone(path), func(any) (any, bool) { return int64(d), true }})
 		return nil
+	}
+	if t.Kind() == reflect.String && n.Kind == yaml.ScalarNode && n.Style == 0 && !reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		c.rewrites = append(c.rewrites, rewriteAt{slices.Clone(path), scalarText})
 	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || t.Kind() == reflect.Interface {
 		return c.decodeLeaf(n, reflect.New(t).Interface(), key)
@@ -310,38 +318,64 @@ func (d *stringDuration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// withDurations returns the YAML document data with the durations at
-// their paths written as integers (nanoseconds), which is how
-// encoding/json, and so sigs.k8s.io/yaml, decodes a time.Duration. The
+// rewrite returns the YAML document data with the values at the
+// rewrites' paths rewritten, or data itself when none changes. The
 // document goes through the YAML library sigs.k8s.io/yaml itself decodes
 // with (yaml.v2) and back, so every other value reads as it did.
-func withDurations(data []byte, durations []durationAt) ([]byte, error) {
+func rewrite(data []byte, rewrites []rewriteAt) ([]byte, error) {
 	var doc any
 	if err := yamlv2.Unmarshal(data, &doc); err != nil {
 		return nil, err
 	}
-	for _, d := range durations {
-		doc = setAt(doc, d.path, int64(d.d))
+	changed := false
+	for _, r := range rewrites {
+		doc = setAt(doc, r.path, func(v any) any {
+			nv, ok := r.to(v)
+			changed = changed || ok
+			return nv
+		})
+	}
+	if !changed {
+		return data, nil
 	}
 	return yamlv2.Marshal(doc)
 }
 
-// setAt returns node with the value at path replaced by v.
-func setAt(node any, path []any, v any) any {
+// setAt returns node with the value at path replaced by to(value).
+func setAt(node any, path []any, to func(any) any) any {
 	if len(path) == 0 {
-		return v
+		return to(node)
 	}
 	switch n := node.(type) {
 	case map[any]any:
 		for k, child := range n {
 			if fmt.Sprint(k) == path[0] {
-				n[k] = setAt(child, path[1:], v)
+				n[k] = setAt(child, path[1:], to)
 			}
 		}
 	case []any:
 		if i, ok := path[0].(int); ok && i < len(n) {
-			n[i] = setAt(n[i], path[1:], v)
+			n[i] = setAt(n[i], path[1:], to)
 		}
 	}
 	return node
+}
+
+// scalarText returns the text sigs.k8s.io/yaml makes of a number or
+// boolean decoded into a string (its convertToJSONableObject), or v and
+// false.
+func scalarText(v any) (any, bool) {
+	switch v := v.(type) {
+	case int:
+		return strconv.Itoa(v), true
+	case int64:
+		return strconv.FormatInt(v, 10), true
+	case uint64:
+		return strconv.FormatUint(v, 10), true
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 32), true
+	case bool:
+		return strconv.FormatBool(v), true
+	}
+	return v, false
 }
