@@ -85,7 +85,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	cfg.Store = st
+	cfg.Idempotency, cfg.Sessions = st, st
 	srv := service.New(reg, cfg)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
