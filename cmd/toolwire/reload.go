@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	httpsource "github.com/toolwire/toolwire/sources/http"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
-	"github.com/toolwire/toolwire/tools/httptool"
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
 )
 
 // toolSource is one kind of tools the config file declares. On every
@@ -47,7 +47,7 @@ var reloadable = map[string]bool{"http_tools": true, "mcp_servers": true, "remot
 // Sources that keep connections (MCP servers, remote mounts) run them until
 // ctx is done or Close, and log to log.
 func toolSources(ctx context.Context, reg *tools.Registry, log *slog.Logger) []toolSource {
-	set := &sourceSet{mcp: mcpgw.New(reg, log), remotes: remote.New(reg, log)}
+	set := &sourceSet{mcp: mcpsource.New(reg, log), remotes: remote.New(reg, log)}
 	return []toolSource{
 		newHTTPSource(reg),
 		syncSource{
@@ -195,8 +195,8 @@ func (r *reloader) Reload(force bool) error {
 	// witness: MCP servers and remotes (dis)connect in the background, so
 	// right now it may still list the tools of a server just removed;
 	// their own lines say when their tools come and go.
-	r.log.Info("config reloaded", "config", r.path, "http_tools", sourceNames(cfg.HTTPTools, func(s httptool.Spec) string { return s.Name }),
-		"mcp_servers", sourceNames(cfg.MCPServers, func(s mcpgw.ServerConfig) string { return s.Name }),
+	r.log.Info("config reloaded", "config", r.path, "http_tools", sourceNames(cfg.HTTPTools, func(s httpsource.Spec) string { return s.Name }),
+		"mcp_servers", sourceNames(cfg.MCPServers, func(s mcpsource.ServerConfig) string { return s.Name }),
 		"remotes", sourceNames(cfg.Remotes, func(s remote.Config) string { return s.Name }))
 	if changed := restartOnly(r.running, cfg); len(changed) > 0 {
 		r.log.Warn("config settings changed that need a restart to take effect", "config", r.path, "settings", changed)
@@ -340,12 +340,12 @@ type httpSource struct {
 }
 
 func newHTTPSource(reg *tools.Registry) *httpSource {
-	return &httpSource{reg: reg, client: httptool.NewClient()}
+	return &httpSource{reg: reg, client: httpsource.NewClient()}
 }
 
 // Prepare implements toolSource.
 func (s *httpSource) Prepare(cfg serveConfig) (func() error, error) {
-	ts, err := httptool.Tools(cfg.HTTPTools, s.client)
+	ts, err := httpsource.Tools(cfg.HTTPTools, s.client)
 	if err != nil {
 		return nil, err
 	}

@@ -18,11 +18,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	httpsource "github.com/toolwire/toolwire/sources/http"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
-	"github.com/toolwire/toolwire/tools/httptool"
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
 )
 
 // httpToolsYAML is a config declaring one read-only HTTP tool, name, that
@@ -245,8 +245,8 @@ func TestRestartOnly(t *testing.T) {
 		t.Errorf("restartOnly (-want +got):\n%s", diff)
 	}
 	c := a
-	c.HTTPTools = make([]httptool.Spec, 1)
-	c.MCPServers = make([]mcpgw.ServerConfig, 1) // in the embedded Sources
+	c.HTTPTools = make([]httpsource.Spec, 1)
+	c.MCPServers = make([]mcpsource.ServerConfig, 1) // in the embedded Sources
 	c.Remotes = make([]remote.Config, 1)
 	if got := restartOnly(a, c); len(got) != 0 {
 		t.Errorf("http_tools, mcp_servers and remotes changed: %v; want nothing needing a restart", got)
@@ -437,7 +437,7 @@ func TestDocsHTTPTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := httptool.Tools(cfg.HTTPTools, nil)
+	ts, err := httpsource.Tools(cfg.HTTPTools, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

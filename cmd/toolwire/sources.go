@@ -4,21 +4,21 @@ import (
 	"context"
 	"errors"
 
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 )
 
 // Sources is the part of the serve configuration that brings tools from
 // outside the binary: MCP servers and remote toolwire servers. It is
 // embedded in serveConfig, so its keys sit at the top level of the file.
 type Sources struct {
-	MCPServers []mcpgw.ServerConfig `json:"mcp_servers,omitempty"`
-	Remotes    []remote.Config      `json:"remotes,omitempty"`
+	MCPServers []mcpsource.ServerConfig `json:"mcp_servers,omitempty"`
+	Remotes    []remote.Config          `json:"remotes,omitempty"`
 }
 
 // validate checks every source, reading no files and no environment.
 func (s Sources) validate() error {
-	return errors.Join(mcpgw.ValidateAll(s.MCPServers), remote.ValidateAll(s.Remotes))
+	return errors.Join(mcpsource.ValidateAll(s.MCPServers), remote.ValidateAll(s.Remotes))
 }
 
 // empty reports whether no source is configured.
@@ -28,7 +28,7 @@ func (s Sources) empty() bool {
 
 // sourceSet runs the MCP gateway and the remote mounts of one server.
 type sourceSet struct {
-	mcp     *mcpgw.Gateway
+	mcp     *mcpsource.Gateway
 	remotes *remote.Mounts
 }
 

@@ -12,10 +12,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
 )
 
 func TestSourcesConfig(t *testing.T) {
@@ -40,7 +40,7 @@ remotes:
 		t.Fatal(err)
 	}
 	want := Sources{
-		MCPServers: []mcpgw.ServerConfig{
+		MCPServers: []mcpsource.ServerConfig{
 			{Name: "files", Command: "mcp-files", Args: []string{"--root", "/srv"}, Env: map[string]string{"API_KEY": "{{FILES_KEY}}"}},
 			{Name: "search", URL: "https://mcp.example/mcp", Headers: map[string]string{"Authorization": "Bearer {{SEARCH_TOKEN}}"}},
 		},
