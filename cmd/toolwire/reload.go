@@ -336,7 +336,6 @@ func (r *reloader) watch() (*fsnotify.Watcher, error) {
 type httpSource struct {
 	reg    *tools.Registry
 	client *http.Client // shared by every generation of HTTP tools
-	names  []string     // the tools it serves now
 }
 
 func newHTTPSource(reg *tools.Registry) *httpSource {
@@ -349,20 +348,14 @@ func (s *httpSource) Prepare(cfg serveConfig) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, len(ts))
-	snap := s.reg.Snapshot()
-	for i, t := range ts {
-		names[i] = t.Name
-		if _, taken := snap.Lookup(t.Name); taken && !slices.Contains(s.names, t.Name) {
+	for _, t := range ts {
+		if owner, taken := s.reg.Owner(t.Name); taken && owner != "http" {
 			return nil, fmt.Errorf("http_tools: tool %q: the name is taken by another tool", t.Name)
 		}
 	}
 	return func() error {
-		if err := s.reg.Update(s.names, ts...); err != nil {
-			return err
-		}
-		s.names = names
-		return nil
+		_, err := s.reg.Source("http").Set(ts...)
+		return err
 	}, nil
 }
 

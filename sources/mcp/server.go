@@ -31,8 +31,8 @@ type server struct {
 	cfg ServerConfig
 	log *slog.Logger
 
-	relist chan struct{} // tools/list_changed arrived; capacity 1
-	names  []string      // tools registered; only the run loop touches it
+	relist  chan struct{} // tools/list_changed arrived; capacity 1
+	offered bool          // it offers tools; only the run loop touches it
 
 	mu      sync.Mutex
 	session *mcp.ClientSession    // nil while not connected
@@ -185,21 +185,24 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	return nil
 }
 
-// setTools replaces the server's tools in the registry in one update. A
-// name another source has taken is skipped with a log line.
+// setTools replaces the MCP server's tools in the registry in one update. A
+// name another tool holds is skipped with a log line, once; the tool is
+// offered when that name is free again (see tools.Registry).
 func (s *server) setTools(list []tools.Tool) {
-	names, skipped, err := s.g.reg.Replace(s.names, list...)
-	for _, n := range skipped {
-		s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", n)
-	}
+	src := s.g.reg.Source("mcp:" + s.cfg.Name)
+	skipped, err := src.Set(list...)
 	if err != nil {
 		s.log.Error("cannot update the MCP server's tools", "error", err)
 		return
 	}
-	if len(names) > 0 || len(s.names) > 0 {
-		s.log.Info("MCP tools updated", "tools", names, "revision", s.g.reg.Snapshot().Revision())
+	for _, n := range skipped {
+		owner, _ := s.g.reg.Owner(n)
+		s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", n, "owner", owner)
 	}
-	s.names = names
+	if len(list) > 0 || s.offered {
+		s.log.Info("MCP tools updated", "tools", toolNames(list), "revision", s.g.reg.Snapshot().Revision())
+	}
+	s.offered = len(list) > 0
 }
 
 // requiresTask reports whether the latest listing said tool requires task
@@ -340,4 +343,13 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// toolNames returns the names of list, for the log.
+func toolNames(list []tools.Tool) []string {
+	names := make([]string, len(list))
+	for i, t := range list {
+		names[i] = t.Name
+	}
+	return names
 }

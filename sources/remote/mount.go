@@ -28,10 +28,10 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // mount is one remote: the Runner its loop reconnects with, and the state
 // its tools' handlers share with it.
 type mount struct {
-	m     *Mounts
-	cfg   Config
-	log   *slog.Logger
-	names []string // tools registered; only the run loop touches it
+	m       *Mounts
+	cfg     Config
+	log     *slog.Logger
+	offered bool // it offers tools; only the run loop touches it
 
 	mu     sync.Mutex
 	client *client.Client // nil while not connected
@@ -141,21 +141,24 @@ func (mt *mount) declarations(list []*toolwirev1.Tool) []tools.Tool {
 	return out
 }
 
-// setTools replaces the mount's tools in the registry in one update. A
-// name another source has taken is skipped with a log line.
+// setTools replaces the remote's tools in the registry in one update. A
+// name another tool holds is skipped with a log line, once; the tool is
+// offered when that name is free again (see tools.Registry).
 func (mt *mount) setTools(list []tools.Tool) {
-	names, skipped, err := mt.m.reg.Replace(mt.names, list...)
-	for _, n := range skipped {
-		mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", n)
-	}
+	src := mt.m.reg.Source("remote:" + mt.cfg.Name)
+	skipped, err := src.Set(list...)
 	if err != nil {
 		mt.log.Error("cannot update the remote's tools", "error", err)
 		return
 	}
-	if len(names) > 0 || len(mt.names) > 0 {
-		mt.log.Info("remote tools updated", "tools", names, "revision", mt.m.reg.Snapshot().Revision())
+	for _, n := range skipped {
+		owner, _ := mt.m.reg.Owner(n)
+		mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", n, "owner", owner)
 	}
-	mt.names = names
+	if len(list) > 0 || mt.offered {
+		mt.log.Info("remote tools updated", "tools", toolNames(list), "revision", mt.m.reg.Snapshot().Revision())
+	}
+	mt.offered = len(list) > 0
 }
 
 // handler forwards calls of the remote's tool remote as one-call batches.
@@ -221,4 +224,13 @@ func result(r *toolwirev1.CallResult) *tools.Result {
 		out.Details = json.RawMessage(d)
 	}
 	return out
+}
+
+// toolNames returns the names of list, for the log.
+func toolNames(list []tools.Tool) []string {
+	names := make([]string, len(list))
+	for i, t := range list {
+		names[i] = t.Name
+	}
+	return names
 }
