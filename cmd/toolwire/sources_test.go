@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/sources"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
@@ -49,8 +50,12 @@ remotes:
 	if diff := cmp.Diff(want, cfg.Sources); diff != "" {
 		t.Errorf("sources (-want +got):\n%s", diff)
 	}
-	if err := cfg.Sources.validate(); err != nil {
-		t.Errorf("validate: %v", err)
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sources.New(reg, nil).Check(cfg.Sources); err != nil {
+		t.Errorf("Check: %v", err)
 	}
 
 	for _, tc := range []struct{ yaml, want string }{

@@ -74,6 +74,9 @@ func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
 	return g.set.Sync(ctx, cfgs)
 }
 
+// Check reports whether cfgs are a valid configuration, changing nothing.
+func (g *Gateway) Check(cfgs []ServerConfig) error { return ValidateAll(cfgs) }
+
 // Close stops every server, closing sessions and ending child processes,
 // removes their tools, and waits for all of it, calls in flight included.
 func (g *Gateway) Close() error {

@@ -55,6 +55,9 @@ func (m *Mounts) Sync(ctx context.Context, cfgs []Config) error {
 	return m.set.Sync(ctx, cfgs)
 }
 
+// Check reports whether cfgs are a valid configuration, changing nothing.
+func (m *Mounts) Check(cfgs []Config) error { return ValidateAll(cfgs) }
+
 // Close stops every mount, removes its tools and waits for all of it.
 func (m *Mounts) Close() error {
 	m.set.Close()
