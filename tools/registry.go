@@ -146,6 +146,12 @@ type SourceTools struct {
 	id string
 }
 
+// Serves reports whether the registry serves the source's tool name.
+func (s SourceTools) Serves(name string) bool {
+	owner, ok := s.r.Owner(name)
+	return ok && owner == s.id
+}
+
 // Set replaces the source's tools with list in one atomic step: one new
 // revision, or none when nothing served changes. Set() with nothing removes
 // them all. A tool whose name a built-in or an earlier source holds is not

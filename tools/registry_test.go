@@ -165,6 +165,9 @@ func TestRegistrySource(t *testing.T) {
 			t.Errorf("Set(%v): %v, registry changed %v; want an error and no change", bad, err, r.Snapshot() != before)
 		}
 	}
+	if !src.Serves("src_b") || src.Serves("other_x") || src.Serves("nothing") {
+		t.Errorf("Serves: src_b %v, other_x %v, nothing %v; want true, false, false", src.Serves("src_b"), src.Serves("other_x"), src.Serves("nothing"))
+	}
 	if owner, ok := r.Owner("src_b"); owner != "src" || !ok {
 		t.Errorf("Owner(src_b) = %q, %v", owner, ok)
 	}

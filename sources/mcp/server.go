@@ -200,7 +200,7 @@ func (s *server) setTools(list []tools.Tool) {
 		s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", n, "owner", owner)
 	}
 	if len(list) > 0 || s.offered {
-		s.log.Info("MCP tools updated", "tools", toolNames(list), "revision", s.g.reg.Snapshot().Revision())
+		s.log.Info("MCP tools updated", "tools", served(src, list), "revision", s.g.reg.Snapshot().Revision())
 	}
 	s.offered = len(list) > 0
 }
@@ -345,11 +345,14 @@ func version() string {
 	return "(devel)"
 }
 
-// toolNames returns the names of list, for the log.
-func toolNames(list []tools.Tool) []string {
-	names := make([]string, len(list))
-	for i, t := range list {
-		names[i] = t.Name
+// served returns the names of the tools of list that src serves, for the
+// log: the others are held back by another tool of the same name.
+func served(src tools.SourceTools, list []tools.Tool) []string {
+	var names []string
+	for _, t := range list {
+		if src.Serves(t.Name) {
+			names = append(names, t.Name)
+		}
 	}
 	return names
 }

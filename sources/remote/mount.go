@@ -156,7 +156,7 @@ func (mt *mount) setTools(list []tools.Tool) {
 		mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", n, "owner", owner)
 	}
 	if len(list) > 0 || mt.offered {
-		mt.log.Info("remote tools updated", "tools", toolNames(list), "revision", mt.m.reg.Snapshot().Revision())
+		mt.log.Info("remote tools updated", "tools", served(src, list), "revision", mt.m.reg.Snapshot().Revision())
 	}
 	mt.offered = len(list) > 0
 }
@@ -226,11 +226,14 @@ func result(r *toolwirev1.CallResult) *tools.Result {
 	return out
 }
 
-// toolNames returns the names of list, for the log.
-func toolNames(list []tools.Tool) []string {
-	names := make([]string, len(list))
-	for i, t := range list {
-		names[i] = t.Name
+// served returns the names of the tools of list that src serves, for the
+// log: the others are held back by another tool of the same name.
+func served(src tools.SourceTools, list []tools.Tool) []string {
+	var names []string
+	for _, t := range list {
+		if src.Serves(t.Name) {
+			names = append(names, t.Name)
+		}
 	}
 	return names
 }
