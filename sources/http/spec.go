@@ -2,7 +2,9 @@
 // http_tools: in toolwire's config file, into ordinary tools: the model's
 // arguments fill the URL and body, secrets come from the environment at call
 // time, and the JSON response (or the part response_path selects) becomes
-// the result.
+// the result. Source serves them in the registry as the source "http"; the
+// package owns the http_tools part of the config (Spec). It must not import
+// service/ or cmd/.
 package httpsource
 
 import (

@@ -1,5 +1,7 @@
 // Package mcpsource imports the tools of MCP servers into a toolwire registry and
-// forwards calls to them, using the official MCP Go SDK.
+// forwards calls to them, using the official MCP Go SDK. It owns the
+// mcp_servers part of the config (ServerConfig) and each server's tools in the
+// registry, as the source "mcp:<name>"; it must not import service/ or cmd/.
 //
 // Each configured server's tools are offered as "<name>_<tool>" (OpenAI
 // function names allow no dots). Schemas, descriptions, titles and
@@ -15,7 +17,8 @@
 // announces tools/list_changed is re-listed; a stdio server that exits is
 // restarted, and calls in flight get error results at once (a streamable
 // HTTP stream that breaks is not resumed). Each change to a server's tools
-// is one atomic registry update. A server stopped by Sync (removed or
+// is one atomic registry update; a tool whose name another tool holds is
+// held back, with one log line, until that name is free (see tools.Registry). A server stopped by Sync (removed or
 // reconfigured) offers no tools from then on, but its calls in flight
 // finish on its old session, progress and all, before that session closes.
 package mcpsource

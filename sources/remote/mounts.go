@@ -1,6 +1,8 @@
 // Package remote mounts the tools of other toolwire servers into a local
 // registry, so an agent (or toolset) served behind one ToolService becomes
-// tools of another.
+// tools of another. It owns the remotes part of the config (Config) and each
+// mount's tools in the registry, as the source "remote:<name>"; it must not
+// import service/ or cmd/ (it reaches other servers through client/).
 //
 // A mount's tools are offered as "<name>_<tool>", with the remote's schemas,
 // annotations and timeouts, and kept fresh with WatchTools: every new remote

@@ -1,7 +1,7 @@
 // Package supervise keeps a set of named background connections running:
 // one loop per configuration, started, stopped and restarted as the set is
 // synced to a new list, each reconnecting with capped exponential backoff.
-// The MCP gateway (sources/mcp) and the remote mounts (tools/remote) are
+// The MCP gateway (sources/mcp) and the remote mounts (sources/remote) are
 // built on it.
 package supervise
 
