@@ -291,12 +291,25 @@ func TestHTTPServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The old session's tools go before the new one's arrive; wait for
-		// a listing made with the new header.
-		sourcetest.WaitTools(t, reg, "the restarted server's tools", func(n []string) bool {
+		// them to come from a session made with the new header. (Not "the
+		// last request had it": the old session is closed in the
+		// background, and its last request may come after the new listing.)
+		// A request with the new header seen before the snapshot is taken
+		// means the old tools are gone from it.
+		for limit := time.After(waitLimit); ; {
+			changed := reg.Changed()
 			srv.mu.Lock()
-			defer srv.mu.Unlock()
-			return sourcetest.Has(prefixed("web", testTools...)...)(n) && srv.auth[len(srv.auth)-1] == "Bearer tok-456"
-		})
+			restarted := slices.Contains(srv.auth, "Bearer tok-456")
+			srv.mu.Unlock()
+			if restarted && sourcetest.Has(prefixed("web", testTools...)...)(reg.Snapshot().Names()) {
+				break
+			}
+			select {
+			case <-changed:
+			case <-limit:
+				t.Fatalf("waiting for the restarted server's tools: tools are %v", reg.Snapshot().Names())
+			}
+		}
 		snap := reg.Snapshot()
 		if r := call(t, context.Background(), snap, "web_read", `{"text":"again"}`, nil); r.IsError {
 			t.Errorf("after restart: %q", text(r))
