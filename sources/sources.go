@@ -76,9 +76,9 @@ func names[S any](specs []S, name func(S) string) []string {
 
 // Set is every source of one server.
 type Set struct {
-	HTTP    *httpsource.Source
-	MCP     *mcpsource.Gateway
-	Remotes *remote.Mounts
+	http    *httpsource.Source
+	mcp     *mcpsource.Gateway
+	remotes *remote.Mounts
 }
 
 var (
@@ -92,25 +92,25 @@ var (
 // logger (nil discards). They serve nothing until Sync.
 func New(reg *tools.Registry, logger *slog.Logger) *Set {
 	return &Set{
-		HTTP:    httpsource.NewSource(reg, logger),
-		MCP:     mcpsource.New(reg, logger),
-		Remotes: remote.New(reg, logger),
+		http:    httpsource.NewSource(reg, logger),
+		mcp:     mcpsource.New(reg, logger),
+		remotes: remote.New(reg, logger),
 	}
 }
 
 // Check implements Source: every source checks its part of cfg.
 func (s *Set) Check(cfg Config) error {
-	return errors.Join(s.HTTP.Check(cfg.HTTPTools), s.MCP.Check(cfg.MCPServers), s.Remotes.Check(cfg.Remotes))
+	return errors.Join(s.http.Check(cfg.HTTPTools), s.mcp.Check(cfg.MCPServers), s.remotes.Check(cfg.Remotes))
 }
 
 // Sync implements Source: every source syncs its part of cfg, HTTP tools
 // first, so at start their names are claimed before any server connects.
 // One source's error does not stop the others.
 func (s *Set) Sync(ctx context.Context, cfg Config) error {
-	return errors.Join(s.HTTP.Sync(ctx, cfg.HTTPTools), s.MCP.Sync(ctx, cfg.MCPServers), s.Remotes.Sync(ctx, cfg.Remotes))
+	return errors.Join(s.http.Sync(ctx, cfg.HTTPTools), s.mcp.Sync(ctx, cfg.MCPServers), s.remotes.Sync(ctx, cfg.Remotes))
 }
 
 // Close implements Source.
 func (s *Set) Close() error {
-	return errors.Join(s.HTTP.Close(), s.MCP.Close(), s.Remotes.Close())
+	return errors.Join(s.http.Close(), s.mcp.Close(), s.remotes.Close())
 }
