@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/tools/httptool"
 )
 
 // serveConfig is the configuration of "toolwire serve": the YAML file given
@@ -39,10 +38,9 @@ type serveConfig struct {
 	SendTimeout      Duration        `json:"send_timeout"`            // end a stream whose client reads nothing this long
 	Safe             map[string]bool `json:"safe"`                    // per tool: may its calls share a parallel lane
 
-	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
-	SecurityConfig                  // TLS, auth, permissions, limits: auth.go
-	Sources                         // mcp_servers and remotes (sources.go)
-	WorkspaceConfig                 // workspace, no_workspace, run_command
+	SecurityConfig  // TLS, auth, permissions, limits: auth.go
+	Sources         // http_tools, mcp_servers and remotes, reloaded live (sources.go)
+	WorkspaceConfig // workspace, no_workspace, run_command
 	StoreConfig
 	AdminListen  string `json:"admin_listen"`  // admin HTTP address: /metrics, /debug/pprof/; off when empty
 	TraceContent bool   `json:"trace_content"` // record calls' arguments and results in spans
