@@ -13,9 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
-	"github.com/toolwire/toolwire/tools/mcpgw"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
@@ -38,7 +38,7 @@ type env struct {
 	httpSrv *http.Server
 	mcpURL  string
 	mcp     *mcp.ClientSession
-	gw      *mcpgw.Gateway // offers the MCP server's tools in toolwire's registry
+	gw      *mcpsource.Gateway // offers the MCP server's tools in toolwire's registry
 
 	// block's calls: how many have entered it, and when each one's context
 	// ended (sent only while someone listens).
@@ -110,8 +110,8 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 // startGateway has toolwire's MCP gateway offer the MCP server's echo in
 // reg, as mcp_echo, and waits until it does.
 func (e *env) startGateway(ctx context.Context, reg *tools.Registry) error {
-	e.gw = mcpgw.New(reg, nil)
-	if err := e.gw.Sync(ctx, []mcpgw.ServerConfig{{Name: "mcp", URL: e.mcpURL}}); err != nil {
+	e.gw = mcpsource.New(reg, nil)
+	if err := e.gw.Sync(ctx, []mcpsource.ServerConfig{{Name: "mcp", URL: e.mcpURL}}); err != nil {
 		return err
 	}
 	limit := time.After(30 * time.Second)

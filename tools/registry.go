@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,16 +18,37 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // Registry holds the tools a server offers. It is safe for concurrent use;
 // readers take immutable snapshots, so a batch runs against the tools that
 // existed when it started however the registry changes meanwhile.
+//
+// Tools come from two kinds of owner: the built-in tools, added with Add
+// and Update, and tool sources (HTTP tools, MCP servers, remote mounts),
+// each of which replaces its own tools with Source(id).Set. One rule
+// settles a name two owners offer: a built-in keeps its name; between
+// sources, the first to offer a name keeps it, and a later source's tool of
+// that name is not served (Set reports it once) until the owner drops the
+// name, when the next source in line gets it in the same update.
 type Registry struct {
 	snap    atomic.Pointer[Snapshot] // read without locking on every batch
-	mu      sync.Mutex               // serialises writers
+	mu      sync.Mutex               // serialises writers; guards the fields below
 	changed chan struct{}            // closed and replaced on every change
+
+	builtin map[string]*Tool    // tools added with Add and Update
+	offers  map[string]*offer   // by source id: what each source offers
+	claims  map[string][]string // by tool name: the source ids offering it, first come first
+}
+
+// offer is what one source offers.
+type offer struct {
+	tools   map[string]*Tool
+	skipped map[string]bool // names not served at the last Set, reported then
 }
 
 // NewRegistry returns a registry holding tools, or an error naming the first
 // tool that is not valid.
 func NewRegistry(tools ...Tool) (*Registry, error) {
-	r := &Registry{changed: make(chan struct{})}
+	r := &Registry{
+		changed: make(chan struct{}),
+		builtin: map[string]*Tool{}, offers: map[string]*offer{}, claims: map[string][]string{},
+	}
 	r.snap.Store(newSnapshot(nil))
 	if err := r.Add(tools...); err != nil {
 		return nil, err
@@ -47,19 +69,20 @@ func (r *Registry) Changed() <-chan struct{} {
 	return r.changed
 }
 
-// Add validates tools and adds them all, or none: a tool with an invalid name
-// or schema, or a name already taken, is an error.
+// Add validates built-in tools and adds them all, or none: a tool with an
+// invalid name or schema, or a name already served, is an error.
 func (r *Registry) Add(tools ...Tool) error {
 	return r.Update(nil, tools...)
 }
 
-// Remove removes the named tools; names not registered are ignored.
+// Remove removes the named built-in tools; other names are ignored.
 func (r *Registry) Remove(names ...string) {
 	_ = r.Update(names)
 }
 
-// Update removes the named tools and adds tools in one atomic step, so
-// readers see either the old set or the new one. On error nothing changes.
+// Update removes the named built-in tools and adds tools in one atomic
+// step, so readers see either the old set or the new one. A name already
+// served (by a built-in or a source) is an error. On error nothing changes.
 func (r *Registry) Update(remove []string, add ...Tool) error {
 	prepared, err := prepareAll(add)
 	if err != nil {
@@ -67,39 +90,124 @@ func (r *Registry) Update(remove []string, add ...Tool) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.commit(remove, prepared)
+	builtin := maps.Clone(r.builtin)
+	for _, name := range remove {
+		delete(builtin, name)
+	}
+	served := r.snap.Load().byName
+	for _, t := range prepared {
+		if _, dup := builtin[t.Name]; dup {
+			return fmt.Errorf("tool %q: already registered", t.Name)
+		}
+		if cur, taken := served[t.Name]; taken && cur != r.builtin[t.Name] {
+			return fmt.Errorf("tool %q: already registered", t.Name)
+		}
+		builtin[t.Name] = t
+	}
+	r.builtin = builtin
+	r.publish()
+	return nil
 }
 
-// Replace is Update for a source that owns some of the registry's tools
-// (an MCP server's, a remote mount's): it swaps the tools named owned for
-// list in one step, leaving out, rather than failing on, a tool whose name
-// another source holds. It returns the names registered from list and the
-// names left out. On error nothing changes.
-func (r *Registry) Replace(owned []string, list ...Tool) (added, skipped []string, err error) {
-	prepared, err := prepareAll(list)
-	if err != nil {
-		return nil, nil, err
+// Source returns the tools of the source id, such as "http", "mcp:files" or
+// "remote:agent": one per source, offering nothing until its first Set.
+func (r *Registry) Source(id string) SourceTools {
+	if id == "" || id == Builtin {
+		panic("tools: a source id must be neither empty nor " + Builtin)
 	}
-	mine := make(map[string]bool, len(owned))
-	for _, n := range owned {
-		mine[n] = true
-	}
+	return SourceTools{r: r, id: id}
+}
+
+// Builtin is what Owner names the built-in tools' owner; no source may use
+// it as its id.
+const Builtin = "builtin"
+
+// Owner reports who serves the tool name: Builtin, or the id of the source
+// whose tool it is. ok is false when no tool of that name is served.
+func (r *Registry) Owner(name string) (owner string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cur := r.snap.Load()
-	kept := prepared[:0]
+	return r.owner(name)
+}
+
+func (r *Registry) owner(name string) (string, bool) {
+	if _, ok := r.builtin[name]; ok {
+		return Builtin, true
+	}
+	if ids := r.claims[name]; len(ids) > 0 {
+		return ids[0], true
+	}
+	return "", false
+}
+
+// SourceTools are the tools one source offers; see Registry.Source.
+type SourceTools struct {
+	r  *Registry
+	id string
+}
+
+// Serves reports whether the registry serves the source's tool name.
+func (s SourceTools) Serves(name string) bool {
+	owner, ok := s.r.Owner(name)
+	return ok && owner == s.id
+}
+
+// Set replaces the source's tools with list in one atomic step: one new
+// revision, or none when nothing served changes. Set() with nothing removes
+// them all. A tool whose name a built-in or an earlier source holds is not
+// served until that owner drops the name; Set returns such names the first
+// time they are held back (a name still held back at the next Set is not
+// returned again), so the source logs each clash once. An invalid tool, or
+// a name listed twice, is an error, and nothing changes.
+func (s SourceTools) Set(list ...Tool) (skipped []string, err error) {
+	prepared, err := prepareAll(list)
+	if err != nil {
+		return nil, err
+	}
+	tools := make(map[string]*Tool, len(prepared))
 	for _, t := range prepared {
-		if _, taken := cur.byName[t.Name]; taken && !mine[t.Name] {
-			skipped = append(skipped, t.Name)
-			continue
+		if _, dup := tools[t.Name]; dup {
+			return nil, fmt.Errorf("tool %q: listed twice", t.Name)
 		}
-		kept = append(kept, t)
-		added = append(added, t.Name)
+		tools[t.Name] = t
 	}
-	if err := r.commit(owned, kept); err != nil {
-		return nil, nil, err
+	r := s.r
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.offers[s.id]
+	if prev == nil {
+		prev = &offer{}
 	}
-	return added, skipped, nil
+	for name := range prev.tools {
+		if _, kept := tools[name]; !kept {
+			r.claims[name] = slices.DeleteFunc(r.claims[name], func(id string) bool { return id == s.id })
+			if len(r.claims[name]) == 0 {
+				delete(r.claims, name)
+			}
+		}
+	}
+	for name := range tools {
+		if _, had := prev.tools[name]; !had {
+			r.claims[name] = append(r.claims[name], s.id)
+		}
+	}
+	next := &offer{tools: tools, skipped: map[string]bool{}}
+	for name := range tools {
+		if owner, _ := r.owner(name); owner != s.id {
+			next.skipped[name] = true
+			if !prev.skipped[name] {
+				skipped = append(skipped, name)
+			}
+		}
+	}
+	slices.Sort(skipped)
+	if len(tools) == 0 {
+		delete(r.offers, s.id)
+	} else {
+		r.offers[s.id] = next
+	}
+	r.publish()
+	return skipped, nil
 }
 
 func prepareAll(add []Tool) ([]*Tool, error) {
@@ -114,30 +222,29 @@ func prepareAll(add []Tool) ([]*Tool, error) {
 	return prepared, nil
 }
 
-// commit removes the named tools and adds prepared ones; r.mu is held.
-func (r *Registry) commit(remove []string, prepared []*Tool) error {
-	cur := r.snap.Load()
-	byName := make(map[string]*Tool, len(cur.byName)+len(prepared))
-	for name, t := range cur.byName {
-		byName[name] = t
-	}
-	for _, name := range remove {
-		delete(byName, name)
-	}
-	for _, t := range prepared {
-		if _, dup := byName[t.Name]; dup {
-			return fmt.Errorf("tool %q: already registered", t.Name)
+// publish makes the served set from the built-ins and each name's first
+// claimant, and stores it when it differs from the current one; r.mu is
+// held.
+func (r *Registry) publish() {
+	byName := maps.Clone(r.builtin)
+	for name, ids := range r.claims {
+		if _, builtin := byName[name]; !builtin {
+			byName[name] = r.offers[ids[0]].tools[name]
 		}
-		byName[t.Name] = t
+	}
+	cur := r.snap.Load()
+	if maps.Equal(byName, cur.byName) {
+		return
 	}
 	next := newSnapshot(byName)
-	if next.revision == cur.revision {
-		return nil
-	}
 	r.snap.Store(next)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	return nil
+	// Tools declared the same way as before (a reconnected server's, say)
+	// make no new revision, so watchers are told nothing; their handlers
+	// are swapped in all the same.
+	if next.revision != cur.revision {
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
 }
 
 // prepare validates a tool and returns a copy with its schemas compiled.

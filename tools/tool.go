@@ -1,6 +1,9 @@
 // Package tools defines what a tool is, the registry that holds the tools a
 // server offers, and the validation of a call's arguments against a tool's
-// input schema. Built-in toolsets live in subpackages.
+// input schema. The registry also records which source (sources/) owns each
+// tool that is not built in, and settles names two owners offer. Built-in
+// toolsets live in subpackages; tools must not import service/, sources/ or
+// cmd/.
 package tools
 
 import (

@@ -11,7 +11,6 @@ import (
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/store/storeurl"
-	"github.com/toolwire/toolwire/tools/httptool"
 )
 
 // serveConfig is the configuration of "toolwire serve": the YAML file given
@@ -39,12 +38,11 @@ type serveConfig struct {
 	SendTimeout      time.Duration   `json:"send_timeout"`            // end a stream whose client reads nothing this long
 	Safe             map[string]bool `json:"safe"`                    // per tool: may its calls share a parallel lane
 
-	HTTPTools       []httptool.Spec `json:"http_tools"` // declarative HTTP tools; reloaded live
-	SecurityConfig                  // tls_cert, tls_key, client_ca, auth (service/auth)
-	service.Limits                  // max_concurrent_calls, max_queue_wait, ... (service/limits_config.go)
-	Sources                         // mcp_servers and remotes (sources.go)
-	WorkspaceConfig                 // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
-	StoreConfig                     // store (store/storeurl)
+	SecurityConfig  // tls_cert, tls_key, client_ca, auth (service/auth)
+	service.Limits  // max_concurrent_calls, max_queue_wait, ... (service/limits_config.go)
+	Sources         // http_tools, mcp_servers and remotes, reloaded live (sources.go)
+	WorkspaceConfig // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
+	StoreConfig     // store (store/storeurl)
 	// The idempotency and session settings go to service.Config.
 	IdempotencyTTL   time.Duration `json:"idempotency_ttl"`   // how long completed calls are replayed
 	IdempotencyLease time.Duration `json:"idempotency_lease"` // how long a dead replica's claim blocks retries

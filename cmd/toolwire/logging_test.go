@@ -2,17 +2,13 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 )
@@ -101,33 +97,4 @@ func TestStoreKind(t *testing.T) {
 	}
 	s := startServe(t)
 	waitLog(t, s.stderr, `"msg":"idempotency and session store","store":"memory"`)
-}
-
-// TestReloadedLineShowsNewConfig removes a connected MCP server by reload:
-// the "config reloaded" line names what the new config declares, not the
-// tools the registry held a moment before (the server's tools leave in the
-// background).
-func TestReloadedLineShowsNewConfig(t *testing.T) {
-	t.Parallel()
-	m := mcp.NewServer(&mcp.Implementation{Name: "test"}, nil)
-	mcp.AddTool(m, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
-	})
-	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, nil))
-	t.Cleanup(web.Close)
-
-	path := writeFile(t, "toolwire.yaml", "mcp_servers:\n  - name: old\n    url: "+web.URL+"\n")
-	reg, logs, _ := testReloader(t, path)
-	waitFor(t, "the MCP server's tools", func() bool { _, ok := reg.Snapshot().Lookup("old_ping"); return ok })
-
-	replaceFile(t, path, httpToolsYAML("fresh", web.URL)+"mcp_servers: []\n")
-	waitLog(t, logs, `"msg":"config reloaded"`)
-	for line := range strings.Lines(logs.String()) {
-		if !strings.Contains(line, `"msg":"config reloaded"`) {
-			continue
-		}
-		if !strings.Contains(line, `"http_tools":["fresh"],"mcp_servers":[],"remotes":[]`) || strings.Contains(line, "old") {
-			t.Errorf("config reloaded line:\n%s\nwant the new config's sources, and nothing of the removed server", line)
-		}
-	}
 }

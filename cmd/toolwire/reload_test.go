@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,16 +11,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/tools"
-	"github.com/toolwire/toolwire/tools/diag"
-	"github.com/toolwire/toolwire/tools/httptool"
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
+	httpsource "github.com/toolwire/toolwire/sources/http"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 )
 
 // httpToolsYAML is a config declaring one read-only HTTP tool, name, that
@@ -66,176 +61,6 @@ func countLines(log *syncBuffer, s string) int {
 	return strings.Count(log.String(), s)
 }
 
-// testReloader runs a reloader of the config at path over a registry
-// holding the diag tools, until the test ends.
-func testReloader(t *testing.T, path string) (*tools.Registry, *syncBuffer, chan<- os.Signal) {
-	t.Helper()
-	reg, err := tools.NewRegistry(diag.Tools()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	args := []string{"--config", path}
-	r := &reloader{
-		path: configPath(args),
-		load: func() (serveConfig, error) {
-			cfg, _, err := parseServeArgs(args, io.Discard)
-			return cfg, err
-		},
-		sources:  toolSources(context.Background(), reg, log),
-		log:      log,
-		debounce: 20 * time.Millisecond,
-	}
-	cfg, err := r.load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.start(cfg); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	hup := make(chan os.Signal, 1)
-	done := make(chan struct{})
-	w := r.openWatcher()
-	go func() { defer close(done); r.run(ctx, w, hup) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		for _, s := range r.sources {
-			s.Close()
-		}
-	})
-	return reg, logs, hup
-}
-
-// waitChange waits for the registry to change after changed was taken.
-func waitChange(t *testing.T, changed <-chan struct{}, logs *syncBuffer, what string) {
-	t.Helper()
-	select {
-	case <-changed:
-	case <-time.After(testTimeout):
-		t.Fatalf("the registry did not change after %s; log:\n%s", what, logs)
-	}
-}
-
-func names(reg *tools.Registry) []string {
-	var out []string
-	for _, n := range reg.Snapshot().Names() {
-		if n != "echo" && n != "sleep" && n != "fail" {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
-// TestReloader rewrites a watched config file in the ways people do and
-// checks what is served after each.
-func TestReloader(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "toolwire.yaml")
-	if err := os.WriteFile(path, []byte(httpToolsYAML("one", "http://127.0.0.1:1/one")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	reg, logs, hup := testReloader(t, path)
-	if diff := cmp.Diff([]string{"one"}, names(reg)); diff != "" {
-		t.Fatalf("at start (-want +got):\n%s", diff)
-	}
-	tool, _ := reg.Snapshot().Lookup("one")
-	if tool.Source != tools.SourceHTTP || !tool.Annotations.ReadOnly {
-		t.Errorf("one = %+v", tool)
-	}
-
-	changed := reg.Changed()
-	replaceFile(t, path, httpToolsYAML("two", "http://127.0.0.1:1/two"))
-	waitChange(t, changed, logs, "renaming a new file into place")
-	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
-		t.Errorf("after rename (-want +got):\n%s", diff)
-	}
-	waitLog(t, logs, "config reloaded", `"two"`)
-
-	rev := reg.Snapshot().Revision()
-	for _, bad := range []struct{ yaml, want string }{
-		{"http_tools:\n- {name: bad, url: 'http://x/{id}'}\n", `tool \"bad\": url: placeholder {id} is not a property declared in parameters`},
-		{"http_tools:\n- {name: echo, url: 'http://x/'}\n", `tool \"echo\": the name is taken`},
-		{"http_tools: [\n", "config reload rejected"},
-		{"http_toolz: []\n", "http_toolz"},
-	} {
-		replaceFile(t, path, bad.yaml)
-		waitLog(t, logs, "config reload rejected", bad.want)
-		if got := reg.Snapshot().Revision(); got != rev {
-			t.Errorf("after an invalid config (%q) the revision changed", bad.yaml)
-		}
-	}
-	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
-		t.Errorf("after invalid configs (-want +got):\n%s", diff)
-	}
-
-	changed = reg.Changed()
-	// Written in place, as "echo ... > file" does.
-	if err := os.WriteFile(path, []byte(httpToolsYAML("three", "http://127.0.0.1:1/3")+"max_calls: 3\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	waitChange(t, changed, logs, "writing the file in place")
-	waitLog(t, logs, "need a restart", "max_calls")
-	if diff := cmp.Diff([]string{"three"}, names(reg)); diff != "" {
-		t.Errorf("after writing in place (-want +got):\n%s", diff)
-	}
-
-	n := countLines(logs, "config reloaded")
-	hup <- syscall.SIGHUP
-	waitLog(t, logs, "SIGHUP")
-	waitFor(t, "a reload after SIGHUP", func() bool { return countLines(logs, "config reloaded") > n })
-
-	changed = reg.Changed()
-	replaceFile(t, path, "diag: true\n")
-	waitChange(t, changed, logs, "removing every HTTP tool")
-	if got := names(reg); len(got) != 0 {
-		t.Errorf("after removing http_tools: %v", got)
-	}
-}
-
-// TestReloaderConfigMap swaps a Kubernetes ConfigMap's ..data symlink, as
-// the kubelet does on an update: the config file's own path never changes.
-func TestReloaderConfigMap(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	version := func(name, content string) {
-		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name, "toolwire.yaml"), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	version("..v1", httpToolsYAML("one", "http://127.0.0.1:1/"))
-	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "toolwire.yaml")
-	if err := os.Symlink(filepath.Join("..data", "toolwire.yaml"), path); err != nil {
-		t.Fatal(err)
-	}
-	reg, logs, _ := testReloader(t, path)
-	if diff := cmp.Diff([]string{"one"}, names(reg)); diff != "" {
-		t.Fatalf("at start (-want +got):\n%s", diff)
-	}
-
-	changed := reg.Changed()
-	version("..v2", httpToolsYAML("two", "http://127.0.0.1:1/"))
-	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
-	}
-	os.RemoveAll(filepath.Join(dir, "..v1"))
-	waitChange(t, changed, logs, "swapping ..data")
-	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
-		t.Errorf("after the swap (-want +got):\n%s", diff)
-	}
-}
-
 func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	a := defaultServeConfig()
@@ -245,8 +70,8 @@ func TestRestartOnly(t *testing.T) {
 		t.Errorf("restartOnly (-want +got):\n%s", diff)
 	}
 	c := a
-	c.HTTPTools = make([]httptool.Spec, 1)
-	c.MCPServers = make([]mcpgw.ServerConfig, 1) // in the embedded Sources
+	c.HTTPTools = make([]httpsource.Spec, 1)
+	c.MCPServers = make([]mcpsource.ServerConfig, 1) // in the embedded Sources
 	c.Remotes = make([]remote.Config, 1)
 	if got := restartOnly(a, c); len(got) != 0 {
 		t.Errorf("http_tools, mcp_servers and remotes changed: %v; want nothing needing a restart", got)
@@ -437,65 +262,11 @@ func TestDocsHTTPTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := httptool.Tools(cfg.HTTPTools, nil)
+	ts, err := httpsource.Tools(cfg.HTTPTools, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ts) != 3 || !ts[0].Annotations.ReadOnly || ts[2].Annotations.ReadOnly {
 		t.Errorf("tools %+v", ts)
-	}
-}
-
-// TestReloaderAllOrNothing: when one source rejects the new config, no
-// source applies it.
-func TestReloaderAllOrNothing(t *testing.T) {
-	t.Parallel()
-	reg, err := tools.NewRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var synced []int
-	var stopped int
-	cfgs := []serveConfig{{MaxCalls: 1}, {MaxCalls: 2}, {MaxCalls: 3}}
-	next := 0
-	logs := &syncBuffer{}
-	r := &reloader{
-		load: func() (serveConfig, error) { c := cfgs[next]; next++; return c, nil },
-		sources: []toolSource{
-			newHTTPSource(reg),
-			syncSource{
-				Sync: func(cfg serveConfig) error { synced = append(synced, cfg.MaxCalls); return nil },
-				Stop: func() { stopped++ },
-			},
-			syncSource{
-				Check: func(cfg serveConfig) error {
-					if cfg.MaxCalls == 2 {
-						return errors.New("mcp_servers[0]: no command")
-					}
-					return nil
-				},
-				Sync: func(serveConfig) error { return nil },
-			},
-		},
-		log: slog.New(slog.NewJSONHandler(logs, nil)),
-	}
-	cfg, _ := r.load()
-	if err := r.start(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Reload(false); err == nil || !strings.Contains(logs.String(), "mcp_servers[0]: no command") {
-		t.Errorf("Reload: %v; want the rejection logged\n%s", err, logs)
-	}
-	if err := r.Reload(false); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]int{1, 3}, synced); diff != "" {
-		t.Errorf("configs synced (-want +got):\n%s", diff)
-	}
-	for _, s := range r.sources {
-		s.Close()
-	}
-	if stopped != 1 {
-		t.Errorf("Stop called %d times", stopped)
 	}
 }

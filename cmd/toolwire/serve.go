@@ -43,13 +43,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeWorkspace()
-	// Reload comes last: its sources refuse names that are already taken.
-	stopReload, err := startReload(ctx, args, cfg, reg, log)
+	// Sources come last: built-in tools keep their names.
+	stopSources, err := startSources(ctx, args, cfg, reg, log)
 	if err != nil {
 		return err
 	}
-	defer stopReload()
-	if reg.Snapshot().Len() == 0 && cfg.Sources.empty() {
+	defer stopSources()
+	if reg.Snapshot().Len() == 0 && cfg.Sources.Empty() {
 		log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
 	}
 	for name := range cfg.Safe {
@@ -71,7 +71,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer st.Close() // after the server has drained
-	svcCfg.Store = st
+	svcCfg.Idempotency, svcCfg.Sessions = st, st // one store keeps both
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	tel.apply(&svcCfg)
 	srv := service.New(reg, svcCfg)

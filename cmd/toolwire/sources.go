@@ -1,52 +1,83 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"slices"
 
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
+	"github.com/toolwire/toolwire/sources"
+	"github.com/toolwire/toolwire/sources/reload"
+	"github.com/toolwire/toolwire/tools"
 )
 
-// Sources is the part of the serve configuration that brings tools from
-// outside the binary: MCP servers and remote toolwire servers. It is
-// embedded in serveConfig, so its keys sit at the top level of the file.
-type Sources struct {
-	MCPServers []mcpgw.ServerConfig `json:"mcp_servers,omitempty"`
-	Remotes    []remote.Config      `json:"remotes,omitempty"`
+// Sources is the part of the serve configuration that declares tool
+// sources: http_tools, mcp_servers and remotes. It is embedded in
+// serveConfig, so its keys sit at the top level of the file.
+type Sources = sources.Config
+
+// startSources starts the tool sources cfg declares and, when serve has a
+// config file, keeps them in step with it until ctx is done (see
+// sources/reload). stop waits for the watcher and closes the sources.
+func startSources(ctx context.Context, args []string, cfg serveConfig, reg *tools.Registry, log *slog.Logger) (stop func(), err error) {
+	return reload.Start(ctx, sources.New(reg, log), cfg, reload.Options[serveConfig]{
+		Path: configPath(args),
+		Load: func() (serveConfig, error) {
+			// Read as at start: the file, then the command line's flags.
+			cfg, _, err := parseServeArgs(args, io.Discard)
+			return cfg, err
+		},
+		Sources:     func(cfg serveConfig) sources.Config { return cfg.Sources },
+		RestartOnly: restartOnly,
+		Log:         log,
+	})
 }
 
-// validate checks every source, reading no files and no environment.
-func (s Sources) validate() error {
-	return errors.Join(mcpgw.ValidateAll(s.MCPServers), remote.ValidateAll(s.Remotes))
+// configPath returns the --config argument of serve's args, which have
+// parsed without error already.
+func configPath(args []string) string {
+	var cfg serveConfig
+	var path string
+	fs := serveFlags(&cfg, &path)
+	fs.SetOutput(io.Discard)
+	_ = fs.Parse(args)
+	return path
 }
 
-// empty reports whether no source is configured.
-func (s Sources) empty() bool {
-	return len(s.MCPServers) == 0 && len(s.Remotes) == 0
-}
-
-// sourceSet runs the MCP gateway and the remote mounts of one server.
-type sourceSet struct {
-	mcp     *mcpgw.Gateway
-	remotes *remote.Mounts
-}
-
-// Apply reconciles the running sources with cfg: new ones start, removed
-// ones stop and lose their tools, changed ones restart, unchanged ones are
-// left alone. It does not block on connections. The whole cfg is
-// validated first, so an invalid one changes nothing; config reload calls
-// this at start and with each new file (see toolSources in reload.go).
-func (s *sourceSet) Apply(ctx context.Context, cfg Sources) error {
-	if err := cfg.validate(); err != nil {
-		return err
+// restartOnly returns the settings of the config file, other than the
+// sources' (which reload applies), whose values differ between a and b.
+// Each top-level key is compared as the file writes it, so a setting added
+// to serveConfig is covered without being listed here.
+func restartOnly(a, b serveConfig) []string {
+	a.Sources, b.Sources = Sources{}, Sources{}
+	ka, kb := fileKeys(a), fileKeys(b)
+	var changed []string
+	for key, va := range ka {
+		if !bytes.Equal(va, kb[key]) {
+			changed = append(changed, key)
+		}
 	}
-	return errors.Join(s.mcp.Sync(ctx, cfg.MCPServers), s.remotes.Sync(ctx, cfg.Remotes))
+	for key := range kb {
+		if _, ok := ka[key]; !ok {
+			changed = append(changed, key)
+		}
+	}
+	slices.Sort(changed)
+	return changed
 }
 
-// Close stops every source, ends MCP child processes and removes the
-// sources' tools.
-func (s *sourceSet) Close() {
-	_ = s.mcp.Close()
-	_ = s.remotes.Close()
+// fileKeys returns cfg's top-level keys and their values as JSON text, the
+// form sigs.k8s.io/yaml decodes the file from.
+func fileKeys(cfg serveConfig) map[string]json.RawMessage {
+	b, err := json.Marshal(cfg)
+	var keys map[string]json.RawMessage
+	if err == nil {
+		err = json.Unmarshal(b, &keys)
+	}
+	if err != nil {
+		panic("serveConfig does not marshal to a JSON object: " + err.Error()) // a bug; TestRestartOnly catches it
+	}
+	return keys
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/sources"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
 )
 
 func TestSourcesConfig(t *testing.T) {
@@ -40,7 +41,7 @@ remotes:
 		t.Fatal(err)
 	}
 	want := Sources{
-		MCPServers: []mcpgw.ServerConfig{
+		MCPServers: []mcpsource.ServerConfig{
 			{Name: "files", Command: "mcp-files", Args: []string{"--root", "/srv"}, Env: map[string]string{"API_KEY": "{{FILES_KEY}}"}},
 			{Name: "search", URL: "https://mcp.example/mcp", Headers: map[string]string{"Authorization": "Bearer {{SEARCH_TOKEN}}"}},
 		},
@@ -49,8 +50,12 @@ remotes:
 	if diff := cmp.Diff(want, cfg.Sources); diff != "" {
 		t.Errorf("sources (-want +got):\n%s", diff)
 	}
-	if err := cfg.Sources.validate(); err != nil {
-		t.Errorf("validate: %v", err)
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sources.New(reg, nil).Check(cfg.Sources); err != nil {
+		t.Errorf("Check: %v", err)
 	}
 
 	for _, tc := range []struct{ yaml, want string }{

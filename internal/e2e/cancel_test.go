@@ -21,11 +21,11 @@ import (
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
+	httpsource "github.com/toolwire/toolwire/sources/http"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
-	"github.com/toolwire/toolwire/tools/httptool"
-	"github.com/toolwire/toolwire/tools/mcpgw"
-	"github.com/toolwire/toolwire/tools/remote"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 	"github.com/toolwire/toolwire/tools/workspacetools"
@@ -266,9 +266,9 @@ func addHTTPTools(t testing.TB, reg *tools.Registry) {
 		<-r.Context().Done()
 	}))
 	t.Cleanup(hs.Close)
-	hc := httptool.NewClient()
+	hc := httpsource.NewClient()
 	t.Cleanup(hc.CloseIdleConnections)
-	ts, err := httptool.Tools([]httptool.Spec{
+	ts, err := httpsource.Tools([]httpsource.Spec{
 		{Name: "http_silent", Description: "Never answered.", URL: hs.URL + "/silent", ReadOnly: true},
 		{Name: "http_trickle", Description: "Answered in part.", URL: hs.URL + "/trickle", ReadOnly: true},
 	}, hc)
@@ -326,7 +326,7 @@ func mountMCP(t testing.TB, reg *tools.Registry) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo"}}}, nil, nil
 		})
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
-	g := mcpgw.New(reg, nil)
+	g := mcpsource.New(reg, nil)
 	t.Cleanup(func() {
 		g.Close()
 		for ss := range s.Sessions() {
@@ -334,7 +334,7 @@ func mountMCP(t testing.TB, reg *tools.Registry) {
 		}
 		hs.Close()
 	})
-	err := g.Sync(context.Background(), []mcpgw.ServerConfig{
+	err := g.Sync(context.Background(), []mcpsource.ServerConfig{
 		{Name: "io", Command: mcpServerBin},
 		{Name: "web", URL: hs.URL},
 	})

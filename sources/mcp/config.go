@@ -1,0 +1,80 @@
+package mcpsource
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+	"regexp"
+	"slices"
+
+	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/sources/internal/supervise"
+)
+
+// ServerConfig describes one MCP server. Exactly one of Command (a child
+// process spoken to over stdio) and URL (streamable HTTP) is set.
+type ServerConfig struct {
+	// Name prefixes the server's tools: its tool "search" is offered as
+	// "<name>_search". Letters, digits and "_" only.
+	Name string `json:"name"`
+
+	// Command and Args start a stdio server. The child inherits toolwire's
+	// environment plus Env, whose values may reference {{ENV_VAR}}.
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+
+	// URL is a streamable HTTP endpoint; Headers are sent with every
+	// request, and their values may reference {{ENV_VAR}}.
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+var serverName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// Validate reports what is wrong with c, naming the server. It does not read
+// the environment: variables are read when connecting.
+func (c ServerConfig) Validate() error {
+	if !serverName.MatchString(c.Name) {
+		return fmt.Errorf("mcp server %q: name must match [A-Za-z0-9_]{1,64}", c.Name)
+	}
+	switch {
+	case c.Command == "" && c.URL == "":
+		return fmt.Errorf("mcp server %q: set command (stdio) or url (streamable HTTP)", c.Name)
+	case c.Command != "" && c.URL != "":
+		return fmt.Errorf("mcp server %q: set command or url, not both", c.Name)
+	case c.URL != "":
+		if len(c.Args) > 0 || len(c.Env) > 0 {
+			return fmt.Errorf("mcp server %q: args and env are for stdio servers (command)", c.Name)
+		}
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("mcp server %q: url must be an absolute http or https URL", c.Name)
+		}
+	case len(c.Headers) > 0:
+		return fmt.Errorf("mcp server %q: headers are for streamable HTTP servers (url)", c.Name)
+	}
+	for k, v := range c.Env {
+		if err := envref.Check(v); err != nil {
+			return fmt.Errorf("mcp server %q: env %s: %w", c.Name, k, err)
+		}
+	}
+	for k, v := range c.Headers {
+		if err := envref.Check(v); err != nil {
+			return fmt.Errorf("mcp server %q: header %s: %w", c.Name, k, err)
+		}
+	}
+	return nil
+}
+
+// ValidateAll validates every server and checks that names are unique.
+func ValidateAll(cfgs []ServerConfig) error {
+	return supervise.ValidateAll(cfgs, "mcp server", ServerConfig.name)
+}
+
+func (c ServerConfig) name() string { return c.Name }
+
+func (c ServerConfig) equal(o ServerConfig) bool {
+	return c.Name == o.Name && c.Command == o.Command && slices.Equal(c.Args, o.Args) &&
+		maps.Equal(c.Env, o.Env) && c.URL == o.URL && maps.Equal(c.Headers, o.Headers)
+}

@@ -1,0 +1,379 @@
+package mcpsource
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// TestProgressBeforeResult: every progress report the server writes before
+// its result reaches the call before the call returns, in order, none lost.
+// The test server sends its reports and its result back to back.
+func TestProgressBeforeResult(t *testing.T) {
+	const runs, steps = 500, 4
+	for _, tc := range []struct {
+		name string
+		cfg  func(t *testing.T) ServerConfig
+	}{
+		{"stdio", func(*testing.T) ServerConfig { return ServerConfig{Name: "p", Command: stdioServer} }},
+		{"http", func(t *testing.T) ServerConfig {
+			return ServerConfig{Name: "p", URL: newHTTPServer(t, testserver.Hooks{}).URL}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, reg := newGateway(t)
+			if err := g.Sync(context.Background(), []ServerConfig{tc.cfg(t)}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the progress tool", sourcetest.Has("p_progress"))
+			want := []float64{1, 2, 3, 4}
+			lost, bad := 0, 0
+			for range runs {
+				rec := newRecorder()
+				r := call(t, context.Background(), snap, "p_progress", fmt.Sprintf(`{"steps":%d}`, steps), rec)
+				if r.IsError {
+					t.Fatalf("progress call: %q", text(r))
+				}
+				var got []float64
+				for _, p := range rec.got { // the call has returned: no report comes later
+					got = append(got, *p.Progress)
+				}
+				lost += max(0, steps-len(got))
+				if !slices.Equal(got, want) {
+					bad++
+					if bad <= 3 {
+						t.Errorf("progress %v, want %v", got, want)
+					}
+				}
+			}
+			t.Logf("%d of %d runs with progress lost or out of order; %d reports lost", bad, runs, lost)
+			if bad > 0 {
+				t.Errorf("%d of %d runs with progress lost or out of order; %d reports lost", bad, runs, lost)
+			}
+		})
+	}
+}
+
+// TestHTTPServerKilledMidCall: a streamable HTTP server process killed while
+// a call runs fails the call at once and its tools go (a new revision),
+// instead of the SDK retrying the stream for about 19 s.
+func TestHTTPServerKilledMidCall(t *testing.T) {
+	t.Parallel()
+	urlfile := filepath.Join(t.TempDir(), "url")
+	cmd := exec.Command(stdioServer)
+	cmd.Env = append(os.Environ(), "TESTSERVER_URLFILE="+urlfile)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	url := waitFile(t, urlfile)
+	killedMidCall(t, ServerConfig{Name: "k", URL: url}, "k_slow", `{}`, cmd.Process)
+}
+
+// TestEverythingKilledMidCall is TestHTTPServerKilledMidCall with a real
+// third-party server, whose streams are resumable (it keeps an event
+// store), so the SDK would try to resume them.
+func TestEverythingKilledMidCall(t *testing.T) {
+	t.Parallel()
+	url, proc := everythingHTTP(t)
+	killedMidCall(t, ServerConfig{Name: "ev", URL: url}, "ev_trigger-long-running-operation", `{"duration":60,"steps":60}`, proc)
+}
+
+// everythingHTTP starts server-everything over streamable HTTP on a free
+// loopback port, stopped when the test ends, and returns its URL.
+func everythingHTTP(t *testing.T) (string, *os.Process) {
+	t.Helper()
+	bin := everything(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	cmd := exec.Command(bin, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", lis.Addr().(*net.TCPAddr).Port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	for limit := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return "http://" + addr + "/mcp", cmd.Process
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("server-everything does not listen on %s: %v", addr, err)
+		}
+	}
+}
+
+// killedMidCall connects to cfg, starts a call of tool, waits for its first
+// progress report, kills proc, and checks that the call returns an error
+// result and the server's tools go.
+func killedMidCall(t *testing.T, cfg ServerConfig, tool, args string, proc *os.Process) {
+	t.Helper()
+	g, reg := newGateway(t)
+	g.set.MinBackoff, g.set.MaxBackoff = time.Minute, time.Minute // gone means gone for this test
+	if err := g.Sync(context.Background(), []ServerConfig{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, reg, "the server's tools", sourcetest.Has(tool))
+	rec := newRecorder()
+	done := make(chan *tools.Result)
+	go func() { done <- call(t, context.Background(), snap, tool, args, rec) }()
+	select {
+	case <-rec.ch: // the call is running on the server
+	case <-time.After(waitLimit):
+		t.Fatal("the call did not start")
+	}
+	if err := proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	var r *tools.Result
+	select {
+	case r = <-done:
+	case <-time.After(waitLimit):
+		t.Fatal("the call in flight hangs after the server was killed")
+	}
+	errAfter := time.Since(killed)
+	// It says plainly which server went away, and keeps the SDK's cause
+	// short, at the end (once it began "failed the call: calling
+	// "tools/call": sending "tools/call": failed to reconnect (session ID:
+	// …): connection aborted after 0 attempts").
+	want := fmt.Sprintf("MCP server %q went away during the call: no answer came, so the call may or may not have run (", cfg.Name)
+	if got := text(r); !r.IsError || !strings.HasPrefix(got, want) || strings.Contains(got, "session ID") || strings.Contains(got, "tools/call") {
+		t.Errorf("call in flight: %q; want an error result beginning %q, without the SDK's request and session ID", got, want)
+	}
+	after := sourcetest.WaitTools(t, reg, "the tools to go", none(cfg.Name+"_"))
+	t.Logf("error result %v after the kill, tools gone %v after it: %q", errAfter, time.Since(killed), text(r))
+	if after.Revision() == snap.Revision() {
+		t.Error("revision unchanged")
+	}
+}
+
+// waitFile returns the contents of file once it exists.
+func waitFile(t *testing.T, file string) string {
+	t.Helper()
+	for limit := time.Now().Add(waitLimit); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(file); err == nil {
+			return string(b)
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("%s was not written", file)
+		}
+	}
+}
+
+// everything returns the path of @modelcontextprotocol/server-everything,
+// installed by `npm ci` in testdata/everything (.ci/run does it).
+func everything(tb testing.TB) string {
+	tb.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		testenv.Missing(tb, "node (for @modelcontextprotocol/server-everything)")
+	}
+	bin, err := filepath.Abs("testdata/everything/node_modules/.bin/mcp-server-everything")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		testenv.Missing(tb, "@modelcontextprotocol/server-everything (npm ci in sources/mcp/testdata/everything)")
+	}
+	return bin
+}
+
+// TestRemovedWhileCalling: a server removed by Sync while a call runs on it
+// offers no tools from then on, but the call finishes on the old session,
+// its progress and result delivered, before the session closes.
+func TestRemovedWhileCalling(t *testing.T) {
+	release := make(chan struct{})
+	srv := newHTTPServer(t, testserver.Hooks{Wait: func(ctx context.Context) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}})
+	g, reg := newGateway(t)
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "r", URL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("r_wait"))
+	rec := newRecorder()
+	done := make(chan *tools.Result)
+	go func() { done <- call(t, context.Background(), snap, "r_wait", `{}`, rec) }()
+	select {
+	case <-rec.ch: // "waiting": the call runs on the server
+	case <-time.After(waitLimit):
+		t.Fatal("the call did not start")
+	}
+	if err := g.Sync(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	sourcetest.WaitTools(t, reg, "the removed server's tools to go", none("r_"))
+	if n := sessions(srv); n != 1 {
+		t.Fatalf("%d sessions on the server while the call runs, want 1 (the old one)", n)
+	}
+	close(release)
+	r := <-done
+	if r.IsError || text(r) != "released" {
+		t.Errorf("call on the removed server: %q (error %v), want \"released\"", text(r), r.IsError)
+	}
+	var msgs []string
+	for _, p := range rec.got {
+		msgs = append(msgs, p.Message)
+	}
+	if !slices.Equal(msgs, []string{"waiting", "released"}) {
+		t.Errorf("progress %q, want [waiting released]", msgs)
+	}
+	for limit := time.Now().Add(waitLimit); sessions(srv) != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatal("the old session was not closed after its call finished")
+		}
+	}
+}
+
+func sessions(srv *httpServer) int {
+	n := 0
+	for range srv.mcp.Sessions() {
+		n++
+	}
+	return n
+}
+
+// TestHTTPStreamsNotResumed: the tests above see a killed HTTP server fail
+// its call and lose its tools within milliseconds, where the SDK's default,
+// resuming a broken stream five times with backoff, took about 19 s; this
+// holds the setting that makes the difference.
+func TestHTTPStreamsNotResumed(t *testing.T) {
+	t.Parallel()
+	g, _ := newGateway(t)
+	s := g.newServer(ServerConfig{Name: "h", URL: "http://127.0.0.1:1/mcp"}).(*server)
+	tr, cleanup, err := s.transport()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if w, ok := tr.(wireTransport); ok {
+		tr = w.Transport
+	}
+	if st, ok := tr.(*mcp.StreamableClientTransport); !ok || st.MaxRetries >= 0 {
+		t.Errorf("transport %#v: want a StreamableClientTransport with MaxRetries < 0 (no resumption)", tr)
+	}
+}
+
+// TestTasks calls server-everything's simulate-research-query, which
+// declares execution.taskSupport "required", over stdio and streamable HTTP:
+// the call is made task-augmented, the task's status messages arrive as
+// progress, and the result is the task's. A cancelled call cancels its
+// task (tasks/cancel).
+func TestTasks(t *testing.T) {
+	t.Parallel()
+	bin := everything(t)
+	for _, tc := range []struct {
+		name string
+		cfg  func(t *testing.T) ServerConfig
+	}{
+		{"stdio", func(*testing.T) ServerConfig { return ServerConfig{Name: "ev", Command: bin, Args: []string{"stdio"}} }},
+		{"http", func(t *testing.T) ServerConfig {
+			url, _ := everythingHTTP(t)
+			return ServerConfig{Name: "ev", URL: url}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			g, reg := newGateway(t)
+			tasks := make(chan func(context.Context) (task, error), 2)
+			g.onTask = func(r *rpc, id string) {
+				tasks <- func(ctx context.Context) (task, error) {
+					var st task
+					err := r.call(ctx, "tasks/get", map[string]string{"taskId": id}, &st)
+					return st, err
+				}
+			}
+			if err := g.Sync(context.Background(), []ServerConfig{tc.cfg(t)}); err != nil {
+				t.Fatal(err)
+			}
+			const tool = "ev_simulate-research-query"
+			snap := sourcetest.WaitTools(t, reg, "the task tool", sourcetest.Has(tool))
+
+			rec := newRecorder()
+			r := call(t, context.Background(), snap, tool, `{"topic":"gophers"}`, rec)
+			if r.IsError || !strings.Contains(text(r), "Research Report: gophers") {
+				t.Errorf("task result: %q", text(r))
+			}
+			var msgs []string
+			for _, p := range rec.got {
+				msgs = append(msgs, p.Message)
+			}
+			// The server moves through four stages, a second each; polling
+			// once a second sees most of them, in order.
+			if len(msgs) < 2 || msgs[0] != "Gathering sources..." || !slices.IsSorted(stageIndexes(t, msgs)) {
+				t.Errorf("progress %q: want the stages' status messages, in order, from the first", msgs)
+			}
+			<-tasks
+
+			ctx, cancel := context.WithCancel(context.Background())
+			rec = newRecorder()
+			done := make(chan *tools.Result)
+			go func() { done <- call(t, ctx, snap, tool, `{"topic":"cancelled"}`, rec) }()
+			var get func(context.Context) (task, error)
+			select {
+			case get = <-tasks:
+			case <-time.After(waitLimit):
+				t.Fatal("no task was created")
+			}
+			cancel()
+			if r := <-done; !r.IsError || !strings.Contains(text(r), "context canceled") {
+				t.Errorf("cancelled call: %q", text(r))
+			}
+			for limit := time.Now().Add(waitLimit); ; time.Sleep(20 * time.Millisecond) {
+				st, err := get(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Status == "cancelled" {
+					break
+				}
+				if time.Now().After(limit) {
+					t.Fatalf("task after the call was cancelled: %+v, want status cancelled", st)
+				}
+			}
+		})
+	}
+}
+
+// stageIndexes maps server-everything's research status messages to their
+// stage's index.
+func stageIndexes(t *testing.T, msgs []string) []int {
+	stages := []string{"Gathering sources...", "Analyzing content...", "Synthesizing findings...", "Generating report..."}
+	var out []int
+	for _, m := range msgs {
+		i := slices.Index(stages, m)
+		if i < 0 {
+			t.Errorf("unexpected status message %q", m)
+		}
+		out = append(out, i)
+	}
+	return out
+}

@@ -1,0 +1,358 @@
+package mcpsource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/sources/internal/supervise"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// requestTimeout bounds the handshake and each listing of tools, so a server
+// that accepts a connection and then says nothing is retried, not waited for.
+const requestTimeout = 30 * time.Second
+
+// server is one configured MCP server, the Runner its loop reconnects with,
+// and the state its tools' handlers share with it.
+type server struct {
+	g   *Gateway
+	cfg ServerConfig
+	log *slog.Logger
+
+	relist  chan struct{} // tools/list_changed arrived; capacity 1
+	offered bool          // it offers tools; only the run loop touches it
+
+	mu      sync.Mutex
+	session *mcp.ClientSession    // nil while not connected
+	conn    mcp.Connection        // the session's connection, once made
+	rpc     *rpc                  // the gateway's own requests on conn; nil while not connected
+	calls   map[string]*forwarder // calls in flight by progress token
+	seq     uint64
+	// taskRequired names the tools the latest tools/list said require
+	// task augmentation (execution.taskSupport "required"), as observed on
+	// the wire: the SDK's Tool type does not carry the field.
+	taskRequired map[string]bool
+}
+
+// newServer returns the server for c; its loop is run by g.set.
+func (g *Gateway) newServer(c ServerConfig) supervise.Runner {
+	return &server{
+		g: g, cfg: c, log: g.log.With("mcp_server", c.Name),
+		relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
+		taskRequired: map[string]bool{},
+	}
+}
+
+// Retrying logs why the server is unavailable.
+func (s *server) Retrying(err error, delay time.Duration) {
+	s.log.Warn("MCP server unavailable; retrying", "error", err, "retry_in", delay)
+}
+
+// Connect runs one session: it connects, imports the tools, re-lists
+// them whenever the server says they changed, and returns when the session
+// ends, with its tools removed.
+func (s *server) Connect(ctx context.Context) (connected bool, err error) {
+	transport, cleanup, err := s.transport()
+	if err != nil {
+		return false, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway", Version: version()}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			select {
+			case s.relist <- struct{}{}:
+			default: // a re-list is pending already
+			}
+		},
+		// Progress is taken off the wire, in order (see wire.go).
+	})
+	cctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	cs, err := client.Connect(cctx, transport, nil)
+	cancel()
+	if err != nil {
+		cleanup()
+		return false, fmt.Errorf("connecting: %w", err)
+	}
+	ended := make(chan struct{})
+	go func() {
+		_ = cs.Wait()
+		close(ended)
+	}()
+	s.mu.Lock()
+	s.session = cs
+	s.rpc = newRPC(s.conn, ended)
+	s.mu.Unlock()
+	defer func() {
+		// Tools first, so no new call starts; then the session, which ends
+		// a stdio server's process once the calls in flight have finished
+		// (they fail at once if the session has broken).
+		s.setTools(nil)
+		s.mu.Lock()
+		s.session, s.rpc, s.conn = nil, nil, nil
+		s.mu.Unlock()
+		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
+	}()
+	s.log.Info("MCP server connected")
+	for {
+		if err := s.refresh(ctx, cs); err != nil {
+			return true, fmt.Errorf("listing tools: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-ended:
+			return true, errors.New("the connection closed (the server exited or went away)")
+		case <-s.relist:
+			s.log.Info("MCP server's tools changed; listing them again")
+		}
+	}
+}
+
+// transport returns the transport for the server, with {{ENV_VAR}}
+// references expanded, and a function that releases what it holds.
+func (s *server) transport() (mcp.Transport, func(), error) {
+	if s.cfg.Command != "" {
+		env, err := envref.ExpandMap(s.cfg.Env)
+		if err != nil {
+			return nil, nil, fmt.Errorf("env %w", err)
+		}
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Env = os.Environ()
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		cmd.Stderr = &lineLogger{log: s.log}
+		t := &mcp.CommandTransport{Command: cmd, TerminateDuration: s.g.terminate}
+		return wireTransport{Transport: t, s: s, wrap: true}, func() {}, nil
+	}
+	headers, err := envref.ExpandMap(s.cfg.Headers)
+	if err != nil {
+		return nil, nil, fmt.Errorf("header %w", err)
+	}
+	// A transport of its own, so closing its idle connections at the end of
+	// the session leaves no goroutine behind.
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	t := &mcp.StreamableClientTransport{
+		Endpoint:   s.cfg.URL,
+		HTTPClient: &http.Client{Transport: httpTransport{headers: headers, base: base, s: s}},
+		// A stream that breaks is not resumed: the session fails at once,
+		// so calls in flight get their error and the server's tools go now,
+		// not after the SDK's reconnect attempts (about 19 s by default).
+		// A server that is still there is connected to again by the
+		// gateway's own backoff, with its tools.
+		MaxRetries: -1,
+	}
+	return wireTransport{Transport: t, s: s}, base.CloseIdleConnections, nil
+}
+
+// refresh lists the server's tools and swaps them into the registry.
+func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	s.mu.Lock()
+	clear(s.taskRequired)
+	s.mu.Unlock()
+	var list []tools.Tool
+	seen := map[string]bool{}
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return err
+		}
+		if seen[t.Name] {
+			s.log.Warn("MCP server lists a tool twice; using the first", "tool", t.Name)
+			continue
+		}
+		seen[t.Name] = true
+		d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)))
+		if err != nil {
+			s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
+			continue
+		}
+		list = append(list, d)
+	}
+	s.setTools(list)
+	return nil
+}
+
+// setTools replaces the MCP server's tools in the registry in one update. A
+// name another tool holds is skipped with a log line, once; the tool is
+// offered when that name is free again (see tools.Registry).
+func (s *server) setTools(list []tools.Tool) {
+	src := s.g.reg.Source("mcp:" + s.cfg.Name)
+	skipped, err := src.Set(list...)
+	if err != nil {
+		s.log.Error("cannot update the MCP server's tools", "error", err)
+		return
+	}
+	for _, n := range skipped {
+		owner, _ := s.g.reg.Owner(n)
+		s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", n, "owner", owner)
+	}
+	if len(list) > 0 || s.offered {
+		s.log.Info("MCP tools updated", "tools", served(src, list), "revision", s.g.reg.Snapshot().Revision())
+	}
+	s.offered = len(list) > 0
+}
+
+// requiresTask reports whether the latest listing said tool requires task
+// augmentation (see tasks.go).
+func (s *server) requiresTask(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.taskRequired[tool]
+}
+
+// noteTaskSupport records which tools of a tools/list result require task
+// augmentation.
+func (s *server) noteTaskSupport(result json.RawMessage) {
+	var list struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution *struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &list) != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range list.Tools {
+		if t.Execution != nil && t.Execution.TaskSupport == "required" {
+			s.taskRequired[t.Name] = true
+		}
+	}
+}
+
+// handler forwards calls of the server's tool remote, as MCP tasks when
+// task is set.
+func (s *server) handler(remote string, task bool) tools.Handler {
+	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		fwd := &forwarder{call: call}
+		s.mu.Lock()
+		cs, rpc := s.session, s.rpc
+		s.seq++
+		token := fmt.Sprintf("toolwire-%d", s.seq)
+		if cs != nil {
+			s.calls[token] = fwd
+		}
+		s.mu.Unlock()
+		if cs == nil {
+			return tools.Errorf("MCP server %q is not connected; its tools come back when it reconnects", s.cfg.Name), nil
+		}
+		defer func() {
+			s.mu.Lock()
+			delete(s.calls, token)
+			s.mu.Unlock()
+			fwd.finish(ctx)
+		}()
+		if task {
+			return s.callTask(ctx, rpc, remote, call.Arguments, token, fwd)
+		}
+		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
+		params.SetProgressToken(token)
+		// The SDK sends notifications/cancelled when ctx ends.
+		r, err := cs.CallTool(ctx, params)
+		if err != nil {
+			return s.failed(ctx, err)
+		}
+		return result(r), nil
+	}
+}
+
+// progress forwards an MCP progress notification to the call it belongs to.
+func (s *server) progress(p *mcp.ProgressNotificationParams) {
+	s.mu.Lock()
+	fwd := s.calls[fmt.Sprint(p.ProgressToken)]
+	s.mu.Unlock()
+	if fwd == nil {
+		return // the call has finished
+	}
+	progress := p.Progress
+	rep := tools.Progress{Progress: &progress, Message: p.Message}
+	if p.Total > 0 { // MCP: zero means unknown
+		total := p.Total
+		rep.Total = &total
+	}
+	fwd.add(rep)
+}
+
+// httpTransport adds configured headers to every request and observes the
+// messages of every response (see wire.go).
+type httpTransport struct {
+	headers map[string]string
+	base    http.RoundTripper
+	s       *server
+}
+
+func (t httpTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if len(t.headers) > 0 {
+		r = r.Clone(r.Context())
+		for k, v := range t.headers {
+			r.Header.Set(k, v)
+		}
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err == nil {
+		t.s.observeBody(resp)
+	}
+	return resp, err
+}
+
+// lineLogger logs a stdio server's stderr line by line.
+type lineLogger struct {
+	log *slog.Logger
+	buf []byte
+}
+
+const maxLine = 4 << 10
+
+func (w *lineLogger) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			if len(w.buf) > maxLine {
+				w.log.Info("MCP server stderr", "line", string(w.buf[:maxLine]))
+				w.buf = w.buf[:0]
+			}
+			return len(p), nil
+		}
+		line := w.buf[:min(i, maxLine)]
+		w.log.Info("MCP server stderr", "line", string(line))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+// version is toolwire's module version, for the client information MCP
+// servers see.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// served returns the names of the tools of list that src serves, for the
+// log: the others are held back by another tool of the same name.
+func served(src tools.SourceTools, list []tools.Tool) []string {
+	var names []string
+	for _, t := range list {
+		if src.Serves(t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	return names
+}

@@ -1,0 +1,176 @@
+package mcpsource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The gateway reads what a server sends as it crosses the wire, before the
+// SDK does. The SDK hands notifications to their handlers on a goroutine of
+// its own while it delivers responses directly, so a progress notification
+// written before a call's response could reach its handler after the call
+// had returned, and be dropped. Seen on the wire, each report is queued for
+// its call before the SDK has even read the response that follows it.
+//
+// stdio connections are wrapped as mcp.Connection values. Streamable HTTP
+// connections cannot be: the SDK tells its own connection type about the
+// session through an unexported method (the protocol version header, the
+// standalone SSE stream), which a wrapper would hide. Their response bodies
+// are observed instead, in the HTTP client's RoundTripper.
+
+// maxObserved bounds what is buffered to observe one message; the SDK's own
+// limit on an SSE event (mcp.DefaultMaxEventSize) is the same.
+const maxObserved = mcp.DefaultMaxEventSize
+
+// observe handles a message from the server in wire order: progress
+// notifications go to their calls, responses to the gateway's own requests
+// (see tasks.go) to their callers, and tools/list results say which tools
+// require task augmentation. It reports whether the message was a response
+// to the gateway, which the SDK need not see.
+func (s *server) observe(msg jsonrpc.Message) (ours bool) {
+	switch m := msg.(type) {
+	case *jsonrpc.Request:
+		if m.Method != "notifications/progress" {
+			return false
+		}
+		var p mcp.ProgressNotificationParams
+		if json.Unmarshal(m.Params, &p) == nil {
+			s.progress(&p)
+		}
+	case *jsonrpc.Response:
+		s.mu.Lock()
+		r := s.rpc
+		s.mu.Unlock()
+		if r != nil && r.deliver(m) {
+			return true
+		}
+		if bytes.Contains(m.Result, []byte(`"taskSupport"`)) {
+			s.noteTaskSupport(m.Result)
+		}
+	}
+	return false
+}
+
+// observeData decodes one message's JSON when it may matter to observe:
+// most messages are responses the gateway leaves to the SDK.
+func (s *server) observeData(data []byte) {
+	if !bytes.Contains(data, []byte(`notifications/progress`)) && !bytes.Contains(data, []byte(`"taskSupport"`)) &&
+		!bytes.Contains(data, []byte(rpcIDPrefix)) {
+		return
+	}
+	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+		s.observe(msg)
+	}
+}
+
+// wireTransport keeps the connection it makes, for the gateway's own
+// requests, and wraps it in a wireConn when wrap is set (stdio; see above).
+type wireTransport struct {
+	mcp.Transport
+	s    *server
+	wrap bool
+}
+
+func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t.s.mu.Lock()
+	t.s.conn = c
+	t.s.mu.Unlock()
+	if !t.wrap {
+		return c, nil
+	}
+	return wireConn{Connection: c, s: t.s}, nil
+}
+
+// wireConn observes every message read from a connection.
+type wireConn struct {
+	mcp.Connection
+	s *server
+}
+
+func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil || !c.s.observe(msg) {
+			return msg, err
+		}
+	}
+}
+
+// wireBody observes the messages of one streamable HTTP response body, an
+// SSE stream or a single JSON message, as the SDK reads it.
+type wireBody struct {
+	io.ReadCloser
+	s    *server
+	sse  bool
+	buf  []byte // SSE: the line being read; JSON: the body so far
+	data []byte // SSE: the data lines of the event being read
+	off  bool   // something was too large: observe no more
+}
+
+// observeBody wraps resp's body when it carries messages.
+func (s *server) observeBody(resp *http.Response) {
+	ct := resp.Header.Get("Content-Type")
+	sse := strings.HasPrefix(ct, "text/event-stream")
+	if sse || strings.HasPrefix(ct, "application/json") {
+		resp.Body = &wireBody{ReadCloser: resp.Body, s: s, sse: sse}
+	}
+}
+
+func (b *wireBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.off {
+		if b.sse {
+			b.scanSSE(p[:n])
+		} else {
+			b.buf = append(b.buf, p[:n]...)
+			if err == io.EOF {
+				b.s.observeData(b.buf)
+				b.buf = nil
+			}
+		}
+		if len(b.buf)+len(b.data) > maxObserved {
+			b.off, b.buf, b.data = true, nil, nil
+		}
+	}
+	return n, err
+}
+
+// scanSSE reads the complete lines in p (with what was left of the last
+// line) and observes each event's data when the event ends.
+func (b *wireBody) scanSSE(p []byte) {
+	b.buf = append(b.buf, p...)
+	rest := b.buf
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		line := bytes.TrimSuffix(rest[:i], []byte("\r"))
+		rest = rest[i+1:]
+		switch {
+		case len(line) == 0:
+			if len(b.data) > 0 {
+				b.s.observeData(b.data)
+			}
+			b.data = b.data[:0]
+		case bytes.HasPrefix(line, []byte("data:")):
+			if len(b.data) > 0 {
+				b.data = append(b.data, '\n')
+			}
+			b.data = append(b.data, bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
+		}
+	}
+	// Keep the partial line at the start of the buffer.
+	b.buf = b.buf[:copy(b.buf, rest)]
+}

@@ -1,0 +1,385 @@
+package reload
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/sources"
+	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	"go.uber.org/goleak"
+	"sigs.k8s.io/yaml"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const testTimeout = 20 * time.Second
+
+// testConfig stands for serve's configuration: the sources, and settings
+// only a restart applies.
+type testConfig struct {
+	sources.Config
+	MaxCalls int  `json:"max_calls"`
+	Diag     bool `json:"diag"`
+}
+
+// loadFile reads path as serve reads its --config file: unknown keys are
+// an error.
+func loadFile(path string) func() (testConfig, error) {
+	return func() (testConfig, error) {
+		var cfg testConfig
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = yaml.UnmarshalStrict(b, &cfg)
+		}
+		return cfg, err
+	}
+}
+
+func testOptions(path string, load func() (testConfig, error), log *slog.Logger) Options[testConfig] {
+	return Options[testConfig]{
+		Path:    path,
+		Load:    load,
+		Sources: func(c testConfig) sources.Config { return c.Config },
+		RestartOnly: func(a, b testConfig) []string {
+			if a.MaxCalls != b.MaxCalls {
+				return []string{"max_calls"}
+			}
+			return nil
+		},
+		Log:      log,
+		Debounce: 20 * time.Millisecond,
+	}
+}
+
+// httpToolsYAML is a config declaring one read-only HTTP tool, name, that
+// fetches url.
+func httpToolsYAML(name, url string) string {
+	return "http_tools:\n- name: " + name + "\n  description: fetch\n  url: " + url + "\n  read_only: true\n"
+}
+
+// replaceFile writes content to path the way editors do: a new file
+// renamed over the old one.
+func replaceFile(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls until cond holds, failing t after testTimeout.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(testTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLog waits for a log line containing every one of want.
+func waitLog(t *testing.T, log *sourcetest.LogBuffer, want ...string) {
+	t.Helper()
+	waitFor(t, "a log line with "+strings.Join(want, ", "), func() bool { return hasLine(log, want...) })
+}
+
+// hasLine reports whether a log line contains every one of want.
+func hasLine(log *sourcetest.LogBuffer, want ...string) bool {
+	for line := range strings.Lines(log.String()) {
+		all := true
+		for _, w := range want {
+			all = all && strings.Contains(line, w)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// countLines counts the log lines containing s.
+func countLines(log *sourcetest.LogBuffer, s string) int {
+	return strings.Count(log.String(), s)
+}
+
+// testReloader runs a reloader of the config at path over a registry
+// holding the diag tools, until the test ends.
+func testReloader(t *testing.T, path string) (*tools.Registry, *sourcetest.LogBuffer, chan<- os.Signal) {
+	t.Helper()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &sourcetest.LogBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	src := sources.New(reg, log)
+	r := newReloader(src, testOptions(path, loadFile(path), log))
+	cfg, err := r.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.start(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	hup := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	w := r.openWatcher()
+	go func() { defer close(done); r.run(ctx, w, hup) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		src.Close()
+	})
+	return reg, logs, hup
+}
+
+// waitChange waits for the registry to change after changed was taken.
+func waitChange(t *testing.T, changed <-chan struct{}, logs *sourcetest.LogBuffer, what string) {
+	t.Helper()
+	select {
+	case <-changed:
+	case <-time.After(testTimeout):
+		t.Fatalf("the registry did not change after %s; log:\n%s", what, logs)
+	}
+}
+
+func names(reg *tools.Registry) []string {
+	var out []string
+	for _, n := range reg.Snapshot().Names() {
+		if n != "echo" && n != "sleep" && n != "fail" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// TestReloader rewrites a watched config file in the ways people do and
+// checks what is served after each.
+func TestReloader(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "toolwire.yaml")
+	if err := os.WriteFile(path, []byte(httpToolsYAML("one", "http://127.0.0.1:1/one")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, hup := testReloader(t, path)
+	if diff := cmp.Diff([]string{"one"}, names(reg)); diff != "" {
+		t.Fatalf("at start (-want +got):\n%s", diff)
+	}
+	tool, _ := reg.Snapshot().Lookup("one")
+	if tool.Source != tools.SourceHTTP || !tool.Annotations.ReadOnly {
+		t.Errorf("one = %+v", tool)
+	}
+
+	changed := reg.Changed()
+	replaceFile(t, path, httpToolsYAML("two", "http://127.0.0.1:1/two"))
+	waitChange(t, changed, logs, "renaming a new file into place")
+	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
+		t.Errorf("after rename (-want +got):\n%s", diff)
+	}
+	waitLog(t, logs, "config reloaded", `"two"`)
+
+	rev := reg.Snapshot().Revision()
+	for _, bad := range []struct{ yaml, want string }{
+		{"http_tools:\n- {name: bad, url: 'http://x/{id}'}\n", `tool \"bad\": url: placeholder {id} is not a property declared in parameters`},
+		{"http_tools:\n- {name: echo, url: 'http://x/'}\n", `tool \"echo\": the name is taken`},
+		{"http_tools: [\n", "config reload rejected"},
+		{"http_toolz: []\n", "http_toolz"},
+	} {
+		replaceFile(t, path, bad.yaml)
+		waitLog(t, logs, "config reload rejected", bad.want)
+		if got := reg.Snapshot().Revision(); got != rev {
+			t.Errorf("after an invalid config (%q) the revision changed", bad.yaml)
+		}
+	}
+	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
+		t.Errorf("after invalid configs (-want +got):\n%s", diff)
+	}
+
+	changed = reg.Changed()
+	// Written in place, as "echo ... > file" does.
+	if err := os.WriteFile(path, []byte(httpToolsYAML("three", "http://127.0.0.1:1/3")+"max_calls: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changed, logs, "writing the file in place")
+	waitLog(t, logs, "need a restart", "max_calls")
+	if diff := cmp.Diff([]string{"three"}, names(reg)); diff != "" {
+		t.Errorf("after writing in place (-want +got):\n%s", diff)
+	}
+
+	n := countLines(logs, "config reloaded")
+	hup <- syscall.SIGHUP
+	waitLog(t, logs, "SIGHUP")
+	waitFor(t, "a reload after SIGHUP", func() bool { return countLines(logs, "config reloaded") > n })
+
+	changed = reg.Changed()
+	replaceFile(t, path, "diag: true\n")
+	waitChange(t, changed, logs, "removing every HTTP tool")
+	if got := names(reg); len(got) != 0 {
+		t.Errorf("after removing http_tools: %v", got)
+	}
+}
+
+// TestReloaderConfigMap swaps a Kubernetes ConfigMap's ..data symlink, as
+// the kubelet does on an update: the config file's own path never changes.
+func TestReloaderConfigMap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	version := func(name, content string) {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "toolwire.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", httpToolsYAML("one", "http://127.0.0.1:1/"))
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "toolwire.yaml")
+	if err := os.Symlink(filepath.Join("..data", "toolwire.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, _ := testReloader(t, path)
+	if diff := cmp.Diff([]string{"one"}, names(reg)); diff != "" {
+		t.Fatalf("at start (-want +got):\n%s", diff)
+	}
+
+	changed := reg.Changed()
+	version("..v2", httpToolsYAML("two", "http://127.0.0.1:1/"))
+	if err := os.Symlink("..v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "..v1"))
+	waitChange(t, changed, logs, "swapping ..data")
+	if diff := cmp.Diff([]string{"two"}, names(reg)); diff != "" {
+		t.Errorf("after the swap (-want +got):\n%s", diff)
+	}
+}
+
+// TestReloaderAllOrNothing: when one source rejects the new config, no
+// source applies it, nothing changes in the registry and no restart is
+// reported; the next valid config applies, and the settings outside the
+// sources it changes are reported as needing a restart.
+func TestReloaderAllOrNothing(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs := []string{
+		httpToolsYAML("one", "http://127.0.0.1:1/"),
+		// Valid HTTP tools, an invalid MCP server, and a setting that
+		// needs a restart: none of it may take.
+		httpToolsYAML("two", "http://127.0.0.1:1/") + "mcp_servers:\n- name: x\nmax_calls: 2\n",
+		httpToolsYAML("three", "http://127.0.0.1:1/") + "max_calls: 3\n",
+	}
+	next := 0
+	load := func() (testConfig, error) {
+		var cfg testConfig
+		err := yaml.UnmarshalStrict([]byte(cfgs[next]), &cfg)
+		next++
+		return cfg, err
+	}
+	logs := &sourcetest.LogBuffer{}
+	src := sources.New(reg, nil)
+	defer src.Close()
+	r := newReloader(src, testOptions("", load, slog.New(slog.NewJSONHandler(logs, nil))))
+	cfg, _ := r.Load()
+	if err := r.start(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	rev := reg.Snapshot().Revision()
+	if err := r.Reload(false); err == nil || !hasLine(logs, "config reload rejected", `mcp server \"x\": set command`) {
+		t.Errorf("Reload: %v; want the rejection logged\n%s", err, logs)
+	}
+	if got := reg.Snapshot().Revision(); got != rev || !cmp.Equal(names(reg), []string{"one"}) {
+		t.Errorf("after a rejected config: %v at %s; want [one] at %s", names(reg), got, rev)
+	}
+	if strings.Contains(logs.String(), "need a restart") {
+		t.Errorf("a rejected config reported settings needing a restart:\n%s", logs)
+	}
+	if err := r.Reload(false); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"three"}, names(reg)); diff != "" {
+		t.Errorf("after a valid config (-want +got):\n%s", diff)
+	}
+	if !hasLine(logs, "need a restart", `"settings":["max_calls"]`) {
+		t.Errorf("max_calls changed, and no line says it needs a restart:\n%s", logs)
+	}
+}
+
+// TestStartInvalid: an invalid config at start is an error naming the
+// file, and the sources are closed.
+func TestStartInvalid(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg testConfig
+	if err := yaml.UnmarshalStrict([]byte("mcp_servers:\n- name: x\n"), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	stop, err := Start(t.Context(), sources.New(reg, nil), cfg, testOptions("/etc/toolwire.yaml", nil, nil))
+	if err == nil || !strings.Contains(err.Error(), "config /etc/toolwire.yaml: ") || !strings.Contains(err.Error(), `mcp server "x": set command`) {
+		t.Errorf("Start: %v; want an error naming the file and the server", err)
+	}
+	if stop != nil {
+		t.Error("Start failed and returned a stop function")
+	}
+}
+
+// TestReloadedLineShowsNewConfig removes a connected MCP server by reload:
+// the "config reloaded" line names what the new config declares, not the
+// tools the registry held a moment before (the server's tools leave in the
+// background).
+func TestReloadedLineShowsNewConfig(t *testing.T) {
+	t.Parallel()
+	m := mcp.NewServer(&mcp.Implementation{Name: "test"}, nil)
+	mcp.AddTool(m, &mcp.Tool{Name: "ping"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "pong"}}}, nil, nil
+	})
+	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, nil))
+	t.Cleanup(web.Close)
+
+	path := filepath.Join(t.TempDir(), "toolwire.yaml")
+	if err := os.WriteFile(path, []byte("mcp_servers:\n  - name: old\n    url: "+web.URL+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, _ := testReloader(t, path)
+	waitFor(t, "the MCP server's tools", func() bool { _, ok := reg.Snapshot().Lookup("old_ping"); return ok })
+
+	replaceFile(t, path, httpToolsYAML("fresh", web.URL)+"mcp_servers: []\n")
+	waitLog(t, logs, `"msg":"config reloaded"`)
+	for line := range strings.Lines(logs.String()) {
+		if !strings.Contains(line, `"msg":"config reloaded"`) {
+			continue
+		}
+		if !strings.Contains(line, `"http_tools":["fresh"],"mcp_servers":[],"remotes":[]`) || strings.Contains(line, "old") {
+			t.Errorf("config reloaded line:\n%s\nwant the new config's sources, and nothing of the removed server", line)
+		}
+	}
+}

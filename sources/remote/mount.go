@@ -1,0 +1,239 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/supervise"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// listTimeout bounds each ListTools, so a remote that accepts the RPC and
+// then says nothing is retried, not waited for.
+const listTimeout = 30 * time.Second
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// mount is one remote: the Runner its loop reconnects with, and the state
+// its tools' handlers share with it.
+type mount struct {
+	m       *Mounts
+	cfg     Config
+	log     *slog.Logger
+	offered bool // it offers tools; only the run loop touches it
+
+	mu     sync.Mutex
+	client *client.Client // nil while not connected
+}
+
+// newMount returns the mount for c; its loop is run by m.set.
+func (m *Mounts) newMount(c Config) supervise.Runner {
+	return &mount{m: m, cfg: c, log: m.log.With("remote", c.Name, "target", c.Target)}
+}
+
+// Retrying logs why the remote is unavailable.
+func (mt *mount) Retrying(err error, delay time.Duration) {
+	mt.log.Warn("remote toolwire unavailable; retrying", "error", err, "retry_in", delay)
+}
+
+// Connect connects, lists the remote's tools at every revision WatchTools
+// announces, and returns when the watch ends, with the tools removed.
+func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
+	opts, err := mt.cfg.dialOptions()
+	if err != nil {
+		return false, err
+	}
+	c, err := client.New(mt.cfg.Target, opts...)
+	if err != nil {
+		return false, err
+	}
+	mt.mu.Lock()
+	mt.client = c
+	mt.mu.Unlock()
+	defer func() {
+		// Tools first, so no new call starts; then the connection, which
+		// fails the calls in flight.
+		mt.setTools(nil)
+		mt.mu.Lock()
+		mt.client = nil
+		mt.mu.Unlock()
+		c.Close()
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.ToolService().WatchTools(ctx, &toolwirev1.WatchToolsRequest{})
+	if err != nil {
+		return false, err
+	}
+	last := ""
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return listed, errors.New("the remote ended the watch")
+		}
+		if err != nil {
+			return listed, err
+		}
+		if ev.GetRevision() == last {
+			continue
+		}
+		lctx, lcancel := context.WithTimeout(ctx, listTimeout)
+		list, err := c.ListTools(lctx)
+		lcancel()
+		if err != nil {
+			return listed, fmt.Errorf("listing tools: %w", err)
+		}
+		if !listed {
+			mt.log.Info("remote toolwire connected")
+		}
+		listed, last = true, ev.GetRevision()
+		mt.setTools(mt.declarations(list.GetTools()))
+	}
+}
+
+// declarations converts the remote's declarations, skipping (with a log
+// line) any that cannot be offered locally.
+func (mt *mount) declarations(list []*toolwirev1.Tool) []tools.Tool {
+	var out []tools.Tool
+	for _, t := range list {
+		d := tools.Tool{
+			Name:         mt.cfg.Name + "_" + t.GetName(),
+			Title:        t.GetTitle(),
+			Description:  t.GetDescription(),
+			InputSchema:  json.RawMessage(t.GetInputSchema()),
+			OutputSchema: json.RawMessage(t.GetOutputSchema()),
+			Annotations: tools.Annotations{
+				ReadOnly:    t.GetAnnotations().GetReadOnly(),
+				Destructive: t.GetAnnotations().GetDestructive(),
+				Idempotent:  t.GetAnnotations().GetIdempotent(),
+				OpenWorld:   t.GetAnnotations().GetOpenWorld(),
+			},
+			Timeout: t.GetTimeout().AsDuration(),
+			Source:  tools.SourceRemote,
+			Handler: mt.handler(t.GetName()),
+		}
+		if len(d.OutputSchema) == 0 {
+			d.OutputSchema = nil
+		}
+		if !toolName.MatchString(d.Name) {
+			mt.log.Warn("skipping remote tool: prefixed name does not match [A-Za-z0-9_.-]{1,128}", "tool", t.GetName())
+			continue
+		}
+		// Compile it alone, so one bad tool is skipped rather than failing
+		// the update of all the remote's tools.
+		if _, err := tools.NewRegistry(d); err != nil {
+			mt.log.Warn("skipping remote tool", "tool", t.GetName(), "error", err)
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// setTools replaces the remote's tools in the registry in one update. A
+// name another tool holds is skipped with a log line, once; the tool is
+// offered when that name is free again (see tools.Registry).
+func (mt *mount) setTools(list []tools.Tool) {
+	src := mt.m.reg.Source("remote:" + mt.cfg.Name)
+	skipped, err := src.Set(list...)
+	if err != nil {
+		mt.log.Error("cannot update the remote's tools", "error", err)
+		return
+	}
+	for _, n := range skipped {
+		owner, _ := mt.m.reg.Owner(n)
+		mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", n, "owner", owner)
+	}
+	if len(list) > 0 || mt.offered {
+		mt.log.Info("remote tools updated", "tools", served(src, list), "revision", mt.m.reg.Snapshot().Revision())
+	}
+	mt.offered = len(list) > 0
+}
+
+// handler forwards calls of the remote's tool remote as one-call batches.
+func (mt *mount) handler(remote string) tools.Handler {
+	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+		mt.mu.Lock()
+		c := mt.client
+		mt.mu.Unlock()
+		if c == nil {
+			return tools.Errorf("remote toolwire %q is not connected; its tools come back when it reconnects", mt.cfg.Name), nil
+		}
+		id := call.ID
+		if id == "" {
+			id = "call"
+		}
+		tc := &toolwirev1.ToolCall{CallId: id, Name: remote, Arguments: string(call.Arguments)}
+		if dl, ok := ctx.Deadline(); ok {
+			// The RPC carries the deadline too; the remote keeps a margin
+			// from it, so its result arrives before ours is decided.
+			tc.Timeout = durationpb.New(time.Until(dl))
+		}
+		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tc}, SessionId: call.SessionID}
+		var res *toolwirev1.CallResult
+		for ev, err := range c.ExecuteBatch(ctx, req) {
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return tools.Errorf("remote toolwire %q failed the call: %s", mt.cfg.Name, status.Convert(err).Message()), nil
+			}
+			if p := ev.GetProgress(); p != nil {
+				call.Report(tools.Progress{Progress: p.Progress, Total: p.Total, Message: p.GetMessage(), Output: p.GetOutput()})
+			}
+			if r := ev.GetResult(); r != nil {
+				res = r
+			}
+		}
+		if res == nil {
+			return tools.Errorf("remote toolwire %q ended the batch without a result", mt.cfg.Name), nil
+		}
+		return result(res), nil
+	}
+}
+
+// result converts a remote's result, unchanged.
+func result(r *toolwirev1.CallResult) *tools.Result {
+	out := &tools.Result{IsError: r.GetIsError()}
+	if r.GetIsError() {
+		out.ErrorKind = int32(r.GetErrorKind())
+	}
+	for _, c := range r.GetContent() {
+		switch {
+		case c.GetImage() != nil:
+			out.Content = append(out.Content, tools.Content{Data: c.GetImage().GetData(), MIMEType: c.GetImage().GetMimeType()})
+		default:
+			out.Content = append(out.Content, tools.Content{Text: c.GetText().GetText()})
+		}
+	}
+	if s := r.GetStructuredContent(); s != "" {
+		out.StructuredContent = json.RawMessage(s)
+	}
+	if d := r.GetDetails(); d != "" {
+		out.Details = json.RawMessage(d)
+	}
+	return out
+}
+
+// served returns the names of the tools of list that src serves, for the
+// log: the others are held back by another tool of the same name.
+func served(src tools.SourceTools, list []tools.Tool) []string {
+	var names []string
+	for _, t := range list {
+		if src.Serves(t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	return names
+}
