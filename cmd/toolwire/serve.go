@@ -71,7 +71,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer st.Close() // after the server has drained
-	svcCfg.Idempotency, svcCfg.Sessions = st, st // one store keeps both
+	// One store keeps both the idempotency records and the sessions.
+	svcCfg.Idempotency, svcCfg.Sessions = st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	tel.apply(&svcCfg)
 	srv := service.New(reg, svcCfg)
