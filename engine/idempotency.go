@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"bytes"
@@ -55,8 +55,8 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 	if key == "" {
 		return nil, false
 	}
-	cfg := &b.s.cfg
-	scoped := strconv.Quote(Caller(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
+	cfg := &b.e.cfg
+	scoped := strconv.Quote(CallerFrom(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
 	fp := fingerprint(args)
 	owner := newID() + newID()
 
@@ -105,7 +105,7 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.s.cfg.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
+			b.e.cfg.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			key, err = "", fmt.Errorf("the tool failed to derive its idempotency key (panic: %v)", r)
 		}
@@ -114,7 +114,7 @@ func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err 
 	if !ok {
 		return "", nil
 	}
-	if len(key) > maxIDBytes {
+	if len(key) > MaxIDBytes {
 		// A key derived from arguments can be as long as they are; its
 		// digest keeps it unique and the store's keys short.
 		sum := sha256.Sum256([]byte(key))
@@ -139,7 +139,7 @@ func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, wai
 			waited.Round(time.Millisecond), elsewhere))
 	default:
 		// Running without the store could run the call twice: refuse.
-		b.s.cfg.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
+		b.e.cfg.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the idempotency store failed, so the call with key %q was not run: %v", key, err))
 	}
@@ -164,7 +164,7 @@ func (b *batch) replay(i int, stored []byte) {
 // taken over by a retry on another replica.
 func (c *idemClaim) renew() {
 	defer c.done.Done()
-	cfg := &c.b.s.cfg
+	cfg := &c.b.e.cfg
 	t := time.NewTicker(cfg.IdempotencyLease / 3)
 	defer t.Stop()
 	for {
@@ -195,7 +195,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	}
 	close(c.stop)
 	c.done.Wait()
-	cfg := &c.b.s.cfg
+	cfg := &c.b.e.cfg
 	// Detached from the batch: a cancelled batch must still settle its claims.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.streamCtx), storeTimeout)
 	defer cancel()
@@ -254,7 +254,7 @@ func (b *batch) session(ctx context.Context) tools.Session {
 	if id == "" {
 		return nil
 	}
-	return &session{st: b.s.cfg.Store, scope: strconv.Quote(Caller(ctx)) + "/" + id, ttl: b.s.cfg.SessionTTL}
+	return &session{st: b.e.cfg.Store, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
 }
 
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {

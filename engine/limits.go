@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -10,41 +10,7 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 )
-
-// ServerOptions returns the grpc.ServerOptions that enforce the Config's
-// transport limits: message sizes, keepalive and connection age, the codec
-// that keeps an encoded message's buffer near its size (messageCodec), and
-// the tap handle (grpc.InTapHandle) through which SendTimeout ends the
-// stream of a client that reads nothing; grpc-go takes one tap handle only,
-// so do not pass another. Serve applies them before its own options; a program that
-// registers the server on a grpc.Server of its own passes them to
-// grpc.NewServer.
-func (s *Server) ServerOptions() []grpc.ServerOption {
-	c := &s.cfg
-	return []grpc.ServerOption{
-		grpc.InTapHandle(stoppable),
-		newMessageCodec(),
-		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
-		grpc.MaxSendMsgSize(c.MaxMessageBytes),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime: c.KeepaliveMinTime,
-			// Agent runtimes sit idle between model turns; their pings then
-			// keep the connection warm and are no abuse.
-			PermitWithoutStream: true,
-		}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:                  c.KeepaliveTime,
-			Timeout:               c.KeepaliveTimeout,
-			MaxConnectionAge:      c.MaxConnectionAge, // 0: gRPC's default, forever
-			MaxConnectionAgeGrace: c.MaxConnectionAgeGrace,
-		}),
-	}
-}
 
 // limiter bounds the calls running at once, server-wide and per caller.
 // Waiters queue in the channels, which wake blocked senders first come,
@@ -188,18 +154,18 @@ func (s *slot) release(l *limiter) {
 // reserve takes a slot for the batch's first call, waiting up to
 // MaxQueueWait: once a batch is accepted every call must get a result, so a
 // wait that ends in an RPC error can only happen before. A server or caller
-// at its limit for that long gets RESOURCE_EXHAUSTED and retries with
+// at its limit for that long gets ResourceExhausted and retries with
 // backoff or on another replica.
 func (b *batch) reserve(ctx context.Context) error {
-	cs, err := b.s.limits.acquire(ctx, Caller(ctx), b.s.cfg.MaxQueueWait)
+	cs, err := b.e.limits.acquire(ctx, CallerFrom(ctx), b.e.cfg.MaxQueueWait)
 	if err != nil {
 		switch {
 		case errors.Is(context.Cause(ctx), errShutdown):
-			return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+			return errorf(Unavailable, "server is shutting down; retry on another replica")
 		case ctx.Err() != nil:
-			return status.FromContextError(ctx.Err()).Err()
+			return contextError(ctx.Err())
 		}
-		return status.Errorf(codes.ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.s.cfg.MaxQueueWait)
+		return errorf(ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.e.cfg.MaxQueueWait)
 	}
 	b.reserved.hold(cs)
 	if n := len(b.req.GetCalls()); n == 1 {
@@ -211,7 +177,7 @@ func (b *batch) reserve(ctx context.Context) error {
 }
 
 // dropReserved gives back the reserved slot if no call claimed it.
-func (b *batch) dropReserved() { b.reserved.release(b.s.limits) }
+func (b *batch) dropReserved() { b.reserved.release(b.e.limits) }
 
 // acquireSlot takes a slot for call i of an accepted batch: the batch's
 // reserved one when it is still unclaimed, else one from the limiter,
@@ -227,9 +193,9 @@ func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) *toolwire
 	}
 	wait := b.timeout(b.req.GetCalls()[i], t)
 	if dl, ok := b.streamCtx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)-b.s.cfg.DeadlineMargin)
+		wait = min(wait, time.Until(dl)-b.e.cfg.DeadlineMargin)
 	}
-	cs, err := b.s.limits.acquire(ctx, Caller(b.streamCtx), wait)
+	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.streamCtx), wait)
 	switch {
 	case err == nil:
 		b.slots[i].hold(cs)
@@ -246,4 +212,4 @@ func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) *toolwire
 // releaseSlot gives back call i's slot, if it still holds one. An abandoned
 // tool keeps its slot until it really returns: a caller cannot stack tools
 // that ignore cancellation beyond its share of slots.
-func (b *batch) releaseSlot(i int) { b.slots[i].release(b.s.limits) }
+func (b *batch) releaseSlot(i int) { b.slots[i].release(b.e.limits) }

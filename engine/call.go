@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 // timeout is how long call i may run: the earliest of its own timeout, the
 // tool's limit and the server's limit; the RPC's deadline is applied too.
 func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration {
-	d := b.s.cfg.DefaultCallTimeout
+	d := b.e.cfg.DefaultCallTimeout
 	if t.Timeout > 0 {
 		d = t.Timeout
 	}
@@ -80,7 +80,7 @@ func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration 
 			d = min(d, t.Timeout)
 		}
 	}
-	return min(d, b.s.cfg.MaxCallTimeout)
+	return min(d, b.e.cfg.MaxCallTimeout)
 }
 
 // callRun is one running call: the state its tool, its watchdog and its
@@ -109,7 +109,7 @@ type callRun struct {
 // is most of a small call's cost) and sends its result; see startCall.
 func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []byte, claim *idemClaim, onAbandon func()) bool {
 	call := b.req.GetCalls()[i]
-	cfg := &b.s.cfg
+	cfg := &b.e.cfg
 	r := &callRun{b: b, lane: lane, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), claim: claim, onAbandon: onAbandon}
 	deadline := r.start.Add(r.timeout)
 	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
@@ -127,7 +127,7 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 	r.callCtx = callCtx
 	r.handle = tools.NewCall(call.GetCallId(), t.Name, args, r.progress)
 	r.handle.SessionID = b.req.GetSessionId()
-	r.handle.Caller = Caller(ctx)
+	r.handle.Caller = CallerFrom(ctx)
 	r.handle.SetSession(b.session(ctx))
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)
@@ -155,9 +155,9 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 // progress forwards a report of the tool's, extending the idle timeout.
 func (r *callRun) progress(p tools.Progress) {
 	if r.idle != nil {
-		r.idle.Reset(r.b.s.cfg.IdleTimeout)
+		r.idle.Reset(r.b.e.cfg.IdleTimeout)
 	}
-	boundProgress(&p, r.b.s.cfg.MaxResultBytes)
+	boundProgress(&p, r.b.e.cfg.MaxResultBytes)
 	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
 }
 
@@ -167,7 +167,7 @@ func (r *callRun) watch() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.returned {
-		r.grace = time.AfterFunc(r.b.s.cfg.AbandonGrace, r.abandon)
+		r.grace = time.AfterFunc(r.b.e.cfg.AbandonGrace, r.abandon)
 	}
 }
 
@@ -177,8 +177,8 @@ func (r *callRun) abandon() {
 	if !r.decided.CompareAndSwap(false, true) {
 		return
 	}
-	cfg := &r.b.s.cfg
-	r.b.s.abandoned.Add(1) // its slot stays taken until the tool returns; see execute
+	cfg := &r.b.e.cfg
+	r.b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see execute
 	r.b.callAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
@@ -204,7 +204,7 @@ func (r *callRun) decide(o outcome, abandoned bool) {
 func (b *batch) invoke(ctx context.Context, t *tools.Tool, handle *tools.Call) (o outcome) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.s.cfg.Logger.ErrorContext(ctx, "tool panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			b.e.cfg.Logger.ErrorContext(ctx, "tool panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", r)}
 		}
 	}()
@@ -215,7 +215,7 @@ func (b *batch) invoke(ctx context.Context, t *tools.Tool, handle *tools.Call) (
 // judge fills res from the tool's outcome. ctx is the batch's context and
 // callCtx the call's.
 func (b *batch) judge(ctx, callCtx context.Context, t *tools.Tool, timeout time.Duration, rpcDeadline bool, o outcome, abandoned bool, res *toolwirev1.CallResult) {
-	cfg := &b.s.cfg
+	cfg := &b.e.cfg
 	failed := o.err != nil || o.res == nil || o.res.IsError
 	if callCtx.Err() != nil && (abandoned || failed) {
 		// Cancellation outranks whatever the tool said about it.

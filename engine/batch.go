@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -13,49 +13,38 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
-// Causes of a batch's cancellation, told apart in results.
-var (
-	errShutdown     = errors.New("the server is shutting down")
-	errBatchTimeout = errors.New("the batch deadline passed")
-	errIdle         = errors.New("no progress")
-	errSendTimeout  = errors.New("the client read nothing for the send timeout")
-)
-
-// maxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
-const maxListedNames = 20
+// MaxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
+const MaxListedNames = 20
 
 // Bounds on the strings a batch carries. An ID or key longer than
-// maxIDBytes makes the batch INVALID_ARGUMENT (Stripe allows 255 for its
-// idempotency keys); a name longer than maxNameBytes, the contract's limit,
+// MaxIDBytes makes the batch InvalidArgument (Stripe allows 255 for its
+// idempotency keys); a name longer than MaxNameBytes, the contract's limit,
 // names no tool, and is cut to shownBytes wherever it is shown.
 const (
-	maxIDBytes   = 256
-	maxNameBytes = 128
+	MaxIDBytes   = 256
+	MaxNameBytes = 128
 	shownBytes   = 64
 )
 
-// checkBatch rejects a batch the runtime must fix, before anything runs.
-// Its messages name calls by index and quote IDs only once they are known
-// to be short.
-func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
+// Check rejects with InvalidArgument a batch the runtime must fix, before
+// anything runs; Run calls it first. Its messages name calls by index and
+// quote IDs only once they are known to be short.
+func (e *Engine) Check(req *toolwirev1.ExecuteBatchRequest) error {
 	calls := req.GetCalls()
 	if len(calls) == 0 {
-		return status.Error(codes.InvalidArgument, "batch has no calls")
+		return errorf(InvalidArgument, "batch has no calls")
 	}
-	if len(calls) > s.cfg.MaxCallsPerBatch {
-		return status.Errorf(codes.InvalidArgument, "batch has %d calls; the limit is %d", len(calls), s.cfg.MaxCallsPerBatch)
+	if len(calls) > e.cfg.MaxCallsPerBatch {
+		return errorf(InvalidArgument, "batch has %d calls; the limit is %d", len(calls), e.cfg.MaxCallsPerBatch)
 	}
 	if d := req.GetOptions().GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-		return status.Error(codes.InvalidArgument, "options.timeout is not a valid non-negative duration")
+		return errorf(InvalidArgument, "options.timeout is not a valid non-negative duration")
 	}
-	if n := len(req.GetSessionId()); n > maxIDBytes {
-		return status.Errorf(codes.InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(req.GetSessionId()), n, maxIDBytes)
+	if n := len(req.GetSessionId()); n > MaxIDBytes {
+		return errorf(InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(req.GetSessionId()), n, MaxIDBytes)
 	}
 	seen := make(map[string]int, len(calls))
 	ids := 0 // bytes of call IDs, each echoed in BatchAccepted
@@ -63,30 +52,30 @@ func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
 		id := c.GetCallId()
 		switch n := len(id); {
 		case n == 0:
-			return status.Errorf(codes.InvalidArgument, "call %d has an empty call_id", i)
-		case n > maxIDBytes:
-			return status.Errorf(codes.InvalidArgument, "call %d: call_id %s is %d bytes; the limit is %d", i, shorten(id), n, maxIDBytes)
+			return errorf(InvalidArgument, "call %d has an empty call_id", i)
+		case n > MaxIDBytes:
+			return errorf(InvalidArgument, "call %d: call_id %s is %d bytes; the limit is %d", i, shorten(id), n, MaxIDBytes)
 		}
 		if j, dup := seen[id]; dup {
-			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, id)
+			return errorf(InvalidArgument, "calls %d and %d share call_id %q", j, i, id)
 		}
 		seen[id] = i
 		ids += len(id) + laneOverhead
-		if n := len(c.GetIdempotencyKey()); n > maxIDBytes {
-			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): idempotency_key %s is %d bytes; the limit is %d",
-				i, id, shorten(c.GetIdempotencyKey()), n, maxIDBytes)
+		if n := len(c.GetIdempotencyKey()); n > MaxIDBytes {
+			return errorf(InvalidArgument, "call %d (call_id %q): idempotency_key %s is %d bytes; the limit is %d",
+				i, id, shorten(c.GetIdempotencyKey()), n, MaxIDBytes)
 		}
-		if n := len(c.GetArguments()); n > s.cfg.MaxArgumentBytes {
-			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): arguments are %d bytes; the limit is %d", i, id, n, s.cfg.MaxArgumentBytes)
+		if n := len(c.GetArguments()); n > e.cfg.MaxArgumentBytes {
+			return errorf(InvalidArgument, "call %d (call_id %q): arguments are %d bytes; the limit is %d", i, id, n, e.cfg.MaxArgumentBytes)
 		}
 		if d := c.GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): timeout is not a valid non-negative duration", i, id)
+			return errorf(InvalidArgument, "call %d (call_id %q): timeout is not a valid non-negative duration", i, id)
 		}
 	}
 	// BatchAccepted lists every call ID; it must fit in one message.
-	if ids > s.cfg.MaxMessageBytes-eventOverhead {
-		return status.Errorf(codes.InvalidArgument, "the batch's call IDs take %d bytes together, too many for the %d-byte message that lists them; use shorter IDs or fewer calls",
-			ids, s.cfg.MaxMessageBytes)
+	if ids > e.cfg.MaxMessageBytes-eventOverhead {
+		return errorf(InvalidArgument, "the batch's call IDs take %d bytes together, too many for the %d-byte message that lists them; use shorter IDs or fewer calls",
+			ids, e.cfg.MaxMessageBytes)
 	}
 	return nil
 }
@@ -111,29 +100,30 @@ func shorten(s string) string {
 // allows its length, else cut to shownBytes and marked. A cut name still
 // names no tool, since "…" is not allowed in names.
 func shortName(name string) string {
-	if len(name) <= maxNameBytes {
+	if len(name) <= MaxNameBytes {
 		return name
 	}
 	return cutUTF8(name, shownBytes) + "…"
 }
 
-// batch is one accepted ExecuteBatch request on its way through the lanes.
+// batch is one accepted batch on its way through the lanes.
 type batch struct {
-	s         *Server
+	e         *Engine
 	id        string
 	req       *toolwirev1.ExecuteBatchRequest
 	snap      *tools.Snapshot
 	tools     []*tools.Tool // per call; nil when unknown
 	lanes     []Lane
 	parallel  int
-	streamCtx context.Context // the RPC's context; no event is sent after it ends
-	out       outbox          // events on their way to the writer
-	sending   atomic.Int64    // when the Send under way began (Unix ns); 0 between sends
-	timedOut  atomic.Bool     // the send timeout ended the stream
-	ended     []callSummary   // per call, written by the call's goroutine
-	failed    atomic.Bool     // some call has failed, for stop_on_error
-	reserved  slot            // taken before the batch was accepted, for its first call; see limits.go
-	slots     []slot          // per call, while it runs
+	streamCtx context.Context // the caller's context; no event is sent after it ends
+	sink      Sink
+	out       outbox        // events on their way to the writer
+	sending   atomic.Int64  // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool   // the send timeout ended the stream
+	ended     []callSummary // per call, written by the call's goroutine
+	failed    atomic.Bool   // some call has failed, for stop_on_error
+	reserved  slot          // taken before the batch was accepted, for its first call; see limits.go
+	slots     []slot        // per call, while it runs
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
@@ -151,17 +141,17 @@ type batch struct {
 	}
 }
 
-func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
-	snap := s.reg.Snapshot()
+func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) *batch {
 	b := &batch{
-		s:         s,
+		e:         e,
 		id:        newID(),
 		req:       req,
 		snap:      snap,
 		streamCtx: ctx,
+		sink:      sink,
 		start:     time.Now(),
 	}
-	b.out.init(s.cfg.MaxStreamBufferBytes, s.cfg.EventBuffer)
+	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer)
 	if n := len(req.GetCalls()); n == 1 {
 		b.tools, b.ended = b.one.tools[:], b.one.ended[:]
 	} else {
@@ -177,7 +167,7 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		// A name longer than the contract allows names no tool. It is cut
 		// here, once, so that no result, event, span or log line carries
 		// more of it; unknownTool still tells its length.
-		if len(c.GetName()) > maxNameBytes {
+		if len(c.GetName()) > MaxNameBytes {
 			b.longNames = append(b.longNames, longName{i, len(c.GetName())})
 			c.Name = shortName(c.GetName())
 		}
@@ -185,7 +175,7 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		// so the lane plan reveals nothing about the registry.
 		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
 			b.tools[i] = t
-			safe[i] = s.safe(t)
+			safe[i] = e.safe(t)
 		}
 	}
 	if len(safe) == 1 {
@@ -196,7 +186,7 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 	} else {
 		b.lanes = Plan(safe, req.GetOptions().GetSequential())
 	}
-	b.parallel = s.cfg.MaxParallel
+	b.parallel = e.cfg.MaxParallel
 	if p := int(req.GetOptions().GetMaxParallel()); p > 0 && p < b.parallel {
 		b.parallel = p
 	}
@@ -246,12 +236,12 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	return ev
 }
 
-// write is the stream's only writer; it returns when the batch's events are
+// write is the sink's only writer; it returns when the batch's events are
 // all sent. After a failed Send the batch is cancelled and its remaining
-// events are drained unsent. The server's send watchdog (see sendwatch.go)
+// events are drained unsent. The engine's send watchdog (see sendwatch.go)
 // watches how long each Send takes.
-func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], cancel context.CancelCauseFunc) error {
-	sendErr := b.send(stream, b.accepted())
+func (b *batch) write(cancel context.CancelCauseFunc) error {
+	sendErr := b.send(b.accepted())
 	if sendErr != nil {
 		cancel(sendErr)
 	}
@@ -261,7 +251,7 @@ func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchR
 			return sendErr
 		}
 		if sendErr == nil {
-			if sendErr = b.send(stream, p.ev); sendErr != nil {
+			if sendErr = b.send(p.ev); sendErr != nil {
 				cancel(sendErr)
 			}
 		}
@@ -270,9 +260,9 @@ func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchR
 }
 
 // send sends ev, marking the time it began for the send watchdog.
-func (b *batch) send(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], ev *toolwirev1.ExecuteBatchResponse) error {
+func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 	b.sending.Store(time.Now().UnixNano())
-	err := stream.Send(ev)
+	err := b.sink.Send(ev)
 	b.sending.Store(0)
 	return err
 }
@@ -330,7 +320,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 			}
 			wg.Add(1)
 			release := sync.OnceFunc(func() { <-sem; wg.Done() })
-			b.s.runners.Go(func() {
+			b.e.runners.Go(func() {
 				b.startCall(ctx, li, i, release)
 				release()
 			})
@@ -344,7 +334,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 // of lane li was abandoned, and the goroutine that ran it is stuck in its
 // tool.
 func (b *batch) continueAfter(li int) {
-	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
+	b.e.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
 }
 
 // finishUnstarted records and sends the result of a call that never ran,
@@ -374,14 +364,14 @@ type callSummary struct {
 // finish records and sends call i's result, holding it to MaxResultBytes
 // and the message size whatever produced it.
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
-	bound(res, b.s.cfg.MaxResultBytes)
+	bound(res, b.e.cfg.MaxResultBytes)
 	ev := resultEventFor(res)
-	if tooLarge(ev, res, &b.s.cfg) {
-		b.s.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
+	if tooLarge(ev, res, &b.e.cfg) {
+		b.e.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
 		size := res.GetOriginalSize()
 		res.Truncated, res.StructuredContent, res.Details = false, "", ""
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
-			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.s.cfg.MaxMessageBytes))
+			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.e.cfg.MaxMessageBytes))
 	}
 	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
 	b.endCallTelemetry(i, res)
@@ -399,7 +389,7 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 		return toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the batch deadline passed"
 	case errors.Is(cause, errShutdown):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the server is shutting down; the call may be retried"
-	case errors.Is(cause, errSendTimeout):
+	case errors.Is(cause, ErrSendTimeout):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client read nothing of the stream for the send timeout, so the server ended it"
 	default:
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
@@ -412,7 +402,7 @@ func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 	name := strconv.Quote(call.GetName())
 	for _, l := range b.longNames {
 		if l.i == i {
-			name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", l.n, maxNameBytes)
+			name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", l.n, MaxNameBytes)
 		}
 	}
 	if isWrapper(call) {
@@ -422,9 +412,9 @@ func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 	if len(names) == 0 {
 		return fmt.Sprintf("unknown tool %s: no tools are registered", name)
 	}
-	list := strings.Join(names[:min(len(names), maxListedNames)], ", ")
-	if len(names) > maxListedNames {
-		list += fmt.Sprintf(", … (%d more)", len(names)-maxListedNames)
+	list := strings.Join(names[:min(len(names), MaxListedNames)], ", ")
+	if len(names) > MaxListedNames {
+		list += fmt.Sprintf(", … (%d more)", len(names)-MaxListedNames)
 	}
 	return fmt.Sprintf("unknown tool %s. Registered tools: %s", name, list)
 }
