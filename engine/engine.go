@@ -45,14 +45,19 @@ type SinkFunc func(*toolwirev1.ExecuteBatchResponse) error
 
 func (f SinkFunc) Send(ev *toolwirev1.ExecuteBatchResponse) error { return f(ev) }
 
-// Stopper is implemented by a sink whose Send can block for good, such as
-// a stream held by flow control. When one Send has taken
-// Config.SendTimeout, the engine cancels the batch's calls with cause
-// ErrSendTimeout and calls StopSend, which must make that Send return; it
-// reports whether it could.
+// Stopper ends a Send that can block for good, such as a stream's held by
+// flow control. When one Send has taken Config.SendTimeout, the engine
+// cancels the batch's calls with cause ErrSendTimeout and calls StopSend,
+// which must make that Send return; it reports whether it could. The
+// engine finds it in the sink itself, or else as the value of StopperKey
+// in Run's context (where a transport can put it without wrapping its
+// stream in another sink).
 type Stopper interface {
 	StopSend() bool
 }
+
+// StopperKey is the context key of a batch's Stopper; see Stopper.
+type StopperKey struct{}
 
 // Causes of a batch's cancellation, told apart in results.
 var (

@@ -62,10 +62,14 @@ func errorf(code Code, format string, args ...any) error {
 // DeadlineExceeded for the context package's errors, else Unknown (a
 // sink's error, which its surface knows better).
 func CodeOf(err error) Code {
+	if err == nil {
+		return OK
+	}
+	if e, ok := err.(*Error); ok {
+		return e.Code
+	}
 	var e *Error
 	switch {
-	case err == nil:
-		return OK
 	case errors.As(err, &e):
 		return e.Code
 	case errors.Is(err, context.Canceled):

@@ -40,7 +40,11 @@ func (e *Engine) watchSends() {
 func (b *batch) endStream(cancel context.CancelCauseFunc) {
 	log := b.e.cfg.Logger
 	cancel(ErrSendTimeout)
-	if st, ok := b.sink.(Stopper); !ok || !st.StopSend() {
+	st, ok := b.sink.(Stopper)
+	if !ok {
+		st, ok = b.streamCtx.Value(StopperKey{}).(Stopper)
+	}
+	if !ok || !st.StopSend() {
 		log.ErrorContext(b.streamCtx, "client read nothing for the send timeout; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
 			"batch_id", b.id, "send_timeout", b.e.cfg.SendTimeout.String())
 		return

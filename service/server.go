@@ -12,7 +12,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"net"
 	"time"
 
@@ -136,31 +135,18 @@ func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerS
 // ExecuteBatch implements toolwire.v1.ToolService.
 func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
 	ctx := withClientTrace(stream.Context())
-	return grpcError(s.engine.Run(ctx, s.reg.Snapshot(), req, streamSink{stream}))
-}
-
-// streamSink is an ExecuteBatch stream as the engine's sink. Its StopSend
-// ends a Send that flow control holds, through the tap handle (tap.go).
-type streamSink struct {
-	stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]
-}
-
-func (s streamSink) Send(ev *toolwirev1.ExecuteBatchResponse) error { return s.stream.Send(ev) }
-
-func (s streamSink) StopSend() bool {
-	st, ok := s.stream.Context().Value(stopKey{}).(*stoppableStream)
-	if ok {
-		st.stop(engine.ErrSendTimeout)
-	}
-	return ok
+	// The stream is the sink as it is (wrapping it would cost an
+	// allocation); its context, made by the tap handle, holds the Stopper
+	// that ends a stuck Send (tap.go).
+	return grpcError(s.engine.Run(ctx, s.reg.Snapshot(), req, stream))
 }
 
 // grpcError maps an error of the engine's to its gRPC status, in this one
 // place: an *engine.Error becomes the status of the same code and
 // message; anything else (a stream's own error, already a status) passes.
 func grpcError(err error) error {
-	var e *engine.Error
-	if !errors.As(err, &e) {
+	e, ok := err.(*engine.Error) // Run returns them unwrapped; errors.As would allocate
+	if !ok {
 		return err
 	}
 	return status.Error(grpcCodes[e.Code], e.Message)

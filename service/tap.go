@@ -20,9 +20,6 @@ import (
 // it. The one hook is the tap handle, whose returned context becomes that
 // transport context: stoppable makes it one the watchdog can cancel.
 
-// stopKey finds a stream's *stoppableStream among its context's values.
-type stopKey struct{}
-
 // stoppableStream is an ExecuteBatch stream's transport context, as the tap
 // handle made it.
 type stoppableStream struct {
@@ -40,8 +37,9 @@ func stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
 	return &stoppableStream{Context: inner, stop: stop}, nil
 }
 
+// Value gives the engine the stream as its Stopper (engine.StopperKey).
 func (c *stoppableStream) Value(key any) any {
-	if key == (stopKey{}) {
+	if key == (engine.StopperKey{}) {
 		return c
 	}
 	return c.Context.Value(key)
@@ -57,4 +55,11 @@ func (c *stoppableStream) Err() error {
 		return context.DeadlineExceeded
 	}
 	return err
+}
+
+// StopSend ends the stream's transport context, so that a Send which flow
+// control holds returns; the engine calls it once SendTimeout has passed.
+func (c *stoppableStream) StopSend() bool {
+	c.stop(engine.ErrSendTimeout)
+	return true
 }
