@@ -112,34 +112,28 @@ type batch struct {
 	id        string
 	req       *toolwirev1.ExecuteBatchRequest
 	snap      *tools.Snapshot
-	tools     []*tools.Tool // per call; nil when unknown
+	calls     []callState // per call, as the request orders them
 	lanes     []Lane
 	parallel  int
 	streamCtx context.Context // the caller's context; no event is sent after it ends
 	sink      Sink
-	out       outbox        // events on their way to the writer
-	sending   atomic.Int64  // when the Send under way began (Unix ns); 0 between sends
-	timedOut  atomic.Bool   // the send timeout ended the stream
-	ended     []callSummary // per call, written by the call's goroutine
-	failed    atomic.Bool   // some call has failed, for stop_on_error
-	reserved  slot          // taken before the batch was accepted, for its first call; see limits.go
-	slots     []slot        // per call, while it runs
+	out       outbox       // events on their way to the writer
+	sending   atomic.Int64 // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool  // the send timeout ended the stream
+	failed    atomic.Bool  // some call has failed, for stop_on_error
+	reserved  slot         // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
 	tel       batchTel        // spans; see telemetry.go
 	runCtx    context.Context // the context run was given
-	longNames []longName      // calls whose names newBatch cut, in order
 
-	// one holds the per-call state of a one-call batch, the commonest
-	// kind, sparing it an allocation for each slice.
-	one struct {
-		tools [1]*tools.Tool
-		ended [1]callSummary
-		tel   [1]callTel
-		slots [1]slot
-		lanes [1]Lane
-		calls [1]int
-	}
+	// A one-call batch, the commonest kind, keeps its call and its lane
+	// here, sparing it the allocations of the slices.
+	one     [1]callState
+	oneLane [1]Lane
 }
+
+// firstCall is the calls of a one-call batch's lane; never written.
+var firstCall = []int{0}
 
 func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) *batch {
 	b := &batch{
@@ -153,9 +147,9 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 	}
 	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer)
 	if n := len(req.GetCalls()); n == 1 {
-		b.tools, b.ended = b.one.tools[:], b.one.ended[:]
+		b.calls = b.one[:]
 	} else {
-		b.tools, b.ended = make([]*tools.Tool, n), make([]callSummary, n)
+		b.calls = make([]callState, n)
 	}
 	var safeBuf [16]bool // Plan keeps nothing of it
 	safe := safeBuf[:0]
@@ -168,21 +162,20 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		// here, once, so that no result, event, span or log line carries
 		// more of it; unknownTool still tells its length.
 		if len(c.GetName()) > MaxNameBytes {
-			b.longNames = append(b.longNames, longName{i, len(c.GetName())})
+			b.calls[i].cutFrom = len(c.GetName())
 			c.Name = shortName(c.GetName())
 		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
 		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
-			b.tools[i] = t
+			b.calls[i].tool = t
 			safe[i] = e.safe(t)
 		}
 	}
 	if len(safe) == 1 {
 		// What Plan returns, without its two allocations.
-		b.one.calls[0] = 0
-		b.one.lanes[0] = Lane{Calls: b.one.calls[:], Parallel: safe[0] && !req.GetOptions().GetSequential()}
-		b.lanes = b.one.lanes[:]
+		b.oneLane[0] = Lane{Calls: firstCall, Parallel: safe[0] && !req.GetOptions().GetSequential()}
+		b.lanes = b.oneLane[:]
 	} else {
 		b.lanes = Plan(safe, req.GetOptions().GetSequential())
 	}
@@ -192,9 +185,6 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 	}
 	return b
 }
-
-// longName is a call whose tool name newBatch cut, and the name's length.
-type longName struct{ i, n int }
 
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
@@ -216,7 +206,8 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	ev, f := finishedEventFor(b.id, time.Since(b.start))
-	for _, r := range b.ended {
+	for i := range b.calls {
+		r := &b.calls[i].ended
 		switch {
 		case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
 			f.Skipped++
@@ -291,14 +282,14 @@ func (b *batch) run(ctx context.Context) {
 
 // runFrom runs the lanes from index li on. When a call it runs itself is
 // abandoned, the call's watchdog continues the batch on a new goroutine (see
-// continueAfter) and this one returns as soon as the tool lets it.
+// callRun.abandon) and this one returns as soon as the tool lets it.
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
 		b.laneStarted(li)
 		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
-				b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error")
+				b.finish(i, b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error"))
 			}
 			continue
 		}
@@ -330,19 +321,10 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 	b.out.close()
 }
 
-// continueAfter runs the lanes after lane li on a new goroutine: the call
-// of lane li was abandoned, and the goroutine that ran it is stuck in its
-// tool.
-func (b *batch) continueAfter(li int) {
-	b.e.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
-}
-
-// finishUnstarted records and sends the result of a call that never ran,
-// and returns it.
-func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
+// failure is the result of call i failing with kind before its tool ran.
+func (b *batch) failure(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
 	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
-	b.finish(i, res)
 	return res
 }
 
@@ -361,9 +343,15 @@ type callSummary struct {
 	kind     toolwirev1.ErrorKind
 }
 
-// finish records and sends call i's result, holding it to MaxResultBytes
-// and the message size whatever produced it.
+// finish is the one place a call ends, whoever ends it (a step of its path,
+// its tool's return, its watchdog): the result is recorded under the call's
+// idempotency key before it is sent, held to MaxResultBytes and the message
+// size whatever produced it, counted (telemetry, the debug log, BatchFinished)
+// and handed to the writer.
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
+	c := &b.calls[i]
+	c.claim.settle(res)
+	c.claim, c.args = nil, nil
 	bound(res, b.e.cfg.MaxResultBytes)
 	ev := resultEventFor(res)
 	if tooLarge(ev, res, &b.e.cfg) {
@@ -373,7 +361,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.e.cfg.MaxMessageBytes))
 	}
-	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
+	c.ended = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
 	b.endCallTelemetry(i, res)
 	b.logCall(i, res)
 	if res.GetIsError() {
@@ -400,10 +388,8 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 // exist.
 func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 	name := strconv.Quote(call.GetName())
-	for _, l := range b.longNames {
-		if l.i == i {
-			name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", l.n, MaxNameBytes)
-		}
+	if n := b.calls[i].cutFrom; n > 0 {
+		name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", n, MaxNameBytes)
 	}
 	if isWrapper(call) {
 		return fmt.Sprintf("%s is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)

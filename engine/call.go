@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -13,91 +14,124 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
+// callState is what a batch keeps of one of its calls, in one slice
+// (batch.calls) indexed like the request's calls.
+type callState struct {
+	tool    *tools.Tool     // nil when unknown or not permitted
+	cutFrom int             // the length of the name as sent, when newBatch cut it; else 0
+	args    json.RawMessage // the validated arguments, from validation until the call ends
+	claim   *idemClaim      // its idempotency key while it runs; nil without one
+	slot    slot            // its concurrency slot while it runs
+	tel     callTel         // its span and metrics state
+	ended   callSummary     // its result, as BatchFinished counts it
+}
+
+// The per-call path is an explicit chain (the MCP go-sdk's middleware
+// habit, flattened): before a call's tool runs, the steps below run in
+// order; each returns nil to let the call go on, or the call's result,
+// which ends the path there. Then callRun runs the tool under the call's
+// lifecycle, and finish (batch.go) is the one place a call ends, whoever
+// ends it: record (idempotency), telemetry, log, send.
+//
+//	cancelled? → permission → known tool → validation → (policy → approval)
+//	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
+type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
+
+// steps are the call's path before its tool runs, in order. A new per-call
+// concern (a CEL policy, an approval) is a step inserted where the
+// comment says: after validation, so it sees the arguments, and before
+// idempotency and limits, so a refused call holds no key and no slot.
+var steps = [...]step{
+	notCancelled,
+	permitted,
+	known,
+	validArguments,
+	// policy, approval: later issues insert their steps here.
+	roomToReport,
+	idempotent, // idempotency.go
+	slotTaken,  // limits.go
+}
+
+// notCancelled ends a call whose batch ended before it started.
+func notCancelled(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	if ctx.Err() == nil {
+		return nil
+	}
+	kind, msg := cancelled(ctx)
+	return b.failure(i, kind, msg+" before the call started; nothing was run")
+}
+
+// known ends a call of a tool that does not exist (or that permitted let
+// through as a wrapper).
+func known(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
+	if b.calls[i].tool != nil {
+		return nil
+	}
+	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(i, b.req.GetCalls()[i]))
+}
+
+// validArguments checks the call's arguments against its tool's schema.
+func validArguments(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
+	c := &b.calls[i]
+	args, err := c.tool.ValidateArguments(b.req.GetCalls()[i].GetArguments())
+	if err != nil {
+		return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS, fmt.Sprintf("invalid arguments for %q: %v", c.tool.Name, err))
+	}
+	c.args = args
+	return nil
+}
+
+// roomToReport waits while the client leaves the batch's events unread:
+// the call's result could only wait too.
+func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
+	b.out.waitRoom(ctx.Done())
+	return nil
+}
+
+// startCall takes call i along its path and sends its result. It normally
+// returns true once the result is handed to the writer. When the tool
+// outstays its cancellation by the abandon grace, the call's watchdog sends
+// the result and continues the lane instead (see callRun.abandon), and
+// startCall returns false whenever the tool finally returns: the caller has
+// been replaced and must do nothing more for the batch.
+func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
+	ctx = b.startCallSpan(ctx, lane, i)
+	for _, step := range steps {
+		if res := step(ctx, b, i); res != nil {
+			b.finish(i, res)
+			return true
+		}
+	}
+	defer b.calls[i].slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
+	b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
+	b.callRunning(i)
+	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
+	return r.run()
+}
+
 // outcome is what a tool's handler returned.
 type outcome struct {
 	res *tools.Result
 	err error
 }
 
-// startCall takes call i through validation, runs it under its deadline and
-// sends its result. It normally returns true once the result is handed to the
-// writer. When the tool outstays its cancellation by the abandon grace, a
-// watchdog sends the result and calls onAbandon instead (nil: it continues
-// the batch after this call's lane), and startCall returns false whenever
-// the tool finally returns: the caller has been replaced and must do
-// nothing more for the batch.
-func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
-	call := b.req.GetCalls()[i]
-	ctx = b.startCallSpan(ctx, lane, i)
-	if ctx.Err() != nil {
-		kind, msg := cancelled(ctx)
-		b.finishUnstarted(i, kind, msg+" before the call started; nothing was run")
-		return true
-	}
-	if b.refuse(i) {
-		return true
-	}
-	t := b.tools[i]
-	if t == nil {
-		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(i, call))
-		return true
-	}
-	args, err := t.ValidateArguments(call.GetArguments())
-	if err != nil {
-		b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS,
-			fmt.Sprintf("invalid arguments for %q: %v", t.Name, err))
-		return true
-	}
-	// Nothing starts while the client leaves the batch's events unread:
-	// the call's result could only wait too.
-	b.out.waitRoom(ctx.Done())
-	// The key comes before the slot: a replay or a wait for a duplicate
-	// elsewhere needs no slot.
-	claim, done := b.claim(ctx, i, t, args)
-	if done {
-		return true // replayed, joined or refused: nothing runs here
-	}
-	if res := b.acquireSlot(ctx, i, t); res != nil {
-		claim.settle(res) // timed out or cancelled unrun: releases the key
-		return true
-	}
-	defer b.releaseSlot(i) // a backstop: execute gives the slot back as soon as the tool returns
-	b.emitStarted(startedEventFor(call.GetCallId(), i, lane))
-	b.callRunning(i)
-	return b.execute(ctx, lane, i, t, args, claim, onAbandon)
-}
-
-// timeout is how long call i may run: the earliest of its own timeout, the
-// tool's limit and the server's limit; the RPC's deadline is applied too.
-func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration {
-	d := b.e.cfg.DefaultCallTimeout
-	if t.Timeout > 0 {
-		d = t.Timeout
-	}
-	if ct := call.GetTimeout(); ct != nil && ct.AsDuration() > 0 {
-		d = ct.AsDuration()
-		if t.Timeout > 0 {
-			d = min(d, t.Timeout)
-		}
-	}
-	return min(d, b.e.cfg.MaxCallTimeout)
-}
-
-// callRun is one running call: the state its tool, its watchdog and its
-// result share. It is one allocation, where closures would be many.
+// callRun is one running call's lifecycle, all of it: its deadline and idle
+// timeout, the tool's invocation on the calling goroutine (a goroutine hop
+// per call is most of a small call's cost), the watchdog that abandons a
+// tool ignoring its cancellation, who sends the result (decided), and who
+// continues the lane after an abandoned call. It is one allocation, where
+// closures would be many.
 type callRun struct {
 	b         *batch
 	lane, i   int
-	tool      *tools.Tool
-	ctx       context.Context // the batch's
+	ctx       context.Context // the batch's, with the call's span
 	callCtx   context.Context // the call's: deadline, idle timeout
 	start     time.Time
 	timeout   time.Duration
-	rpcLimit  bool // the RPC's deadline set the call's
+	rpcLimit  bool // the caller's deadline set the call's
 	handle    *tools.Call
-	claim     *idemClaim // the call's idempotency key, if it has one
 	idle      *time.Timer
-	onAbandon func()
+	onAbandon func() // continues the lane after an abandoned call; nil: continueAfter
 
 	decided  atomic.Bool // whoever sets it sends the result
 	mu       sync.Mutex
@@ -105,17 +139,18 @@ type callRun struct {
 	grace    *time.Timer // the watchdog's, armed when callCtx ends
 }
 
-// execute runs the tool on the calling goroutine (a goroutine hop per call
-// is most of a small call's cost) and sends its result; see startCall.
-func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []byte, claim *idemClaim, onAbandon func()) bool {
-	call := b.req.GetCalls()[i]
+// run runs the tool under the call's deadline and sends its result; see
+// startCall for what it returns.
+func (r *callRun) run() bool {
+	b, c := r.b, &r.b.calls[r.i]
+	call := b.req.GetCalls()[r.i]
 	cfg := &b.e.cfg
-	r := &callRun{b: b, lane: lane, i: i, tool: t, ctx: ctx, start: time.Now(), timeout: b.timeout(call, t), claim: claim, onAbandon: onAbandon}
+	r.start, r.timeout = time.Now(), b.timeout(call, c.tool)
 	deadline := r.start.Add(r.timeout)
 	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
 		deadline, r.rpcLimit = dl.Add(-cfg.DeadlineMargin), true
 	}
-	callCtx, cancel := context.WithDeadline(ctx, deadline)
+	callCtx, cancel := context.WithDeadline(r.ctx, deadline)
 	defer cancel()
 	if cfg.IdleTimeout > 0 {
 		var cancelIdle context.CancelCauseFunc
@@ -125,18 +160,18 @@ func (b *batch) execute(ctx context.Context, lane, i int, t *tools.Tool, args []
 		defer r.idle.Stop()
 	}
 	r.callCtx = callCtx
-	r.handle = tools.NewCall(call.GetCallId(), t.Name, args, r.progress)
+	r.handle = tools.NewCall(call.GetCallId(), c.tool.Name, c.args, r.progress)
 	r.handle.SessionID = b.req.GetSessionId()
-	r.handle.Caller = CallerFrom(ctx)
-	r.handle.SetSession(b.session(ctx))
+	r.handle.Caller = CallerFrom(r.ctx)
+	r.handle.SetSession(b.session(r.ctx))
 
 	stopWatch := context.AfterFunc(callCtx, r.watch)
-	o := b.invoke(callCtx, t, r.handle)
+	o := r.invoke()
 	// The slot goes back before the result is sent: what waits for a slow
 	// reader holds memory (the outbox's budget), not a slot another caller
 	// could use. An abandoned tool keeps its slot until this point, so
 	// tools that ignore cancellation cannot be stacked without limit.
-	b.releaseSlot(i)
+	c.slot.release(b.e.limits)
 	r.mu.Lock()
 	r.returned = true
 	if r.grace != nil {
@@ -177,59 +212,61 @@ func (r *callRun) abandon() {
 	if !r.decided.CompareAndSwap(false, true) {
 		return
 	}
-	cfg := &r.b.e.cfg
-	r.b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see execute
-	r.b.callAbandoned(r.i)
+	b, cfg := r.b, &r.b.e.cfg
+	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
+	b.callAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	if r.onAbandon != nil {
 		r.onAbandon()
 	} else {
-		r.b.continueAfter(r.lane)
+		// The goroutine that ran the call is stuck in its tool: the lanes
+		// after this one go on on a new one.
+		b.e.runners.Go(func() { b.runFrom(b.runCtx, r.lane+1) })
 	}
 }
 
-// decide sends the call's result.
+// decide makes the call's result from the tool's outcome and finishes the
+// call with it.
 func (r *callRun) decide(o outcome, abandoned bool) {
 	r.handle.Close() // no progress event may follow the result
 	res := r.b.newTimedResult(r.i, 0)
-	r.b.judge(r.ctx, r.callCtx, r.tool, r.timeout, r.rpcLimit, o, abandoned, res)
+	r.judge(o, abandoned, res)
 	setDuration(res.Duration, time.Since(r.start))
-	r.claim.settle(res) // recorded before it is sent
 	r.b.finish(r.i, res)
 }
 
 // invoke calls the tool's handler, turning a panic into an error: the model
 // gets the message, the log gets the stack.
-func (b *batch) invoke(ctx context.Context, t *tools.Tool, handle *tools.Call) (o outcome) {
+func (r *callRun) invoke() (o outcome) {
 	defer func() {
-		if r := recover(); r != nil {
-			b.e.cfg.Logger.ErrorContext(ctx, "tool panicked", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", r)}
+		if p := recover(); p != nil {
+			r.b.e.cfg.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", p)}
 		}
 	}()
-	res, err := t.Handler(ctx, handle)
+	res, err := r.b.calls[r.i].tool.Handler(r.callCtx, r.handle)
 	return outcome{res: res, err: err}
 }
 
-// judge fills res from the tool's outcome. ctx is the batch's context and
-// callCtx the call's.
-func (b *batch) judge(ctx, callCtx context.Context, t *tools.Tool, timeout time.Duration, rpcDeadline bool, o outcome, abandoned bool, res *toolwirev1.CallResult) {
-	cfg := &b.e.cfg
+// judge fills res from the tool's outcome.
+func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
+	cfg := &r.b.e.cfg
+	t := r.b.calls[r.i].tool
 	failed := o.err != nil || o.res == nil || o.res.IsError
-	if callCtx.Err() != nil && (abandoned || failed) {
+	if r.callCtx.Err() != nil && (abandoned || failed) {
 		// Cancellation outranks whatever the tool said about it.
 		var kind toolwirev1.ErrorKind
 		var msg string
-		switch cause := context.Cause(callCtx); {
-		case ctx.Err() != nil:
-			kind, msg = cancelled(ctx)
+		switch cause := context.Cause(r.callCtx); {
+		case r.ctx.Err() != nil:
+			kind, msg = cancelled(r.ctx)
 		case errors.Is(cause, errIdle):
 			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, fmt.Sprintf("timed out: no progress for %s", cfg.IdleTimeout)
-		case rpcDeadline:
+		case r.rpcLimit:
 			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the client's deadline was reached"
 		default:
-			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, fmt.Sprintf("timed out after %s", timeout)
+			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, fmt.Sprintf("timed out after %s", r.timeout)
 		}
 		if abandoned {
 			msg += fmt.Sprintf("; the tool did not stop within %s and was abandoned", cfg.AbandonGrace)
@@ -245,7 +282,7 @@ func (b *batch) judge(ctx, callCtx context.Context, t *tools.Tool, timeout time.
 	}
 	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
 		if err := t.ValidateOutput(o.res.StructuredContent); err != nil {
-			cfg.Logger.ErrorContext(ctx, "tool returned invalid structured content", "error", err)
+			cfg.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR,
 				fmt.Sprintf("the tool returned output that does not match its declared output schema: %v", err))
 			return
@@ -258,6 +295,23 @@ func (b *batch) judge(ctx, callCtx context.Context, t *tools.Tool, timeout time.
 			res.ErrorKind = toolwirev1.ErrorKind(o.res.ErrorKind)
 		}
 	}
+}
+
+// timeout is how long a call may run: the earliest of its own timeout, the
+// tool's limit and the engine's limit; the caller's deadline is applied
+// too.
+func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration {
+	d := b.e.cfg.DefaultCallTimeout
+	if t.Timeout > 0 {
+		d = t.Timeout
+	}
+	if ct := call.GetTimeout(); ct != nil && ct.AsDuration() > 0 {
+		d = ct.AsDuration()
+		if t.Timeout > 0 {
+			d = min(d, t.Timeout)
+		}
+	}
+	return min(d, b.e.cfg.MaxCallTimeout)
 }
 
 func progressEvent(callID string, i int, p tools.Progress) *toolwirev1.ExecuteBatchResponse {

@@ -40,7 +40,8 @@ func (b *batch) logBatch(err error) {
 		return
 	}
 	var ok, failed, missing int
-	for _, r := range b.ended {
+	for i := range b.calls {
+		r := &b.calls[i].ended
 		switch {
 		case !r.ended:
 			missing++ // the RPC ended before the call had a result

@@ -35,25 +35,26 @@ type idemClaim struct {
 	done  sync.WaitGroup
 }
 
-// claim takes call i's idempotency key, if it has one, before the call runs.
-// It returns done when the call's result has been sent instead: replayed from
-// the store, joined from a call in flight elsewhere, or an error (conflict,
-// timeout while waiting, store failure). Otherwise the call runs, holding the
-// returned claim (nil when the call has no key).
-func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMessage) (c *idemClaim, done bool) {
+// idempotent takes call i's idempotency key, if it has one, before the call
+// runs. The key comes before the slot: a replay or a wait for a duplicate
+// elsewhere needs no slot. It ends the call with its result replayed from
+// the store, joined from a call in flight elsewhere, or an error
+// (conflict, timeout while waiting, store failure). Otherwise the call
+// goes on holding the claim (callState.claim), which finish settles.
+func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	call := b.req.GetCalls()[i]
+	t, args := b.calls[i].tool, b.calls[i].args
 	key := call.GetIdempotencyKey()
 	if key == "" && t.IdempotencyKey != nil {
 		var err error
 		if key, err = b.deriveKey(t, args); err != nil {
 			res := b.newResult(i)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR, err.Error()+"; nothing was run")
-			b.finish(i, res)
-			return nil, true
+			return res
 		}
 	}
 	if key == "" {
-		return nil, false
+		return nil
 	}
 	cfg := &b.e.cfg
 	scoped := strconv.Quote(CallerFrom(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
@@ -77,25 +78,24 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 			}
 		}
 		if err != nil {
-			b.claimFailed(ctx, waitCtx, i, key, time.Since(start), err)
-			return nil, true
+			return b.claimFailed(ctx, waitCtx, i, key, time.Since(start), err)
 		}
 		switch got.State {
 		case store.Claimed:
 			c := &idemClaim{b: b, key: scoped, owner: owner, stop: make(chan struct{})}
 			c.done.Add(1)
 			go c.renew()
-			return c, false
+			b.calls[i].claim = c
+			return nil
 		case store.Completed:
-			b.replay(i, got.Result)
+			return b.replay(i, got.Result)
 		default: // store.Conflict
 			res := b.newResult(i)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT, fmt.Sprintf(
 				"idempotency key %q was used before for a %q call with different arguments; nothing was run. Use a new key for new arguments.",
 				key, t.Name))
-			b.finish(i, res)
+			return res
 		}
-		return nil, true
 	}
 }
 
@@ -123,10 +123,10 @@ func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err 
 	return key, nil
 }
 
-// claimFailed sends the result of a call whose claim did not end in a
+// claimFailed is the result of a call whose claim did not end in a
 // decision: the batch was cancelled or the call's deadline passed while
 // waiting for the same call elsewhere, or the store failed.
-func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, waited time.Duration, err error) {
+func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, waited time.Duration, err error) *toolwirev1.CallResult {
 	res := b.newResult(i)
 	const elsewhere = " while waiting for the same call (same idempotency key) in flight elsewhere; nothing was run here"
 	switch {
@@ -143,21 +143,20 @@ func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, wai
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the idempotency store failed, so the call with key %q was not run: %v", key, err))
 	}
-	b.finish(i, res)
+	return res
 }
 
-// replay sends a stored result as call i's.
-func (b *batch) replay(i int, stored []byte) {
+// replay is a stored result as call i's.
+func (b *batch) replay(i int, stored []byte) *toolwirev1.CallResult {
 	res := b.newResult(i)
 	// Merge: the stored result has no call ID or index; those are the new call's.
 	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(stored, res); err != nil {
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL,
 			fmt.Sprintf("the stored result of this call could not be read: %v; it was not run again", err))
-		b.finish(i, res)
-		return
+		return res
 	}
 	res.Replayed = true
-	b.finish(i, res)
+	return res
 }
 
 // renew keeps the lease alive while the tool runs, so a long call is not

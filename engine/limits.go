@@ -9,7 +9,6 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/tools"
 )
 
 // limiter bounds the calls running at once, server-wide and per caller.
@@ -168,48 +167,41 @@ func (b *batch) reserve(ctx context.Context) error {
 		return errorf(ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.e.cfg.MaxQueueWait)
 	}
 	b.reserved.hold(cs)
-	if n := len(b.req.GetCalls()); n == 1 {
-		b.slots = b.one.slots[:]
-	} else {
-		b.slots = make([]slot, n)
-	}
 	return nil
 }
 
 // dropReserved gives back the reserved slot if no call claimed it.
 func (b *batch) dropReserved() { b.reserved.release(b.e.limits) }
 
-// acquireSlot takes a slot for call i of an accepted batch: the batch's
+// slotTaken takes a slot for call i of an accepted batch: the batch's
 // reserved one when it is still unclaimed, else one from the limiter,
-// waiting up to the call's timeout (and the RPC's deadline less the margin).
-// Time spent waiting does not count against the tool's own timeout. When no
-// slot comes it sends the call's result (TIMEOUT, or CANCELLED when the
-// batch ends) and returns it; nothing was run, so the call may be retried.
-// releaseSlot gives the slot back.
-func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) *toolwirev1.CallResult {
+// waiting up to the call's timeout (and the caller's deadline less the
+// margin). Time spent waiting does not count against the tool's own
+// timeout. When no slot comes the call ends with TIMEOUT, or CANCELLED
+// when the batch ends; nothing was run, so the call may be retried. The
+// slot goes back when the tool returns (callRun.run); an abandoned tool
+// keeps it until then, so a caller cannot stack tools that ignore
+// cancellation beyond its share of slots.
+func slotTaken(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	c := &b.calls[i]
 	if b.reserved.held.CompareAndSwap(true, false) {
-		b.slots[i].hold(b.reserved.cs)
+		c.slot.hold(b.reserved.cs)
 		return nil
 	}
-	wait := b.timeout(b.req.GetCalls()[i], t)
+	wait := b.timeout(b.req.GetCalls()[i], c.tool)
 	if dl, ok := b.streamCtx.Deadline(); ok {
 		wait = min(wait, time.Until(dl)-b.e.cfg.DeadlineMargin)
 	}
 	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.streamCtx), wait)
 	switch {
 	case err == nil:
-		b.slots[i].hold(cs)
+		c.slot.hold(cs)
 		return nil
 	case ctx.Err() != nil:
 		kind, msg := cancelled(ctx)
-		return b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
+		return b.failure(i, kind, msg+" while the call waited for a free slot; nothing was run")
 	default:
-		return b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+		return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 			fmt.Sprintf("timed out waiting %s for a free slot: %v. Nothing was run; the call may be retried later.", wait.Round(time.Millisecond), err))
 	}
 }
-
-// releaseSlot gives back call i's slot, if it still holds one. An abandoned
-// tool keeps its slot until it really returns: a caller cannot stack tools
-// that ignore cancellation beyond its share of slots.
-func (b *batch) releaseSlot(i int) { b.slots[i].release(b.e.limits) }

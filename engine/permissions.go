@@ -25,21 +25,20 @@ func (e *Engine) Permits(ctx context.Context, name string) bool {
 
 func (b *batch) permits(name string) bool { return b.e.Permits(b.streamCtx, name) }
 
-// refuse sends a NOT_PERMITTED result for call i when its caller may not
-// make it, and reports whether it did. The text is the same whether or not
-// the tool exists, so a caller cannot probe the registry with it.
-func (b *batch) refuse(i int) bool {
+// permitted ends a call its caller may not make with NOT_PERMITTED. The
+// text is the same whether or not the tool exists, so a caller cannot probe
+// the registry with it.
+func permitted(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
 	call := b.req.GetCalls()[i]
 	name := call.GetName()
 	if b.permits(name) || isWrapper(call) {
 		// A wrapper such as multi_tool_use.parallel is planned as unknown
 		// and gets the explanation of what to do instead, which says
 		// nothing about the registry either.
-		return false
+		return nil
 	}
-	b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED,
+	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED,
 		fmt.Sprintf("not permitted: this caller may not call %q. Nothing was run; call only the tools you were given.", name))
-	return true
 }
 
 // visibleNames returns the registered tool names the batch's caller may

@@ -251,7 +251,6 @@ type batchTel struct {
 	span    trace.Span // nil when the tracer provider records nothing
 	metrics bool       // the meter provider may record
 	scope   logScope   // the batch's, for its context
-	calls   []callTel
 }
 
 // callTel is the telemetry state of one call.
@@ -277,11 +276,6 @@ type logScopeKey struct{}
 // tools still continue its trace.
 func (b *batch) startTelemetry(ctx context.Context) context.Context {
 	tel := b.e.tel
-	if n := len(b.req.GetCalls()); n == 1 {
-		b.tel.calls = b.one.tel[:]
-	} else {
-		b.tel.calls = make([]callTel, n)
-	}
 	b.tel.scope = logScope{b: b, i: -1}
 	b.tel.metrics = tel.metering()
 	ctx = context.WithValue(ctx, logScopeKey{}, &b.tel.scope)
@@ -329,7 +323,8 @@ func (b *batch) endTelemetry(err error) {
 	}
 	if span.IsRecording() {
 		var ok, failed, skipped int
-		for _, r := range b.ended {
+		for i := range b.calls {
+			r := &b.calls[i].ended
 			switch {
 			case !r.ended:
 			case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
@@ -354,7 +349,7 @@ func (b *batch) endTelemetry(err error) {
 // trace. Call spans are made only when the batch's span records: a trace
 // that is not sampled costs nothing per call.
 func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context {
-	ct := &b.tel.calls[i]
+	ct := &b.calls[i].tel
 	ct.scope = logScope{b: b, i: i}
 	ctx = context.WithValue(ctx, logScopeKey{}, &ct.scope)
 	if b.tel.span == nil || !b.tel.span.IsRecording() {
@@ -368,7 +363,7 @@ func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context 
 		attrToolCallID.String(call.GetCallId()),
 		attrCallIndex.Int(i),
 		attrLaneIndex.Int(lane))
-	if t := b.tools[i]; t != nil && t.Description != "" {
+	if t := b.calls[i].tool; t != nil && t.Description != "" {
 		attrs = append(attrs, attrToolDesc.String(t.Description))
 	}
 	if b.e.tel.content {
@@ -382,7 +377,7 @@ func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context 
 // callRunning records that call i's tool is about to be invoked.
 func (b *batch) callRunning(i int) {
 	tel := b.e.tel
-	ct := &b.tel.calls[i]
+	ct := &b.calls[i].tel
 	ct.ran = true
 	if !b.tel.metrics {
 		return
@@ -399,7 +394,7 @@ func (b *batch) callAbandoned(i int) {
 	if b.tel.metrics {
 		tel.abandoned.Add(context.Background(), 1, tel.measure(b.metricTool(i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 	}
-	if span := b.tel.calls[i].span; span != nil {
+	if span := b.calls[i].tel.span; span != nil {
 		span.AddEvent("abandoned")
 	}
 }
@@ -408,7 +403,7 @@ func (b *batch) callAbandoned(i int) {
 // never reached startCall (skipped by stop_on_error) gets its span here.
 func (b *batch) endCallTelemetry(i int, res *toolwirev1.CallResult) {
 	tel := b.e.tel
-	ct := &b.tel.calls[i]
+	ct := &b.calls[i].tel
 	tool := b.metricTool(i)
 	kind := toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED
 	if res.GetIsError() {
@@ -470,7 +465,7 @@ func (b *batch) laneOf(i int) int {
 
 // metricTool is call i's tool name as metrics label it.
 func (b *batch) metricTool(i int) string {
-	if t := b.tools[i]; t != nil {
+	if t := b.calls[i].tool; t != nil {
 		return t.Name
 	}
 	return otherTool
