@@ -123,7 +123,8 @@ type batch struct {
 	failed    atomic.Bool  // some call has failed, for stop_on_error
 	reserved  slot         // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
-	tel       batchTel        // spans; see telemetry.go
+	tel       batchTel        // the OpenTelemetry observer's; see telemetry.go
+	scope     logScope        // names the batch in log lines; see LogHandler
 	runCtx    context.Context // the context run was given
 
 	// A one-call batch, the commonest kind, keeps its call and its lane
@@ -286,7 +287,7 @@ func (b *batch) run(ctx context.Context) {
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
-		b.laneStarted(li)
+		b.e.tel.laneStarted(b, li)
 		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
 				b.finish(i, b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error"))
@@ -362,7 +363,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.e.cfg.MaxMessageBytes))
 	}
 	c.ended = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
-	b.endCallTelemetry(i, res)
+	b.e.tel.callEnded(b, i, res)
 	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)

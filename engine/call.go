@@ -22,7 +22,8 @@ type callState struct {
 	args    json.RawMessage // the validated arguments, from validation until the call ends
 	claim   *idemClaim      // its idempotency key while it runs; nil without one
 	slot    slot            // its concurrency slot while it runs
-	tel     callTel         // its span and metrics state
+	tel     callTel         // the OpenTelemetry observer's
+	scope   logScope        // names the call in log lines; see LogHandler
 	ended   callSummary     // its result, as BatchFinished counts it
 }
 
@@ -95,16 +96,18 @@ func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
 // startCall returns false whenever the tool finally returns: the caller has
 // been replaced and must do nothing more for the batch.
 func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
-	ctx = b.startCallSpan(ctx, lane, i)
+	c := &b.calls[i]
+	c.scope = logScope{b: b, i: i}
+	ctx = b.e.tel.callStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), b, lane, i)
 	for _, step := range steps {
 		if res := step(ctx, b, i); res != nil {
 			b.finish(i, res)
 			return true
 		}
 	}
-	defer b.calls[i].slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
+	defer c.slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
 	b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
-	b.callRunning(i)
+	b.e.tel.callRunning(b, i)
 	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
 	return r.run()
 }
@@ -214,7 +217,7 @@ func (r *callRun) abandon() {
 	}
 	b, cfg := r.b, &r.b.e.cfg
 	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
-	b.callAbandoned(r.i)
+	b.e.tel.callAbandoned(b, r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	if r.onAbandon != nil {

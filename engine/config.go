@@ -6,8 +6,6 @@ import (
 
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Config tunes an Engine. The zero value of every field means its default, so
@@ -110,17 +108,10 @@ type Config struct {
 	// Logger receives the engine's logs, through LogHandler so that lines
 	// about a batch or call carry its IDs and trace. Default slog.Default().
 	Logger *slog.Logger
-	// TracerProvider makes the server's spans: the RPC's (otelgrpc), one
-	// per batch and one per call. Default otel.GetTracerProvider(), which
-	// records nothing until the program installs an SDK.
-	TracerProvider trace.TracerProvider
-	// MeterProvider makes the server's metrics. Default
-	// otel.GetMeterProvider(), likewise a no-op until one is installed.
-	MeterProvider metric.MeterProvider
-	// TraceContent records each call's arguments and result in its span
-	// (gen_ai.tool.call.arguments, gen_ai.tool.call.result). They may hold
-	// personal or secret data, so the default is off.
-	TraceContent bool
+	// Telemetry records the engine's batches and calls (spans, metrics),
+	// chosen once: OpenTelemetry(…) with the providers of the SDK the
+	// program installed. Default nil: no telemetry, at no cost.
+	Telemetry Observer
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -83,7 +83,7 @@ type Engine struct {
 	abandoned atomic.Int64
 	runners   *runners
 	limits    *limiter
-	tel       *telemetry
+	tel       Observer
 }
 
 // New returns an engine. It holds no registry: each Run is given the
@@ -99,7 +99,10 @@ func New(cfg Config) *Engine {
 	}
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
-	e.tel = newTelemetry(&e.cfg)
+	e.tel = e.cfg.Telemetry
+	if e.tel == nil {
+		e.tel = noTelemetry{}
+	}
 	return e
 }
 
@@ -125,8 +128,9 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 		return err
 	}
 	defer e.release(b)
-	runCtx = b.startTelemetry(runCtx)
-	defer func() { b.endTelemetry(err); b.logBatch(err) }()
+	b.scope = logScope{b: b, i: -1}
+	runCtx = e.tel.batchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope), b)
+	defer func() { e.tel.batchEnded(b, err); b.logBatch(err) }()
 	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -12,7 +11,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 )
@@ -75,18 +76,44 @@ var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 // does not allocate the option.
 var internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 
-// telemetry holds a server's tracer and instruments. With the default
-// (global, no-op until an SDK is installed) providers every method costs next
-// to nothing.
-type telemetry struct {
-	tracer  trace.Tracer
-	content bool // record arguments and results in spans
+// Observer records an engine's batches and calls: their spans, metrics
+// and events. It is chosen once, as Config.Telemetry: nil records nothing,
+// at no cost per batch (no span, no measurement, nothing looked up), and
+// OpenTelemetry returns the one that records. Its methods are the engine's
+// own; a new kind of telemetry is a new implementation here.
+type Observer interface {
+	// batchStarted is called once the batch is admitted and returns ctx,
+	// which the batch's calls inherit, carrying what it started.
+	batchStarted(ctx context.Context, b *batch) context.Context
+	laneStarted(b *batch, li int)
+	// batchEnded is called when Run returns err.
+	batchEnded(b *batch, err error)
+	// callStarted is called as call i enters its path, and for a call
+	// that never did (skipped) when it ends; it returns ctx for the tool.
+	callStarted(ctx context.Context, b *batch, lane, i int) context.Context
+	callRunning(b *batch, i int) // the tool is about to be invoked
+	callAbandoned(b *batch, i int)
+	callEnded(b *batch, i int, res *toolwirev1.CallResult) // from finish
+}
 
-	// The configured providers; nil (or a global delegate) means
-	// OpenTelemetry's globals, looked up again each time: an SDK may be
-	// installed after the server was made.
-	tp trace.TracerProvider
-	mp metric.MeterProvider
+// noTelemetry is the Observer of an engine whose Config.Telemetry is nil.
+type noTelemetry struct{}
+
+func (noTelemetry) batchStarted(ctx context.Context, _ *batch) context.Context { return ctx }
+func (noTelemetry) laneStarted(*batch, int)                                    {}
+func (noTelemetry) batchEnded(*batch, error)                                   {}
+func (noTelemetry) callStarted(ctx context.Context, _ *batch, _, _ int) context.Context {
+	return ctx
+}
+func (noTelemetry) callRunning(*batch, int)                       {}
+func (noTelemetry) callAbandoned(*batch, int)                     {}
+func (noTelemetry) callEnded(*batch, int, *toolwirev1.CallResult) {}
+
+// otelTelemetry is the OpenTelemetry Observer: a tracer and instruments.
+type otelTelemetry struct {
+	tracer  trace.Tracer // nil: no tracer provider, no spans
+	metrics bool         // a meter provider was given: measure
+	content bool         // record arguments and results in spans
 
 	duration  metric.Float64Histogram
 	inFlight  metric.Int64UpDownCounter
@@ -114,20 +141,33 @@ type attrKey struct {
 	kind toolwirev1.ErrorKind
 }
 
-func newTelemetry(cfg *Config) *telemetry {
-	tp, mp := cfg.TracerProvider, cfg.MeterProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+// OpenTelemetry returns the Observer that records an engine's spans on tp
+// (one per batch, one execute_tool span per call, with the GenAI semantic
+// conventions) and its metrics on mp (gen_ai.execute_tool.duration and
+// toolwire's own), with content recording each call's arguments and result
+// in its span. A nil provider, or OpenTelemetry's no-op one
+// (trace/noop, metric/noop), records nothing of its signal; with neither
+// recording, OpenTelemetry returns nil: no telemetry at all. The program
+// passes the providers of the SDK it installed; nothing is looked up in
+// OpenTelemetry's globals.
+func OpenTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, content bool) Observer {
+	if _, ok := tp.(tracenoop.TracerProvider); ok {
+		tp = nil
+	}
+	if _, ok := mp.(metricnoop.MeterProvider); ok {
+		mp = nil
+	}
+	if tp == nil && mp == nil {
+		return nil
+	}
+	t := &otelTelemetry{content: content, attrs: make(map[attrKey]*measureOpts)}
+	if tp != nil {
+		t.tracer = tp.Tracer(ScopeName)
 	}
 	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
-	t := &telemetry{
-		tracer:  tp.Tracer(ScopeName),
-		content: cfg.TraceContent,
-		tp:      cfg.TracerProvider,
-		mp:      cfg.MeterProvider,
-		attrs:   make(map[attrKey]*measureOpts),
+		mp = metricnoop.NewMeterProvider()
+	} else {
+		t.metrics = true
 	}
 	m := mp.Meter(ScopeName)
 	var errs [6]error
@@ -153,57 +193,8 @@ func newTelemetry(cfg *Config) *telemetry {
 	return t
 }
 
-// tracing reports whether the server's tracer provider may record spans.
-func (t *telemetry) tracing() bool {
-	tp := t.tp
-	if tp == nil || isGlobalDelegate(tp) {
-		tp = otel.GetTracerProvider()
-	}
-	return !isNoop(tp)
-}
-
-// metering reports whether the server's meter provider may record.
-func (t *telemetry) metering() bool {
-	mp := t.mp
-	if mp == nil || isGlobalDelegate(mp) {
-		mp = otel.GetMeterProvider()
-	}
-	return !isNoop(mp)
-}
-
-// globalPkg holds OpenTelemetry's global delegates: the providers that
-// otel.GetTracerProvider and otel.GetMeterProvider return until an SDK is
-// installed (then they return the SDK's, and the delegates forward to it).
-const globalPkg = "go.opentelemetry.io/otel/internal/global"
-
-func isGlobalDelegate(p any) bool { return pkgOf(p) == globalPkg }
-
-// isNoop reports whether provider p records nothing: a global delegate with
-// no SDK behind it, or one of OpenTelemetry's no-op providers.
-func isNoop(p any) bool {
-	switch pkgOf(p) {
-	case globalPkg, "go.opentelemetry.io/otel/trace/noop", "go.opentelemetry.io/otel/metric/noop":
-		return true
-	case "go.opentelemetry.io/otel/trace":
-		return reflect.TypeOf(p).Name() == "noopTracerProvider" // trace.NewNoopTracerProvider's
-	}
-	return p == nil
-}
-
-// pkgOf returns the import path of the package that defines p's type.
-func pkgOf(p any) string {
-	t := reflect.TypeOf(p)
-	if t == nil {
-		return ""
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	return t.PkgPath()
-}
-
 // measure returns the measurement options for a tool and error kind.
-func (t *telemetry) measure(tool string, kind toolwirev1.ErrorKind) *measureOpts {
+func (t *otelTelemetry) measure(tool string, kind toolwirev1.ErrorKind) *measureOpts {
 	k := attrKey{tool, kind}
 	t.mu.RLock()
 	opt, ok := t.attrs[k]
@@ -244,45 +235,26 @@ func errorType(kind toolwirev1.ErrorKind) string {
 	return "_OTHER"
 }
 
-// batchTel is the telemetry state of one batch: its span and, per call, the
-// call's span. It also identifies the batch and its calls in log lines (see
-// LogHandler).
+// batchTel is what the OpenTelemetry observer keeps of a batch, in it.
 type batchTel struct {
-	span    trace.Span // nil when the tracer provider records nothing
-	metrics bool       // the meter provider may record
-	scope   logScope   // the batch's, for its context
+	span trace.Span // nil without a tracer provider
 }
 
-// callTel is the telemetry state of one call.
+// callTel is what the OpenTelemetry observer keeps of a call, in its
+// callState.
 type callTel struct {
 	span     trace.Span // nil until the call is reached, or when not recording
-	scope    logScope
-	ran      bool // the tool was invoked
-	inFlight bool // counted in toolwire.calls.in_flight until its result
+	ran      bool       // the tool was invoked
+	inFlight bool       // counted in toolwire.calls.in_flight until its result
 }
 
-// logScope is what LogHandler adds to a log line about a batch or a call.
-type logScope struct {
-	b *batch
-	i int // the call's index; -1 for the batch itself
-}
-
-type logScopeKey struct{}
-
-// startTelemetry starts the batch's span, a child of the RPC's, and returns
-// ctx carrying it. Call it once the batch is admitted. When neither
-// provider records (no SDK installed), spans and measurements are skipped
-// altogether, not made and dropped: ctx keeps the client's span context, so
-// tools still continue its trace.
-func (b *batch) startTelemetry(ctx context.Context) context.Context {
-	tel := b.e.tel
-	b.tel.scope = logScope{b: b, i: -1}
-	b.tel.metrics = tel.metering()
-	ctx = context.WithValue(ctx, logScopeKey{}, &b.tel.scope)
-	if !tel.tracing() {
+// batchStarted starts the batch's span, a child of the caller's, and
+// returns ctx carrying it.
+func (t *otelTelemetry) batchStarted(ctx context.Context, b *batch) context.Context {
+	if t.tracer == nil {
 		return ctx
 	}
-	ctx, b.tel.span = tel.tracer.Start(ctx, spanBatch, internalSpan...)
+	ctx, b.tel.span = t.tracer.Start(ctx, spanBatch, internalSpan...)
 	if !b.tel.span.IsRecording() {
 		return ctx
 	}
@@ -305,7 +277,7 @@ func (b *batch) startTelemetry(ctx context.Context) context.Context {
 }
 
 // laneStarted marks a lane's start on the batch's span.
-func (b *batch) laneStarted(li int) {
+func (t *otelTelemetry) laneStarted(b *batch, li int) {
 	if b.tel.span == nil || !b.tel.span.IsRecording() {
 		return
 	}
@@ -314,9 +286,9 @@ func (b *batch) laneStarted(li int) {
 		attrLaneIndex.Int(li), attrLaneCalls.Int(len(l.Calls)), attrLaneParallel.Bool(l.Parallel)))
 }
 
-// endTelemetry ends the batch's span once every call has its result; err is
-// the RPC's error.
-func (b *batch) endTelemetry(err error) {
+// batchEnded ends the batch's span once every call has its result; err is
+// what Run returns.
+func (t *otelTelemetry) batchEnded(b *batch, err error) {
 	span := b.tel.span
 	if span == nil {
 		return
@@ -344,14 +316,11 @@ func (b *batch) endTelemetry(err error) {
 	span.End()
 }
 
-// startCallSpan starts call i's span, a child of the batch's, and returns ctx
+// callStarted starts call i's span, a child of the batch's, and returns ctx
 // carrying it, so the tool's own outgoing requests (HTTP, MCP) continue the
 // trace. Call spans are made only when the batch's span records: a trace
 // that is not sampled costs nothing per call.
-func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context {
-	ct := &b.calls[i].tel
-	ct.scope = logScope{b: b, i: i}
-	ctx = context.WithValue(ctx, logScopeKey{}, &ct.scope)
+func (t *otelTelemetry) callStarted(ctx context.Context, b *batch, lane, i int) context.Context {
 	if b.tel.span == nil || !b.tel.span.IsRecording() {
 		return ctx
 	}
@@ -363,48 +332,45 @@ func (b *batch) startCallSpan(ctx context.Context, lane, i int) context.Context 
 		attrToolCallID.String(call.GetCallId()),
 		attrCallIndex.Int(i),
 		attrLaneIndex.Int(lane))
-	if t := b.calls[i].tool; t != nil && t.Description != "" {
-		attrs = append(attrs, attrToolDesc.String(t.Description))
+	if tool := b.calls[i].tool; tool != nil && tool.Description != "" {
+		attrs = append(attrs, attrToolDesc.String(tool.Description))
 	}
-	if b.e.tel.content {
+	if t.content {
 		attrs = append(attrs, attrToolArgs.String(call.GetArguments()))
 	}
-	ctx, ct.span = b.e.tel.tracer.Start(ctx, spanToolPrefix+call.GetName(),
+	ctx, b.calls[i].tel.span = t.tracer.Start(ctx, spanToolPrefix+call.GetName(),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	return ctx
 }
 
 // callRunning records that call i's tool is about to be invoked.
-func (b *batch) callRunning(i int) {
-	tel := b.e.tel
+func (t *otelTelemetry) callRunning(b *batch, i int) {
 	ct := &b.calls[i].tel
 	ct.ran = true
-	if !b.tel.metrics {
+	if !t.metrics {
 		return
 	}
 	ct.inFlight = true
-	m := tel.measure(b.metricTool(i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED)
-	tel.inFlight.Add(context.Background(), 1, m.add...)
-	tel.queueWait.Record(context.Background(), time.Since(b.start).Seconds(), m.rec...)
+	m := t.measure(metricTool(b, i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED)
+	t.inFlight.Add(context.Background(), 1, m.add...)
+	t.queueWait.Record(context.Background(), time.Since(b.start).Seconds(), m.rec...)
 }
 
 // callAbandoned records that call i's tool ignored its cancellation.
-func (b *batch) callAbandoned(i int) {
-	tel := b.e.tel
-	if b.tel.metrics {
-		tel.abandoned.Add(context.Background(), 1, tel.measure(b.metricTool(i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+func (t *otelTelemetry) callAbandoned(b *batch, i int) {
+	if t.metrics {
+		t.abandoned.Add(context.Background(), 1, t.measure(metricTool(b, i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 	}
 	if span := b.calls[i].tel.span; span != nil {
 		span.AddEvent("abandoned")
 	}
 }
 
-// endCallTelemetry records call i's result and ends its span. A call that
-// never reached startCall (skipped by stop_on_error) gets its span here.
-func (b *batch) endCallTelemetry(i int, res *toolwirev1.CallResult) {
-	tel := b.e.tel
+// callEnded records call i's result and ends its span. A call that never
+// entered its path (skipped by stop_on_error) gets its span here.
+func (t *otelTelemetry) callEnded(b *batch, i int, res *toolwirev1.CallResult) {
 	ct := &b.calls[i].tel
-	tool := b.metricTool(i)
+	tool := metricTool(b, i)
 	kind := toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED
 	if res.GetIsError() {
 		kind = res.GetErrorKind()
@@ -412,24 +378,23 @@ func (b *batch) endCallTelemetry(i int, res *toolwirev1.CallResult) {
 			kind = toolwirev1.ErrorKind(-1) // errorType says _OTHER
 		}
 	}
-	if b.tel.metrics {
+	if t.metrics {
 		ctx := context.Background()
-		m := tel.measure(tool, kind)
-		tel.results.Add(ctx, 1, m.add...)
+		m := t.measure(tool, kind)
+		t.results.Add(ctx, 1, m.add...)
 		if ct.ran {
-			tel.duration.Record(ctx, res.GetDuration().AsDuration().Seconds(), m.rec...)
+			t.duration.Record(ctx, res.GetDuration().AsDuration().Seconds(), m.rec...)
 		}
 		if res.GetReplayed() {
-			tel.replays.Add(ctx, 1, tel.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+			t.replays.Add(ctx, 1, t.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 		}
 	}
 	if ct.inFlight {
-		// Counted down only if counted up: the SDK may have been installed since.
-		tel.inFlight.Add(context.Background(), -1, tel.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+		t.inFlight.Add(context.Background(), -1, t.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 	}
 
 	if ct.span == nil && b.tel.span != nil && b.tel.span.IsRecording() {
-		b.startCallSpan(trace.ContextWithSpan(context.Background(), b.tel.span), b.laneOf(i), i)
+		t.callStarted(trace.ContextWithSpan(context.Background(), b.tel.span), b, laneOf(b, i), i)
 	}
 	span := ct.span
 	if span == nil {
@@ -442,7 +407,7 @@ func (b *batch) endCallTelemetry(i int, res *toolwirev1.CallResult) {
 	if res.GetTruncated() {
 		span.SetAttributes(attrCallTruncated.Bool(true))
 	}
-	if tel.content {
+	if t.content {
 		span.SetAttributes(attrToolResult.String(resultText(res)))
 	}
 	if res.GetIsError() {
@@ -454,7 +419,7 @@ func (b *batch) endCallTelemetry(i int, res *toolwirev1.CallResult) {
 }
 
 // laneOf returns the index of the lane that holds call i.
-func (b *batch) laneOf(i int) int {
+func laneOf(b *batch, i int) int {
 	for li, l := range b.lanes {
 		if l.Calls[0] <= i && i <= l.Calls[len(l.Calls)-1] {
 			return li
@@ -464,7 +429,7 @@ func (b *batch) laneOf(i int) int {
 }
 
 // metricTool is call i's tool name as metrics label it.
-func (b *batch) metricTool(i int) string {
+func metricTool(b *batch, i int) string {
 	if t := b.calls[i].tool; t != nil {
 		return t.Name
 	}
@@ -488,8 +453,3 @@ func resultText(res *toolwirev1.CallResult) string {
 	}
 	return sb.String()
 }
-
-// Recording reports whether the engine's tracer or meter provider may
-// record, so a surface can skip instrumenting its transport when neither
-// does.
-func (e *Engine) Recording() bool { return e.tel.tracing() || e.tel.metering() }

@@ -99,11 +99,13 @@ type Config struct {
 	// about a batch or call carry its IDs and trace. Default slog.Default().
 	Logger *slog.Logger
 	// TracerProvider makes the server's spans: the RPC's (otelgrpc), one
-	// per batch and one per call. Default otel.GetTracerProvider(), which
-	// records nothing until the program installs an SDK.
+	// per batch and one per call. Default nil: no spans. Pass the provider
+	// of the SDK the program installed; OpenTelemetry's globals are not
+	// consulted, so the choice is made once, in New (see
+	// engine.OpenTelemetry).
 	TracerProvider trace.TracerProvider
-	// MeterProvider makes the server's metrics. Default
-	// otel.GetMeterProvider(), likewise a no-op until one is installed.
+	// MeterProvider makes the server's metrics. Default nil: none, as for
+	// TracerProvider.
 	MeterProvider metric.MeterProvider
 	// TraceContent records each call's arguments and result in its span
 	// (gen_ai.tool.call.arguments, gen_ai.tool.call.result). They may hold
@@ -139,9 +141,7 @@ func (c Config) engine() engine.Config {
 		MaxCallsPerCaller:    c.MaxCallsPerCaller,
 		MaxMessageBytes:      c.MaxMessageBytes,
 		Logger:               c.Logger,
-		TracerProvider:       c.TracerProvider,
-		MeterProvider:        c.MeterProvider,
-		TraceContent:         c.TraceContent,
+		Telemetry:            engine.OpenTelemetry(c.TracerProvider, c.MeterProvider, c.TraceContent),
 	}
 }
 

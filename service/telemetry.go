@@ -42,16 +42,15 @@ func (s *Server) StatsHandler() stats.Handler {
 }
 
 // TelemetryOptions returns the grpc.ServerOptions that Serve instruments its
-// grpc.Server with: StatsHandler's, when the server's tracer or meter
-// provider records, and none when neither does (OpenTelemetry's no-op
-// providers, or its globals before an SDK is installed). Any stats handler,
-// even one that records nothing, costs gRPC a copy of each RPC's metadata
-// and an event per message; without one, ExecuteBatch reads the client's
-// trace context itself, so tools still continue the client's trace.
-// Decided when called: an SDK installed later gets toolwire's batch and
-// call spans and metrics, but no RPC spans.
+// grpc.Server with: StatsHandler's, when the Config gave a tracer or meter
+// provider that records, and none otherwise (none given, or
+// OpenTelemetry's no-op ones): the same choice New made for the engine's
+// telemetry. Any stats handler, even one that records nothing, costs gRPC a
+// copy of each RPC's metadata and an event per message; without one,
+// ExecuteBatch reads the client's trace context itself, so tools still
+// continue the client's trace.
 func (s *Server) TelemetryOptions() []grpc.ServerOption {
-	if !s.engine.Recording() {
+	if s.engine.Config().Telemetry == nil {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(s.StatsHandler())}
