@@ -261,7 +261,7 @@ func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 
 // emit hands an event to the stream writer, waiting while the batch's
 // events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
-// EventBuffer); after the RPC has ended the event is dropped.
+// EventBuffer); after the caller's context has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
 	b.out.put(b.streamCtx.Done(), ev, proto.Size(ev), false)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // Debug lines: one per call when its result is recorded and one per batch
-// when its RPC ends, naming the batch, the call and the tool, the outcome
+// when Run returns, naming the batch, the call and the tool, the outcome
 // and the duration. They are built only when the logger is enabled at
 // debug level, so at the default level a call costs no allocation for
 // them.
@@ -44,7 +44,7 @@ func (b *batch) logBatch(err error) {
 		r := &b.calls[i].ended
 		switch {
 		case !r.ended:
-			missing++ // the RPC ended before the call had a result
+			missing++ // the batch ended before the call had a result
 		case r.isError:
 			failed++
 		default:

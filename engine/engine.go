@@ -156,6 +156,24 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 	return sink.Send(b.finished())
 }
 
+// Call runs one call on the path every call takes, as a batch of one, and
+// returns its result: what a unary surface (a later CallTool) needs. The
+// errors are Run's; a failing tool is a result, as in a batch.
+func (e *Engine) Call(ctx context.Context, snap *tools.Snapshot, call *toolwirev1.ToolCall, sessionID string) (*toolwirev1.CallResult, error) {
+	var res *toolwirev1.CallResult
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: sessionID}
+	err := e.Run(ctx, snap, req, SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+		if r := ev.GetResult(); r != nil {
+			res = r // Run sends from one goroutine, its own
+		}
+		return nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // admit counts a batch in, keeping its cancel function for draining, or
 // refuses it while draining or overloaded.
 func (e *Engine) admit(b *batch, cancel context.CancelCauseFunc) error {

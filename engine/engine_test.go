@@ -250,3 +250,20 @@ func TestFailedSendCancelsCallsWhoseResultsAreStillRecorded(t *testing.T) {
 		t.Errorf("retry of the keyed call: %v; want its recorded result replayed", r)
 	}
 }
+
+func TestCallIsABatchOfOne(t *testing.T) {
+	t.Parallel()
+	e := newTestEngine(t, Config{})
+	snap := engineTools(t, func(string) {})
+	res, err := e.Call(context.Background(), snap, tc("a", "echo"), "")
+	if err != nil || res.GetIsError() || res.GetContent()[0].GetText().GetText() != "echo a" {
+		t.Errorf("Call(echo) = %v, %v; want echo a", res, err)
+	}
+	res, err = e.Call(context.Background(), snap, tc("b", "nope"), "")
+	if err != nil || res.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL {
+		t.Errorf("Call(nope) = %v, %v; want an UNKNOWN_TOOL result", res, err)
+	}
+	if _, err := e.Call(context.Background(), snap, tc("", "echo"), ""); CodeOf(err) != InvalidArgument {
+		t.Errorf("Call without a call_id: %v; want InvalidArgument", err)
+	}
+}

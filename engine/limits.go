@@ -152,7 +152,7 @@ func (s *slot) release(l *limiter) {
 
 // reserve takes a slot for the batch's first call, waiting up to
 // MaxQueueWait: once a batch is accepted every call must get a result, so a
-// wait that ends in an RPC error can only happen before. A server or caller
+// wait that ends in an error for the caller can only happen before. A server or caller
 // at its limit for that long gets ResourceExhausted and retries with
 // backoff or on another replica.
 func (b *batch) reserve(ctx context.Context) error {
