@@ -32,9 +32,9 @@ func startReplicas(t *testing.T, n int) *manual.Resolver {
 	var addrs []resolver.Address
 	for i := range n {
 		whoami := tools.MustTyped("whoami", "Says which replica answered.",
-			func(ctx context.Context, _ *tools.Call, _ struct{}) (string, error) {
+			func(ctx context.Context, _ *tools.Call, _ struct{}) (*tools.Result, string, error) {
 				md, _ := metadata.FromIncomingContext(ctx)
-				return fmt.Sprintf("replica %d, %s=%q", i, client.SessionHeader, md.Get(client.SessionHeader)), nil
+				return nil, fmt.Sprintf("replica %d, %s=%q", i, client.SessionHeader, md.Get(client.SessionHeader)), nil
 			})
 		reg, err := tools.NewRegistry(whoami)
 		if err != nil {

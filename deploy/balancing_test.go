@@ -107,7 +107,7 @@ func startPods(t *testing.T, addrs []string) string {
 	for i, l := range lis {
 		who := addrs[i]
 		reg, err := tools.NewRegistry(tools.MustTyped("whoami", "Says which pod answered.",
-			func(context.Context, *tools.Call, struct{}) (string, error) { return who, nil }))
+			func(context.Context, *tools.Call, struct{}) (*tools.Result, string, error) { return nil, who, nil }))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -68,9 +68,13 @@ type Config struct {
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool
-	// Store keeps idempotency records and session variables. Default: a new
-	// in-memory store (store/memory), which the server does not share.
-	Store store.Store
+	// Idempotency keeps the records that replay calls sent again with an
+	// idempotency key, and Sessions the session variables; one backend
+	// (store.Store) usually serves both. The caller closes them after the
+	// engine has stopped. Default: one new in-memory store (store/memory)
+	// for whichever is unset, which the engine does not share.
+	Idempotency store.Idempotency
+	Sessions    store.Sessions
 	// IdempotencyTTL is how long a completed call with an idempotency key
 	// is replayed instead of run again. Default 24h.
 	IdempotencyTTL time.Duration
@@ -142,8 +146,14 @@ func (c Config) withDefaults() Config {
 	defDur(&c.IdempotencyTTL, 24*time.Hour)
 	defDur(&c.IdempotencyLease, 10*time.Second)
 	defDur(&c.SessionTTL, 24*time.Hour)
-	if c.Store == nil {
-		c.Store = memory.New(memory.Options{})
+	if c.Idempotency == nil || c.Sessions == nil {
+		m := memory.New(memory.Options{})
+		if c.Idempotency == nil {
+			c.Idempotency = m
+		}
+		if c.Sessions == nil {
+			c.Sessions = m
+		}
 	}
 	def(&c.MaxConcurrentCalls, 4096)
 	def(&c.MaxMessageBytes, 4<<20)

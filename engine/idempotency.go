@@ -70,9 +70,9 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	defer cancel()
 	start := time.Now()
 	for {
-		got, err := cfg.Store.Claim(waitCtx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
+		got, err := cfg.Idempotency.Claim(waitCtx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
 		if err == nil && got.State == store.InFlight {
-			err = cfg.Store.Wait(waitCtx, scoped)
+			err = cfg.Idempotency.Wait(waitCtx, scoped)
 			if err == nil {
 				continue
 			}
@@ -173,7 +173,7 @@ func (c *idemClaim) renew() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.IdempotencyLease/3)
-		err := cfg.Store.Renew(ctx, c.key, c.owner, cfg.IdempotencyLease)
+		err := cfg.Idempotency.Renew(ctx, c.key, c.owner, cfg.IdempotencyLease)
 		cancel()
 		if err != nil {
 			cfg.Logger.Warn("could not renew an idempotency lease; a retry elsewhere may run the call again",
@@ -201,7 +201,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	var err error
 	switch res.GetErrorKind() {
 	case toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, toolwirev1.ErrorKind_ERROR_KIND_CANCELLED:
-		err = cfg.Store.Release(ctx, c.key, c.owner)
+		err = cfg.Idempotency.Release(ctx, c.key, c.owner)
 	default:
 		// The record holds the result without the call's ID and index.
 		id, index := res.CallId, res.Index
@@ -210,7 +210,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 		stored, err = proto.Marshal(res)
 		res.CallId, res.Index = id, index
 		if err == nil {
-			err = cfg.Store.Complete(ctx, c.key, c.owner, stored, cfg.IdempotencyTTL)
+			err = cfg.Idempotency.Complete(ctx, c.key, c.owner, stored, cfg.IdempotencyTTL)
 		}
 	}
 	if err != nil {
@@ -242,7 +242,7 @@ const maxSessionValue = 1 << 20
 // session is a batch's session: its variables in the store, scoped by the
 // caller and the session ID.
 type session struct {
-	st    store.Store
+	st    store.Sessions
 	scope string
 	ttl   time.Duration
 }
@@ -253,7 +253,7 @@ func (b *batch) session(ctx context.Context) tools.Session {
 	if id == "" {
 		return nil
 	}
-	return &session{st: b.e.cfg.Store, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
+	return &session{st: b.e.cfg.Sessions, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
 }
 
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {

@@ -142,7 +142,7 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 			t.Parallel()
 			st := &keyLog{Store: open(t)}
 			t.Cleanup(func() { st.Close() })
-			ts := newTestServer(t, Config{Store: st}, derived)
+			ts := newTestServer(t, Config{Idempotency: st, Sessions: st}, derived)
 			ctx := context.Background()
 			if _, err := ts.runErr(ctx, batchOf(keyed("a", "echo", `{"text":"x"}`, strings.Repeat("k", 3<<20)))); status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("a 3 MB key: %v; want InvalidArgument", err)

@@ -76,9 +76,13 @@ type Config struct {
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool
-	// Store keeps idempotency records and session variables. Default: a new
-	// in-memory store (store/memory), which the server does not share.
-	Store store.Store
+	// Idempotency keeps the records that replay calls sent again with an
+	// idempotency key, and Sessions the session variables; one backend
+	// (store.Store) usually serves both. The caller closes them after the
+	// server has stopped. Default: one new in-memory store (store/memory)
+	// for whichever is unset, which the server does not share.
+	Idempotency store.Idempotency
+	Sessions    store.Sessions
 	// IdempotencyTTL is how long a completed call with an idempotency key
 	// is replayed instead of run again. Default 24h.
 	IdempotencyTTL time.Duration
@@ -131,7 +135,8 @@ func (c Config) engine() engine.Config {
 		EventBuffer:          c.EventBuffer,
 		SendTimeout:          c.SendTimeout,
 		Safe:                 c.Safe,
-		Store:                c.Store,
+		Idempotency:          c.Idempotency,
+		Sessions:             c.Sessions,
 		IdempotencyTTL:       c.IdempotencyTTL,
 		IdempotencyLease:     c.IdempotencyLease,
 		SessionTTL:           c.SessionTTL,
@@ -156,7 +161,8 @@ func (c Config) withDefaults(ec engine.Config) Config {
 	c.DefaultCallTimeout, c.MaxCallTimeout, c.IdleTimeout, c.DeadlineMargin = ec.DefaultCallTimeout, ec.MaxCallTimeout, ec.IdleTimeout, ec.DeadlineMargin
 	c.MaxParallel, c.AbandonGrace, c.DrainTimeout = ec.MaxParallel, ec.AbandonGrace, ec.DrainTimeout
 	c.MaxStreamBufferBytes, c.EventBuffer, c.SendTimeout = ec.MaxStreamBufferBytes, ec.EventBuffer, ec.SendTimeout
-	c.Store, c.IdempotencyTTL, c.IdempotencyLease, c.SessionTTL = ec.Store, ec.IdempotencyTTL, ec.IdempotencyLease, ec.SessionTTL
+	c.Idempotency, c.Sessions = ec.Idempotency, ec.Sessions
+	c.IdempotencyTTL, c.IdempotencyLease, c.SessionTTL = ec.IdempotencyTTL, ec.IdempotencyLease, ec.SessionTTL
 	c.MaxConcurrentCalls, c.MaxQueueWait, c.MaxMessageBytes = ec.MaxConcurrentCalls, ec.MaxQueueWait, ec.MaxMessageBytes
 	c.Logger = ec.Logger
 	c.Limits = c.Limits.withDefaults(ec.MaxCallTimeout)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/tools"
@@ -379,7 +380,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	st := memory.New(memory.Options{})
 	c := newCounter()
-	ts := newTestServer(t, Config{Store: st}, c.tool("bump"))
+	ts := newTestServer(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
 	// An owner that died mid-call left a claim behind.
 	args := `{"n":1}`
 	if _, err := st.Claim(context.Background(), `""/"bump"/k`, fingerprint(json.RawMessage(args)), "dead", 30*time.Millisecond, time.Hour); err != nil {
@@ -422,7 +423,7 @@ func TestStoreFailureRunsNothing(t *testing.T) {
 	st := memory.New(memory.Options{})
 	st.Close()
 	c := newCounter()
-	ts := newTestServer(t, Config{Store: st}, c.tool("bump"))
+	ts := newTestServer(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
 	r := results(t, ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "not run") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want INTERNAL, nothing run", r.GetErrorKind(), text(r), c.count(1))
@@ -492,6 +493,54 @@ func TestSessionVariables(t *testing.T) {
 	}
 }
 
+// TestIdempotencyAndSessionsUseTheirOwnStores: records go to
+// Config.Idempotency and variables to Config.Sessions, and an unset one
+// gets an in-memory store of its own.
+func TestIdempotencyAndSessionsUseTheirOwnStores(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		sessions *memory.Store // nil: the default
+	}{
+		{"both set", memory.New(memory.Options{})},
+		{"sessions default", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			idem := memory.New(memory.Options{})
+			cfg := Config{Idempotency: idem}
+			if tc.sessions != nil {
+				cfg.Sessions = tc.sessions
+			}
+			c := newCounter()
+			ts := newTestServer(t, cfg, c.tool("bump"), sessionTool())
+			batch := func(calls ...*toolwirev1.ToolCall) map[string]*toolwirev1.CallResult {
+				return results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: calls}))
+			}
+			batch(keyed("a", "bump", `{"n":1}`, "k"), call("set", "var", `{"op":"set","value":7}`))
+			if got := text(batch(call("get", "var", `{}`))["get"]); got != "7" {
+				t.Fatalf("a later batch read %q, want 7", got)
+			}
+			if _, ok, _ := idem.GetVar(ctx, `""/s1`, "v"); ok {
+				t.Fatal("the session variable was written to the idempotency store")
+			}
+			if got, err := idem.Claim(ctx, `""/"bump"/k`, fingerprint(json.RawMessage(`{"n":1}`)), "x", time.Hour, time.Hour); err != nil || got.State != store.Completed {
+				t.Fatalf("the idempotency store's record = %v, %v; want completed", got.State, err)
+			}
+			if tc.sessions == nil {
+				return
+			}
+			if v, ok, _ := tc.sessions.GetVar(ctx, `""/s1`, "v"); !ok || string(v) != "7" {
+				t.Fatalf("the sessions store holds %q, %v; want 7", v, ok)
+			}
+			if got, _ := tc.sessions.Claim(ctx, `""/"bump"/k`, "fp", "x", time.Hour, time.Hour); got.State != store.Claimed {
+				t.Fatalf("the sessions store has a record (%v): it was written to the wrong store", got.State)
+			}
+		})
+	}
+}
+
 // TestReplicasShareRecordsAndSessions runs two servers over one Redis
 // (miniredis here; the fault tests use a real one): a call completed on one
 // is replayed by the other, and a session variable set on one is read on the
@@ -502,8 +551,9 @@ func TestReplicasShareRecordsAndSessions(t *testing.T) {
 	rc := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { rc.Close() })
 	c := newCounter()
-	a := newTestServer(t, Config{Store: redis.New(rc, redis.Options{})}, c.tool("bump"), sessionTool())
-	b := newTestServer(t, Config{Store: redis.New(rc, redis.Options{})}, c.tool("bump"), sessionTool())
+	sa, sb := redis.New(rc, redis.Options{}), redis.New(rc, redis.Options{})
+	a := newTestServer(t, Config{Idempotency: sa, Sessions: sa}, c.tool("bump"), sessionTool())
+	b := newTestServer(t, Config{Idempotency: sb, Sessions: sb}, c.tool("bump"), sessionTool())
 
 	first := results(t, a.run(t, one(keyed("x", "bump", `{"n":1}`, "k"))))["x"]
 	again := results(t, b.run(t, one(keyed("y", "bump", `{"n":1}`, "k"))))["y"]

@@ -63,8 +63,9 @@ func BenchmarkReplay(b *testing.B) {
 			cfg := Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			c := &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: string(echoArgs)}
 			if be.open != nil {
-				cfg.Store = be.open(b)
-				b.Cleanup(func() { cfg.Store.Close() })
+				st := be.open(b)
+				b.Cleanup(func() { st.Close() })
+				cfg.Idempotency, cfg.Sessions = st, st
 				c.IdempotencyKey = "bench-key"
 			}
 			srv := New(reg, cfg)

@@ -1,26 +1,39 @@
-// Package store defines where toolwire keeps what must outlive one call:
-// idempotency records (so a call an at-least-once runtime sends again is
-// replayed, not run twice) and session variables. Backends live in
-// subpackages: memory (the default), bolt (a file, for one replica across
-// restarts) and redis (shared by replicas); storeurl opens one from a URL,
-// and storetest is the contract every backend passes.
+// Package store defines where toolwire keeps what must outlive one call,
+// as one interface per kind of caller: Idempotency (records that make a call
+// an at-least-once runtime sends again replayed, not run twice) and Sessions
+// (session variables). Backends live in subpackages and implement both plus
+// io.Closer, which Store composes: memory (the default), bolt (a file, for
+// one replica across restarts) and redis (shared by replicas); storeurl
+// opens one from a URL, and storetest holds the contract suites every
+// backend passes, one per interface.
+//
+// The batch event log that detached batches need (a batch's events written
+// before they are sent, so any replica can replay them) will be a third
+// interface here, EventLog, beside Idempotency and Sessions: its own
+// contract suite in storetest, implemented by the backends that can share
+// it between replicas, and taken by the code that runs detached batches as
+// its own Config field. Store would then compose it too. Its methods are
+// not designed yet.
+//
+// This package imports no backend and nothing of the server's.
 package store
 
 import (
 	"context"
 	"errors"
+	"io"
 	"strconv"
 	"time"
 )
 
-// Store keeps idempotency records and session variables. Every method is
-// safe for concurrent use, and atomic: two owners never both hold a claim.
+// Idempotency keeps idempotency records. Every method is safe for
+// concurrent use, and atomic: two owners never both hold a claim.
 //
-// An idempotency record lives under an opaque key (the caller scopes it) and
-// holds the fingerprint of the arguments it was claimed with. It is in
-// flight while its owner's lease is live, completed once the owner stores a
-// result, and gone when released or when its TTL passes.
-type Store interface {
+// A record lives under an opaque key (the caller scopes it) and holds the
+// fingerprint of the arguments it was claimed with. It is in flight while
+// its owner's lease is live, completed once the owner stores a result, and
+// gone when released or when its TTL passes.
+type Idempotency interface {
 	// Claim tries to take key for owner. It returns:
 	//   - Claimed when there was no record, or its lease had expired (the
 	//     previous owner died), or it was released: owner now holds the
@@ -44,7 +57,12 @@ type Store interface {
 	// (completed, released, expired, or its lease ran out) or ctx is done.
 	// It may return early; callers Claim again to learn the state.
 	Wait(ctx context.Context, key string) error
+}
 
+// Sessions keeps session variables: JSON values under a name within a
+// scope (the caller makes one per session), each with a TTL. Every method
+// is safe for concurrent use.
+type Sessions interface {
 	// GetVar returns the JSON value of the session variable name in scope;
 	// false when it is not set or has expired.
 	GetVar(ctx context.Context, scope, name string) ([]byte, bool, error)
@@ -52,10 +70,16 @@ type Store interface {
 	SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error
 	// DeleteVar removes the variable; deleting a missing one is no error.
 	DeleteVar(ctx context.Context, scope, name string) error
+}
 
-	// Close releases the store's resources. The store must not be used
-	// afterwards.
-	Close() error
+// Store is a backend: both interfaces, and Close, which releases its
+// resources (the store must not be used afterwards). It is what storeurl
+// opens and what the binary hands, once per interface, to the code that
+// needs each.
+type Store interface {
+	Idempotency
+	Sessions
+	io.Closer
 }
 
 // State is what Claim found.
@@ -83,7 +107,7 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Claim is the answer to Store.Claim.
+// Claim is the answer to Idempotency.Claim.
 type Claim struct {
 	State  State
 	Result []byte // the stored result, when State is Completed

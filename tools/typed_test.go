@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 type greetIn struct {
@@ -19,11 +21,11 @@ type greetOut struct {
 
 func TestTypedInfersSchemasAndReturnsStructuredContent(t *testing.T) {
 	t.Parallel()
-	tool, err := Typed("greet", "Greets.", func(_ context.Context, _ *Call, in greetIn) (greetOut, error) {
+	tool, err := Typed("greet", "Greets.", func(_ context.Context, _ *Call, in greetIn) (*Result, greetOut, error) {
 		if in.Name == "error" {
-			return greetOut{}, errors.New("cannot greet error")
+			return nil, greetOut{}, errors.New("cannot greet error")
 		}
-		return greetOut{Greeting: strings.Repeat("hello "+in.Name, max(in.Times, 1))}, nil
+		return nil, greetOut{Greeting: strings.Repeat("hello "+in.Name, max(in.Times, 1))}, nil
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +74,9 @@ func (s shout) String() string { return s.Loud + "!" }
 
 func TestTypedTextFromStringer(t *testing.T) {
 	t.Parallel()
-	tool := MustTyped("shout", "", func(_ context.Context, _ *Call, in greetIn) (shout, error) { return shout{Loud: in.Name}, nil })
+	tool := MustTyped("shout", "", func(_ context.Context, _ *Call, in greetIn) (*Result, shout, error) {
+		return nil, shout{Loud: in.Name}, nil
+	})
 	res, err := tool.Handler(context.Background(), NewCall("1", "shout", json.RawMessage(`{"name":"hey"}`), nil))
 	if err != nil || res.Content[0].Text != "hey!" || string(res.StructuredContent) != `{"loud":"hey"}` {
 		t.Errorf("result %+v, %v; want the String text and the JSON structured content", res, err)
@@ -81,7 +85,9 @@ func TestTypedTextFromStringer(t *testing.T) {
 
 func TestTypedRejectsTypesWithoutSchema(t *testing.T) {
 	t.Parallel()
-	_, err := Typed("bad", "", func(context.Context, *Call, struct{ C chan int }) (struct{}, error) { return struct{}{}, nil })
+	_, err := Typed("bad", "", func(context.Context, *Call, struct{ C chan int }) (*Result, struct{}, error) {
+		return nil, struct{}{}, nil
+	})
 	if err == nil {
 		t.Error("a channel field was accepted")
 	}
@@ -110,7 +116,7 @@ type mapOut struct {
 // object), so output is checked even when it comes from the Go type.
 func TestTypedOutputIsCheckedAgainstTheInferredSchema(t *testing.T) {
 	t.Parallel()
-	tool := MustTyped("t", "", func(context.Context, *Call, struct{}) (mapOut, error) { return mapOut{}, nil })
+	tool := MustTyped("t", "", func(context.Context, *Call, struct{}) (*Result, mapOut, error) { return nil, mapOut{}, nil })
 	r, err := NewRegistry(tool)
 	if err != nil {
 		t.Fatal(err)
@@ -125,5 +131,111 @@ func TestTypedOutputIsCheckedAgainstTheInferredSchema(t *testing.T) {
 	}
 	if err := reg.ValidateOutput(json.RawMessage(`{"counts":{}}`)); err != nil {
 		t.Errorf("an empty map was rejected: %v", err)
+	}
+}
+
+// A Result the function returns keeps its content and details, and Out
+// still fills the structured content the output schema declares.
+func TestTypedResultKeepsContentAndDetails(t *testing.T) {
+	t.Parallel()
+	tool := MustTyped("greet", "", func(_ context.Context, _ *Call, in greetIn) (*Result, greetOut, error) {
+		if in.Name == "nobody" {
+			return Errorf("there is nobody to greet"), greetOut{}, nil
+		}
+		return &Result{Content: []Content{{Text: "hi " + in.Name}, {Data: []byte{1}, MIMEType: "image/png"}},
+			Details: json.RawMessage(`{"ui":"wave"}`)}, greetOut{Greeting: "hi " + in.Name}, nil
+	})
+	if tool.OutputSchema == nil {
+		t.Fatal("no output schema declared for a struct Out")
+	}
+	res, err := tool.Handler(context.Background(), NewCall("1", "greet", json.RawMessage(`{"name":"ada"}`), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Content) != 2 || res.Content[0].Text != "hi ada" || res.Content[1].MIMEType != "image/png" {
+		t.Errorf("content = %+v, want the function's two blocks", res.Content)
+	}
+	if string(res.Details) != `{"ui":"wave"}` || string(res.StructuredContent) != `{"greeting":"hi ada"}` || res.IsError {
+		t.Errorf("result = %+v; want the function's details and Out as structured content", res)
+	}
+
+	res, err = tool.Handler(context.Background(), NewCall("2", "greet", json.RawMessage(`{"name":"nobody"}`), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || res.Content[0].Text != "there is nobody to greet" || res.StructuredContent != nil {
+		t.Errorf("error result = %+v; want the function's error text and no structured content", res)
+	}
+}
+
+// With Out any the tool declares no output, and its Result is used as is.
+func TestTypedWithoutOutput(t *testing.T) {
+	t.Parallel()
+	tool := MustTyped("note", "", func(_ context.Context, _ *Call, in greetIn) (*Result, any, error) {
+		switch in.Name {
+		case "":
+			return nil, nil, nil
+		case "fail":
+			return Text("ignored"), nil, errors.New("failed")
+		}
+		return &Result{Content: []Content{{Text: in.Name}}, StructuredContent: json.RawMessage(`[1]`), Details: json.RawMessage(`{"d":1}`)}, nil, nil
+	})
+	if tool.OutputSchema != nil {
+		t.Errorf("output schema = %s, want none for Out any", tool.OutputSchema)
+	}
+	res, err := tool.Handler(context.Background(), NewCall("1", "note", json.RawMessage(`{"name":"x"}`), nil))
+	if err != nil || len(res.Content) != 1 || res.Content[0].Text != "x" || string(res.StructuredContent) != `[1]` || string(res.Details) != `{"d":1}` {
+		t.Errorf("result = %+v, %v; want the function's result unchanged", res, err)
+	}
+	res, err = tool.Handler(context.Background(), NewCall("2", "note", json.RawMessage(`{"name":""}`), nil))
+	if err != nil || res == nil || len(res.Content) != 0 || res.StructuredContent != nil || res.IsError {
+		t.Errorf("nil result and nil output = %+v, %v; want an empty result", res, err)
+	}
+	if res, err := tool.Handler(context.Background(), NewCall("3", "note", json.RawMessage(`{"name":"fail"}`), nil)); err == nil || err.Error() != "failed" || res != nil {
+		t.Errorf("error = %+v, %v; want the function's error and no result", res, err)
+	}
+}
+
+type boundedIn struct {
+	Path  string `json:"path" jsonschema:"where"`
+	Depth int    `json:"depth,omitempty"`
+}
+
+func (boundedIn) ExtendSchema(s *jsonschema.Schema) {
+	s.Properties["path"].MinLength = jsonschema.Ptr(1)
+	s.Properties["depth"].Minimum, s.Properties["depth"].Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(10.0)
+}
+
+type misspeltIn struct {
+	Path string `json:"path"`
+}
+
+func (misspeltIn) ExtendSchema(s *jsonschema.Schema) {
+	s.Properties["paht"].MinLength = jsonschema.Ptr(1)
+}
+
+func TestTypedSchemaExtender(t *testing.T) {
+	t.Parallel()
+	tool := MustTyped("b", "", func(context.Context, *Call, boundedIn) (*Result, any, error) { return Text("ok"), nil, nil })
+	r, err := NewRegistry(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := r.Snapshot().Lookup("b")
+	for _, bad := range []string{`{"path":""}`, `{"path":"a","depth":0}`, `{"path":"a","depth":11}`} {
+		if _, err := reg.ValidateArguments(bad); err == nil {
+			t.Errorf("%s accepted; the extended schema bounds it", bad)
+		}
+	}
+	if _, err := reg.ValidateArguments(`{"path":"a","depth":10}`); err != nil {
+		t.Errorf("valid arguments refused: %v", err)
+	}
+	if !strings.Contains(string(tool.InputSchema), `"description":"where"`) {
+		t.Errorf("input schema %s lost the tag's description", tool.InputSchema)
+	}
+
+	_, err = Typed("m", "", func(context.Context, *Call, misspeltIn) (*Result, any, error) { return nil, nil, nil })
+	if err == nil || !strings.Contains(err.Error(), "ExtendSchema") {
+		t.Errorf("a misspelt property in ExtendSchema = %v, want an error naming it", err)
 	}
 }

@@ -142,3 +142,20 @@ func TestSandboxReadOnlyPathHoldingSessions(t *testing.T) {
 		t.Errorf("serve --sandbox auto with %s read-only logged no warning:\n%s", parent, s.stderr)
 	}
 }
+
+// TestSandboxWarnsOfMissingReadOnlyPath checks that a configured read-only
+// path that does not exist (a typo: the sandbox skips it) is warned about by
+// name, and that the defaults' missing entries are not.
+func TestSandboxWarnsOfMissingReadOnlyPath(t *testing.T) {
+	t.Parallel()
+	typo := filepath.Join(t.TempDir(), "usr-locl")
+	cfg := writeFile(t, "toolwire.yaml", "sandbox: {read_only_paths: [/usr, "+typo+"]}\n")
+	s := startServe(t, "--no-workspace=false", "--config", cfg, "--run-command", "--workspace", t.TempDir())
+	if want := "sandbox.read_only_paths: " + typo + " does not exist"; !strings.Contains(s.stderr.String(), want) {
+		t.Errorf("the log does not warn %q:\n%s", want, s.stderr)
+	}
+	d := startServe(t, "--no-workspace=false", "--run-command", "--workspace", t.TempDir())
+	if strings.Contains(d.stderr.String(), "does not exist") {
+		t.Errorf("the defaults' missing paths were warned about:\n%s", d.stderr)
+	}
+}

@@ -44,8 +44,9 @@ func storeKind(rawURL string) string {
 	return scheme
 }
 
-// openStore opens the configured store and puts it into sc; the caller
-// closes it after the server has stopped.
+// openStore opens the configured store and puts it into sc, as both its
+// idempotency records and its sessions; the caller closes it after the
+// server has stopped.
 func (cfg StoreConfig) openStore(ctx context.Context, sc *service.Config) (store.Store, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -53,7 +54,7 @@ func (cfg StoreConfig) openStore(ctx context.Context, sc *service.Config) (store
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	sc.Store = st
+	sc.Idempotency, sc.Sessions = st, st
 	sc.IdempotencyTTL = time.Duration(cfg.IdempotencyTTL)
 	sc.IdempotencyLease = time.Duration(cfg.IdempotencyLease)
 	sc.SessionTTL = time.Duration(cfg.SessionTTL)

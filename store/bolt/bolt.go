@@ -99,8 +99,9 @@ func writeRecord(b *bbolt.Bucket, key string, r *record.Record) error {
 	return b.Put([]byte(key), v)
 }
 
-// Claim implements store.Store. A completed or in-flight record is read in a
-// read-only transaction, which needs no write to disk: replays are cheap.
+// Claim implements store.Idempotency. A completed or in-flight record is
+// read in a read-only transaction, which needs no write to disk: replays
+// are cheap.
 func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
 	var c store.Claim
 	err := s.db.View(func(tx *bbolt.Tx) error {
@@ -154,7 +155,7 @@ func (s *Store) update(key, owner string, fn func(r *record.Record, now time.Tim
 	})
 }
 
-// Renew implements store.Store.
+// Renew implements store.Idempotency.
 func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration) error {
 	return s.update(key, owner, func(r *record.Record, now time.Time) *record.Record {
 		r.LeaseUntil = now.Add(lease).UnixNano()
@@ -162,7 +163,7 @@ func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration)
 	})
 }
 
-// Complete implements store.Store.
+// Complete implements store.Idempotency.
 func (s *Store) Complete(_ context.Context, key, owner string, result []byte, ttl time.Duration) error {
 	err := s.update(key, owner, func(r *record.Record, now time.Time) *record.Record {
 		r.Done, r.Result, r.Expires = true, result, now.Add(ttl).UnixNano()
@@ -174,7 +175,7 @@ func (s *Store) Complete(_ context.Context, key, owner string, result []byte, tt
 	return err
 }
 
-// Release implements store.Store.
+// Release implements store.Idempotency.
 func (s *Store) Release(_ context.Context, key, owner string) error {
 	err := s.update(key, owner, func(*record.Record, time.Time) *record.Record { return nil })
 	if err == nil {
@@ -183,9 +184,9 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 	return err
 }
 
-// Wait implements store.Store. Only this process can have the file open, so
-// in-process wake-ups see every change; a lease that runs out (its owner
-// died with an earlier process) is waited for with a timer.
+// Wait implements store.Idempotency. Only this process can have the file
+// open, so in-process wake-ups see every change; a lease that runs out (its
+// owner died with an earlier process) is waited for with a timer.
 func (s *Store) Wait(ctx context.Context, key string) error {
 	woken := s.waiters.Chan(key)
 	var until time.Time
@@ -206,7 +207,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 // A variable is stored as its expiry (Unix nanoseconds, 8 bytes) and value.
 func varKey(scope, name string) []byte { return []byte(store.ScopedName(scope, name)) }
 
-// GetVar implements store.Store.
+// GetVar implements store.Sessions.
 func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok bool, err error) {
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		v := tx.Bucket(varsBucket).Get(varKey(scope, name))
@@ -219,7 +220,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok 
 	return value, ok, err
 }
 
-// SetVar implements store.Store.
+// SetVar implements store.Sessions.
 func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(time.Now().Add(ttl).UnixNano()))
 	v = append(v, value...)
@@ -228,7 +229,7 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	})
 }
 
-// DeleteVar implements store.Store.
+// DeleteVar implements store.Sessions.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(varsBucket).Delete(varKey(scope, name))
@@ -288,7 +289,7 @@ func (s *Store) Sweep() error {
 	})
 }
 
-// Close implements store.Store.
+// Close implements io.Closer.
 func (s *Store) Close() error {
 	var err error
 	s.once.Do(func() {

@@ -25,11 +25,13 @@ func open(t *testing.T, path string) *bolt.Store {
 }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	fresh := func(t *testing.T) *bolt.Store {
 		s := open(t, filepath.Join(t.TempDir(), "toolwire.db"))
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
+	storetest.Idempotency(t, fresh)
+	storetest.Sessions(t, fresh)
 }
 
 // TestSurvivesReopen is the reason for this backend: a completed record and a

@@ -121,7 +121,7 @@ func (s *Store) record(key string, now time.Time) *record.Record {
 	return nil
 }
 
-// Claim implements store.Store.
+// Claim implements store.Idempotency.
 func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
 	if err := s.lock(); err != nil {
 		return store.Claim{}, err
@@ -136,7 +136,7 @@ func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.
 	return c, nil
 }
 
-// Renew implements store.Store.
+// Renew implements store.Idempotency.
 func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration) error {
 	if err := s.lock(); err != nil {
 		return err
@@ -151,7 +151,7 @@ func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration)
 	return nil
 }
 
-// Complete implements store.Store.
+// Complete implements store.Idempotency.
 func (s *Store) Complete(_ context.Context, key, owner string, result []byte, ttl time.Duration) error {
 	if err := s.lock(); err != nil {
 		return err
@@ -169,7 +169,7 @@ func (s *Store) Complete(_ context.Context, key, owner string, result []byte, tt
 	return nil
 }
 
-// Release implements store.Store.
+// Release implements store.Idempotency.
 func (s *Store) Release(_ context.Context, key, owner string) error {
 	if err := s.lock(); err != nil {
 		return err
@@ -183,7 +183,7 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 	return nil
 }
 
-// Wait implements store.Store.
+// Wait implements store.Idempotency.
 func (s *Store) Wait(ctx context.Context, key string) error {
 	woken := s.waiters.Chan(key)
 	if err := s.lock(); err != nil {
@@ -200,7 +200,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 	return record.Wait(ctx, woken, until)
 }
 
-// GetVar implements store.Store.
+// GetVar implements store.Sessions.
 func (s *Store) GetVar(_ context.Context, scope, name string) ([]byte, bool, error) {
 	if err := s.lock(); err != nil {
 		return nil, false, err
@@ -213,7 +213,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) ([]byte, bool, err
 	return e.value, true, nil
 }
 
-// SetVar implements store.Store.
+// SetVar implements store.Sessions.
 func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	if err := s.lock(); err != nil {
 		return err
@@ -224,7 +224,7 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	return nil
 }
 
-// DeleteVar implements store.Store.
+// DeleteVar implements store.Sessions.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	if err := s.lock(); err != nil {
 		return err
@@ -244,7 +244,7 @@ func (s *Store) Len() int {
 	return len(s.entries)
 }
 
-// Close implements store.Store.
+// Close implements io.Closer.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

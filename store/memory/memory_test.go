@@ -15,11 +15,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestContract(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store {
+	open := func(t *testing.T) *memory.Store {
 		s := memory.New(memory.Options{})
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
+	storetest.Idempotency(t, open)
+	storetest.Sessions(t, open)
 }
 
 func TestBounded(t *testing.T) {

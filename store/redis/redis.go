@@ -126,7 +126,7 @@ redis.call('DEL', KEYS[1], KEYS[2])
 return 1
 `)
 
-// Claim implements store.Store.
+// Claim implements store.Idempotency.
 func (s *Store) Claim(ctx context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
 	v, err := claimScript.Run(ctx, s.c, s.keys(key), fp, owner, ms(lease), ms(ttl)).Slice()
 	if err != nil {
@@ -160,22 +160,22 @@ func (s *Store) owned(ctx context.Context, what string, script *goredis.Script, 
 	return nil
 }
 
-// Renew implements store.Store.
+// Renew implements store.Idempotency.
 func (s *Store) Renew(ctx context.Context, key, owner string, lease time.Duration) error {
 	return s.owned(ctx, "renew", renewScript, key, owner, ms(lease))
 }
 
-// Complete implements store.Store.
+// Complete implements store.Idempotency.
 func (s *Store) Complete(ctx context.Context, key, owner string, result []byte, ttl time.Duration) error {
 	return s.owned(ctx, "complete", completeScript, key, owner, result, ms(ttl))
 }
 
-// Release implements store.Store.
+// Release implements store.Idempotency.
 func (s *Store) Release(ctx context.Context, key, owner string) error {
 	return s.owned(ctx, "release", releaseScript, key, owner)
 }
 
-// Wait implements store.Store: it polls, backing off, until the lease key
+// Wait implements store.Idempotency: it polls, backing off, until the lease key
 // is gone (the call completed, was released, or its owner died).
 func (s *Store) Wait(ctx context.Context, key string) error {
 	lease := s.keys(key)[1]
@@ -204,7 +204,7 @@ func (s *Store) varKey(scope, name string) string {
 	return s.prefix + "session:{" + scope + "}:" + name
 }
 
-// GetVar implements store.Store.
+// GetVar implements store.Sessions.
 func (s *Store) GetVar(ctx context.Context, scope, name string) ([]byte, bool, error) {
 	v, err := s.c.Get(ctx, s.varKey(scope, name)).Bytes()
 	if errors.Is(err, goredis.Nil) {
@@ -216,7 +216,7 @@ func (s *Store) GetVar(ctx context.Context, scope, name string) ([]byte, bool, e
 	return v, true, nil
 }
 
-// SetVar implements store.Store.
+// SetVar implements store.Sessions.
 func (s *Store) SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	if err := s.c.Set(ctx, s.varKey(scope, name), value, ttl).Err(); err != nil {
 		return fmt.Errorf("redis store: set: %w", err)
@@ -224,7 +224,7 @@ func (s *Store) SetVar(ctx context.Context, scope, name string, value []byte, tt
 	return nil
 }
 
-// DeleteVar implements store.Store.
+// DeleteVar implements store.Sessions.
 func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
 	if err := s.c.Del(ctx, s.varKey(scope, name)).Err(); err != nil {
 		return fmt.Errorf("redis store: delete: %w", err)
@@ -232,7 +232,7 @@ func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
 	return nil
 }
 
-// Close implements store.Store: it closes the client Open made.
+// Close implements io.Closer: it closes the client Open made.
 func (s *Store) Close() error {
 	if !s.own {
 		return nil

@@ -10,7 +10,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/toolwire/toolwire/internal/testenv"
-	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/store/storetest"
 	"go.uber.org/goleak"
@@ -23,27 +22,30 @@ func TestContractMiniredis(t *testing.T) {
 	c := goredis.NewClient(&goredis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { c.Close() })
 	var n atomic.Int64
-	storetest.Run(t, func(t *testing.T) store.Store {
+	open := func(t *testing.T) *redis.Store {
 		// A prefix per subtest keeps them apart in one server.
 		return redis.New(c, redis.Options{Prefix: fmt.Sprintf("t%d:", n.Add(1))})
-	}, storetest.WithAdvance(func(d time.Duration) {
-		// miniredis expires keys only when told time has passed.
-		mr.FastForward(d)
-	}))
+	}
+	// miniredis expires keys only when told time has passed.
+	advance := storetest.WithAdvance(mr.FastForward)
+	storetest.Idempotency(t, open, advance)
+	storetest.Sessions(t, open, advance)
 }
 
 func TestContractRealRedis(t *testing.T) {
 	addr := testenv.RedisAddr(t)
 	run := fmt.Sprintf("test%d:", time.Now().UnixNano())
 	var n atomic.Int64
-	storetest.Run(t, func(t *testing.T) store.Store {
+	open := func(t *testing.T) *redis.Store {
 		s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: fmt.Sprintf("%s%d:", run, n.Add(1))})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
 		return s
-	})
+	}
+	storetest.Idempotency(t, open)
+	storetest.Sessions(t, open)
 }
 
 func TestOpenUnreachable(t *testing.T) {

@@ -1,5 +1,7 @@
-// Package storetest is the contract every store.Store backend passes: run
-// it from the backend's tests with Run.
+// Package storetest holds the contracts store backends pass, one suite per
+// interface: Idempotency for store.Idempotency and Sessions for
+// store.Sessions. A backend's tests run the suite of every interface it
+// implements. It imports no backend.
 package storetest
 
 import (
@@ -14,14 +16,14 @@ import (
 	"github.com/toolwire/toolwire/store"
 )
 
-// Option adjusts Run.
+// Option adjusts a suite.
 type Option func(*config)
 
 type config struct {
 	advance func(time.Duration)
 }
 
-// WithAdvance makes Run let time pass with advance instead of sleeping, for
+// WithAdvance makes a suite let time pass with advance instead of sleeping, for
 // stores whose clock is simulated (miniredis's FastForward).
 func WithAdvance(advance func(time.Duration)) Option {
 	return func(c *config) { c.advance = advance }
@@ -32,15 +34,28 @@ const (
 	short = 100 * time.Millisecond
 )
 
-// Run runs the contract against stores made by open, one per subtest; open
-// should register their Close with t.Cleanup.
-func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
+func newConfig(opts []Option) config {
 	c := config{advance: time.Sleep}
 	for _, o := range opts {
 		o(&c)
 	}
+	return c
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Idempotency runs the idempotency records' contract against stores made
+// by open, one per subtest; open should register their Close with
+// t.Cleanup.
+func Idempotency[S store.Idempotency](t *testing.T, open func(t *testing.T) S, opts ...Option) {
+	c := newConfig(opts)
 	ctx := context.Background()
-	claim := func(t *testing.T, s store.Store, key, fp, owner string, lease, ttl time.Duration, want store.State) store.Claim {
+	claim := func(t *testing.T, s S, key, fp, owner string, lease, ttl time.Duration, want store.State) store.Claim {
 		t.Helper()
 		got, err := s.Claim(ctx, key, fp, owner, lease, ttl)
 		if err != nil {
@@ -50,12 +65,6 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 			t.Fatalf("Claim(%q, %q, %q) = %v, want %v", key, fp, owner, got.State, want)
 		}
 		return got
-	}
-	must := func(t *testing.T, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	isLost := func(t *testing.T, what string, err error) {
 		t.Helper()
@@ -220,6 +229,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store, opts ...Option) {
 			t.Fatalf("claims = %v, want one claimed and %d in flight", count, n-1)
 		}
 	})
+}
+
+// Sessions runs the session variables' contract against stores made by
+// open, one per subtest; open should register their Close with t.Cleanup.
+func Sessions[S store.Sessions](t *testing.T, open func(t *testing.T) S, opts ...Option) {
+	c := newConfig(opts)
+	ctx := context.Background()
 	t.Run("Vars", func(t *testing.T) {
 		s := open(t)
 		get := func(scope, name string) (string, bool) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -32,6 +33,12 @@ type SleepArgs struct {
 	MS int `json:"ms" jsonschema:"how long to sleep, in milliseconds"`
 }
 
+// ExtendSchema bounds ms to a day.
+func (SleepArgs) ExtendSchema(s *jsonschema.Schema) {
+	ms := s.Properties["ms"]
+	ms.Minimum, ms.Maximum = jsonschema.Ptr(0.0), jsonschema.Ptr(float64(24*time.Hour/time.Millisecond))
+}
+
 // SleepOutput is sleep's structured output.
 type SleepOutput struct {
 	SleptMS int64 `json:"slept_ms"`
@@ -45,14 +52,14 @@ type FailArgs struct {
 // Tools returns the diagnostic tools.
 func Tools() []tools.Tool {
 	echo := tools.MustTyped("echo", "Returns the given text unchanged.",
-		func(_ context.Context, _ *tools.Call, in EchoArgs) (EchoOutput, error) {
-			return EchoOutput(in), nil
+		func(_ context.Context, _ *tools.Call, in EchoArgs) (*tools.Result, EchoOutput, error) {
+			return nil, EchoOutput(in), nil
 		})
 	echo.Title = "Echo"
 	echo.Annotations = tools.Annotations{ReadOnly: true, Idempotent: true}
 
 	sleep := tools.MustTyped("sleep", "Waits for the given number of milliseconds, reporting progress, then returns.",
-		func(ctx context.Context, call *tools.Call, in SleepArgs) (SleepOutput, error) {
+		func(ctx context.Context, call *tools.Call, in SleepArgs) (*tools.Result, SleepOutput, error) {
 			start := time.Now()
 			total := time.Duration(in.MS) * time.Millisecond
 			timer := time.NewTimer(total)
@@ -63,9 +70,9 @@ func Tools() []tools.Tool {
 			for {
 				select {
 				case <-ctx.Done():
-					return SleepOutput{}, ctx.Err()
+					return nil, SleepOutput{}, ctx.Err()
 				case <-timer.C:
-					return SleepOutput{SleptMS: time.Since(start).Milliseconds()}, nil
+					return nil, SleepOutput{SleptMS: time.Since(start).Milliseconds()}, nil
 				case <-tick.C:
 					done := min(time.Since(start), total)
 					call.Progressf(float64(done.Milliseconds()), float64(in.MS), "slept %d of %d ms", done.Milliseconds(), in.MS)
@@ -74,14 +81,12 @@ func Tools() []tools.Tool {
 		})
 	sleep.Title = "Sleep"
 	sleep.Annotations = tools.Annotations{ReadOnly: true, Idempotent: true}
-	sleep.InputSchema = []byte(`{"type":"object","properties":{"ms":{"type":"integer","minimum":0,"maximum":86400000,"description":"how long to sleep, in milliseconds"}},"required":["ms"],"additionalProperties":false}`)
 
 	fail := tools.MustTyped("fail", "Fails with the given message; for testing error handling.",
-		func(_ context.Context, _ *tools.Call, in FailArgs) (struct{}, error) {
-			return struct{}{}, errors.New(in.Message)
+		func(_ context.Context, _ *tools.Call, in FailArgs) (*tools.Result, any, error) {
+			return nil, nil, errors.New(in.Message)
 		})
 	fail.Title = "Fail"
-	fail.OutputSchema = nil
 
 	return []tools.Tool{echo, sleep, fail}
 }

@@ -42,7 +42,7 @@ func TestDeclarations(t *testing.T) {
 		}
 	}
 	sleep, _ := snap.Lookup("sleep")
-	for _, bad := range []string{`{}`, `{"ms":"1"}`, `{"ms":1.5}`, `{"ms":-1}`} {
+	for _, bad := range []string{`{}`, `{"ms":"1"}`, `{"ms":1.5}`, `{"ms":-1}`, `{"ms":86400001}`} {
 		if _, err := sleep.ValidateArguments(bad); err == nil {
 			t.Errorf("sleep accepted %s", bad)
 		}

@@ -30,6 +30,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/google/jsonschema-go/jsonschema"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
@@ -108,10 +109,15 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Args are find_files's arguments.
+// Args are find_files's arguments; its input schema is inferred from them.
 type Args struct {
-	Pattern string `json:"pattern"`
-	Content string `json:"content,omitempty"`
+	Pattern string `json:"pattern" jsonschema:"glob pattern of paths relative to the workspace: * and ? within a name, ** across folders, {a,b} alternatives, [a-z] classes; for example **/*.go"`
+	Content string `json:"content,omitempty" jsonschema:"optional regular expression (Go RE2 syntax); only files with a matching line are returned, with those lines"`
+}
+
+// ExtendSchema adds the bound the struct tags cannot say.
+func (Args) ExtendSchema(s *jsonschema.Schema) {
+	s.Properties["pattern"].MinLength = jsonschema.Ptr(1)
 }
 
 // Match is one matching line.
@@ -139,35 +145,19 @@ type Details struct {
 	SkippedBinary int `json:"skipped_binary,omitempty"`
 }
 
-const schema = `{
-  "type": "object",
-  "properties": {
-    "pattern": {"type": "string", "minLength": 1, "description": "glob pattern of paths relative to the workspace: * and ? within a name, ** across folders, {a,b} alternatives, [a-z] classes; for example **/*.go"},
-    "content": {"type": "string", "description": "optional regular expression (Go RE2 syntax); only files with a matching line are returned, with those lines"}
-  },
-  "required": ["pattern"],
-  "additionalProperties": false
-}`
-
 // New returns the find_files tool over the workspace r gives each call.
 func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
-	return tools.Tool{
-		Name:  "find_files",
-		Title: "Find files",
-		Description: "Finds files in the workspace whose path matches a glob pattern (** matches any number of folders), one path per line. " +
-			"With content, a regular expression, returns only the lines that match, as path:line: text. At most " +
-			strconv.Itoa(opts.MaxFiles) + " files and " + strconv.Itoa(opts.MaxMatches) + " lines are returned.",
-		InputSchema: json.RawMessage(schema),
-		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
-			var args Args
-			if err := json.Unmarshal(call.Arguments, &args); err != nil {
-				return nil, fmt.Errorf("decoding arguments: %w", err)
-			}
+	t := tools.MustTyped("find_files",
+		"Finds files in the workspace whose path matches a glob pattern (** matches any number of folders), one path per line. "+
+			"With content, a regular expression, returns only the lines that match, as path:line: text. At most "+
+			strconv.Itoa(opts.MaxFiles)+" files and "+strconv.Itoa(opts.MaxMatches)+" lines are returned.",
+		workspace.Typed(r, func(ctx context.Context, _ *tools.Call, ws *workspace.Workspace, args Args) (*tools.Result, error) {
 			return find(ctx, ws, opts, args)
-		}),
-	}
+		}))
+	t.Title = "Find files"
+	t.Annotations = tools.Annotations{ReadOnly: true, Idempotent: true}
+	return t
 }
 
 // errFull stops the walk once the caps on what is returned are reached;

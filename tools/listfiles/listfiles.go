@@ -58,6 +58,8 @@ type Details struct {
 	Truncated bool    `json:"truncated"`
 }
 
+// schema is written out rather than inferred (tools.Typed): its maximum
+// depth comes from Options, which an argument type's ExtendSchema cannot see.
 func schema(maxDepth int) string {
 	return `{
   "type": "object",

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
 )
@@ -44,11 +45,18 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Args are read_file's arguments.
+// Args are read_file's arguments; its input schema is inferred from them.
 type Args struct {
-	Path   string `json:"path"`
-	Offset int    `json:"offset,omitempty"` // first line, from 1
-	Limit  int    `json:"limit,omitempty"`  // most lines
+	Path   string `json:"path" jsonschema:"the file's path, relative to the workspace"`
+	Offset int    `json:"offset,omitempty" jsonschema:"the first line to return, counting from 1 (default 1)"`
+	Limit  int    `json:"limit,omitempty" jsonschema:"the most lines to return (default 2000)"`
+}
+
+// ExtendSchema adds the bounds the struct tags cannot say.
+func (Args) ExtendSchema(s *jsonschema.Schema) {
+	s.Properties["path"].MinLength = jsonschema.Ptr(1)
+	s.Properties["offset"].Minimum = jsonschema.Ptr(1.0)
+	s.Properties["limit"].Minimum = jsonschema.Ptr(1.0)
 }
 
 // Details is what read_file reports to user interfaces.
@@ -61,17 +69,6 @@ type Details struct {
 	MIMEType  string `json:"mime_type,omitempty"` // set for images
 }
 
-const schema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "minLength": 1, "description": "the file's path, relative to the workspace"},
-    "offset": {"type": "integer", "minimum": 1, "description": "the first line to return, counting from 1 (default 1)"},
-    "limit": {"type": "integer", "minimum": 1, "description": "the most lines to return (default 2000)"}
-  },
-  "required": ["path"],
-  "additionalProperties": false
-}`
-
 // images are the image types returned as image blocks, by the MIME type
 // http.DetectContentType gives them.
 var images = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
@@ -79,22 +76,16 @@ var images = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif":
 // New returns the read_file tool over the workspace r gives each call.
 func New(r workspace.Resolver, opts Options) tools.Tool {
 	opts = opts.withDefaults()
-	return tools.Tool{
-		Name:  "read_file",
-		Title: "Read file",
-		Description: "Reads a text file in the workspace and returns its lines, each prefixed with its line number and a tab " +
-			"(the numbers are not part of the file). Reads up to " + strconv.Itoa(opts.MaxLines) + " lines unless limit says otherwise; " +
+	t := tools.MustTyped("read_file",
+		"Reads a text file in the workspace and returns its lines, each prefixed with its line number and a tab "+
+			"(the numbers are not part of the file). Reads up to "+strconv.Itoa(opts.MaxLines)+" lines unless limit says otherwise; "+
 			"use offset and limit to page through long files. Images (PNG, JPEG, GIF, WebP) come back as images; other binary files are refused.",
-		InputSchema: json.RawMessage(schema),
-		Annotations: tools.Annotations{ReadOnly: true, Idempotent: true},
-		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
-			var args Args
-			if err := json.Unmarshal(call.Arguments, &args); err != nil {
-				return nil, fmt.Errorf("decoding arguments: %w", err)
-			}
+		workspace.Typed(r, func(ctx context.Context, _ *tools.Call, ws *workspace.Workspace, args Args) (*tools.Result, error) {
 			return read(ctx, ws, opts, args)
-		}),
-	}
+		}))
+	t.Title = "Read file"
+	t.Annotations = tools.Annotations{ReadOnly: true, Idempotent: true}
+	return t
 }
 
 func read(ctx context.Context, ws *workspace.Workspace, opts Options, args Args) (*tools.Result, error) {

@@ -106,6 +106,8 @@ type Details struct {
 	Limit string `json:"limit,omitempty"`
 }
 
+// The schemas are written out rather than inferred (tools.Typed): one Args
+// serves both modes, each with its own required field.
 const argvSchema = `{
   "type": "object",
   "properties": {

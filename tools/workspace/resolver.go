@@ -34,15 +34,30 @@ var ErrNoSession = errors.New("a session is required: this server gives each ses
 // tool error otherwise.
 func Handler(r Resolver, h func(ctx context.Context, call *tools.Call, ws *Workspace) (*tools.Result, error)) tools.Handler {
 	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-		ws, release, err := r.Resolve(call)
-		if err != nil {
-			res := tools.Errorf("%v", err)
-			if errors.Is(err, ErrNoSession) {
-				res.ErrorKind = int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS)
-			}
-			return res, nil
-		}
-		defer release()
-		return h(ctx, call, ws)
+		return in(r, call, func(ws *Workspace) (*tools.Result, error) { return h(ctx, call, ws) })
 	}
+}
+
+// Typed is Handler for a tool built with tools.Typed: h gets the decoded
+// arguments too. Its Out is any, so the tool declares no output schema and
+// its result is the one h returns.
+func Typed[In any](r Resolver, h func(ctx context.Context, call *tools.Call, ws *Workspace, in In) (*tools.Result, error)) tools.TypedHandler[In, any] {
+	return func(ctx context.Context, call *tools.Call, args In) (*tools.Result, any, error) {
+		res, err := in(r, call, func(ws *Workspace) (*tools.Result, error) { return h(ctx, call, ws, args) })
+		return res, nil, err
+	}
+}
+
+// in runs h in the call's workspace; see Handler.
+func in(r Resolver, call *tools.Call, h func(ws *Workspace) (*tools.Result, error)) (*tools.Result, error) {
+	ws, release, err := r.Resolve(call)
+	if err != nil {
+		res := tools.Errorf("%v", err)
+		if errors.Is(err, ErrNoSession) {
+			res.ErrorKind = int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS)
+		}
+		return res, nil
+	}
+	defer release()
+	return h(ws)
 }

@@ -2,6 +2,7 @@ package workspace_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -128,6 +129,39 @@ func TestSessionsRequired(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("the root holds %v; want nothing", entries)
+	}
+}
+
+// TestTypedRunsInTheCallsWorkspace checks that a typed workspace tool gets
+// its decoded arguments and its session's folder, declares no output, and,
+// without a session, gets the same INVALID_ARGUMENTS result as Handler.
+func TestTypedRunsInTheCallsWorkspace(t *testing.T) {
+	t.Parallel()
+	s, root := openSessions(t, workspace.SessionOptions{})
+	type args struct {
+		Name string `json:"name"`
+	}
+	tool := tools.MustTyped("t", "", workspace.Typed(s, func(_ context.Context, _ *tools.Call, ws *workspace.Workspace, in args) (*tools.Result, error) {
+		return tools.Text(in.Name + " in " + filepath.Base(ws.Dir())), nil
+	}))
+	if tool.OutputSchema != nil {
+		t.Errorf("output schema %s; want none", tool.OutputSchema)
+	}
+	call := sessionCall("", "s1")
+	call.Arguments = json.RawMessage(`{"name":"x"}`)
+	res, err := tool.Handler(t.Context(), call)
+	if want := "x in " + workspace.FolderName("", "s1"); err != nil || res.IsError || res.Content[0].Text != want {
+		t.Errorf("result %+v, error %v; want %q", res, err, want)
+	}
+	call = sessionCall("", "")
+	call.Arguments = json.RawMessage(`{"name":"x"}`)
+	res, err = tool.Handler(t.Context(), call)
+	if err != nil || !res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) ||
+		!strings.Contains(res.Content[0].Text, "a session is required") {
+		t.Errorf("without a session: result %+v, error %v; want INVALID_ARGUMENTS saying a session is required", res, err)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 1 {
+		t.Errorf("the root holds %v; want the one session's folder", entries)
 	}
 }
 

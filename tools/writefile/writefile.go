@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
 )
@@ -18,10 +19,15 @@ import (
 // takes seconds of it; find_files searches the same depth by default.
 const MaxDepth = 64
 
-// Args are write_file's arguments.
+// Args are write_file's arguments; its input schema is inferred from them.
 type Args struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
+	Path    string `json:"path" jsonschema:"the file's path, relative to the workspace; missing folders are created"`
+	Content string `json:"content" jsonschema:"the file's whole new content"`
+}
+
+// ExtendSchema adds the bound the struct tags cannot say.
+func (Args) ExtendSchema(s *jsonschema.Schema) {
+	s.Properties["path"].MinLength = jsonschema.Ptr(1)
 }
 
 // Details is what write_file reports to user interfaces.
@@ -31,36 +37,18 @@ type Details struct {
 	Action       string `json:"action"` // "created" or "replaced"
 }
 
-const schema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "minLength": 1, "description": "the file's path, relative to the workspace; missing folders are created"},
-    "content": {"type": "string", "description": "the file's whole new content"}
-  },
-  "required": ["path", "content"],
-  "additionalProperties": false
-}`
-
 // New returns the write_file tool over the workspace r gives each call.
 func New(r workspace.Resolver) tools.Tool {
-	return tools.Tool{
-		Name:  "write_file",
-		Title: "Write file",
-		Description: "Writes content to a file in the workspace, replacing the file if it exists and creating it and its folders if not. " +
+	t := tools.MustTyped("write_file",
+		"Writes content to a file in the workspace, replacing the file if it exists and creating it and its folders if not. "+
 			"The write is atomic: readers see the old content or the new. To change part of a file, prefer edit_file.",
-		InputSchema: json.RawMessage(schema),
-		Annotations: tools.Annotations{Destructive: true, Idempotent: true},
-		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
-			var args Args
-			if err := json.Unmarshal(call.Arguments, &args); err != nil {
-				return nil, fmt.Errorf("decoding arguments: %w", err)
-			}
-			return write(ctx, ws, args)
-		}),
-	}
+		workspace.Typed(r, write))
+	t.Title = "Write file"
+	t.Annotations = tools.Annotations{Destructive: true, Idempotent: true}
+	return t
 }
 
-func write(ctx context.Context, ws *workspace.Workspace, args Args) (*tools.Result, error) {
+func write(ctx context.Context, _ *tools.Call, ws *workspace.Workspace, args Args) (*tools.Result, error) {
 	rel, err := ws.Rel(args.Path)
 	if err != nil {
 		return workspace.Problem(args.Path, err), nil

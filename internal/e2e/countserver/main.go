@@ -58,22 +58,22 @@ func run(ctx context.Context) error {
 
 	target := os.Getenv("BUMP_URL")
 	bump := tools.MustTyped("bump", "Counts one side effect at $BUMP_URL, then sleeps ms.",
-		func(ctx context.Context, _ *tools.Call, in BumpArgs) (BumpOutput, error) {
+		func(ctx context.Context, _ *tools.Call, in BumpArgs) (*tools.Result, BumpOutput, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, target+"?id="+url.QueryEscape(in.ID), nil)
 			if err != nil {
-				return BumpOutput{}, err
+				return nil, BumpOutput{}, err
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				return BumpOutput{}, err
+				return nil, BumpOutput{}, err
 			}
 			resp.Body.Close()
 			select {
 			case <-time.After(time.Duration(in.MS) * time.Millisecond):
 			case <-ctx.Done():
-				return BumpOutput{}, ctx.Err()
+				return nil, BumpOutput{}, ctx.Err()
 			}
-			return BumpOutput{ID: in.ID, Pid: os.Getpid()}, nil
+			return nil, BumpOutput{ID: in.ID, Pid: os.Getpid()}, nil
 		})
 	bump.Annotations = tools.Annotations{Destructive: true, OpenWorld: true}
 	reg, err := tools.NewRegistry(append(diag.Tools(), bump)...)
@@ -85,7 +85,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	cfg.Store = st
+	cfg.Idempotency, cfg.Sessions = st, st
 	srv := service.New(reg, cfg)
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
