@@ -247,9 +247,9 @@ func TestBreakCancelsRPC(t *testing.T) {
 			case <-ctx.Done():
 				t.Fatal("the ExecuteBatch handler did not return")
 			}
-			// The server keeps idle runner goroutines for later batches; they
+			// The engine keeps idle runner goroutines for later batches; they
 			// belong to the server, not to the RPC, and end when it stops.
-			idleRunners := goleak.IgnoreTopFunction("github.com/toolwire/toolwire/service.(*runners).loop")
+			idleRunners := goleak.IgnoreTopFunction("github.com/toolwire/toolwire/engine.(*runners).loop")
 			if err := goleak.Find(ignore, idleRunners); err != nil {
 				t.Errorf("goroutines of the RPC left behind: %v", err)
 			}

@@ -58,25 +58,9 @@ func stalled(tb testing.TB, c toolwirev1.ToolServiceClient, req *toolwirev1.Exec
 
 // waitingToReport counts the running batches with calls waiting for room in
 // their outbox: batches stopped by a slow reader.
-func (s *Server) waitingToReport() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for b := range s.cancels {
-		b.out.mu.Lock()
-		if len(b.out.waiters) > 0 {
-			n++
-		}
-		b.out.mu.Unlock()
-	}
-	return n
-}
+func (s *Server) waitingToReport() int { return s.engine.Stats().WaitingToReport }
 
-func (s *Server) running() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.cancels)
-}
+func (s *Server) running() int { return s.engine.Stats().Batches }
 
 func TestSlowReaderHoldsMemoryNotSlots(t *testing.T) {
 	t.Parallel()
@@ -89,7 +73,7 @@ func TestSlowReaderHoldsMemoryNotSlots(t *testing.T) {
 	stalled(t, s.slowClient(t), bigEchoes("slow", 32, 100<<10, false))
 	// The calls that ran wait to report, holding no slot (before, 4 stayed
 	// taken for good).
-	waitFor(t, func() bool { return s.srv.waitingToReport() == 1 && len(s.srv.limits.global) == 0 })
+	waitFor(t, func() bool { return s.srv.waitingToReport() == 1 && s.srv.engine.Stats().CallsRunning == 0 })
 	got := (&testServer{client: s.client(t)}).run(t, bigEchoes("n", 8, 10, false))
 	for id, r := range results(t, got) {
 		if r.GetIsError() {
@@ -157,64 +141,10 @@ func TestAbandonedToolKeepsItsSlotUntilItReturns(t *testing.T) {
 		t.Errorf("batch while the abandoned tool runs: err = %v, want RESOURCE_EXHAUSTED", err)
 	}
 	s.hold.releaseAll() // the abandoned tool returns at last, and its slot with it
-	waitFor(t, func() bool { return len(s.srv.limits.global) == 0 })
+	waitFor(t, func() bool { return s.srv.engine.Stats().CallsRunning == 0 })
 	events, err = ts.runErr(context.Background(), batchOf(call("d", "echo", `{"text":"next"}`)))
 	if err != nil || !strings.Contains(text(results(t, events)["d"]), "next") {
 		t.Errorf("batch after the abandoned tool returned: %v %v; want it run", err, events)
-	}
-}
-
-func TestOutboxBoundsPendingBytes(t *testing.T) {
-	t.Parallel()
-	ev := func(i int) *toolwirev1.ExecuteBatchResponse {
-		return progressEvent(fmt.Sprint(i), i, tools.Progress{})
-	}
-	var o outbox
-	o.init(100, 10)
-	done := make(chan struct{})
-	if !o.put(done, ev(0), 250, false) {
-		t.Fatal("an event over the budget was refused with nothing pending")
-	}
-	// Now nothing fits until it is sent; later puts wait in order.
-	queued := make(chan int, 3)
-	var wg sync.WaitGroup
-	for i := 1; i <= 3; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if o.put(done, ev(i), 40, false) {
-				queued <- i
-			}
-		}()
-		waitFor(t, func() bool { o.mu.Lock(); defer o.mu.Unlock(); return len(o.waiters) == i })
-	}
-	if o.bytes != 250 || o.count != 1 {
-		t.Fatalf("outbox holds %d bytes in %d events, want 250 in 1", o.bytes, o.count)
-	}
-	p, _ := o.next()
-	o.sent(p) // frees the budget: 1 and 2 fit (80 bytes), 3 does not
-	<-queued
-	<-queued
-	if o.bytes != 80 {
-		t.Errorf("outbox holds %d bytes, want 80", o.bytes)
-	}
-	close(done) // the stream ends: the waiter gives up
-	wg.Wait()
-	select {
-	case i := <-queued:
-		t.Errorf("event %d was queued after the stream ended", i)
-	default:
-	}
-	if !o.put(done, ev(4), 1, true) || o.count != 3 {
-		t.Errorf("a forced event was not queued at once over the budget")
-	}
-	o.close()
-	var order []string
-	for p, ok := o.next(); ok; p, ok = o.next() {
-		order = append(order, p.ev.GetProgress().GetCallId())
-	}
-	if got := strings.Join(order, " "); got != "1 2 4" {
-		t.Errorf("events sent in the order %s, want 1 2 4 (first come, first served)", got)
 	}
 }
 
@@ -237,46 +167,6 @@ func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
 	events := (&testServer{client: s.client(t)}).run(t, &toolwirev1.ExecuteBatchRequest{Calls: req.Calls[:1]})
 	if r := results(t, events)["k0"]; !r.GetReplayed() || r.GetIsError() {
 		t.Errorf("retried keyed call: replayed %v error %v; want its recorded result replayed", r.GetReplayed(), r.GetIsError())
-	}
-}
-
-func TestPerCallerDefaultShare(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name      string
-		perCaller int
-		caller    string
-		wantCap   int // 0: none
-	}{
-		{"authenticated caller gets a quarter", 0, "alice", 2},
-		{"anonymous caller is not capped by default", 0, "", 0},
-		{"a set cap applies to the anonymous caller", 3, "", 3},
-		{"negative turns the cap off", -1, "alice", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			srv := New(nil, Config{Limits: Limits{MaxConcurrentCalls: 8, MaxCallsPerCaller: tt.perCaller}})
-			defer srv.Close()
-			taken := 0
-			for ; taken < 8; taken++ {
-				if _, err := srv.limits.acquire(context.Background(), tt.caller, 0); err != nil {
-					break
-				}
-			}
-			want := tt.wantCap
-			if want == 0 {
-				want = 8
-			}
-			if taken != want {
-				t.Errorf("caller %q took %d slots, want %d", tt.caller, taken, want)
-			}
-			if tt.wantCap != 0 {
-				if _, err := srv.limits.acquire(context.Background(), "bob", 0); err != nil {
-					t.Errorf("another caller is locked out: %v", err)
-				}
-			}
-		})
 	}
 }
 

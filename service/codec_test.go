@@ -36,7 +36,7 @@ func TestMessageCodecBufferFitsMessage(t *testing.T) {
 	for _, size := range []int{10, 40 << 10, 100 << 10, 130_000, 3 << 20} {
 		ev := &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: &toolwirev1.CallResult{
 			CallId:  "c",
-			Content: []*toolwirev1.Content{textBlock(strings.Repeat("x", size))},
+			Content: []*toolwirev1.Content{{Block: &toolwirev1.Content_Text{Text: &toolwirev1.TextContent{Text: strings.Repeat("x", size)}}}},
 		}}}
 		data, err := codec.Marshal(ev)
 		if err != nil {

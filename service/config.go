@@ -4,13 +4,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/store"
-	"github.com/toolwire/toolwire/store/memory"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Config tunes a Server. The zero value of every field means its default, so
+// Config tunes a Server: the engine's settings (see engine.Config, to
+// which they are handed) and the transport's. The zero value of every field means its default, so
 // Config{} is a usable configuration.
 type Config struct {
 	// Listen is the address ListenAndServe listens on. Default
@@ -102,11 +103,13 @@ type Config struct {
 	// about a batch or call carry its IDs and trace. Default slog.Default().
 	Logger *slog.Logger
 	// TracerProvider makes the server's spans: the RPC's (otelgrpc), one
-	// per batch and one per call. Default otel.GetTracerProvider(), which
-	// records nothing until the program installs an SDK.
+	// per batch and one per call. Default nil: no spans. Pass the provider
+	// of the SDK the program installed; OpenTelemetry's globals are not
+	// consulted, so the choice is made once, in New (see
+	// engine.OpenTelemetry).
 	TracerProvider trace.TracerProvider
-	// MeterProvider makes the server's metrics. Default
-	// otel.GetMeterProvider(), likewise a no-op until one is installed.
+	// MeterProvider makes the server's metrics. Default nil: none, as for
+	// TracerProvider.
 	MeterProvider metric.MeterProvider
 	// TraceContent records each call's arguments and result in its span
 	// (gen_ai.tool.call.arguments, gen_ai.tool.call.result). They may hold
@@ -114,52 +117,54 @@ type Config struct {
 	TraceContent bool
 }
 
-func (c Config) withDefaults() Config {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
+// engine returns the engine's part of c.
+func (c Config) engine() engine.Config {
+	return engine.Config{
+		MaxConcurrentBatches: c.MaxConcurrentBatches,
+		MaxCallsPerBatch:     c.MaxCallsPerBatch,
+		MaxArgumentBytes:     c.MaxArgumentBytes,
+		MaxResultBytes:       c.MaxResultBytes,
+		DefaultCallTimeout:   c.DefaultCallTimeout,
+		MaxCallTimeout:       c.MaxCallTimeout,
+		IdleTimeout:          c.IdleTimeout,
+		DeadlineMargin:       c.DeadlineMargin,
+		MaxParallel:          c.MaxParallel,
+		AbandonGrace:         c.AbandonGrace,
+		DrainTimeout:         c.DrainTimeout,
+		MaxStreamBufferBytes: c.MaxStreamBufferBytes,
+		EventBuffer:          c.EventBuffer,
+		SendTimeout:          c.SendTimeout,
+		Safe:                 c.Safe,
+		Idempotency:          c.Idempotency,
+		Sessions:             c.Sessions,
+		IdempotencyTTL:       c.IdempotencyTTL,
+		IdempotencyLease:     c.IdempotencyLease,
+		SessionTTL:           c.SessionTTL,
+		Permissions:          c.Permissions,
+		MaxConcurrentCalls:   c.MaxConcurrentCalls,
+		MaxQueueWait:         c.MaxQueueWait,
+		MaxCallsPerCaller:    c.MaxCallsPerCaller,
+		MaxMessageBytes:      c.MaxMessageBytes,
+		Logger:               c.Logger,
+		Telemetry:            engine.OpenTelemetry(c.TracerProvider, c.MeterProvider, c.TraceContent),
 	}
-	defDur := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
+}
+
+// withDefaults returns c with the defaults of the transport's settings
+// filled in, and the engine's settings as ec (the engine's Config, its
+// defaults filled in) has them.
+func (c Config) withDefaults(ec engine.Config) Config {
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:50051"
 	}
-	def(&c.MaxConcurrentBatches, 4096)
-	def(&c.MaxCallsPerBatch, 1024)
-	def(&c.MaxArgumentBytes, 1<<20)
-	def(&c.MaxResultBytes, 256<<10)
-	def(&c.MaxParallel, 16)
-	def(&c.EventBuffer, 64)
-	def(&c.MaxStreamBufferBytes, 1<<20)
-	defDur(&c.SendTimeout, 30*time.Second)
-	defDur(&c.DefaultCallTimeout, 60*time.Second)
-	defDur(&c.MaxCallTimeout, 10*time.Minute)
-	defDur(&c.DeadlineMargin, 50*time.Millisecond)
-	defDur(&c.AbandonGrace, 2*time.Second)
-	defDur(&c.DrainTimeout, 30*time.Second)
-	defDur(&c.IdempotencyTTL, 24*time.Hour)
-	defDur(&c.IdempotencyLease, 10*time.Second)
-	defDur(&c.SessionTTL, 24*time.Hour)
-	if c.Idempotency == nil || c.Sessions == nil {
-		m := memory.New(memory.Options{})
-		if c.Idempotency == nil {
-			c.Idempotency = m
-		}
-		if c.Sessions == nil {
-			c.Sessions = m
-		}
-	}
-	c.Limits = c.Limits.withDefaults(c.MaxCallTimeout)
-	// A result must fit in a message with room to spare for its framing,
-	// its IDs and a truncation marker.
-	c.MaxResultBytes = min(c.MaxResultBytes, max(c.MaxMessageBytes-64<<10, c.MaxMessageBytes/2))
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
+	c.MaxConcurrentBatches, c.MaxCallsPerBatch, c.MaxArgumentBytes, c.MaxResultBytes = ec.MaxConcurrentBatches, ec.MaxCallsPerBatch, ec.MaxArgumentBytes, ec.MaxResultBytes
+	c.DefaultCallTimeout, c.MaxCallTimeout, c.IdleTimeout, c.DeadlineMargin = ec.DefaultCallTimeout, ec.MaxCallTimeout, ec.IdleTimeout, ec.DeadlineMargin
+	c.MaxParallel, c.AbandonGrace, c.DrainTimeout = ec.MaxParallel, ec.AbandonGrace, ec.DrainTimeout
+	c.MaxStreamBufferBytes, c.EventBuffer, c.SendTimeout = ec.MaxStreamBufferBytes, ec.EventBuffer, ec.SendTimeout
+	c.Idempotency, c.Sessions = ec.Idempotency, ec.Sessions
+	c.IdempotencyTTL, c.IdempotencyLease, c.SessionTTL = ec.IdempotencyTTL, ec.IdempotencyLease, ec.SessionTTL
+	c.MaxConcurrentCalls, c.MaxQueueWait, c.MaxMessageBytes = ec.MaxConcurrentCalls, ec.MaxQueueWait, ec.MaxMessageBytes
+	c.Logger = ec.Logger
+	c.Limits = c.Limits.withDefaults(ec.MaxCallTimeout)
 	return c
 }

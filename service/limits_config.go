@@ -67,36 +67,19 @@ func (l *Limits) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&l.MaxConnectionAge, "max-connection-age", l.MaxConnectionAge, "close connections after about this long so clients rebalance (0: never)")
 }
 
+// withDefaults fills in the transport's defaults; the engine's
+// (MaxConcurrentCalls, MaxQueueWait, MaxCallsPerCaller, MaxMessageBytes)
+// are engine.Config's.
 func (l Limits) withDefaults(maxCallTimeout time.Duration) Limits {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
 	defDur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
 		}
 	}
-	def(&l.MaxConcurrentCalls, 4096)
-	def(&l.MaxMessageBytes, 4<<20)
-	defDur(&l.MaxQueueWait, 5*time.Second)
 	defDur(&l.KeepaliveMinTime, 10*time.Second)
 	defDur(&l.KeepaliveTime, time.Minute)
 	defDur(&l.KeepaliveTimeout, 20*time.Second)
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	defDur(&l.MaxConnectionAgeGrace, maxCallTimeout)
 	return l
-}
-
-// callerShare returns the per-caller cap (0: none) and whether it applies
-// to the anonymous caller; see MaxCallsPerCaller.
-func (l Limits) callerShare() (perCaller int, anonymous bool) {
-	switch {
-	case l.MaxCallsPerCaller > 0:
-		return l.MaxCallsPerCaller, true
-	case l.MaxCallsPerCaller < 0:
-		return 0, false
-	}
-	return max(l.MaxConcurrentCalls/4, 1), false
 }

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"strings"
@@ -34,7 +33,7 @@ func TestBatchBeyondTheCallCapQueuesThenRuns(t *testing.T) {
 		secondEvents, err = (&testServer{client: c}).runErr(context.Background(), batchOf(call("b", "echo", `{"text":"queued"}`)))
 		second <- err
 	}()
-	waitFor(t, func() bool { return s.srv.limits.waiting.Load() == 1 })
+	waitFor(t, func() bool { return s.srv.engine.Stats().SlotWaiters == 1 })
 	select {
 	case err := <-second:
 		t.Fatalf("second batch ended while the only slot was taken: %v", err)
@@ -135,9 +134,7 @@ func TestPerCallerCapLeavesOtherCallersAlone(t *testing.T) {
 		}
 	}
 	waitFor(t, func() bool {
-		s.srv.limits.mu.Lock()
-		defer s.srv.limits.mu.Unlock()
-		return len(s.srv.limits.callers) == 0
+		return s.srv.engine.Stats().Callers == 0
 	})
 }
 
@@ -215,35 +212,5 @@ func TestMaxConnectionAgeMakesClientsReconnect(t *testing.T) {
 		if _, err := c.ListTools(context.Background(), &toolwirev1.ListToolsRequest{}, grpc.WaitForReady(true)); err != nil {
 			t.Fatalf("ListTools across connection ages: %v", err)
 		}
-	}
-}
-
-func TestLimiterGivesBackWhatItTakes(t *testing.T) {
-	t.Parallel()
-	l := newLimiter(2, 1, true)
-	ctx := context.Background()
-	a, err := l.acquire(ctx, "a", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.acquire(ctx, "a", 0); !errors.As(err, new(*errBusy)) {
-		t.Errorf("a's second slot: err = %v, want errBusy", err)
-	}
-	b, err := l.acquire(ctx, "b", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.acquire(ctx, "c", 0); err == nil || !strings.Contains(err.Error(), "server") {
-		t.Errorf("third caller over the global cap: err = %v", err)
-	}
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, err := l.acquire(cancelled, "c", time.Hour); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled wait: err = %v, want context.Canceled", err)
-	}
-	l.release(a)
-	l.release(b)
-	if len(l.global) != 0 || len(l.callers) != 0 {
-		t.Errorf("after release: %d global slots taken, %d callers tracked", len(l.global), len(l.callers))
 	}
 }

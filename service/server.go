@@ -1,17 +1,21 @@
-// Package service is toolwire's gRPC server: it checks batches, plans them
-// into lanes, runs each call under its deadline with cancellation, panic
-// recovery and output caps, and streams the events through one writer.
+// Package service is toolwire's gRPC surface: the ToolService handlers over
+// an engine (package engine, which runs the batches), the mapping of the
+// engine's coded errors to gRPC statuses (grpcError, the one place), the
+// transport's options and limits (message sizes, keepalive, the codec, the
+// tap handle that ends a stuck stream), otelgrpc's stats handler, health,
+// reflection, and Serve/Shutdown of the grpc.Server.
+//
+// Import rules: service may import engine, tools and gRPC; it holds no
+// batch or call logic of its own (that belongs in engine, shared by every
+// surface), and engine must never import it.
 package service
 
 import (
 	"context"
-	"math/rand/v2"
 	"net"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
@@ -23,42 +27,28 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// Server implements toolwire.v1.ToolService over a tool registry.
+// Server implements toolwire.v1.ToolService over an engine: the gRPC
+// surface of toolwire.
 type Server struct {
 	toolwirev1.UnimplementedToolServiceServer
 
-	cfg    Config
+	cfg    Config // its defaults filled in, the engine's among them
 	reg    *tools.Registry
+	engine *engine.Engine
 	health *health.Server
-
-	mu       sync.Mutex
-	draining bool
-	cancels  map[*batch]context.CancelCauseFunc // running batches; at most MaxConcurrentBatches
-	active   sync.WaitGroup                     // running batches
-	stopping chan struct{}                      // closed when shutdown begins
-	watching bool                               // watchSends is running
-
-	abandoned atomic.Int64
-	runners   *runners
-	limits    *limiter
-	tel       *telemetry
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
 
 // New returns a server for the tools in reg.
 func New(reg *tools.Registry, cfg Config) *Server {
+	eng := engine.New(cfg.engine())
 	s := &Server{
-		cfg:      cfg.withDefaults(),
-		reg:      reg,
-		health:   health.NewServer(),
-		cancels:  make(map[*batch]context.CancelCauseFunc),
-		stopping: make(chan struct{}),
-		runners:  newRunners(10 * time.Second),
+		cfg:    cfg.withDefaults(eng.Config()),
+		reg:    reg,
+		engine: eng,
+		health: health.NewServer(),
 	}
-	perCaller, anonymous := s.cfg.callerShare()
-	s.limits = newLimiter(s.cfg.MaxConcurrentCalls, perCaller, anonymous)
-	s.tel = newTelemetry(&s.cfg)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
@@ -80,14 +70,18 @@ func (s *Server) RegisterHealth(gs *grpc.Server) {
 }
 
 // Abandoned returns how many tools were abandoned for ignoring cancellation.
-func (s *Server) Abandoned() int64 { return s.abandoned.Load() }
+func (s *Server) Abandoned() int64 { return s.engine.Stats().Abandoned }
+
+// Engine returns the engine the server runs batches on, for other surfaces
+// to share.
+func (s *Server) Engine() *engine.Engine { return s.engine }
 
 // ListTools implements toolwire.v1.ToolService.
 func (s *Server) ListTools(ctx context.Context, _ *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
 	snap := s.reg.Snapshot()
 	resp := &toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: make([]*toolwirev1.Tool, 0, snap.Len())}
 	for _, t := range snap.Tools() {
-		if !s.permits(ctx, t.Name) {
+		if !s.engine.Permits(ctx, t.Name) {
 			continue
 		}
 		resp.Tools = append(resp.Tools, ToolProto(t))
@@ -130,7 +124,7 @@ func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerS
 		}
 		select {
 		case <-changed:
-		case <-s.stopping:
+		case <-s.engine.Draining():
 			return status.Error(codes.Unavailable, "server is shutting down")
 		case <-stream.Context().Done():
 			return status.FromContextError(stream.Context().Err()).Err()
@@ -139,80 +133,34 @@ func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerS
 }
 
 // ExecuteBatch implements toolwire.v1.ToolService.
-func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) (err error) {
-	if err := s.checkBatch(req); err != nil {
-		return err
-	}
+func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
 	ctx := withClientTrace(stream.Context())
-	b := s.newBatch(ctx, req)
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if err := s.admit(b, cancel); err != nil {
+	// The stream is the sink as it is (wrapping it would cost an
+	// allocation); its context, made by the tap handle, holds the Stopper
+	// that ends a stuck Send (tap.go).
+	return grpcError(s.engine.Run(ctx, s.reg.Snapshot(), req, stream))
+}
+
+// grpcError maps an error of the engine's to its gRPC status, in this one
+// place: an *engine.Error becomes the status of the same code and
+// message; anything else (a stream's own error, already a status) passes.
+func grpcError(err error) error {
+	e, ok := err.(*engine.Error) // Run returns them unwrapped; errors.As would allocate
+	if !ok {
 		return err
 	}
-	defer s.release(b)
-	runCtx = b.startTelemetry(runCtx)
-	defer func() { b.endTelemetry(err); b.logBatch(err) }()
-	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
-		var cancelTimeout context.CancelFunc
-		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
-		defer cancelTimeout()
-	}
-	if err := b.reserve(runCtx); err != nil {
-		return err
-	}
-	defer b.dropReserved()
-	s.runners.Go(func() { b.run(runCtx) })
-	sendErr := b.write(stream, cancel)
-	if b.timedOut.Load() {
-		// The transport has already sent DEADLINE_EXCEEDED; this status is
-		// for the server's own telemetry and logs.
-		return status.Errorf(codes.DeadlineExceeded, "the client read nothing of the stream for %s; the server ended it and cancelled its calls", s.cfg.SendTimeout)
-	}
-	if sendErr != nil {
-		return sendErr
-	}
-	if ctx.Err() != nil {
-		return status.FromContextError(ctx.Err()).Err()
-	}
-	return stream.Send(b.finished())
+	return status.Error(grpcCodes[e.Code], e.Message)
 }
 
-// admit counts a batch in, keeping its cancel function for shutdown, or
-// refuses it while shutting down or overloaded.
-func (s *Server) admit(b *batch, cancel context.CancelCauseFunc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case s.draining:
-		return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
-	case len(s.cancels) >= s.cfg.MaxConcurrentBatches:
-		return status.Errorf(codes.ResourceExhausted, "server is running its limit of %d batches; retry with backoff", s.cfg.MaxConcurrentBatches)
-	}
-	s.cancels[b] = cancel
-	s.active.Add(1)
-	if !s.watching {
-		s.watching = true
-		go s.watchSends()
-	}
-	return nil
-}
-
-func (s *Server) release(b *batch) {
-	s.mu.Lock()
-	delete(s.cancels, b)
-	s.mu.Unlock()
-	s.active.Done()
-}
-
-// stopCalls cancels the calls of every running batch; they still get
-// results. Shutdown calls it when the drain timeout has passed.
-func (s *Server) stopCalls() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, cancel := range s.cancels {
-		cancel(errShutdown)
-	}
+var grpcCodes = map[engine.Code]codes.Code{
+	engine.OK:                codes.OK,
+	engine.Canceled:          codes.Canceled,
+	engine.Unknown:           codes.Unknown,
+	engine.InvalidArgument:   codes.InvalidArgument,
+	engine.DeadlineExceeded:  codes.DeadlineExceeded,
+	engine.ResourceExhausted: codes.ResourceExhausted,
+	engine.Unavailable:       codes.Unavailable,
+	engine.Internal:          codes.Internal,
 }
 
 // ListenAndServe listens on the configured address and serves; see Serve.
@@ -247,28 +195,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 // Shutdown drains and stops gs; see Serve.
 func (s *Server) Shutdown(gs *grpc.Server) {
 	s.health.Shutdown()
-	s.mu.Lock()
-	if !s.draining {
-		s.draining = true
-		close(s.stopping)
-	}
-	s.mu.Unlock()
-
-	drained := make(chan struct{})
-	go func() { s.active.Wait(); close(drained) }()
-	log := s.cfg.Logger
-	select {
-	case <-drained:
-	case <-time.After(s.cfg.DrainTimeout):
-		log.Warn("drain timeout passed; cancelling running calls", "drain_timeout", s.cfg.DrainTimeout)
-		s.stopCalls()
-		select {
-		case <-drained:
-		case <-time.After(s.cfg.AbandonGrace + 5*time.Second):
-			log.Error("batches still running after cancellation; stopping anyway")
-		}
-	}
-
+	s.engine.Drain()
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {
@@ -283,20 +210,5 @@ func (s *Server) Shutdown(gs *grpc.Server) {
 // Close lets the server's idle goroutines exit. Shutdown calls it; call it
 // yourself after stopping a grpc.Server you registered the server on.
 func (s *Server) Close() {
-	s.runners.Close()
-}
-
-// safe reports whether calls of t may share a parallel lane.
-func (s *Server) safe(t *tools.Tool) bool {
-	if v, ok := s.cfg.Safe[t.Name]; ok {
-		return v
-	}
-	return t.Annotations.ReadOnly
-}
-
-// newID returns a batch ID: unique enough for logs and traces, and cheap
-// (no system call, unlike crypto/rand).
-func newID() string {
-	var b [16]byte
-	return string(strconv.AppendUint(b[:0], rand.Uint64()|1<<63, 16))
+	s.engine.Close()
 }

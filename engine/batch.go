@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -13,49 +13,38 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
-// Causes of a batch's cancellation, told apart in results.
-var (
-	errShutdown     = errors.New("the server is shutting down")
-	errBatchTimeout = errors.New("the batch deadline passed")
-	errIdle         = errors.New("no progress")
-	errSendTimeout  = errors.New("the client read nothing for the send timeout")
-)
-
-// maxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
-const maxListedNames = 20
+// MaxListedNames bounds the tool names an UNKNOWN_TOOL result lists.
+const MaxListedNames = 20
 
 // Bounds on the strings a batch carries. An ID or key longer than
-// maxIDBytes makes the batch INVALID_ARGUMENT (Stripe allows 255 for its
-// idempotency keys); a name longer than maxNameBytes, the contract's limit,
+// MaxIDBytes makes the batch InvalidArgument (Stripe allows 255 for its
+// idempotency keys); a name longer than MaxNameBytes, the contract's limit,
 // names no tool, and is cut to shownBytes wherever it is shown.
 const (
-	maxIDBytes   = 256
-	maxNameBytes = 128
+	MaxIDBytes   = 256
+	MaxNameBytes = 128
 	shownBytes   = 64
 )
 
-// checkBatch rejects a batch the runtime must fix, before anything runs.
-// Its messages name calls by index and quote IDs only once they are known
-// to be short.
-func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
+// Check rejects with InvalidArgument a batch the runtime must fix, before
+// anything runs; Run calls it first. Its messages name calls by index and
+// quote IDs only once they are known to be short.
+func (e *Engine) Check(req *toolwirev1.ExecuteBatchRequest) error {
 	calls := req.GetCalls()
 	if len(calls) == 0 {
-		return status.Error(codes.InvalidArgument, "batch has no calls")
+		return errorf(InvalidArgument, "batch has no calls")
 	}
-	if len(calls) > s.cfg.MaxCallsPerBatch {
-		return status.Errorf(codes.InvalidArgument, "batch has %d calls; the limit is %d", len(calls), s.cfg.MaxCallsPerBatch)
+	if len(calls) > e.cfg.MaxCallsPerBatch {
+		return errorf(InvalidArgument, "batch has %d calls; the limit is %d", len(calls), e.cfg.MaxCallsPerBatch)
 	}
 	if d := req.GetOptions().GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-		return status.Error(codes.InvalidArgument, "options.timeout is not a valid non-negative duration")
+		return errorf(InvalidArgument, "options.timeout is not a valid non-negative duration")
 	}
-	if n := len(req.GetSessionId()); n > maxIDBytes {
-		return status.Errorf(codes.InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(req.GetSessionId()), n, maxIDBytes)
+	if n := len(req.GetSessionId()); n > MaxIDBytes {
+		return errorf(InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(req.GetSessionId()), n, MaxIDBytes)
 	}
 	seen := make(map[string]int, len(calls))
 	ids := 0 // bytes of call IDs, each echoed in BatchAccepted
@@ -63,30 +52,30 @@ func (s *Server) checkBatch(req *toolwirev1.ExecuteBatchRequest) error {
 		id := c.GetCallId()
 		switch n := len(id); {
 		case n == 0:
-			return status.Errorf(codes.InvalidArgument, "call %d has an empty call_id", i)
-		case n > maxIDBytes:
-			return status.Errorf(codes.InvalidArgument, "call %d: call_id %s is %d bytes; the limit is %d", i, shorten(id), n, maxIDBytes)
+			return errorf(InvalidArgument, "call %d has an empty call_id", i)
+		case n > MaxIDBytes:
+			return errorf(InvalidArgument, "call %d: call_id %s is %d bytes; the limit is %d", i, shorten(id), n, MaxIDBytes)
 		}
 		if j, dup := seen[id]; dup {
-			return status.Errorf(codes.InvalidArgument, "calls %d and %d share call_id %q", j, i, id)
+			return errorf(InvalidArgument, "calls %d and %d share call_id %q", j, i, id)
 		}
 		seen[id] = i
 		ids += len(id) + laneOverhead
-		if n := len(c.GetIdempotencyKey()); n > maxIDBytes {
-			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): idempotency_key %s is %d bytes; the limit is %d",
-				i, id, shorten(c.GetIdempotencyKey()), n, maxIDBytes)
+		if n := len(c.GetIdempotencyKey()); n > MaxIDBytes {
+			return errorf(InvalidArgument, "call %d (call_id %q): idempotency_key %s is %d bytes; the limit is %d",
+				i, id, shorten(c.GetIdempotencyKey()), n, MaxIDBytes)
 		}
-		if n := len(c.GetArguments()); n > s.cfg.MaxArgumentBytes {
-			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): arguments are %d bytes; the limit is %d", i, id, n, s.cfg.MaxArgumentBytes)
+		if n := len(c.GetArguments()); n > e.cfg.MaxArgumentBytes {
+			return errorf(InvalidArgument, "call %d (call_id %q): arguments are %d bytes; the limit is %d", i, id, n, e.cfg.MaxArgumentBytes)
 		}
 		if d := c.GetTimeout(); d != nil && (d.CheckValid() != nil || d.AsDuration() < 0) {
-			return status.Errorf(codes.InvalidArgument, "call %d (call_id %q): timeout is not a valid non-negative duration", i, id)
+			return errorf(InvalidArgument, "call %d (call_id %q): timeout is not a valid non-negative duration", i, id)
 		}
 	}
 	// BatchAccepted lists every call ID; it must fit in one message.
-	if ids > s.cfg.MaxMessageBytes-eventOverhead {
-		return status.Errorf(codes.InvalidArgument, "the batch's call IDs take %d bytes together, too many for the %d-byte message that lists them; use shorter IDs or fewer calls",
-			ids, s.cfg.MaxMessageBytes)
+	if ids > e.cfg.MaxMessageBytes-eventOverhead {
+		return errorf(InvalidArgument, "the batch's call IDs take %d bytes together, too many for the %d-byte message that lists them; use shorter IDs or fewer calls",
+			ids, e.cfg.MaxMessageBytes)
 	}
 	return nil
 }
@@ -111,61 +100,57 @@ func shorten(s string) string {
 // allows its length, else cut to shownBytes and marked. A cut name still
 // names no tool, since "…" is not allowed in names.
 func shortName(name string) string {
-	if len(name) <= maxNameBytes {
+	if len(name) <= MaxNameBytes {
 		return name
 	}
 	return cutUTF8(name, shownBytes) + "…"
 }
 
-// batch is one accepted ExecuteBatch request on its way through the lanes.
+// batch is one accepted batch on its way through the lanes.
 type batch struct {
-	s         *Server
+	e         *Engine
 	id        string
 	req       *toolwirev1.ExecuteBatchRequest
 	snap      *tools.Snapshot
-	tools     []*tools.Tool // per call; nil when unknown
+	calls     []callState // per call, as the request orders them
 	lanes     []Lane
 	parallel  int
-	streamCtx context.Context // the RPC's context; no event is sent after it ends
-	out       outbox          // events on their way to the writer
-	sending   atomic.Int64    // when the Send under way began (Unix ns); 0 between sends
-	timedOut  atomic.Bool     // the send timeout ended the stream
-	ended     []callSummary   // per call, written by the call's goroutine
-	failed    atomic.Bool     // some call has failed, for stop_on_error
-	reserved  slot            // taken before the batch was accepted, for its first call; see limits.go
-	slots     []slot          // per call, while it runs
+	streamCtx context.Context // the caller's context; no event is sent after it ends
+	sink      Sink
+	out       outbox       // events on their way to the writer
+	sending   atomic.Int64 // when the Send under way began (Unix ns); 0 between sends
+	timedOut  atomic.Bool  // the send timeout ended the stream
+	failed    atomic.Bool  // some call has failed, for stop_on_error
+	reserved  slot         // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
-	tel       batchTel        // spans; see telemetry.go
+	tel       batchTel        // the OpenTelemetry observer's; see telemetry.go
+	scope     logScope        // names the batch in log lines; see LogHandler
 	runCtx    context.Context // the context run was given
-	longNames []longName      // calls whose names newBatch cut, in order
 
-	// one holds the per-call state of a one-call batch, the commonest
-	// kind, sparing it an allocation for each slice.
-	one struct {
-		tools [1]*tools.Tool
-		ended [1]callSummary
-		tel   [1]callTel
-		slots [1]slot
-		lanes [1]Lane
-		calls [1]int
-	}
+	// A one-call batch, the commonest kind, keeps its call and its lane
+	// here, sparing it the allocations of the slices.
+	one     [1]callState
+	oneLane [1]Lane
 }
 
-func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) *batch {
-	snap := s.reg.Snapshot()
+// firstCall is the calls of a one-call batch's lane; never written.
+var firstCall = []int{0}
+
+func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) *batch {
 	b := &batch{
-		s:         s,
+		e:         e,
 		id:        newID(),
 		req:       req,
 		snap:      snap,
 		streamCtx: ctx,
+		sink:      sink,
 		start:     time.Now(),
 	}
-	b.out.init(s.cfg.MaxStreamBufferBytes, s.cfg.EventBuffer)
+	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer)
 	if n := len(req.GetCalls()); n == 1 {
-		b.tools, b.ended = b.one.tools[:], b.one.ended[:]
+		b.calls = b.one[:]
 	} else {
-		b.tools, b.ended = make([]*tools.Tool, n), make([]callSummary, n)
+		b.calls = make([]callState, n)
 	}
 	var safeBuf [16]bool // Plan keeps nothing of it
 	safe := safeBuf[:0]
@@ -177,34 +162,30 @@ func (s *Server) newBatch(ctx context.Context, req *toolwirev1.ExecuteBatchReque
 		// A name longer than the contract allows names no tool. It is cut
 		// here, once, so that no result, event, span or log line carries
 		// more of it; unknownTool still tells its length.
-		if len(c.GetName()) > maxNameBytes {
-			b.longNames = append(b.longNames, longName{i, len(c.GetName())})
+		if len(c.GetName()) > MaxNameBytes {
+			b.calls[i].cutFrom = len(c.GetName())
 			c.Name = shortName(c.GetName())
 		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
 		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
-			b.tools[i] = t
-			safe[i] = s.safe(t)
+			b.calls[i].tool = t
+			safe[i] = e.safe(t)
 		}
 	}
 	if len(safe) == 1 {
 		// What Plan returns, without its two allocations.
-		b.one.calls[0] = 0
-		b.one.lanes[0] = Lane{Calls: b.one.calls[:], Parallel: safe[0] && !req.GetOptions().GetSequential()}
-		b.lanes = b.one.lanes[:]
+		b.oneLane[0] = Lane{Calls: firstCall, Parallel: safe[0] && !req.GetOptions().GetSequential()}
+		b.lanes = b.oneLane[:]
 	} else {
 		b.lanes = Plan(safe, req.GetOptions().GetSequential())
 	}
-	b.parallel = s.cfg.MaxParallel
+	b.parallel = e.cfg.MaxParallel
 	if p := int(req.GetOptions().GetMaxParallel()); p > 0 && p < b.parallel {
 		b.parallel = p
 	}
 	return b
 }
-
-// longName is a call whose tool name newBatch cut, and the name's length.
-type longName struct{ i, n int }
 
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
@@ -226,7 +207,8 @@ func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 // finished is the batch's last event.
 func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	ev, f := finishedEventFor(b.id, time.Since(b.start))
-	for _, r := range b.ended {
+	for i := range b.calls {
+		r := &b.calls[i].ended
 		switch {
 		case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
 			f.Skipped++
@@ -246,12 +228,12 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	return ev
 }
 
-// write is the stream's only writer; it returns when the batch's events are
+// write is the sink's only writer; it returns when the batch's events are
 // all sent. After a failed Send the batch is cancelled and its remaining
-// events are drained unsent. The server's send watchdog (see sendwatch.go)
+// events are drained unsent. The engine's send watchdog (see sendwatch.go)
 // watches how long each Send takes.
-func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], cancel context.CancelCauseFunc) error {
-	sendErr := b.send(stream, b.accepted())
+func (b *batch) write(cancel context.CancelCauseFunc) error {
+	sendErr := b.send(b.accepted())
 	if sendErr != nil {
 		cancel(sendErr)
 	}
@@ -261,7 +243,7 @@ func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchR
 			return sendErr
 		}
 		if sendErr == nil {
-			if sendErr = b.send(stream, p.ev); sendErr != nil {
+			if sendErr = b.send(p.ev); sendErr != nil {
 				cancel(sendErr)
 			}
 		}
@@ -270,16 +252,16 @@ func (b *batch) write(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchR
 }
 
 // send sends ev, marking the time it began for the send watchdog.
-func (b *batch) send(stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse], ev *toolwirev1.ExecuteBatchResponse) error {
+func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 	b.sending.Store(time.Now().UnixNano())
-	err := stream.Send(ev)
+	err := b.sink.Send(ev)
 	b.sending.Store(0)
 	return err
 }
 
 // emit hands an event to the stream writer, waiting while the batch's
 // events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
-// EventBuffer); after the RPC has ended the event is dropped.
+// EventBuffer); after the caller's context has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
 	b.out.put(b.streamCtx.Done(), ev, proto.Size(ev), false)
 }
@@ -301,14 +283,14 @@ func (b *batch) run(ctx context.Context) {
 
 // runFrom runs the lanes from index li on. When a call it runs itself is
 // abandoned, the call's watchdog continues the batch on a new goroutine (see
-// continueAfter) and this one returns as soon as the tool lets it.
+// callRun.abandon) and this one returns as soon as the tool lets it.
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
-		b.laneStarted(li)
+		b.e.tel.laneStarted(b, li)
 		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
-				b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error")
+				b.finish(i, b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error"))
 			}
 			continue
 		}
@@ -330,7 +312,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 			}
 			wg.Add(1)
 			release := sync.OnceFunc(func() { <-sem; wg.Done() })
-			b.s.runners.Go(func() {
+			b.e.runners.Go(func() {
 				b.startCall(ctx, li, i, release)
 				release()
 			})
@@ -340,19 +322,10 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 	b.out.close()
 }
 
-// continueAfter runs the lanes after lane li on a new goroutine: the call
-// of lane li was abandoned, and the goroutine that ran it is stuck in its
-// tool.
-func (b *batch) continueAfter(li int) {
-	b.s.runners.Go(func() { b.runFrom(b.runCtx, li+1) })
-}
-
-// finishUnstarted records and sends the result of a call that never ran,
-// and returns it.
-func (b *batch) finishUnstarted(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
+// failure is the result of call i failing with kind before its tool ran.
+func (b *batch) failure(i int, kind toolwirev1.ErrorKind, msg string) *toolwirev1.CallResult {
 	res := b.newTimedResult(i, 0)
 	errorResult(res, kind, msg)
-	b.finish(i, res)
 	return res
 }
 
@@ -371,20 +344,26 @@ type callSummary struct {
 	kind     toolwirev1.ErrorKind
 }
 
-// finish records and sends call i's result, holding it to MaxResultBytes
-// and the message size whatever produced it.
+// finish is the one place a call ends, whoever ends it (a step of its path,
+// its tool's return, its watchdog): the result is recorded under the call's
+// idempotency key before it is sent, held to MaxResultBytes and the message
+// size whatever produced it, counted (telemetry, the debug log, BatchFinished)
+// and handed to the writer.
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
-	bound(res, b.s.cfg.MaxResultBytes)
+	c := &b.calls[i]
+	c.claim.settle(res)
+	c.claim, c.args = nil, nil
+	bound(res, b.e.cfg.MaxResultBytes)
 	ev := resultEventFor(res)
-	if tooLarge(ev, res, &b.s.cfg) {
-		b.s.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
+	if tooLarge(ev, res, &b.e.cfg) {
+		b.e.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
 		size := res.GetOriginalSize()
 		res.Truncated, res.StructuredContent, res.Details = false, "", ""
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
-			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.s.cfg.MaxMessageBytes))
+			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.e.cfg.MaxMessageBytes))
 	}
-	b.ended[i] = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
-	b.endCallTelemetry(i, res)
+	c.ended = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
+	b.e.tel.callEnded(b, i, res)
 	b.logCall(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
@@ -399,7 +378,7 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 		return toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the batch deadline passed"
 	case errors.Is(cause, errShutdown):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the server is shutting down; the call may be retried"
-	case errors.Is(cause, errSendTimeout):
+	case errors.Is(cause, ErrSendTimeout):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client read nothing of the stream for the send timeout, so the server ended it"
 	default:
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
@@ -410,10 +389,8 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 // exist.
 func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 	name := strconv.Quote(call.GetName())
-	for _, l := range b.longNames {
-		if l.i == i {
-			name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", l.n, maxNameBytes)
-		}
+	if n := b.calls[i].cutFrom; n > 0 {
+		name += fmt.Sprintf(" (cut from %d bytes; a tool name is at most %d bytes of A-Za-z0-9_.-)", n, MaxNameBytes)
 	}
 	if isWrapper(call) {
 		return fmt.Sprintf("%s is not a tool: it wraps several tool calls in one. Call each tool directly, one tool call each; read-only calls are run in parallel anyway. Nothing was run.", name)
@@ -422,9 +399,9 @@ func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 	if len(names) == 0 {
 		return fmt.Sprintf("unknown tool %s: no tools are registered", name)
 	}
-	list := strings.Join(names[:min(len(names), maxListedNames)], ", ")
-	if len(names) > maxListedNames {
-		list += fmt.Sprintf(", … (%d more)", len(names)-maxListedNames)
+	list := strings.Join(names[:min(len(names), MaxListedNames)], ", ")
+	if len(names) > MaxListedNames {
+		list += fmt.Sprintf(", … (%d more)", len(names)-MaxListedNames)
 	}
 	return fmt.Sprintf("unknown tool %s. Registered tools: %s", name, list)
 }

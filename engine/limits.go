@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -9,42 +9,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 )
-
-// ServerOptions returns the grpc.ServerOptions that enforce the Config's
-// transport limits: message sizes, keepalive and connection age, the codec
-// that keeps an encoded message's buffer near its size (messageCodec), and
-// the tap handle (grpc.InTapHandle) through which SendTimeout ends the
-// stream of a client that reads nothing; grpc-go takes one tap handle only,
-// so do not pass another. Serve applies them before its own options; a program that
-// registers the server on a grpc.Server of its own passes them to
-// grpc.NewServer.
-func (s *Server) ServerOptions() []grpc.ServerOption {
-	c := &s.cfg
-	return []grpc.ServerOption{
-		grpc.InTapHandle(stoppable),
-		newMessageCodec(),
-		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
-		grpc.MaxSendMsgSize(c.MaxMessageBytes),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime: c.KeepaliveMinTime,
-			// Agent runtimes sit idle between model turns; their pings then
-			// keep the connection warm and are no abuse.
-			PermitWithoutStream: true,
-		}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:                  c.KeepaliveTime,
-			Timeout:               c.KeepaliveTimeout,
-			MaxConnectionAge:      c.MaxConnectionAge, // 0: gRPC's default, forever
-			MaxConnectionAgeGrace: c.MaxConnectionAgeGrace,
-		}),
-	}
-}
 
 // limiter bounds the calls running at once, server-wide and per caller.
 // Waiters queue in the channels, which wake blocked senders first come,
@@ -187,63 +152,56 @@ func (s *slot) release(l *limiter) {
 
 // reserve takes a slot for the batch's first call, waiting up to
 // MaxQueueWait: once a batch is accepted every call must get a result, so a
-// wait that ends in an RPC error can only happen before. A server or caller
-// at its limit for that long gets RESOURCE_EXHAUSTED and retries with
+// wait that ends in an error for the caller can only happen before. A server or caller
+// at its limit for that long gets ResourceExhausted and retries with
 // backoff or on another replica.
 func (b *batch) reserve(ctx context.Context) error {
-	cs, err := b.s.limits.acquire(ctx, Caller(ctx), b.s.cfg.MaxQueueWait)
+	cs, err := b.e.limits.acquire(ctx, CallerFrom(ctx), b.e.cfg.MaxQueueWait)
 	if err != nil {
 		switch {
 		case errors.Is(context.Cause(ctx), errShutdown):
-			return status.Error(codes.Unavailable, "server is shutting down; retry on another replica")
+			return errorf(Unavailable, "server is shutting down; retry on another replica")
 		case ctx.Err() != nil:
-			return status.FromContextError(ctx.Err()).Err()
+			return contextError(ctx.Err())
 		}
-		return status.Errorf(codes.ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.s.cfg.MaxQueueWait)
+		return errorf(ResourceExhausted, "%v and none finished within %s; retry with backoff", err, b.e.cfg.MaxQueueWait)
 	}
 	b.reserved.hold(cs)
-	if n := len(b.req.GetCalls()); n == 1 {
-		b.slots = b.one.slots[:]
-	} else {
-		b.slots = make([]slot, n)
-	}
 	return nil
 }
 
 // dropReserved gives back the reserved slot if no call claimed it.
-func (b *batch) dropReserved() { b.reserved.release(b.s.limits) }
+func (b *batch) dropReserved() { b.reserved.release(b.e.limits) }
 
-// acquireSlot takes a slot for call i of an accepted batch: the batch's
+// slotTaken takes a slot for call i of an accepted batch: the batch's
 // reserved one when it is still unclaimed, else one from the limiter,
-// waiting up to the call's timeout (and the RPC's deadline less the margin).
-// Time spent waiting does not count against the tool's own timeout. When no
-// slot comes it sends the call's result (TIMEOUT, or CANCELLED when the
-// batch ends) and returns it; nothing was run, so the call may be retried.
-// releaseSlot gives the slot back.
-func (b *batch) acquireSlot(ctx context.Context, i int, t *tools.Tool) *toolwirev1.CallResult {
+// waiting up to the call's timeout (and the caller's deadline less the
+// margin). Time spent waiting does not count against the tool's own
+// timeout. When no slot comes the call ends with TIMEOUT, or CANCELLED
+// when the batch ends; nothing was run, so the call may be retried. The
+// slot goes back when the tool returns (callRun.run); an abandoned tool
+// keeps it until then, so a caller cannot stack tools that ignore
+// cancellation beyond its share of slots.
+func slotTaken(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	c := &b.calls[i]
 	if b.reserved.held.CompareAndSwap(true, false) {
-		b.slots[i].hold(b.reserved.cs)
+		c.slot.hold(b.reserved.cs)
 		return nil
 	}
-	wait := b.timeout(b.req.GetCalls()[i], t)
+	wait := b.timeout(b.req.GetCalls()[i], c.tool)
 	if dl, ok := b.streamCtx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)-b.s.cfg.DeadlineMargin)
+		wait = min(wait, time.Until(dl)-b.e.cfg.DeadlineMargin)
 	}
-	cs, err := b.s.limits.acquire(ctx, Caller(b.streamCtx), wait)
+	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.streamCtx), wait)
 	switch {
 	case err == nil:
-		b.slots[i].hold(cs)
+		c.slot.hold(cs)
 		return nil
 	case ctx.Err() != nil:
 		kind, msg := cancelled(ctx)
-		return b.finishUnstarted(i, kind, msg+" while the call waited for a free slot; nothing was run")
+		return b.failure(i, kind, msg+" while the call waited for a free slot; nothing was run")
 	default:
-		return b.finishUnstarted(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+		return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 			fmt.Sprintf("timed out waiting %s for a free slot: %v. Nothing was run; the call may be retried later.", wait.Round(time.Millisecond), err))
 	}
 }
-
-// releaseSlot gives back call i's slot, if it still holds one. An abandoned
-// tool keeps its slot until it really returns: a caller cannot stack tools
-// that ignore cancellation beyond its share of slots.
-func (b *batch) releaseSlot(i int) { b.slots[i].release(b.s.limits) }

@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -7,26 +7,25 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"google.golang.org/grpc/status"
 )
 
 // Debug lines: one per call when its result is recorded and one per batch
-// when its RPC ends, naming the batch, the call and the tool, the outcome
+// when Run returns, naming the batch, the call and the tool, the outcome
 // and the duration. They are built only when the logger is enabled at
 // debug level, so at the default level a call costs no allocation for
 // them.
 
 // debugging reports whether the server logs at debug level.
-func (s *Server) debugging() bool {
-	return s.cfg.Logger.Enabled(context.Background(), slog.LevelDebug)
+func (e *Engine) debugging() bool {
+	return e.cfg.Logger.Enabled(context.Background(), slog.LevelDebug)
 }
 
 // logCall logs call i's result.
 func (b *batch) logCall(i int, res *toolwirev1.CallResult) {
-	if !b.s.debugging() {
+	if !b.e.debugging() {
 		return
 	}
-	b.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "call finished",
+	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "call finished",
 		slog.String("batch_id", b.id),
 		slog.String("call_id", res.GetCallId()),
 		slog.String("tool", res.GetToolName()),
@@ -35,16 +34,17 @@ func (b *batch) logCall(i int, res *toolwirev1.CallResult) {
 		slog.Bool("replayed", res.GetReplayed()))
 }
 
-// logBatch logs the end of the batch's RPC; err is the RPC's error.
+// logBatch logs the end of the batch; err is what Run returns.
 func (b *batch) logBatch(err error) {
-	if !b.s.debugging() {
+	if !b.e.debugging() {
 		return
 	}
 	var ok, failed, missing int
-	for _, r := range b.ended {
+	for i := range b.calls {
+		r := &b.calls[i].ended
 		switch {
 		case !r.ended:
-			missing++ // the RPC ended before the call had a result
+			missing++ // the batch ended before the call had a result
 		case r.isError:
 			failed++
 		default:
@@ -53,9 +53,9 @@ func (b *batch) logBatch(err error) {
 	}
 	result := "ok"
 	if err != nil {
-		result = strings.ToLower(status.Code(err).String())
+		result = strings.ToLower(CodeOf(err).String())
 	}
-	b.s.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
+	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
 		slog.String("batch_id", b.id),
 		slog.Int("calls", len(b.req.GetCalls())),
 		slog.Int("succeeded", ok),

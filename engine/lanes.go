@@ -1,4 +1,4 @@
-package service
+package engine
 
 // Lane is a group of calls that run together: several safe calls at once, or
 // one other call alone.

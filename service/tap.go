@@ -3,8 +3,8 @@ package service
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc/tap"
 )
@@ -19,9 +19,6 @@ import (
 // the stream's transport context ends; grpc-go gives a handler no way to end
 // it. The one hook is the tap handle, whose returned context becomes that
 // transport context: stoppable makes it one the watchdog can cancel.
-
-// stopKey finds a stream's *stoppableStream among its context's values.
-type stopKey struct{}
 
 // stoppableStream is an ExecuteBatch stream's transport context, as the tap
 // handle made it.
@@ -40,8 +37,9 @@ func stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
 	return &stoppableStream{Context: inner, stop: stop}, nil
 }
 
+// Value gives the engine the stream as its Stopper (engine.StopperKey).
 func (c *stoppableStream) Value(key any) any {
-	if key == (stopKey{}) {
+	if key == (engine.StopperKey{}) {
 		return c
 	}
 	return c.Context.Value(key)
@@ -53,48 +51,15 @@ func (c *stoppableStream) Value(key any) any {
 // would suggest that it cancelled the RPC itself.
 func (c *stoppableStream) Err() error {
 	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), errSendTimeout) {
+	if err != nil && errors.Is(context.Cause(c.Context), engine.ErrSendTimeout) {
 		return context.DeadlineExceeded
 	}
 	return err
 }
 
-// watchSends runs while batches do: every tick it ends the streams whose
-// writer has been in one Send for SendTimeout. admit starts it; it returns
-// once no batch is running, so an idle server has no goroutine for it.
-func (s *Server) watchSends() {
-	tick := time.NewTicker(min(max(s.cfg.SendTimeout/8, time.Millisecond), 250*time.Millisecond))
-	defer tick.Stop()
-	for range tick.C {
-		now := time.Now().UnixNano()
-		s.mu.Lock()
-		if len(s.cancels) == 0 {
-			s.watching = false
-			s.mu.Unlock()
-			return
-		}
-		for b, cancel := range s.cancels {
-			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= s.cfg.SendTimeout && b.timedOut.CompareAndSwap(false, true) {
-				b.endStream(cancel)
-			}
-		}
-		s.mu.Unlock()
-	}
-}
-
-// endStream ends a batch whose client has read nothing for SendTimeout: its
-// calls are cancelled (keyed results that are done stay recorded; see
-// idemClaim.settle) and the Send that holds its writer is ended.
-func (b *batch) endStream(cancel context.CancelCauseFunc) {
-	log := b.s.cfg.Logger
-	cancel(errSendTimeout)
-	st, ok := b.streamCtx.Value(stopKey{}).(*stoppableStream)
-	if !ok {
-		log.ErrorContext(b.streamCtx, "client read nothing for the send timeout; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
-			"batch_id", b.id, "send_timeout", b.s.cfg.SendTimeout.String())
-		return
-	}
-	log.WarnContext(b.streamCtx, "client read nothing for the send timeout; ending its stream and cancelling its calls",
-		"batch_id", b.id, "send_timeout", b.s.cfg.SendTimeout.String())
-	st.stop(errSendTimeout)
+// StopSend ends the stream's transport context, so that a Send which flow
+// control holds returns; the engine calls it once SendTimeout has passed.
+func (c *stoppableStream) StopSend() bool {
+	c.stop(engine.ErrSendTimeout)
+	return true
 }

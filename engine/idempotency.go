@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"bytes"
@@ -35,28 +35,29 @@ type idemClaim struct {
 	done  sync.WaitGroup
 }
 
-// claim takes call i's idempotency key, if it has one, before the call runs.
-// It returns done when the call's result has been sent instead: replayed from
-// the store, joined from a call in flight elsewhere, or an error (conflict,
-// timeout while waiting, store failure). Otherwise the call runs, holding the
-// returned claim (nil when the call has no key).
-func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMessage) (c *idemClaim, done bool) {
+// idempotent takes call i's idempotency key, if it has one, before the call
+// runs. The key comes before the slot: a replay or a wait for a duplicate
+// elsewhere needs no slot. It ends the call with its result replayed from
+// the store, joined from a call in flight elsewhere, or an error
+// (conflict, timeout while waiting, store failure). Otherwise the call
+// goes on holding the claim (callState.claim), which finish settles.
+func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	call := b.req.GetCalls()[i]
+	t, args := b.calls[i].tool, b.calls[i].args
 	key := call.GetIdempotencyKey()
 	if key == "" && t.IdempotencyKey != nil {
 		var err error
 		if key, err = b.deriveKey(t, args); err != nil {
 			res := b.newResult(i)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR, err.Error()+"; nothing was run")
-			b.finish(i, res)
-			return nil, true
+			return res
 		}
 	}
 	if key == "" {
-		return nil, false
+		return nil
 	}
-	cfg := &b.s.cfg
-	scoped := strconv.Quote(Caller(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
+	cfg := &b.e.cfg
+	scoped := strconv.Quote(CallerFrom(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
 	fp := fingerprint(args)
 	owner := newID() + newID()
 
@@ -77,25 +78,24 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 			}
 		}
 		if err != nil {
-			b.claimFailed(ctx, waitCtx, i, key, time.Since(start), err)
-			return nil, true
+			return b.claimFailed(ctx, waitCtx, i, key, time.Since(start), err)
 		}
 		switch got.State {
 		case store.Claimed:
 			c := &idemClaim{b: b, key: scoped, owner: owner, stop: make(chan struct{})}
 			c.done.Add(1)
 			go c.renew()
-			return c, false
+			b.calls[i].claim = c
+			return nil
 		case store.Completed:
-			b.replay(i, got.Result)
+			return b.replay(i, got.Result)
 		default: // store.Conflict
 			res := b.newResult(i)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT, fmt.Sprintf(
 				"idempotency key %q was used before for a %q call with different arguments; nothing was run. Use a new key for new arguments.",
 				key, t.Name))
-			b.finish(i, res)
+			return res
 		}
-		return nil, true
 	}
 }
 
@@ -105,7 +105,7 @@ func (b *batch) claim(ctx context.Context, i int, t *tools.Tool, args json.RawMe
 func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.s.cfg.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
+			b.e.cfg.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			key, err = "", fmt.Errorf("the tool failed to derive its idempotency key (panic: %v)", r)
 		}
@@ -114,7 +114,7 @@ func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err 
 	if !ok {
 		return "", nil
 	}
-	if len(key) > maxIDBytes {
+	if len(key) > MaxIDBytes {
 		// A key derived from arguments can be as long as they are; its
 		// digest keeps it unique and the store's keys short.
 		sum := sha256.Sum256([]byte(key))
@@ -123,10 +123,10 @@ func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err 
 	return key, nil
 }
 
-// claimFailed sends the result of a call whose claim did not end in a
+// claimFailed is the result of a call whose claim did not end in a
 // decision: the batch was cancelled or the call's deadline passed while
 // waiting for the same call elsewhere, or the store failed.
-func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, waited time.Duration, err error) {
+func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, waited time.Duration, err error) *toolwirev1.CallResult {
 	res := b.newResult(i)
 	const elsewhere = " while waiting for the same call (same idempotency key) in flight elsewhere; nothing was run here"
 	switch {
@@ -139,32 +139,31 @@ func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, wai
 			waited.Round(time.Millisecond), elsewhere))
 	default:
 		// Running without the store could run the call twice: refuse.
-		b.s.cfg.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
+		b.e.cfg.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the idempotency store failed, so the call with key %q was not run: %v", key, err))
 	}
-	b.finish(i, res)
+	return res
 }
 
-// replay sends a stored result as call i's.
-func (b *batch) replay(i int, stored []byte) {
+// replay is a stored result as call i's.
+func (b *batch) replay(i int, stored []byte) *toolwirev1.CallResult {
 	res := b.newResult(i)
 	// Merge: the stored result has no call ID or index; those are the new call's.
 	if err := (proto.UnmarshalOptions{Merge: true}).Unmarshal(stored, res); err != nil {
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL,
 			fmt.Sprintf("the stored result of this call could not be read: %v; it was not run again", err))
-		b.finish(i, res)
-		return
+		return res
 	}
 	res.Replayed = true
-	b.finish(i, res)
+	return res
 }
 
 // renew keeps the lease alive while the tool runs, so a long call is not
 // taken over by a retry on another replica.
 func (c *idemClaim) renew() {
 	defer c.done.Done()
-	cfg := &c.b.s.cfg
+	cfg := &c.b.e.cfg
 	t := time.NewTicker(cfg.IdempotencyLease / 3)
 	defer t.Stop()
 	for {
@@ -195,7 +194,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	}
 	close(c.stop)
 	c.done.Wait()
-	cfg := &c.b.s.cfg
+	cfg := &c.b.e.cfg
 	// Detached from the batch: a cancelled batch must still settle its claims.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.streamCtx), storeTimeout)
 	defer cancel()
@@ -254,7 +253,7 @@ func (b *batch) session(ctx context.Context) tools.Session {
 	if id == "" {
 		return nil
 	}
-	return &session{st: b.s.cfg.Sessions, scope: strconv.Quote(Caller(ctx)) + "/" + id, ttl: b.s.cfg.SessionTTL}
+	return &session{st: b.e.cfg.Sessions, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
 }
 
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {

@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"sync"
@@ -193,4 +193,11 @@ func (o *outbox) close() {
 	case o.doorbell <- struct{}{}:
 	default:
 	}
+}
+
+// waiting reports whether calls wait for room to report.
+func (o *outbox) waiting() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.waiters) > 0
 }

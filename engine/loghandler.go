@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -52,3 +52,11 @@ func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 func (h *logHandler) WithGroup(name string) slog.Handler {
 	return &logHandler{h.next.WithGroup(name)}
 }
+
+// logScope is what LogHandler adds to a log line about a batch or a call.
+type logScope struct {
+	b *batch
+	i int // the call's index; -1 for the batch itself
+}
+
+type logScopeKey struct{}

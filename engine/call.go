@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// callState is what a batch keeps of one of its calls, in one slice
+// (batch.calls) indexed like the request's calls.
+type callState struct {
+	tool    *tools.Tool     // nil when unknown or not permitted
+	cutFrom int             // the length of the name as sent, when newBatch cut it; else 0
+	args    json.RawMessage // the validated arguments, from validation until the call ends
+	claim   *idemClaim      // its idempotency key while it runs; nil without one
+	slot    slot            // its concurrency slot while it runs
+	tel     callTel         // the OpenTelemetry observer's
+	scope   logScope        // names the call in log lines; see LogHandler
+	ended   callSummary     // its result, as BatchFinished counts it
+}
+
+// The per-call path is an explicit chain (the MCP go-sdk's middleware
+// habit, flattened): before a call's tool runs, the steps below run in
+// order; each returns nil to let the call go on, or the call's result,
+// which ends the path there. Then callRun runs the tool under the call's
+// lifecycle, and finish (batch.go) is the one place a call ends, whoever
+// ends it: record (idempotency), telemetry, log, send.
+//
+//	cancelled? → permission → known tool → validation → (policy → approval)
+//	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
+type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
+
+// steps are the call's path before its tool runs, in order. A new per-call
+// concern (a CEL policy, an approval) is a step inserted where the
+// comment says: after validation, so it sees the arguments, and before
+// idempotency and limits, so a refused call holds no key and no slot.
+var steps = [...]step{
+	notCancelled,
+	permitted,
+	known,
+	validArguments,
+	// policy, approval: later issues insert their steps here.
+	roomToReport,
+	idempotent, // idempotency.go
+	slotTaken,  // limits.go
+}
+
+// notCancelled ends a call whose batch ended before it started.
+func notCancelled(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	if ctx.Err() == nil {
+		return nil
+	}
+	kind, msg := cancelled(ctx)
+	return b.failure(i, kind, msg+" before the call started; nothing was run")
+}
+
+// known ends a call of a tool that does not exist (or that permitted let
+// through as a wrapper).
+func known(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
+	if b.calls[i].tool != nil {
+		return nil
+	}
+	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(i, b.req.GetCalls()[i]))
+}
+
+// validArguments checks the call's arguments against its tool's schema.
+func validArguments(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
+	c := &b.calls[i]
+	args, err := c.tool.ValidateArguments(b.req.GetCalls()[i].GetArguments())
+	if err != nil {
+		return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS, fmt.Sprintf("invalid arguments for %q: %v", c.tool.Name, err))
+	}
+	c.args = args
+	return nil
+}
+
+// roomToReport waits while the client leaves the batch's events unread:
+// the call's result could only wait too.
+func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
+	b.out.waitRoom(ctx.Done())
+	return nil
+}
+
+// startCall takes call i along its path and sends its result. It normally
+// returns true once the result is handed to the writer. When the tool
+// outstays its cancellation by the abandon grace, the call's watchdog sends
+// the result and continues the lane instead (see callRun.abandon), and
+// startCall returns false whenever the tool finally returns: the caller has
+// been replaced and must do nothing more for the batch.
+func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
+	c := &b.calls[i]
+	c.scope = logScope{b: b, i: i}
+	ctx = b.e.tel.callStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), b, lane, i)
+	for _, step := range steps {
+		if res := step(ctx, b, i); res != nil {
+			b.finish(i, res)
+			return true
+		}
+	}
+	defer c.slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
+	b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
+	b.e.tel.callRunning(b, i)
+	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
+	return r.run()
+}
+
+// outcome is what a tool's handler returned.
+type outcome struct {
+	res *tools.Result
+	err error
+}
+
+// callRun is one running call's lifecycle, all of it: its deadline and idle
+// timeout, the tool's invocation on the calling goroutine (a goroutine hop
+// per call is most of a small call's cost), the watchdog that abandons a
+// tool ignoring its cancellation, who sends the result (decided), and who
+// continues the lane after an abandoned call. It is one allocation, where
+// closures would be many.
+type callRun struct {
+	b         *batch
+	lane, i   int
+	ctx       context.Context // the batch's, with the call's span
+	callCtx   context.Context // the call's: deadline, idle timeout
+	start     time.Time
+	timeout   time.Duration
+	rpcLimit  bool // the caller's deadline set the call's
+	handle    *tools.Call
+	idle      *time.Timer
+	onAbandon func() // continues the lane after an abandoned call; nil: continueAfter
+
+	decided  atomic.Bool // whoever sets it sends the result
+	mu       sync.Mutex
+	returned bool        // the tool has returned
+	grace    *time.Timer // the watchdog's, armed when callCtx ends
+}
+
+// run runs the tool under the call's deadline and sends its result; see
+// startCall for what it returns.
+func (r *callRun) run() bool {
+	b, c := r.b, &r.b.calls[r.i]
+	call := b.req.GetCalls()[r.i]
+	cfg := &b.e.cfg
+	r.start, r.timeout = time.Now(), b.timeout(call, c.tool)
+	deadline := r.start.Add(r.timeout)
+	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
+		deadline, r.rpcLimit = dl.Add(-cfg.DeadlineMargin), true
+	}
+	callCtx, cancel := context.WithDeadline(r.ctx, deadline)
+	defer cancel()
+	if cfg.IdleTimeout > 0 {
+		var cancelIdle context.CancelCauseFunc
+		callCtx, cancelIdle = context.WithCancelCause(callCtx)
+		defer cancelIdle(nil)
+		r.idle = time.AfterFunc(cfg.IdleTimeout, func() { cancelIdle(errIdle) })
+		defer r.idle.Stop()
+	}
+	r.callCtx = callCtx
+	r.handle = tools.NewCall(call.GetCallId(), c.tool.Name, c.args, r.progress)
+	r.handle.SessionID = b.req.GetSessionId()
+	r.handle.Caller = CallerFrom(r.ctx)
+	r.handle.SetSession(b.session(r.ctx))
+
+	stopWatch := context.AfterFunc(callCtx, r.watch)
+	o := r.invoke()
+	// The slot goes back before the result is sent: what waits for a slow
+	// reader holds memory (the outbox's budget), not a slot another caller
+	// could use. An abandoned tool keeps its slot until this point, so
+	// tools that ignore cancellation cannot be stacked without limit.
+	c.slot.release(b.e.limits)
+	r.mu.Lock()
+	r.returned = true
+	if r.grace != nil {
+		r.grace.Stop()
+	}
+	r.mu.Unlock()
+	stopWatch()
+
+	if !r.decided.CompareAndSwap(false, true) {
+		return false // abandoned: the watchdog has sent the result
+	}
+	r.decide(o, false)
+	return true
+}
+
+// progress forwards a report of the tool's, extending the idle timeout.
+func (r *callRun) progress(p tools.Progress) {
+	if r.idle != nil {
+		r.idle.Reset(r.b.e.cfg.IdleTimeout)
+	}
+	boundProgress(&p, r.b.e.cfg.MaxResultBytes)
+	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
+}
+
+// watch runs when the call's context ends: unless the tool returns within
+// the abandon grace, it is abandoned.
+func (r *callRun) watch() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.returned {
+		r.grace = time.AfterFunc(r.b.e.cfg.AbandonGrace, r.abandon)
+	}
+}
+
+// abandon sends the result of a tool that ignored its cancellation and lets
+// the batch go on without it.
+func (r *callRun) abandon() {
+	if !r.decided.CompareAndSwap(false, true) {
+		return
+	}
+	b, cfg := r.b, &r.b.e.cfg
+	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
+	b.e.tel.callAbandoned(b, r.i)
+	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
+	r.decide(outcome{}, true)
+	if r.onAbandon != nil {
+		r.onAbandon()
+	} else {
+		// The goroutine that ran the call is stuck in its tool: the lanes
+		// after this one go on on a new one.
+		b.e.runners.Go(func() { b.runFrom(b.runCtx, r.lane+1) })
+	}
+}
+
+// decide makes the call's result from the tool's outcome and finishes the
+// call with it.
+func (r *callRun) decide(o outcome, abandoned bool) {
+	r.handle.Close() // no progress event may follow the result
+	res := r.b.newTimedResult(r.i, 0)
+	r.judge(o, abandoned, res)
+	setDuration(res.Duration, time.Since(r.start))
+	r.b.finish(r.i, res)
+}
+
+// invoke calls the tool's handler, turning a panic into an error: the model
+// gets the message, the log gets the stack.
+func (r *callRun) invoke() (o outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.b.e.cfg.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", p)}
+		}
+	}()
+	res, err := r.b.calls[r.i].tool.Handler(r.callCtx, r.handle)
+	return outcome{res: res, err: err}
+}
+
+// judge fills res from the tool's outcome.
+func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
+	cfg := &r.b.e.cfg
+	t := r.b.calls[r.i].tool
+	failed := o.err != nil || o.res == nil || o.res.IsError
+	if r.callCtx.Err() != nil && (abandoned || failed) {
+		// Cancellation outranks whatever the tool said about it.
+		var kind toolwirev1.ErrorKind
+		var msg string
+		switch cause := context.Cause(r.callCtx); {
+		case r.ctx.Err() != nil:
+			kind, msg = cancelled(r.ctx)
+		case errors.Is(cause, errIdle):
+			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, fmt.Sprintf("timed out: no progress for %s", cfg.IdleTimeout)
+		case r.rpcLimit:
+			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, "timed out: the client's deadline was reached"
+		default:
+			kind, msg = toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, fmt.Sprintf("timed out after %s", r.timeout)
+		}
+		if abandoned {
+			msg += fmt.Sprintf("; the tool did not stop within %s and was abandoned", cfg.AbandonGrace)
+		}
+		errorResult(res, kind, msg)
+		return
+	}
+	if o.err != nil {
+		o.res = &tools.Result{Content: []tools.Content{{Text: o.err.Error()}}, IsError: true}
+	}
+	if o.res == nil {
+		return // a tool that returns nothing succeeded with nothing to say
+	}
+	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
+		if err := t.ValidateOutput(o.res.StructuredContent); err != nil {
+			cfg.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
+			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR,
+				fmt.Sprintf("the tool returned output that does not match its declared output schema: %v", err))
+			return
+		}
+	}
+	shape(o.res, cfg.MaxResultBytes, res)
+	if res.IsError {
+		res.ErrorKind = toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR
+		if o.res.ErrorKind != 0 {
+			res.ErrorKind = toolwirev1.ErrorKind(o.res.ErrorKind)
+		}
+	}
+}
+
+// timeout is how long a call may run: the earliest of its own timeout, the
+// tool's limit and the engine's limit; the caller's deadline is applied
+// too.
+func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration {
+	d := b.e.cfg.DefaultCallTimeout
+	if t.Timeout > 0 {
+		d = t.Timeout
+	}
+	if ct := call.GetTimeout(); ct != nil && ct.AsDuration() > 0 {
+		d = ct.AsDuration()
+		if t.Timeout > 0 {
+			d = min(d, t.Timeout)
+		}
+	}
+	return min(d, b.e.cfg.MaxCallTimeout)
+}
+
+func progressEvent(callID string, i int, p tools.Progress) *toolwirev1.ExecuteBatchResponse {
+	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Progress{Progress: &toolwirev1.CallProgress{
+		CallId: callID, Index: uint32(i), Progress: p.Progress, Total: p.Total, Message: p.Message, Output: p.Output,
+	}}}
+}

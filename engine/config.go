@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/memory"
+)
+
+// Config tunes an Engine. The zero value of every field means its default, so
+// Config{} is a usable configuration.
+type Config struct {
+	// MaxConcurrentBatches bounds the batches running at once; a batch
+	// beyond it is refused with ResourceExhausted, so an overloaded server
+	// sheds load instead of queueing it without bound. Default 4096.
+	MaxConcurrentBatches int
+	// MaxCallsPerBatch bounds the calls in one batch; more is InvalidArgument.
+	// Default 1024.
+	MaxCallsPerBatch int
+	// MaxArgumentBytes bounds one call's arguments; more is InvalidArgument.
+	// Default 1 MiB.
+	MaxArgumentBytes int
+	// MaxResultBytes caps one result's output (text, images, structured
+	// content and details together); the rest is cut with a visible marker.
+	// It holds for every result, errors included, and for each progress
+	// report's message and output together. Default 256 KiB; at most
+	// MaxMessageBytes less 64 KiB.
+	MaxResultBytes int
+	// DefaultCallTimeout applies to calls whose call and tool set no timeout.
+	// Default 60s.
+	DefaultCallTimeout time.Duration
+	// MaxCallTimeout caps every call's timeout. Default 10m.
+	MaxCallTimeout time.Duration
+	// IdleTimeout, when positive, times a call out after this long without a
+	// progress report; every report extends it, up to the call's deadline.
+	// Default off.
+	IdleTimeout time.Duration
+	// DeadlineMargin is kept free before the caller's deadline (Run's ctx), so a call timed
+	// out by it can still send its result. Default 50ms.
+	DeadlineMargin time.Duration
+	// MaxParallel bounds the calls running at once in one parallel lane; a
+	// batch may ask for less. Default 16.
+	MaxParallel int
+	// AbandonGrace is how long a cancelled or timed-out tool may take to
+	// return before its result is sent without it and the tool is abandoned.
+	// Default 2s.
+	AbandonGrace time.Duration
+	// DrainTimeout is how long shutdown lets running batches finish before
+	// cancelling their calls. Default 30s.
+	DrainTimeout time.Duration
+	// MaxStreamBufferBytes bounds the encoded size of one batch's events
+	// waiting for a slow reader, counting the one being sent; beyond it the
+	// batch's calls wait to report (their concurrency slots already given
+	// back once their tools have returned). An event larger than the budget
+	// is still sent once nothing else waits. Default 1 MiB.
+	MaxStreamBufferBytes int
+	// EventBuffer bounds the number of one batch's events waiting for a slow
+	// reader, a second cap beside MaxStreamBufferBytes for many small events.
+	// Default 64.
+	EventBuffer int
+	// SendTimeout ends a batch whose sink has been in one Send for this
+	// long (a client that reads nothing, so flow control holds the
+	// transport): the batch's calls are cancelled, their results still
+	// recorded under their idempotency keys, the sink is told to stop (see
+	// Stopper), and Run returns DeadlineExceeded. Default 30s.
+	SendTimeout time.Duration
+	// Safe overrides, per tool name, whether a tool's calls may share a
+	// parallel lane; by default a tool is safe when it is read-only.
+	Safe map[string]bool
+	// Idempotency keeps the records that replay calls sent again with an
+	// idempotency key, and Sessions the session variables; one backend
+	// (store.Store) usually serves both. The caller closes them after the
+	// engine has stopped. Default: one new in-memory store (store/memory)
+	// for whichever is unset, which the engine does not share.
+	Idempotency store.Idempotency
+	Sessions    store.Sessions
+	// IdempotencyTTL is how long a completed call with an idempotency key
+	// is replayed instead of run again. Default 24h.
+	IdempotencyTTL time.Duration
+	// IdempotencyLease is how long a claim on a running call lasts unless
+	// renewed (a third of it in, while the tool runs); a replica that dies
+	// delays retries of its calls by up to this long. Default 10s.
+	IdempotencyLease time.Duration
+	// SessionTTL is how long a session variable lives after it was last
+	// set. Default 24h.
+	SessionTTL time.Duration
+	// Permissions decides which tools each caller (see CallerFrom) may list and
+	// call. Default nil: every caller may call every tool.
+	Permissions Permissions
+	// MaxConcurrentCalls bounds the tool calls running at once across the
+	// engine. A batch is accepted only once a slot is free for its first
+	// call; it waits up to MaxQueueWait for one, then fails with
+	// ResourceExhausted. The other calls of an accepted batch wait for a
+	// slot up to their own timeout (and the caller's deadline); a call whose
+	// wait runs out gets a TIMEOUT result and was not run. Default 4096.
+	MaxConcurrentCalls int
+	// MaxQueueWait is how long a batch waits for a slot before it is refused
+	// with ResourceExhausted. Default 5s.
+	MaxQueueWait time.Duration
+	// MaxCallsPerCaller bounds the calls of one caller (see CallerFrom)
+	// running at once, with the same queueing as MaxConcurrentCalls, so
+	// that one busy agent cannot take every slot. Set, it applies to every
+	// caller, the anonymous one included. Default 0: a quarter of
+	// MaxConcurrentCalls (at least 1) for each authenticated caller, and no
+	// cap on the anonymous caller. Negative: no per-caller cap at all.
+	MaxCallsPerCaller int
+	// MaxMessageBytes is the largest event a sink carries (for gRPC, the
+	// message size limit): BatchAccepted must fit in it, and a result is
+	// held below it. Default 4 MiB.
+	MaxMessageBytes int
+	// Logger receives the engine's logs, through LogHandler so that lines
+	// about a batch or call carry its IDs and trace. Default slog.Default().
+	Logger *slog.Logger
+	// Telemetry records the engine's batches and calls (spans, metrics),
+	// chosen once: OpenTelemetry(…) with the providers of the SDK the
+	// program installed. Default nil: no telemetry, at no cost.
+	Telemetry Observer
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxConcurrentBatches, 4096)
+	def(&c.MaxCallsPerBatch, 1024)
+	def(&c.MaxArgumentBytes, 1<<20)
+	def(&c.MaxResultBytes, 256<<10)
+	def(&c.MaxParallel, 16)
+	def(&c.EventBuffer, 64)
+	def(&c.MaxStreamBufferBytes, 1<<20)
+	defDur(&c.SendTimeout, 30*time.Second)
+	defDur(&c.DefaultCallTimeout, 60*time.Second)
+	defDur(&c.MaxCallTimeout, 10*time.Minute)
+	defDur(&c.DeadlineMargin, 50*time.Millisecond)
+	defDur(&c.AbandonGrace, 2*time.Second)
+	defDur(&c.DrainTimeout, 30*time.Second)
+	defDur(&c.IdempotencyTTL, 24*time.Hour)
+	defDur(&c.IdempotencyLease, 10*time.Second)
+	defDur(&c.SessionTTL, 24*time.Hour)
+	if c.Idempotency == nil || c.Sessions == nil {
+		m := memory.New(memory.Options{})
+		if c.Idempotency == nil {
+			c.Idempotency = m
+		}
+		if c.Sessions == nil {
+			c.Sessions = m
+		}
+	}
+	def(&c.MaxConcurrentCalls, 4096)
+	def(&c.MaxMessageBytes, 4<<20)
+	defDur(&c.MaxQueueWait, 5*time.Second)
+	// A result must fit in a message with room to spare for its framing,
+	// its IDs and a truncation marker.
+	c.MaxResultBytes = min(c.MaxResultBytes, max(c.MaxMessageBytes-64<<10, c.MaxMessageBytes/2))
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
+	return c
+}
+
+// callerShare returns the per-caller cap (0: none) and whether it applies
+// to the anonymous caller; see MaxCallsPerCaller.
+func (c *Config) callerShare() (perCaller int, anonymous bool) {
+	switch {
+	case c.MaxCallsPerCaller > 0:
+		return c.MaxCallsPerCaller, true
+	case c.MaxCallsPerCaller < 0:
+		return 0, false
+	}
+	return max(c.MaxConcurrentCalls/4, 1), false
+}

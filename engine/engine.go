@@ -1,0 +1,295 @@
+// Package engine runs toolwire's batches and calls with no transport in
+// them: it checks a batch, plans it into lanes, admits it (batch and call
+// limits, draining), takes each call through permission, validation,
+// idempotency and limits, runs it under its deadline with cancellation,
+// panic recovery and output caps, records and shapes its result, and hands
+// the batch's events, in contract order, to a Sink from one goroutine.
+// It owns session variables, abandonment, backpressure, the send watchdog's
+// logic, batch and call telemetry, and the debug log lines.
+//
+// Surfaces (the gRPC service in service/, later a unary call, Connect/JSON,
+// MCP, a console) sit on top: they authenticate, put the caller in the
+// context with WithCaller, call Run with a sink of their own, and map the
+// *Error Run returns to their wire format at their edge (CodeOf).
+//
+// Import rules: engine must not import google.golang.org/grpc or any of its
+// packages (codes, status, metadata, peer, …), nor service/ or any surface;
+// the generated message types (gen/toolwire/v1) are its event vocabulary.
+// TestNoTransport enforces the first rule.
+package engine
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// Sink receives a batch's events. Run calls Send from one goroutine, in the
+// contract's order: BatchAccepted, then per call CallStarted, CallProgress
+// and CallResult, then BatchFinished. A Send that fails ends the batch: its
+// calls are cancelled, their results still recorded, and Run returns the
+// error.
+type Sink interface {
+	Send(*toolwirev1.ExecuteBatchResponse) error
+}
+
+// SinkFunc is a function as a Sink.
+type SinkFunc func(*toolwirev1.ExecuteBatchResponse) error
+
+func (f SinkFunc) Send(ev *toolwirev1.ExecuteBatchResponse) error { return f(ev) }
+
+// Stopper ends a Send that can block for good, such as a stream's held by
+// flow control. When one Send has taken Config.SendTimeout, the engine
+// cancels the batch's calls with cause ErrSendTimeout and calls StopSend,
+// which must make that Send return; it reports whether it could. The
+// engine finds it in the sink itself, or else as the value of StopperKey
+// in Run's context (where a transport can put it without wrapping its
+// stream in another sink).
+type Stopper interface {
+	StopSend() bool
+}
+
+// StopperKey is the context key of a batch's Stopper; see Stopper.
+type StopperKey struct{}
+
+// Causes of a batch's cancellation, told apart in results.
+var (
+	errShutdown     = errors.New("the server is shutting down")
+	errBatchTimeout = errors.New("the batch deadline passed")
+	errIdle         = errors.New("no progress")
+	// ErrSendTimeout is the cause with which a batch is cancelled when its
+	// sink took Config.SendTimeout over one Send.
+	ErrSendTimeout = errors.New("the client read nothing for the send timeout")
+)
+
+// Engine runs batches of tool calls over a registry.
+type Engine struct {
+	cfg Config
+
+	mu       sync.Mutex
+	draining bool
+	cancels  map[*batch]context.CancelCauseFunc // running batches; at most MaxConcurrentBatches
+	active   sync.WaitGroup                     // running batches
+	stopping chan struct{}                      // closed when draining begins
+	watching bool                               // watchSends is running
+
+	abandoned atomic.Int64
+	runners   *runners
+	limits    *limiter
+	tel       Observer
+}
+
+// New returns an engine. It holds no registry: each Run is given the
+// snapshot of tools its batch runs against, so a surface decides which
+// (its registry's current one, usually) and the lane plan, the tools run
+// and the revision in BatchAccepted all come from that one snapshot.
+func New(cfg Config) *Engine {
+	e := &Engine{
+		cfg:      cfg.withDefaults(),
+		cancels:  make(map[*batch]context.CancelCauseFunc),
+		stopping: make(chan struct{}),
+		runners:  newRunners(10 * time.Second),
+	}
+	perCaller, anonymous := e.cfg.callerShare()
+	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
+	e.tel = e.cfg.Telemetry
+	if e.tel == nil {
+		e.tel = noTelemetry{}
+	}
+	return e
+}
+
+// Config returns the engine's configuration, its defaults filled in.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Run runs one batch against the tools of snap, sending its events to
+// sink, and returns when the batch has ended. Before BatchAccepted it may refuse the batch with an
+// *Error: InvalidArgument (a malformed batch), ResourceExhausted
+// (overload), Unavailable (draining), Canceled or DeadlineExceeded (ctx
+// ended while it waited). After it, every call gets exactly one result
+// and BatchFinished comes last, unless ctx ends or a Send fails. ctx is the
+// caller's: its deadline bounds the calls, less Config.DeadlineMargin, and
+// it carries the caller (WithCaller).
+func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) (err error) {
+	if err := e.Check(req); err != nil {
+		return err
+	}
+	b := e.newBatch(ctx, snap, req, sink)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := e.admit(b, cancel); err != nil {
+		return err
+	}
+	defer e.release(b)
+	b.scope = logScope{b: b, i: -1}
+	runCtx = e.tel.batchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope), b)
+	defer func() { e.tel.batchEnded(b, err); b.logBatch(err) }()
+	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
+		var cancelTimeout context.CancelFunc
+		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
+		defer cancelTimeout()
+	}
+	if err := b.reserve(runCtx); err != nil {
+		return err
+	}
+	defer b.dropReserved()
+	e.runners.Go(func() { b.run(runCtx) })
+	sendErr := b.write(cancel)
+	if b.timedOut.Load() {
+		// A stopped transport has already told its client; this error is
+		// for the surface's own telemetry and logs.
+		return errorf(DeadlineExceeded, "the client read nothing of the stream for %s; the server ended it and cancelled its calls", e.cfg.SendTimeout)
+	}
+	if sendErr != nil {
+		return sendErr
+	}
+	if ctx.Err() != nil {
+		return contextError(ctx.Err())
+	}
+	return sink.Send(b.finished())
+}
+
+// Call runs one call on the path every call takes, as a batch of one, and
+// returns its result: what a unary surface (a later CallTool) needs. The
+// errors are Run's; a failing tool is a result, as in a batch.
+func (e *Engine) Call(ctx context.Context, snap *tools.Snapshot, call *toolwirev1.ToolCall, sessionID string) (*toolwirev1.CallResult, error) {
+	var res *toolwirev1.CallResult
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: sessionID}
+	err := e.Run(ctx, snap, req, SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+		if r := ev.GetResult(); r != nil {
+			res = r // Run sends from one goroutine, its own
+		}
+		return nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// admit counts a batch in, keeping its cancel function for draining, or
+// refuses it while draining or overloaded.
+func (e *Engine) admit(b *batch, cancel context.CancelCauseFunc) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.draining:
+		return errorf(Unavailable, "server is shutting down; retry on another replica")
+	case len(e.cancels) >= e.cfg.MaxConcurrentBatches:
+		return errorf(ResourceExhausted, "server is running its limit of %d batches; retry with backoff", e.cfg.MaxConcurrentBatches)
+	}
+	e.cancels[b] = cancel
+	e.active.Add(1)
+	if !e.watching {
+		e.watching = true
+		go e.watchSends()
+	}
+	return nil
+}
+
+func (e *Engine) release(b *batch) {
+	e.mu.Lock()
+	delete(e.cancels, b)
+	e.mu.Unlock()
+	e.active.Done()
+}
+
+// Draining returns a channel closed once Drain has begun: surfaces end
+// their long-lived streams (WatchTools) on it.
+func (e *Engine) Draining() <-chan struct{} { return e.stopping }
+
+// Drain refuses new batches (Unavailable), lets running ones finish for
+// Config.DrainTimeout, then cancels their calls, which still get results,
+// and waits up to AbandonGrace and 5s more for them. It returns once no
+// batch runs, or when that wait is over too.
+func (e *Engine) Drain() {
+	e.mu.Lock()
+	if !e.draining {
+		e.draining = true
+		close(e.stopping)
+	}
+	e.mu.Unlock()
+
+	drained := make(chan struct{})
+	go func() { e.active.Wait(); close(drained) }()
+	log := e.cfg.Logger
+	select {
+	case <-drained:
+	case <-time.After(e.cfg.DrainTimeout):
+		log.Warn("drain timeout passed; cancelling running calls", "drain_timeout", e.cfg.DrainTimeout)
+		e.CancelCalls()
+		select {
+		case <-drained:
+		case <-time.After(e.cfg.AbandonGrace + 5*time.Second):
+			log.Error("batches still running after cancellation; stopping anyway")
+		}
+	}
+}
+
+// CancelCalls cancels the calls of every running batch, with the cause
+// "the server is shutting down"; they still get results. Drain calls it
+// when DrainTimeout has passed.
+func (e *Engine) CancelCalls() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, cancel := range e.cancels {
+		cancel(errShutdown)
+	}
+}
+
+// Close lets the engine's idle goroutines exit. It does not wait for
+// running batches; Drain does.
+func (e *Engine) Close() { e.runners.Close() }
+
+// Stats is a snapshot of what an engine is doing.
+type Stats struct {
+	Batches         int   // batches running
+	WaitingToReport int   // running batches with calls waiting for room to report (a slow reader)
+	CallsRunning    int   // call slots taken engine-wide
+	SlotWaiters     int64 // calls and batches waiting for a slot
+	Callers         int   // callers holding or waiting for a per-caller slot
+	Abandoned       int64 // tools abandoned for ignoring cancellation, ever
+}
+
+// Stats returns what the engine is doing now.
+func (e *Engine) Stats() Stats {
+	st := Stats{
+		CallsRunning: len(e.limits.global),
+		SlotWaiters:  e.limits.waiting.Load(),
+		Abandoned:    e.abandoned.Load(),
+	}
+	e.limits.mu.Lock()
+	st.Callers = len(e.limits.callers)
+	e.limits.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st.Batches = len(e.cancels)
+	for b := range e.cancels {
+		if b.out.waiting() {
+			st.WaitingToReport++
+		}
+	}
+	return st
+}
+
+// safe reports whether calls of t may share a parallel lane.
+func (e *Engine) safe(t *tools.Tool) bool {
+	if v, ok := e.cfg.Safe[t.Name]; ok {
+		return v
+	}
+	return t.Annotations.ReadOnly
+}
+
+// newID returns a batch ID: unique enough for logs and traces, and cheap
+// (no system call, unlike crypto/rand).
+func newID() string {
+	var b [16]byte
+	return string(strconv.AppendUint(b[:0], rand.Uint64()|1<<63, 16))
+}

@@ -1,0 +1,455 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+)
+
+// ScopeName is the instrumentation scope of toolwire's spans and metrics.
+const ScopeName = "github.com/toolwire/toolwire/service"
+
+// Attribute keys. The gen_ai.* and error.type keys are OpenTelemetry's GenAI
+// semantic conventions (execute_tool spans); toolwire.* are toolwire's own.
+const (
+	attrOperationName = attribute.Key("gen_ai.operation.name")
+	attrToolName      = attribute.Key("gen_ai.tool.name")
+	attrToolCallID    = attribute.Key("gen_ai.tool.call.id")
+	attrToolDesc      = attribute.Key("gen_ai.tool.description")
+	attrToolArgs      = attribute.Key("gen_ai.tool.call.arguments")
+	attrToolResult    = attribute.Key("gen_ai.tool.call.result")
+	attrErrorType     = attribute.Key("error.type")
+
+	attrBatchID           = attribute.Key("toolwire.batch.id")
+	attrBatchCalls        = attribute.Key("toolwire.batch.calls")
+	attrBatchLanes        = attribute.Key("toolwire.batch.lanes")
+	attrBatchLaneSizes    = attribute.Key("toolwire.batch.lane_sizes")
+	attrBatchLaneParallel = attribute.Key("toolwire.batch.lane_parallel")
+	attrBatchMaxParallel  = attribute.Key("toolwire.batch.max_parallel")
+	attrBatchStopOnError  = attribute.Key("toolwire.batch.stop_on_error")
+	attrBatchRevision     = attribute.Key("toolwire.registry.revision")
+	attrBatchSucceeded    = attribute.Key("toolwire.batch.succeeded")
+	attrBatchFailed       = attribute.Key("toolwire.batch.failed")
+	attrBatchSkipped      = attribute.Key("toolwire.batch.skipped")
+	attrLaneIndex         = attribute.Key("toolwire.lane.index")
+	attrLaneCalls         = attribute.Key("toolwire.lane.calls")
+	attrLaneParallel      = attribute.Key("toolwire.lane.parallel")
+	attrCallIndex         = attribute.Key("toolwire.call.index")
+	attrCallRan           = attribute.Key("toolwire.call.ran")
+	attrCallReplayed      = attribute.Key("toolwire.call.replayed")
+	attrCallTruncated     = attribute.Key("toolwire.call.truncated")
+)
+
+// Span and metric names.
+const (
+	spanBatch          = "execute_batch"
+	spanToolPrefix     = "execute_tool "
+	operationExecute   = "execute_tool"
+	metricToolDuration = "gen_ai.execute_tool.duration"
+	metricInFlight     = "toolwire.calls.in_flight"
+	metricQueueWait    = "toolwire.call.queue_wait"
+	metricResults      = "toolwire.call.results"
+	metricReplays      = "toolwire.call.replays"
+	metricAbandoned    = "toolwire.tools.abandoned"
+	// otherTool stands for a tool name that is not registered in metrics:
+	// models invent names, and each would be a new time series.
+	otherTool = "_OTHER"
+)
+
+// durationBuckets span a fast in-process tool (a millisecond) to the longest
+// call timeout (10 minutes), in seconds.
+var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+
+// internalSpan starts a span of kind INTERNAL; a variable, so starting one
+// does not allocate the option.
+var internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+
+// Observer records an engine's batches and calls: their spans, metrics
+// and events. It is chosen once, as Config.Telemetry: nil records nothing,
+// at no cost per batch (no span, no measurement, nothing looked up), and
+// OpenTelemetry returns the one that records. Its methods are the engine's
+// own; a new kind of telemetry is a new implementation here.
+type Observer interface {
+	// batchStarted is called once the batch is admitted and returns ctx,
+	// which the batch's calls inherit, carrying what it started.
+	batchStarted(ctx context.Context, b *batch) context.Context
+	laneStarted(b *batch, li int)
+	// batchEnded is called when Run returns err.
+	batchEnded(b *batch, err error)
+	// callStarted is called as call i enters its path, and for a call
+	// that never did (skipped) when it ends; it returns ctx for the tool.
+	callStarted(ctx context.Context, b *batch, lane, i int) context.Context
+	callRunning(b *batch, i int) // the tool is about to be invoked
+	callAbandoned(b *batch, i int)
+	callEnded(b *batch, i int, res *toolwirev1.CallResult) // from finish
+}
+
+// noTelemetry is the Observer of an engine whose Config.Telemetry is nil.
+type noTelemetry struct{}
+
+func (noTelemetry) batchStarted(ctx context.Context, _ *batch) context.Context { return ctx }
+func (noTelemetry) laneStarted(*batch, int)                                    {}
+func (noTelemetry) batchEnded(*batch, error)                                   {}
+func (noTelemetry) callStarted(ctx context.Context, _ *batch, _, _ int) context.Context {
+	return ctx
+}
+func (noTelemetry) callRunning(*batch, int)                       {}
+func (noTelemetry) callAbandoned(*batch, int)                     {}
+func (noTelemetry) callEnded(*batch, int, *toolwirev1.CallResult) {}
+
+// otelTelemetry is the OpenTelemetry Observer: a tracer and instruments.
+type otelTelemetry struct {
+	tracer  trace.Tracer // nil: no tracer provider, no spans
+	metrics bool         // a meter provider was given: measure
+	content bool         // record arguments and results in spans
+
+	duration  metric.Float64Histogram
+	inFlight  metric.Int64UpDownCounter
+	queueWait metric.Float64Histogram
+	results   metric.Int64Counter
+	replays   metric.Int64Counter
+	abandoned metric.Int64Counter
+
+	// Attribute sets of measurements, cached per tool and error kind so a
+	// call's measurements allocate nothing.
+	mu    sync.RWMutex
+	attrs map[attrKey]*measureOpts
+}
+
+// measureOpts are the options of measurements with one attribute set, as
+// slices, because passing a single option to a variadic parameter would
+// allocate one each time.
+type measureOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+type attrKey struct {
+	tool string
+	kind toolwirev1.ErrorKind
+}
+
+// OpenTelemetry returns the Observer that records an engine's spans on tp
+// (one per batch, one execute_tool span per call, with the GenAI semantic
+// conventions) and its metrics on mp (gen_ai.execute_tool.duration and
+// toolwire's own), with content recording each call's arguments and result
+// in its span. A nil provider, or OpenTelemetry's no-op one
+// (trace/noop, metric/noop), records nothing of its signal; with neither
+// recording, OpenTelemetry returns nil: no telemetry at all. The program
+// passes the providers of the SDK it installed; nothing is looked up in
+// OpenTelemetry's globals.
+func OpenTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, content bool) Observer {
+	if _, ok := tp.(tracenoop.TracerProvider); ok {
+		tp = nil
+	}
+	if _, ok := mp.(metricnoop.MeterProvider); ok {
+		mp = nil
+	}
+	if tp == nil && mp == nil {
+		return nil
+	}
+	t := &otelTelemetry{content: content, attrs: make(map[attrKey]*measureOpts)}
+	if tp != nil {
+		t.tracer = tp.Tracer(ScopeName)
+	}
+	if mp == nil {
+		mp = metricnoop.NewMeterProvider()
+	} else {
+		t.metrics = true
+	}
+	m := mp.Meter(ScopeName)
+	var errs [6]error
+	t.duration, errs[0] = m.Float64Histogram(metricToolDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of tool executions, by tool and error type."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	t.inFlight, errs[1] = m.Int64UpDownCounter(metricInFlight, metric.WithUnit("{call}"),
+		metric.WithDescription("Calls whose tool is running and whose result is not yet sent."))
+	t.queueWait, errs[2] = m.Float64Histogram(metricQueueWait, metric.WithUnit("s"),
+		metric.WithDescription("Time from a batch's acceptance until one of its calls started running."),
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
+	t.results, errs[3] = m.Int64Counter(metricResults, metric.WithUnit("{result}"),
+		metric.WithDescription("Call results, by tool and error type (absent on success)."))
+	t.replays, errs[4] = m.Int64Counter(metricReplays, metric.WithUnit("{result}"),
+		metric.WithDescription("Call results replayed from the idempotency store instead of run."))
+	t.abandoned, errs[5] = m.Int64Counter(metricAbandoned, metric.WithUnit("{call}"),
+		metric.WithDescription("Tools abandoned for ignoring their cancellation."))
+	// Errors come only from invalid names or options, constants here; the
+	// SDK returns a working no-op instrument even then.
+	if err := errors.Join(errs[:]...); err != nil {
+		otel.Handle(err)
+	}
+	return t
+}
+
+// measure returns the measurement options for a tool and error kind.
+func (t *otelTelemetry) measure(tool string, kind toolwirev1.ErrorKind) *measureOpts {
+	k := attrKey{tool, kind}
+	t.mu.RLock()
+	opt, ok := t.attrs[k]
+	t.mu.RUnlock()
+	if ok {
+		return opt
+	}
+	kvs := []attribute.KeyValue{attrOperationName.String(operationExecute), attrToolName.String(tool)}
+	if kind != toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED {
+		kvs = append(kvs, attrErrorType.String(errorType(kind)))
+	}
+	set := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	opt = &measureOpts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
+	t.mu.Lock()
+	t.attrs[k] = opt
+	t.mu.Unlock()
+	return opt
+}
+
+// errorTypes maps error kinds to error.type values: the enum's name in lower
+// case without its prefix, such as "timeout" or "tool_error".
+var errorTypes = func() map[toolwirev1.ErrorKind]string {
+	m := make(map[toolwirev1.ErrorKind]string, len(toolwirev1.ErrorKind_name))
+	for v, name := range toolwirev1.ErrorKind_name {
+		m[toolwirev1.ErrorKind(v)] = strings.ToLower(strings.TrimPrefix(name, "ERROR_KIND_"))
+	}
+	return m
+}()
+
+// errorType is the error.type of a failed result of the given kind.
+func errorType(kind toolwirev1.ErrorKind) string {
+	if kind == toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED {
+		return "_OTHER" // a failure without a kind: the convention's fallback
+	}
+	if s, ok := errorTypes[kind]; ok {
+		return s
+	}
+	return "_OTHER"
+}
+
+// batchTel is what the OpenTelemetry observer keeps of a batch, in it.
+type batchTel struct {
+	span trace.Span // nil without a tracer provider
+}
+
+// callTel is what the OpenTelemetry observer keeps of a call, in its
+// callState.
+type callTel struct {
+	span     trace.Span // nil until the call is reached, or when not recording
+	ran      bool       // the tool was invoked
+	inFlight bool       // counted in toolwire.calls.in_flight until its result
+}
+
+// batchStarted starts the batch's span, a child of the caller's, and
+// returns ctx carrying it.
+func (t *otelTelemetry) batchStarted(ctx context.Context, b *batch) context.Context {
+	if t.tracer == nil {
+		return ctx
+	}
+	ctx, b.tel.span = t.tracer.Start(ctx, spanBatch, internalSpan...)
+	if !b.tel.span.IsRecording() {
+		return ctx
+	}
+	sizes := make([]int64, len(b.lanes))
+	parallel := make([]bool, len(b.lanes))
+	for i, l := range b.lanes {
+		sizes[i], parallel[i] = int64(len(l.Calls)), l.Parallel
+	}
+	b.tel.span.SetAttributes(
+		attrBatchID.String(b.id),
+		attrBatchCalls.Int(len(b.req.GetCalls())),
+		attrBatchLanes.Int(len(b.lanes)),
+		attrBatchLaneSizes.Int64Slice(sizes),
+		attrBatchLaneParallel.BoolSlice(parallel),
+		attrBatchMaxParallel.Int(b.parallel),
+		attrBatchStopOnError.Bool(b.req.GetOptions().GetStopOnError()),
+		attrBatchRevision.String(b.snap.Revision()),
+	)
+	return ctx
+}
+
+// laneStarted marks a lane's start on the batch's span.
+func (t *otelTelemetry) laneStarted(b *batch, li int) {
+	if b.tel.span == nil || !b.tel.span.IsRecording() {
+		return
+	}
+	l := b.lanes[li]
+	b.tel.span.AddEvent("lane", trace.WithAttributes(
+		attrLaneIndex.Int(li), attrLaneCalls.Int(len(l.Calls)), attrLaneParallel.Bool(l.Parallel)))
+}
+
+// batchEnded ends the batch's span once every call has its result; err is
+// what Run returns.
+func (t *otelTelemetry) batchEnded(b *batch, err error) {
+	span := b.tel.span
+	if span == nil {
+		return
+	}
+	if span.IsRecording() {
+		var ok, failed, skipped int
+		for i := range b.calls {
+			r := &b.calls[i].ended
+			switch {
+			case !r.ended:
+			case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+				skipped++
+			case r.isError:
+				failed++
+			default:
+				ok++
+			}
+		}
+		span.SetAttributes(attrBatchSucceeded.Int(ok), attrBatchFailed.Int(failed), attrBatchSkipped.Int(skipped))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// callStarted starts call i's span, a child of the batch's, and returns ctx
+// carrying it, so the tool's own outgoing requests (HTTP, MCP) continue the
+// trace. Call spans are made only when the batch's span records: a trace
+// that is not sampled costs nothing per call.
+func (t *otelTelemetry) callStarted(ctx context.Context, b *batch, lane, i int) context.Context {
+	if b.tel.span == nil || !b.tel.span.IsRecording() {
+		return ctx
+	}
+	call := b.req.GetCalls()[i]
+	attrs := make([]attribute.KeyValue, 0, 7)
+	attrs = append(attrs,
+		attrOperationName.String(operationExecute),
+		attrToolName.String(call.GetName()),
+		attrToolCallID.String(call.GetCallId()),
+		attrCallIndex.Int(i),
+		attrLaneIndex.Int(lane))
+	if tool := b.calls[i].tool; tool != nil && tool.Description != "" {
+		attrs = append(attrs, attrToolDesc.String(tool.Description))
+	}
+	if t.content {
+		attrs = append(attrs, attrToolArgs.String(call.GetArguments()))
+	}
+	ctx, b.calls[i].tel.span = t.tracer.Start(ctx, spanToolPrefix+call.GetName(),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return ctx
+}
+
+// callRunning records that call i's tool is about to be invoked.
+func (t *otelTelemetry) callRunning(b *batch, i int) {
+	ct := &b.calls[i].tel
+	ct.ran = true
+	if !t.metrics {
+		return
+	}
+	ct.inFlight = true
+	m := t.measure(metricTool(b, i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED)
+	t.inFlight.Add(context.Background(), 1, m.add...)
+	t.queueWait.Record(context.Background(), time.Since(b.start).Seconds(), m.rec...)
+}
+
+// callAbandoned records that call i's tool ignored its cancellation.
+func (t *otelTelemetry) callAbandoned(b *batch, i int) {
+	if t.metrics {
+		t.abandoned.Add(context.Background(), 1, t.measure(metricTool(b, i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+	}
+	if span := b.calls[i].tel.span; span != nil {
+		span.AddEvent("abandoned")
+	}
+}
+
+// callEnded records call i's result and ends its span. A call that never
+// entered its path (skipped by stop_on_error) gets its span here.
+func (t *otelTelemetry) callEnded(b *batch, i int, res *toolwirev1.CallResult) {
+	ct := &b.calls[i].tel
+	tool := metricTool(b, i)
+	kind := toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED
+	if res.GetIsError() {
+		kind = res.GetErrorKind()
+		if kind == toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED {
+			kind = toolwirev1.ErrorKind(-1) // errorType says _OTHER
+		}
+	}
+	if t.metrics {
+		ctx := context.Background()
+		m := t.measure(tool, kind)
+		t.results.Add(ctx, 1, m.add...)
+		if ct.ran {
+			t.duration.Record(ctx, res.GetDuration().AsDuration().Seconds(), m.rec...)
+		}
+		if res.GetReplayed() {
+			t.replays.Add(ctx, 1, t.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+		}
+	}
+	if ct.inFlight {
+		t.inFlight.Add(context.Background(), -1, t.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+	}
+
+	if ct.span == nil && b.tel.span != nil && b.tel.span.IsRecording() {
+		t.callStarted(trace.ContextWithSpan(context.Background(), b.tel.span), b, laneOf(b, i), i)
+	}
+	span := ct.span
+	if span == nil {
+		return
+	}
+	span.SetAttributes(attrCallRan.Bool(ct.ran))
+	if res.GetReplayed() {
+		span.SetAttributes(attrCallReplayed.Bool(true))
+	}
+	if res.GetTruncated() {
+		span.SetAttributes(attrCallTruncated.Bool(true))
+	}
+	if t.content {
+		span.SetAttributes(attrToolResult.String(resultText(res)))
+	}
+	if res.GetIsError() {
+		et := errorType(kind)
+		span.SetAttributes(attrErrorType.String(et))
+		span.SetStatus(codes.Error, et)
+	}
+	span.End()
+}
+
+// laneOf returns the index of the lane that holds call i.
+func laneOf(b *batch, i int) int {
+	for li, l := range b.lanes {
+		if l.Calls[0] <= i && i <= l.Calls[len(l.Calls)-1] {
+			return li
+		}
+	}
+	return -1
+}
+
+// metricTool is call i's tool name as metrics label it.
+func metricTool(b *batch, i int) string {
+	if t := b.calls[i].tool; t != nil {
+		return t.Name
+	}
+	return otherTool
+}
+
+// resultText is what gen_ai.tool.call.result records: the structured content
+// when there is some, else the text blocks.
+func resultText(res *toolwirev1.CallResult) string {
+	if s := res.GetStructuredContent(); s != "" {
+		return s
+	}
+	var sb strings.Builder
+	for _, c := range res.GetContent() {
+		if t := c.GetText(); t != nil {
+			if sb.Len() > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(t.GetText())
+		}
+	}
+	return sb.String()
+}
