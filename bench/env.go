@@ -72,14 +72,16 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 		return nil, err
 	}
 	e.srv = service.New(reg, service.Config{
-		// Lanes are bounded by the batch, not the server, and the in-flight
-		// measurement holds 10,000 one-call batches at once.
-		MaxParallel:          1024,
-		MaxConcurrentBatches: 20000,
-		// Past the server's slots the in-flight measurement's calls would
-		// queue, never all entering the tool.
-		Limits: service.Limits{MaxConcurrentCalls: 20000},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		EngineConfig: service.EngineConfig{
+			// Lanes are bounded by the batch, not the server, and the in-flight
+			// measurement holds 10,000 one-call batches at once.
+			MaxParallel:          1024,
+			MaxConcurrentBatches: 20000,
+			// Past the server's slots the in-flight measurement's calls would
+			// queue, never all entering the tool.
+			MaxConcurrentCalls: 20000,
+			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		},
 	})
 	// toolwire as Serve runs it (its telemetry and limits), on a server of
 	// its own; the floor is a bare gRPC server with nothing added.

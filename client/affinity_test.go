@@ -44,7 +44,7 @@ func startReplicas(t *testing.T, n int) *manual.Resolver {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := service.New(reg, service.Config{Logger: slog.New(slog.DiscardHandler)})
+		srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ctx, lis) }()

@@ -28,7 +28,7 @@ func startExampleServer() (addr string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{Logger: slog.New(slog.DiscardHandler)})
+	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis) }()

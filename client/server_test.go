@@ -32,9 +32,11 @@ func newTestServer(tb testing.TB, transport string, ts []tools.Tool, opts ...grp
 		tb.Fatal(err)
 	}
 	srv := service.New(reg, service.Config{
-		Logger:       slog.New(slog.DiscardHandler),
-		DrainTimeout: time.Second,
-		AbandonGrace: time.Second,
+		EngineConfig: service.EngineConfig{
+			Logger:       slog.New(slog.DiscardHandler),
+			DrainTimeout: time.Second,
+			AbandonGrace: time.Second,
+		},
 	})
 
 	var (

@@ -45,7 +45,7 @@ func serveWithToken(t *testing.T, cert *tls.Certificate) string {
 	if cert != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}})))
 	}
-	srv := service.New(reg, service.Config{Logger: slog.New(slog.DiscardHandler)})
+	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

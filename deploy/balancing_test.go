@@ -111,7 +111,7 @@ func startPods(t *testing.T, addrs []string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := service.New(reg, service.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 		wg.Go(func() {
 			if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				t.Errorf("serve %s: %v", who, err)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"flag"
 	"log/slog"
 	"time"
 
@@ -8,114 +9,141 @@ import (
 	"github.com/toolwire/toolwire/store/memory"
 )
 
-// Config tunes an Engine. The zero value of every field means its default, so
-// Config{} is a usable configuration.
+// Config tunes an Engine. The zero value of every field means its default,
+// so Config{} is a usable configuration. The json tags are the keys of
+// "toolwire serve"'s config file, where these settings sit at the top
+// level; Flags registers the flags of the most used, and withDefaults
+// applies the defaults.
 type Config struct {
 	// MaxConcurrentBatches bounds the batches running at once; a batch
 	// beyond it is refused with ResourceExhausted, so an overloaded server
 	// sheds load instead of queueing it without bound. Default 4096.
-	MaxConcurrentBatches int
+	MaxConcurrentBatches int `json:"max_concurrent_batches"`
 	// MaxCallsPerBatch bounds the calls in one batch; more is InvalidArgument.
 	// Default 1024.
-	MaxCallsPerBatch int
+	MaxCallsPerBatch int `json:"max_calls"`
 	// MaxArgumentBytes bounds one call's arguments; more is InvalidArgument.
 	// Default 1 MiB.
-	MaxArgumentBytes int
+	MaxArgumentBytes int `json:"max_argument_bytes"`
 	// MaxResultBytes caps one result's output (text, images, structured
 	// content and details together); the rest is cut with a visible marker.
 	// It holds for every result, errors included, and for each progress
 	// report's message and output together. Default 256 KiB; at most
 	// MaxMessageBytes less 64 KiB.
-	MaxResultBytes int
+	MaxResultBytes int `json:"max_result_bytes"`
 	// DefaultCallTimeout applies to calls whose call and tool set no timeout.
 	// Default 60s.
-	DefaultCallTimeout time.Duration
+	DefaultCallTimeout time.Duration `json:"call_timeout"`
 	// MaxCallTimeout caps every call's timeout. Default 10m.
-	MaxCallTimeout time.Duration
+	MaxCallTimeout time.Duration `json:"max_call_timeout"`
 	// IdleTimeout, when positive, times a call out after this long without a
 	// progress report; every report extends it, up to the call's deadline.
 	// Default off.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `json:"idle_timeout"`
 	// DeadlineMargin is kept free before the caller's deadline (Run's ctx), so a call timed
 	// out by it can still send its result. Default 50ms.
-	DeadlineMargin time.Duration
+	DeadlineMargin time.Duration `json:"deadline_margin"`
 	// MaxParallel bounds the calls running at once in one parallel lane; a
 	// batch may ask for less. Default 16.
-	MaxParallel int
+	MaxParallel int `json:"max_parallel"`
 	// AbandonGrace is how long a cancelled or timed-out tool may take to
 	// return before its result is sent without it and the tool is abandoned.
 	// Default 2s.
-	AbandonGrace time.Duration
+	AbandonGrace time.Duration `json:"abandon_grace"`
 	// DrainTimeout is how long shutdown lets running batches finish before
 	// cancelling their calls. Default 30s.
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `json:"drain_timeout"`
 	// MaxStreamBufferBytes bounds the encoded size of one batch's events
 	// waiting for a slow reader, counting the one being sent; beyond it the
 	// batch's calls wait to report (their concurrency slots already given
 	// back once their tools have returned). An event larger than the budget
 	// is still sent once nothing else waits. Default 1 MiB.
-	MaxStreamBufferBytes int
+	MaxStreamBufferBytes int `json:"max_stream_buffer_bytes"`
 	// EventBuffer bounds the number of one batch's events waiting for a slow
 	// reader, a second cap beside MaxStreamBufferBytes for many small events.
 	// Default 64.
-	EventBuffer int
+	EventBuffer int `json:"event_buffer"`
 	// SendTimeout ends a batch whose sink has been in one Send for this
 	// long (a client that reads nothing, so flow control holds the
 	// transport): the batch's calls are cancelled, their results still
 	// recorded under their idempotency keys, the sink is told to stop (see
 	// Stopper), and Run returns DeadlineExceeded. Default 30s.
-	SendTimeout time.Duration
+	SendTimeout time.Duration `json:"send_timeout"`
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
-	Safe map[string]bool
+	Safe map[string]bool `json:"safe"`
 	// Idempotency keeps the records that replay calls sent again with an
 	// idempotency key, and Sessions the session variables; one backend
 	// (store.Store) usually serves both. The caller closes them after the
 	// engine has stopped. Default: one new in-memory store (store/memory)
 	// for whichever is unset, which the engine does not share.
-	Idempotency store.Idempotency
-	Sessions    store.Sessions
+	Idempotency store.Idempotency `json:"-"`
+	Sessions    store.Sessions    `json:"-"`
 	// IdempotencyTTL is how long a completed call with an idempotency key
 	// is replayed instead of run again. Default 24h.
-	IdempotencyTTL time.Duration
+	IdempotencyTTL time.Duration `json:"idempotency_ttl"`
 	// IdempotencyLease is how long a claim on a running call lasts unless
 	// renewed (a third of it in, while the tool runs); a replica that dies
 	// delays retries of its calls by up to this long. Default 10s.
-	IdempotencyLease time.Duration
+	IdempotencyLease time.Duration `json:"idempotency_lease"`
 	// SessionTTL is how long a session variable lives after it was last
 	// set. Default 24h.
-	SessionTTL time.Duration
+	SessionTTL time.Duration `json:"session_ttl"`
 	// Permissions decides which tools each caller (see CallerFrom) may list and
 	// call. Default nil: every caller may call every tool.
-	Permissions Permissions
+	Permissions Permissions `json:"-"`
 	// MaxConcurrentCalls bounds the tool calls running at once across the
 	// engine. A batch is accepted only once a slot is free for its first
 	// call; it waits up to MaxQueueWait for one, then fails with
 	// ResourceExhausted. The other calls of an accepted batch wait for a
 	// slot up to their own timeout (and the caller's deadline); a call whose
 	// wait runs out gets a TIMEOUT result and was not run. Default 4096.
-	MaxConcurrentCalls int
+	MaxConcurrentCalls int `json:"max_concurrent_calls"`
 	// MaxQueueWait is how long a batch waits for a slot before it is refused
 	// with ResourceExhausted. Default 5s.
-	MaxQueueWait time.Duration
+	MaxQueueWait time.Duration `json:"max_queue_wait"`
 	// MaxCallsPerCaller bounds the calls of one caller (see CallerFrom)
 	// running at once, with the same queueing as MaxConcurrentCalls, so
 	// that one busy agent cannot take every slot. Set, it applies to every
 	// caller, the anonymous one included. Default 0: a quarter of
 	// MaxConcurrentCalls (at least 1) for each authenticated caller, and no
 	// cap on the anonymous caller. Negative: no per-caller cap at all.
-	MaxCallsPerCaller int
+	MaxCallsPerCaller int `json:"max_calls_per_caller"`
 	// MaxMessageBytes is the largest event a sink carries (for gRPC, the
 	// message size limit): BatchAccepted must fit in it, and a result is
 	// held below it. Default 4 MiB.
-	MaxMessageBytes int
+	MaxMessageBytes int `json:"max_message_bytes"`
 	// Logger receives the engine's logs, through LogHandler so that lines
 	// about a batch or call carry its IDs and trace. Default slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `json:"-"`
 	// Telemetry records the engine's batches and calls (spans, metrics),
 	// chosen once: OpenTelemetry(…) with the providers of the SDK the
 	// program installed. Default nil: no telemetry, at no cost.
-	Telemetry Observer
+	Telemetry Observer `json:"-"`
+}
+
+// Flags registers the engine's flags on fs; each writes into c. Their
+// usage gives each default, which withDefaults applies.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.MaxConcurrentBatches, "max-batches", c.MaxConcurrentBatches, "most batches running at once; more are refused with RESOURCE_EXHAUSTED (0: 4096)")
+	fs.IntVar(&c.MaxCallsPerBatch, "max-calls", c.MaxCallsPerBatch, "most calls in one batch (0: 1024)")
+	fs.IntVar(&c.MaxArgumentBytes, "max-argument-bytes", c.MaxArgumentBytes, "largest arguments of one call, in bytes (0: 1 MiB)")
+	fs.IntVar(&c.MaxResultBytes, "max-result-bytes", c.MaxResultBytes, "cap on one result's output, in bytes (0: 256 KiB)")
+	fs.DurationVar(&c.DefaultCallTimeout, "call-timeout", c.DefaultCallTimeout, "timeout of calls that set none (0: 60s)")
+	fs.DurationVar(&c.MaxCallTimeout, "max-call-timeout", c.MaxCallTimeout, "cap on every call's timeout (0: 10m)")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "time a call out after this long without progress (0: off)")
+	fs.IntVar(&c.MaxParallel, "max-parallel", c.MaxParallel, "most calls running at once in a parallel lane (0: 16)")
+	fs.DurationVar(&c.AbandonGrace, "abandon-grace", c.AbandonGrace, "how long a cancelled tool may take to return before it is abandoned (0: 2s)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "how long shutdown lets running batches finish (0: 30s)")
+	fs.IntVar(&c.MaxStreamBufferBytes, "max-stream-buffer-bytes", c.MaxStreamBufferBytes, "bytes of one batch's events that may wait for a slow reader (0: 1 MiB)")
+	fs.DurationVar(&c.SendTimeout, "send-timeout", c.SendTimeout, "end a stream whose client has read nothing for this long, cancelling its calls (0: 30s)")
+	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", c.IdempotencyTTL, "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
+	fs.DurationVar(&c.IdempotencyLease, "idempotency-lease", c.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a session variable lives after it was last set (0: 24h)")
+	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
+	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
+	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", c.MaxCallsPerCaller, "most tool calls of one caller running at once (0: a quarter of --max-concurrent-calls for each authenticated caller; -1: no cap)")
+	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest gRPC message received or sent, in bytes (0: 4 MiB)")
 }
 
 // withDefaults returns c with every zero field set to its default.

@@ -55,7 +55,7 @@ func benchSlowStreams(b *testing.B, slow, maxCalls int) {
 	// Two servers alike: the normal callers alternate between the one
 	// alone and the one beside the slow streams, call by call, so the
 	// noise of a shared machine falls on both.
-	cfg := slowBenchConfig(Limits{MaxConcurrentCalls: maxCalls, MaxQueueWait: time.Second})
+	cfg := slowBenchConfig(EngineConfig{MaxConcurrentCalls: maxCalls, MaxQueueWait: time.Second})
 	alone, beside := newServedServer(b, cfg, blob), newServedServer(b, cfg, blob)
 	clients := [2]*testServer{{client: alone.client(b)}, {client: beside.client(b)}}
 

@@ -67,8 +67,11 @@ func TestSlowReaderHoldsMemoryNotSlots(t *testing.T) {
 	// Before: a call waiting to send its result kept its slot, so a stream
 	// nobody read held up to max_parallel slots and locked others out.
 	s := newServedServer(t, Config{
-		MaxStreamBufferBytes: 256 << 10,
-		Limits:               Limits{MaxConcurrentCalls: 4, MaxQueueWait: 500 * time.Millisecond},
+		EngineConfig: EngineConfig{
+			MaxStreamBufferBytes: 256 << 10,
+			MaxConcurrentCalls:   4,
+			MaxQueueWait:         500 * time.Millisecond,
+		},
 	})
 	stalled(t, s.slowClient(t), bigEchoes("slow", 32, 100<<10, false))
 	// The calls that ran wait to report, holding no slot (before, 4 stayed
@@ -94,7 +97,7 @@ func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
 			ran.Add(1)
 			return tools.Text(strings.Repeat("x", 64<<10)), nil
 		}}
-	s := newServedServer(t, Config{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}, blob)
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}}, blob)
 	req := &toolwirev1.ExecuteBatchRequest{}
 	for i := range 200 {
 		req.Calls = append(req.Calls, call(fmt.Sprint(i), "blob", ""))
@@ -114,7 +117,7 @@ func TestAbandonedToolKeepsItsSlotUntilItReturns(t *testing.T) {
 	t.Parallel()
 	// Before: abandoning a tool gave its slot back, so a caller could stack
 	// tools that ignore cancellation without limit.
-	s := newServedServer(t, Config{AbandonGrace: time.Millisecond, Limits: Limits{MaxConcurrentCalls: 1, MaxQueueWait: 20 * time.Millisecond}})
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: time.Millisecond, MaxConcurrentCalls: 1, MaxQueueWait: 20 * time.Millisecond}})
 	ts := &testServer{client: s.client(t)}
 	events, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{
@@ -150,7 +153,7 @@ func TestAbandonedToolKeepsItsSlotUntilItReturns(t *testing.T) {
 
 func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{SendTimeout: 300 * time.Millisecond, MaxStreamBufferBytes: 128 << 10})
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{SendTimeout: 300 * time.Millisecond, MaxStreamBufferBytes: 128 << 10}})
 	req := bigEchoes("k", 16, 100<<10, true)
 	req.Calls = append(req.Calls, call("held", "hold", "")) // ends only when cancelled
 	start := time.Now()
@@ -175,9 +178,12 @@ func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last, after the server's cleanup
 	s := newServedServer(t, Config{
-		SendTimeout:          5 * time.Second, // long enough to set up all the slow streams first
-		MaxStreamBufferBytes: 256 << 10,
-		Limits:               Limits{MaxConcurrentCalls: 16, MaxQueueWait: time.Second},
+		EngineConfig: EngineConfig{
+			SendTimeout:          5 * time.Second, // long enough to set up all the slow streams first
+			MaxStreamBufferBytes: 256 << 10,
+			MaxConcurrentCalls:   16,
+			MaxQueueWait:         time.Second,
+		},
 	})
 	slow := s.slowClient(t)
 	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
@@ -225,6 +231,7 @@ func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 
 // slowBenchConfig is BenchmarkSlowStreams' server configuration: the slow
 // streams must outlive the measurement, so the send timeout is long.
-func slowBenchConfig(l Limits) Config {
-	return Config{SendTimeout: time.Hour, Limits: l}
+func slowBenchConfig(ec EngineConfig) Config {
+	ec.SendTimeout = time.Hour
+	return Config{EngineConfig: ec}
 }

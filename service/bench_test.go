@@ -43,7 +43,7 @@ func benchConn(b *testing.B) *grpc.ClientConn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(reg, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	gs := grpc.NewServer()
 	srv.Register(gs)
 	testpb.RegisterTestServiceServer(gs, unaryEcho{})
@@ -173,7 +173,7 @@ func BenchmarkExecuteBatchInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(reg, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	b.Cleanup(srv.Close)
 	for _, name := range []string{"echo", "unknown"} {
 		b.Run(name, func(b *testing.B) {

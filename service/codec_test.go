@@ -70,7 +70,7 @@ func TestStalledStreamsHoldTheirBudget(t *testing.T) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
 			return tools.Text(strings.Repeat("x", 100<<10)), nil
 		}}
-	s := newServedServer(t, Config{MaxStreamBufferBytes: 256 << 10, MaxParallel: 1}, blob)
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxStreamBufferBytes: 256 << 10, MaxParallel: 1}}, blob)
 	slow := s.slowClient(t)
 	const streams = 20
 	heapBefore := heapInUse()

@@ -35,7 +35,7 @@ func FuzzExecuteBatch(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	ts := newTestServer(f, Config{MaxCallsPerBatch: 16, MaxArgumentBytes: 256, MaxCallTimeout: 50 * time.Millisecond, AbandonGrace: 10 * time.Millisecond})
+	ts := newTestServer(f, Config{EngineConfig: EngineConfig{MaxCallsPerBatch: 16, MaxArgumentBytes: 256, MaxCallTimeout: 50 * time.Millisecond, AbandonGrace: 10 * time.Millisecond}})
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		req := &toolwirev1.ExecuteBatchRequest{}
 		if proto.Unmarshal(wire, req) != nil {

@@ -380,7 +380,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	st := memory.New(memory.Options{})
 	c := newCounter()
-	ts := newTestServer(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, c.tool("bump"))
 	// An owner that died mid-call left a claim behind.
 	args := `{"n":1}`
 	if _, err := st.Claim(context.Background(), `""/"bump"/k`, fingerprint(json.RawMessage(args)), "dead", 30*time.Millisecond, time.Hour); err != nil {
@@ -396,7 +396,7 @@ func TestLeaseIsRenewedWhileTheToolRuns(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{IdempotencyLease: time.Second}, c.tool("bump"))
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{IdempotencyLease: time.Second}}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1,"wait":true}`, "k"))
 	firstDone := make(chan struct{})
 	go func() {
@@ -423,7 +423,7 @@ func TestStoreFailureRunsNothing(t *testing.T) {
 	st := memory.New(memory.Options{})
 	st.Close()
 	c := newCounter()
-	ts := newTestServer(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, c.tool("bump"))
 	r := results(t, ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "not run") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want INTERNAL, nothing run", r.GetErrorKind(), text(r), c.count(1))
@@ -509,7 +509,7 @@ func TestIdempotencyAndSessionsUseTheirOwnStores(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			idem := memory.New(memory.Options{})
-			cfg := Config{Idempotency: idem}
+			cfg := Config{EngineConfig: EngineConfig{Idempotency: idem}}
 			if tc.sessions != nil {
 				cfg.Sessions = tc.sessions
 			}
@@ -552,8 +552,8 @@ func TestReplicasShareRecordsAndSessions(t *testing.T) {
 	t.Cleanup(func() { rc.Close() })
 	c := newCounter()
 	sa, sb := redis.New(rc, redis.Options{}), redis.New(rc, redis.Options{})
-	a := newTestServer(t, Config{Idempotency: sa, Sessions: sa}, c.tool("bump"), sessionTool())
-	b := newTestServer(t, Config{Idempotency: sb, Sessions: sb}, c.tool("bump"), sessionTool())
+	a := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: sa, Sessions: sa}}, c.tool("bump"), sessionTool())
+	b := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: sb, Sessions: sb}}, c.tool("bump"), sessionTool())
 
 	first := results(t, a.run(t, one(keyed("x", "bump", `{"n":1}`, "k"))))["x"]
 	again := results(t, b.run(t, one(keyed("y", "bump", `{"n":1}`, "k"))))["y"]

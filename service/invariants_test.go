@@ -200,7 +200,7 @@ func TestInvariant2_MaxParallelBoundsALane(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{MaxParallel: tt.server})
+			ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxParallel: tt.server}})
 			var calls []*toolwirev1.ToolCall
 			for i := range 6 {
 				calls = append(calls, call(fmt.Sprint(i), "read", `{"ms":60}`))
@@ -254,7 +254,7 @@ func TestInvariant3_SafetyFromReadOnlyWithOverridesAndUnknownNeverSafe(t *testin
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{Safe: tt.safe})
+			ts := newTestServer(t, Config{EngineConfig: EngineConfig{Safe: tt.safe}})
 			var calls []*toolwirev1.ToolCall
 			for i, name := range tt.calls {
 				calls = append(calls, call(fmt.Sprint(i), name, `{}`))
@@ -349,7 +349,7 @@ func TestInvariant4_UnknownToolListIsCappedOrSaysNoneExist(t *testing.T) {
 
 func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{MaxCallsPerBatch: 3, MaxArgumentBytes: 64})
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxCallsPerBatch: 3, MaxArgumentBytes: 64}})
 	tests := []struct {
 		name    string
 		calls   []*toolwirev1.ToolCall
@@ -380,7 +380,7 @@ func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 
 func TestOverloadIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{MaxConcurrentBatches: 1})
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxConcurrentBatches: 1}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "sleep", `{"ms":60000}`)}})
@@ -415,12 +415,12 @@ func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 	}{
 		{"call timeout", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(50 * time.Millisecond)}, 0, kindTimeout, "timed out after 50ms"},
 		{"tool limit below the call's", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "limited", Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 80ms"},
-		{"server max", Config{MaxCallTimeout: 60 * time.Millisecond}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
-		{"server default", Config{DefaultCallTimeout: 70 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
+		{"server max", Config{EngineConfig: EngineConfig{MaxCallTimeout: 60 * time.Millisecond}}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
+		{"server default", Config{EngineConfig: EngineConfig{DefaultCallTimeout: 70 * time.Millisecond}}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
 		// The margin is what the server has to send the result before the
 		// RPC's deadline: a second, since a loaded 2-core machine under
 		// -race took more than the 200 ms it once was.
-		{"rpc deadline less margin", Config{DeadlineMargin: time.Second}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
+		{"rpc deadline less margin", Config{EngineConfig: EngineConfig{DeadlineMargin: time.Second}}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
 		{"within every limit", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(30 * time.Second)}, time.Minute, kindNone, "slept_ms"},
 	}
 	for _, tt := range tests {
@@ -470,7 +470,7 @@ func TestInvariant5_BatchTimeout(t *testing.T) {
 // 200 ms timeout flaked at load 8), could make a reporting call idle out.
 func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{IdleTimeout: time.Second})
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{IdleTimeout: time.Second}})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("reports", "ticker", `{"ms":1500}`), // reports every 20ms: runs past the idle timeout
 		call("silent", "write", `{"ms":60000}`),  // reports nothing: idles out
@@ -513,7 +513,7 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe})
+			ts := newTestServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe}})
 			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 				{CallId: "x", Name: "stubborn", Timeout: durationpb.New(30 * time.Millisecond)},
 				call("r", "read", `{"ms":1}`),
@@ -565,7 +565,7 @@ func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 
 func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{MaxResultBytes: 1000})
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxResultBytes: 1000}})
 	tests := []struct {
 		name          string
 		n             int
@@ -607,7 +607,7 @@ func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 
 func TestInvariant9_SlowReaderGetsBackpressure(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EventBuffer: 4})
+	ts := newTestServer(t, Config{EngineConfig: EngineConfig{EventBuffer: 4}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n, size = 2000, 32 << 10 // 64 MB of output in all

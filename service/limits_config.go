@@ -5,33 +5,11 @@ import (
 	"time"
 )
 
-// Limits bounds the work a server takes on and the connections it keeps.
-// The zero value of every field means its default. Its keys sit at the top
-// level of serve's config file; Flags registers the flags of some.
+// Limits bounds the connections a server keeps; the work it takes on is
+// bounded by the engine's settings (EngineConfig). The zero value of every
+// field means its default. Its keys sit at the top level of serve's config
+// file; Flags registers the flag of one.
 type Limits struct {
-	// MaxConcurrentCalls bounds the tool calls running at once across the
-	// server. A batch is accepted only once a slot is free for its first
-	// call; it waits up to MaxQueueWait for one, then fails with
-	// RESOURCE_EXHAUSTED. The other calls of an accepted batch wait for a
-	// slot up to their own timeout (and the RPC's deadline); a call whose
-	// wait runs out gets a TIMEOUT result and was not run. Default 4096.
-	MaxConcurrentCalls int `json:"max_concurrent_calls"`
-	// MaxQueueWait is how long a batch waits for a slot before it is refused
-	// with RESOURCE_EXHAUSTED. Default 5s.
-	MaxQueueWait time.Duration `json:"max_queue_wait"`
-	// MaxCallsPerCaller bounds the calls of one caller (see Caller) running
-	// at once, with the same queueing as MaxConcurrentCalls, so that one
-	// busy agent cannot take every slot. Set, it applies to every caller,
-	// the anonymous one included (without authentication everyone is that
-	// one caller). Default 0: a quarter of MaxConcurrentCalls (at least 1)
-	// for each authenticated caller, and no cap on the anonymous caller,
-	// which a cap would only make a smaller MaxConcurrentCalls. Negative:
-	// no per-caller cap at all.
-	MaxCallsPerCaller int `json:"max_calls_per_caller"`
-	// MaxMessageBytes bounds every gRPC message received and sent; a larger
-	// request fails with RESOURCE_EXHAUSTED. It must leave room for a
-	// result of MaxResultBytes. Default 4 MiB.
-	MaxMessageBytes int `json:"max_message_bytes"`
 	// KeepaliveMinTime is the shortest interval at which a client may ping;
 	// a client that pings more often is sent GOAWAY ("too_many_pings") and
 	// disconnected. Pings without active RPCs are permitted. Default 10s
@@ -57,13 +35,9 @@ type Limits struct {
 	MaxConnectionAgeGrace time.Duration `json:"max_connection_age_grace"`
 }
 
-// Flags registers the flags of l's most used settings on fs; each writes
-// into l. The rest are set in the config file.
+// Flags registers --max-connection-age on fs, writing into l; the rest are
+// set in the config file.
 func (l *Limits) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&l.MaxConcurrentCalls, "max-concurrent-calls", l.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
-	fs.DurationVar(&l.MaxQueueWait, "max-queue-wait", l.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
-	fs.IntVar(&l.MaxCallsPerCaller, "max-calls-per-caller", l.MaxCallsPerCaller, "most tool calls of one caller running at once (0: a quarter of --max-concurrent-calls for each authenticated caller; -1: no cap)")
-	fs.IntVar(&l.MaxMessageBytes, "max-message-bytes", l.MaxMessageBytes, "largest gRPC message received or sent, in bytes (0: 4 MiB)")
 	fs.DurationVar(&l.MaxConnectionAge, "max-connection-age", l.MaxConnectionAge, "close connections after about this long so clients rebalance (0: never)")
 }
 

@@ -25,7 +25,7 @@ var aliceMay = permitFunc(func(caller, tool string) bool {
 
 func TestListToolsShowsOnlyPermittedTools(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{Permissions: aliceMay})
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{Permissions: aliceMay}})
 	c := s.client(t)
 	names := func(ctx context.Context) []string {
 		resp, err := c.ListTools(ctx, &toolwirev1.ListToolsRequest{})
@@ -54,7 +54,7 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 			ran.Add(1)
 			return tools.Text("secret ran"), nil
 		}}
-	s := newServedServer(t, Config{Permissions: aliceMay}, secret)
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{Permissions: aliceMay}}, secret)
 	ts := &testServer{client: s.client(t)}
 	run := func(caller string, calls ...*toolwirev1.ToolCall) []*toolwirev1.ExecuteBatchResponse {
 		events, err := ts.runErr(as(caller), batchOf(calls...))

@@ -60,7 +60,7 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			cfg := Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			cfg := Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 			c := &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: string(echoArgs)}
 			if be.open != nil {
 				st := be.open(b)

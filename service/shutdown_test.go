@@ -105,7 +105,7 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, conn, stop := tcpServer(t, Config{DrainTimeout: tt.drain})
+			_, conn, stop := tcpServer(t, Config{EngineConfig: EngineConfig{DrainTimeout: tt.drain}})
 			client := toolwirev1.NewToolServiceClient(conn)
 			health := healthpb.NewHealthClient(conn)
 			ctx := context.Background()
@@ -155,7 +155,7 @@ func TestShutdownDoesNotWaitForAnAbandonedTool(t *testing.T) {
 		return nil, nil
 	}}
 	t.Cleanup(func() { close(release); <-returned })
-	_, conn, stop := tcpServer(t, Config{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}, stubborn)
+	_, conn, stop := tcpServer(t, Config{EngineConfig: EngineConfig{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}}, stubborn)
 	stream := startBatch(t, context.Background(), toolwirev1.NewToolServiceClient(conn), &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{call("x", "stubborn", "")}})
 	stopped := make(chan error, 1)

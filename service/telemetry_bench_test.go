@@ -28,7 +28,7 @@ func BenchmarkTelemetryInProcess(b *testing.B) {
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: echoArgs}}}
 	for _, mode := range []string{"off", "sdk"} {
 		b.Run(mode, func(b *testing.B) {
-			cfg := Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			cfg := Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 			if mode == "sdk" {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -56,7 +56,7 @@ func BenchmarkStatsHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := New(reg, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 			var opts []grpc.ServerOption
 			if mode == "with" {
 				opts = append(opts, grpc.StatsHandler(srv.StatsHandler()))

@@ -369,7 +369,7 @@ func TestSkippedCallsGetSpans(t *testing.T) {
 // batch with successes, failures of several kinds and an abandoned tool.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	o := newObserved(t, service.Config{AbandonGrace: time.Millisecond})
+	o := newObserved(t, service.Config{EngineConfig: service.EngineConfig{AbandonGrace: time.Millisecond}})
 	o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("e1", "echo", `{"text":"a"}`),
 		call("e2", "echo", `{"text":"b"}`),

@@ -72,13 +72,18 @@ keepalive_timeout: 10s
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 	sc := cfg.service(nil)
-	wantLimits := service.Limits{
-		MaxConcurrentCalls: 50, MaxQueueWait: 2 * time.Second, MaxCallsPerCaller: 10, MaxMessageBytes: 1 << 20,
+	type limits struct {
+		MaxConcurrentCalls, MaxCallsPerCaller, MaxMessageBytes int
+		MaxQueueWait                                           time.Duration
+		service.Limits
+	}
+	wantLimits := limits{50, 10, 1 << 20, 2 * time.Second, service.Limits{
 		MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
 		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
-	}
-	if diff := cmp.Diff(wantLimits, sc.Limits); diff != "" {
-		t.Errorf("service.Limits (-want +got):\n%s", diff)
+	}}
+	gotLimits := limits{sc.MaxConcurrentCalls, sc.MaxCallsPerCaller, sc.MaxMessageBytes, sc.MaxQueueWait, sc.Limits}
+	if diff := cmp.Diff(wantLimits, gotLimits); diff != "" {
+		t.Errorf("limits in service.Config (-want +got):\n%s", diff)
 	}
 	if sc.Permissions == nil || !sc.Permissions.Permitted("ci", "fs.read") || sc.Permissions.Permitted("ci", "fs.write") || sc.Permissions.Permitted("other", "echo") {
 		t.Errorf("permissions did not reach the server: %v", sc.Permissions)

@@ -171,7 +171,7 @@ auth:
 		t.Fatal(err)
 	}
 	want := without
-	want.CallTimeout, want.MaxQueueWait = 90*time.Second, 2*time.Second
+	want.DefaultCallTimeout, want.MaxQueueWait = 90*time.Second, 2*time.Second
 	want.IdempotencyTTL, want.SessionTTL, want.IdempotencyLease = time.Hour, 5*time.Minute, 5*time.Minute
 	if diff := cmp.Diff(want, with); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)

@@ -34,20 +34,23 @@ func TestParseServeArgs(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "toolwire.yaml", configYAML)
 	fromFile := serveConfig{
-		Listen: "127.0.0.1:0", Diag: true, LoggingConfig: LoggingConfig{Level: "warn"},
-		MaxCalls: 8, MaxResultBytes: 10,
-		CallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute,
-		DrainTimeout: 90 * time.Second, AbandonGrace: 500 * time.Millisecond,
-		MaxParallel: 4, Safe: map[string]bool{"fail": true},
+		ServiceConfig: ServiceConfig{Listen: "127.0.0.1:0", EngineConfig: service.EngineConfig{
+			MaxCallsPerBatch: 8, MaxResultBytes: 10,
+			DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute,
+			DrainTimeout: 90 * time.Second, AbandonGrace: 500 * time.Millisecond,
+			MaxParallel: 4, Safe: map[string]bool{"fail": true},
+		}},
+		Diag: true, LoggingConfig: LoggingConfig{Level: "warn"},
 	}
 	tests := []struct {
 		name string
 		args []string
 		want serveConfig
 	}{
-		{"defaults", nil, serveConfig{Listen: defaultAddr, LoggingConfig: LoggingConfig{Level: "info"}}},
+		{"defaults", nil, serveConfig{ServiceConfig: ServiceConfig{Listen: defaultAddr}, LoggingConfig: LoggingConfig{Level: "info"}}},
 		{"flags", []string{"--listen", ":9000", "--diag", "--max-parallel", "2", "--call-timeout", "5s"},
-			serveConfig{Listen: ":9000", Diag: true, LoggingConfig: LoggingConfig{Level: "info"}, MaxParallel: 2, CallTimeout: 5 * time.Second}},
+			serveConfig{ServiceConfig: ServiceConfig{Listen: ":9000", EngineConfig: service.EngineConfig{MaxParallel: 2, DefaultCallTimeout: 5 * time.Second}},
+				Diag: true, LoggingConfig: LoggingConfig{Level: "info"}}},
 		{"file", []string{"--config", path}, fromFile},
 		{"flags override the file, before or after --config", []string{"--max-result-bytes", "1000", "--config", path, "--drain-timeout", "1s", "--diag=false"},
 			func() serveConfig {
@@ -108,12 +111,24 @@ func TestServeConfigToService(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := service.Config{
-		Listen: "127.0.0.1:0", MaxConcurrentBatches: 5,
-		MaxCallsPerBatch: 8, MaxArgumentBytes: 99, MaxResultBytes: 10,
-		DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute, IdleTimeout: 3 * time.Second,
-		DeadlineMargin: 10 * time.Millisecond, MaxParallel: 4, AbandonGrace: 500 * time.Millisecond,
-		DrainTimeout: 90 * time.Second, EventBuffer: 7, MaxStreamBufferBytes: 2048, SendTimeout: 5 * time.Second,
-		Safe: map[string]bool{"fail": true},
+		EngineConfig: service.EngineConfig{
+			MaxConcurrentBatches: 5,
+			MaxCallsPerBatch:     8,
+			MaxArgumentBytes:     99,
+			MaxResultBytes:       10,
+			DefaultCallTimeout:   30 * time.Second,
+			MaxCallTimeout:       2 * time.Minute,
+			IdleTimeout:          3 * time.Second,
+			DeadlineMargin:       10 * time.Millisecond,
+			MaxParallel:          4,
+			AbandonGrace:         500 * time.Millisecond,
+			DrainTimeout:         90 * time.Second,
+			EventBuffer:          7,
+			MaxStreamBufferBytes: 2048,
+			SendTimeout:          5 * time.Second,
+			Safe:                 map[string]bool{"fail": true},
+		},
+		Listen: "127.0.0.1:0",
 	}
 	if diff := cmp.Diff(want, cfg.service(nil)); diff != "" {
 		t.Errorf("service.Config (-want +got):\n%s", diff)

@@ -49,7 +49,7 @@ func startServer(t *testing.T) (addr string, cancelledSleeps <-chan string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second}})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -292,7 +292,7 @@ func mountRemote(t testing.TB, reg *tools.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsrv := service.New(rreg, service.Config{Logger: slog.New(slog.DiscardHandler)})
+	rsrv := service.New(rreg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- rsrv.Serve(ctx, lis) }()

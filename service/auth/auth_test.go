@@ -58,7 +58,7 @@ func serve(t *testing.T, a *auth.Authenticator, perms service.Permissions, opts 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{Logger: slog.New(slog.DiscardHandler), Permissions: perms})
+	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler), Permissions: perms}})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

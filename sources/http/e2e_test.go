@@ -65,7 +65,7 @@ func serve(t *testing.T, specsYAML string, log io.Writer) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	srv.Register(gs)
