@@ -16,7 +16,7 @@ import (
 // Configs' keys sit at its top level.
 type Config struct {
 	// Listen is the address ListenAndServe listens on. Default
-	// 127.0.0.1:50051.
+	// DefaultListen.
 	Listen string `json:"listen"`
 	// EngineConfig holds the engine's settings: batch and call bounds,
 	// timeouts, lanes, buffers, idempotency and sessions, permissions,
@@ -40,6 +40,10 @@ type Config struct {
 	// personal or secret data, so the default is off.
 	TraceContent bool `json:"trace_content"`
 }
+
+// DefaultListen is the address a server listens on unless Config.Listen
+// says otherwise.
+const DefaultListen = "127.0.0.1:50051"
 
 // EngineConfig is engine.Config under a name of its own, so that Config
 // can embed it (its keys at the top level, its fields promoted) beside
@@ -71,7 +75,7 @@ func (c Config) engine() engine.Config {
 // defaults filled in) has them.
 func (c Config) withDefaults(ec engine.Config) Config {
 	if c.Listen == "" {
-		c.Listen = "127.0.0.1:50051"
+		c.Listen = DefaultListen
 	}
 	c.EngineConfig = ec
 	c.Limits = c.Limits.withDefaults(ec.MaxCallTimeout)

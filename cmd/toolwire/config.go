@@ -47,7 +47,9 @@ type LoggingConfig = logging.Config
 // reason.
 type StoreConfig = storeurl.Config
 
-const defaultAddr = "127.0.0.1:50051"
+// defaultAddr is where serve listens and the client commands connect by
+// default.
+const defaultAddr = service.DefaultListen
 
 func defaultServeConfig() serveConfig {
 	var cfg serveConfig
