@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -32,7 +33,7 @@ type server struct {
 	log *slog.Logger
 
 	relist  chan struct{} // tools/list_changed arrived; capacity 1
-	offered bool          // it offers tools; only the run loop touches it
+	offered *offer.Tools  // its tools in the registry; only the run loop touches it
 
 	mu      sync.Mutex
 	session *mcp.ClientSession    // nil while not connected
@@ -51,6 +52,7 @@ func (g *Gateway) newServer(c ServerConfig) supervise.Runner {
 	return &server{
 		g: g, cfg: c, log: g.log.With("mcp_server", c.Name),
 		relist: make(chan struct{}, 1), calls: map[string]*forwarder{},
+		offered:      offer.New(g.reg, "mcp:"+c.Name, "MCP", "the MCP server's"),
 		taskRequired: map[string]bool{},
 	}
 }
@@ -97,7 +99,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		// Tools first, so no new call starts; then the session, which ends
 		// a stdio server's process once the calls in flight have finished
 		// (they fail at once if the session has broken).
-		s.setTools(nil)
+		s.offered.Set(nil, s.log)
 		s.mu.Lock()
 		s.session, s.rpc, s.conn = nil, nil, nil
 		s.mu.Unlock()
@@ -181,28 +183,8 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 		}
 		list = append(list, d)
 	}
-	s.setTools(list)
+	s.offered.Set(list, s.log)
 	return nil
-}
-
-// setTools replaces the MCP server's tools in the registry in one update. A
-// name another tool holds is skipped with a log line, once; the tool is
-// offered when that name is free again (see tools.Registry).
-func (s *server) setTools(list []tools.Tool) {
-	src := s.g.reg.Source("mcp:" + s.cfg.Name)
-	skipped, err := src.Set(list...)
-	if err != nil {
-		s.log.Error("cannot update the MCP server's tools", "error", err)
-		return
-	}
-	for _, n := range skipped {
-		owner, _ := s.g.reg.Owner(n)
-		s.log.Error("skipping MCP tool: the name is taken by another tool", "tool", n, "owner", owner)
-	}
-	if len(list) > 0 || s.offered {
-		s.log.Info("MCP tools updated", "tools", served(src, list), "revision", s.g.reg.Snapshot().Revision())
-	}
-	s.offered = len(list) > 0
 }
 
 // requiresTask reports whether the latest listing said tool requires task
@@ -343,16 +325,4 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
-}
-
-// served returns the names of the tools of list that src serves, for the
-// log: the others are held back by another tool of the same name.
-func served(src tools.SourceTools, list []tools.Tool) []string {
-	var names []string
-	for _, t := range list {
-		if src.Serves(t.Name) {
-			names = append(names, t.Name)
-		}
-	}
-	return names
 }

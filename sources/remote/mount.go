@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc/status"
@@ -31,7 +32,7 @@ type mount struct {
 	m       *Mounts
 	cfg     Config
 	log     *slog.Logger
-	offered bool // it offers tools; only the run loop touches it
+	offered *offer.Tools // its tools in the registry; only the run loop touches it
 
 	mu     sync.Mutex
 	client *client.Client // nil while not connected
@@ -39,7 +40,8 @@ type mount struct {
 
 // newMount returns the mount for c; its loop is run by m.set.
 func (m *Mounts) newMount(c Config) supervise.Runner {
-	return &mount{m: m, cfg: c, log: m.log.With("remote", c.Name, "target", c.Target)}
+	return &mount{m: m, cfg: c, log: m.log.With("remote", c.Name, "target", c.Target),
+		offered: offer.New(m.reg, "remote:"+c.Name, "remote", "the remote's")}
 }
 
 // Retrying logs why the remote is unavailable.
@@ -64,7 +66,7 @@ func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 	defer func() {
 		// Tools first, so no new call starts; then the connection, which
 		// fails the calls in flight.
-		mt.setTools(nil)
+		mt.offered.Set(nil, mt.log)
 		mt.mu.Lock()
 		mt.client = nil
 		mt.mu.Unlock()
@@ -98,7 +100,7 @@ func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 			mt.log.Info("remote toolwire connected")
 		}
 		listed, last = true, ev.GetRevision()
-		mt.setTools(mt.declarations(list.GetTools()))
+		mt.offered.Set(mt.declarations(list.GetTools()), mt.log)
 	}
 }
 
@@ -139,26 +141,6 @@ func (mt *mount) declarations(list []*toolwirev1.Tool) []tools.Tool {
 		out = append(out, d)
 	}
 	return out
-}
-
-// setTools replaces the remote's tools in the registry in one update. A
-// name another tool holds is skipped with a log line, once; the tool is
-// offered when that name is free again (see tools.Registry).
-func (mt *mount) setTools(list []tools.Tool) {
-	src := mt.m.reg.Source("remote:" + mt.cfg.Name)
-	skipped, err := src.Set(list...)
-	if err != nil {
-		mt.log.Error("cannot update the remote's tools", "error", err)
-		return
-	}
-	for _, n := range skipped {
-		owner, _ := mt.m.reg.Owner(n)
-		mt.log.Error("skipping remote tool: the name is taken by another tool", "tool", n, "owner", owner)
-	}
-	if len(list) > 0 || mt.offered {
-		mt.log.Info("remote tools updated", "tools", served(src, list), "revision", mt.m.reg.Snapshot().Revision())
-	}
-	mt.offered = len(list) > 0
 }
 
 // handler forwards calls of the remote's tool remote as one-call batches.
@@ -224,16 +206,4 @@ func result(r *toolwirev1.CallResult) *tools.Result {
 		out.Details = json.RawMessage(d)
 	}
 	return out
-}
-
-// served returns the names of the tools of list that src serves, for the
-// log: the others are held back by another tool of the same name.
-func served(src tools.SourceTools, list []tools.Tool) []string {
-	var names []string
-	for _, t := range list {
-		if src.Serves(t.Name) {
-			names = append(names, t.Name)
-		}
-	}
-	return names
 }
