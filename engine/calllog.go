@@ -53,7 +53,13 @@ func (b *batch) logBatch(err error) {
 	}
 	result := "ok"
 	if err != nil {
-		result = strings.ToLower(CodeOf(err).String())
+		code := CodeOf(err)
+		if code == Unknown && b.streamCtx.Err() != nil {
+			// A sink's own error (a gRPC stream's Send after the client
+			// went) carries no engine code; the caller's context says why.
+			code = CodeOf(b.streamCtx.Err())
+		}
+		result = strings.ToLower(code.String())
 	}
 	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
 		slog.String("batch_id", b.id),

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"os/exec"
 	"strings"
@@ -266,4 +267,45 @@ func TestCallIsABatchOfOne(t *testing.T) {
 	if _, err := e.Call(context.Background(), snap, tc("", "echo"), ""); CodeOf(err) != InvalidArgument {
 		t.Errorf("Call without a call_id: %v; want InvalidArgument", err)
 	}
+}
+
+// TestBatchLineNamesWhyASinkFailed checks that when a sink's Send fails with
+// an error of its own (a gRPC stream's, after the client went), the batch's
+// debug line says why from the caller's context: canceled, not unknown.
+func TestBatchLineNamesWhyASinkFailed(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	var mu sync.Mutex
+	e := New(Config{Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	t.Cleanup(e.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sent := 0
+	sink := SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error {
+		if sent++; sent > 1 {
+			cancel() // the client has gone; the transport says so its own way
+			return errSinkGone
+		}
+		return nil
+	})
+	if err := e.Run(ctx, engineTools(t, func(string) {}), calls(tc("a", "echo")), sink); err == nil {
+		t.Fatal("Run returned no error after its sink failed")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), `"msg":"batch finished"`) || !strings.Contains(logs.String(), `"outcome":"canceled"`) {
+		t.Errorf("the batch line does not say canceled:\n%s", logs.String())
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
