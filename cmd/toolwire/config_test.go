@@ -144,7 +144,8 @@ func changedKeys(t *testing.T, keys []string, a, b serveConfig) []string {
 
 // TestConfigDurationsLeaveOtherValues: a file with durations (which the
 // decoder rewrites before sigs.k8s.io/yaml reads it) decodes every other
-// value as the same file without them does, YAML 1.1 quirks included.
+// value as the same file without them does; an unquoted value for a text
+// key is the text written.
 func TestConfigDurationsLeaveOtherValues(t *testing.T) {
 	t.Parallel()
 	rest := `
@@ -176,7 +177,36 @@ auth:
 	if diff := cmp.Diff(want, with); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	if !without.Diag || without.Listen != "8080" || without.Workspace != "511" || without.TLSCert != "0777" || without.Sandbox.CPUSeconds != 16 {
+	if !without.Diag || without.Listen != "8080" || without.Workspace != "0777" || without.TLSCert != "0777" || without.Sandbox.CPUSeconds != 16 {
 		t.Errorf("the file without durations decoded unlike sigs.k8s.io/yaml: %+v", without)
+	}
+}
+
+// TestConfigUnquotedTextIsTheTextWritten checks that an unquoted value
+// YAML 1.1 would read as a boolean or number, given for a text key at any
+// depth, is the text written ("on", "yes", "0777"), not "true" or "511",
+// and not a decoding error.
+func TestConfigUnquotedTextIsTheTextWritten(t *testing.T) {
+	t.Parallel()
+	file := `
+workspace: 0777
+mcp_servers:
+  - name: a
+    command: on
+    args: [yes, 0x10]
+    env: {A: no}
+`
+	var cfg serveConfig
+	if err := readConfigFile(writeFile(t, "toolwire.yaml", file), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.MCPServers) != 1 {
+		t.Fatalf("mcp_servers: %+v", cfg.MCPServers)
+	}
+	m := cfg.MCPServers[0]
+	got := []string{cfg.Workspace, m.Command, strings.Join(m.Args, ","), m.Env["A"]}
+	want := []string{"0777", "on", "yes,0x10", "no"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("text values (-want +got):\n%s", diff)
 	}
 }

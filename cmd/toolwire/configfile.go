@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,10 +28,11 @@ import (
 // Two kinds of value are rewritten before sigs.k8s.io/yaml decodes the
 // document (rewrite), so that it decodes them as the checker read them:
 // a time.Duration, written as a string such as "30s" (the feature Configs
-// keep the plain type), becomes the integer encoding/json wants; and a
-// number or boolean given for a string becomes its text, which
-// sigs.k8s.io/yaml does for the fields of the top-level struct but not for
-// those of the Configs embedded in it.
+// keep the plain type), becomes the integer encoding/json wants; and an
+// unquoted value given for a string becomes exactly the text written:
+// `command: on` is "on" and `workspace: 0777` is "0777", as YAML 1.2 (and
+// the checker) reads them, where sigs.k8s.io/yaml's YAML 1.1 would make
+// them a boolean and a number, and then "true" and "511" or no text at all.
 func decodeYAML(file string, data []byte, v any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -107,7 +107,13 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 		return nil
 	}
 	if t.Kind() == reflect.String && n.Kind == yaml.ScalarNode && n.Style == 0 && !reflect.PointerTo(t).Implements(jsonUnmarshaler) {
-		c.rewrites = append(c.rewrites, rewriteAt{slices.Clone(path), scalarText})
+		text := n.Value
+		c.rewrites = append(c.rewrites, rewriteAt{slices.Clone(path), func(v any) (any, bool) {
+			if s, ok := v.(string); ok && s == text {
+				return v, false
+			}
+			return text, true
+		}})
 	}
 	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || t.Kind() == reflect.Interface {
 		return c.decodeLeaf(n, reflect.New(t).Interface(), key)
@@ -359,23 +365,4 @@ func setAt(node any, path []any, to func(any) any) any {
 		}
 	}
 	return node
-}
-
-// scalarText returns the text sigs.k8s.io/yaml makes of a number or
-// boolean decoded into a string (its convertToJSONableObject), or v and
-// false.
-func scalarText(v any) (any, bool) {
-	switch v := v.(type) {
-	case int:
-		return strconv.Itoa(v), true
-	case int64:
-		return strconv.FormatInt(v, 10), true
-	case uint64:
-		return strconv.FormatUint(v, 10), true
-	case float64:
-		return strconv.FormatFloat(v, 'g', -1, 32), true
-	case bool:
-		return strconv.FormatBool(v), true
-	}
-	return v, false
 }
