@@ -3,6 +3,10 @@
 // those events into results in batch order, and converts between toolwire's
 // messages and the tool formats of the OpenAI and Anthropic APIs, so an agent
 // runtime can pass a model's tool calls to toolwire and its results back.
+//
+// It imports only the contract (gen/toolwire/v1), gRPC and OpenTelemetry:
+// never engine/, service/, tools/, sources/ or store/, so a runtime that
+// links it pulls in no server code.
 package client
 
 import (

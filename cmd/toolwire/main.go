@@ -6,6 +6,10 @@
 //	toolwire batch [flags] FILE      run a batch of calls, printing its events
 //
 // Run "toolwire COMMAND -h" for a command's flags.
+//
+// It composes the feature packages (their Configs, the store, the engine's
+// gRPC surface, the sources, the sandbox, telemetry) and holds none of their
+// logic; no package imports it.
 package main
 
 import (

@@ -5,4 +5,7 @@
 // counted. One test, TestBuiltinsStopWhenCancelled, serves every built-in
 // tool in process instead, to read the server's abandoned counter and the
 // goroutine count.
+//
+// It drives toolwire only from outside, as processes over sockets; no non-
+// test package may import it.
 package e2e

@@ -1,6 +1,8 @@
 // Package envref expands {{ENV_VAR}} references in configuration values, so
 // secrets such as tokens and API keys stay in the environment and out of
 // configuration files, logs and errors.
+//
+// It imports only the standard library, so any package may use it.
 package envref
 
 import (

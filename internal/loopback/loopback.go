@@ -1,6 +1,8 @@
 // Package loopback serves a registry with the real toolwire server on a
 // loopback TCP port for tests of tool sources end to end: ListTools,
 // ExecuteBatch and WatchTools through a real listener and the Go client.
+//
+// It is for tests: no non-test package may import it.
 package loopback
 
 import (

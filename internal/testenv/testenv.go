@@ -3,6 +3,9 @@
 // developer's machine, but fail in CI, where .ci/run installs everything and
 // sets TOOLWIRE_TEST_REQUIRE_ALL=1, so a missing install step cannot hide
 // behind a skip.
+//
+// It imports only the standard library and is for tests: no non-test package
+// may import it.
 package testenv
 
 import (

@@ -4,6 +4,9 @@
 // certificate; the interceptors of an Authenticator put the identity into
 // the RPC's context with service.WithCaller, and a Policy, as the server's
 // service.Permissions, allows or denies tools by caller.
+//
+// It is part of the gRPC surface: it may import gRPC and service/, never
+// sources/, cmd/ or the engine's internals.
 package auth
 
 import (

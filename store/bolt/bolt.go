@@ -1,6 +1,9 @@
 // Package bolt is a store in one file (go.etcd.io/bbolt), so a single
 // replica keeps its idempotency records and session variables across a
 // restart. The file is locked: one process at a time may open it.
+//
+// Like every backend it imports only store/ (with store/internal/record) and
+// its driver: never tools/, engine/, service/, sources/ or gen/.
 package bolt
 
 import (

@@ -2,6 +2,9 @@
 // variables in this process's memory, bounded in size, each with a TTL. It
 // does not survive a restart and is not shared between replicas; use the
 // bolt or redis store for that.
+//
+// Like every backend it imports only store/ (with store/internal/record):
+// never tools/, engine/, service/, sources/ or gen/.
 package memory
 
 import (

@@ -11,6 +11,9 @@
 // pub/sub message would wake waiters sooner, but it cannot announce a lease
 // that runs out because its owner died, so polling would still be needed;
 // keyspace notifications could, but must be enabled in the server's config.
+//
+// Like every backend it imports only store/ and its driver: never tools/,
+// engine/, service/, sources/ or gen/.
 package redis
 
 import (

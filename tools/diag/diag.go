@@ -1,6 +1,10 @@
 // Package diag provides the diagnostic toolset that `toolwire serve --diag`
 // enables: echo, sleep and fail. Demos, tests, benchmarks and the examples in
 // other languages use it to exercise the service without side effects.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package diag
 
 import (

@@ -1,5 +1,9 @@
 // Package editfile provides the edit_file workspace tool: an exact find and
 // replace in one file, reported as a unified diff.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package editfile
 
 import (

@@ -9,6 +9,10 @@
 // and bytes read, each with a result that says where and why it stopped.
 // Every step checks the call's context, so a cancelled search returns at
 // once.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package findfiles
 
 import (

@@ -1,5 +1,9 @@
 // Package listfiles provides the list_files workspace tool: the entries of a
 // folder, optionally recursive, with their type and size.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package listfiles
 
 import (

@@ -1,5 +1,9 @@
 // Package readfile provides the read_file workspace tool: a text file with
 // line numbers for the model, or an image as an image block.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package readfile
 
 import (

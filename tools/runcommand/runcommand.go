@@ -11,6 +11,10 @@
 // (inside the workspace), the environment (only the names the operator
 // allows), and the program's lifetime: when the command ends, times out or is
 // cancelled, its whole process group is ended.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package runcommand
 
 import (

@@ -11,6 +11,9 @@
 //
 // The tools get their workspace per call from a Resolver: a Workspace gives
 // every call itself; Sessions gives each session a folder of its own.
+//
+// It imports only tools/ and the contract; like every built-in it never
+// imports engine/, service/, sources/, store/ or client/.
 package workspace
 
 import (

@@ -2,6 +2,10 @@
 // workspace folder: read_file, write_file, edit_file, list_files, find_files
 // and, when enabled, run_command. Each tool lives in its own package; the
 // confinement they share lives in package workspace.
+//
+// It imports tools/ and the built-ins' packages, never engine/, service/,
+// sources/, store/ or client/: the server reaches the tools only through the
+// registry.
 package workspacetools
 
 import (

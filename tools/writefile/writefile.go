@@ -1,5 +1,9 @@
 // Package writefile provides the write_file workspace tool: it creates or
 // replaces a file atomically, creating missing folders.
+//
+// Like every built-in tool it imports tools/ (and tools/workspace), never
+// engine/, service/, sources/, store/ or client/: it reaches the server only
+// through the registry.
 package writefile
 
 import (

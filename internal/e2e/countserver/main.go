@@ -3,6 +3,8 @@
 // bump POSTs its id to the URL in $BUMP_URL, then sleeps for its ms, so a
 // test can kill the server while a bump is in flight. It takes the store
 // flags of toolwire serve and logs the same listening line.
+//
+// It composes what serve composes, plus its one tool; nothing imports it.
 package main
 
 import (

@@ -1,6 +1,9 @@
 // Package sourcetest holds what tests of background tool sources (the MCP
 // gateway, the remote mounts) use to watch them: waiting for a registry's
 // tools to reach a state, and a log buffer to read while they write.
+//
+// It is for the sources' tests: it imports tools/, never engine/, service/
+// or cmd/.
 package sourcetest
 
 import (

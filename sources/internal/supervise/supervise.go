@@ -3,6 +3,9 @@
 // synced to a new list, each reconnecting with capped exponential backoff.
 // The MCP gateway (sources/mcp) and the remote mounts (sources/remote) are
 // built on it.
+//
+// It imports only the standard library; it knows nothing of tools or the
+// registry.
 package supervise
 
 import (

@@ -2,6 +2,8 @@
 // for the stores that keep records themselves (memory, bolt), so both
 // decide claims by one piece of code; and Waiters, which wake in-process
 // waiters when a record changes.
+//
+// It imports only store/.
 package record
 
 import (

@@ -18,6 +18,10 @@
 // command in package supervisor's init, before the rest of the program
 // initialises; that keeps the supervisor's start cheap and lets test
 // binaries serve as supervisors.
+//
+// It imports only its supervisor and the kernel libraries (go-landlock, go-
+// seccomp-bpf, x/sys): nothing of tools/ or above, so the supervisor's
+// binary stays small.
 package sandbox
 
 import (

@@ -2,6 +2,8 @@
 // workspace tools: folders with files, the escape corpus (paths that must be
 // refused and look-alikes that must be accepted), and a way to run one tool
 // call with its arguments validated as the server would.
+//
+// It is for the workspace tools' tests: no non-test package may import it.
 package workspacetest
 
 import (

@@ -1,6 +1,9 @@
 // Package testserver is a real MCP server, built with the MCP Go SDK, that
 // the gateway's tests talk to: in process over streamable HTTP, and as a
 // child process over stdio (package stdio).
+//
+// It is for the gateway's tests and imports only the MCP SDK; no non-test
+// package may import it.
 package testserver
 
 import (

@@ -4,6 +4,8 @@
 // there when the slow tool's call is cancelled. With TESTSERVER_URLFILE set
 // it serves streamable HTTP on a free loopback port instead, and writes its
 // URL there once it listens, so tests can kill a real HTTP server process.
+//
+// It is for the gateway's tests; nothing imports it.
 package main
 
 import (
