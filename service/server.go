@@ -24,7 +24,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Server implements toolwire.v1.ToolService over an engine: the gRPC
@@ -79,36 +78,7 @@ func (s *Server) Engine() *engine.Engine { return s.engine }
 // ListTools implements toolwire.v1.ToolService.
 func (s *Server) ListTools(ctx context.Context, _ *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
 	snap := s.reg.Snapshot()
-	resp := &toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: make([]*toolwirev1.Tool, 0, snap.Len())}
-	for _, t := range snap.Tools() {
-		if !s.engine.Permits(ctx, t.Name) {
-			continue
-		}
-		resp.Tools = append(resp.Tools, ToolProto(t))
-	}
-	return resp, nil
-}
-
-// ToolProto returns the declaration of t.
-func ToolProto(t *tools.Tool) *toolwirev1.Tool {
-	p := &toolwirev1.Tool{
-		Name:         t.Name,
-		Title:        t.Title,
-		Description:  t.Description,
-		InputSchema:  string(t.InputSchema),
-		OutputSchema: string(t.OutputSchema),
-		Annotations: &toolwirev1.ToolAnnotations{
-			ReadOnly:    t.Annotations.ReadOnly,
-			Destructive: t.Annotations.Destructive,
-			Idempotent:  t.Annotations.Idempotent,
-			OpenWorld:   t.Annotations.OpenWorld,
-		},
-		Source: toolwirev1.ToolSource(t.Source),
-	}
-	if t.Timeout > 0 {
-		p.Timeout = durationpb.New(t.Timeout)
-	}
-	return p
+	return &toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: s.engine.Tools(ctx, snap)}, nil
 }
 
 // WatchTools implements toolwire.v1.ToolService.
@@ -142,25 +112,35 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 }
 
 // grpcError maps an error of the engine's to its gRPC status, in this one
-// place: an *engine.Error becomes the status of the same code and
-// message; anything else (a stream's own error, already a status) passes.
+// place: an *engine.Error becomes the status of the code of the same name
+// and its message; anything else (a stream's own error, already a status)
+// passes as it is.
 func grpcError(err error) error {
 	e, ok := err.(*engine.Error) // Run returns them unwrapped; errors.As would allocate
 	if !ok {
 		return err
 	}
-	return status.Error(grpcCodes[e.Code], e.Message)
+	return status.Error(grpcCode(e.Code), e.Message)
 }
 
-var grpcCodes = map[engine.Code]codes.Code{
-	engine.OK:                codes.OK,
-	engine.Canceled:          codes.Canceled,
-	engine.Unknown:           codes.Unknown,
-	engine.InvalidArgument:   codes.InvalidArgument,
-	engine.DeadlineExceeded:  codes.DeadlineExceeded,
-	engine.ResourceExhausted: codes.ResourceExhausted,
-	engine.Unavailable:       codes.Unavailable,
-	engine.Internal:          codes.Internal,
+// grpcCode is the gRPC code of c; a code this surface does not know is
+// Unknown, never OK, so an error never reads as success.
+func grpcCode(c engine.Code) codes.Code {
+	switch c {
+	case engine.Canceled:
+		return codes.Canceled
+	case engine.InvalidArgument:
+		return codes.InvalidArgument
+	case engine.DeadlineExceeded:
+		return codes.DeadlineExceeded
+	case engine.ResourceExhausted:
+		return codes.ResourceExhausted
+	case engine.Unavailable:
+		return codes.Unavailable
+	case engine.Internal:
+		return codes.Internal
+	}
+	return codes.Unknown
 }
 
 // ListenAndServe listens on the configured address and serves; see Serve.

@@ -5,8 +5,11 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
@@ -32,13 +35,18 @@ func (s *Server) StatsHandler() stats.Handler {
 		otelgrpc.WithPropagators(propagator),
 		otelgrpc.WithFilter(filters.Not(filters.ServiceName("grpc.health.v1.Health"))),
 	}
+	// A provider the Config leaves nil records nothing; otelgrpc would
+	// take OpenTelemetry's global one instead, which the Config's choice
+	// must not depend on.
+	var tp trace.TracerProvider = tracenoop.NewTracerProvider()
 	if s.cfg.TracerProvider != nil {
-		opts = append(opts, otelgrpc.WithTracerProvider(s.cfg.TracerProvider))
+		tp = s.cfg.TracerProvider
 	}
+	var mp metric.MeterProvider = metricnoop.NewMeterProvider()
 	if s.cfg.MeterProvider != nil {
-		opts = append(opts, otelgrpc.WithMeterProvider(s.cfg.MeterProvider))
+		mp = s.cfg.MeterProvider
 	}
-	return otelgrpc.NewServerHandler(opts...)
+	return otelgrpc.NewServerHandler(append(opts, otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp))...)
 }
 
 // TelemetryOptions returns the grpc.ServerOptions that Serve instruments its

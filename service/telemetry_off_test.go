@@ -6,16 +6,20 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/baggage"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
@@ -128,5 +132,63 @@ func TestClientTraceWithoutSDK(t *testing.T) {
 				t.Errorf("tool's context carries baggage tenant=%q; want acme", s.tenant)
 			}
 		})
+	}
+}
+
+// TestStatsHandlerIgnoresGlobalProviders checks that a provider the Config
+// leaves nil records nothing, even when OpenTelemetry's global one would:
+// with only a tracer provider given, a global meter provider with a reader
+// sees no RPC metrics, while the given tracer records the RPC's span. (Not
+// parallel: it sets the global provider, and restores it.)
+func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	prev := otel.GetMeterProvider()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	t.Cleanup(func() { otel.SetMeterProvider(prev) })
+
+	spans := tracetest.NewSpanRecorder()
+	reg, err := tools.NewRegistry(tools.Tool{Name: "noop", Description: "does nothing", Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+		return tools.Text("done"), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := service.New(reg, service.Config{
+		EngineConfig:   service.EngineConfig{Logger: slog.New(slog.DiscardHandler)},
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
+	})
+	lis := bufconn.Listen(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis) }()
+	c, err := client.New("passthrough:///bufconn",
+		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Collect(c.ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "noop", "")}})); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	cancel()
+	<-served
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if strings.HasPrefix(m.Name, "rpc.server.") { // the client takes the globals by design
+				t.Errorf("the global meter provider recorded %s (scope %s); the Config gave none", m.Name, sm.Scope.Name)
+			}
+		}
+	}
+	rpc := false
+	for _, s := range spans.Ended() {
+		rpc = rpc || s.Name() == "toolwire.v1.ToolService/ExecuteBatch"
+	}
+	if !rpc {
+		t.Errorf("the given tracer provider recorded no RPC span; spans: %d", len(spans.Ended()))
 	}
 }
