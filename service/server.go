@@ -34,14 +34,27 @@ type Server struct {
 	cfg    Config // its defaults filled in, the engine's among them
 	reg    *tools.Registry
 	engine *engine.Engine
+	owns   bool // the server made its engine, so Close closes it
 	health *health.Server
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
 
-// New returns a server for the tools in reg.
+// New returns a server for the tools in reg, over an engine of its own made
+// from cfg (its EngineConfig, and telemetry from its providers). Close
+// closes that engine.
 func New(reg *tools.Registry, cfg Config) *Server {
-	eng := engine.New(cfg.engine())
+	s := NewOn(engine.New(cfg.engine()), reg, cfg)
+	s.owns = true
+	return s
+}
+
+// NewOn returns the gRPC surface of eng, an engine its caller made (its
+// telemetry chosen there) and may share with other surfaces. cfg's
+// EngineConfig is not used; eng's Config is. Shutdown drains eng, since a
+// process stops its surfaces together (draining twice is harmless); closing
+// eng is its maker's job.
+func NewOn(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
 	s := &Server{
 		cfg:    cfg.withDefaults(eng.Config()),
 		reg:    reg,
@@ -187,8 +200,11 @@ func (s *Server) Shutdown(gs *grpc.Server) {
 	s.Close()
 }
 
-// Close lets the server's idle goroutines exit. Shutdown calls it; call it
-// yourself after stopping a grpc.Server you registered the server on.
+// Close lets the server's idle goroutines exit, closing its engine when
+// New made it. Shutdown calls it; call it yourself after stopping a
+// grpc.Server you registered the server on.
 func (s *Server) Close() {
-	s.engine.Close()
+	if s.owns {
+		s.engine.Close()
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 )
 
 // tcpServer serves the diag tools on a real loopback TCP listener until the
@@ -200,4 +202,62 @@ func TestShutdownEndsWatchTools(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("shutdown waited for a WatchTools stream")
 	}
+}
+
+// TestSurfacesShareAnEngine checks NewOn: two gRPC surfaces over one engine
+// run their batches on it (one's batch is counted while the other lists
+// tools), and one surface's shutdown drains the shared engine, so the
+// other refuses new batches as a server shutting down does.
+func TestSurfacesShareAnEngine(t *testing.T) {
+	t.Parallel()
+	st := &toolState{release: make(chan struct{})}
+	reg, err := tools.NewRegistry(append(diag.Tools(), testTools(st)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond})
+	t.Cleanup(eng.Close)
+	dial := func(srv *Server) (*grpc.Server, toolwirev1.ToolServiceClient) {
+		lis := bufconn.Listen(1 << 20)
+		gs := grpc.NewServer()
+		srv.Register(gs)
+		go func() { _ = gs.Serve(lis) }()
+		conn, err := grpc.NewClient("passthrough:///bufnet",
+			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+			grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close(); gs.Stop() })
+		return gs, toolwirev1.NewToolServiceClient(conn)
+	}
+	a, b := NewOn(eng, reg, Config{}), NewOn(eng, reg, Config{})
+	gsA, clientA := dial(a)
+	_, clientB := dial(b)
+
+	stream, err := clientA.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("s", "sleep", `{"ms":60000}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil { // accepted: the batch runs on the engine
+		t.Fatal(err)
+	}
+	if n := eng.Stats().Batches; n != 1 {
+		t.Fatalf("the shared engine runs %d batches; want A's one", n)
+	}
+	if resp, err := clientB.ListTools(t.Context(), &toolwirev1.ListToolsRequest{}); err != nil || len(resp.GetTools()) == 0 {
+		t.Fatalf("B's ListTools: %v, %d tools", err, len(resp.GetTools()))
+	}
+	done := make(chan struct{})
+	go func() { a.Shutdown(gsA); close(done) }()
+	<-eng.Draining()
+	streamB, err := clientB.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e", "echo", `{"text":"x"}`)}})
+	if err == nil {
+		_, err = drain(streamB)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("B's batch while A shuts down the shared engine: %v; want UNAVAILABLE", err)
+	}
+	<-done
+	close(st.release)
 }

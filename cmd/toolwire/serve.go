@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -75,7 +76,13 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	svcCfg.Idempotency, svcCfg.Sessions = st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	tel.apply(&svcCfg)
-	srv := service.New(reg, svcCfg)
+	// The engine is made here, with the telemetry chosen here, and the gRPC
+	// surface put on it; a later surface would share it.
+	engCfg := svcCfg.EngineConfig
+	engCfg.Telemetry = tel.observer(svcCfg.TraceContent)
+	eng := engine.New(engCfg)
+	defer eng.Close()
+	srv := service.NewOn(eng, reg, svcCfg)
 	if cfg.Health != "" {
 		stopHealth, err := serveHealth(srv, cfg.Health, log)
 		if err != nil {

@@ -19,19 +19,22 @@ import (
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 )
 
 // telemetry is the OpenTelemetry setup of "toolwire serve": the SDK
 // providers that the OTEL_* environment and --admin-listen ask for, and the
-// admin HTTP listener. A signal nobody asked for gets no SDK: the service
-// then uses OpenTelemetry's no-op globals, which cost next to nothing.
+// admin HTTP listener. A signal nobody asked for gets no SDK, and the
+// engine no telemetry for it (see observer): nothing is recorded or paid for.
 type telemetry struct {
 	tp    *sdktrace.TracerProvider // nil unless traces are exported
 	mp    *sdkmetric.MeterProvider // nil unless metrics are exported or scraped
@@ -140,6 +143,20 @@ func (t *telemetry) apply(cfg *service.Config) {
 	if t.mp != nil {
 		cfg.MeterProvider = t.mp
 	}
+}
+
+// observer is the engine's telemetry: OpenTelemetry on the providers
+// installed here, or none (nil) when no SDK was, at no cost to any call.
+func (t *telemetry) observer(content bool) engine.Observer {
+	var tp trace.TracerProvider
+	if t.tp != nil {
+		tp = t.tp
+	}
+	var mp metric.MeterProvider
+	if t.mp != nil {
+		mp = t.mp
+	}
+	return engine.OpenTelemetry(tp, mp, content)
 }
 
 // shutdown stops the admin listener and flushes the providers: spans and
