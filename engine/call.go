@@ -148,11 +148,9 @@ func (r *callRun) run() bool {
 	b, c := r.b, &r.b.calls[r.i]
 	call := b.req.GetCalls()[r.i]
 	cfg := &b.e.cfg
-	r.start, r.timeout = time.Now(), b.timeout(call, c.tool)
-	deadline := r.start.Add(r.timeout)
-	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
-		deadline, r.rpcLimit = dl.Add(-cfg.DeadlineMargin), true
-	}
+	r.start = time.Now()
+	var deadline time.Time
+	deadline, r.timeout, r.rpcLimit = b.deadline(r.i, r.start)
 	callCtx, cancel := context.WithDeadline(r.ctx, deadline)
 	defer cancel()
 	if cfg.IdleTimeout > 0 {
@@ -315,6 +313,19 @@ func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration 
 		}
 	}
 	return min(d, b.e.cfg.MaxCallTimeout)
+}
+
+// deadline is when call i, started at start, must end: its timeout from
+// start, or the caller's deadline less DeadlineMargin when that comes first
+// (callerLimit), so its result can still be sent. Waiting for a slot or for
+// the same call elsewhere is bounded by it too.
+func (b *batch) deadline(i int, start time.Time) (deadline time.Time, timeout time.Duration, callerLimit bool) {
+	timeout = b.timeout(b.req.GetCalls()[i], b.calls[i].tool)
+	deadline = start.Add(timeout)
+	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-b.e.cfg.DeadlineMargin).Before(deadline) {
+		return dl.Add(-b.e.cfg.DeadlineMargin), timeout, true
+	}
+	return deadline, timeout, false
 }
 
 func progressEvent(callID string, i int, p tools.Progress) *toolwirev1.ExecuteBatchResponse {

@@ -62,10 +62,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	owner := newID() + newID()
 
 	// Waiting for the same call elsewhere is bounded like running it would be.
-	deadline := time.Now().Add(b.timeout(call, t))
-	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-cfg.DeadlineMargin).Before(deadline) {
-		deadline = dl.Add(-cfg.DeadlineMargin)
-	}
+	deadline, _, _ := b.deadline(i, time.Now())
 	waitCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	start := time.Now()

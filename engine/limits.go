@@ -188,10 +188,8 @@ func slotTaken(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 		c.slot.hold(b.reserved.cs)
 		return nil
 	}
-	wait := b.timeout(b.req.GetCalls()[i], c.tool)
-	if dl, ok := b.streamCtx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)-b.e.cfg.DeadlineMargin)
-	}
+	deadline, _, _ := b.deadline(i, time.Now())
+	wait := time.Until(deadline)
 	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.streamCtx), wait)
 	switch {
 	case err == nil:
