@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
@@ -180,7 +181,7 @@ func (s *collectStream) Context() context.Context { return s.ctx }
 
 func runAs(tb testing.TB, srv *Server, caller string, req *toolwirev1.ExecuteBatchRequest) []*toolwirev1.ExecuteBatchResponse {
 	tb.Helper()
-	s := &collectStream{ctx: WithCaller(context.Background(), caller)}
+	s := &collectStream{ctx: engine.WithCaller(context.Background(), caller)}
 	if err := srv.ExecuteBatch(req, s); err != nil {
 		tb.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -79,7 +80,7 @@ func (s *servedServer) client(tb testing.TB, opts ...grpc.DialOption) toolwirev1
 
 func testCaller(ctx context.Context) context.Context {
 	if v := metadata.ValueFromIncomingContext(ctx, "x-test-caller"); len(v) > 0 {
-		return WithCaller(ctx, v[0])
+		return engine.WithCaller(ctx, v[0])
 	}
 	return ctx
 }

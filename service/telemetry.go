@@ -13,12 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
-
-	"github.com/toolwire/toolwire/engine"
 )
-
-// ScopeName is the instrumentation scope of toolwire's spans and metrics.
-const ScopeName = engine.ScopeName
 
 // propagator reads the trace context and baggage a client sends.
 var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -383,7 +384,7 @@ func TestMetrics(t *testing.T) {
 	}
 	got := map[string]metricdata.Metrics{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name == service.ScopeName {
+		if sm.Scope.Name == engine.ScopeName {
 			for _, m := range sm.Metrics {
 				got[m.Name] = m
 			}
@@ -490,7 +491,7 @@ func TestLogLinesCarryTraceAndCallIDs(t *testing.T) {
 func TestLogHandler(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
-	log := slog.New(service.LogHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
+	log := slog.New(engine.LogHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
 	tp := sdktrace.NewTracerProvider()
 	ctx, span := tp.Tracer("test").Start(context.Background(), "op")
 	defer span.End()
@@ -515,7 +516,7 @@ func TestLogHandler(t *testing.T) {
 	if !strings.Contains(lines[2], sc.TraceID().String()) {
 		t.Errorf("grouped line lost the trace: %s", lines[2])
 	}
-	if h := service.LogHandler(log.Handler()); h != log.Handler() {
+	if h := engine.LogHandler(log.Handler()); h != log.Handler() {
 		t.Error("LogHandler wrapped its own handler again")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/engine"
 )
 
 // newLogger returns serve's logger, writing to stderr as cfg's logging
@@ -21,7 +21,7 @@ func newLogger(cfg serveConfig, stderr io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slog.New(service.LogHandler(h)), nil
+	return slog.New(engine.LogHandler(h)), nil
 }
 
 // routeLibraryLogs sends what the OpenTelemetry SDK and the Redis client

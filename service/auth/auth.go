@@ -2,8 +2,8 @@
 // may call. A caller proves who it is with a bearer token (the
 // "authorization: Bearer <token>" metadata) or with a TLS client
 // certificate; the interceptors of an Authenticator put the identity into
-// the RPC's context with service.WithCaller, and a Policy, as the server's
-// service.Permissions, allows or denies tools by caller.
+// the RPC's context with engine.WithCaller, and a Policy, as the server's
+// engine.Permissions, allows or denies tools by caller.
 //
 // It is part of the gRPC surface: it may import gRPC and service/, never
 // sources/, cmd/ or the engine's internals.
@@ -19,7 +19,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/engine"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -154,7 +154,7 @@ func (a *Authenticator) authenticate(ctx context.Context, method string) (contex
 		a.log.Info("unauthenticated RPC refused", "method", method, "peer", addr, "reason", err.Error())
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
-	return service.WithCaller(ctx, id), nil
+	return engine.WithCaller(ctx, id), nil
 }
 
 // identify returns the caller's identity: a bearer token's name when the

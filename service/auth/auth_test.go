@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/service/auth"
@@ -47,12 +48,12 @@ const (
 
 // whoami reports the caller it runs for.
 var whoami = tools.Tool{Name: "whoami", Description: "returns the caller", Handler: func(ctx context.Context, _ *tools.Call) (*tools.Result, error) {
-	return tools.Text("caller=" + service.Caller(ctx)), nil
+	return tools.Text("caller=" + engine.CallerFrom(ctx)), nil
 }}
 
 // serve runs a toolwire server with the diag tools and whoami, authenticated
 // by a, on real TCP, until the test ends; it returns the address.
-func serve(t *testing.T, a *auth.Authenticator, perms service.Permissions, opts ...grpc.ServerOption) string {
+func serve(t *testing.T, a *auth.Authenticator, perms engine.Permissions, opts ...grpc.ServerOption) string {
 	t.Helper()
 	reg, err := tools.NewRegistry(append(diag.Tools(), whoami)...)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -28,8 +28,8 @@ func BenchmarkTokenInterceptor(b *testing.B) {
 			info := &grpc.UnaryServerInfo{FullMethod: "/toolwire.v1.ToolService/ListTools"}
 			want := fmt.Sprint("caller-", n-1)
 			handler := func(ctx context.Context, _ any) (any, error) {
-				if service.Caller(ctx) != want {
-					b.Fatalf("caller %q", service.Caller(ctx))
+				if engine.CallerFrom(ctx) != want {
+					b.Fatalf("caller %q", engine.CallerFrom(ctx))
 				}
 				return nil, nil
 			}

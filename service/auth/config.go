@@ -9,7 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/engine"
 )
 
 // TokensEnv names the environment variable a server reads more tokens
@@ -58,9 +58,9 @@ func (c ServerConfig) Validate() error {
 	return nil
 }
 
-// Permissions returns the tool permissions for service.Config, nil when
+// Permissions returns the tool permissions for engine.Config, nil when
 // none are configured.
-func (c ServerConfig) Permissions() service.Permissions {
+func (c ServerConfig) Permissions() engine.Permissions {
 	if len(c.Auth.Permissions) == 0 {
 		return nil
 	}

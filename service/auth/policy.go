@@ -8,7 +8,7 @@ import (
 // Policy holds each caller's tool permissions, keyed by caller name (a
 // token's name or a certificate's identity). The entry "*" applies to
 // callers without an entry of their own; a caller with neither may call
-// every tool. A Policy is a service.Permissions.
+// every tool. A Policy is an engine.Permissions.
 type Policy map[string]Rule
 
 // Rule allows and denies tools by name patterns in path.Match syntax ("*"
