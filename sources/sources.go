@@ -7,10 +7,12 @@
 // settles names two sources offer (docs/sources.md, "Names").
 //
 // A new kind of source is a package here with its config type and a
-// Source of it, a field in Config and a line in each of Set's methods.
+// Source of it, a field in Config, and a line in New, in Config's Empty and
+// LogAttrs, and in each of Set's methods.
 //
-// sources and its packages must not import service/ or cmd/: they reach
-// the server only through the registry.
+// sources and its packages must not import engine/, service/, store/ or
+// cmd/: they reach the server only through the registry
+// (docs/architecture.md).
 package sources
 
 import (

@@ -2,8 +2,8 @@
 // server offers, and the validation of a call's arguments against a tool's
 // input schema. The registry also records which source (sources/) owns each
 // tool that is not built in, and settles names two owners offer. Built-in
-// toolsets live in subpackages; tools must not import service/, sources/ or
-// cmd/.
+// toolsets live in subpackages. tools and its subpackages must not import
+// engine/, service/, sources/, store/, client/ or cmd/ (docs/architecture.md).
 package tools
 
 import (
