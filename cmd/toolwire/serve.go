@@ -24,6 +24,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return cmdUsageError("serve", "serve: %v", err)
 	}
 	routeLibraryLogs(log)
+	// A malformed --store is refused before anything starts; Open, later,
+	// finds what only connecting can.
+	if err := cfg.StoreConfig.Validate(); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

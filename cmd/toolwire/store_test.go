@@ -39,6 +39,15 @@ func TestServeRefusesABadStore(t *testing.T) {
 			t.Errorf("serve --store %s: %v, want an error containing %q", tc.store, err, tc.want)
 		}
 	}
+	// A malformed URL is refused before anything starts (tools, sources,
+	// the admin listener); a store that cannot be opened only when opening.
+	var stderr strings.Builder
+	if err := run(t.Context(), []string{"serve", "--diag", "--listen", "127.0.0.1:0", "--store", "mongodb://x"}, io.Discard, &stderr); err == nil {
+		t.Fatal("serve --store mongodb://x started")
+	}
+	if strings.Contains(stderr.String(), "serving tools") {
+		t.Errorf("serve set up its tools before refusing a malformed store:\n%s", stderr.String())
+	}
 }
 
 // TestServeBoltStoreReplaysAfterRestart runs serve twice on one bolt file:
