@@ -37,6 +37,24 @@ type testServer struct {
 
 // newTestServer starts a server with the diag tools and the test tools of
 // testTools, over bufconn, and stops it when the test ends.
+// serveBufconn serves srv on a new grpc.Server over an in-memory
+// listener and returns it with a client connection to it; the caller stops
+// and closes them.
+func serveBufconn(tb testing.TB, srv *Server) (*grpc.Server, *grpc.ClientConn) {
+	tb.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return gs, conn
+}
+
 func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
 	tb.Helper()
 	st := &toolState{release: make(chan struct{})}
@@ -48,16 +66,7 @@ func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	srv := New(reg, cfg)
-	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer()
-	srv.Register(gs)
-	go func() { _ = gs.Serve(lis) }()
-	conn, err := grpc.NewClient("passthrough:///bufnet",
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-		grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		tb.Fatal(err)
-	}
+	gs, conn := serveBufconn(tb, srv)
 	tb.Cleanup(func() {
 		close(st.release) // lets tools that ignore cancellation return
 		conn.Close()

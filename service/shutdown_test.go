@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/test/bufconn"
 )
 
 // tcpServer serves the diag tools on a real loopback TCP listener until the
@@ -218,16 +217,7 @@ func TestSurfacesShareAnEngine(t *testing.T) {
 	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond})
 	t.Cleanup(eng.Close)
 	dial := func(srv *Server) (*grpc.Server, toolwirev1.ToolServiceClient) {
-		lis := bufconn.Listen(1 << 20)
-		gs := grpc.NewServer()
-		srv.Register(gs)
-		go func() { _ = gs.Serve(lis) }()
-		conn, err := grpc.NewClient("passthrough:///bufnet",
-			grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
-			grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		gs, conn := serveBufconn(t, srv)
 		t.Cleanup(func() { conn.Close(); gs.Stop() })
 		return gs, toolwirev1.NewToolServiceClient(conn)
 	}
