@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
@@ -31,10 +32,16 @@ const MaxDiffLines = 2000
 
 // Args are edit_file's arguments.
 type Args struct {
-	Path       string `json:"path"`
-	OldText    string `json:"old_text"`
-	NewText    string `json:"new_text"`
-	ReplaceAll bool   `json:"replace_all,omitempty"`
+	Path       string `json:"path" jsonschema:"the file's path, relative to the workspace"`
+	OldText    string `json:"old_text" jsonschema:"the exact text to replace, including whitespace and indentation; it must occur exactly once unless replace_all is set"`
+	NewText    string `json:"new_text" jsonschema:"the text to put in its place"`
+	ReplaceAll bool   `json:"replace_all,omitempty" jsonschema:"replace every occurrence of old_text (default false)"`
+}
+
+// ExtendSchema adds the bounds the struct tags cannot say.
+func (Args) ExtendSchema(s *jsonschema.Schema) {
+	s.Properties["path"].MinLength = jsonschema.Ptr(1)
+	s.Properties["old_text"].MinLength = jsonschema.Ptr(1)
 }
 
 // Details is what edit_file reports to user interfaces.
@@ -47,35 +54,17 @@ type Details struct {
 	DiffOmitted string `json:"diff_omitted,omitempty"`
 }
 
-const schema = `{
-  "type": "object",
-  "properties": {
-    "path": {"type": "string", "minLength": 1, "description": "the file's path, relative to the workspace"},
-    "old_text": {"type": "string", "minLength": 1, "description": "the exact text to replace, including whitespace and indentation; it must occur exactly once unless replace_all is set"},
-    "new_text": {"type": "string", "description": "the text to put in its place"},
-    "replace_all": {"type": "boolean", "description": "replace every occurrence of old_text (default false)"}
-  },
-  "required": ["path", "old_text", "new_text"],
-  "additionalProperties": false
-}`
-
 // New returns the edit_file tool over the workspace r gives each call.
 func New(r workspace.Resolver) tools.Tool {
-	return tools.Tool{
-		Name:  "edit_file",
-		Title: "Edit file",
-		Description: "Replaces old_text with new_text in a file in the workspace. old_text must match the file exactly (whitespace included) " +
+	t := tools.MustTyped("edit_file",
+		"Replaces old_text with new_text in a file in the workspace. old_text must match the file exactly (whitespace included) "+
 			"and occur exactly once, unless replace_all is set; add surrounding lines to make it unique. Do not include read_file's line numbers.",
-		InputSchema: json.RawMessage(schema),
-		Annotations: tools.Annotations{Destructive: true},
-		Handler: workspace.Handler(r, func(ctx context.Context, call *tools.Call, ws *workspace.Workspace) (*tools.Result, error) {
-			var args Args
-			if err := json.Unmarshal(call.Arguments, &args); err != nil {
-				return nil, fmt.Errorf("decoding arguments: %w", err)
-			}
+		workspace.Typed(r, func(ctx context.Context, _ *tools.Call, ws *workspace.Workspace, args Args) (*tools.Result, error) {
 			return edit(ctx, ws, args)
-		}),
-	}
+		}))
+	t.Title = "Edit file"
+	t.Annotations = tools.Annotations{Destructive: true}
+	return t
 }
 
 func edit(ctx context.Context, ws *workspace.Workspace, args Args) (*tools.Result, error) {

@@ -2,6 +2,7 @@ package editfile_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -92,7 +93,15 @@ func TestEditFileSchema(t *testing.T) {
 	if !tool.Annotations.Destructive || tool.Annotations.ReadOnly {
 		t.Errorf("annotations %+v; want destructive", tool.Annotations)
 	}
-	if !strings.Contains(string(tool.InputSchema), `"old_text": {"type": "string", "minLength": 1`) {
+	var schema struct {
+		Properties map[string]struct {
+			MinLength *int `json:"minLength"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(tool.InputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if m := schema.Properties["old_text"].MinLength; m == nil || *m != 1 {
 		t.Errorf("old_text may be empty: %s", tool.InputSchema)
 	}
 }

@@ -26,6 +26,12 @@ func TestInferredSchemasAreTheDeclaredOnes(t *testing.T) {
 			"path":{"type":"string","minLength":1,"description":"the file's path, relative to the workspace; missing folders are created"},
 			"content":{"type":"string","description":"the file's whole new content"}},
 			"required":["path","content"],"additionalProperties":false}`,
+		"edit_file": `{"type":"object","properties":{
+			"path":{"type":"string","minLength":1,"description":"the file's path, relative to the workspace"},
+			"old_text":{"type":"string","minLength":1,"description":"the exact text to replace, including whitespace and indentation; it must occur exactly once unless replace_all is set"},
+			"new_text":{"type":"string","description":"the text to put in its place"},
+			"replace_all":{"type":"boolean","description":"replace every occurrence of old_text (default false)"}},
+			"required":["path","old_text","new_text"],"additionalProperties":false}`,
 		"find_files": `{"type":"object","properties":{
 			"pattern":{"type":"string","minLength":1,"description":"glob pattern of paths relative to the workspace: * and ? within a name, ** across folders, {a,b} alternatives, [a-z] classes; for example **/*.go"},
 			"content":{"type":"string","description":"optional regular expression (Go RE2 syntax); only files with a matching line are returned, with those lines"}},
