@@ -87,25 +87,9 @@ func TestClientTraceWithoutSDK(t *testing.T) {
 			}
 			cfg := tc.cfg
 			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-			srv := service.New(reg, cfg)
-			lis := bufconn.Listen(1 << 20)
-			ctx, cancel := context.WithCancel(context.Background())
-			served := make(chan error, 1)
-			go func() { served <- srv.Serve(ctx, lis) }()
 			clientTP := sdktrace.NewTracerProvider()
-			c, err := client.New("passthrough:///bufconn",
-				client.WithTracerProvider(clientTP),
-				client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				c.Close()
-				cancel()
-				if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-					t.Errorf("Serve: %v", err)
-				}
-			})
+			c, stop := serveOverBufconn(t, service.New(reg, cfg), client.WithTracerProvider(clientTP))
+			t.Cleanup(stop)
 
 			member, err := baggage.NewMember("tenant", "acme")
 			if err != nil {
@@ -157,21 +141,11 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 		EngineConfig:   service.EngineConfig{Logger: slog.New(slog.DiscardHandler)},
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
 	})
-	lis := bufconn.Listen(1 << 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis) }()
-	c, err := client.New("passthrough:///bufconn",
-		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, stop := serveOverBufconn(t, srv)
 	if _, err := client.Collect(c.ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "noop", "")}})); err != nil {
 		t.Fatal(err)
 	}
-	c.Close()
-	cancel()
-	<-served
+	stop() // the server's RPC has ended, and with it what it records
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -190,5 +164,29 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 	}
 	if !rpc {
 		t.Errorf("the given tracer provider recorded no RPC span; spans: %d", len(spans.Ended()))
+	}
+}
+
+// serveOverBufconn runs srv.Serve, stats handler and all, on an in-memory
+// listener and returns a client of it, and a stop that closes the client,
+// shuts the server down and waits for Serve to return.
+func serveOverBufconn(t *testing.T, srv *service.Server, opts ...client.Option) (*client.Client, func()) {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis) }()
+	c, err := client.New("passthrough:///bufconn", append(opts,
+		client.WithDialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })))...)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	return c, func() {
+		c.Close()
+		cancel()
+		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("Serve: %v", err)
+		}
 	}
 }
