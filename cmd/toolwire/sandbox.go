@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -33,23 +30,11 @@ func startSandbox(cfg sandbox.Config, log *slog.Logger) (*sandbox.Sandbox, error
 	default:
 		log.Info("sandbox: run_command's commands run with every restriction enforced", "sandbox", r.String(), "restrictions", r)
 	}
-	if r.Mode != sandbox.Off {
-		warnMissingPaths(cfg.ReadOnlyPaths, log)
+	for _, p := range sb.Unreadable() {
+		log.Warn(fmt.Sprintf("sandbox.read_only_paths: %s does not exist, so commands cannot read it; is it misspelt?", p))
 	}
 	registerSandboxGauge(r, log)
 	return sb, nil
-}
-
-// warnMissingPaths warns about each configured read-only path that does not
-// exist, most likely a typo: the sandbox skips it, so commands cannot read
-// what the operator meant to allow. Missing defaults (such as /lib32) are
-// normal and not mentioned; paths is nil when the defaults apply.
-func warnMissingPaths(paths []string, log *slog.Logger) {
-	for _, p := range paths {
-		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
-			log.Warn(fmt.Sprintf("sandbox.read_only_paths: %s does not exist, so commands cannot read it; is it misspelt?", p))
-		}
-	}
 }
 
 // registerSandboxGauge publishes what the sandbox enforces as the gauge

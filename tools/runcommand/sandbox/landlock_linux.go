@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	"os"
-
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -37,16 +35,12 @@ func (s *Sandbox) ruleset(writable []string) (fd int, flags uint32, err error) {
 		rules = append(rules, landlock.PathAccess(rw, writable...))
 		rules = append(rules, landlock.RWFiles(writableDevices...).WithIoctlDev().IgnoreIfMissing())
 		rules = append(rules, landlock.RODirs("/proc"))
-		for _, p := range s.cfg.ReadOnlyPaths {
-			info, err := os.Stat(p)
-			switch {
-			case err != nil:
-				continue // a missing default such as /lib32
-			case info.IsDir():
-				rules = append(rules, landlock.RODirs(p))
-			default:
-				rules = append(rules, landlock.ROFiles(p))
-			}
+		// Looked up once, in New; a path removed since is skipped.
+		if len(s.readDirs) > 0 {
+			rules = append(rules, landlock.RODirs(s.readDirs...).IgnoreIfMissing())
+		}
+		if len(s.readFiles) > 0 {
+			rules = append(rules, landlock.ROFiles(s.readFiles...).IgnoreIfMissing())
 		}
 	} else {
 		cfg.HandledAccessFS = 0

@@ -26,7 +26,9 @@ package sandbox
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -219,6 +221,11 @@ type Sandbox struct {
 	exe   string // the binary re-executed as supervisor
 	setup []byte // every supervisor's supervisor.Setup, as JSON
 	pool  *pool  // spare supervisors
+
+	// The read-only paths, looked up once when New made the sandbox:
+	// the folders and the files among them, and the configured ones that
+	// did not exist (see Unreadable).
+	readDirs, readFiles, unreadable []string
 }
 
 // New checks cfg against what the kernel offers. In required mode it fails,
@@ -228,6 +235,7 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, Restrictions{}, err
 	}
+	configured := cfg.ReadOnlyPaths != nil // not the defaults
 	cfg = cfg.WithDefaults()
 	if cfg.Mode == Off {
 		return nil, Restrictions{Mode: Off, Network: NetworkAllow}, nil
@@ -251,8 +259,32 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 		return nil, r, err
 	}
 	sb := &Sandbox{cfg: cfg, r: r, exe: exe, setup: b}
+	for _, p := range cfg.ReadOnlyPaths {
+		info, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if configured { // a missing default, such as /lib32, is normal
+				sb.unreadable = append(sb.unreadable, p)
+			}
+		case err != nil:
+		case info.IsDir():
+			sb.readDirs = append(sb.readDirs, p)
+		default:
+			sb.readFiles = append(sb.readFiles, p)
+		}
+	}
 	sb.pool = newPool(sb)
 	return sb, r, nil
+}
+
+// Unreadable returns the configured read-only paths that did not exist when
+// New made the sandbox, most likely misspelt: commands cannot read them,
+// even if they appear later. A missing default path is not among them.
+func (s *Sandbox) Unreadable() []string {
+	if s == nil {
+		return nil
+	}
+	return s.unreadable
 }
 
 // Close ends the spare supervisors, which would otherwise wait until the

@@ -2,8 +2,12 @@ package sandbox
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -113,5 +117,59 @@ func TestConfig(t *testing.T) {
 	missing := Restrictions{Mode: Auto, Files: true, LandlockABI: 3, Network: NetworkDeny, Missing: []string{"TCP connect and bind (needs Landlock ABI 4)"}}
 	if s := missing.String(); !strings.Contains(s, "NOT enforced: TCP connect and bind") {
 		t.Errorf("String() = %q; want it to name what is missing", s)
+	}
+}
+
+// TestReadOnlyPathsLookedUpOnce checks that New looks the read-only paths
+// up once: folders and files apart, and the configured ones that do not
+// exist reported by Unreadable, while a missing default is not.
+func TestReadOnlyPathsLookedUpOnce(t *testing.T) {
+	dir := t.TempDir()
+	file, missing := filepath.Join(dir, "notes.txt"), filepath.Join(dir, "usr-locl")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sb, _, err := New(Config{ReadOnlyPaths: []string{dir, file, missing}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	if diff := cmp.Diff([]string{missing}, sb.Unreadable()); diff != "" {
+		t.Errorf("Unreadable (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][]string{{dir}, {file}}, [][]string{sb.readDirs, sb.readFiles}); diff != "" {
+		t.Errorf("folders and files (-want +got):\n%s", diff)
+	}
+	def, _, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(def.Close)
+	if u := def.Unreadable(); len(u) != 0 {
+		t.Errorf("the defaults' missing paths are reported: %v", u)
+	}
+	var off *Sandbox
+	if off.Unreadable() != nil {
+		t.Error("a nil (off) sandbox reports paths")
+	}
+}
+
+// BenchmarkRuleset measures the Landlock ruleset the server builds for each
+// sandboxed command, with the default read-only paths.
+func BenchmarkRuleset(b *testing.B) {
+	sb, _, err := New(Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Close)
+	writable := []string{b.TempDir(), b.TempDir()}
+	for b.Loop() {
+		fd, _, err := sb.ruleset(writable)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 	}
 }
