@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/configfile"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -20,11 +21,11 @@ import (
 // batchCall is one call in a batch file. Arguments is a JSON object, or a
 // JSON string holding the arguments text as a model would send it.
 type batchCall struct {
-	CallID         string          `json:"call_id"` // default: the call's index
-	Name           string          `json:"name"`
-	Arguments      json.RawMessage `json:"arguments"`
-	Timeout        *stringDuration `json:"timeout"` // such as "5s"
-	IdempotencyKey string          `json:"idempotency_key"`
+	CallID         string               `json:"call_id"` // default: the call's index
+	Name           string               `json:"name"`
+	Arguments      json.RawMessage      `json:"arguments"`
+	Timeout        *configfile.Duration `json:"timeout"` // such as "5s"
+	IdempotencyKey string               `json:"idempotency_key"`
 }
 
 // batchFileShape says what a batch file holds.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/internal/logging"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/service/auth"
@@ -114,7 +115,7 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	if err != nil {
 		return err
 	}
-	return decodeYAML(path, b, cfg)
+	return configfile.Decode(path, b, cfg)
 }
 
 // service returns the server's configuration: the file's and the flags',

@@ -8,8 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+)
 
-	"github.com/google/go-cmp/cmp"
+// Types configKeys takes as one key: those that decode themselves, and
+// durations, which the file writes as strings.
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	durationType    = reflect.TypeFor[time.Duration]()
 )
 
 // configKeys returns the keys of serve's config file, in the order of
@@ -140,73 +145,4 @@ func changedKeys(t *testing.T, keys []string, a, b serveConfig) []string {
 		}
 	}
 	return changed
-}
-
-// TestConfigDurationsLeaveOtherValues: a file with durations (which the
-// decoder rewrites before sigs.k8s.io/yaml reads it) decodes every other
-// value as the same file without them does; an unquoted value for a text
-// key is the text written.
-func TestConfigDurationsLeaveOtherValues(t *testing.T) {
-	t.Parallel()
-	rest := `
-diag: yes
-listen: 8080
-workspace: 0777
-tls_cert: "0777"
-safe: {echo: on, "1": no}
-log_format: >-
-  json
-sandbox:
-  read_only_paths: [/usr, '/opt/x y']
-  cpu_seconds: 0x10
-auth:
-  permissions:
-    "*": {allow: [echo, "fs.*"]}
-`
-	durations := "call_timeout: 1m30s\nmax_queue_wait: '2s'\nidempotency_ttl: \"1h\"\nsession_ttl: &ttl 5m\nidempotency_lease: *ttl\n"
-	var without, with serveConfig
-	if err := readConfigFile(writeFile(t, "without.yaml", rest), &without); err != nil {
-		t.Fatal(err)
-	}
-	if err := readConfigFile(writeFile(t, "with.yaml", durations+rest), &with); err != nil {
-		t.Fatal(err)
-	}
-	want := without
-	want.DefaultCallTimeout, want.MaxQueueWait = 90*time.Second, 2*time.Second
-	want.IdempotencyTTL, want.SessionTTL, want.IdempotencyLease = time.Hour, 5*time.Minute, 5*time.Minute
-	if diff := cmp.Diff(want, with); diff != "" {
-		t.Errorf("config (-want +got):\n%s", diff)
-	}
-	if !without.Diag || without.Listen != "8080" || without.Workspace != "0777" || without.TLSCert != "0777" || without.Sandbox.CPUSeconds != 16 {
-		t.Errorf("the file without durations decoded unlike sigs.k8s.io/yaml: %+v", without)
-	}
-}
-
-// TestConfigUnquotedTextIsTheTextWritten checks that an unquoted value
-// YAML 1.1 would read as a boolean or number, given for a text key at any
-// depth, is the text written ("on", "yes", "0777"), not "true" or "511",
-// and not a decoding error.
-func TestConfigUnquotedTextIsTheTextWritten(t *testing.T) {
-	t.Parallel()
-	file := `
-workspace: 0777
-mcp_servers:
-  - name: a
-    command: on
-    args: [yes, 0x10]
-    env: {A: no}
-`
-	var cfg serveConfig
-	if err := readConfigFile(writeFile(t, "toolwire.yaml", file), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if len(cfg.MCPServers) != 1 {
-		t.Fatalf("mcp_servers: %+v", cfg.MCPServers)
-	}
-	m := cfg.MCPServers[0]
-	got := []string{cfg.Workspace, m.Command, strings.Join(m.Args, ","), m.Env["A"]}
-	want := []string{"0777", "on", "yes,0x10", "no"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("text values (-want +got):\n%s", diff)
-	}
 }

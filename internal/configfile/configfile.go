@@ -1,4 +1,14 @@
-package main
+// Package configfile reads toolwire's YAML configuration files into the
+// Go structs that declare their keys (with JSON tags, as sigs.k8s.io/yaml
+// decodes them), strictly, with errors that name the file, line and column
+// and speak of keys, lists and mappings rather than Go types or JSON, and
+// suggest the key a misspelt one was meant to be. Duration is how the files
+// (and the batch files of "toolwire batch") write a time.Duration.
+//
+// It knows no feature of toolwire, and must import none of toolwire's own
+// packages, so that any of them (a feature's Config, a source's spec) may
+// import it; cmd/toolwire says which file to read into what.
+package configfile
 
 import (
 	"encoding/json"
@@ -14,7 +24,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
-// decodeYAML decodes the YAML document data, read from file, into v, a
+// Decode decodes the YAML document data, read from file, into v, a
 // pointer to a struct whose fields carry JSON tags (so that the same
 // structs serve JSON and YAML, as sigs.k8s.io/yaml does). Unknown keys are
 // an error. Errors name the file, line and column and speak of keys, lists
@@ -33,7 +43,7 @@ import (
 // `command: on` is "on" and `workspace: 0777` is "0777", as YAML 1.2 (and
 // the checker) reads them, where sigs.k8s.io/yaml's YAML 1.1 would make
 // them a boolean and a number, and then "true" and "511" or no text at all.
-func decodeYAML(file string, data []byte, v any) error {
+func Decode(file string, data []byte, v any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return yamlSyntaxError(file, err)
@@ -99,7 +109,7 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 		t = t.Elem()
 	}
 	if t == durationType {
-		var d stringDuration
+		var d Duration
 		if err := c.decodeLeaf(n, &d, key); err != nil {
 			return err
 		}
@@ -303,25 +313,6 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
-}
-
-// stringDuration is a time.Duration as config and batch files write it: a string
-// such as "30s" or "1m30s".
-type stringDuration time.Duration
-
-// UnmarshalJSON parses a duration string; sigs.k8s.io/yaml turns YAML into
-// JSON before decoding, so this serves YAML too.
-func (d *stringDuration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration as a string such as \"30s\", not %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("want a duration such as \"30s\" or \"1m30s\", not %q", s)
-	}
-	*d = stringDuration(v)
-	return nil
 }
 
 // rewrite returns the YAML document data with the values at the

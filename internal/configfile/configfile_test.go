@@ -1,0 +1,201 @@
+package configfile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The types below have the shapes of serve's configuration, whose feature
+// Configs are embedded at the top level of the file (and the engine's in
+// the service's), with nested sections, lists, maps and durations.
+
+type EngineConfig struct {
+	CallTimeout      time.Duration   `json:"call_timeout"`
+	MaxQueueWait     time.Duration   `json:"max_queue_wait"`
+	IdempotencyTTL   time.Duration   `json:"idempotency_ttl"`
+	IdempotencyLease time.Duration   `json:"idempotency_lease"`
+	SessionTTL       time.Duration   `json:"session_ttl"`
+	DrainTimeout     time.Duration   `json:"drain_timeout"`
+	MaxCalls         int             `json:"max_calls"`
+	Safe             map[string]bool `json:"safe"`
+}
+
+type ServiceConfig struct {
+	Listen string `json:"listen"`
+	EngineConfig
+}
+
+type LoggingConfig struct {
+	LogFormat string `json:"log_format"`
+}
+
+type rule struct {
+	Allow []string `json:"allow,omitempty"`
+}
+
+type SecurityConfig struct {
+	TLSCert string `json:"tls_cert"`
+	Auth    struct {
+		Permissions map[string]rule `json:"permissions"`
+	} `json:"auth"`
+}
+
+type sandboxConfig struct {
+	ReadOnlyPaths []string `json:"read_only_paths"`
+	CPUSeconds    uint64   `json:"cpu_seconds"`
+}
+
+type server struct {
+	Name    string            `json:"name"`
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+type httpTool struct {
+	Name    string   `json:"name"`
+	URL     string   `json:"url"`
+	Method  string   `json:"method,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+type fileConfig struct {
+	ServiceConfig
+	Diag bool `json:"diag"`
+	LoggingConfig
+	SecurityConfig
+	Workspace  string        `json:"workspace"`
+	Sandbox    sandboxConfig `json:"sandbox"`
+	MCPServers []server      `json:"mcp_servers,omitempty"`
+	HTTPTools  []httpTool    `json:"http_tools,omitempty"`
+}
+
+func decode(t *testing.T, file string) fileConfig {
+	t.Helper()
+	var cfg fileConfig
+	if err := Decode("toolwire.yaml", []byte(file), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestDurationsLeaveOtherValues: a file with durations (which the decoder
+// rewrites before sigs.k8s.io/yaml reads it) decodes every other value as
+// the same file without them does; an unquoted value for a text key is the
+// text written.
+func TestDurationsLeaveOtherValues(t *testing.T) {
+	t.Parallel()
+	rest := `
+diag: yes
+listen: 8080
+workspace: 0777
+tls_cert: "0777"
+safe: {echo: on, "1": no}
+log_format: >-
+  json
+sandbox:
+  read_only_paths: [/usr, '/opt/x y']
+  cpu_seconds: 0x10
+auth:
+  permissions:
+    "*": {allow: [echo, "fs.*"]}
+`
+	durations := "call_timeout: 1m30s\nmax_queue_wait: '2s'\nidempotency_ttl: \"1h\"\nsession_ttl: &ttl 5m\nidempotency_lease: *ttl\n"
+	without := decode(t, rest)
+	with := decode(t, durations+rest)
+	want := without
+	want.CallTimeout, want.MaxQueueWait = 90*time.Second, 2*time.Second
+	want.IdempotencyTTL, want.SessionTTL, want.IdempotencyLease = time.Hour, 5*time.Minute, 5*time.Minute
+	if diff := cmp.Diff(want, with); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
+	}
+	if !without.Diag || without.Listen != "8080" || without.Workspace != "0777" || without.TLSCert != "0777" || without.Sandbox.CPUSeconds != 16 {
+		t.Errorf("the file without durations decoded unlike sigs.k8s.io/yaml: %+v", without)
+	}
+}
+
+// TestUnquotedTextIsTheTextWritten checks that an unquoted value YAML 1.1
+// would read as a boolean or number, given for a text key at any depth, is
+// the text written ("on", "yes", "0777"), not "true" or "511", and not a
+// decoding error.
+func TestUnquotedTextIsTheTextWritten(t *testing.T) {
+	t.Parallel()
+	cfg := decode(t, `
+workspace: 0777
+mcp_servers:
+  - name: a
+    command: on
+    args: [yes, 0x10]
+    env: {A: no}
+`)
+	if len(cfg.MCPServers) != 1 {
+		t.Fatalf("mcp_servers: %+v", cfg.MCPServers)
+	}
+	m := cfg.MCPServers[0]
+	got := []string{cfg.Workspace, m.Command, strings.Join(m.Args, ","), m.Env["A"]}
+	want := []string{"0777", "on", "yes,0x10", "no"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("text values (-want +got):\n%s", diff)
+	}
+}
+
+// TestDurationField: a Duration field reads as a time.Duration does.
+func TestDurationField(t *testing.T) {
+	t.Parallel()
+	cfg := decode(t, "http_tools:\n  - {name: x, url: 'http://x/', timeout: 1m30s}\n")
+	if len(cfg.HTTPTools) != 1 || time.Duration(cfg.HTTPTools[0].Timeout) != 90*time.Second {
+		t.Errorf("http_tools: %+v; want one tool with a timeout of 1m30s", cfg.HTTPTools)
+	}
+}
+
+// TestDecodeErrors: errors name the file, line and column, in YAML's
+// words, never Go's or JSON's.
+func TestDecodeErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "max_calls: 1\nmax_cals: 2\n", `toolwire.yaml:2:1: unknown key "max_cals" (did you mean "max_calls"?)`},
+		{"unknown key, nothing close", "max_calls: 1\ncolour: red\n", `toolwire.yaml:2:1: unknown key "colour"`},
+		{"unknown nested key", "http_tools:\n  - name: x\n    url: http://x/\n    methd: GET\n", `toolwire.yaml:4:5: unknown key "http_tools[0].methd" (did you mean "method"?)`},
+		{"key set twice", "max_calls: 1\nmax_calls: 2\n", `toolwire.yaml:2:1: key "max_calls" is set twice (first on line 1)`},
+		{"key set twice, case aside", "max_calls: 1\nMax_Calls: 2\n", `toolwire.yaml:2:1: key "max_calls" is set twice (first on line 1)`},
+		{"duration as number", "call_timeout: 30\n", `toolwire.yaml:1:15: call_timeout: want a duration as a string such as "30s", not 30`},
+		{"bad duration", "drain_timeout: soon\n", `toolwire.yaml:1:16: drain_timeout: want a duration such as "30s" or "1m30s", not "soon"`},
+		{"Duration as number", "http_tools:\n  - {name: x, url: 'http://x/', timeout: 30}\n", `toolwire.yaml:2:42: http_tools[0].timeout: want a duration as a string such as "30s", not 30`},
+		{"bad Duration", "http_tools:\n  - {name: x, url: 'http://x/', timeout: soon}\n", `toolwire.yaml:2:42: http_tools[0].timeout: want a duration such as "30s" or "1m30s", not "soon"`},
+		{"not an integer", "\n  max_calls: ten\n", `toolwire.yaml:2:14: max_calls: want an integer, not "ten"`},
+		{"not a whole number", "sandbox: {cpu_seconds: -1}\n", `toolwire.yaml:1:24: sandbox.cpu_seconds: want a whole number of 0 or more, not "-1"`},
+		{"list for a mapping", "safe: [echo]\n", `toolwire.yaml:1:7: safe: want a mapping of keys to values, not a list`},
+		{"mapping for a list", "mcp_servers:\n  name: x\n", `toolwire.yaml:2:3: mcp_servers: want a list, not a mapping`},
+		{"not YAML", "listen: [\n", "toolwire.yaml:1: did not find expected node content"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var cfg fileConfig
+			err := Decode("toolwire.yaml", []byte(tt.yaml), &cfg)
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("error %v; want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"max_calls", "max_calls", 0}, {"max_cals", "max_calls", 1},
+		{"methd", "method", 1}, {"kitten", "sitting", 3}, {"", "abc", 3},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d; want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
