@@ -84,6 +84,8 @@ func TestParseServeArgsErrors(t *testing.T) {
 		{"key set twice", "max_calls: 1\nmax_calls: 2\n", `toolwire.yaml:2:1: key "max_calls" is set twice (first on line 1)`},
 		{"duration as number", "call_timeout: 30\n", `toolwire.yaml:1:15: call_timeout: want a duration as a string such as "30s", not 30`},
 		{"bad duration", "drain_timeout: soon\n", `toolwire.yaml:1:16: drain_timeout: want a duration such as "30s" or "1m30s", not "soon"`},
+		{"http tool's duration as number", "http_tools:\n  - {name: x, url: 'http://x/', timeout: 30}\n", `toolwire.yaml:2:42: http_tools[0].timeout: want a duration as a string such as "30s", not 30`},
+		{"http tool's bad duration", "http_tools:\n  - {name: x, url: 'http://x/', timeout: soon}\n", `toolwire.yaml:2:42: http_tools[0].timeout: want a duration such as "30s" or "1m30s", not "soon"`},
 		{"not an integer", "\n  max_calls: ten\n", `toolwire.yaml:2:14: max_calls: want an integer, not "ten"`},
 		{"list for a mapping", "safe: [echo]\n", `toolwire.yaml:1:7: safe: want a mapping of keys to values, not a list`},
 		{"mapping for a list", "mcp_servers:\n  name: x\n", `toolwire.yaml:2:3: mcp_servers: want a list, not a mapping`},

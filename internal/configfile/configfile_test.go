@@ -1,6 +1,7 @@
 package configfile
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -148,6 +149,26 @@ func TestDurationField(t *testing.T) {
 	cfg := decode(t, "http_tools:\n  - {name: x, url: 'http://x/', timeout: 1m30s}\n")
 	if len(cfg.HTTPTools) != 1 || time.Duration(cfg.HTTPTools[0].Timeout) != 90*time.Second {
 		t.Errorf("http_tools: %+v; want one tool with a timeout of 1m30s", cfg.HTTPTools)
+	}
+}
+
+// TestDurationJSON: a Duration is written as the files write it, and
+// read back; zero is left out under omitempty.
+func TestDurationJSON(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(httpTool{Name: "x", Timeout: Duration(90 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"name":"x","url":"","timeout":"1m30s"}`; string(b) != want {
+		t.Errorf("marshalled %s; want %s", b, want)
+	}
+	var back httpTool
+	if err := json.Unmarshal(b, &back); err != nil || time.Duration(back.Timeout) != 90*time.Second {
+		t.Errorf("read back %+v, %v; want a timeout of 1m30s", back, err)
+	}
+	if b, _ := json.Marshal(httpTool{Name: "x"}); strings.Contains(string(b), "timeout") {
+		t.Errorf("a zero timeout was written: %s", b)
 	}
 }
 

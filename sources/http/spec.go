@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -54,27 +55,10 @@ type Spec struct {
 	Destructive bool `json:"destructive,omitempty"`
 }
 
-// Duration is a time.Duration written as a string such as "10s".
-type Duration time.Duration
-
-// UnmarshalJSON parses a duration string such as "10s".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration %s: want a string such as \"30s\"", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes the duration as a string such as "10s".
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
-}
+// Duration is a time.Duration written as a string such as "10s": the
+// config file's duration type, under this package's name so that code
+// outside toolwire can still fill in a Spec's Timeout.
+type Duration = configfile.Duration
 
 var (
 	// A placeholder is {name}; other braces, as in "{ user { id } }", are
