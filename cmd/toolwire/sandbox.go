@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -16,8 +15,9 @@ import (
 
 // startSandbox checks the sandbox configuration against the kernel and logs,
 // once, what is and is not enforced; in required mode a missing restriction
-// stops the server. A nil Sandbox means mode off.
-func startSandbox(cfg sandbox.Config, log *slog.Logger) (*sandbox.Sandbox, error) {
+// stops the server. What is enforced is published on mp (none when nil). A
+// nil Sandbox means mode off.
+func startSandbox(cfg sandbox.Config, mp metric.MeterProvider, log *slog.Logger) (*sandbox.Sandbox, error) {
 	sb, r, err := sandbox.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
@@ -33,14 +33,18 @@ func startSandbox(cfg sandbox.Config, log *slog.Logger) (*sandbox.Sandbox, error
 	for _, p := range sb.Unreadable() {
 		log.Warn(fmt.Sprintf("sandbox.read_only_paths: %s does not exist, so commands cannot read it; is it misspelt?", p))
 	}
-	registerSandboxGauge(r, log)
+	registerSandboxGauge(r, mp, log)
 	return sb, nil
 }
 
 // registerSandboxGauge publishes what the sandbox enforces as the gauge
-// toolwire.sandbox: one series per restriction, 1 when enforced.
-func registerSandboxGauge(r sandbox.Restrictions, log *slog.Logger) {
-	m := otel.Meter("github.com/toolwire/toolwire/cmd/toolwire")
+// toolwire.sandbox on mp: one series per restriction, 1 when enforced.
+// A nil mp (no metrics SDK) publishes nothing.
+func registerSandboxGauge(r sandbox.Restrictions, mp metric.MeterProvider, log *slog.Logger) {
+	if mp == nil {
+		return
+	}
+	m := mp.Meter("github.com/toolwire/toolwire/cmd/toolwire")
 	each := map[string]bool{
 		"files": r.Files, "network_tcp": r.TCP, "network_sockets": r.Sockets, "network_allowed": r.Network == sandbox.NetworkAllow,
 		"syscalls": r.Syscalls, "scoped": r.Scoped, "no_new_privs": r.NoNewPrivs && r.Mode != sandbox.Off, "limits": r.Mode != sandbox.Off,

@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -158,4 +164,70 @@ func TestSandboxWarnsOfMissingReadOnlyPath(t *testing.T) {
 	if strings.Contains(d.stderr.String(), "does not exist") {
 		t.Errorf("the defaults' missing paths were warned about:\n%s", d.stderr)
 	}
+}
+
+// TestSandboxGaugeOnTheProviderPassed checks that the toolwire.sandbox
+// gauge is published on the meter provider serve passes, one series per
+// restriction, and never on OpenTelemetry's global one; without a provider
+// it is published nowhere. (Not parallel: it sets the global provider, and
+// restores it.)
+func TestSandboxGaugeOnTheProviderPassed(t *testing.T) {
+	global := sdkmetric.NewManualReader()
+	prev := otel.GetMeterProvider()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(global)))
+	t.Cleanup(func() { otel.SetMeterProvider(prev) })
+
+	log := slog.New(slog.DiscardHandler)
+	if _, err := startSandbox(sandbox.Config{Mode: sandbox.Off}, nil, log); err != nil {
+		t.Fatal(err)
+	}
+	passed := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(passed))
+	t.Cleanup(func() { mp.Shutdown(context.Background()) })
+	if _, err := startSandbox(sandbox.Config{Mode: sandbox.Off}, mp, log); err != nil {
+		t.Fatal(err)
+	}
+
+	got := sandboxGauge(t, passed)
+	want := map[string]int64{
+		"files": 0, "network_tcp": 0, "network_sockets": 0, "network_allowed": 1,
+		"syscalls": 0, "scoped": 0, "no_new_privs": 0, "limits": 0,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("toolwire.sandbox on the provider passed, mode off (-want +got):\n%s", diff)
+	}
+	if g := sandboxGauge(t, global); g != nil {
+		t.Errorf("toolwire.sandbox reached the global meter provider: %v", g)
+	}
+}
+
+// sandboxGauge collects r and returns the toolwire.sandbox gauge's series
+// of mode off by restriction, or nil when the gauge is not there.
+func sandboxGauge(t *testing.T, r sdkmetric.Reader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "toolwire.sandbox" {
+				continue
+			}
+			g, ok := m.Data.(metricdata.Gauge[int64])
+			if !ok {
+				t.Fatalf("toolwire.sandbox is a %T; want an int64 gauge", m.Data)
+			}
+			got = map[string]int64{}
+			for _, p := range g.DataPoints {
+				if mode, _ := p.Attributes.Value("mode"); mode.AsString() != "off" {
+					t.Errorf("series %v: want mode off", p.Attributes)
+				}
+				name, _ := p.Attributes.Value("restriction")
+				got[name.AsString()] = p.Value
+			}
+		}
+	}
+	return got
 }

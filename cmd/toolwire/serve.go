@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 			return err
 		}
 	}
-	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, cfg.SessionTTL, log)
+	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, cfg.SessionTTL, tel.meterProvider(), log)
 	if err != nil {
 		return err
 	}

@@ -152,11 +152,17 @@ func (t *telemetry) observer(content bool) engine.Observer {
 	if t.tp != nil {
 		tp = t.tp
 	}
-	var mp metric.MeterProvider
-	if t.mp != nil {
-		mp = t.mp
+	return engine.OpenTelemetry(tp, t.meterProvider(), content)
+}
+
+// meterProvider is the meter provider installed here, or nil (not a nil
+// *sdkmetric.MeterProvider) when none was, for what takes a
+// metric.MeterProvider and records nothing without one.
+func (t *telemetry) meterProvider() metric.MeterProvider {
+	if t.mp == nil {
+		return nil
 	}
-	return engine.OpenTelemetry(tp, mp, content)
+	return t.mp
 }
 
 // shutdown stops the admin listener and flushes the providers: spans and

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/workspace"
@@ -19,9 +21,10 @@ type WorkspaceConfig = workspacetools.Config
 
 // addWorkspaceTools opens the workspace and adds its tools to reg, unless
 // cfg turns them off. sessionTTL is how long an idle session's folder is
-// kept (0: 24h). The returned function closes the workspace and ends the
-// sandbox's spare supervisors.
-func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time.Duration, log *slog.Logger) (closeWorkspace func(), err error) {
+// kept (0: 24h); mp is where the sandbox's gauge goes (nil: nowhere). The
+// returned function closes the workspace and ends the sandbox's spare
+// supervisors.
+func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time.Duration, mp metric.MeterProvider, log *slog.Logger) (closeWorkspace func(), err error) {
 	rc := cfg.RunCommand
 	if err := cfg.Validate(); err != nil {
 		return nil, cmdUsageError("serve", "serve: %v", err)
@@ -47,7 +50,7 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 				return nil, errors.Join(err, closeWS())
 			}
 		}
-		sb, err := startSandbox(cfg.Sandbox, log)
+		sb, err := startSandbox(cfg.Sandbox, mp, log)
 		if err != nil {
 			return nil, errors.Join(err, closeWS())
 		}
