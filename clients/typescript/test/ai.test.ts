@@ -91,6 +91,17 @@ describe("AI SDK adapter", { skip }, () => {
     assert.equal(r.error, true);
   });
 
+  test("a name the model was not given reaches it as the SDK's own error-text; toolwire never sees it", async () => {
+    const batches: BatchAccepted[] = [];
+    const model = new MockLanguageModelV3({ doGenerate: [toolCalls([{ id: "ghost", name: "made_up", args: {} }]), answer("ok")] });
+    const result = await generateText({ model, tools: aiTools(new StepBatcher(client, { onBatch: (a) => batches.push(a) }), listed), prompt: "go", stopWhen: stepCountIs(2) });
+    assert.equal(result.text, "ok");
+    const [r] = toolResults(model.doGenerateCalls[1]);
+    assert.equal(r.error, true);
+    assert.match(r.text, /unavailable tool 'made_up'/);
+    assert.equal(batches.length, 0);
+  });
+
   test("a failed call reaches the model as error-text, not as the text an echo of it would be", async () => {
     const model = new MockLanguageModelV3({ doGenerate: [toolCalls(BOOM_STEP), answer("ok")] });
     const result = await generateText({ model, tools: aiTools(new StepBatcher(client), listed), prompt: "go", stopWhen: stepCountIs(2) });

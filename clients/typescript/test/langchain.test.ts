@@ -40,12 +40,13 @@ async function agent(model: Model, tools: DynamicStructuredTool[], signal?: Abor
     const ai = await bound.invoke(messages, { signal });
     messages.push(ai);
     if (!ai.tool_calls?.length) return messages;
+    // As the README shows: a name the model was not given is answered here.
     const results = await Promise.all(
-      ai.tool_calls.map((tc) => {
-        const t = byName.get(tc.name);
-        if (!t) throw new Error(`the model called ${tc.name}, which it was not given`);
-        return t.invoke(tc, { signal }) as Promise<ToolMessage>;
-      }),
+      ai.tool_calls.map(
+        (tc) =>
+          (byName.get(tc.name)?.invoke(tc, { signal }) as Promise<ToolMessage> | undefined) ??
+          new ToolMessage({ content: `Error: no tool named ${tc.name}`, tool_call_id: tc.id!, status: "error" }),
+      ),
     );
     messages.push(...results);
   }
@@ -88,6 +89,17 @@ describe("LangChain.js adapter", { skip }, () => {
     const [r] = toolResults(model, 1);
     assert.ok(r.text.startsWith(UNKNOWN_TEXT), r.text);
     assert.equal(r.error, true);
+  });
+
+  test("a name the model was not given is answered by the loop, as the README shows", async () => {
+    const batches: BatchAccepted[] = [];
+    const model = fakeModel()
+      .respondWithTools([{ id: "ghost", name: "made_up", args: {} }])
+      .respond(new AIMessage("ok"));
+    const messages = await agent(model, langchainTools(new StepBatcher(client, { onBatch: (a) => batches.push(a) }), listed));
+    assert.equal(messages.at(-1)?.content, "ok");
+    assert.deepEqual(toolResults(model, 1), [{ id: "ghost", text: "Error: no tool named made_up", error: true }]);
+    assert.equal(batches.length, 0);
   });
 
   test("a failed call's ToolMessage has status error; an echo of its text has status success", async () => {
