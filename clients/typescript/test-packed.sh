@@ -3,7 +3,8 @@
 # with the frameworks' tested versions (from package.json) into a scratch
 # project in a temporary folder, and runs the compiled tests there, where
 # "@toolwire/client" resolves to the installed tarball, not to this folder.
-# Needs `npm ci` here first, and TOOLWIRE_ADDR (and TOOLWIRE_SERVE_LOG) set.
+# Needs `npm ci` here first, and TOOLWIRE_ADDR, TOOLWIRE_SERVE_LOG and
+# TOOLWIRE_BIN set (see README.md, Development).
 set -euo pipefail
 cd "$(dirname "$0")"
 scratch=$(mktemp -d)

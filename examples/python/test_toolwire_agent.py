@@ -39,7 +39,7 @@ class ScenarioTest(unittest.TestCase):
         messages = chat["messages"]
         # user, 1+7 for the mixed batch, 1+1 for the progress call, the final answer.
         self.assertEqual(len(messages), 12)
-        self.assertIn({"role": "tool", "tool_call_id": "write_c", "content": "disk full"}, messages)
+        self.assertIn({"role": "tool", "tool_call_id": "write_c", "content": "Error: disk full"}, messages)
         self.assertEqual([m["tool_call_id"] for m in messages[2:9]],
                          ["read_a", "read_b", "write_c", "ghost_d", "bad_e", "read_f", "bad_g"])
         names = [t["function"]["name"] for t in chat["tools"]]

@@ -20,8 +20,6 @@ import os
 import re
 import sys
 
-import grpc
-
 try:
     import toolwire
 except ImportError:  # a checkout without the wheel installed: use the package's source
@@ -113,8 +111,8 @@ def run_batch(client, calls, cancel=None, timeout=60):
                 and len(rec.per_call.get(cancel["call_id"], {}).get("progress", [])) == cancel["after_progress"]
             ):
                 call.cancel()  # and read on: the stream then ends with CANCELLED
-    except grpc.RpcError as err:
-        rec.status, rec.message = err.code().name, err.details() or ""
+    except toolwire.ToolwireError as err:
+        rec.status, rec.message = err.code.name, err.details
     return rec
 
 
@@ -131,8 +129,8 @@ def run(client, scenario):
         if "list_tools" in step:
             try:
                 listed = client.list_tools(timeout=10)
-            except grpc.RpcError as err:
-                fail(f"ListTools: {err.code().name}: {err.details()}")
+            except toolwire.ToolwireError as err:
+                fail(f"ListTools: {err}")
                 continue
             chat["tools"] = openai_tools(listed.tools)
             check_declarations(fail, step["list_tools"], listed.tools, chat["tools"])
@@ -252,15 +250,20 @@ def check_call(fail, want, got):
         fail(f"error_kind {kind}, want {w['error_kind']}")
     if "tool_name" in w and r.tool_name != w["tool_name"]:
         fail(f"tool_name {r.tool_name!r}, want {w['tool_name']!r}")
-    # Texts are checked as the model will read them: in the tool message.
+    # Texts are checked as the model will read them: in the tool message,
+    # where a failed call's text follows toolwire.ERROR_PREFIX.
     msg = openai_tool_message(r)
     if msg["role"] != "tool" or msg["tool_call_id"] != r.call_id:
         fail(f"tool message {msg}")
-    if "text" in w and msg["content"] != w["text"]:
-        fail(f"text {msg['content']!r}, want {w['text']!r}")
+    prefix = toolwire.ERROR_PREFIX if r.is_error else ""
+    if not msg["content"].startswith(prefix):
+        fail(f"text {msg['content']!r} of a failed call does not start with {prefix!r}")
+    text = msg["content"][len(prefix):]
+    if "text" in w and text != w["text"]:
+        fail(f"text {text!r}, want {w['text']!r}")
     for sub in w.get("text_contains", []):
-        if sub not in msg["content"]:
-            fail(f"text {msg['content']!r} does not contain {sub!r}")
+        if sub not in text:
+            fail(f"text {text!r} does not contain {sub!r}")
     if "structured" in w or "structured_min" in w:
         try:
             structured = json.loads(r.structured_content)

@@ -9,6 +9,9 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import subprocess
+import tempfile
 import time
 import unittest
 
@@ -18,7 +21,11 @@ import toolwire
 from toolwire import pb
 
 ADDR = os.environ.get("TOOLWIRE_ADDR")
+BIN = os.environ.get("TOOLWIRE_BIN")  # the binary, for tests that start servers of their own
 REQUIRE_ALL = os.environ.get("TOOLWIRE_TEST_REQUIRE_ALL")
+# The token the servers that start_server starts accept, and one they refuse.
+TOKEN = "right-token-0123456789abcdef"
+WRONG_TOKEN = "wrong-token-0123456789abcdef"
 
 # The model's step: three safe calls with a known delay and an unsafe one.
 STEP = [
@@ -35,6 +42,59 @@ def need_server():
         if REQUIRE_ALL:
             raise AssertionError("TOOLWIRE_ADDR is not set, and TOOLWIRE_TEST_REQUIRE_ALL is: CI must start a server")
         raise unittest.SkipTest("TOOLWIRE_ADDR is not set: start `toolwire serve --diag --log-level debug` and set it")
+
+
+def need_bin():
+    need_server()
+    if not BIN:
+        if REQUIRE_ALL:
+            raise AssertionError("TOOLWIRE_BIN is not set, and TOOLWIRE_TEST_REQUIRE_ALL is: CI must say where the built toolwire is")
+        raise unittest.SkipTest("TOOLWIRE_BIN is not set: build toolwire (go build ./cmd/toolwire) and set it to the binary")
+
+
+class OwnServer:
+    """`toolwire serve --diag` on a free port in an empty temporary
+    workspace, accepting TOKEN when with_token; stop() ends it."""
+
+    def __init__(self, with_token=False):
+        self.dir = tempfile.mkdtemp(prefix="toolwire-test-")
+        env = dict(os.environ)
+        if with_token:
+            env["TOOLWIRE_TOKENS"] = f"{{agent: {TOKEN}}}"
+        self.log = os.path.join(self.dir, "serve.log")
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(
+                [BIN, "serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json"],
+                cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            )
+        self.addr = None
+        for _ in range(300):
+            with open(self.log) as f:
+                m = re.search(r'"msg":"toolwire listening on ([^"]+)"', f.read())
+            if m:
+                self.addr = m.group(1)
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        self.stop()
+        raise AssertionError(f"toolwire serve did not start: {open(self.log).read() if os.path.exists(self.log) else ''}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def assert_run_ending(test, err, code):
+    """err is the ToolwireError that ends a run: its status code and a
+    one-line message that names it."""
+    test.assertIsInstance(err, toolwire.ToolwireError)
+    test.assertEqual(err.code, code, str(err))
+    test.assertTrue(str(err).startswith(f"toolwire: {code.name}: "), str(err))
+    test.assertNotIn("\n", str(err))
+    test.assertIsInstance(err.__cause__, grpc.RpcError)
 
 
 def lanes(accepted):
@@ -134,7 +194,7 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(lanes(seen[0]), STEP_LANES)
         self.assertEqual([m.get("tool_call_id") for m in messages[2:]], ["read_a", "read_b", "read_c", "write_d"])
         self.assertRegex(messages[2]["content"], r'^\{"slept_ms":2\d\d\}$')
-        self.assertEqual([m["content"] for m in messages[4:]], ["gamma", "disk full"])
+        self.assertEqual([m["content"] for m in messages[4:]], ["gamma", "Error: disk full"])
 
     async def test_batcher_on_and_off(self):
         for enabled, want in [(True, 1), (False, 4)]:
@@ -150,7 +210,31 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
     async def test_unknown_tool_is_text(self):
         r = await toolwire.StepBatcher(self.client).execute({"call_id": "g", "name": "search_web", "arguments": "{}"})
         self.assertEqual(r.error_kind, pb.ERROR_KIND_UNKNOWN_TOOL)
-        self.assertTrue(toolwire.openai_tool_message(r)["content"].startswith('unknown tool "search_web". Registered tools: echo'))
+        self.assertTrue(toolwire.openai_tool_message(r)["content"].startswith('Error: unknown tool "search_web". Registered tools: echo'))
+
+    async def test_failed_call_is_told_apart_from_its_text(self):
+        """fail {"message": "boom"} and echo {"text": "boom"}: the model must
+        see which one failed."""
+        batcher = toolwire.StepBatcher(self.client)
+        failed, echoed = await asyncio.gather(
+            batcher.execute({"call_id": "failed", "name": "fail", "arguments": {"message": "boom"}}),
+            batcher.execute({"call_id": "echoed", "name": "echo", "arguments": {"text": "boom"}}),
+        )
+        self.assertEqual(
+            [toolwire.openai_tool_message(failed), toolwire.openai_tool_message(echoed)],
+            [
+                {"role": "tool", "tool_call_id": "failed", "content": "Error: boom"},
+                {"role": "tool", "tool_call_id": "echoed", "content": "boom"},
+            ],
+        )
+        self.assertEqual(
+            [toolwire.anthropic_tool_result(failed), toolwire.anthropic_tool_result(echoed)],
+            [
+                {"type": "tool_result", "tool_use_id": "failed", "content": [{"type": "text", "text": "boom"}], "is_error": True},
+                {"type": "tool_result", "tool_use_id": "echoed", "content": [{"type": "text", "text": "boom"}]},
+            ],
+        )
+        self.assertEqual([toolwire.result_text(failed), toolwire.tool_message_text(failed)], ["boom", toolwire.ERROR_PREFIX + "boom"])
 
     async def test_progress_and_cancel(self):
         seen = []
@@ -196,7 +280,90 @@ class UnreachableTest(unittest.IsolatedAsyncioTestCase):
             got = await asyncio.wait_for(
                 asyncio.gather(*(batcher.execute({"call_id": i, "name": "echo"}) for i in "ab"), return_exceptions=True), 30
             )
-        self.assertEqual([e.code() for e in got], [grpc.StatusCode.UNAVAILABLE] * 2)
+        for e in got:
+            assert_run_ending(self, e, grpc.StatusCode.UNAVAILABLE)
+
+
+async def agent(client, listed, turns):
+    """A scripted agent in OpenAI's format, the loop docs/frameworks.md
+    shows: each turn's tool calls gathered through a StepBatcher, their tool
+    messages appended, until a turn answers in text. Returns the messages and
+    how many times the model was asked."""
+    tools = toolwire.openai_tools(listed)
+    messages = [{"role": "user", "content": "go"}]
+    batcher = toolwire.StepBatcher(client)
+    for asked, turn in enumerate(turns, 1):
+        assert tools  # what the request would carry
+        if isinstance(turn, str):
+            messages.append({"role": "assistant", "content": turn})
+            return messages, asked
+        message = {"role": "assistant", "content": None, "tool_calls": turn}
+        messages.append(message)
+        try:
+            results = await asyncio.gather(*(batcher.execute(c) for c in toolwire.from_openai_tool_calls(message["tool_calls"])))
+        except toolwire.ToolwireError as e:
+            e.asked = asked
+            raise
+        messages += [toolwire.openai_tool_message(r) for r in results]
+    raise AssertionError("the script ended without an answer")
+
+
+class RunEndingTest(unittest.IsolatedAsyncioTestCase):
+    """What the runtime must fix ends the run with a ToolwireError, for the
+    blocking client, the asyncio client and the agent loop on the batcher."""
+
+    async def asyncSetUp(self):
+        need_bin()
+        async with toolwire.AsyncClient(ADDR) as client:
+            self.listed = (await client.list_tools()).tools
+
+    async def test_wrong_token(self):
+        server = OwnServer(with_token=True)
+        self.addCleanup(server.stop)
+        with toolwire.Client(server.addr, token=WRONG_TOKEN, insecure_token=True) as client:
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.list_tools()
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAUTHENTICATED)
+            self.assertEqual(str(caught.exception), "toolwire: UNAUTHENTICATED: invalid bearer token")
+            self.assertEqual(caught.exception.details, "invalid bearer token")
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.call_tool("echo", {"text": "hi"})
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAUTHENTICATED)
+        with toolwire.Client(server.addr, token=TOKEN, insecure_token=True) as client:
+            self.assertEqual(toolwire.result_text(client.call_tool("echo", {"text": "hi"})), "hi")
+        async with toolwire.AsyncClient(server.addr, token=WRONG_TOKEN, insecure_token=True) as client:
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await client.list_tools()
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAUTHENTICATED)
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await agent(client, self.listed, [STEP, "never"])
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAUTHENTICATED)
+            self.assertEqual(caught.exception.asked, 1, "the model was asked again after the RPC failed")
+
+    async def test_stopped_server(self):
+        server = OwnServer()
+        self.addCleanup(server.stop)
+        async with toolwire.AsyncClient(server.addr) as client:
+            await client.list_tools()  # the client has talked to it
+            server.stop()
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await asyncio.wait_for(agent(client, self.listed, [STEP, "never"]), 30)
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(caught.exception.asked, 1)
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                async for _ in client.execute_batch([{"call_id": "a", "name": "echo"}]):
+                    pass
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAVAILABLE)
+        with toolwire.Client(server.addr) as client:
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.collect(client.execute_batch([{"call_id": "a", "name": "echo"}]))
+            assert_run_ending(self, caught.exception, grpc.StatusCode.UNAVAILABLE)
+
+    def test_malformed_batch(self):
+        with toolwire.Client(ADDR) as client:
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.collect(client.execute_batch([]))
+            assert_run_ending(self, caught.exception, grpc.StatusCode.INVALID_ARGUMENT)
 
 
 class AdapterTest(unittest.TestCase):
@@ -226,7 +393,7 @@ class AdapterTest(unittest.TestCase):
             },
         )
         self.assertEqual(
-            toolwire.openai_tool_message(r)["content"], "bad\n[image (image/png, 4 bytes) left out: tool messages carry text only]"
+            toolwire.openai_tool_message(r)["content"], "Error: bad\n[image (image/png, 4 bytes) left out: tool messages carry text only]"
         )
 
 

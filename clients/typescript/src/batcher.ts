@@ -6,7 +6,8 @@
 
 import { randomUUID } from "node:crypto";
 import type { BatchAccepted, CallProgress, CallResult, ExecuteBatchResponse } from "./gen/toolwire/v1/toolwire.js";
-import { CallInput, onAbort, ToolwireClient } from "./client.js";
+import { status } from "@grpc/grpc-js";
+import { CallInput, onAbort, ToolwireClient, ToolwireError } from "./client.js";
 
 export interface BatcherOptions {
   /** How long the first call of a step waits for the others, in ms. 0 means
@@ -60,8 +61,8 @@ export class StepBatcher {
 
   /** Runs one call as part of the current step's batch and resolves with
    * its result. Failed calls resolve too (is_error with text for the model);
-   * the promise rejects only when the RPC fails (auth, overload, shutdown)
-   * or the signal aborts. */
+   * the promise rejects only with a ToolwireError when the RPC fails (auth,
+   * an unreachable server, overload, shutdown), or when the signal aborts. */
   execute(call: CallInput, opts: ExecuteOptions = {}): Promise<CallResult> {
     if (opts.signal?.aborted) return Promise.reject(abortError(opts.signal));
     const c = { ...call, callId: call.callId || randomUUID() };
@@ -141,10 +142,11 @@ export class StepBatcher {
           if (p) settle(p, () => p.resolve(ev.result!));
         }
       }
-      const missing = new Error("toolwire: the batch ended without this call's result");
+      const missing = new ToolwireError(status.INTERNAL, "the batch ended without this call's result");
       for (const p of batch) settle(p, () => p.reject(missing));
     } catch (err) {
-      for (const p of batch) settle(p, () => p.reject(err));
+      const e = ToolwireError.from(err);
+      for (const p of batch) settle(p, () => p.reject(e));
     }
   }
 }

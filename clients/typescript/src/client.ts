@@ -83,7 +83,7 @@ export class ToolwireClient {
         ListToolsRequest.fromPartial({}),
         new grpc.Metadata(),
         { deadline: Date.now() + (opts.timeoutMs ?? 30_000) },
-        (err, res) => (err ? reject(err) : resolve(res)),
+        (err, res) => (err ? reject(ToolwireError.from(err)) : resolve(res)),
       );
       const stop = onAbort(opts.signal, () => call.cancel());
       call.on("status", stop);
@@ -92,7 +92,7 @@ export class ToolwireClient {
 
   /** Runs calls as one batch and yields its events as they arrive. Breaking
    * out of the loop or aborting opts.signal cancels the RPC; an RPC that
-   * ends in an error status throws a grpc ServiceError. */
+   * ends in an error status throws a ToolwireError. */
   executeBatch(
     calls: CallInput[] | ExecuteBatchRequest,
     opts: CallOptions & { sessionId?: string; options?: Partial<BatchOptions> } = {},
@@ -124,7 +124,7 @@ export class ToolwireClient {
   async callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & { callId?: string } = {}): Promise<CallResult> {
     const batch = await this.collect(this.executeBatch([{ callId: opts.callId ?? "call", name, arguments: args }], opts));
     const r = batch.results[0];
-    if (!r) throw new Error(`toolwire: the batch for ${JSON.stringify(name)} ended without a result`);
+    if (!r) throw new ToolwireError(grpc.status.INTERNAL, `the batch for ${JSON.stringify(name)} ended without a result`);
     return r;
   }
 
@@ -135,8 +135,77 @@ export class ToolwireClient {
   }
 }
 
-/** The text a model reads for a result: its text blocks, one per line, and a
- * note for each image (chat tool messages carry text only). */
+/** An RPC to toolwire that failed: what the runtime must fix (a wrong or
+ * missing token, an unreachable or overloaded server, shutdown, a malformed
+ * batch), as opposed to a call that failed, which is a result for the model.
+ * Every failed RPC of this package rejects with one, and the framework
+ * adapters let it end the run. The message is one line:
+ * "toolwire: UNAUTHENTICATED: invalid bearer token". */
+export class ToolwireError extends Error {
+  override name = "ToolwireError";
+  /** The RPC's status code (status.UNAUTHENTICATED, status.UNAVAILABLE, …). */
+  readonly code: grpc.status;
+  /** What the server (or grpc-js, for a local failure) said, on one line. */
+  readonly details: string;
+  /** The trailers the failed RPC carried, when it got that far. */
+  readonly metadata?: grpc.Metadata;
+
+  constructor(code: grpc.status, details: string, opts: { cause?: unknown; metadata?: grpc.Metadata } = {}) {
+    const line = details.replace(/\s*\n\s*/g, " ").trim();
+    super(`toolwire: ${grpc.status[code] ?? code}: ${line}`, { cause: opts.cause });
+    this.code = code;
+    this.details = line;
+    this.metadata = opts.metadata;
+  }
+
+  /** err as a ToolwireError: itself, or a grpc ServiceError wrapped (the
+   * original is the cause); anything else is UNKNOWN. */
+  static from(err: unknown): ToolwireError {
+    if (err instanceof ToolwireError) return err;
+    const e = err as Partial<grpc.ServiceError>;
+    if (typeof e?.code === "number" && typeof e.details === "string") return new ToolwireError(e.code, e.details, { cause: err, metadata: e.metadata });
+    return new ToolwireError(grpc.status.UNKNOWN, err instanceof Error ? err.message : String(err), { cause: err });
+  }
+
+  /** The ToolwireError in err or in its chain of causes (a framework's
+   * wrapper: Agents JS's ToolCallError keeps it in .error), or undefined. */
+  static find(err: unknown): ToolwireError | undefined {
+    for (let e = err, depth = 0; e && typeof e === "object" && depth < 8; depth++) {
+      if (e instanceof ToolwireError) return e;
+      const next: unknown = (e as { cause?: unknown }).cause ?? (e as { error?: unknown }).error;
+      if (next === e) break;
+      e = next;
+    }
+    return undefined;
+  }
+}
+
+/** A call that failed (its result's isError: a tool's error, an unknown tool,
+ * bad arguments, a timeout, …). The AI SDK and Agents JS adapters throw it
+ * from a tool's execute so that the framework reports the call to the model
+ * as failed; its message is the result's text, what the model reads. */
+export class ToolResultError extends Error {
+  override name = "ToolResultError";
+  constructor(readonly result: CallResult) {
+    super(resultText(result));
+  }
+}
+
+/** What a tool message without an error flag (OpenAI tool messages, Agents
+ * JS's function call outputs) starts with when the call failed, so that the
+ * model can tell "Error: boom" (the call failed saying boom) from "boom" (the
+ * call returned boom). */
+export const ERROR_PREFIX = "Error: ";
+
+/** A result's text for a tool message without an error flag: resultText,
+ * after ERROR_PREFIX when the call failed. */
+export function toolMessageText(r: CallResult): string {
+  return r.isError ? ERROR_PREFIX + resultText(r) : resultText(r);
+}
+
+/** The text of a result: its text blocks, one per line, and a note for each
+ * image (chat tool messages carry text only). It does not say whether the
+ * call failed: see isError, and toolMessageText. */
 export function resultText(r: CallResult): string {
   const parts: string[] = [];
   for (const block of r.content) {
@@ -209,6 +278,8 @@ async function* stream<T>(start: () => grpc.ClientReadableStream<T>, signal?: Ab
   const stop = onAbort(signal, () => call.cancel());
   try {
     for await (const ev of call) yield ev as T;
+  } catch (err) {
+    throw ToolwireError.from(err);
   } finally {
     stop();
     call.cancel(); // a no-op once the stream has ended

@@ -2,10 +2,10 @@
 // in their own entry points (@toolwire/client/ai, /openai-agents,
 // /langchain) so that each framework is needed only by those who use it.
 
-export { ToolwireClient, resultText, inputSchema, toCall } from "./client.js";
+export { ToolwireClient, ToolwireError, ToolResultError, ERROR_PREFIX, resultText, toolMessageText, inputSchema, toCall } from "./client.js";
 export type { Batch, CallInput, CallOptions, ClientOptions } from "./client.js";
 export { StepBatcher } from "./batcher.js";
 export type { BatcherOptions, ExecuteOptions } from "./batcher.js";
 export * from "./gen/toolwire/v1/toolwire.js";
-// For the codes of the ServiceErrors that failed RPCs throw.
+// For the codes of the ToolwireErrors that failed RPCs throw.
 export { status, type ServiceError } from "@grpc/grpc-js";

@@ -3,8 +3,8 @@
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
-import { BatchAccepted, CallResult, ErrorKind, StepBatcher, ToolwireClient, resultText, status } from "@toolwire/client";
-import { addr, serverOutcome, skip, STEP_LANES } from "./fixture.js";
+import { BatchAccepted, CallResult, ErrorKind, StepBatcher, ToolwireClient, ToolwireError, resultText, status, toolMessageText } from "@toolwire/client";
+import { addr, assertRunEnding, serverOutcome, skip, skipOwnServer, startServer, STEP_LANES, TOKEN, WRONG_TOKEN } from "./fixture.js";
 
 describe("ToolwireClient", { skip }, () => {
   let client: ToolwireClient;
@@ -35,10 +35,12 @@ describe("ToolwireClient", { skip }, () => {
     assert.equal(r.isError, true);
     assert.equal(r.errorKind, ErrorKind.ERROR_KIND_TOOL_ERROR);
     assert.equal(resultText(r), "nope");
+    assert.equal(toolMessageText(r), "Error: nope");
+    assert.equal(toolMessageText(await client.callTool("echo", { text: "nope" })), "nope");
   });
 
   test("a malformed batch is an RPC error", async () => {
-    await assert.rejects(client.collect(client.executeBatch([])), /INVALID_ARGUMENT|no calls/);
+    await assert.rejects(client.collect(client.executeBatch([])), (err) => assertRunEnding(err, status.INVALID_ARGUMENT));
   });
 
   test("watchTools yields the current revision", async () => {
@@ -65,8 +67,25 @@ test("an RPC failure rejects every call of the batch", async () => {
       got.map((r) => r.status === "rejected" && (r.reason as { code?: number }).code),
       [status.UNAVAILABLE, status.UNAVAILABLE],
     );
+    for (const r of got) assert.ok(r.status === "rejected" && assertRunEnding(r.reason, status.UNAVAILABLE));
+    await assert.rejects(client.listTools(), (err) => assertRunEnding(err, status.UNAVAILABLE));
   } finally {
     client.close();
+  }
+});
+
+test("a wrong token is a ToolwireError saying UNAUTHENTICATED, the right one works", { skip: skipOwnServer }, async () => {
+  const server = await startServer({ withToken: true });
+  const wrong = new ToolwireClient(server.addr, { token: WRONG_TOKEN, insecureToken: true });
+  const right = new ToolwireClient(server.addr, { token: TOKEN, insecureToken: true });
+  try {
+    await assert.rejects(wrong.listTools(), (err) => assertRunEnding(err, status.UNAUTHENTICATED) && err instanceof ToolwireError && err.details === "invalid bearer token");
+    await assert.rejects(wrong.callTool("echo", { text: "hi" }), (err) => assertRunEnding(err, status.UNAUTHENTICATED));
+    assert.equal(resultText(await right.callTool("echo", { text: "hi" })), "hi");
+  } finally {
+    wrong.close();
+    right.close();
+    await server.stop();
   }
 });
 

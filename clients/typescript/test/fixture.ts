@@ -5,15 +5,102 @@
 // These tests also run from a scratch project with the packed tarball
 // installed, so they import the package by name, never by path.
 
-import { readFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import * as assert from "node:assert/strict";
-import { Tool, type BatchAccepted } from "@toolwire/client";
+import { ERROR_PREFIX, status, Tool, ToolwireClient, ToolwireError, type BatchAccepted } from "@toolwire/client";
 
 export const addr = process.env.TOOLWIRE_ADDR ?? "";
 const requireAll = !!process.env.TOOLWIRE_TEST_REQUIRE_ALL;
 if (!addr && requireAll) throw new Error("TOOLWIRE_ADDR is not set, and TOOLWIRE_TEST_REQUIRE_ALL is: CI must start a server");
 /** For describe(…, {skip}): why the server tests cannot run, or false. */
 export const skip = !addr && "TOOLWIRE_ADDR is not set: start `toolwire serve --diag --log-level debug` and set it";
+
+/** The toolwire binary the tests that need a server of their own (with a
+ * token, or one they stop) start: TOOLWIRE_BIN. */
+const bin = process.env.TOOLWIRE_BIN ?? "";
+if (!bin && requireAll) throw new Error("TOOLWIRE_BIN is not set, and TOOLWIRE_TEST_REQUIRE_ALL is: CI must say where the built toolwire is");
+/** For describe(…, {skip}): why the tests with a server of their own cannot run, or false. */
+export const skipOwnServer = !bin && "TOOLWIRE_BIN is not set: build toolwire (go build ./cmd/toolwire) and set it to the binary";
+
+/** The token the servers started by startServer accept (at least 16
+ * characters, as toolwire wants), and one they refuse. */
+export const TOKEN = "right-token-0123456789abcdef";
+export const WRONG_TOKEN = "wrong-token-0123456789abcdef";
+
+export interface OwnServer {
+  addr: string;
+  /** Stops the server and waits until it has exited. */
+  stop(): Promise<void>;
+}
+
+/** Starts `toolwire serve --diag` on a free port, accepting TOKEN when
+ * withToken, in an empty temporary workspace. */
+export async function startServer(opts: { withToken?: boolean } = {}): Promise<OwnServer> {
+  const dir = mkdtempSync(join(tmpdir(), "toolwire-test-"));
+  const env = { ...process.env };
+  if (opts.withToken) env.TOOLWIRE_TOKENS = `{agent: ${TOKEN}}`;
+  const proc = spawn(bin, ["serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json"], { cwd: dir, env, stdio: ["ignore", "ignore", "pipe"] });
+  const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
+  const stop = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
+    await exited;
+    rmSync(dir, { recursive: true, force: true });
+  };
+  let log = "";
+  const addr = await new Promise<string>((resolve, reject) => {
+    proc.stderr!.setEncoding("utf8");
+    proc.stderr!.on("data", (chunk: string) => {
+      log += chunk;
+      const m = /"msg":"toolwire listening on ([^"]+)"/.exec(log);
+      if (m) resolve(m[1]);
+    });
+    proc.once("error", reject);
+    proc.once("exit", (code) => reject(new Error(`toolwire serve exited (${code}) before listening:\n${log}`)));
+  }).catch(async (err) => {
+    await stop();
+    throw err;
+  });
+  return { addr, stop };
+}
+
+/** Checks that err is the ToolwireError that ends a run: its status code and
+ * a one-line message that names it. */
+export function assertRunEnding(err: unknown, code: status): true {
+  assert.ok(err instanceof ToolwireError, `not a ToolwireError: ${String(err)}`);
+  assert.equal(err.code, code, err.message);
+  assert.ok(err.message.startsWith(`toolwire: ${status[code]}: `), err.message);
+  assert.ok(!err.message.includes("\n"), err.message);
+  return true;
+}
+
+/** What each adapter's tests do with a server whose RPCs fail: a client with
+ * a wrong token, and a client of a server that has stopped. */
+export const FAILING_SERVERS: { name: string; code: status; client(): Promise<{ client: ToolwireClient; done(): Promise<void> }> }[] = [
+  {
+    name: "a wrong token",
+    code: status.UNAUTHENTICATED,
+    async client() {
+      const server = await startServer({ withToken: true });
+      const client = new ToolwireClient(server.addr, { token: WRONG_TOKEN, insecureToken: true });
+      return { client, done: async () => (client.close(), await server.stop()) };
+    },
+  },
+  {
+    name: "a stopped server",
+    code: status.UNAVAILABLE,
+    async client() {
+      // The client has talked to the server, which then went away.
+      const server = await startServer();
+      const client = new ToolwireClient(server.addr);
+      await client.listTools();
+      await server.stop();
+      return { client, done: async () => client.close() };
+    },
+  },
+];
 
 /** The model's first step: three safe calls and an unsafe one. */
 export const STEP = [
@@ -28,14 +115,44 @@ export const STEP_LANES = [
   { index: 1, callIds: ["write_d"], parallel: false },
 ];
 /** What the model must read back from STEP, one text per call (sleep says
- * how long it slept: at least the 50 ms asked for). */
+ * how long it slept: at least the 50 ms asked for), and which are flagged
+ * as failed. */
 const STEP_RESULTS = [/^alpha$/, /^\{"slept_ms":(5\d|[6-9]\d|\d{3,})\}$/, /^gamma$/, /^disk full$/];
+const STEP_ERRORS = [false, false, false, true];
 
-/** Checks that the model was shown every result of STEP, in order. */
-export function assertStepResults(got: { id: string; text: string }[]): void {
+/** A tool result as the model was shown it: its text and whether it came
+ * flagged as a failed call (the framework's error slot, or ERROR_PREFIX
+ * where it has none; the text is without the prefix). */
+export interface Seen {
+  id: string;
+  text: string;
+  error: boolean;
+}
+
+/** A text with ERROR_PREFIX as a Seen, for frameworks without an error slot. */
+export function seenPrefixed(id: string, text: string): Seen {
+  return text.startsWith(ERROR_PREFIX) ? { id, text: text.slice(ERROR_PREFIX.length), error: true } : { id, text, error: false };
+}
+
+/** Checks that the model was shown every result of STEP, in order, the
+ * failed call flagged as failed and the others not. */
+export function assertStepResults(got: Seen[]): void {
   assert.deepEqual(got.map((r) => r.id), STEP.map((c) => c.id));
   got.forEach((r, i) => assert.match(r.text, STEP_RESULTS[i], `result of ${r.id}`));
+  assert.deepEqual(got.map((r) => r.error), STEP_ERRORS, "the results flagged as failed");
 }
+
+/** A step where the model cannot tell the calls apart by their text: a tool
+ * that failed saying "boom" and one that returned "boom". */
+export const BOOM_STEP = [
+  { id: "failed", name: "fail", args: { message: "boom" } },
+  { id: "echoed", name: "echo", args: { text: "boom" } },
+];
+/** What the model must be shown of BOOM_STEP. */
+export const BOOM_SEEN: Seen[] = [
+  { id: "failed", text: "boom", error: true },
+  { id: "echoed", text: "boom", error: false },
+];
 export const FINAL = "Echoed alpha and gamma, napped, and the write failed: disk full.";
 
 /** A tool the model was told about but the server does not have (a stale

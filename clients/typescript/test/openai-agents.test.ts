@@ -4,10 +4,38 @@
 
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
-import { Agent, run, setTracingDisabled, Usage, type AgentInputItem, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
-import { BatchAccepted, StepBatcher, Tool, ToolwireClient } from "@toolwire/client";
+import {
+  Agent,
+  ModelBehaviorError,
+  run,
+  setTracingDisabled,
+  ToolCallError,
+  Usage,
+  type AgentInputItem,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+} from "@openai/agents";
+import { BatchAccepted, ERROR_PREFIX, StepBatcher, Tool, ToolwireClient, ToolwireError } from "@toolwire/client";
 import { agentsTools } from "@toolwire/client/openai-agents";
-import { addr, assertOneBatch, assertStepResults, FINAL, serverOutcome, skip, STALE_TOOL, STEP, UNKNOWN_TEXT } from "./fixture.js";
+import {
+  addr,
+  assertOneBatch,
+  assertRunEnding,
+  assertStepResults,
+  BOOM_SEEN,
+  BOOM_STEP,
+  FAILING_SERVERS,
+  FINAL,
+  seenPrefixed,
+  type Seen,
+  serverOutcome,
+  skip,
+  skipOwnServer,
+  STALE_TOOL,
+  STEP,
+  UNKNOWN_TEXT,
+} from "./fixture.js";
 
 setTracingDisabled(true); // no exporter: nothing leaves the machine
 
@@ -35,8 +63,9 @@ class ScriptedModel implements Model {
   }
 }
 
-/** The tool results the model was shown in a request, in order. */
-function toolResults(req: ModelRequest): { id: string; text: string }[] {
+/** The tool results the model was shown in a request, in order, as the
+ * text of each function call output. */
+function toolTexts(req: ModelRequest): { id: string; text: string }[] {
   const items = typeof req.input === "string" ? [] : req.input;
   return items.flatMap((it: AgentInputItem) => {
     if (it.type !== "function_call_result") return [];
@@ -44,6 +73,11 @@ function toolResults(req: ModelRequest): { id: string; text: string }[] {
     const text = typeof out === "string" ? out : (out as { text?: string }).text ?? JSON.stringify(out);
     return [{ id: it.callId, text }];
   });
+}
+
+/** The same, flagged as failed by ERROR_PREFIX (outputs have no error flag). */
+function toolResults(req: ModelRequest): Seen[] {
+  return toolTexts(req).map((r) => seenPrefixed(r.id, r.text));
 }
 
 describe("OpenAI Agents JS adapter", { skip }, () => {
@@ -72,8 +106,32 @@ describe("OpenAI Agents JS adapter", { skip }, () => {
     const agent = new Agent({ name: "toolwire", model, tools: agentsTools(new StepBatcher(client), [...listed, STALE_TOOL]) });
     const result = await run(agent, "go");
     assert.equal(result.finalOutput, "ok");
-    const [r] = toolResults(model.requests[1]);
-    assert.ok(r.text.startsWith(UNKNOWN_TEXT), r.text);
+    const [r] = toolTexts(model.requests[1]);
+    assert.ok(r.text.startsWith(ERROR_PREFIX + UNKNOWN_TEXT), r.text);
+  });
+
+  test("a failed call's output starts with the error prefix; an echo of its text does not", async () => {
+    const model = new ScriptedModel([BOOM_STEP, "ok"]);
+    const agent = new Agent({ name: "toolwire", model, tools: agentsTools(new StepBatcher(client), listed) });
+    const result = await run(agent, "go");
+    assert.equal(result.finalOutput, "ok");
+    assert.deepEqual(toolTexts(model.requests[1]), [
+      { id: "failed", text: "Error: boom" },
+      { id: "echoed", text: "boom" },
+    ]);
+    assert.deepEqual(toolResults(model.requests[1]), BOOM_SEEN);
+  });
+
+  test("a name the agent was not given ends the run unless toolNotFoundBehavior returns it to the model", async () => {
+    // The SDK checks names before any tool runs: toolwire never sees the call.
+    const made_up = [{ id: "ghost", name: "search_web", args: { q: "x" } }];
+    const tools = agentsTools(new StepBatcher(client), listed);
+    await assert.rejects(run(new Agent({ name: "toolwire", model: new ScriptedModel([made_up, "ok"]), tools }), "go"), ModelBehaviorError);
+
+    const model = new ScriptedModel([made_up, "ok"]);
+    const result = await run(new Agent({ name: "toolwire", model, tools }), "go", { toolNotFoundBehavior: "return_error_to_model" });
+    assert.equal(result.finalOutput, "ok");
+    assert.deepEqual(toolTexts(model.requests[1]), [{ id: "ghost", text: "Tool 'search_web' not found." }]);
   });
 
   test("an abort cancels the running calls", async () => {
@@ -93,4 +151,32 @@ describe("OpenAI Agents JS adapter", { skip }, () => {
     assert.equal(await serverOutcome(batches[0].batchId, "nap"), "cancelled");
     assert.equal(model.requests.length, 1, "the model was asked again after the abort");
   });
+});
+
+describe("OpenAI Agents JS adapter: a failed RPC ends the run", { skip: skip || skipOwnServer }, () => {
+  let listed: Tool[];
+  before(async () => {
+    const client = new ToolwireClient(addr);
+    listed = (await client.listTools()).tools;
+    client.close();
+  });
+
+  for (const server of FAILING_SERVERS) {
+    test(`run rejects with the ToolwireError (in the SDK's ToolCallError), with ${server.name}`, async () => {
+      const { client, done } = await server.client();
+      try {
+        const model = new ScriptedModel([STEP, "never"]);
+        const agent = new Agent({ name: "toolwire", model, tools: agentsTools(new StepBatcher(client), listed) });
+        await assert.rejects(run(agent, "go"), (err) => {
+          assert.ok(err instanceof ToolCallError, `not a ToolCallError: ${String(err)}`);
+          assert.ok(err.error instanceof ToolwireError);
+          assert.equal(ToolwireError.find(err), err.error);
+          return assertRunEnding(err.error, server.code);
+        });
+        assert.equal(model.requests.length, 1, "the model was asked again after the RPC failed");
+      } finally {
+        await done();
+      }
+    });
+  }
 });

@@ -6,9 +6,13 @@ call_tool, watch_tools, bearer tokens and TLS. StepBatcher gathers the tool
 calls an asyncio framework runs at once into one ExecuteBatch, so toolwire's
 lanes apply to the model's step. toolwire.adapters converts declarations and
 results to and from OpenAI's and Anthropic's formats as plain dicts. The
-generated stubs are toolwire.v1.toolwire_pb2 and toolwire_pb2_grpc."""
+generated stubs are toolwire.v1.toolwire_pb2 and toolwire_pb2_grpc.
 
-from toolwire._calls import Batch, result_text, to_call
+A failed RPC (a wrong token, an unreachable server, overload, shutdown, a
+malformed batch) raises ToolwireError, with .code (grpc.StatusCode) and a
+one-line message; a failed call is a result (is_error) for the model."""
+
+from toolwire._calls import ERROR_PREFIX, Batch, result_text, to_call, tool_message_text
 from toolwire.adapters import (
     anthropic_tool_result,
     anthropic_tools,
@@ -19,13 +23,16 @@ from toolwire.adapters import (
 )
 from toolwire.aio import AsyncClient, StepBatcher
 from toolwire.client import Client
+from toolwire.errors import ToolwireError
 from toolwire.v1 import toolwire_pb2 as pb
 
 __all__ = [
+    "ERROR_PREFIX",
     "AsyncClient",
     "Batch",
     "Client",
     "StepBatcher",
+    "ToolwireError",
     "anthropic_tool_result",
     "anthropic_tools",
     "from_anthropic_tool_uses",
@@ -35,4 +42,5 @@ __all__ = [
     "pb",
     "result_text",
     "to_call",
+    "tool_message_text",
 ]

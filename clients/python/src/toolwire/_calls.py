@@ -32,9 +32,17 @@ def batch_request(calls, session_id="", options=None):
     return pb.ExecuteBatchRequest(calls=[to_call(c) for c in calls], session_id=session_id, options=options)
 
 
+# What a tool message without an error flag (OpenAI tool messages, the
+# OpenAI Agents SDK's function outputs, LangChain's ToolMessage text) starts
+# with when the call failed, so the model can tell "Error: boom" (the call
+# failed saying boom) from "boom" (the call returned boom).
+ERROR_PREFIX = "Error: "
+
+
 def result_text(result):
-    """The text a model reads for a result: its text blocks, one per line, and
-    a note for each image (chat tool messages carry text only)."""
+    """The text of a result: its text blocks, one per line, and a note for
+    each image (chat tool messages carry text only). It does not say whether
+    the call failed: see is_error, and tool_message_text."""
     parts = []
     for block in result.content:
         if block.HasField("text"):
@@ -45,6 +53,13 @@ def result_text(result):
                 "tool messages carry text only]"
             )
     return "\n".join(parts)
+
+
+def tool_message_text(result):
+    """A result's text for a tool message without an error flag: result_text,
+    after ERROR_PREFIX when the call failed."""
+    text = result_text(result)
+    return ERROR_PREFIX + text if result.is_error else text
 
 
 @dataclass

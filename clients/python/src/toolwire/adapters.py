@@ -5,7 +5,7 @@ frameworks built on their formats) take, with no dependency on them."""
 import base64
 import json
 
-from toolwire._calls import result_text
+from toolwire._calls import tool_message_text
 
 _EMPTY_SCHEMA = {"type": "object", "properties": {}}
 
@@ -41,9 +41,11 @@ def from_openai_tool_calls(tool_calls):
 
 
 def openai_tool_message(result):
-    """A result as the tool message the model reads next. Tool messages carry
-    text only; errors need no flag, the text says what went wrong."""
-    return {"role": "tool", "tool_call_id": result.call_id, "content": result_text(result)}
+    """A result as the tool message the model reads next. Tool messages have
+    no error flag: a failed call's content is ERROR_PREFIX and its text
+    ("Error: boom"), so the model can tell it from a call that returned
+    "boom"."""
+    return {"role": "tool", "tool_call_id": result.call_id, "content": tool_message_text(result)}
 
 
 # --- Anthropic Messages ------------------------------------------------------

@@ -11,13 +11,14 @@ import uuid
 import grpc
 
 from toolwire._calls import Batch, batch_request, channel_args, to_call
+from toolwire.errors import ToolwireError, _AsyncStream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
 
 class AsyncClient:
     """The asyncio twin of toolwire.Client; same options. Use it as an async
-    context manager, or await close()."""
+    context manager, or await close(). A failed RPC raises ToolwireError."""
 
     def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None):
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
@@ -37,13 +38,17 @@ class AsyncClient:
         await self.close()
 
     async def list_tools(self, timeout=30):
-        return await self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+        try:
+            return await self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise ToolwireError.from_rpc(e) from e
 
     def execute_batch(self, calls, *, session_id="", options=None, timeout=None):
         """Runs calls as one batch; returns the call, an async iterator of
-        events (.cancel() cancels the batch's running calls)."""
-        return self.stub.ExecuteBatch(
-            batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata
+        events (.cancel() cancels the batch's running calls; an RPC that fails
+        raises ToolwireError)."""
+        return _AsyncStream(
+            self.stub.ExecuteBatch(batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata)
         )
 
     @staticmethod
@@ -56,11 +61,11 @@ class AsyncClient:
     async def call_tool(self, name, arguments=None, *, call_id="call", timeout=None):
         batch = await self.collect(self.execute_batch([{"call_id": call_id, "name": name, "arguments": arguments}], timeout=timeout))
         if not batch.results:
-            raise RuntimeError(f"toolwire: the batch for {name!r} ended without a result")
+            raise ToolwireError(grpc.StatusCode.INTERNAL, f"the batch for {name!r} ended without a result")
         return batch.results[0]
 
     def watch_tools(self, timeout=None):
-        return self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata)
+        return _AsyncStream(self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))
 
 
 class StepBatcher:
@@ -85,7 +90,8 @@ class StepBatcher:
     async def execute(self, call, on_progress=None):
         """Runs one call as part of the current step's batch and returns its
         pb.CallResult. Failed calls return too (is_error, with text for the
-        model); it raises only when the RPC fails (auth, overload, shutdown).
+        model); it raises ToolwireError only when the RPC fails (auth, an
+        unreachable server, overload, shutdown): the run must end.
         Cancelling the awaiting task drops the call; once every call of its
         batch is cancelled, the RPC is cancelled and the server cancels the
         tools."""
@@ -135,15 +141,15 @@ class StepBatcher:
                     fut = by_id.get(ev.result.call_id, (None,))[0]
                     if fut and not fut.done():
                         fut.set_result(ev.result)
-            err = RuntimeError("toolwire: the batch ended without this call's result")
-        except (asyncio.CancelledError, grpc.aio.AioRpcError) as e:
+            err = ToolwireError(grpc.StatusCode.INTERNAL, "the batch ended without this call's result")
+        except (asyncio.CancelledError, ToolwireError, grpc.RpcError) as e:
             # grpc.aio reports a call cancelled above as CancelledError (or a
             # CANCELLED status): nobody is waiting then.
             if all(fut.done() for _, fut, _ in batch):
                 return
             if isinstance(e, asyncio.CancelledError):
                 raise  # this task itself was cancelled: the loop is closing
-            err = e
+            err = e if isinstance(e, ToolwireError) else ToolwireError.from_rpc(e)
         except Exception as e:  # noqa: BLE001 - every waiting caller must hear of it
             err = e
         for _, fut, _ in batch:

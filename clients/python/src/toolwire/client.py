@@ -3,6 +3,7 @@
 import grpc
 
 from toolwire._calls import Batch, batch_request, channel_args
+from toolwire.errors import ToolwireError, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -12,7 +13,8 @@ class Client:
 
     token: sent as "authorization: Bearer <token>"; needs TLS unless
     insecure_token=True. tls: True for the system's roots, or
-    grpc.ChannelCredentials. options: grpc channel options."""
+    grpc.ChannelCredentials. options: grpc channel options. A failed RPC
+    raises ToolwireError."""
 
     def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None):
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
@@ -33,14 +35,18 @@ class Client:
 
     def list_tools(self, timeout=30):
         """The registered tools and the registry's revision."""
-        return self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+        try:
+            return self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise ToolwireError.from_rpc(e) from e
 
     def execute_batch(self, calls, *, session_id="", options=None, timeout=None):
-        """Runs calls as one batch; returns the grpc stream of
+        """Runs calls as one batch; returns the stream of
         ExecuteBatchResponse events (iterate it; .cancel() cancels the batch's
-        running calls). calls are pb.ToolCall or dicts (see to_call)."""
-        return self.stub.ExecuteBatch(
-            batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata
+        running calls; an RPC that fails raises ToolwireError, CANCELLED after
+        a cancel()). calls are pb.ToolCall or dicts (see to_call)."""
+        return _Stream(
+            self.stub.ExecuteBatch(batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata)
         )
 
     @staticmethod
@@ -55,10 +61,10 @@ class Client:
         """Runs one call as a batch of one and returns its pb.CallResult."""
         batch = self.collect(self.execute_batch([{"call_id": call_id, "name": name, "arguments": arguments}], timeout=timeout))
         if not batch.results:
-            raise RuntimeError(f"toolwire: the batch for {name!r} ended without a result")
+            raise ToolwireError(grpc.StatusCode.INTERNAL, f"the batch for {name!r} ended without a result")
         return batch.results[0]
 
     def watch_tools(self, timeout=None):
-        """The registry's revision now and at every change: a grpc stream of
+        """The registry's revision now and at every change: a stream of
         WatchToolsResponse (.cancel() ends it)."""
-        return self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata)
+        return _Stream(self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))

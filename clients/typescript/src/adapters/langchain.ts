@@ -1,12 +1,18 @@
 // LangChain.js adapter: toolwire's tools as DynamicStructuredTools with their
 // JSON Schema. Invoke a message's tool_calls with Promise.all and the
 // StepBatcher turns them into one batch.
+//
+// How errors travel: LangChain rethrows what a tool's function throws, so a
+// ToolwireError rejects tool.invoke, the step's Promise.all and the run. A
+// failed call is a ToolMessage with status "error", LangChain's flag for a
+// failed tool call (the provider integrations that have an error field fill
+// it from that).
 
 import { dispatchCustomEvent } from "@langchain/core/callbacks/dispatch";
 import { ToolMessage } from "@langchain/core/messages";
 import { DynamicStructuredTool, ToolInputParsingException, type DynamicStructuredToolInput, type ToolRunnableConfig } from "@langchain/core/tools";
-import type { CallProgress, Tool } from "../gen/toolwire/v1/toolwire.js";
-import { inputSchema, resultText } from "../client.js";
+import type { CallProgress, CallResult, Tool } from "../gen/toolwire/v1/toolwire.js";
+import { inputSchema, resultText, toolMessageText } from "../client.js";
 import type { StepBatcher } from "../batcher.js";
 
 export interface LangChainToolsOptions {
@@ -20,9 +26,12 @@ export const PROGRESS_EVENT = "toolwire_progress";
 
 /** Makes a LangChain tool of each toolwire tool, for `model.bindTools` and
  * for invoking the model's tool calls (`tool.invoke(toolCall)` gives a
- * ToolMessage). A failed call's ToolMessage carries its text, it does not
- * throw; the config's signal cancels the step's running calls; progress is
- * dispatched as PROGRESS_EVENT custom events. */
+ * ToolMessage). A failed call (unknown tool, bad arguments, a tool's error,
+ * timeout) does not throw: its ToolMessage has status "error" and its text
+ * (invoked without a tool call, it returns "Error: " and the text). A failed
+ * RPC (wrong token, server down, overload, shutdown) rejects with a
+ * ToolwireError. The config's signal cancels the step's running calls;
+ * progress is dispatched as PROGRESS_EVENT custom events. */
 export function langchainTools(batcher: StepBatcher, tools: Tool[], opts: LangChainToolsOptions = {}): DynamicStructuredTool[] {
   return tools.map(
     (t) =>
@@ -30,24 +39,33 @@ export function langchainTools(batcher: StepBatcher, tools: Tool[], opts: LangCh
         name: t.name,
         description: t.description,
         schema: inputSchema(t),
-        func: async (input: unknown, runManager, config) =>
-          resultText(
-            await batcher.execute(
-              { callId: (config as ToolRunnableConfig | undefined)?.toolCall?.id ?? "", name: t.name, arguments: input },
-              {
-                signal: config?.signal,
-                onProgress: (p) => {
-                  opts.onProgress?.(p);
-                  // The tool run's child callbacks: config holds the caller's
-                  // callbacks, not the run's. Without callbacks there is
-                  // nobody to tell.
-                  if (runManager) dispatchCustomEvent(PROGRESS_EVENT, p, { ...config, callbacks: runManager.getChild() }).catch(() => {});
-                },
+        func: async (input: unknown, runManager, config) => {
+          const toolCallId = (config as ToolRunnableConfig | undefined)?.toolCall?.id;
+          const r = await batcher.execute(
+            { callId: toolCallId ?? "", name: t.name, arguments: input },
+            {
+              signal: config?.signal,
+              onProgress: (p) => {
+                opts.onProgress?.(p);
+                // The tool run's child callbacks: config holds the caller's
+                // callbacks, not the run's. Without callbacks there is
+                // nobody to tell.
+                if (runManager) dispatchCustomEvent(PROGRESS_EVENT, p, { ...config, callbacks: runManager.getChild() }).catch(() => {});
               },
-            ),
-          ),
+            },
+          );
+          return toolOutput(r, t.name, toolCallId);
+        },
       }),
   );
+}
+
+/** What a tool returns for a result: a ToolMessage with its status for a
+ * tool call (LangChain hands a returned ToolMessage on as it is), else the
+ * text, flagged with ERROR_PREFIX when the call failed. */
+function toolOutput(r: CallResult, name: string, toolCallId: string | undefined): ToolMessage | string {
+  if (!toolCallId) return toolMessageText(r);
+  return new ToolMessage({ content: resultText(r), tool_call_id: toolCallId, name, status: r.isError ? "error" : "success" });
 }
 
 /** A DynamicStructuredTool whose arguments, when they do not match the
@@ -73,10 +91,8 @@ class ToolwireTool extends DynamicStructuredTool {
       const config = configArg as ToolRunnableConfig | undefined;
       const toolCall = isToolCall(arg) ? arg : config?.toolCall;
       const input = isToolCall(arg) ? arg.args : arg;
-      const callId = toolCall?.id ?? "";
-      const text = resultText(await this.batcher.execute({ callId, name: this.name, arguments: input }, { signal: config?.signal }));
-      // What LangChain's call returns: a ToolMessage for a tool call, else the text.
-      return toolCall?.id ? new ToolMessage({ content: text, tool_call_id: toolCall.id, name: this.name }) : text;
+      const r = await this.batcher.execute({ callId: toolCall?.id ?? "", name: this.name, arguments: input }, { signal: config?.signal });
+      return toolOutput(r, this.name, toolCall?.id);
     }
   }
 }
