@@ -61,7 +61,8 @@ func TestSessionAffinityReplicas(t *testing.T) {
 	replicasOf := func(session string) map[int]int {
 		found := map[int]int{}
 		for i, root := range roots {
-			entries, err := os.ReadDir(filepath.Join(root, workspace.FolderName("", session)))
+			key, _ := os.ReadFile(filepath.Join(root, ".toolwire-key")) // each replica's own, made at its start
+			entries, err := os.ReadDir(filepath.Join(root, workspace.FolderName(key, "", session)))
 			if err == nil {
 				found[i] = len(entries)
 			}
@@ -110,7 +111,11 @@ func TestServeSessionTTL(t *testing.T) {
 	}
 	defer c.Close()
 	writeInSession(t, c, "brief", "f.txt")
-	folder := filepath.Join(root, workspace.FolderName("", "brief"))
+	key, err := os.ReadFile(filepath.Join(root, ".toolwire-key"))
+	if err != nil {
+		t.Fatalf("the folder names' key, made at start: %v", err)
+	}
+	folder := filepath.Join(root, workspace.FolderName(key, "", "brief"))
 	if _, err := os.Stat(filepath.Join(folder, "f.txt")); err != nil {
 		t.Fatalf("the session's file: %v", err)
 	}

@@ -3,6 +3,8 @@ package runcommand
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -127,4 +129,53 @@ func (o *output) result() (text string, total int64, truncated bool) {
 	tail := o.tail[len(o.tail)-o.half:]
 	marker := fmt.Sprintf("\n[... %d bytes of output left out ...]\n", o.total-int64(len(o.head)+len(tail)))
 	return strings.ToValidUTF8(string(o.head)+marker+string(tail), "\uFFFD"), o.total, true
+}
+
+// pump is a command's output pipe: the child writes to w (stdout and stderr
+// both, so they keep the order they were written in); a goroutine of its
+// own copies r into the output as it arrives.
+type pump struct {
+	r, w *os.File
+	out  *output
+	read chan struct{} // closed once r is drained (or closed)
+}
+
+func newPump(call *tools.Call, opts Options) (*pump, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	return &pump{r: r, w: w, out: newOutput(call, opts), read: make(chan struct{})}, nil
+}
+
+// started closes the server's copy of the write end, once the child has its
+// own (EOF comes when every holder closes it), and starts copying; with a
+// start error, it lets go of the pipe instead.
+func (p *pump) started(err error) {
+	p.w.Close()
+	if err != nil {
+		p.r.Close()
+		p.out.close()
+		close(p.read)
+		return
+	}
+	go func() {
+		defer close(p.read)
+		_, _ = io.Copy(p.out, p.r)
+	}()
+}
+
+// drain waits up to wait for the output's end (every process holding the
+// pipe gone), then closes the read end, which only a process that escaped
+// the command's ending can still be writing to, and stops streaming.
+func (p *pump) drain(wait time.Duration) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-p.read:
+	case <-t.C:
+	}
+	p.r.Close()
+	<-p.read
+	p.out.close()
 }

@@ -22,7 +22,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,16 +209,15 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		return r.runSandboxed(ctx, call, argv, prog, rel, dir)
 	}
 
-	pr, pw, err := os.Pipe()
+	pipe, err := newPump(call, r.opts)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Dir, cmd.Env = dir, r.env
-	// One pipe for both keeps stdout and stderr in the order they were
-	// written; being an *os.File, Wait does not wait for it to drain.
-	cmd.Stdout, cmd.Stderr = pw, pw
+	// Being an *os.File, Wait does not wait for the pipe to drain.
+	cmd.Stdout, cmd.Stderr = pipe.w, pipe.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var termAt atomic.Int64 // when SIGTERM went to the group, in Unix nanoseconds
 	cmd.Cancel = func() error {
@@ -229,23 +227,13 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	cmd.WaitDelay = r.opts.KillGrace
 	start := time.Now()
 	err = cmd.Start()
-	pw.Close() // the child has its copy; EOF comes when every holder closes it
+	pipe.started(err)
 	if err != nil {
-		pr.Close()
 		return tools.Errorf("cannot start %s: %v", argv[0], err), nil
 	}
-
-	out := newOutput(call, r.opts)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		_, _ = io.Copy(out, pr)
-	}()
 	return await(ctx, func() (*tools.Result, error) {
-		defer pr.Close()
 		waitErr := cmd.Wait()
-		r.endGroup(cmd.Process.Pid, termAt.Load(), pr, read)
-		out.close()
+		r.endGroup(cmd.Process.Pid, termAt.Load(), pipe)
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -253,7 +241,7 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			d.Signal = ws.Signal().String()
 		}
-		return finish(d, out, waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)), "")
+		return finish(d, pipe.out, waitErr != nil && !errors.As(waitErr, new(*exec.ExitError)), "")
 	})
 }
 
@@ -345,33 +333,28 @@ func (r *runner) dir(cwd string) (rel, abs string, err error) {
 // endGroup ends what is left of the command's process group once its leader
 // has exited: background children get SIGTERM, then SIGKILL when they have
 // closed the output pipe or the grace since the first SIGTERM (termAt, if
-// cancellation sent one) has passed. The pipe is closed if something outside
-// the group (a child that called setsid) still holds it.
+// cancellation sent one) has passed. Then the output is drained; the pipe is
+// closed if something outside the group (a child that called setsid) still
+// holds it.
 //
 // The group's ID stays the leader's PID while any member lives; once none
 // does, the signals find no group (ESRCH). Only a new process that both got
 // the leader's reaped PID and made it a group in between could receive them.
-func (r *runner) endGroup(pgid int, termAt int64, pr *os.File, read <-chan struct{}) {
+func (r *runner) endGroup(pgid int, termAt int64, pipe *pump) {
 	wait := r.opts.KillGrace
 	if termAt != 0 {
 		wait -= time.Since(time.Unix(0, termAt))
 	}
-	grace := time.NewTimer(max(wait, 0))
-	defer grace.Stop()
 	if signalGroup(pgid, syscall.SIGTERM) == nil {
+		grace := time.NewTimer(max(wait, 0))
 		select {
-		case <-read:
+		case <-pipe.read:
 		case <-grace.C:
 		}
+		grace.Stop()
 		_ = signalGroup(pgid, syscall.SIGKILL)
 	}
-	grace.Reset(drainWait)
-	select {
-	case <-read:
-	case <-grace.C:
-		pr.Close() // unblocks the reader
-		<-read
-	}
+	pipe.drain(drainWait)
 }
 
 // signalGroup sends sig to the process group pgid; a group already gone is

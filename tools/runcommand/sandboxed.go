@@ -3,7 +3,6 @@ package runcommand
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,11 +19,11 @@ import (
 // dir's workspace and a TMPDIR of its own that is removed afterwards.
 func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []string, prog, rel, dir string) (*tools.Result, error) {
 	sb := r.opts.Sandbox
-	tmp, err := os.MkdirTemp("", "toolwire-call-")
+	tmp, user, err := r.callTemp()
 	if err != nil {
-		return nil, fmt.Errorf("making the call's TMPDIR: %w", err)
+		return nil, err
 	}
-	pr, pw, err := os.Pipe()
+	pipe, err := newPump(call, r.opts)
 	if err != nil {
 		removeAll(tmp)
 		return nil, err
@@ -34,33 +33,20 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 		Path: prog, Argv: argv, Dir: dir,
 		Env:      append(slices.Clone(r.env), "TMPDIR="+tmp),
 		Writable: []string{r.ws.Dir(), tmp},
-		Output:   pw, Grace: r.opts.KillGrace,
+		Output:   pipe.w, Grace: r.opts.KillGrace,
+		User: user,
 	})
-	pw.Close() // the supervisor has its copy
+	pipe.started(err) // the supervisor has its copy
 	if err != nil {
-		pr.Close()
 		removeAll(tmp)
 		return tools.Errorf("cannot start the sandbox supervisor: %v", err), nil
 	}
-	out := newOutput(call, r.opts)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		_, _ = io.Copy(out, pr)
-	}()
 	return await(ctx, func() (*tools.Result, error) {
 		defer removeAll(tmp)
-		defer pr.Close()
 		exit, waitErr := p.Wait()
 		// The supervisor has ended every process that held the pipe, unless it
 		// was itself killed; then do not wait for them.
-		select {
-		case <-read:
-		case <-time.After(drainWait):
-			pr.Close()
-			<-read
-		}
-		out.close()
+		pipe.drain(drainWait)
 
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -81,9 +67,31 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 		if exit.Signal != 0 {
 			d.Signal = syscall.Signal(exit.Signal).String()
 		}
-		text, _, _ := out.result()
-		return finish(d, out, false, sandboxNote(sb.Config(), exit, text))
+		text, _, _ := pipe.out.result()
+		return finish(d, pipe.out, false, sandboxNote(sb.Config(), exit, text))
 	})
+}
+
+// callTemp makes the call's own TMPDIR (symlinks resolved: it is one of the
+// roots the supervisor checks paths against) and, when the workspace has an
+// owner of its own, gives it to that owner, whose uid the command gets.
+func (r *runner) callTemp() (string, *sandbox.User, error) {
+	tmp, err := os.MkdirTemp("", "toolwire-call-")
+	if err != nil {
+		return "", nil, fmt.Errorf("making the call's TMPDIR: %w", err)
+	}
+	if real, err := filepath.EvalSymlinks(tmp); err == nil {
+		tmp = real
+	}
+	o := r.ws.Owner()
+	if o == nil {
+		return tmp, nil, nil
+	}
+	if err := os.Chown(tmp, o.UID, o.GID); err != nil {
+		removeAll(tmp)
+		return "", nil, fmt.Errorf("giving the call's TMPDIR to the session's uid: %w", err)
+	}
+	return tmp, &sandbox.User{UID: o.UID, GID: o.GID}, nil
 }
 
 // sandboxNote says what the sandbox did to a command that failed: the limit
@@ -95,6 +103,14 @@ func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
 		return fmt.Sprintf("the sandbox ended the command: it used its CPU time limit (sandbox.cpu_seconds: %d)", cfg.CPUSeconds)
 	case "max_file_bytes":
 		return fmt.Sprintf("the sandbox ended the command: it wrote a file past the size limit (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes)
+	case "memory_bytes":
+		return fmt.Sprintf("the sandbox ended the command: its processes together used more memory than the limit (sandbox.memory_bytes: %d bytes)", cfg.MemoryBytes)
+	case "max_processes":
+		return fmt.Sprintf("the sandbox ended the command: it ran more processes and threads at once than the limit (sandbox.max_processes: %d)", cfg.MaxProcesses)
+	case "max_workspace_bytes":
+		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR grew past the limit (sandbox.max_workspace_bytes: %d bytes); remove files before trying again", cfg.MaxWorkspaceBytes)
+	case "max_workspace_files":
+		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR hold more files and folders than the limit (sandbox.max_workspace_files: %d); remove some before trying again", cfg.MaxWorkspaceFiles)
 	}
 	if exit.Code == 0 && exit.Signal == 0 {
 		return ""
@@ -113,7 +129,7 @@ func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
 		notes = append(notes, "the sandbox denies network access (sandbox.network: deny)")
 	}
 	if denied && len(notes) == 0 {
-		notes = append(notes, "the sandbox lets commands write only in the workspace and $TMPDIR, read only those and the system's read-only folders, and not signal or trace other processes")
+		notes = append(notes, "the sandbox lets commands write, change file modes, owners and times, connect to Unix sockets and lock files only in the workspace and $TMPDIR, read only those and the system's read-only folders, and not signal, trace, limit or reschedule other processes")
 	}
 	if cfg.MemoryBytes > 0 && has("Cannot allocate memory", "MemoryError", "out of memory", "bad_alloc", "ENOMEM") {
 		notes = append(notes, fmt.Sprintf("the sandbox limits each process's memory (sandbox.memory_bytes: %d)", cfg.MemoryBytes))

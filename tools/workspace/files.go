@@ -40,14 +40,17 @@ func (w *Workspace) WriteFile(rel string, data []byte) (created bool, err error)
 		if target.IsDir() {
 			return false, &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
 		}
-		return false, w.root.WriteFile(rel, data, perm)
+		if err := w.root.WriteFile(rel, data, perm); err != nil {
+			return false, err
+		}
+		return false, w.chown(w.root, rel) // the target, if the write made it
 	case err == nil && info.IsDir():
 		return false, &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
 	case err == nil:
 		perm = info.Mode().Perm()
 	case errors.Is(err, fs.ErrNotExist):
 		created = true
-		if err := w.root.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
+		if err := w.mkdirAll(filepath.Dir(rel)); err != nil {
 			return false, err
 		}
 	default:
@@ -63,7 +66,7 @@ func (w *Workspace) WriteFile(rel string, data []byte) (created bool, err error)
 	}
 	defer dir.Close()
 	base := filepath.Base(rel)
-	tmp, err := writeTemp(dir, base, data, perm)
+	tmp, err := writeTemp(dir, base, data, perm, w.owner)
 	if err != nil {
 		return false, err
 	}
@@ -78,6 +81,38 @@ func (w *Workspace) WriteFile(rel string, data []byte) (created bool, err error)
 		return false, err
 	}
 	return created, nil
+}
+
+// mkdirAll makes the folder rel and any missing parent, each given to the
+// workspace's owner when it has one.
+func (w *Workspace) mkdirAll(rel string) error {
+	if w.owner == nil {
+		return w.root.MkdirAll(rel, 0o755)
+	}
+	if rel == "." {
+		return nil
+	}
+	if info, err := w.root.Stat(rel); err == nil {
+		if !info.IsDir() {
+			return &fs.PathError{Op: "mkdir", Path: rel, Err: syscall.ENOTDIR}
+		}
+		return nil
+	}
+	if err := w.mkdirAll(filepath.Dir(rel)); err != nil {
+		return err
+	}
+	if err := w.root.Mkdir(rel, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return w.chown(w.root, rel)
+}
+
+// chown gives rel in dir to the workspace's owner, when it has one.
+func (w *Workspace) chown(dir *os.Root, rel string) error {
+	if w.owner == nil {
+		return nil
+	}
+	return dir.Chown(rel, w.owner.UID, w.owner.GID)
 }
 
 // nameMax is the longest file name the common file systems (ext4, xfs,
@@ -103,13 +138,18 @@ func tempName(base string) string {
 
 // writeTemp writes data to a new hidden file in dir, beside base, and
 // returns its name; on failure it leaves no file behind.
-func writeTemp(dir *os.Root, base string, data []byte, perm fs.FileMode) (string, error) {
+func writeTemp(dir *os.Root, base string, data []byte, perm fs.FileMode, owner *Owner) (string, error) {
 	tmp := tempName(base)
 	f, err := dir.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return "", err
 	}
-	_, err = f.Write(data)
+	if owner != nil {
+		err = f.Chown(owner.UID, owner.GID)
+	}
+	if err == nil {
+		_, err = f.Write(data)
+	}
 	if err == nil {
 		err = f.Chmod(perm) // the umask may have narrowed perm
 	}

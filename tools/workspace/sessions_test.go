@@ -2,11 +2,14 @@ package workspace_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,8 +91,8 @@ func TestSessionsFolderPerSession(t *testing.T) {
 			t.Errorf("session %.20q: folder %s is not directly under the root %s", id, ws.Dir(), root)
 		}
 		name := filepath.Base(ws.Dir())
-		if name != workspace.FolderName("", id) || len(name) != 32 || strings.Contains(name, id) {
-			t.Errorf("session %.20q: folder name %q; want the 32-digit hash %s", id, name, workspace.FolderName("", id))
+		if name != s.FolderName("", id) || len(name) != 32 || strings.Contains(name, id) {
+			t.Errorf("session %.20q: folder name %q; want the 32-digit hash %s", id, name, s.FolderName("", id))
 		}
 		if other, ok := dirs[name]; ok {
 			t.Errorf("sessions %.20q and %.20q share folder %s", id, other, name)
@@ -127,7 +130,7 @@ func TestSessionsRequired(t *testing.T) {
 		!strings.Contains(res.Content[0].Text, "a session is required") {
 		t.Errorf("result %+v, error %v, ran %v; want an INVALID_ARGUMENTS result saying a session is required", res, err, ran)
 	}
-	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+	if entries := sessionFolders(root); len(entries) != 0 {
 		t.Errorf("the root holds %v; want nothing", entries)
 	}
 }
@@ -150,7 +153,7 @@ func TestTypedRunsInTheCallsWorkspace(t *testing.T) {
 	call := sessionCall("", "s1")
 	call.Arguments = json.RawMessage(`{"name":"x"}`)
 	res, err := tool.Handler(t.Context(), call)
-	if want := "x in " + workspace.FolderName("", "s1"); err != nil || res.IsError || res.Content[0].Text != want {
+	if want := "x in " + s.FolderName("", "s1"); err != nil || res.IsError || res.Content[0].Text != want {
 		t.Errorf("result %+v, error %v; want %q", res, err, want)
 	}
 	call = sessionCall("", "")
@@ -160,7 +163,7 @@ func TestTypedRunsInTheCallsWorkspace(t *testing.T) {
 		!strings.Contains(res.Content[0].Text, "a session is required") {
 		t.Errorf("without a session: result %+v, error %v; want INVALID_ARGUMENTS saying a session is required", res, err)
 	}
-	if entries, _ := os.ReadDir(root); len(entries) != 1 {
+	if entries := sessionFolders(root); len(entries) != 1 {
 		t.Errorf("the root holds %v; want the one session's folder", entries)
 	}
 }
@@ -231,32 +234,132 @@ func TestSessionsSweepInBackground(t *testing.T) {
 }
 
 // TestSessionsSweepAtStart checks that opening removes what a previous run
-// left: folders idle past the TTL and half-removed ones, and keeps recent
-// folders and anything that is not a session folder.
+// left: folders its record says were idle past the TTL and half-removed
+// ones; and keeps recent folders, folders the record does not know (counted
+// as used when first seen, whatever their modification time says), and
+// anything that is not a session folder.
 func TestSessionsSweepAtStart(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	old, recent := workspace.FolderName("", "old"), workspace.FolderName("", "recent")
-	for _, p := range []string{old + "/sub", recent, ".toolwire-trash-0123/sub", "operator-notes"} {
+	var clk clock
+	clk.advance(-2 * ttl)
+	s, err := workspace.OpenSessions(root, workspace.SessionOptions{TTL: ttl, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := s.FolderName("", "old")
+	_, release := resolve(t, s, "", "old")
+	release()
+	s.Close()
+	unknown := strings.Repeat("0123456789abcdef", 2)
+	for _, p := range []string{unknown + "/sub", ".toolwire-trash-0123/sub", "operator-notes"} {
 		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	long := time.Now().Add(-2 * ttl)
-	for _, p := range []string{old, "operator-notes"} {
+	for _, p := range []string{unknown, "operator-notes"} {
 		if err := os.Chtimes(filepath.Join(root, p), long, long); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, err := workspace.OpenSessions(root, workspace.SessionOptions{TTL: ttl})
+	s, err = workspace.OpenSessions(root, workspace.SessionOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for p, want := range map[string]bool{old: false, ".toolwire-trash-0123": false, recent: true, "operator-notes": true} {
+	for p, want := range map[string]bool{old: false, ".toolwire-trash-0123": false, unknown: true, "operator-notes": true} {
 		if got := exists(filepath.Join(root, p)); got != want {
 			t.Errorf("%s exists: %v; want %v", p, got, want)
 		}
+	}
+}
+
+// TestSessionsModTimeIgnored checks that a folder's modification time,
+// which a session's own commands can set, never decides its sweep: a
+// session used just now whose folder claims to be old survives a sweep and
+// a restart.
+func TestSessionsModTimeIgnored(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	s, err := workspace.OpenSessions(root, workspace.SessionOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, release := resolve(t, s, "", "alice")
+	if _, err := ws.WriteFile("notes.txt", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	long := time.Now().Add(-10 * ttl)
+	if err := os.Chtimes(ws.Dir(), long, long); err != nil {
+		t.Fatal(err)
+	}
+	s.Sweep()
+	if !exists(ws.Dir()) {
+		t.Fatal("a sweep removed a folder used just now, going by its backdated modification time")
+	}
+	s.Close()
+	s, err = workspace.OpenSessions(root, workspace.SessionOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !exists(filepath.Join(ws.Dir(), "notes.txt")) {
+		t.Error("the next run removed a folder used just now, going by its backdated modification time")
+	}
+}
+
+// TestSessionsKeyedNames checks that folder names are keyed: the key made
+// in the root on first start is kept across restarts, another key gives
+// other names, and no name is the unkeyed hash of the caller and session.
+func TestSessionsKeyedNames(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	s, err := workspace.OpenSessions(root, workspace.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := s.FolderName("", "alice")
+	s.Close()
+	info, err := os.Stat(filepath.Join(root, ".toolwire-key"))
+	if err != nil || info.Mode().Perm() != 0o600 || info.Size() != 32 {
+		t.Fatalf("the key file: %v, %v; want 32 bytes, mode 0600", info, err)
+	}
+	s, err = workspace.OpenSessions(root, workspace.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if again := s.FolderName("", "alice"); again != name {
+		t.Errorf("after a restart alice's folder is %s; was %s", again, name)
+	}
+	other := workspace.FolderName([]byte("another key, another server...."), "", "alice")
+	sum := sha256.Sum256([]byte(strconv.Quote("") + "/alice"))
+	if other == name || name == hex.EncodeToString(sum[:])[:32] {
+		t.Errorf("folder names %s (other key %s) do not depend on the key", name, other)
+	}
+	keyFile := filepath.Join(t.TempDir(), "session.key")
+	if err := os.WriteFile(keyFile, []byte("a key kept like the tokens, 32 b"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	k, err := workspace.OpenSessions(t.TempDir(), workspace.SessionOptions{KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if got, want := k.FolderName("", "alice"), workspace.FolderName([]byte("a key kept like the tokens, 32 b"), "", "alice"); got != want {
+		t.Errorf("with a key file: %s; want %s", got, want)
+	}
+	short := filepath.Join(t.TempDir(), "short.key")
+	if err := os.WriteFile(short, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := workspace.OpenSessions(t.TempDir(), workspace.SessionOptions{KeyFile: short}); err == nil || !strings.Contains(err.Error(), "want at least 16") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("a 5-byte key file: %v; want an error saying it is too short", err)
 	}
 }
 
@@ -326,7 +429,7 @@ func TestSessionsSymlinkedFolder(t *testing.T) {
 	if _, err := alice.WriteFile("secret.txt", []byte("alice's")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(alice.Dir(), filepath.Join(root, workspace.FolderName("", "mallory"))); err != nil {
+	if err := os.Symlink(alice.Dir(), filepath.Join(root, s.FolderName("", "mallory"))); err != nil {
 		t.Fatal(err)
 	}
 	if ws, _, err := s.Resolve(sessionCall("", "mallory")); err == nil || !strings.Contains(err.Error(), "not a folder") {
@@ -422,7 +525,7 @@ func TestSessionsSweepReadOnly(t *testing.T) {
 	release()
 	clk.advance(2 * ttl)
 	s.Sweep()
-	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+	if entries := sessionFolders(root); len(entries) != 0 {
 		t.Errorf("the root still holds %v; want the idle folder with read-only folders inside removed", entries)
 	}
 }
@@ -501,4 +604,17 @@ func BenchmarkResolve(b *testing.B) {
 	b.Run("new session", func(b *testing.B) {
 		read(b, s, func(i int) *tools.Call { return sessionCall("", fmt.Sprint("new-", i)) })
 	})
+}
+
+// sessionFolders lists what the root holds but the key and the record of
+// last uses.
+func sessionFolders(root string) []string {
+	entries, _ := os.ReadDir(root)
+	var names []string
+	for _, e := range entries {
+		if n := e.Name(); n != ".toolwire-key" && n != ".toolwire-sessions" {
+			names = append(names, n)
+		}
+	}
+	return names
 }

@@ -34,6 +34,9 @@ type Workspace struct {
 	root *os.Root
 	dir  string // absolute path as given, cleaned
 	real string // dir with symlinks resolved
+	// owner, when set, is the uid and gid the folder and everything the
+	// workspace tools write in it belong to, and its commands run under.
+	owner *Owner
 
 	rename func(dir *os.Root, oldname, newname string) error // nil: (*os.Root).Rename; tests interfere
 }
@@ -54,6 +57,13 @@ func Open(dir string) (*Workspace, error) {
 	}
 	return &Workspace{root: root, dir: abs, real: real}, nil
 }
+
+// Owner is a uid and gid of a session's own.
+type Owner struct{ UID, GID int }
+
+// Owner returns the uid and gid the workspace belongs to, or nil when its
+// files belong to the server's.
+func (w *Workspace) Owner() *Owner { return w.owner }
 
 // Close releases the workspace's folder handle.
 func (w *Workspace) Close() error { return w.root.Close() }

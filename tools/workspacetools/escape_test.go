@@ -422,7 +422,7 @@ func TestEscapeAcrossSessions(t *testing.T) {
 	if r := run("alice", "echo alice-secret > notes.txt && pwd"); r.GetIsError() {
 		t.Fatalf("alice: %s", client.Text(r))
 	}
-	alice := filepath.Join(root, workspace.FolderName("", "alice"))
+	alice := filepath.Join(root, s.FolderName("", "alice"))
 	sibling := "../" + filepath.Base(alice)
 	for _, command := range []string{
 		"cat " + sibling + "/notes.txt",

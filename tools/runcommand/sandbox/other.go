@@ -14,8 +14,10 @@ import (
 var errUnsupported = errors.New("the sandbox needs Linux")
 
 func probe(cfg Config) Restrictions {
-	return Restrictions{Mode: cfg.Mode, Network: cfg.Network, Missing: []string{"everything (the sandbox needs Linux)"}}
+	return Restrictions{Mode: cfg.Mode, Network: cfg.Network, Identity: IdentityServer, Aggregate: "none", Missing: []string{"everything (the sandbox needs Linux)"}}
 }
+
+func cannotSwitchUser() string { return "the sandbox needs Linux" }
 
 // Run is one command to run in the sandbox.
 type Run struct {
@@ -26,7 +28,11 @@ type Run struct {
 	Writable []string
 	Output   *os.File
 	Grace    time.Duration
+	User     *User
 }
+
+// User is the uid and gid a session's commands run under.
+type User = supervisor.User
 
 // Process is a supervised command.
 type Process struct{}
@@ -46,4 +52,10 @@ func newPool(*Sandbox) *pool { return nil }
 
 func (*pool) close() {}
 
-func filter(bool) ([]supervisor.Insn, error) { return nil, errUnsupported }
+type cgroups struct{}
+
+func findCgroups(Config) (*cgroups, string) { return nil, "none" }
+
+type rules struct{ sockets, sysvIPC, notify bool }
+
+func filter(rules) ([]supervisor.Insn, map[int]string, error) { return nil, nil, errUnsupported }

@@ -31,6 +31,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
@@ -95,11 +97,45 @@ type Config struct {
 	// MaxFileBytes caps the size of any file a process writes (RLIMIT_FSIZE;
 	// default 1 GiB).
 	MaxFileBytes uint64 `json:"max_file_bytes"`
-	// MaxProcesses caps the processes and threads of the server's user
-	// (RLIMIT_NPROC; default 1024). The kernel counts every process of the
-	// user, the server's threads included, and ignores it for root.
+	// MaxProcesses caps the processes and threads of one call's command
+	// (its cgroup's pids.max, or the supervisor's watchdog) and of its uid
+	// (RLIMIT_NPROC, which counts every process of the uid: with commands
+	// under the server's uid, the server's threads too; the kernel ignores
+	// it for root). Default 1024.
 	MaxProcesses uint64 `json:"max_processes"`
+	// MaxWorkspaceBytes caps the bytes the workspace and the call's TMPDIR
+	// hold together, measured while a command runs; a command that passes
+	// it is ended (default 8 GiB).
+	MaxWorkspaceBytes uint64 `json:"max_workspace_bytes"`
+	// MaxWorkspaceFiles caps the files and folders they hold (default
+	// 500000).
+	MaxWorkspaceFiles uint64 `json:"max_workspace_files"`
+	// UIDRange, "FIRST-LAST", gives each session's commands (with a
+	// workspace per session) a uid and gid of their own from the range,
+	// owning the session's folder, when the server may: as root, or with
+	// CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER and
+	// CAP_KILL. The kernel's own permission checks then keep sessions apart
+	// from each other and from the server. Empty: commands run under the
+	// server's uid.
+	UIDRange string `json:"uid_range"`
+	// SysVIPC lets commands use System V shared memory, message queues and
+	// semaphores, which every process of the same uid shares and which
+	// outlive the call (default false: denied).
+	SysVIPC bool `json:"sysv_ipc"`
+	// Accept names the gaps required mode may start with, each one the
+	// operator has weighed: "owner_files" (commands share the server's uid,
+	// so they may read files under read_only_paths that only that uid may
+	// read).
+	Accept []string `json:"accept"`
 }
+
+// Gaps required mode refuses to start with unless Config.Accept names them.
+const (
+	// GapOwnerFiles: commands run under the server's uid (no uid_range, or
+	// no privilege to use it) and may read what it may read under the
+	// read-only paths.
+	GapOwnerFiles = "owner_files"
+)
 
 // DefaultReadOnlyPaths are the system folders and devices commands may read
 // and execute by default.
@@ -135,6 +171,12 @@ func (c Config) WithDefaults() Config {
 	if c.MaxProcesses == 0 {
 		c.MaxProcesses = 1024
 	}
+	if c.MaxWorkspaceBytes == 0 {
+		c.MaxWorkspaceBytes = 8 << 30
+	}
+	if c.MaxWorkspaceFiles == 0 {
+		c.MaxWorkspaceFiles = 500000
+	}
 	return c
 }
 
@@ -158,7 +200,41 @@ func (c Config) Validate() error {
 	if c.MemoryBytes != 0 && c.MemoryBytes < 64<<20 {
 		return fmt.Errorf("sandbox.memory_bytes %d: want 0 (no limit) or at least 64 MiB; the supervisor itself needs room", c.MemoryBytes)
 	}
+	if c.UIDRange != "" {
+		if _, err := ParseUIDRange(c.UIDRange); err != nil {
+			return err
+		}
+	}
+	for _, a := range c.Accept {
+		if a != GapOwnerFiles {
+			return fmt.Errorf("sandbox.accept: %q is not a gap required mode knows; the one it knows is %s", a, GapOwnerFiles)
+		}
+	}
 	return nil
+}
+
+// UIDRange is a range of uids, each used as a session's uid and gid.
+type UIDRange struct{ First, Last uint32 }
+
+// Len is how many uids the range holds.
+func (r UIDRange) Len() int { return int(r.Last-r.First) + 1 }
+
+// ParseUIDRange reads "FIRST-LAST". The range may not hold 0, the server's
+// own uid, or uids past 2^31-2.
+func ParseUIDRange(s string) (UIDRange, error) {
+	first, last, ok := strings.Cut(s, "-")
+	a, err1 := strconv.ParseUint(strings.TrimSpace(first), 10, 32)
+	b, err2 := strconv.ParseUint(strings.TrimSpace(last), 10, 32)
+	r := UIDRange{uint32(a), uint32(b)}
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		return r, fmt.Errorf("sandbox.uid_range %q: want FIRST-LAST, such as 100000-165535", s)
+	case a == 0 || b < a || b > 1<<31-2:
+		return r, fmt.Errorf("sandbox.uid_range %q: want 0 < FIRST <= LAST < 2147483647", s)
+	case uint64(os.Geteuid()) >= a && uint64(os.Geteuid()) <= b:
+		return r, fmt.Errorf("sandbox.uid_range %q holds the server's own uid %d", s, os.Geteuid())
+	}
+	return r, nil
 }
 
 // Restrictions say what the sandbox enforces on this machine; run_command
@@ -175,16 +251,34 @@ type Restrictions struct {
 	Network string `json:"network"`
 	TCP     bool   `json:"tcp,omitempty"`
 	Sockets bool   `json:"sockets,omitempty"`
-	// Syscalls: the seccomp filter (ptrace, mount, namespaces, ...; and
-	// signals to the supervisor and the server).
+	// Syscalls: the seccomp filter (ptrace, mount, namespaces, ...; signals
+	// to the supervisor and the server; limits and scheduling of other
+	// processes; set-ID bits; datagram Unix sockets; System V IPC unless
+	// allowed).
 	Syscalls bool `json:"syscalls"`
+	// Mediated: the supervisor performs, beneath the workspace and TMPDIR
+	// only, the calls Landlock does not govern: metadata changes (mode,
+	// owner, times, extended attributes, inode flags), connects to Unix
+	// sockets by path, flock (seccomp user notification).
+	Mediated bool `json:"mediated"`
 	// Scoped: Landlock stops signals and abstract Unix sockets reaching
-	// processes outside the sandbox.
-	Scoped     bool   `json:"scoped"`
-	NoNewPrivs bool   `json:"no_new_privs"`
-	Limits     Limits `json:"limits"`
-	// Missing names what auto mode could not enforce here.
-	Missing []string `json:"missing,omitempty"`
+	// processes outside the command's domain, the supervisor's included.
+	Scoped     bool `json:"scoped"`
+	NoNewPrivs bool `json:"no_new_privs"`
+	// Identity is "session" (each session's commands and folder have a uid
+	// of their own) or "server" (commands run under the server's uid).
+	Identity string `json:"identity"`
+	// Aggregate says what enforces the limits over a call's whole tree
+	// (memory, processes): "cgroup" (a delegated cgroup v2) or "watchdog"
+	// (the supervisor samples the tree and ends it).
+	Aggregate string `json:"aggregate"`
+	// SysVIPC: System V IPC is allowed (sandbox.sysv_ipc).
+	SysVIPC bool   `json:"sysv_ipc,omitempty"`
+	Limits  Limits `json:"limits"`
+	// Missing names what auto mode could not enforce here; Accepted, what
+	// required mode started without because sandbox.accept names it.
+	Missing  []string `json:"missing,omitempty"`
+	Accepted []string `json:"accepted,omitempty"`
 }
 
 // String is the one-line summary logged at start.
@@ -203,24 +297,38 @@ func (r Restrictions) String() string {
 	add(r.Sockets, "network: non-Unix sockets denied (seccomp)")
 	add(r.Network == NetworkAllow, "network: allowed")
 	add(r.Syscalls, "system calls (seccomp)")
+	add(r.Mediated, "metadata, Unix socket paths and locks only beneath the workspace (supervisor)")
 	add(r.Scoped, "signals and abstract sockets scoped (Landlock)")
 	add(r.NoNewPrivs, "no new privileges or capabilities")
-	on = append(on, "resource limits", "no process outlives its call")
+	add(r.Identity == IdentitySession, "a uid per session")
+	add(r.SysVIPC, "System V IPC allowed")
+	on = append(on, "resource limits", "aggregate limits ("+r.Aggregate+")", "no process outlives its call")
 	s := string(r.Mode) + ": " + strings.Join(on, ", ")
 	if len(r.Missing) > 0 {
 		s += "; NOT enforced: " + strings.Join(r.Missing, ", ")
 	}
+	if len(r.Accepted) > 0 {
+		s += "; accepted gaps: " + strings.Join(r.Accepted, ", ")
+	}
 	return s
 }
+
+// Identity values.
+const (
+	IdentitySession = "session"
+	IdentityServer  = "server"
+)
 
 // Sandbox starts commands under the supervisor. The zero value is not
 // usable; call New.
 type Sandbox struct {
-	cfg   Config
-	r     Restrictions
-	exe   string // the binary re-executed as supervisor
-	setup []byte // every supervisor's supervisor.Setup, as JSON
-	pool  *pool  // spare supervisors
+	cfg     Config
+	r       Restrictions
+	exe     string    // the binary re-executed as supervisor
+	setup   []byte    // every supervisor's supervisor.Setup, as JSON
+	pool    *pool     // spare supervisors
+	uids    *UIDRange // the sessions' uids, when they have their own
+	cgroups *cgroups  // the calls' cgroups, when a delegated cgroup v2 is available
 
 	// The read-only paths, looked up once when New made the sandbox:
 	// the folders and the files among them, and the configured ones that
@@ -241,16 +349,35 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 		return nil, Restrictions{Mode: Off, Network: NetworkAllow}, nil
 	}
 	r := probe(cfg)
+	sb := &Sandbox{cfg: cfg}
+	if cfg.UIDRange != "" {
+		if why := cannotSwitchUser(); why != "" {
+			r.Missing = append(r.Missing, "a uid per session ("+why+")")
+		} else {
+			u, _ := ParseUIDRange(cfg.UIDRange)
+			sb.uids = &u
+			r.Identity = IdentitySession
+		}
+	}
+	if r.Identity != IdentitySession {
+		gap := GapOwnerFiles + ": commands run under the server's uid and may read the files only it may read under read_only_paths (set sandbox.uid_range, or accept it with sandbox.accept: [" + GapOwnerFiles + "])"
+		if slices.Contains(cfg.Accept, GapOwnerFiles) {
+			r.Accepted = append(r.Accepted, GapOwnerFiles)
+		} else {
+			r.Missing = append(r.Missing, gap)
+		}
+	}
+	sb.cgroups, r.Aggregate = findCgroups(cfg)
 	if cfg.Mode == Required && len(r.Missing) > 0 {
-		return nil, r, fmt.Errorf("sandbox required, but this kernel cannot enforce: %s (use sandbox.mode auto to run with what it offers)", strings.Join(r.Missing, "; "))
+		return nil, r, fmt.Errorf("sandbox required, but this server cannot enforce: %s (use sandbox.mode auto to run with what it offers)", strings.Join(r.Missing, "; "))
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, r, fmt.Errorf("sandbox: finding the binary to run as supervisor: %w", err)
 	}
-	setup := supervisor.Setup{Limits: r.Limits, Parent: os.Getpid()}
+	setup := supervisor.Setup{Limits: r.Limits, Parent: os.Getpid(), NetworkDeny: cfg.Network == NetworkDeny, SwitchUser: sb.uids != nil}
 	if r.Syscalls {
-		if setup.Filter, err = filter(r.Sockets); err != nil {
+		if setup.Filter, setup.Notify, err = filter(rules{sockets: r.Sockets, sysvIPC: cfg.SysVIPC, notify: r.Mediated}); err != nil {
 			return nil, r, fmt.Errorf("sandbox: building the seccomp filter: %w", err)
 		}
 	}
@@ -258,7 +385,7 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 	if err != nil {
 		return nil, r, err
 	}
-	sb := &Sandbox{cfg: cfg, r: r, exe: exe, setup: b}
+	sb.r, sb.exe, sb.setup = r, exe, b
 	for _, p := range cfg.ReadOnlyPaths {
 		info, err := os.Stat(p)
 		switch {
@@ -275,6 +402,15 @@ func New(cfg Config) (*Sandbox, Restrictions, error) {
 	}
 	sb.pool = newPool(sb)
 	return sb, r, nil
+}
+
+// UIDs returns the range of the sessions' uids, or nil when commands run
+// under the server's.
+func (s *Sandbox) UIDs() *UIDRange {
+	if s == nil {
+		return nil
+	}
+	return s.uids
 }
 
 // Unreadable returns the configured read-only paths that did not exist when

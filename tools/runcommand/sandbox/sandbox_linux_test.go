@@ -23,12 +23,13 @@ func TestFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	const self, server = 4242, 4200
-	p := policy(info, true)
+	r := rules{sockets: true, notify: true}
+	p := policy(info, r)
 	body, err := p.Assemble()
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm, err := bpf.NewVM(append(guard(info, self, server), body...))
+	vm, err := bpf.NewVM(append(guard(info, self, server, r), body...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,9 @@ func TestFilter(t *testing.T) {
 		return uint32(v)
 	}
 	native := uint32(info.ID)
-	allow, eperm := uint32(seccomp.ActionAllow), uint32(errno(unix.EPERM))
+	allow, eperm, eacces, enosys := uint32(seccomp.ActionAllow), uint32(errno(unix.EPERM)), uint32(errno(unix.EACCES)), uint32(errno(unix.ENOSYS))
+	notify := uint32(seccomp.ActionUserNotify)
+	const garbage = 7 << 32 // high bits the kernel ignores in an int argument
 	neg := func(pid int) uint64 { return uint64(int64(-pid)) }
 	tests := []struct {
 		name string
@@ -80,23 +83,65 @@ func TestFilter(t *testing.T) {
 		{"join another group", native, "setpgid", []uint64{0, 5000}, eperm},
 		{"own group", native, "setpgid", []uint64{0, 0}, allow},
 		{"ptrace attach", native, "ptrace", []uint64{unix.PTRACE_ATTACH, server}, eperm},
-		{"ptrace traceme", native, "ptrace", []uint64{unix.PTRACE_TRACEME}, allow},
+		{"ptrace traceme", native, "ptrace", []uint64{unix.PTRACE_TRACEME}, eperm},
 		{"mount", native, "mount", nil, eperm},
 		{"unshare", native, "unshare", []uint64{unix.CLONE_NEWUSER}, eperm},
 		{"clone a thread", native, "clone", []uint64{unix.CLONE_VM | unix.CLONE_THREAD}, allow},
 		{"clone a namespace", native, "clone", []uint64{unix.CLONE_NEWNET}, eperm},
-		{"clone3", native, "clone3", nil, uint32(errno(unix.ENOSYS))},
-		{"setuid chmod", native, "fchmodat", []uint64{0, 0, 0o4755}, eperm},
-		{"plain chmod", native, "fchmodat", []uint64{0, 0, 0o755}, allow},
-		{"inet socket", native, "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, uint32(errno(unix.EACCES))},
-		{"unix socket", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, allow},
+		{"clone3", native, "clone3", nil, enosys},
+		{"openat2", native, "openat2", nil, enosys},
+		{"a system call newer than the filter", native, "read", nil, allow},
+		{"setuid chmod goes to the supervisor, which refuses it", native, "fchmodat", []uint64{0, 0, 0o4755}, notify},
+		{"plain chmod goes to the supervisor", native, "fchmodat", []uint64{0, 0, 0o755}, notify},
+		{"fchmodat2 goes to the supervisor", native, "fchmodat2", []uint64{0, 0, 0o755, 0}, notify},
+		{"chown goes to the supervisor", native, "fchownat", []uint64{0, 0, 1, 1, 0}, notify},
+		{"utimensat goes to the supervisor", native, "utimensat", []uint64{0, 0, 0, 0}, notify},
+		{"setxattr goes to the supervisor", native, "setxattr", nil, notify},
+		{"connect goes to the supervisor", native, "connect", nil, notify},
+		{"flock goes to the supervisor", native, "flock", []uint64{3, unix.LOCK_EX}, notify},
+		{"setflags ioctl goes to the supervisor", native, "ioctl", []uint64{3, unix.FS_IOC_SETFLAGS, 0}, notify},
+		{"setflags ioctl, high bits set", native, "ioctl", []uint64{3, garbage | unix.FS_IOC_SETFLAGS, 0}, notify},
+		{"another ioctl", native, "ioctl", []uint64{3, unix.TCGETS, 0}, allow},
+		{"open a set-ID file", native, "openat", []uint64{0, 0, unix.O_CREAT, 0o4755}, eperm},
+		{"mknod a set-ID file", native, "mknodat", []uint64{0, 0, unix.S_IFREG | 0o2755}, eperm},
+		{"mkdir a set-group-ID folder", native, "mkdir", []uint64{0, 0o2755}, eperm},
+		{"open a file", native, "openat", []uint64{0, 0, unix.O_CREAT, 0o644}, allow},
+		{"prlimit another process", native, "prlimit64", []uint64{server, unix.RLIMIT_NOFILE}, eperm},
+		{"prlimit itself", native, "prlimit64", []uint64{0, unix.RLIMIT_NOFILE}, allow},
+		{"renice another process", native, "setpriority", []uint64{unix.PRIO_PROCESS, server, 19}, eperm},
+		{"renice the user", native, "setpriority", []uint64{unix.PRIO_USER, 0, 19}, eperm},
+		{"renice the user, high bits set", native, "setpriority", []uint64{garbage | unix.PRIO_USER, 0, 19}, eperm},
+		{"renice itself", native, "setpriority", []uint64{unix.PRIO_PROCESS, 0, 19}, allow},
+		{"SCHED_IDLE another process", native, "sched_setattr", []uint64{server, 0, 0}, eperm},
+		{"pin another process", native, "sched_setaffinity", []uint64{server, 8, 0}, eperm},
+		{"ioprio the user", native, "ioprio_set", []uint64{3, 0, 0}, eperm},
+		{"ioprio another process", native, "ioprio_set", []uint64{1, server, 0}, eperm},
+		{"ioprio itself", native, "ioprio_set", []uint64{1, 0, 0}, allow},
+		{"System V shared memory", native, "shmget", nil, eperm},
+		{"System V semaphores", native, "semget", nil, eperm},
+		{"inet socket", native, "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, eacces},
+		{"inet socket posing as Unix", native, "socket", []uint64{garbage | unix.AF_UNIX, unix.SOCK_STREAM}, allow},
+		{"unix socket", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, allow},
+		{"unix seqpacket socket", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_SEQPACKET}, allow},
+		{"unix datagram socket", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_DGRAM | unix.SOCK_NONBLOCK}, eacces},
+		{"unix raw socket (a datagram one)", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_RAW}, eacces},
+		{"unix datagram pair", native, "socketpair", []uint64{unix.AF_UNIX, unix.SOCK_DGRAM}, eacces},
+		{"unix stream pair", native, "socketpair", []uint64{unix.AF_UNIX, unix.SOCK_STREAM}, allow},
 		{"read", native, "read", nil, allow},
 		{"another architecture", native + 1, "read", nil, uint32(seccomp.ActionKillProcess)},
 	}
 	for _, tt := range tests {
-		if got := run(tt.arch, nr(tt.call), tt.args...); got != tt.want {
+		n := nr(tt.call)
+		if tt.name == "a system call newer than the filter" {
+			n = lastSyscall + 1
+			tt.want = enosys
+		}
+		if got := run(tt.arch, n, tt.args...); got != tt.want {
 			t.Errorf("%s: %#x; want %#x", tt.name, got, tt.want)
 		}
+	}
+	if got := run(native, 0x40000000|nr("read")); got != enosys {
+		t.Errorf("an x32 system call: %#x; want ENOSYS", got)
 	}
 }
 

@@ -13,12 +13,13 @@ import (
 )
 
 // denied are the system calls a tool command never needs, after Docker's
-// default profile and Codex's Linux sandbox: debugging other processes,
-// mounts and namespaces, kernel keyrings, BPF, perf, modules, kexec, reboot,
-// swap, clocks, io_uring (whose operations seccomp cannot see), and stealing
-// file descriptors. They fail with EPERM.
+// default profile and Codex's Linux sandbox: debugging other processes
+// (ptrace altogether: the launcher needs none), mounts and namespaces,
+// kernel keyrings, BPF, perf, modules, kexec, reboot, swap, clocks,
+// io_uring (whose operations seccomp cannot see), and stealing file
+// descriptors. They fail with EPERM.
 var denied = []string{
-	"process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
+	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
 	"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
 	"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
 	"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
@@ -31,141 +32,301 @@ var denied = []string{
 	"tkill", // signals a thread by ID alone, which could be the supervisor's; tgkill is checked below
 }
 
+// sysvIPC are System V IPC's system calls: its objects are shared by every
+// process of a uid, outlive the call and are counted in no process's
+// memory, so they are denied unless sandbox.sysv_ipc.
+var sysvIPC = []string{"shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl"}
+
+// mediated are the system calls the filter sends to the supervisor, which
+// performs them beneath the call's roots (package supervisor, mediate):
+// what Landlock does not govern.
+var mediated = []string{
+	supervisor.OpConnect, supervisor.OpFlock,
+	supervisor.OpChmod, supervisor.OpFchmod, supervisor.OpFchmodat, supervisor.OpFchmodat2,
+	supervisor.OpChown, supervisor.OpLchown, supervisor.OpFchown, supervisor.OpFchownat,
+	supervisor.OpUtime, supervisor.OpUtimes, supervisor.OpFutimesat, supervisor.OpUtimensat,
+	supervisor.OpSetxattr, supervisor.OpLsetxattr, supervisor.OpFsetxattr,
+	supervisor.OpRemovexatt, supervisor.OpLremovexat, supervisor.OpFremovexat,
+}
+
+// otherProcess are the calls that act on another process or user given by
+// their first argument, for which 0 means the caller: resource limits,
+// scheduling, CPU affinity, memory policy. Any other target is refused,
+// whatever the kernel's permission checks would say for the same uid.
+var otherProcess = []string{
+	"prlimit64", "sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr",
+	"migrate_pages", "move_pages",
+}
+
+// lastSyscall is the newest system call number the filter lets through on
+// the architectures with one table for new calls (x86-64, arm64): mseal.
+// Later ones (setxattrat, removexattrat, file_setattr, open_tree_attr, ...)
+// get ENOSYS, which libc treats as an old kernel, until someone reviews
+// them here.
+const lastSyscall = 462
+
 // namespaceFlags are clone's flags that make new namespaces.
 const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC | unix.CLONE_NEWUSER |
 	unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWCGROUP | unix.CLONE_NEWTIME
 
 func errno(e syscall.Errno) seccomp.Action { return seccomp.ActionErrno | seccomp.Action(e) }
 
-// policy is the name-based part of the filter.
-func policy(info *arch.Info, sockets bool) seccomp.Policy {
-	var names []string
-	for _, n := range denied {
-		if _, ok := info.SyscallNames[n]; ok {
-			names = append(names, n)
+// rules say which parts of the filter apply.
+type rules struct {
+	sockets bool // network deny: Unix sockets only
+	sysvIPC bool // System V IPC allowed
+	notify  bool // the supervisor mediates (user notification)
+}
+
+// policy is the name-based part of the filter. Conditions here compare
+// whole 64-bit arguments, which suits tests whose match denies (a value
+// with garbage in its high half is denied too) and bit tests; equality
+// that allows is in guard, on the low half the kernel reads of an int.
+func policy(info *arch.Info, r rules) seccomp.Policy {
+	known := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if _, ok := info.SyscallNames[n]; ok {
+				out = append(out, n)
+			}
 		}
+		return out
+	}
+	deny := known(denied...)
+	if !r.sysvIPC {
+		deny = append(deny, known(sysvIPC...)...)
 	}
 	setid := uint64(unix.S_ISUID | unix.S_ISGID)
 	var withArgs []seccomp.NameWithConditions
-	for name, arg := range map[string]uint32{"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2} {
+	cond := func(name string, arg uint32, op seccomp.Operation, v uint64) {
 		if _, ok := info.SyscallNames[name]; ok {
-			// No setuid or setgid files, which could outlive the sandbox.
-			withArgs = append(withArgs, seccomp.NameWithConditions{Name: name, Conditions: []seccomp.Condition{{Argument: arg, Operation: seccomp.BitsSet, Value: setid}}})
+			withArgs = append(withArgs, seccomp.NameWithConditions{Name: name, Conditions: []seccomp.Condition{{Argument: arg, Operation: op, Value: v}}})
 		}
 	}
-	// ptrace but PTRACE_TRACEME and PTRACE_DETACH, which the supervisor uses
-	// to set memory_bytes on the command before it runs; on their own they
-	// let nobody read or change another process.
-	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "ptrace", Conditions: []seccomp.Condition{
-		{Argument: 0, Operation: seccomp.NotEqual, Value: unix.PTRACE_TRACEME},
-		{Argument: 0, Operation: seccomp.NotEqual, Value: unix.PTRACE_DETACH},
-	}})
+	// No set-user-ID or set-group-ID file, made or changed: one could
+	// outlive the call. (The supervisor refuses the chmod family's itself
+	// when it mediates them: a system call sits in one group only.)
+	for name, arg := range map[string]uint32{"open": 2, "openat": 3, "creat": 1, "mknod": 1, "mknodat": 2, "mkdir": 1, "mkdirat": 2} {
+		cond(name, arg, seccomp.BitsSet, setid)
+	}
+	if !r.notify {
+		for name, arg := range map[string]uint32{"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2} {
+			cond(name, arg, seccomp.BitsSet, setid)
+		}
+	}
+	for _, name := range otherProcess {
+		cond(name, 0, seccomp.NotEqual, 0)
+	}
+	// setpriority(which, who) and ioprio_set(which, who): who 0 only (the
+	// caller, its group); which is checked in guard.
+	cond("setpriority", 1, seccomp.NotEqual, 0)
+	cond("ioprio_set", 1, seccomp.NotEqual, 0)
 	// setpgid only to lead a group of one's own (pgid 0): joining another
 	// group, the supervisor's or the server's, would let kill(0, ...) reach it.
-	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "setpgid", Conditions: []seccomp.Condition{{Argument: 1, Operation: seccomp.NotEqual, Value: 0}}})
-	withArgs = append(withArgs, seccomp.NameWithConditions{Name: "clone", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.BitsSet, Value: namespaceFlags}}})
+	cond("setpgid", 1, seccomp.NotEqual, 0)
+	cond("clone", 0, seccomp.BitsSet, namespaceFlags)
 	p := seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
 		Syscalls: []seccomp.SyscallGroup{
-			{Names: names, NamesWithCondtions: withArgs, Action: errno(unix.EPERM)},
-			// clone3's flags are out of seccomp's reach; ENOSYS makes libc fall
-			// back to clone, whose flags are checked above.
-			{Names: []string{"clone3"}, Action: errno(unix.ENOSYS)},
+			{Names: deny, NamesWithCondtions: withArgs, Action: errno(unix.EPERM)},
+			// clone3's flags and openat2's mode are out of seccomp's reach;
+			// ENOSYS makes libc fall back to clone and openat, checked above.
+			{Names: known("clone3", "openat2"), Action: errno(unix.ENOSYS)},
 		},
 	}
-	if sockets {
-		// Network deny: Unix sockets only. EACCES reads as "Permission
-		// denied", as Landlock's refused connect does.
-		p.Syscalls = append(p.Syscalls, seccomp.SyscallGroup{
-			NamesWithCondtions: []seccomp.NameWithConditions{{Name: "socket", Conditions: []seccomp.Condition{{Argument: 0, Operation: seccomp.NotEqual, Value: unix.AF_UNIX}}}},
-			Action:             errno(unix.EACCES),
-		})
+	if r.notify {
+		p.Syscalls = append(p.Syscalls, seccomp.SyscallGroup{Names: known(mediated...), Action: seccomp.ActionUserNotify})
 	}
 	return p
 }
 
-// guard returns the filter's first instructions: anything but the native
-// architecture is killed (a 32-bit int 0x80 call would otherwise pass a
-// filter written for 64-bit numbers), and no signal, pidfd or process group
-// can reach the supervisor or the server. PIDs are compared on their low 32
-// bits, which is all the kernel reads of them.
-func guard(info *arch.Info, self, server int) []bpf.Instruction {
-	const (
-		nrOff   = 0
-		archOff = 4
-	)
-	lo := func(arg uint32) uint32 { return 16 + 8*arg } // little-endian: the low half comes first
-	ldNR := bpf.LoadAbsolute{Off: nrOff, Size: 4}
-	protected := []uint32{uint32(self), uint32(server), uint32(-self), uint32(-server)}
-	var prog []bpf.Instruction
-	var toDeny []int // indices of jumps whose true branch is deny
-	prog = append(prog,
-		bpf.LoadAbsolute{Off: archOff, Size: 4},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1},
-		bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)},
-		ldNR,
-	)
-	block := func(name string, arg uint32, values []uint32) {
-		nr, ok := info.SyscallNames[name]
-		if !ok {
-			return
+// notifyOps maps the mediated system calls' numbers to their operations.
+func notifyOps(info *arch.Info) map[int]string {
+	ops := map[int]string{}
+	for _, name := range mediated {
+		if nr, ok := info.SyscallNames[name]; ok {
+			ops[nr] = name
 		}
-		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr), SkipTrue: uint8(len(values) + 2)},
-			bpf.LoadAbsolute{Off: lo(arg), Size: 4})
-		for _, v := range values {
-			toDeny = append(toDeny, len(prog))
-			prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: v})
-		}
-		prog = append(prog, ldNR)
 	}
-	block("kill", 0, append(protected, 0xFFFFFFFF)) // and kill(-1): every process the user may signal
-	block("rt_sigqueueinfo", 0, protected)
-	block("rt_tgsigqueueinfo", 0, protected)
-	block("pidfd_open", 0, protected)
-	if nr, ok := info.SyscallNames["tgkill"]; ok {
-		// The Go runtime preempts goroutines with tgkill(self, tid, SIGURG).
-		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(nr), SkipTrue: 6},
-			bpf.LoadAbsolute{Off: lo(2), Size: 4},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(unix.SIGURG), SkipTrue: 3},
-			bpf.LoadAbsolute{Off: lo(0), Size: 4})
-		toDeny = append(toDeny, len(prog), len(prog)+1)
-		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(self)},
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(server)},
-			ldNR)
+	if nr, ok := info.SyscallNames["ioctl"]; ok {
+		ops[nr] = supervisor.OpIoctl
 	}
-	// Fall through to the policy; deny sits right after this jump.
-	prog = append(prog, bpf.Jump{Skip: 1})
-	deny := len(prog)
-	prog = append(prog, bpf.RetConstant{Val: uint32(errno(unix.EPERM))})
-	for _, i := range toDeny {
-		j := prog[i].(bpf.JumpIf)
-		j.SkipTrue = uint8(deny - i - 1)
-		prog[i] = j
-	}
-	return prog
+	return ops
 }
 
-// filter assembles the seccomp program: the guard, with the supervisor's
-// PID left as supervisor.SelfPID for it to fill in, then the policy.
-func filter(sockets bool) ([]supervisor.Insn, error) {
+// guard returns the filter's first instructions, for the checks the
+// policy cannot express: anything but the native architecture is killed
+// (a 32-bit int 0x80 call would otherwise pass a filter written for 64-bit
+// numbers); system calls newer than lastSyscall get ENOSYS; no signal,
+// pidfd or process group can reach the supervisor or the server;
+// setpriority and ioprio_set may not name a user; ioctls that set inode
+// flags go to the supervisor; and sockets are Unix ones only (under network
+// deny), never datagram ones, which could send to any path. Arguments are
+// compared on their low 32 bits, which is all the kernel reads of an int
+// or a PID.
+func guard(info *arch.Info, self, server int, r rules) []bpf.Instruction {
+	a := &guardAsm{}
+	a.emit(bpf.LoadAbsolute{Off: 4, Size: 4}) // arch
+	a.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: uint32(info.ID), SkipTrue: 1})
+	a.emit(bpf.RetConstant{Val: uint32(seccomp.ActionKillProcess)})
+	a.emit(ldNR)
+	if info.ID == arch.X86_64.ID || info.ID == arch.AARCH64.ID {
+		// Newer than the filter knows: the whole range, x32's (bit 30) too.
+		a.emit(bpf.JumpIf{Cond: bpf.JumpGreaterThan, Val: lastSyscall, SkipFalse: 1})
+		a.jump(enosys)
+	}
+
+	protected := []uint32{uint32(self), uint32(server), uint32(-self), uint32(-server)}
+	nr := func(name string) (uint32, bool) {
+		n, ok := info.SyscallNames[name]
+		return uint32(n), ok
+	}
+	when := func(name string, action label, conds ...cond) {
+		if n, ok := nr(name); ok {
+			a.rule(n, conds, action)
+		}
+	}
+	for _, v := range append(protected, 0xFFFFFFFF) { // kill(-1): every process the user may signal
+		when("kill", eperm, cond{0, bpf.JumpEqual, v})
+	}
+	for _, name := range []string{"rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"} {
+		for _, v := range protected {
+			when(name, eperm, cond{0, bpf.JumpEqual, v})
+		}
+	}
+	// The Go runtime preempts goroutines with tgkill(self, tid, SIGURG).
+	for _, v := range []uint32{uint32(self), uint32(server)} {
+		when("tgkill", eperm, cond{2, bpf.JumpNotEqual, uint32(unix.SIGURG)}, cond{0, bpf.JumpEqual, v})
+	}
+	when("setpriority", eperm, cond{0, bpf.JumpEqual, unix.PRIO_USER})
+	when("ioprio_set", eperm, cond{0, bpf.JumpEqual, 3}) // IOPRIO_WHO_USER
+	inodeFlags := eperm                                  // without a supervisor to check the file, refused
+	if r.notify {
+		inodeFlags = notify
+	}
+	for _, cmd := range supervisor.MediatedIoctls {
+		when("ioctl", inodeFlags, cond{1, bpf.JumpEqual, cmd})
+	}
+	if r.sockets {
+		// Network deny: Unix sockets only. EACCES reads as "Permission
+		// denied", as Landlock's refused connect does.
+		when("socket", eacces, cond{0, bpf.JumpNotEqual, unix.AF_UNIX})
+	}
+	for _, name := range []string{"socket", "socketpair"} {
+		// SOCK_DGRAM (and SOCK_RAW, which Unix sockets turn into it): a
+		// datagram may be sent to any path with sendto or sendmsg, whose
+		// address the filter cannot read.
+		when(name, eacces, cond{0, bpf.JumpEqual, unix.AF_UNIX}, cond{1, bpf.JumpBitsSet, unix.SOCK_DGRAM})
+	}
+	return a.finish()
+}
+
+// The guard's actions, placed after its rules.
+type label int
+
+const (
+	eperm label = iota
+	eacces
+	enosys
+	notify
+	labels
+)
+
+var ldNR = bpf.LoadAbsolute{Off: 0, Size: 4}
+
+// cond tests the low 32 bits of one argument.
+type cond struct {
+	arg  uint32
+	test bpf.JumpTest
+	val  uint32
+}
+
+// guardAsm assembles the guard: rules in order, each ending in an action
+// label, then the labels, then a fall through to the policy.
+type guardAsm struct {
+	prog  []bpf.Instruction
+	fixes []fix
+}
+
+// fix is a jump to patch once the labels are placed.
+type fix struct {
+	at int
+	to label
+}
+
+func (a *guardAsm) emit(in bpf.Instruction) { a.prog = append(a.prog, in) }
+
+// jump emits an unconditional jump to l.
+func (a *guardAsm) jump(l label) {
+	a.fixes = append(a.fixes, fix{len(a.prog), l})
+	a.emit(bpf.Jump{})
+}
+
+// rule emits: if the system call is nr and every cond holds, go to action;
+// otherwise go on with the system call number loaded. A system call that
+// is not nr costs one instruction.
+func (a *guardAsm) rule(nr uint32, conds []cond, action label) {
+	start := len(a.prog)
+	a.emit(bpf.JumpIf{}) // to the next rule when not nr; patched below
+	var fails []int      // jumps to the reload when a cond does not hold
+	for _, c := range conds {
+		a.emit(bpf.LoadAbsolute{Off: 16 + 8*c.arg, Size: 4}) // little-endian: the low half comes first
+		fails = append(fails, len(a.prog))
+		a.emit(bpf.JumpIf{Cond: c.test, Val: c.val})
+	}
+	a.jump(action)
+	reload := len(a.prog)
+	if len(conds) > 0 {
+		a.emit(ldNR)
+	}
+	next := len(a.prog)
+	a.prog[start] = bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipFalse: uint8(next - start - 1)}
+	for _, i := range fails {
+		j := a.prog[i].(bpf.JumpIf)
+		j.SkipFalse = uint8(reload - i - 1)
+		a.prog[i] = j
+	}
+}
+
+// finish places the labels after a jump over them to the policy, and
+// patches the jumps to them.
+func (a *guardAsm) finish() []bpf.Instruction {
+	a.emit(bpf.Jump{Skip: uint32(labels)})
+	at := make([]int, labels)
+	for l, action := range []seccomp.Action{errno(unix.EPERM), errno(unix.EACCES), errno(unix.ENOSYS), seccomp.ActionUserNotify} {
+		at[l] = len(a.prog)
+		a.emit(bpf.RetConstant{Val: uint32(action)})
+	}
+	for _, f := range a.fixes {
+		a.prog[f.at] = bpf.Jump{Skip: uint32(at[f.to] - f.at - 1)}
+	}
+	return a.prog
+}
+
+// filter assembles the seccomp program, with the supervisor's PID left as
+// supervisor.SelfPID for the launcher to fill in: the guard, then the
+// policy; and the mediated system calls' operations by number.
+func filter(r rules) ([]supervisor.Insn, map[int]string, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	p := policy(info, sockets)
+	p := policy(info, r)
 	body, err := p.Assemble()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	raw, err := bpf.Assemble(append(guard(info, supervisor.SelfPID, os.Getpid()), body...))
+	raw, err := bpf.Assemble(append(guard(info, supervisor.SelfPID, os.Getpid(), r), body...))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	insns := make([]supervisor.Insn, len(raw))
-	for i, r := range raw {
-		insns[i] = supervisor.Insn{Op: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	for i, in := range raw {
+		insns[i] = supervisor.Insn{Op: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
 	}
-	return insns, nil
+	var ops map[int]string
+	if r.notify {
+		ops = notifyOps(info)
+	}
+	return insns, ops, nil
 }

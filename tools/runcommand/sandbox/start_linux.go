@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,8 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -26,9 +28,9 @@ func probe(cfg Config) Restrictions {
 		abi = 0
 	}
 	sc := seccomp.Supported()
-	// Commands run as the server's user; Landlock leaves reads of the
-	// server's /proc files (environ, fd links) to ptrace's checks, which let
-	// the same user through unless the server is not dumpable.
+	// Landlock leaves reads of the server's /proc files (environ, fd links)
+	// to ptrace's checks, which let the same user through unless the
+	// server is not dumpable.
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	deny := cfg.Network == NetworkDeny
 	r := Restrictions{
@@ -39,14 +41,19 @@ func probe(cfg Config) Restrictions {
 		TCP:         deny && abi >= 4,
 		Sockets:     deny && sc,
 		Syscalls:    sc,
+		Mediated:    sc && canMediate(),
 		Scoped:      abi >= 6,
 		NoNewPrivs:  true,
+		Identity:    IdentityServer,
+		SysVIPC:     cfg.SysVIPC,
 		Limits: Limits{
-			CPUSeconds:   cfg.CPUSeconds,
-			MemoryBytes:  cfg.MemoryBytes,
-			MaxOpenFiles: cfg.MaxOpenFiles,
-			MaxFileBytes: cfg.MaxFileBytes,
-			MaxProcesses: cfg.MaxProcesses,
+			CPUSeconds:        cfg.CPUSeconds,
+			MemoryBytes:       cfg.MemoryBytes,
+			MaxOpenFiles:      cfg.MaxOpenFiles,
+			MaxFileBytes:      cfg.MaxFileBytes,
+			MaxProcesses:      cfg.MaxProcesses,
+			MaxWorkspaceBytes: cfg.MaxWorkspaceBytes,
+			MaxWorkspaceFiles: cfg.MaxWorkspaceFiles,
 		},
 	}
 	if !r.Files {
@@ -60,8 +67,50 @@ func probe(cfg Config) Restrictions {
 	}
 	if !sc {
 		r.Missing = append(r.Missing, "system call filter and non-Unix sockets (seccomp is not available)")
+	} else if !r.Mediated {
+		r.Missing = append(r.Missing, "metadata changes, Unix socket paths and locks outside the workspace (needs seccomp user notification, pidfd_getfd and openat2: Linux 5.6)")
 	}
 	return r
+}
+
+// canMediate reports whether the kernel has what the supervisor needs to
+// perform mediated system calls: seccomp user notification (its sizes
+// query, 5.0), pidfd_getfd and openat2 (5.6).
+func canMediate() bool {
+	var sizes [3]uint16
+	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_GET_NOTIF_SIZES, 0, uintptr(unsafe.Pointer(&sizes))); e != 0 {
+		return false
+	}
+	if _, _, e := unix.Syscall(unix.SYS_PIDFD_GETFD, ^uintptr(0), 0, 0); e == unix.ENOSYS {
+		return false
+	}
+	_, err := unix.Openat2(unix.AT_FDCWD, "/", &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS})
+	return err == nil || err != unix.ENOSYS
+}
+
+// cannotSwitchUser says why this server may not give sessions uids of
+// their own ("" when it may): it must be root, or hold the capabilities to
+// take a uid (SETUID, SETGID), give it a folder (CHOWN) and keep managing
+// that folder and its processes (DAC_OVERRIDE, FOWNER, KILL).
+func cannotSwitchUser() string {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return "reading capabilities: " + err.Error()
+	}
+	var missing []string
+	for _, c := range []struct {
+		n    int
+		name string
+	}{{unix.CAP_SETUID, "SETUID"}, {unix.CAP_SETGID, "SETGID"}, {unix.CAP_CHOWN, "CHOWN"}, {unix.CAP_DAC_OVERRIDE, "DAC_OVERRIDE"}, {unix.CAP_FOWNER, "FOWNER"}, {unix.CAP_KILL, "KILL"}} {
+		if data[c.n/32].Effective&(1<<(c.n%32)) == 0 {
+			missing = append(missing, "CAP_"+c.name)
+		}
+	}
+	if len(missing) > 0 {
+		return "the server lacks " + strings.Join(missing, ", ")
+	}
+	return ""
 }
 
 // Run is one command to run in the sandbox.
@@ -70,16 +119,23 @@ type Run struct {
 	Argv     []string // argv[0] and the arguments
 	Dir      string   // the working folder; must be inside Writable
 	Env      []string
-	Writable []string      // the folders the command may write: the workspace, its TMPDIR
+	Writable []string      // the folders the command may write: the workspace, its TMPDIR (symlinks resolved)
 	Output   *os.File      // stdout and stderr
 	Grace    time.Duration // how long the command has after SIGTERM before SIGKILL
+	// User is the session's uid and gid (from the range of UIDs), nil for
+	// the server's.
+	User *User
 }
+
+// User is the uid and gid a session's commands run under.
+type User = supervisor.User
 
 // Process is a supervised command.
 type Process struct {
-	sup   *supervisorProc
-	ended chan struct{} // closed when the supervisor has exited
-	stop  func() bool   // stops ending it on the call's context
+	sup    *supervisorProc
+	cgroup string        // the call's cgroup, removed after it
+	ended  chan struct{} // closed when the supervisor has exited
+	stop   func() bool   // stops ending it on the call's context
 }
 
 // Start starts run under a supervisor: a spare one when there is one, else
@@ -87,7 +143,35 @@ type Process struct {
 // then SIGKILL after run.Grace) and every process it started; the
 // supervisor itself gets SIGKILL if it has not exited a second after that.
 func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
-	sp := supervisor.Spec{Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, GraceMillis: run.Grace.Milliseconds()}
+	if run.User != nil && s.uids == nil {
+		return nil, errors.New("the sandbox gives commands no uid of their own (no sandbox.uid_range)")
+	}
+	sp := supervisor.Spec{Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, GraceMillis: run.Grace.Milliseconds(), User: run.User, Roots: run.Writable}
+	if s.cgroups != nil {
+		dir, err := s.cgroups.call()
+		if err != nil {
+			return nil, fmt.Errorf("making the call's cgroup: %w", err)
+		}
+		sp.Cgroup = dir
+	}
+	p, err := s.start(sp, run)
+	if err != nil {
+		s.cgroups.remove(sp.Cgroup)
+		return nil, err
+	}
+	p.stop = context.AfterFunc(ctx, func() {
+		_ = p.sup.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.ended:
+		case <-time.After(run.Grace + time.Second):
+			_ = p.sup.cmd.Process.Kill()
+		}
+	})
+	return p, nil
+}
+
+// start hands sp to a supervisor.
+func (s *Sandbox) start(sp supervisor.Spec, run Run) (*Process, error) {
 	fd, flags, err := s.ruleset(run.Writable)
 	if err != nil {
 		return nil, fmt.Errorf("making the Landlock ruleset: %w", err)
@@ -121,47 +205,96 @@ func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
 		}
 	}
 	runtime.KeepAlive(run.Output)
-	p := &Process{sup: sup, ended: make(chan struct{})}
-	p.stop = context.AfterFunc(ctx, func() {
-		_ = sup.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.ended:
-		case <-time.After(run.Grace + time.Second):
-			_ = sup.cmd.Process.Kill()
-		}
-	})
-	return p, nil
+	return &Process{sup: sup, cgroup: sp.Cgroup, ended: make(chan struct{})}, nil
 }
 
-// Wait returns how the command ended. The supervisor reports it once every
-// process the command started is gone, then exits; that exit, which takes a
-// while and leaves nothing of the command's behind, is waited for in the
-// background.
+// Wait returns how the command ended. The supervisor reports the command's
+// tree as it changes and, once every process the command started is
+// reaped, how it ended; then it exits, which takes a while and leaves
+// nothing of the command's behind, and is waited for in the background.
+// Should the supervisor die before its last report, Wait ends what it last
+// reported of the tree (and the call's cgroup) itself.
 func (p *Process) Wait() (Exit, error) {
-	b := make([]byte, 4096)
-	var n int
-	var rerr error
+	b := make([]byte, 128<<10) // a report of supervisor.MaxTree processes fits
+	var tree []supervisor.Proc
 	for {
-		// The report, or the end of the connection if the supervisor died.
-		if n, rerr = unix.Read(p.sup.conn, b); rerr != unix.EINTR {
-			break
+		var n int
+		var rerr error
+		for {
+			// A report, or the end of the connection if the supervisor died.
+			if n, rerr = unix.Read(p.sup.conn, b); rerr != unix.EINTR {
+				break
+			}
+		}
+		if rerr != nil || n < 0 {
+			n = 0
+		}
+		r, err := supervisor.DecodeReport(b[:n])
+		switch {
+		case err == nil && r.Exit != nil:
+			unix.Close(p.sup.conn)
+			p.stop()
+			go p.reap()
+			return *r.Exit, nil
+		case err == nil:
+			tree = r.Tree
+			continue
+		}
+		unix.Close(p.sup.conn)
+		if supervisor.IsNoStatus(err) {
+			endTree(tree, p.cgroup)
+		}
+		werr := p.reap()
+		if !errors.As(werr, new(*exec.ExitError)) && werr != nil {
+			return Exit{}, werr
+		}
+		return Exit{}, errors.Join(err, werr)
+	}
+}
+
+// endTree kills, as a backstop, what a supervisor that died without its
+// last report had reported of its command's tree: each process still the
+// one reported (its start time unchanged) and everything below it, until
+// none is left; and the call's cgroup.
+func endTree(tree []supervisor.Proc, cgroup string) {
+	if cgroup != "" {
+		_ = os.WriteFile(cgroup+"/cgroup.kill", []byte("1\n"), 0)
+	}
+	live := map[int]bool{}
+	for _, pr := range tree {
+		if supervisor.StartTime(pr.PID) == pr.Start {
+			live[pr.PID] = true
 		}
 	}
-	unix.Close(p.sup.conn)
-	if rerr != nil || n < 0 {
-		n = 0
+	for range 50 {
+		if len(live) == 0 {
+			return
+		}
+		for pid := range live {
+			for _, c := range children(pid) {
+				live[c] = true
+			}
+			if unix.Kill(pid, syscall.SIGKILL) == unix.ESRCH {
+				delete(live, pid)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	e, err := supervisor.DecodeExit(bytes.TrimSpace(b[:n]))
-	if err == nil {
-		p.stop()
-		go p.reap()
-		return e, nil
+}
+
+// children lists pid's children, from its threads' children files.
+func children(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, t := range tasks {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
 	}
-	werr := p.reap()
-	if !errors.As(werr, new(*exec.ExitError)) && werr != nil {
-		return e, werr
-	}
-	return e, errors.Join(err, werr)
+	return out
 }
 
 // reap waits for the supervisor's exit.
@@ -169,6 +302,7 @@ func (p *Process) reap() error {
 	err := p.sup.cmd.Wait()
 	close(p.ended)
 	p.stop()
+	p.sup.sandbox.cgroups.remove(p.cgroup)
 	return err
 }
 
@@ -178,8 +312,9 @@ func (p *Process) PID() int { return p.sup.cmd.Process.Pid }
 // supervisorProc is a started supervisor and the server's end of its
 // connection.
 type supervisorProc struct {
-	cmd  *exec.Cmd
-	conn int // SOCK_SEQPACKET, close-on-exec
+	sandbox *Sandbox
+	cmd     *exec.Cmd
+	conn    int // SOCK_SEQPACKET, close-on-exec
 }
 
 // spawn starts a supervisor, which prepares itself and waits for its Spec.
@@ -205,7 +340,7 @@ func (s *Sandbox) spawn() (*supervisorProc, error) {
 		unix.Close(pair[0])
 		return nil, fmt.Errorf("cannot start the sandbox supervisor: %w", err)
 	}
-	return &supervisorProc{cmd: cmd, conn: pair[0]}, nil
+	return &supervisorProc{sandbox: s, cmd: cmd, conn: pair[0]}, nil
 }
 
 // send hands the supervisor its Spec and descriptors.

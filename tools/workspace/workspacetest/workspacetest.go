@@ -9,11 +9,13 @@ package workspacetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -215,8 +217,10 @@ func corpus(tb testing.TB, e *Env, kind, other string) *Corpus {
 	}
 }
 
-// Outside returns every file outside the workspace folder with its content,
-// to show that nothing outside was written.
+// Outside returns everything outside the workspace folder (the parent
+// itself included) with its metadata (type and mode, owner, modification
+// time, extended attributes) and, for files, its content: to show that
+// nothing outside was written or changed.
 func (e *Env) Outside(tb testing.TB) map[string]string {
 	tb.Helper()
 	files := map[string]string{}
@@ -226,11 +230,26 @@ func (e *Env) Outside(tb testing.TB) map[string]string {
 			return err
 		case p == e.Dir:
 			return filepath.SkipDir
-		case d.Type().IsRegular():
-			b, err := os.ReadFile(p)
-			files[strings.TrimPrefix(p, e.Parent)] = string(b)
+		}
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
 			return err
 		}
+		meta := fmt.Sprintf("%o %d:%d %d.%09d", st.Mode, st.Uid, st.Gid, st.Mtim.Sec, st.Mtim.Nsec)
+		if d.Type()&fs.ModeSymlink == 0 {
+			buf := make([]byte, 1024)
+			if n, err := syscall.Listxattr(p, buf); err == nil && n > 0 {
+				meta += " xattrs " + strings.ReplaceAll(string(buf[:n]), "\x00", ",")
+			}
+		}
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			meta += " " + string(b)
+		}
+		files[strings.TrimPrefix(p, e.Parent)] = meta
 		return nil
 	})
 	if err != nil {

@@ -1,11 +1,25 @@
-// Package supervisor is the sandbox's supervisor process: the toolwire
-// binary (or a test binary) re-executed with the hidden command "__sandbox".
+// Package supervisor is the sandbox's two helper processes, both the
+// toolwire binary (or a test binary) re-executed with a hidden command:
+//
+//   - the supervisor ("__sandbox"), started by the server, which stays
+//     outside every restriction it puts on the command: it starts the
+//     launcher, hands it the command, answers the system calls the seccomp
+//     filter sends it (user notification), watches the command's whole tree
+//     against the call's aggregate limits, ends every process of it when
+//     the call ends, and reports how the command ended;
+//   - the launcher ("__sandbox_launch"), the supervisor's child, which
+//     restricts itself (the session's uid, resource limits, no
+//     capabilities, no new privileges, Landlock, seccomp) and then becomes
+//     the command with execve. Only the launcher, and so the command, is
+//     inside the Landlock domain and under the filter: no signal, pidfd,
+//     SIGIO owner or prlimit of the command reaches its supervisor.
+//
 // It imports nothing but the standard library and golang.org/x/sys/unix, so
-// that its init, which dispatches the hidden command, runs before the rest
+// that its init, which dispatches the hidden commands, runs before the rest
 // of a large program initialises: the Landlock ruleset and the seccomp
 // program arrive ready-made from the server (package sandbox builds them),
-// the program in its environment at start (Setup), the ruleset with the
-// command on its connection (Spec, ConnFD).
+// the program in the environment at start (Setup), the ruleset with the
+// command on the connection (Spec, ConnFD).
 package supervisor
 
 import (
@@ -19,17 +33,23 @@ import (
 // this package run as a supervisor.
 const Command = "__sandbox"
 
+// LaunchCommand is the hidden command of the launcher, which a supervisor
+// starts ahead of its command and which becomes the command.
+const LaunchCommand = "__sandbox_launch"
+
 // SetupEnv carries the supervisor's Setup, as JSON; the supervisor removes
-// it from its environment.
+// it from its environment and hands it to its launcher the same way.
 const SetupEnv = "TOOLWIRE_SANDBOX_SETUP"
 
 // ConnFD is the supervisor's end of a Unix socket pair (SOCK_SEQPACKET) with
-// the server. The server may start a supervisor before it has a command for
-// it (a spare, so that starting the binary is not on a call's path); the
-// supervisor prepares what it can, then waits there for one Spec, which
-// comes with descriptors: the command's output, and the Landlock ruleset when
-// Spec.Landlock. The command's Exit goes back the same way. An end of file
-// instead of a Spec means the server no longer needs the spare: it exits.
+// the server, and the launcher's end of one with its supervisor. The server
+// may start a supervisor before it has a command for it (a spare, so that
+// starting the binary is not on a call's path); the supervisor prepares
+// what it can (its launcher among it), then waits there for one Spec, which
+// comes with descriptors: the command's output, and the Landlock ruleset
+// when Spec.Landlock. Reports go back the same way, the last one carrying
+// the command's Exit. An end of file instead of a Spec means the server no
+// longer needs the spare: it exits.
 const ConnFD = 3
 
 // MaxSpec is the largest Spec, in bytes, a supervisor takes: one message
@@ -38,14 +58,19 @@ const ConnFD = 3
 // carried it before (execve's 128 KiB per string).
 const MaxSpec = 128 << 10
 
-// SelfPID stands for the supervisor's PID in Spec.Filter; the supervisor
-// writes its own in (and its negation for process-group forms) before
-// loading the filter. No PID reaches it (pid_max is at most 2^22).
+// SelfPID stands for the supervisor's PID in Setup.Filter; the launcher
+// writes its supervisor's in (and its negation for process-group forms)
+// before loading the filter. No PID reaches it (pid_max is at most 2^22).
 const SelfPID = 0x3fffff00
 
 func init() {
-	if len(os.Args) > 1 && os.Args[1] == Command {
-		Main()
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case Command:
+			Main()
+		case LaunchCommand:
+			Launch()
+		}
 	}
 }
 
@@ -56,6 +81,10 @@ type Limits struct {
 	MaxOpenFiles uint64 `json:"max_open_files"`
 	MaxFileBytes uint64 `json:"max_file_bytes"`
 	MaxProcesses uint64 `json:"max_processes"`
+	// The call's workspace and TMPDIR together, in bytes allocated and in
+	// files and folders; 0: none.
+	MaxWorkspaceBytes uint64 `json:"max_workspace_bytes,omitempty"`
+	MaxWorkspaceFiles uint64 `json:"max_workspace_files,omitempty"`
 }
 
 // Insn is one classic BPF instruction of the seccomp filter.
@@ -71,7 +100,26 @@ type Setup struct {
 	Limits Limits `json:"limits"`
 	// Filter is the seccomp program (nil: none), with SelfPID to fill in.
 	Filter []Insn `json:"filter,omitempty"`
-	Parent int    `json:"parent"` // the server's PID
+	// Notify maps the system call numbers the filter sends to the
+	// supervisor to the names of the operations it performs for them
+	// (package sandbox's mediated list); nil: none are sent.
+	Notify map[int]string `json:"notify,omitempty"`
+	// NetworkDeny: only Unix sockets; a mediated connect of any other
+	// family is refused.
+	NetworkDeny bool `json:"network_deny,omitempty"`
+	// SwitchUser: commands run under a uid of their own (Spec.User), so a
+	// spare keeps the capabilities to take it until its Spec comes.
+	SwitchUser bool `json:"switch_user,omitempty"`
+	// WatchMillis is how often the supervisor samples the command's tree
+	// against the aggregate limits (0: 100 ms).
+	WatchMillis int64 `json:"watch_ms,omitempty"`
+	Parent      int   `json:"parent"` // the server's PID
+}
+
+// User is the uid and gid a session's commands run under.
+type User struct {
+	UID int `json:"uid"`
+	GID int `json:"gid"`
 }
 
 // Spec is one command, sent to a supervisor on ConnFD.
@@ -85,26 +133,62 @@ type Spec struct {
 	Landlock      bool   `json:"landlock"`
 	LandlockFlags uint32 `json:"landlock_flags"`
 	GraceMillis   int64  `json:"grace_ms"`
+	// User, when set, is the uid and gid the supervisor and the command
+	// take (the session's own); nil keeps the server's.
+	User *User `json:"user,omitempty"`
+	// Roots are the folders, symlinks resolved, where a mediated system
+	// call may act (the workspace and the call's TMPDIR): metadata changes,
+	// connecting to a Unix socket, locking a file. They are also what the
+	// workspace limits measure.
+	Roots []string `json:"roots"`
+	// Cgroup is the folder of the call's own cgroup (v2), which the
+	// launcher joins before it restricts itself; "" means none, and the
+	// supervisor's watchdog enforces the aggregate limits.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // Exit is how the supervised command ended.
 type Exit struct {
 	Code   int    `json:"code"`             // -1 when a signal ended it
 	Signal int    `json:"signal,omitempty"` // the signal number
-	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes
+	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes, memory_bytes, max_processes, max_workspace_bytes, max_workspace_files
 	Error  string `json:"error,omitempty"`  // the supervisor could not run it
+}
+
+// Proc names one process of the command's tree: its PID and its start time
+// (clock ticks after boot), so a PID used again is not mistaken for it.
+type Proc struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// MaxTree is how many processes of the tree a Report lists at most: the
+// first ones found, parents before their children.
+const MaxTree = 2000
+
+// Report is one message from a supervisor to the server: the command's
+// tree as last sampled (so the server can end it should the supervisor
+// die), or, last, how the command ended.
+type Report struct {
+	Tree []Proc `json:"tree,omitempty"`
+	Exit *Exit  `json:"exit,omitempty"`
 }
 
 var errNoStatus = errors.New("the sandbox supervisor ended without reporting the command's status")
 
-// DecodeExit reads the status the supervisor wrote.
-func DecodeExit(b []byte) (Exit, error) {
-	var e Exit
+// DecodeReport reads one report the supervisor wrote; an empty message (the
+// connection's end) is errNoStatus.
+func DecodeReport(b []byte) (Report, error) {
+	var r Report
 	if len(b) == 0 {
-		return e, errNoStatus
+		return r, errNoStatus
 	}
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("sandbox supervisor status %q: %w", b, err)
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("sandbox supervisor report %q: %w", b, err)
 	}
-	return e, nil
+	return r, nil
 }
+
+// IsNoStatus reports whether err says the supervisor ended without a
+// report.
+func IsNoStatus(err error) bool { return errors.Is(err, errNoStatus) }
