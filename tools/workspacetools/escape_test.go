@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
 	"github.com/toolwire/toolwire/tools/workspace"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 	"github.com/toolwire/toolwire/tools/workspacetools"
@@ -28,13 +31,20 @@ import (
 
 // probePy is the escape corpus's Python helper: each operation either fails
 // with Python's own error (a traceback naming it) or prints "escaped".
-const probePy = `import ctypes, os, socket, sys
+const probePy = `import ctypes, fcntl, os, signal, socket, stat, struct, sys, time
 op, args = sys.argv[1], sys.argv[2:]
 libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
 def check(r, what):
     if r < 0:
         e = ctypes.get_errno()
         raise OSError(e, what + ": " + os.strerror(e))
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 if op == "connect":
     socket.create_connection((args[0], int(args[1])), timeout=5)
 elif op == "listen":
@@ -49,6 +59,16 @@ elif op == "netlink":
     socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
 elif op == "abstract":
     socket.socket(socket.AF_UNIX).connect("\0" + args[0])
+elif op == "unix-connect":
+    socket.socket(socket.AF_UNIX).connect(args[0])
+elif op == "unix-dgram":
+    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"x", args[0])
+elif op == "unix-dgram-pair":
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM); a.sendto(b"x", args[0])
+elif op == "unix-here":
+    srv = socket.socket(socket.AF_UNIX); srv.bind("here.sock"); srv.listen()
+    socket.socket(socket.AF_UNIX).connect("here.sock"); srv.accept()
+    os.unlink("here.sock"); print("unix socket in the workspace works"); sys.exit(0)
 elif op == "ptrace":
     check(libc.ptrace(16, int(args[0]), None, None), "ptrace attach")
 elif op == "vmread":
@@ -61,6 +81,17 @@ elif op == "setpgid":
     os.setpgid(0, int(args[0]))
 elif op == "memory":
     b = bytearray(1 << 30)
+elif op == "memory-tree":
+    kids = []
+    for i in range(4):
+        pid = os.fork()
+        if pid == 0:
+            data = b"\x01" * (100 << 20)
+            time.sleep(30)
+            os._exit(0)
+        kids.append(pid)
+    for pid in kids:
+        os.waitpid(pid, 0)
 elif op == "daemon":
     if os.fork() == 0:
         os.setsid()
@@ -69,8 +100,106 @@ elif op == "daemon":
         os._exit(0)
     os.wait()
     sys.exit(0)
+elif op == "prlimit":  # pid resource soft hard
+    import resource
+    resource.prlimit(int(args[0]), getattr(resource, args[1]), (int(args[2]), int(args[3])))
+elif op == "renice":
+    os.setpriority(os.PRIO_PROCESS, int(args[0]), int(args[1]))
+elif op == "renice-user":
+    os.setpriority(os.PRIO_USER, int(args[0]), 0)
+elif op == "affinity":
+    os.sched_setaffinity(int(args[0]), os.sched_getaffinity(int(args[0])))
+elif op == "sched":
+    os.sched_setscheduler(int(args[0]), os.SCHED_OTHER, os.sched_param(0))
+elif op == "ioprio":  # which who: best effort, level 4 (the default's equal)
+    check(libc.syscall(251, int(args[0]), int(args[1]), (2 << 13) | 4), "ioprio_set")
+elif op == "pidfd-kill":
+    fd = os.open("/proc/%d" % os.getppid(), os.O_RDONLY | os.O_DIRECTORY)
+    signal.pidfd_send_signal(fd, signal.SIGKILL)
+elif op == "sigio-kill":
+    ppid = os.getppid()
+    r, w = os.pipe()
+    fcntl.fcntl(r, fcntl.F_SETOWN, ppid)
+    fcntl.fcntl(r, 10, signal.SIGKILL)  # F_SETSIG
+    fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)
+    os.write(w, b"x")
+    time.sleep(0.3)
+    if not alive(ppid):
+        print("ESCAPED-" + op); sys.exit(0)
+    print("supervisor alive"); sys.exit(0)
+elif op == "chmod":
+    os.chmod(args[0], int(args[1], 8))
+elif op == "fchmod":
+    os.fchmod(os.open(args[0], os.O_RDONLY), 0o777)
+elif op == "opath-chmod":
+    fd = os.open(args[0], os.O_PATH)
+    check(libc.syscall(452, fd, b"", 0o777, 0x1000), "fchmodat2")  # AT_EMPTY_PATH
+elif op == "opath-chown":
+    fd = os.open(args[0], os.O_PATH)
+    check(libc.syscall(260, fd, b"", os.getuid(), os.getgid(), 0x1000), "fchownat")  # AT_EMPTY_PATH
+elif op == "utime":
+    os.utime(args[0], (0, 0))
+elif op == "setxattr":
+    os.setxattr(args[0], "user.toolwire", b"x")
+elif op == "removexattr":
+    os.removexattr(args[0], "user.toolwire")
+elif op == "chattr":
+    fcntl.ioctl(os.open(args[0], os.O_RDONLY), 0x40086602, struct.pack("l", 0x40))  # FS_IOC_SETFLAGS, FS_NODUMP_FL
+elif op == "flock":
+    fcntl.flock(os.open(args[0], os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
+elif op == "shm":
+    check(libc.shmget(0, 1 << 20, 0o1666), "shmget")
+elif op == "msgq":
+    check(libc.msgget(0, 0o1666), "msgget")
+elif op == "sem":
+    check(libc.semget(0, 1, 0o1666), "semget")
+elif op == "hidden-files":
+    fds = []
+    for i in range(40):
+        fd = os.open("hidden%d" % i, os.O_CREAT | os.O_RDWR, 0o600)
+        os.write(fd, b"\x01" * 1000000)
+        os.unlink("hidden%d" % i)
+        fds.append(fd)
+    time.sleep(10)
+elif op == "memfds":
+    fds = []
+    for i in range(40):
+        fd = os.memfd_create("m%d" % i)
+        os.write(fd, b"\x01" * 1000000)
+        fds.append(fd)
+    time.sleep(10)
+elif op == "suid-open":
+    os.open("suid", os.O_CREAT | os.O_WRONLY, 0o4755)
+elif op == "suid-mknod":
+    os.mknod("suid", stat.S_IFREG | 0o6755)
+elif op == "sgid-mkdir":
+    os.mkdir("sgid", 0o2755)
 print("ESCAPED-" + op)
 `
+
+// procState is what another process could change of pid: its resource
+// limits, nice value, scheduling policy and CPU affinity.
+func procState(t *testing.T, pid int) string {
+	t.Helper()
+	limits, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	var cpus string
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "Cpus_allowed_list:") {
+			cpus = line
+		}
+	}
+	// After "pid (comm)": nice is field 19 of stat (index 16 here), policy 41 (38).
+	return fmt.Sprintf("%snice %s policy %s %s", limits, f[16], f[38], cpus)
+}
 
 // watched is a loopback listener standing in for one of the server's
 // ports; it counts the connections it accepts.
@@ -138,15 +267,16 @@ func userTasks() int {
 
 // supervisorMarker is the command line of this test binary's supervisors;
 // other packages' tests, running at the same time, have their own binary.
-var supervisorMarker = func() string {
+// launcherMarker is their launchers'.
+var supervisorMarker, launcherMarker = func() (string, string) {
 	exe, _ := os.Executable()
-	return exe + "\x00" + sandbox.Command
+	return exe + "\x00" + sandbox.Command + "\x00", exe + "\x00" + supervisor.LaunchCommand + "\x00"
 }()
 
 // supervisorsLeft lists this test binary's supervisors that are more than
-// a sandbox's spares, or that have a child; spares have none. A used
-// supervisor reports its command's end before it exits, so it may take a
-// moment to go.
+// a sandbox's spares, or that have a child but their waiting launcher;
+// spares have nothing else. A used supervisor reports its command's end
+// before it exits, so it may take a moment to go.
 func supervisorsLeft() []string {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -163,7 +293,11 @@ func supervisorsLeft() []string {
 				continue
 			}
 			// pid (comm) state ppid ...
-			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 1 && pids[f[1]] {
+			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+			if len(f) < 2 || !pids[f[1]] {
+				continue
+			}
+			if cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); !strings.Contains(string(cmdline), launcherMarker) {
 				parents = append(parents, f[1]+" has child "+e.Name())
 			}
 		}
@@ -197,14 +331,31 @@ func TestEscapeCorpus(t *testing.T) {
 	}
 	testenv.LookPath(t, "python3")
 
+	// A read-only path of the test's, holding a file only the server's uid
+	// may read and files a command may read but must not change or lock.
+	ro := t.TempDir()
+	if err := os.Chmod(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, mode := range map[string]os.FileMode{"private.txt": 0o600, "lockme": 0o644} {
+		if err := os.WriteFile(filepath.Join(ro, name), []byte("read-only\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	maxProcs := uint64(userTasks() + 64) // room for this process's threads and a little more: the fork bomb stops there
+	if root {
+		maxProcs = 200 // the kernel does not count processes for root: the supervisor does, per call
+	}
 	cfg := sandbox.Config{
-		Mode:         sandbox.Required,
-		CPUSeconds:   2,
-		MemoryBytes:  256 << 20,
-		MaxFileBytes: 1 << 20,
-		// Room for this process's threads and a little more: the fork bomb
-		// stops there (the kernel does not count it for root).
-		MaxProcesses: uint64(userTasks() + 64),
+		Mode:              sandbox.Required,
+		Accept:            []string{sandbox.GapOwnerFiles}, // one workspace: commands have the server's uid
+		ReadOnlyPaths:     append(slices.Clone(sandbox.DefaultReadOnlyPaths), ro),
+		CPUSeconds:        2,
+		MemoryBytes:       256 << 20,
+		MaxFileBytes:      1 << 20,
+		MaxProcesses:      maxProcs,
+		MaxWorkspaceBytes: 32 << 20,
+		MaxWorkspaceFiles: 2000,
 	}
 	sb, r, err := sandbox.New(cfg)
 	if err != nil {
@@ -221,13 +372,33 @@ func TestEscapeCorpus(t *testing.T) {
 	redis := miniredis.RunT(t)
 	abstract := fmt.Sprintf("toolwire-escape-%d", os.Getpid())
 	unixLn := listen(t, "unix", "@"+abstract)
+	appSock := listen(t, "unix", filepath.Join(c.Parent, "app.sock")) // a database's or a container runtime's socket
+	dgram, err := net.ListenPacket("unixgram", filepath.Join(c.Parent, "dgram.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dgram.Close()
 	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer udp.Close()
+	// Another process of the server's uid, outside the sandbox: any
+	// process on the host, for root.
+	victim := exec.Command("sleep", "7399")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { victim.Process.Kill(); victim.Wait() })
 
 	server, pgid := os.Getpid(), syscall.Getpgrp()
+	S, V := strconv.Itoa(server), strconv.Itoa(victim.Process.Pid)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	sameNofile := fmt.Sprintf("%d:%d", lim.Cur, lim.Max) // what the server has: an escape changes nothing, but succeeds
+	unusedUID := "54321"                                  // PRIO_USER and IOPRIO_WHO_USER on a uid without processes: ESRCH, not EPERM, if one got through
 	P := c.Parent
 	denied := []string{"Permission denied", "Operation not permitted", "permission denied"}
 	type escape struct {
@@ -235,11 +406,17 @@ func TestEscapeCorpus(t *testing.T) {
 		want          []string // one of these in the output; nil: any result, but no trace
 		check         func(t *testing.T)
 	}
+	// The attempts whose command succeeds (printing one of want): what
+	// they do shows only in its effect.
+	succeeds := map[string]bool{"kill the supervisor with SIGIO": true, "a Unix socket in the workspace": true}
 	noSetID := func(t *testing.T) {
-		if info, err := os.Stat(filepath.Join(c.Dir, "suid")); err == nil && info.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
-			t.Errorf("suid has mode %v", info.Mode())
+		for _, name := range []string{"suid", "sgid"} {
+			if info, err := os.Stat(filepath.Join(c.Dir, name)); err == nil && info.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+				t.Errorf("%s has mode %v", name, info.Mode())
+			}
 		}
 	}
+	limit := func(name string) []string { return []string{"sandbox." + name} }
 	corpus := []escape{
 		// Writes outside the workspace.
 		{"write absolute path", "echo x > " + P + "/outside.txt", denied, nil},
@@ -291,11 +468,57 @@ func TestEscapeCorpus(t *testing.T) {
 		{"signal the server's process group", "kill -CONT -" + strconv.Itoa(pgid), denied, nil},
 		{"join the server's process group", "python3 probe.py setpgid " + strconv.Itoa(pgid), denied, nil},
 		{"kill the supervisor", "kill -9 $PPID", denied, nil},
+		{"kill the supervisor through a pidfd", "setsid sleep 7307 & exec python3 probe.py pidfd-kill", denied, nil},
+		{"kill the supervisor with SIGIO", "setsid sleep 7308 & exec python3 probe.py sigio-kill", []string{"supervisor alive"}, nil},
+		{"lower the supervisor's open files", "prlimit --pid $PPID --nofile=" + sameNofile, denied, nil},
+		{"renice the supervisor", "renice -n 0 -p $PPID", denied, nil},
+		// Other processes' limits and scheduling: the server, and any
+		// process of its uid.
+		{"lower the server's open files", "prlimit --pid " + S + " --nofile=" + sameNofile, denied, nil},
+		{"lower the server's CPU time", "python3 probe.py prlimit " + S + " RLIMIT_CPU -1 -1", denied, nil},
+		{"limit another process of the uid", "python3 probe.py prlimit " + V + " RLIMIT_FSIZE 1 1", denied, nil},
+		{"renice the server", "python3 probe.py renice " + S + " 0", denied, nil},
+		{"renice another process of the uid", "python3 probe.py renice " + V + " 19", denied, nil},
+		{"renice a whole uid", "python3 probe.py renice-user " + unusedUID, denied, nil},
+		{"pin the server to its CPUs", "python3 probe.py affinity " + S, denied, nil},
+		{"change the server's scheduling", "python3 probe.py sched " + S, denied, nil},
+		{"the server's I/O priority", "python3 probe.py ioprio 1 " + S, denied, nil},
+		{"a whole uid's I/O priority", "python3 probe.py ioprio 3 " + unusedUID, denied, nil},
 		{"signal every process", "kill -CONT -1", denied, nil},
 		{"mount", "mount -t tmpfs none mnt", append(denied, "must be superuser"), nil},
 		{"unshare -r", "unshare -r true", denied, nil},
 		{"unshare -n", "unshare -n true", denied, nil},
 		{"chroot", "/usr/sbin/chroot / true", denied, nil},
+		// Metadata outside the workspace, which Landlock does not govern.
+		{"chmod outside", "chmod 000 " + P + "/outside.txt", denied, nil},
+		{"chmod the folder holding the workspace", "chmod 0777 " + P, denied, nil},
+		{"chmod through a symlink", "ln -s " + P + "/outside.txt lnk && chmod 000 lnk", denied, nil},
+		{"chmod through /proc/self/root", "chmod 000 /proc/self/root" + P + "/outside.txt", append(denied, "Too many levels of symbolic links"), nil},
+		{"chmod a read-only file by descriptor", "python3 probe.py fchmod " + ro + "/lockme", denied, nil},
+		{"chmod through an O_PATH descriptor", "python3 probe.py opath-chmod " + P + "/outside.txt", denied, nil},
+		{"chown outside", "chown $(id -u):$(id -g) " + P + "/outside.txt", denied, nil},
+		{"chown through an O_PATH descriptor", "python3 probe.py opath-chown " + P + "/outside.txt", denied, nil},
+		{"backdate a file outside", "touch -d 2000-01-01 " + P + "/outside.txt", denied, nil},
+		{"backdate through a symlink", "touch -d 2000-01-01 link-out", denied, nil},
+		{"utime outside", "python3 probe.py utime " + P + "/outside.txt", denied, nil},
+		{"set an attribute outside", "python3 probe.py setxattr " + P + "/outside.txt", denied, nil},
+		{"remove an attribute outside", "python3 probe.py removexattr " + P + "/outside.txt", denied, nil},
+		{"inode flags of a read-only file", "python3 probe.py chattr " + ro + "/lockme", denied, nil},
+		{"lock a read-only file", "python3 probe.py flock " + ro + "/lockme", denied, nil},
+		// System V IPC.
+		{"System V shared memory", "python3 probe.py shm", denied, nil},
+		{"System V message queue", "python3 probe.py msgq", denied, nil},
+		{"System V semaphore", "python3 probe.py sem", denied, nil},
+		// Set-ID bits by creation.
+		{"create a set-user-ID file", "python3 probe.py suid-open", denied, noSetID},
+		{"mknod a set-ID file", "python3 probe.py suid-mknod", denied, noSetID},
+		{"mkdir a set-group-ID folder", "python3 probe.py sgid-mkdir", denied, noSetID},
+		// Unix sockets by path.
+		{"connect to a Unix socket outside", "python3 probe.py unix-connect " + P + "/app.sock", denied, nil},
+		{"connect through a symlink in the workspace", "ln -s " + P + "/app.sock s && python3 probe.py unix-connect s", denied, nil},
+		{"connect by a relative path", "python3 probe.py unix-connect ../app.sock", denied, nil},
+		{"send a datagram outside", "python3 probe.py unix-dgram " + P + "/dgram.sock", denied, nil},
+		{"send a datagram from a socket pair", "python3 probe.py unix-dgram-pair " + P + "/dgram.sock", denied, nil},
 		// Resources.
 		{"memory bomb", "python3 probe.py memory", []string{"MemoryError"}, nil},
 		{"CPU spin past cpu_seconds", "while :; do :; done", []string{"CPU time limit exceeded", "cpu time limit exceeded"}, nil},
@@ -312,15 +535,35 @@ func TestEscapeCorpus(t *testing.T) {
 		{"daemon: fork, setsid, fork", "python3 probe.py daemon", nil, nil},
 		{"ignoring SIGTERM", "trap '' TERM; sleep 7305 & echo started", nil, nil},
 	}
+	corpus = append(corpus,
+		// Aggregate limits: across the call's processes and files.
+		escape{"memory across processes", "python3 probe.py memory-tree", limit("memory_bytes"), nil},
+		escape{"disk across files", "for i in $(seq 40); do head -c 1000000 /dev/zero > f$i; done; sleep 10", limit("max_workspace_bytes"), func(t *testing.T) {
+			os.Remove(filepath.Join(c.Dir, "f1")) // room for the next attempts
+			for i := 2; i <= 40; i++ {
+				os.Remove(filepath.Join(c.Dir, "f"+strconv.Itoa(i)))
+			}
+		}},
+		escape{"disk in deleted files held open", "python3 probe.py hidden-files", limit("max_workspace_bytes"), nil},
+		escape{"disk in memfds", "python3 probe.py memfds", limit("max_workspace_bytes"), nil},
+		escape{"many files", "mkdir many && cd many && for i in $(seq 3000); do : > $i; done; sleep 10", limit("max_workspace_files"), func(t *testing.T) {
+			os.RemoveAll(filepath.Join(c.Dir, "many"))
+		}},
+		// What must keep working: a Unix socket inside the workspace.
+		escape{"a Unix socket in the workspace", "python3 probe.py unix-here", []string{"unix socket in the workspace works"}, nil},
+	)
 	if root {
-		// Root is not bound by max_processes; a bounded swarm shows every
-		// process still ends with the call.
-		corpus = append(corpus, escape{"process swarm (root: no process limit)", "for i in $(seq 100); do sleep 7306 & done; echo started", nil, nil})
+		// Root is not bound by RLIMIT_NPROC; the supervisor counts the
+		// call's processes, and every process still ends with the call.
+		corpus = append(corpus,
+			escape{"process swarm (root)", "for i in $(seq 100); do sleep 7306 & done; echo started", nil, nil},
+			escape{"processes past max_processes (root)", "for i in $(seq 300); do sleep 7309 & done; sleep 10", limit("max_processes"), nil})
 	} else {
 		corpus = append(corpus, escape{"fork bomb", "b() { b | b & }; b; sleep 1 # toolwire-fork-bomb", nil, nil})
 	}
 
 	before := c.Outside(t)
+	serverState, victimState := procState(t, server), procState(t, victim.Process.Pid)
 	for _, e := range corpus {
 		t.Run(e.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -341,9 +584,12 @@ func TestEscapeCorpus(t *testing.T) {
 				for _, w := range e.want {
 					ok = ok || strings.Contains(text, w)
 				}
-				if !res.GetIsError() || !ok {
-					t.Errorf("result (error %v):\n%s\nwant an error with one of %q", res.GetIsError(), text, e.want)
+				if res.GetIsError() == succeeds[e.name] || !ok {
+					t.Errorf("result (error %v):\n%s\nwant %s with one of %q", res.GetIsError(), text, map[bool]string{true: "a success", false: "an error"}[succeeds[e.name]], e.want)
 				}
+			}
+			if strings.Contains(text, "supervisor ended without reporting") {
+				t.Errorf("the supervisor died:\n%s", text)
 			}
 			if !strings.Contains(res.GetDetails(), `"mode":"required"`) {
 				t.Errorf("details do not name the sandbox: %s", res.GetDetails())
@@ -357,6 +603,12 @@ func TestEscapeCorpus(t *testing.T) {
 					os.Remove(p)
 				}
 			}
+			if after := procState(t, server); after != serverState {
+				t.Errorf("the server's limits or scheduling changed:\n%s\nwas\n%s", after, serverState)
+			}
+			if after := procState(t, victim.Process.Pid); after != victimState {
+				t.Errorf("another process of the uid changed:\n%s\nwas\n%s", after, victimState)
+			}
 			for _, m := range []string{"sleep\x00730", "sleep\x007310", "toolwire-fork-bomb"} {
 				if left := testenv.Processes(m); len(left) > 0 {
 					t.Errorf("processes outlived the call: %q", left)
@@ -365,7 +617,7 @@ func TestEscapeCorpus(t *testing.T) {
 			if left := supervisorsLeft(); len(left) > 0 {
 				t.Errorf("supervisors outlived the call: %q", left)
 			}
-			if n := admin.accepted.Load() + unixLn.accepted.Load(); n > 0 {
+			if n := admin.accepted.Load() + unixLn.accepted.Load() + appSock.accepted.Load(); n > 0 {
 				t.Errorf("the listeners accepted %d connections", n)
 			}
 			if n := redis.TotalConnectionCount(); n > 0 {
@@ -377,12 +629,21 @@ func TestEscapeCorpus(t *testing.T) {
 			t.Logf("%s", text)
 		})
 	}
-	udp.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
-	if _, _, err := udp.ReadFrom(make([]byte, 64)); err == nil {
-		t.Error("a UDP datagram reached the listener")
+	for name, l := range map[string]net.PacketConn{"UDP": udp, "Unix datagram": dgram} {
+		l.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, _, err := l.ReadFrom(make([]byte, 64)); err == nil {
+			t.Errorf("a datagram reached the %s listener", name)
+		}
 	}
-	if len(corpus) < 40 {
-		t.Errorf("the corpus has %d attempts; the issue asks for at least 40", len(corpus))
+	// The read-only file no command could lock is free.
+	if f, err := os.Open(filepath.Join(ro, "lockme")); err == nil {
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			t.Errorf("the read-only file is locked after the corpus: %v", err)
+		}
+		f.Close()
+	}
+	if len(corpus) < 100 {
+		t.Errorf("the corpus has %d attempts; it had 61 before the second containment pass added one or more per class", len(corpus))
 	}
 	t.Logf("escape corpus: %d attempts", len(corpus))
 }

@@ -15,9 +15,10 @@ import (
 // watch is the supervisor's watchdog over the command's whole tree: it
 // samples it every few tens of milliseconds, reports it to the server (so
 // the server can end it should the supervisor die), and enforces the
-// aggregate limits the kernel's per-process ones miss — resident memory and
+// aggregate limits the kernel's per-process ones miss — memory and
 // processes across the tree, when no cgroup does, and the bytes and files
-// under the call's roots (the workspace and its TMPDIR).
+// under the call's roots (the workspace and its TMPDIR), with the files the
+// tree holds open after deleting them.
 type watch struct {
 	limits Limits
 	roots  []string
@@ -41,14 +42,14 @@ func newWatch(setup Setup, sp Spec) *watch {
 // check samples the tree and the roots, and returns the name of the
 // aggregate limit exceeded, if any.
 func (w *watch) check() string {
-	procs, tasks, rss := w.sample()
+	procs, tasks, mem := w.sample()
 	if !sameTree(procs, w.sent) {
 		report(Report{Tree: procs[:min(len(procs), MaxTree)]})
 		w.sent = procs
 	}
 	l := w.limits
 	if w.cgroup == "" { // a cgroup holds these itself, and exactly
-		if l.MemoryBytes > 0 && rss > l.MemoryBytes {
+		if l.MemoryBytes > 0 && mem > l.MemoryBytes {
 			return "memory_bytes"
 		}
 		if l.MaxProcesses > 0 && tasks > l.MaxProcesses {
@@ -58,6 +59,7 @@ func (w *watch) check() string {
 	if (l.MaxWorkspaceBytes > 0 || l.MaxWorkspaceFiles > 0) && !time.Now().Before(w.fsNext) {
 		start := time.Now()
 		size, files := usage(w.roots, l.MaxWorkspaceBytes, l.MaxWorkspaceFiles)
+		size += heldOpen(procs, map[[2]uint64]bool{})
 		w.fsEvery = min(max(20*time.Since(start), 250*time.Millisecond), 10*time.Second)
 		w.fsNext = time.Now().Add(w.fsEvery)
 		switch {
@@ -93,10 +95,13 @@ func eventCount(b []byte, key string) uint64 {
 
 // sample lists the supervisor's descendants with their start times, and
 // counts their tasks (processes and threads, as RLIMIT_NPROC does) and
-// resident bytes (shared pages counted in each process: an upper bound).
-func (w *watch) sample() (procs []Proc, tasks, rss uint64) {
+// the memory they hold: anonymous and shared-memory pages (file pages are
+// the page cache's, which the kernel reclaims; counted per process, shared
+// anonymous pages of a fork count in each: an upper bound).
+func (w *watch) sample() (procs []Proc, tasks, mem uint64) {
 	for _, pid := range descendants(os.Getpid()) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		dir := "/proc/" + strconv.Itoa(pid)
+		b, err := os.ReadFile(dir + "/stat")
 		if err != nil {
 			continue
 		}
@@ -104,15 +109,57 @@ func (w *watch) sample() (procs []Proc, tasks, rss uint64) {
 		if len(f) < 22 {
 			continue
 		}
-		// After "pid (comm)": state(0) ppid ... num_threads(17) itrealvalue starttime(19) vsize rss(21)
+		// After "pid (comm)": state(0) ppid ... num_threads(17) itrealvalue starttime(19)
 		threads, _ := strconv.ParseUint(f[17], 10, 64)
 		start, _ := strconv.ParseUint(f[19], 10, 64)
-		pages, _ := strconv.ParseUint(f[21], 10, 64)
 		procs = append(procs, Proc{PID: pid, Start: start})
 		tasks += max(threads, 1)
-		rss += pages * w.page
+		if status, err := os.ReadFile(dir + "/status"); err == nil {
+			mem += statusKB(status, "RssAnon:") << 10
+			mem += statusKB(status, "RssShmem:") << 10
+		}
 	}
-	return procs, tasks, rss
+	return procs, tasks, mem
+}
+
+// statusKB reads one "Key:   N kB" line of /proc/PID/status.
+func statusKB(status []byte, key string) uint64 {
+	i := bytes.Index(status, []byte(key))
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(status[i+len(key) : i+len(key)+min(32, len(status)-i-len(key))]))
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[0], 10, 64)
+	return n
+}
+
+// heldOpen measures the files the tree holds open that no folder shows: a
+// file deleted while open, O_TMPFILE, memfd_create. The workspace walk
+// cannot see them, yet they fill the disk (or, on tmpfs and for memfd,
+// memory) as much as any other file.
+func heldOpen(procs []Proc, seen map[[2]uint64]bool) (size uint64) {
+	for _, p := range procs {
+		dir := "/proc/" + strconv.Itoa(p.PID) + "/fd/"
+		fds, err := os.ReadDir(dir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			var st syscall.Stat_t
+			if syscall.Stat(dir+fd.Name(), &st) != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 0 {
+				continue
+			}
+			k := [2]uint64{st.Dev, st.Ino}
+			if !seen[k] {
+				seen[k] = true
+				size += uint64(st.Blocks) * 512
+			}
+		}
+	}
+	return size
 }
 
 // statFields splits /proc/PID/stat after the command name, which may hold
