@@ -2,7 +2,10 @@ package workspacetools_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -18,6 +21,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
@@ -398,7 +404,7 @@ func TestEscapeCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameNofile := fmt.Sprintf("%d:%d", lim.Cur, lim.Max) // what the server has: an escape changes nothing, but succeeds
-	unusedUID := "54321"                                  // PRIO_USER and IOPRIO_WHO_USER on a uid without processes: ESRCH, not EPERM, if one got through
+	unusedUID := "54321"                                 // PRIO_USER and IOPRIO_WHO_USER on a uid without processes: ESRCH, not EPERM, if one got through
 	P := c.Parent
 	denied := []string{"Permission denied", "Operation not permitted", "permission denied"}
 	type escape struct {
@@ -649,30 +655,62 @@ func TestEscapeCorpus(t *testing.T) {
 }
 
 // TestEscapeAcrossSessions serves a folder per session with the sandbox
-// required: one session's commands cannot read, list, write or link into
-// another session's folder or the root holding them, by relative or
-// absolute path, through a symlink, or via /proc/self/cwd; and the other
-// session's file is unchanged.
+// required, in each profile this machine offers (commands under the
+// server's uid; as root, a uid per session too), and runs bob's attempts on
+// alice while alice's command is running: bob's commands cannot read, list,
+// write, link into, change the metadata of, or find alice's folder or the
+// root holding them, by relative or absolute path, through a symlink, or
+// via /proc; nor signal, limit or reschedule alice's command. Alice's
+// command, files and folder are unchanged, and her next command runs.
 func TestEscapeAcrossSessions(t *testing.T) {
-	t.Parallel()
-	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required})
+	profiles := map[string]sandbox.Config{"server uid": {Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}}}
+	if os.Getuid() == 0 {
+		profiles["a uid per session"] = sandbox.Config{Mode: sandbox.Required, UIDRange: "300000-300099"}
+	}
+	for name, cfg := range profiles {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			escapeAcrossSessions(t, cfg)
+		})
+	}
+}
+
+func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
+	// A read-only path holding a file only the server's uid may read.
+	ro := t.TempDir()
+	if err := os.Chmod(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ro, "private.txt"), []byte("server-private\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReadOnlyPaths = append(slices.Clone(sandbox.DefaultReadOnlyPaths), ro)
+	sb, r, err := sandbox.New(cfg)
 	if err != nil {
 		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
 	}
 	t.Cleanup(sb.Close)
+	perSession := r.Identity == sandbox.IdentitySession
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := workspace.OpenSessions(root, workspace.SessionOptions{})
+	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil { // the sessions' uids pass through it
+		t.Fatal(err)
+	}
+	opts := workspace.SessionOptions{}
+	if u := sb.UIDs(); u != nil {
+		opts.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
+	}
+	s, err := workspace.OpenSessions(root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	c := serveResolver(t, s, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb}})
-	run := func(session, command string) *toolwirev1.CallResult {
+	c := serveResolver(t, s, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb, KillGrace: 300 * time.Millisecond}})
+	run := func(ctx context.Context, session, command string) *toolwirev1.CallResult {
 		t.Helper()
-		b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: []*toolwirev1.ToolCall{
+		b, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: []*toolwirev1.ToolCall{
 			client.Call("c", "run_command", map[string]any{"command": command}),
 		}}))
 		if err != nil {
@@ -680,12 +718,38 @@ func TestEscapeAcrossSessions(t *testing.T) {
 		}
 		return b.Results[0]
 	}
-	if r := run("alice", "echo alice-secret > notes.txt && pwd"); r.GetIsError() {
+	if r := run(t.Context(), "alice", "echo alice-secret > notes.txt && pwd"); r.GetIsError() {
 		t.Fatalf("alice: %s", client.Text(r))
 	}
 	alice := filepath.Join(root, s.FolderName("", "alice"))
+	// Alice's command runs while bob tries.
+	marker := fmt.Sprintf("73%02d", rand.IntN(100))
+	aliceCtx, stopAlice := context.WithCancel(t.Context())
+	aliceDone := make(chan error, 1)
+	go func() {
+		_, err := client.Collect(c.ExecuteBatch(aliceCtx, &toolwirev1.ExecuteBatchRequest{SessionId: "alice", Calls: []*toolwirev1.ToolCall{
+			client.Call("c", "run_command", map[string]any{"command": "sleep 7" + marker}),
+		}}))
+		aliceDone <- err
+	}()
+	var victim int
+	for deadline := time.Now().Add(10 * time.Second); victim == 0; time.Sleep(10 * time.Millisecond) {
+		if procs := testenv.Processes("sleep\x007" + marker); len(procs) == 1 {
+			victim, _ = strconv.Atoi(strings.SplitN(procs[0], ":", 2)[0])
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("alice's command did not start")
+		}
+	}
+	if r := run(t.Context(), "bob", "true"); r.GetIsError() { // bob's folder made, which changes the root's time
+		t.Fatalf("bob: %s", client.Text(r))
+	}
+	victimState := procState(t, victim)
+	folderBefore, rootBefore := metadata(t, alice), metadata(t, root)
+	V := strconv.Itoa(victim)
 	sibling := "../" + filepath.Base(alice)
-	for _, command := range []string{
+	unkeyed := sha256.Sum256([]byte(strconv.Quote("") + "/alice"))
+	attempts := []string{
 		"cat " + sibling + "/notes.txt",
 		"cat " + alice + "/notes.txt",
 		"cat /proc/self/cwd/" + sibling + "/notes.txt",
@@ -697,12 +761,51 @@ func TestEscapeAcrossSessions(t *testing.T) {
 		"ln " + alice + "/notes.txt stolen",
 		"rm -f " + alice + "/notes.txt",
 		"mkdir ../bob-extra",
-	} {
-		r := run("bob", command)
+		// Metadata of the other's folder and the root.
+		"chmod 0 " + alice,
+		"chmod 0 " + root,
+		"touch -d 2000-01-01 " + alice,
+		"touch -d 2000-01-01 " + alice + "/notes.txt",
+		"chmod 0777 " + alice + "/notes.txt",
+		// The other session's running command.
+		"kill -9 " + V,
+		"prlimit --pid " + V + " --fsize=1:1",
+		"renice -n 19 -p " + V,
+		"ls /proc/" + V + "/cwd/",
+		"cat /proc/" + V + "/environ",
+		// Guessing the folder's name as it used to be made.
+		"ls -ld ../" + hex.EncodeToString(unkeyed[:])[:32],
+	}
+	if perSession {
+		// With uids apart, the kernel refuses even what Landlock does not
+		// govern, and what only the server's uid may read.
+		attempts = append(attempts, "stat "+alice+"/notes.txt", "cat "+ro+"/private.txt")
+	}
+	for _, command := range attempts {
+		r := run(t.Context(), "bob", command)
 		text := client.Text(r)
-		if !r.GetIsError() || strings.Contains(text, "alice-secret") ||
-			!(strings.Contains(text, "Permission denied") || strings.Contains(text, "Operation not permitted") || strings.Contains(text, "Invalid cross-device link")) {
+		if !r.GetIsError() || strings.Contains(text, "alice-secret") || strings.Contains(text, "server-private") ||
+			!(strings.Contains(text, "Permission denied") || strings.Contains(text, "Operation not permitted") ||
+				strings.Contains(text, "Invalid cross-device link") || strings.Contains(text, "No such file or directory")) {
 			t.Errorf("bob: %s:\n%s\nwant the command's own denial", command, text)
+		}
+	}
+	if after := procState(t, victim); after != victimState {
+		t.Errorf("alice's running command changed:\n%s\nwas\n%s", after, victimState)
+	}
+	if got := metadata(t, alice); got != folderBefore {
+		t.Errorf("alice's folder: %s; was %s", got, folderBefore)
+	}
+	if got := metadata(t, root); got != rootBefore {
+		t.Errorf("the sessions' root: %s; was %s", got, rootBefore)
+	}
+	stopAlice()
+	if err := <-aliceDone; status.Code(err) != codes.Canceled {
+		t.Errorf("alice's cancelled batch: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(testenv.Processes("sleep\x007"+marker)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's command outlived her cancelled call")
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(alice, "notes.txt")); err != nil || string(b) != "alice-secret\n" {
@@ -715,6 +818,24 @@ func TestEscapeAcrossSessions(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "bob-extra")); err == nil {
 		t.Error("bob made a folder in the sessions' root")
 	}
+	if r := run(t.Context(), "alice", "cat notes.txt && id -u"); r.GetIsError() || !strings.Contains(client.Text(r), "alice-secret") {
+		t.Errorf("alice's next command: %s", client.Text(r))
+	} else if perSession {
+		var st syscall.Stat_t
+		if err := syscall.Stat(alice, &st); err != nil || !strings.Contains(client.Text(r), strconv.Itoa(int(st.Uid))) || st.Uid < 300000 || st.Uid > 300099 {
+			t.Errorf("alice's command runs as %s; her folder belongs to %d (want a uid of sandbox.uid_range)", client.Text(r), st.Uid)
+		}
+	}
+}
+
+// metadata is what a command could change of path: mode, owner, times.
+func metadata(t *testing.T, path string) string {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("mode %o owner %d:%d mtime %d.%d", st.Mode, st.Uid, st.Gid, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
 // TestEscapeMaxProcessesTooSmall checks that a command the supervisor cannot
