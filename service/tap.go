@@ -11,7 +11,8 @@ import (
 
 // A client that stops reading a batch's stream stops the server too: HTTP/2
 // flow control holds the writer in stream.Send, and the batch's calls wait to
-// report behind it. The send watchdog ends such a stream after SendTimeout.
+// report behind it. The send watchdog ends such a stream after SendTimeout,
+// or sooner when the events waiting for slow readers pass MaxBufferedBytes.
 //
 // Ending it is the hard part. The writer must be the handler's goroutine
 // (grpc-go does not allow returning from the handler while another
@@ -45,21 +46,28 @@ func (c *stoppableStream) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// Err reports a stream ended for its send timeout as past a deadline: the
-// transport turns this error into the status it sends, and
-// DEADLINE_EXCEEDED tells the client that time ran out, where CANCELLED
-// would suggest that it cancelled the RPC itself.
+// Err reports a stream the engine ended, its client not reading (for its
+// send timeout or to keep the buffered events within their budget), as
+// past a deadline: the transport turns this error into the status it
+// sends, and DEADLINE_EXCEEDED tells the client that it did not read in
+// time, where CANCELLED would suggest that it cancelled the RPC itself. A
+// context's error can only be one of the two, so RESOURCE_EXHAUSTED, what
+// the engine returns for the budget, cannot reach the client this way.
 func (c *stoppableStream) Err() error {
 	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), engine.ErrSendTimeout) {
-		return context.DeadlineExceeded
+	if err != nil {
+		if cause := context.Cause(c.Context); errors.Is(cause, engine.ErrSendTimeout) || errors.Is(cause, engine.ErrOverBudget) {
+			return context.DeadlineExceeded
+		}
 	}
 	return err
 }
 
-// StopSend ends the stream's transport context, so that a Send which flow
-// control holds returns; the engine calls it once SendTimeout has passed.
-func (c *stoppableStream) StopSend() bool {
-	c.stop(engine.ErrSendTimeout)
+// StopSend ends the stream's transport context with cause, so that a Send
+// which flow control holds returns; the engine calls it once SendTimeout
+// has passed, or to shed the stream when the events waiting for slow
+// readers pass MaxBufferedBytes.
+func (c *stoppableStream) StopSend(cause error) bool {
+	c.stop(cause)
 	return true
 }
