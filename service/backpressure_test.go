@@ -291,3 +291,59 @@ func TestBufferBudgetEndsStalledStreamsNotReaders(t *testing.T) {
 		t.Errorf("%d streams ended with DEADLINE_EXCEEDED; the engine ended %d", ended, st.EndedOverBudget)
 	}
 }
+
+func TestConnectionLeavingEndedStreamsUnreadIsClosed(t *testing.T) {
+	t.Parallel()
+	// Streams ended for not reading keep what gRPC's transport accepted of
+	// them until their client reads or goes; past a number of them, the
+	// connection holding the most is closed.
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{
+		MaxStreamBufferBytes: 128 << 10,
+		MaxBufferedBytes:     256 << 10,
+		MaxParallel:          1,
+		SendTimeout:          time.Hour,
+	}})
+	s.srv.conns.mu.Lock()
+	s.srv.conns.max = 2
+	s.srv.conns.mu.Unlock()
+	slow := s.slowClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
+	for i := 0; i < 6 && s.srv.conns.closed.Load() == 0; i++ {
+		// Read the first event, then nothing; opening one may fail once
+		// the connection is closed.
+		stream, err := slow.ExecuteBatch(ctx, bigEchoes(fmt.Sprintf("s%d-", i), 64, 32<<10, false))
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			break
+		}
+		streams = append(streams, stream)
+	}
+	eng := s.srv.engine
+	waitFor(t, func() bool { return s.srv.conns.closed.Load() == 1 })
+	// The client reconnects by itself; a stream it opened on the new
+	// connection after the close is not the server's to end.
+	cancel()
+	waitFor(t, func() bool { return eng.Stats().Batches == 0 })
+	if st := eng.Stats(); st.BufferedBytes != 0 || st.EndedOverBudget < 3 {
+		t.Errorf("after the connection closed: %d bytes buffered, %d streams ended; want 0 and at least 3", st.BufferedBytes, st.EndedOverBudget)
+	}
+	for i, stream := range streams {
+		switch _, err := drain(stream); status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		default:
+			t.Errorf("stalled stream %d: %v; want its connection closed (UNAVAILABLE) or the stream ended (DEADLINE_EXCEEDED)", i, err)
+		}
+	}
+	// Other connections are served as before.
+	events := (&testServer{client: s.client(t)}).run(t, bigEchoes("n", 2, 10, false))
+	if got := results(t, events); len(got) != 2 {
+		t.Errorf("%d results for 2 calls on another connection", len(got))
+	}
+}

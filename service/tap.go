@@ -3,9 +3,11 @@ package service
 import (
 	"context"
 	"errors"
+	"net"
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/tap"
 )
 
@@ -26,16 +28,22 @@ import (
 type stoppableStream struct {
 	context.Context // a child of the transport's own
 	stop            context.CancelCauseFunc
+	conns           *connSet // Serve's connections
+	peer            net.Addr // the client's address, naming its connection; nil if unknown
 }
 
 // stoppable is the tap handle ServerOptions installs: it makes the context
 // of each ExecuteBatch stream one that the send watchdog can end.
-func stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
+func (s *Server) stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != toolwirev1.ToolService_ExecuteBatch_FullMethodName {
 		return ctx, nil
 	}
 	inner, stop := context.WithCancelCause(ctx)
-	return &stoppableStream{Context: inner, stop: stop}, nil
+	st := &stoppableStream{Context: inner, stop: stop, conns: s.conns}
+	if p, ok := peer.FromContext(ctx); ok {
+		st.peer = p.Addr
+	}
+	return st, nil
 }
 
 // Value gives the engine the stream as its Stopper (engine.StopperKey).
@@ -67,7 +75,12 @@ func (c *stoppableStream) Err() error {
 // which flow control holds returns; the engine calls it once SendTimeout
 // has passed, or to shed the stream when the events waiting for slow
 // readers pass MaxBufferedBytes.
+//
+// The transport still holds what it accepted of the stream until the client
+// reads, cancels or disconnects; the stream is counted against its
+// connection, which Serve closes when such streams pile up (conns.go).
 func (c *stoppableStream) StopSend(cause error) bool {
 	c.stop(cause)
+	c.conns.streamEnded(c.peer)
 	return true
 }
