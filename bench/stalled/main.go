@@ -60,6 +60,7 @@ type options struct {
 	bin          string
 	streams      int
 	perConn      int
+	window       int
 	calls        int
 	callers      int
 	normalCalls  int
@@ -79,6 +80,7 @@ func parseArgs(args []string) (options, error) {
 	fs.StringVar(&o.bin, "toolwire", "", "the toolwire `binary` to measure (required)")
 	fs.IntVar(&o.streams, "streams", 200, "stalled streams to open")
 	fs.IntVar(&o.perConn, "streams-per-conn", 100, "stalled streams per client connection")
+	fs.IntVar(&o.window, "client-window", 64<<10, "the stalled clients' HTTP/2 flow-control windows, fixed (0: gRPC's default, which grows them up to 16 MiB a stream, in the client's memory)")
 	fs.IntVar(&o.calls, "calls", 1024, "read_file calls in each stalled batch")
 	fs.IntVar(&o.resultBytes, "file-bytes", 130_000, "size of the file the stalled calls read (read_file returns at most 100 KiB of it)")
 	fs.IntVar(&o.callers, "callers", 8, "normal callers")
@@ -171,7 +173,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	fmt.Fprintf(out, "stalled server RSS: settled %.0f MB (+%.0f MB), after the normal calls %.0f MB (+%.0f MB), peak %.0f MB (+%.0f MB)\n",
 		mb(settled), mb(settled-base), mb(after), mb(after-base), mb(maxRSS), mb(maxRSS-base))
-	fmt.Fprintf(out, "streams the server ended: %s\n", ended)
+	fmt.Fprintf(out, "streams the server ended: %s; connections it closed: %d\n", ended, beside.closed.Load())
 	for k, name := range []string{"alone", "beside"} {
 		p50, p99 := all.percentiles(k)
 		fmt.Fprintf(out, "normal callers %-6s: p50 %s p99 %s (%d calls)\n", name, p50, p99, len(all.d[k]))
@@ -192,10 +194,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // server is one "toolwire serve" process.
 type server struct {
-	cmd   *exec.Cmd
-	addr  string
-	admin string
-	done  chan struct{}
+	cmd    *exec.Cmd
+	addr   string
+	admin  string
+	done   chan struct{}
+	closed atomic.Int64 // connections the server said it closed for their unread streams
 }
 
 func startServer(ctx context.Context, o options, dir, logPath string) (*server, error) {
@@ -242,6 +245,8 @@ func startServer(ctx context.Context, o options, dir, logPath string) (*server, 
 			case line.Addr != "" && s.addr == "":
 				s.addr = line.Addr
 				close(ready)
+			case strings.HasPrefix(line.Msg, "closing the connection"):
+				s.closed.Add(1)
 			case line.Level == "ERROR":
 				fmt.Fprintln(os.Stderr, "server:", sc.Text())
 			}
@@ -392,7 +397,13 @@ func openStalled(ctx context.Context, addr string, o options) (*stalledStreams, 
 	var client toolwirev1.ToolServiceClient
 	for i := range o.streams {
 		if i%o.perConn == 0 {
-			conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+			if o.window > 0 {
+				// Fixed windows turn off gRPC's growing them (BDP), so a
+				// stream nobody reads holds o.window in this process.
+				opts = append(opts, grpc.WithInitialWindowSize(int32(o.window)), grpc.WithInitialConnWindowSize(int32(o.window)))
+			}
+			conn, err := grpc.NewClient(addr, opts...)
 			if err != nil {
 				st.close()
 				return nil, err
