@@ -3,17 +3,19 @@
 // starts two servers from the binary it is given, alike: one alone and one
 // beside the stalled streams. It opens the stalled streams on the second,
 // each a batch of read_file calls of a 130 KB file (100 KiB results) whose
-// client reads the first event and then nothing, and meanwhile runs normal
-// callers (one-call echo batches) that alternate call by call between the
-// two servers, so the noise of a shared machine falls on both. It reports
+// client reads the first event and then nothing, waits for the server's
+// RSS to settle, and then runs rounds of normal callers (one-call echo
+// batches) that alternate call by call between the two servers, so the
+// noise of a shared machine falls on both. It reports
 // the RSS the stalled streams add to their server (settled and at its
 // peak), the normal callers' p50 and p99 on each server and their p99
-// ratio, the normal calls refused or failed, and the streams the server
-// ended (the toolwire_streams_ended_total metric, where the binary has it).
+// ratio, the normal calls refused or failed, the streams the server ended
+// (the toolwire_streams_ended_total metric, where the binary has it) and
+// the connections it closed.
 //
 //	go build -o /tmp/toolwire ./cmd/toolwire
 //	go run ./bench/stalled --toolwire /tmp/toolwire --streams 200
-//	go run ./bench/stalled --toolwire /tmp/toolwire --streams 2000 -- --max-buffered-bytes 128MiB
+//	go run ./bench/stalled --toolwire /tmp/toolwire --streams 2000 -- --max-buffered-bytes 134217728
 //
 // Arguments after -- go to both servers' "toolwire serve". The servers get a
 // send timeout of an hour, so the stalled streams outlive the measurement
