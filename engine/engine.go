@@ -4,8 +4,9 @@
 // idempotency and limits, runs it under its deadline with cancellation,
 // panic recovery and output caps, records and shapes its result, and hands
 // the batch's events, in contract order, to a Sink from one goroutine.
-// It owns session variables, abandonment, backpressure, the send watchdog's
-// logic, batch and call telemetry, and the debug log lines.
+// It owns session variables, abandonment, backpressure (each batch's
+// outbox and the server-wide budget of buffered events), the send
+// watchdog's logic, batch and call telemetry, and the debug log lines.
 //
 // Surfaces (the gRPC service in service/, later a unary call, Connect/JSON,
 // MCP, a console) sit on top: they authenticate, put the caller in the
