@@ -119,7 +119,7 @@ type batch struct {
 	sink      Sink
 	out       outbox       // events on their way to the writer
 	sending   atomic.Int64 // when the Send under way began (Unix ns); 0 between sends
-	timedOut  atomic.Bool  // the send timeout ended the stream
+	ended     atomic.Int32 // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
 	failed    atomic.Bool  // some call has failed, for stop_on_error
 	reserved  slot         // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
@@ -146,7 +146,7 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		sink:      sink,
 		start:     time.Now(),
 	}
-	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer)
+	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer, e.budget)
 	if n := len(req.GetCalls()); n == 1 {
 		b.calls = b.one[:]
 	} else {
@@ -380,6 +380,8 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the server is shutting down; the call may be retried"
 	case errors.Is(cause, ErrSendTimeout):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client read nothing of the stream for the send timeout, so the server ended it"
+	case errors.Is(cause, ErrOverBudget):
+		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client left the stream's events unread while the server ran short of memory for unread events, so the server ended it"
 	default:
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
 	}

@@ -11,9 +11,12 @@ import (
 
 // Debug lines: one per call when its result is recorded and one per batch
 // when Run returns, naming the batch, the call and the tool, the outcome
-// and the duration. They are built only when the logger is enabled at
-// debug level, so at the default level a call costs no allocation for
-// them.
+// and the duration, and the batch's lane plan. They are built only when
+// the logger is enabled at debug level, so at the default level a call
+// costs no allocation for them. Outcomes are spelt one way: "ok", or the
+// contract's error kind or gRPC's status code as their specifications
+// write them, in lower case ("cancelled", "tool_error",
+// "deadline_exceeded").
 
 // debugging reports whether the server logs at debug level.
 func (e *Engine) debugging() bool {
@@ -51,24 +54,55 @@ func (b *batch) logBatch(err error) {
 			ok++
 		}
 	}
-	result := "ok"
-	if err != nil {
-		code := CodeOf(err)
-		if code == Unknown && b.streamCtx.Err() != nil {
-			// A sink's own error (a gRPC stream's Send after the client
-			// went) carries no engine code; the caller's context says why.
-			code = CodeOf(b.streamCtx.Err())
-		}
-		result = strings.ToLower(code.String())
+	code := CodeOf(err)
+	if code == Unknown && b.streamCtx.Err() != nil {
+		// A sink's own error (a gRPC stream's Send after the client
+		// went) carries no engine code; the caller's context says why.
+		code = CodeOf(b.streamCtx.Err())
 	}
 	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
 		slog.String("batch_id", b.id),
 		slog.Int("calls", len(b.req.GetCalls())),
+		slog.Any("lanes", b.laneIDs()),
 		slog.Int("succeeded", ok),
 		slog.Int("failed", failed),
 		slog.Int("unanswered", missing),
-		slog.String("outcome", result),
+		slog.String("outcome", code.outcome()),
 		slog.Duration("duration", time.Since(b.start)))
+}
+
+// laneIDs is the batch's lane plan as its call IDs, lane by lane: a lane
+// of more than one call ran them in parallel.
+func (b *batch) laneIDs() [][]string {
+	lanes := make([][]string, len(b.lanes))
+	for i, l := range b.lanes {
+		lanes[i] = make([]string, len(l.Calls))
+		for j, c := range l.Calls {
+			lanes[i][j] = b.req.GetCalls()[c].GetCallId()
+		}
+	}
+	return lanes
+}
+
+// outcomes are the codes as the batch line spells them: gRPC's status code
+// names (its specification's, CANCELLED among them), in lower case.
+var outcomes = [...]string{
+	OK:                "ok",
+	Canceled:          "cancelled",
+	Unknown:           "unknown",
+	InvalidArgument:   "invalid_argument",
+	DeadlineExceeded:  "deadline_exceeded",
+	ResourceExhausted: "resource_exhausted",
+	Unavailable:       "unavailable",
+	Internal:          "internal",
+}
+
+// outcome is c as the batch's debug line says it.
+func (c Code) outcome() string {
+	if c >= 0 && int(c) < len(outcomes) {
+		return outcomes[c]
+	}
+	return "unknown"
 }
 
 // resultOutcome is "ok" for a successful result, else its error kind in lower

@@ -4,8 +4,9 @@
 // idempotency and limits, runs it under its deadline with cancellation,
 // panic recovery and output caps, records and shapes its result, and hands
 // the batch's events, in contract order, to a Sink from one goroutine.
-// It owns session variables, abandonment, backpressure, the send watchdog's
-// logic, batch and call telemetry, and the debug log lines.
+// It owns session variables, abandonment, backpressure (each batch's
+// outbox and the server-wide budget of buffered events), the send
+// watchdog's logic, batch and call telemetry, and the debug log lines.
 //
 // Surfaces (the gRPC service in service/, later a unary call, Connect/JSON,
 // MCP, a console) sit on top: they authenticate, put the caller in the
@@ -46,14 +47,16 @@ type SinkFunc func(*toolwirev1.ExecuteBatchResponse) error
 func (f SinkFunc) Send(ev *toolwirev1.ExecuteBatchResponse) error { return f(ev) }
 
 // Stopper ends a Send that can block for good, such as a stream's held by
-// flow control. When one Send has taken Config.SendTimeout, the engine
-// cancels the batch's calls with cause ErrSendTimeout and calls StopSend,
-// which must make that Send return; it reports whether it could. The
+// flow control. When one Send has taken Config.SendTimeout, or the events
+// waiting for slow readers passed Config.MaxBufferedBytes and this
+// stream's client holds the most, the engine cancels the batch's calls
+// with cause ErrSendTimeout or ErrOverBudget and calls StopSend with that
+// cause, which must make that Send return; it reports whether it could. The
 // engine finds it in the sink itself, or else as the value of StopperKey
 // in Run's context (where a transport can put it without wrapping its
 // stream in another sink).
 type Stopper interface {
-	StopSend() bool
+	StopSend(cause error) bool
 }
 
 // StopperKey is the context key of a batch's Stopper; see Stopper.
@@ -81,6 +84,7 @@ type Engine struct {
 	watching bool                               // watchSends is running
 
 	abandoned atomic.Int64
+	budget    *budget // the events waiting for slow readers, all batches'
 	runners   *runners
 	limits    *limiter
 	tel       Observer
@@ -97,12 +101,14 @@ func New(cfg Config) *Engine {
 		stopping: make(chan struct{}),
 		runners:  newRunners(10 * time.Second),
 	}
+	e.budget = newBudget(e.cfg.MaxBufferedBytes)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
 	e.tel = e.cfg.Telemetry
 	if e.tel == nil {
 		e.tel = noTelemetry{}
 	}
+	e.tel.engineStarted(e.budget)
 	return e
 }
 
@@ -142,10 +148,8 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 	defer b.dropReserved()
 	e.runners.Go(func() { b.run(runCtx) })
 	sendErr := b.write(cancel)
-	if b.timedOut.Load() {
-		// A stopped transport has already told its client; this error is
-		// for the surface's own telemetry and logs.
-		return errorf(DeadlineExceeded, "the client read nothing of the stream for %s; the server ended it and cancelled its calls", e.cfg.SendTimeout)
+	if err := b.endedError(); err != nil {
+		return err
 	}
 	if sendErr != nil {
 		return sendErr
@@ -256,6 +260,9 @@ type Stats struct {
 	SlotWaiters     int64 // calls and batches waiting for a slot
 	Callers         int   // callers holding or waiting for a per-caller slot
 	Abandoned       int64 // tools abandoned for ignoring cancellation, ever
+	BufferedBytes   int64 // bytes of events waiting for clients, all batches' (see MaxBufferedBytes)
+	BufferedPeak    int64 // the most BufferedBytes has been, ever
+	EndedOverBudget int64 // streams ended because BufferedBytes passed MaxBufferedBytes, ever
 }
 
 // Stats returns what the engine is doing now.
@@ -264,6 +271,10 @@ func (e *Engine) Stats() Stats {
 		CallsRunning: len(e.limits.global),
 		SlotWaiters:  e.limits.waiting.Load(),
 		Abandoned:    e.abandoned.Load(),
+
+		BufferedBytes:   e.budget.held.Load(),
+		BufferedPeak:    e.budget.peak.Load(),
+		EndedOverBudget: e.budget.shed.Load(),
 	}
 	e.limits.mu.Lock()
 	st.Callers = len(e.limits.callers)

@@ -271,7 +271,7 @@ func TestCallIsABatchOfOne(t *testing.T) {
 
 // TestBatchLineNamesWhyASinkFailed checks that when a sink's Send fails with
 // an error of its own (a gRPC stream's, after the client went), the batch's
-// debug line says why from the caller's context: canceled, not unknown.
+// debug line says why from the caller's context: cancelled, not unknown.
 func TestBatchLineNamesWhyASinkFailed(t *testing.T) {
 	t.Parallel()
 	var logs strings.Builder
@@ -293,8 +293,8 @@ func TestBatchLineNamesWhyASinkFailed(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !strings.Contains(logs.String(), `"msg":"batch finished"`) || !strings.Contains(logs.String(), `"outcome":"canceled"`) {
-		t.Errorf("the batch line does not say canceled:\n%s", logs.String())
+	if !strings.Contains(logs.String(), `"msg":"batch finished"`) || !strings.Contains(logs.String(), `"outcome":"cancelled"`) {
+		t.Errorf("the batch line does not say cancelled:\n%s", logs.String())
 	}
 }
 

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sync"
+	"sync/atomic"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 )
@@ -16,6 +17,10 @@ import (
 // overtaken forever by a stream of small progress reports. An event larger
 // than the whole budget is admitted once nothing else is pending: progress
 // is always possible.
+//
+// What it holds also counts against the engine's server-wide budget
+// (MaxBufferedBytes, see budget.go): the events queued or being sent and
+// those waiting to be queued, from put until they are sent or dropped.
 //
 // It is hand-written rather than golang.org/x/sync/semaphore plus a channel
 // because both would cost allocations on every batch, and a one-call batch
@@ -33,6 +38,9 @@ type outbox struct {
 	closed   bool
 	doorbell chan struct{} // wakes the writer; capacity 1
 	backing  [4]pending    // the queue's first array: a small batch needs no other
+
+	budget *budget      // the engine's; nil: none
+	held   atomic.Int64 // bytes this outbox holds of the budget: queued, being sent and waiting
 }
 
 // pending is an event with the bytes it holds of the budget.
@@ -46,8 +54,8 @@ type outboxWaiter struct {
 	ready chan struct{} // closed once the event is queued
 }
 
-func (o *outbox) init(maxBytes, maxCount int) {
-	o.maxBytes, o.maxCount = maxBytes, maxCount
+func (o *outbox) init(maxBytes, maxCount int, b *budget) {
+	o.maxBytes, o.maxCount, o.budget = maxBytes, maxCount, b
 	o.queue = o.backing[:0]
 	o.doorbell = make(chan struct{}, 1)
 }
@@ -66,6 +74,7 @@ func (o *outbox) fits(n int) bool {
 // that holds a concurrency slot must not wait for a slow reader.
 func (o *outbox) put(done <-chan struct{}, ev *toolwirev1.ExecuteBatchResponse, n int, force bool) bool {
 	p := pending{ev: ev, n: n}
+	o.charge(n) // while it waits, too: its memory is held all the same
 	o.mu.Lock()
 	if force || (len(o.waiters) == 0 && o.fits(n)) {
 		o.push(p)
@@ -94,7 +103,17 @@ func (o *outbox) put(done <-chan struct{}, ev *toolwirev1.ExecuteBatchResponse, 
 		}
 	}
 	o.admit() // the head may have changed
+	o.charge(-n)
 	return false
+}
+
+// charge counts n more bytes (less, when negative) as held by this outbox
+// and against the engine's budget.
+func (o *outbox) charge(n int) {
+	o.held.Add(int64(n))
+	if o.budget != nil {
+		o.budget.charge(n)
+	}
 }
 
 // push queues p; o.mu is held.
@@ -158,6 +177,7 @@ func (o *outbox) sent(p pending) {
 		o.room = nil
 	}
 	o.mu.Unlock()
+	o.charge(-p.n)
 }
 
 // waitRoom waits while the outbox is full (its budget spent, or calls

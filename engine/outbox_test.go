@@ -16,7 +16,8 @@ func TestOutboxBoundsPendingBytes(t *testing.T) {
 		return progressEvent(fmt.Sprint(i), i, tools.Progress{})
 	}
 	var o outbox
-	o.init(100, 10)
+	g := newBudget(1 << 20)
+	o.init(100, 10, g)
 	done := make(chan struct{})
 	if !o.put(done, ev(0), 250, false) {
 		t.Fatal("an event over the budget was refused with nothing pending")
@@ -36,6 +37,11 @@ func TestOutboxBoundsPendingBytes(t *testing.T) {
 	}
 	if o.bytes != 250 || o.count != 1 {
 		t.Fatalf("outbox holds %d bytes in %d events, want 250 in 1", o.bytes, o.count)
+	}
+	// The events waiting to be queued are held too, and count against the
+	// engine's budget.
+	if h, gh := o.held.Load(), g.held.Load(); h != 370 || gh != 370 {
+		t.Fatalf("outbox holds %d bytes of the budget, the budget %d; want 370 (250 queued, 3 × 40 waiting)", h, gh)
 	}
 	p, _ := o.next()
 	o.sent(p) // frees the budget: 1 and 2 fit (80 bytes), 3 does not
@@ -58,8 +64,12 @@ func TestOutboxBoundsPendingBytes(t *testing.T) {
 	var order []string
 	for p, ok := o.next(); ok; p, ok = o.next() {
 		order = append(order, p.ev.GetProgress().GetCallId())
+		o.sent(p)
 	}
 	if got := strings.Join(order, " "); got != "1 2 4" {
 		t.Errorf("events sent in the order %s, want 1 2 4 (first come, first served)", got)
+	}
+	if h := g.held.Load(); h != 0 {
+		t.Errorf("the budget holds %d bytes once every event is sent or dropped, want 0", h)
 	}
 }

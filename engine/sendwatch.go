@@ -3,7 +3,9 @@ package engine
 // A client that stops reading a batch's events stops the engine too: a
 // transport under flow control holds the writer in Send, and the batch's
 // calls wait to report behind it. The send watchdog ends such a batch
-// after SendTimeout and asks its sink (a Stopper) to end the Send.
+// after SendTimeout and asks its sink (a Stopper) to end the Send; it also
+// ends the streams that hold the most when the events waiting for slow
+// readers pass MaxBufferedBytes (budget.go).
 
 import (
 	"context"
@@ -11,12 +13,20 @@ import (
 )
 
 // watchSends runs while batches do: every tick it ends the streams whose
-// writer has been in one Send for SendTimeout. admit starts it; it returns
-// once no batch is running, so an idle server has no goroutine for it.
+// writer has been in one Send for SendTimeout, and whenever the buffered
+// events pass their budget (and every budgetRetry while they stay over
+// it) it sheds streams. admit starts it; it returns once no batch is
+// running, so an idle server has no goroutine for it.
 func (e *Engine) watchSends() {
 	tick := time.NewTicker(min(max(e.cfg.SendTimeout/8, time.Millisecond), 250*time.Millisecond))
 	defer tick.Stop()
-	for range tick.C {
+	var retry <-chan time.Time // set while over the budget
+	for {
+		select {
+		case <-tick.C:
+		case <-e.budget.over:
+		case <-retry:
+		}
 		now := time.Now().UnixNano()
 		e.mu.Lock()
 		if len(e.cancels) == 0 {
@@ -25,30 +35,57 @@ func (e *Engine) watchSends() {
 			return
 		}
 		for b, cancel := range e.cancels {
-			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= e.cfg.SendTimeout && b.timedOut.CompareAndSwap(false, true) {
-				b.endStream(cancel)
+			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= e.cfg.SendTimeout && b.ended.CompareAndSwap(endNone, endSendTimeout) {
+				b.endStream(cancel, ErrSendTimeout, time.Duration(now-since), b.out.held.Load())
 			}
 		}
+		e.shed(now)
 		e.mu.Unlock()
+		retry = nil
+		if e.budget.overBudget() {
+			// Ended streams give their bytes back as their writers drain,
+			// and clients that stopped reading just now become stalled
+			// after stallAfter: look again soon, not at every event.
+			retry = time.After(budgetRetry)
+		}
 	}
 }
 
-// endStream ends a batch whose sink has taken SendTimeout over one Send
-// (its client reads nothing): its calls are cancelled (keyed results that
-// are done stay recorded; see idemClaim.settle) and the sink, if it can, is
-// made to end that Send.
-func (b *batch) endStream(cancel context.CancelCauseFunc) {
-	log := b.e.cfg.Logger
-	cancel(ErrSendTimeout)
+// budgetRetry is how often the watchdog looks again while the buffered
+// events stay over their budget.
+const budgetRetry = stallAfter / 5
+
+// endStream ends a batch whose client is not reading, for cause
+// (ErrSendTimeout or ErrOverBudget): its calls are cancelled (keyed results
+// that are done stay recorded; see idemClaim.settle), the sink, if it can,
+// is made to end its Send, and the end is logged and counted. stalled is
+// how long the writer has been in its Send, held the bytes the batch holds
+// of the budget.
+func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled time.Duration, held int64) {
+	e := b.e
+	reason := b.ended.Load()
+	cancel(cause)
+	e.tel.streamEnded(b, endReasons[reason])
 	st, ok := b.sink.(Stopper)
 	if !ok {
 		st, ok = b.streamCtx.Value(StopperKey{}).(Stopper)
 	}
-	if !ok || !st.StopSend() {
-		log.ErrorContext(b.streamCtx, "client read nothing for the send timeout; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
-			"batch_id", b.id, "send_timeout", b.e.cfg.SendTimeout.String())
-		return
+	stopped := ok && st.StopSend(cause)
+	log := e.cfg.Logger
+	why := "events waiting for slow readers passed max_buffered_bytes and this client, not reading, held the most"
+	if reason == endSendTimeout {
+		why = "client read nothing for the send timeout"
 	}
-	log.WarnContext(b.streamCtx, "client read nothing for the send timeout; ending its stream and cancelling its calls",
-		"batch_id", b.id, "send_timeout", b.e.cfg.SendTimeout.String())
+	switch {
+	case !stopped:
+		log.ErrorContext(b.streamCtx, why+"; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
+			"batch_id", b.id, "reason", endReasons[reason], "unread_for", stalled.String(), "held_bytes", held)
+	case reason == endSendTimeout:
+		log.WarnContext(b.streamCtx, why+"; ending its stream and cancelling its calls",
+			"batch_id", b.id, "send_timeout", e.cfg.SendTimeout.String(), "held_bytes", held)
+	default:
+		log.WarnContext(b.streamCtx, why+"; ending its stream and cancelling its calls",
+			"batch_id", b.id, "held_bytes", held, "unread_for", stalled.String(),
+			"buffered_bytes", e.budget.held.Load(), "max_buffered_bytes", e.budget.max)
+	}
 }

@@ -52,6 +52,7 @@ const (
 	attrCallRan           = attribute.Key("toolwire.call.ran")
 	attrCallReplayed      = attribute.Key("toolwire.call.replayed")
 	attrCallTruncated     = attribute.Key("toolwire.call.truncated")
+	attrEndReason         = attribute.Key("toolwire.stream.end_reason")
 )
 
 // Span and metric names.
@@ -65,6 +66,8 @@ const (
 	metricResults      = "toolwire.call.results"
 	metricReplays      = "toolwire.call.replays"
 	metricAbandoned    = "toolwire.tools.abandoned"
+	metricStreamsEnded = "toolwire.streams.ended"
+	metricBuffered     = "toolwire.buffered"
 	// otherTool stands for a tool name that is not registered in metrics:
 	// models invent names, and each would be a new time series.
 	otherTool = "_OTHER"
@@ -96,6 +99,12 @@ type Observer interface {
 	callRunning(b *batch, i int) // the tool is about to be invoked
 	callAbandoned(b *batch, i int)
 	callEnded(b *batch, i int, res *toolwirev1.CallResult) // from finish
+	// streamEnded is called when the send watchdog ends the batch's stream
+	// for reason (endReasons), its client not reading.
+	streamEnded(b *batch, reason string)
+	// engineStarted is called once by New, with what the engine's gauges
+	// read.
+	engineStarted(g *budget)
 }
 
 // noTelemetry is the Observer of an engine whose Config.Telemetry is nil.
@@ -110,12 +119,15 @@ func (noTelemetry) callStarted(ctx context.Context, _ *batch, _, _ int) context.
 func (noTelemetry) callRunning(*batch, int)                       {}
 func (noTelemetry) callAbandoned(*batch, int)                     {}
 func (noTelemetry) callEnded(*batch, int, *toolwirev1.CallResult) {}
+func (noTelemetry) streamEnded(*batch, string)                    {}
+func (noTelemetry) engineStarted(*budget)                         {}
 
 // otelTelemetry is the OpenTelemetry Observer: a tracer and instruments.
 type otelTelemetry struct {
 	tracer  trace.Tracer // nil: no tracer provider, no spans
 	metrics bool         // a meter provider was given: measure
 	content bool         // record arguments and results in spans
+	meter   metric.Meter
 
 	duration  metric.Float64Histogram
 	inFlight  metric.Int64UpDownCounter
@@ -123,6 +135,7 @@ type otelTelemetry struct {
 	results   metric.Int64Counter
 	replays   metric.Int64Counter
 	abandoned metric.Int64Counter
+	ended     metric.Int64Counter
 
 	// Attribute sets of measurements, cached per tool and error kind so a
 	// call's measurements allocate nothing.
@@ -172,7 +185,8 @@ func OpenTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, content boo
 		t.metrics = true
 	}
 	m := mp.Meter(ScopeName)
-	var errs [6]error
+	t.meter = m
+	var errs [7]error
 	t.duration, errs[0] = m.Float64Histogram(metricToolDuration, metric.WithUnit("s"),
 		metric.WithDescription("Duration of tool executions, by tool and error type."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...))
@@ -187,6 +201,8 @@ func OpenTelemetry(tp trace.TracerProvider, mp metric.MeterProvider, content boo
 		metric.WithDescription("Call results replayed from the idempotency store instead of run."))
 	t.abandoned, errs[5] = m.Int64Counter(metricAbandoned, metric.WithUnit("{call}"),
 		metric.WithDescription("Tools abandoned for ignoring their cancellation."))
+	t.ended, errs[6] = m.Int64Counter(metricStreamsEnded, metric.WithUnit("{stream}"),
+		metric.WithDescription("Streams the server ended because their client was not reading, by the setting that ended them (send_timeout, max_buffered_bytes)."))
 	// Errors come only from invalid names or options, constants here; the
 	// SDK returns a working no-op instrument even then.
 	if err := errors.Join(errs[:]...); err != nil {
@@ -365,6 +381,34 @@ func (t *otelTelemetry) callAbandoned(b *batch, i int) {
 	}
 	if span := b.calls[i].tel.span; span != nil {
 		span.AddEvent("abandoned")
+	}
+}
+
+// engineStarted registers the gauge of the bytes waiting for slow readers,
+// read when metrics are collected.
+func (t *otelTelemetry) engineStarted(g *budget) {
+	if !t.metrics {
+		return
+	}
+	_, err := t.meter.Int64ObservableGauge(metricBuffered, metric.WithUnit("By"),
+		metric.WithDescription("Bytes of events waiting for clients to read them, all streams together (max_buffered_bytes bounds it)."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(g.held.Load())
+			return nil
+		}))
+	if err != nil {
+		otel.Handle(err)
+	}
+}
+
+// streamEnded counts a stream the send watchdog ended, and marks the
+// batch's span. Streams end rarely, so the attribute set is made here.
+func (t *otelTelemetry) streamEnded(b *batch, reason string) {
+	if t.metrics {
+		t.ended.Add(context.Background(), 1, metric.WithAttributes(attrEndReason.String(reason)))
+	}
+	if span := b.tel.span; span != nil {
+		span.AddEvent("stream ended", trace.WithAttributes(attrEndReason.String(reason)))
 	}
 }
 

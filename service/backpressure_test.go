@@ -235,3 +235,115 @@ func slowBenchConfig(ec EngineConfig) Config {
 	ec.SendTimeout = time.Hour
 	return Config{EngineConfig: ec}
 }
+
+func TestBufferBudgetEndsStalledStreamsNotReaders(t *testing.T) {
+	t.Parallel()
+	// Six clients that read nothing could hold about 320 KiB each (a
+	// 256 KiB buffer and a waiting result); the server holds 1 MiB for
+	// all of them.
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{
+		MaxStreamBufferBytes: 256 << 10,
+		MaxBufferedBytes:     1 << 20,
+		MaxParallel:          1,
+		SendTimeout:          time.Hour, // only the budget ends streams here
+	}})
+	slow := s.slowClient(t)
+	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
+	for i := range 6 {
+		streams = append(streams, stalled(t, slow, bigEchoes(fmt.Sprintf("s%d-", i), 64, 32<<10, false)))
+	}
+
+	// Callers that read are served meanwhile, none refused.
+	normal := &testServer{client: s.client(t)}
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			for j := range 5 {
+				req := bigEchoes(fmt.Sprintf("n%d-%d-", c, j), 4, 32<<10, false)
+				events, err := normal.runErr(as(fmt.Sprint("normal", c)), req)
+				if err != nil {
+					t.Errorf("a caller that reads, beside the stalled streams: %v", err)
+					return
+				}
+				if got := results(t, events); len(got) != 4 {
+					t.Errorf("%d results for 4 calls", len(got))
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	// The stalled streams holding the most were ended until the rest fit.
+	eng := s.srv.engine
+	waitFor(t, func() bool { st := eng.Stats(); return st.EndedOverBudget >= 2 && st.BufferedBytes <= 1<<20 })
+	ended := 0
+	for i, stream := range streams {
+		_, err := drain(stream) // reading, a stream left alone finishes
+		switch status.Code(err) {
+		case codes.DeadlineExceeded: // the server ended it: the client did not read in time
+			ended++
+		case codes.OK:
+		default:
+			t.Errorf("stalled stream %d ended with %v; want DEADLINE_EXCEEDED or all its events", i, err)
+		}
+	}
+	if st := eng.Stats(); int64(ended) != st.EndedOverBudget {
+		t.Errorf("%d streams ended with DEADLINE_EXCEEDED; the engine ended %d", ended, st.EndedOverBudget)
+	}
+}
+
+func TestConnectionLeavingEndedStreamsUnreadIsClosed(t *testing.T) {
+	t.Parallel()
+	// Streams ended for not reading keep what gRPC's transport accepted of
+	// them until their client reads or goes; past a number of them, the
+	// connection holding the most is closed.
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{
+		MaxStreamBufferBytes: 128 << 10,
+		MaxBufferedBytes:     256 << 10,
+		MaxParallel:          1,
+		SendTimeout:          time.Hour,
+	}})
+	s.srv.conns.mu.Lock()
+	s.srv.conns.max = 2
+	s.srv.conns.mu.Unlock()
+	slow := s.slowClient(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
+	for i := 0; i < 6 && s.srv.conns.closed.Load() == 0; i++ {
+		// Read the first event, then nothing; opening one may fail once
+		// the connection is closed.
+		stream, err := slow.ExecuteBatch(ctx, bigEchoes(fmt.Sprintf("s%d-", i), 64, 32<<10, false))
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		if err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			break
+		}
+		streams = append(streams, stream)
+	}
+	eng := s.srv.engine
+	waitFor(t, func() bool { return s.srv.conns.closed.Load() == 1 })
+	// The client reconnects by itself; a stream it opened on the new
+	// connection after the close is not the server's to end.
+	cancel()
+	waitFor(t, func() bool { return eng.Stats().Batches == 0 })
+	if st := eng.Stats(); st.BufferedBytes != 0 || st.EndedOverBudget < 3 {
+		t.Errorf("after the connection closed: %d bytes buffered, %d streams ended; want 0 and at least 3", st.BufferedBytes, st.EndedOverBudget)
+	}
+	for i, stream := range streams {
+		switch _, err := drain(stream); status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		default:
+			t.Errorf("stalled stream %d: %v; want its connection closed (UNAVAILABLE) or the stream ended (DEADLINE_EXCEEDED)", i, err)
+		}
+	}
+	// Other connections are served as before.
+	events := (&testServer{client: s.client(t)}).run(t, bigEchoes("n", 2, 10, false))
+	if got := results(t, events); len(got) != 2 {
+		t.Errorf("%d results for 2 calls on another connection", len(got))
+	}
+}

@@ -47,7 +47,7 @@ func debugLines(t *testing.T, log, msg string) []map[string]any {
 
 // TestDebugLogPerBatchAndCall checks the debug lines a batch leaves: one
 // per call with its batch, call ID, tool, outcome and duration, and one for
-// the batch; and none at the info level.
+// the batch with its lane plan; and none at the info level.
 func TestDebugLogPerBatchAndCall(t *testing.T) {
 	t.Parallel()
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
@@ -82,6 +82,10 @@ func TestDebugLogPerBatchAndCall(t *testing.T) {
 		}
 		if len(batches) != 1 || batches[0]["batch_id"] != batchID || batches[0]["calls"] != 2.0 || batches[0]["failed"] != 1.0 || batches[0]["outcome"] != "ok" {
 			t.Errorf("batch lines %v; want one for batch %s: 2 calls, 1 failed, ok", batches, batchID)
+		}
+		// echo is read-only, fail is not: a lane each.
+		if lanes, _ := json.Marshal(batches[0]["lanes"]); string(lanes) != `[["a"],["b"]]` {
+			t.Errorf("batch line's lanes %s; want [[\"a\"],[\"b\"]]", lanes)
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	c := &s.cfg
 	return []grpc.ServerOption{
-		grpc.InTapHandle(stoppable),
+		grpc.InTapHandle(s.stoppable),
 		newMessageCodec(),
 		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
 		grpc.MaxSendMsgSize(c.MaxMessageBytes),

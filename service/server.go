@@ -36,6 +36,7 @@ type Server struct {
 	engine *engine.Engine
 	owns   bool // the server made its engine, so Close closes it
 	health *health.Server
+	conns  *connSet // what Serve accepted; see conns.go
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
@@ -61,6 +62,7 @@ func NewOn(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
 		engine: eng,
 		health: health.NewServer(),
 	}
+	s.conns = newConnSet(s.cfg.Logger)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
@@ -170,11 +172,14 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 // turns NOT_SERVING, new batches are refused, running batches get
 // DrainTimeout to finish, then their calls are cancelled (and still get
 // results), then the gRPC server stops, forcibly if it must. The server's
-// TelemetryOptions and ServerOptions come before opts.
+// TelemetryOptions and ServerOptions come before opts. It keeps the
+// connections it accepts, to close those whose clients leave the most
+// streams unread once such streams pile up (see conns.go).
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
 	gs := grpc.NewServer(append(append(s.TelemetryOptions(), s.ServerOptions()...), opts...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
+	lis = s.conns.listen(lis)
 	go func() { errc <- gs.Serve(lis) }()
 	select {
 	case err := <-errc:

@@ -24,10 +24,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return cmdUsageError("serve", "serve: %v", err)
 	}
 	routeLibraryLogs(log)
-	// A malformed --store is refused before anything starts; Open, later,
-	// finds what only connecting can.
+	// A malformed --store, or engine settings that cannot work together,
+	// are refused before anything starts; Open, later, finds what only
+	// connecting can.
 	if err := cfg.StoreConfig.Validate(); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if err := cfg.EngineConfig.Validate(); err != nil {
+		return cmdUsageError("serve", "serve: %v", err)
 	}
 	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
 	if err != nil {

@@ -1,0 +1,132 @@
+package engine
+
+// Each batch's outbox bounds the events waiting for its client
+// (MaxStreamBufferBytes), but their sum grows with the number of streams:
+// 200 clients that read nothing took 750 MB of RSS. The budget bounds the
+// sum (MaxBufferedBytes) in the spirit of Envoy's overload manager: it never
+// makes anyone wait and never refuses a batch, so callers that read their
+// streams keep their latency whatever others leave unread; when what the
+// outboxes hold passes it, the send watchdog ends the streams of the
+// clients that are not reading, those holding the most first, until what
+// the others hold fits. Ending one works as the send timeout does: its
+// calls are cancelled, keyed results that are done stay recorded, and its
+// sink is told to stop.
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// ErrOverBudget is the cause with which a batch is cancelled when the
+// events waiting for slow readers passed Config.MaxBufferedBytes and its
+// client, not reading, held the most of them.
+var ErrOverBudget = errors.New("the server's events waiting for slow readers passed their limit, and this stream's client held the most unread")
+
+// stallAfter is how long a stream's writer must have been in one Send
+// before the budget may end the stream: the Send of a client that reads
+// returns as soon as the transport has room, so only a client that has
+// stopped reading (or reads far slower than its calls produce) stays in
+// one this long.
+const stallAfter = 50 * time.Millisecond
+
+// budget counts the bytes every batch's outbox holds: events queued, being
+// sent or waiting to be queued (see outbox.charge).
+type budget struct {
+	max  int64         // MaxBufferedBytes; not positive: no bound, only counted
+	held atomic.Int64  // bytes the outboxes hold
+	peak atomic.Int64  // the most they held, ever
+	over chan struct{} // capacity 1; wakes the send watchdog when held passes max
+	shed atomic.Int64  // streams ended for the budget, ever
+}
+
+func newBudget(max int) *budget {
+	return &budget{max: int64(max), over: make(chan struct{}, 1)}
+}
+
+// charge counts n more bytes held (fewer, when negative); passing max wakes
+// the watchdog. While held stays above max the watchdog looks again every
+// few milliseconds on its own, so only the crossing signals.
+func (g *budget) charge(n int) {
+	held := g.held.Add(int64(n))
+	if n <= 0 {
+		return
+	}
+	for p := g.peak.Load(); held > p && !g.peak.CompareAndSwap(p, held); p = g.peak.Load() {
+	}
+	if g.max > 0 && held > g.max && held-int64(n) <= g.max {
+		select {
+		case g.over <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// overBudget reports whether the outboxes hold more than the budget.
+func (g *budget) overBudget() bool { return g.max > 0 && g.held.Load() > g.max }
+
+// shed ends the streams of clients that are not reading, those holding the
+// most first, until what the others hold fits in the budget. A stream
+// already ended counts as freed (its writer is giving its bytes back), and
+// one whose writer has been in its Send for less than stallAfter is spared.
+// now is the time in Unix nanoseconds; e.mu is held.
+func (e *Engine) shed(now int64) {
+	g := e.budget
+	excess := g.held.Load() - g.max
+	if g.max <= 0 || excess <= 0 {
+		return
+	}
+	type holder struct {
+		b    *batch
+		held int64
+	}
+	var stalled []holder
+	for b := range e.cancels {
+		h := b.out.held.Load()
+		switch since := b.sending.Load(); {
+		case h <= 0:
+		case b.ended.Load() != endNone:
+			excess -= h
+		case since != 0 && now-since >= int64(stallAfter):
+			stalled = append(stalled, holder{b, h})
+		}
+	}
+	slices.SortFunc(stalled, func(x, y holder) int { return cmp.Compare(y.held, x.held) })
+	for _, s := range stalled {
+		if excess <= 0 {
+			return
+		}
+		if s.b.ended.CompareAndSwap(endNone, endOverBudget) {
+			g.shed.Add(1)
+			s.b.endStream(e.cancels[s.b], ErrOverBudget, time.Duration(now-s.b.sending.Load()), s.held)
+			excess -= s.held
+		}
+	}
+}
+
+// Why a stream was ended before its batch was done (batch.ended).
+const (
+	endNone int32 = iota
+	endSendTimeout
+	endOverBudget
+)
+
+// endReasons name the reasons in metrics and logs: the setting that ended
+// the stream.
+var endReasons = [...]string{endSendTimeout: "send_timeout", endOverBudget: "max_buffered_bytes"}
+
+// endedError is what Run returns for a stream the watchdog ended.
+func (b *batch) endedError() error {
+	switch b.ended.Load() {
+	case endSendTimeout:
+		// A stopped transport has already told its client; this error is
+		// for the surface's own telemetry and logs.
+		return errorf(DeadlineExceeded, "the client read nothing of the stream for %s; the server ended it and cancelled its calls", b.e.cfg.SendTimeout)
+	case endOverBudget:
+		return errorf(ResourceExhausted, "the client left the stream's events unread while the server's memory for unread events (max_buffered_bytes, %d bytes) was spent, holding more of it than others; the server ended the stream and cancelled its calls. Read the stream as it comes, then retry",
+			b.e.budget.max)
+	}
+	return nil
+}
