@@ -27,6 +27,8 @@ func startSandbox(cfg sandbox.Config, mp metric.MeterProvider, log *slog.Logger)
 		log.Warn("sandbox off: run_command runs commands with the server's full rights (UNSAFE)", "sandbox", r.String())
 	case len(r.Missing) > 0:
 		log.Warn("sandbox: run_command's commands run with what this kernel enforces", "sandbox", r.String(), "restrictions", r)
+	case len(r.Accepted) > 0:
+		log.Info("sandbox: run_command's commands run with every restriction enforced but the gaps sandbox.accept names", "sandbox", r.String(), "restrictions", r)
 	default:
 		log.Info("sandbox: run_command's commands run with every restriction enforced", "sandbox", r.String(), "restrictions", r)
 	}
@@ -48,6 +50,8 @@ func registerSandboxGauge(r sandbox.Restrictions, mp metric.MeterProvider, log *
 	each := map[string]bool{
 		"files": r.Files, "network_tcp": r.TCP, "network_sockets": r.Sockets, "network_allowed": r.Network == sandbox.NetworkAllow,
 		"syscalls": r.Syscalls, "scoped": r.Scoped, "no_new_privs": r.NoNewPrivs && r.Mode != sandbox.Off, "limits": r.Mode != sandbox.Off,
+		"mediated": r.Mediated, "uid_per_session": r.Identity == sandbox.IdentitySession, "aggregate_cgroup": r.Aggregate == "cgroup",
+		"aggregate_watchdog": r.Aggregate == "watchdog",
 	}
 	_, err := m.Int64ObservableGauge("toolwire.sandbox",
 		metric.WithDescription("What run_command's sandbox enforces: 1 per enforced restriction, by mode"),

@@ -27,13 +27,15 @@ import (
 // one of them must be gone soon after, and the command must not go on to
 // write its file.
 func TestSandboxSurvivesNoServerKill(t *testing.T) {
-	if _, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required}); err != nil {
+	if _, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}}); err != nil {
 		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
 	}
 	bin := buildToolwire(t)
 	t.Parallel()
 	ws := t.TempDir()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--workspace", ws, "--run-command", "--run-command-shell", "--sandbox", "required")
+	// One workspace: its commands have the server's uid, a gap accepted by name.
+	cfg := writeFile(t, "toolwire.yaml", "sandbox: {accept: [owner_files]}\n")
+	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--workspace", ws, "--run-command", "--run-command-shell", "--sandbox", "required")
 	serve := startChild(t, cmd)
 	if !strings.Contains(serve.log.String(), "every restriction enforced") {
 		t.Errorf("the log does not say what the sandbox enforces:\n%s", serve.log)

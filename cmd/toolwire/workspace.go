@@ -39,36 +39,42 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 	if dir == "" {
 		dir = "."
 	}
-	ws, wsDir, closeWS, err := openWorkspace(dir, cfg.PerSession, sessionTTL, log)
-	if err != nil {
-		return nil, fmt.Errorf("serve: %w (use --workspace to choose another folder or --no-workspace to serve none)", err)
-	}
 	opts := workspacetools.Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env}}
+	sessions := workspace.SessionOptions{TTL: sessionTTL, KeyFile: cfg.SessionKeyFile, Logger: log}
 	if rc.Enabled {
 		if cfg.PerSession {
-			if err := checkSessionRoot(cfg.Sandbox, wsDir, log); err != nil {
-				return nil, errors.Join(err, closeWS())
+			if err := checkSessionRoot(cfg.Sandbox, dir, log); err != nil {
+				return nil, err
 			}
 		}
+		// Before the sessions: it decides whether each has a uid of its own.
 		sb, err := startSandbox(cfg.Sandbox, mp, log)
 		if err != nil {
-			return nil, errors.Join(err, closeWS())
+			return nil, err
 		}
 		opts.Command.Sandbox = sb
+		if u := sb.UIDs(); u != nil {
+			sessions.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
+		}
+	}
+	ws, wsDir, closeWS, err := openWorkspace(dir, cfg.PerSession, sessions)
+	if err != nil {
+		opts.Command.Sandbox.Close()
+		return nil, fmt.Errorf("serve: %w (use --workspace to choose another folder or --no-workspace to serve none)", err)
 	}
 	if err := reg.Add(workspacetools.Tools(ws, opts)...); err != nil {
 		opts.Command.Sandbox.Close()
 		return nil, errors.Join(err, closeWS())
 	}
-	log.Info("serving workspace tools", "workspace", wsDir, "per_session", cfg.PerSession, "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
+	log.Info("serving workspace tools", "workspace", wsDir, "per_session", cfg.PerSession, "session_uids", sessions.UIDs != nil, "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
 	return func() { opts.Command.Sandbox.Close(); closeWS() }, nil
 }
 
 // openWorkspace opens the folder dir as one workspace every call shares,
 // or, with perSession, as the root of a folder per session.
-func openWorkspace(dir string, perSession bool, sessionTTL time.Duration, log *slog.Logger) (ws workspace.Resolver, wsDir string, closeWS func() error, err error) {
+func openWorkspace(dir string, perSession bool, opts workspace.SessionOptions) (ws workspace.Resolver, wsDir string, closeWS func() error, err error) {
 	if perSession {
-		s, err := workspace.OpenSessions(dir, workspace.SessionOptions{TTL: sessionTTL, Logger: log})
+		s, err := workspace.OpenSessions(dir, opts)
 		if err != nil {
 			return nil, "", nil, err
 		}

@@ -21,6 +21,7 @@ import (
 func newSandbox(tb testing.TB, cfg sandbox.Config) *sandbox.Sandbox {
 	tb.Helper()
 	cfg.Mode = sandbox.Required
+	cfg.Accept = []string{sandbox.GapOwnerFiles} // one workspace: commands have the server's uid
 	sb, _, err := sandbox.New(cfg)
 	if err != nil {
 		testenv.Missing(tb, "a kernel sandbox ("+err.Error()+")")

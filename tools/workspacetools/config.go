@@ -22,6 +22,11 @@ type Config struct {
 	// PerSession gives each session_id a folder of its own under Workspace,
 	// removed after session_ttl idle; calls without a session are refused.
 	PerSession bool `json:"workspace_per_session"`
+	// SessionKeyFile holds the key the session folders' names are an HMAC
+	// under (at least 16 bytes; keep it like the tokens file). Empty: a key
+	// toolwire makes, in .toolwire-key in the sessions' root. Replicas that
+	// share the root share the key there.
+	SessionKeyFile string `json:"session_key_file"`
 }
 
 // RunCommandConfig configures run_command, which is off unless enabled.
@@ -37,6 +42,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Workspace, "workspace", c.Workspace, "`folder` the workspace tools (read_file, write_file, ...) work in (default: the current directory)")
 	fs.BoolVar(&c.NoWorkspace, "no-workspace", c.NoWorkspace, "offer no workspace tools")
 	fs.BoolVar(&c.PerSession, "workspace-per-session", c.PerSession, "give each session_id its own folder under --workspace, removed once idle for --session-ttl; workspace calls without a session_id are refused")
+	fs.StringVar(&c.SessionKeyFile, "session-key-file", c.SessionKeyFile, "`file` holding the key the session folders' names are keyed with (default: made in .toolwire-key under --workspace)")
 	fs.BoolVar(&c.RunCommand.Enabled, "run-command", c.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
 	fs.BoolVar(&c.RunCommand.Shell, "run-command-shell", c.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
 	c.Sandbox.Flags(fs)
@@ -59,6 +65,14 @@ func (c Config) Validate() error {
 	if c.Workspace == "" && c.PerSession {
 		// The current directory is rarely meant to fill with session folders.
 		return errors.New("--workspace-per-session needs --workspace: the folder that holds the sessions' folders")
+	}
+	if c.Sandbox.UIDRange != "" && !c.PerSession && c.RunCommand.Enabled {
+		// A shared workspace is the operator's folder: toolwire gives no uid
+		// of its own to what it holds.
+		return errors.New("sandbox.uid_range needs --workspace-per-session: each session's folder gets a uid of its own; a shared --workspace stays the server's")
+	}
+	if c.SessionKeyFile != "" && !c.PerSession {
+		return errors.New("--session-key-file needs --workspace-per-session")
 	}
 	return nil
 }
