@@ -135,6 +135,17 @@ elif op == "sigio-kill":
     print("supervisor alive"); sys.exit(0)
 elif op == "chmod":
     os.chmod(args[0], int(args[1], 8))
+elif op == "thread-chmod":  # from a thread that is not the process's leader
+    import threading
+    failed = []
+    def chmod():
+        try:
+            os.chmod(args[0], 0o777)
+        except OSError as e:
+            failed.append(e)
+    th = threading.Thread(target=chmod); th.start(); th.join()
+    if failed:
+        raise failed[0]
 elif op == "fchmod":
     os.fchmod(os.open(args[0], os.O_RDONLY), 0o777)
 elif op == "opath-chmod":
@@ -500,6 +511,7 @@ func TestEscapeCorpus(t *testing.T) {
 		{"chmod the folder holding the workspace", "chmod 0777 " + P, denied, nil},
 		{"chmod through a symlink", "ln -s " + P + "/outside.txt lnk && chmod 000 lnk", denied, nil},
 		{"chmod through /proc/self/root", "chmod 000 /proc/self/root" + P + "/outside.txt", append(denied, "Too many levels of symbolic links"), nil},
+		{"chmod outside from a thread", "python3 probe.py thread-chmod " + P + "/outside.txt", denied, nil},
 		{"chmod a read-only file by descriptor", "python3 probe.py fchmod " + ro + "/lockme", denied, nil},
 		{"chmod through an O_PATH descriptor", "python3 probe.py opath-chmod " + P + "/outside.txt", denied, nil},
 		{"chown outside", "chown $(id -u):$(id -g) " + P + "/outside.txt", denied, nil},
@@ -838,11 +850,11 @@ func metadata(t *testing.T, path string) string {
 	return fmt.Sprintf("mode %o owner %d:%d mtime %d.%d", st.Mode, st.Uid, st.Gid, st.Mtim.Sec, st.Mtim.Nsec)
 }
 
-// TestEscapeMaxProcessesTooSmall checks that a command the supervisor cannot
-// start because the server's user is at max_processes (it counts the
-// server's own threads) gets a result naming the limit, not only the bare
-// EAGAIN, so the model and the operator can tell why. Root is not bound by
-// the limit; .ci/run runs the TestEscape tests as nobody.
+// TestEscapeMaxProcessesTooSmall checks that a command that cannot start a
+// process because its uid is at max_processes (with the server's uid, the
+// server's own threads count) gets a result naming the limit, not only the
+// bare EAGAIN, so the model and the operator can tell why. Root is not
+// bound by the limit; .ci/run runs the TestEscape tests as nobody.
 func TestEscapeMaxProcessesTooSmall(t *testing.T) {
 	if os.Getuid() == 0 {
 		t.Skip("root is not bound by RLIMIT_NPROC; .ci/run runs this as nobody")
@@ -855,8 +867,8 @@ func TestEscapeMaxProcessesTooSmall(t *testing.T) {
 	t.Cleanup(sb.Close)
 	c := wt.NewCorpus(t)
 	tool := runcommand.New(c.WS, runcommand.Options{Shell: true, Sandbox: sb})
-	res := wt.Call(t, tool, `{"command":"echo ran"}`)
-	if text := wt.Text(res); !res.IsError || !strings.Contains(text, "resource temporarily unavailable") || !strings.Contains(text, "sandbox.max_processes: 1") {
+	res := wt.Call(t, tool, `{"command":"echo ran; (echo child)"}`)
+	if text := wt.Text(res); !res.IsError || !strings.Contains(text, "ork") || !strings.Contains(text, "sandbox.max_processes: 1") {
 		t.Errorf("result (error %v):\n%s\nwant an error naming sandbox.max_processes: 1", res.IsError, text)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
 )
 
@@ -216,5 +217,47 @@ func TestSpecTooLarge(t *testing.T) {
 	}
 	if got := idle(t, sb); got[0] != spares[0] || got[1] != spares[1] {
 		t.Errorf("spares %v after the refused command; want %v still", got, spares)
+	}
+}
+
+// TestSupervisorKilledBackstop kills a command's supervisor from outside
+// (as the OOM killer might) while the command runs with a child in a
+// session of its own: Wait reports that the supervisor ended without a
+// status, and ends, from the tree the supervisor last reported, what the
+// parent-death signal does not reach.
+func TestSupervisorKilledBackstop(t *testing.T) {
+	t.Parallel()
+	sb := newTestSandbox(t)
+	dir := t.TempDir()
+	_, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close()
+	p, err := sb.Start(context.Background(), Run{Path: "/bin/sh", Argv: []string{"sh", "-c", "setsid sleep 7411 & sleep 7412"}, Dir: dir, Writable: []string{dir}, Output: pw, Grace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"sleep\x007411", "sleep\x007412"} {
+		for deadline := time.Now().Add(10 * time.Second); len(testenv.Processes(m)) == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%q did not start", m)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // the watchdog reports the tree every 100 ms
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(); err == nil || !strings.Contains(err.Error(), "without reporting") {
+		t.Errorf("Wait after the supervisor's death: %v; want an error saying it ended without reporting", err)
+	}
+	for _, m := range []string{"sleep\x007411", "sleep\x007412"} {
+		for deadline := time.Now().Add(10 * time.Second); len(testenv.Processes(m)) > 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("%q outlived its dead supervisor: %q", m, testenv.Processes(m))
+				break
+			}
+		}
 	}
 }

@@ -185,6 +185,13 @@ func restrict(setup Setup, l launch) (int, error) {
 		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(u.UID), uintptr(u.UID), uintptr(u.UID)); e != 0 {
 			return fail("setresuid %d: %v", u.UID, e)
 		}
+		// The change of uid cleared the parent-death signal.
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0); err != nil {
+			return fail("PR_SET_PDEATHSIG: %v", err)
+		}
+		if os.Getppid() == 1 {
+			return fail("the supervisor exited before the command started")
+		}
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData

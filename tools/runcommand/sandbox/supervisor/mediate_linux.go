@@ -142,7 +142,7 @@ func (m *mediator) handle(n *notif) (int64, unix.Errno) {
 	if !ok {
 		return 0, unix.ENOSYS
 	}
-	pidfd, err := unix.PidfdOpen(int(n.PID), 0)
+	pidfd, err := openTask(int(n.PID))
 	if err != nil {
 		return 0, unix.ESRCH
 	}
@@ -186,6 +186,29 @@ func (m *mediator) handle(n *notif) (int64, unix.Errno) {
 		return t.removexattr(op, a)
 	}
 	return 0, unix.ENOSYS
+}
+
+// openTask returns a pidfd of the task that made the system call, which may
+// be any thread of its process (libuv's thread pool chmods, for one): the
+// thread itself where the kernel has thread pidfds (6.9), else its process,
+// whose descriptors and memory the thread shares.
+func openTask(tid int) (int, error) {
+	fd, err := unix.PidfdOpen(tid, 0)
+	if err != unix.EINVAL && err != unix.ENOENT { // not a thread group leader (EINVAL; ENOENT from 6.9)
+		return fd, err
+	}
+	if fd, err := unix.PidfdOpen(tid, unix.O_EXCL); err == nil { // PIDFD_THREAD
+		return fd, nil
+	}
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return -1, err
+	}
+	tgid := int(statusKB(status, "Tgid:"))
+	if tgid == 0 {
+		return -1, unix.ESRCH
+	}
+	return unix.PidfdOpen(tgid, 0)
 }
 
 // act is an operation on a resolved descriptor: an O_PATH one from a path,
