@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,7 @@ func TestSandboxGaugeOnTheProviderPassed(t *testing.T) {
 	want := map[string]int64{
 		"files": 0, "network_tcp": 0, "network_sockets": 0, "network_allowed": 1,
 		"syscalls": 0, "scoped": 0, "no_new_privs": 0, "limits": 0,
+		"mediated": 0, "uid_per_session": 0, "aggregate_cgroup": 0, "aggregate_watchdog": 0,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("toolwire.sandbox on the provider passed, mode off (-want +got):\n%s", diff)
@@ -232,4 +234,87 @@ func sandboxGauge(t *testing.T, r sdkmetric.Reader) map[string]int64 {
 		}
 	}
 	return got
+}
+
+// TestServeBinaryContained runs the real binary as the attack on it did
+// (serve --run-command --workspace-per-session --sandbox required; as root
+// with a uid per session, else with the server's uid accepted): a command
+// of one session cannot lower the server's limits, read the server's
+// command line beyond "toolwire serve", or reach the other session; and
+// with uids apart, each session's command runs under its own.
+func TestServeBinaryContained(t *testing.T) {
+	bin := buildToolwire(t)
+	t.Parallel()
+	sandboxCfg := "sandbox: {accept: [owner_files]}\n"
+	if os.Getuid() == 0 {
+		sandboxCfg = "sandbox: {uid_range: 310000-310099}\n"
+	}
+	cfg := writeFile(t, "toolwire.yaml", sandboxCfg)
+	root := t.TempDir()
+	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	secret := "--session-ttl=123h" // a flag value that must not show in /proc/PID/cmdline
+	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--workspace", root, "--workspace-per-session",
+		"--run-command", "--run-command-shell", "--sandbox", "required", secret)
+	serve := startChild(t, cmd)
+	pid := strconv.Itoa(cmd.Process.Pid)
+	cmdline, err := os.ReadFile("/proc/" + pid + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimRight(string(cmdline), "\x00"); got != bin+"\x00serve" {
+		t.Errorf("the server's command line reads %q; want only %q", got, bin+" serve")
+	}
+	limits, err := os.ReadFile("/proc/" + pid + "/limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(serve.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	run := func(session, command string) *toolwirev1.CallResult {
+		t.Helper()
+		b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: []*toolwirev1.ToolCall{
+			client.Call("c", "run_command", map[string]any{"command": command}),
+		}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.Results[0]
+	}
+	for _, command := range []string{
+		"prlimit --pid " + pid + " --nofile=3:3",
+		"prlimit --pid " + pid + " --cpu=1:1",
+		"renice -n 19 -p " + pid,
+		"cat /proc/" + pid + "/environ",
+	} {
+		if r := run("a", command); !r.GetIsError() || !strings.Contains(client.Text(r), "denied") && !strings.Contains(client.Text(r), "not permitted") {
+			t.Errorf("%s: %s; want a denial", command, client.Text(r))
+		}
+	}
+	if r := run("a", "tr '\\0' ' ' < /proc/"+pid+"/cmdline"); strings.Contains(client.Text(r), "123h") {
+		t.Errorf("a command reads the server's flags: %s", client.Text(r))
+	}
+	if after, _ := os.ReadFile("/proc/" + pid + "/limits"); string(after) != string(limits) {
+		t.Errorf("the server's limits changed:\n%s\nwere\n%s", after, limits)
+	}
+	a, b := run("a", "id -u && echo mine > f && pwd"), run("b", "id -u && pwd")
+	if a.GetIsError() || b.GetIsError() {
+		t.Fatalf("a: %s\nb: %s", client.Text(a), client.Text(b))
+	}
+	aLines, bLines := strings.Fields(client.Text(a)), strings.Fields(client.Text(b))
+	if len(aLines) < 4 || len(bLines) < 4 {
+		t.Fatalf("a: %q\nb: %q", aLines, bLines)
+	}
+	aUID, aDir := aLines[len(aLines)-2], aLines[len(aLines)-1]
+	bUID := bLines[len(bLines)-2]
+	if os.Getuid() == 0 && (aUID == bUID || aUID == "0") {
+		t.Errorf("sessions a and b run as uids %s and %s; want each its own from sandbox.uid_range", aUID, bUID)
+	}
+	if r := run("b", "cat "+aDir+"/f; ls "+aDir); !r.GetIsError() || strings.Contains(client.Text(r), "mine") {
+		t.Errorf("b reads a's folder: %s", client.Text(r))
+	}
 }
