@@ -1,0 +1,135 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeCgroup lays out a cgroup v2 folder under a temporary root as the
+// kernel would show it: the process's cgroup with the controllers given.
+func fakeCgroup(t *testing.T, controllers string) (root string, mountinfo, self []byte) {
+	t.Helper()
+	root = t.TempDir()
+	dir := filepath.Join(root, "sys/fs/cgroup/kubepods/pod-1/toolwire")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"cgroup.controllers":     controllers + "\n",
+		"cgroup.subtree_control": "\n",
+		"cgroup.procs":           "1\n57\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mountinfo = []byte("25 30 0:23 / /proc rw - proc proc rw\n" +
+		"31 30 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n")
+	self = []byte("0::/kubepods/pod-1/toolwire\n")
+	return root, mountinfo, self
+}
+
+// TestDelegatedCgroup checks, against a fake cgroup folder (the machine's
+// own cgroups are not the tests' to change), that a delegated cgroup v2 is
+// found and claimed (the server's processes moved into a leaf, memory and
+// pids handed to children), that each call's cgroup gets its limits, and
+// that anything less falls back to the watchdog.
+func TestDelegatedCgroup(t *testing.T) {
+	t.Parallel()
+	root, mountinfo, self := fakeCgroup(t, "cpuset cpu io memory pids")
+	cg, err := delegated(mountinfo, self, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "sys/fs/cgroup/kubepods/pod-1/toolwire")
+	if cg.dir != dir {
+		t.Errorf("cgroup folder %s; want %s", cg.dir, dir)
+	}
+	if err := cg.claim(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) string {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if got := read("cgroup.subtree_control"); got != "+memory +pids" {
+		t.Errorf("subtree_control %q; want the memory and pids controllers handed down", got)
+	}
+	if got := read("toolwire-server/cgroup.procs"); got != "57" { // the fake file keeps the last pid written
+		t.Errorf("the server's leaf holds %q; want the processes moved there", got)
+	}
+	cg.memory, cg.processes = 256<<20, 64
+	call, err := cg.call()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(call) != dir || !strings.HasPrefix(filepath.Base(call), "toolwire-call-") {
+		t.Errorf("call cgroup %s; want toolwire-call-N in %s", call, dir)
+	}
+	for file, want := range map[string]string{"memory.max": "268435456", "memory.swap.max": "0", "pids.max": "64"} {
+		if got := read(filepath.Join(filepath.Base(call), file)); got != want {
+			t.Errorf("%s = %q; want %q", file, got, want)
+		}
+	}
+	if second, _ := cg.call(); second == call {
+		t.Errorf("two calls share the cgroup %s", call)
+	}
+	cg.memory = 0
+	unlimited, err := cg.call()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := read(filepath.Join(filepath.Base(unlimited), "memory.max")); got != "max" {
+		t.Errorf("memory.max without memory_bytes = %q; want max", got)
+	}
+
+	for name, tt := range map[string]struct {
+		controllers string
+		self        string
+		mount       bool
+	}{
+		"cgroup v1 only":     {"memory pids", "4:memory:/kubepods\n", true},
+		"no cgroup2 mounted": {"memory pids", "0::/kubepods/pod-1/toolwire\n", false},
+		"no controllers (a v2 mount beside v1, as on this machine)": {"", "0::/kubepods/pod-1/toolwire\n", true},
+		"memory but no pids":       {"cpu memory", "0::/kubepods/pod-1/toolwire\n", true},
+		"outside the mount's root": {"memory pids", "0::/../elsewhere\n", true},
+	} {
+		root, mountinfo, _ := fakeCgroup(t, tt.controllers)
+		if !tt.mount {
+			mountinfo = []byte("25 30 0:23 / /proc rw - proc proc rw\n")
+		}
+		if cg, err := delegated(mountinfo, []byte(tt.self), root); err == nil {
+			t.Errorf("%s: found %+v; want the watchdog", name, cg)
+		}
+	}
+	// Not delegated: the files are not there to write.
+	root, mountinfo, self = fakeCgroup(t, "memory pids")
+	os.Remove(filepath.Join(root, "sys/fs/cgroup/kubepods/pod-1/toolwire/cgroup.subtree_control"))
+	if _, err := delegated(mountinfo, self, root); err == nil || !strings.Contains(err.Error(), "not delegated") {
+		t.Errorf("without subtree_control: %v; want not delegated", err)
+	}
+}
+
+// TestThisMachinesCgroups checks what findCgroups decides here agrees
+// with what the machine has: a cgroup only with a cgroup2 mount whose
+// controllers hold memory and pids (this project's test machines have none,
+// and must not have their cgroups changed).
+func TestThisMachinesCgroups(t *testing.T) {
+	mountinfo, err1 := os.ReadFile("/proc/self/mountinfo")
+	self, err2 := os.ReadFile("/proc/self/cgroup")
+	if err1 != nil || err2 != nil {
+		t.Skip("no /proc")
+	}
+	_, derr := delegated(mountinfo, self, "")
+	if derr == nil {
+		t.Skip("this machine delegates a cgroup v2 to the tests; findCgroups would claim it")
+	}
+	if cg, how := findCgroups(Config{}); cg != nil || how != "watchdog" {
+		t.Errorf("findCgroups: %v %q; want the watchdog where delegated says %v", cg, how, derr)
+	}
+}
