@@ -24,6 +24,8 @@ type Hooks struct {
 	SlowCancelled func()
 	// Wait is called by the wait tool between its two progress reports.
 	Wait func(ctx context.Context)
+	// Poll is called by the poll tool once it has closed its stream.
+	Poll func(ctx context.Context)
 }
 
 // TextArgs are the arguments of read and fail.
@@ -41,6 +43,13 @@ type ProgressArgs struct {
 	Steps int `json:"steps"`
 }
 
+// PollArgs are the poll tool's arguments.
+type PollArgs struct {
+	// RetryMS is the reconnection delay, in milliseconds, the server asks
+	// for as it closes the call's stream.
+	RetryMS int `json:"retry_ms"`
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // New returns a server with the test tools:
@@ -53,6 +62,11 @@ func ptr[T any](v T) *T { return &v }
 //     returns "released"
 //   - image: returns an image, audio and a resource link
 //   - fail: returns an error result with its text
+//   - poll: reports "polling", closes the call's SSE stream with the SSE
+//     retry field set to retry_ms (streamable HTTP with an event store:
+//     the client is to resume the stream with GET and Last-Event-ID after
+//     that long; elsewhere it does nothing), calls Hooks.Poll, and returns
+//     "resumed", which reaches the client on the resumed stream
 func New(h Hooks) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{
@@ -114,6 +128,21 @@ func New(h Hooks) *mcp.Server {
 				return nil, nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "poll", Description: "Closes its stream; the result comes on the resumed one."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in PollArgs) (*mcp.CallToolResult, any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "polling"}); err != nil {
+					return nil, nil, err
+				}
+			}
+			if req.Extra != nil && req.Extra.CloseSSEStream != nil {
+				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: time.Duration(in.RetryMS) * time.Millisecond})
+			}
+			if h.Poll != nil {
+				h.Poll(ctx)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "resumed"}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "Returns an image."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
