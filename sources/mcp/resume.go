@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -167,8 +168,9 @@ func (h *httpSession) ping(r *rpc) error {
 	defer cancel()
 	err := r.call(ctx, "ping", struct{}{}, &struct{}{})
 	var uerr *url.Error
+	var werr *jsonrpc.Error
 	switch {
-	case err == nil:
+	case err == nil, errors.As(err, &werr): // an error answer is an answer
 		return nil
 	case ctx.Err() != nil:
 		return fmt.Errorf("no answer within %v", h.timeout)
@@ -232,7 +234,6 @@ func (h *httpSession) lose(cause error) {
 	h.lost = cause
 	conn := h.conn
 	h.mu.Unlock()
-	h.s.log.Warn("MCP server gone; ending the session", "error", cause)
 	if conn != nil {
 		_ = conn.Close()
 	}
