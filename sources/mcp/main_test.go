@@ -245,9 +245,9 @@ func (h *httpServer) refuse() {
 	h.Listener.Close()
 }
 
-// waitRequest waits for a request that match accepts and returns it.
-func (h *httpServer) waitRequest(t *testing.T, what string, match func(request) bool) request {
-	t.Helper()
+// waitRequest waits, at most waitLimit, for a request that match accepts,
+// and returns it. It may be called from any goroutine.
+func (h *httpServer) waitRequest(match func(request) bool) (request, bool) {
 	limit := time.After(waitLimit)
 	for {
 		h.mu.Lock()
@@ -255,14 +255,14 @@ func (h *httpServer) waitRequest(t *testing.T, what string, match func(request) 
 		for _, r := range h.requests {
 			if match(r) {
 				h.mu.Unlock()
-				return r
+				return r, true
 			}
 		}
 		h.mu.Unlock()
 		select {
 		case <-arrived:
 		case <-limit:
-			t.Fatalf("waiting for %s", what)
+			return request{}, false
 		}
 	}
 }

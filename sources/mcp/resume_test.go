@@ -47,7 +47,10 @@ func TestResume(t *testing.T) {
 	if !slices.Equal(msgs, []string{"polling"}) {
 		t.Errorf("progress %q, want [polling]", msgs)
 	}
-	posted := srv.waitRequest(t, "the call", isCall)
+	posted, ok := srv.waitRequest(isCall)
+	if !ok {
+		t.Fatal("the server saw no tools/call")
+	}
 	resumes := srv.requestsMatching(isResume)
 	if len(resumes) != 1 {
 		t.Fatalf("%d GETs with Last-Event-ID, want 1: %+v", len(resumes), srv.requestsMatching(func(r request) bool { return true }))
@@ -69,13 +72,13 @@ func TestResume(t *testing.T) {
 // against a silent one): a call that ends within it was not left to them.
 const farBelowSDK = 10 * time.Second
 
-// pollGoneServer starts a resumable server whose poll tool, once it has
-// closed its stream (asking for a reconnect after 100ms), calls gone; it
+// pollGoneServer starts a resumable server whose poll tool calls gone just
+// before it closes its stream (asking for a reconnect after 100ms), and
 // returns the server and the poll tool of a gateway connected to it.
 func pollGoneServer(t *testing.T, cfg ServerConfig, gone func(srv *httpServer)) (*httpServer, func() (*tools.Result, time.Duration)) {
 	t.Helper()
 	var srv *httpServer
-	srv = newResumableServer(t, testserver.Hooks{Poll: func(context.Context) { gone(srv) }})
+	srv = newResumableServer(t, testserver.Hooks{PollClosing: func() { gone(srv) }})
 	cfg.URL = srv.URL
 	g, reg := newGateway(t)
 	g.set.MinBackoff, g.set.MaxBackoff = time.Minute, time.Minute // gone means gone for this test
@@ -144,11 +147,12 @@ func isPing(r request) bool { return r.rpc == "ping" }
 // reconnect_timeout for its result.
 func TestResumeHeldHeaders(t *testing.T) {
 	t.Parallel()
-	const bound = 200 * time.Millisecond
+	const bound = time.Second
 	var srv *httpServer
-	srv = newResumableServer(t, testserver.Hooks{Poll: func(context.Context) {
-		srv.waitRequest(t, "the reconnect", isResume)
-		time.Sleep(5 * bound) // the reconnect waits, headers and all
+	srv = newResumableServer(t, testserver.Hooks{PollClosed: func(context.Context) {
+		if _, ok := srv.waitRequest(isResume); ok {
+			time.Sleep(2 * bound) // the reconnect waits, headers and all
+		}
 	}})
 	g, reg := newGateway(t)
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "held", URL: srv.URL, ReconnectTimeout: bound}}); err != nil {
@@ -158,8 +162,8 @@ func TestResumeHeldHeaders(t *testing.T) {
 	if r := call(t, context.Background(), snap, "held_poll", `{"retry_ms":50}`, nil); r.IsError || text(r) != "resumed" {
 		t.Errorf("call: %q (error %v), want \"resumed\"", text(r), r.IsError)
 	}
-	if n := len(srv.requestsMatching(isPing)); n != 1 {
-		t.Errorf("%d pings, want 1, with the reconnect", n)
+	if resumes, pings := len(srv.requestsMatching(isResume)), len(srv.requestsMatching(isPing)); resumes != 1 || pings != 1 {
+		t.Errorf("%d reconnects and %d pings, want one of each", resumes, pings)
 	}
 }
 

@@ -87,6 +87,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	cancel()
 	if err != nil {
 		cleanup()
+		if cause := hs.lostCause(); cause != nil {
+			err = cause // the SDK says what followed: the connection closed
+		}
 		return false, fmt.Errorf("connecting: %w", err)
 	}
 	ended := make(chan struct{})

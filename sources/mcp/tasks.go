@@ -54,9 +54,22 @@ func newRPC(conn mcp.Connection, ended <-chan struct{}) *rpc {
 
 // call sends a request and decodes its result into result.
 func (r *rpc) call(ctx context.Context, method string, params, result any) error {
-	p, err := json.Marshal(params)
+	resp, err := r.send(ctx, method, params)
 	if err != nil {
 		return err
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("%s: %w", method, resp.Error)
+	}
+	return json.Unmarshal(resp.Result, result)
+}
+
+// send sends a request and returns the server's response, an error
+// response included.
+func (r *rpc) send(ctx context.Context, method string, params any) (*jsonrpc.Response, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	r.seq++
@@ -71,21 +84,18 @@ func (r *rpc) call(ctx context.Context, method string, params, result any) error
 	}()
 	jid, err := jsonrpc.MakeID(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.conn.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: p}); err != nil {
-		return fmt.Errorf("sending %s: %w", method, err)
+		return nil, fmt.Errorf("sending %s: %w", method, err)
 	}
 	select {
 	case resp := <-ch:
-		if resp.Error != nil {
-			return fmt.Errorf("%s: %w", method, resp.Error)
-		}
-		return json.Unmarshal(resp.Result, result)
+		return resp, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-r.ended:
-		return fmt.Errorf("%s: the connection closed", method)
+		return nil, fmt.Errorf("%s: the connection closed", method)
 	}
 }
 

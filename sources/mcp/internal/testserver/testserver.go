@@ -24,8 +24,10 @@ type Hooks struct {
 	SlowCancelled func()
 	// Wait is called by the wait tool between its two progress reports.
 	Wait func(ctx context.Context)
-	// Poll is called by the poll tool once it has closed its stream.
-	Poll func(ctx context.Context)
+	// PollClosing and PollClosed are called by the poll tool just before
+	// and just after it closes its stream.
+	PollClosing func()
+	PollClosed  func(ctx context.Context)
 }
 
 // TextArgs are the arguments of read and fail.
@@ -65,8 +67,8 @@ func ptr[T any](v T) *T { return &v }
 //   - poll: reports "polling", closes the call's SSE stream with the SSE
 //     retry field set to retry_ms (streamable HTTP with an event store:
 //     the client is to resume the stream with GET and Last-Event-ID after
-//     that long; elsewhere it does nothing), calls Hooks.Poll, and returns
-//     "resumed", which reaches the client on the resumed stream
+//     that long; elsewhere it does nothing), and returns "resumed", which
+//     reaches the client on the resumed stream
 func New(h Hooks) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{
@@ -136,11 +138,14 @@ func New(h Hooks) *mcp.Server {
 					return nil, nil, err
 				}
 			}
+			if h.PollClosing != nil {
+				h.PollClosing()
+			}
 			if req.Extra != nil && req.Extra.CloseSSEStream != nil {
 				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: time.Duration(in.RetryMS) * time.Millisecond})
 			}
-			if h.Poll != nil {
-				h.Poll(ctx)
+			if h.PollClosed != nil {
+				h.PollClosed(ctx)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "resumed"}}}, nil, nil
 		})
