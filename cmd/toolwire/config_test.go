@@ -146,3 +146,22 @@ func changedKeys(t *testing.T, keys []string, a, b serveConfig) []string {
 	}
 	return changed
 }
+
+// TestConfigDurationInAList: a duration in a list's entry, such as an MCP
+// server's reconnect_timeout, is read as text like the top-level ones.
+func TestConfigDurationInAList(t *testing.T) {
+	t.Parallel()
+	file := `
+mcp_servers:
+  - name: a
+    url: http://127.0.0.1:1/mcp
+    reconnect_timeout: 500ms
+`
+	var cfg serveConfig
+	if err := readConfigFile(writeFile(t, "toolwire.yaml", file), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.MCPServers) != 1 || cfg.MCPServers[0].ReconnectTimeout != 500*time.Millisecond {
+		t.Errorf("mcp_servers: %+v; want reconnect_timeout 500ms", cfg.MCPServers)
+	}
+}

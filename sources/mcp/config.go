@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"time"
 
 	"github.com/toolwire/toolwire/internal/envref"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
@@ -28,9 +29,20 @@ type ServerConfig struct {
 	// request, and their values may reference {{ENV_VAR}}.
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+
+	// ReconnectTimeout bounds how long a streamable HTTP server may leave
+	// the gateway without an answer when a stream is reopened or has
+	// broken (see resume.go): past it, or at once when the server refuses
+	// the connection, the session is given up and its calls in flight fail.
+	// Zero means 2s.
+	ReconnectTimeout time.Duration `json:"reconnect_timeout,omitempty"`
 }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// maxReconnectTimeout caps ReconnectTimeout: a server that needs longer to
+// answer a ping is as good as gone to a caller waiting for its result.
+const maxReconnectTimeout = time.Minute
 
 // Validate reports what is wrong with c, naming the server. It does not read
 // the environment: variables are read when connecting.
@@ -44,6 +56,9 @@ func (c ServerConfig) Validate() error {
 	case c.Command != "" && c.URL != "":
 		return fmt.Errorf("mcp server %q: set command or url, not both", c.Name)
 	case c.URL != "":
+		if c.ReconnectTimeout < 0 || c.ReconnectTimeout > maxReconnectTimeout {
+			return fmt.Errorf("mcp server %q: reconnect_timeout %v: want from 0 (the default, %v) to %v", c.Name, c.ReconnectTimeout, defaultReconnectTimeout, maxReconnectTimeout)
+		}
 		if len(c.Args) > 0 || len(c.Env) > 0 {
 			return fmt.Errorf("mcp server %q: args and env are for stdio servers (command)", c.Name)
 		}
@@ -53,6 +68,8 @@ func (c ServerConfig) Validate() error {
 		}
 	case len(c.Headers) > 0:
 		return fmt.Errorf("mcp server %q: headers are for streamable HTTP servers (url)", c.Name)
+	case c.ReconnectTimeout != 0:
+		return fmt.Errorf("mcp server %q: reconnect_timeout is for streamable HTTP servers (url)", c.Name)
 	}
 	for k, v := range c.Env {
 		if err := envref.Check(v); err != nil {
@@ -76,5 +93,6 @@ func (c ServerConfig) name() string { return c.Name }
 
 func (c ServerConfig) equal(o ServerConfig) bool {
 	return c.Name == o.Name && c.Command == o.Command && slices.Equal(c.Args, o.Args) &&
-		maps.Equal(c.Env, o.Env) && c.URL == o.URL && maps.Equal(c.Headers, o.Headers)
+		maps.Equal(c.Env, o.Env) && c.URL == o.URL && maps.Equal(c.Headers, o.Headers) &&
+		c.ReconnectTimeout == o.ReconnectTimeout
 }

@@ -15,8 +15,11 @@
 // Servers connect in the background. One that is down is retried with
 // exponential backoff, and its tools appear when it comes up; a server that
 // announces tools/list_changed is re-listed; a stdio server that exits is
-// restarted, and calls in flight get error results at once (a streamable
-// HTTP stream that breaks is not resumed). Each change to a server's tools
+// restarted, and calls in flight get error results at once. A streamable
+// HTTP stream the server ends or that breaks before the call's result is
+// resumed as MCP says, and a server found gone while it is (refused, or
+// silent for its reconnect_timeout) fails its calls at once (see
+// resume.go). Each change to a server's tools
 // is one atomic registry update; a tool whose name another tool holds is
 // held back, with one log line, until that name is free (see tools.Registry). A server stopped by Sync (removed or
 // reconfigured) offers no tools from then on, but its calls in flight

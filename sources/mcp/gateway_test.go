@@ -82,10 +82,16 @@ func TestValidate(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h", Env: map[string]string{"A": "b"}}, "for stdio"},
 		{ServerConfig{Name: "a", Command: "x", Headers: map[string]string{"A": "b"}}, "for streamable HTTP"},
 		{ServerConfig{Name: "a", URL: "http://h", Headers: map[string]string{"A": "{{9}}"}}, "bad environment variable name"},
+		{ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: -time.Second}, "reconnect_timeout -1s: want from 0 (the default, 2s) to 1m0s"},
+		{ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: time.Hour}, "reconnect_timeout 1h0m0s: want from 0"},
+		{ServerConfig{Name: "a", Command: "x", ReconnectTimeout: time.Second}, "reconnect_timeout is for streamable HTTP servers"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%+v) = %v, want %q", tc.cfg, err, tc.want)
 		}
+	}
+	if err := (ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: time.Minute}).Validate(); err != nil {
+		t.Errorf("a reconnect_timeout of a minute: %v", err)
 	}
 	if err := ValidateAll([]ServerConfig{{Name: "a", Command: "x"}, {Name: "a", URL: "http://h"}}); err == nil || !strings.Contains(err.Error(), "used twice") {
 		t.Errorf("duplicate names: %v", err)

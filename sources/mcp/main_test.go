@@ -1,6 +1,7 @@
 package mcpsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -80,7 +81,7 @@ func none(prefix string) func([]string) bool {
 	}
 }
 
-var testTools = []string{"image", "fail", "progress", "read", "slow", "wait"}
+var testTools = []string{"image", "fail", "poll", "progress", "read", "slow", "wait"}
 
 func prefixed(prefix string, names ...string) []string {
 	out := make([]string, len(names))
@@ -136,26 +137,71 @@ func text(r *tools.Result) string {
 }
 
 // httpServer serves the test MCP server over streamable HTTP, recording the
-// Authorization header of each request.
+// Authorization header of each request, and each request's method, time and
+// Last-Event-ID.
 type httpServer struct {
 	*httptest.Server
 	mcp  *mcp.Server
 	down func(bool)
 
-	mu    sync.Mutex
-	auth  []string
-	isDwn bool
+	mu       sync.Mutex
+	auth     []string
+	isDwn    bool
+	requests []request
+	arrived  chan struct{}            // closed and replaced when a request arrives
+	hold     func(*http.Request) bool // requests it accepts are held unanswered until the test ends
+	release  chan struct{}            // closed when the test ends
+}
+
+// request is one HTTP request the server got.
+type request struct {
+	at          time.Time
+	method      string // GET, POST, DELETE
+	rpc         string // a POST's JSON-RPC method
+	lastEventID string
 }
 
 func newHTTPServer(t testing.TB, hooks testserver.Hooks) *httpServer {
 	t.Helper()
-	h := &httpServer{mcp: testserver.New(hooks)}
-	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.mcp }, nil)
+	return serveHTTP(t, hooks, nil)
+}
+
+// newResumableServer is newHTTPServer with an event store: its streams
+// carry event IDs, and a client may resume them (see the poll tool).
+func newResumableServer(t testing.TB, hooks testserver.Hooks) *httpServer {
+	t.Helper()
+	return serveHTTP(t, hooks, &mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+}
+
+func serveHTTP(t testing.TB, hooks testserver.Hooks, opts *mcp.StreamableHTTPOptions) *httpServer {
+	t.Helper()
+	h := &httpServer{mcp: testserver.New(hooks), arrived: make(chan struct{}), release: make(chan struct{})}
+	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.mcp }, opts)
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := request{at: time.Now(), method: r.Method, lastEventID: r.Header.Get("Last-Event-ID")}
+		if r.Method == http.MethodPost {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var msg struct {
+				Method string `json:"method"`
+			}
+			_ = json.Unmarshal(body, &msg)
+			req.rpc = msg.Method
+		}
 		h.mu.Lock()
 		h.auth = append(h.auth, r.Header.Get("Authorization"))
-		down := h.isDwn
+		h.requests = append(h.requests, req)
+		close(h.arrived)
+		h.arrived = make(chan struct{})
+		down, hold := h.isDwn, h.hold
 		h.mu.Unlock()
+		if hold != nil && hold(r) {
+			select { // accepted, and never answered
+			case <-r.Context().Done():
+			case <-h.release:
+			}
+			return
+		}
 		if down {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
@@ -170,10 +216,66 @@ func newHTTPServer(t testing.TB, hooks testserver.Hooks) *httpServer {
 	// Registered before the gateway's cleanup, so it runs after it. Sessions
 	// the gateway could not end (the server was "down") are closed here.
 	t.Cleanup(func() {
+		close(h.release)
 		for ss := range h.mcp.Sessions() {
 			ss.Close()
 		}
 		h.Close()
 	})
 	return h
+}
+
+// silence makes the server hold every request from now on that hold
+// accepts (nil: every request) unanswered: it accepts connections and reads
+// requests, and says nothing.
+func (h *httpServer) silence(hold func(*http.Request) bool) {
+	if hold == nil {
+		hold = func(*http.Request) bool { return true }
+	}
+	h.mu.Lock()
+	h.hold = hold
+	h.mu.Unlock()
+}
+
+// refuse makes the server refuse connections from now on: it stops
+// listening, and closes each connection once its request in progress is
+// answered. Streams already open stay open.
+func (h *httpServer) refuse() {
+	h.Config.SetKeepAlivesEnabled(false)
+	h.Listener.Close()
+}
+
+// waitRequest waits, at most waitLimit, for a request that match accepts,
+// and returns it. It may be called from any goroutine.
+func (h *httpServer) waitRequest(match func(request) bool) (request, bool) {
+	limit := time.After(waitLimit)
+	for {
+		h.mu.Lock()
+		arrived := h.arrived
+		for _, r := range h.requests {
+			if match(r) {
+				h.mu.Unlock()
+				return r, true
+			}
+		}
+		h.mu.Unlock()
+		select {
+		case <-arrived:
+		case <-limit:
+			return request{}, false
+		}
+	}
+}
+
+// requestsMatching returns the requests that match accepts.
+func (h *httpServer) requestsMatching(match func(request) bool) []request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []request
+	for _, r := range h.requests {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package mcpsource
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,7 @@ type server struct {
 	session *mcp.ClientSession    // nil while not connected
 	conn    mcp.Connection        // the session's connection, once made
 	rpc     *rpc                  // the gateway's own requests on conn; nil while not connected
+	http    *httpSession          // a streamable HTTP session's client; nil for stdio or while not connected
 	calls   map[string]*forwarder // calls in flight by progress token
 	seq     uint64
 	// taskRequired names the tools the latest tools/list said require
@@ -70,6 +72,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	hs := transport.http
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolwire", Title: "toolwire MCP gateway", Version: version()}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			select {
@@ -84,6 +87,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	cancel()
 	if err != nil {
 		cleanup()
+		if cause := hs.lostCause(); cause != nil {
+			err = cause // the SDK says what followed: the connection closed
+		}
 		return false, fmt.Errorf("connecting: %w", err)
 	}
 	ended := make(chan struct{})
@@ -94,6 +100,10 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	s.mu.Lock()
 	s.session = cs
 	s.rpc = newRPC(s.conn, ended)
+	s.http = hs
+	if hs != nil {
+		hs.setRPC(s.rpc)
+	}
 	s.mu.Unlock()
 	defer func() {
 		// Tools first, so no new call starts; then the session, which ends
@@ -101,7 +111,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		// (they fail at once if the session has broken).
 		s.offered.Set(nil, s.log)
 		s.mu.Lock()
-		s.session, s.rpc, s.conn = nil, nil, nil
+		s.session, s.rpc, s.conn, s.http = nil, nil, nil, nil
 		s.mu.Unlock()
 		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
 	}()
@@ -114,6 +124,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		case <-ctx.Done():
 			return true, nil
 		case <-ended:
+			if cause := hs.lostCause(); cause != nil {
+				return true, fmt.Errorf("the server is gone: %w", cause)
+			}
 			return true, errors.New("the connection closed (the server exited or went away)")
 		case <-s.relist:
 			s.log.Info("MCP server's tools changed; listing them again")
@@ -122,12 +135,13 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 }
 
 // transport returns the transport for the server, with {{ENV_VAR}}
-// references expanded, and a function that releases what it holds.
-func (s *server) transport() (mcp.Transport, func(), error) {
+// references expanded, and a function that releases what it holds once
+// the session has ended.
+func (s *server) transport() (wireTransport, func(), error) {
 	if s.cfg.Command != "" {
 		env, err := envref.ExpandMap(s.cfg.Env)
 		if err != nil {
-			return nil, nil, fmt.Errorf("env %w", err)
+			return wireTransport{}, nil, fmt.Errorf("env %w", err)
 		}
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 		cmd.Env = os.Environ()
@@ -140,22 +154,23 @@ func (s *server) transport() (mcp.Transport, func(), error) {
 	}
 	headers, err := envref.ExpandMap(s.cfg.Headers)
 	if err != nil {
-		return nil, nil, fmt.Errorf("header %w", err)
+		return wireTransport{}, nil, fmt.Errorf("header %w", err)
 	}
-	// A transport of its own, so closing its idle connections at the end of
-	// the session leaves no goroutine behind.
-	base := http.DefaultTransport.(*http.Transport).Clone()
+	hs := &httpSession{
+		s: s, headers: headers,
+		// A transport of its own, so closing its idle connections at the end
+		// of the session leaves no goroutine behind.
+		base:    http.DefaultTransport.(*http.Transport).Clone(),
+		timeout: cmp.Or(s.cfg.ReconnectTimeout, defaultReconnectTimeout),
+	}
 	t := &mcp.StreamableClientTransport{
 		Endpoint:   s.cfg.URL,
-		HTTPClient: &http.Client{Transport: httpTransport{headers: headers, base: base, s: s}},
-		// A stream that breaks is not resumed: the session fails at once,
-		// so calls in flight get their error and the server's tools go now,
-		// not after the SDK's reconnect attempts (about 19 s by default).
-		// A server that is still there is connected to again by the
-		// gateway's own backoff, with its tools.
-		MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: hs},
+		// Retries stay on (the SDK's default, 5): they are how streams are
+		// resumed. hs gives the session up as soon as the server is gone,
+		// before the SDK's retries would (see resume.go).
 	}
-	return wireTransport{Transport: t, s: s}, base.CloseIdleConnections, nil
+	return wireTransport{Transport: t, s: s, http: hs}, hs.close, nil
 }
 
 // refresh lists the server's tools and swaps them into the registry.
@@ -224,7 +239,7 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 		fwd := &forwarder{call: call}
 		s.mu.Lock()
-		cs, rpc := s.session, s.rpc
+		cs, rpc, hs := s.session, s.rpc, s.http
 		s.seq++
 		token := fmt.Sprintf("toolwire-%d", s.seq)
 		if cs != nil {
@@ -241,14 +256,14 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 			fwd.finish(ctx)
 		}()
 		if task {
-			return s.callTask(ctx, rpc, remote, call.Arguments, token, fwd)
+			return s.callTask(ctx, rpc, hs, remote, call.Arguments, token, fwd)
 		}
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
 		// The SDK sends notifications/cancelled when ctx ends.
 		r, err := cs.CallTool(ctx, params)
 		if err != nil {
-			return s.failed(ctx, err)
+			return s.failed(ctx, hs, err)
 		}
 		return result(r), nil
 	}
@@ -269,28 +284,6 @@ func (s *server) progress(p *mcp.ProgressNotificationParams) {
 		rep.Total = &total
 	}
 	fwd.add(rep)
-}
-
-// httpTransport adds configured headers to every request and observes the
-// messages of every response (see wire.go).
-type httpTransport struct {
-	headers map[string]string
-	base    http.RoundTripper
-	s       *server
-}
-
-func (t httpTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if len(t.headers) > 0 {
-		r = r.Clone(r.Context())
-		for k, v := range t.headers {
-			r.Header.Set(k, v)
-		}
-	}
-	resp, err := t.base.RoundTrip(r)
-	if err == nil {
-		t.s.observeBody(resp)
-	}
-	return resp, err
 }
 
 // lineLogger logs a stdio server's stderr line by line.

@@ -54,9 +54,22 @@ func newRPC(conn mcp.Connection, ended <-chan struct{}) *rpc {
 
 // call sends a request and decodes its result into result.
 func (r *rpc) call(ctx context.Context, method string, params, result any) error {
-	p, err := json.Marshal(params)
+	resp, err := r.send(ctx, method, params)
 	if err != nil {
 		return err
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("%s: %w", method, resp.Error)
+	}
+	return json.Unmarshal(resp.Result, result)
+}
+
+// send sends a request and returns the server's response, an error
+// response included.
+func (r *rpc) send(ctx context.Context, method string, params any) (*jsonrpc.Response, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
 	}
 	r.mu.Lock()
 	r.seq++
@@ -71,21 +84,18 @@ func (r *rpc) call(ctx context.Context, method string, params, result any) error
 	}()
 	jid, err := jsonrpc.MakeID(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := r.conn.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: p}); err != nil {
-		return fmt.Errorf("sending %s: %w", method, err)
+		return nil, fmt.Errorf("sending %s: %w", method, err)
 	}
 	select {
 	case resp := <-ch:
-		if resp.Error != nil {
-			return fmt.Errorf("%s: %w", method, resp.Error)
-		}
-		return json.Unmarshal(resp.Result, result)
+		return resp, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	case <-r.ended:
-		return fmt.Errorf("%s: the connection closed", method)
+		return nil, fmt.Errorf("%s: the connection closed", method)
 	}
 }
 
@@ -126,7 +136,7 @@ func (t *task) poll() time.Duration {
 
 // callTask runs a call of remote as an MCP task: its status messages become
 // progress reports, and cancelling ctx cancels the task.
-func (s *server) callTask(ctx context.Context, r *rpc, remote string, args json.RawMessage, token string, fwd *forwarder) (*tools.Result, error) {
+func (s *server) callTask(ctx context.Context, r *rpc, hs *httpSession, remote string, args json.RawMessage, token string, fwd *forwarder) (*tools.Result, error) {
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
@@ -138,7 +148,7 @@ func (s *server) callTask(ctx context.Context, r *rpc, remote string, args json.
 		"_meta": map[string]any{"progressToken": token},
 	}
 	if err := r.call(ctx, "tools/call", params, &created); err != nil {
-		return s.failed(ctx, err)
+		return s.failed(ctx, hs, err)
 	}
 	t := created.Task
 	if t == nil || t.TaskID == "" {
@@ -180,7 +190,7 @@ func (s *server) callTask(ctx context.Context, r *rpc, remote string, args json.
 		}
 		var next task
 		if err := r.call(ctx, "tasks/get", map[string]string{"taskId": t.TaskID}, &next); err != nil {
-			return s.failed(ctx, err)
+			return s.failed(ctx, hs, err)
 		}
 		if next.TaskID == "" {
 			next.TaskID = t.TaskID
@@ -192,7 +202,7 @@ func (s *server) callTask(ctx context.Context, r *rpc, remote string, args json.
 		if t.Status != "completed" {
 			return tools.Errorf("MCP server %q: the task %s %s: %v", s.cfg.Name, t.TaskID, t.Status, err), nil
 		}
-		return s.failed(ctx, err)
+		return s.failed(ctx, hs, err)
 	}
 	out := result(&res)
 	if t.Status != "completed" && !out.IsError {
@@ -207,14 +217,18 @@ func (s *server) callTask(ctx context.Context, r *rpc, remote string, args json.
 // failed: ctx's error when the call was cancelled, the server's message
 // when it answered with an error, and otherwise, the connection having
 // broken before an answer, a result saying that the server went away, with
-// the SDK's cause, cut short, at the end.
-func (s *server) failed(ctx context.Context, err error) (*tools.Result, error) {
+// the cause, cut short, at the end: why hs gave the session up, when it
+// did, or else the SDK's.
+func (s *server) failed(ctx context.Context, hs *httpSession, err error) (*tools.Result, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	var werr *jsonrpc.Error
 	if errors.As(err, &werr) && werr.Code != codeClientClosing && werr.Code != codeServerClosing {
 		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
+	}
+	if cause := hs.lostCause(); cause != nil {
+		err = cause // what the SDK says is the consequence: the connection closed
 	}
 	return tools.Errorf("MCP server %q went away during the call: no answer came, so the call may or may not have run (%s)", s.cfg.Name, shortCause(err)), nil
 }

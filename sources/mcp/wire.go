@@ -23,7 +23,7 @@ import (
 // connections cannot be: the SDK tells its own connection type about the
 // session through an unexported method (the protocol version header, the
 // standalone SSE stream), which a wrapper would hide. Their response bodies
-// are observed instead, in the HTTP client's RoundTripper.
+// are observed instead, in the HTTP client's RoundTripper (httpSession).
 
 // maxObserved bounds what is buffered to observe one message; the SDK's own
 // limit on an SSE event (mcp.DefaultMaxEventSize) is the same.
@@ -32,9 +32,10 @@ const maxObserved = mcp.DefaultMaxEventSize
 // observe handles a message from the server in wire order: progress
 // notifications go to their calls, responses to the gateway's own requests
 // (see tasks.go) to their callers, and tools/list results say which tools
-// require task augmentation. It reports whether the message was a response
-// to the gateway, which the SDK need not see.
-func (s *server) observe(msg jsonrpc.Message) (ours bool) {
+// require task augmentation. r is the session's rpc (nil until it is up).
+// It reports whether the message was a response to the gateway, which the
+// SDK need not see.
+func (s *server) observe(msg jsonrpc.Message, r *rpc) (ours bool) {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
 		if m.Method != "notifications/progress" {
@@ -45,9 +46,6 @@ func (s *server) observe(msg jsonrpc.Message) (ours bool) {
 			s.progress(&p)
 		}
 	case *jsonrpc.Response:
-		s.mu.Lock()
-		r := s.rpc
-		s.mu.Unlock()
 		if r != nil && r.deliver(m) {
 			return true
 		}
@@ -60,13 +58,13 @@ func (s *server) observe(msg jsonrpc.Message) (ours bool) {
 
 // observeData decodes one message's JSON when it may matter to observe:
 // most messages are responses the gateway leaves to the SDK.
-func (s *server) observeData(data []byte) {
+func (s *server) observeData(data []byte, r *rpc) {
 	if !bytes.Contains(data, []byte(`notifications/progress`)) && !bytes.Contains(data, []byte(`"taskSupport"`)) &&
 		!bytes.Contains(data, []byte(rpcIDPrefix)) {
 		return
 	}
 	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
-		s.observe(msg)
+		s.observe(msg, r)
 	}
 }
 
@@ -76,6 +74,7 @@ type wireTransport struct {
 	mcp.Transport
 	s    *server
 	wrap bool
+	http *httpSession // streamable HTTP: the session's HTTP client
 }
 
 func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -86,10 +85,20 @@ func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	t.s.mu.Lock()
 	t.s.conn = c
 	t.s.mu.Unlock()
+	if t.http != nil {
+		t.http.setConn(c)
+	}
 	if !t.wrap {
 		return c, nil
 	}
 	return wireConn{Connection: c, s: t.s}, nil
+}
+
+// sessionRPC is the current session's rpc, nil while not connected.
+func (s *server) sessionRPC() *rpc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rpc
 }
 
 // wireConn observes every message read from a connection.
@@ -101,41 +110,57 @@ type wireConn struct {
 func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
-		if err != nil || !c.s.observe(msg) {
+		if err != nil || !c.s.observe(msg, c.s.sessionRPC()) {
 			return msg, err
 		}
 	}
 }
 
 // wireBody observes the messages of one streamable HTTP response body, an
-// SSE stream or a single JSON message, as the SDK reads it.
+// SSE stream or a single JSON message, as the SDK reads it, and tells the
+// session when an SSE stream breaks.
 type wireBody struct {
 	io.ReadCloser
 	s    *server
+	hs   *httpSession    // nil in tests of the body alone
+	ctx  context.Context // the request's
 	sse  bool
 	buf  []byte // SSE: the line being read; JSON: the body so far
 	data []byte // SSE: the data lines of the event being read
 	off  bool   // something was too large: observe no more
+
+	broken bool // the session was told that the stream broke
 }
 
-// observeBody wraps resp's body when it carries messages.
-func (s *server) observeBody(resp *http.Response) {
+// observeBody wraps resp's body, a response of hs's session, when it
+// carries messages.
+func (s *server) observeBody(resp *http.Response, hs *httpSession) {
 	ct := resp.Header.Get("Content-Type")
 	sse := strings.HasPrefix(ct, "text/event-stream")
 	if sse || strings.HasPrefix(ct, "application/json") {
-		resp.Body = &wireBody{ReadCloser: resp.Body, s: s, sse: sse}
+		ctx := context.Background()
+		if resp.Request != nil {
+			ctx = resp.Request.Context()
+		}
+		resp.Body = &wireBody{ReadCloser: resp.Body, s: s, hs: hs, ctx: ctx, sse: sse}
 	}
 }
 
 func (b *wireBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if b.sse && err != nil && err != io.EOF && !b.broken && b.hs != nil && b.ctx.Err() == nil {
+		// The stream broke, and not because the SDK or the session ended
+		// it: its connection failed.
+		b.broken = true
+		b.hs.broke()
+	}
 	if !b.off {
 		if b.sse {
 			b.scanSSE(p[:n])
 		} else {
 			b.buf = append(b.buf, p[:n]...)
 			if err == io.EOF {
-				b.s.observeData(b.buf)
+				b.s.observeData(b.buf, b.hs.sessionRPC())
 				b.buf = nil
 			}
 		}
@@ -161,7 +186,7 @@ func (b *wireBody) scanSSE(p []byte) {
 		switch {
 		case len(line) == 0:
 			if len(b.data) > 0 {
-				b.s.observeData(b.data)
+				b.s.observeData(b.data, b.hs.sessionRPC())
 			}
 			b.data = b.data[:0]
 		case bytes.HasPrefix(line, []byte("data:")):

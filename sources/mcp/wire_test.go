@@ -40,7 +40,7 @@ func TestWireBody(t *testing.T) {
 			s := &server{calls: map[string]*forwarder{"tok": fwd}, taskRequired: map[string]bool{}}
 			resp := &http.Response{Header: http.Header{"Content-Type": {tc.contentType}},
 				Body: io.NopCloser(iotest.OneByteReader(strings.NewReader(tc.body)))}
-			s.observeBody(resp)
+			s.observeBody(resp, nil)
 			b, err := io.ReadAll(resp.Body)
 			if err != nil || string(b) != tc.body {
 				t.Fatalf("the SDK reads %q, %v; want the body unchanged", b, err)

@@ -24,6 +24,10 @@ type Hooks struct {
 	SlowCancelled func()
 	// Wait is called by the wait tool between its two progress reports.
 	Wait func(ctx context.Context)
+	// PollClosing and PollClosed are called by the poll tool just before
+	// and just after it closes its stream.
+	PollClosing func()
+	PollClosed  func(ctx context.Context)
 }
 
 // TextArgs are the arguments of read and fail.
@@ -41,6 +45,13 @@ type ProgressArgs struct {
 	Steps int `json:"steps"`
 }
 
+// PollArgs are the poll tool's arguments.
+type PollArgs struct {
+	// RetryMS is the reconnection delay, in milliseconds, the server asks
+	// for as it closes the call's stream.
+	RetryMS int `json:"retry_ms"`
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // New returns a server with the test tools:
@@ -53,6 +64,11 @@ func ptr[T any](v T) *T { return &v }
 //     returns "released"
 //   - image: returns an image, audio and a resource link
 //   - fail: returns an error result with its text
+//   - poll: reports "polling", closes the call's SSE stream with the SSE
+//     retry field set to retry_ms (streamable HTTP with an event store:
+//     the client is to resume the stream with GET and Last-Event-ID after
+//     that long; elsewhere it does nothing), and returns "resumed", which
+//     reaches the client on the resumed stream
 func New(h Hooks) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{
@@ -114,6 +130,24 @@ func New(h Hooks) *mcp.Server {
 				return nil, nil, err
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "released"}}}, nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "poll", Description: "Closes its stream; the result comes on the resumed one."},
+		func(ctx context.Context, req *mcp.CallToolRequest, in PollArgs) (*mcp.CallToolResult, any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: "polling"}); err != nil {
+					return nil, nil, err
+				}
+			}
+			if h.PollClosing != nil {
+				h.PollClosing()
+			}
+			if req.Extra != nil && req.Extra.CloseSSEStream != nil {
+				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: time.Duration(in.RetryMS) * time.Millisecond})
+			}
+			if h.PollClosed != nil {
+				h.PollClosed(ctx)
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "resumed"}}}, nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "image", Description: "Returns an image."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
