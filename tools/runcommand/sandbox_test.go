@@ -1,6 +1,8 @@
 package runcommand_test
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+	"github.com/toolwire/toolwire/tools/workspace"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 )
 
@@ -135,5 +138,66 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 		b.ReportMetric(pct(onD, 99), "sandbox-p99-ms")
 		b.ReportMetric(pct(onD, 50)-pct(offD, 50), "added-p50-ms")
 		b.ReportMetric(pct(onD, 50)/pct(offD, 50), "p50-ratio")
+	}
+}
+
+// BenchmarkSandboxUIDOverhead is BenchmarkSandboxOverhead with a workspace
+// per session, interleaving three kinds of run: unsandboxed, sandboxed
+// under the server's uid, and sandboxed under a uid of the session's own
+// (root only): the cost of separate uids (the supervisor's and the
+// launcher's change of credentials, and the session's TMPDIR given to it).
+func BenchmarkSandboxUIDOverhead(b *testing.B) {
+	if os.Getuid() != 0 {
+		b.Skip("a uid per session needs root (or CAP_SETUID and the rest)")
+	}
+	shared := newSandbox(b, sandbox.Config{})
+	own := newSandbox(b, sandbox.Config{UIDRange: "320000-320009"})
+	u := own.UIDs()
+	sessions := func(uids *workspace.IDRange) *workspace.Sessions {
+		root := b.TempDir()
+		if err := os.Chmod(filepath.Dir(root), 0o755); err != nil { // the session's uid passes through it
+			b.Fatal(err)
+		}
+		s, err := workspace.OpenSessions(root, workspace.SessionOptions{UIDs: uids})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	}
+	plain, separate := sessions(nil), sessions(&workspace.IDRange{First: u.First, Last: u.Last})
+	tools3 := []tools.Tool{
+		runcommand.New(plain, runcommand.Options{}),
+		runcommand.New(plain, runcommand.Options{Sandbox: shared}),
+		runcommand.New(separate, runcommand.Options{Sandbox: own}),
+	}
+	call := func(tool tools.Tool) time.Duration {
+		args := json.RawMessage(`{"argv":["true"]}`)
+		c := tools.NewCall("c", tool.Name, args, nil)
+		c.SessionID = "bench"
+		defer c.Close()
+		start := time.Now()
+		res, err := tool.Handler(context.Background(), c)
+		if err != nil || res.IsError {
+			b.Fatalf("true: %v %+v", err, res)
+		}
+		return time.Since(start)
+	}
+	const runs = 300
+	for b.Loop() {
+		d := make([][]time.Duration, 3)
+		for i := range runs {
+			k := i % 3
+			d[k] = append(d[k], call(tools3[k]))
+		}
+		p50 := func(x []time.Duration) float64 {
+			slices.Sort(x)
+			return float64(x[len(x)/2].Microseconds()) / 1000
+		}
+		off, sb, uid := p50(d[0]), p50(d[1]), p50(d[2])
+		b.ReportMetric(off, "off-p50-ms")
+		b.ReportMetric(sb, "sandbox-p50-ms")
+		b.ReportMetric(uid, "uid-p50-ms")
+		b.ReportMetric(uid-sb, "uid-added-p50-ms")
 	}
 }

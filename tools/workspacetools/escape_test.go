@@ -29,7 +29,6 @@ import (
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
 	"github.com/toolwire/toolwire/tools/workspace"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 	"github.com/toolwire/toolwire/tools/workspacetools"
@@ -284,16 +283,15 @@ func userTasks() int {
 
 // supervisorMarker is the command line of this test binary's supervisors;
 // other packages' tests, running at the same time, have their own binary.
-// launcherMarker is their launchers'.
-var supervisorMarker, launcherMarker = func() (string, string) {
+var supervisorMarker = func() string {
 	exe, _ := os.Executable()
-	return exe + "\x00" + sandbox.Command + "\x00", exe + "\x00" + supervisor.LaunchCommand + "\x00"
+	return exe + "\x00" + sandbox.Command
 }()
 
 // supervisorsLeft lists this test binary's supervisors that are more than
-// a sandbox's spares, or that have a child but their waiting launcher;
-// spares have nothing else. A used supervisor reports its command's end
-// before it exits, so it may take a moment to go.
+// a sandbox's spares, or that have a child; spares have none. A used
+// supervisor reports its command's end before it exits, so it may take a
+// moment to go.
 func supervisorsLeft() []string {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -310,11 +308,7 @@ func supervisorsLeft() []string {
 				continue
 			}
 			// pid (comm) state ppid ...
-			f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-			if len(f) < 2 || !pids[f[1]] {
-				continue
-			}
-			if cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); !strings.Contains(string(cmdline), launcherMarker) {
+			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 1 && pids[f[1]] {
 				parents = append(parents, f[1]+" has child "+e.Name())
 			}
 		}

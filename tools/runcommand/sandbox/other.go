@@ -58,4 +58,4 @@ func findCgroups(Config) (*cgroups, string) { return nil, "none" }
 
 type rules struct{ sockets, sysvIPC, notify bool }
 
-func filter(rules) ([]supervisor.Insn, map[int]string, error) { return nil, nil, errUnsupported }
+func filter(rules) (supervisor.Filter, map[int]string, error) { return nil, nil, errUnsupported }

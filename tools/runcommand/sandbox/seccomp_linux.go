@@ -306,7 +306,7 @@ func (a *guardAsm) finish() []bpf.Instruction {
 // filter assembles the seccomp program, with the supervisor's PID left as
 // supervisor.SelfPID for the launcher to fill in: the guard, then the
 // policy; and the mediated system calls' operations by number.
-func filter(r rules) ([]supervisor.Insn, map[int]string, error) {
+func filter(r rules) (supervisor.Filter, map[int]string, error) {
 	info, err := arch.GetInfo("")
 	if err != nil {
 		return nil, nil, err
@@ -320,9 +320,9 @@ func filter(r rules) ([]supervisor.Insn, map[int]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	insns := make([]supervisor.Insn, len(raw))
-	for i, in := range raw {
-		insns[i] = supervisor.Insn{Op: in.Op, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	var insns supervisor.Filter
+	for _, in := range raw {
+		insns = insns.Append(in.Op, in.Jt, in.Jf, in.K)
 	}
 	var ops map[int]string
 	if r.notify {

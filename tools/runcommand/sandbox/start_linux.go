@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unsafe"
@@ -215,7 +216,16 @@ func (s *Sandbox) start(sp supervisor.Spec, run Run) (*Process, error) {
 // Should the supervisor die before its last report, Wait ends what it last
 // reported of the tree (and the call's cgroup) itself.
 func (p *Process) Wait() (Exit, error) {
-	b := make([]byte, 128<<10) // a report of supervisor.MaxTree processes fits
+	b := reportBuffers.Get().(*[]byte)
+	defer reportBuffers.Put(b)
+	return p.wait(*b)
+}
+
+// reportBuffers hold one report each: of supervisor.MaxTree processes at
+// most.
+var reportBuffers = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+
+func (p *Process) wait(b []byte) (Exit, error) {
 	var tree []supervisor.Proc
 	for {
 		var n int

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -89,15 +90,41 @@ type mediator struct {
 
 // serve takes notifications until the listener fails (no process is left
 // under the filter, or the supervisor is exiting), answering each on a
-// goroutine of its own: an operation such as connect may block.
+// goroutine of its own: an operation such as connect may block. It waits
+// for them in the runtime's poller, not in a blocking ioctl: a supervisor
+// runs on one P, which a thread blocked in a system call would hold until
+// the runtime's monitor took it back, delaying everything else.
 func (m *mediator) serve() {
+	if err := unix.SetNonblock(m.fd, true); err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(m.fd), "seccomp-listener")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
 		var n notif
-		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
-		switch e {
-		case 0:
+		var e syscall.Errno
+		err := rc.Read(func(fd uintptr) bool {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if k, _ := unix.Poll(pfd, 0); k == 0 {
+				return false // nothing yet: wait in the poller
+			}
+			if pfd[0].Revents&unix.POLLIN == 0 {
+				e = unix.EPIPE // hung up: no process is left under the filter
+				return true
+			}
+			n = notif{}
+			_, _, e = unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+			return true
+		})
+		switch {
+		case err != nil:
+			return
+		case e == 0:
 			go m.answer(n)
-		case unix.EINTR, unix.ENOENT: // interrupted, or the caller went before it was taken
+		case e == unix.EINTR || e == unix.ENOENT: // interrupted, or the caller went before it was taken
 		default:
 			return
 		}

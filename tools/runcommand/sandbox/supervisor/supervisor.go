@@ -1,21 +1,19 @@
-// Package supervisor is the sandbox's two helper processes, both the
-// toolwire binary (or a test binary) re-executed with a hidden command:
-//
-//   - the supervisor ("__sandbox"), started by the server, which stays
-//     outside every restriction it puts on the command: it starts the
-//     launcher, hands it the command, answers the system calls the seccomp
-//     filter sends it (user notification), watches the command's whole tree
-//     against the call's aggregate limits, ends every process of it when
-//     the call ends, and reports how the command ended;
-//   - the launcher ("__sandbox_launch"), the supervisor's child, which
-//     restricts itself (the session's uid, resource limits, no
-//     capabilities, no new privileges, Landlock, seccomp) and then becomes
-//     the command with execve. Only the launcher, and so the command, is
-//     inside the Landlock domain and under the filter: no signal, pidfd,
-//     SIGIO owner or prlimit of the command reaches its supervisor.
+// Package supervisor is the sandbox's supervisor: the toolwire binary (or a
+// test binary) re-executed with the hidden command "__sandbox", started by
+// the server, which stays outside every restriction it puts on the command.
+// It starts the command as a child that restricts itself between fork and
+// execve (the session's uid, resource limits, no capabilities, no new
+// privileges, Landlock, seccomp): only that child, and so the command, is
+// inside the Landlock domain and under the filter, so no signal, pidfd,
+// SIGIO owner or prlimit of the command reaches its supervisor. The
+// supervisor then answers the system calls the filter sends it (user
+// notification: what Landlock does not govern, performed beneath the
+// workspace), watches the command's whole tree against the call's aggregate
+// limits, ends every process of it when the call ends, and reports how the
+// command ended.
 //
 // It imports nothing but the standard library and golang.org/x/sys/unix, so
-// that its init, which dispatches the hidden commands, runs before the rest
+// that its init, which dispatches the hidden command, runs before the rest
 // of a large program initialises: the Landlock ruleset and the seccomp
 // program arrive ready-made from the server (package sandbox builds them),
 // the program in the environment at start (Setup), the ruleset with the
@@ -33,19 +31,15 @@ import (
 // this package run as a supervisor.
 const Command = "__sandbox"
 
-// LaunchCommand is the hidden command of the launcher, which a supervisor
-// starts ahead of its command and which becomes the command.
-const LaunchCommand = "__sandbox_launch"
-
 // SetupEnv carries the supervisor's Setup, as JSON; the supervisor removes
-// it from its environment and hands it to its launcher the same way.
+// it from its environment.
 const SetupEnv = "TOOLWIRE_SANDBOX_SETUP"
 
 // ConnFD is the supervisor's end of a Unix socket pair (SOCK_SEQPACKET) with
-// the server, and the launcher's end of one with its supervisor. The server
+// the server. The server
 // may start a supervisor before it has a command for it (a spare, so that
 // starting the binary is not on a call's path); the supervisor prepares
-// what it can (its launcher among it), then waits there for one Spec, which
+// what it can, then waits there for one Spec, which
 // comes with descriptors: the command's output, and the Landlock ruleset
 // when Spec.Landlock. Reports go back the same way, the last one carrying
 // the command's Exit. An end of file instead of a Spec means the server no
@@ -58,19 +52,14 @@ const ConnFD = 3
 // carried it before (execve's 128 KiB per string).
 const MaxSpec = 128 << 10
 
-// SelfPID stands for the supervisor's PID in Setup.Filter; the launcher
-// writes its supervisor's in (and its negation for process-group forms)
+// SelfPID stands for the supervisor's PID in Setup.Filter; the supervisor
+// writes its own in (and its negation for process-group forms)
 // before loading the filter. No PID reaches it (pid_max is at most 2^22).
 const SelfPID = 0x3fffff00
 
 func init() {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case Command:
-			Main()
-		case LaunchCommand:
-			Launch()
-		}
+	if len(os.Args) > 1 && os.Args[1] == Command {
+		Main()
 	}
 }
 
@@ -87,11 +76,14 @@ type Limits struct {
 	MaxWorkspaceFiles uint64 `json:"max_workspace_files,omitempty"`
 }
 
-// Insn is one classic BPF instruction of the seccomp filter.
-type Insn struct {
-	Op     uint16 `json:"op"`
-	Jt, Jf uint8
-	K      uint32 `json:"k"`
+// Filter is a seccomp program as the kernel takes it: each classic BPF
+// instruction in 8 bytes, little-endian (code uint16, jt, jf uint8, k
+// uint32). Carried as JSON it is base64: a supervisor decodes it at once.
+type Filter []byte
+
+// Append adds one instruction.
+func (f Filter) Append(code uint16, jt, jf uint8, k uint32) Filter {
+	return append(f, byte(code), byte(code>>8), jt, jf, byte(k), byte(k>>8), byte(k>>16), byte(k>>24))
 }
 
 // Setup is what every supervisor of one sandbox gets at its start, the same
@@ -99,7 +91,7 @@ type Insn struct {
 type Setup struct {
 	Limits Limits `json:"limits"`
 	// Filter is the seccomp program (nil: none), with SelfPID to fill in.
-	Filter []Insn `json:"filter,omitempty"`
+	Filter Filter `json:"filter,omitempty"`
 	// Notify maps the system call numbers the filter sends to the
 	// supervisor to the names of the operations it performs for them
 	// (package sandbox's mediated list); nil: none are sent.

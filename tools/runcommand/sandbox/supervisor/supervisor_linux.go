@@ -1,13 +1,16 @@
 package supervisor
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -66,15 +69,14 @@ func Main() {
 
 // spare is what a supervisor prepared before its command came.
 type spare struct {
-	launcher int // its PID
-	conn     int // the supervisor's end of the connection with it
-	sigs     chan os.Signal
+	sigs   chan os.Signal
+	filter []unix.SockFilter // the seccomp program, its PID filled in
 }
 
 // prepare does what needs no command, while a spare supervisor waits for
 // one: the parent-death signal, the subreaper, the signal handling, the
-// launcher started, and no capabilities but those it needs to take a
-// session's uid.
+// seccomp program, and no capabilities but those it needs to give the
+// command and itself a session's uid.
 func prepare(setup Setup, raw string) (*spare, error) {
 	// SIGHUP when the server dies (even by SIGKILL). A spare that gets it
 	// also reads the end of its connection (the server's end is closed with
@@ -90,31 +92,28 @@ func prepare(setup Setup, raw string) (*spare, error) {
 	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 		return nil, fmt.Errorf("sandbox supervisor: PR_SET_CHILD_SUBREAPER: %v", err)
 	}
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox supervisor: connecting to its launcher: %v", err)
-	}
-	devnull, err := os.Open(os.DevNull)
-	if err != nil {
-		return nil, err
-	}
-	defer devnull.Close()
-	// The launcher is a process group of its own, which the command starts
-	// in; the parent-death signal ends it with this thread.
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{os.Args[0], LaunchCommand}, &syscall.ProcAttr{
-		Env:   []string{SetupEnv + "=" + raw, "GOMAXPROCS=1"},
-		Files: []uintptr{devnull.Fd(), devnull.Fd(), devnull.Fd(), uintptr(pair[1])},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	unix.Close(pair[1])
-	if err != nil {
-		unix.Close(pair[0])
-		return nil, fmt.Errorf("sandbox supervisor: starting its launcher: %v", err)
-	}
 	if err := dropCapabilities(setup.SwitchUser); err != nil {
 		return nil, fmt.Errorf("sandbox supervisor: %v", err)
 	}
-	return &spare{launcher: pid, conn: pair[0], sigs: sigs}, nil
+	return &spare{sigs: sigs, filter: compileFilter(setup.Filter, os.Getpid())}, nil
+}
+
+// compileFilter is the seccomp program with SelfPID replaced by self.
+func compileFilter(f Filter, self int) []unix.SockFilter {
+	placeholder := int32(SelfPID)
+	filter := make([]unix.SockFilter, len(f)/8)
+	for i := range filter {
+		b := f[8*i:]
+		k := binary.LittleEndian.Uint32(b[4:])
+		switch k {
+		case uint32(placeholder):
+			k = uint32(self)
+		case uint32(-placeholder):
+			k = uint32(-self)
+		}
+		filter[i] = unix.SockFilter{Code: binary.LittleEndian.Uint16(b), Jt: b[2], Jf: b[3], K: k}
+	}
+	return filter
 }
 
 // receive waits for the Spec on ConnFD and makes the output it brings the
@@ -165,66 +164,93 @@ type reaped struct {
 	usage  unix.Rusage
 }
 
-// supervise runs sp's command through the prepared launcher; fds came with
-// sp.
+// supervise starts sp's command as a restricted child; fds came with sp
+// (the output, already stdout and stderr, and the Landlock ruleset).
 func supervise(setup Setup, s *spare, sp Spec, fds []int) Exit {
 	fail := func(format string, args ...any) Exit {
-		unix.Close(s.conn)
-		_ = unix.Kill(s.launcher, syscall.SIGKILL)
-		_, _ = unix.Wait4(s.launcher, nil, 0, nil)
 		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
 	}
-	if sp.User != nil {
-		if err := switchUser(*sp.User, setup.Parent); err != nil {
-			return fail("sandbox supervisor: %v", err)
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
 		}
-	}
+	}()
 	// The server may have died while a spare waited.
 	if os.Getppid() != setup.Parent {
 		return fail("sandbox supervisor: the server exited before the command started")
 	}
-	b, _ := json.Marshal(launch{Path: sp.Path, Argv: sp.Argv, Dir: sp.Dir, Env: sp.Env, Landlock: sp.Landlock, LandlockFlags: sp.LandlockFlags, User: sp.User, Cgroup: sp.Cgroup})
-	if err := unix.Sendmsg(s.conn, b, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
-		return fail("sandbox supervisor: handing the command to its launcher: %v", err)
+	ruleset := -1
+	if sp.Landlock {
+		ruleset = fds[1]
 	}
-	for _, fd := range fds { // the output stays as stdout and stderr
-		unix.Close(fd)
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fail("sandbox supervisor: %v", err)
 	}
-	// The launcher restricts itself and answers, with the filter's
-	// listener; then the connection closes on its execve, or a second
-	// answer says why execve failed.
-	msg, got, err := recvMsg(s.conn, 4096, 1)
-	var r launchReply
-	if err == nil && len(msg) > 0 {
-		err = json.Unmarshal(msg, &r)
+	defer unix.Close(pair[0])
+	st, err := newStarter(setup, sp, pair[1], ruleset, s.filter)
+	if err != nil {
+		unix.Close(pair[1])
+		return fail("cannot start %s: %v", sp.Argv[0], err)
 	}
+	child, errno := st.fork()
+	unix.Close(pair[1])
+	unix.Close(st.stdin)
+	if errno != 0 {
+		return fail("cannot start %s: %v", sp.Argv[0], errno)
+	}
+	// The child hands over the filter's listener, then the connection
+	// closes on its execve; or it reports the step that failed.
+	msg, got, err := recvMsg(pair[0], 8, 1)
+	var listener = -1
 	switch {
 	case err != nil:
-		return fail("sandbox supervisor: the launcher: %v", err)
-	case len(msg) == 0:
-		return fail("sandbox supervisor: the launcher ended before restricting itself")
-	case r.Error != "":
-		return fail("%s", r.Error)
-	case len(setup.Notify) > 0 && len(got) != 1:
-		return fail("sandbox supervisor: the launcher sent no seccomp listener")
+		err = fmt.Errorf("sandbox supervisor: %v", err)
+	case len(msg) == 8:
+		err = starterError(msg, sp)
+	case len(msg) == 1 && len(got) == 1:
+		listener = got[0]
+		msg, _, err = recvMsg(pair[0], 8, 0)
+		if err == nil && len(msg) == 8 {
+			err = starterError(msg, sp)
+		}
+	case len(setup.Notify) > 0:
+		err = errors.New("sandbox supervisor: the command sent no seccomp listener")
 	}
-	if len(got) == 1 {
-		m := &mediator{fd: got[0], ops: setup.Notify, roots: sp.Roots, netDeny: setup.NetworkDeny}
+	if err != nil {
+		_ = unix.Kill(child, syscall.SIGKILL)
+		_, _ = unix.Wait4(child, nil, 0, nil)
+		return Exit{Code: -1, Error: err.Error()}
+	}
+	if sp.User != nil {
+		// After the fork, which needed the right to take the uid, and
+		// before the first notification is answered: the supervisor acts
+		// with the command's rights.
+		if err := switchUser(*sp.User, setup.Parent); err != nil {
+			_ = unix.Kill(child, syscall.SIGKILL)
+			_, _ = unix.Wait4(child, nil, 0, nil)
+			return fail("sandbox supervisor: %v", err)
+		}
+	}
+	if listener >= 0 {
+		m := &mediator{fd: listener, ops: setup.Notify, roots: sp.Roots, netDeny: setup.NetworkDeny}
 		go m.serve()
 	}
-	msg, _, err = recvMsg(s.conn, 4096, 0)
-	unix.Close(s.conn)
-	if err == nil && len(msg) > 0 && json.Unmarshal(msg, &r) == nil && r.Error != "" {
-		_, _ = unix.Wait4(s.launcher, nil, 0, nil)
-		return Exit{Code: -1, Error: r.Error}
+	return run(setup, s, sp, child)
+}
+
+// starterError reads the step the child reported failing.
+func starterError(msg []byte, sp Spec) error {
+	e := errStep{step: binary.NativeEndian.Uint32(msg), errno: syscall.Errno(binary.NativeEndian.Uint32(msg[4:]))}
+	if e.step == stepExec {
+		return fmt.Errorf("cannot start %s: %v", sp.Argv[0], e.errno)
 	}
-	return run(setup, s, sp)
+	return e
 }
 
 // run watches the command (the launcher's PID) until it and every process
 // it started are gone.
-func run(setup Setup, s *spare, sp Spec) Exit {
-	child := s.launcher
+func run(setup Setup, s *spare, sp Spec, child int) Exit {
 	done := make(chan reaped)
 	go reap(done)
 	grace := time.Duration(sp.GraceMillis) * time.Millisecond
@@ -400,6 +426,56 @@ func hasChildren() bool {
 	var info unix.Siginfo
 	err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WSTOPPED|unix.WNOHANG|unix.WNOWAIT, nil)
 	return err != unix.ECHILD
+}
+
+// recvMsg receives one message of at most size bytes and up to maxFDs
+// descriptors (close-on-exec) on fd.
+func recvMsg(fd, size, maxFDs int) ([]byte, []int, error) {
+	buf := make([]byte, size)
+	oob := make([]byte, unix.CmsgSpace(maxFDs*4))
+	var n, oobn, flags int
+	var err error
+	for {
+		n, oobn, flags, _, err = unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var fds []int
+	if oobn > 0 {
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		for i := 0; err == nil && i < len(msgs); i++ {
+			var more []int
+			more, err = unix.ParseUnixRights(&msgs[i])
+			fds = append(fds, more...)
+		}
+		if err != nil {
+			return nil, fds, err
+		}
+	}
+	if flags&(unix.MSG_TRUNC|unix.MSG_CTRUNC) != 0 {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+		return nil, nil, fmt.Errorf("a message larger than %d bytes or with more than %d descriptors", size, maxFDs)
+	}
+	return buf[:n], fds, nil
+}
+
+// closeOnExecFrom marks every descriptor from fd up close-on-exec.
+func closeOnExecFrom(fd int) {
+	if unix.CloseRange(uint(fd), ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	entries, _ := os.ReadDir("/proc/self/fd") // kernels before 5.11
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= fd {
+			unix.CloseOnExec(n)
+		}
+	}
 }
 
 // sameTree reports whether two samples of the tree list the same processes.
