@@ -125,6 +125,79 @@ func TestManifestsAgainstAPIServer(t *testing.T) {
 		})
 	}
 
+	t.Run("the session-uids component: baseline, not restricted", func(t *testing.T) {
+		// The strongest sandbox profile runs the server as root with six
+		// capabilities: the baseline Pod Security Standard admits it, the
+		// restricted one does not (docs/security.md, "Profiles").
+		root := t.TempDir()
+		if err := os.CopyFS(root, os.DirFS("kubernetes")); err != nil {
+			t.Fatal(err)
+		}
+		overlay := filepath.Join(root, "overlays", "uids")
+		if err := os.MkdirAll(overlay, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		kust := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: %s\nresources: [../../base]\ncomponents: [../../components/session-uids]\n"
+		const baseline = "toolwire-uids"
+		c.kubectl(t, "create", "namespace", baseline)
+		c.kubectl(t, "label", "namespace", baseline, "pod-security.kubernetes.io/enforce=baseline", "pod-security.kubernetes.io/warn=baseline")
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(kust, baseline)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, warnings := c.kubectlStderr(t, "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-k", overlay)
+		if len(warnings) > 0 {
+			t.Errorf("the API server warned in a baseline namespace:\n%s", warnings)
+		}
+		var found bool
+		for _, o := range decodeList(t, out) {
+			if o.Kind != "Deployment" || o.Metadata.Name != "toolwire" {
+				continue
+			}
+			found = true
+			var spec struct {
+				Template struct {
+					Spec struct {
+						SecurityContext struct{ RunAsUser *int }
+						Containers      []struct {
+							Args            []string
+							SecurityContext struct {
+								AllowPrivilegeEscalation *bool
+								Capabilities             struct{ Add, Drop []string }
+							}
+						}
+					}
+				}
+			}
+			if err := json.Unmarshal(o.Spec, &spec); err != nil {
+				t.Fatal(err)
+			}
+			ctr := spec.Template.Spec.Containers[0]
+			if u := spec.Template.Spec.SecurityContext.RunAsUser; u == nil || *u != 0 {
+				t.Errorf("runAsUser %v; want 0", u)
+			}
+			if got, want := ctr.SecurityContext.Capabilities.Add, []string{"SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL"}; !slices.Equal(got, want) || !slices.Equal(ctr.SecurityContext.Capabilities.Drop, []string{"ALL"}) {
+				t.Errorf("capabilities add %q drop %q; want add %q drop ALL", got, ctr.SecurityContext.Capabilities.Drop, want)
+			}
+			if p := ctr.SecurityContext.AllowPrivilegeEscalation; p == nil || *p {
+				t.Error("the component lets the server escalate privileges")
+			}
+			for _, a := range []string{"--workspace-per-session", "--sandbox-uid-range=100000-165535", "--sandbox=required"} {
+				if !slices.Contains(ctr.Args, a) {
+					t.Errorf("args %q lack %s", ctr.Args, a)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no Deployment toolwire")
+		}
+		if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(kust, namespace)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, warnings := c.kubectlStderr(t, "apply", "--dry-run=server", "-o", "json", "-k", overlay); !strings.Contains(string(warnings), "restricted") {
+			t.Errorf("in the restricted namespace the API server did not warn:\n%s", warnings)
+		}
+	})
+
 	t.Run("accepts an overlay edited as docs/deploy.md says", func(t *testing.T) {
 		// The operator names the image and adds the otlp component in the
 		// overlay's kustomization.yaml, by hand, with the page's blocks.

@@ -86,7 +86,7 @@ func TestConfigFlagsHaveKeysAndRows(t *testing.T) {
 		cfg := defaultServeConfig()
 		fs := serveFlags(&cfg, &path)
 		set := false
-		for _, v := range []string{"true", "7", "7s", "required", "allow"} {
+		for _, v := range []string{"true", "7", "7s", "required", "allow", "100000-100999"} {
 			if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool != (v == "true") {
 				continue
 			}
