@@ -12,6 +12,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -187,7 +188,12 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	case <-ctx.Done():
 	}
 	s.Shutdown(gs)
-	return <-errc
+	// A shutdown that came before gs.Serve began makes it return
+	// ErrServerStopped: the stop asked for, not a failure.
+	if err := <-errc; !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
 }
 
 // Shutdown drains and stops gs; see Serve.
