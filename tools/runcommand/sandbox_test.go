@@ -145,7 +145,7 @@ func BenchmarkSandboxOverhead(b *testing.B) {
 // per session, interleaving three kinds of run: unsandboxed, sandboxed
 // under the server's uid, and sandboxed under a uid of the session's own
 // (root only): the cost of separate uids (the supervisor's and the
-// launcher's change of credentials, and the session's TMPDIR given to it).
+// command's change of credentials, and the session's TMPDIR given to it).
 func BenchmarkSandboxUIDOverhead(b *testing.B) {
 	if os.Getuid() != 0 {
 		b.Skip("a uid per session needs root (or CAP_SETUID and the rest)")

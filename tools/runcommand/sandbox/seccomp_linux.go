@@ -14,7 +14,7 @@ import (
 
 // denied are the system calls a tool command never needs, after Docker's
 // default profile and Codex's Linux sandbox: debugging other processes
-// (ptrace altogether: the launcher needs none), mounts and namespaces,
+// (ptrace altogether: the supervisor needs none), mounts and namespaces,
 // kernel keyrings, BPF, perf, modules, kexec, reboot, swap, clocks,
 // io_uring (whose operations seccomp cannot see), and stealing file
 // descriptors. They fail with EPERM.
@@ -304,7 +304,7 @@ func (a *guardAsm) finish() []bpf.Instruction {
 }
 
 // filter assembles the seccomp program, with the supervisor's PID left as
-// supervisor.SelfPID for the launcher to fill in: the guard, then the
+// supervisor.SelfPID for the supervisor to fill in: the guard, then the
 // policy; and the mediated system calls' operations by number.
 func filter(r rules) (supervisor.Filter, map[int]string, error) {
 	info, err := arch.GetInfo("")

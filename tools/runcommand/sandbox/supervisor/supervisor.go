@@ -134,7 +134,7 @@ type Spec struct {
 	// workspace limits measure.
 	Roots []string `json:"roots"`
 	// Cgroup is the folder of the call's own cgroup (v2), which the
-	// launcher joins before it restricts itself; "" means none, and the
+	// command joins before it restricts itself; "" means none, and the
 	// supervisor's watchdog enforces the aggregate limits.
 	Cgroup string `json:"cgroup,omitempty"`
 }

@@ -18,14 +18,14 @@ import (
 )
 
 // Main runs the supervisor: it prepares what needs no command (the
-// parent-death signal, the subreaper, its launcher, no capabilities it does
-// not need), waits for its Spec, takes the session's uid when the Spec
-// names one, has the launcher restrict itself and become the command,
+// parent-death signal, the subreaper, the seccomp program, no capabilities
+// it does not need), waits for its Spec, starts the command as a child that
+// restricts itself, takes the session's uid when the Spec names one,
 // answers the filter's notifications, watches the command's tree, ends
 // every process the command started, reports how the command ended on
 // ConnFD and exits. It does not return.
 func Main() {
-	// No descriptor but stdin, stdout and stderr may reach the launcher:
+	// No descriptor but stdin, stdout and stderr may reach the command:
 	// not the connection, not whatever the server inherited without
 	// close-on-exec.
 	closeOnExecFrom(ConnFD)
@@ -43,7 +43,7 @@ func Main() {
 	}
 	sp, fds, err2 := receive()
 	if err2 == io.EOF {
-		unix.Exit(0) // a spare the server no longer needs, or the server is gone; its launcher dies with it
+		unix.Exit(0) // a spare the server no longer needs, or the server is gone
 	}
 	var e Exit
 	switch {
@@ -248,7 +248,7 @@ func starterError(msg []byte, sp Spec) error {
 	return e
 }
 
-// run watches the command (the launcher's PID) until it and every process
+// run watches the command (child) until it and every process
 // it started are gone.
 func run(setup Setup, s *spare, sp Spec, child int) Exit {
 	done := make(chan reaped)
