@@ -669,11 +669,7 @@ func TestEscapeCorpus(t *testing.T) {
 // via /proc; nor signal, limit or reschedule alice's command. Alice's
 // command, files and folder are unchanged, and her next command runs.
 func TestEscapeAcrossSessions(t *testing.T) {
-	profiles := map[string]sandbox.Config{"server uid": {Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}}}
-	if os.Getuid() == 0 {
-		profiles["a uid per session"] = sandbox.Config{Mode: sandbox.Required, UIDRange: "300000-300099"}
-	}
-	for name, cfg := range profiles {
+	for name, cfg := range profiles("300000-300099") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			escapeAcrossSessions(t, cfg)
@@ -691,29 +687,8 @@ func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 		t.Fatal(err)
 	}
 	cfg.ReadOnlyPaths = append(slices.Clone(sandbox.DefaultReadOnlyPaths), ro)
-	sb, r, err := sandbox.New(cfg)
-	if err != nil {
-		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
-	}
-	t.Cleanup(sb.Close)
-	perSession := r.Identity == sandbox.IdentitySession
-	root, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil { // the sessions' uids pass through it
-		t.Fatal(err)
-	}
-	opts := workspace.SessionOptions{}
-	if u := sb.UIDs(); u != nil {
-		opts.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
-	}
-	s, err := workspace.OpenSessions(root, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c := serveResolver(t, s, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb, KillGrace: 300 * time.Millisecond}})
+	sb, s, root, c := serveSessions(t, cfg)
+	perSession := sb.Restrictions().Identity == sandbox.IdentitySession
 	run := func(ctx context.Context, session, command string) *toolwirev1.CallResult {
 		t.Helper()
 		b, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: []*toolwirev1.ToolCall{
@@ -832,6 +807,47 @@ func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 			t.Errorf("alice's command runs as %s; her folder belongs to %d (want a uid of sandbox.uid_range)", client.Text(r), st.Uid)
 		}
 	}
+}
+
+// profiles are the sandbox profiles this machine offers, with required
+// mode: commands under the server's uid (the gap that leaves accepted);
+// as root, a uid per session from uids too.
+func profiles(uids string) map[string]sandbox.Config {
+	p := map[string]sandbox.Config{"server uid": {Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}}}
+	if os.Getuid() == 0 {
+		p["a uid per session"] = sandbox.Config{Mode: sandbox.Required, UIDRange: uids}
+	}
+	return p
+}
+
+// serveSessions serves the workspace tools, run_command among them, with a
+// folder per session (a uid of its own for each when cfg's sandbox gives
+// them) over a real loopback server, closed when the test ends.
+func serveSessions(t *testing.T, cfg sandbox.Config) (*sandbox.Sandbox, *workspace.Sessions, string, *client.Client) {
+	t.Helper()
+	sb, _, err := sandbox.New(cfg)
+	if err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	t.Cleanup(sb.Close)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil { // the sessions' uids pass through it
+		t.Fatal(err)
+	}
+	opts := workspace.SessionOptions{}
+	if u := sb.UIDs(); u != nil {
+		opts.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
+	}
+	s, err := workspace.OpenSessions(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	c := serveResolver(t, s, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb, KillGrace: 300 * time.Millisecond}})
+	return sb, s, root, c
 }
 
 // metadata is what a command could change of path: mode, owner, times.

@@ -14,10 +14,6 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
-	"github.com/toolwire/toolwire/tools/runcommand"
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
-	"github.com/toolwire/toolwire/tools/workspace"
-	"github.com/toolwire/toolwire/tools/workspacetools"
 )
 
 // TestEscapeKeepsRealWork runs what a coding agent really does under the
@@ -53,35 +49,10 @@ func TestEscapeKeepsRealWork(t *testing.T) {
 	}
 	archive := modesArchive(t)
 
-	profiles := map[string]sandbox.Config{"server uid": {Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}}}
-	if os.Getuid() == 0 {
-		profiles["a uid per session"] = sandbox.Config{Mode: sandbox.Required, UIDRange: "300100-300199"}
-	}
-	for name, cfg := range profiles {
+	for name, cfg := range profiles("300100-300199") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			sb, _, err := sandbox.New(cfg)
-			if err != nil {
-				testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
-			}
-			t.Cleanup(sb.Close)
-			root, err := filepath.EvalSymlinks(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(filepath.Dir(root), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			opts := workspace.SessionOptions{}
-			if u := sb.UIDs(); u != nil {
-				opts.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
-			}
-			s, err := workspace.OpenSessions(root, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			c := serveResolver(t, s, workspacetools.Options{RunCommand: true, Command: runcommand.Options{Shell: true, Sandbox: sb}})
+			sb, s, root, c := serveSessions(t, cfg)
 			// The inputs arrive as the model would send them: write_file.
 			b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{SessionId: "dev", Calls: []*toolwirev1.ToolCall{
 				client.Call("w1", "write_file", map[string]any{"path": "probe.py", "content": probePy}),
