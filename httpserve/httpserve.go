@@ -1,0 +1,210 @@
+// Package httpserve owns toolwire's HTTP port: the listener, TLS, HTTP/2
+// without TLS (h2c, so gRPC and Connect's streaming work on a plaintext
+// port), CORS, request limits, /healthz and the drain. Surfaces do not
+// listen themselves: each hands its handler to the one Server, which
+// serves them all on one loop that stops on its context — the shape of
+// exposure-notifications-server's pkg/server (ServeHTTPHandler).
+//
+// The surfaces it serves (Connect, gRPC-Web and JSON for the ToolService;
+// /mcp; later /console/) are packages of their own over the one engine;
+// this package knows none of them and imports neither the engine nor gRPC.
+package httpserve
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/cors"
+)
+
+// Config is the HTTP port's configuration; its keys sit at the top level
+// of the config file. The zero value serves no HTTP port.
+type Config struct {
+	// Listen is the address of the HTTP port (flag --http-listen); ""
+	// serves none.
+	Listen string `json:"http_listen"`
+	// CORSOrigins are the browser origins allowed to call the port
+	// cross-origin (exact origins, or "*"); none by default, so browsers
+	// may call it only from a page it serves itself.
+	CORSOrigins []string `json:"http_cors_origins"`
+	// MaxBodyBytes caps a request's body (default 4 MiB, the gRPC
+	// surface's largest message); a larger one gets 413.
+	MaxBodyBytes int64 `json:"http_max_body_bytes"`
+	// ReadTimeout bounds reading a whole request, headers and body, so a
+	// client that sends slowly holds a connection no longer (default 30s).
+	ReadTimeout time.Duration `json:"http_read_timeout"`
+	// DrainTimeout is how long Serve waits, once its context is done, for
+	// the requests in flight (streams among them) before closing their
+	// connections (default 30s).
+	DrainTimeout time.Duration `json:"http_drain_timeout"`
+}
+
+// withDefaults fills in the zero values.
+func (c Config) withDefaults() Config {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	return c
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	for _, o := range c.CORSOrigins {
+		if o != "*" && !strings.HasPrefix(o, "http://") && !strings.HasPrefix(o, "https://") {
+			return fmt.Errorf("http_cors_origins: %q is not an origin (want \"*\" or scheme://host[:port])", o)
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("http_max_body_bytes %d: want a positive size", c.MaxBodyBytes)
+	}
+	return nil
+}
+
+// Server is the HTTP port. Register the surfaces' handlers with Handle, then
+// Serve.
+type Server struct {
+	cfg      Config
+	tls      *tls.Config
+	log      *slog.Logger
+	mux      *http.ServeMux
+	draining atomic.Bool
+}
+
+// New makes the HTTP port with cfg. tlsConfig, when not nil, serves HTTPS
+// (HTTP/1.1 and HTTP/2); without it the port speaks HTTP/1.1 and h2c.
+func New(cfg Config, tlsConfig *tls.Config, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg.withDefaults(), tls: tlsConfig, log: log, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	return s
+}
+
+// Handle serves h for the requests pattern (http.ServeMux's patterns)
+// matches.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// healthz answers plain HTTP probes: 200 while serving, 503 once draining.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "draining\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// Handler is the port's handler: the routes, under the body limit and
+// CORS. Serve uses it; tests may too.
+func (s *Server) Handler() http.Handler {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			WriteError(w, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is %d bytes; this server takes at most %d (http_max_body_bytes)", r.ContentLength, s.cfg.MaxBodyBytes))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+		s.mux.ServeHTTP(w, r)
+	})
+	if len(s.cfg.CORSOrigins) > 0 {
+		h = cors.New(cors.Options{
+			AllowedOrigins: s.cfg.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
+			// What Connect, gRPC-Web and MCP's streamable HTTP send and read.
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Connect-Protocol-Version", "Connect-Timeout-Ms", "Grpc-Timeout", "X-Grpc-Web", "X-User-Agent", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"},
+			ExposedHeaders: []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin", "Mcp-Session-Id", "WWW-Authenticate"},
+			MaxAge:         7200,
+		}).Handler(h)
+	}
+	return h
+}
+
+// Serve serves on lis until ctx is done, then drains: /healthz turns 503,
+// the requests in flight get DrainTimeout to finish, then their
+// connections are closed. It returns nil after a drain.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(s.tls == nil)
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		TLSConfig:         s.tls,
+		Protocols:         protocols,
+		ReadHeaderTimeout: min(s.cfg.ReadTimeout, 10*time.Second),
+		ReadTimeout:       s.cfg.ReadTimeout,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// Every request's context ends with the port's.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if s.tls != nil {
+			errc <- hs.ServeTLS(lis, "", "") // with ALPN for HTTP/2; the certificates are in TLSConfig
+			return
+		}
+		errc <- hs.Serve(lis)
+	}()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	drain, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	if err := hs.Shutdown(drain); err != nil {
+		s.log.Warn("HTTP port: requests still running after the drain; closing their connections", "error", err)
+		_ = hs.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// ListenAndServe listens on the configured address and serves; see Serve.
+// With no address configured it does nothing until ctx is done.
+func (s *Server) ListenAndServe(ctx context.Context) error {
+	if s.cfg.Listen == "" {
+		<-ctx.Done()
+		return nil
+	}
+	lis, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("http_listen: %w", err)
+	}
+	s.log.Info("toolwire HTTP port listening on "+lis.Addr().String(), "addr", lis.Addr().String(), "tls", s.tls != nil)
+	return s.Serve(ctx, lis)
+}
+
+// WriteError answers with a Connect-protocol error body, which Connect
+// clients read and people can: {"code":"...","message":"..."}.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{code, message})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
