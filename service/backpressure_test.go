@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // slowClient returns a client whose connection's flow-control windows stay
@@ -61,95 +58,6 @@ func stalled(tb testing.TB, c toolwirev1.ToolServiceClient, req *toolwirev1.Exec
 func (s *Server) waitingToReport() int { return s.engine.Stats().WaitingToReport }
 
 func (s *Server) running() int { return s.engine.Stats().Batches }
-
-func TestSlowReaderHoldsMemoryNotSlots(t *testing.T) {
-	t.Parallel()
-	// Before: a call waiting to send its result kept its slot, so a stream
-	// nobody read held up to max_parallel slots and locked others out.
-	s := newServedServer(t, Config{
-		EngineConfig: EngineConfig{
-			MaxStreamBufferBytes: 256 << 10,
-			MaxConcurrentCalls:   4,
-			MaxQueueWait:         500 * time.Millisecond,
-		},
-	})
-	stalled(t, s.slowClient(t), bigEchoes("slow", 32, 100<<10, false))
-	// The calls that ran wait to report, holding no slot (before, 4 stayed
-	// taken for good).
-	waitFor(t, func() bool { return s.srv.waitingToReport() == 1 && s.srv.engine.Stats().CallsRunning == 0 })
-	got := (&testServer{client: s.client(t)}).run(t, bigEchoes("n", 8, 10, false))
-	for id, r := range results(t, got) {
-		if r.GetIsError() {
-			t.Errorf("%s beside the slow reader: %q", id, text(r))
-		}
-	}
-}
-
-func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
-	t.Parallel()
-	// Once the outbox is full, no call starts: its result could only wait.
-	// The budget holds about 7 results of 64 KiB, the transport 2, and 8
-	// run at once; before, every call whose result entered the outbox was
-	// followed by a new one, so 8 more waited (about 18 in all).
-	var ran atomic.Int32
-	blob := tools.Tool{Name: "blob", Description: "returns 64 KiB", Annotations: tools.Annotations{ReadOnly: true},
-		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
-			ran.Add(1)
-			return tools.Text(strings.Repeat("x", 64<<10)), nil
-		}}
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}}, blob)
-	req := &toolwirev1.ExecuteBatchRequest{}
-	for i := range 200 {
-		req.Calls = append(req.Calls, call(fmt.Sprint(i), "blob", ""))
-	}
-	stalled(t, s.slowClient(t), req)
-	waitFor(t, func() bool { // until the count holds still
-		before := ran.Load()
-		time.Sleep(100 * time.Millisecond)
-		return before > 0 && ran.Load() == before
-	})
-	if n := ran.Load(); n > 14 {
-		t.Errorf("%d calls ran for a client that reads nothing, want at most 14 (budget, transport, one wave)", n)
-	}
-}
-
-func TestAbandonedToolKeepsItsSlotUntilItReturns(t *testing.T) {
-	t.Parallel()
-	// Before: abandoning a tool gave its slot back, so a caller could stack
-	// tools that ignore cancellation without limit.
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: time.Millisecond, MaxConcurrentCalls: 1, MaxQueueWait: 20 * time.Millisecond}})
-	ts := &testServer{client: s.client(t)}
-	events, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{
-		Calls: []*toolwirev1.ToolCall{
-			{CallId: "a", Name: "hold_stubborn", Timeout: durationpb.New(time.Millisecond)},
-			{CallId: "b", Name: "echo", Arguments: `{"text":"b"}`, Timeout: durationpb.New(30 * time.Millisecond)},
-		},
-		Options: &toolwirev1.BatchOptions{Sequential: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := results(t, events)
-	if r := got["a"]; !strings.Contains(text(r), "abandoned") {
-		t.Fatalf("stubborn call's result = %v, want it abandoned", r)
-	}
-	// The batch goes on; its next call finds no slot and says so.
-	if r := got["b"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "free slot") {
-		t.Errorf("call after the abandoned one = %v %q, want TIMEOUT waiting for a free slot", r.GetErrorKind(), text(r))
-	}
-	if events[len(events)-1].GetFinished() == nil {
-		t.Error("no BatchFinished")
-	}
-	if _, err := ts.runErr(context.Background(), batchOf(call("c", "echo", `{"text":"next"}`))); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("batch while the abandoned tool runs: err = %v, want RESOURCE_EXHAUSTED", err)
-	}
-	s.hold.releaseAll() // the abandoned tool returns at last, and its slot with it
-	waitFor(t, func() bool { return s.srv.engine.Stats().CallsRunning == 0 })
-	events, err = ts.runErr(context.Background(), batchOf(call("d", "echo", `{"text":"next"}`)))
-	if err != nil || !strings.Contains(text(results(t, events)["d"]), "next") {
-		t.Errorf("batch after the abandoned tool returned: %v %v; want it run", err, events)
-	}
-}
 
 func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
 	t.Parallel()
