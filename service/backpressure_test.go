@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -58,6 +60,34 @@ func stalled(tb testing.TB, c toolwirev1.ToolServiceClient, req *toolwirev1.Exec
 func (s *Server) waitingToReport() int { return s.engine.Stats().WaitingToReport }
 
 func (s *Server) running() int { return s.engine.Stats().Batches }
+
+func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
+	t.Parallel()
+	// Once the outbox is full, no call starts: its result could only wait.
+	// The budget holds about 7 results of 64 KiB, the transport 2, and 8
+	// run at once; before, every call whose result entered the outbox was
+	// followed by a new one, so 8 more waited (about 18 in all).
+	var ran atomic.Int32
+	blob := tools.Tool{Name: "blob", Description: "returns 64 KiB", Annotations: tools.Annotations{ReadOnly: true},
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+			ran.Add(1)
+			return tools.Text(strings.Repeat("x", 64<<10)), nil
+		}}
+	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}}, blob)
+	req := &toolwirev1.ExecuteBatchRequest{}
+	for i := range 200 {
+		req.Calls = append(req.Calls, call(fmt.Sprint(i), "blob", ""))
+	}
+	stalled(t, s.slowClient(t), req)
+	waitFor(t, func() bool { // until the count holds still
+		before := ran.Load()
+		time.Sleep(100 * time.Millisecond)
+		return before > 0 && ran.Load() == before
+	})
+	if n := ran.Load(); n > 14 {
+		t.Errorf("%d calls ran for a client that reads nothing, want at most 14 (budget, transport, one wave)", n)
+	}
+}
 
 func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
 	t.Parallel()
