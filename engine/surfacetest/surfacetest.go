@@ -95,6 +95,10 @@ type Lacks struct {
 	ErrorKinds bool
 	// Replayed: results do not say that they were replayed.
 	Replayed bool
+	// ArgumentText: a call's arguments travel as a JSON object (MCP's
+	// tools/call), not as the text the model produced, so they cannot be
+	// malformed JSON or another JSON value.
+	ArgumentText bool
 	// IdempotencyKeys: a call cannot carry an idempotency key.
 	IdempotencyKeys bool
 	// CallTimeouts: a call cannot carry a timeout of its own.
@@ -241,11 +245,12 @@ func start(t *testing.T, newSurface func(t *testing.T, cfg Config) Surface) *env
 	return &env{s: s, e: e, tools: st, lacks: s.Lacks()}
 }
 
-// skipIf skips the subtest when the surface lacks what it needs.
-func skipIf(t *testing.T, lacks bool, what string) {
+// skipIf skips the subtest when the surface lacks what it needs, naming
+// the field of Lacks that says so.
+func skipIf(t *testing.T, lacks bool, field string) {
 	t.Helper()
 	if lacks {
-		t.Skipf("the surface lacks %s", what)
+		t.Skipf("the surface's adapter says Lacks.%s", field)
 	}
 }
 
@@ -343,7 +348,7 @@ func unauthenticated(t *testing.T, v *env) {
 }
 
 func everyCallOneResult(t *testing.T, v *env) {
-	skipIf(t, v.lacks.Batches, "batches")
+	skipIf(t, v.lacks.Batches, "Batches")
 	req := batch(
 		call("a", "echo", `{"text":"hi"}`),
 		call("b", "read", `{"ms":100,"report":true}`),
@@ -412,7 +417,7 @@ func everyCallOneResult(t *testing.T, v *env) {
 }
 
 func lanes(t *testing.T, v *env) {
-	skipIf(t, v.lacks.Batches, "batches")
+	skipIf(t, v.lacks.Batches, "Batches")
 	req := batch(
 		call("r1", "read", `{"ms":150}`), call("r2", "read", `{"ms":150}`), call("r3", "read", `{"ms":150}`),
 		call("w", "sleep", `{"ms":10}`),
@@ -452,7 +457,7 @@ func lanes(t *testing.T, v *env) {
 }
 
 func cancelBatch(t *testing.T, v *env) {
-	skipIf(t, v.lacks.Batches, "batches")
+	skipIf(t, v.lacks.Batches, "Batches")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
@@ -490,14 +495,14 @@ func cancelCall(t *testing.T, v *env) {
 }
 
 func callTimeout(t *testing.T, v *env) {
-	skipIf(t, v.lacks.CallTimeouts, "call timeouts")
+	skipIf(t, v.lacks.CallTimeouts, "CallTimeouts")
 	c := call("x", "sleep", `{"ms":60000}`)
 	c.Timeout = durationpb.New(50 * time.Millisecond)
 	v.wantKind(t, "a call past its timeout", v.call(t, alice, c), kindTimeout, "timed out after 50ms")
 }
 
 func callersDeadline(t *testing.T, v *env) {
-	skipIf(t, v.lacks.Deadlines, "deadlines")
+	skipIf(t, v.lacks.Deadlines, "Deadlines")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*deadlineMargin)
 	defer cancel()
 	r, err := v.s.Call(ctx, alice, "", call("x", "sleep", `{"ms":60000}`))
@@ -508,7 +513,7 @@ func callersDeadline(t *testing.T, v *env) {
 }
 
 func abandoned(t *testing.T, v *env) {
-	skipIf(t, v.lacks.CallTimeouts, "call timeouts")
+	skipIf(t, v.lacks.CallTimeouts, "CallTimeouts")
 	c := call("x", "stubborn", `{"ms":1000}`)
 	c.Timeout = durationpb.New(30 * time.Millisecond)
 	// The result says the tool was abandoned: it came before the tool
@@ -519,7 +524,7 @@ func abandoned(t *testing.T, v *env) {
 }
 
 func tooManyCalls(t *testing.T, v *env) {
-	skipIf(t, v.lacks.Batches, "batches")
+	skipIf(t, v.lacks.Batches, "Batches")
 	var cs []*toolwirev1.ToolCall
 	for i := range maxCalls + 1 {
 		cs = append(cs, bump(fmt.Sprint(i), 1))
@@ -545,7 +550,7 @@ func argumentsTooLarge(t *testing.T, v *env) {
 }
 
 func overMessageLimit(t *testing.T, v *env) {
-	skipIf(t, v.lacks.MessageLimit, "a message limit")
+	skipIf(t, v.lacks.MessageLimit, "MessageLimit")
 	args := fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", maxMsgBytes))
 	if _, err := v.s.Call(context.Background(), alice, "", call("a", "echo", args)); v.s.Code(err) != ResourceExhausted {
 		t.Errorf("a request over the %d-byte message limit: %v (%v), want ResourceExhausted", maxMsgBytes, err, v.s.Code(err))
@@ -576,7 +581,7 @@ func permissions(t *testing.T, v *env) {
 }
 
 func idempotentReplay(t *testing.T, v *env) {
-	skipIf(t, v.lacks.IdempotencyKeys, "idempotency keys")
+	skipIf(t, v.lacks.IdempotencyKeys, "IdempotencyKeys")
 	first := v.call(t, alice, keyed(bump("a", 1), "k1"))
 	v.wantKind(t, "the first call", first, kindNone, "run 1")
 	// The same call again, its arguments' keys in another order.
@@ -591,7 +596,7 @@ func idempotentReplay(t *testing.T, v *env) {
 }
 
 func idempotentConflict(t *testing.T, v *env) {
-	skipIf(t, v.lacks.IdempotencyKeys, "idempotency keys")
+	skipIf(t, v.lacks.IdempotencyKeys, "IdempotencyKeys")
 	v.call(t, alice, keyed(bump("a", 1), "k"))
 	r := v.call(t, alice, keyed(bump("b", 2), "k"))
 	v.wantKind(t, "the same key with other arguments", r, kindConflict, `"k"`)
@@ -601,7 +606,7 @@ func idempotentConflict(t *testing.T, v *env) {
 }
 
 func idempotentByCaller(t *testing.T, v *env) {
-	skipIf(t, v.lacks.IdempotencyKeys, "idempotency keys")
+	skipIf(t, v.lacks.IdempotencyKeys, "IdempotencyKeys")
 	v.call(t, alice, keyed(bump("a", 1), "k"))
 	r := v.call(t, bob, keyed(bump("a", 1), "k"))
 	v.wantKind(t, "bob's call with alice's key", r, kindNone, "run 2")
@@ -623,15 +628,19 @@ func unknownTool(t *testing.T, v *env) {
 func badArguments(t *testing.T, v *env) {
 	for _, tt := range []struct {
 		args string
+		text bool // only text can carry it
 		want []string
 	}{
-		{`{}`, []string{"missing property 'path'"}},
-		{`{"path":"a","count":"many"}`, []string{"/count", "want integer"}},
-		{`{"path":"a","count":0}`, []string{"/count", "minimum"}},
-		{`{"path":"a","extra":1}`, []string{"extra"}},
-		{`["a"]`, []string{"must be a JSON object"}},
-		{`{"path":`, []string{"not valid JSON"}},
+		{`{}`, false, []string{"missing property 'path'"}},
+		{`{"path":"a","count":"many"}`, false, []string{"/count", "want integer"}},
+		{`{"path":"a","count":0}`, false, []string{"/count", "minimum"}},
+		{`{"path":"a","extra":1}`, false, []string{"extra"}},
+		{`["a"]`, true, []string{"must be a JSON object"}},
+		{`{"path":`, true, []string{"not valid JSON"}},
 	} {
+		if tt.text && v.lacks.ArgumentText {
+			continue // the surface's protocol cannot carry these arguments
+		}
 		v.wantKind(t, "strict with "+tt.args, v.call(t, alice, call("x", "strict", tt.args)), kindInvalidArgs, tt.want...)
 	}
 	if v.tools.saw("strict") {
@@ -650,7 +659,7 @@ func toolErrors(t *testing.T, v *env) {
 }
 
 func sessions(t *testing.T, v *env) {
-	skipIf(t, v.lacks.Sessions, "sessions")
+	skipIf(t, v.lacks.Sessions, "Sessions")
 	r, err := v.s.Call(context.Background(), alice, "s1", call("a", "whoami", `{}`))
 	if err != nil {
 		t.Fatal(err)
