@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 func TestPerCallerDefaultShare(t *testing.T) {
@@ -76,4 +79,129 @@ func TestLimiterGivesBackWhatItTakes(t *testing.T) {
 	if len(l.global) != 0 || len(l.callers) != 0 {
 		t.Errorf("after release: %d global slots taken, %d callers tracked", len(l.global), len(l.callers))
 	}
+}
+
+func TestBatchBeyondTheCallCapQueuesThenRuns(t *testing.T) {
+	t.Parallel()
+	te := newTestBed(t, Config{MaxConcurrentCalls: 1, MaxQueueWait: time.Hour})
+	first := startBatch(t, context.Background(), te, calls(call("a", "hold", "")))
+
+	second := make(chan error, 1)
+	var secondEvents []*toolwirev1.ExecuteBatchResponse
+	go func() {
+		var err error
+		secondEvents, err = te.runErr(context.Background(), calls(call("b", "echo", `{"text":"queued"}`)))
+		second <- err
+	}()
+	waitFor(t, func() bool { return te.e.Stats().SlotWaiters == 1 })
+	select {
+	case err := <-second:
+		t.Fatalf("second batch ended while the only slot was taken: %v", err)
+	default:
+	}
+
+	te.hold.releaseAll()
+	if _, err := drain(first); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatalf("queued batch: %v", err)
+	}
+	if r := results(t, secondEvents)["b"]; r.GetIsError() || text(r) != "queued" {
+		t.Errorf("queued call's result = %v, want echo's text", r)
+	}
+}
+
+func TestBatchBeyondTheCallCapIsRefusedAfterMaxQueueWait(t *testing.T) {
+	t.Parallel()
+	te := newTestBed(t, Config{MaxConcurrentCalls: 1, MaxQueueWait: 10 * time.Millisecond})
+	first := startBatch(t, context.Background(), te, calls(call("a", "hold", "")))
+
+	_, err := te.runErr(context.Background(), calls(call("b", "echo", `{}`)))
+	if CodeOf(err) != ResourceExhausted || !strings.Contains(err.Error(), "limit of 1 concurrent calls") {
+		t.Errorf("batch beyond the cap: err = %v, want ResourceExhausted naming the limit", err)
+	}
+
+	te.hold.releaseAll()
+	events, err := drain(first)
+	if err != nil || results(t, events)["a"].GetIsError() {
+		t.Errorf("the running batch was disturbed: %v %v", err, events)
+	}
+}
+
+func TestCallOfAnAcceptedBatchWaitingTooLongForASlotTimesOutUnrun(t *testing.T) {
+	t.Parallel()
+	// One slot, two calls in one parallel lane: whichever runs first holds
+	// the slot past its timeout (its tool ignores cancellation and the
+	// abandon grace is long), so the other's wait for a slot times out.
+	te := newTestBed(t, Config{AbandonGrace: time.Hour, MaxConcurrentCalls: 1})
+	timeout := durationpb.New(20 * time.Millisecond)
+	req := calls(
+		&toolwirev1.ToolCall{CallId: "x", Name: "hold_stubborn", Timeout: timeout},
+		&toolwirev1.ToolCall{CallId: "y", Name: "hold_stubborn", Timeout: timeout})
+	// The first result goes to the test, the events after it to rest (Run
+	// sends from one goroutine).
+	first := make(chan *toolwirev1.CallResult, 1)
+	var rest []*toolwirev1.ExecuteBatchResponse
+	sawResult := false
+	sink := SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+		if r := ev.GetResult(); r != nil && !sawResult {
+			sawResult = true
+			first <- r
+			return nil
+		}
+		if sawResult {
+			rest = append(rest, ev)
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- te.e.Run(context.Background(), te.reg.Snapshot(), req, sink) }()
+	var waited *toolwirev1.CallResult
+	select {
+	case waited = <-first:
+	case err := <-done:
+		t.Fatalf("the batch ended before a result: %v", err)
+	}
+	ran := <-te.hold.started
+	if waited.GetCallId() == ran {
+		t.Fatalf("the first result is of the running call %q", ran)
+	}
+	if waited.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT || !strings.Contains(text(waited), "waiting") || !strings.Contains(text(waited), "Nothing was run") {
+		t.Errorf("waiting call's result = %v, want TIMEOUT saying it waited for a slot and did not run", waited)
+	}
+	te.hold.releaseAll()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, rest)[ran]; r == nil || r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT && strings.Contains(text(r), "waiting") {
+		t.Errorf("running call's result = %v", r)
+	}
+	select {
+	case id := <-te.hold.started:
+		t.Errorf("call %q ran after its wait for a slot timed out", id)
+	default:
+	}
+}
+
+func TestPerCallerCapLeavesOtherCallersAlone(t *testing.T) {
+	t.Parallel()
+	te := newTestBed(t, Config{MaxConcurrentCalls: 10, MaxCallsPerCaller: 1, MaxQueueWait: 10 * time.Millisecond})
+	alice := startBatch(t, as("alice"), te, calls(call("a1", "hold", "")))
+
+	_, err := te.runErr(as("alice"), calls(call("a2", "echo", `{}`)))
+	if CodeOf(err) != ResourceExhausted || !strings.Contains(err.Error(), "this caller is running its limit of 1") {
+		t.Errorf("alice's second batch: err = %v, want ResourceExhausted for the per-caller limit", err)
+	}
+	bob := startBatch(t, as("bob"), te, calls(call("b1", "hold", "")))
+
+	te.hold.releaseAll()
+	for name, stream := range map[string]*liveBatch{"alice": alice, "bob": bob} {
+		if _, err := drain(stream); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	waitFor(t, func() bool {
+		return te.e.Stats().Callers == 0
+	})
 }

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // slowClient returns a client whose connection's flow-control windows stay
@@ -62,29 +61,6 @@ func (s *Server) waitingToReport() int { return s.engine.Stats().WaitingToReport
 
 func (s *Server) running() int { return s.engine.Stats().Batches }
 
-func TestSlowReaderHoldsMemoryNotSlots(t *testing.T) {
-	t.Parallel()
-	// Before: a call waiting to send its result kept its slot, so a stream
-	// nobody read held up to max_parallel slots and locked others out.
-	s := newServedServer(t, Config{
-		EngineConfig: EngineConfig{
-			MaxStreamBufferBytes: 256 << 10,
-			MaxConcurrentCalls:   4,
-			MaxQueueWait:         500 * time.Millisecond,
-		},
-	})
-	stalled(t, s.slowClient(t), bigEchoes("slow", 32, 100<<10, false))
-	// The calls that ran wait to report, holding no slot (before, 4 stayed
-	// taken for good).
-	waitFor(t, func() bool { return s.srv.waitingToReport() == 1 && s.srv.engine.Stats().CallsRunning == 0 })
-	got := (&testServer{client: s.client(t)}).run(t, bigEchoes("n", 8, 10, false))
-	for id, r := range results(t, got) {
-		if r.GetIsError() {
-			t.Errorf("%s beside the slow reader: %q", id, text(r))
-		}
-	}
-}
-
 func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
 	t.Parallel()
 	// Once the outbox is full, no call starts: its result could only wait.
@@ -110,44 +86,6 @@ func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
 	})
 	if n := ran.Load(); n > 14 {
 		t.Errorf("%d calls ran for a client that reads nothing, want at most 14 (budget, transport, one wave)", n)
-	}
-}
-
-func TestAbandonedToolKeepsItsSlotUntilItReturns(t *testing.T) {
-	t.Parallel()
-	// Before: abandoning a tool gave its slot back, so a caller could stack
-	// tools that ignore cancellation without limit.
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: time.Millisecond, MaxConcurrentCalls: 1, MaxQueueWait: 20 * time.Millisecond}})
-	ts := &testServer{client: s.client(t)}
-	events, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{
-		Calls: []*toolwirev1.ToolCall{
-			{CallId: "a", Name: "hold_stubborn", Timeout: durationpb.New(time.Millisecond)},
-			{CallId: "b", Name: "echo", Arguments: `{"text":"b"}`, Timeout: durationpb.New(30 * time.Millisecond)},
-		},
-		Options: &toolwirev1.BatchOptions{Sequential: true},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := results(t, events)
-	if r := got["a"]; !strings.Contains(text(r), "abandoned") {
-		t.Fatalf("stubborn call's result = %v, want it abandoned", r)
-	}
-	// The batch goes on; its next call finds no slot and says so.
-	if r := got["b"]; r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "free slot") {
-		t.Errorf("call after the abandoned one = %v %q, want TIMEOUT waiting for a free slot", r.GetErrorKind(), text(r))
-	}
-	if events[len(events)-1].GetFinished() == nil {
-		t.Error("no BatchFinished")
-	}
-	if _, err := ts.runErr(context.Background(), batchOf(call("c", "echo", `{"text":"next"}`))); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("batch while the abandoned tool runs: err = %v, want RESOURCE_EXHAUSTED", err)
-	}
-	s.hold.releaseAll() // the abandoned tool returns at last, and its slot with it
-	waitFor(t, func() bool { return s.srv.engine.Stats().CallsRunning == 0 })
-	events, err = ts.runErr(context.Background(), batchOf(call("d", "echo", `{"text":"next"}`)))
-	if err != nil || !strings.Contains(text(results(t, events)["d"]), "next") {
-		t.Errorf("batch after the abandoned tool returned: %v %v; want it run", err, events)
 	}
 }
 

@@ -2,12 +2,15 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -81,7 +84,7 @@ func FuzzBatchNearTheLimits(f *testing.F) {
 			}
 			req.Calls = append(req.Calls, c)
 		}
-		checkErr := s.srv.checkBatch(req)
+		checkErr := s.srv.Engine().Check(req)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		events, err := ts.runErr(ctx, req)
@@ -117,4 +120,79 @@ func FuzzBatchNearTheLimits(f *testing.F) {
 		}
 		checkBounded(t, events, maxResult)
 	})
+}
+
+// boundsTools are tools whose output and failures are as large as a test
+// asks.
+func boundsTools() []tools.Tool {
+	nSchema := json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
+	n := func(call *tools.Call) int {
+		var a struct{ N int }
+		_ = json.Unmarshal(call.Arguments, &a)
+		return a.N
+	}
+	return []tools.Tool{
+		{Name: "panic_big", Description: "panics with n bytes", InputSchema: nSchema,
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) { panic(strings.Repeat("p", n(call))) }},
+		{Name: "error_big", Description: "fails with n bytes", InputSchema: nSchema,
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				return nil, fmt.Errorf("failed: %s", strings.Repeat("e", n(call)))
+			}},
+		{Name: "loud", Description: "reports progress of n bytes, message and output", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				call.Report(tools.Progress{Message: strings.Repeat("m", n(call)), Output: strings.Repeat("o", n(call))})
+				call.Output(strings.Repeat("é", n(call)))
+				return tools.Text("said"), nil
+			}},
+		{Name: "flood", Description: "returns n bytes each of text, image and details", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				n := n(call)
+				return &tools.Result{Content: []tools.Content{{Text: strings.Repeat("t", n)}, {Data: make([]byte, n), MIMEType: "image/png"}},
+					Details: json.RawMessage(`"` + strings.Repeat("d", n) + `"`)}, nil
+			}},
+		{Name: "blocks", Description: "returns n empty text blocks", InputSchema: nSchema, Annotations: tools.Annotations{ReadOnly: true},
+			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+				return &tools.Result{Content: make([]tools.Content, n(call))}, nil
+			}},
+	}
+}
+
+// checkBounded fails the test for any event of events over limit bytes of
+// output (a result besides its marker, a progress report's message and
+// output) or with a marker over 300 bytes.
+func checkBounded(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limit int) {
+	tb.Helper()
+	const maxMarker = 300
+	for _, ev := range events {
+		if r := ev.GetResult(); r != nil {
+			if p := payload(r); p > limit {
+				tb.Errorf("call %.40q: a result of %d bytes (%.100q), over the %d-byte limit", r.GetCallId(), p, text(r), limit)
+			}
+			if r.GetTruncated() {
+				if m := r.GetContent()[len(r.GetContent())-1].GetText().GetText(); len(m) > maxMarker || !strings.HasPrefix(m, "[output truncated") {
+					tb.Errorf("call %.40q: marker %.400q", r.GetCallId(), m)
+				}
+			}
+			if len(r.GetCallId()) > engine.MaxIDBytes || len(r.GetToolName()) > engine.MaxNameBytes {
+				tb.Errorf("result echoes a call_id of %d bytes, a tool_name of %d", len(r.GetCallId()), len(r.GetToolName()))
+			}
+		}
+		if p := ev.GetProgress(); p != nil && len(p.GetMessage())+len(p.GetOutput()) > limit+2*maxMarker {
+			tb.Errorf("call %.40q: progress of %d+%d bytes, over the %d-byte limit", p.GetCallId(), len(p.GetMessage()), len(p.GetOutput()), limit)
+		}
+	}
+}
+
+// payload is the size of res's output besides a truncation marker, as the
+// engine's result shaping counts it.
+func payload(res *toolwirev1.CallResult) int {
+	blocks := res.GetContent()
+	if res.GetTruncated() && len(blocks) > 0 {
+		blocks = blocks[:len(blocks)-1] // the marker
+	}
+	n := len(res.GetStructuredContent()) + len(res.GetDetails())
+	for _, c := range blocks {
+		n += len(c.GetText().GetText()) + len(c.GetImage().GetData())
+	}
+	return n
 }

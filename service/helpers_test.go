@@ -2,14 +2,11 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,11 +29,8 @@ type testServer struct {
 	reg    *tools.Registry
 	client toolwirev1.ToolServiceClient
 	conn   *grpc.ClientConn
-	state  *toolState
 }
 
-// newTestServer starts a server with the diag tools and the test tools of
-// testTools, over bufconn, and stops it when the test ends.
 // serveBufconn serves srv on a new grpc.Server over an in-memory
 // listener and returns it with a client connection to it; the caller stops
 // and closes them.
@@ -55,10 +49,11 @@ func serveBufconn(tb testing.TB, srv *Server) (*grpc.Server, *grpc.ClientConn) {
 	return gs, conn
 }
 
+// newTestServer starts a server with the diag tools and extra, over
+// bufconn, and stops it when the test ends.
 func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
 	tb.Helper()
-	st := &toolState{release: make(chan struct{})}
-	reg, err := tools.NewRegistry(append(append(diag.Tools(), testTools(st)...), extra...)...)
+	reg, err := tools.NewRegistry(append(diag.Tools(), extra...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -68,136 +63,11 @@ func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
 	srv := New(reg, cfg)
 	gs, conn := serveBufconn(tb, srv)
 	tb.Cleanup(func() {
-		close(st.release) // lets tools that ignore cancellation return
 		conn.Close()
 		gs.Stop()
-		st.wg.Wait()
 		srv.Close()
 	})
-	return &testServer{srv: srv, reg: reg, client: toolwirev1.NewToolServiceClient(conn), conn: conn, state: st}
-}
-
-// toolState is what the test tools share with a test.
-type toolState struct {
-	mu       sync.Mutex
-	log      []string // "start name id" / "end name id", in order
-	running  atomic.Int32
-	peak     atomic.Int32
-	reports  atomic.Int64
-	ctxDone  chan string // call IDs whose context ended, when set
-	release  chan struct{}
-	wg       sync.WaitGroup // tools that ignore cancellation
-	sawError atomic.Value
-}
-
-func (st *toolState) record(s string) {
-	st.mu.Lock()
-	st.log = append(st.log, s)
-	st.mu.Unlock()
-}
-
-func (st *toolState) entries() []string {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return append([]string(nil), st.log...)
-}
-
-type msArgs struct {
-	MS int `json:"ms"`
-}
-
-// testTools returns tools with behaviour the invariants need to observe.
-func testTools(st *toolState) []tools.Tool {
-	work := func(readOnly bool) tools.Handler {
-		return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-			var a msArgs
-			_ = json.Unmarshal(call.Arguments, &a)
-			n := st.running.Add(1)
-			defer st.running.Add(-1)
-			for {
-				p := st.peak.Load()
-				if n <= p || st.peak.CompareAndSwap(p, n) {
-					break
-				}
-			}
-			st.record("start " + call.ID)
-			defer st.record("end " + call.ID)
-			select {
-			case <-time.After(time.Duration(a.MS) * time.Millisecond):
-				return tools.Text("done " + call.ID), nil
-			case <-ctx.Done():
-				if st.ctxDone != nil {
-					st.ctxDone <- call.ID
-				}
-				return nil, ctx.Err()
-			}
-		}
-	}
-	msSchema := json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}}}`)
-	return []tools.Tool{
-		{Name: "read", Description: "safe work", InputSchema: msSchema, Annotations: tools.Annotations{ReadOnly: true}, Handler: work(true)},
-		{Name: "write", Description: "unsafe work", InputSchema: msSchema, Annotations: tools.Annotations{Destructive: true}, Handler: work(false)},
-		{Name: "boom", Description: "panics", Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
-			panic("kaboom")
-		}},
-		{Name: "stubborn", Description: "ignores cancellation", Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-			st.wg.Add(1)
-			defer st.wg.Done()
-			<-st.release
-			return tools.Text("too late"), nil
-		}},
-		{Name: "own_error", Description: "reports its own error when cancelled", Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-			<-ctx.Done()
-			return tools.Errorf("my own error"), nil
-		}},
-		{Name: "big", Description: "returns n bytes", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
-			Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
-				var a struct{ N int }
-				_ = json.Unmarshal(call.Arguments, &a)
-				return &tools.Result{
-					Content: []tools.Content{{Text: strings.Repeat("x", a.N)}, {Data: make([]byte, a.N), MIMEType: "image/png"}},
-					Details: json.RawMessage(`{"n":` + strings.Repeat("1", 3) + `}`),
-				}, nil
-			}},
-		{Name: "chatty", Description: "reports n progress events of size bytes", Annotations: tools.Annotations{ReadOnly: true},
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"size":{"type":"integer"}}}`),
-			Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-				var a struct{ N, Size int }
-				_ = json.Unmarshal(call.Arguments, &a)
-				chunk := strings.Repeat("o", a.Size)
-				for range a.N {
-					if ctx.Err() != nil {
-						return nil, ctx.Err()
-					}
-					call.Output(chunk)
-					st.reports.Add(1)
-				}
-				return tools.Text("reported"), nil
-			}},
-		{Name: "ticker", Description: "reports progress every 20ms for ms milliseconds", InputSchema: msSchema,
-			Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-				var a msArgs
-				_ = json.Unmarshal(call.Arguments, &a)
-				end := time.After(time.Duration(a.MS) * time.Millisecond)
-				tick := time.NewTicker(20 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-end:
-						return tools.Text("ticked"), nil
-					case <-tick.C:
-						call.Progressf(1, 2, "tick")
-					case <-ctx.Done():
-						return nil, ctx.Err()
-					}
-				}
-			}},
-		{Name: "bad_output", Description: "returns output that violates its schema",
-			OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}`),
-			Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
-				return &tools.Result{StructuredContent: json.RawMessage(`{"n":"not a number"}`)}, nil
-			}},
-	}
+	return &testServer{srv: srv, reg: reg, client: toolwirev1.NewToolServiceClient(conn), conn: conn}
 }
 
 // call builds a ToolCall.
@@ -282,3 +152,21 @@ func text(r *toolwirev1.CallResult) string {
 	}
 	return b.String()
 }
+
+// waitFor waits up to 10s for cond to hold.
+func waitFor(tb testing.TB, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+const (
+	kindNone      = toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED
+	kindToolError = toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR
+	kindCancelled = toolwirev1.ErrorKind_ERROR_KIND_CANCELLED
+)

@@ -341,31 +341,6 @@ func TestTraceContentIsOptIn(t *testing.T) {
 	}
 }
 
-// TestSkippedCallsGetSpans checks that calls that never start, here skipped
-// after a failure with stop_on_error, still get their execute_tool span.
-func TestSkippedCallsGetSpans(t *testing.T) {
-	t.Parallel()
-	o := newObserved(t, service.Config{})
-	o.run(t, &toolwirev1.ExecuteBatchRequest{
-		Calls: []*toolwirev1.ToolCall{
-			call("f1", "fail", `{"message":"no"}`),
-			call("s1", "echo", `{"text":"never"}`),
-		},
-		Options: &toolwirev1.BatchOptions{StopOnError: true},
-	})
-	spans := o.waitSpans(t, o.serverSpans, executeBatchRPC)
-	batch := only(t, spans, "execute_batch")
-	s := only(t, spans, "execute_tool echo")
-	a := attrs(s)
-	if a["error.type"].AsString() != "skipped" || a["toolwire.call.ran"].AsBool() || a["toolwire.lane.index"].AsInt64() != 1 ||
-		s.Parent().SpanID() != batch.SpanContext().SpanID() || s.Status().Code != codes.Error {
-		t.Errorf("skipped call's span: attributes %v, parent %v, status %v", a, s.Parent().SpanID(), s.Status())
-	}
-	if ba := attrs(batch); ba["toolwire.batch.skipped"].AsInt64() != 1 {
-		t.Errorf("batch attributes %v; want one skipped", ba)
-	}
-}
-
 // TestMetrics checks the instruments' names, units and attributes after a
 // batch with successes, failures of several kinds and an abandoned tool.
 func TestMetrics(t *testing.T) {
@@ -483,41 +458,6 @@ func TestLogLinesCarryTraceAndCallIDs(t *testing.T) {
 		if rec[k] != v {
 			t.Errorf("log field %s = %v; want %q", k, rec[k], v)
 		}
-	}
-}
-
-// TestLogHandler checks the handler on its own: fields from a span in the
-// context, none without one, and the wrapping survives With and WithGroup.
-func TestLogHandler(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	log := slog.New(engine.LogHandler(slog.NewJSONHandler(&buf, nil))).With("component", "test")
-	tp := sdktrace.NewTracerProvider()
-	ctx, span := tp.Tracer("test").Start(context.Background(), "op")
-	defer span.End()
-
-	log.InfoContext(ctx, "with span")
-	log.Info("without context")
-	log.WithGroup("g").InfoContext(ctx, "grouped", "k", "v")
-	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("%d lines; want 3:\n%s", len(lines), buf.String())
-	}
-	sc := span.SpanContext()
-	var first, second map[string]any
-	_ = json.Unmarshal([]byte(lines[0]), &first)
-	_ = json.Unmarshal([]byte(lines[1]), &second)
-	if first["trace_id"] != sc.TraceID().String() || first["span_id"] != sc.SpanID().String() || first["component"] != "test" {
-		t.Errorf("line with a span: %s", lines[0])
-	}
-	if _, ok := second["trace_id"]; ok {
-		t.Errorf("line without a span has a trace_id: %s", lines[1])
-	}
-	if !strings.Contains(lines[2], sc.TraceID().String()) {
-		t.Errorf("grouped line lost the trace: %s", lines[2])
-	}
-	if h := engine.LogHandler(log.Handler()); h != log.Handler() {
-		t.Error("LogHandler wrapped its own handler again")
 	}
 }
 

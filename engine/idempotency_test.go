@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -12,13 +12,11 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -123,15 +121,15 @@ func sameOutcome(tb testing.TB, want, got *toolwirev1.CallResult) {
 func TestIdempotentCallIsReplayedNotRun(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
-	first := results(t, ts.run(t, one(keyed("a", "bump", `{"n":1,"x":{"b":1,"a":2}}`, "k1"))))["a"]
+	te := newTestBed(t, Config{}, c.tool("bump"))
+	first := results(t, te.run(t, one(keyed("a", "bump", `{"n":1,"x":{"b":1,"a":2}}`, "k1"))))["a"]
 	if first.GetIsError() || first.GetReplayed() {
 		t.Fatalf("first call: %v", first)
 	}
 	// The same call again, with the arguments' keys in another order, in a
 	// batch beside another call: its result is replayed with the new ID and
 	// index.
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("other", "echo", `{"text":"hi"}`),
 		keyed("b", "bump", `{ "x":{"a":2,"b":1}, "n":1 }`, "k1"),
 	}})
@@ -154,50 +152,24 @@ func TestIdempotentCallIsReplayedNotRun(t *testing.T) {
 func TestIdempotencyKeysAreScopedByTool(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"), c.tool("bump2"))
-	ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k")))
-	r := results(t, ts.run(t, one(keyed("b", "bump2", `{"n":1}`, "k"))))["b"]
+	te := newTestBed(t, Config{}, c.tool("bump"), c.tool("bump2"))
+	te.run(t, one(keyed("a", "bump", `{"n":1}`, "k")))
+	r := results(t, te.run(t, one(keyed("b", "bump2", `{"n":1}`, "k"))))["b"]
 	if r.GetReplayed() || c.count(1) != 2 {
 		t.Fatalf("a key used with another tool was replayed (runs %d)", c.count(1))
 	}
 }
 
-// collectStream is an in-process server stream whose context carries a
-// caller, as the authentication interceptor's would.
-type collectStream struct {
-	grpc.ServerStream
-	ctx    context.Context
-	mu     sync.Mutex
-	events []*toolwirev1.ExecuteBatchResponse
-}
-
-func (s *collectStream) Send(ev *toolwirev1.ExecuteBatchResponse) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = append(s.events, ev)
-	return nil
-}
-func (s *collectStream) Context() context.Context { return s.ctx }
-
-func runAs(tb testing.TB, srv *Server, caller string, req *toolwirev1.ExecuteBatchRequest) []*toolwirev1.ExecuteBatchResponse {
-	tb.Helper()
-	s := &collectStream{ctx: engine.WithCaller(context.Background(), caller)}
-	if err := srv.ExecuteBatch(req, s); err != nil {
-		tb.Fatal(err)
-	}
-	return s.events
-}
-
 func TestIdempotencyKeysAreScopedByCaller(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	te := newTestBed(t, Config{}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1}`, "k"))
-	runAs(t, ts.srv, "alice", req)
-	if r := results(t, runAs(t, ts.srv, "bob", req))["a"]; r.GetReplayed() {
+	te.runAs(t, "alice", req)
+	if r := results(t, te.runAs(t, "bob", req))["a"]; r.GetReplayed() {
 		t.Fatal("bob got alice's result")
 	}
-	if r := results(t, runAs(t, ts.srv, "alice", req))["a"]; !r.GetReplayed() {
+	if r := results(t, te.runAs(t, "alice", req))["a"]; !r.GetReplayed() {
 		t.Fatal("alice's own retry was not replayed")
 	}
 	if n := c.count(1); n != 2 {
@@ -208,9 +180,9 @@ func TestIdempotencyKeysAreScopedByCaller(t *testing.T) {
 func TestSameKeyOtherArgumentsIsAConflict(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
-	ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k")))
-	r := results(t, ts.run(t, one(keyed("b", "bump", `{"n":2}`, "k"))))["b"]
+	te := newTestBed(t, Config{}, c.tool("bump"))
+	te.run(t, one(keyed("a", "bump", `{"n":1}`, "k")))
+	r := results(t, te.run(t, one(keyed("b", "bump", `{"n":2}`, "k"))))["b"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT || !strings.Contains(text(r), `"k"`) {
 		t.Fatalf("result = %v %q, want an IDEMPOTENCY_CONFLICT naming the key", r.GetErrorKind(), text(r))
 	}
@@ -227,16 +199,16 @@ func TestDerivedKeyReplays(t *testing.T) {
 		N int `json:"n"`
 	}
 	bump.IdempotencyKey = tools.KeyFrom(func(a args) (string, bool) { return fmt.Sprint("n", a.N), a.N > 0 })
-	ts := newTestServer(t, Config{}, bump)
+	te := newTestBed(t, Config{}, bump)
 	for _, id := range []string{"a", "b", "c"} {
-		ts.run(t, one(call(id, "bump", `{"n":1}`)))
-		ts.run(t, one(call(id, "bump", `{"n":0}`))) // no key derived: runs every time
+		te.run(t, one(call(id, "bump", `{"n":1}`)))
+		te.run(t, one(call(id, "bump", `{"n":0}`))) // no key derived: runs every time
 	}
 	if c.count(1) != 1 || c.count(0) != 3 {
 		t.Fatalf("runs: n=1 %d times (want 1), n=0 %d times (want 3)", c.count(1), c.count(0))
 	}
 	// A key given with the call wins over the derived one.
-	ts.run(t, one(keyed("d", "bump", `{"n":1}`, "given")))
+	te.run(t, one(keyed("d", "bump", `{"n":1}`, "given")))
 	if c.count(1) != 2 {
 		t.Fatalf("a call with its own key was replayed under the derived key")
 	}
@@ -245,13 +217,13 @@ func TestDerivedKeyReplays(t *testing.T) {
 func TestCallsThatNeverStartedAreNotRecorded(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
-	r := results(t, ts.run(t, one(keyed("a", "bump", `{"n":"one"}`, "k"))))["a"]
+	te := newTestBed(t, Config{}, c.tool("bump"))
+	r := results(t, te.run(t, one(keyed("a", "bump", `{"n":"one"}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS {
 		t.Fatalf("result = %v, want INVALID_ARGUMENTS", r.GetErrorKind())
 	}
 	// Not a conflict, not a replay: the corrected call runs.
-	r = results(t, ts.run(t, one(keyed("b", "bump", `{"n":1}`, "k"))))["b"]
+	r = results(t, te.run(t, one(keyed("b", "bump", `{"n":1}`, "k"))))["b"]
 	if r.GetIsError() || r.GetReplayed() || c.count(1) != 1 {
 		t.Fatalf("corrected call: %v, runs %d; want it run once", r, c.count(1))
 	}
@@ -260,9 +232,9 @@ func TestCallsThatNeverStartedAreNotRecorded(t *testing.T) {
 func TestToolErrorsAreReplayedTimeoutsRunAgain(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
-	failed := results(t, ts.run(t, one(keyed("a", "bump", `{"n":-1}`, "err"))))["a"]
-	again := results(t, ts.run(t, one(keyed("b", "bump", `{"n":-1}`, "err"))))["b"]
+	te := newTestBed(t, Config{}, c.tool("bump"))
+	failed := results(t, te.run(t, one(keyed("a", "bump", `{"n":-1}`, "err"))))["a"]
+	again := results(t, te.run(t, one(keyed("b", "bump", `{"n":-1}`, "err"))))["b"]
 	if failed.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR || !again.GetReplayed() || c.count(-1) != 1 {
 		t.Fatalf("tool error: %v, then replayed=%v, runs %d; want a TOOL_ERROR replayed", failed.GetErrorKind(), again.GetReplayed(), c.count(-1))
 	}
@@ -270,14 +242,14 @@ func TestToolErrorsAreReplayedTimeoutsRunAgain(t *testing.T) {
 
 	slow := keyed("c", "bump", `{"n":5,"ms":10000}`, "slow")
 	slow.Timeout = durationpb.New(20 * time.Millisecond)
-	if r := results(t, ts.run(t, one(slow)))["c"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT {
+	if r := results(t, te.run(t, one(slow)))["c"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT {
 		t.Fatalf("slow call: %v, want TIMEOUT", r.GetErrorKind())
 	}
 	slow.Timeout = durationpb.New(time.Minute)
 	slow.Arguments = `{"n":5,"ms":10000}`
 	// The retry runs again (and is cancelled by the client to end quickly).
 	ctx, cancel := context.WithCancel(context.Background())
-	stream := startBatch(t, ctx, ts.client, one(slow))
+	stream := startBatch(t, ctx, te, one(slow))
 	cancel()
 	_, _ = drain(stream)
 	// CallStarted comes just before the tool runs, so the run may be counted
@@ -294,17 +266,17 @@ func TestDuplicateInFlightJoinsTheRunningCall(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	te := newTestBed(t, Config{}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1,"wait":true}`, "k"))
 	firstDone := make(chan *toolwirev1.CallResult)
 	go func() {
-		events, _ := ts.runErr(context.Background(), req)
+		events, _ := te.runErr(context.Background(), req)
 		firstDone <- results(t, events)["a"]
 	}()
 	<-c.started
 	secondDone := make(chan []*toolwirev1.ExecuteBatchResponse)
 	go func() {
-		events, _ := ts.runErr(context.Background(), req)
+		events, _ := te.runErr(context.Background(), req)
 		secondDone <- events
 	}()
 	// The second waits for the first; releasing the tool ends both.
@@ -327,13 +299,13 @@ func TestWaitingForADuplicateEndsAtTheCallsDeadline(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	te := newTestBed(t, Config{}, c.tool("bump"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream := startBatch(t, ctx, ts.client, one(keyed("a", "bump", `{"n":1,"wait":true}`, "k")))
+	stream := startBatch(t, ctx, te, one(keyed("a", "bump", `{"n":1,"wait":true}`, "k")))
 	dup := keyed("b", "bump", `{"n":1,"wait":true}`, "k")
 	dup.Timeout = durationpb.New(30 * time.Millisecond)
-	r := results(t, ts.run(t, one(dup)))["b"]
+	r := results(t, te.run(t, one(dup)))["b"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT || !strings.Contains(text(r), "in flight elsewhere") {
 		t.Fatalf("result = %v %q, want a TIMEOUT saying it waited for the call in flight", r.GetErrorKind(), text(r))
 	}
@@ -347,13 +319,13 @@ func TestWaitingForADuplicateEndsAtTheCallsDeadline(t *testing.T) {
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	te := newTestBed(t, Config{}, c.tool("bump"))
 	const n = 50
 	got := make([]*toolwirev1.CallResult, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			events, err := ts.runErr(context.Background(), one(keyed("a", "bump", `{"n":1,"ms":20}`, "k")))
+			events, err := te.runErr(context.Background(), one(keyed("a", "bump", `{"n":1,"ms":20}`, "k")))
 			if err != nil {
 				t.Error(err)
 				return
@@ -381,13 +353,13 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	st := memory.New(memory.Options{})
 	c := newCounter()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, c.tool("bump"))
+	te := newTestBed(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
 	// An owner that died mid-call left a claim behind.
 	args := `{"n":1}`
 	if _, err := st.Claim(context.Background(), `""/"bump"/k`, fingerprint(json.RawMessage(args)), "dead", 30*time.Millisecond, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	r := results(t, ts.run(t, one(keyed("a", "bump", args, "k"))))["a"]
+	r := results(t, te.run(t, one(keyed("a", "bump", args, "k"))))["a"]
 	if r.GetIsError() || r.GetReplayed() || c.count(1) != 1 {
 		t.Fatalf("result %v, runs %d: want the call taken over and run once", r, c.count(1))
 	}
@@ -397,18 +369,18 @@ func TestLeaseIsRenewedWhileTheToolRuns(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{IdempotencyLease: time.Second}}, c.tool("bump"))
+	te := newTestBed(t, Config{IdempotencyLease: time.Second}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1,"wait":true}`, "k"))
 	firstDone := make(chan struct{})
 	go func() {
-		_, _ = ts.runErr(context.Background(), req)
+		_, _ = te.runErr(context.Background(), req)
 		close(firstDone)
 	}()
 	<-c.started
 	time.Sleep(3 * time.Second) // three leases: only renewal keeps the claim
 	secondDone := make(chan *toolwirev1.CallResult)
 	go func() {
-		events, _ := ts.runErr(context.Background(), req)
+		events, _ := te.runErr(context.Background(), req)
 		secondDone <- results(t, events)["a"]
 	}()
 	time.Sleep(30 * time.Millisecond)
@@ -424,13 +396,13 @@ func TestStoreFailureRunsNothing(t *testing.T) {
 	st := memory.New(memory.Options{})
 	st.Close()
 	c := newCounter()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, c.tool("bump"))
-	r := results(t, ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
+	te := newTestBed(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
+	r := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "not run") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want INTERNAL, nothing run", r.GetErrorKind(), text(r), c.count(1))
 	}
 	// Calls without a key do not need the store.
-	if r := results(t, ts.run(t, one(call("b", "bump", `{"n":2}`))))["b"]; r.GetIsError() {
+	if r := results(t, te.run(t, one(call("b", "bump", `{"n":2}`))))["b"]; r.GetIsError() {
 		t.Fatalf("a call without a key failed: %q", text(r))
 	}
 }
@@ -465,9 +437,9 @@ func sessionTool() tools.Tool {
 
 func TestSessionVariables(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{}, sessionTool())
+	te := newTestBed(t, Config{}, sessionTool())
 	in := func(caller, session string, calls ...*toolwirev1.ToolCall) map[string]*toolwirev1.CallResult {
-		return results(t, runAs(t, ts.srv, caller, &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: calls}))
+		return results(t, te.runAs(t, caller, &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: calls}))
 	}
 	get := call("get", "var", `{}`)
 	r := in("alice", "s1", call("set", "var", `{"op":"set","value":{"cart":[1,2]}}`), get)
@@ -510,14 +482,14 @@ func TestIdempotencyAndSessionsUseTheirOwnStores(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			idem := memory.New(memory.Options{})
-			cfg := Config{EngineConfig: EngineConfig{Idempotency: idem}}
+			cfg := Config{Idempotency: idem}
 			if tc.sessions != nil {
 				cfg.Sessions = tc.sessions
 			}
 			c := newCounter()
-			ts := newTestServer(t, cfg, c.tool("bump"), sessionTool())
+			te := newTestBed(t, cfg, c.tool("bump"), sessionTool())
 			batch := func(calls ...*toolwirev1.ToolCall) map[string]*toolwirev1.CallResult {
-				return results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: calls}))
+				return results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: calls}))
 			}
 			batch(keyed("a", "bump", `{"n":1}`, "k"), call("set", "var", `{"op":"set","value":7}`))
 			if got := text(batch(call("get", "var", `{}`))["get"]); got != "7" {
@@ -553,8 +525,8 @@ func TestReplicasShareRecordsAndSessions(t *testing.T) {
 	t.Cleanup(func() { rc.Close() })
 	c := newCounter()
 	sa, sb := redis.New(rc, redis.Options{}), redis.New(rc, redis.Options{})
-	a := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: sa, Sessions: sa}}, c.tool("bump"), sessionTool())
-	b := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: sb, Sessions: sb}}, c.tool("bump"), sessionTool())
+	a := newTestBed(t, Config{Idempotency: sa, Sessions: sa}, c.tool("bump"), sessionTool())
+	b := newTestBed(t, Config{Idempotency: sb, Sessions: sb}, c.tool("bump"), sessionTool())
 
 	first := results(t, a.run(t, one(keyed("x", "bump", `{"n":1}`, "k"))))["x"]
 	again := results(t, b.run(t, one(keyed("y", "bump", `{"n":1}`, "k"))))["y"]
@@ -575,13 +547,13 @@ func TestPanickingKeyFunctionIsAToolError(t *testing.T) {
 	c := newCounter()
 	bump := c.tool("bump")
 	bump.IdempotencyKey = func(json.RawMessage) (string, bool) { panic("no key for you") }
-	ts := newTestServer(t, Config{}, bump)
-	r := results(t, ts.run(t, one(call("a", "bump", `{"n":1}`))))["a"]
+	te := newTestBed(t, Config{}, bump)
+	r := results(t, te.run(t, one(call("a", "bump", `{"n":1}`))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR || !strings.Contains(text(r), "no key for you") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want a TOOL_ERROR and nothing run", r.GetErrorKind(), text(r), c.count(1))
 	}
 	// A key given with the call does not need the function.
-	if r := results(t, ts.run(t, one(keyed("b", "bump", `{"n":1}`, "k"))))["b"]; r.GetIsError() {
+	if r := results(t, te.run(t, one(keyed("b", "bump", `{"n":1}`, "k"))))["b"]; r.GetIsError() {
 		t.Fatalf("a call with its own key: %q", text(r))
 	}
 }

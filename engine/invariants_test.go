@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -29,7 +27,7 @@ const (
 
 func TestInvariant1_EveryCallGetsExactlyOneResultAndFinishedComesLast(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	te := newTestBed(t, Config{})
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "echo", `{"text":"hi"}`),
 		call("b", "read", `{"ms":20}`),
@@ -40,7 +38,7 @@ func TestInvariant1_EveryCallGetsExactlyOneResultAndFinishedComesLast(t *testing
 		call("g", "write", `{"ms":1}`),
 		call("h", "sleep", `{"ms":120}`),
 	}}
-	events := ts.run(t, req)
+	events := te.run(t, req)
 
 	if got := events[0].GetAccepted(); got == nil || got.GetBatchId() == "" {
 		t.Fatalf("first event = %v, want BatchAccepted with a batch ID", events[0])
@@ -93,8 +91,8 @@ func TestInvariant1_EveryCallGetsExactlyOneResultAndFinishedComesLast(t *testing
 
 func TestInvariant1_NoEventForACallAfterItsResult(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	te := newTestBed(t, Config{})
+	events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "chatty", `{"n":200,"size":10}`), call("b", "chatty", `{"n":200,"size":10}`), call("c", "sleep", `{"ms":130}`),
 	}})
 	done := map[string]bool{}
@@ -121,41 +119,41 @@ func TestInvariant1_NoEventForACallAfterItsResult(t *testing.T) {
 
 func TestInvariant1_ClientCancelStartsNothingNew(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
-	ts.state.ctxDone = make(chan string, 4)
+	te := newTestBed(t, Config{})
+	te.state.ctxDone = make(chan string, 4)
 	ctx, cancel := context.WithCancel(context.Background())
-	stream := startBatch(t, ctx, ts.client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	stream := startBatch(t, ctx, te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "write", `{"ms":10000}`), call("b", "write", `{"ms":1}`),
 	}})
 	cancel()
 	select {
-	case id := <-ts.state.ctxDone:
+	case id := <-te.state.ctxDone:
 		if id != "a" {
 			t.Errorf("cancelled call %q, want a", id)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the running tool's context was not cancelled")
 	}
-	if _, err := stream.Recv(); status.Code(err) != codes.Canceled {
-		t.Errorf("Recv after cancel: %v, want Canceled", err)
+	if _, err := drain(stream); CodeOf(err) != Canceled {
+		t.Errorf("Run after cancel: %v, want Canceled", err)
 	}
-	// Wait for the server to finish the batch, then check b never started.
-	waitFor(t, func() bool { return ts.state.running.Load() == 0 })
+	// Wait for the engine to finish the batch, then check b never started.
+	waitFor(t, func() bool { return te.state.running.Load() == 0 })
 	time.Sleep(50 * time.Millisecond)
-	if slices.Contains(ts.state.entries(), "start b") {
-		t.Errorf("call b started after the client cancelled: %v", ts.state.entries())
+	if slices.Contains(te.state.entries(), "start b") {
+		t.Errorf("call b started after the client cancelled: %v", te.state.entries())
 	}
 }
 
 func TestInvariant2_LanesRunInOrderAndSafeCallsInParallel(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	te := newTestBed(t, Config{})
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("r1", "read", `{"ms":150}`), call("r2", "read", `{"ms":150}`), call("r3", "read", `{"ms":150}`),
 		call("w", "write", `{"ms":10}`),
 		call("r4", "read", `{"ms":10}`),
 	}}
-	events := ts.run(t, req)
+	events := te.run(t, req)
 	wantLanes := []*toolwirev1.Lane{
 		{Index: 0, CallIds: []string{"r1", "r2", "r3"}, Parallel: true},
 		{Index: 1, CallIds: []string{"w"}},
@@ -164,10 +162,10 @@ func TestInvariant2_LanesRunInOrderAndSafeCallsInParallel(t *testing.T) {
 	if diff := cmp.Diff(wantLanes, events[0].GetAccepted().GetLanes(), protocmp.Transform()); diff != "" {
 		t.Errorf("lane plan mismatch (-want +got):\n%s", diff)
 	}
-	if p := ts.state.peak.Load(); p != 3 {
+	if p := te.state.peak.Load(); p != 3 {
 		t.Errorf("peak concurrency %d, want 3 (the three reads at once)", p)
 	}
-	log := ts.state.entries()
+	log := te.state.entries()
 	pos := func(s string) int { return slices.Index(log, s) }
 	for _, r := range []string{"r1", "r2", "r3"} {
 		if pos("end "+r) > pos("start w") {
@@ -200,14 +198,14 @@ func TestInvariant2_MaxParallelBoundsALane(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxParallel: tt.server}})
+			te := newTestBed(t, Config{MaxParallel: tt.server})
 			var calls []*toolwirev1.ToolCall
 			for i := range 6 {
 				calls = append(calls, call(fmt.Sprint(i), "read", `{"ms":60}`))
 			}
 			opts := &toolwirev1.BatchOptions{MaxParallel: tt.batch, Sequential: tt.batch == 0}
-			ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: calls, Options: opts})
-			if p := ts.state.peak.Load(); p != tt.wantPeak {
+			te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: calls, Options: opts})
+			if p := te.state.peak.Load(); p != tt.wantPeak {
 				t.Errorf("peak concurrency %d, want %d", p, tt.wantPeak)
 			}
 		})
@@ -216,8 +214,8 @@ func TestInvariant2_MaxParallelBoundsALane(t *testing.T) {
 
 func TestInvariant2_StopOnErrorSkipsLaterLanes(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{
+	te := newTestBed(t, Config{})
+	events := te.run(t, &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{
 			call("a", "echo", `{"text":"x"}`), call("b", "fail", `{"message":"no"}`), call("c", "read", `{"ms":1}`), call("d", "write", `{}`),
 		},
@@ -229,8 +227,8 @@ func TestInvariant2_StopOnErrorSkipsLaterLanes(t *testing.T) {
 			t.Errorf("%s: kind %v, want %v", id, got[id].GetErrorKind(), want)
 		}
 	}
-	if len(ts.state.entries()) != 0 {
-		t.Errorf("skipped calls ran: %v", ts.state.entries())
+	if len(te.state.entries()) != 0 {
+		t.Errorf("skipped calls ran: %v", te.state.entries())
 	}
 	if f := events[len(events)-1].GetFinished(); f.GetSkipped() != 2 || f.GetFailed() != 1 || f.GetSucceeded() != 1 {
 		t.Errorf("finished = %v, want 1 succeeded, 1 failed, 2 skipped", f)
@@ -254,12 +252,12 @@ func TestInvariant3_SafetyFromReadOnlyWithOverridesAndUnknownNeverSafe(t *testin
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{Safe: tt.safe}})
+			te := newTestBed(t, Config{Safe: tt.safe})
 			var calls []*toolwirev1.ToolCall
 			for i, name := range tt.calls {
 				calls = append(calls, call(fmt.Sprint(i), name, `{}`))
 			}
-			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: calls})
+			events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: calls})
 			var got []bool
 			for _, l := range events[0].GetAccepted().GetLanes() {
 				got = append(got, l.GetParallel())
@@ -273,7 +271,7 @@ func TestInvariant3_SafetyFromReadOnlyWithOverridesAndUnknownNeverSafe(t *testin
 
 func TestInvariant4_ProblemsOfOneCallAreResults(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	te := newTestBed(t, Config{})
 	tests := []struct {
 		name     string
 		call     *toolwirev1.ToolCall
@@ -296,7 +294,7 @@ func TestInvariant4_ProblemsOfOneCallAreResults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tt.call, call("ok", "echo", `{"text":"still here"}`)}})
+			events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tt.call, call("ok", "echo", `{"text":"still here"}`)}})
 			got := results(t, events)
 			r := got["x"]
 			if r.GetErrorKind() != tt.wantKind || !r.GetIsError() {
@@ -315,41 +313,44 @@ func TestInvariant4_ProblemsOfOneCallAreResults(t *testing.T) {
 			}
 		})
 	}
-	if slices.Contains(ts.state.entries(), "start x") {
+	if slices.Contains(te.state.entries(), "start x") {
 		t.Error("a rejected call ran")
 	}
 }
 
 func TestInvariant4_UnknownToolListIsCappedOrSaysNoneExist(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	te := newTestBed(t, Config{})
 	var many []tools.Tool
 	for i := range 30 {
 		many = append(many, tools.Tool{Name: fmt.Sprintf("zz%02d", i), Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return nil, nil }})
 	}
-	if err := ts.reg.Add(many...); err != nil {
+	if err := te.reg.Add(many...); err != nil {
 		t.Fatal(err)
 	}
-	r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "nope", "")}}))["x"]
+	r := results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "nope", "")}}))["x"]
 	listed := strings.Count(strings.SplitN(text(r), "Registered tools: ", 2)[1], ",")
-	if listed != maxListedNames || !strings.Contains(text(r), "more)") {
-		t.Errorf("listed %d commas in %q, want %d names and a note of the rest", listed, text(r), maxListedNames)
+	if listed != MaxListedNames || !strings.Contains(text(r), "more)") {
+		t.Errorf("listed %d commas in %q, want %d names and a note of the rest", listed, text(r), MaxListedNames)
 	}
 
 	empty, err := tools.NewRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.srv.reg = empty
-	r = results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "nope", "")}}))["x"]
+	var sink recorder
+	if err := te.e.Run(context.Background(), empty.Snapshot(), calls(call("x", "nope", "")), &sink); err != nil {
+		t.Fatal(err)
+	}
+	r = sink.results()["x"]
 	if !strings.Contains(text(r), "no tools are registered") {
 		t.Errorf("text %q, want it to say no tools exist", text(r))
 	}
 }
 
-func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
+func TestInvariant4_MalformedBatchesAreInvalidArgument(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxCallsPerBatch: 3, MaxArgumentBytes: 64}})
+	te := newTestBed(t, Config{MaxCallsPerBatch: 3, MaxArgumentBytes: 64})
 	tests := []struct {
 		name    string
 		calls   []*toolwirev1.ToolCall
@@ -367,8 +368,8 @@ func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			events, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: tt.calls, Options: tt.options})
-			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tt.want) {
+			events, err := te.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: tt.calls, Options: tt.options})
+			if CodeOf(err) != InvalidArgument || !strings.Contains(message(err), tt.want) {
 				t.Errorf("err = %v, want InvalidArgument containing %q", err, tt.want)
 			}
 			if len(events) != 0 {
@@ -380,23 +381,20 @@ func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 
 func TestOverloadIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxConcurrentBatches: 1}})
+	te := newTestBed(t, Config{MaxConcurrentBatches: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "sleep", `{"ms":60000}`)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := stream.Recv(); err != nil { // accepted: the batch is running
-		t.Fatal(err)
-	}
-	_, err = ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("b", "echo", `{"text":"x"}`)}})
-	if status.Code(err) != codes.ResourceExhausted {
+	stream := startBatch(t, ctx, te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "sleep", `{"ms":60000}`)}})
+	_, err := te.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("b", "echo", `{"text":"x"}`)}})
+	if CodeOf(err) != ResourceExhausted {
 		t.Fatalf("second batch: %v, want ResourceExhausted", err)
 	}
 	cancel()
+	if _, err := drain(stream); CodeOf(err) != Canceled {
+		t.Errorf("the running batch after its cancellation: %v, want Canceled", err)
+	}
 	waitFor(t, func() bool {
-		_, err := ts.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("c", "echo", `{"text":"x"}`)}})
+		_, err := te.runErr(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("c", "echo", `{"text":"x"}`)}})
 		return err == nil
 	})
 }
@@ -415,25 +413,25 @@ func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 	}{
 		{"call timeout", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(50 * time.Millisecond)}, 0, kindTimeout, "timed out after 50ms"},
 		{"tool limit below the call's", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "limited", Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 80ms"},
-		{"server max", Config{EngineConfig: EngineConfig{MaxCallTimeout: 60 * time.Millisecond}}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
-		{"server default", Config{EngineConfig: EngineConfig{DefaultCallTimeout: 70 * time.Millisecond}}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
+		{"server max", Config{MaxCallTimeout: 60 * time.Millisecond}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
+		{"server default", Config{DefaultCallTimeout: 70 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
 		// The margin is what the server has to send the result before the
 		// RPC's deadline: a second, since a loaded 2-core machine under
 		// -race took more than the 200 ms it once was.
-		{"rpc deadline less margin", Config{EngineConfig: EngineConfig{DeadlineMargin: time.Second}}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
+		{"rpc deadline less margin", Config{DeadlineMargin: time.Second}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
 		{"within every limit", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(30 * time.Second)}, time.Minute, kindNone, "slept_ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, tt.cfg, slowTool)
+			te := newTestBed(t, tt.cfg, slowTool)
 			ctx := context.Background()
 			if tt.rpc > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, tt.rpc)
 				defer cancel()
 			}
-			events, err := ts.runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tt.call}})
+			events, err := te.runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tt.call}})
 			if err != nil {
 				t.Fatalf("ExecuteBatch: %v (the result must arrive before the RPC deadline)", err)
 			}
@@ -450,8 +448,8 @@ func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 
 func TestInvariant5_BatchTimeout(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{
+	te := newTestBed(t, Config{})
+	events := te.run(t, &toolwirev1.ExecuteBatchRequest{
 		Calls:   []*toolwirev1.ToolCall{call("a", "write", `{"ms":5000}`), call("b", "write", `{}`)},
 		Options: &toolwirev1.BatchOptions{Timeout: durationpb.New(80 * time.Millisecond)},
 	})
@@ -470,8 +468,8 @@ func TestInvariant5_BatchTimeout(t *testing.T) {
 // 200 ms timeout flaked at load 8), could make a reporting call idle out.
 func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{IdleTimeout: time.Second}})
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	te := newTestBed(t, Config{IdleTimeout: time.Second})
+	events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("reports", "ticker", `{"ms":1500}`), // reports every 20ms: runs past the idle timeout
 		call("silent", "write", `{"ms":60000}`),  // reports nothing: idles out
 		{CallId: "capped", Name: "ticker", Arguments: `{"ms":60000}`, Timeout: durationpb.New(1200 * time.Millisecond)},
@@ -490,8 +488,8 @@ func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 
 func TestInvariant6_CancellationOutranksTheToolsError(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
-	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	te := newTestBed(t, Config{})
+	events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		{CallId: "x", Name: "own_error", Timeout: durationpb.New(30 * time.Millisecond)},
 	}})
 	r := results(t, events)["x"]
@@ -513,8 +511,8 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe}})
-			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+			te := newTestBed(t, Config{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe})
+			events := te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 				{CallId: "x", Name: "stubborn", Timeout: durationpb.New(30 * time.Millisecond)},
 				call("r", "read", `{"ms":1}`),
 				call("w", "write", `{"ms":1}`),
@@ -534,7 +532,7 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 			if events[len(events)-1].GetFinished() == nil {
 				t.Error("no BatchFinished")
 			}
-			if n := ts.srv.Abandoned(); n != 1 {
+			if n := te.e.Stats().Abandoned; n != 1 {
 				t.Errorf("Abandoned() = %d, want 1", n)
 			}
 		})
@@ -543,11 +541,11 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 
 func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
-	stream := startBatch(t, context.Background(), ts.client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+	te := newTestBed(t, Config{})
+	stream := startBatch(t, context.Background(), te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "write", `{"ms":10000}`), call("b", "write", `{}`),
 	}})
-	ts.srv.stopCalls()
+	te.e.CancelCalls()
 	got, err := drain(stream)
 	if err != nil {
 		t.Fatalf("stream ended with %v, want a clean end", err)
@@ -565,7 +563,7 @@ func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 
 func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxResultBytes: 1000}})
+	te := newTestBed(t, Config{MaxResultBytes: 1000})
 	tests := []struct {
 		name          string
 		n             int
@@ -579,7 +577,7 @@ func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "big", fmt.Sprintf(`{"n":%d}`, tt.n))}}))["x"]
+			r := results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "big", fmt.Sprintf(`{"n":%d}`, tt.n))}}))["x"]
 			wantSize := uint64(2*tt.n + len(`{"n":111}`))
 			if r.GetTruncated() != tt.wantTruncated || r.GetOriginalSize() != wantSize {
 				t.Errorf("truncated %v size %d, want %v %d", r.GetTruncated(), r.GetOriginalSize(), tt.wantTruncated, wantSize)
@@ -607,105 +605,40 @@ func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 
 func TestInvariant9_SlowReaderGetsBackpressure(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{EventBuffer: 4}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	te := newTestBed(t, Config{EventBuffer: 4})
 	const n, size = 2000, 32 << 10 // 64 MB of output in all
-	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
-		call("x", "chatty", fmt.Sprintf(`{"n":%d,"size":%d}`, n, size)),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The sink is a client that reads nothing until reading is closed.
+	reading := make(chan struct{})
+	got := 0
+	sink := SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+		<-reading
+		if ev.GetProgress() != nil {
+			got++ // Run sends from one goroutine
+		}
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() {
+		done <- te.e.Run(context.Background(), te.reg.Snapshot(), calls(call("x", "chatty", fmt.Sprintf(`{"n":%d,"size":%d}`, n, size))), sink)
+	}()
 	// Read nothing until the tool is stuck: its reports must stop well short
 	// of n, because nothing buffers them without bound.
 	var stuck int64
 	waitFor(t, func() bool {
-		before := ts.state.reports.Load()
+		before := te.state.reports.Load()
 		time.Sleep(100 * time.Millisecond)
-		stuck = ts.state.reports.Load()
+		stuck = te.state.reports.Load()
 		return stuck > 0 && stuck == before
 	})
 	if stuck >= n/2 {
 		t.Fatalf("the tool made %d of %d reports with nobody reading", stuck, n)
 	}
-	got := 0
-	for {
-		ev, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.GetProgress() != nil {
-			got++
-		}
-		if ev.GetFinished() != nil {
-			break
-		}
+	close(reading)
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 	if got != n {
 		t.Errorf("received %d progress events, want all %d once reading resumed", got, n)
-	}
-}
-
-func TestListToolsSortedWithRevisionThatChanges(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, Config{})
-	ctx := context.Background()
-	first, err := ts.client.ListTools(ctx, &toolwirev1.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range first.GetTools() {
-		names = append(names, tl.GetName())
-	}
-	if !slices.IsSorted(names) || !slices.Contains(names, "echo") {
-		t.Errorf("names %v, want sorted and containing echo", names)
-	}
-	echo := first.GetTools()[slices.Index(names, "echo")]
-	if !echo.GetAnnotations().GetReadOnly() || !strings.Contains(echo.GetInputSchema(), `"text"`) || echo.GetSource() != toolwirev1.ToolSource_TOOL_SOURCE_BUILTIN {
-		t.Errorf("echo declaration = %v", echo)
-	}
-	if err := ts.reg.Add(tools.Tool{Name: "new", Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return nil, nil }}); err != nil {
-		t.Fatal(err)
-	}
-	second, err := ts.client.ListTools(ctx, &toolwirev1.ListToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.GetRevision() == first.GetRevision() || len(second.GetTools()) != len(first.GetTools())+1 {
-		t.Errorf("after Add: revision %q (was %q), %d tools (was %d)", second.GetRevision(), first.GetRevision(), len(second.GetTools()), len(first.GetTools()))
-	}
-}
-
-func TestWatchToolsSendsCurrentRevisionAndChanges(t *testing.T) {
-	t.Parallel()
-	ts := newTestServer(t, Config{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	stream, err := ts.client.WatchTools(ctx, &toolwirev1.WatchToolsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil || first.GetRevision() != ts.reg.Snapshot().Revision() {
-		t.Fatalf("first = %v, %v; want the current revision", first, err)
-	}
-	ts.reg.Remove("echo")
-	second, err := stream.Recv()
-	if err != nil || second.GetRevision() == first.GetRevision() || second.GetRevision() != ts.reg.Snapshot().Revision() {
-		t.Fatalf("after a change: %v, %v; want the new revision", second, err)
-	}
-}
-
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -714,8 +647,8 @@ func TestCallsSeeTheirSessionAndIDs(t *testing.T) {
 	whoami := tools.Tool{Name: "whoami", Handler: func(_ context.Context, c *tools.Call) (*tools.Result, error) {
 		return tools.Text(c.SessionID + "/" + c.ID + "/" + c.Name + "/" + string(c.Arguments)), nil
 	}}
-	ts := newTestServer(t, Config{}, whoami)
-	r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: []*toolwirev1.ToolCall{call("c9", "whoami", ` {"a":1} `)}}))["c9"]
+	te := newTestBed(t, Config{}, whoami)
+	r := results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: []*toolwirev1.ToolCall{call("c9", "whoami", ` {"a":1} `)}}))["c9"]
 	if got := text(r); got != `s1/c9/whoami/{"a":1}` {
 		t.Errorf("the tool saw %q, want s1/c9/whoami/{\"a\":1}", got)
 	}

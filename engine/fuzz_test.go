@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -6,17 +6,15 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// FuzzExecuteBatch sends arbitrary requests (as protobuf wire bytes) through
-// the batch checks and, when accepted, through a real in-process server: a
-// malformed batch must be INVALID_ARGUMENT, and an accepted one must give
-// every call exactly one result and end with BatchFinished.
-func FuzzExecuteBatch(f *testing.F) {
+// FuzzRun runs arbitrary requests (as protobuf wire bytes) through Check
+// and Run: a malformed batch must be InvalidArgument from both, before any
+// event, and an accepted one must give every call exactly one result and
+// end with BatchFinished.
+func FuzzRun(f *testing.F) {
 	seeds := []*toolwirev1.ExecuteBatchRequest{
 		{},
 		{Calls: []*toolwirev1.ToolCall{call("a", "echo", `{"text":"x"}`)}},
@@ -35,24 +33,25 @@ func FuzzExecuteBatch(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	ts := newTestServer(f, Config{EngineConfig: EngineConfig{MaxCallsPerBatch: 16, MaxArgumentBytes: 256, MaxCallTimeout: 50 * time.Millisecond, AbandonGrace: 10 * time.Millisecond}})
+	te := newTestBed(f, Config{MaxCallsPerBatch: 16, MaxArgumentBytes: 256, MaxCallTimeout: 50 * time.Millisecond, AbandonGrace: 10 * time.Millisecond})
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		req := &toolwirev1.ExecuteBatchRequest{}
 		if proto.Unmarshal(wire, req) != nil {
 			return
 		}
 		for _, c := range req.GetCalls() {
-			if c.GetName() == "stubborn" || c.GetName() == "chatty" || c.GetName() == "big" {
+			switch c.GetName() {
+			case "stubborn", "hold", "hold_stubborn", "chatty", "big":
 				return // these wait for the test's end, flood, or allocate what they are told; covered elsewhere
 			}
 		}
-		checkErr := ts.srv.checkBatch(req)
+		checkErr := te.e.Check(req)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		events, err := ts.runErr(ctx, req)
+		events, err := te.runErr(ctx, req)
 		if checkErr != nil {
-			if status.Code(checkErr) != codes.InvalidArgument || status.Code(err) != codes.InvalidArgument {
-				t.Fatalf("rejected batch: check %v, RPC %v; want InvalidArgument from both", checkErr, err)
+			if CodeOf(checkErr) != InvalidArgument || CodeOf(err) != InvalidArgument || len(events) != 0 {
+				t.Fatalf("rejected batch: check %v, Run %v after %d events; want InvalidArgument from both, no event", checkErr, err, len(events))
 			}
 			return
 		}
@@ -60,7 +59,7 @@ func FuzzExecuteBatch(f *testing.F) {
 			t.Fatalf("accepted batch failed: %v", err)
 		}
 		if len(events) < 2 || events[0].GetAccepted() == nil || events[len(events)-1].GetFinished() == nil {
-			t.Fatalf("stream does not start with BatchAccepted and end with BatchFinished: %v", events)
+			t.Fatalf("events do not start with BatchAccepted and end with BatchFinished: %v", events)
 		}
 		got := results(t, events)
 		for _, c := range req.GetCalls() {

@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -22,8 +22,7 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // Tests of invariant 11: every input is bounded, and every response
@@ -31,7 +30,7 @@ import (
 
 func TestInvariant11_LongIDsAndKeysAreInvalidArgument(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	te := newTestBed(t, Config{})
 	long := strings.Repeat("k", 1<<20)
 	keyedCall := func(id, key string) *toolwirev1.ToolCall { return keyed(id, "echo", `{"text":"x"}`, key) }
 	tests := []struct {
@@ -40,26 +39,26 @@ func TestInvariant11_LongIDsAndKeysAreInvalidArgument(t *testing.T) {
 		want    string
 		wantErr bool
 	}{
-		{"call_id of 256 bytes", batchOf(call("a", "echo", ""), call(strings.Repeat("i", 256), "echo", "")), "", false},
-		{"call_id of 257 bytes", batchOf(call("a", "echo", ""), call(strings.Repeat("i", 257), "echo", "")), "call 1: call_id", true},
-		{"call_id of 1 MiB", batchOf(call(long, "echo", "")), "call 0: call_id", true},
-		{"idempotency_key of 256 bytes", batchOf(keyedCall("a", strings.Repeat("k", 256))), "", false},
-		{"idempotency_key of 257 bytes", batchOf(call("a", "echo", ""), keyedCall("b", strings.Repeat("k", 257))), `call 1 (call_id "b"): idempotency_key`, true},
-		{"idempotency_key of 1 MiB", batchOf(keyedCall("a", long)), `call 0 (call_id "a"): idempotency_key`, true},
+		{"call_id of 256 bytes", calls(call("a", "echo", ""), call(strings.Repeat("i", 256), "echo", "")), "", false},
+		{"call_id of 257 bytes", calls(call("a", "echo", ""), call(strings.Repeat("i", 257), "echo", "")), "call 1: call_id", true},
+		{"call_id of 1 MiB", calls(call(long, "echo", "")), "call 0: call_id", true},
+		{"idempotency_key of 256 bytes", calls(keyedCall("a", strings.Repeat("k", 256))), "", false},
+		{"idempotency_key of 257 bytes", calls(call("a", "echo", ""), keyedCall("b", strings.Repeat("k", 257))), `call 1 (call_id "b"): idempotency_key`, true},
+		{"idempotency_key of 1 MiB", calls(keyedCall("a", long)), `call 0 (call_id "a"): idempotency_key`, true},
 		{"session_id of 1 MiB", &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "echo", "")}, SessionId: long}, "session_id", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			events, err := ts.runErr(context.Background(), tt.req)
+			events, err := te.runErr(context.Background(), tt.req)
 			if !tt.wantErr {
 				if err != nil || len(results(t, events)) != len(tt.req.GetCalls()) {
 					t.Fatalf("err = %v, %d events; want every call answered", err, len(events))
 				}
 				return
 			}
-			msg := status.Convert(err).Message()
-			if status.Code(err) != codes.InvalidArgument || !strings.Contains(msg, tt.want) || !strings.Contains(msg, "the limit is 256") {
+			msg := message(err)
+			if CodeOf(err) != InvalidArgument || !strings.Contains(msg, tt.want) || !strings.Contains(msg, "the limit is 256") {
 				t.Errorf("err = %.300v; want InvalidArgument containing %q and the limit", err, tt.want)
 			}
 			if len(msg) > 400 {
@@ -142,9 +141,9 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 			t.Parallel()
 			st := &keyLog{Store: open(t)}
 			t.Cleanup(func() { st.Close() })
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, derived)
+			te := newTestBed(t, Config{Idempotency: st, Sessions: st}, derived)
 			ctx := context.Background()
-			if _, err := ts.runErr(ctx, batchOf(keyed("a", "echo", `{"text":"x"}`, strings.Repeat("k", 3<<20)))); status.Code(err) != codes.InvalidArgument {
+			if _, err := te.runErr(ctx, calls(keyed("a", "echo", `{"text":"x"}`, strings.Repeat("k", 3<<20)))); CodeOf(err) != InvalidArgument {
 				t.Fatalf("a 3 MB key: %v; want InvalidArgument", err)
 			}
 			if st.max() != 0 {
@@ -152,12 +151,12 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 			}
 			long := strings.Repeat("d", 512<<10)
 			for range 2 { // the second is replayed under the same short key
-				events := ts.run(t, batchOf(call("b", "derived", `{"s":"`+long+`"}`)))
+				events := te.run(t, calls(call("b", "derived", `{"s":"`+long+`"}`)))
 				if r := results(t, events)["b"]; r.GetIsError() {
 					t.Fatalf("derived key: %q", text(r))
 				}
 			}
-			ts.run(t, batchOf(keyed("c", "echo", `{"text":"x"}`, strings.Repeat("k", 256))))
+			te.run(t, calls(keyed("c", "echo", `{"text":"x"}`, strings.Repeat("k", 256))))
 			// The scope adds the caller and the tool, quoted, to the key.
 			if got := st.max(); got == 0 || got > 256+64 {
 				t.Errorf("the longest key the store saw is %d bytes; want at most %d", got, 256+64)
@@ -171,27 +170,24 @@ func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	// Over a real socket with the server's own message limits (4 MiB).
 	logs := &lockedBuffer{}
-	s := newServedServer(t, Config{
-		EngineConfig: EngineConfig{
-			MaxResultBytes: 1000,
-			Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		},
-		TracerProvider: tp,
+	te := newTestBed(t, Config{
+		MaxResultBytes: 1000,
+		Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Telemetry:      OpenTelemetry(tp, nil, false),
 	})
-	ts := &testServer{client: s.client(t)}
 	for _, n := range []int{129, 1 << 20, 3 << 20} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			name := "multi_tool_use." + strings.Repeat("x", n-len("multi_tool_use."))
 			for _, name := range []string{strings.Repeat("x", n), name} {
-				events, err := ts.runErr(context.Background(), batchOf(call("a", name, `{}`), call("b", "echo", `{"text":"ok"}`)))
+				events, err := te.runErr(context.Background(), calls(call("a", name, `{}`), call("b", "echo", `{"text":"ok"}`)))
 				if err != nil {
 					t.Fatalf("name of %d bytes: %v", n, err)
 				}
 				if events[len(events)-1].GetFinished() == nil {
 					t.Fatal("the stream did not end with BatchFinished")
 				}
+				checkFits(t, events, te.e.Config().MaxMessageBytes)
 				res := results(t, events)
 				r := res["a"]
 				if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL || text(res["b"]) != "ok" {
@@ -277,7 +273,7 @@ func checkBounded(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limi
 					tb.Errorf("call %.40q: marker %.400q", r.GetCallId(), m)
 				}
 			}
-			if len(r.GetCallId()) > maxIDBytes || len(r.GetToolName()) > maxNameBytes {
+			if len(r.GetCallId()) > MaxIDBytes || len(r.GetToolName()) > MaxNameBytes {
 				tb.Errorf("result echoes a call_id of %d bytes, a tool_name of %d", len(r.GetCallId()), len(r.GetToolName()))
 			}
 		}
@@ -290,9 +286,9 @@ func checkBounded(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limi
 func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
 	t.Parallel()
 	const limit = 300
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxResultBytes: limit, MaxCallTimeout: 50 * time.Millisecond}}, boundsTools()...)
+	te := newTestBed(t, Config{MaxResultBytes: limit, MaxCallTimeout: 50 * time.Millisecond}, boundsTools()...)
 	big := strings.Repeat("z", 10_000)
-	ts.run(t, batchOf(keyed("k0", "echo", `{"text":"one"}`, strings.Repeat("k", 256))))
+	te.run(t, calls(keyed("k0", "echo", `{"text":"one"}`, strings.Repeat("k", 256))))
 	tests := []struct {
 		name string
 		call *toolwirev1.ToolCall
@@ -309,7 +305,7 @@ func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			events := ts.run(t, batchOf(tt.call))
+			events := te.run(t, calls(tt.call))
 			r := results(t, events)["a"]
 			if r.GetErrorKind() != tt.kind {
 				t.Fatalf("kind %v %.200q; want %v", r.GetErrorKind(), text(r), tt.kind)
@@ -319,19 +315,33 @@ func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
 	}
 }
 
+// TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream: a result
+// whose encoding would pass MaxMessageBytes (a transport's message limit,
+// which would break its stream) is replaced by an error.
 func TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxMessageBytes: 64 << 10}}, boundsTools()...)
-	ts := &testServer{client: s.client(t)}
-	events, err := ts.runErr(context.Background(), batchOf(call("a", "blocks", `{"n":50000}`), call("b", "blocks", `{"n":10}`)))
+	te := newTestBed(t, Config{MaxMessageBytes: 64 << 10}, boundsTools()...)
+	events, err := te.runErr(context.Background(), calls(call("a", "blocks", `{"n":50000}`), call("b", "blocks", `{"n":10}`)))
 	if err != nil || len(events) == 0 || events[len(events)-1].GetFinished() == nil {
 		t.Fatalf("err = %v; want the stream to end with BatchFinished", err)
 	}
+	checkFits(t, events, 64<<10)
 	res := results(t, events)
 	if r := res["a"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "message limit") {
 		t.Errorf("50,000 blocks: %v %q; want INTERNAL saying the result exceeds the message limit", r.GetErrorKind(), text(r))
 	}
 	if r := res["b"]; r.GetIsError() || len(r.GetContent()) != 10 {
 		t.Errorf("10 blocks: %v, %d blocks", r.GetErrorKind(), len(r.GetContent()))
+	}
+}
+
+// checkFits fails the test for any event whose encoding is over limit bytes,
+// the message limit: a transport would break the stream on it.
+func checkFits(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limit int) {
+	tb.Helper()
+	for _, ev := range events {
+		if n := proto.Size(ev); n > limit {
+			tb.Errorf("an event of %d bytes (%T), over the %d-byte message limit", n, ev.GetEvent(), limit)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package service
+package engine
 
 import (
 	"context"
@@ -23,17 +23,12 @@ var aliceMay = permitFunc(func(caller, tool string) bool {
 	return caller != "alice" || tool == "echo" || tool == "ghost"
 })
 
-func TestListToolsShowsOnlyPermittedTools(t *testing.T) {
+func TestToolsListsOnlyPermittedTools(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{Permissions: aliceMay}})
-	c := s.client(t)
+	te := newTestBed(t, Config{Permissions: aliceMay})
 	names := func(ctx context.Context) []string {
-		resp, err := c.ListTools(ctx, &toolwirev1.ListToolsRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var out []string
-		for _, t := range resp.GetTools() {
+		for _, t := range te.e.Tools(ctx, te.reg.Snapshot()) {
 			out = append(out, t.GetName())
 		}
 		return out
@@ -54,14 +49,9 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 			ran.Add(1)
 			return tools.Text("secret ran"), nil
 		}}
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{Permissions: aliceMay}}, secret)
-	ts := &testServer{client: s.client(t)}
-	run := func(caller string, calls ...*toolwirev1.ToolCall) []*toolwirev1.ExecuteBatchResponse {
-		events, err := ts.runErr(as(caller), batchOf(calls...))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return events
+	te := newTestBed(t, Config{Permissions: aliceMay}, secret)
+	run := func(caller string, cs ...*toolwirev1.ToolCall) []*toolwirev1.ExecuteBatchResponse {
+		return te.runAs(t, caller, calls(cs...))
 	}
 
 	res := results(t, run("alice",

@@ -1,0 +1,138 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/toolwire/toolwire/engine/surfacetest"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/auth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// TestSurface runs the behaviour suite every surface passes against the
+// gRPC surface: a real server (Serve, with service/auth's bearer tokens)
+// on a loopback port, driven by a client over TCP.
+func TestSurface(t *testing.T) {
+	t.Parallel()
+	surfacetest.Run(t, newGRPCSurface)
+}
+
+// grpcSurface is the suite's adapter for the gRPC surface. It lacks
+// nothing: ExecuteBatch carries batches, their options, call timeouts,
+// idempotency keys and session IDs; the RPC's deadline reaches the server;
+// cancelling the RPC cancels the batch; results carry every field; the
+// transport has a message limit (MaxMessageBytes). Call is a batch of one
+// call over ExecuteBatch.
+type grpcSurface struct {
+	client toolwirev1.ToolServiceClient
+}
+
+func newGRPCSurface(t *testing.T, cfg surfacetest.Config) surfacetest.Surface {
+	t.Helper()
+	var tokens []auth.Token
+	for _, c := range cfg.Callers {
+		tokens = append(tokens, auth.Token{Name: c.Name, Hash: auth.HashToken(c.Token)})
+	}
+	authn, err := auth.New(auth.Config{Tokens: tokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := service.NewOn(cfg.Engine, cfg.Registry, service.Config{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis, authn.ServerOptions()...) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &grpcSurface{client: toolwirev1.NewToolServiceClient(conn)}
+}
+
+// as returns ctx carrying caller's bearer token, if it has one.
+func as(ctx context.Context, caller surfacetest.Caller) context.Context {
+	if caller.Token == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+caller.Token)
+}
+
+func (s *grpcSurface) Tools(ctx context.Context, caller surfacetest.Caller) ([]*toolwirev1.Tool, error) {
+	resp, err := s.client.ListTools(as(ctx, caller), &toolwirev1.ListToolsRequest{})
+	return resp.GetTools(), err
+}
+
+func (s *grpcSurface) Batch(ctx context.Context, caller surfacetest.Caller, req *toolwirev1.ExecuteBatchRequest) ([]*toolwirev1.ExecuteBatchResponse, error) {
+	stream, err := s.client.ExecuteBatch(as(ctx, caller), req)
+	if err != nil {
+		return nil, err
+	}
+	var events []*toolwirev1.ExecuteBatchResponse
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return events, nil
+		}
+		if err != nil {
+			return events, err
+		}
+		events = append(events, ev)
+	}
+}
+
+func (s *grpcSurface) Call(ctx context.Context, caller surfacetest.Caller, sessionID string, call *toolwirev1.ToolCall) (*toolwirev1.CallResult, error) {
+	events, err := s.Batch(ctx, caller, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: sessionID})
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range events {
+		if r := ev.GetResult(); r != nil {
+			return r, nil
+		}
+	}
+	return nil, errors.New("the batch of one call ended without its result")
+}
+
+func (s *grpcSurface) Code(err error) surfacetest.Code {
+	switch status.Code(err) {
+	case codes.OK:
+		return surfacetest.OK
+	case codes.Canceled:
+		return surfacetest.Canceled
+	case codes.InvalidArgument:
+		return surfacetest.InvalidArgument
+	case codes.DeadlineExceeded:
+		return surfacetest.DeadlineExceeded
+	case codes.ResourceExhausted:
+		return surfacetest.ResourceExhausted
+	case codes.Unavailable:
+		return surfacetest.Unavailable
+	case codes.Unauthenticated:
+		return surfacetest.Unauthenticated
+	case codes.Internal:
+		return surfacetest.Internal
+	}
+	return surfacetest.Unknown
+}
+
+func (s *grpcSurface) Lacks() surfacetest.Lacks { return surfacetest.Lacks{} }
