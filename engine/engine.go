@@ -88,6 +88,7 @@ type Engine struct {
 	runners   *runners
 	limits    *limiter
 	tel       Observer
+	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
 }
 
 // New returns an engine. It holds no registry: each Run is given the
