@@ -135,6 +135,17 @@ func (s *sequencer) leaver(key string, safe bool, parallel int) func() {
 	})
 }
 
+// waiting counts the calls waiting for their turn, in every session.
+func (s *sequencer) waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range s.queues {
+		n += len(q.waiting)
+	}
+	return n
+}
+
 // drop forgets an empty queue; s.mu is held.
 func (s *sequencer) drop(key string, q *seqQueue) {
 	if q.running == 0 && len(q.waiting) == 0 {
