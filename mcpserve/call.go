@@ -61,7 +61,7 @@ const (
 // task-augmented call as a plain one, which is what happens here. When
 // durable batches land, this is where a call with params.task starts a
 // detached batch and answers with its task.
-func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, name string) (*mcp.CallToolResult, error) {
 	p := req.Params
 	session, err := metaString(p.Meta, MetaSessionID)
 	if err != nil {
@@ -87,7 +87,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	}
 
 	snap := s.reg.Snapshot()
-	done, err := s.eng.Sequence(ctx, snap, session, p.Name)
+	done, err := s.eng.Sequence(ctx, snap, session, name)
 	if err != nil {
 		return nil, rpcError(err)
 	}
@@ -95,7 +95,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.C
 	sink := &callSink{ctx: ctx, session: req.Session, token: p.GetProgressToken()}
 	batch := &toolwirev1.ExecuteBatchRequest{
 		SessionId: session,
-		Calls:     []*toolwirev1.ToolCall{{CallId: callID, Name: p.Name, Arguments: args, IdempotencyKey: key}},
+		Calls:     []*toolwirev1.ToolCall{{CallId: callID, Name: name, Arguments: args, IdempotencyKey: key}},
 	}
 	if err := s.eng.Run(ctx, snap, batch, sink); err != nil {
 		return nil, rpcError(err)
@@ -128,6 +128,7 @@ type callSink struct {
 	token   any
 	last    float64 // the last progress sent, which MCP requires to grow
 	sent    bool    // some progress was sent
+	total   float64 // the last total reported
 	result  *toolwirev1.CallResult
 }
 
@@ -140,7 +141,11 @@ func (k *callSink) Send(ev *toolwirev1.ExecuteBatchResponse) error {
 			return nil
 		}
 		pr := e.Progress
-		n := &mcp.ProgressNotificationParams{ProgressToken: k.token, Message: pr.GetMessage(), Total: pr.GetTotal()}
+		if pr.Total != nil {
+			k.total = pr.GetTotal()
+		}
+		// A report without a total (an output chunk) keeps the last one.
+		n := &mcp.ProgressNotificationParams{ProgressToken: k.token, Message: pr.GetMessage(), Total: k.total}
 		// MCP's progress must grow with every notification: a report that
 		// does not advance it (an output chunk, a repeated value) is sent
 		// with the next representable value above the last.

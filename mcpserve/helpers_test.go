@@ -3,6 +3,7 @@ package mcpserve
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +43,7 @@ func testAuth(next http.Handler) http.Handler {
 		caller, known := tokens[token]
 		if !ok || !known {
 			w.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			http.Error(w, "unauthenticated: no known bearer token", http.StatusUnauthorized)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(engine.WithCaller(r.Context(), caller)))
@@ -106,8 +107,9 @@ type labelArgs struct {
 }
 
 // testTools are the diagnostic tools and: image (an image block), secret
-// (which bob may not call), hold (returns only when cancelled, recording
-// that it was), and read (read-only) and write, which wait for the gate.
+// (which bob may not call), hold (reports progress once, then returns only
+// when cancelled, recording that it was), count (progress 1 to 5 with
+// output chunks), and read (read-only) and write, which wait for the gate.
 func testTools(g *gate, cancelled chan<- string) []tools.Tool {
 	image := tools.MustTyped("image", "Returns a one-pixel PNG.", func(context.Context, *tools.Call, struct{}) (*tools.Result, any, error) {
 		return &tools.Result{Content: []tools.Content{{Text: "a pixel"}, {Data: []byte("\x89PNG\r\n\x1a\n"), MIMEType: "image/png"}}}, nil, nil
@@ -124,6 +126,14 @@ func testTools(g *gate, cancelled chan<- string) []tools.Tool {
 		}
 		return nil, nil, ctx.Err()
 	})
+	count := tools.MustTyped("count", "Reports progress 1 to 5 of 5, an output chunk after each, then returns.", func(_ context.Context, c *tools.Call, _ struct{}) (*tools.Result, any, error) {
+		for i := 1; i <= 5; i++ {
+			c.Progressf(float64(i), 5, "step %d", i)
+			c.Output(fmt.Sprintf("chunk %d\n", i))
+		}
+		return tools.Text("counted"), nil, nil
+	})
+	count.Annotations.ReadOnly = true
 	wait := func(verb string) tools.Tool {
 		tool := tools.MustTyped(verb, "Waits for the test's gate.", func(ctx context.Context, _ *tools.Call, in labelArgs) (*tools.Result, any, error) {
 			g.record(verb + " " + in.Label + " start")
@@ -138,7 +148,21 @@ func testTools(g *gate, cancelled chan<- string) []tools.Tool {
 		tool.Annotations.ReadOnly = verb == "read"
 		return tool
 	}
-	return append(diag.Tools(), image, secret, hold, wait("read"), wait("write"))
+	return append(diag.Tools(), image, secret, hold, count, wait("read"), wait("write"))
+}
+
+// growTool adds to reg a tool of the name it is given: a way for a client
+// to change the registry mid-test.
+func growTool(reg *tools.Registry) tools.Tool {
+	type args struct {
+		Name string `json:"name"`
+	}
+	return tools.MustTyped("grow", "Adds a tool of the given name.", func(_ context.Context, _ *tools.Call, in args) (*tools.Result, any, error) {
+		grown := tools.MustTyped(in.Name, "Added by grow.", func(context.Context, *tools.Call, struct{}) (*tools.Result, any, error) {
+			return tools.Text("grown"), nil, nil
+		})
+		return tools.Text("added " + in.Name), nil, reg.Add(grown)
+	})
 }
 
 // testServer is one replica: a registry, an engine and the MCP surface,
@@ -163,10 +187,15 @@ func newTestServer(t testing.TB, opts *Options) *testServer {
 		t.Fatal(err)
 	}
 	ts.reg = reg
+	if err := reg.Add(growTool(reg)); err != nil {
+		t.Fatal(err)
+	}
 	ts.eng = engine.New(engine.Config{Permissions: bobMayNot{}, Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
 	ts.mcp = New(ts.eng, reg, opts)
-	ts.http = httptest.NewServer(testAuth(ts.mcp))
-	ts.url = ts.http.URL
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", testAuth(ts.mcp)) // as the HTTP port serves it
+	ts.http = httptest.NewServer(mux)
+	ts.url = ts.http.URL + "/mcp"
 	t.Cleanup(func() {
 		ts.mcp.Close()
 		ts.http.CloseClientConnections()

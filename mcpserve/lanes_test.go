@@ -96,7 +96,7 @@ func TestTwoReplicas(t *testing.T) {
 	var next atomic.Int64
 	proxies := [2]*httputil.ReverseProxy{}
 	for i, ts := range []*testServer{a, b} {
-		u, _ := url.Parse(ts.url)
+		u, _ := url.Parse(ts.http.URL)
 		proxies[i] = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1}
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,7 +108,7 @@ func TestTwoReplicas(t *testing.T) {
 	t.Cleanup(front.CloseClientConnections)
 
 	progress := make(chan float64, 100)
-	cs := connect(t, front.URL, "alice-token", RevisionStateless, &mcp.ClientOptions{
+	cs := connect(t, front.URL+"/mcp", "alice-token", RevisionStateless, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params.Progress },
 	})
 	ctx := context.Background()

@@ -89,19 +89,21 @@ func (s *Server) listTTL(rev string) time.Duration {
 	return min(time.Since(cur.since)/10, s.opts.MaxListTTL).Truncate(time.Millisecond)
 }
 
-// listChangedMarker names the one entry of the SDK's own tool set. The SDK
-// sends list-changed notices (to 2025-11-25 sessions, and on 2026-07-28
-// subscriptions/listen streams that asked for them) only when that set
-// changes; toolwire lists and calls its tools itself (middleware), so the
-// set holds nothing but this marker, replaced at each new revision. No
-// client sees it: tools/list and tools/call never reach the SDK's set.
-const listChangedMarker = "toolwire.list_changed"
+// dispatcher names the one tool in the SDK's own tool set. toolwire lists
+// its tools itself, and its middleware routes every tools/call here, with
+// the name called in the context, so the SDK's call path runs whatever the
+// name. The SDK sends list-changed notices (to 2025-11-25 sessions, and on
+// the 2026-07-28 subscriptions/listen streams that asked for them) only
+// when that set changes, so the dispatcher is replaced at each new
+// revision of the registry. No client sees it: tools/list never lists the
+// SDK's set, and a call of its name is a call of an unknown tool.
+const dispatcher = "toolwire.dispatch"
 
-// markRevision records rev and replaces the marker, which makes the SDK
-// notify (debounced by 10ms) every session when there is one.
+// markRevision records rev and replaces the dispatcher, which makes the
+// SDK notify (debounced by 10ms) every session when there is one.
 func (s *Server) markRevision(rev string) {
 	s.rev.Store(&revision{id: rev, since: time.Now()})
-	s.sdk.AddTool(&mcp.Tool{Name: listChangedMarker, Description: rev, InputSchema: json.RawMessage(`{"type":"object"}`)}, nil)
+	s.sdk.AddTool(&mcp.Tool{Name: dispatcher, Description: rev, InputSchema: json.RawMessage(`{"type":"object"}`)}, s.dispatch)
 }
 
 // watch follows the registry until Close.

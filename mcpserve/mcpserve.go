@@ -200,23 +200,37 @@ func bearer(h string) bool {
 	return ok && strings.EqualFold(scheme, "bearer") && token != "" && !strings.ContainsAny(token, " \t")
 }
 
-// middleware answers tools/list and tools/call itself, over the engine;
-// the SDK answers the rest (initialize, server/discover, ping,
+// middleware answers tools/list itself, over the engine, and routes every
+// tools/call to the dispatcher (see list.go), with the name called in the
+// context: the SDK's own call path then runs (a result typed "complete" on
+// 2026-07-28, content never null), and the dispatcher runs the call on the
+// engine. The SDK answers the rest (initialize, server/discover, ping,
 // subscriptions/listen, …).
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		switch method {
-		case "tools/list":
-			if r, ok := req.(*mcp.ListToolsRequest); ok {
+		switch r := req.(type) {
+		case *mcp.ListToolsRequest:
+			if method == "tools/list" {
 				return s.listTools(engine.WithCaller(ctx, callerOf(req)), r)
 			}
-		case "tools/call":
-			if r, ok := req.(*mcp.CallToolRequest); ok {
-				return s.callTool(engine.WithCaller(ctx, callerOf(req)), r)
+		case *mcp.CallToolRequest:
+			if method == "tools/call" && r.Params != nil {
+				ctx = context.WithValue(ctx, calledKey{}, r.Params.Name)
+				r.Params.Name = dispatcher
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// calledKey is the context key of the tool name a tools/call called.
+type calledKey struct{}
+
+// dispatch is the dispatcher's handler: it runs the call the middleware
+// routed to it.
+func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name, _ := ctx.Value(calledKey{}).(string)
+	return s.callTool(engine.WithCaller(ctx, callerOf(req)), req, name)
 }
 
 // Close stops watching the registry and closes every MCP session, which

@@ -147,7 +147,9 @@ func TestCallResults(t *testing.T) {
 
 // TestProgress: a call with a progress token gets the tool's reports as
 // notifications/progress before its result, each progress larger than the
-// last.
+// last: a report with its own value keeps it, an output chunk (which has
+// none) goes out just above the last, its text as the message and in
+// _meta.
 func TestProgress(t *testing.T) {
 	t.Parallel()
 	forEachRevision(t, func(t *testing.T, ts *testServer, rev string) {
@@ -160,21 +162,35 @@ func TestProgress(t *testing.T) {
 				mu.Unlock()
 			},
 		})
-		params := &mcp.CallToolParams{Name: "sleep", Arguments: map[string]any{"ms": 180}}
+		params := &mcp.CallToolParams{Name: "count", Arguments: map[string]any{}}
 		params.SetProgressToken("p1")
 		res, err := cs.CallTool(context.Background(), params)
 		if err != nil || res.IsError {
-			t.Fatalf("sleep: %v %+v", err, res)
+			t.Fatalf("count: %v %+v", err, res)
 		}
+		// The client hands notifications to its handler apart from the
+		// response, so the last may land just after CallTool returns.
+		waitFor(t, "10 progress notifications (5 reports, 5 output chunks)", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) >= 10
+		})
 		mu.Lock()
 		defer mu.Unlock()
-		if len(got) < 3 {
-			t.Fatalf("%d progress notifications, want at least 3 (one at the start, one every 50ms)", len(got))
+		if len(got) != 10 {
+			t.Fatalf("%d progress notifications, want 10", len(got))
 		}
 		last := -1.0
-		for _, p := range got {
-			if p.ProgressToken != "p1" || p.Total != 180 || p.Progress <= last || !strings.Contains(p.Message, "ms") {
-				t.Errorf("progress %+v after %v", p, last)
+		for i, p := range got {
+			step := i/2 + 1
+			if p.ProgressToken != "p1" || p.Total != 5 || p.Progress <= last {
+				t.Errorf("notification %d: %+v after progress %v", i, p, last)
+			}
+			if i%2 == 0 && (p.Progress != float64(step) || p.Message != fmt.Sprintf("step %d", step)) {
+				t.Errorf("report %d: %+v", step, p)
+			}
+			if chunk := fmt.Sprintf("chunk %d\n", step); i%2 == 1 && (p.Message != chunk || p.Meta[MetaOutput] != chunk || p.Progress-last > 1e-9) {
+				t.Errorf("output chunk %d: %+v", step, p)
 			}
 			last = p.Progress
 		}
@@ -346,5 +362,3 @@ func TestShutdownRefusesCalls(t *testing.T) {
 		}
 	})
 }
-
-func init() { _ = fmt.Sprint }
