@@ -2,11 +2,13 @@ package mcpserve
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -225,5 +227,30 @@ func TestListPages(t *testing.T) {
 	}
 	if _, err := cs.ListTools(context.Background(), &mcp.ListToolsParams{Cursor: "!"}); err == nil {
 		t.Error("a cursor the server never gave was taken")
+	}
+}
+
+// TestTaskAugmentedCallRunsPlain: a tools/call sent task-augmented (MCP
+// Tasks, which this server does not declare) is answered as a plain call,
+// as the spec has a server without the capability do; on 2026-07-28 its
+// result is typed "complete".
+func TestTaskAugmentedCallRunsPlain(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, nil)
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"tasked"},"task":{"ttl":60000},` +
+		`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, ts.url, strings.NewReader(body))
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Protocol-Version": RevisionStateless, "Mcp-Method": "tools/call", "Mcp-Name": "echo"} {
+		req.Header.Set(k, v)
+	}
+	resp, err := httpClient(t, "alice-token").Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"text":"tasked"`) || !strings.Contains(string(b), `"resultType":"complete"`) || strings.Contains(string(b), `"task"`) {
+		t.Errorf("%s\n%s", resp.Status, b)
 	}
 }
