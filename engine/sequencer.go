@@ -35,13 +35,17 @@ import (
 // Sequence returns when the call may start, with done, which ends the
 // call's turn; call it once the call has its result (after Run returns).
 // A call with no sessionID is not ordered: Sequence returns at once, and
-// the call runs as its own batch of one. While ctx ends before the call's
+// the call runs as its own batch of one. When ctx ends before the call's
 // turn, the call leaves the queue and Sequence returns Canceled or
 // DeadlineExceeded; when MaxCallsPerBatch calls of the session already
-// wait, it returns ResourceExhausted.
+// wait, it returns ResourceExhausted; a sessionID longer than MaxIDBytes
+// is InvalidArgument, as in a batch.
 func (e *Engine) Sequence(ctx context.Context, snap *tools.Snapshot, sessionID, tool string) (done func(), err error) {
 	if sessionID == "" {
 		return func() {}, nil
+	}
+	if n := len(sessionID); n > MaxIDBytes {
+		return nil, errorf(InvalidArgument, "session_id %s is %d bytes; the limit is %d", shorten(sessionID), n, MaxIDBytes)
 	}
 	safe := false
 	if t, ok := snap.Lookup(tool); ok && e.Permits(ctx, tool) {

@@ -272,4 +272,7 @@ func TestSequenceBounds(t *testing.T) {
 	close(release[1])
 	close(release[2])
 	wait()
+	if _, err := e.Sequence(context.Background(), engineTools(t, func(string) {}), strings.Repeat("s", MaxIDBytes+1), "echo"); CodeOf(err) != InvalidArgument {
+		t.Errorf("an overlong session ID: %v, want InvalidArgument", err)
+	}
 }
