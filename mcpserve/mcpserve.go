@@ -24,8 +24,9 @@
 // shared auth middleware, which puts the caller in the request's context
 // (engine.WithCaller) or answers 401 before the handler runs.
 //
-// Import rules: mcpserve may import engine, tools and the go-sdk; it must
-// not import service/, sources/ or cmd/, and engine must never import it.
+// Import rules: mcpserve may import engine, tools, gen/toolwire/v1 and the
+// go-sdk; it must not import service/, sources/, store/, httpserve or cmd/
+// (docs/architecture.md), and engine must never import it.
 package mcpserve
 
 import (
