@@ -61,11 +61,11 @@ func TestMeasure(t *testing.T) {
 	if len(rep.Sizes) != len(tinyScale.Sizes) || rep.Sizes[1].PerCall <= 0 {
 		t.Errorf("sizes: %+v", rep.Sizes)
 	}
-	if g := rep.Gateway; g.Direct.P50 <= 0 || g.Forwarded.P50 <= 0 {
-		t.Errorf("gateway: %+v, want both the direct and the forwarded call timed", g)
+	if g := rep.Gateway; g.Direct.P50 <= 0 || g.Forwarded.P50 <= 0 || g.Surface.P50 <= 0 {
+		t.Errorf("gateway: %+v, want the direct, the forwarded and the surface's call timed", g)
 	}
-	if got := len(rep.targets()); got != 6 {
-		t.Errorf("%d targets checked, want 6", got)
+	if got := len(rep.targets()); got != 7 {
+		t.Errorf("%d targets checked, want 7", got)
 	}
 }
 
@@ -78,7 +78,7 @@ func TestRunWritesOutputs(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.print(&table)
-	for _, want := range []string{"grpc-unary", "toolwire", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct"} {
+	for _, want := range []string{"grpc-unary", "toolwire", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct", "toolwire /mcp", "1.0× the go-sdk"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

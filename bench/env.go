@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/mcpserve"
 	"github.com/toolwire/toolwire/service"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"github.com/toolwire/toolwire/tools"
@@ -39,6 +40,12 @@ type env struct {
 	mcpURL  string
 	mcp     *mcp.ClientSession
 	gw      *mcpsource.Gateway // offers the MCP server's tools in toolwire's registry
+
+	// toolwire's own MCP surface (/mcp) on the engine of srv, and a go-sdk
+	// client of it speaking 2026-07-28.
+	surface    *mcpserve.Server
+	surfaceSrv *http.Server
+	surfaceMCP *mcp.ClientSession
 
 	// block's calls: how many have entered it, and when each one's context
 	// ended (sent only while someone listens).
@@ -104,6 +111,9 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 		return nil, err
 	}
 	if err := e.startGateway(ctx, reg); err != nil {
+		return nil, err
+	}
+	if err := e.startSurface(ctx, reg); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -176,7 +186,35 @@ func (e *env) startMCP(ctx context.Context) error {
 	return err
 }
 
+// startSurface serves toolwire's /mcp on the engine toolwire's gRPC
+// server runs, and connects a go-sdk client as the MCP server's is
+// connected (the newest revision, 2026-07-28: stateless).
+func (e *env) startSurface(ctx context.Context, reg *tools.Registry) error {
+	e.surface = mcpserve.New(e.srv.Engine(), reg, nil)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", e.surface)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.surfaceSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = e.surfaceSrv.Serve(lis) }()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+	e.surfaceMCP, err = mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "v1"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: "http://" + lis.Addr().String() + "/mcp", HTTPClient: client, DisableStandaloneSSE: true}, nil)
+	return err
+}
+
 func (e *env) close() {
+	if e.surfaceMCP != nil {
+		_ = e.surfaceMCP.Close()
+	}
+	if e.surfaceSrv != nil {
+		_ = e.surfaceSrv.Close()
+	}
+	if e.surface != nil {
+		e.surface.Close()
+	}
 	if e.gw != nil {
 		_ = e.gw.Close()
 	}
@@ -264,6 +302,15 @@ func (e *env) toolwireEcho(ctx context.Context) error {
 // batch of the tool the gateway forwards to it.
 func (e *env) gatewayEcho(ctx context.Context) error {
 	_, err := e.batch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: gatewayTool, Arguments: echoArgs}}})
+	return err
+}
+
+// surfaceEcho calls echo through toolwire's /mcp.
+func (e *env) surfaceEcho(ctx context.Context) error {
+	res, err := e.surfaceMCP.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
+	if err == nil && res.IsError {
+		err = errors.New("toolwire /mcp echo returned an error result")
+	}
 	return err
 }
 

@@ -32,7 +32,7 @@ func measure(ctx context.Context, sc scale, log io.Writer) (*report, error) {
 		{"in-flight calls", measureInFlight},
 		{"cancellation and timeouts", measureCancel},
 		{"batch sizes", measureSizes},
-		{"MCP gateway", measureGateway},
+		{"MCP gateway and surface", measureGateway},
 	}
 	for _, s := range steps {
 		fmt.Fprintf(log, "bench: %s…\n", s.name)
@@ -95,10 +95,12 @@ func measureSerial(ctx context.Context, e *env, sc scale, rep *report) error {
 }
 
 // measureGateway times the MCP server's echo called directly with the
-// go-sdk client and forwarded through toolwire (a one-call batch of the
-// gateway's mcp_echo), taking turns in blocks as measureSerial does.
+// go-sdk client, forwarded through toolwire (a one-call batch of the
+// gateway's mcp_echo), and toolwire's own echo called through its MCP
+// surface (/mcp) with the same client, taking turns in blocks as
+// measureSerial does.
 func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
-	sys := []func(context.Context) error{e.mcpEcho, e.gatewayEcho}
+	sys := []func(context.Context) error{e.mcpEcho, e.gatewayEcho, e.surfaceEcho}
 	lat := make([][]time.Duration, len(sys))
 	for _, call := range sys {
 		for range 100 {
@@ -119,7 +121,7 @@ func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
 			}
 		}
 	}
-	rep.Gateway = gatewayFigures{Direct: summarize(lat[0]), Forwarded: summarize(lat[1])}
+	rep.Gateway = gatewayFigures{Direct: summarize(lat[0]), Forwarded: summarize(lat[1]), Surface: summarize(lat[2])}
 	return nil
 }
 

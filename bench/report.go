@@ -24,10 +24,12 @@ type report struct {
 }
 
 // gatewayFigures compare an MCP tool called directly with the go-sdk
-// client and forwarded through toolwire's MCP gateway.
+// client, forwarded through toolwire's MCP gateway, and toolwire's own
+// echo called with the same client through toolwire's MCP surface (/mcp).
 type gatewayFigures struct {
 	Direct    latency `json:"direct"`
 	Forwarded latency `json:"forwarded"`
+	Surface   latency `json:"surface"`
 }
 
 type echoRow struct {
@@ -114,6 +116,8 @@ func (r *report) targets() []target {
 	ts = append(ts, target{"cancel p99 ≤ 5ms", p99.Round(time.Microsecond).String(), p99 <= 5*time.Millisecond})
 	fwd := ratio(float64(r.Gateway.Forwarded.P50), float64(r.Gateway.Direct.P50))
 	ts = append(ts, target{"forwarded MCP call p50 ≤ 1.3× direct", fmt.Sprintf("%.2f×", fwd), fwd > 0 && fwd <= 1.3})
+	srf := ratio(float64(r.Gateway.Surface.P50), float64(r.Gateway.Direct.P50))
+	ts = append(ts, target{"toolwire /mcp call p50 ≤ 1.0× the go-sdk's server", fmt.Sprintf("%.2f×", srf), srf > 0 && srf <= 1.0})
 	return ts
 }
 
@@ -149,10 +153,11 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%.2f\t\t\t\t\t\n", s.Calls, us(s.Batch.P50), us(s.PerCall), ratio(float64(s.PerCall), float64(r.Sizes[0].PerCall)))
 	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
-	fmt.Fprintf(tw, "MCP gateway\tp50\tp99\t×direct\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "MCP gateway and surface\tp50\tp99\t×direct\t\t\t\t\t\n")
 	g := r.Gateway
 	fmt.Fprintf(tw, "mcp direct\t%s\t%s\t\t\t\t\t\t\n", us(g.Direct.P50), us(g.Direct.P99))
 	fmt.Fprintf(tw, "toolwire → mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Forwarded.P50), us(g.Forwarded.P99), ratio(float64(g.Forwarded.P50), float64(g.Direct.P50)))
+	fmt.Fprintf(tw, "toolwire /mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Surface.P50), us(g.Surface.P99), ratio(float64(g.Surface.P50), float64(g.Direct.P50)))
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
 	fmt.Fprintf(tw, "target\tmeasured\tmet\t\t\t\t\t\t\n")
 	for _, t := range r.targets() {

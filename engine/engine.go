@@ -88,6 +88,7 @@ type Engine struct {
 	runners   *runners
 	limits    *limiter
 	tel       Observer
+	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
 }
 
 // New returns an engine. It holds no registry: each Run is given the
@@ -263,6 +264,7 @@ type Stats struct {
 	BufferedBytes   int64 // bytes of events waiting for clients, all batches' (see MaxBufferedBytes)
 	BufferedPeak    int64 // the most BufferedBytes has been, ever
 	EndedOverBudget int64 // streams ended because BufferedBytes passed MaxBufferedBytes, ever
+	SessionWaiting  int   // calls waiting for their turn in their session (Sequence)
 }
 
 // Stats returns what the engine is doing now.
@@ -279,6 +281,7 @@ func (e *Engine) Stats() Stats {
 	e.limits.mu.Lock()
 	st.Callers = len(e.limits.callers)
 	e.limits.mu.Unlock()
+	st.SessionWaiting = e.seq.waiting()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st.Batches = len(e.cancels)

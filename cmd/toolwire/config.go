@@ -29,6 +29,8 @@ type serveConfig struct {
 	WorkspaceConfig // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
 	StoreConfig     // store (store/storeurl)
 	AdminConfig     // admin_listen (admin.go)
+	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
+	MCPConfig       // no_mcp (mcpserve)
 }
 
 // ServiceConfig is service.Config under a name of its own, so that it can
@@ -54,7 +56,7 @@ const defaultAddr = service.DefaultListen
 
 func defaultServeConfig() serveConfig {
 	var cfg serveConfig
-	cfg.Listen = defaultAddr
+	cfg.ServiceConfig.Listen = defaultAddr
 	cfg.LoggingConfig = logging.DefaultConfig()
 	return cfg
 }
@@ -73,6 +75,8 @@ Settings come from the --config file; flags set on the command line override it.
 	cfg.WorkspaceConfig.Flags(fs)
 	cfg.StoreConfig.Flags(fs)
 	cfg.AdminConfig.Flags(fs)
+	cfg.HTTPConfig.Flags(fs)
+	cfg.MCPConfig.Flags(fs)
 	return fs
 }
 

@@ -190,8 +190,8 @@ func TestDeployArgsParse(t *testing.T) {
 			if err != nil || help {
 				t.Fatalf("parseServeArgs(%q) = help %v, error %v", kept, help, err)
 			}
-			if cfg.Listen != "0.0.0.0:50051" {
-				t.Errorf("listen = %q, want 0.0.0.0:50051 (the probes' and Services' port)", cfg.Listen)
+			if cfg.ServiceConfig.Listen != "0.0.0.0:50051" {
+				t.Errorf("listen = %q, want 0.0.0.0:50051 (the probes' and Services' port)", cfg.ServiceConfig.Listen)
 			}
 		})
 	}
@@ -206,7 +206,7 @@ func TestDeployGracePeriod(t *testing.T) {
 	if err := readConfigFile(filepath.Join(deployDir, "base", "config.yaml"), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	drain := time.Duration(cfg.DrainTimeout)
+	drain := time.Duration(cfg.ServiceConfig.DrainTimeout)
 	if drain == 0 {
 		drain = 30 * time.Second // service.Config's default
 	}

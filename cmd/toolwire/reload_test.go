@@ -65,7 +65,7 @@ func TestRestartOnly(t *testing.T) {
 	t.Parallel()
 	a := defaultServeConfig()
 	b := a
-	b.Listen, b.MaxCallsPerBatch, b.Safe = ":1", 9, map[string]bool{"x": true}
+	b.ServiceConfig.Listen, b.MaxCallsPerBatch, b.Safe = ":1", 9, map[string]bool{"x": true}
 	if diff := cmp.Diff([]string{"listen", "max_calls", "safe"}, restartOnly(a, b)); diff != "" {
 		t.Errorf("restartOnly (-want +got):\n%s", diff)
 	}

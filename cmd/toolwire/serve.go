@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -99,11 +100,19 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		defer stopHealth() // after the drain, so probes see it
 	}
+	ctx, stopServing := context.WithCancelCause(ctx)
+	defer stopServing(nil)
+	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, os.Getenv, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	stopLog := context.AfterFunc(ctx, func() {
 		log.Info("shutting down: draining running batches")
 	})
 	defer stopLog()
-	if err := srv.ListenAndServe(ctx, opts...); err != nil {
+	err = srv.ListenAndServe(ctx, opts...)
+	stopServing(nil)
+	if err := errors.Join(err, waitHTTP()); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())

@@ -55,7 +55,7 @@ func TestParseServeArgs(t *testing.T) {
 		{"flags override the file, before or after --config", []string{"--max-result-bytes", "1000", "--config", path, "--drain-timeout", "1s", "--diag=false"},
 			func() serveConfig {
 				c := fromFile
-				c.MaxResultBytes, c.DrainTimeout, c.Diag = 1000, time.Second, false
+				c.MaxResultBytes, c.ServiceConfig.DrainTimeout, c.Diag = 1000, time.Second, false
 				return c
 			}()},
 	}

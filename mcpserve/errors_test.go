@@ -1,0 +1,39 @@
+package mcpserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolwire/toolwire/engine"
+)
+
+// TestRPCError: each engine code has its JSON-RPC code, its name in data,
+// and the engine's message as it is; what the engine does not know is
+// internal, never success.
+func TestRPCError(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		code int64
+		name string
+		msg  string
+	}{
+		{&engine.Error{Code: engine.InvalidArgument, Message: "bad"}, jsonrpc.CodeInvalidParams, "invalid_argument", "bad"},
+		{&engine.Error{Code: engine.ResourceExhausted, Message: "busy"}, CodeResourceExhausted, "resource_exhausted", "busy"},
+		{&engine.Error{Code: engine.Unavailable, Message: "bye"}, CodeUnavailable, "unavailable", "bye"},
+		{&engine.Error{Code: engine.DeadlineExceeded, Message: "late"}, CodeDeadlineExceeded, "deadline_exceeded", "late"},
+		{&engine.Error{Code: engine.Canceled, Message: "gone"}, CodeCancelled, "cancelled", "gone"},
+		{&engine.Error{Code: engine.Internal, Message: "oops"}, jsonrpc.CodeInternalError, "internal", "oops"},
+		{fmt.Errorf("wrapped: %w", context.Canceled), CodeCancelled, "cancelled", "wrapped: context canceled"},
+		{errors.New("a sink's own"), jsonrpc.CodeInternalError, "unknown", "a sink's own"},
+		{&engine.Error{Code: engine.Code(99), Message: "new"}, jsonrpc.CodeInternalError, "unknown", "new"},
+	} {
+		var we *jsonrpc.Error
+		if !errors.As(rpcError(c.err), &we) || we.Code != c.code || string(we.Data) != `{"code":"`+c.name+`"}` || we.Message != c.msg {
+			t.Errorf("rpcError(%v) = %+v; want code %d, data %s, message %q", c.err, we, c.code, c.name, c.msg)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+// Package mcpserve is toolwire's MCP surface: an http.Handler that serves
+// the Model Context Protocol's streamable HTTP transport over the one
+// engine, with the official go-sdk's server (mcp.NewStreamableHTTPHandler).
+// cmd/toolwire hands it to the HTTP port (httpserve) as /mcp.
+//
+// It speaks both protocol revisions the go-sdk does, chosen per request by
+// the Mcp-Protocol-Version header: 2026-07-28 is stateless (no initialize,
+// no Mcp-Session-Id; each request carries its version and capabilities in
+// _meta), so any replica answers any request behind a plain load balancer;
+// 2025-11-25 and older keep sessions, which live on the replica that made
+// them.
+//
+// tools/list offers the caller's permitted tools (engine.Tools), with
+// 2026-07-28 cache hints; a registry change sends list-changed notices
+// (notifications/tools/list_changed to 2025-11-25 sessions, the
+// subscriptions/listen stream on 2026-07-28). tools/call runs through
+// engine.Run, ordered per session by engine.Sequence; MCP progress tokens
+// and cancellation map to toolwire's, results map back, and toolwire's own
+// keys ride in _meta (see MetaSessionID and the other Meta constants).
+// The engine's coded errors become JSON-RPC errors in one function,
+// rpcError.
+//
+// Authentication is not its job: the HTTP port wraps the handler in the
+// shared auth middleware, which puts the caller in the request's context
+// (engine.WithCaller) or answers 401 before the handler runs.
+//
+// Import rules: mcpserve may import engine, tools, gen/toolwire/v1 and the
+// go-sdk; it must not import service/, sources/, store/, httpserve or cmd/
+// (docs/architecture.md), and engine must never import it.
+package mcpserve
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// The protocol revisions this surface is tested with; the go-sdk also
+// answers the older ones (2025-06-18, 2025-03-26, 2024-11-05) as it
+// answers RevisionSessions.
+const (
+	// RevisionStateless is served without sessions, and so is every later
+	// revision.
+	RevisionStateless = "2026-07-28"
+	// RevisionSessions is the newest revision with initialize and
+	// Mcp-Session-Id.
+	RevisionSessions = "2025-11-25"
+)
+
+// Options configure a Server; nil means every default.
+type Options struct {
+	// Logger receives the SDK's and the surface's logs. Default: discard.
+	Logger *slog.Logger
+	// Version is the server version reported to clients. Default "(devel)".
+	Version string
+	// SessionTimeout closes a 2025-11-25 session after this long without a
+	// request from its client. Default 30m.
+	SessionTimeout time.Duration
+	// MaxListTTL caps the ttlMs hint of tools/list (2026-07-28). The hint is
+	// a tenth of how long the registry's revision has held on this
+	// replica, up to this cap: a registry that just changed may change
+	// again soon. Default 1m.
+	MaxListTTL time.Duration
+	// PageSize bounds the tools of one tools/list page. Default 1000.
+	PageSize int
+}
+
+func (o *Options) withDefaults() Options {
+	var c Options
+	if o != nil {
+		c = *o
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Version == "" {
+		c.Version = "(devel)"
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 30 * time.Minute
+	}
+	if c.MaxListTTL <= 0 {
+		c.MaxListTTL = time.Minute
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = 1000
+	}
+	return c
+}
+
+// Server is the MCP surface of an engine: an http.Handler for /mcp.
+type Server struct {
+	eng  *engine.Engine
+	reg  *tools.Registry
+	opts Options
+	sdk  *mcp.Server
+
+	stateless http.Handler // 2026-07-28
+	stateful  http.Handler // 2025-11-25 and older
+	handler   http.Handler // the two, behind the caller's binding
+
+	rev     atomic.Pointer[revision] // the registry's revision as the watcher last saw it
+	calls   atomic.Uint64            // numbers calls that name no call_id
+	stop    chan struct{}            // closed by Close: the watcher returns
+	stopped sync.WaitGroup
+	closing sync.Once
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns the MCP surface of eng, serving the tools of reg. It starts
+// one goroutine, which watches reg for changes; Close or Shutdown stops it.
+func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
+	s := &Server{eng: eng, reg: reg, opts: opts.withDefaults(), stop: make(chan struct{})}
+	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}, &mcp.ServerOptions{
+		Logger: s.opts.Logger,
+		// Tools only, with list-changed notices; no logging capability.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	s.sdk.AddReceivingMiddleware(s.middleware)
+	s.markRevision(reg.Snapshot().Revision())
+	getServer := func(*http.Request) *mcp.Server { return s.sdk }
+	s.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless: true,
+		// On 2026-07-28 the POST is the whole request: a client that goes
+		// away cancels the call (its notifications/cancelled would reach
+		// another, ephemeral session).
+		PropagateRequestCancellation: true,
+		Logger:                       s.opts.Logger,
+	})
+	s.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout: s.opts.SessionTimeout,
+		Logger:         s.opts.Logger,
+	})
+	s.handler = auth.RequireBearerToken(bindCaller, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(s.route))
+	s.stopped.Add(1)
+	go s.watch()
+	return s
+}
+
+// ServeHTTP serves MCP's streamable HTTP transport.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !bearer(r.Header.Get("Authorization")) {
+		// bindCaller runs behind the SDK's bearer-token middleware, which
+		// wants a token to hand it; the caller was authenticated already,
+		// by whatever means, so any placeholder does.
+		r2 := *r
+		r2.Header = r.Header.Clone()
+		r2.Header.Set("Authorization", "Bearer -")
+		r = &r2
+	}
+	s.handler.ServeHTTP(w, r)
+}
+
+// route hands a request to the handler of its revision: 2026-07-28 and
+// later to the stateless one, everything else (initialize, requests of a
+// session, GET streams and DELETE) to the one with sessions.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Mcp-Protocol-Version") >= RevisionStateless {
+		s.stateless.ServeHTTP(w, r)
+		return
+	}
+	s.stateful.ServeHTTP(w, r)
+}
+
+// callerPrefix marks the TokenInfo.UserID that bindCaller makes, so the
+// anonymous caller ("") has a user ID too.
+const callerPrefix = "toolwire:"
+
+// bindCaller hands the SDK the caller that authentication put in the
+// request's context (engine.CallerFrom) as the request's auth.TokenInfo:
+// the SDK carries it to the request's handler (RequestExtra.TokenInfo)
+// whichever session serves it, and refuses a 2025-11-25 session to any
+// caller but the one that opened it (403, "session user mismatch").
+func bindCaller(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+	return &auth.TokenInfo{UserID: callerPrefix + engine.CallerFrom(r.Context())}, nil
+}
+
+// callerOf returns the caller of a request bindCaller bound.
+func callerOf(req mcp.Request) string {
+	if x := req.GetExtra(); x != nil && x.TokenInfo != nil {
+		caller, _ := strings.CutPrefix(x.TokenInfo.UserID, callerPrefix)
+		return caller
+	}
+	return ""
+}
+
+// bearer reports whether h is an Authorization header the SDK's bearer
+// middleware takes.
+func bearer(h string) bool {
+	scheme, token, ok := strings.Cut(h, " ")
+	return ok && strings.EqualFold(scheme, "bearer") && token != "" && !strings.ContainsAny(token, " \t")
+}
+
+// middleware answers tools/list itself, over the engine, and routes every
+// tools/call to the dispatcher (see list.go), with the name called in the
+// context: the SDK's own call path then runs (a result typed "complete" on
+// 2026-07-28, content never null), and the dispatcher runs the call on the
+// engine. The SDK answers the rest (initialize, server/discover, ping,
+// subscriptions/listen, …).
+func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.ListToolsRequest:
+			if method == "tools/list" {
+				return s.listTools(engine.WithCaller(ctx, callerOf(req)), r)
+			}
+		case *mcp.CallToolRequest:
+			if method == "tools/call" && r.Params != nil {
+				ctx = context.WithValue(ctx, calledKey{}, r.Params.Name)
+				r.Params.Name = dispatcher
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// calledKey is the context key of the tool name a tools/call called.
+type calledKey struct{}
+
+// dispatch is the dispatcher's handler: it runs the call the middleware
+// routed to it.
+func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	name, _ := ctx.Value(calledKey{}).(string)
+	return s.callTool(engine.WithCaller(ctx, callerOf(req)), req, name)
+}
+
+// Close stops watching the registry and closes every MCP session, which
+// ends their streams (2025-11-25 GET streams, 2026-07-28
+// subscriptions/listen) and the calls still running on them. It does not
+// drain the engine; Shutdown does.
+func (s *Server) Close() {
+	s.closing.Do(func() {
+		close(s.stop)
+		s.stopped.Wait()
+	})
+	for ss := range s.sdk.Sessions() {
+		_ = ss.Close()
+	}
+}
+
+// Shutdown drains the engine (running calls finish, for up to its
+// DrainTimeout; new calls are refused as Unavailable), then closes. The
+// HTTP port's own drain then finds no stream held open by a session.
+func (s *Server) Shutdown() {
+	s.eng.Drain()
+	s.Close()
+}
