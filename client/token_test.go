@@ -16,9 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -37,11 +38,11 @@ func serveWithToken(t *testing.T, cert *tls.Certificate) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "agent", Hash: auth.HashToken(testToken)}}, Logger: slog.New(slog.DiscardHandler)})
+	v, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "agent", Hash: auth.HashToken(testToken)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := a.ServerOptions()
+	opts := grpcauth.Interceptors(v, slog.New(slog.DiscardHandler))
 	if cert != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}})))
 	}

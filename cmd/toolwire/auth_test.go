@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
 )
 
 const (
@@ -113,7 +113,7 @@ func TestSecurityConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := tt.cfg.ServerOptions(slog.New(slog.DiscardHandler), func(string) string { return tt.env })
+			_, _, err := serveSecurity(tt.cfg, slog.New(slog.DiscardHandler), func(string) string { return tt.env })
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v; want one containing %q", err, tt.want)
 			}

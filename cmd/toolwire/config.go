@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/internal/logging"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/store/storeurl"
 )
 
@@ -24,7 +24,7 @@ type serveConfig struct {
 	Diag          bool   `json:"diag"`          // offer the diagnostic tools
 	LoggingConfig        // log_level, log_format (internal/logging)
 
-	SecurityConfig  // tls_cert, tls_key, client_ca, auth (service/auth)
+	SecurityConfig  // tls_cert, tls_key, client_ca, auth (auth)
 	Sources         // http_tools, mcp_servers and remotes, reloaded live (sources.go)
 	WorkspaceConfig // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
 	StoreConfig     // store (store/storeurl)

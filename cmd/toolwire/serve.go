@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"google.golang.org/grpc"
 )
 
 // runServe serves until ctx is done, then drains and returns nil.
@@ -68,7 +72,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
-	opts, err := cfg.ServerOptions(log, os.Getenv)
+	_, opts, err := serveSecurity(cfg.SecurityConfig, log, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -108,4 +112,19 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())
 	return nil
+}
+
+// serveSecurity reads the security settings into the one Verifier that
+// checks the credentials of every surface, and the gRPC surface's options
+// over it: its TLS and its interceptors.
+func serveSecurity(cfg SecurityConfig, log *slog.Logger, getenv func(string) string) (*auth.Verifier, []grpc.ServerOption, error) {
+	v, err := cfg.Verifier(log, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := grpcauth.ServerOptions(cfg, v, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, opts, nil
 }
