@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
@@ -31,6 +32,7 @@ type env struct {
 	unary     testpb.TestServiceClient
 
 	gs   *grpc.Server // toolwire, with the options its Serve uses
+	eng  *engine.Engine
 	srv  *service.Server
 	conn *grpc.ClientConn
 	tw   toolwirev1.ToolServiceClient
@@ -71,18 +73,17 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.srv = service.New(reg, service.Config{
-		EngineConfig: service.EngineConfig{
-			// Lanes are bounded by the batch, not the server, and the in-flight
-			// measurement holds 10,000 one-call batches at once.
-			MaxParallel:          1024,
-			MaxConcurrentBatches: 20000,
-			// Past the server's slots the in-flight measurement's calls would
-			// queue, never all entering the tool.
-			MaxConcurrentCalls: 20000,
-			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
+	e.eng = engine.New(engine.Config{
+		// Lanes are bounded by the batch, not the server, and the in-flight
+		// measurement holds 10,000 one-call batches at once.
+		MaxParallel:          1024,
+		MaxConcurrentBatches: 20000,
+		// Past the server's slots the in-flight measurement's calls would
+		// queue, never all entering the tool.
+		MaxConcurrentCalls: 20000,
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	e.srv = service.New(e.eng, reg, service.Config{})
 	// toolwire as Serve runs it (its telemetry and limits), on a server of
 	// its own; the floor is a bare gRPC server with nothing added.
 	opts := append(append(e.srv.TelemetryOptions(), grpc.ChainStreamInterceptor(e.noteClose)),
@@ -196,8 +197,8 @@ func (e *env) close() {
 			gs.Stop()
 		}
 	}
-	if e.srv != nil {
-		e.srv.Close()
+	if e.eng != nil {
+		e.eng.Close()
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
@@ -46,7 +47,9 @@ func serveWithToken(t *testing.T, cert *tls.Certificate) string {
 	if cert != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}})))
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
+	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/store"
@@ -31,7 +32,7 @@ import (
 
 func TestInvariant11_LongIDsAndKeysAreInvalidArgument(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	long := strings.Repeat("k", 1<<20)
 	keyedCall := func(id, key string) *toolwirev1.ToolCall { return keyed(id, "echo", `{"text":"x"}`, key) }
 	tests := []struct {
@@ -142,7 +143,7 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 			t.Parallel()
 			st := &keyLog{Store: open(t)}
 			t.Cleanup(func() { st.Close() })
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, derived)
+			ts := newTestServer(t, engine.Config{Idempotency: st, Sessions: st}, derived)
 			ctx := context.Background()
 			if _, err := ts.runErr(ctx, batchOf(keyed("a", "echo", `{"text":"x"}`, strings.Repeat("k", 3<<20)))); status.Code(err) != codes.InvalidArgument {
 				t.Fatalf("a 3 MB key: %v; want InvalidArgument", err)
@@ -173,13 +174,10 @@ func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	// Over a real socket with the server's own message limits (4 MiB).
 	logs := &lockedBuffer{}
-	s := newServedServer(t, Config{
-		EngineConfig: EngineConfig{
-			MaxResultBytes: 1000,
-			Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		},
-		TracerProvider: tp,
-	})
+	s := newServedSurface(t, engine.Config{
+		MaxResultBytes: 1000,
+		Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	}, Config{TracerProvider: tp})
 	ts := &testServer{client: s.client(t)}
 	for _, n := range []int{129, 1 << 20, 3 << 20} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -290,7 +288,7 @@ func checkBounded(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limi
 func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
 	t.Parallel()
 	const limit = 300
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxResultBytes: limit, MaxCallTimeout: 50 * time.Millisecond}}, boundsTools()...)
+	ts := newTestServer(t, engine.Config{MaxResultBytes: limit, MaxCallTimeout: 50 * time.Millisecond}, boundsTools()...)
 	big := strings.Repeat("z", 10_000)
 	ts.run(t, batchOf(keyed("k0", "echo", `{"text":"one"}`, strings.Repeat("k", 256))))
 	tests := []struct {
@@ -321,7 +319,7 @@ func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
 
 func TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxMessageBytes: 64 << 10}}, boundsTools()...)
+	s := newServedServer(t, engine.Config{MaxMessageBytes: 64 << 10}, boundsTools()...)
 	ts := &testServer{client: s.client(t)}
 	events, err := ts.runErr(context.Background(), batchOf(call("a", "blocks", `{"n":50000}`), call("b", "blocks", `{"n":10}`)))
 	if err != nil || len(events) == 0 || events[len(events)-1].GetFinished() == nil {

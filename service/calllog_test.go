@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 )
 
@@ -56,7 +57,7 @@ func TestDebugLogPerBatchAndCall(t *testing.T) {
 	}}
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
 		logs := &lockedBuffer{}
-		ts := newTestServer(t, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))}})
+		ts := newTestServer(t, engine.Config{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
 		evs := ts.run(t, req)
 		batchID := evs[0].GetAccepted().GetBatchId()
 		// The stream ends after the handler has returned, and so after

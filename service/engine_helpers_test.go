@@ -55,6 +55,10 @@ func fingerprint(args json.RawMessage) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// abandoned is how many tools the server's engine abandoned for ignoring
+// cancellation.
+func (s *Server) abandoned() int64 { return s.engine.Stats().Abandoned }
+
 // stopCalls cancels the calls of every running batch, as Shutdown does when
 // the drain timeout has passed.
 func (s *Server) stopCalls() { s.engine.CancelCalls() }

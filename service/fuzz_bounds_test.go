@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -45,15 +46,13 @@ func FuzzBatchNearTheLimits(f *testing.F) {
 	f.Add(uint8(2), uint16(3), uint32(0), uint16(0), uint32(maxArgs-100), uint32(0), uint8(5))
 	f.Add(uint8(16), uint16(3), uint32(0), uint16(0), uint32(0), uint32(20_000), uint8(6))
 
-	s := newServedServer(f, Config{
-		EngineConfig: EngineConfig{
-			MaxCallsPerBatch: maxCalls,
-			MaxArgumentBytes: maxArgs,
-			MaxResultBytes:   maxResult,
-			MaxCallTimeout:   200 * time.Millisecond,
-			AbandonGrace:     10 * time.Millisecond,
-			MaxMessageBytes:  maxMsg,
-		},
+	s := newServedServer(f, engine.Config{
+		MaxCallsPerBatch: maxCalls,
+		MaxArgumentBytes: maxArgs,
+		MaxResultBytes:   maxResult,
+		MaxCallTimeout:   200 * time.Millisecond,
+		AbandonGrace:     10 * time.Millisecond,
+		MaxMessageBytes:  maxMsg,
 	}, boundsTools()...)
 	ts := &testServer{client: s.client(f, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg)))}
 	toolNames := []string{"echo", "flood", "loud", "panic_big", "error_big", "echo_schema", "blocks", "long"}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -35,7 +36,7 @@ func FuzzExecuteBatch(f *testing.F) {
 		}
 		f.Add(b)
 	}
-	ts := newTestServer(f, Config{EngineConfig: EngineConfig{MaxCallsPerBatch: 16, MaxArgumentBytes: 256, MaxCallTimeout: 50 * time.Millisecond, AbandonGrace: 10 * time.Millisecond}})
+	ts := newTestServer(f, engine.Config{MaxCallsPerBatch: 16, MaxArgumentBytes: 256, MaxCallTimeout: 50 * time.Millisecond, AbandonGrace: 10 * time.Millisecond})
 	f.Fuzz(func(t *testing.T, wire []byte) {
 		req := &toolwirev1.ExecuteBatchRequest{}
 		if proto.Unmarshal(wire, req) != nil {

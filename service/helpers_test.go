@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -55,24 +56,34 @@ func serveBufconn(tb testing.TB, srv *Server) (*grpc.Server, *grpc.ClientConn) {
 	return gs, conn
 }
 
-func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
+// newSurface returns the surface of a new engine made with ec, serving
+// reg; the engine is closed when the test ends.
+func newSurface(tb testing.TB, reg *tools.Registry, ec engine.Config) *Server {
+	tb.Helper()
+	eng := engine.New(ec)
+	tb.Cleanup(eng.Close)
+	return New(eng, reg, Config{})
+}
+
+func newTestServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) *testServer {
 	tb.Helper()
 	st := &toolState{release: make(chan struct{})}
 	reg, err := tools.NewRegistry(append(append(diag.Tools(), testTools(st)...), extra...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if ec.Logger == nil {
+		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := New(reg, cfg)
+	eng := engine.New(ec)
+	srv := New(eng, reg, Config{})
 	gs, conn := serveBufconn(tb, srv)
 	tb.Cleanup(func() {
 		close(st.release) // lets tools that ignore cancellation return
 		conn.Close()
 		gs.Stop()
 		st.wg.Wait()
-		srv.Close()
+		eng.Close()
 	})
 	return &testServer{srv: srv, reg: reg, client: toolwirev1.NewToolServiceClient(conn), conn: conn, state: st}
 }

@@ -123,7 +123,7 @@ func sameOutcome(tb testing.TB, want, got *toolwirev1.CallResult) {
 func TestIdempotentCallIsReplayedNotRun(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	first := results(t, ts.run(t, one(keyed("a", "bump", `{"n":1,"x":{"b":1,"a":2}}`, "k1"))))["a"]
 	if first.GetIsError() || first.GetReplayed() {
 		t.Fatalf("first call: %v", first)
@@ -154,7 +154,7 @@ func TestIdempotentCallIsReplayedNotRun(t *testing.T) {
 func TestIdempotencyKeysAreScopedByTool(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"), c.tool("bump2"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"), c.tool("bump2"))
 	ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k")))
 	r := results(t, ts.run(t, one(keyed("b", "bump2", `{"n":1}`, "k"))))["b"]
 	if r.GetReplayed() || c.count(1) != 2 {
@@ -191,7 +191,7 @@ func runAs(tb testing.TB, srv *Server, caller string, req *toolwirev1.ExecuteBat
 func TestIdempotencyKeysAreScopedByCaller(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1}`, "k"))
 	runAs(t, ts.srv, "alice", req)
 	if r := results(t, runAs(t, ts.srv, "bob", req))["a"]; r.GetReplayed() {
@@ -208,7 +208,7 @@ func TestIdempotencyKeysAreScopedByCaller(t *testing.T) {
 func TestSameKeyOtherArgumentsIsAConflict(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k")))
 	r := results(t, ts.run(t, one(keyed("b", "bump", `{"n":2}`, "k"))))["b"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT || !strings.Contains(text(r), `"k"`) {
@@ -227,7 +227,7 @@ func TestDerivedKeyReplays(t *testing.T) {
 		N int `json:"n"`
 	}
 	bump.IdempotencyKey = tools.KeyFrom(func(a args) (string, bool) { return fmt.Sprint("n", a.N), a.N > 0 })
-	ts := newTestServer(t, Config{}, bump)
+	ts := newTestServer(t, engine.Config{}, bump)
 	for _, id := range []string{"a", "b", "c"} {
 		ts.run(t, one(call(id, "bump", `{"n":1}`)))
 		ts.run(t, one(call(id, "bump", `{"n":0}`))) // no key derived: runs every time
@@ -245,7 +245,7 @@ func TestDerivedKeyReplays(t *testing.T) {
 func TestCallsThatNeverStartedAreNotRecorded(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	r := results(t, ts.run(t, one(keyed("a", "bump", `{"n":"one"}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS {
 		t.Fatalf("result = %v, want INVALID_ARGUMENTS", r.GetErrorKind())
@@ -260,7 +260,7 @@ func TestCallsThatNeverStartedAreNotRecorded(t *testing.T) {
 func TestToolErrorsAreReplayedTimeoutsRunAgain(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	failed := results(t, ts.run(t, one(keyed("a", "bump", `{"n":-1}`, "err"))))["a"]
 	again := results(t, ts.run(t, one(keyed("b", "bump", `{"n":-1}`, "err"))))["b"]
 	if failed.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR || !again.GetReplayed() || c.count(-1) != 1 {
@@ -294,7 +294,7 @@ func TestDuplicateInFlightJoinsTheRunningCall(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1,"wait":true}`, "k"))
 	firstDone := make(chan *toolwirev1.CallResult)
 	go func() {
@@ -327,7 +327,7 @@ func TestWaitingForADuplicateEndsAtTheCallsDeadline(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := startBatch(t, ctx, ts.client, one(keyed("a", "bump", `{"n":1,"wait":true}`, "k")))
@@ -347,7 +347,7 @@ func TestWaitingForADuplicateEndsAtTheCallsDeadline(t *testing.T) {
 func TestConcurrentDuplicatesRunOnce(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
-	ts := newTestServer(t, Config{}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{}, c.tool("bump"))
 	const n = 50
 	got := make([]*toolwirev1.CallResult, n)
 	var wg sync.WaitGroup
@@ -381,7 +381,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	st := memory.New(memory.Options{})
 	c := newCounter()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{Idempotency: st, Sessions: st}, c.tool("bump"))
 	// An owner that died mid-call left a claim behind.
 	args := `{"n":1}`
 	if _, err := st.Claim(context.Background(), `""/"bump"/k`, fingerprint(json.RawMessage(args)), "dead", 30*time.Millisecond, time.Hour); err != nil {
@@ -397,7 +397,7 @@ func TestLeaseIsRenewedWhileTheToolRuns(t *testing.T) {
 	t.Parallel()
 	c := newCounter()
 	c.started = make(chan int, 10)
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{IdempotencyLease: time.Second}}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{IdempotencyLease: time.Second}, c.tool("bump"))
 	req := one(keyed("a", "bump", `{"n":1,"wait":true}`, "k"))
 	firstDone := make(chan struct{})
 	go func() {
@@ -424,7 +424,7 @@ func TestStoreFailureRunsNothing(t *testing.T) {
 	st := memory.New(memory.Options{})
 	st.Close()
 	c := newCounter()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: st, Sessions: st}}, c.tool("bump"))
+	ts := newTestServer(t, engine.Config{Idempotency: st, Sessions: st}, c.tool("bump"))
 	r := results(t, ts.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "not run") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want INTERNAL, nothing run", r.GetErrorKind(), text(r), c.count(1))
@@ -465,7 +465,7 @@ func sessionTool() tools.Tool {
 
 func TestSessionVariables(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{}, sessionTool())
+	ts := newTestServer(t, engine.Config{}, sessionTool())
 	in := func(caller, session string, calls ...*toolwirev1.ToolCall) map[string]*toolwirev1.CallResult {
 		return results(t, runAs(t, ts.srv, caller, &toolwirev1.ExecuteBatchRequest{SessionId: session, Calls: calls}))
 	}
@@ -510,7 +510,7 @@ func TestIdempotencyAndSessionsUseTheirOwnStores(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			idem := memory.New(memory.Options{})
-			cfg := Config{EngineConfig: EngineConfig{Idempotency: idem}}
+			cfg := engine.Config{Idempotency: idem}
 			if tc.sessions != nil {
 				cfg.Sessions = tc.sessions
 			}
@@ -553,8 +553,8 @@ func TestReplicasShareRecordsAndSessions(t *testing.T) {
 	t.Cleanup(func() { rc.Close() })
 	c := newCounter()
 	sa, sb := redis.New(rc, redis.Options{}), redis.New(rc, redis.Options{})
-	a := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: sa, Sessions: sa}}, c.tool("bump"), sessionTool())
-	b := newTestServer(t, Config{EngineConfig: EngineConfig{Idempotency: sb, Sessions: sb}}, c.tool("bump"), sessionTool())
+	a := newTestServer(t, engine.Config{Idempotency: sa, Sessions: sa}, c.tool("bump"), sessionTool())
+	b := newTestServer(t, engine.Config{Idempotency: sb, Sessions: sb}, c.tool("bump"), sessionTool())
 
 	first := results(t, a.run(t, one(keyed("x", "bump", `{"n":1}`, "k"))))["x"]
 	again := results(t, b.run(t, one(keyed("y", "bump", `{"n":1}`, "k"))))["y"]
@@ -575,7 +575,7 @@ func TestPanickingKeyFunctionIsAToolError(t *testing.T) {
 	c := newCounter()
 	bump := c.tool("bump")
 	bump.IdempotencyKey = func(json.RawMessage) (string, bool) { panic("no key for you") }
-	ts := newTestServer(t, Config{}, bump)
+	ts := newTestServer(t, engine.Config{}, bump)
 	r := results(t, ts.run(t, one(call("a", "bump", `{"n":1}`))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR || !strings.Contains(text(r), "no key for you") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want a TOOL_ERROR and nothing run", r.GetErrorKind(), text(r), c.count(1))

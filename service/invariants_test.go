@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc/codes"
@@ -29,7 +30,7 @@ const (
 
 func TestInvariant1_EveryCallGetsExactlyOneResultAndFinishedComesLast(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "echo", `{"text":"hi"}`),
 		call("b", "read", `{"ms":20}`),
@@ -93,7 +94,7 @@ func TestInvariant1_EveryCallGetsExactlyOneResultAndFinishedComesLast(t *testing
 
 func TestInvariant1_NoEventForACallAfterItsResult(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "chatty", `{"n":200,"size":10}`), call("b", "chatty", `{"n":200,"size":10}`), call("c", "sleep", `{"ms":130}`),
 	}})
@@ -121,7 +122,7 @@ func TestInvariant1_NoEventForACallAfterItsResult(t *testing.T) {
 
 func TestInvariant1_ClientCancelStartsNothingNew(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	ts.state.ctxDone = make(chan string, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	stream := startBatch(t, ctx, ts.client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
@@ -149,7 +150,7 @@ func TestInvariant1_ClientCancelStartsNothingNew(t *testing.T) {
 
 func TestInvariant2_LanesRunInOrderAndSafeCallsInParallel(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("r1", "read", `{"ms":150}`), call("r2", "read", `{"ms":150}`), call("r3", "read", `{"ms":150}`),
 		call("w", "write", `{"ms":10}`),
@@ -200,7 +201,7 @@ func TestInvariant2_MaxParallelBoundsALane(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxParallel: tt.server}})
+			ts := newTestServer(t, engine.Config{MaxParallel: tt.server})
 			var calls []*toolwirev1.ToolCall
 			for i := range 6 {
 				calls = append(calls, call(fmt.Sprint(i), "read", `{"ms":60}`))
@@ -216,7 +217,7 @@ func TestInvariant2_MaxParallelBoundsALane(t *testing.T) {
 
 func TestInvariant2_StopOnErrorSkipsLaterLanes(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{
 			call("a", "echo", `{"text":"x"}`), call("b", "fail", `{"message":"no"}`), call("c", "read", `{"ms":1}`), call("d", "write", `{}`),
@@ -254,7 +255,7 @@ func TestInvariant3_SafetyFromReadOnlyWithOverridesAndUnknownNeverSafe(t *testin
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{Safe: tt.safe}})
+			ts := newTestServer(t, engine.Config{Safe: tt.safe})
 			var calls []*toolwirev1.ToolCall
 			for i, name := range tt.calls {
 				calls = append(calls, call(fmt.Sprint(i), name, `{}`))
@@ -273,7 +274,7 @@ func TestInvariant3_SafetyFromReadOnlyWithOverridesAndUnknownNeverSafe(t *testin
 
 func TestInvariant4_ProblemsOfOneCallAreResults(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	tests := []struct {
 		name     string
 		call     *toolwirev1.ToolCall
@@ -322,7 +323,7 @@ func TestInvariant4_ProblemsOfOneCallAreResults(t *testing.T) {
 
 func TestInvariant4_UnknownToolListIsCappedOrSaysNoneExist(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	var many []tools.Tool
 	for i := range 30 {
 		many = append(many, tools.Tool{Name: fmt.Sprintf("zz%02d", i), Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return nil, nil }})
@@ -349,7 +350,7 @@ func TestInvariant4_UnknownToolListIsCappedOrSaysNoneExist(t *testing.T) {
 
 func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxCallsPerBatch: 3, MaxArgumentBytes: 64}})
+	ts := newTestServer(t, engine.Config{MaxCallsPerBatch: 3, MaxArgumentBytes: 64})
 	tests := []struct {
 		name    string
 		calls   []*toolwirev1.ToolCall
@@ -380,7 +381,7 @@ func TestInvariant4_MalformedBatchesAreStatusErrors(t *testing.T) {
 
 func TestOverloadIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxConcurrentBatches: 1}})
+	ts := newTestServer(t, engine.Config{MaxConcurrentBatches: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := ts.client.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("a", "sleep", `{"ms":60000}`)}})
@@ -407,21 +408,21 @@ func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 		Handler: func(ctx context.Context, _ *tools.Call) (*tools.Result, error) { <-ctx.Done(); return nil, ctx.Err() }}
 	tests := []struct {
 		name     string
-		cfg      Config
+		cfg      engine.Config
 		call     *toolwirev1.ToolCall
 		rpc      time.Duration
 		wantKind toolwirev1.ErrorKind
 		wantText string
 	}{
-		{"call timeout", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(50 * time.Millisecond)}, 0, kindTimeout, "timed out after 50ms"},
-		{"tool limit below the call's", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "limited", Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 80ms"},
-		{"server max", Config{EngineConfig: EngineConfig{MaxCallTimeout: 60 * time.Millisecond}}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
-		{"server default", Config{EngineConfig: EngineConfig{DefaultCallTimeout: 70 * time.Millisecond}}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
+		{"call timeout", engine.Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(50 * time.Millisecond)}, 0, kindTimeout, "timed out after 50ms"},
+		{"tool limit below the call's", engine.Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "limited", Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 80ms"},
+		{"server max", engine.Config{MaxCallTimeout: 60 * time.Millisecond}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":5000}`, Timeout: durationpb.New(time.Minute)}, 0, kindTimeout, "timed out after 60ms"},
+		{"server default", engine.Config{DefaultCallTimeout: 70 * time.Millisecond}, call("x", "sleep", `{"ms":5000}`), 0, kindTimeout, "timed out after 70ms"},
 		// The margin is what the server has to send the result before the
 		// RPC's deadline: a second, since a loaded 2-core machine under
 		// -race took more than the 200 ms it once was.
-		{"rpc deadline less margin", Config{EngineConfig: EngineConfig{DeadlineMargin: time.Second}}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
-		{"within every limit", Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(30 * time.Second)}, time.Minute, kindNone, "slept_ms"},
+		{"rpc deadline less margin", engine.Config{DeadlineMargin: time.Second}, call("x", "sleep", `{"ms":60000}`), 2 * time.Second, kindTimeout, "the client's deadline"},
+		{"within every limit", engine.Config{}, &toolwirev1.ToolCall{CallId: "x", Name: "sleep", Arguments: `{"ms":10}`, Timeout: durationpb.New(30 * time.Second)}, time.Minute, kindNone, "slept_ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -450,7 +451,7 @@ func TestInvariant5_DeadlineIsTheEarliestLimit(t *testing.T) {
 
 func TestInvariant5_BatchTimeout(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{
 		Calls:   []*toolwirev1.ToolCall{call("a", "write", `{"ms":5000}`), call("b", "write", `{}`)},
 		Options: &toolwirev1.BatchOptions{Timeout: durationpb.New(80 * time.Millisecond)},
@@ -470,7 +471,7 @@ func TestInvariant5_BatchTimeout(t *testing.T) {
 // 200 ms timeout flaked at load 8), could make a reporting call idle out.
 func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{IdleTimeout: time.Second}})
+	ts := newTestServer(t, engine.Config{IdleTimeout: time.Second})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("reports", "ticker", `{"ms":1500}`), // reports every 20ms: runs past the idle timeout
 		call("silent", "write", `{"ms":60000}`),  // reports nothing: idles out
@@ -490,7 +491,7 @@ func TestInvariant5_IdleTimeoutExtendedByProgressUpToTheDeadline(t *testing.T) {
 
 func TestInvariant6_CancellationOutranksTheToolsError(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		{CallId: "x", Name: "own_error", Timeout: durationpb.New(30 * time.Millisecond)},
 	}})
@@ -513,7 +514,7 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ts := newTestServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe}})
+			ts := newTestServer(t, engine.Config{AbandonGrace: 50 * time.Millisecond, Safe: tt.safe})
 			events := ts.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 				{CallId: "x", Name: "stubborn", Timeout: durationpb.New(30 * time.Millisecond)},
 				call("r", "read", `{"ms":1}`),
@@ -534,7 +535,7 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 			if events[len(events)-1].GetFinished() == nil {
 				t.Error("no BatchFinished")
 			}
-			if n := ts.srv.Abandoned(); n != 1 {
+			if n := ts.srv.abandoned(); n != 1 {
 				t.Errorf("Abandoned() = %d, want 1", n)
 			}
 		})
@@ -543,7 +544,7 @@ func TestInvariant6_ToolIgnoringCancellationIsAbandoned(t *testing.T) {
 
 func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	stream := startBatch(t, context.Background(), ts.client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("a", "write", `{"ms":10000}`), call("b", "write", `{}`),
 	}})
@@ -565,7 +566,7 @@ func TestInvariant6_ShutdownCancelsCallsWhichStillGetResults(t *testing.T) {
 
 func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{MaxResultBytes: 1000}})
+	ts := newTestServer(t, engine.Config{MaxResultBytes: 1000})
 	tests := []struct {
 		name          string
 		n             int
@@ -607,7 +608,7 @@ func TestInvariant7_OutputIsCappedWithAMarkerAndTheFullSize(t *testing.T) {
 
 func TestInvariant9_SlowReaderGetsBackpressure(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{EngineConfig: EngineConfig{EventBuffer: 4}})
+	ts := newTestServer(t, engine.Config{EventBuffer: 4})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const n, size = 2000, 32 << 10 // 64 MB of output in all
@@ -649,7 +650,7 @@ func TestInvariant9_SlowReaderGetsBackpressure(t *testing.T) {
 
 func TestListToolsSortedWithRevisionThatChanges(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	ctx := context.Background()
 	first, err := ts.client.ListTools(ctx, &toolwirev1.ListToolsRequest{})
 	if err != nil {
@@ -680,7 +681,7 @@ func TestListToolsSortedWithRevisionThatChanges(t *testing.T) {
 
 func TestWatchToolsSendsCurrentRevisionAndChanges(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := ts.client.WatchTools(ctx, &toolwirev1.WatchToolsRequest{})
@@ -714,7 +715,7 @@ func TestCallsSeeTheirSessionAndIDs(t *testing.T) {
 	whoami := tools.Tool{Name: "whoami", Handler: func(_ context.Context, c *tools.Call) (*tools.Result, error) {
 		return tools.Text(c.SessionID + "/" + c.ID + "/" + c.Name + "/" + string(c.Arguments)), nil
 	}}
-	ts := newTestServer(t, Config{}, whoami)
+	ts := newTestServer(t, engine.Config{}, whoami)
 	r := results(t, ts.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: []*toolwirev1.ToolCall{call("c9", "whoami", ` {"a":1} `)}}))["c9"]
 	if got := text(r); got != `s1/c9/whoami/{"a":1}` {
 		t.Errorf("the tool saw %q, want s1/c9/whoami/{\"a\":1}", got)

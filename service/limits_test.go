@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
@@ -22,7 +23,7 @@ func batchOf(calls ...*toolwirev1.ToolCall) *toolwirev1.ExecuteBatchRequest {
 
 func TestBatchBeyondTheCallCapQueuesThenRuns(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxConcurrentCalls: 1, MaxQueueWait: time.Hour}})
+	s := newServedServer(t, engine.Config{MaxConcurrentCalls: 1, MaxQueueWait: time.Hour})
 	c := s.client(t)
 	first := startBatch(t, context.Background(), c, batchOf(call("a", "hold", "")))
 
@@ -54,7 +55,7 @@ func TestBatchBeyondTheCallCapQueuesThenRuns(t *testing.T) {
 
 func TestBatchBeyondTheCallCapIsRefusedAfterMaxQueueWait(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxConcurrentCalls: 1, MaxQueueWait: 10 * time.Millisecond}})
+	s := newServedServer(t, engine.Config{MaxConcurrentCalls: 1, MaxQueueWait: 10 * time.Millisecond})
 	c := s.client(t)
 	first := startBatch(t, context.Background(), c, batchOf(call("a", "hold", "")))
 
@@ -75,7 +76,7 @@ func TestCallOfAnAcceptedBatchWaitingTooLongForASlotTimesOutUnrun(t *testing.T) 
 	// One slot, two calls in one parallel lane: whichever runs first holds
 	// the slot past its timeout (its tool ignores cancellation and the
 	// abandon grace is long), so the other's wait for a slot times out.
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{AbandonGrace: time.Hour, MaxConcurrentCalls: 1}})
+	s := newServedServer(t, engine.Config{AbandonGrace: time.Hour, MaxConcurrentCalls: 1})
 	c := s.client(t)
 	timeout := durationpb.New(20 * time.Millisecond)
 	req := batchOf(
@@ -117,7 +118,7 @@ func TestCallOfAnAcceptedBatchWaitingTooLongForASlotTimesOutUnrun(t *testing.T) 
 
 func TestPerCallerCapLeavesOtherCallersAlone(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxConcurrentCalls: 10, MaxCallsPerCaller: 1, MaxQueueWait: 10 * time.Millisecond}})
+	s := newServedServer(t, engine.Config{MaxConcurrentCalls: 10, MaxCallsPerCaller: 1, MaxQueueWait: 10 * time.Millisecond})
 	c := s.client(t)
 	alice := startBatch(t, as("alice"), c, batchOf(call("a1", "hold", "")))
 
@@ -140,7 +141,7 @@ func TestPerCallerCapLeavesOtherCallersAlone(t *testing.T) {
 
 func TestMessageOverTheSizeLimitIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxMessageBytes: 64 << 10}})
+	s := newServedServer(t, engine.Config{MaxMessageBytes: 64 << 10})
 	c := s.client(t)
 	big := `{"text":"` + strings.Repeat("x", 100<<10) + `"}`
 	_, err := (&testServer{client: c}).runErr(context.Background(), batchOf(call("a", "echo", big)))
@@ -155,7 +156,7 @@ func TestMessageOverTheSizeLimitIsResourceExhausted(t *testing.T) {
 
 func TestClientPingingTooOftenIsSentTooManyPings(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{Limits: Limits{KeepaliveMinTime: time.Hour}})
+	s := newServedSurface(t, engine.Config{}, Config{Limits: Limits{KeepaliveMinTime: time.Hour}})
 	conn, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestClientPingingTooOftenIsSentTooManyPings(t *testing.T) {
 
 func TestMaxConnectionAgeMakesClientsReconnect(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{Limits: Limits{MaxConnectionAge: 20 * time.Millisecond, MaxConnectionAgeGrace: time.Minute}})
+	s := newServedSurface(t, engine.Config{}, Config{Limits: Limits{MaxConnectionAge: 20 * time.Millisecond, MaxConnectionAgeGrace: time.Minute}})
 	c := s.client(t)
 	for s.accepts.Load() < 3 {
 		if t.Context().Err() != nil {

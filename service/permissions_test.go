@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -25,7 +26,7 @@ var aliceMay = permitFunc(func(caller, tool string) bool {
 
 func TestListToolsShowsOnlyPermittedTools(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{Permissions: aliceMay}})
+	s := newServedServer(t, engine.Config{Permissions: aliceMay})
 	c := s.client(t)
 	names := func(ctx context.Context) []string {
 		resp, err := c.ListTools(ctx, &toolwirev1.ListToolsRequest{})
@@ -54,7 +55,7 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 			ran.Add(1)
 			return tools.Text("secret ran"), nil
 		}}
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{Permissions: aliceMay}}, secret)
+	s := newServedServer(t, engine.Config{Permissions: aliceMay}, secret)
 	ts := &testServer{client: s.client(t)}
 	run := func(caller string, calls ...*toolwirev1.ToolCall) []*toolwirev1.ExecuteBatchResponse {
 		events, err := ts.runErr(as(caller), batchOf(calls...))

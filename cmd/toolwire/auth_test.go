@@ -71,7 +71,7 @@ keepalive_timeout: 10s
 	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	sc := cfg.service(nil)
+	ec, sc := cfg.engine(nil), cfg.ServiceConfig
 	type limits struct {
 		MaxConcurrentCalls, MaxCallsPerCaller, MaxMessageBytes int
 		MaxQueueWait                                           time.Duration
@@ -81,12 +81,12 @@ keepalive_timeout: 10s
 		MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
 		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
 	}}
-	gotLimits := limits{sc.MaxConcurrentCalls, sc.MaxCallsPerCaller, sc.MaxMessageBytes, sc.MaxQueueWait, sc.Limits}
+	gotLimits := limits{ec.MaxConcurrentCalls, ec.MaxCallsPerCaller, ec.MaxMessageBytes, ec.MaxQueueWait, sc.Limits}
 	if diff := cmp.Diff(wantLimits, gotLimits); diff != "" {
-		t.Errorf("limits in service.Config (-want +got):\n%s", diff)
+		t.Errorf("limits in engine.Config and service.Config (-want +got):\n%s", diff)
 	}
-	if sc.Permissions == nil || !sc.Permissions.Permitted("ci", "fs.read") || sc.Permissions.Permitted("ci", "fs.write") || sc.Permissions.Permitted("other", "echo") {
-		t.Errorf("permissions did not reach the server: %v", sc.Permissions)
+	if ec.Permissions == nil || !ec.Permissions.Permitted("ci", "fs.read") || ec.Permissions.Permitted("ci", "fs.write") || ec.Permissions.Permitted("other", "echo") {
+		t.Errorf("permissions did not reach the engine: %v", ec.Permissions)
 	}
 }
 

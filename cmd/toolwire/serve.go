@@ -77,7 +77,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	svcCfg := cfg.service(log)
+	engCfg := cfg.engine(log)
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	st, err := cfg.StoreConfig.Open(openCtx)
 	cancel()
@@ -86,16 +86,16 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	// One store keeps both the idempotency records and the sessions.
-	svcCfg.Idempotency, svcCfg.Sessions = st, st
+	engCfg.Idempotency, engCfg.Sessions = st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
-	tel.apply(&svcCfg)
 	// The engine is made here, with the telemetry chosen here, and the gRPC
-	// surface put on it; a later surface would share it.
-	engCfg := svcCfg.EngineConfig
-	engCfg.Telemetry = tel.observer(svcCfg.TraceContent)
+	// surface put on it; a later surface shares it, and the Verifier.
+	engCfg.Telemetry = tel.observer(cfg.TraceContent)
 	eng := engine.New(engCfg)
-	defer eng.Close()
-	srv := service.NewOn(eng, reg, svcCfg)
+	defer eng.Close() // after the surfaces have drained
+	svcCfg := cfg.ServiceConfig
+	tel.apply(&svcCfg)
+	srv := service.New(eng, reg, svcCfg)
 	if cfg.Health != "" {
 		stopHealth, err := serveHealth(srv, cfg.Health, log)
 		if err != nil {
@@ -110,7 +110,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := srv.ListenAndServe(ctx, opts...); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())
+	log.Info("toolwire stopped", "abandoned_tools", eng.Stats().Abandoned)
 	return nil
 }
 

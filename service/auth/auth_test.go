@@ -53,7 +53,9 @@ func serve(t *testing.T, v *auth.Verifier, perms engine.Permissions, opts ...grp
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler), Permissions: perms}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Permissions: perms})
+	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
+	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
