@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/mcpserve"
 	"github.com/toolwire/toolwire/service"
@@ -32,6 +33,7 @@ type env struct {
 	unary     testpb.TestServiceClient
 
 	gs   *grpc.Server // toolwire, with the options its Serve uses
+	eng  *engine.Engine
 	srv  *service.Server
 	conn *grpc.ClientConn
 	tw   toolwirev1.ToolServiceClient
@@ -78,18 +80,17 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e.srv = service.New(reg, service.Config{
-		EngineConfig: service.EngineConfig{
-			// Lanes are bounded by the batch, not the server, and the in-flight
-			// measurement holds 10,000 one-call batches at once.
-			MaxParallel:          1024,
-			MaxConcurrentBatches: 20000,
-			// Past the server's slots the in-flight measurement's calls would
-			// queue, never all entering the tool.
-			MaxConcurrentCalls: 20000,
-			Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
-		},
+	e.eng = engine.New(engine.Config{
+		// Lanes are bounded by the batch, not the server, and the in-flight
+		// measurement holds 10,000 one-call batches at once.
+		MaxParallel:          1024,
+		MaxConcurrentBatches: 20000,
+		// Past the server's slots the in-flight measurement's calls would
+		// queue, never all entering the tool.
+		MaxConcurrentCalls: 20000,
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
+	e.srv = service.New(e.eng, reg, service.Config{})
 	// toolwire as Serve runs it (its telemetry and limits), on a server of
 	// its own; the floor is a bare gRPC server with nothing added.
 	opts := append(append(e.srv.TelemetryOptions(), grpc.ChainStreamInterceptor(e.noteClose)),
@@ -190,7 +191,7 @@ func (e *env) startMCP(ctx context.Context) error {
 // server runs, and connects a go-sdk client as the MCP server's is
 // connected (the newest revision, 2026-07-28: stateless).
 func (e *env) startSurface(ctx context.Context, reg *tools.Registry) error {
-	e.surface = mcpserve.New(e.srv.Engine(), reg, nil)
+	e.surface = mcpserve.New(e.eng, reg, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.surface)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -234,8 +235,8 @@ func (e *env) close() {
 			gs.Stop()
 		}
 	}
-	if e.srv != nil {
-		e.srv.Close()
+	if e.eng != nil {
+		e.eng.Close()
 	}
 }
 

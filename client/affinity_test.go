@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -44,7 +45,9 @@ func startReplicas(t *testing.T, n int) *manual.Resolver {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
+		eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+		t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
+		srv := service.New(eng, reg, service.Config{})
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ctx, lis) }()

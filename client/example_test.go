@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -28,11 +29,12 @@ func startExampleServer() (addr string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	srv := service.New(eng, reg, service.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis) }()
-	return lis.Addr().String(), func() { cancel(); <-served }
+	return lis.Addr().String(), func() { cancel(); <-served; eng.Close() }
 }
 
 // An agent runtime lists the tools for its model, sends the model's tool

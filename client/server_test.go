@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -31,13 +32,13 @@ func newTestServer(tb testing.TB, transport string, ts []tools.Tool, opts ...grp
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{
-		EngineConfig: service.EngineConfig{
-			Logger:       slog.New(slog.DiscardHandler),
-			DrainTimeout: time.Second,
-			AbandonGrace: time.Second,
-		},
+	eng := engine.New(engine.Config{
+		Logger:       slog.New(slog.DiscardHandler),
+		DrainTimeout: time.Second,
+		AbandonGrace: time.Second,
 	})
+	tb.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
+	srv := service.New(eng, reg, service.Config{})
 
 	var (
 		lis    net.Listener

@@ -16,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -37,15 +39,17 @@ func serveWithToken(t *testing.T, cert *tls.Certificate) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "agent", Hash: auth.HashToken(testToken)}}, Logger: slog.New(slog.DiscardHandler)})
+	v, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "agent", Hash: auth.HashToken(testToken)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := a.ServerOptions()
+	opts := grpcauth.Interceptors(v, slog.New(slog.DiscardHandler))
 	if cert != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{*cert}})))
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
+	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -111,8 +112,10 @@ func startPods(t *testing.T, addrs []string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+		eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		srv := service.New(eng, reg, service.Config{})
 		wg.Go(func() {
+			defer eng.Close()
 			if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				t.Errorf("serve %s: %v", who, err)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc/codes"
@@ -55,7 +56,7 @@ func benchSlowStreams(b *testing.B, slow, maxCalls int) {
 	// Two servers alike: the normal callers alternate between the one
 	// alone and the one beside the slow streams, call by call, so the
 	// noise of a shared machine falls on both.
-	cfg := slowBenchConfig(EngineConfig{MaxConcurrentCalls: maxCalls, MaxQueueWait: time.Second})
+	cfg := slowBenchConfig(engine.Config{MaxConcurrentCalls: maxCalls, MaxQueueWait: time.Second})
 	alone, beside := newServedServer(b, cfg, blob), newServedServer(b, cfg, blob)
 	clients := [2]*testServer{{client: alone.client(b)}, {client: beside.client(b)}}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
@@ -73,7 +74,7 @@ func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
 			ran.Add(1)
 			return tools.Text(strings.Repeat("x", 64<<10)), nil
 		}}
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}}, blob)
+	s := newServedServer(t, engine.Config{MaxStreamBufferBytes: 512 << 10, MaxParallel: 8}, blob)
 	req := &toolwirev1.ExecuteBatchRequest{}
 	for i := range 200 {
 		req.Calls = append(req.Calls, call(fmt.Sprint(i), "blob", ""))
@@ -91,7 +92,7 @@ func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
 
 func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{SendTimeout: 300 * time.Millisecond, MaxStreamBufferBytes: 128 << 10}})
+	s := newServedServer(t, engine.Config{SendTimeout: 300 * time.Millisecond, MaxStreamBufferBytes: 128 << 10})
 	req := bigEchoes("k", 16, 100<<10, true)
 	req.Calls = append(req.Calls, call("held", "hold", "")) // ends only when cancelled
 	start := time.Now()
@@ -115,13 +116,11 @@ func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 	// Not parallel: it counts goroutines.
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last, after the server's cleanup
-	s := newServedServer(t, Config{
-		EngineConfig: EngineConfig{
-			SendTimeout:          5 * time.Second, // long enough to set up all the slow streams first
-			MaxStreamBufferBytes: 256 << 10,
-			MaxConcurrentCalls:   16,
-			MaxQueueWait:         time.Second,
-		},
+	s := newServedServer(t, engine.Config{
+		SendTimeout:          5 * time.Second, // long enough to set up all the slow streams first
+		MaxStreamBufferBytes: 256 << 10,
+		MaxConcurrentCalls:   16,
+		MaxQueueWait:         time.Second,
 	})
 	slow := s.slowClient(t)
 	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
@@ -169,9 +168,9 @@ func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 
 // slowBenchConfig is BenchmarkSlowStreams' server configuration: the slow
 // streams must outlive the measurement, so the send timeout is long.
-func slowBenchConfig(ec EngineConfig) Config {
+func slowBenchConfig(ec engine.Config) engine.Config {
 	ec.SendTimeout = time.Hour
-	return Config{EngineConfig: ec}
+	return ec
 }
 
 func TestBufferBudgetEndsStalledStreamsNotReaders(t *testing.T) {
@@ -179,12 +178,12 @@ func TestBufferBudgetEndsStalledStreamsNotReaders(t *testing.T) {
 	// Six clients that read nothing could hold about 320 KiB each (a
 	// 256 KiB buffer and a waiting result); the server holds 1 MiB for
 	// all of them.
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{
+	s := newServedServer(t, engine.Config{
 		MaxStreamBufferBytes: 256 << 10,
 		MaxBufferedBytes:     1 << 20,
 		MaxParallel:          1,
 		SendTimeout:          time.Hour, // only the budget ends streams here
-	}})
+	})
 	slow := s.slowClient(t)
 	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
 	for i := range 6 {
@@ -235,12 +234,12 @@ func TestConnectionLeavingEndedStreamsUnreadIsClosed(t *testing.T) {
 	// Streams ended for not reading keep what gRPC's transport accepted of
 	// them until their client reads or goes; past a number of them, the
 	// connection holding the most is closed.
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{
+	s := newServedServer(t, engine.Config{
 		MaxStreamBufferBytes: 128 << 10,
 		MaxBufferedBytes:     256 << 10,
 		MaxParallel:          1,
 		SendTimeout:          time.Hour,
-	}})
+	})
 	s.srv.conns.mu.Lock()
 	s.srv.conns.max = 2
 	s.srv.conns.mu.Unlock()

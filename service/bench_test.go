@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -43,7 +44,7 @@ func benchConn(b *testing.B) *grpc.ClientConn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	gs := grpc.NewServer()
 	srv.Register(gs)
 	testpb.RegisterTestServiceServer(gs, unaryEcho{})
@@ -56,7 +57,7 @@ func benchConn(b *testing.B) *grpc.ClientConn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { conn.Close(); gs.Stop(); srv.Close() })
+	b.Cleanup(func() { conn.Close(); gs.Stop() })
 	return conn
 }
 
@@ -173,8 +174,7 @@ func BenchmarkExecuteBatchInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
-	b.Cleanup(srv.Close)
+	srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for _, name := range []string{"echo", "unknown"} {
 		b.Run(name, func(b *testing.B) {
 			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: name, Arguments: echoArgs}}}

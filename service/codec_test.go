@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc/mem"
@@ -70,7 +71,7 @@ func TestStalledStreamsHoldTheirBudget(t *testing.T) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
 			return tools.Text(strings.Repeat("x", 100<<10)), nil
 		}}
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxStreamBufferBytes: 256 << 10, MaxParallel: 1}}, blob)
+	s := newServedServer(t, engine.Config{MaxStreamBufferBytes: 256 << 10, MaxParallel: 1}, blob)
 	slow := s.slowClient(t)
 	const streams = 20
 	heapBefore := heapInUse()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -41,7 +42,7 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 // fails and the server can say INVALID_ARGUMENT.
 func TestUndecodableRequestIsRefusedBeforeAnything(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{})
+	s := newServedServer(t, engine.Config{})
 	conn, err := grpc.NewClient(s.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -48,15 +48,13 @@ func FuzzBatchNearTheLimits(f *testing.F) {
 	f.Add(uint8(2), uint16(3), uint32(0), uint16(0), uint32(maxArgs-100), uint32(0), uint8(5))
 	f.Add(uint8(16), uint16(3), uint32(0), uint16(0), uint32(0), uint32(20_000), uint8(6))
 
-	s := newServedServer(f, Config{
-		EngineConfig: EngineConfig{
-			MaxCallsPerBatch: maxCalls,
-			MaxArgumentBytes: maxArgs,
-			MaxResultBytes:   maxResult,
-			MaxCallTimeout:   200 * time.Millisecond,
-			AbandonGrace:     10 * time.Millisecond,
-			MaxMessageBytes:  maxMsg,
-		},
+	s := newServedServer(f, engine.Config{
+		MaxCallsPerBatch: maxCalls,
+		MaxArgumentBytes: maxArgs,
+		MaxResultBytes:   maxResult,
+		MaxCallTimeout:   200 * time.Millisecond,
+		AbandonGrace:     10 * time.Millisecond,
+		MaxMessageBytes:  maxMsg,
 	}, boundsTools()...)
 	ts := &testServer{client: s.client(f, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg)))}
 	toolNames := []string{"echo", "flood", "loud", "panic_big", "error_big", "echo_schema", "blocks", "long"}
@@ -84,7 +82,7 @@ func FuzzBatchNearTheLimits(f *testing.F) {
 			}
 			req.Calls = append(req.Calls, c)
 		}
-		checkErr := s.srv.Engine().Check(req)
+		checkErr := s.srv.engine.Check(req)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		events, err := ts.runErr(ctx, req)

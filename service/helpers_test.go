@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -49,23 +50,31 @@ func serveBufconn(tb testing.TB, srv *Server) (*grpc.Server, *grpc.ClientConn) {
 	return gs, conn
 }
 
-// newTestServer starts a server with the diag tools and extra, over
-// bufconn, and stops it when the test ends.
-func newTestServer(tb testing.TB, cfg Config, extra ...tools.Tool) *testServer {
+// newSurface returns the surface of a new engine made with ec, serving
+// reg; the engine is closed when the test ends.
+func newSurface(tb testing.TB, reg *tools.Registry, ec engine.Config) *Server {
+	tb.Helper()
+	eng := engine.New(ec)
+	tb.Cleanup(eng.Close)
+	return New(eng, reg, Config{})
+}
+
+func newTestServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) *testServer {
 	tb.Helper()
 	reg, err := tools.NewRegistry(append(diag.Tools(), extra...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if ec.Logger == nil {
+		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := New(reg, cfg)
+	eng := engine.New(ec)
+	srv := New(eng, reg, Config{})
 	gs, conn := serveBufconn(tb, srv)
 	tb.Cleanup(func() {
 		conn.Close()
 		gs.Stop()
-		srv.Close()
+		eng.Close()
 	})
 	return &testServer{srv: srv, reg: reg, client: toolwirev1.NewToolServiceClient(conn), conn: conn}
 }

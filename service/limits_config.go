@@ -6,7 +6,7 @@ import (
 )
 
 // Limits bounds the connections a server keeps; the work it takes on is
-// bounded by the engine's settings (EngineConfig). The zero value of every
+// bounded by the engine's settings (engine.Config). The zero value of every
 // field means its default. Its keys sit at the top level of serve's config
 // file; Flags registers the flag of one.
 type Limits struct {

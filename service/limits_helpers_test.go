@@ -28,19 +28,30 @@ type servedServer struct {
 	hold    *holdTools
 }
 
-// newServedServer serves the diag tools, the hold tools and extra with cfg
-// until the test ends.
-func newServedServer(tb testing.TB, cfg Config, extra ...tools.Tool) *servedServer {
+// newServedServer serves the diag tools, the hold tools and extra on an
+// engine made with ec until the test ends.
+func newServedServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) *servedServer {
+	tb.Helper()
+	return newServedSurface(tb, ec, Config{}, extra...)
+}
+
+// newServedSurface is newServedServer with the surface's settings cfg; the
+// engine's telemetry, unless ec sets it, is made from cfg's providers.
+func newServedSurface(tb testing.TB, ec engine.Config, cfg Config, extra ...tools.Tool) *servedServer {
 	tb.Helper()
 	h := newHoldTools()
 	reg, err := tools.NewRegistry(append(append(diag.Tools(), h.tools()...), extra...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if ec.Logger == nil {
+		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	srv := New(reg, cfg)
+	if ec.Telemetry == nil {
+		ec.Telemetry = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
+	}
+	eng := engine.New(ec)
+	srv := New(eng, reg, cfg)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -63,6 +74,7 @@ func newServedServer(tb testing.TB, cfg Config, extra ...tools.Tool) *servedServ
 		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			tb.Errorf("Serve: %v", err)
 		}
+		eng.Close()
 	})
 	return &servedServer{srv: srv, addr: lis.Addr().String(), accepts: &cl.accepts, hold: h}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
@@ -21,7 +22,7 @@ func batchOf(calls ...*toolwirev1.ToolCall) *toolwirev1.ExecuteBatchRequest {
 
 func TestMessageOverTheSizeLimitIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{EngineConfig: EngineConfig{MaxMessageBytes: 64 << 10}})
+	s := newServedServer(t, engine.Config{MaxMessageBytes: 64 << 10})
 	c := s.client(t)
 	big := `{"text":"` + strings.Repeat("x", 100<<10) + `"}`
 	_, err := (&testServer{client: c}).runErr(context.Background(), batchOf(call("a", "echo", big)))
@@ -36,7 +37,7 @@ func TestMessageOverTheSizeLimitIsResourceExhausted(t *testing.T) {
 
 func TestClientPingingTooOftenIsSentTooManyPings(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{Limits: Limits{KeepaliveMinTime: time.Hour}})
+	s := newServedSurface(t, engine.Config{}, Config{Limits: Limits{KeepaliveMinTime: time.Hour}})
 	conn, err := net.Dial("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func TestClientPingingTooOftenIsSentTooManyPings(t *testing.T) {
 
 func TestMaxConnectionAgeMakesClientsReconnect(t *testing.T) {
 	t.Parallel()
-	s := newServedServer(t, Config{Limits: Limits{MaxConnectionAge: 20 * time.Millisecond, MaxConnectionAgeGrace: time.Minute}})
+	s := newServedSurface(t, engine.Config{}, Config{Limits: Limits{MaxConnectionAge: 20 * time.Millisecond, MaxConnectionAgeGrace: time.Minute}})
 	c := s.client(t)
 	for s.accepts.Load() < 3 {
 		if t.Context().Err() != nil {

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"github.com/toolwire/toolwire/engine"
 	"slices"
 	"strings"
 	"testing"
@@ -12,7 +13,7 @@ import (
 
 func TestListToolsSortedWithRevisionThatChanges(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	ctx := context.Background()
 	first, err := ts.client.ListTools(ctx, &toolwirev1.ListToolsRequest{})
 	if err != nil {
@@ -43,7 +44,7 @@ func TestListToolsSortedWithRevisionThatChanges(t *testing.T) {
 
 func TestWatchToolsSendsCurrentRevisionAndChanges(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Config{})
+	ts := newTestServer(t, engine.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream, err := ts.client.WatchTools(ctx, &toolwirev1.WatchToolsRequest{})

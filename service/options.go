@@ -5,8 +5,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
-// ServerOptions returns the grpc.ServerOptions that enforce the Config's
-// transport limits: message sizes, keepalive and connection age, the codec
+// ServerOptions returns the grpc.ServerOptions that enforce the transport's
+// limits: message sizes (the engine's MaxMessageBytes), keepalive and connection age, the codec
 // that keeps an encoded message's buffer near its size (messageCodec), and
 // the tap handle (grpc.InTapHandle) through which SendTimeout ends the
 // stream of a client that reads nothing; grpc-go takes one tap handle only,
@@ -15,11 +15,12 @@ import (
 // grpc.NewServer.
 func (s *Server) ServerOptions() []grpc.ServerOption {
 	c := &s.cfg
+	maxMsg := s.engine.Config().MaxMessageBytes // the largest event the engine sends
 	return []grpc.ServerOption{
 		grpc.InTapHandle(s.stoppable),
 		newMessageCodec(),
-		grpc.MaxRecvMsgSize(c.MaxMessageBytes),
-		grpc.MaxSendMsgSize(c.MaxMessageBytes),
+		grpc.MaxRecvMsgSize(maxMsg),
+		grpc.MaxSendMsgSize(maxMsg),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: c.KeepaliveMinTime,
 			// Agent runtimes sit idle between model turns; their pings then

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/store"
@@ -60,7 +61,7 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			cfg := Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+			cfg := engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			c := &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: string(echoArgs)}
 			if be.open != nil {
 				st := be.open(b)
@@ -68,8 +69,7 @@ func BenchmarkReplay(b *testing.B) {
 				cfg.Idempotency, cfg.Sessions = st, st
 				c.IdempotencyKey = "bench-key"
 			}
-			srv := New(reg, cfg)
-			b.Cleanup(srv.Close)
+			srv := newSurface(b, reg, cfg)
 			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{c}}
 			if err := srv.ExecuteBatch(req, nullStream{}); err != nil { // records the result
 				b.Fatal(err)

@@ -13,6 +13,7 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"time"
 
@@ -32,38 +33,32 @@ import (
 type Server struct {
 	toolwirev1.UnimplementedToolServiceServer
 
-	cfg    Config // its defaults filled in, the engine's among them
+	cfg    Config // its defaults filled in
 	reg    *tools.Registry
 	engine *engine.Engine
-	owns   bool // the server made its engine, so Close closes it
+	log    *slog.Logger // the engine's
 	health *health.Server
 	conns  *connSet // what Serve accepted; see conns.go
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
 
-// New returns a server for the tools in reg, over an engine of its own made
-// from cfg (its EngineConfig, and telemetry from its providers). Close
-// closes that engine.
-func New(reg *tools.Registry, cfg Config) *Server {
-	s := NewOn(engine.New(cfg.engine()), reg, cfg)
-	s.owns = true
-	return s
-}
-
-// NewOn returns the gRPC surface of eng, an engine its caller made (its
-// telemetry chosen there) and may share with other surfaces. cfg's
-// EngineConfig is not used; eng's Config is. Shutdown drains eng, since a
-// process stops its surfaces together (draining twice is harmless); closing
-// eng is its maker's job.
-func NewOn(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
+// New returns the gRPC surface of eng, serving the tools of reg. eng is
+// made by the caller (engine.New, with its settings and its telemetry) and
+// may be shared with other surfaces; the surface logs on eng's logger.
+// Shutdown drains eng, since a process stops its surfaces together
+// (draining twice is harmless); closing eng is its maker's job, once every
+// surface on it has stopped.
+func New(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
+	ec := eng.Config()
 	s := &Server{
-		cfg:    cfg.withDefaults(eng.Config()),
+		cfg:    cfg.withDefaults(ec.MaxCallTimeout),
 		reg:    reg,
 		engine: eng,
+		log:    ec.Logger,
 		health: health.NewServer(),
 	}
-	s.conns = newConnSet(s.cfg.Logger)
+	s.conns = newConnSet(s.log)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
 }
@@ -83,13 +78,6 @@ func (s *Server) Register(gs *grpc.Server) {
 func (s *Server) RegisterHealth(gs *grpc.Server) {
 	healthpb.RegisterHealthServer(gs, s.health)
 }
-
-// Abandoned returns how many tools were abandoned for ignoring cancellation.
-func (s *Server) Abandoned() int64 { return s.engine.Stats().Abandoned }
-
-// Engine returns the engine the server runs batches on, for other surfaces
-// to share.
-func (s *Server) Engine() *engine.Engine { return s.engine }
 
 // ListTools implements toolwire.v1.ToolService.
 func (s *Server) ListTools(ctx context.Context, _ *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
@@ -165,7 +153,7 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 	if err != nil {
 		return err
 	}
-	s.cfg.Logger.Info("toolwire listening on "+lis.Addr().String(), "addr", lis.Addr().String())
+	s.log.Info("toolwire listening on "+lis.Addr().String(), "addr", lis.Addr().String())
 	return s.Serve(ctx, lis, opts...)
 }
 
@@ -207,15 +195,5 @@ func (s *Server) Shutdown(gs *grpc.Server) {
 	case <-time.After(5 * time.Second):
 		gs.Stop()
 		<-stopped
-	}
-	s.Close()
-}
-
-// Close lets the server's idle goroutines exit, closing its engine when
-// New made it. Shutdown calls it; call it yourself after stopping a
-// grpc.Server you registered the server on.
-func (s *Server) Close() {
-	if s.owns {
-		s.engine.Close()
 	}
 }

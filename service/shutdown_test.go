@@ -22,14 +22,15 @@ import (
 
 // tcpServer serves the diag tools on a real loopback TCP listener until the
 // returned stop function is called; stop waits for Serve to return.
-func tcpServer(tb testing.TB, cfg Config, extra ...tools.Tool) (*Server, *grpc.ClientConn, func() error) {
+func tcpServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) (*Server, *grpc.ClientConn, func() error) {
 	tb.Helper()
 	reg, err := tools.NewRegistry(append(diag.Tools(), extra...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := New(reg, cfg)
+	ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng := engine.New(ec)
+	srv := New(eng, reg, Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -48,7 +49,9 @@ func tcpServer(tb testing.TB, cfg Config, extra ...tools.Tool) (*Server, *grpc.C
 		}
 		stopped = true
 		cancel()
-		return <-served
+		err := <-served
+		eng.Close()
+		return err
 	}
 	tb.Cleanup(func() {
 		conn.Close()
@@ -59,7 +62,7 @@ func tcpServer(tb testing.TB, cfg Config, extra ...tools.Tool) (*Server, *grpc.C
 
 func TestEndToEndOverTCP(t *testing.T) {
 	t.Parallel()
-	_, conn, _ := tcpServer(t, Config{})
+	_, conn, _ := tcpServer(t, engine.Config{})
 	client := toolwirev1.NewToolServiceClient(conn)
 	stream, err := client.ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("s", "sleep", `{"ms":120}`), call("e", "echo", `{"text":"tcp"}`), call("f", "fail", `{"message":"nope"}`),
@@ -106,7 +109,7 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, conn, stop := tcpServer(t, Config{EngineConfig: EngineConfig{DrainTimeout: tt.drain}})
+			_, conn, stop := tcpServer(t, engine.Config{DrainTimeout: tt.drain})
 			client := toolwirev1.NewToolServiceClient(conn)
 			health := healthpb.NewHealthClient(conn)
 			ctx := context.Background()
@@ -156,7 +159,7 @@ func TestShutdownDoesNotWaitForAnAbandonedTool(t *testing.T) {
 		return nil, nil
 	}}
 	t.Cleanup(func() { close(release); <-returned })
-	_, conn, stop := tcpServer(t, Config{EngineConfig: EngineConfig{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}}, stubborn)
+	_, conn, stop := tcpServer(t, engine.Config{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}, stubborn)
 	stream := startBatch(t, context.Background(), toolwirev1.NewToolServiceClient(conn), &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{call("x", "stubborn", "")}})
 	stopped := make(chan error, 1)
@@ -180,7 +183,7 @@ func TestShutdownDoesNotWaitForAnAbandonedTool(t *testing.T) {
 
 func TestShutdownEndsWatchTools(t *testing.T) {
 	t.Parallel()
-	_, conn, stop := tcpServer(t, Config{})
+	_, conn, stop := tcpServer(t, engine.Config{})
 	watch, err := toolwirev1.NewToolServiceClient(conn).WatchTools(context.Background(), &toolwirev1.WatchToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +206,7 @@ func TestShutdownEndsWatchTools(t *testing.T) {
 	}
 }
 
-// TestSurfacesShareAnEngine checks NewOn: two gRPC surfaces over one engine
+// TestSurfacesShareAnEngine checks New: two gRPC surfaces over one engine
 // run their batches on it (one's batch is counted while the other lists
 // tools), and one surface's shutdown drains the shared engine, so the
 // other refuses new batches as a server shutting down does.
@@ -220,7 +223,7 @@ func TestSurfacesShareAnEngine(t *testing.T) {
 		t.Cleanup(func() { conn.Close(); gs.Stop() })
 		return gs, toolwirev1.NewToolServiceClient(conn)
 	}
-	a, b := NewOn(eng, reg, Config{}), NewOn(eng, reg, Config{})
+	a, b := New(eng, reg, Config{}), New(eng, reg, Config{})
 	gsA, clientA := dial(a)
 	_, clientB := dial(b)
 

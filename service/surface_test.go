@@ -8,10 +8,11 @@ import (
 	"net"
 	"testing"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine/surfacetest"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -43,18 +44,18 @@ func newGRPCSurface(t *testing.T, cfg surfacetest.Config) surfacetest.Surface {
 	for _, c := range cfg.Callers {
 		tokens = append(tokens, auth.Token{Name: c.Name, Hash: auth.HashToken(c.Token)})
 	}
-	authn, err := auth.New(auth.Config{Tokens: tokens, Logger: slog.New(slog.DiscardHandler)})
+	v, err := auth.New(auth.Config{Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.NewOn(cfg.Engine, cfg.Registry, service.Config{})
+	srv := service.New(cfg.Engine, cfg.Registry, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis, authn.ServerOptions()...) }()
+	go func() { served <- srv.Serve(ctx, lis, grpcauth.Interceptors(v, slog.New(slog.DiscardHandler))...) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -47,13 +47,13 @@ func (s *Server) StatsHandler() stats.Handler {
 // TelemetryOptions returns the grpc.ServerOptions that Serve instruments its
 // grpc.Server with: StatsHandler's, when the Config gave a tracer or meter
 // provider that records, and none otherwise (none given, or
-// OpenTelemetry's no-op ones): the same choice New made for the engine's
-// telemetry. Any stats handler, even one that records nothing, costs gRPC a
-// copy of each RPC's metadata and an event per message; without one,
-// ExecuteBatch reads the client's trace context itself, so tools still
-// continue the client's trace.
+// OpenTelemetry's no-op ones), the choice engine.OpenTelemetry makes for
+// the engine's telemetry. Any stats handler, even one that records
+// nothing, costs gRPC a copy of each RPC's metadata and an event per
+// message; without one, ExecuteBatch reads the client's trace context
+// itself, so tools still continue the client's trace.
 func (s *Server) TelemetryOptions() []grpc.ServerOption {
-	if s.engine.Config().Telemetry == nil {
+	if !s.cfg.records() {
 		return nil
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(s.StatsHandler())}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -28,14 +29,13 @@ func BenchmarkTelemetryInProcess(b *testing.B) {
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: echoArgs}}}
 	for _, mode := range []string{"off", "sdk"} {
 		b.Run(mode, func(b *testing.B) {
-			cfg := Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+			cfg := engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			if mode == "sdk" {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				cfg.TracerProvider, cfg.MeterProvider = tp, mp
+				cfg.Telemetry = engine.OpenTelemetry(tp, mp, false)
 			}
-			srv := New(reg, cfg)
-			b.Cleanup(srv.Close)
+			srv := newSurface(b, reg, cfg)
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := srv.ExecuteBatch(req, nullStream{}); err != nil {
@@ -56,7 +56,7 @@ func BenchmarkStatsHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+			srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			var opts []grpc.ServerOption
 			if mode == "with" {
 				opts = append(opts, grpc.StatsHandler(srv.StatsHandler()))
@@ -72,7 +72,7 @@ func BenchmarkStatsHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { conn.Close(); gs.Stop(); srv.Close() })
+			b.Cleanup(func() { conn.Close(); gs.Stop() })
 			c := toolwirev1.NewToolServiceClient(conn)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -45,8 +46,7 @@ func TestTelemetryOptions(t *testing.T) {
 		{"meter SDK", service.Config{MeterProvider: sdkmetric.NewMeterProvider()}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := service.New(reg, tc.cfg)
-			defer srv.Close()
+			srv := newSurface(t, reg, engine.Config{}, tc.cfg)
 			if got := len(srv.TelemetryOptions()); got != tc.want {
 				t.Errorf("TelemetryOptions() has %d options; want %d", got, tc.want)
 			}
@@ -85,10 +85,9 @@ func TestClientTraceWithoutSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := tc.cfg
-			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 			clientTP := sdktrace.NewTracerProvider()
-			c, stop := serveOverBufconn(t, service.New(reg, cfg), client.WithTracerProvider(clientTP))
+			srv := newSurface(t, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, tc.cfg)
+			c, stop := serveOverBufconn(t, srv, client.WithTracerProvider(clientTP))
 			t.Cleanup(stop)
 
 			member, err := baggage.NewMember("tenant", "acme")
@@ -137,8 +136,7 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{
-		EngineConfig:   service.EngineConfig{Logger: slog.New(slog.DiscardHandler)},
+	srv := newSurface(t, reg, engine.Config{Logger: slog.New(slog.DiscardHandler)}, service.Config{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
 	})
 	c, stop := serveOverBufconn(t, srv)
@@ -165,6 +163,19 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 	if !rpc {
 		t.Errorf("the given tracer provider recorded no RPC span; spans: %d", len(spans.Ended()))
 	}
+}
+
+// newSurface returns the gRPC surface with cfg of an engine made with ec
+// and, unless ec sets its own, the telemetry of cfg's providers, as
+// toolwire serve makes them; the engine is closed when the test ends.
+func newSurface(t *testing.T, reg *tools.Registry, ec engine.Config, cfg service.Config) *service.Server {
+	t.Helper()
+	if ec.Telemetry == nil {
+		ec.Telemetry = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
+	}
+	eng := engine.New(ec)
+	t.Cleanup(eng.Close)
+	return service.New(eng, reg, cfg)
 }
 
 // serveOverBufconn runs srv.Serve, stats handler and all, on an in-memory

@@ -66,7 +66,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func newObserved(t *testing.T, cfg service.Config, copts ...client.Option) *observed {
+// newObserved serves the tools the telemetry tests observe on an engine
+// made with ec, recording spans and metrics, and call content when
+// traceContent.
+func newObserved(t *testing.T, ec engine.Config, traceContent bool, copts ...client.Option) *observed {
 	t.Helper()
 	o := &observed{
 		clientSpans: tracetest.NewSpanRecorder(),
@@ -104,13 +107,15 @@ func newObserved(t *testing.T, cfg service.Config, copts ...client.Option) *obse
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.TracerProvider, cfg.MeterProvider = serverTP, mp
-	cfg.Logger = slog.New(slog.NewJSONHandler(o.log, nil))
-	cfg.DrainTimeout = time.Second
-	if cfg.AbandonGrace == 0 {
-		cfg.AbandonGrace = time.Second
+	ec.Telemetry = engine.OpenTelemetry(serverTP, mp, traceContent)
+	ec.Logger = slog.New(slog.NewJSONHandler(o.log, nil))
+	ec.DrainTimeout = time.Second
+	if ec.AbandonGrace == 0 {
+		ec.AbandonGrace = time.Second
 	}
-	srv := service.New(reg, cfg)
+	eng := engine.New(ec)
+	t.Cleanup(eng.Close) // after the server's cleanup below
+	srv := service.New(eng, reg, service.Config{TracerProvider: serverTP, MeterProvider: mp})
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -198,7 +203,7 @@ const executeBatchRPC = "toolwire.v1.ToolService/ExecuteBatch"
 // span and one execute_tool span per call, over a real gRPC connection.
 func TestTraceLinksClientServerBatchAndCalls(t *testing.T) {
 	t.Parallel()
-	o := newObserved(t, service.Config{})
+	o := newObserved(t, engine.Config{}, false)
 	b, agent := o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("p1", "probe", ""),
 		call("e1", "echo", `{"text":"hi"}`),
@@ -321,7 +326,7 @@ func TestTraceLinksClientServerBatchAndCalls(t *testing.T) {
 // TraceContent.
 func TestTraceContentIsOptIn(t *testing.T) {
 	t.Parallel()
-	o := newObserved(t, service.Config{TraceContent: true})
+	o := newObserved(t, engine.Config{}, true)
 	o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("e1", "echo", `{"text":"secret"}`),
 		call("f1", "fail", `{"message":"denied"}`),
@@ -345,7 +350,7 @@ func TestTraceContentIsOptIn(t *testing.T) {
 // batch with successes, failures of several kinds and an abandoned tool.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	o := newObserved(t, service.Config{EngineConfig: service.EngineConfig{AbandonGrace: time.Millisecond}})
+	o := newObserved(t, engine.Config{AbandonGrace: time.Millisecond}, false)
 	o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		call("e1", "echo", `{"text":"a"}`),
 		call("e2", "echo", `{"text":"b"}`),
@@ -433,7 +438,7 @@ func mapsEqual[V comparable](a, b map[string]V) bool {
 // call (here a tool's panic) names the call's trace, span, batch and call.
 func TestLogLinesCarryTraceAndCallIDs(t *testing.T) {
 	t.Parallel()
-	o := newObserved(t, service.Config{})
+	o := newObserved(t, engine.Config{}, false)
 	b, agent := o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("b1", "boom", "")}})
 	spans := o.waitSpans(t, o.serverSpans, executeBatchRPC)
 	callSpan := only(t, spans, "execute_tool boom")
@@ -466,7 +471,7 @@ func TestLogLinesCarryTraceAndCallIDs(t *testing.T) {
 // RPC span starts a trace of its own.
 func TestClientWithoutTelemetry(t *testing.T) {
 	t.Parallel()
-	o := newObserved(t, service.Config{}, client.WithoutTelemetry())
+	o := newObserved(t, engine.Config{}, false, client.WithoutTelemetry())
 	_, agent := o.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e1", "echo", `{"text":"hi"}`)}})
 	spans := o.waitSpans(t, o.serverSpans, executeBatchRPC)
 	rpc := only(t, spans, executeBatchRPC)

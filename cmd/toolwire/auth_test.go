@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
 )
 
 const (
@@ -71,7 +71,7 @@ keepalive_timeout: 10s
 	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	sc := cfg.service(nil)
+	ec, sc := cfg.engine(nil), cfg.ServiceConfig
 	type limits struct {
 		MaxConcurrentCalls, MaxCallsPerCaller, MaxMessageBytes int
 		MaxQueueWait                                           time.Duration
@@ -81,12 +81,12 @@ keepalive_timeout: 10s
 		MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
 		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
 	}}
-	gotLimits := limits{sc.MaxConcurrentCalls, sc.MaxCallsPerCaller, sc.MaxMessageBytes, sc.MaxQueueWait, sc.Limits}
+	gotLimits := limits{ec.MaxConcurrentCalls, ec.MaxCallsPerCaller, ec.MaxMessageBytes, ec.MaxQueueWait, sc.Limits}
 	if diff := cmp.Diff(wantLimits, gotLimits); diff != "" {
-		t.Errorf("limits in service.Config (-want +got):\n%s", diff)
+		t.Errorf("limits in engine.Config and service.Config (-want +got):\n%s", diff)
 	}
-	if sc.Permissions == nil || !sc.Permissions.Permitted("ci", "fs.read") || sc.Permissions.Permitted("ci", "fs.write") || sc.Permissions.Permitted("other", "echo") {
-		t.Errorf("permissions did not reach the server: %v", sc.Permissions)
+	if ec.Permissions == nil || !ec.Permissions.Permitted("ci", "fs.read") || ec.Permissions.Permitted("ci", "fs.write") || ec.Permissions.Permitted("other", "echo") {
+		t.Errorf("permissions did not reach the engine: %v", ec.Permissions)
 	}
 }
 
@@ -113,7 +113,7 @@ func TestSecurityConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := tt.cfg.ServerOptions(slog.New(slog.DiscardHandler), func(string) string { return tt.env })
+			_, _, err := serveSecurity(tt.cfg, slog.New(slog.DiscardHandler), func(string) string { return tt.env })
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v; want one containing %q", err, tt.want)
 			}

@@ -6,10 +6,11 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/internal/logging"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/store/storeurl"
 )
 
@@ -19,23 +20,28 @@ import (
 // flags and checks; embedded, their keys sit at the top level of the
 // file. Zero values mean each feature's defaults.
 type serveConfig struct {
-	ServiceConfig        // listen, the engine's settings (max_calls, call_timeout, ...), limits, trace_content (service, engine)
+	EngineConfig         // max_calls, call_timeout, ...: how batches and calls run (engine)
+	ServiceConfig        // listen, the gRPC connections' limits (service)
 	Health        string `json:"health_listen"` // plaintext address serving only the health service; off when empty
 	Diag          bool   `json:"diag"`          // offer the diagnostic tools
 	LoggingConfig        // log_level, log_format (internal/logging)
 
-	SecurityConfig  // tls_cert, tls_key, client_ca, auth (service/auth)
+	SecurityConfig  // tls_cert, tls_key, client_ca, auth (auth)
 	Sources         // http_tools, mcp_servers and remotes, reloaded live (sources.go)
 	WorkspaceConfig // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
 	StoreConfig     // store (store/storeurl)
-	AdminConfig     // admin_listen (admin.go)
+	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
 	MCPConfig       // no_mcp (mcpserve)
 }
 
-// ServiceConfig is service.Config under a name of its own, so that it can
+// EngineConfig is engine.Config under a name of its own, so that it can
 // be embedded beside the other features' Configs (an embedded field is
 // named after its type).
+type EngineConfig = engine.Config
+
+// ServiceConfig is service.Config under a name of its own, for the same
+// reason.
 type ServiceConfig = service.Config
 
 // SecurityConfig is auth.ServerConfig under a name of its own, for the
@@ -67,6 +73,7 @@ func serveFlags(cfg *serveConfig, configPath *string) *flag.FlagSet {
 	fs := newFlagSet("serve", `
 Settings come from the --config file; flags set on the command line override it.`, io.Discard)
 	fs.StringVar(configPath, "config", "", "YAML configuration `file`; flags set on the command line override it")
+	cfg.EngineConfig.Flags(fs)
 	cfg.ServiceConfig.Flags(fs)
 	fs.StringVar(&cfg.Health, "health-listen", cfg.Health, "plaintext `address` serving only the gRPC health service, for probes that cannot speak TLS (default off)")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
@@ -122,11 +129,12 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	return configfile.Decode(path, b, cfg)
 }
 
-// service returns the server's configuration: the file's and the flags',
-// with serve's logger and the permissions of the security settings.
-func (cfg serveConfig) service(log *slog.Logger) service.Config {
-	sc := cfg.ServiceConfig
-	sc.Logger = log
-	sc.Permissions = cfg.SecurityConfig.Permissions()
-	return sc
+// engine returns the engine's configuration: the file's and the flags',
+// with serve's logger and the permissions of the security settings. serve
+// adds the telemetry it chose.
+func (cfg serveConfig) engine(log *slog.Logger) engine.Config {
+	ec := cfg.EngineConfig
+	ec.Logger = log
+	ec.Permissions = cfg.SecurityConfig.Permissions()
+	return ec
 }

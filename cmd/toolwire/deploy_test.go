@@ -206,7 +206,7 @@ func TestDeployGracePeriod(t *testing.T) {
 	if err := readConfigFile(filepath.Join(deployDir, "base", "config.yaml"), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	drain := time.Duration(cfg.ServiceConfig.DrainTimeout)
+	drain := time.Duration(cfg.EngineConfig.DrainTimeout)
 	if drain == 0 {
 		drain = 30 * time.Second // service.Config's default
 	}

@@ -2,17 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/mcpserve"
-	"github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -30,28 +27,23 @@ type MCPConfig = mcpserve.Config
 // is done, then the MCP surface drains the engine and closes its sessions
 // while the port drains its requests; wait returns once both are done. A
 // serving loop that fails cancels ctx through stop, so gRPC stops too.
-func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, getenv func(string) string, log *slog.Logger) (wait func() error, err error) {
+func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, v *auth.Verifier, log *slog.Logger) (wait func() error, err error) {
 	if cfg.HTTPConfig.Listen == "" {
 		return func() error { return nil }, nil
 	}
 	if err := cfg.HTTPConfig.Validate(); err != nil {
 		return nil, err
 	}
-	var tlsConfig *tls.Config
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			return nil, fmt.Errorf("HTTP port: %w", err)
-		}
-		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	// The gRPC port's certificate (reloaded as it is) and client
+	// certificates, checked by the same Verifier.
+	tlsConfig, err := cfg.SecurityConfig.TLS(v)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP port: %w", err)
 	}
 	port := httpserve.New(cfg.HTTPConfig, tlsConfig, log)
+	authenticate := auth.RequireCredentials(v, log)
 	var surface *mcpserve.Server
 	if !cfg.MCPConfig.Off {
-		authenticate, err := httpAuth(cfg.SecurityConfig, getenv)
-		if err != nil {
-			return nil, err
-		}
 		surface = mcpserve.New(eng, reg, &mcpserve.Options{Logger: log, Version: version()})
 		port.Handle("/mcp", authenticate(surface))
 	}
@@ -83,18 +75,4 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 		<-drained
 		return <-served
 	}, nil
-}
-
-// httpAuth returns the middleware that authenticates the HTTP port's
-// callers into the request's context (engine.WithCaller). With
-// authentication off every caller is the anonymous one, as on the gRPC
-// port. With tokens or client certificates configured it refuses to
-// start: the HTTP port's auth middleware (one verifier for both ports)
-// is not wired here yet, and /mcp must never serve unauthenticated what
-// the gRPC port guards.
-func httpAuth(sec SecurityConfig, getenv func(string) string) (func(http.Handler) http.Handler, error) {
-	if len(sec.Auth.Tokens) > 0 || sec.Auth.TokensFile != "" || getenv(auth.TokensEnv) != "" || sec.ClientCA != "" {
-		return nil, errors.New("/mcp cannot authenticate callers yet, and authentication is configured (tokens or client_ca): set no_mcp (--no-mcp), or leave http_listen unset")
-	}
-	return func(h http.Handler) http.Handler { return h }, nil
 }

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"google.golang.org/grpc"
 )
 
 // runServe serves until ctx is done, then drains and returns nil.
@@ -69,12 +73,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 
-	opts, err := cfg.ServerOptions(log, os.Getenv)
+	verifier, opts, err := serveSecurity(cfg.SecurityConfig, log, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	svcCfg := cfg.service(log)
+	engCfg := cfg.engine(log)
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	st, err := cfg.StoreConfig.Open(openCtx)
 	cancel()
@@ -83,16 +87,16 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	// One store keeps both the idempotency records and the sessions.
-	svcCfg.Idempotency, svcCfg.Sessions = st, st
+	engCfg.Idempotency, engCfg.Sessions = st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
-	tel.apply(&svcCfg)
 	// The engine is made here, with the telemetry chosen here, and the gRPC
-	// surface put on it; a later surface would share it.
-	engCfg := svcCfg.EngineConfig
-	engCfg.Telemetry = tel.observer(svcCfg.TraceContent)
+	// surface put on it; a later surface shares it, and the Verifier.
+	engCfg.Telemetry = tel.observer(cfg.TraceContent)
 	eng := engine.New(engCfg)
-	defer eng.Close()
-	srv := service.NewOn(eng, reg, svcCfg)
+	defer eng.Close() // after the surfaces have drained
+	svcCfg := cfg.ServiceConfig
+	tel.apply(&svcCfg)
+	srv := service.New(eng, reg, svcCfg)
 	if cfg.Health != "" {
 		stopHealth, err := serveHealth(srv, cfg.Health, log)
 		if err != nil {
@@ -102,7 +106,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
-	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, os.Getenv, log)
+	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, verifier, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -115,6 +119,21 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := errors.Join(err, waitHTTP()); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("toolwire stopped", "abandoned_tools", srv.Abandoned())
+	log.Info("toolwire stopped", "abandoned_tools", eng.Stats().Abandoned)
 	return nil
+}
+
+// serveSecurity reads the security settings into the one Verifier that
+// checks the credentials of every surface, and the gRPC surface's options
+// over it: its TLS and its interceptors.
+func serveSecurity(cfg SecurityConfig, log *slog.Logger, getenv func(string) string) (*auth.Verifier, []grpc.ServerOption, error) {
+	v, err := cfg.Verifier(log, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts, err := grpcauth.ServerOptions(cfg, v, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, opts, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/internal/testenv"
-	"github.com/toolwire/toolwire/service"
 )
 
 const configYAML = `
@@ -34,12 +33,12 @@ func TestParseServeArgs(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, "toolwire.yaml", configYAML)
 	fromFile := serveConfig{
-		ServiceConfig: ServiceConfig{Listen: "127.0.0.1:0", EngineConfig: service.EngineConfig{
+		ServiceConfig: ServiceConfig{Listen: "127.0.0.1:0"}, EngineConfig: EngineConfig{
 			MaxCallsPerBatch: 8, MaxResultBytes: 10,
 			DefaultCallTimeout: 30 * time.Second, MaxCallTimeout: 2 * time.Minute,
 			DrainTimeout: 90 * time.Second, AbandonGrace: 500 * time.Millisecond,
 			MaxParallel: 4, Safe: map[string]bool{"fail": true},
-		}},
+		},
 		Diag: true, LoggingConfig: LoggingConfig{Level: "warn"},
 	}
 	tests := []struct {
@@ -49,13 +48,13 @@ func TestParseServeArgs(t *testing.T) {
 	}{
 		{"defaults", nil, serveConfig{ServiceConfig: ServiceConfig{Listen: defaultAddr}, LoggingConfig: LoggingConfig{Level: "info"}}},
 		{"flags", []string{"--listen", ":9000", "--diag", "--max-parallel", "2", "--call-timeout", "5s"},
-			serveConfig{ServiceConfig: ServiceConfig{Listen: ":9000", EngineConfig: service.EngineConfig{MaxParallel: 2, DefaultCallTimeout: 5 * time.Second}},
+			serveConfig{ServiceConfig: ServiceConfig{Listen: ":9000"}, EngineConfig: EngineConfig{MaxParallel: 2, DefaultCallTimeout: 5 * time.Second},
 				Diag: true, LoggingConfig: LoggingConfig{Level: "info"}}},
 		{"file", []string{"--config", path}, fromFile},
 		{"flags override the file, before or after --config", []string{"--max-result-bytes", "1000", "--config", path, "--drain-timeout", "1s", "--diag=false"},
 			func() serveConfig {
 				c := fromFile
-				c.MaxResultBytes, c.ServiceConfig.DrainTimeout, c.Diag = 1000, time.Second, false
+				c.MaxResultBytes, c.EngineConfig.DrainTimeout, c.Diag = 1000, time.Second, false
 				return c
 			}()},
 	}
@@ -112,27 +111,27 @@ func TestServeConfigToService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := service.Config{
-		EngineConfig: service.EngineConfig{
-			MaxConcurrentBatches: 5,
-			MaxCallsPerBatch:     8,
-			MaxArgumentBytes:     99,
-			MaxResultBytes:       10,
-			DefaultCallTimeout:   30 * time.Second,
-			MaxCallTimeout:       2 * time.Minute,
-			IdleTimeout:          3 * time.Second,
-			DeadlineMargin:       10 * time.Millisecond,
-			MaxParallel:          4,
-			AbandonGrace:         500 * time.Millisecond,
-			DrainTimeout:         90 * time.Second,
-			EventBuffer:          7,
-			MaxStreamBufferBytes: 2048,
-			SendTimeout:          5 * time.Second,
-			Safe:                 map[string]bool{"fail": true},
-		},
-		Listen: "127.0.0.1:0",
+	want := EngineConfig{
+		MaxConcurrentBatches: 5,
+		MaxCallsPerBatch:     8,
+		MaxArgumentBytes:     99,
+		MaxResultBytes:       10,
+		DefaultCallTimeout:   30 * time.Second,
+		MaxCallTimeout:       2 * time.Minute,
+		IdleTimeout:          3 * time.Second,
+		DeadlineMargin:       10 * time.Millisecond,
+		MaxParallel:          4,
+		AbandonGrace:         500 * time.Millisecond,
+		DrainTimeout:         90 * time.Second,
+		EventBuffer:          7,
+		MaxStreamBufferBytes: 2048,
+		SendTimeout:          5 * time.Second,
+		Safe:                 map[string]bool{"fail": true},
 	}
-	if diff := cmp.Diff(want, cfg.service(nil)); diff != "" {
+	if diff := cmp.Diff(want, cfg.engine(nil)); diff != "" {
+		t.Errorf("engine.Config (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(ServiceConfig{Listen: "127.0.0.1:0"}, cfg.ServiceConfig); diff != "" {
 		t.Errorf("service.Config (-want +got):\n%s", diff)
 	}
 }

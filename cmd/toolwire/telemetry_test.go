@@ -111,8 +111,8 @@ func TestTelemetrySettings(t *testing.T) {
 		if diff := cmp.Diff(want, cfg); diff != "" {
 			t.Errorf("%s: config (-want +got):\n%s", name, diff)
 		}
-		if !cfg.service(nil).TraceContent {
-			t.Errorf("%s: trace_content does not reach service.Config", name)
+		if !cfg.TraceContent {
+			t.Errorf("%s: trace_content does not reach serve's configuration, which gives it to the engine's telemetry", name)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -49,7 +50,8 @@ func startServer(t *testing.T) (addr string, cancelledSleeps <-chan string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,9 +64,10 @@ func startServer(t *testing.T) (addr string, cancelledSleeps <-chan string) {
 		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			t.Errorf("Serve: %v", err)
 		}
-		if n := srv.Abandoned(); n != 0 {
+		if n := eng.Stats().Abandoned; n != 0 {
 			t.Errorf("%d tools were abandoned; the cancelled sleep must stop", n)
 		}
+		eng.Close()
 	})
 	return lis.Addr().String(), cancelled
 }

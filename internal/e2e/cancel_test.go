@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
@@ -61,7 +62,7 @@ import (
 //     by BenchmarkBuiltinsCancelLatency (the result's duration less the
 //     call's timeout), without timing in a test.
 func TestBuiltinsStopWhenCancelled(t *testing.T) {
-	srv, c := builtinsServer(t)
+	eng, c := builtinsServer(t)
 	// One quick call through each connection first, so that goroutines a
 	// connection starts on first use are in the baseline.
 	warmUp(t, c)
@@ -106,7 +107,7 @@ func TestBuiltinsStopWhenCancelled(t *testing.T) {
 				if n := waitGoroutines(baseline); n > baseline {
 					t.Errorf("%d goroutines after the call, %d before:\n%s", n, baseline, goroutines())
 				}
-				if n := srv.Abandoned(); n != abandoned {
+				if n := eng.Stats().Abandoned; n != abandoned {
 					t.Errorf("the server abandoned %s", tt.tool)
 					abandoned = n
 				}
@@ -122,7 +123,7 @@ func TestBuiltinsStopWhenCancelled(t *testing.T) {
 // with -benchtime 1x; on a loaded machine the figures include its
 // scheduling noise, which is why the test above does not time them.
 func BenchmarkBuiltinsCancelLatency(b *testing.B) {
-	srv, c := builtinsServer(b)
+	eng, c := builtinsServer(b)
 	warmUp(b, c)
 	for b.Loop() {
 		for _, tt := range cancelCases {
@@ -143,7 +144,7 @@ func BenchmarkBuiltinsCancelLatency(b *testing.B) {
 			b.ReportMetric(float64(worst.Microseconds())/1000, strings.ReplaceAll(tt.name, " ", "_")+"-max-ms")
 		}
 	}
-	if n := srv.Abandoned(); n != 0 {
+	if n := eng.Stats().Abandoned; n != 0 {
 		b.Errorf("the server abandoned %d tools", n)
 	}
 }
@@ -186,10 +187,10 @@ var cancelCases = []struct {
 
 // builtinsServer serves every built-in tool over a workspace holding
 // cancelCases' inputs, and the forwarding ones over real servers, and
-// returns the server and a client of it. run_command's kill grace is 5 s,
+// returns the engine it runs on and a client of it. run_command's kill grace is 5 s,
 // past the 2 s abandon grace, so that a cancelled run_command waiting for it
 // would be abandoned, and short of waitGoroutines' 30 s.
-func builtinsServer(tb testing.TB) (*service.Server, *client.Client) {
+func builtinsServer(tb testing.TB) (*engine.Engine, *client.Client) {
 	e := wt.New(tb, nil)
 	e.Deep(tb, 20_000, "deep.txt")
 	big := strings.Repeat(strings.Repeat("ab ", 341)+"\n", 4<<10) // 4 MiB of 1 KiB lines
@@ -210,13 +211,13 @@ func builtinsServer(tb testing.TB) (*service.Server, *client.Client) {
 	}
 	addHTTPTools(tb, reg)
 	ls := loopback.Serve(tb, reg, service.Config{}) // the default abandon grace
-	srv, c := ls.Service, ls.Client
+	eng, c := ls.Engine, ls.Client
 	mountRemote(tb, reg)
 	mountMCP(tb, reg)
 	for _, name := range []string{"r_sleep", "r_echo", "io_slow", "io_read", "web_sleep", "web_echo"} {
 		waitForTool(tb, reg, name)
 	}
-	return srv, c
+	return eng, c
 }
 
 // warmUp makes one quick call through each of builtinsServer's connections.
@@ -292,7 +293,8 @@ func mountRemote(t testing.TB, reg *tools.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rsrv := service.New(rreg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler)}})
+	reng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	rsrv := service.New(reng, rreg, service.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- rsrv.Serve(ctx, lis) }()
@@ -301,9 +303,10 @@ func mountRemote(t testing.TB, reg *tools.Registry) {
 		m.Close()
 		cancel()
 		<-served
-		if n := rsrv.Abandoned(); n != 0 {
+		if n := reng.Stats().Abandoned; n != 0 {
 			t.Errorf("the remote server abandoned %d tools", n)
 		}
+		reng.Close()
 	})
 	if err := m.Sync(context.Background(), []remote.Config{{Name: "r", Target: lis.Addr().String(), Insecure: true}}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
@@ -23,7 +24,8 @@ import (
 type Server struct {
 	Addr    string
 	Client  *client.Client  // a client of it, closed with it
-	Service *service.Server // the server itself, for its counters
+	Service *service.Server // the server itself
+	Engine  *engine.Engine  // the engine it runs on, for its counters
 
 	stop sync.Once
 	quit func() error
@@ -39,14 +41,12 @@ func Serve(tb testing.TB, reg *tools.Registry, cfg service.Config, opts ...grpc.
 	return ServeOn(tb, lis, reg, cfg, opts...)
 }
 
-// ServeOn serves reg on lis with opts until Stop or the end of the test.
-// cfg.Logger defaults to discarding.
+// ServeOn serves reg on lis with opts until Stop or the end of the test,
+// on an engine of the defaults that logs nowhere, closed when it stops.
 func ServeOn(tb testing.TB, lis net.Listener, reg *tools.Registry, cfg service.Config, opts ...grpc.ServerOption) *Server {
 	tb.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv := service.New(reg, cfg)
+	eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := service.New(eng, reg, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis, opts...) }()
@@ -54,10 +54,12 @@ func ServeOn(tb testing.TB, lis net.Listener, reg *tools.Registry, cfg service.C
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{Addr: lis.Addr().String(), Client: c, Service: srv, quit: func() error {
+	s := &Server{Addr: lis.Addr().String(), Client: c, Service: srv, Engine: eng, quit: func() error {
 		c.Close()
 		cancel()
-		return <-served
+		err := <-served
+		eng.Close()
+		return err
 	}}
 	tb.Cleanup(s.Stop)
 	return s

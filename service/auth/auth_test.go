@@ -2,29 +2,23 @@ package auth_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testpki"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"go.uber.org/goleak"
@@ -52,21 +46,25 @@ var whoami = tools.Tool{Name: "whoami", Description: "returns the caller", Handl
 }}
 
 // serve runs a toolwire server with the diag tools and whoami, authenticated
-// by a, on real TCP, until the test ends; it returns the address.
-func serve(t *testing.T, a *auth.Authenticator, perms engine.Permissions, opts ...grpc.ServerOption) string {
+// by v, on real TCP, until the test ends; it returns the address.
+func serve(t *testing.T, v *auth.Verifier, perms engine.Permissions, opts ...grpc.ServerOption) string {
 	t.Helper()
 	reg, err := tools.NewRegistry(append(diag.Tools(), whoami)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.DiscardHandler), Permissions: perms}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Permissions: perms})
+	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
+	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis, append(opts, a.ServerOptions()...)...) }()
+	go func() {
+		served <- srv.Serve(ctx, lis, append(opts, grpcauth.Interceptors(v, slog.New(slog.DiscardHandler))...)...)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -125,7 +123,7 @@ func TestBearerTokens(t *testing.T) {
 	a, err := auth.New(auth.Config{Tokens: []auth.Token{
 		{Name: "alice", Hash: auth.HashToken(aliceToken)},
 		{Name: "bob", Hash: auth.HashToken(bobToken)},
-	}, Logger: slog.New(slog.DiscardHandler)})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,93 +183,6 @@ func TestNoAuthenticationMeansTheAnonymousCaller(t *testing.T) {
 	}
 }
 
-func TestNewRejectsBadTokens(t *testing.T) {
-	t.Parallel()
-	h := auth.HashToken(aliceToken)
-	for name, toks := range map[string][]auth.Token{
-		"no name":      {{Hash: h}},
-		"no prefix":    {{Name: "a", Hash: strings.TrimPrefix(h, "sha256:")}},
-		"short hex":    {{Name: "a", Hash: h[:len(h)-2]}},
-		"not hex":      {{Name: "a", Hash: h[:len(h)-2] + "zz"}},
-		"same token":   {{Name: "a", Hash: h}, {Name: "b", Hash: h}},
-		"upper prefix": {{Name: "a", Hash: "SHA256:" + strings.TrimPrefix(h, "sha256:")}},
-	} {
-		if _, err := auth.New(auth.Config{Tokens: toks}); err == nil {
-			t.Errorf("%s: New accepted %v", name, toks)
-		}
-	}
-	// Two tokens of one name serve rotation.
-	if _, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "a", Hash: h}, {Name: "a", Hash: auth.HashToken(bobToken)}}}); err != nil {
-		t.Errorf("two tokens for one name: %v", err)
-	}
-}
-
-func TestHashTokenIsWhatSha256sumPrints(t *testing.T) {
-	t.Parallel()
-	// printf %s "secret" | sha256sum
-	const want = "sha256:2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"
-	if got := auth.HashToken("secret"); got != want {
-		t.Errorf("HashToken(secret) = %s, want %s", got, want)
-	}
-}
-
-func TestParseTokens(t *testing.T) {
-	t.Parallel()
-	got, err := auth.ParseTokens([]byte("bob: " + bobToken + "\nalice: " + aliceToken + "\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[0] != (auth.Token{Name: "alice", Hash: auth.HashToken(aliceToken)}) || got[1].Name != "bob" {
-		t.Errorf("ParseTokens = %v", got)
-	}
-	if got, err := auth.ParseTokens([]byte("{alice: " + aliceToken + "}")); err != nil || len(got) != 1 {
-		t.Errorf("flow style: %v, %v", got, err)
-	}
-	for _, bad := range []string{"alice: short", "- " + aliceToken, "alice: [" + aliceToken + "]", "alice: " + aliceToken + "\nalice: " + bobToken} {
-		if _, err := auth.ParseTokens([]byte(bad)); err == nil {
-			t.Errorf("ParseTokens(%q) accepted it", bad)
-		}
-	}
-}
-
-func TestPolicy(t *testing.T) {
-	t.Parallel()
-	p := auth.Policy{
-		"reader": {Allow: []string{"fs.read*", "echo"}},
-		"admin":  {Deny: []string{"fs.delete"}},
-		"mixed":  {Allow: []string{"fs.*"}, Deny: []string{"fs.write"}},
-		"*":      {Allow: []string{"echo"}},
-	}
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		caller, tool string
-		want         bool
-	}{
-		{"reader", "fs.read_file", true},
-		{"reader", "echo", true},
-		{"reader", "fs.write", false},
-		{"admin", "fs.write", true},
-		{"admin", "fs.delete", false},
-		{"mixed", "fs.read", true},
-		{"mixed", "fs.write", false}, // deny wins over allow
-		{"stranger", "echo", true},   // "*" applies
-		{"stranger", "fs.read", false},
-		{"", "fs.read", false}, // the anonymous caller too
-	} {
-		if got := p.Permitted(tc.caller, tc.tool); got != tc.want {
-			t.Errorf("Permitted(%q, %q) = %v, want %v", tc.caller, tc.tool, got, tc.want)
-		}
-	}
-	if !(auth.Policy{"x": {Deny: []string{"*"}}}).Permitted("y", "anything") {
-		t.Error("a caller without rules and no \"*\" entry is refused; want everything permitted")
-	}
-	if err := (auth.Policy{"x": {Allow: []string{"fs.[a"}}}).Validate(); err == nil {
-		t.Error("Validate accepted a malformed pattern")
-	}
-}
-
 func TestPermissionsByTokenName(t *testing.T) {
 	t.Parallel()
 	a, err := auth.New(auth.Config{Tokens: []auth.Token{
@@ -308,106 +219,21 @@ func TestPermissionsByTokenName(t *testing.T) {
 	}
 }
 
-// pki is a throwaway certificate authority.
-type pki struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newPKI(t *testing.T, name string) *pki {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &pki{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate signed by the CA; edit adjusts its template.
-func (p *pki) issue(t *testing.T, edit func(*x509.Certificate)) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		NotBefore:    time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	edit(tmpl)
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.cert, &key.PublicKey, p.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-func clientCert(cn string, edit ...func(*x509.Certificate)) func(*x509.Certificate) {
-	return func(c *x509.Certificate) {
-		c.Subject.CommonName = cn
-		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-		for _, e := range edit {
-			e(c)
-		}
-	}
-}
-
-// writePEM writes a certificate and its key to files in dir.
-func writePEM(t *testing.T, dir, name string, c tls.Certificate) (certFile, keyFile string) {
-	t.Helper()
-	keyDER, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
 func TestMutualTLS(t *testing.T) {
 	t.Parallel()
-	ca, other := newPKI(t, "toolwire test CA"), newPKI(t, "some other CA")
-	dir := t.TempDir()
-	certFile, keyFile := writePEM(t, dir, "server", ca.issue(t, func(c *x509.Certificate) {
-		c.Subject.CommonName = "toolwire"
-		c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	}))
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	creds, err := auth.ServerCredentials(certFile, keyFile, caFile)
+	ca, other := testpki.New(t, "toolwire test CA"), testpki.New(t, "some other CA")
+	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
+	a, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := auth.New(auth.Config{ClientCertificates: true, Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	creds, err := grpcauth.ServerCredentials(certFile, keyFile, a)
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := serve(t, a, nil, grpc.Creds(creds))
-	roots := x509.NewCertPool()
-	roots.AddCert(ca.cert)
 	connect := func(certs ...tls.Certificate) *grpc.ClientConn {
-		return dial(t, addr, credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: certs}))
+		return dial(t, addr, credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: certs}))
 	}
 
 	for _, tc := range []struct {
@@ -417,21 +243,21 @@ func TestMutualTLS(t *testing.T) {
 		want    string // whoami's answer, or
 		wantMsg string // the UNAUTHENTICATED status's message
 	}{
-		{name: "valid", certs: []tls.Certificate{ca.issue(t, clientCert("agent-7"))}, want: "caller=agent-7"},
-		{name: "SPIFFE ID", certs: []tls.Certificate{ca.issue(t, clientCert("", func(c *x509.Certificate) {
+		{name: "valid", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7"))}, want: "caller=agent-7"},
+		{name: "SPIFFE ID", certs: []tls.Certificate{ca.Issue(t, testpki.Client("", func(c *x509.Certificate) {
 			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "example.org", Path: "/agent"}}
 		}))}, want: "caller=spiffe://example.org/agent"},
-		{name: "expired", certs: []tls.Certificate{ca.issue(t, clientCert("agent-7", func(c *x509.Certificate) {
+		{name: "expired", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7", func(c *x509.Certificate) {
 			c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
 		}))}, wantMsg: "expired"},
-		{name: "wrong CA", certs: []tls.Certificate{other.issue(t, clientCert("agent-7"))}, wantMsg: "unknown authority"},
-		{name: "server certificate", certs: []tls.Certificate{ca.issue(t, func(c *x509.Certificate) {
+		{name: "wrong CA", certs: []tls.Certificate{other.Issue(t, testpki.Client("agent-7"))}, wantMsg: "unknown authority"},
+		{name: "server certificate", certs: []tls.Certificate{ca.Issue(t, func(c *x509.Certificate) {
 			c.Subject.CommonName = "agent-7"
 			c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		})}, wantMsg: "client certificate rejected"},
 		{name: "none", wantMsg: "missing credentials"},
 		{name: "token, no certificate", ctx: withAuthorization("Bearer " + aliceToken), want: "caller=alice"},
-		{name: "wrong token beats a valid certificate", certs: []tls.Certificate{ca.issue(t, clientCert("agent-7"))},
+		{name: "wrong token beats a valid certificate", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7"))},
 			ctx: withAuthorization("Bearer not-a-token-of-ours-at-all"), wantMsg: "invalid bearer token"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -458,89 +284,5 @@ func TestMutualTLS(t *testing.T) {
 	plain := dial(t, addr, insecure.NewCredentials())
 	if _, err := healthpb.NewHealthClient(plain).Check(context.Background(), &healthpb.HealthCheckRequest{}); err == nil {
 		t.Error("a plaintext client reached a TLS server")
-	}
-}
-
-func TestServerCredentialsRejectsBadFiles(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	ca := newPKI(t, "ca")
-	certFile, keyFile := writePEM(t, dir, "server", ca.issue(t, func(*x509.Certificate) {}))
-	notPEM := filepath.Join(dir, "junk")
-	if err := os.WriteFile(notPEM, []byte("junk"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for name, files := range map[string][3]string{
-		"missing cert": {filepath.Join(dir, "nope"), keyFile, ""},
-		"key mismatch": {certFile, writeOtherKey(t, dir, ca), ""},
-		"missing CA":   {certFile, keyFile, filepath.Join(dir, "nope")},
-		"CA not PEM":   {certFile, keyFile, notPEM},
-	} {
-		if _, err := auth.ServerCredentials(files[0], files[1], files[2]); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-}
-
-func writeOtherKey(t *testing.T, dir string, ca *pki) string {
-	_, key := writePEM(t, dir, "other", ca.issue(t, func(*x509.Certificate) {}))
-	return key
-}
-
-func TestServerCertificateIsReadAgainWhenItsFilesChange(t *testing.T) {
-	t.Parallel()
-	ca := newPKI(t, "ca")
-	dir := t.TempDir()
-	certFile, keyFile := writePEM(t, dir, "server", ca.issue(t, func(c *x509.Certificate) { c.Subject.CommonName = "first" }))
-	get, recheckNow := auth.CertificateGetter(certFile, keyFile)
-	commonName := func() string {
-		t.Helper()
-		c, err := get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		leaf, err := x509.ParseCertificate(c.Certificate[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return leaf.Subject.CommonName
-	}
-	if got := commonName(); got != "first" {
-		t.Fatalf("certificate %q, want first", got)
-	}
-	touch := func() {
-		later := time.Now().Add(time.Hour)
-		for _, f := range []string{certFile, keyFile} {
-			if err := os.Chtimes(f, later, later); err != nil {
-				t.Fatal(err)
-			}
-		}
-		recheckNow()
-	}
-
-	// A half-written pair (the new certificate, the old key) keeps the last
-	// good one in service.
-	second := ca.issue(t, func(c *x509.Certificate) { c.Subject.CommonName = "second" })
-	secondCert, secondKey := writePEM(t, t.TempDir(), "server", second)
-	copyFile(t, secondCert, certFile)
-	touch()
-	if got := commonName(); got != "first" {
-		t.Errorf("with a mismatched pair: certificate %q, want the last good one", got)
-	}
-	copyFile(t, secondKey, keyFile)
-	touch()
-	if got := commonName(); got != "second" {
-		t.Errorf("after rotation: certificate %q, want second", got)
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }

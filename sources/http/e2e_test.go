@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	httpsource "github.com/toolwire/toolwire/sources/http"
@@ -65,7 +66,8 @@ func serve(t *testing.T, specsYAML string, log io.Writer) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))}})
+	eng := engine.New(engine.Config{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	srv := service.New(eng, reg, service.Config{})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	srv.Register(gs)
@@ -79,7 +81,7 @@ func serve(t *testing.T, specsYAML string, log io.Writer) *client.Client {
 	t.Cleanup(func() {
 		c.Close()
 		gs.Stop()
-		srv.Close()
+		eng.Close()
 		hc.CloseIdleConnections()
 	})
 	return c

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/store/storeurl"
 	"github.com/toolwire/toolwire/tools"
@@ -48,9 +49,9 @@ type BumpOutput struct {
 }
 
 func run(ctx context.Context) error {
-	var cfg service.Config
+	var cfg engine.Config
 	fs := flag.NewFlagSet("countserver", flag.ExitOnError)
-	fs.StringVar(&cfg.Listen, "listen", "127.0.0.1:0", "address")
+	listen := fs.String("listen", "127.0.0.1:0", "address")
 	storeURL := fs.String("store", "memory", "store URL")
 	fs.DurationVar(&cfg.IdempotencyLease, "idempotency-lease", 0, "lease")
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 0, "drain timeout")
@@ -88,8 +89,10 @@ func run(ctx context.Context) error {
 	}
 	defer st.Close()
 	cfg.Idempotency, cfg.Sessions = st, st
-	srv := service.New(reg, cfg)
-	lis, err := net.Listen("tcp", cfg.Listen)
+	eng := engine.New(cfg)
+	defer eng.Close()
+	srv := service.New(eng, reg, service.Config{})
+	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,29 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"sort"
 
 	"sigs.k8s.io/yaml"
 )
+
+// Token is a bearer token a server accepts: the caller's name and the
+// token's hash, as HashToken returns it. Only the hash is kept, so a
+// configuration file or a memory dump does not give the token away.
+type Token struct {
+	Name string `json:"name"`
+	Hash string `json:"hash"` // "sha256:" and the hex SHA-256 of the token
+}
+
+// HashToken returns the hash by which a Token names token:
+// "sha256:" followed by the hex SHA-256 of the token, what
+// `printf %s "$TOKEN" | sha256sum` prints.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
 
 // MinTokenLength is the shortest token ParseTokens accepts. Tokens are
 // hashed without salt, which is safe only for tokens too long to guess,

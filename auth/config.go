@@ -1,13 +1,13 @@
 package auth
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-
-	"google.golang.org/grpc"
 
 	"github.com/toolwire/toolwire/engine"
 )
@@ -67,24 +67,22 @@ func (c ServerConfig) Permissions() engine.Permissions {
 	return c.Auth.Permissions
 }
 
-// ServerOptions validates c, reads its certificates and tokens (the tokens
-// file, then the variable TokensEnv through getenv) and returns the server
-// options that apply them. It logs, on log, whether authentication is on
-// and warns about tokens over plaintext and permissions without
-// authentication.
-func (c ServerConfig) ServerOptions(log *slog.Logger, getenv func(string) string) ([]grpc.ServerOption, error) {
+// Verifier validates c, reads its tokens (c.Auth.Tokens, the tokens file,
+// then the variable TokensEnv through getenv) and its client CA, and
+// returns the Verifier that every surface of the server checks credentials
+// with. It logs, on log, whether authentication is on, and warns about
+// tokens over plaintext and about permissions without authentication.
+func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*Verifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var opts []grpc.ServerOption
-	if c.TLSCert != "" {
-		creds, err := ServerCredentials(c.TLSCert, c.TLSKey, c.ClientCA)
-		if err != nil {
+	var roots *x509.CertPool
+	if c.ClientCA != "" {
+		var err error
+		if roots, err = readCertPool(c.ClientCA); err != nil {
 			return nil, err
 		}
-		opts = append(opts, grpc.Creds(creds))
 	}
-
 	tokens := append([]Token(nil), c.Auth.Tokens...)
 	if c.Auth.TokensFile != "" {
 		b, err := os.ReadFile(c.Auth.TokensFile)
@@ -104,14 +102,13 @@ func (c ServerConfig) ServerOptions(log *slog.Logger, getenv func(string) string
 		}
 		tokens = append(tokens, more...)
 	}
-	a, err := New(Config{Tokens: tokens, ClientCertificates: c.ClientCA != "", Logger: log})
+	v, err := New(Config{Tokens: tokens, ClientCAs: roots})
 	if err != nil {
 		return nil, fmt.Errorf("auth.tokens: %w", err)
 	}
 
 	switch {
-	case a.Enabled():
-		opts = append(opts, a.ServerOptions()...)
+	case v.Enabled():
 		if c.TLSCert == "" {
 			log.Warn("bearer tokens are accepted over plaintext: anyone who can read the traffic can read them; serve TLS (--tls-cert, --tls-key) unless a mesh encrypts it")
 		}
@@ -119,5 +116,15 @@ func (c ServerConfig) ServerOptions(log *slog.Logger, getenv func(string) string
 	case len(c.Auth.Permissions) > 0:
 		log.Warn(`permissions are configured but authentication is off: every caller is the anonymous caller "", to which the "" or "*" entry applies`)
 	}
-	return opts, nil
+	return v, nil
+}
+
+// TLS returns the TLS configuration of the server's ports (ServerTLS of
+// c's files, asking for the client certificates v accepts), or nil when c
+// serves plaintext.
+func (c ServerConfig) TLS(v *Verifier) (*tls.Config, error) {
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	return ServerTLS(c.TLSCert, c.TLSKey, v)
 }

@@ -3,6 +3,8 @@ package auth
 import (
 	"fmt"
 	"path"
+
+	"github.com/toolwire/toolwire/engine"
 )
 
 // Policy holds each caller's tool permissions, keyed by caller name (a
@@ -10,6 +12,8 @@ import (
 // callers without an entry of their own; a caller with neither may call
 // every tool. A Policy is an engine.Permissions.
 type Policy map[string]Rule
+
+var _ engine.Permissions = Policy(nil)
 
 // Rule allows and denies tools by name patterns in path.Match syntax ("*"
 // any run of characters, "?" one, "[a-z]" a class), so "*_files" matches

@@ -1,10 +1,14 @@
 package auth_test
 
 import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/toolwire/toolwire/service/auth"
+	"github.com/toolwire/toolwire/auth"
 )
 
 func TestServerConfigValidate(t *testing.T) {
@@ -34,5 +38,37 @@ func TestServerConfigValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestServerConfigVerifierReadsEveryTokenSource(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte("bob: "+bobToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := auth.ServerConfig{Auth: auth.CallerConfig{
+		TokensFile: file,
+		Tokens:     []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}},
+	}}
+	var logs strings.Builder
+	v, err := cfg.Verifier(slog.New(slog.NewTextHandler(&logs, nil)), func(k string) string {
+		if k == auth.TokensEnv {
+			return "{carol: carol-token-0123456789abcdef}"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for token, want := range map[string]string{aliceToken: "alice", bobToken: "bob", "carol-token-0123456789abcdef": "carol"} {
+		if got, err := v.Verify(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + token}}); err != nil || got != want {
+			t.Errorf("token of %s: %q, %v", want, got, err)
+		}
+	}
+	for _, want := range []string{"authentication on", "tokens=3", "over plaintext"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// CertificateGetter returns the GetCertificate function ServerCredentials
+// CertificateGetter returns the GetCertificate function ServerTLS
 // uses for the files, and a function that makes its next call look at the
 // files again instead of waiting out the recheck interval.
 func CertificateGetter(certFile, keyFile string) (get func() (*tls.Certificate, error), recheckNow func()) {

@@ -1,0 +1,172 @@
+// Package auth decides who a request comes from and which tools it may
+// call, the same way on every surface of a server.
+//
+// A Verifier turns the credentials a request carries (a bearer token, a TLS
+// client certificate) into the caller's name, or into the reason it refuses
+// them; a Policy allows and denies tools by caller name (it is an
+// engine.Permissions). Each surface has a thin adapter over the one
+// Verifier that reads the credentials off its transport, asks Verify, and
+// puts the caller into the request's context with engine.WithCaller or
+// answers the refusal in its protocol, with the Verifier's reason as it is:
+// RequireCredentials is the HTTP adapter (func(http.Handler) http.Handler),
+// and package service/auth holds gRPC's interceptors and transport
+// credentials. So a token or a certificate names the same caller, and is
+// refused for the same reason, on every port. ServerConfig is the
+// operator's configuration of it all (serve's tls_cert, tls_key, client_ca
+// and auth keys), from which a program makes the Verifier its surfaces
+// share and their TLS configuration (ServerTLS).
+//
+// It knows no RPC framework: it must not import gRPC or any surface.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Config configures a Verifier. With neither tokens nor client CAs,
+// authentication is off and every caller is the anonymous caller "".
+type Config struct {
+	// Tokens are the bearer tokens accepted. Several tokens may share a
+	// name, so a token can be rotated without downtime.
+	Tokens []Token
+	// ClientCAs, when set, make a client certificate that chains to them
+	// and allows client authentication name its caller (see
+	// CheckCertificate). Default nil: client certificates name nobody.
+	ClientCAs *x509.CertPool
+}
+
+// Verifier checks a request's credentials and names its caller. It is safe
+// for concurrent use, and every surface of a server shares one.
+type Verifier struct {
+	hashes [][sha256.Size]byte
+	names  []string
+	roots  *x509.CertPool
+}
+
+// New returns a Verifier for cfg, or an error naming the token that is
+// malformed or configured twice.
+func New(cfg Config) (*Verifier, error) {
+	v := &Verifier{roots: cfg.ClientCAs}
+	seen := make(map[[sha256.Size]byte]string, len(cfg.Tokens))
+	for i, t := range cfg.Tokens {
+		if t.Name == "" {
+			return nil, fmt.Errorf("token %d has no name", i)
+		}
+		hexSum, ok := strings.CutPrefix(t.Hash, "sha256:")
+		var h [sha256.Size]byte
+		if n, err := hex.Decode(h[:], []byte(hexSum)); !ok || err != nil || n != sha256.Size || len(hexSum) != 2*sha256.Size {
+			return nil, fmt.Errorf("token %q: hash %q is not \"sha256:\" and 64 hex digits", t.Name, t.Hash)
+		}
+		if other, dup := seen[h]; dup {
+			return nil, fmt.Errorf("tokens %q and %q are the same token", other, t.Name)
+		}
+		seen[h] = t.Name
+		v.hashes = append(v.hashes, h)
+		v.names = append(v.names, t.Name)
+	}
+	return v, nil
+}
+
+// Enabled reports whether v checks anything. When it does not, every
+// request is the anonymous caller's, and an adapter need not read any
+// credentials.
+func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil }
+
+// AcceptsCertificates reports whether a client certificate can name a
+// caller: whether a server should ask its clients for one.
+func (v *Verifier) AcceptsCertificates() bool { return v.roots != nil }
+
+// Credentials are what a request carries to prove who sent it, as its
+// surface read them off its transport.
+type Credentials struct {
+	// Authorization holds the request's authorization values: gRPC's
+	// "authorization" metadata, or HTTP's Authorization headers. More than
+	// one is refused.
+	Authorization []string
+	// Certificate is the client certificate of the request's connection
+	// as CheckCertificate found it, for a transport that checks it once
+	// per connection (service/auth's ServerCredentials does, after the
+	// handshake).
+	Certificate Certificate
+	// PeerCertificates is the certificate chain the client presented,
+	// leaf first and not yet checked (http.Request.TLS.PeerCertificates);
+	// Verify checks it when it needs it and Certificate is not set.
+	PeerCertificates []*x509.Certificate
+}
+
+// Verify returns the caller creds prove, or an error whose text is the
+// reason they prove none, for the surface to send as it is: missing
+// credentials, more than one authorization value, a malformed one, an
+// invalid bearer token, a client certificate rejected (expired, of an
+// unknown authority, …). Any error means the request is unauthenticated.
+//
+// A request that carries a token is judged by the token, so a wrong token
+// is refused even on a connection with a valid client certificate; one
+// without by its certificate. With authentication off (see Enabled), every
+// request is the anonymous caller "".
+func (v *Verifier) Verify(_ context.Context, creds Credentials) (caller string, err error) {
+	if !v.Enabled() {
+		return "", nil
+	}
+	if vals := creds.Authorization; len(vals) > 0 {
+		if len(vals) > 1 {
+			// Which one a proxy or the server would read is a guess;
+			// refuse rather than authenticate by one and audit by another.
+			return "", fmt.Errorf("%d authorization headers: send exactly one", len(vals))
+		}
+		if len(v.hashes) == 0 {
+			return "", errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
+		}
+		scheme, token, ok := strings.Cut(vals[0], " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+			return "", errors.New(`malformed authorization header: want "Bearer <token>"`)
+		}
+		if name, ok := v.lookup(strings.TrimSpace(token)); ok {
+			return name, nil
+		}
+		return "", errors.New("invalid bearer token")
+	}
+	if v.roots != nil {
+		cert := creds.Certificate
+		if !cert.Presented && len(creds.PeerCertificates) > 0 {
+			cert = v.CheckCertificate(creds.PeerCertificates)
+		}
+		if cert.Presented {
+			if cert.Err != nil {
+				return "", fmt.Errorf("client certificate rejected: %w", cert.Err)
+			}
+			return cert.Identity, nil
+		}
+	}
+	switch {
+	case len(v.hashes) > 0 && v.roots != nil:
+		return "", errors.New(`missing credentials: send an "authorization: Bearer <token>" header or a client certificate`)
+	case v.roots != nil:
+		return "", errors.New("missing credentials: connect with a client certificate signed by the server's client CA")
+	default:
+		return "", errors.New(`missing credentials: send an "authorization: Bearer <token>" header`)
+	}
+}
+
+// lookup returns the name of token. It compares the token's hash with every
+// configured hash in constant time and visits all of them whatever matches,
+// so the time taken tells nothing about which tokens exist.
+func (v *Verifier) lookup(token string) (string, bool) {
+	sum := sha256.Sum256([]byte(token))
+	match := -1
+	for i := range v.hashes {
+		eq := subtle.ConstantTimeCompare(sum[:], v.hashes[i][:])
+		match = subtle.ConstantTimeSelect(eq, i, match)
+	}
+	if match < 0 {
+		return "", false
+	}
+	return v.names[match], true
+}

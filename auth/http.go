@@ -1,0 +1,70 @@
+package auth
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/toolwire/toolwire/engine"
+)
+
+// RequireCredentials returns the HTTP adapter of v: middleware that
+// authenticates every request with v, as every surface does. A request
+// whose credentials v accepts reaches the handler with its caller in the
+// context (engine.WithCaller). Any other is answered 401 Unauthorized with
+// "WWW-Authenticate: Bearer" and a Connect error body,
+// {"code":"unauthenticated","message":"<v's reason>"}, which Connect,
+// gRPC-Web and JSON clients all read; the handler never sees it. With
+// authentication off (v not Enabled) every request reaches the handler as
+// the anonymous caller "".
+//
+// The credentials are the Authorization headers and, over TLS, the client
+// certificate (http.Request.TLS.PeerCertificates, checked by v on each
+// request that relies on it; ServerTLS asks clients for one). Mount what
+// must stay open, such as health checks, outside the middleware.
+//
+// Permissions are not checked here: they are per tool, so a surface asks
+// them where a call names its tool (the engine's permission step and
+// Engine.Tools), and a refused call is a NOT_PERMITTED result, not an HTTP
+// error. log receives a line for each refused request; nil means
+// slog.Default().
+func RequireCredentials(v *Verifier, log *slog.Logger) func(http.Handler) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return func(next http.Handler) http.Handler {
+		if !v.Enabled() {
+			return next
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			creds := Credentials{Authorization: r.Header.Values("Authorization")}
+			if r.TLS != nil {
+				creds.PeerCertificates = r.TLS.PeerCertificates
+			}
+			caller, err := v.Verify(r.Context(), creds)
+			if err != nil {
+				log.Info("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "reason", err.Error())
+				w.Header().Set("WWW-Authenticate", "Bearer")
+				writeError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(engine.WithCaller(r.Context(), caller)))
+		})
+	}
+}
+
+// writeError answers with status and a Connect error body: its code (in
+// Connect's spelling, "unauthenticated", "permission_denied", …) and
+// message.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // the reasons quote "Bearer <token>"
+	_ = enc.Encode(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{code, message})
+}
