@@ -1,10 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,18 +68,60 @@ func TestServeMCP(t *testing.T) {
 	}
 }
 
-// TestServeMCPRefusesWithAuth: with tokens configured, serve refuses /mcp
-// (it cannot authenticate yet) unless --no-mcp says to serve none.
-func TestServeMCPRefusesWithAuth(t *testing.T) {
+// TestServeMCPAuthenticates: with tokens configured, /mcp refuses a request
+// without valid credentials with 401 (a Connect-style body and a
+// WWW-Authenticate challenge), and serves the token's caller the tools its
+// permissions allow: the gRPC port's Verifier checks both ports.
+func TestServeMCPAuthenticates(t *testing.T) {
 	t.Parallel()
 	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
-	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-	defer cancel()
-	var stderr syncBuffer
-	err := run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-workspace", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens}, io.Discard, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "/mcp cannot authenticate") {
-		t.Errorf("serve with tokens and /mcp: %v, want a refusal", err)
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens)
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	for name, header := range map[string]string{"no token": "", "a wrong token": "Bearer nope"} {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), `"code":"unauthenticated"`) || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("%s: %s %s %q; want 401 with a challenge and an unauthenticated body", name, resp.Status, resp.Header.Get("WWW-Authenticate"), body)
+		}
 	}
-	s := startServe(t, "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--no-mcp")
-	waitFor(t, "the HTTP port", func() bool { _, ok := httpAddr(s.stderr.String()); return ok })
+	hc := &http.Client{Transport: bearer{"secret-token-of-alice", http.DefaultTransport}}
+	session, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + addr + "/mcp", HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer session.Close()
+	list, err := session.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if !slices.Contains(names, "echo") {
+		t.Errorf("alice's tools over /mcp: %q; want the diagnostic tools", names)
+	}
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
