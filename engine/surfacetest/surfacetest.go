@@ -107,6 +107,12 @@ type Lacks struct {
 	Deadlines bool
 	// Sessions: a request cannot name a session.
 	Sessions bool
+	// SessionlessCalls: every call belongs to a session, one that names
+	// none to the protocol's own (an MCP 2025-11-25 session,
+	// Mcp-Session-Id), so a call cannot be made without a session; the
+	// Sessions subtest then checks only that such a call is not in
+	// another's session.
+	SessionlessCalls bool
 	// MessageLimit: the transport has no size limit of its own for a
 	// request (the engine still bounds a call's arguments).
 	MessageLimit bool
@@ -668,7 +674,14 @@ func sessions(t *testing.T, v *env) {
 	if got := text(r); got != "alice in s1" {
 		t.Errorf("the tool saw %q, want alice in s1", got)
 	}
-	if got := text(v.call(t, bob, call("b", "whoami", `{}`))); got != "bob in " {
+	got := text(v.call(t, bob, call("b", "whoami", `{}`)))
+	if v.lacks.SessionlessCalls {
+		if !strings.HasPrefix(got, "bob in ") || got == "bob in s1" {
+			t.Errorf("without a session the tool saw %q, want bob in a session of his own", got)
+		}
+		return
+	}
+	if got != "bob in " {
 		t.Errorf("without a session the tool saw %q, want bob in no session", got)
 	}
 }
