@@ -130,6 +130,9 @@ func TestCallResults(t *testing.T) {
 			{"alice-token", "fail", `{"message":"boom"}`, "TOOL_ERROR", "boom"},
 			{"alice-token", "nope", `{}`, "UNKNOWN_TOOL", `unknown tool "nope"`},
 			{"alice-token", "sleep", `{"ms":"x"}`, "INVALID_ARGUMENTS", "/ms"},
+			// Not MCP's object, but what a model may produce and a client
+			// pass on: a result, as on every surface.
+			{"alice-token", "sleep", `["x"]`, "INVALID_ARGUMENTS", "must be a JSON object"},
 			{"bob-token", "secret", `{}`, "NOT_PERMITTED", "not permitted"},
 			{"alice-token", "multi_tool_use.parallel", `{"tool_uses":[]}`, "UNKNOWN_TOOL", "is not a tool"},
 		} {

@@ -66,9 +66,10 @@ func TestSurface(t *testing.T) {
 //     Connect-Timeout-Ms in MCP): the server never learns the client's, so
 //     a call cannot end with a TIMEOUT result just before it. A client
 //     whose deadline passes cancels the request, which Cancel/Call covers.
-//   - ArgumentText: tools/call's arguments are a JSON object inside the
-//     JSON-RPC request, not the model's text, so they cannot be malformed
-//     JSON or another JSON value.
+//   - ArgumentText: tools/call's arguments are JSON inside the JSON-RPC
+//     request, not the model's text, so they cannot be malformed JSON.
+//     (Another JSON value than MCP's object does reach the engine, and is
+//     an INVALID_ARGUMENTS result: TestCallResults.)
 //   - SessionlessCalls, on 2025-11-25 only: a call that names no
 //     toolwire.dev/session_id belongs to its MCP session (Mcp-Session-Id),
 //     so there is no call without a session there.
