@@ -83,8 +83,15 @@ type Server struct {
 	tls      *tls.Config
 	log      *slog.Logger
 	mux      *http.ServeMux
+	refuse   map[string]Refuse // by pattern: how the port's own refusals are written there
 	draining atomic.Bool
 }
+
+// Refuse writes one of the port's own refusals (a body past its limit) in
+// a surface's protocol: the status, a code such as "resource_exhausted"
+// and a message people can read. WriteError (Connect's error body) is the
+// default.
+type Refuse func(w http.ResponseWriter, r *http.Request, status int, code, message string)
 
 // New makes the HTTP port with cfg. tlsConfig, when not nil, serves HTTPS
 // (HTTP/1.1 and HTTP/2); without it the port speaks HTTP/1.1 and h2c.
@@ -92,14 +99,20 @@ func New(cfg Config, tlsConfig *tls.Config, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg.withDefaults(), tls: tlsConfig, log: log, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg.withDefaults(), tls: tlsConfig, log: log, mux: http.NewServeMux(), refuse: map[string]Refuse{}}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s
 }
 
 // Handle serves h for the requests pattern (http.ServeMux's patterns)
-// matches.
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// matches; the port's own refusals there are written by refuse (nil:
+// WriteError, Connect's error body). Call it before Serve.
+func (s *Server) Handle(pattern string, h http.Handler, refuse Refuse) {
+	s.mux.Handle(pattern, h)
+	if refuse != nil {
+		s.refuse[pattern] = refuse
+	}
+}
 
 // healthz answers plain HTTP probes: 200 while serving, 503 once draining.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -117,7 +130,14 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBodyBytes {
-			WriteError(w, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is %d bytes; this server takes at most %d (http_max_body_bytes)", r.ContentLength, s.cfg.MaxBodyBytes))
+			refuse := Refuse(func(w http.ResponseWriter, _ *http.Request, status int, code, message string) {
+				WriteError(w, status, code, message)
+			})
+			if _, pattern := s.mux.Handler(r); s.refuse[pattern] != nil {
+				refuse = s.refuse[pattern]
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+			refuse(w, r, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is %d bytes; this server takes at most %d (http_max_body_bytes)", r.ContentLength, s.cfg.MaxBodyBytes))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)

@@ -68,7 +68,7 @@ func TestHealthzAndDrain(t *testing.T) {
 		close(started)
 		<-release
 		_, _ = io.WriteString(w, "finished")
-	}))
+	}), nil)
 	url, stop := serve(t, s)
 	resp, err := http.Get(url + "/healthz")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestHealthzAndDrain(t *testing.T) {
 // handler sees no more than the limit.
 func TestBodyLimit(t *testing.T) {
 	s := httpserve.New(httpserve.Config{MaxBodyBytes: 1024}, nil, nil)
-	s.Handle("POST /echo", echo())
+	s.Handle("POST /echo", echo(), nil)
 	url, _ := serve(t, s)
 	resp, err := http.Post(url+"/echo", "application/json", bytes.NewReader(make([]byte, 10<<20)))
 	if err != nil {
@@ -152,7 +152,7 @@ func TestBodyLimit(t *testing.T) {
 // ReadTimeout, and other clients are served meanwhile.
 func TestSlowBody(t *testing.T) {
 	s := httpserve.New(httpserve.Config{ReadTimeout: 300 * time.Millisecond}, nil, nil)
-	s.Handle("POST /echo", echo())
+	s.Handle("POST /echo", echo(), nil)
 	url, _ := serve(t, s)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
@@ -181,7 +181,7 @@ func TestSlowBody(t *testing.T) {
 // for it (gRPC and Connect streaming need it) and HTTP/1.1 otherwise.
 func TestH2C(t *testing.T) {
 	s := httpserve.New(httpserve.Config{}, nil, nil)
-	s.Handle("POST /echo", echo())
+	s.Handle("POST /echo", echo(), nil)
 	url, _ := serve(t, s)
 	protocols := new(http.Protocols)
 	protocols.SetUnencryptedHTTP2(true)
@@ -236,7 +236,7 @@ func TestTLS(t *testing.T) {
 	pool := ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
 	ts.Close()
 	s := httpserve.New(httpserve.Config{}, &tls.Config{Certificates: []tls.Certificate{cert}}, nil)
-	s.Handle("POST /echo", echo())
+	s.Handle("POST /echo", echo(), nil)
 	url, _ := serve(t, s)
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
 	defer c.CloseIdleConnections()

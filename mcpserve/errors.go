@@ -2,6 +2,8 @@ package mcpserve
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolwire/toolwire/engine"
@@ -53,4 +55,63 @@ func rpcError(err error) error {
 		Code string `json:"code"`
 	}{name})
 	return &jsonrpc.Error{Code: int64(code), Message: msg, Data: data}
+}
+
+// Refuse writes one of the HTTP port's own refusals (a body past its
+// limit) as MCP clients read errors: a JSON-RPC error answering the
+// request's ID, found in the body's first 64 KiB, so the client fails that
+// call and keeps its connection; without an ID, the status with a JSON-RPC
+// error of ID null. It is httpserve.Refuse for /mcp.
+func Refuse(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+	id := requestID(io.LimitReader(r.Body, 64<<10))
+	rpc := int64(jsonrpc.CodeInvalidRequest)
+	if code == "resource_exhausted" {
+		rpc = CodeResourceExhausted
+	}
+	data, _ := json.Marshal(struct {
+		Code string `json:"code"`
+	}{code})
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpcError    `json:"error"`
+	}{"2.0", id, jsonrpcError{Code: rpc, Message: message, Data: data}})
+	w.Header().Set("Content-Type", "application/json")
+	if string(id) != "null" {
+		status = http.StatusOK // a JSON-RPC response, to the request it names
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+type jsonrpcError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// requestID is the top-level "id" of the JSON-RPC request r begins, or
+// null: read token by token, so a huge body is never held.
+func requestID(r io.Reader) json.RawMessage {
+	d := json.NewDecoder(r)
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return json.RawMessage("null")
+	}
+	for d.More() {
+		key, err := d.Token()
+		if err != nil {
+			break
+		}
+		var v json.RawMessage
+		if key == "id" {
+			if d.Decode(&v) == nil && (len(v) > 0 && (v[0] == '"' || v[0] == '-' || (v[0] >= '0' && v[0] <= '9'))) {
+				return v
+			}
+			break
+		}
+		if d.Decode(&v) != nil { // skips the value; a huge one stops at the limit
+			break
+		}
+	}
+	return json.RawMessage("null")
 }

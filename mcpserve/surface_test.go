@@ -79,14 +79,11 @@ func TestSurface(t *testing.T) {
 // (the HTTP port's body limit, a 413 with resource_exhausted).
 //
 // The HTTP port answers some requests before MCP sees them: 401 without
-// valid credentials, 413 over the body limit, each with a Connect error
-// body ({"code":…,"message":…}) rather than a JSON-RPC one. The go-sdk's
-// client reports such a refusal only as its status text, and takes it as
-// the end of its connection (a stock client must reconnect after a request
-// over the limit); the adapter's HTTP client therefore reads the refusal
-// itself and hands the SDK a transport error (portRefusal), which keeps the
-// code and leaves the connection up. The server side is unchanged: the
-// next call goes through on the same MCP session.
+// valid credentials (a Connect-style body and a challenge), which the
+// go-sdk's client reports only as its status text; the adapter's HTTP
+// client reads such a refusal itself and hands the SDK a transport error
+// (portRefusal) that keeps the code. (A body over the limit is answered as
+// a JSON-RPC error to its request, mcpserve.Refuse, which the SDK reads.)
 type mcpSurface struct {
 	url, rev string
 
@@ -109,7 +106,7 @@ func newMCPSurface(t *testing.T, cfg surfacetest.Config, rev string) *mcpSurface
 	log := slog.New(slog.DiscardHandler)
 	port := httpserve.New(httpserve.Config{MaxBodyBytes: int64(cfg.Engine.Config().MaxMessageBytes), DrainTimeout: 5 * time.Second}, nil, log)
 	srv := mcpserve.New(cfg.Engine, cfg.Registry, &mcpserve.Options{Logger: log})
-	port.Handle("/mcp", auth.RequireCredentials(v, log)(srv))
+	port.Handle("/mcp", auth.RequireCredentials(v, log)(srv), mcpserve.Refuse)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 	var surface *mcpserve.Server
 	if !cfg.MCPConfig.Off {
 		surface = mcpserve.New(eng, reg, &mcpserve.Options{Logger: log, Version: version()})
-		port.Handle("/mcp", authenticate(surface))
+		port.Handle("/mcp", authenticate(surface), mcpserve.Refuse)
 	}
 	lis, err := net.Listen("tcp", cfg.HTTPConfig.Listen)
 	if err != nil {
