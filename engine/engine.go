@@ -8,10 +8,11 @@
 // outbox and the server-wide budget of buffered events), the send
 // watchdog's logic, batch and call telemetry, and the debug log lines.
 //
-// Surfaces (the gRPC service in service/, later a unary call, Connect/JSON,
-// MCP, a console) sit on top: they authenticate, put the caller in the
-// context with WithCaller, call Run with a sink of their own, and map the
-// *Error Run returns to their wire format at their edge (CodeOf).
+// Surfaces (the gRPC service in service/, later Connect/JSON, MCP, a
+// console) sit on top: they authenticate, put the caller in the context
+// with WithCaller, call Run with a sink of their own (or Call, for one call
+// answered by its result, as CallTool is), and map the *Error Run returns
+// to their wire format at their edge (CodeOf).
 //
 // Import rules: engine must not import google.golang.org/grpc or any of its
 // packages (codes, status, metadata, peer, …), nor service/ or any surface;
