@@ -32,8 +32,8 @@ func TestSurface(t *testing.T) {
 // nothing: ExecuteBatch carries batches, their options, call timeouts,
 // idempotency keys and session IDs; the RPC's deadline reaches the server;
 // cancelling the RPC cancels the batch; results carry every field; the
-// transport has a message limit (MaxMessageBytes). Call is a batch of one
-// call over ExecuteBatch.
+// transport has a message limit (MaxMessageBytes). Call is the unary
+// CallTool.
 type grpcSurface struct {
 	client toolwirev1.ToolServiceClient
 }
@@ -70,8 +70,8 @@ func newGRPCSurface(t *testing.T, cfg surfacetest.Config) surfacetest.Surface {
 	return &grpcSurface{client: toolwirev1.NewToolServiceClient(conn)}
 }
 
-// as returns ctx carrying caller's bearer token, if it has one.
-func as(ctx context.Context, caller surfacetest.Caller) context.Context {
+// withCaller returns ctx carrying caller's bearer token, if it has one.
+func withCaller(ctx context.Context, caller surfacetest.Caller) context.Context {
 	if caller.Token == "" {
 		return ctx
 	}
@@ -79,12 +79,12 @@ func as(ctx context.Context, caller surfacetest.Caller) context.Context {
 }
 
 func (s *grpcSurface) Tools(ctx context.Context, caller surfacetest.Caller) ([]*toolwirev1.Tool, error) {
-	resp, err := s.client.ListTools(as(ctx, caller), &toolwirev1.ListToolsRequest{})
+	resp, err := s.client.ListTools(withCaller(ctx, caller), &toolwirev1.ListToolsRequest{})
 	return resp.GetTools(), err
 }
 
 func (s *grpcSurface) Batch(ctx context.Context, caller surfacetest.Caller, req *toolwirev1.ExecuteBatchRequest) ([]*toolwirev1.ExecuteBatchResponse, error) {
-	stream, err := s.client.ExecuteBatch(as(ctx, caller), req)
+	stream, err := s.client.ExecuteBatch(withCaller(ctx, caller), req)
 	if err != nil {
 		return nil, err
 	}
@@ -102,16 +102,8 @@ func (s *grpcSurface) Batch(ctx context.Context, caller surfacetest.Caller, req 
 }
 
 func (s *grpcSurface) Call(ctx context.Context, caller surfacetest.Caller, sessionID string, call *toolwirev1.ToolCall) (*toolwirev1.CallResult, error) {
-	events, err := s.Batch(ctx, caller, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: sessionID})
-	if err != nil {
-		return nil, err
-	}
-	for _, ev := range events {
-		if r := ev.GetResult(); r != nil {
-			return r, nil
-		}
-	}
-	return nil, errors.New("the batch of one call ended without its result")
+	resp, err := s.client.CallTool(withCaller(ctx, caller), &toolwirev1.CallToolRequest{Call: call, SessionId: sessionID})
+	return resp.GetResult(), err
 }
 
 func (s *grpcSurface) Code(err error) surfacetest.Code {
