@@ -31,7 +31,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sys := range []string{"grpc-unary", "toolwire", "mcp"} {
+	for _, sys := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "mcp"} {
 		for _, callers := range []int{1, tinyScale.Callers} {
 			row := rep.echo(sys, callers)
 			if row.Calls == 0 || row.Errors != 0 || row.PerSecond <= 0 || row.Latency.P50 <= 0 {
@@ -64,8 +64,8 @@ func TestMeasure(t *testing.T) {
 	if g := rep.Gateway; g.Direct.P50 <= 0 || g.Forwarded.P50 <= 0 || g.Surface.P50 <= 0 {
 		t.Errorf("gateway: %+v, want the direct, the forwarded and the surface's call timed", g)
 	}
-	if got := len(rep.targets()); got != 7 {
-		t.Errorf("%d targets checked, want 7", got)
+	if got := len(rep.targets()); got != 9 {
+		t.Errorf("%d targets checked, want 9", got)
 	}
 }
 
@@ -78,7 +78,8 @@ func TestRunWritesOutputs(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.print(&table)
-	for _, want := range []string{"grpc-unary", "toolwire", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct", "toolwire /mcp", "1.0× the go-sdk"} {
+	for _, want := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct",
+		"CallTool p50 ≤ 1.3× bare unary", "CallTool throughput ≥ 0.75× bare unary", "toolwire /mcp", "1.0× the go-sdk"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

@@ -38,7 +38,7 @@ func (r *report) svg() []byte {
 		{fmt.Sprintf("echo throughput, %d callers (higher is better)", r.Callers), thr},
 		{"toolwire cost per call by batch size (lower is better)", per},
 	}
-	const width, labelW, barW, rowH, gap = 640, 110, 380, 22, 36
+	const width, labelW, barW, rowH, gap = 640, 130, 360, 22, 36
 	height := 10
 	for _, p := range panels {
 		height += gap + rowH*len(p.bars)

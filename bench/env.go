@@ -299,6 +299,15 @@ func (e *env) toolwireEcho(ctx context.Context) error {
 	return err
 }
 
+// callToolEcho calls echo with CallTool, toolwire's unary fast path.
+func (e *env) callToolEcho(ctx context.Context) error {
+	resp, err := e.tw.CallTool(ctx, &toolwirev1.CallToolRequest{Call: &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: echoArgs}})
+	if err == nil && resp.GetResult().GetIsError() {
+		err = errors.New("call failed: " + resp.GetResult().String())
+	}
+	return err
+}
+
 // gatewayEcho calls the MCP server's echo through toolwire: a one-call
 // batch of the tool the gateway forwards to it.
 func (e *env) gatewayEcho(ctx context.Context) error {

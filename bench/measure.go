@@ -45,7 +45,8 @@ func measure(ctx context.Context, sc scale, log io.Writer) (*report, error) {
 	return rep, nil
 }
 
-// systems are the three ways of calling echo, in the order reported.
+// systems are the ways of calling echo, in the order reported: the floor,
+// toolwire's one-call ExecuteBatch and its unary CallTool, and MCP.
 func systems(e *env) []struct {
 	name string
 	call func(context.Context) error
@@ -56,11 +57,12 @@ func systems(e *env) []struct {
 	}{
 		{"grpc-unary", e.unaryEcho},
 		{"toolwire", e.toolwireEcho},
+		{"toolwire-calltool", e.callToolEcho},
 		{"mcp", e.mcpEcho},
 	}
 }
 
-// measureSerial times the three systems' calls one at a time. They take
+// measureSerial times the systems' calls one at a time. They take
 // turns in blocks: within a block one system runs hot, as a busy agent's
 // calls would (alternating call by call, the slow MCP calls let the other
 // two go cold, adding wake-up latency to both), while the turns still make

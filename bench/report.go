@@ -98,9 +98,15 @@ func (r *report) targets() []target {
 	unary, tw := r.echo("grpc-unary", 1), r.echo("toolwire", 1)
 	p50 := ratio(float64(tw.Latency.P50), float64(unary.Latency.P50))
 	thr := ratio(r.echo("toolwire", r.Callers).PerSecond, r.echo("mcp", r.Callers).PerSecond)
+	ct, many := r.echo("toolwire-calltool", 1), r.echo("toolwire-calltool", r.Callers)
+	ctP50 := ratio(float64(ct.Latency.P50), float64(unary.Latency.P50))
+	ctThr := ratio(many.PerSecond, r.echo("grpc-unary", r.Callers).PerSecond)
 	ts := []target{
 		{"one-call p50 ≤ 1.5× bare unary", fmt.Sprintf("%.2f×", p50), p50 > 0 && p50 <= 1.5},
 		{fmt.Sprintf("throughput ≥ 15× MCP at %d callers", r.Callers), fmt.Sprintf("%.1f×", thr), thr >= 15},
+		{"CallTool p50 ≤ 1.3× bare unary", fmt.Sprintf("%.2f×", ctP50), ctP50 > 0 && ctP50 <= 1.3},
+		{fmt.Sprintf("CallTool throughput ≥ 0.75× bare unary at %d callers", r.Callers),
+			fmt.Sprintf("%.2f× (%.1f× MCP)", ctThr, ratio(many.PerSecond, r.echo("mcp", r.Callers).PerSecond)), ctThr >= 0.75},
 	}
 	for _, l := range r.Lanes {
 		if l.Safe {

@@ -28,7 +28,7 @@ const SessionAffinityServiceConfig = `{"loadBalancingConfig":[{"ring_hash_experi
 // --workspace-per-session, a session's folder lives on the replica that
 // served it). It
 // sets the service config SessionAffinityServiceConfig, consistent hashing
-// on the session, and has ExecuteBatch send the batch's session_id in
+// on the session, and has ExecuteBatch and CallTool send the session_id in
 // SessionHeader. Batches without a session go to any ready server. When
 // servers come or go, a share of the sessions moves to another one (and
 // starts with an empty folder there).

@@ -1,6 +1,6 @@
 // Package client is the Go client of toolwire. It lists tool declarations,
 // executes batches of tool calls as an iterator of stream events, collects
-// those events into results in batch order, and converts between toolwire's
+// those events into results in batch order, runs single calls (CallTool), and converts between toolwire's
 // messages and the tool formats of the OpenAI and Anthropic APIs, so an agent
 // runtime can pass a model's tool calls to toolwire and its results back.
 //
@@ -136,4 +136,18 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 			}
 		}
 	}
+}
+
+// CallTool runs one call, req.Call, and returns its result: the unary
+// fast path for a call that needs neither progress events nor the other
+// calls of a batch. A failed call is not an error but a result with
+// is_error set, as in a batch; an RPC error (a gRPC status error, see
+// status.FromError) is what the runtime must fix, INVALID_ARGUMENT for a
+// malformed call among them. Cancelling ctx cancels the call on the server.
+func (c *Client) CallTool(ctx context.Context, req *toolwirev1.CallToolRequest, opts ...grpc.CallOption) (*toolwirev1.CallResult, error) {
+	resp, err := c.svc.CallTool(c.withSession(ctx, req.GetSessionId()), req, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetResult(), nil
 }

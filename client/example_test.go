@@ -15,6 +15,7 @@ import (
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"google.golang.org/grpc/status"
 )
 
 // startExampleServer starts a server with the diagnostic tools on a loopback
@@ -119,6 +120,37 @@ func ExampleClient_ExecuteBatch() {
 	// started call_1
 	// result call_1 hi
 	// finished, succeeded: 1
+}
+
+// One call that needs no progress events: CallTool is the unary fast
+// path. A failing tool is a result, as in a batch; an RPC error is what the
+// runtime must fix, such as a call without an ID.
+func ExampleClient_CallTool() {
+	addr, stop := startExampleServer()
+	defer stop()
+	c, err := client.New(addr)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	for _, call := range []*toolwirev1.ToolCall{
+		client.Call("call_1", "echo", diag.EchoArgs{Text: "hello"}),
+		client.Call("call_2", "fail", map[string]string{"message": "disk full"}),
+	} {
+		r, err := c.CallTool(ctx, &toolwirev1.CallToolRequest{Call: call})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s %s is_error=%v %s: %s\n", r.GetCallId(), r.GetToolName(), r.GetIsError(), r.GetErrorKind(), client.Text(r))
+	}
+	_, err = c.CallTool(ctx, &toolwirev1.CallToolRequest{Call: client.Call("", "echo", nil)})
+	fmt.Println(status.Code(err), status.Convert(err).Message())
+	// Output:
+	// call_1 echo is_error=false ERROR_KIND_UNSPECIFIED: hello
+	// call_2 fail is_error=true ERROR_KIND_TOOL_ERROR: disk full
+	// InvalidArgument call 0 has an empty call_id
 }
 
 func printJSON(v any) {

@@ -131,6 +131,12 @@ type batch struct {
 	// here, sparing it the allocations of the slices.
 	one     [1]callState
 	oneLane [1]Lane
+
+	// A unary batch (Engine.Call's) has no sink and sends no event: its
+	// call's result is kept in result, which finish sets before the lanes
+	// end and the writer returns.
+	unary  bool
+	result *toolwirev1.CallResult
 }
 
 // firstCall is the calls of a one-call batch's lane; never written.
@@ -233,9 +239,11 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 // events are drained unsent. The engine's send watchdog (see sendwatch.go)
 // watches how long each Send takes.
 func (b *batch) write(cancel context.CancelCauseFunc) error {
-	sendErr := b.send(b.accepted())
-	if sendErr != nil {
-		cancel(sendErr)
+	var sendErr error
+	if !b.unary {
+		if sendErr = b.send(b.accepted()); sendErr != nil {
+			cancel(sendErr)
+		}
 	}
 	for {
 		p, ok := b.out.next()
@@ -354,8 +362,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	c.claim.settle(res)
 	c.claim, c.args = nil, nil
 	bound(res, b.e.cfg.MaxResultBytes)
-	ev := resultEventFor(res)
-	if tooLarge(ev, res, &b.e.cfg) {
+	if tooLarge(res, &b.e.cfg) {
 		b.e.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
 		size := res.GetOriginalSize()
 		res.Truncated, res.StructuredContent, res.Details = false, "", ""
@@ -368,7 +375,11 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}
-	b.emit(ev)
+	if b.unary {
+		b.result = res // read once the lanes have ended (out.close)
+		return
+	}
+	b.emit(resultEventFor(res))
 }
 
 // cancelled describes why ctx, the batch's context, ended.

@@ -106,7 +106,9 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 		}
 	}
 	defer c.slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
-	b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
+	if !b.unary {
+		b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
+	}
 	b.e.tel.callRunning(b, i)
 	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
 	return r.run()
@@ -192,6 +194,9 @@ func (r *callRun) run() bool {
 func (r *callRun) progress(p tools.Progress) {
 	if r.idle != nil {
 		r.idle.Reset(r.b.e.cfg.IdleTimeout)
+	}
+	if r.b.unary {
+		return // a unary call reports no progress; the report still counts as activity
 	}
 	boundProgress(&p, r.b.e.cfg.MaxResultBytes)
 	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))

@@ -8,10 +8,11 @@
 // outbox and the server-wide budget of buffered events), the send
 // watchdog's logic, batch and call telemetry, and the debug log lines.
 //
-// Surfaces (the gRPC service in service/, later a unary call, Connect/JSON,
-// MCP, a console) sit on top: they authenticate, put the caller in the
-// context with WithCaller, call Run with a sink of their own, and map the
-// *Error Run returns to their wire format at their edge (CodeOf).
+// Surfaces (the gRPC service in service/, later Connect/JSON, MCP, a
+// console) sit on top: they authenticate, put the caller in the context
+// with WithCaller, call Run with a sink of their own (or Call, for one call
+// answered by its result, as CallTool is), and map the *Error Run returns
+// to their wire format at their edge (CodeOf).
 //
 // Import rules: engine must not import google.golang.org/grpc or any of its
 // packages (codes, status, metadata, peer, …), nor service/ or any surface;
@@ -124,11 +125,16 @@ func (e *Engine) Config() Config { return e.cfg }
 // and BatchFinished comes last, unless ctx ends or a Send fails. ctx is the
 // caller's: its deadline bounds the calls, less Config.DeadlineMargin, and
 // it carries the caller (WithCaller).
-func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) (err error) {
+func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) error {
 	if err := e.Check(req); err != nil {
 		return err
 	}
-	b := e.newBatch(ctx, snap, req, sink)
+	return e.run(ctx, e.newBatch(ctx, snap, req, sink))
+}
+
+// run runs the batch b, made by newBatch, to its end; see Run. A unary
+// batch (Call's) sends nothing: its one result is kept in b.result.
+func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if err := e.admit(b, cancel); err != nil {
@@ -138,7 +144,7 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 	b.scope = logScope{b: b, i: -1}
 	runCtx = e.tel.batchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope), b)
 	defer func() { e.tel.batchEnded(b, err); b.logBatch(err) }()
-	if d := req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
+	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 		defer cancelTimeout()
@@ -158,25 +164,43 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 	if ctx.Err() != nil {
 		return contextError(ctx.Err())
 	}
-	return sink.Send(b.finished())
+	if b.unary {
+		return nil
+	}
+	return b.sink.Send(b.finished())
 }
 
 // Call runs one call on the path every call takes, as a batch of one, and
-// returns its result: what a unary surface (a later CallTool) needs. The
-// errors are Run's; a failing tool is a result, as in a batch.
+// returns its result: what a unary surface (CallTool) needs. It is Run
+// without events: nothing is sent, so the call reports no progress and
+// no slow reader can hold it back. The errors are Run's (a nil call is
+// InvalidArgument, as an empty call_id is); a failing tool is a result, as
+// in a batch.
 func (e *Engine) Call(ctx context.Context, snap *tools.Snapshot, call *toolwirev1.ToolCall, sessionID string) (*toolwirev1.CallResult, error) {
-	var res *toolwirev1.CallResult
-	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: sessionID}
-	err := e.Run(ctx, snap, req, SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
-		if r := ev.GetResult(); r != nil {
-			res = r // Run sends from one goroutine, its own
-		}
-		return nil
-	}))
-	if err != nil {
+	if call == nil {
+		return nil, errorf(InvalidArgument, "the request has no call")
+	}
+	one := &oneCallRequest{}
+	one.calls[0] = call
+	one.req.Calls, one.req.SessionId = one.calls[:], sessionID
+	if err := e.Check(&one.req); err != nil {
 		return nil, err
 	}
-	return res, nil
+	b := e.newBatch(ctx, snap, &one.req, nil)
+	b.unary = true
+	if err := e.run(ctx, b); err != nil {
+		return nil, err
+	}
+	if b.result == nil { // every call of an accepted batch gets a result; a backstop
+		return nil, errorf(Internal, "the call ended without a result")
+	}
+	return b.result, nil
+}
+
+// oneCallRequest is Call's batch request and its calls in one allocation.
+type oneCallRequest struct {
+	req   toolwirev1.ExecuteBatchRequest
+	calls [1]*toolwirev1.ToolCall
 }
 
 // admit counts a batch in, keeping its cancel function for draining, or

@@ -165,10 +165,12 @@ func boundProgress(p *tools.Progress, limit int) {
 // limit even though its output is within MaxResultBytes (which withDefaults
 // keeps below it): only a result of very many blocks can. proto.Size is
 // skipped when the sum of the bounds fits.
-func tooLarge(ev *toolwirev1.ExecuteBatchResponse, res *toolwirev1.CallResult, cfg *Config) bool {
+func tooLarge(res *toolwirev1.CallResult, cfg *Config) bool {
 	const perBlock = 16 // a block's tags and lengths, at most
 	if cfg.MaxResultBytes+perBlock*len(res.GetContent())+eventOverhead <= cfg.MaxMessageBytes {
 		return false
 	}
-	return proto.Size(ev) > cfg.MaxMessageBytes
+	// A unary surface's response wraps the result as the event does: one
+	// field of one message, the same size.
+	return proto.Size(resultEventFor(res)) > cfg.MaxMessageBytes
 }

@@ -16,13 +16,17 @@ import (
 )
 
 // runCall runs one call, printing its progress to stderr as it streams and
-// then its result to stdout. An error result exits with status 1.
+// then its result to stdout; with --no-progress it runs the call with
+// CallTool, the unary fast path, and prints the result alone. An error
+// result exits with status 1.
 func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cf clientFlags
 	fs := newFlagSet("call", `
 JSON is the call's arguments, a JSON object; none means {}. Flags may come
 before or after NAME. Image blocks print as [image TYPE, N bytes]; --save-images
-writes them to files and adds each one's name to its line.`, stderr)
+writes them to files and adds each one's name to its line. Progress goes to
+stderr as the call runs; --no-progress runs it as one unary CallTool instead,
+the faster path, and shows nothing until the result.`, stderr)
 	cf.register(fs)
 	id := fs.String("id", "call-1", "the call's `ID`")
 	callTimeout := fs.Duration("call-timeout", 0, "the call's own timeout (0: the tool's or server's)")
@@ -30,6 +34,7 @@ writes them to files and adds each one's name to its line.`, stderr)
 	idemKey := fs.String("idempotency-key", "", "the call's idempotency `key`: a call with a key that completed before is replayed, not run")
 	asJSON := fs.Bool("json", false, "print the whole CallResult as protojson instead of its text")
 	saveImages := fs.String("save-images", "", "write the result's images into `directory`, as CALLID-N.EXT")
+	noProgress := fs.Bool("no-progress", false, "show no progress: run the call with CallTool (unary) instead of a streamed batch of one")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -48,6 +53,13 @@ writes them to files and adds each one's name to its line.`, stderr)
 			return err
 		}
 		defer done()
+		if *noProgress {
+			r, err := c.CallTool(ctx, &toolwirev1.CallToolRequest{Call: call, SessionId: *session})
+			if err != nil {
+				return cf.explain("call", err)
+			}
+			return printResult(r, *asJSON, *saveImages, stdout, stderr)
+		}
 		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call}, SessionId: *session}
 		b, err := client.Collect(newProgressView(stderr).show(c.ExecuteBatch(ctx, req)))
 		if err != nil {

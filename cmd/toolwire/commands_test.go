@@ -105,12 +105,57 @@ func TestCall(t *testing.T) {
 		}
 	})
 
+	// --no-progress runs the call as one CallTool: the same results and
+	// exit codes, and nothing on stderr about its progress.
+	for _, tt := range []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string // exact
+		stderrHave string // substring
+	}{
+		{"no progress: echo", []string{"echo", `{"text":"hi"}`}, 0, "hi\n", ""},
+		{"no progress: sleep", []string{"sleep", `{"ms":60}`}, 0, "", ""},
+		{"no progress: tool error", []string{"fail", `{"message":"disk full"}`}, 1, "disk full\n", "fail failed: ERROR_KIND_TOOL_ERROR"},
+		{"no progress: call timeout", []string{"--call-timeout", "20ms", "sleep", `{"ms":60000}`}, 1, "", "ERROR_KIND_TIMEOUT"},
+		{"no progress: replayed", []string{"--idempotency-key", "k-no-progress", "echo", `{"text":"again"}`}, 0, "again\n", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := runCmd(t, s.addr, append([]string{"call", "--no-progress"}, tt.args...)...)
+			if got.code != tt.code {
+				t.Errorf("exit code %d (%v); want %d\nstderr: %s", got.code, got.err, tt.code, got.stderr)
+			}
+			if tt.stdout != "" && got.stdout != tt.stdout {
+				t.Errorf("stdout %q; want %q", got.stdout, tt.stdout)
+			}
+			if !strings.Contains(got.stderr, tt.stderrHave) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.stderrHave, got.stderr)
+			}
+			for _, progress := range []string{"started", "progress", "finished"} {
+				if strings.Contains(got.stderr, progress) {
+					t.Errorf("stderr has progress (%q):\n%s", progress, got.stderr)
+				}
+			}
+			if tt.name == "no progress: replayed" {
+				again := runCmd(t, s.addr, append([]string{"call", "--no-progress"}, tt.args...)...)
+				if again.code != 0 || again.stdout != tt.stdout || !strings.Contains(again.stderr, "replayed from the idempotency store") {
+					t.Errorf("the call sent again: exit %d, stdout %q, stderr %q; want it replayed", again.code, again.stdout, again.stderr)
+				}
+			}
+		})
+	}
+
 	t.Run("unreachable", func(t *testing.T) {
 		t.Parallel()
 		got := runCmd(t, "127.0.0.1:1", "call", "echo", `{"text":"hi"}`)
 		want := `no toolwire server at 127.0.0.1:1 (is "toolwire serve" running?)`
 		if got.code != 1 || got.err == nil || got.err.Error() != want {
 			t.Errorf("exit code %d, error %v; want 1 and %q", got.code, got.err, want)
+		}
+		got = runCmd(t, "127.0.0.1:1", "call", "--no-progress", "echo", `{"text":"hi"}`)
+		if got.code != 1 || got.err == nil || got.err.Error() != want {
+			t.Errorf("--no-progress: exit code %d, error %v; want 1 and %q", got.code, got.err, want)
 		}
 	})
 }

@@ -209,8 +209,8 @@ func TestBinary(t *testing.T) {
 }
 
 // grpcurlAgainst drives the server at addr with grpcurl, as the README shows:
-// reflection lists the services, health answers, and a batch streams to
-// BatchFinished.
+// reflection lists the services, health answers, a batch streams to
+// BatchFinished, and CallTool answers with its result.
 func grpcurlAgainst(t *testing.T, addr string) {
 	grpcurl := testenv.LookPath(t, "grpcurl")
 	run := func(args ...string) string {
@@ -232,6 +232,13 @@ func grpcurlAgainst(t *testing.T, addr string) {
 	for _, want := range []string{`"accepted"`, `via grpcurl`, `ERROR_KIND_UNKNOWN_TOOL`, `"finished"`, `"succeeded": 1`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("ExecuteBatch output lacks %s:\n%s", want, out)
+		}
+	}
+	out = run("-d", `{"call":{"call_id":"c3","name":"echo","arguments":"{\"text\":\"unary via grpcurl\"}"}}`,
+		addr, "toolwire.v1.ToolService/CallTool")
+	for _, want := range []string{`"result"`, `"callId": "c3"`, `unary via grpcurl`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("CallTool output lacks %s:\n%s", want, out)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import grpc
 
 import toolwire
 from toolwire import pb
+from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
 ADDR = os.environ.get("TOOLWIRE_ADDR")
 BIN = os.environ.get("TOOLWIRE_BIN")  # the binary, for tests that start servers of their own
@@ -103,7 +104,9 @@ def lanes(accepted):
 
 async def server_outcome(batch_id, call_id):
     """Waits for the server's "call finished" log line of the call and returns
-    its outcome: what happened, seen from toolwire's side."""
+    its outcome: what happened, seen from toolwire's side. An empty batch_id
+    matches any batch, for a call made with call_tool (whose batch ID the
+    client never sees) under an ID no other call has."""
     path = os.environ.get("TOOLWIRE_SERVE_LOG")
     assert path, "TOOLWIRE_SERVE_LOG is not set: the cancel test reads the server's log"
     for _ in range(100):
@@ -111,7 +114,7 @@ async def server_outcome(batch_id, call_id):
             for line in f:
                 if line.startswith("{"):
                     rec = json.loads(line)
-                    if rec.get("msg") == "call finished" and rec.get("batch_id") == batch_id and rec.get("call_id") == call_id:
+                    if rec.get("msg") == "call finished" and batch_id in ("", rec.get("batch_id")) and rec.get("call_id") == call_id:
                         return rec["outcome"]
         await asyncio.sleep(0.05)
     raise AssertionError(f"no 'call finished' for {batch_id}/{call_id} in the server log: is it at --log-level debug?")
@@ -155,6 +158,40 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(r.error_kind, pb.ERROR_KIND_TOOL_ERROR)
         self.assertEqual(toolwire.result_text(r), "nope")
 
+    def test_call_tool_is_one_unary_call_tool(self):
+        methods = []
+
+        class Recorder(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+            def intercept_unary_unary(self, continuation, details, request):
+                methods.append(details.method)
+                return continuation(details, request)
+
+            def intercept_unary_stream(self, continuation, details, request):
+                methods.append(details.method)
+                return continuation(details, request)
+
+        with toolwire.Client(ADDR) as client:
+            client.stub = pb_grpc.ToolServiceStub(grpc.intercept_channel(client.channel, Recorder()))
+            r = client.call_tool("echo", {"text": "unary"}, call_id="u1", session_id="py-session")
+        self.assertEqual((r.call_id, r.is_error, toolwire.result_text(r)), ("u1", False, "unary"))
+        self.assertEqual(methods, ["/toolwire.v1.ToolService/CallTool"])
+
+    def test_call_tool_replays_and_times_out(self):
+        key = f"py-key-{os.getpid()}-{time.time_ns()}"
+        first = self.client.call_tool("echo", {"text": "once"}, call_id="k1", idempotency_key=key)
+        again = self.client.call_tool("echo", {"text": "once"}, call_id="k2", idempotency_key=key)
+        self.assertFalse(first.replayed)
+        self.assertTrue(again.replayed)
+        self.assertEqual((again.call_id, toolwire.result_text(again)), ("k2", "once"))
+        slow = self.client.call_tool("sleep", {"ms": 60000}, call_timeout=0.05)
+        self.assertEqual(slow.error_kind, pb.ERROR_KIND_TIMEOUT)
+        self.assertIn("timed out after 50ms", toolwire.result_text(slow))
+
+    def test_call_tool_malformed_call_is_an_rpc_error(self):
+        with self.assertRaises(toolwire.ToolwireError) as cm:
+            self.client.call_tool("echo", {"text": "hi"}, call_id="")
+        assert_run_ending(self, cm.exception, grpc.StatusCode.INVALID_ARGUMENT)
+
     def test_watch_tools(self):
         rev = self.client.list_tools().revision
         stream = self.client.watch_tools()
@@ -174,6 +211,21 @@ class AsyncTest(unittest.IsolatedAsyncioTestCase):
 
     async def asyncTearDown(self):
         await self.client.close()
+
+    async def test_call_tool(self):
+        r = await self.client.call_tool("echo", {"text": "async"}, call_id="a1")
+        self.assertEqual((r.call_id, r.is_error, toolwire.result_text(r)), ("a1", False, "async"))
+        r = await self.client.call_tool("nope")
+        self.assertEqual(r.error_kind, pb.ERROR_KIND_UNKNOWN_TOOL)
+
+    async def test_cancelling_call_tool_cancels_the_call(self):
+        call_id = f"py-cancel-{os.getpid()}-{time.time_ns()}"
+        task = asyncio.create_task(self.client.call_tool("sleep", {"ms": 60000}, call_id=call_id))
+        await asyncio.sleep(0.2)
+        task.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await task
+        self.assertEqual(await server_outcome("", call_id), "cancelled")
 
     async def run_step(self, batcher):
         calls = toolwire.from_openai_tool_calls(STEP)

@@ -1,6 +1,6 @@
 // The typed toolwire client over @grpc/grpc-js: the Go client's surface
 // (ListTools, ExecuteBatch as a stream of events, Collect into batch order,
-// a one-call batch, WatchTools, bearer tokens and TLS) for Node.js.
+// CallTool for one call, WatchTools, bearer tokens and TLS) for Node.js.
 
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -8,6 +8,7 @@ import {
   BatchFinished,
   BatchOptions,
   CallResult,
+  CallToolRequest,
   ExecuteBatchRequest,
   ExecuteBatchResponse,
   ListToolsRequest,
@@ -53,6 +54,19 @@ export interface CallInput {
   arguments?: unknown;
   idempotencyKey?: string;
   timeoutMs?: number;
+}
+
+/** What callTool sends besides the tool's name and arguments. */
+export interface CallToolOptions {
+  /** The call's ID, echoed in its result. Default "call". */
+  callId?: string;
+  /** The session the call belongs to. Default: none. */
+  sessionId?: string;
+  /** Makes a retried call replay its first result instead of running again. */
+  idempotencyKey?: string;
+  /** The call's own timeout in milliseconds. Default: the tool's or the
+   * server's. */
+  callTimeoutMs?: number;
 }
 
 /** What one ExecuteBatch stream showed, results in batch order. */
@@ -120,12 +134,26 @@ export class ToolwireClient {
     return batch;
   }
 
-  /** Runs one call as a batch of one and returns its result. */
-  async callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & { callId?: string } = {}): Promise<CallResult> {
-    const batch = await this.collect(this.executeBatch([{ callId: opts.callId ?? "call", name, arguments: args }], opts));
-    const r = batch.results[0];
-    if (!r) throw new ToolwireError(grpc.status.INTERNAL, `the batch for ${JSON.stringify(name)} ended without a result`);
-    return r;
+  /** Runs one call with CallTool, the unary fast path (no progress events,
+   * no lane plan), and returns its result. A failing tool is a result
+   * (isError, errorKind), not an exception; a failed RPC (a malformed call,
+   * a wrong token, an unreachable server) rejects with a ToolwireError.
+   * opts.timeoutMs is the RPC's deadline (default: none), callTimeoutMs the
+   * call's own timeout. Aborting opts.signal cancels the call on the server. */
+  callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & CallToolOptions = {}): Promise<CallResult> {
+    const req = CallToolRequest.fromPartial({
+      call: toCall({ callId: opts.callId ?? "call", name, arguments: args, idempotencyKey: opts.idempotencyKey, timeoutMs: opts.callTimeoutMs }),
+      sessionId: opts.sessionId ?? "",
+    });
+    return new Promise((resolve, reject) => {
+      const call = this.raw.callTool(req, new grpc.Metadata(), callOptions(opts), (err, res) => {
+        if (err) reject(ToolwireError.from(err));
+        else if (!res?.result) reject(new ToolwireError(grpc.status.INTERNAL, `CallTool for ${JSON.stringify(name)} returned no result`));
+        else resolve(res.result);
+      });
+      const stop = onAbort(opts.signal, () => call.cancel());
+      call.on("status", stop);
+    });
   }
 
   /** Yields the registry's revision now and at every change, until the

@@ -3,6 +3,7 @@
 import { after, before, describe, test } from "node:test";
 import * as assert from "node:assert/strict";
 import { getEventListeners } from "node:events";
+import * as grpc from "@grpc/grpc-js";
 import { BatchAccepted, CallResult, ErrorKind, StepBatcher, ToolwireClient, ToolwireError, resultText, status, toolMessageText } from "@toolwire/client";
 import { addr, assertRunEnding, serverOutcome, skip, skipOwnServer, startServer, STEP_LANES, TOKEN, WRONG_TOKEN } from "./fixture.js";
 
@@ -37,6 +38,50 @@ describe("ToolwireClient", { skip }, () => {
     assert.equal(resultText(r), "nope");
     assert.equal(toolMessageText(r), "Error: nope");
     assert.equal(toolMessageText(await client.callTool("echo", { text: "nope" })), "nope");
+  });
+
+  test("callTool is one unary CallTool, not a batch", async () => {
+    const methods: string[] = [];
+    const seen: grpc.Interceptor = (options, next) => {
+      methods.push(options.method_definition.path);
+      return new grpc.InterceptingCall(next(options));
+    };
+    const c = new ToolwireClient(addr, { channelOptions: { interceptors: [seen] } });
+    try {
+      const r = await c.callTool("echo", { text: "unary" }, { callId: "u1", sessionId: "ts-session" });
+      assert.equal(resultText(r), "unary");
+      assert.equal(r.callId, "u1");
+      assert.equal(r.isError, false);
+    } finally {
+      c.close();
+    }
+    assert.deepEqual(methods, ["/toolwire.v1.ToolService/CallTool"]);
+  });
+
+  test("callTool passes the call's idempotency key and timeout", async () => {
+    const key = `ts-key-${process.pid}-${Date.now()}`;
+    const first = await client.callTool("echo", { text: "once" }, { callId: "k1", idempotencyKey: key });
+    const again = await client.callTool("echo", { text: "once" }, { callId: "k2", idempotencyKey: key });
+    assert.equal(first.replayed, false);
+    assert.equal(again.replayed, true);
+    assert.equal(again.callId, "k2");
+    assert.equal(resultText(again), "once");
+    const slow = await client.callTool("sleep", { ms: 60_000 }, { callTimeoutMs: 50 });
+    assert.equal(slow.errorKind, ErrorKind.ERROR_KIND_TIMEOUT);
+    assert.match(resultText(slow), /timed out after 50ms/);
+  });
+
+  test("callTool of a malformed call is an RPC error", async () => {
+    await assert.rejects(client.callTool("echo", { text: "hi" }, { callId: "" }), (err) => assertRunEnding(err, status.INVALID_ARGUMENT));
+  });
+
+  test("aborting callTool cancels the call on the server", async () => {
+    const abort = new AbortController();
+    const callId = `ts-abort-${process.pid}-${Date.now()}`;
+    const pending = client.callTool("sleep", { ms: 60_000 }, { callId, signal: abort.signal });
+    setTimeout(() => abort.abort(), 200);
+    await assert.rejects(pending, (err) => assertRunEnding(err, status.CANCELLED));
+    assert.equal(await serverOutcome("", callId), "cancelled");
   });
 
   test("a malformed batch is an RPC error", async () => {

@@ -759,6 +759,109 @@ func (x *ExecuteBatchRequest) GetOptions() *BatchOptions {
 	return nil
 }
 
+// CallToolRequest is one tool call, run on its own.
+type CallToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call. Its call_id is required, as in a batch, and echoed in the
+	// result.
+	Call *ToolCall `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	// Optional session the call belongs to; tools may keep state per session.
+	// At most 256 bytes.
+	SessionId     string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolRequest) Reset() {
+	*x = CallToolRequest{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolRequest) ProtoMessage() {}
+
+func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
+func (*CallToolRequest) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CallToolRequest) GetCall() *ToolCall {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *CallToolRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// CallToolResponse carries the call's result.
+type CallToolResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's result; its index is always 0.
+	Result        *CallResult `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallToolResponse) Reset() {
+	*x = CallToolResponse{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallToolResponse) ProtoMessage() {}
+
+func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
+func (*CallToolResponse) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CallToolResponse) GetResult() *CallResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
 // ExecuteBatchResponse is one event of a batch's stream.
 type ExecuteBatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -778,7 +881,7 @@ type ExecuteBatchResponse struct {
 
 func (x *ExecuteBatchResponse) Reset() {
 	*x = ExecuteBatchResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +893,7 @@ func (x *ExecuteBatchResponse) String() string {
 func (*ExecuteBatchResponse) ProtoMessage() {}
 
 func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +906,7 @@ func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{9}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExecuteBatchResponse) GetEvent() isExecuteBatchResponse_Event {
@@ -912,7 +1015,7 @@ type BatchAccepted struct {
 
 func (x *BatchAccepted) Reset() {
 	*x = BatchAccepted{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1027,7 @@ func (x *BatchAccepted) String() string {
 func (*BatchAccepted) ProtoMessage() {}
 
 func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1040,7 @@ func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAccepted.ProtoReflect.Descriptor instead.
 func (*BatchAccepted) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{10}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchAccepted) GetBatchId() string {
@@ -977,7 +1080,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1092,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1105,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{11}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Lane) GetIndex() uint32 {
@@ -1043,7 +1146,7 @@ type CallStarted struct {
 
 func (x *CallStarted) Reset() {
 	*x = CallStarted{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1158,7 @@ func (x *CallStarted) String() string {
 func (*CallStarted) ProtoMessage() {}
 
 func (x *CallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1171,7 @@ func (x *CallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallStarted.ProtoReflect.Descriptor instead.
 func (*CallStarted) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{12}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallStarted) GetCallId() string {
@@ -1113,7 +1216,7 @@ type CallProgress struct {
 
 func (x *CallProgress) Reset() {
 	*x = CallProgress{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1228,7 @@ func (x *CallProgress) String() string {
 func (*CallProgress) ProtoMessage() {}
 
 func (x *CallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1241,7 @@ func (x *CallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallProgress.ProtoReflect.Descriptor instead.
 func (*CallProgress) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{13}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CallProgress) GetCallId() string {
@@ -1218,7 +1321,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1333,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1346,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{14}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1346,7 +1449,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1461,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1474,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{15}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Content) GetBlock() isContent_Block {
@@ -1428,7 +1531,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1543,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1556,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{16}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TextContent) GetText() string {
@@ -1476,7 +1579,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1591,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1604,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{17}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ImageContent) GetData() []byte {
@@ -1541,7 +1644,7 @@ type BatchFinished struct {
 
 func (x *BatchFinished) Reset() {
 	*x = BatchFinished{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1553,7 +1656,7 @@ func (x *BatchFinished) String() string {
 func (*BatchFinished) ProtoMessage() {}
 
 func (x *BatchFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1566,7 +1669,7 @@ func (x *BatchFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchFinished.ProtoReflect.Descriptor instead.
 func (*BatchFinished) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{18}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchFinished) GetBatchId() string {
@@ -1664,7 +1767,13 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\x05calls\x18\x01 \x03(\v2\x15.toolwire.v1.ToolCallR\x05calls\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x123\n" +
-	"\aoptions\x18\x03 \x01(\v2\x19.toolwire.v1.BatchOptionsR\aoptions\"\xb5\x02\n" +
+	"\aoptions\x18\x03 \x01(\v2\x19.toolwire.v1.BatchOptionsR\aoptions\"[\n" +
+	"\x0fCallToolRequest\x12)\n" +
+	"\x04call\x18\x01 \x01(\v2\x15.toolwire.v1.ToolCallR\x04call\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\"C\n" +
+	"\x10CallToolResponse\x12/\n" +
+	"\x06result\x18\x01 \x01(\v2\x17.toolwire.v1.CallResultR\x06result\"\xb5\x02\n" +
 	"\x14ExecuteBatchResponse\x128\n" +
 	"\baccepted\x18\x01 \x01(\v2\x1a.toolwire.v1.BatchAcceptedH\x00R\baccepted\x124\n" +
 	"\astarted\x18\x02 \x01(\v2\x18.toolwire.v1.CallStartedH\x00R\astarted\x127\n" +
@@ -1743,10 +1852,11 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\x12ERROR_KIND_SKIPPED\x10\x06\x12\x1c\n" +
 	"\x18ERROR_KIND_NOT_PERMITTED\x10\a\x12\x17\n" +
 	"\x13ERROR_KIND_INTERNAL\x10\b\x12#\n" +
-	"\x1fERROR_KIND_IDEMPOTENCY_CONFLICT\x10\t2\x81\x02\n" +
+	"\x1fERROR_KIND_IDEMPOTENCY_CONFLICT\x10\t2\xca\x02\n" +
 	"\vToolService\x12J\n" +
 	"\tListTools\x12\x1d.toolwire.v1.ListToolsRequest\x1a\x1e.toolwire.v1.ListToolsResponse\x12U\n" +
-	"\fExecuteBatch\x12 .toolwire.v1.ExecuteBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12O\n" +
+	"\fExecuteBatch\x12 .toolwire.v1.ExecuteBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n" +
+	"\bCallTool\x12\x1c.toolwire.v1.CallToolRequest\x1a\x1d.toolwire.v1.CallToolResponse\x12O\n" +
 	"\n" +
 	"WatchTools\x12\x1e.toolwire.v1.WatchToolsRequest\x1a\x1f.toolwire.v1.WatchToolsResponse0\x01B9Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3"
 
@@ -1763,7 +1873,7 @@ func file_toolwire_v1_toolwire_proto_rawDescGZIP() []byte {
 }
 
 var file_toolwire_v1_toolwire_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolwire_v1_toolwire_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_toolwire_v1_toolwire_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolwire_v1_toolwire_proto_goTypes = []any{
 	(ToolSource)(0),              // 0: toolwire.v1.ToolSource
 	(ErrorKind)(0),               // 1: toolwire.v1.ErrorKind
@@ -1776,50 +1886,56 @@ var file_toolwire_v1_toolwire_proto_goTypes = []any{
 	(*ToolCall)(nil),             // 8: toolwire.v1.ToolCall
 	(*BatchOptions)(nil),         // 9: toolwire.v1.BatchOptions
 	(*ExecuteBatchRequest)(nil),  // 10: toolwire.v1.ExecuteBatchRequest
-	(*ExecuteBatchResponse)(nil), // 11: toolwire.v1.ExecuteBatchResponse
-	(*BatchAccepted)(nil),        // 12: toolwire.v1.BatchAccepted
-	(*Lane)(nil),                 // 13: toolwire.v1.Lane
-	(*CallStarted)(nil),          // 14: toolwire.v1.CallStarted
-	(*CallProgress)(nil),         // 15: toolwire.v1.CallProgress
-	(*CallResult)(nil),           // 16: toolwire.v1.CallResult
-	(*Content)(nil),              // 17: toolwire.v1.Content
-	(*TextContent)(nil),          // 18: toolwire.v1.TextContent
-	(*ImageContent)(nil),         // 19: toolwire.v1.ImageContent
-	(*BatchFinished)(nil),        // 20: toolwire.v1.BatchFinished
-	(*durationpb.Duration)(nil),  // 21: google.protobuf.Duration
+	(*CallToolRequest)(nil),      // 11: toolwire.v1.CallToolRequest
+	(*CallToolResponse)(nil),     // 12: toolwire.v1.CallToolResponse
+	(*ExecuteBatchResponse)(nil), // 13: toolwire.v1.ExecuteBatchResponse
+	(*BatchAccepted)(nil),        // 14: toolwire.v1.BatchAccepted
+	(*Lane)(nil),                 // 15: toolwire.v1.Lane
+	(*CallStarted)(nil),          // 16: toolwire.v1.CallStarted
+	(*CallProgress)(nil),         // 17: toolwire.v1.CallProgress
+	(*CallResult)(nil),           // 18: toolwire.v1.CallResult
+	(*Content)(nil),              // 19: toolwire.v1.Content
+	(*TextContent)(nil),          // 20: toolwire.v1.TextContent
+	(*ImageContent)(nil),         // 21: toolwire.v1.ImageContent
+	(*BatchFinished)(nil),        // 22: toolwire.v1.BatchFinished
+	(*durationpb.Duration)(nil),  // 23: google.protobuf.Duration
 }
 var file_toolwire_v1_toolwire_proto_depIdxs = []int32{
 	3,  // 0: toolwire.v1.Tool.annotations:type_name -> toolwire.v1.ToolAnnotations
-	21, // 1: toolwire.v1.Tool.timeout:type_name -> google.protobuf.Duration
+	23, // 1: toolwire.v1.Tool.timeout:type_name -> google.protobuf.Duration
 	0,  // 2: toolwire.v1.Tool.source:type_name -> toolwire.v1.ToolSource
 	2,  // 3: toolwire.v1.ListToolsResponse.tools:type_name -> toolwire.v1.Tool
-	21, // 4: toolwire.v1.ToolCall.timeout:type_name -> google.protobuf.Duration
-	21, // 5: toolwire.v1.BatchOptions.timeout:type_name -> google.protobuf.Duration
+	23, // 4: toolwire.v1.ToolCall.timeout:type_name -> google.protobuf.Duration
+	23, // 5: toolwire.v1.BatchOptions.timeout:type_name -> google.protobuf.Duration
 	8,  // 6: toolwire.v1.ExecuteBatchRequest.calls:type_name -> toolwire.v1.ToolCall
 	9,  // 7: toolwire.v1.ExecuteBatchRequest.options:type_name -> toolwire.v1.BatchOptions
-	12, // 8: toolwire.v1.ExecuteBatchResponse.accepted:type_name -> toolwire.v1.BatchAccepted
-	14, // 9: toolwire.v1.ExecuteBatchResponse.started:type_name -> toolwire.v1.CallStarted
-	15, // 10: toolwire.v1.ExecuteBatchResponse.progress:type_name -> toolwire.v1.CallProgress
-	16, // 11: toolwire.v1.ExecuteBatchResponse.result:type_name -> toolwire.v1.CallResult
-	20, // 12: toolwire.v1.ExecuteBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
-	13, // 13: toolwire.v1.BatchAccepted.lanes:type_name -> toolwire.v1.Lane
-	17, // 14: toolwire.v1.CallResult.content:type_name -> toolwire.v1.Content
-	1,  // 15: toolwire.v1.CallResult.error_kind:type_name -> toolwire.v1.ErrorKind
-	21, // 16: toolwire.v1.CallResult.duration:type_name -> google.protobuf.Duration
-	18, // 17: toolwire.v1.Content.text:type_name -> toolwire.v1.TextContent
-	19, // 18: toolwire.v1.Content.image:type_name -> toolwire.v1.ImageContent
-	21, // 19: toolwire.v1.BatchFinished.duration:type_name -> google.protobuf.Duration
-	4,  // 20: toolwire.v1.ToolService.ListTools:input_type -> toolwire.v1.ListToolsRequest
-	10, // 21: toolwire.v1.ToolService.ExecuteBatch:input_type -> toolwire.v1.ExecuteBatchRequest
-	6,  // 22: toolwire.v1.ToolService.WatchTools:input_type -> toolwire.v1.WatchToolsRequest
-	5,  // 23: toolwire.v1.ToolService.ListTools:output_type -> toolwire.v1.ListToolsResponse
-	11, // 24: toolwire.v1.ToolService.ExecuteBatch:output_type -> toolwire.v1.ExecuteBatchResponse
-	7,  // 25: toolwire.v1.ToolService.WatchTools:output_type -> toolwire.v1.WatchToolsResponse
-	23, // [23:26] is the sub-list for method output_type
-	20, // [20:23] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	8,  // 8: toolwire.v1.CallToolRequest.call:type_name -> toolwire.v1.ToolCall
+	18, // 9: toolwire.v1.CallToolResponse.result:type_name -> toolwire.v1.CallResult
+	14, // 10: toolwire.v1.ExecuteBatchResponse.accepted:type_name -> toolwire.v1.BatchAccepted
+	16, // 11: toolwire.v1.ExecuteBatchResponse.started:type_name -> toolwire.v1.CallStarted
+	17, // 12: toolwire.v1.ExecuteBatchResponse.progress:type_name -> toolwire.v1.CallProgress
+	18, // 13: toolwire.v1.ExecuteBatchResponse.result:type_name -> toolwire.v1.CallResult
+	22, // 14: toolwire.v1.ExecuteBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
+	15, // 15: toolwire.v1.BatchAccepted.lanes:type_name -> toolwire.v1.Lane
+	19, // 16: toolwire.v1.CallResult.content:type_name -> toolwire.v1.Content
+	1,  // 17: toolwire.v1.CallResult.error_kind:type_name -> toolwire.v1.ErrorKind
+	23, // 18: toolwire.v1.CallResult.duration:type_name -> google.protobuf.Duration
+	20, // 19: toolwire.v1.Content.text:type_name -> toolwire.v1.TextContent
+	21, // 20: toolwire.v1.Content.image:type_name -> toolwire.v1.ImageContent
+	23, // 21: toolwire.v1.BatchFinished.duration:type_name -> google.protobuf.Duration
+	4,  // 22: toolwire.v1.ToolService.ListTools:input_type -> toolwire.v1.ListToolsRequest
+	10, // 23: toolwire.v1.ToolService.ExecuteBatch:input_type -> toolwire.v1.ExecuteBatchRequest
+	11, // 24: toolwire.v1.ToolService.CallTool:input_type -> toolwire.v1.CallToolRequest
+	6,  // 25: toolwire.v1.ToolService.WatchTools:input_type -> toolwire.v1.WatchToolsRequest
+	5,  // 26: toolwire.v1.ToolService.ListTools:output_type -> toolwire.v1.ListToolsResponse
+	13, // 27: toolwire.v1.ToolService.ExecuteBatch:output_type -> toolwire.v1.ExecuteBatchResponse
+	12, // 28: toolwire.v1.ToolService.CallTool:output_type -> toolwire.v1.CallToolResponse
+	7,  // 29: toolwire.v1.ToolService.WatchTools:output_type -> toolwire.v1.WatchToolsResponse
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_toolwire_v1_toolwire_proto_init() }
@@ -1827,15 +1943,15 @@ func file_toolwire_v1_toolwire_proto_init() {
 	if File_toolwire_v1_toolwire_proto != nil {
 		return
 	}
-	file_toolwire_v1_toolwire_proto_msgTypes[9].OneofWrappers = []any{
+	file_toolwire_v1_toolwire_proto_msgTypes[11].OneofWrappers = []any{
 		(*ExecuteBatchResponse_Accepted)(nil),
 		(*ExecuteBatchResponse_Started)(nil),
 		(*ExecuteBatchResponse_Progress)(nil),
 		(*ExecuteBatchResponse_Result)(nil),
 		(*ExecuteBatchResponse_Finished)(nil),
 	}
-	file_toolwire_v1_toolwire_proto_msgTypes[13].OneofWrappers = []any{}
-	file_toolwire_v1_toolwire_proto_msgTypes[15].OneofWrappers = []any{
+	file_toolwire_v1_toolwire_proto_msgTypes[15].OneofWrappers = []any{}
+	file_toolwire_v1_toolwire_proto_msgTypes[17].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -1845,7 +1961,7 @@ func file_toolwire_v1_toolwire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolwire_v1_toolwire_proto_rawDesc), len(file_toolwire_v1_toolwire_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

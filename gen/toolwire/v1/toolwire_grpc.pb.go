@@ -28,6 +28,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	ToolService_ListTools_FullMethodName    = "/toolwire.v1.ToolService/ListTools"
 	ToolService_ExecuteBatch_FullMethodName = "/toolwire.v1.ToolService/ExecuteBatch"
+	ToolService_CallTool_FullMethodName     = "/toolwire.v1.ToolService/CallTool"
 	ToolService_WatchTools_FullMethodName   = "/toolwire.v1.ToolService/WatchTools"
 )
 
@@ -35,7 +36,8 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ToolService lists tool declarations and executes batches of tool calls.
+// ToolService lists tool declarations and executes tool calls: in batches,
+// streaming their events, or one at a time.
 type ToolServiceClient interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
 	// by name, with the registry revision they belong to.
@@ -47,6 +49,15 @@ type ToolServiceClient interface {
 	// anything runs; everything that goes wrong with a single call is reported
 	// in that call's CallResult.
 	ExecuteBatch(ctx context.Context, in *ExecuteBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteBatchResponse], error)
+	// CallTool runs one call and returns its result: a one-call ExecuteBatch
+	// without the stream (the same validation, deadlines, cancellation,
+	// idempotency, permissions, sandbox and telemetry), and without progress
+	// events. It is the fast path for a single call, and the one for clients
+	// that cannot read a stream. A malformed call (an empty call_id, a field
+	// over its limit, a negative timeout) is rejected with INVALID_ARGUMENT
+	// before anything runs; everything that goes wrong with the call itself is
+	// reported in its CallResult, with is_error and error_kind.
+	CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error)
 	// WatchTools sends the current registry revision at once and again every time
 	// the set of tools changes, so clients can refresh their declarations without
 	// polling.
@@ -90,6 +101,16 @@ func (c *toolServiceClient) ExecuteBatch(ctx context.Context, in *ExecuteBatchRe
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_ExecuteBatchClient = grpc.ServerStreamingClient[ExecuteBatchResponse]
 
+func (c *toolServiceClient) CallTool(ctx context.Context, in *CallToolRequest, opts ...grpc.CallOption) (*CallToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CallToolResponse)
+	err := c.cc.Invoke(ctx, ToolService_CallTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *toolServiceClient) WatchTools(ctx context.Context, in *WatchToolsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ToolService_ServiceDesc.Streams[1], ToolService_WatchTools_FullMethodName, cOpts...)
@@ -113,7 +134,8 @@ type ToolService_WatchToolsClient = grpc.ServerStreamingClient[WatchToolsRespons
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
 //
-// ToolService lists tool declarations and executes batches of tool calls.
+// ToolService lists tool declarations and executes tool calls: in batches,
+// streaming their events, or one at a time.
 type ToolServiceServer interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
 	// by name, with the registry revision they belong to.
@@ -125,6 +147,15 @@ type ToolServiceServer interface {
 	// anything runs; everything that goes wrong with a single call is reported
 	// in that call's CallResult.
 	ExecuteBatch(*ExecuteBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error
+	// CallTool runs one call and returns its result: a one-call ExecuteBatch
+	// without the stream (the same validation, deadlines, cancellation,
+	// idempotency, permissions, sandbox and telemetry), and without progress
+	// events. It is the fast path for a single call, and the one for clients
+	// that cannot read a stream. A malformed call (an empty call_id, a field
+	// over its limit, a negative timeout) is rejected with INVALID_ARGUMENT
+	// before anything runs; everything that goes wrong with the call itself is
+	// reported in its CallResult, with is_error and error_kind.
+	CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error)
 	// WatchTools sends the current registry revision at once and again every time
 	// the set of tools changes, so clients can refresh their declarations without
 	// polling.
@@ -144,6 +175,9 @@ func (UnimplementedToolServiceServer) ListTools(context.Context, *ListToolsReque
 }
 func (UnimplementedToolServiceServer) ExecuteBatch(*ExecuteBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteBatch not implemented")
+}
+func (UnimplementedToolServiceServer) CallTool(context.Context, *CallToolRequest) (*CallToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CallTool not implemented")
 }
 func (UnimplementedToolServiceServer) WatchTools(*WatchToolsRequest, grpc.ServerStreamingServer[WatchToolsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchTools not implemented")
@@ -198,6 +232,24 @@ func _ToolService_ExecuteBatch_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_ExecuteBatchServer = grpc.ServerStreamingServer[ExecuteBatchResponse]
 
+func _ToolService_CallTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CallToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).CallTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_CallTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).CallTool(ctx, req.(*CallToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ToolService_WatchTools_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchToolsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -219,6 +271,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _ToolService_ListTools_Handler,
+		},
+		{
+			MethodName: "CallTool",
+			Handler:    _ToolService_CallTool_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -2,7 +2,7 @@
 
 Client (blocking) and AsyncClient (asyncio) over grpcio, with the Go
 client's surface: list_tools, execute_batch, collect (batch order),
-call_tool, watch_tools, bearer tokens and TLS. StepBatcher gathers the tool
+call_tool (one unary CallTool), watch_tools, bearer tokens and TLS. StepBatcher gathers the tool
 calls an asyncio framework runs at once into one ExecuteBatch, so toolwire's
 lanes apply to the model's step. toolwire.adapters converts declarations and
 results to and from OpenAI's and Anthropic's formats as plain dicts. The

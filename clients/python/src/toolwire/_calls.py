@@ -32,6 +32,12 @@ def batch_request(calls, session_id="", options=None):
     return pb.ExecuteBatchRequest(calls=[to_call(c) for c in calls], session_id=session_id, options=options)
 
 
+def call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout):
+    """The pb.CallToolRequest of call_tool's arguments (see to_call)."""
+    call = {"call_id": call_id, "name": name, "arguments": arguments, "idempotency_key": idempotency_key, "timeout": call_timeout}
+    return pb.CallToolRequest(call=to_call(call), session_id=session_id)
+
+
 # What a tool message without an error flag (OpenAI tool messages, the
 # OpenAI Agents SDK's function outputs, LangChain's ToolMessage text) starts
 # with when the call failed, so the model can tell "Error: boom" (the call

@@ -10,7 +10,7 @@ import uuid
 
 import grpc
 
-from toolwire._calls import Batch, batch_request, channel_args, to_call
+from toolwire._calls import Batch, batch_request, call_tool_request, channel_args, to_call
 from toolwire.errors import ToolwireError, _AsyncStream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -58,11 +58,14 @@ class AsyncClient:
             batch.add(ev)
         return batch
 
-    async def call_tool(self, name, arguments=None, *, call_id="call", timeout=None):
-        batch = await self.collect(self.execute_batch([{"call_id": call_id, "name": name, "arguments": arguments}], timeout=timeout))
-        if not batch.results:
-            raise ToolwireError(grpc.StatusCode.INTERNAL, f"the batch for {name!r} ended without a result")
-        return batch.results[0]
+    async def call_tool(self, name, arguments=None, *, call_id="call", session_id="", idempotency_key="", call_timeout=None, timeout=None):
+        """Client.call_tool for asyncio: one unary CallTool. Cancelling the
+        awaiting task cancels the call on the server."""
+        req = call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout)
+        try:
+            return (await self.stub.CallTool(req, timeout=timeout, metadata=self._metadata)).result
+        except grpc.RpcError as e:
+            raise ToolwireError.from_rpc(e) from e
 
     def watch_tools(self, timeout=None):
         return _AsyncStream(self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))

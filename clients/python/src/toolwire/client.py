@@ -2,7 +2,7 @@
 
 import grpc
 
-from toolwire._calls import Batch, batch_request, channel_args
+from toolwire._calls import Batch, batch_request, call_tool_request, channel_args
 from toolwire.errors import ToolwireError, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -57,12 +57,18 @@ class Client:
             batch.add(ev)
         return batch
 
-    def call_tool(self, name, arguments=None, *, call_id="call", timeout=None):
-        """Runs one call as a batch of one and returns its pb.CallResult."""
-        batch = self.collect(self.execute_batch([{"call_id": call_id, "name": name, "arguments": arguments}], timeout=timeout))
-        if not batch.results:
-            raise ToolwireError(grpc.StatusCode.INTERNAL, f"the batch for {name!r} ended without a result")
-        return batch.results[0]
+    def call_tool(self, name, arguments=None, *, call_id="call", session_id="", idempotency_key="", call_timeout=None, timeout=None):
+        """Runs one call with CallTool, the unary fast path (no progress
+        events), and returns its pb.CallResult: a failing tool is a result
+        (is_error, error_kind), not an exception; a failed RPC (a malformed
+        call among them) raises ToolwireError. arguments as in to_call;
+        call_timeout is the call's own timeout and timeout the RPC's, in
+        seconds."""
+        req = call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout)
+        try:
+            return self.stub.CallTool(req, timeout=timeout, metadata=self._metadata).result
+        except grpc.RpcError as e:
+            raise ToolwireError.from_rpc(e) from e
 
     def watch_tools(self, timeout=None):
         """The registry's revision now and at every change: a stream of

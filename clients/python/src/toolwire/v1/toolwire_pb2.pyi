@@ -116,6 +116,20 @@ class CallStarted(_message.Message):
     lane: int
     def __init__(self, call_id: _Optional[str] = ..., index: _Optional[int] = ..., lane: _Optional[int] = ...) -> None: ...
 
+class CallToolRequest(_message.Message):
+    __slots__ = ["call", "session_id"]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    call: ToolCall
+    session_id: str
+    def __init__(self, call: _Optional[_Union[ToolCall, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class CallToolResponse(_message.Message):
+    __slots__ = ["result"]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    result: CallResult
+    def __init__(self, result: _Optional[_Union[CallResult, _Mapping]] = ...) -> None: ...
+
 class Content(_message.Message):
     __slots__ = ["image", "text"]
     IMAGE_FIELD_NUMBER: _ClassVar[int]

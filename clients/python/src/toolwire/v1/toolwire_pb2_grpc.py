@@ -6,7 +6,8 @@ from toolwire.v1 import toolwire_pb2 as toolwire_dot_v1_dot_toolwire__pb2
 
 
 class ToolServiceStub(object):
-    """ToolService lists tool declarations and executes batches of tool calls.
+    """ToolService lists tool declarations and executes tool calls: in batches,
+    streaming their events, or one at a time.
     """
 
     def __init__(self, channel):
@@ -25,6 +26,11 @@ class ToolServiceStub(object):
                 request_serializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchRequest.SerializeToString,
                 response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchResponse.FromString,
                 )
+        self.CallTool = channel.unary_unary(
+                '/toolwire.v1.ToolService/CallTool',
+                request_serializer=toolwire_dot_v1_dot_toolwire__pb2.CallToolRequest.SerializeToString,
+                response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.CallToolResponse.FromString,
+                )
         self.WatchTools = channel.unary_stream(
                 '/toolwire.v1.ToolService/WatchTools',
                 request_serializer=toolwire_dot_v1_dot_toolwire__pb2.WatchToolsRequest.SerializeToString,
@@ -33,7 +39,8 @@ class ToolServiceStub(object):
 
 
 class ToolServiceServicer(object):
-    """ToolService lists tool declarations and executes batches of tool calls.
+    """ToolService lists tool declarations and executes tool calls: in batches,
+    streaming their events, or one at a time.
     """
 
     def ListTools(self, request, context):
@@ -51,6 +58,20 @@ class ToolServiceServicer(object):
         BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
         anything runs; everything that goes wrong with a single call is reported
         in that call's CallResult.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CallTool(self, request, context):
+        """CallTool runs one call and returns its result: a one-call ExecuteBatch
+        without the stream (the same validation, deadlines, cancellation,
+        idempotency, permissions, sandbox and telemetry), and without progress
+        events. It is the fast path for a single call, and the one for clients
+        that cannot read a stream. A malformed call (an empty call_id, a field
+        over its limit, a negative timeout) is rejected with INVALID_ARGUMENT
+        before anything runs; everything that goes wrong with the call itself is
+        reported in its CallResult, with is_error and error_kind.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -78,6 +99,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchRequest.FromString,
                     response_serializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchResponse.SerializeToString,
             ),
+            'CallTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.CallTool,
+                    request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.CallToolRequest.FromString,
+                    response_serializer=toolwire_dot_v1_dot_toolwire__pb2.CallToolResponse.SerializeToString,
+            ),
             'WatchTools': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchTools,
                     request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.WatchToolsRequest.FromString,
@@ -91,7 +117,8 @@ def add_ToolServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class ToolService(object):
-    """ToolService lists tool declarations and executes batches of tool calls.
+    """ToolService lists tool declarations and executes tool calls: in batches,
+    streaming their events, or one at a time.
     """
 
     @staticmethod
@@ -125,6 +152,23 @@ class ToolService(object):
         return grpc.experimental.unary_stream(request, target, '/toolwire.v1.ToolService/ExecuteBatch',
             toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchRequest.SerializeToString,
             toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CallTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolwire.v1.ToolService/CallTool',
+            toolwire_dot_v1_dot_toolwire__pb2.CallToolRequest.SerializeToString,
+            toolwire_dot_v1_dot_toolwire__pb2.CallToolResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

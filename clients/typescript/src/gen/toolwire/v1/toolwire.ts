@@ -307,6 +307,28 @@ export interface ExecuteBatchRequest {
   options: BatchOptions | undefined;
 }
 
+/** CallToolRequest is one tool call, run on its own. */
+export interface CallToolRequest {
+  /**
+   * The call. Its call_id is required, as in a batch, and echoed in the
+   * result.
+   */
+  call:
+    | ToolCall
+    | undefined;
+  /**
+   * Optional session the call belongs to; tools may keep state per session.
+   * At most 256 bytes.
+   */
+  sessionId: string;
+}
+
+/** CallToolResponse carries the call's result. */
+export interface CallToolResponse {
+  /** The call's result; its index is always 0. */
+  result: CallResult | undefined;
+}
+
 /** ExecuteBatchResponse is one event of a batch's stream. */
 export interface ExecuteBatchResponse {
   /** First event: the batch was accepted, with its lane plan. */
@@ -1419,6 +1441,164 @@ export const ExecuteBatchRequest: MessageFns<ExecuteBatchRequest> = {
     message.sessionId = object.sessionId ?? "";
     message.options = (object.options !== undefined && object.options !== null)
       ? BatchOptions.fromPartial(object.options)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCallToolRequest(): CallToolRequest {
+  return { call: undefined, sessionId: "" };
+}
+
+export const CallToolRequest: MessageFns<CallToolRequest> = {
+  encode(message: CallToolRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.call !== undefined) {
+      ToolCall.encode(message.call, writer.uint32(10).fork()).join();
+    }
+    if (message.sessionId !== "") {
+      writer.uint32(18).string(message.sessionId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CallToolRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCallToolRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.call = ToolCall.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CallToolRequest {
+    return {
+      call: isSet(object.call) ? ToolCall.fromJSON(object.call) : undefined,
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+    };
+  },
+
+  toJSON(message: CallToolRequest): unknown {
+    const obj: any = {};
+    if (message.call !== undefined) {
+      obj.call = ToolCall.toJSON(message.call);
+    }
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CallToolRequest>, I>>(base?: I): CallToolRequest {
+    return CallToolRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CallToolRequest>, I>>(object: I): CallToolRequest {
+    const message = createBaseCallToolRequest();
+    message.call = (object.call !== undefined && object.call !== null) ? ToolCall.fromPartial(object.call) : undefined;
+    message.sessionId = object.sessionId ?? "";
+    return message;
+  },
+};
+
+function createBaseCallToolResponse(): CallToolResponse {
+  return { result: undefined };
+}
+
+export const CallToolResponse: MessageFns<CallToolResponse> = {
+  encode(message: CallToolResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== undefined) {
+      CallResult.encode(message.result, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CallToolResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCallToolResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = CallResult.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CallToolResponse {
+    return { result: isSet(object.result) ? CallResult.fromJSON(object.result) : undefined };
+  },
+
+  toJSON(message: CallToolResponse): unknown {
+    const obj: any = {};
+    if (message.result !== undefined) {
+      obj.result = CallResult.toJSON(message.result);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CallToolResponse>, I>>(base?: I): CallToolResponse {
+    return CallToolResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CallToolResponse>, I>>(object: I): CallToolResponse {
+    const message = createBaseCallToolResponse();
+    message.result = (object.result !== undefined && object.result !== null)
+      ? CallResult.fromPartial(object.result)
       : undefined;
     return message;
   },
@@ -2735,7 +2915,10 @@ export const BatchFinished: MessageFns<BatchFinished> = {
   },
 };
 
-/** ToolService lists tool declarations and executes batches of tool calls. */
+/**
+ * ToolService lists tool declarations and executes tool calls: in batches,
+ * streaming their events, or one at a time.
+ */
 export type ToolServiceService = typeof ToolServiceService;
 export const ToolServiceService = {
   /**
@@ -2770,6 +2953,25 @@ export const ToolServiceService = {
     responseDeserialize: (value: Buffer): ExecuteBatchResponse => ExecuteBatchResponse.decode(value),
   },
   /**
+   * CallTool runs one call and returns its result: a one-call ExecuteBatch
+   * without the stream (the same validation, deadlines, cancellation,
+   * idempotency, permissions, sandbox and telemetry), and without progress
+   * events. It is the fast path for a single call, and the one for clients
+   * that cannot read a stream. A malformed call (an empty call_id, a field
+   * over its limit, a negative timeout) is rejected with INVALID_ARGUMENT
+   * before anything runs; everything that goes wrong with the call itself is
+   * reported in its CallResult, with is_error and error_kind.
+   */
+  callTool: {
+    path: "/toolwire.v1.ToolService/CallTool" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CallToolRequest): Buffer => Buffer.from(CallToolRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CallToolRequest => CallToolRequest.decode(value),
+    responseSerialize: (value: CallToolResponse): Buffer => Buffer.from(CallToolResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CallToolResponse => CallToolResponse.decode(value),
+  },
+  /**
    * WatchTools sends the current registry revision at once and again every time
    * the set of tools changes, so clients can refresh their declarations without
    * polling.
@@ -2800,6 +3002,17 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
    * in that call's CallResult.
    */
   executeBatch: handleServerStreamingCall<ExecuteBatchRequest, ExecuteBatchResponse>;
+  /**
+   * CallTool runs one call and returns its result: a one-call ExecuteBatch
+   * without the stream (the same validation, deadlines, cancellation,
+   * idempotency, permissions, sandbox and telemetry), and without progress
+   * events. It is the fast path for a single call, and the one for clients
+   * that cannot read a stream. A malformed call (an empty call_id, a field
+   * over its limit, a negative timeout) is rejected with INVALID_ARGUMENT
+   * before anything runs; everything that goes wrong with the call itself is
+   * reported in its CallResult, with is_error and error_kind.
+   */
+  callTool: handleUnaryCall<CallToolRequest, CallToolResponse>;
   /**
    * WatchTools sends the current registry revision at once and again every time
    * the set of tools changes, so clients can refresh their declarations without
@@ -2845,6 +3058,31 @@ export interface ToolServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<ExecuteBatchResponse>;
+  /**
+   * CallTool runs one call and returns its result: a one-call ExecuteBatch
+   * without the stream (the same validation, deadlines, cancellation,
+   * idempotency, permissions, sandbox and telemetry), and without progress
+   * events. It is the fast path for a single call, and the one for clients
+   * that cannot read a stream. A malformed call (an empty call_id, a field
+   * over its limit, a negative timeout) is rejected with INVALID_ARGUMENT
+   * before anything runs; everything that goes wrong with the call itself is
+   * reported in its CallResult, with is_error and error_kind.
+   */
+  callTool(
+    request: CallToolRequest,
+    callback: (error: ServiceError | null, response: CallToolResponse) => void,
+  ): ClientUnaryCall;
+  callTool(
+    request: CallToolRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CallToolResponse) => void,
+  ): ClientUnaryCall;
+  callTool(
+    request: CallToolRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CallToolResponse) => void,
+  ): ClientUnaryCall;
   /**
    * WatchTools sends the current registry revision at once and again every time
    * the set of tools changes, so clients can refresh their declarations without
