@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -101,8 +102,7 @@ func BenchmarkCallToolInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := New(reg, Config{EngineConfig: EngineConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
-	b.Cleanup(srv.Close)
+	srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx := context.Background()
 	for _, name := range []string{"echo", "unknown"} {
 		b.Run(name, func(b *testing.B) {

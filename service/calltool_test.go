@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
-	"github.com/toolwire/toolwire/service/auth"
+	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -78,12 +79,11 @@ func newCallToolServer(t *testing.T) *callToolServer {
 	}
 	authn, err := auth.New(auth.Config{
 		Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}, {Name: "bob", Hash: auth.HashToken(bobToken)}},
-		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.New(reg, service.Config{EngineConfig: service.EngineConfig{
+	eng := engine.New(engine.Config{
 		Logger:       slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Permissions:  onlyEchoForAlice{},
 		AbandonGrace: 100 * time.Millisecond,
@@ -91,14 +91,15 @@ func newCallToolServer(t *testing.T) *callToolServer {
 		// Room for the result of a call the RPC's deadline ended on a
 		// loaded machine under -race (the default is 50ms).
 		DeadlineMargin: 300 * time.Millisecond,
-	}})
+	})
+	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis, authn.ServerOptions()...) }()
+	go func() { served <- srv.Serve(ctx, lis, grpcauth.Interceptors(authn, slog.New(slog.DiscardHandler))...) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +112,7 @@ func newCallToolServer(t *testing.T) *callToolServer {
 			t.Errorf("Serve: %v", err)
 		}
 		stubborn.Wait()
+		eng.Close()
 	})
 	s.client = toolwirev1.NewToolServiceClient(conn)
 	return s
@@ -122,8 +124,8 @@ func (onlyEchoForAlice) Permitted(caller, tool string) bool {
 	return caller != "alice" || tool == "echo"
 }
 
-// as returns a context whose RPCs carry token.
-func as(token string) context.Context {
+// withToken returns a context whose RPCs carry token.
+func withToken(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
 }
 
@@ -162,7 +164,7 @@ func resultText(r *toolwirev1.CallResult) string {
 func TestCallToolResults(t *testing.T) {
 	t.Parallel()
 	s := newCallToolServer(t)
-	resp, err := s.client.CallTool(as(bobToken), callTool("c1", "echo", `{"text":"hi"}`))
+	resp, err := s.client.CallTool(withToken(bobToken), callTool("c1", "echo", `{"text":"hi"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +193,7 @@ func TestCallToolResults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			resp, err := s.client.CallTool(as(bobToken), tc.req)
+			resp, err := s.client.CallTool(withToken(bobToken), tc.req)
 			if err != nil {
 				t.Fatalf("CallTool: %v; want a result", err)
 			}
@@ -204,7 +206,7 @@ func TestCallToolResults(t *testing.T) {
 
 	t.Run("progress is not sent, the result is", func(t *testing.T) {
 		t.Parallel()
-		resp, err := s.client.CallTool(as(bobToken), callTool("c7", "sleep", `{"ms":250}`))
+		resp, err := s.client.CallTool(withToken(bobToken), callTool("c7", "sleep", `{"ms":250}`))
 		if err != nil || resp.GetResult().GetIsError() || !strings.Contains(resultText(resp.GetResult()), "slept_ms") {
 			t.Errorf("sleep: %v, %v", resp, err)
 		}
@@ -232,7 +234,7 @@ func TestCallToolMalformed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := s.client.CallTool(as(bobToken), tc.req)
+			_, err := s.client.CallTool(withToken(bobToken), tc.req)
 			if st := status.Convert(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tc.msg) {
 				t.Errorf("CallTool: %v; want INVALID_ARGUMENT saying %q", err, tc.msg)
 			}
@@ -253,7 +255,7 @@ func TestCallToolDeadlines(t *testing.T) {
 		t.Parallel()
 		req := callTool("t1", "sleep", `{"ms":60000}`)
 		req.Call.Timeout = durationpb.New(50 * time.Millisecond)
-		resp, err := s.client.CallTool(as(bobToken), req)
+		resp, err := s.client.CallTool(withToken(bobToken), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +265,7 @@ func TestCallToolDeadlines(t *testing.T) {
 	})
 	t.Run("RPC deadline", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(as(bobToken), time.Second)
+		ctx, cancel := context.WithTimeout(withToken(bobToken), time.Second)
 		defer cancel()
 		resp, err := s.client.CallTool(ctx, callTool("t2", "sleep", `{"ms":60000}`))
 		if err != nil {
@@ -280,7 +282,7 @@ func TestCallToolDeadlines(t *testing.T) {
 		req := callTool("t3", "stubborn", `{}`)
 		req.Call.Timeout = durationpb.New(50 * time.Millisecond)
 		start := time.Now()
-		resp, err := s.client.CallTool(as(bobToken), req)
+		resp, err := s.client.CallTool(withToken(bobToken), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +300,7 @@ func TestCallToolDeadlines(t *testing.T) {
 func TestCallToolClientCancels(t *testing.T) {
 	t.Parallel()
 	s := newCallToolServer(t)
-	ctx, cancel := context.WithCancel(as(bobToken))
+	ctx, cancel := context.WithCancel(withToken(bobToken))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := s.client.CallTool(ctx, callTool("b", "block", `{}`))
@@ -347,11 +349,11 @@ func TestCallToolIdempotency(t *testing.T) {
 		req.Call.IdempotencyKey = "key-1"
 		return req
 	}
-	first, err := s.client.CallTool(as(bobToken), keyed("k1", `{}`))
+	first, err := s.client.CallTool(withToken(bobToken), keyed("k1", `{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.client.CallTool(as(bobToken), keyed("k2", `{}`))
+	again, err := s.client.CallTool(withToken(bobToken), keyed("k2", `{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +363,7 @@ func TestCallToolIdempotency(t *testing.T) {
 	if first.GetResult().GetReplayed() {
 		t.Error("the first call says it was replayed")
 	}
-	conflict, err := s.client.CallTool(as(bobToken), keyed("k3", `{"other":true}`))
+	conflict, err := s.client.CallTool(withToken(bobToken), keyed("k3", `{"other":true}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,19 +381,19 @@ func TestCallToolIdempotency(t *testing.T) {
 func TestCallToolAuth(t *testing.T) {
 	t.Parallel()
 	s := newCallToolServer(t)
-	for _, ctx := range []context.Context{context.Background(), as("wrong-token-0123456789abcdef")} {
+	for _, ctx := range []context.Context{context.Background(), withToken("wrong-token-0123456789abcdef")} {
 		if _, err := s.client.CallTool(ctx, callTool("a1", "count", `{}`)); status.Code(err) != codes.Unauthenticated {
 			t.Errorf("CallTool without a valid token: %v; want UNAUTHENTICATED", err)
 		}
 	}
-	resp, err := s.client.CallTool(as(aliceToken), callTool("a2", "count", `{}`))
+	resp, err := s.client.CallTool(withToken(aliceToken), callTool("a2", "count", `{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r := resp.GetResult(); r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED || !strings.Contains(resultText(r), "Nothing was run") {
 		t.Errorf("alice calling count: %v %q; want NOT_PERMITTED", r.GetErrorKind(), resultText(r))
 	}
-	resp, err = s.client.CallTool(as(aliceToken), callTool("a3", "echo", `{"text":"mine"}`))
+	resp, err = s.client.CallTool(withToken(aliceToken), callTool("a3", "echo", `{"text":"mine"}`))
 	if err != nil || resultText(resp.GetResult()) != "mine" {
 		t.Errorf("alice calling echo: %v, %v", resp, err)
 	}
