@@ -114,6 +114,42 @@ func TestServeMCPAuthenticates(t *testing.T) {
 	}
 }
 
+// TestServeConnect: "serve --http-listen" serves the ToolService on the
+// HTTP port: the README's curl line (CallTool, Connect JSON) gets echo's
+// result, and toolwire's own gRPC client (grpc-go, h2c) calls through the
+// same port; with tokens, a call without one gets 401 and a Connect error.
+func TestServeConnect(t *testing.T) {
+	t.Parallel()
+	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens)
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	curl := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
+			strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if status, body := curl("secret-token-of-alice"); status != http.StatusOK || !strings.Contains(body, `"callId":"1"`) || !strings.Contains(body, `{"text":{"text":"hi"}}`) {
+		t.Errorf("the README's curl line: %d %s", status, body)
+	}
+	if status, body := curl(""); status != http.StatusUnauthorized || !strings.Contains(body, `"code":"unauthenticated"`) {
+		t.Errorf("without a token: %d %s; want 401 and a Connect unauthenticated error", status, body)
+	}
+	if got := runCmd(t, addr, "call", "--token", "secret-token-of-alice", "--no-progress", "echo", `{"text":"gRPC on the HTTP port"}`); got.stdout != "gRPC on the HTTP port\n" {
+		t.Errorf("toolwire call against the HTTP port: %+v", got)
+	}
+}
+
 // bearer adds a bearer token to every request.
 type bearer struct {
 	token string
