@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/mcpserve"
 )
 
@@ -148,6 +154,49 @@ func TestServeConnect(t *testing.T) {
 	if got := runCmd(t, addr, "call", "--token", "secret-token-of-alice", "--no-progress", "echo", `{"text":"gRPC on the HTTP port"}`); got.stdout != "gRPC on the HTTP port\n" {
 		t.Errorf("toolwire call against the HTTP port: %+v", got)
 	}
+}
+
+// connectClients is the folder of the Node.js Connect clients (npm ci
+// there; .ci/run does).
+const connectClients = "../../connectserve/testdata/tsclient"
+
+// TestServeConnectTypeScript runs connectserve/testdata/tsclient/client.mjs
+// against "serve --diag --http-listen" with a token: a browser-style fetch
+// of CallTool in Connect's JSON (and 401 without the token), and
+// @connectrpc/connect's clients over connect-web's fetch transport (JSON)
+// and connect-node's gRPC-Web transport: ListTools, CallTool, ExecuteBatch
+// streams, a wrong token, an aborted call.
+func TestServeConnectTypeScript(t *testing.T) {
+	t.Parallel()
+	testenv.LookPath(t, "node")
+	if _, err := os.Stat(filepath.Join(connectClients, "node_modules", "@connectrpc", "connect-web")); err != nil {
+		testenv.Missing(t, "the Node.js clients of the Connect surface (npm ci in connectserve/testdata/tsclient)")
+	}
+	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--log-level", "debug")
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs", "http://"+addr, "secret-token-of-alice")
+	cmd.Dir = connectClients
+	out, err := cmd.CombinedOutput()
+	t.Logf("node client.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("node client.mjs: %v", err)
+	}
+	// The aborted call was cancelled on the server, not left to run.
+	waitFor(t, "the aborted call's end", func() bool {
+		for line := range strings.Lines(s.stderr.String()) {
+			if strings.Contains(line, `"call finished"`) && strings.Contains(line, `"call_id":"s1"`) {
+				if !strings.Contains(line, `"outcome":"cancelled"`) {
+					t.Errorf("the aborted call: %s", line)
+				}
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // bearer adds a bearer token to every request.
