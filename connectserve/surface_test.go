@@ -63,7 +63,7 @@ type connectSurface struct {
 
 // serveSurface serves the Connect surface of cfg's engine as cmd/toolwire
 // does, on a loopback port, until the test ends, and returns its URL.
-func serveSurface(t *testing.T, eng *engine.Engine, reg *tools.Registry, callers []surfacetest.Caller, hc httpserve.Config) string {
+func serveSurface(t testing.TB, eng *engine.Engine, reg *tools.Registry, callers []surfacetest.Caller, hc httpserve.Config) string {
 	t.Helper()
 	var tokens []auth.Token
 	for _, c := range callers {
@@ -99,7 +99,7 @@ func serveSurface(t *testing.T, eng *engine.Engine, reg *tools.Registry, callers
 
 // httpClient is a client of the port in p's HTTP version, its connections
 // closed when the test ends.
-func httpClient(t *testing.T, h2c bool) *http.Client {
+func httpClient(t testing.TB, h2c bool) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if h2c {
 		tr.Protocols = new(http.Protocols)
