@@ -145,8 +145,18 @@ func TestServeConnect(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if status, body := curl("secret-token-of-alice"); status != http.StatusOK || !strings.Contains(body, `"callId":"1"`) || !strings.Contains(body, `{"text":{"text":"hi"}}`) {
-		t.Errorf("the README's curl line: %d %s", status, body)
+	status, body := curl("secret-token-of-alice")
+	var got struct {
+		Result struct {
+			CallID  string `json:"callId"`
+			Content []struct {
+				Text struct{ Text string } `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || status != http.StatusOK || got.Result.CallID != "1" ||
+		len(got.Result.Content) != 1 || got.Result.Content[0].Text.Text != "hi" {
+		t.Errorf("the README's curl line: %d %s (%v)", status, body, err)
 	}
 	if status, body := curl(""); status != http.StatusUnauthorized || !strings.Contains(body, `"code":"unauthenticated"`) {
 		t.Errorf("without a token: %d %s; want 401 and a Connect unauthenticated error", status, body)
