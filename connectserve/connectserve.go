@@ -23,8 +23,8 @@
 //
 // Import rules: connectserve may import engine, tools, gen/toolwire/v1 and
 // connect-go; it must not import service/, mcpserve, sources/, store/,
-// httpserve, grpc-go or cmd/ (docs/architecture.md), and engine must never
-// import it.
+// client/, httpserve, grpc-go or cmd/ (docs/architecture.md), and engine
+// must never import it.
 package connectserve
 
 import (
