@@ -3,6 +3,8 @@ module github.com/toolwire/toolwire
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
+	connectrpc.com/otelconnect v0.10.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/elastic/go-seccomp-bpf v1.6.0
@@ -15,6 +17,7 @@ require (
 	github.com/pmezard/go-difflib v1.0.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rs/cors v1.11.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/yuin/goldmark v1.8.7
 	go.etcd.io/bbolt v1.5.0
@@ -51,7 +54,6 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/rs/cors v1.11.1 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect
 	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect

@@ -31,7 +31,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sys := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "mcp"} {
+	for _, sys := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "toolwire-connect", "mcp"} {
 		for _, callers := range []int{1, tinyScale.Callers} {
 			row := rep.echo(sys, callers)
 			if row.Calls == 0 || row.Errors != 0 || row.PerSecond <= 0 || row.Latency.P50 <= 0 {
@@ -78,8 +78,8 @@ func TestRunWritesOutputs(t *testing.T) {
 	}
 	var table bytes.Buffer
 	rep.print(&table)
-	for _, want := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct",
-		"toolwire /mcp", "1.0× the go-sdk", "CallTool p50 ≤ 1.3× bare unary", "CallTool throughput ≥ 0.75× bare unary"} {
+	for _, want := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "toolwire-connect", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct",
+		"CallTool p50 ≤ 1.3× bare unary", "CallTool throughput ≥ 0.75× bare unary", "toolwire /mcp", "1.0× the go-sdk"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

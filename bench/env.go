@@ -10,9 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/gen/toolwire/v1/toolwirev1connect"
+	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/mcpserve"
 	"github.com/toolwire/toolwire/service"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
@@ -48,6 +52,14 @@ type env struct {
 	surface    *mcpserve.Server
 	surfaceSrv *http.Server
 	surfaceMCP *mcp.ClientSession
+
+	// toolwire's Connect surface on the same engine, on the HTTP port as
+	// serve runs it (httpserve), and a generated Connect client of it
+	// (the Connect protocol, binary, over HTTP/1.1).
+	stopPort  context.CancelFunc
+	portDone  chan error
+	connectTW toolwirev1connect.ToolServiceClient
+	connectHC *http.Client
 
 	// block's calls: how many have entered it, and when each one's context
 	// ended (sent only while someone listens).
@@ -115,6 +127,9 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 		return nil, err
 	}
 	if err := e.startSurface(ctx, reg); err != nil {
+		return nil, err
+	}
+	if err := e.startConnect(reg); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -206,7 +221,34 @@ func (e *env) startSurface(ctx context.Context, reg *tools.Registry) error {
 	return err
 }
 
+// startConnect serves toolwire's Connect surface on the engine toolwire's
+// gRPC server runs, on an HTTP port of its own, and makes a Connect client
+// of it.
+func (e *env) startConnect(reg *tools.Registry) error {
+	srv, err := connectserve.New(e.eng, reg, nil)
+	if err != nil {
+		return err
+	}
+	port := httpserve.New(httpserve.Config{}, nil, nil)
+	port.Handle(connectserve.Path, srv, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	e.stopPort, e.portDone = stop, make(chan error, 1)
+	go func() { e.portDone <- port.Serve(ctx, lis) }()
+	e.connectHC = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+	e.connectTW = toolwirev1connect.NewToolServiceClient(e.connectHC, "http://"+lis.Addr().String())
+	return nil
+}
+
 func (e *env) close() {
+	if e.stopPort != nil {
+		e.connectHC.CloseIdleConnections()
+		e.stopPort()
+		<-e.portDone
+	}
 	if e.surfaceMCP != nil {
 		_ = e.surfaceMCP.Close()
 	}
@@ -304,6 +346,15 @@ func (e *env) callToolEcho(ctx context.Context) error {
 	resp, err := e.tw.CallTool(ctx, &toolwirev1.CallToolRequest{Call: &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: echoArgs}})
 	if err == nil && resp.GetResult().GetIsError() {
 		err = errors.New("call failed: " + resp.GetResult().String())
+	}
+	return err
+}
+
+// connectEcho calls echo with CallTool over the Connect protocol.
+func (e *env) connectEcho(ctx context.Context) error {
+	resp, err := e.connectTW.CallTool(ctx, connect.NewRequest(&toolwirev1.CallToolRequest{Call: &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: echoArgs}}))
+	if err == nil && resp.Msg.GetResult().GetIsError() {
+		err = errors.New("call failed: " + resp.Msg.GetResult().String())
 	}
 	return err
 }

@@ -46,7 +46,8 @@ func measure(ctx context.Context, sc scale, log io.Writer) (*report, error) {
 }
 
 // systems are the ways of calling echo, in the order reported: the floor,
-// toolwire's one-call ExecuteBatch and its unary CallTool, and MCP.
+// toolwire's one-call ExecuteBatch and its unary CallTool, CallTool over
+// the HTTP port's Connect protocol (binary, HTTP/1.1), and MCP.
 func systems(e *env) []struct {
 	name string
 	call func(context.Context) error
@@ -58,6 +59,7 @@ func systems(e *env) []struct {
 		{"grpc-unary", e.unaryEcho},
 		{"toolwire", e.toolwireEcho},
 		{"toolwire-calltool", e.callToolEcho},
+		{"toolwire-connect", e.connectEcho},
 		{"mcp", e.mcpEcho},
 	}
 }

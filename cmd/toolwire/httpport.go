@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/mcpserve"
@@ -22,12 +23,15 @@ type HTTPConfig = httpserve.Config
 type MCPConfig = mcpserve.Config
 
 // serveHTTPPort starts the HTTP port, when http_listen is set, with the
-// surfaces it serves: /mcp on eng, unless no_mcp. It listens before it
-// returns, so a port in use fails serve at once. The port serves until ctx
-// is done, then the MCP surface drains the engine and closes its sessions
+// surfaces it serves on eng: the ToolService over Connect, gRPC-Web and
+// gRPC (connectserve, under /toolwire.v1.ToolService/, its telemetry on
+// the gRPC surface's providers, tel), and /mcp unless no_mcp. Both sit
+// behind the one Verifier's middleware. It listens before it returns, so a
+// port in use fails serve at once. The port serves until ctx is done, then
+// the surfaces drain the engine (the MCP surface closes its sessions)
 // while the port drains its requests; wait returns once both are done. A
 // serving loop that fails cancels ctx through stop, so gRPC stops too.
-func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, v *auth.Verifier, log *slog.Logger) (wait func() error, err error) {
+func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, v *auth.Verifier, tel connectserve.Options, log *slog.Logger) (wait func() error, err error) {
 	if cfg.HTTPConfig.Listen == "" {
 		return func() error { return nil }, nil
 	}
@@ -42,6 +46,11 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 	}
 	port := httpserve.New(cfg.HTTPConfig, tlsConfig, log)
 	authenticate := auth.RequireCredentials(v, log)
+	rpc, err := connectserve.New(eng, reg, &tel)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP port: %w", err)
+	}
+	port.Handle(connectserve.Path, authenticate(rpc), nil)
 	var surface *mcpserve.Server
 	if !cfg.MCPConfig.Off {
 		surface = mcpserve.New(eng, reg, &mcpserve.Options{Logger: log, Version: version()})
@@ -54,7 +63,7 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 		}
 		return nil, fmt.Errorf("http_listen: %w", err)
 	}
-	log.Info("toolwire HTTP port listening on "+lis.Addr().String(), "addr", lis.Addr().String(), "tls", tlsConfig != nil, "mcp", surface != nil)
+	log.Info("toolwire HTTP port listening on "+lis.Addr().String(), "addr", lis.Addr().String(), "tls", tlsConfig != nil, "connect", connectserve.Path, "mcp", surface != nil)
 	served := make(chan error, 1)
 	go func() {
 		err := port.Serve(ctx, lis)
@@ -67,6 +76,7 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 	go func() {
 		defer close(drained)
 		<-ctx.Done()
+		rpc.Shutdown()
 		if surface != nil {
 			surface.Shutdown()
 		}

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/mcpserve"
 )
 
@@ -112,6 +118,95 @@ func TestServeMCPAuthenticates(t *testing.T) {
 	if !slices.Contains(names, "echo") {
 		t.Errorf("alice's tools over /mcp: %q; want the diagnostic tools", names)
 	}
+}
+
+// TestServeConnect: "serve --http-listen" serves the ToolService on the
+// HTTP port: the README's curl line (CallTool, Connect JSON) gets echo's
+// result, and toolwire's own gRPC client (grpc-go, h2c) calls through the
+// same port; with tokens, a call without one gets 401 and a Connect error.
+func TestServeConnect(t *testing.T) {
+	t.Parallel()
+	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens)
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	curl := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
+			strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	status, body := curl("secret-token-of-alice")
+	var got struct {
+		Result struct {
+			CallID  string `json:"callId"`
+			Content []struct {
+				Text struct{ Text string } `json:"text"`
+			} `json:"content"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || status != http.StatusOK || got.Result.CallID != "1" ||
+		len(got.Result.Content) != 1 || got.Result.Content[0].Text.Text != "hi" {
+		t.Errorf("the README's curl line: %d %s (%v)", status, body, err)
+	}
+	if status, body := curl(""); status != http.StatusUnauthorized || !strings.Contains(body, `"code":"unauthenticated"`) {
+		t.Errorf("without a token: %d %s; want 401 and a Connect unauthenticated error", status, body)
+	}
+	if got := runCmd(t, addr, "call", "--token", "secret-token-of-alice", "--no-progress", "echo", `{"text":"gRPC on the HTTP port"}`); got.stdout != "gRPC on the HTTP port\n" {
+		t.Errorf("toolwire call against the HTTP port: %+v", got)
+	}
+}
+
+// connectClients is the folder of the Node.js Connect clients (npm ci
+// there; .ci/run does).
+const connectClients = "../../connectserve/testdata/tsclient"
+
+// TestServeConnectTypeScript runs connectserve/testdata/tsclient/client.mjs
+// against "serve --diag --http-listen" with a token: a browser-style fetch
+// of CallTool in Connect's JSON (and 401 without the token), and
+// @connectrpc/connect's clients over connect-web's fetch transport (JSON)
+// and connect-node's gRPC-Web transport: ListTools, CallTool, ExecuteBatch
+// streams, a wrong token, an aborted call.
+func TestServeConnectTypeScript(t *testing.T) {
+	t.Parallel()
+	testenv.LookPath(t, "node")
+	if _, err := os.Stat(filepath.Join(connectClients, "node_modules", "@connectrpc", "connect-web")); err != nil {
+		testenv.Missing(t, "the Node.js clients of the Connect surface (npm ci in connectserve/testdata/tsclient)")
+	}
+	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--log-level", "debug")
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs", "http://"+addr, "secret-token-of-alice")
+	cmd.Dir = connectClients
+	out, err := cmd.CombinedOutput()
+	t.Logf("node client.mjs:\n%s", out)
+	if err != nil {
+		t.Fatalf("node client.mjs: %v", err)
+	}
+	// The aborted call was cancelled on the server, not left to run.
+	waitFor(t, "the aborted call's end", func() bool {
+		for line := range strings.Lines(s.stderr.String()) {
+			if strings.Contains(line, `"call finished"`) && strings.Contains(line, `"call_id":"s1"`) {
+				if !strings.Contains(line, `"outcome":"cancelled"`) {
+					t.Errorf("the aborted call: %s", line)
+				}
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // bearer adds a bearer token to every request.

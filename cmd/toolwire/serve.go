@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
@@ -106,7 +107,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
-	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, verifier, log)
+	httpTel := connectserve.Options{TracerProvider: svcCfg.TracerProvider, MeterProvider: svcCfg.MeterProvider}
+	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, verifier, httpTel, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
