@@ -148,8 +148,9 @@ func (s *Server) Handler() http.Handler {
 			AllowedOrigins: s.cfg.CORSOrigins,
 			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
 			// What Connect, gRPC-Web and MCP's streamable HTTP send and read.
-			AllowedHeaders: []string{"Authorization", "Content-Type", "Connect-Protocol-Version", "Connect-Timeout-Ms", "Grpc-Timeout", "X-Grpc-Web", "X-User-Agent", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"},
-			ExposedHeaders: []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin", "Mcp-Session-Id", "WWW-Authenticate"},
+			AllowedHeaders: []string{"Authorization", "Content-Type", "Connect-Protocol-Version", "Connect-Timeout-Ms", "Connect-Content-Encoding", "Connect-Accept-Encoding",
+				"Grpc-Timeout", "Grpc-Accept-Encoding", "X-Grpc-Web", "X-User-Agent", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"},
+			ExposedHeaders: []string{"Grpc-Status", "Grpc-Message", "Grpc-Status-Details-Bin", "Connect-Content-Encoding", "Mcp-Session-Id", "WWW-Authenticate"},
 			MaxAge:         7200,
 		}).Handler(h)
 	}
