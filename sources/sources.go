@@ -1,6 +1,7 @@
 // Package sources owns the tools that come from outside the binary and are
 // declared in the config file: HTTP APIs (sources/http), MCP servers
-// (sources/mcp) and other toolwire servers (sources/remote). Each is a
+// (sources/mcp), other toolwire servers (sources/remote) and OpenAPI
+// documents (sources/openapi). Each is a
 // Source of its part of Config; Set is all of them, the Source of the
 // whole Config that sources/reload keeps in step with the file. A source
 // owns its tools in the registry as tools.Registry.Source(id), which also
@@ -21,6 +22,7 @@ import (
 
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/openapi"
 	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -50,6 +52,7 @@ type Config struct {
 	HTTPTools  []httpsource.Spec        `json:"http_tools"` // declarative HTTP tools
 	MCPServers []mcpsource.ServerConfig `json:"mcp_servers,omitempty"`
 	Remotes    []remote.Config          `json:"remotes,omitempty"`
+	OpenAPI    []openapi.Config         `json:"openapi,omitempty"`
 }
 
 // kinds is every kind of source, by its key in the config file, in the
@@ -60,6 +63,7 @@ var kinds = []kind{
 	kindOf("http_tools", func(c Config) []httpsource.Spec { return c.HTTPTools }, httpsource.NewSource, func(s httpsource.Spec) string { return s.Name }),
 	kindOf("mcp_servers", func(c Config) []mcpsource.ServerConfig { return c.MCPServers }, mcpsource.New, func(s mcpsource.ServerConfig) string { return s.Name }),
 	kindOf("remotes", func(c Config) []remote.Config { return c.Remotes }, remote.New, func(s remote.Config) string { return s.Name }),
+	kindOf("openapi", func(c Config) []openapi.Config { return c.OpenAPI }, openapi.New, func(s openapi.Config) string { return s.Name }),
 }
 
 // kind is one kind of source with its configuration type erased, so that
