@@ -3,8 +3,6 @@ package openapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -16,14 +14,9 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	httpsource "github.com/toolwire/toolwire/sources/http"
+	"github.com/toolwire/toolwire/sources/internal/toolname"
 	"github.com/toolwire/toolwire/tools"
 )
-
-// maxNameLen is the longest tool name OpenAI's function names allow
-// (^[a-zA-Z0-9_-]{1,64}$), which every OpenAPI tool name matches.
-const maxNameLen = 64
-
-var notNameChar = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
 
 // param is one parameter an operation sends.
 type param struct {
@@ -264,7 +257,7 @@ func tool(c Config, base, path, method string, item *openapi3.PathItem, op *open
 		baseName = strings.ToLower(method) + strings.NewReplacer("/", "_", "{", "", "}", "").Replace(path)
 	}
 	t := tools.Tool{
-		Name:         toolName(c.Name, baseName, method+" "+path, taken),
+		Name:         toolname.Make(c.Name, baseName, method+" "+path, taken),
 		Description:  desc,
 		InputSchema:  inJSON,
 		OutputSchema: outJSON,
@@ -330,22 +323,6 @@ func jsonMedia(content openapi3.Content) *openapi3.MediaType {
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func validHeaderName(s string) bool { return headerNameRE.MatchString(s) }
-
-// toolName is prefix_base with every character OpenAI's function names
-// refuse replaced by "_". A name longer than 64 characters, or one another
-// operation of the document already has, keeps its first 55 characters
-// and ends in "_" and 8 hex digits of a hash of the operation's
-// "METHOD /path", which is unique in a document: so names stay valid,
-// distinct and the same from one load to the next.
-func toolName(prefix, base, route string, taken map[string]bool) string {
-	name := prefix + "_" + strings.Trim(notNameChar.ReplaceAllString(base, "_"), "_")
-	if len(name) <= maxNameLen && !taken[name] {
-		return name
-	}
-	sum := sha256.Sum256([]byte(route))
-	suffix := "_" + hex.EncodeToString(sum[:4])
-	return name[:min(len(name), maxNameLen-len(suffix))] + suffix
-}
 
 // call runs one call: arguments into the path, query, headers and body,
 // the request through the HTTP request layer, the JSON response as the
