@@ -1,7 +1,8 @@
 // Package sources owns the tools that come from outside the binary and are
 // declared in the config file: HTTP APIs (sources/http), MCP servers
-// (sources/mcp), other toolwire servers (sources/remote) and OpenAPI
-// documents (sources/openapi). Each is a
+// (sources/mcp), other toolwire servers (sources/remote), OpenAPI
+// documents (sources/openapi) and gRPC services by reflection
+// (sources/grpc). Each is a
 // Source of its part of Config; Set is all of them, the Source of the
 // whole Config that sources/reload keeps in step with the file. A source
 // owns its tools in the registry as tools.Registry.Source(id), which also
@@ -20,6 +21,7 @@ import (
 	"errors"
 	"log/slog"
 
+	grpcsource "github.com/toolwire/toolwire/sources/grpc"
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"github.com/toolwire/toolwire/sources/openapi"
@@ -53,6 +55,7 @@ type Config struct {
 	MCPServers []mcpsource.ServerConfig `json:"mcp_servers,omitempty"`
 	Remotes    []remote.Config          `json:"remotes,omitempty"`
 	OpenAPI    []openapi.Config         `json:"openapi,omitempty"`
+	GRPC       []grpcsource.Config      `json:"grpc_services,omitempty"`
 }
 
 // kinds is every kind of source, by its key in the config file, in the
@@ -64,6 +67,7 @@ var kinds = []kind{
 	kindOf("mcp_servers", func(c Config) []mcpsource.ServerConfig { return c.MCPServers }, mcpsource.New, func(s mcpsource.ServerConfig) string { return s.Name }),
 	kindOf("remotes", func(c Config) []remote.Config { return c.Remotes }, remote.New, func(s remote.Config) string { return s.Name }),
 	kindOf("openapi", func(c Config) []openapi.Config { return c.OpenAPI }, openapi.New, func(s openapi.Config) string { return s.Name }),
+	kindOf("grpc_services", func(c Config) []grpcsource.Config { return c.GRPC }, grpcsource.New, func(s grpcsource.Config) string { return s.Name }),
 }
 
 // kind is one kind of source with its configuration type erased, so that
