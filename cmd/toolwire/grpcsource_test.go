@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	grpcsource "github.com/toolwire/toolwire/sources/grpc"
+	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -70,6 +71,31 @@ func TestDocsGRPCServices(t *testing.T) {
 		t.Fatalf("grpc_services: %+v", cfg.GRPC)
 	}
 	if err := grpcsource.ValidateAll(cfg.GRPC); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestDocsMCPOAuth checks the example of docs/sources.md's OAuth section.
+func TestDocsMCPOAuth(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/sources.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(page), "\n### MCP servers behind OAuth\n")
+	_, block, ok2 := strings.Cut(section, "```yaml\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("no yaml block in the OAuth section of docs/sources.md")
+	}
+	cfg, _, err := parseServeArgs([]string{"--config", writeFile(t, "toolwire.yaml", block)}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.MCPServers) != 1 || cfg.MCPServers[0].OAuth == nil || len(cfg.MCPServers[0].OAuth.Scopes) != 2 {
+		t.Fatalf("mcp_servers: %+v", cfg.MCPServers)
+	}
+	if err := mcpsource.ValidateAll(cfg.MCPServers); err != nil {
 		t.Error(err)
 	}
 }
