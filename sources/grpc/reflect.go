@@ -3,6 +3,7 @@ package grpcsource
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"google.golang.org/grpc"
@@ -120,7 +121,7 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 	}
 	_ = stream.CloseSend()
 	set := &descriptorpb.FileDescriptorSet{}
-	for _, name := range slicesSortedKeys(files) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		set.File = append(set.File, files[name])
 	}
 	reg, err := protodesc.NewFiles(set)
@@ -145,13 +146,4 @@ func services(reg *protoregistry.Files, names []string) ([]protoreflect.ServiceD
 		out = append(out, sd)
 	}
 	return out, nil
-}
-
-func slicesSortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
