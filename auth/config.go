@@ -27,12 +27,13 @@ type ServerConfig struct {
 	Auth     CallerConfig `json:"auth"`
 }
 
-// CallerConfig is the "auth" section: the bearer tokens accepted and the
-// tools each caller may call.
+// CallerConfig is the "auth" section: the bearer tokens accepted, the
+// callers' groups and the tools each caller may call.
 type CallerConfig struct {
-	TokensFile  string  `json:"tokens_file"` // "name: token" lines, in the clear
-	Tokens      []Token `json:"tokens"`      // name and "sha256:<hex>" hash
-	Permissions Policy  `json:"permissions"` // per caller name ("*": everyone else)
+	TokensFile  string              `json:"tokens_file"` // "name: token" lines, in the clear
+	Tokens      []Token             `json:"tokens"`      // name and "sha256:<hex>" hash
+	Groups      map[string][]string `json:"groups"`      // caller name → its groups, for tokens and certificates alike
+	Permissions Policy              `json:"permissions"` // per caller name ("*": everyone else)
 }
 
 // Flags registers c's flags on fs; each writes into c.
@@ -51,6 +52,13 @@ func (c ServerConfig) Validate() error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.ClientCA != "" && c.TLSCert == "":
 		return errors.New("--client-ca needs --tls-cert and --tls-key: client certificates are part of TLS")
+	}
+	for caller, groups := range c.Auth.Groups {
+		for _, g := range groups {
+			if caller == "" || g == "" {
+				return fmt.Errorf("auth.groups: caller %q has an empty group or name; want \"caller: [group, …]\"", caller)
+			}
+		}
 	}
 	if err := c.Auth.Permissions.Validate(); err != nil {
 		return fmt.Errorf("auth.permissions: %w", err)
@@ -102,7 +110,7 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 		tokens = append(tokens, more...)
 	}
-	v, err := New(Config{Tokens: tokens, ClientCAs: roots})
+	v, err := New(Config{Tokens: tokens, ClientCAs: roots, Groups: c.Auth.Groups})
 	if err != nil {
 		return nil, fmt.Errorf("auth.tokens: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 // RequireCredentials returns the HTTP adapter of v: middleware that
 // authenticates every request with v, as every surface does. A request
 // whose credentials v accepts reaches the handler with its caller in the
-// context (engine.WithCaller). Any other is answered 401 Unauthorized with
+// context (engine.WithIdentity). Any other is answered 401 Unauthorized with
 // "WWW-Authenticate: Bearer" and a Connect error body,
 // {"code":"unauthenticated","message":"<v's reason>"}, which Connect,
 // gRPC-Web and JSON clients all read; the handler never sees it. With
@@ -41,14 +41,14 @@ func RequireCredentials(v *Verifier, log *slog.Logger) func(http.Handler) http.H
 			if r.TLS != nil {
 				creds.PeerCertificates = r.TLS.PeerCertificates
 			}
-			caller, err := v.Verify(r.Context(), creds)
+			id, err := v.Verify(r.Context(), creds)
 			if err != nil {
 				log.Info("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "reason", err.Error())
 				w.Header().Set("WWW-Authenticate", "Bearer")
 				writeError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(engine.WithCaller(r.Context(), caller)))
+			next.ServeHTTP(w, r.WithContext(engine.WithIdentity(r.Context(), id)))
 		})
 	}
 }
