@@ -46,6 +46,10 @@ type Config struct {
 	// Groups are the groups of callers, by caller name, whether a token
 	// or a certificate names them: the Identity's Groups.
 	Groups map[string][]string
+	// OIDC, when set, accepts bearer JWTs of an OpenID Connect issuer,
+	// beside the static tokens; their claims name the caller and its
+	// groups.
+	OIDC *OIDCConfig
 }
 
 // Verifier checks a request's credentials and names its caller. It is safe
@@ -55,12 +59,20 @@ type Verifier struct {
 	ids    []*engine.Identity // the identity each token proves, made once
 	roots  *x509.CertPool
 	groups map[string][]string
+	jwt    *jwtVerifier // nil without OIDC
 }
 
 // New returns a Verifier for cfg, or an error naming the token that is
 // malformed or configured twice.
 func New(cfg Config) (*Verifier, error) {
 	v := &Verifier{roots: cfg.ClientCAs, groups: cfg.Groups}
+	if cfg.OIDC != nil {
+		j, err := newJWTVerifier(*cfg.OIDC)
+		if err != nil {
+			return nil, err
+		}
+		v.jwt = j
+	}
 	seen := make(map[[sha256.Size]byte]string, len(cfg.Tokens))
 	for i, t := range cfg.Tokens {
 		if t.Name == "" {
@@ -84,7 +96,17 @@ func New(cfg Config) (*Verifier, error) {
 // Enabled reports whether v checks anything. When it does not, every
 // request is the anonymous caller's, and an adapter need not read any
 // credentials.
-func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil }
+func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil || v.jwt != nil }
+
+// OIDC returns the OIDC configuration v accepts JWTs by, nil when it
+// accepts none.
+func (v *Verifier) OIDC() *OIDCConfig {
+	if v.jwt == nil {
+		return nil
+	}
+	c := v.jwt.cfg
+	return &c
+}
 
 // AcceptsCertificates reports whether a client certificate can name a
 // caller: whether a server should ask its clients for one.
@@ -119,7 +141,7 @@ type Credentials struct {
 // without by its certificate. With authentication off (see Enabled), every
 // request is the anonymous caller (ID ""). The identity returned is shared:
 // it must not be changed.
-func (v *Verifier) Verify(_ context.Context, creds Credentials) (*engine.Identity, error) {
+func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Identity, error) {
 	if !v.Enabled() {
 		return anonymous, nil
 	}
@@ -129,14 +151,18 @@ func (v *Verifier) Verify(_ context.Context, creds Credentials) (*engine.Identit
 			// refuse rather than authenticate by one and audit by another.
 			return nil, fmt.Errorf("%d authorization headers: send exactly one", len(vals))
 		}
-		if len(v.hashes) == 0 {
+		if len(v.hashes) == 0 && v.jwt == nil {
 			return nil, errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
 		}
 		scheme, token, ok := strings.Cut(vals[0], " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
 			return nil, errors.New(`malformed authorization header: want "Bearer <token>"`)
 		}
-		if id, ok := v.lookup(strings.TrimSpace(token)); ok {
+		token = strings.TrimSpace(token)
+		if v.jwt != nil && looksLikeJWT(token) {
+			return v.jwt.verify(ctx, token)
+		}
+		if id, ok := v.lookup(token); ok {
 			return id, nil
 		}
 		return nil, errors.New("invalid bearer token")
@@ -153,8 +179,9 @@ func (v *Verifier) Verify(_ context.Context, creds Credentials) (*engine.Identit
 			return &engine.Identity{ID: cert.Identity, Groups: v.groups[cert.Identity], Method: engine.MethodCertificate}, nil
 		}
 	}
+	bearer := len(v.hashes) > 0 || v.jwt != nil
 	switch {
-	case len(v.hashes) > 0 && v.roots != nil:
+	case bearer && v.roots != nil:
 		return nil, errors.New(`missing credentials: send an "authorization: Bearer <token>" header or a client certificate`)
 	case v.roots != nil:
 		return nil, errors.New("missing credentials: connect with a client certificate signed by the server's client CA")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testoidc"
 	"github.com/toolwire/toolwire/mcpserve"
 )
 
@@ -219,4 +220,55 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// TestServeOIDC: serve with --oidc-issuer accepts the issuer's JWTs over
+// Connect and gRPC, refuses a request without one with 401 naming the
+// protected resource metadata, and serves that document naming the
+// issuer, for MCP clients.
+func TestServeOIDC(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--oidc-issuer", iss.URL, "--oidc-audience", "toolwire")
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	jwt := iss.Token(t, "ec-1", testoidc.Claims{"sub": "agent-9", "aud": "toolwire"})
+	post := func(token string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
+			strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if resp, body := post(jwt); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"hi"`) {
+		t.Errorf("CallTool with a JWT: %d %s", resp.StatusCode, body)
+	}
+	resp, body := post("")
+	metaURL := "http://" + addr + "/.well-known/oauth-protected-resource"
+	if want := `Bearer resource_metadata="` + metaURL + `"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
+		t.Errorf("without a token: %d %q %s; want 401 with %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
+	}
+	meta, err := http.Get(metaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(meta.Body)
+	meta.Body.Close()
+	if !strings.Contains(string(b), `"authorization_servers":["`+iss.URL+`"]`) || !strings.Contains(string(b), `"resource":"http://`+addr+`/mcp"`) {
+		t.Errorf("protected resource metadata: %d %s", meta.StatusCode, b)
+	}
+	if got := runCmd(t, addr, "call", "--token", jwt, "--no-progress", "echo", `{"text":"a JWT over gRPC"}`); got.stdout != "a JWT over gRPC\n" {
+		t.Errorf("toolwire call with a JWT: %+v", got)
+	}
+	if !strings.Contains(s.stderr.String(), `"oidc_issuer":"`+iss.URL+`"`) {
+		t.Errorf("the start log does not name the issuer:\n%s", s.stderr.String())
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/testoidc"
 	"github.com/toolwire/toolwire/internal/testpki"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"google.golang.org/grpc"
@@ -41,8 +42,10 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 	t.Parallel()
 	ca, other := testpki.New(t, "toolwire test CA"), testpki.New(t, "some other CA")
 	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
+	iss := testoidc.New(t)
 	v, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}},
-		Groups: map[string][]string{"alice": {"humans", "admins"}, "agent-7": {"agents"}}})
+		Groups: map[string][]string{"alice": {"humans", "admins"}, "agent-7": {"agents"}},
+		OIDC:   &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,6 +120,10 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 		{name: "client certificate", cert: valid, want: verdict{Caller: "agent-7 certificate agents"}},
 		{name: "token and certificate", cert: valid, authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
 		{name: "missing", want: verdict{Reason: `missing credentials: send an "authorization: Bearer <token>" header or a client certificate`}},
+		{name: "JWT", authorization: []string{"Bearer " + iss.Token(t, "ec-1", testoidc.Claims{"sub": "agent-9", "aud": "toolwire", "groups": []string{"agents"}})},
+			want: verdict{Caller: "agent-9 jwt agents"}},
+		{name: "JWT for another audience", authorization: []string{"Bearer " + iss.Token(t, "rsa-1", testoidc.Claims{"sub": "agent-9", "aud": "other"})},
+			want: verdict{Reason: `invalid JWT: expected audience "toolwire" got ["other"]`}},
 		{name: "invalid token", authorization: []string{"Bearer not-a-token-of-ours-at-all"}, want: verdict{Reason: "invalid bearer token"}},
 		{name: "malformed", authorization: []string{"Basic " + aliceToken}, want: verdict{Reason: `malformed authorization header: want "Bearer <token>"`}},
 		{name: "two headers", authorization: []string{"Bearer " + aliceToken, "Bearer " + aliceToken}, want: verdict{Reason: "2 authorization headers: send exactly one"}},
