@@ -132,19 +132,8 @@ func TestServeConnect(t *testing.T) {
 	var addr string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
 	curl := func(token string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
-			strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := curlCallTool(t, addr, token)
+		return resp.StatusCode, body
 	}
 	status, body := curl("secret-token-of-alice")
 	var got struct {
@@ -165,6 +154,26 @@ func TestServeConnect(t *testing.T) {
 	if got := runCmd(t, addr, "call", "--token", "secret-token-of-alice", "--no-progress", "echo", `{"text":"gRPC on the HTTP port"}`); got.stdout != "gRPC on the HTTP port\n" {
 		t.Errorf("toolwire call against the HTTP port: %+v", got)
 	}
+}
+
+// curlCallTool posts the README's curl line (CallTool of echo "hi" in
+// Connect's JSON) to the HTTP port at addr, with a bearer token unless it
+// is "", and returns the response and its body.
+func curlCallTool(t *testing.T, addr, token string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
+		strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }
 
 // connectClients is the folder of the Node.js Connect clients (npm ci
@@ -233,21 +242,7 @@ func TestServeOIDC(t *testing.T) {
 	var addr string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
 	jwt := iss.Token(t, "ec-1", testoidc.Claims{"sub": "agent-9", "aud": "toolwire"})
-	post := func(token string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
-			strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
-	}
+	post := func(token string) (*http.Response, string) { return curlCallTool(t, addr, token) }
 	if resp, body := post(jwt); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"hi"`) {
 		t.Errorf("CallTool with a JWT: %d %s", resp.StatusCode, body)
 	}
