@@ -34,7 +34,7 @@ type callState struct {
 // lifecycle, and finish (batch.go) is the one place a call ends, whoever
 // ends it: record (idempotency), telemetry, log, send.
 //
-//	cancelled? → permission → known tool → validation → (policy → approval)
+//	cancelled? → permission → known tool → validation → policy → (approval)
 //	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
@@ -47,7 +47,8 @@ var steps = [...]step{
 	permitted,
 	known,
 	validArguments,
-	// policy, approval: later issues insert their steps here.
+	policed, // policy.go
+	// approval: a later issue inserts its step here.
 	roomToReport,
 	idempotent, // idempotency.go
 	slotTaken,  // limits.go
