@@ -69,8 +69,9 @@ section, and the settings that are rendered only when set.
 {{- if $auth }}{{ $_ := set $cfg "auth" $auth }}{{ end }}
 {{- if .Values.policies }}{{ $_ := set $cfg "policies" .Values.policies }}{{ end }}
 {{- if .Values.audit_log }}{{ $_ := set $cfg "audit_log" .Values.audit_log }}{{ end }}
-{{- if not (kindIs "invalid" .Values.rate_per_caller) }}{{ $_ := set $cfg "rate_per_caller" .Values.rate_per_caller }}{{ end }}
-{{- if not (kindIs "invalid" .Values.rate_burst) }}{{ $_ := set $cfg "rate_burst" .Values.rate_burst }}{{ end }}
+{{- /* Numbers, also when --set made them strings ("0.5"). */}}
+{{- if not (kindIs "invalid" .Values.rate_per_caller) }}{{ $_ := set $cfg "rate_per_caller" (float64 .Values.rate_per_caller) }}{{ end }}
+{{- if not (kindIs "invalid" .Values.rate_burst) }}{{ $_ := set $cfg "rate_burst" (int64 .Values.rate_burst) }}{{ end }}
 {{- toYaml $cfg }}
 {{- end }}
 
