@@ -417,7 +417,7 @@ func TestHelmEveryValue(t *testing.T) {
 					"groups_claim": "kubernetes.io.namespace",
 				},
 				"groups":      map[string]any{"ci": []any{"builders"}},
-				"permissions": map[string]any{"*": []any{"read_file", "list_files"}, "ci": []any{"*"}},
+				"permissions": map[string]any{"*": map[string]any{"allow": []any{"read_file", "list_files"}}, "ci": map[string]any{"deny": []any{"run_command"}}},
 			},
 			"policies": []any{
 				map[string]any{"name": "builder-commands", "effect": "deny", "message": "only go, git and ls may run",
