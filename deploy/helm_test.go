@@ -745,3 +745,55 @@ func TestHelmRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestHelmExampleAsDocumented holds docs/deploy.md's blocks of the worked
+// example to the example's files: each key of the page's values block is
+// the example values file's, and the page's volume is the agent pod's.
+func TestHelmExampleAsDocumented(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc, example map[string]any
+	if err := yaml.Unmarshal([]byte(docYAML(t, string(page), "auth:\n  oidc:")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	example = readYAMLFile(t, exampleValues)
+	for k, v := range doc {
+		if k == "kubernetesIssuer" || k == "auth" {
+			// The page shows a part of these: compare what it shows.
+			for kk, vv := range v.(map[string]any) {
+				if diff := cmp.Diff(vv, get(example, k, kk)); diff != "" {
+					t.Errorf("%s.%s: docs/deploy.md differs from %s (-page +file):\n%s", k, kk, exampleValues, diff)
+				}
+			}
+			continue
+		}
+		if diff := cmp.Diff(v, example[k]); diff != "" {
+			t.Errorf("%s: docs/deploy.md differs from %s (-page +file):\n%s", k, exampleValues, diff)
+		}
+	}
+
+	var docVolumes struct{ Volumes []any }
+	if err := yaml.Unmarshal([]byte(docYAML(t, string(page), "volumes:\n  - name: toolwire-token")), &docVolumes); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("helm/examples/agent-pod.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var podVolumes any
+	for _, d := range docSeparator.Split(string(b), -1) {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj["kind"] == "Pod" {
+			podVolumes = get(obj, "spec", "volumes")
+		}
+	}
+	if diff := cmp.Diff(any(docVolumes.Volumes), podVolumes); diff != "" {
+		t.Errorf("the token volume of docs/deploy.md differs from agent-pod.yaml's (-page +file):\n%s", diff)
+	}
+}
