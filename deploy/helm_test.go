@@ -515,6 +515,11 @@ func TestHelmEveryValue(t *testing.T) {
 				t.Errorf("the pod spec lacks %s", field)
 			}
 		}
+		for _, a := range []string{"checksum/config", "checksum/tokens"} {
+			if s, _ := get(d, "spec", "template", "metadata", "annotations", a).(string); len(s) != 64 {
+				t.Errorf("pod annotation %s = %q, want a SHA-256 that rolls the pods when it changes", a, s)
+			}
+		}
 		if get(d, "spec", "template", "metadata", "labels", "toolwire.dev/tier") != "tools" || get(d, "spec", "template", "metadata", "annotations", "example.com/scrape") != "yes" {
 			t.Error("podLabels or podAnnotations missing")
 		}
