@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,14 +16,15 @@ import (
 // callState is what a batch keeps of one of its calls, in one slice
 // (batch.calls) indexed like the request's calls.
 type callState struct {
-	tool    *tools.Tool     // nil when unknown or not permitted
-	cutFrom int             // the length of the name as sent, when newBatch cut it; else 0
-	args    json.RawMessage // the validated arguments, from validation until the call ends
-	claim   *idemClaim      // its idempotency key while it runs; nil without one
-	slot    slot            // its concurrency slot while it runs
-	tel     callTel         // the OpenTelemetry observer's
-	scope   logScope        // names the call in log lines; see LogHandler
-	ended   callSummary     // its result, as BatchFinished counts it
+	tool    *tools.Tool             // nil when unknown or not permitted
+	cutFrom int                     // the length of the name as sent, when newBatch cut it; else 0
+	args    json.RawMessage         // the validated arguments, from validation until the call ends
+	claim   *idemClaim              // its idempotency key while it runs; nil without one
+	slot    slot                    // its concurrency slot while it runs
+	tel     callTel                 // the OpenTelemetry observer's
+	scope   logScope                // names the call in log lines; see LogHandler
+	ended   callSummary             // its result, as BatchFinished counts it
+	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware
@@ -34,7 +34,7 @@ type callState struct {
 // lifecycle, and finish (batch.go) is the one place a call ends, whoever
 // ends it: record (idempotency), telemetry, log, send.
 //
-//	cancelled? → permission → known tool → validation → (policy → approval)
+//	cancelled? → permission → known tool → validation → policy → (approval)
 //	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
@@ -47,7 +47,8 @@ var steps = [...]step{
 	permitted,
 	known,
 	validArguments,
-	// policy, approval: later issues insert their steps here.
+	policed, // policy.go
+	// approval: a later issue inserts its step here.
 	roomToReport,
 	idempotent, // idempotency.go
 	slotTaken,  // limits.go
@@ -85,6 +86,9 @@ func validArguments(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
 // roomToReport waits while the client leaves the batch's events unread:
 // the call's result could only wait too.
 func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
+	if b.unary {
+		return nil // it reports nothing
+	}
 	b.out.waitRoom(ctx.Done())
 	return nil
 }
@@ -122,10 +126,12 @@ type outcome struct {
 
 // callRun is one running call's lifecycle, all of it: its deadline and idle
 // timeout, the tool's invocation on the calling goroutine (a goroutine hop
-// per call is most of a small call's cost), the watchdog that abandons a
-// tool ignoring its cancellation, who sends the result (decided), and who
-// continues the lane after an abandoned call. It is one allocation, where
-// closures would be many.
+// per call is most of a small call's cost), who sends the result (decided),
+// and who continues the lane after an abandoned call. It is one allocation,
+// where closures would be many. A tool that ignores its cancellation is
+// abandoned by the engine's watchdog (watchAbandoned), which looks at the
+// running calls every tick rather than arming a context.AfterFunc per call:
+// that was six of a call's allocations and two locks, for a rare event.
 type callRun struct {
 	b         *batch
 	lane, i   int
@@ -138,10 +144,9 @@ type callRun struct {
 	idle      *time.Timer
 	onAbandon func() // continues the lane after an abandoned call; nil: continueAfter
 
-	decided  atomic.Bool // whoever sets it sends the result
-	mu       sync.Mutex
-	returned bool        // the tool has returned
-	grace    *time.Timer // the watchdog's, armed when callCtx ends
+	decided  atomic.Bool  // whoever sets it sends the result
+	returned atomic.Bool  // the tool has returned
+	doneSeen atomic.Int64 // when the watchdog first saw callCtx ended (Unix ns); 0 before
 }
 
 // run runs the tool under the call's deadline and sends its result; see
@@ -168,20 +173,15 @@ func (r *callRun) run() bool {
 	r.handle.Caller = CallerFrom(r.ctx)
 	r.handle.SetSession(b.session(r.ctx))
 
-	stopWatch := context.AfterFunc(callCtx, r.watch)
+	c.running.Store(r)
 	o := r.invoke()
+	r.returned.Store(true)
+	c.running.Store(nil)
 	// The slot goes back before the result is sent: what waits for a slow
 	// reader holds memory (the outbox's budget), not a slot another caller
 	// could use. An abandoned tool keeps its slot until this point, so
 	// tools that ignore cancellation cannot be stacked without limit.
 	c.slot.release(b.e.limits)
-	r.mu.Lock()
-	r.returned = true
-	if r.grace != nil {
-		r.grace.Stop()
-	}
-	r.mu.Unlock()
-	stopWatch()
 
 	if !r.decided.CompareAndSwap(false, true) {
 		return false // abandoned: the watchdog has sent the result
@@ -202,14 +202,20 @@ func (r *callRun) progress(p tools.Progress) {
 	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
 }
 
-// watch runs when the call's context ends: unless the tool returns within
-// the abandon grace, it is abandoned.
-func (r *callRun) watch() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.returned {
-		r.grace = time.AfterFunc(r.b.e.cfg.AbandonGrace, r.abandon)
+// overstayed tells whether the running call r should be abandoned at now
+// (Unix ns): its context ended at least the abandon grace ago, as the
+// watchdog's ticks saw it, and its tool has not returned. The first tick
+// that sees the context ended starts the grace.
+func (r *callRun) overstayed(now int64) bool {
+	if r.returned.Load() || r.decided.Load() || r.callCtx.Err() == nil {
+		return false
 	}
+	seen := r.doneSeen.Load()
+	if seen == 0 {
+		r.doneSeen.Store(now)
+		return false
+	}
+	return time.Duration(now-seen) >= r.b.e.cfg.AbandonGrace
 }
 
 // abandon sends the result of a tool that ignored its cancellation and lets

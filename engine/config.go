@@ -103,6 +103,9 @@ type Config struct {
 	// Permissions decides which tools each caller (see CallerFrom) may list and
 	// call. Default nil: every caller may call every tool.
 	Permissions Permissions `json:"-"`
+	// Policy decides each call by its caller and validated arguments,
+	// after Permissions (see Policy); nil allows what Permissions do.
+	Policy Policy `json:"-"`
 	// MaxConcurrentCalls bounds the tool calls running at once across the
 	// engine. A batch is accepted only once a slot is free for its first
 	// call; it waits up to MaxQueueWait for one, then fails with

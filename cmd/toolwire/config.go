@@ -10,6 +10,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/internal/logging"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/store/storeurl"
 )
@@ -33,7 +34,12 @@ type serveConfig struct {
 	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
 	MCPConfig       // no_mcp (mcpserve)
+	PolicyConfig    // policies, reloaded live (policy)
 }
+
+// PolicyConfig is policy.Config under a name of its own, so that it can be
+// embedded beside the other features' Configs.
+type PolicyConfig = policy.Config
 
 // EngineConfig is engine.Config under a name of its own, so that it can
 // be embedded beside the other features' Configs (an embedded field is

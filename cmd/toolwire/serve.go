@@ -12,6 +12,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
@@ -39,6 +40,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cfg.EngineConfig.Validate(); err != nil {
 		return cmdUsageError("serve", "serve: %v", err)
 	}
+	// Policies are compiled once here, to refuse a rule that cannot run
+	// before anything starts, and again by each reload.
+	if err := cfg.PolicyConfig.Check(); err != nil {
+		return cmdUsageError("serve", "serve: %v", err)
+	}
+	policies := &policy.Live{}
 	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -60,7 +67,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeWorkspace()
 	// Sources come last: built-in tools keep their names.
-	stopSources, err := startSources(ctx, args, cfg, reg, log)
+	stopSources, err := startSources(ctx, args, cfg, reg, policies, log)
 	if err != nil {
 		return err
 	}
@@ -93,6 +100,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// The engine is made here, with the telemetry chosen here, and the gRPC
 	// surface put on it; a later surface shares it, and the Verifier.
 	engCfg.Telemetry = tel.observer(cfg.TraceContent)
+	engCfg.Policy = policies
 	eng := engine.New(engCfg)
 	defer eng.Close() // after the surfaces have drained
 	svcCfg := cfg.ServiceConfig

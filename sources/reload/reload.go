@@ -1,9 +1,10 @@
 // Package reload keeps a server's tool sources in step with its config
 // file: the file is watched (editors' renames and Kubernetes ConfigMap
 // symlink swaps included) and SIGHUP re-reads it. Each new config is
-// checked by every source before any applies it, so an invalid file
-// changes nothing; the settings outside the sources that changed are
-// reported as needing a restart, since only the sources are reloaded.
+// checked by every source (and Options.Check) before any applies it, so an
+// invalid file changes nothing; the other settings that changed are
+// reported as needing a restart, since only the sources (and what
+// Options.Apply applies) are reloaded.
 //
 // reload knows the config file only through Options: reading and
 // comparing the whole config is the binary's. It must not import gRPC,
@@ -37,6 +38,12 @@ type Options[C any] struct {
 	Load func() (C, error)
 	// Sources is the part of a config the sources apply.
 	Sources func(C) sources.Config
+	// Check and Apply, when set, reload the settings outside the sources
+	// that are live too (the policies): Check is asked with the sources'
+	// Check, so an invalid file changes nothing; Apply runs after the
+	// sources are synced.
+	Check func(C) error
+	Apply func(C)
 	// RestartOnly names the settings outside Sources whose values differ
 	// between started and now; a reload logs them as needing a restart.
 	RestartOnly func(started, now C) []string
@@ -153,10 +160,18 @@ func (r *reloader[C]) apply(cfg C) error {
 	if err := r.src.Check(sc); err != nil {
 		return err
 	}
+	if r.Check != nil {
+		if err := r.Check(cfg); err != nil {
+			return err
+		}
+	}
 	if err := r.src.Sync(r.ctx, sc); err != nil {
 		// Check passed what it could; a source that failed since keeps
 		// its previous tools, and the others swap theirs in.
 		r.Log.Error("config reload: a tool source could not be swapped in; its previous tools are still served", "config", r.Path, "error", err.Error())
+	}
+	if r.Apply != nil {
+		r.Apply(cfg)
 	}
 	return nil
 }
