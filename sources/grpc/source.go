@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -70,6 +71,9 @@ func (s *Services) Check(cfgs []Config) error { return ValidateAll(cfgs) }
 // server that stays re-resolve its services, so a reload picks up what
 // changed on them. It returns at once.
 func (s *Services) Sync(ctx context.Context, cfgs []Config) error {
+	s.mu.Lock()
+	before := maps.Clone(s.runners)
+	s.mu.Unlock()
 	if err := s.set.Sync(ctx, cfgs); err != nil {
 		return err
 	}
@@ -83,6 +87,9 @@ func (s *Services) Sync(ctx context.Context, cfgs []Config) error {
 		if !want[name] {
 			delete(s.runners, name)
 			continue
+		}
+		if before[name] != r {
+			continue // started by this Sync: it resolves as it connects
 		}
 		select {
 		case r.refresh <- struct{}{}:
