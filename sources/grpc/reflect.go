@@ -22,8 +22,10 @@ import (
 const (
 	reflectV1      = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 	reflectV1Alpha = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
-	// maxFiles bounds the descriptor files one server may send.
-	maxFiles = 2000
+	// maxFiles and maxDescriptorBytes bound the descriptors one server
+	// may send.
+	maxFiles           = 2000
+	maxDescriptorBytes = 32 << 20
 )
 
 // resolve lists the server's services through its reflection service (v1,
@@ -62,8 +64,12 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 		return nil, err
 	}
 	files := map[string]*descriptorpb.FileDescriptorProto{}
+	size := 0
 	add := func(resp *rpb.ServerReflectionResponse) error {
 		for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+			if size += len(b); size > maxDescriptorBytes {
+				return fmt.Errorf("the server's descriptors are larger than %d bytes", maxDescriptorBytes)
+			}
 			fd := new(descriptorpb.FileDescriptorProto)
 			if err := proto.Unmarshal(b, fd); err != nil {
 				return fmt.Errorf("a file descriptor from the reflection service: %w", err)
