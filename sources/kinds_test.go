@@ -59,3 +59,16 @@ func TestKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestFiles: the files a config's sources read are the OpenAPI documents
+// given as paths, not those given as URLs.
+func TestFiles(t *testing.T) {
+	t.Parallel()
+	var cfg Config
+	if err := json.Unmarshal([]byte(`{"openapi":[{"name":"a","spec":"docs/a.yaml"},{"name":"b","spec":"https://x/b.yaml"}],"http_tools":[{"name":"h","url":"http://x/"}]}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"docs/a.yaml"}, cfg.Files()); diff != "" {
+		t.Errorf("Files (-want +got):\n%s", diff)
+	}
+}

@@ -76,6 +76,7 @@ type kind struct {
 	key   string                                                     // its key in the config file
 	len   func(Config) int                                           // how many it declares
 	names func(Config) []string                                      // their names, for a log line
+	files func(Config) []string                                      // local files they read (Filer)
 	start func(reg *tools.Registry, log *slog.Logger) Source[Config] // the source, over the whole Config
 }
 
@@ -90,6 +91,15 @@ func kindOf[C any, S Source[[]C]](key string, part func(Config) []C, new func(*t
 			out := make([]string, len(list))
 			for i, c := range list {
 				out[i] = name(c)
+			}
+			return out
+		},
+		files: func(cfg Config) []string {
+			var out []string
+			for _, c := range part(cfg) {
+				if f, ok := any(c).(Filer); ok {
+					out = append(out, f.Files()...)
+				}
 			}
 			return out
 		},
@@ -108,6 +118,22 @@ type adapter[C any] struct {
 func (a adapter[C]) Check(cfg Config) error                     { return a.src.Check(a.part(cfg)) }
 func (a adapter[C]) Sync(ctx context.Context, cfg Config) error { return a.src.Sync(ctx, a.part(cfg)) }
 func (a adapter[C]) Close() error                               { return a.src.Close() }
+
+// Filer is a source configuration that reads local files besides the
+// config file (an OpenAPI document): reload watches them too, and
+// re-applies the config when one changes.
+type Filer interface {
+	Files() []string
+}
+
+// Files are the local files cfg's sources read, as written.
+func (cfg Config) Files() []string {
+	var out []string
+	for _, k := range kinds {
+		out = append(out, k.files(cfg)...)
+	}
+	return out
+}
 
 // Empty reports whether cfg declares no source.
 func (cfg Config) Empty() bool {

@@ -16,8 +16,9 @@ import (
 
 // TestServeOpenAPI serves an OpenAPI document's operation through "toolwire
 // serve --config", calls it with "toolwire call" (lanes, validation and
-// all), then breaks the document and changes the config: the reload is
-// rejected with the document's problem, and the tool is still served.
+// all), then edits the document alone: broken, the reload is rejected
+// with the document's problem and the tool is still served; fixed, its
+// new operation replaces the old.
 func TestServeOpenAPI(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -60,14 +61,19 @@ paths:
 		t.Errorf("a call without the required who: exit %d\n%s%s", got.code, got.stdout, got.stderr)
 	}
 
+	// The document is watched: breaking it alone reloads, is rejected
+	// with the problem's place, and the tool stays.
 	replaceFile(t, spec, strings.Replace(doc, "paths:", "paths:\n  /broken: {get: {responses: {'200': {$ref: '#/components/responses/Nope'}}}}", 1))
-	// An unchanged config file is not re-applied; SIGHUP, or any change,
-	// re-reads the documents.
-	replaceFile(t, config, cfg+"    headers: {X-Changed: yes}\n")
 	waitLog(t, s.stderr, "config reload rejected", "#/components/responses/Nope")
 	if got := runCmd(t, s.addr, "call", "greeter_greet", `{"who":"again"}`); got.err != nil || !strings.Contains(got.stdout, "hello again") {
 		t.Errorf("after a rejected reload: %v\n%s%s", got.err, got.stdout, got.stderr)
 	}
+	// Fixed, with the operation renamed: the new tool replaces the old.
+	replaceFile(t, spec, strings.Replace(doc, "operationId: greet", "operationId: hello", 1))
+	waitFor(t, "greeter_hello after the document changed", func() bool {
+		got := runCmd(t, s.addr, "tools")
+		return got.code == 0 && strings.Contains(got.stdout, "greeter_hello") && !strings.Contains(got.stdout, "greeter_greet")
+	})
 }
 
 // TestDocsOpenAPI loads the example of docs/sources.md's OpenAPI section

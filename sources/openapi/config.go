@@ -50,6 +50,15 @@ type Override struct {
 	Description string `json:"description,omitempty"`
 }
 
+// Files implements sources.Filer: the document, when it is a file, so an
+// edit of it reloads its tools.
+func (c Config) Files() []string {
+	if c.Spec == "" || strings.Contains(c.Spec, "://") {
+		return nil
+	}
+	return []string{c.Spec}
+}
+
 var entryName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
 // Validate reports what is wrong with c without reading the document or
