@@ -160,7 +160,7 @@ func tool(c Config, base, path, method string, item *openapi3.PathItem, op *open
 		explode := p.In == openapi3.ParameterInQuery && (p.Explode == nil || *p.Explode) && (p.Style == "" || p.Style == "form")
 		o.params = append(o.params, param{name: p.Name, prop: prop, in: p.In, explode: explode})
 	}
-	for _, m := range regexp.MustCompile(`\{([^{}]+)\}`).FindAllStringSubmatch(path, -1) {
+	for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
 		if !slices.ContainsFunc(o.params, func(p param) bool { return p.in == openapi3.ParameterInPath && p.name == m[1] }) {
 			return tools.Tool{}, fmt.Errorf("path parameter {%s} is not declared", m[1])
 		}
@@ -319,6 +319,8 @@ func jsonMedia(content openapi3.Content) *openapi3.MediaType {
 	}
 	return nil
 }
+
+var pathParamRE = regexp.MustCompile(`\{([^{}]+)\}`)
 
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
