@@ -216,7 +216,11 @@ func (r *reloader[C]) watchDocs() {
 func (r *reloader[C]) isDoc(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	name = filepath.Clean(name)
+	// Events name files as the watch was added: relative when the config
+	// path is.
+	if abs, err := filepath.Abs(name); err == nil {
+		name = abs
+	}
 	for doc := range r.docs {
 		if name == doc || (filepath.Base(name) == "..data" && filepath.Dir(name) == filepath.Dir(doc)) {
 			return true
