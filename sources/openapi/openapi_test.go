@@ -568,3 +568,29 @@ func TestCancel(t *testing.T) {
 	}
 	sourcetest.Wait(t, gone, "the server to see the request cancelled")
 }
+
+// TestNameTaken: an operation whose tool name another tool holds is held
+// back with a log line; the document's other tools are served.
+func TestNameTaken(t *testing.T) {
+	t.Parallel()
+	nop := func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text("built-in"), nil }
+	reg, err := tools.NewRegistry(tools.Tool{Name: "legacy_getItem", Handler: nop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &sourcetest.LogBuffer{}
+	src := New(reg, slog.New(slog.NewJSONHandler(logs, nil)))
+	defer src.Close()
+	if err := src.Sync(t.Context(), []Config{{Name: "legacy", Spec: "testdata/swagger2.yaml"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := reg.Snapshot().Names(); !slices.Equal(got, []string{"legacy_getItem", "legacy_putItem"}) {
+		t.Errorf("tools %v", got)
+	}
+	if tl, _ := reg.Snapshot().Lookup("legacy_getItem"); tl.Source != tools.SourceBuiltin {
+		t.Errorf("legacy_getItem is %v; want the built-in kept", tl.Source)
+	}
+	if !strings.Contains(logs.String(), `"msg":"skipping OpenAPI tool: the name is taken by another tool","openapi":"legacy","tool":"legacy_getItem","owner":"builtin"`) {
+		t.Errorf("no line says legacy_getItem is held back:\n%s", logs)
+	}
+}
