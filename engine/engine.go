@@ -88,6 +88,7 @@ type Engine struct {
 	budget    *budget // the events waiting for slow readers, all batches'
 	runners   *runners
 	limits    *limiter
+	rates     *rates // nil without a rate limit
 	tel       Observer
 	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
 }
@@ -106,6 +107,7 @@ func New(cfg Config) *Engine {
 	e.budget = newBudget(e.cfg.MaxBufferedBytes)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
+	e.rates = newRates(&e.cfg)
 	e.tel = e.cfg.Telemetry
 	if e.tel == nil {
 		e.tel = noTelemetry{}
@@ -135,6 +137,11 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 // run runs the batch b, made by newBatch, to its end; see Run. A unary
 // batch (Call's) sends nothing: its one result is kept in b.result.
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
+	if e.rates != nil {
+		if err := e.rates.take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
+			return err
+		}
+	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if err := e.admit(b, cancel); err != nil {
