@@ -211,6 +211,8 @@ func connectCode(c engine.Code) connect.Code {
 		return connect.CodeUnavailable
 	case engine.Internal:
 		return connect.CodeInternal
+	case engine.NotFound:
+		return connect.CodeNotFound
 	}
 	return connect.CodeUnknown
 }

@@ -22,6 +22,7 @@ const (
 	ResourceExhausted
 	Unavailable
 	Internal
+	NotFound
 )
 
 var codeNames = [...]string{
@@ -33,6 +34,7 @@ var codeNames = [...]string{
 	ResourceExhausted: "ResourceExhausted",
 	Unavailable:       "Unavailable",
 	Internal:          "Internal",
+	NotFound:          "NotFound",
 }
 
 func (c Code) String() string {

@@ -143,6 +143,8 @@ func grpcCode(c engine.Code) codes.Code {
 		return codes.Unavailable
 	case engine.Internal:
 		return codes.Internal
+	case engine.NotFound:
+		return codes.NotFound
 	}
 	return codes.Unknown
 }
