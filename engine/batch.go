@@ -156,6 +156,7 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		req:       req,
 		snap:      snap,
 		callerCtx: ctx,
+		detached:  req.GetOptions().GetDetach(),
 		sink:      sink,
 		start:     time.Now(),
 	}
@@ -267,11 +268,12 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 	}
 }
 
-// send numbers ev and sends it to the batch's reader, marking the time
+// send numbers ev (its seq) and sends it to the batch's reader, marking the time
 // the Send began for the send watchdog; a detached batch's event is kept
 // in its log for its attachments instead.
 func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 	b.seq++
+	ev.Seq = b.seq
 	if b.log != nil {
 		b.log.append(ev)
 		return nil

@@ -173,8 +173,10 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	if b.unary {
 		return nil
 	}
+	ev := b.finished()
 	b.seq++
-	return b.sink.Send(b.finished())
+	ev.Seq = b.seq
+	return b.sink.Send(ev)
 }
 
 // Call runs one call on the path every call takes, as a batch of one, and

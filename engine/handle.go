@@ -3,9 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-
-	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/tools"
 )
 
 // A batch's run and its stream are two things. The run (batch.run, the
@@ -22,7 +19,7 @@ import (
 //     (its context, or a failed Send), the reader is gone and the batch is
 //     cancelled, as it always was: its calls get CANCELLED results, which
 //     are recorded, and nothing new starts.
-//   - A detached batch's writer runs on a goroutine of its own and keeps
+//   - A detached batch's (BatchOptions.detach) writer runs on a goroutine of its own and keeps
 //     the events; Run's stream is one attachment among any number (Attach),
 //     each reading from the seq it asks for. A stream ending only detaches
 //     that reader: the batch runs on until its calls end or it is cancelled
@@ -175,18 +172,6 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 		b.logBatch(nil)
 	}()
 	return b.log.read(ctx, 0, b.sink)
-}
-
-// runDetachedRequest is Run for a batch that outlives its stream (see
-// runDetached), for the engine's own tests until the contract carries
-// BatchOptions.detach.
-func (e *Engine) runDetachedRequest(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) error {
-	if err := e.Check(req); err != nil {
-		return err
-	}
-	b := e.newBatch(ctx, snap, req, sink)
-	b.detached = true
-	return e.runDetached(ctx, b)
 }
 
 // cancelRequested is what a call's result says when Cause is Cancel's.

@@ -38,8 +38,9 @@ func (lb *liveBatch) snapshot() []*toolwirev1.ExecuteBatchResponse {
 // startBatch does.
 func startDetached(tb testing.TB, ctx context.Context, te *testBed, req *toolwirev1.ExecuteBatchRequest) *liveBatch {
 	tb.Helper()
+	req.Options = &toolwirev1.BatchOptions{Detach: true}
 	lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
-	go func() { lb.done <- te.e.runDetachedRequest(ctx, te.reg.Snapshot(), req, lb) }()
+	go func() { lb.done <- te.e.Run(ctx, te.reg.Snapshot(), req, lb) }()
 	select {
 	case <-lb.started:
 		return lb
@@ -198,5 +199,25 @@ func TestAttachToABatchNotDetached(t *testing.T) {
 	te.hold.releaseAll()
 	if _, err := drain(lb); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestEventsAreNumberedFromOne(t *testing.T) {
+	t.Parallel()
+	te := newTestBed(t, Config{})
+	for _, detach := range []bool{false, true} {
+		req := &toolwirev1.ExecuteBatchRequest{
+			Calls:   []*toolwirev1.ToolCall{call("a", "read", `{"ms":1}`), call("b", "ticker", `{"ms":60}`), call("c", "nope", "")},
+			Options: &toolwirev1.BatchOptions{Detach: detach},
+		}
+		events := te.run(t, req)
+		if len(events) < 8 {
+			t.Fatalf("detach=%v: %d events, want at least 8", detach, len(events))
+		}
+		for i, ev := range events {
+			if ev.GetSeq() != uint64(i+1) {
+				t.Errorf("detach=%v: event %d (%T) has seq %d", detach, i+1, ev.GetEvent(), ev.GetSeq())
+			}
+		}
 	}
 }
