@@ -30,6 +30,9 @@ func TestContractMiniredis(t *testing.T) {
 	advance := storetest.WithAdvance(mr.FastForward)
 	storetest.Idempotency(t, open, advance)
 	storetest.Sessions(t, open, advance)
+	storetest.EventLog(t, func(t *testing.T) *redis.Store {
+		return redis.New(c, redis.Options{Prefix: fmt.Sprintf("t%d:", n.Add(1)), MaxLogEntries: 5})
+	}, advance, storetest.WithMaxLogEntries(5))
 }
 
 func TestContractRealRedis(t *testing.T) {
@@ -46,6 +49,14 @@ func TestContractRealRedis(t *testing.T) {
 	}
 	storetest.Idempotency(t, open)
 	storetest.Sessions(t, open)
+	storetest.EventLog(t, func(t *testing.T) *redis.Store {
+		s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: fmt.Sprintf("%s%d:", run, n.Add(1)), MaxLogEntries: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}, storetest.WithMaxLogEntries(5))
 }
 
 func TestOpenUnreachable(t *testing.T) {
@@ -56,6 +67,52 @@ func TestOpenUnreachable(t *testing.T) {
 	}
 	if _, err := redis.Open(ctx, "http://x", redis.Options{}); err == nil {
 		t.Fatal("Open of a non-redis URL succeeded")
+	}
+}
+
+// TestEventLogAcrossClients: a log written through one client (a replica)
+// is read and waited for through another, live.
+func TestEventLogAcrossClients(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	prefix := fmt.Sprintf("across%d:", time.Now().UnixNano())
+	ctx := context.Background()
+	open := func() *redis.Store {
+		s, err := redis.Open(ctx, "redis://"+addr+"/0", redis.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	if err := a.Open(ctx, "batch", "a", time.Minute, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for wctx.Err() == nil {
+			if err := b.WaitLog(wctx, "batch", 0); err != nil {
+				got <- err.Error()
+				return
+			}
+			for e, err := range b.After(wctx, "batch", 0) {
+				if err != nil {
+					got <- err.Error()
+				} else {
+					got <- string(e.Data)
+				}
+				return
+			}
+		}
+		got <- "nothing within 10s"
+	}()
+	if _, err := a.Append(ctx, "batch", "a", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if g := <-got; g != "hello" {
+		t.Fatalf("the other client read %q, want hello", g)
 	}
 }
 
