@@ -142,6 +142,31 @@ func (s *Server) ExecuteBatch(ctx context.Context, req *connect.Request[toolwire
 	return connectError(s.engine.Run(s.clientTrace(ctx, req.Header()), s.reg.Snapshot(), req.Msg, stream))
 }
 
+// AttachBatch implements toolwire.v1.ToolService: a detached batch's events
+// after a seq, then its live ones (Engine.Attach). The stream's end only
+// detaches this reader.
+func (s *Server) AttachBatch(ctx context.Context, req *connect.Request[toolwirev1.AttachBatchRequest], stream *connect.ServerStream[toolwirev1.ExecuteBatchResponse]) error {
+	return connectError(s.engine.Attach(ctx, req.Msg.GetBatchId(), req.Msg.GetAfterSeq(), stream))
+}
+
+// CancelBatch implements toolwire.v1.ToolService (Engine.Cancel).
+func (s *Server) CancelBatch(ctx context.Context, req *connect.Request[toolwirev1.CancelBatchRequest]) (*connect.Response[toolwirev1.CancelBatchResponse], error) {
+	if err := s.engine.Cancel(ctx, req.Msg.GetBatchId(), req.Msg.GetReason()); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&toolwirev1.CancelBatchResponse{}), nil
+}
+
+// GetBatch implements toolwire.v1.ToolService; not yet (issue 20).
+func (s *Server) GetBatch(context.Context, *connect.Request[toolwirev1.GetBatchRequest]) (*connect.Response[toolwirev1.GetBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.GetBatch is not implemented"))
+}
+
+// ResolveApproval implements toolwire.v1.ToolService; not yet (issue 20).
+func (s *Server) ResolveApproval(context.Context, *connect.Request[toolwirev1.ResolveApprovalRequest]) (*connect.Response[toolwirev1.ResolveApprovalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.ResolveApproval is not implemented"))
+}
+
 // CallTool implements toolwire.v1.ToolService: one call (Engine.Call), its
 // result in a unary response. A call that fails is a result, not an error.
 func (s *Server) CallTool(ctx context.Context, req *connect.Request[toolwirev1.CallToolRequest]) (*connect.Response[toolwirev1.CallToolResponse], error) {

@@ -108,20 +108,28 @@ func shortName(name string) string {
 
 // batch is one accepted batch on its way through the lanes.
 type batch struct {
-	e         *Engine
-	id        string
-	req       *toolwirev1.ExecuteBatchRequest
-	snap      *tools.Snapshot
-	calls     []callState // per call, as the request orders them
-	lanes     []Lane
-	parallel  int
-	streamCtx context.Context // the caller's context; no event is sent after it ends
-	sink      Sink
-	out       outbox       // events on their way to the writer
-	sending   atomic.Int64 // when the Send under way began (Unix ns); 0 between sends
-	ended     atomic.Int32 // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
-	failed    atomic.Bool  // some call has failed, for stop_on_error
-	reserved  slot         // taken before the batch was accepted, for its first call; see limits.go
+	e        *Engine
+	id       string // made when admitted; see handle.go
+	req      *toolwirev1.ExecuteBatchRequest
+	snap     *tools.Snapshot
+	calls    []callState // per call, as the request orders them
+	lanes    []Lane
+	parallel int
+	// callerCtx is the caller's context: its identity and values, and its
+	// deadline, which bounds the calls. A batch that is not detached dies
+	// with its stream, whose context this is: no event is queued after it
+	// ends. A detached batch's keeps the values only.
+	callerCtx context.Context
+	cancel    context.CancelCauseFunc // ends the batch's run; set when admitted
+	detached  bool                    // the batch outlives its stream; see handle.go
+	sink      Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
+	seq       uint64                  // the writer's: the number of the last event written
+	log       *eventLog               // a detached batch's events; nil when not detached
+	out       outbox                  // events on their way to the writer
+	sending   atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
+	ended     atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
+	failed    atomic.Bool             // some call has failed, for stop_on_error
+	reserved  slot                    // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
 	tel       batchTel        // the OpenTelemetry observer's; see telemetry.go
 	scope     logScope        // names the batch in log lines; see LogHandler
@@ -145,10 +153,10 @@ var firstCall = []int{0}
 func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchRequest, sink Sink) *batch {
 	b := &batch{
 		e:         e,
-		id:        newID(),
 		req:       req,
 		snap:      snap,
-		streamCtx: ctx,
+		callerCtx: ctx,
+		detached:  req.GetOptions().GetDetach(),
 		sink:      sink,
 		start:     time.Now(),
 	}
@@ -234,10 +242,11 @@ func (b *batch) finished() *toolwirev1.ExecuteBatchResponse {
 	return ev
 }
 
-// write is the sink's only writer; it returns when the batch's events are
-// all sent. After a failed Send the batch is cancelled and its remaining
-// events are drained unsent. The engine's send watchdog (see sendwatch.go)
-// watches how long each Send takes.
+// write is the batch's one writer; it returns when the batch's events are
+// all sent (or, for a detached batch, appended to its log). After a failed
+// Send the batch is cancelled and its remaining events are drained unsent.
+// The engine's send watchdog (see sendwatch.go) watches how long each Send
+// takes.
 func (b *batch) write(cancel context.CancelCauseFunc) error {
 	var sendErr error
 	if !b.unary {
@@ -259,8 +268,16 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 	}
 }
 
-// send sends ev, marking the time it began for the send watchdog.
+// send numbers ev (its seq) and sends it to the batch's reader, marking the time
+// the Send began for the send watchdog; a detached batch's event is kept
+// in its log for its attachments instead.
 func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
+	b.seq++
+	ev.Seq = b.seq
+	if b.log != nil {
+		b.log.append(ev)
+		return nil
+	}
 	b.sending.Store(time.Now().UnixNano())
 	err := b.sink.Send(ev)
 	b.sending.Store(0)
@@ -271,7 +288,7 @@ func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 // events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
 // EventBuffer); after the caller's context has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.put(b.streamCtx.Done(), ev, proto.Size(ev), false)
+	b.out.put(b.callerCtx.Done(), ev, proto.Size(ev), false)
 }
 
 // emitStarted hands a call's CallStarted to the writer without waiting: the
@@ -394,6 +411,9 @@ func cancelled(ctx context.Context) (toolwirev1.ErrorKind, string) {
 	case errors.Is(cause, ErrOverBudget):
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled: the client left the stream's events unread while the server ran short of memory for unread events, so the server ended it"
 	default:
+		if msg, ok := cancelRequested(cause); ok {
+			return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, msg
+		}
 		return toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "cancelled by the client"
 	}
 }

@@ -83,7 +83,7 @@ func (e *Engine) shed(now int64) {
 		held int64
 	}
 	var stalled []holder
-	for b := range e.cancels {
+	for _, b := range e.batches {
 		h := b.out.held.Load()
 		switch since := b.sending.Load(); {
 		case h <= 0:
@@ -100,7 +100,7 @@ func (e *Engine) shed(now int64) {
 		}
 		if s.b.ended.CompareAndSwap(endNone, endOverBudget) {
 			g.shed.Add(1)
-			s.b.endStream(e.cancels[s.b], ErrOverBudget, time.Duration(now-s.b.sending.Load()), s.held)
+			s.b.endStream(s.b.cancel, ErrOverBudget, time.Duration(now-s.b.sending.Load()), s.held)
 			excess -= s.held
 		}
 	}

@@ -333,7 +333,7 @@ func (b *batch) timeout(call *toolwirev1.ToolCall, t *tools.Tool) time.Duration 
 func (b *batch) deadline(i int, start time.Time) (deadline time.Time, timeout time.Duration, callerLimit bool) {
 	timeout = b.timeout(b.req.GetCalls()[i], b.calls[i].tool)
 	deadline = start.Add(timeout)
-	if dl, ok := b.streamCtx.Deadline(); ok && dl.Add(-b.e.cfg.DeadlineMargin).Before(deadline) {
+	if dl, ok := b.callerCtx.Deadline(); ok && dl.Add(-b.e.cfg.DeadlineMargin).Before(deadline) {
 		return dl.Add(-b.e.cfg.DeadlineMargin), timeout, true
 	}
 	return deadline, timeout, false

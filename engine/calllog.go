@@ -55,10 +55,10 @@ func (b *batch) logBatch(err error) {
 		}
 	}
 	code := CodeOf(err)
-	if code == Unknown && b.streamCtx.Err() != nil {
+	if code == Unknown && b.callerCtx.Err() != nil {
 		// A sink's own error (a gRPC stream's Send after the client
 		// went) carries no engine code; the caller's context says why.
-		code = CodeOf(b.streamCtx.Err())
+		code = CodeOf(b.callerCtx.Err())
 	}
 	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
 		slog.String("batch_id", b.id),

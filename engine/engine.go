@@ -79,15 +79,16 @@ type Engine struct {
 
 	mu       sync.Mutex
 	draining bool
-	cancels  map[*batch]context.CancelCauseFunc // running batches; at most MaxConcurrentBatches
-	active   sync.WaitGroup                     // running batches
-	stopping chan struct{}                      // closed when draining begins
-	watching bool                               // watchSends is running
+	batches  map[string]*batch // running batches by ID; at most MaxConcurrentBatches (see handle.go)
+	active   sync.WaitGroup    // running batches
+	stopping chan struct{}     // closed when draining begins
+	watching bool              // watchSends is running
 
 	abandoned atomic.Int64
 	budget    *budget // the events waiting for slow readers, all batches'
 	runners   *runners
 	limits    *limiter
+	rates     *rates // nil without a rate limit
 	tel       Observer
 	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
 }
@@ -99,13 +100,14 @@ type Engine struct {
 func New(cfg Config) *Engine {
 	e := &Engine{
 		cfg:      cfg.withDefaults(),
-		cancels:  make(map[*batch]context.CancelCauseFunc),
+		batches:  make(map[string]*batch),
 		stopping: make(chan struct{}),
 		runners:  newRunners(10 * time.Second),
 	}
 	e.budget = newBudget(e.cfg.MaxBufferedBytes)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
+	e.rates = newRates(&e.cfg)
 	e.tel = e.cfg.Telemetry
 	if e.tel == nil {
 		e.tel = noTelemetry{}
@@ -118,7 +120,8 @@ func New(cfg Config) *Engine {
 func (e *Engine) Config() Config { return e.cfg }
 
 // Run runs one batch against the tools of snap, sending its events to
-// sink, and returns when the batch has ended. Before BatchAccepted it may refuse the batch with an
+// sink, and returns when the batch has ended (see handle.go for how a
+// batch's run and its stream meet). Before BatchAccepted it may refuse the batch with an
 // *Error: InvalidArgument (a malformed batch), ResourceExhausted
 // (overload), Unavailable (draining), Canceled or DeadlineExceeded (ctx
 // ended while it waited). After it, every call gets exactly one result
@@ -133,8 +136,18 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 }
 
 // run runs the batch b, made by newBatch, to its end; see Run. A unary
-// batch (Call's) sends nothing: its one result is kept in b.result.
+// batch (Call's) sends nothing: its one result is kept in b.result. A
+// detached batch is runDetached's.
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
+	if e.rates != nil {
+		if err := e.rates.take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
+			return err
+		}
+	}
+	if b.detached {
+		return e.runDetached(ctx, b)
+	}
+	// The batch dies with its stream: its context is the stream's.
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if err := e.admit(b, cancel); err != nil {
@@ -167,7 +180,10 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	if b.unary {
 		return nil
 	}
-	return b.sink.Send(b.finished())
+	ev := b.finished()
+	b.seq++
+	ev.Seq = b.seq
+	return b.sink.Send(ev)
 }
 
 // Call runs one call on the path every call takes, as a batch of one, and
@@ -201,33 +217,6 @@ func (e *Engine) Call(ctx context.Context, snap *tools.Snapshot, call *toolwirev
 type oneCallRequest struct {
 	req   toolwirev1.ExecuteBatchRequest
 	calls [1]*toolwirev1.ToolCall
-}
-
-// admit counts a batch in, keeping its cancel function for draining, or
-// refuses it while draining or overloaded.
-func (e *Engine) admit(b *batch, cancel context.CancelCauseFunc) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	switch {
-	case e.draining:
-		return errorf(Unavailable, "server is shutting down; retry on another replica")
-	case len(e.cancels) >= e.cfg.MaxConcurrentBatches:
-		return errorf(ResourceExhausted, "server is running its limit of %d batches; retry with backoff", e.cfg.MaxConcurrentBatches)
-	}
-	e.cancels[b] = cancel
-	e.active.Add(1)
-	if !e.watching {
-		e.watching = true
-		go e.watchSends()
-	}
-	return nil
-}
-
-func (e *Engine) release(b *batch) {
-	e.mu.Lock()
-	delete(e.cancels, b)
-	e.mu.Unlock()
-	e.active.Done()
 }
 
 // Draining returns a channel closed once Drain has begun: surfaces end
@@ -268,8 +257,8 @@ func (e *Engine) Drain() {
 func (e *Engine) CancelCalls() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, cancel := range e.cancels {
-		cancel(errShutdown)
+	for _, b := range e.batches {
+		b.cancel(errShutdown)
 	}
 }
 
@@ -308,8 +297,8 @@ func (e *Engine) Stats() Stats {
 	st.SessionWaiting = e.seq.waiting()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	st.Batches = len(e.cancels)
-	for b := range e.cancels {
+	st.Batches = len(e.batches)
+	for _, b := range e.batches {
 		if b.out.waiting() {
 			st.WaitingToReport++
 		}

@@ -193,7 +193,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	c.done.Wait()
 	cfg := &c.b.e.cfg
 	// Detached from the batch: a cancelled batch must still settle its claims.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.streamCtx), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.callerCtx), storeTimeout)
 	defer cancel()
 	var err error
 	switch res.GetErrorKind() {

@@ -190,7 +190,7 @@ func slotTaken(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	}
 	deadline, _, _ := b.deadline(i, time.Now())
 	wait := time.Until(deadline)
-	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.streamCtx), wait)
+	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.callerCtx), wait)
 	switch {
 	case err == nil:
 		c.slot.hold(cs)

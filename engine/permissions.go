@@ -23,7 +23,7 @@ func (e *Engine) Permits(ctx context.Context, name string) bool {
 	return e.cfg.Permissions == nil || e.cfg.Permissions.Permitted(CallerFrom(ctx), name)
 }
 
-func (b *batch) permits(name string) bool { return b.e.Permits(b.streamCtx, name) }
+func (b *batch) permits(name string) bool { return b.e.Permits(b.callerCtx, name) }
 
 // permitted ends a call its caller may not make with NOT_PERMITTED. The
 // text is the same whether or not the tool exists, so a caller cannot probe

@@ -35,7 +35,7 @@ func policed(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 		return nil
 	}
 	c := &b.calls[i]
-	v := p.Evaluate(ctx, IdentityFrom(b.streamCtx), c.tool, c.args)
+	v := p.Evaluate(ctx, IdentityFrom(b.callerCtx), c.tool, c.args)
 	if !v.Deny {
 		return nil
 	}

@@ -32,14 +32,14 @@ func (e *Engine) watchSends() {
 		}
 		now := time.Now().UnixNano()
 		e.mu.Lock()
-		if len(e.cancels) == 0 {
+		if len(e.batches) == 0 {
 			e.watching = false
 			e.mu.Unlock()
 			return
 		}
-		for b, cancel := range e.cancels {
+		for _, b := range e.batches {
 			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= e.cfg.SendTimeout && b.ended.CompareAndSwap(endNone, endSendTimeout) {
-				b.endStream(cancel, ErrSendTimeout, time.Duration(now-since), b.out.held.Load())
+				b.endStream(b.cancel, ErrSendTimeout, time.Duration(now-since), b.out.held.Load())
 			}
 			for i := range b.calls {
 				if r := b.calls[i].running.Load(); r != nil && r.overstayed(now) {
@@ -76,7 +76,7 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 	e.tel.streamEnded(b, endReasons[reason])
 	st, ok := b.sink.(Stopper)
 	if !ok {
-		st, ok = b.streamCtx.Value(StopperKey{}).(Stopper)
+		st, ok = b.callerCtx.Value(StopperKey{}).(Stopper)
 	}
 	stopped := ok && st.StopSend(cause)
 	log := e.cfg.Logger
@@ -86,13 +86,13 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 	}
 	switch {
 	case !stopped:
-		log.ErrorContext(b.streamCtx, why+"; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
+		log.ErrorContext(b.callerCtx, why+"; its calls are cancelled, but its stream cannot be ended without the tap handle of Server.ServerOptions",
 			"batch_id", b.id, "reason", endReasons[reason], "unread_for", stalled.String(), "held_bytes", held)
 	case reason == endSendTimeout:
-		log.WarnContext(b.streamCtx, why+"; ending its stream and cancelling its calls",
+		log.WarnContext(b.callerCtx, why+"; ending its stream and cancelling its calls",
 			"batch_id", b.id, "send_timeout", e.cfg.SendTimeout.String(), "held_bytes", held)
 	default:
-		log.WarnContext(b.streamCtx, why+"; ending its stream and cancelling its calls",
+		log.WarnContext(b.callerCtx, why+"; ending its stream and cancelling its calls",
 			"batch_id", b.id, "held_bytes", held, "unread_for", stalled.String(),
 			"buffered_bytes", e.budget.held.Load(), "max_buffered_bytes", e.budget.max)
 	}

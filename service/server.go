@@ -116,6 +116,21 @@ func (s *Server) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, stream grpc.S
 	return grpcError(s.engine.Run(ctx, s.reg.Snapshot(), req, stream))
 }
 
+// AttachBatch implements toolwire.v1.ToolService: a detached batch's events
+// after a seq, then its live ones (Engine.Attach). The stream's end only
+// detaches this reader.
+func (s *Server) AttachBatch(req *toolwirev1.AttachBatchRequest, stream grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+	return grpcError(s.engine.Attach(stream.Context(), req.GetBatchId(), req.GetAfterSeq(), stream))
+}
+
+// CancelBatch implements toolwire.v1.ToolService (Engine.Cancel).
+func (s *Server) CancelBatch(ctx context.Context, req *toolwirev1.CancelBatchRequest) (*toolwirev1.CancelBatchResponse, error) {
+	if err := s.engine.Cancel(ctx, req.GetBatchId(), req.GetReason()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &toolwirev1.CancelBatchResponse{}, nil
+}
+
 // grpcError maps an error of the engine's to its gRPC status, in this one
 // place: an *engine.Error becomes the status of the code of the same name
 // and its message; anything else (a stream's own error, already a status)

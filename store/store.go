@@ -1,19 +1,17 @@
 // Package store defines where toolwire keeps what must outlive one call,
 // as one interface per kind of caller: Idempotency (records that make a call
-// an at-least-once runtime sends again replayed, not run twice) and Sessions
-// (session variables). Backends live in subpackages and implement both plus
-// io.Closer, which Store composes: memory (the default), bolt (a file, for
+// an at-least-once runtime sends again replayed, not run twice), Sessions
+// (session variables) and EventLog (detached batches' events). Backends live
+// in subpackages and implement all three plus io.Closer, which Store
+// composes: memory (the default), bolt (a file, for
 // one replica across restarts) and redis (shared by replicas); storeurl
 // opens one from a URL, and storetest holds the contract suites every
 // backend passes, one per interface.
 //
-// The batch event log that detached batches need (a batch's events written
-// before they are sent, so any replica can replay them) will be a third
-// interface here, EventLog, beside Idempotency and Sessions: its own
-// contract suite in storetest, implemented by the backends that can share
-// it between replicas, and taken by the code that runs detached batches as
-// its own Config field. Store would then compose it too. Its methods are
-// not designed yet.
+// EventLog is the third: the event logs of detached batches, each an
+// append-only list of entries written before they are sent, so that any
+// replica sharing the store can replay a batch's events, and a dead
+// replica's batch is found unfinished once its owner's lease runs out.
 //
 // This package imports no backend and nothing of the server's.
 package store
@@ -22,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"iter"
 	"strconv"
 	"time"
 )
@@ -72,13 +71,86 @@ type Sessions interface {
 	DeleteVar(ctx context.Context, scope, name string) error
 }
 
-// Store is a backend: both interfaces, and Close, which releases its
+// EventLog keeps append-only logs of opaque entries, in the shape of the
+// MCP go-sdk's EventStore (Append, After as an iterator, an explicit error
+// when entries were dropped), with what a log written by one replica and
+// read by others needs beside: an owner holding a lease while it writes,
+// the end of the log, and a TTL once it has ended. Every method is safe for
+// concurrent use.
+//
+// A log lives under an opaque name (the caller scopes it). Its entries are
+// numbered from 1 in the order appended. While unfinished it lives as long
+// as its owner renews its lease, and ttl after the lease last ran out when
+// the owner dies; once finished, ttl after Finish. Then it is gone, entries
+// and all.
+//
+// A backend may keep a bounded number of entries per log (MaxEntries of its
+// Options): past it, the oldest are dropped, and After reports ErrDropped
+// rather than skip them.
+type EventLog interface {
+	// Open creates the log name for owner, holding a lease of the given
+	// length; the log lives ttl past the lease. ErrLogExists when a log of
+	// that name exists.
+	Open(ctx context.Context, name, owner string, lease, ttl time.Duration) error
+	// Append appends data as the log's next entry and returns its index.
+	// Only the owner of an unfinished log appends: ErrLeaseLost otherwise
+	// (another owner took it over, or it is finished); ErrLogNotFound when
+	// it does not exist or has expired.
+	Append(ctx context.Context, name, owner string, data []byte) (uint64, error)
+	// After iterates over the entries after index, in order, up to the last
+	// one appended when it is called; it does not wait for more (WaitLog
+	// does). Once it yields an error it stops: ErrLogNotFound, or
+	// ErrDropped when an entry after index is no longer kept; it never
+	// yields part of the entries after index.
+	After(ctx context.Context, name string, index uint64) iter.Seq2[Entry, error]
+	// WaitLog blocks until the log may have an entry after index, may have
+	// finished or lost its owner, or ctx is done. It may return early;
+	// callers look again.
+	WaitLog(ctx context.Context, name string, index uint64) error
+	// RenewLog extends owner's lease on the unfinished log; ErrLeaseLost when
+	// another owner has taken it over or it is finished.
+	RenewLog(ctx context.Context, name, owner string, lease time.Duration) error
+	// TakeOver makes owner the owner of an unfinished log whose lease has
+	// run out (its owner died), under a new lease; ErrLeaseLost when the
+	// lease is live or the log is finished. One of several replicas trying
+	// at once succeeds.
+	TakeOver(ctx context.Context, name, owner string, lease time.Duration) error
+	// Finish ends owner's log: no entry follows, and it lives ttl more.
+	// ErrLeaseLost when owner no longer holds it.
+	Finish(ctx context.Context, name, owner string, ttl time.Duration) error
+	// Stat returns what is known of the log; ErrLogNotFound when it does
+	// not exist or has expired.
+	Stat(ctx context.Context, name string) (LogInfo, error)
+}
+
+// Entry is one entry of an EventLog.
+type Entry struct {
+	Index uint64 // from 1, in the order appended
+	Data  []byte
+}
+
+// LogInfo is the state of an EventLog's log.
+type LogInfo struct {
+	Last     uint64 // the index of the last entry appended; 0 before the first
+	Finished bool   // Finish was called
+	Owned    bool   // unfinished, and its owner's lease is live
+}
+
+// Errors of an EventLog.
+var (
+	ErrLogExists   = errors.New("store: the log exists")
+	ErrLogNotFound = errors.New("store: no such log (never opened, or expired)")
+	ErrDropped     = errors.New("store: entries of the log were dropped")
+)
+
+// Store is a backend: the three interfaces, and Close, which releases its
 // resources (the store must not be used afterwards). It is what storeurl
 // opens and what the binary hands, once per interface, to the code that
 // needs each.
 type Store interface {
 	Idempotency
 	Sessions
+	EventLog
 	io.Closer
 }
 

@@ -97,6 +97,15 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// One store keeps both the idempotency records and the sessions.
 	engCfg.Idempotency, engCfg.Sessions = st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
+	if engCfg.RatePerCaller > 0 {
+		// A store every replica shares keeps the allowances too (Redis);
+		// otherwise each replica keeps its own.
+		shared := false
+		if rs, ok := st.(engine.RateStore); ok {
+			engCfg.RateStore, shared = rs, true
+		}
+		log.Info("rate limit per caller", "rate_per_caller", engCfg.RatePerCaller, "rate_burst", engCfg.RateBurst, "shared", shared)
+	}
 	// The engine is made here, with the telemetry chosen here, and the gRPC
 	// surface put on it; a later surface shares it, and the Verifier.
 	engCfg.Telemetry = tel.observer(cfg.TraceContent)

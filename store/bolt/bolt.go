@@ -33,6 +33,10 @@ type Options struct {
 	// SweepInterval is how often expired entries are deleted from the
 	// file; they are ignored on reading anyway. Default 1m.
 	SweepInterval time.Duration
+	// MaxLogEntries bounds the entries each event log keeps: past it, the
+	// oldest go, and reading from before them is store.ErrDropped. Default
+	// DefaultMaxLogEntries.
+	MaxLogEntries int
 }
 
 // Store keeps records and variables in a bbolt file.
@@ -42,6 +46,9 @@ type Store struct {
 	stop    chan struct{}
 	swept   sync.WaitGroup
 	once    sync.Once
+
+	maxLog     int
+	logWaiters record.Waiters
 }
 
 var _ store.Store = (*Store)(nil)
@@ -65,6 +72,9 @@ func Open(path string, opts Options) (*Store, error) {
 		if _, err := tx.CreateBucketIfNotExists(recordsBucket); err != nil {
 			return err
 		}
+		if _, err := tx.CreateBucketIfNotExists(logsBucket); err != nil {
+			return err
+		}
 		_, err := tx.CreateBucketIfNotExists(varsBucket)
 		return err
 	})
@@ -72,7 +82,10 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("bolt store %s: %w", path, err)
 	}
-	s := &Store{db: db, stop: make(chan struct{})}
+	if opts.MaxLogEntries <= 0 {
+		opts.MaxLogEntries = DefaultMaxLogEntries
+	}
+	s := &Store{db: db, stop: make(chan struct{}), maxLog: opts.MaxLogEntries}
 	s.swept.Add(1)
 	go s.sweepEvery(opts.SweepInterval)
 	return s, nil
@@ -253,10 +266,13 @@ func (s *Store) sweepEvery(d time.Duration) {
 	}
 }
 
-// Sweep deletes expired records and variables from the file.
+// Sweep deletes expired records, variables and event logs from the file.
 func (s *Store) Sweep() error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		now := time.Now()
+		if err := sweepLogs(tx, now); err != nil {
+			return err
+		}
 		var dead [][]byte
 		err := tx.Bucket(recordsBucket).ForEach(func(k, v []byte) error {
 			var r record.Record

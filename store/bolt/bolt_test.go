@@ -32,6 +32,44 @@ func TestContract(t *testing.T) {
 	}
 	storetest.Idempotency(t, fresh)
 	storetest.Sessions(t, fresh)
+	storetest.EventLog(t, func(t *testing.T) *bolt.Store {
+		s, err := bolt.Open(filepath.Join(t.TempDir(), "toolwire.db"), bolt.Options{MaxLogEntries: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}, storetest.WithMaxLogEntries(5))
+}
+
+// TestSweepDeletesExpiredLogs: finished logs past their TTL leave the file.
+func TestSweepDeletesExpiredLogs(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, filepath.Join(t.TempDir(), "toolwire.db"))
+	defer s.Close()
+	for i := range 50 {
+		name := string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if err := s.Open(ctx, name, "o", time.Hour, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, name, "o", []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		ttl := time.Hour
+		if i%2 == 0 {
+			ttl = time.Millisecond
+		}
+		if err := s.Finish(ctx, name, "o", ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	if err := s.Sweep(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Logs(); err != nil || n != 25 {
+		t.Fatalf("after Sweep the file holds %d logs (%v), want the 25 unexpired", n, err)
+	}
 }
 
 // TestSurvivesReopen is the reason for this backend: a completed record and a

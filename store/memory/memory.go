@@ -1,5 +1,6 @@
-// Package memory is the default store: idempotency records and session
-// variables in this process's memory, bounded in size, each with a TTL. It
+// Package memory is the default store: idempotency records, session
+// variables and event logs in this process's memory, bounded in size, each
+// with a TTL. It
 // does not survive a restart and is not shared between replicas; use the
 // bolt or redis store for that.
 //
@@ -28,6 +29,10 @@ type Options struct {
 	// so size it above the calls with keys expected within the TTL.
 	// Default DefaultMaxEntries.
 	MaxEntries int
+	// MaxLogEntries bounds the entries each event log keeps: past it, the
+	// oldest go, and reading from before them is store.ErrDropped. Default
+	// DefaultMaxLogEntries.
+	MaxLogEntries int
 }
 
 // Store keeps records and variables in memory.
@@ -39,6 +44,11 @@ type Store struct {
 	closed  bool
 	entries map[string]*list.Element // of *entry; keys from idemKey or varKey
 	order   list.List                // least recently written first
+
+	maxLog     int
+	logs       map[string]*memLog // event logs by name; see eventlog.go
+	swept      time.Time          // when expired logs were last swept
+	logWaiters record.Waiters
 }
 
 type entry struct {
@@ -55,7 +65,10 @@ func New(opts Options) *Store {
 	if opts.MaxEntries <= 0 {
 		opts.MaxEntries = DefaultMaxEntries
 	}
-	return &Store{max: opts.MaxEntries, entries: make(map[string]*list.Element)}
+	if opts.MaxLogEntries <= 0 {
+		opts.MaxLogEntries = DefaultMaxLogEntries
+	}
+	return &Store{max: opts.MaxEntries, entries: make(map[string]*list.Element), maxLog: opts.MaxLogEntries, logs: make(map[string]*memLog)}
 }
 
 // Records and variables share one map; the prefix keeps them apart.
@@ -253,6 +266,7 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.entries = nil
+	s.logs = nil
 	s.order.Init()
 	return nil
 }

@@ -55,3 +55,11 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("Claim after Close = %v, want ErrClosed", err)
 	}
 }
+
+func TestEventLogContract(t *testing.T) {
+	storetest.EventLog(t, func(t *testing.T) *memory.Store {
+		s := memory.New(memory.Options{MaxLogEntries: 5})
+		t.Cleanup(func() { s.Close() })
+		return s
+	}, storetest.WithMaxLogEntries(5))
+}

@@ -33,6 +33,10 @@ type Options struct {
 	// PollMin and PollMax bound the backoff of Wait's polling. Defaults
 	// 2ms and 100ms.
 	PollMin, PollMax time.Duration
+	// MaxLogEntries bounds the entries each event log keeps (its stream is
+	// trimmed to it): past it, the oldest go, and reading from before them
+	// is store.ErrDropped. Default DefaultMaxLogEntries.
+	MaxLogEntries int
 }
 
 // Store keeps records and variables in Redis.
@@ -40,6 +44,7 @@ type Store struct {
 	c                goredis.UniversalClient
 	prefix           string
 	pollMin, pollMax time.Duration
+	maxLog           int
 	own              bool // Close closes c
 }
 
@@ -73,7 +78,10 @@ func New(c goredis.UniversalClient, opts Options) *Store {
 	if opts.PollMax <= 0 {
 		opts.PollMax = 100 * time.Millisecond
 	}
-	return &Store{c: c, prefix: opts.Prefix, pollMin: opts.PollMin, pollMax: opts.PollMax}
+	if opts.MaxLogEntries <= 0 {
+		opts.MaxLogEntries = DefaultMaxLogEntries
+	}
+	return &Store{c: c, prefix: opts.Prefix, pollMin: opts.PollMin, pollMax: opts.PollMax, maxLog: opts.MaxLogEntries}
 }
 
 // keys returns the record's key and its lease's.

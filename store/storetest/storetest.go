@@ -1,6 +1,6 @@
 // Package storetest holds the contracts store backends pass, one suite per
-// interface: Idempotency for store.Idempotency and Sessions for
-// store.Sessions. A backend's tests run the suite of every interface it
+// interface: Idempotency for store.Idempotency, Sessions for store.Sessions
+// and EventLog for store.EventLog. A backend's tests run the suite of every interface it
 // implements. It imports no backend.
 package storetest
 
@@ -20,7 +20,14 @@ import (
 type Option func(*config)
 
 type config struct {
-	advance func(time.Duration)
+	advance    func(time.Duration)
+	maxEntries int
+}
+
+// WithMaxLogEntries tells the EventLog suite that open makes stores keeping
+// n entries per log, so it checks what happens past them.
+func WithMaxLogEntries(n int) Option {
+	return func(c *config) { c.maxEntries = n }
 }
 
 // WithAdvance makes a suite let time pass with advance instead of sleeping, for

@@ -90,6 +90,68 @@ func (ToolSource) EnumDescriptor() ([]byte, []int) {
 	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{0}
 }
 
+// BatchState is where a batch is.
+type BatchState int32
+
+const (
+	// Not set.
+	BatchState_BATCH_STATE_UNSPECIFIED BatchState = 0
+	// Its calls are running or waiting to run.
+	BatchState_BATCH_STATE_RUNNING BatchState = 1
+	// Some call waits for a person's approval.
+	BatchState_BATCH_STATE_AWAITING_APPROVAL BatchState = 2
+	// Every call has its result.
+	BatchState_BATCH_STATE_FINISHED BatchState = 3
+	// It was cancelled (CancelBatch, or its owner was lost); every call has its
+	// result.
+	BatchState_BATCH_STATE_CANCELLED BatchState = 4
+)
+
+// Enum value maps for BatchState.
+var (
+	BatchState_name = map[int32]string{
+		0: "BATCH_STATE_UNSPECIFIED",
+		1: "BATCH_STATE_RUNNING",
+		2: "BATCH_STATE_AWAITING_APPROVAL",
+		3: "BATCH_STATE_FINISHED",
+		4: "BATCH_STATE_CANCELLED",
+	}
+	BatchState_value = map[string]int32{
+		"BATCH_STATE_UNSPECIFIED":       0,
+		"BATCH_STATE_RUNNING":           1,
+		"BATCH_STATE_AWAITING_APPROVAL": 2,
+		"BATCH_STATE_FINISHED":          3,
+		"BATCH_STATE_CANCELLED":         4,
+	}
+)
+
+func (x BatchState) Enum() *BatchState {
+	p := new(BatchState)
+	*p = x
+	return p
+}
+
+func (x BatchState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BatchState) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolwire_v1_toolwire_proto_enumTypes[1].Descriptor()
+}
+
+func (BatchState) Type() protoreflect.EnumType {
+	return &file_toolwire_v1_toolwire_proto_enumTypes[1]
+}
+
+func (x BatchState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BatchState.Descriptor instead.
+func (BatchState) EnumDescriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{1}
+}
+
 // ErrorKind classifies a failed call. It is low-cardinality and stable, for
 // runtimes and metrics.
 type ErrorKind int32
@@ -115,21 +177,24 @@ const (
 	ErrorKind_ERROR_KIND_INTERNAL ErrorKind = 8
 	// The idempotency key was used before with different arguments.
 	ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT ErrorKind = 9
+	// A person denied the call (ResolveApproval); the text says why.
+	ErrorKind_ERROR_KIND_DENIED ErrorKind = 10
 )
 
 // Enum value maps for ErrorKind.
 var (
 	ErrorKind_name = map[int32]string{
-		0: "ERROR_KIND_UNSPECIFIED",
-		1: "ERROR_KIND_UNKNOWN_TOOL",
-		2: "ERROR_KIND_INVALID_ARGUMENTS",
-		3: "ERROR_KIND_TOOL_ERROR",
-		4: "ERROR_KIND_TIMEOUT",
-		5: "ERROR_KIND_CANCELLED",
-		6: "ERROR_KIND_SKIPPED",
-		7: "ERROR_KIND_NOT_PERMITTED",
-		8: "ERROR_KIND_INTERNAL",
-		9: "ERROR_KIND_IDEMPOTENCY_CONFLICT",
+		0:  "ERROR_KIND_UNSPECIFIED",
+		1:  "ERROR_KIND_UNKNOWN_TOOL",
+		2:  "ERROR_KIND_INVALID_ARGUMENTS",
+		3:  "ERROR_KIND_TOOL_ERROR",
+		4:  "ERROR_KIND_TIMEOUT",
+		5:  "ERROR_KIND_CANCELLED",
+		6:  "ERROR_KIND_SKIPPED",
+		7:  "ERROR_KIND_NOT_PERMITTED",
+		8:  "ERROR_KIND_INTERNAL",
+		9:  "ERROR_KIND_IDEMPOTENCY_CONFLICT",
+		10: "ERROR_KIND_DENIED",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_UNSPECIFIED":          0,
@@ -142,6 +207,7 @@ var (
 		"ERROR_KIND_NOT_PERMITTED":        7,
 		"ERROR_KIND_INTERNAL":             8,
 		"ERROR_KIND_IDEMPOTENCY_CONFLICT": 9,
+		"ERROR_KIND_DENIED":               10,
 	}
 )
 
@@ -156,11 +222,11 @@ func (x ErrorKind) String() string {
 }
 
 func (ErrorKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolwire_v1_toolwire_proto_enumTypes[1].Descriptor()
+	return file_toolwire_v1_toolwire_proto_enumTypes[2].Descriptor()
 }
 
 func (ErrorKind) Type() protoreflect.EnumType {
-	return &file_toolwire_v1_toolwire_proto_enumTypes[1]
+	return &file_toolwire_v1_toolwire_proto_enumTypes[2]
 }
 
 func (x ErrorKind) Number() protoreflect.EnumNumber {
@@ -169,7 +235,7 @@ func (x ErrorKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorKind.Descriptor instead.
 func (ErrorKind) EnumDescriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{1}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{2}
 }
 
 // Tool is one declaration, ready to be handed to a model.
@@ -631,7 +697,13 @@ type BatchOptions struct {
 	// results.
 	StopOnError bool `protobuf:"varint,3,opt,name=stop_on_error,json=stopOnError,proto3" json:"stop_on_error,omitempty"`
 	// Optional deadline for the whole batch, on top of the RPC deadline.
-	Timeout       *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Timeout *durationpb.Duration `protobuf:"bytes,4,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The batch keeps running when its stream ends (the client went away); its
+	// events are kept, numbered (ExecuteBatchResponse.seq), for AttachBatch and
+	// GetBatch, and it is cancelled only by CancelBatch, its timeout or the
+	// server. The RPC's deadline then bounds the stream, not the calls. Without
+	// it, a batch whose stream ends is cancelled.
+	Detach        bool `protobuf:"varint,5,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,6 +764,13 @@ func (x *BatchOptions) GetTimeout() *durationpb.Duration {
 		return x.Timeout
 	}
 	return nil
+}
+
+func (x *BatchOptions) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
 }
 
 // ExecuteBatchRequest is one model turn's tool calls.
@@ -874,7 +953,11 @@ type ExecuteBatchResponse struct {
 	//	*ExecuteBatchResponse_Progress
 	//	*ExecuteBatchResponse_Result
 	//	*ExecuteBatchResponse_Finished
-	Event         isExecuteBatchResponse_Event `protobuf_oneof:"event"`
+	//	*ExecuteBatchResponse_AwaitingApproval
+	Event isExecuteBatchResponse_Event `protobuf_oneof:"event"`
+	// The event's number within its batch: 1 for BatchAccepted, then one more
+	// for each event in the order sent. AttachBatch resumes after it.
+	Seq           uint64 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -961,6 +1044,22 @@ func (x *ExecuteBatchResponse) GetFinished() *BatchFinished {
 	return nil
 }
 
+func (x *ExecuteBatchResponse) GetAwaitingApproval() *CallAwaitingApproval {
+	if x != nil {
+		if x, ok := x.Event.(*ExecuteBatchResponse_AwaitingApproval); ok {
+			return x.AwaitingApproval
+		}
+	}
+	return nil
+}
+
+func (x *ExecuteBatchResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type isExecuteBatchResponse_Event interface {
 	isExecuteBatchResponse_Event()
 }
@@ -990,6 +1089,11 @@ type ExecuteBatchResponse_Finished struct {
 	Finished *BatchFinished `protobuf:"bytes,5,opt,name=finished,proto3,oneof"`
 }
 
+type ExecuteBatchResponse_AwaitingApproval struct {
+	// A call waits for a person's approval (ResolveApproval) before it runs.
+	AwaitingApproval *CallAwaitingApproval `protobuf:"bytes,6,opt,name=awaiting_approval,json=awaitingApproval,proto3,oneof"`
+}
+
 func (*ExecuteBatchResponse_Accepted) isExecuteBatchResponse_Event() {}
 
 func (*ExecuteBatchResponse_Started) isExecuteBatchResponse_Event() {}
@@ -1000,10 +1104,492 @@ func (*ExecuteBatchResponse_Result) isExecuteBatchResponse_Event() {}
 
 func (*ExecuteBatchResponse_Finished) isExecuteBatchResponse_Event() {}
 
+func (*ExecuteBatchResponse_AwaitingApproval) isExecuteBatchResponse_Event() {}
+
+// CallAwaitingApproval says a call is held until a person approves or denies
+// it (ResolveApproval). The call holds its lane while it waits, but no
+// concurrency slot and no idempotency key.
+type CallAwaitingApproval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's ID.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The call's position in the batch.
+	Index uint32 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// The tool the call would run.
+	ToolName string `protobuf:"bytes,3,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The call's arguments, as JSON text.
+	Arguments string `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Why approval is needed: the rule's reason, or the tool's own.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallAwaitingApproval) Reset() {
+	*x = CallAwaitingApproval{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallAwaitingApproval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallAwaitingApproval) ProtoMessage() {}
+
+func (x *CallAwaitingApproval) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallAwaitingApproval.ProtoReflect.Descriptor instead.
+func (*CallAwaitingApproval) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CallAwaitingApproval) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallAwaitingApproval) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CallAwaitingApproval) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *CallAwaitingApproval) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+func (x *CallAwaitingApproval) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AttachBatchRequest names a detached batch and where to resume its events.
+type AttachBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch's ID, from BatchAccepted.
+	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// Send the events numbered after this one; 0 sends them all.
+	AfterSeq      uint64 `protobuf:"varint,2,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachBatchRequest) Reset() {
+	*x = AttachBatchRequest{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachBatchRequest) ProtoMessage() {}
+
+func (x *AttachBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachBatchRequest.ProtoReflect.Descriptor instead.
+func (*AttachBatchRequest) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AttachBatchRequest) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *AttachBatchRequest) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
+// GetBatchRequest names a detached batch.
+type GetBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch's ID, from BatchAccepted.
+	BatchId       string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchRequest) Reset() {
+	*x = GetBatchRequest{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchRequest) ProtoMessage() {}
+
+func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
+func (*GetBatchRequest) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetBatchRequest) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+// GetBatchResponse is a detached batch's state.
+type GetBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch's ID.
+	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// Where the batch is.
+	State BatchState `protobuf:"varint,2,opt,name=state,proto3,enum=toolwire.v1.BatchState" json:"state,omitempty"`
+	// The results of the calls that have ended, in the order they ended.
+	Results []*CallResult `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty"`
+	// The batch's last event, once it has ended.
+	Finished *BatchFinished `protobuf:"bytes,4,opt,name=finished,proto3" json:"finished,omitempty"`
+	// The number of the batch's last event so far (ExecuteBatchResponse.seq).
+	LastSeq       uint64 `protobuf:"varint,5,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetBatchResponse) Reset() {
+	*x = GetBatchResponse{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetBatchResponse) ProtoMessage() {}
+
+func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
+func (*GetBatchResponse) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetBatchResponse) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *GetBatchResponse) GetState() BatchState {
+	if x != nil {
+		return x.State
+	}
+	return BatchState_BATCH_STATE_UNSPECIFIED
+}
+
+func (x *GetBatchResponse) GetResults() []*CallResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *GetBatchResponse) GetFinished() *BatchFinished {
+	if x != nil {
+		return x.Finished
+	}
+	return nil
+}
+
+func (x *GetBatchResponse) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+// CancelBatchRequest names a running batch to cancel.
+type CancelBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch's ID, from BatchAccepted.
+	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// Why, for the cancelled calls' results; at most 1024 bytes are kept.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelBatchRequest) Reset() {
+	*x = CancelBatchRequest{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelBatchRequest) ProtoMessage() {}
+
+func (x *CancelBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelBatchRequest.ProtoReflect.Descriptor instead.
+func (*CancelBatchRequest) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CancelBatchRequest) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *CancelBatchRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// CancelBatchResponse says the cancellation was made; the batch's stream (or
+// AttachBatch) carries its end.
+type CancelBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelBatchResponse) Reset() {
+	*x = CancelBatchResponse{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelBatchResponse) ProtoMessage() {}
+
+func (x *CancelBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelBatchResponse.ProtoReflect.Descriptor instead.
+func (*CancelBatchResponse) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{17}
+}
+
+// ResolveApprovalRequest approves or denies a call held for approval.
+type ResolveApprovalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The batch's ID.
+	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
+	// The held call's ID.
+	CallId string `protobuf:"bytes,2,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// True runs the call; false gives it a DENIED result.
+	Approved bool `protobuf:"varint,3,opt,name=approved,proto3" json:"approved,omitempty"`
+	// Told to the model as the denied call's result; kept in the log either way.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// Who decided, for the log; the authenticated caller is logged too.
+	Approver      string `protobuf:"bytes,5,opt,name=approver,proto3" json:"approver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveApprovalRequest) Reset() {
+	*x = ResolveApprovalRequest{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveApprovalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveApprovalRequest) ProtoMessage() {}
+
+func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
+func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResolveApprovalRequest) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
+}
+
+func (x *ResolveApprovalRequest) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *ResolveApprovalRequest) GetApproved() bool {
+	if x != nil {
+		return x.Approved
+	}
+	return false
+}
+
+func (x *ResolveApprovalRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ResolveApprovalRequest) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+// ResolveApprovalResponse says the decision was taken.
+type ResolveApprovalResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveApprovalResponse) Reset() {
+	*x = ResolveApprovalResponse{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveApprovalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveApprovalResponse) ProtoMessage() {}
+
+func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
+func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{19}
+}
+
 // BatchAccepted opens a batch's stream.
 type BatchAccepted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Server-assigned ID of this batch, for logs and traces.
+	// Server-assigned ID of this batch, for logs and traces, and to name it to
+	// AttachBatch, GetBatch and CancelBatch.
 	BatchId string `protobuf:"bytes,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	// The lane plan: lanes run strictly in this order.
 	Lanes []*Lane `protobuf:"bytes,2,rep,name=lanes,proto3" json:"lanes,omitempty"`
@@ -1015,7 +1601,7 @@ type BatchAccepted struct {
 
 func (x *BatchAccepted) Reset() {
 	*x = BatchAccepted{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1613,7 @@ func (x *BatchAccepted) String() string {
 func (*BatchAccepted) ProtoMessage() {}
 
 func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1626,7 @@ func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAccepted.ProtoReflect.Descriptor instead.
 func (*BatchAccepted) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{12}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BatchAccepted) GetBatchId() string {
@@ -1080,7 +1666,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1678,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1691,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{13}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Lane) GetIndex() uint32 {
@@ -1146,7 +1732,7 @@ type CallStarted struct {
 
 func (x *CallStarted) Reset() {
 	*x = CallStarted{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1744,7 @@ func (x *CallStarted) String() string {
 func (*CallStarted) ProtoMessage() {}
 
 func (x *CallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1757,7 @@ func (x *CallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallStarted.ProtoReflect.Descriptor instead.
 func (*CallStarted) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{14}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CallStarted) GetCallId() string {
@@ -1216,7 +1802,7 @@ type CallProgress struct {
 
 func (x *CallProgress) Reset() {
 	*x = CallProgress{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1814,7 @@ func (x *CallProgress) String() string {
 func (*CallProgress) ProtoMessage() {}
 
 func (x *CallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1827,7 @@ func (x *CallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallProgress.ProtoReflect.Descriptor instead.
 func (*CallProgress) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{15}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CallProgress) GetCallId() string {
@@ -1321,7 +1907,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1919,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1932,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{16}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -1449,7 +2035,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +2047,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +2060,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{17}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Content) GetBlock() isContent_Block {
@@ -1531,7 +2117,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +2129,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +2142,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{18}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TextContent) GetText() string {
@@ -1579,7 +2165,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +2177,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +2190,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{19}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ImageContent) GetData() []byte {
@@ -1644,7 +2230,7 @@ type BatchFinished struct {
 
 func (x *BatchFinished) Reset() {
 	*x = BatchFinished{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +2242,7 @@ func (x *BatchFinished) String() string {
 func (*BatchFinished) ProtoMessage() {}
 
 func (x *BatchFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +2255,7 @@ func (x *BatchFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchFinished.ProtoReflect.Descriptor instead.
 func (*BatchFinished) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{20}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BatchFinished) GetBatchId() string {
@@ -1755,14 +2341,15 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
 	"\targuments\x18\x03 \x01(\tR\targuments\x123\n" +
 	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12'\n" +
-	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\"\xaa\x01\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\"\xc2\x01\n" +
 	"\fBatchOptions\x12\x1e\n" +
 	"\n" +
 	"sequential\x18\x01 \x01(\bR\n" +
 	"sequential\x12!\n" +
 	"\fmax_parallel\x18\x02 \x01(\rR\vmaxParallel\x12\"\n" +
 	"\rstop_on_error\x18\x03 \x01(\bR\vstopOnError\x123\n" +
-	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\x96\x01\n" +
+	"\atimeout\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x16\n" +
+	"\x06detach\x18\x05 \x01(\bR\x06detach\"\x96\x01\n" +
 	"\x13ExecuteBatchRequest\x12+\n" +
 	"\x05calls\x18\x01 \x03(\v2\x15.toolwire.v1.ToolCallR\x05calls\x12\x1d\n" +
 	"\n" +
@@ -1773,14 +2360,44 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\"C\n" +
 	"\x10CallToolResponse\x12/\n" +
-	"\x06result\x18\x01 \x01(\v2\x17.toolwire.v1.CallResultR\x06result\"\xb5\x02\n" +
+	"\x06result\x18\x01 \x01(\v2\x17.toolwire.v1.CallResultR\x06result\"\x99\x03\n" +
 	"\x14ExecuteBatchResponse\x128\n" +
 	"\baccepted\x18\x01 \x01(\v2\x1a.toolwire.v1.BatchAcceptedH\x00R\baccepted\x124\n" +
 	"\astarted\x18\x02 \x01(\v2\x18.toolwire.v1.CallStartedH\x00R\astarted\x127\n" +
 	"\bprogress\x18\x03 \x01(\v2\x19.toolwire.v1.CallProgressH\x00R\bprogress\x121\n" +
 	"\x06result\x18\x04 \x01(\v2\x17.toolwire.v1.CallResultH\x00R\x06result\x128\n" +
-	"\bfinished\x18\x05 \x01(\v2\x1a.toolwire.v1.BatchFinishedH\x00R\bfinishedB\a\n" +
-	"\x05event\"o\n" +
+	"\bfinished\x18\x05 \x01(\v2\x1a.toolwire.v1.BatchFinishedH\x00R\bfinished\x12P\n" +
+	"\x11awaiting_approval\x18\x06 \x01(\v2!.toolwire.v1.CallAwaitingApprovalH\x00R\x10awaitingApproval\x12\x10\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seqB\a\n" +
+	"\x05event\"\x98\x01\n" +
+	"\x14CallAwaitingApproval\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x1b\n" +
+	"\ttool_name\x18\x03 \x01(\tR\btoolName\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"L\n" +
+	"\x12AttachBatchRequest\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1b\n" +
+	"\tafter_seq\x18\x02 \x01(\x04R\bafterSeq\",\n" +
+	"\x0fGetBatchRequest\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\"\xe2\x01\n" +
+	"\x10GetBatchResponse\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12-\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x17.toolwire.v1.BatchStateR\x05state\x121\n" +
+	"\aresults\x18\x03 \x03(\v2\x17.toolwire.v1.CallResultR\aresults\x126\n" +
+	"\bfinished\x18\x04 \x01(\v2\x1a.toolwire.v1.BatchFinishedR\bfinished\x12\x19\n" +
+	"\blast_seq\x18\x05 \x01(\x04R\alastSeq\"G\n" +
+	"\x12CancelBatchRequest\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x15\n" +
+	"\x13CancelBatchResponse\"\x9e\x01\n" +
+	"\x16ResolveApprovalRequest\x12\x19\n" +
+	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x17\n" +
+	"\acall_id\x18\x02 \x01(\tR\x06callId\x12\x1a\n" +
+	"\bapproved\x18\x03 \x01(\bR\bapproved\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x1a\n" +
+	"\bapprover\x18\x05 \x01(\tR\bapprover\"\x19\n" +
+	"\x17ResolveApprovalResponse\"o\n" +
 	"\rBatchAccepted\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12'\n" +
 	"\x05lanes\x18\x02 \x03(\v2\x11.toolwire.v1.LaneR\x05lanes\x12\x1a\n" +
@@ -1841,7 +2458,14 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\x13TOOL_SOURCE_BUILTIN\x10\x01\x12\x14\n" +
 	"\x10TOOL_SOURCE_HTTP\x10\x02\x12\x13\n" +
 	"\x0fTOOL_SOURCE_MCP\x10\x03\x12\x16\n" +
-	"\x12TOOL_SOURCE_REMOTE\x10\x04*\xa7\x02\n" +
+	"\x12TOOL_SOURCE_REMOTE\x10\x04*\x9a\x01\n" +
+	"\n" +
+	"BatchState\x12\x1b\n" +
+	"\x17BATCH_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13BATCH_STATE_RUNNING\x10\x01\x12!\n" +
+	"\x1dBATCH_STATE_AWAITING_APPROVAL\x10\x02\x12\x18\n" +
+	"\x14BATCH_STATE_FINISHED\x10\x03\x12\x19\n" +
+	"\x15BATCH_STATE_CANCELLED\x10\x04*\xbe\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17ERROR_KIND_UNKNOWN_TOOL\x10\x01\x12 \n" +
@@ -1852,13 +2476,19 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\x12ERROR_KIND_SKIPPED\x10\x06\x12\x1c\n" +
 	"\x18ERROR_KIND_NOT_PERMITTED\x10\a\x12\x17\n" +
 	"\x13ERROR_KIND_INTERNAL\x10\b\x12#\n" +
-	"\x1fERROR_KIND_IDEMPOTENCY_CONFLICT\x10\t2\xca\x02\n" +
+	"\x1fERROR_KIND_IDEMPOTENCY_CONFLICT\x10\t\x12\x15\n" +
+	"\x11ERROR_KIND_DENIED\x10\n" +
+	"2\x98\x05\n" +
 	"\vToolService\x12J\n" +
 	"\tListTools\x12\x1d.toolwire.v1.ListToolsRequest\x1a\x1e.toolwire.v1.ListToolsResponse\x12U\n" +
 	"\fExecuteBatch\x12 .toolwire.v1.ExecuteBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n" +
 	"\bCallTool\x12\x1c.toolwire.v1.CallToolRequest\x1a\x1d.toolwire.v1.CallToolResponse\x12O\n" +
 	"\n" +
-	"WatchTools\x12\x1e.toolwire.v1.WatchToolsRequest\x1a\x1f.toolwire.v1.WatchToolsResponse0\x01B9Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3"
+	"WatchTools\x12\x1e.toolwire.v1.WatchToolsRequest\x1a\x1f.toolwire.v1.WatchToolsResponse0\x01\x12S\n" +
+	"\vAttachBatch\x12\x1f.toolwire.v1.AttachBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n" +
+	"\bGetBatch\x12\x1c.toolwire.v1.GetBatchRequest\x1a\x1d.toolwire.v1.GetBatchResponse\x12P\n" +
+	"\vCancelBatch\x12\x1f.toolwire.v1.CancelBatchRequest\x1a .toolwire.v1.CancelBatchResponse\x12\\\n" +
+	"\x0fResolveApproval\x12#.toolwire.v1.ResolveApprovalRequest\x1a$.toolwire.v1.ResolveApprovalResponseB9Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3"
 
 var (
 	file_toolwire_v1_toolwire_proto_rawDescOnce sync.Once
@@ -1872,70 +2502,91 @@ func file_toolwire_v1_toolwire_proto_rawDescGZIP() []byte {
 	return file_toolwire_v1_toolwire_proto_rawDescData
 }
 
-var file_toolwire_v1_toolwire_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolwire_v1_toolwire_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_toolwire_v1_toolwire_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_toolwire_v1_toolwire_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_toolwire_v1_toolwire_proto_goTypes = []any{
-	(ToolSource)(0),              // 0: toolwire.v1.ToolSource
-	(ErrorKind)(0),               // 1: toolwire.v1.ErrorKind
-	(*Tool)(nil),                 // 2: toolwire.v1.Tool
-	(*ToolAnnotations)(nil),      // 3: toolwire.v1.ToolAnnotations
-	(*ListToolsRequest)(nil),     // 4: toolwire.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),    // 5: toolwire.v1.ListToolsResponse
-	(*WatchToolsRequest)(nil),    // 6: toolwire.v1.WatchToolsRequest
-	(*WatchToolsResponse)(nil),   // 7: toolwire.v1.WatchToolsResponse
-	(*ToolCall)(nil),             // 8: toolwire.v1.ToolCall
-	(*BatchOptions)(nil),         // 9: toolwire.v1.BatchOptions
-	(*ExecuteBatchRequest)(nil),  // 10: toolwire.v1.ExecuteBatchRequest
-	(*CallToolRequest)(nil),      // 11: toolwire.v1.CallToolRequest
-	(*CallToolResponse)(nil),     // 12: toolwire.v1.CallToolResponse
-	(*ExecuteBatchResponse)(nil), // 13: toolwire.v1.ExecuteBatchResponse
-	(*BatchAccepted)(nil),        // 14: toolwire.v1.BatchAccepted
-	(*Lane)(nil),                 // 15: toolwire.v1.Lane
-	(*CallStarted)(nil),          // 16: toolwire.v1.CallStarted
-	(*CallProgress)(nil),         // 17: toolwire.v1.CallProgress
-	(*CallResult)(nil),           // 18: toolwire.v1.CallResult
-	(*Content)(nil),              // 19: toolwire.v1.Content
-	(*TextContent)(nil),          // 20: toolwire.v1.TextContent
-	(*ImageContent)(nil),         // 21: toolwire.v1.ImageContent
-	(*BatchFinished)(nil),        // 22: toolwire.v1.BatchFinished
-	(*durationpb.Duration)(nil),  // 23: google.protobuf.Duration
+	(ToolSource)(0),                 // 0: toolwire.v1.ToolSource
+	(BatchState)(0),                 // 1: toolwire.v1.BatchState
+	(ErrorKind)(0),                  // 2: toolwire.v1.ErrorKind
+	(*Tool)(nil),                    // 3: toolwire.v1.Tool
+	(*ToolAnnotations)(nil),         // 4: toolwire.v1.ToolAnnotations
+	(*ListToolsRequest)(nil),        // 5: toolwire.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),       // 6: toolwire.v1.ListToolsResponse
+	(*WatchToolsRequest)(nil),       // 7: toolwire.v1.WatchToolsRequest
+	(*WatchToolsResponse)(nil),      // 8: toolwire.v1.WatchToolsResponse
+	(*ToolCall)(nil),                // 9: toolwire.v1.ToolCall
+	(*BatchOptions)(nil),            // 10: toolwire.v1.BatchOptions
+	(*ExecuteBatchRequest)(nil),     // 11: toolwire.v1.ExecuteBatchRequest
+	(*CallToolRequest)(nil),         // 12: toolwire.v1.CallToolRequest
+	(*CallToolResponse)(nil),        // 13: toolwire.v1.CallToolResponse
+	(*ExecuteBatchResponse)(nil),    // 14: toolwire.v1.ExecuteBatchResponse
+	(*CallAwaitingApproval)(nil),    // 15: toolwire.v1.CallAwaitingApproval
+	(*AttachBatchRequest)(nil),      // 16: toolwire.v1.AttachBatchRequest
+	(*GetBatchRequest)(nil),         // 17: toolwire.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),        // 18: toolwire.v1.GetBatchResponse
+	(*CancelBatchRequest)(nil),      // 19: toolwire.v1.CancelBatchRequest
+	(*CancelBatchResponse)(nil),     // 20: toolwire.v1.CancelBatchResponse
+	(*ResolveApprovalRequest)(nil),  // 21: toolwire.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil), // 22: toolwire.v1.ResolveApprovalResponse
+	(*BatchAccepted)(nil),           // 23: toolwire.v1.BatchAccepted
+	(*Lane)(nil),                    // 24: toolwire.v1.Lane
+	(*CallStarted)(nil),             // 25: toolwire.v1.CallStarted
+	(*CallProgress)(nil),            // 26: toolwire.v1.CallProgress
+	(*CallResult)(nil),              // 27: toolwire.v1.CallResult
+	(*Content)(nil),                 // 28: toolwire.v1.Content
+	(*TextContent)(nil),             // 29: toolwire.v1.TextContent
+	(*ImageContent)(nil),            // 30: toolwire.v1.ImageContent
+	(*BatchFinished)(nil),           // 31: toolwire.v1.BatchFinished
+	(*durationpb.Duration)(nil),     // 32: google.protobuf.Duration
 }
 var file_toolwire_v1_toolwire_proto_depIdxs = []int32{
-	3,  // 0: toolwire.v1.Tool.annotations:type_name -> toolwire.v1.ToolAnnotations
-	23, // 1: toolwire.v1.Tool.timeout:type_name -> google.protobuf.Duration
+	4,  // 0: toolwire.v1.Tool.annotations:type_name -> toolwire.v1.ToolAnnotations
+	32, // 1: toolwire.v1.Tool.timeout:type_name -> google.protobuf.Duration
 	0,  // 2: toolwire.v1.Tool.source:type_name -> toolwire.v1.ToolSource
-	2,  // 3: toolwire.v1.ListToolsResponse.tools:type_name -> toolwire.v1.Tool
-	23, // 4: toolwire.v1.ToolCall.timeout:type_name -> google.protobuf.Duration
-	23, // 5: toolwire.v1.BatchOptions.timeout:type_name -> google.protobuf.Duration
-	8,  // 6: toolwire.v1.ExecuteBatchRequest.calls:type_name -> toolwire.v1.ToolCall
-	9,  // 7: toolwire.v1.ExecuteBatchRequest.options:type_name -> toolwire.v1.BatchOptions
-	8,  // 8: toolwire.v1.CallToolRequest.call:type_name -> toolwire.v1.ToolCall
-	18, // 9: toolwire.v1.CallToolResponse.result:type_name -> toolwire.v1.CallResult
-	14, // 10: toolwire.v1.ExecuteBatchResponse.accepted:type_name -> toolwire.v1.BatchAccepted
-	16, // 11: toolwire.v1.ExecuteBatchResponse.started:type_name -> toolwire.v1.CallStarted
-	17, // 12: toolwire.v1.ExecuteBatchResponse.progress:type_name -> toolwire.v1.CallProgress
-	18, // 13: toolwire.v1.ExecuteBatchResponse.result:type_name -> toolwire.v1.CallResult
-	22, // 14: toolwire.v1.ExecuteBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
-	15, // 15: toolwire.v1.BatchAccepted.lanes:type_name -> toolwire.v1.Lane
-	19, // 16: toolwire.v1.CallResult.content:type_name -> toolwire.v1.Content
-	1,  // 17: toolwire.v1.CallResult.error_kind:type_name -> toolwire.v1.ErrorKind
-	23, // 18: toolwire.v1.CallResult.duration:type_name -> google.protobuf.Duration
-	20, // 19: toolwire.v1.Content.text:type_name -> toolwire.v1.TextContent
-	21, // 20: toolwire.v1.Content.image:type_name -> toolwire.v1.ImageContent
-	23, // 21: toolwire.v1.BatchFinished.duration:type_name -> google.protobuf.Duration
-	4,  // 22: toolwire.v1.ToolService.ListTools:input_type -> toolwire.v1.ListToolsRequest
-	10, // 23: toolwire.v1.ToolService.ExecuteBatch:input_type -> toolwire.v1.ExecuteBatchRequest
-	11, // 24: toolwire.v1.ToolService.CallTool:input_type -> toolwire.v1.CallToolRequest
-	6,  // 25: toolwire.v1.ToolService.WatchTools:input_type -> toolwire.v1.WatchToolsRequest
-	5,  // 26: toolwire.v1.ToolService.ListTools:output_type -> toolwire.v1.ListToolsResponse
-	13, // 27: toolwire.v1.ToolService.ExecuteBatch:output_type -> toolwire.v1.ExecuteBatchResponse
-	12, // 28: toolwire.v1.ToolService.CallTool:output_type -> toolwire.v1.CallToolResponse
-	7,  // 29: toolwire.v1.ToolService.WatchTools:output_type -> toolwire.v1.WatchToolsResponse
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	3,  // 3: toolwire.v1.ListToolsResponse.tools:type_name -> toolwire.v1.Tool
+	32, // 4: toolwire.v1.ToolCall.timeout:type_name -> google.protobuf.Duration
+	32, // 5: toolwire.v1.BatchOptions.timeout:type_name -> google.protobuf.Duration
+	9,  // 6: toolwire.v1.ExecuteBatchRequest.calls:type_name -> toolwire.v1.ToolCall
+	10, // 7: toolwire.v1.ExecuteBatchRequest.options:type_name -> toolwire.v1.BatchOptions
+	9,  // 8: toolwire.v1.CallToolRequest.call:type_name -> toolwire.v1.ToolCall
+	27, // 9: toolwire.v1.CallToolResponse.result:type_name -> toolwire.v1.CallResult
+	23, // 10: toolwire.v1.ExecuteBatchResponse.accepted:type_name -> toolwire.v1.BatchAccepted
+	25, // 11: toolwire.v1.ExecuteBatchResponse.started:type_name -> toolwire.v1.CallStarted
+	26, // 12: toolwire.v1.ExecuteBatchResponse.progress:type_name -> toolwire.v1.CallProgress
+	27, // 13: toolwire.v1.ExecuteBatchResponse.result:type_name -> toolwire.v1.CallResult
+	31, // 14: toolwire.v1.ExecuteBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
+	15, // 15: toolwire.v1.ExecuteBatchResponse.awaiting_approval:type_name -> toolwire.v1.CallAwaitingApproval
+	1,  // 16: toolwire.v1.GetBatchResponse.state:type_name -> toolwire.v1.BatchState
+	27, // 17: toolwire.v1.GetBatchResponse.results:type_name -> toolwire.v1.CallResult
+	31, // 18: toolwire.v1.GetBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
+	24, // 19: toolwire.v1.BatchAccepted.lanes:type_name -> toolwire.v1.Lane
+	28, // 20: toolwire.v1.CallResult.content:type_name -> toolwire.v1.Content
+	2,  // 21: toolwire.v1.CallResult.error_kind:type_name -> toolwire.v1.ErrorKind
+	32, // 22: toolwire.v1.CallResult.duration:type_name -> google.protobuf.Duration
+	29, // 23: toolwire.v1.Content.text:type_name -> toolwire.v1.TextContent
+	30, // 24: toolwire.v1.Content.image:type_name -> toolwire.v1.ImageContent
+	32, // 25: toolwire.v1.BatchFinished.duration:type_name -> google.protobuf.Duration
+	5,  // 26: toolwire.v1.ToolService.ListTools:input_type -> toolwire.v1.ListToolsRequest
+	11, // 27: toolwire.v1.ToolService.ExecuteBatch:input_type -> toolwire.v1.ExecuteBatchRequest
+	12, // 28: toolwire.v1.ToolService.CallTool:input_type -> toolwire.v1.CallToolRequest
+	7,  // 29: toolwire.v1.ToolService.WatchTools:input_type -> toolwire.v1.WatchToolsRequest
+	16, // 30: toolwire.v1.ToolService.AttachBatch:input_type -> toolwire.v1.AttachBatchRequest
+	17, // 31: toolwire.v1.ToolService.GetBatch:input_type -> toolwire.v1.GetBatchRequest
+	19, // 32: toolwire.v1.ToolService.CancelBatch:input_type -> toolwire.v1.CancelBatchRequest
+	21, // 33: toolwire.v1.ToolService.ResolveApproval:input_type -> toolwire.v1.ResolveApprovalRequest
+	6,  // 34: toolwire.v1.ToolService.ListTools:output_type -> toolwire.v1.ListToolsResponse
+	14, // 35: toolwire.v1.ToolService.ExecuteBatch:output_type -> toolwire.v1.ExecuteBatchResponse
+	13, // 36: toolwire.v1.ToolService.CallTool:output_type -> toolwire.v1.CallToolResponse
+	8,  // 37: toolwire.v1.ToolService.WatchTools:output_type -> toolwire.v1.WatchToolsResponse
+	14, // 38: toolwire.v1.ToolService.AttachBatch:output_type -> toolwire.v1.ExecuteBatchResponse
+	18, // 39: toolwire.v1.ToolService.GetBatch:output_type -> toolwire.v1.GetBatchResponse
+	20, // 40: toolwire.v1.ToolService.CancelBatch:output_type -> toolwire.v1.CancelBatchResponse
+	22, // 41: toolwire.v1.ToolService.ResolveApproval:output_type -> toolwire.v1.ResolveApprovalResponse
+	34, // [34:42] is the sub-list for method output_type
+	26, // [26:34] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_toolwire_v1_toolwire_proto_init() }
@@ -1949,9 +2600,10 @@ func file_toolwire_v1_toolwire_proto_init() {
 		(*ExecuteBatchResponse_Progress)(nil),
 		(*ExecuteBatchResponse_Result)(nil),
 		(*ExecuteBatchResponse_Finished)(nil),
+		(*ExecuteBatchResponse_AwaitingApproval)(nil),
 	}
-	file_toolwire_v1_toolwire_proto_msgTypes[15].OneofWrappers = []any{}
-	file_toolwire_v1_toolwire_proto_msgTypes[17].OneofWrappers = []any{
+	file_toolwire_v1_toolwire_proto_msgTypes[23].OneofWrappers = []any{}
+	file_toolwire_v1_toolwire_proto_msgTypes[25].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -1960,8 +2612,8 @@ func file_toolwire_v1_toolwire_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolwire_v1_toolwire_proto_rawDesc), len(file_toolwire_v1_toolwire_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   21,
+			NumEnums:      3,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,10 +26,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ToolService_ListTools_FullMethodName    = "/toolwire.v1.ToolService/ListTools"
-	ToolService_ExecuteBatch_FullMethodName = "/toolwire.v1.ToolService/ExecuteBatch"
-	ToolService_CallTool_FullMethodName     = "/toolwire.v1.ToolService/CallTool"
-	ToolService_WatchTools_FullMethodName   = "/toolwire.v1.ToolService/WatchTools"
+	ToolService_ListTools_FullMethodName       = "/toolwire.v1.ToolService/ListTools"
+	ToolService_ExecuteBatch_FullMethodName    = "/toolwire.v1.ToolService/ExecuteBatch"
+	ToolService_CallTool_FullMethodName        = "/toolwire.v1.ToolService/CallTool"
+	ToolService_WatchTools_FullMethodName      = "/toolwire.v1.ToolService/WatchTools"
+	ToolService_AttachBatch_FullMethodName     = "/toolwire.v1.ToolService/AttachBatch"
+	ToolService_GetBatch_FullMethodName        = "/toolwire.v1.ToolService/GetBatch"
+	ToolService_CancelBatch_FullMethodName     = "/toolwire.v1.ToolService/CancelBatch"
+	ToolService_ResolveApproval_FullMethodName = "/toolwire.v1.ToolService/ResolveApproval"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -47,7 +51,8 @@ type ToolServiceClient interface {
 	// CallStarted and any CallProgress when the call runs), and ends with
 	// BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
 	// anything runs; everything that goes wrong with a single call is reported
-	// in that call's CallResult.
+	// in that call's CallResult. Its events are AttachBatch's too.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	ExecuteBatch(ctx context.Context, in *ExecuteBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteBatchResponse], error)
 	// CallTool runs one call and returns its result: a one-call ExecuteBatch
 	// without the stream (the same validation, deadlines, cancellation,
@@ -62,6 +67,31 @@ type ToolServiceClient interface {
 	// the set of tools changes, so clients can refresh their declarations without
 	// polling.
 	WatchTools(ctx context.Context, in *WatchToolsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolsResponse], error)
+	// AttachBatch streams the events of a detached batch (BatchOptions.detach)
+	// numbered after after_seq (all of them for 0), then its live events until
+	// BatchFinished. It works while the batch runs and for the server's
+	// batch_ttl after it finished, on any replica sharing the store that holds
+	// the batch's events. A batch that is unknown, expired, not detached, or
+	// another caller's is NOT_FOUND. Ending the stream only detaches this
+	// reader: the batch runs on.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	AttachBatch(ctx context.Context, in *AttachBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteBatchResponse], error)
+	// GetBatch returns a detached batch's state and the results of its calls
+	// that have ended, for clients that poll rather than stream. NOT_FOUND as
+	// for AttachBatch.
+	GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error)
+	// CancelBatch cancels a running batch of the caller's, from any replica
+	// sharing the store: its calls that have not ended get CANCELLED results
+	// and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+	// unknown, has ended, or is another caller's.
+	CancelBatch(ctx context.Context, in *CancelBatchRequest, opts ...grpc.CallOption) (*CancelBatchResponse, error)
+	// ResolveApproval approves or denies a call held for approval
+	// (CallAwaitingApproval), from any replica sharing the store. A denied call
+	// gets a DENIED result whose text is the message. It needs the approve
+	// permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+	// that is not waiting.
+	ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error)
 }
 
 type toolServiceClient struct {
@@ -130,6 +160,55 @@ func (c *toolServiceClient) WatchTools(ctx context.Context, in *WatchToolsReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchToolsClient = grpc.ServerStreamingClient[WatchToolsResponse]
 
+func (c *toolServiceClient) AttachBatch(ctx context.Context, in *AttachBatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecuteBatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ToolService_ServiceDesc.Streams[2], ToolService_AttachBatch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[AttachBatchRequest, ExecuteBatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolService_AttachBatchClient = grpc.ServerStreamingClient[ExecuteBatchResponse]
+
+func (c *toolServiceClient) GetBatch(ctx context.Context, in *GetBatchRequest, opts ...grpc.CallOption) (*GetBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetBatchResponse)
+	err := c.cc.Invoke(ctx, ToolService_GetBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolServiceClient) CancelBatch(ctx context.Context, in *CancelBatchRequest, opts ...grpc.CallOption) (*CancelBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelBatchResponse)
+	err := c.cc.Invoke(ctx, ToolService_CancelBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolServiceClient) ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveApprovalResponse)
+	err := c.cc.Invoke(ctx, ToolService_ResolveApproval_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -145,7 +224,8 @@ type ToolServiceServer interface {
 	// CallStarted and any CallProgress when the call runs), and ends with
 	// BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
 	// anything runs; everything that goes wrong with a single call is reported
-	// in that call's CallResult.
+	// in that call's CallResult. Its events are AttachBatch's too.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	ExecuteBatch(*ExecuteBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error
 	// CallTool runs one call and returns its result: a one-call ExecuteBatch
 	// without the stream (the same validation, deadlines, cancellation,
@@ -160,6 +240,31 @@ type ToolServiceServer interface {
 	// the set of tools changes, so clients can refresh their declarations without
 	// polling.
 	WatchTools(*WatchToolsRequest, grpc.ServerStreamingServer[WatchToolsResponse]) error
+	// AttachBatch streams the events of a detached batch (BatchOptions.detach)
+	// numbered after after_seq (all of them for 0), then its live events until
+	// BatchFinished. It works while the batch runs and for the server's
+	// batch_ttl after it finished, on any replica sharing the store that holds
+	// the batch's events. A batch that is unknown, expired, not detached, or
+	// another caller's is NOT_FOUND. Ending the stream only detaches this
+	// reader: the batch runs on.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	AttachBatch(*AttachBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error
+	// GetBatch returns a detached batch's state and the results of its calls
+	// that have ended, for clients that poll rather than stream. NOT_FOUND as
+	// for AttachBatch.
+	GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error)
+	// CancelBatch cancels a running batch of the caller's, from any replica
+	// sharing the store: its calls that have not ended get CANCELLED results
+	// and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+	// unknown, has ended, or is another caller's.
+	CancelBatch(context.Context, *CancelBatchRequest) (*CancelBatchResponse, error)
+	// ResolveApproval approves or denies a call held for approval
+	// (CallAwaitingApproval), from any replica sharing the store. A denied call
+	// gets a DENIED result whose text is the message. It needs the approve
+	// permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+	// that is not waiting.
+	ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error)
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -181,6 +286,18 @@ func (UnimplementedToolServiceServer) CallTool(context.Context, *CallToolRequest
 }
 func (UnimplementedToolServiceServer) WatchTools(*WatchToolsRequest, grpc.ServerStreamingServer[WatchToolsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchTools not implemented")
+}
+func (UnimplementedToolServiceServer) AttachBatch(*AttachBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method AttachBatch not implemented")
+}
+func (UnimplementedToolServiceServer) GetBatch(context.Context, *GetBatchRequest) (*GetBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetBatch not implemented")
+}
+func (UnimplementedToolServiceServer) CancelBatch(context.Context, *CancelBatchRequest) (*CancelBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelBatch not implemented")
+}
+func (UnimplementedToolServiceServer) ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveApproval not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -261,6 +378,71 @@ func _ToolService_WatchTools_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchToolsServer = grpc.ServerStreamingServer[WatchToolsResponse]
 
+func _ToolService_AttachBatch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(AttachBatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ToolServiceServer).AttachBatch(m, &grpc.GenericServerStream[AttachBatchRequest, ExecuteBatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ToolService_AttachBatchServer = grpc.ServerStreamingServer[ExecuteBatchResponse]
+
+func _ToolService_GetBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).GetBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_GetBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).GetBatch(ctx, req.(*GetBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ToolService_CancelBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).CancelBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_CancelBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).CancelBatch(ctx, req.(*CancelBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ToolService_ResolveApproval_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveApprovalRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).ResolveApproval(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_ResolveApproval_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).ResolveApproval(ctx, req.(*ResolveApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -276,6 +458,18 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CallTool",
 			Handler:    _ToolService_CallTool_Handler,
 		},
+		{
+			MethodName: "GetBatch",
+			Handler:    _ToolService_GetBatch_Handler,
+		},
+		{
+			MethodName: "CancelBatch",
+			Handler:    _ToolService_CancelBatch_Handler,
+		},
+		{
+			MethodName: "ResolveApproval",
+			Handler:    _ToolService_ResolveApproval_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -286,6 +480,11 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchTools",
 			Handler:       _ToolService_WatchTools_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "AttachBatch",
+			Handler:       _ToolService_AttachBatch_Handler,
 			ServerStreams: true,
 		},
 	},

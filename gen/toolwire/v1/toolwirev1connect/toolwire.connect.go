@@ -48,6 +48,15 @@ const (
 	ToolServiceCallToolProcedure = "/toolwire.v1.ToolService/CallTool"
 	// ToolServiceWatchToolsProcedure is the fully-qualified name of the ToolService's WatchTools RPC.
 	ToolServiceWatchToolsProcedure = "/toolwire.v1.ToolService/WatchTools"
+	// ToolServiceAttachBatchProcedure is the fully-qualified name of the ToolService's AttachBatch RPC.
+	ToolServiceAttachBatchProcedure = "/toolwire.v1.ToolService/AttachBatch"
+	// ToolServiceGetBatchProcedure is the fully-qualified name of the ToolService's GetBatch RPC.
+	ToolServiceGetBatchProcedure = "/toolwire.v1.ToolService/GetBatch"
+	// ToolServiceCancelBatchProcedure is the fully-qualified name of the ToolService's CancelBatch RPC.
+	ToolServiceCancelBatchProcedure = "/toolwire.v1.ToolService/CancelBatch"
+	// ToolServiceResolveApprovalProcedure is the fully-qualified name of the ToolService's
+	// ResolveApproval RPC.
+	ToolServiceResolveApprovalProcedure = "/toolwire.v1.ToolService/ResolveApproval"
 )
 
 // ToolServiceClient is a client for the toolwire.v1.ToolService service.
@@ -60,7 +69,8 @@ type ToolServiceClient interface {
 	// CallStarted and any CallProgress when the call runs), and ends with
 	// BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
 	// anything runs; everything that goes wrong with a single call is reported
-	// in that call's CallResult.
+	// in that call's CallResult. Its events are AttachBatch's too.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	ExecuteBatch(context.Context, *connect.Request[v1.ExecuteBatchRequest]) (*connect.ServerStreamForClient[v1.ExecuteBatchResponse], error)
 	// CallTool runs one call and returns its result: a one-call ExecuteBatch
 	// without the stream (the same validation, deadlines, cancellation,
@@ -75,6 +85,31 @@ type ToolServiceClient interface {
 	// the set of tools changes, so clients can refresh their declarations without
 	// polling.
 	WatchTools(context.Context, *connect.Request[v1.WatchToolsRequest]) (*connect.ServerStreamForClient[v1.WatchToolsResponse], error)
+	// AttachBatch streams the events of a detached batch (BatchOptions.detach)
+	// numbered after after_seq (all of them for 0), then its live events until
+	// BatchFinished. It works while the batch runs and for the server's
+	// batch_ttl after it finished, on any replica sharing the store that holds
+	// the batch's events. A batch that is unknown, expired, not detached, or
+	// another caller's is NOT_FOUND. Ending the stream only detaches this
+	// reader: the batch runs on.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	AttachBatch(context.Context, *connect.Request[v1.AttachBatchRequest]) (*connect.ServerStreamForClient[v1.ExecuteBatchResponse], error)
+	// GetBatch returns a detached batch's state and the results of its calls
+	// that have ended, for clients that poll rather than stream. NOT_FOUND as
+	// for AttachBatch.
+	GetBatch(context.Context, *connect.Request[v1.GetBatchRequest]) (*connect.Response[v1.GetBatchResponse], error)
+	// CancelBatch cancels a running batch of the caller's, from any replica
+	// sharing the store: its calls that have not ended get CANCELLED results
+	// and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+	// unknown, has ended, or is another caller's.
+	CancelBatch(context.Context, *connect.Request[v1.CancelBatchRequest]) (*connect.Response[v1.CancelBatchResponse], error)
+	// ResolveApproval approves or denies a call held for approval
+	// (CallAwaitingApproval), from any replica sharing the store. A denied call
+	// gets a DENIED result whose text is the message. It needs the approve
+	// permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+	// that is not waiting.
+	ResolveApproval(context.Context, *connect.Request[v1.ResolveApprovalRequest]) (*connect.Response[v1.ResolveApprovalResponse], error)
 }
 
 // NewToolServiceClient constructs a client for the toolwire.v1.ToolService service. By default, it
@@ -112,15 +147,43 @@ func NewToolServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(toolServiceMethods.ByName("WatchTools")),
 			connect.WithClientOptions(opts...),
 		),
+		attachBatch: connect.NewClient[v1.AttachBatchRequest, v1.ExecuteBatchResponse](
+			httpClient,
+			baseURL+ToolServiceAttachBatchProcedure,
+			connect.WithSchema(toolServiceMethods.ByName("AttachBatch")),
+			connect.WithClientOptions(opts...),
+		),
+		getBatch: connect.NewClient[v1.GetBatchRequest, v1.GetBatchResponse](
+			httpClient,
+			baseURL+ToolServiceGetBatchProcedure,
+			connect.WithSchema(toolServiceMethods.ByName("GetBatch")),
+			connect.WithClientOptions(opts...),
+		),
+		cancelBatch: connect.NewClient[v1.CancelBatchRequest, v1.CancelBatchResponse](
+			httpClient,
+			baseURL+ToolServiceCancelBatchProcedure,
+			connect.WithSchema(toolServiceMethods.ByName("CancelBatch")),
+			connect.WithClientOptions(opts...),
+		),
+		resolveApproval: connect.NewClient[v1.ResolveApprovalRequest, v1.ResolveApprovalResponse](
+			httpClient,
+			baseURL+ToolServiceResolveApprovalProcedure,
+			connect.WithSchema(toolServiceMethods.ByName("ResolveApproval")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // toolServiceClient implements ToolServiceClient.
 type toolServiceClient struct {
-	listTools    *connect.Client[v1.ListToolsRequest, v1.ListToolsResponse]
-	executeBatch *connect.Client[v1.ExecuteBatchRequest, v1.ExecuteBatchResponse]
-	callTool     *connect.Client[v1.CallToolRequest, v1.CallToolResponse]
-	watchTools   *connect.Client[v1.WatchToolsRequest, v1.WatchToolsResponse]
+	listTools       *connect.Client[v1.ListToolsRequest, v1.ListToolsResponse]
+	executeBatch    *connect.Client[v1.ExecuteBatchRequest, v1.ExecuteBatchResponse]
+	callTool        *connect.Client[v1.CallToolRequest, v1.CallToolResponse]
+	watchTools      *connect.Client[v1.WatchToolsRequest, v1.WatchToolsResponse]
+	attachBatch     *connect.Client[v1.AttachBatchRequest, v1.ExecuteBatchResponse]
+	getBatch        *connect.Client[v1.GetBatchRequest, v1.GetBatchResponse]
+	cancelBatch     *connect.Client[v1.CancelBatchRequest, v1.CancelBatchResponse]
+	resolveApproval *connect.Client[v1.ResolveApprovalRequest, v1.ResolveApprovalResponse]
 }
 
 // ListTools calls toolwire.v1.ToolService.ListTools.
@@ -143,6 +206,26 @@ func (c *toolServiceClient) WatchTools(ctx context.Context, req *connect.Request
 	return c.watchTools.CallServerStream(ctx, req)
 }
 
+// AttachBatch calls toolwire.v1.ToolService.AttachBatch.
+func (c *toolServiceClient) AttachBatch(ctx context.Context, req *connect.Request[v1.AttachBatchRequest]) (*connect.ServerStreamForClient[v1.ExecuteBatchResponse], error) {
+	return c.attachBatch.CallServerStream(ctx, req)
+}
+
+// GetBatch calls toolwire.v1.ToolService.GetBatch.
+func (c *toolServiceClient) GetBatch(ctx context.Context, req *connect.Request[v1.GetBatchRequest]) (*connect.Response[v1.GetBatchResponse], error) {
+	return c.getBatch.CallUnary(ctx, req)
+}
+
+// CancelBatch calls toolwire.v1.ToolService.CancelBatch.
+func (c *toolServiceClient) CancelBatch(ctx context.Context, req *connect.Request[v1.CancelBatchRequest]) (*connect.Response[v1.CancelBatchResponse], error) {
+	return c.cancelBatch.CallUnary(ctx, req)
+}
+
+// ResolveApproval calls toolwire.v1.ToolService.ResolveApproval.
+func (c *toolServiceClient) ResolveApproval(ctx context.Context, req *connect.Request[v1.ResolveApprovalRequest]) (*connect.Response[v1.ResolveApprovalResponse], error) {
+	return c.resolveApproval.CallUnary(ctx, req)
+}
+
 // ToolServiceHandler is an implementation of the toolwire.v1.ToolService service.
 type ToolServiceHandler interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
@@ -153,7 +236,8 @@ type ToolServiceHandler interface {
 	// CallStarted and any CallProgress when the call runs), and ends with
 	// BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
 	// anything runs; everything that goes wrong with a single call is reported
-	// in that call's CallResult.
+	// in that call's CallResult. Its events are AttachBatch's too.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
 	ExecuteBatch(context.Context, *connect.Request[v1.ExecuteBatchRequest], *connect.ServerStream[v1.ExecuteBatchResponse]) error
 	// CallTool runs one call and returns its result: a one-call ExecuteBatch
 	// without the stream (the same validation, deadlines, cancellation,
@@ -168,6 +252,31 @@ type ToolServiceHandler interface {
 	// the set of tools changes, so clients can refresh their declarations without
 	// polling.
 	WatchTools(context.Context, *connect.Request[v1.WatchToolsRequest], *connect.ServerStream[v1.WatchToolsResponse]) error
+	// AttachBatch streams the events of a detached batch (BatchOptions.detach)
+	// numbered after after_seq (all of them for 0), then its live events until
+	// BatchFinished. It works while the batch runs and for the server's
+	// batch_ttl after it finished, on any replica sharing the store that holds
+	// the batch's events. A batch that is unknown, expired, not detached, or
+	// another caller's is NOT_FOUND. Ending the stream only detaches this
+	// reader: the batch runs on.
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+	AttachBatch(context.Context, *connect.Request[v1.AttachBatchRequest], *connect.ServerStream[v1.ExecuteBatchResponse]) error
+	// GetBatch returns a detached batch's state and the results of its calls
+	// that have ended, for clients that poll rather than stream. NOT_FOUND as
+	// for AttachBatch.
+	GetBatch(context.Context, *connect.Request[v1.GetBatchRequest]) (*connect.Response[v1.GetBatchResponse], error)
+	// CancelBatch cancels a running batch of the caller's, from any replica
+	// sharing the store: its calls that have not ended get CANCELLED results
+	// and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+	// unknown, has ended, or is another caller's.
+	CancelBatch(context.Context, *connect.Request[v1.CancelBatchRequest]) (*connect.Response[v1.CancelBatchResponse], error)
+	// ResolveApproval approves or denies a call held for approval
+	// (CallAwaitingApproval), from any replica sharing the store. A denied call
+	// gets a DENIED result whose text is the message. It needs the approve
+	// permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+	// that is not waiting.
+	ResolveApproval(context.Context, *connect.Request[v1.ResolveApprovalRequest]) (*connect.Response[v1.ResolveApprovalResponse], error)
 }
 
 // NewToolServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -201,6 +310,30 @@ func NewToolServiceHandler(svc ToolServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(toolServiceMethods.ByName("WatchTools")),
 		connect.WithHandlerOptions(opts...),
 	)
+	toolServiceAttachBatchHandler := connect.NewServerStreamHandler(
+		ToolServiceAttachBatchProcedure,
+		svc.AttachBatch,
+		connect.WithSchema(toolServiceMethods.ByName("AttachBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
+	toolServiceGetBatchHandler := connect.NewUnaryHandler(
+		ToolServiceGetBatchProcedure,
+		svc.GetBatch,
+		connect.WithSchema(toolServiceMethods.ByName("GetBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
+	toolServiceCancelBatchHandler := connect.NewUnaryHandler(
+		ToolServiceCancelBatchProcedure,
+		svc.CancelBatch,
+		connect.WithSchema(toolServiceMethods.ByName("CancelBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
+	toolServiceResolveApprovalHandler := connect.NewUnaryHandler(
+		ToolServiceResolveApprovalProcedure,
+		svc.ResolveApproval,
+		connect.WithSchema(toolServiceMethods.ByName("ResolveApproval")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/toolwire.v1.ToolService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ToolServiceListToolsProcedure:
@@ -211,6 +344,14 @@ func NewToolServiceHandler(svc ToolServiceHandler, opts ...connect.HandlerOption
 			toolServiceCallToolHandler.ServeHTTP(w, r)
 		case ToolServiceWatchToolsProcedure:
 			toolServiceWatchToolsHandler.ServeHTTP(w, r)
+		case ToolServiceAttachBatchProcedure:
+			toolServiceAttachBatchHandler.ServeHTTP(w, r)
+		case ToolServiceGetBatchProcedure:
+			toolServiceGetBatchHandler.ServeHTTP(w, r)
+		case ToolServiceCancelBatchProcedure:
+			toolServiceCancelBatchHandler.ServeHTTP(w, r)
+		case ToolServiceResolveApprovalProcedure:
+			toolServiceResolveApprovalHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -234,4 +375,20 @@ func (UnimplementedToolServiceHandler) CallTool(context.Context, *connect.Reques
 
 func (UnimplementedToolServiceHandler) WatchTools(context.Context, *connect.Request[v1.WatchToolsRequest], *connect.ServerStream[v1.WatchToolsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.WatchTools is not implemented"))
+}
+
+func (UnimplementedToolServiceHandler) AttachBatch(context.Context, *connect.Request[v1.AttachBatchRequest], *connect.ServerStream[v1.ExecuteBatchResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.AttachBatch is not implemented"))
+}
+
+func (UnimplementedToolServiceHandler) GetBatch(context.Context, *connect.Request[v1.GetBatchRequest]) (*connect.Response[v1.GetBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.GetBatch is not implemented"))
+}
+
+func (UnimplementedToolServiceHandler) CancelBatch(context.Context, *connect.Request[v1.CancelBatchRequest]) (*connect.Response[v1.CancelBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.CancelBatch is not implemented"))
+}
+
+func (UnimplementedToolServiceHandler) ResolveApproval(context.Context, *connect.Request[v1.ResolveApprovalRequest]) (*connect.Response[v1.ResolveApprovalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.ResolveApproval is not implemented"))
 }

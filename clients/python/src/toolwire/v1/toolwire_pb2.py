@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atoolwire/v1/toolwire.proto\x12\x0btoolwire.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc0\x02\n\x04Tool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05title\x18\x02 \x01(\tR\x05title\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12!\n\x0cinput_schema\x18\x04 \x01(\tR\x0binputSchema\x12#\n\routput_schema\x18\x05 \x01(\tR\x0coutputSchema\x12>\n\x0b\x61nnotations\x18\x06 \x01(\x0b\x32\x1c.toolwire.v1.ToolAnnotationsR\x0b\x61nnotations\x12\x33\n\x07timeout\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12/\n\x06source\x18\x08 \x01(\x0e\x32\x17.toolwire.v1.ToolSourceR\x06source\"\x8f\x01\n\x0fToolAnnotations\x12\x1b\n\tread_only\x18\x01 \x01(\x08R\x08readOnly\x12 \n\x0b\x64\x65structive\x18\x02 \x01(\x08R\x0b\x64\x65structive\x12\x1e\n\nidempotent\x18\x03 \x01(\x08R\nidempotent\x12\x1d\n\nopen_world\x18\x04 \x01(\x08R\topenWorld\"\x12\n\x10ListToolsRequest\"X\n\x11ListToolsResponse\x12\'\n\x05tools\x18\x01 \x03(\x0b\x32\x11.toolwire.v1.ToolR\x05tools\x12\x1a\n\x08revision\x18\x02 \x01(\tR\x08revision\"\x13\n\x11WatchToolsRequest\"0\n\x12WatchToolsResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\"\xb3\x01\n\x08ToolCall\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n\targuments\x18\x03 \x01(\tR\targuments\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12\'\n\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\"\xaa\x01\n\x0c\x42\x61tchOptions\x12\x1e\n\nsequential\x18\x01 \x01(\x08R\nsequential\x12!\n\x0cmax_parallel\x18\x02 \x01(\rR\x0bmaxParallel\x12\"\n\rstop_on_error\x18\x03 \x01(\x08R\x0bstopOnError\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"\x96\x01\n\x13\x45xecuteBatchRequest\x12+\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x15.toolwire.v1.ToolCallR\x05\x63\x61lls\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x33\n\x07options\x18\x03 \x01(\x0b\x32\x19.toolwire.v1.BatchOptionsR\x07options\"[\n\x0f\x43\x61llToolRequest\x12)\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x15.toolwire.v1.ToolCallR\x04\x63\x61ll\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\"C\n\x10\x43\x61llToolResponse\x12/\n\x06result\x18\x01 \x01(\x0b\x32\x17.toolwire.v1.CallResultR\x06result\"\xb5\x02\n\x14\x45xecuteBatchResponse\x12\x38\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x0b\x32\x1a.toolwire.v1.BatchAcceptedH\x00R\x08\x61\x63\x63\x65pted\x12\x34\n\x07started\x18\x02 \x01(\x0b\x32\x18.toolwire.v1.CallStartedH\x00R\x07started\x12\x37\n\x08progress\x18\x03 \x01(\x0b\x32\x19.toolwire.v1.CallProgressH\x00R\x08progress\x12\x31\n\x06result\x18\x04 \x01(\x0b\x32\x17.toolwire.v1.CallResultH\x00R\x06result\x12\x38\n\x08\x66inished\x18\x05 \x01(\x0b\x32\x1a.toolwire.v1.BatchFinishedH\x00R\x08\x66inishedB\x07\n\x05\x65vent\"o\n\rBatchAccepted\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\'\n\x05lanes\x18\x02 \x03(\x0b\x32\x11.toolwire.v1.LaneR\x05lanes\x12\x1a\n\x08revision\x18\x03 \x01(\tR\x08revision\"S\n\x04Lane\x12\x14\n\x05index\x18\x01 \x01(\rR\x05index\x12\x19\n\x08\x63\x61ll_ids\x18\x02 \x03(\tR\x07\x63\x61llIds\x12\x1a\n\x08parallel\x18\x03 \x01(\x08R\x08parallel\"P\n\x0b\x43\x61llStarted\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n\x04lane\x18\x03 \x01(\rR\x04lane\"\xc2\x01\n\x0c\x43\x61llProgress\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x1f\n\x08progress\x18\x03 \x01(\x01H\x00R\x08progress\x88\x01\x01\x12\x19\n\x05total\x18\x04 \x01(\x01H\x01R\x05total\x88\x01\x01\x12\x18\n\x07message\x18\x05 \x01(\tR\x07message\x12\x16\n\x06output\x18\x06 \x01(\tR\x06outputB\x0b\n\t_progressB\x08\n\x06_total\"\xb9\x03\n\nCallResult\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x1b\n\ttool_name\x18\x03 \x01(\tR\x08toolName\x12.\n\x07\x63ontent\x18\x04 \x03(\x0b\x32\x14.toolwire.v1.ContentR\x07\x63ontent\x12-\n\x12structured_content\x18\x05 \x01(\tR\x11structuredContent\x12\x18\n\x07\x64\x65tails\x18\x06 \x01(\tR\x07\x64\x65tails\x12\x19\n\x08is_error\x18\x07 \x01(\x08R\x07isError\x12\x35\n\nerror_kind\x18\x08 \x01(\x0e\x32\x16.toolwire.v1.ErrorKindR\terrorKind\x12\x35\n\x08\x64uration\x18\t \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x1a\n\x08replayed\x18\n \x01(\x08R\x08replayed\x12\x1c\n\ttruncated\x18\x0b \x01(\x08R\ttruncated\x12#\n\roriginal_size\x18\x0c \x01(\x04R\x0coriginalSize\"u\n\x07\x43ontent\x12.\n\x04text\x18\x01 \x01(\x0b\x32\x18.toolwire.v1.TextContentH\x00R\x04text\x12\x31\n\x05image\x18\x02 \x01(\x0b\x32\x19.toolwire.v1.ImageContentH\x00R\x05imageB\x07\n\x05\x62lock\"!\n\x0bTextContent\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\"?\n\x0cImageContent\x12\x12\n\x04\x64\x61ta\x18\x01 \x01(\x0cR\x04\x64\x61ta\x12\x1b\n\tmime_type\x18\x02 \x01(\tR\x08mimeType\"\xeb\x01\n\rBatchFinished\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x1c\n\tsucceeded\x18\x02 \x01(\rR\tsucceeded\x12\x16\n\x06\x66\x61iled\x18\x03 \x01(\rR\x06\x66\x61iled\x12\x18\n\x07skipped\x18\x04 \x01(\rR\x07skipped\x12\x1c\n\tcancelled\x18\x05 \x01(\rR\tcancelled\x12\x1a\n\x08replayed\x18\x06 \x01(\rR\x08replayed\x12\x35\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration*\x85\x01\n\nToolSource\x12\x1b\n\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_SOURCE_BUILTIN\x10\x01\x12\x14\n\x10TOOL_SOURCE_HTTP\x10\x02\x12\x13\n\x0fTOOL_SOURCE_MCP\x10\x03\x12\x16\n\x12TOOL_SOURCE_REMOTE\x10\x04*\xa7\x02\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x45RROR_KIND_UNKNOWN_TOOL\x10\x01\x12 \n\x1c\x45RROR_KIND_INVALID_ARGUMENTS\x10\x02\x12\x19\n\x15\x45RROR_KIND_TOOL_ERROR\x10\x03\x12\x16\n\x12\x45RROR_KIND_TIMEOUT\x10\x04\x12\x18\n\x14\x45RROR_KIND_CANCELLED\x10\x05\x12\x16\n\x12\x45RROR_KIND_SKIPPED\x10\x06\x12\x1c\n\x18\x45RROR_KIND_NOT_PERMITTED\x10\x07\x12\x17\n\x13\x45RROR_KIND_INTERNAL\x10\x08\x12#\n\x1f\x45RROR_KIND_IDEMPOTENCY_CONFLICT\x10\t2\xca\x02\n\x0bToolService\x12J\n\tListTools\x12\x1d.toolwire.v1.ListToolsRequest\x1a\x1e.toolwire.v1.ListToolsResponse\x12U\n\x0c\x45xecuteBatch\x12 .toolwire.v1.ExecuteBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n\x08\x43\x61llTool\x12\x1c.toolwire.v1.CallToolRequest\x1a\x1d.toolwire.v1.CallToolResponse\x12O\n\nWatchTools\x12\x1e.toolwire.v1.WatchToolsRequest\x1a\x1f.toolwire.v1.WatchToolsResponse0\x01\x42\x39Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1atoolwire/v1/toolwire.proto\x12\x0btoolwire.v1\x1a\x1egoogle/protobuf/duration.proto\"\xc0\x02\n\x04Tool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05title\x18\x02 \x01(\tR\x05title\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12!\n\x0cinput_schema\x18\x04 \x01(\tR\x0binputSchema\x12#\n\routput_schema\x18\x05 \x01(\tR\x0coutputSchema\x12>\n\x0b\x61nnotations\x18\x06 \x01(\x0b\x32\x1c.toolwire.v1.ToolAnnotationsR\x0b\x61nnotations\x12\x33\n\x07timeout\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12/\n\x06source\x18\x08 \x01(\x0e\x32\x17.toolwire.v1.ToolSourceR\x06source\"\x8f\x01\n\x0fToolAnnotations\x12\x1b\n\tread_only\x18\x01 \x01(\x08R\x08readOnly\x12 \n\x0b\x64\x65structive\x18\x02 \x01(\x08R\x0b\x64\x65structive\x12\x1e\n\nidempotent\x18\x03 \x01(\x08R\nidempotent\x12\x1d\n\nopen_world\x18\x04 \x01(\x08R\topenWorld\"\x12\n\x10ListToolsRequest\"X\n\x11ListToolsResponse\x12\'\n\x05tools\x18\x01 \x03(\x0b\x32\x11.toolwire.v1.ToolR\x05tools\x12\x1a\n\x08revision\x18\x02 \x01(\tR\x08revision\"\x13\n\x11WatchToolsRequest\"0\n\x12WatchToolsResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\"\xb3\x01\n\x08ToolCall\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n\targuments\x18\x03 \x01(\tR\targuments\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12\'\n\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\"\xc2\x01\n\x0c\x42\x61tchOptions\x12\x1e\n\nsequential\x18\x01 \x01(\x08R\nsequential\x12!\n\x0cmax_parallel\x18\x02 \x01(\rR\x0bmaxParallel\x12\"\n\rstop_on_error\x18\x03 \x01(\x08R\x0bstopOnError\x12\x33\n\x07timeout\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12\x16\n\x06\x64\x65tach\x18\x05 \x01(\x08R\x06\x64\x65tach\"\x96\x01\n\x13\x45xecuteBatchRequest\x12+\n\x05\x63\x61lls\x18\x01 \x03(\x0b\x32\x15.toolwire.v1.ToolCallR\x05\x63\x61lls\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\x12\x33\n\x07options\x18\x03 \x01(\x0b\x32\x19.toolwire.v1.BatchOptionsR\x07options\"[\n\x0f\x43\x61llToolRequest\x12)\n\x04\x63\x61ll\x18\x01 \x01(\x0b\x32\x15.toolwire.v1.ToolCallR\x04\x63\x61ll\x12\x1d\n\nsession_id\x18\x02 \x01(\tR\tsessionId\"C\n\x10\x43\x61llToolResponse\x12/\n\x06result\x18\x01 \x01(\x0b\x32\x17.toolwire.v1.CallResultR\x06result\"\x99\x03\n\x14\x45xecuteBatchResponse\x12\x38\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x0b\x32\x1a.toolwire.v1.BatchAcceptedH\x00R\x08\x61\x63\x63\x65pted\x12\x34\n\x07started\x18\x02 \x01(\x0b\x32\x18.toolwire.v1.CallStartedH\x00R\x07started\x12\x37\n\x08progress\x18\x03 \x01(\x0b\x32\x19.toolwire.v1.CallProgressH\x00R\x08progress\x12\x31\n\x06result\x18\x04 \x01(\x0b\x32\x17.toolwire.v1.CallResultH\x00R\x06result\x12\x38\n\x08\x66inished\x18\x05 \x01(\x0b\x32\x1a.toolwire.v1.BatchFinishedH\x00R\x08\x66inished\x12P\n\x11\x61waiting_approval\x18\x06 \x01(\x0b\x32!.toolwire.v1.CallAwaitingApprovalH\x00R\x10\x61waitingApproval\x12\x10\n\x03seq\x18\x07 \x01(\x04R\x03seqB\x07\n\x05\x65vent\"\x98\x01\n\x14\x43\x61llAwaitingApproval\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x1b\n\ttool_name\x18\x03 \x01(\tR\x08toolName\x12\x1c\n\targuments\x18\x04 \x01(\tR\targuments\x12\x16\n\x06reason\x18\x05 \x01(\tR\x06reason\"L\n\x12\x41ttachBatchRequest\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x1b\n\tafter_seq\x18\x02 \x01(\x04R\x08\x61\x66terSeq\",\n\x0fGetBatchRequest\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\"\xe2\x01\n\x10GetBatchResponse\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12-\n\x05state\x18\x02 \x01(\x0e\x32\x17.toolwire.v1.BatchStateR\x05state\x12\x31\n\x07results\x18\x03 \x03(\x0b\x32\x17.toolwire.v1.CallResultR\x07results\x12\x36\n\x08\x66inished\x18\x04 \x01(\x0b\x32\x1a.toolwire.v1.BatchFinishedR\x08\x66inished\x12\x19\n\x08last_seq\x18\x05 \x01(\x04R\x07lastSeq\"G\n\x12\x43\x61ncelBatchRequest\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"\x15\n\x13\x43\x61ncelBatchResponse\"\x9e\x01\n\x16ResolveApprovalRequest\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x17\n\x07\x63\x61ll_id\x18\x02 \x01(\tR\x06\x63\x61llId\x12\x1a\n\x08\x61pproved\x18\x03 \x01(\x08R\x08\x61pproved\x12\x18\n\x07message\x18\x04 \x01(\tR\x07message\x12\x1a\n\x08\x61pprover\x18\x05 \x01(\tR\x08\x61pprover\"\x19\n\x17ResolveApprovalResponse\"o\n\rBatchAccepted\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\'\n\x05lanes\x18\x02 \x03(\x0b\x32\x11.toolwire.v1.LaneR\x05lanes\x12\x1a\n\x08revision\x18\x03 \x01(\tR\x08revision\"S\n\x04Lane\x12\x14\n\x05index\x18\x01 \x01(\rR\x05index\x12\x19\n\x08\x63\x61ll_ids\x18\x02 \x03(\tR\x07\x63\x61llIds\x12\x1a\n\x08parallel\x18\x03 \x01(\x08R\x08parallel\"P\n\x0b\x43\x61llStarted\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n\x04lane\x18\x03 \x01(\rR\x04lane\"\xc2\x01\n\x0c\x43\x61llProgress\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x1f\n\x08progress\x18\x03 \x01(\x01H\x00R\x08progress\x88\x01\x01\x12\x19\n\x05total\x18\x04 \x01(\x01H\x01R\x05total\x88\x01\x01\x12\x18\n\x07message\x18\x05 \x01(\tR\x07message\x12\x16\n\x06output\x18\x06 \x01(\tR\x06outputB\x0b\n\t_progressB\x08\n\x06_total\"\xb9\x03\n\nCallResult\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x14\n\x05index\x18\x02 \x01(\rR\x05index\x12\x1b\n\ttool_name\x18\x03 \x01(\tR\x08toolName\x12.\n\x07\x63ontent\x18\x04 \x03(\x0b\x32\x14.toolwire.v1.ContentR\x07\x63ontent\x12-\n\x12structured_content\x18\x05 \x01(\tR\x11structuredContent\x12\x18\n\x07\x64\x65tails\x18\x06 \x01(\tR\x07\x64\x65tails\x12\x19\n\x08is_error\x18\x07 \x01(\x08R\x07isError\x12\x35\n\nerror_kind\x18\x08 \x01(\x0e\x32\x16.toolwire.v1.ErrorKindR\terrorKind\x12\x35\n\x08\x64uration\x18\t \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration\x12\x1a\n\x08replayed\x18\n \x01(\x08R\x08replayed\x12\x1c\n\ttruncated\x18\x0b \x01(\x08R\ttruncated\x12#\n\roriginal_size\x18\x0c \x01(\x04R\x0coriginalSize\"u\n\x07\x43ontent\x12.\n\x04text\x18\x01 \x01(\x0b\x32\x18.toolwire.v1.TextContentH\x00R\x04text\x12\x31\n\x05image\x18\x02 \x01(\x0b\x32\x19.toolwire.v1.ImageContentH\x00R\x05imageB\x07\n\x05\x62lock\"!\n\x0bTextContent\x12\x12\n\x04text\x18\x01 \x01(\tR\x04text\"?\n\x0cImageContent\x12\x12\n\x04\x64\x61ta\x18\x01 \x01(\x0cR\x04\x64\x61ta\x12\x1b\n\tmime_type\x18\x02 \x01(\tR\x08mimeType\"\xeb\x01\n\rBatchFinished\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x1c\n\tsucceeded\x18\x02 \x01(\rR\tsucceeded\x12\x16\n\x06\x66\x61iled\x18\x03 \x01(\rR\x06\x66\x61iled\x12\x18\n\x07skipped\x18\x04 \x01(\rR\x07skipped\x12\x1c\n\tcancelled\x18\x05 \x01(\rR\tcancelled\x12\x1a\n\x08replayed\x18\x06 \x01(\rR\x08replayed\x12\x35\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x08\x64uration*\x85\x01\n\nToolSource\x12\x1b\n\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_SOURCE_BUILTIN\x10\x01\x12\x14\n\x10TOOL_SOURCE_HTTP\x10\x02\x12\x13\n\x0fTOOL_SOURCE_MCP\x10\x03\x12\x16\n\x12TOOL_SOURCE_REMOTE\x10\x04*\x9a\x01\n\nBatchState\x12\x1b\n\x17\x42\x41TCH_STATE_UNSPECIFIED\x10\x00\x12\x17\n\x13\x42\x41TCH_STATE_RUNNING\x10\x01\x12!\n\x1d\x42\x41TCH_STATE_AWAITING_APPROVAL\x10\x02\x12\x18\n\x14\x42\x41TCH_STATE_FINISHED\x10\x03\x12\x19\n\x15\x42\x41TCH_STATE_CANCELLED\x10\x04*\xbe\x02\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x45RROR_KIND_UNKNOWN_TOOL\x10\x01\x12 \n\x1c\x45RROR_KIND_INVALID_ARGUMENTS\x10\x02\x12\x19\n\x15\x45RROR_KIND_TOOL_ERROR\x10\x03\x12\x16\n\x12\x45RROR_KIND_TIMEOUT\x10\x04\x12\x18\n\x14\x45RROR_KIND_CANCELLED\x10\x05\x12\x16\n\x12\x45RROR_KIND_SKIPPED\x10\x06\x12\x1c\n\x18\x45RROR_KIND_NOT_PERMITTED\x10\x07\x12\x17\n\x13\x45RROR_KIND_INTERNAL\x10\x08\x12#\n\x1f\x45RROR_KIND_IDEMPOTENCY_CONFLICT\x10\t\x12\x15\n\x11\x45RROR_KIND_DENIED\x10\n2\x98\x05\n\x0bToolService\x12J\n\tListTools\x12\x1d.toolwire.v1.ListToolsRequest\x1a\x1e.toolwire.v1.ListToolsResponse\x12U\n\x0c\x45xecuteBatch\x12 .toolwire.v1.ExecuteBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n\x08\x43\x61llTool\x12\x1c.toolwire.v1.CallToolRequest\x1a\x1d.toolwire.v1.CallToolResponse\x12O\n\nWatchTools\x12\x1e.toolwire.v1.WatchToolsRequest\x1a\x1f.toolwire.v1.WatchToolsResponse0\x01\x12S\n\x0b\x41ttachBatch\x12\x1f.toolwire.v1.AttachBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n\x08GetBatch\x12\x1c.toolwire.v1.GetBatchRequest\x1a\x1d.toolwire.v1.GetBatchResponse\x12P\n\x0b\x43\x61ncelBatch\x12\x1f.toolwire.v1.CancelBatchRequest\x1a .toolwire.v1.CancelBatchResponse\x12\\\n\x0fResolveApproval\x12#.toolwire.v1.ResolveApprovalRequest\x1a$.toolwire.v1.ResolveApprovalResponseB9Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolwire.v1.toolwire_pb2', globals())
@@ -22,10 +22,12 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1'
-  _TOOLSOURCE._serialized_start=3086
-  _TOOLSOURCE._serialized_end=3219
-  _ERRORKIND._serialized_start=3222
-  _ERRORKIND._serialized_end=3517
+  _TOOLSOURCE._serialized_start=4002
+  _TOOLSOURCE._serialized_end=4135
+  _BATCHSTATE._serialized_start=4138
+  _BATCHSTATE._serialized_end=4292
+  _ERRORKIND._serialized_start=4295
+  _ERRORKIND._serialized_end=4613
   _TOOL._serialized_start=76
   _TOOL._serialized_end=396
   _TOOLANNOTATIONS._serialized_start=399
@@ -41,33 +43,49 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _TOOLCALL._serialized_start=726
   _TOOLCALL._serialized_end=905
   _BATCHOPTIONS._serialized_start=908
-  _BATCHOPTIONS._serialized_end=1078
-  _EXECUTEBATCHREQUEST._serialized_start=1081
-  _EXECUTEBATCHREQUEST._serialized_end=1231
-  _CALLTOOLREQUEST._serialized_start=1233
-  _CALLTOOLREQUEST._serialized_end=1324
-  _CALLTOOLRESPONSE._serialized_start=1326
-  _CALLTOOLRESPONSE._serialized_end=1393
-  _EXECUTEBATCHRESPONSE._serialized_start=1396
-  _EXECUTEBATCHRESPONSE._serialized_end=1705
-  _BATCHACCEPTED._serialized_start=1707
-  _BATCHACCEPTED._serialized_end=1818
-  _LANE._serialized_start=1820
-  _LANE._serialized_end=1903
-  _CALLSTARTED._serialized_start=1905
-  _CALLSTARTED._serialized_end=1985
-  _CALLPROGRESS._serialized_start=1988
-  _CALLPROGRESS._serialized_end=2182
-  _CALLRESULT._serialized_start=2185
-  _CALLRESULT._serialized_end=2626
-  _CONTENT._serialized_start=2628
-  _CONTENT._serialized_end=2745
-  _TEXTCONTENT._serialized_start=2747
-  _TEXTCONTENT._serialized_end=2780
-  _IMAGECONTENT._serialized_start=2782
-  _IMAGECONTENT._serialized_end=2845
-  _BATCHFINISHED._serialized_start=2848
-  _BATCHFINISHED._serialized_end=3083
-  _TOOLSERVICE._serialized_start=3520
-  _TOOLSERVICE._serialized_end=3850
+  _BATCHOPTIONS._serialized_end=1102
+  _EXECUTEBATCHREQUEST._serialized_start=1105
+  _EXECUTEBATCHREQUEST._serialized_end=1255
+  _CALLTOOLREQUEST._serialized_start=1257
+  _CALLTOOLREQUEST._serialized_end=1348
+  _CALLTOOLRESPONSE._serialized_start=1350
+  _CALLTOOLRESPONSE._serialized_end=1417
+  _EXECUTEBATCHRESPONSE._serialized_start=1420
+  _EXECUTEBATCHRESPONSE._serialized_end=1829
+  _CALLAWAITINGAPPROVAL._serialized_start=1832
+  _CALLAWAITINGAPPROVAL._serialized_end=1984
+  _ATTACHBATCHREQUEST._serialized_start=1986
+  _ATTACHBATCHREQUEST._serialized_end=2062
+  _GETBATCHREQUEST._serialized_start=2064
+  _GETBATCHREQUEST._serialized_end=2108
+  _GETBATCHRESPONSE._serialized_start=2111
+  _GETBATCHRESPONSE._serialized_end=2337
+  _CANCELBATCHREQUEST._serialized_start=2339
+  _CANCELBATCHREQUEST._serialized_end=2410
+  _CANCELBATCHRESPONSE._serialized_start=2412
+  _CANCELBATCHRESPONSE._serialized_end=2433
+  _RESOLVEAPPROVALREQUEST._serialized_start=2436
+  _RESOLVEAPPROVALREQUEST._serialized_end=2594
+  _RESOLVEAPPROVALRESPONSE._serialized_start=2596
+  _RESOLVEAPPROVALRESPONSE._serialized_end=2621
+  _BATCHACCEPTED._serialized_start=2623
+  _BATCHACCEPTED._serialized_end=2734
+  _LANE._serialized_start=2736
+  _LANE._serialized_end=2819
+  _CALLSTARTED._serialized_start=2821
+  _CALLSTARTED._serialized_end=2901
+  _CALLPROGRESS._serialized_start=2904
+  _CALLPROGRESS._serialized_end=3098
+  _CALLRESULT._serialized_start=3101
+  _CALLRESULT._serialized_end=3542
+  _CONTENT._serialized_start=3544
+  _CONTENT._serialized_end=3661
+  _TEXTCONTENT._serialized_start=3663
+  _TEXTCONTENT._serialized_end=3696
+  _IMAGECONTENT._serialized_start=3698
+  _IMAGECONTENT._serialized_end=3761
+  _BATCHFINISHED._serialized_start=3764
+  _BATCHFINISHED._serialized_end=3999
+  _TOOLSERVICE._serialized_start=4616
+  _TOOLSERVICE._serialized_end=5280
 # @@protoc_insertion_point(module_scope)

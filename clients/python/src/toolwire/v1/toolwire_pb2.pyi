@@ -5,8 +5,14 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+BATCH_STATE_AWAITING_APPROVAL: BatchState
+BATCH_STATE_CANCELLED: BatchState
+BATCH_STATE_FINISHED: BatchState
+BATCH_STATE_RUNNING: BatchState
+BATCH_STATE_UNSPECIFIED: BatchState
 DESCRIPTOR: _descriptor.FileDescriptor
 ERROR_KIND_CANCELLED: ErrorKind
+ERROR_KIND_DENIED: ErrorKind
 ERROR_KIND_IDEMPOTENCY_CONFLICT: ErrorKind
 ERROR_KIND_INTERNAL: ErrorKind
 ERROR_KIND_INVALID_ARGUMENTS: ErrorKind
@@ -21,6 +27,14 @@ TOOL_SOURCE_HTTP: ToolSource
 TOOL_SOURCE_MCP: ToolSource
 TOOL_SOURCE_REMOTE: ToolSource
 TOOL_SOURCE_UNSPECIFIED: ToolSource
+
+class AttachBatchRequest(_message.Message):
+    __slots__ = ["after_seq", "batch_id"]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    batch_id: str
+    def __init__(self, batch_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
 class BatchAccepted(_message.Message):
     __slots__ = ["batch_id", "lanes", "revision"]
@@ -51,16 +65,32 @@ class BatchFinished(_message.Message):
     def __init__(self, batch_id: _Optional[str] = ..., succeeded: _Optional[int] = ..., failed: _Optional[int] = ..., skipped: _Optional[int] = ..., cancelled: _Optional[int] = ..., replayed: _Optional[int] = ..., duration: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class BatchOptions(_message.Message):
-    __slots__ = ["max_parallel", "sequential", "stop_on_error", "timeout"]
+    __slots__ = ["detach", "max_parallel", "sequential", "stop_on_error", "timeout"]
+    DETACH_FIELD_NUMBER: _ClassVar[int]
     MAX_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
     STOP_ON_ERROR_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    detach: bool
     max_parallel: int
     sequential: bool
     stop_on_error: bool
     timeout: _duration_pb2.Duration
-    def __init__(self, sequential: bool = ..., max_parallel: _Optional[int] = ..., stop_on_error: bool = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    def __init__(self, sequential: bool = ..., max_parallel: _Optional[int] = ..., stop_on_error: bool = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detach: bool = ...) -> None: ...
+
+class CallAwaitingApproval(_message.Message):
+    __slots__ = ["arguments", "call_id", "index", "reason", "tool_name"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    arguments: str
+    call_id: str
+    index: int
+    reason: str
+    tool_name: str
+    def __init__(self, call_id: _Optional[str] = ..., index: _Optional[int] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class CallProgress(_message.Message):
     __slots__ = ["call_id", "index", "message", "output", "progress", "total"]
@@ -130,6 +160,18 @@ class CallToolResponse(_message.Message):
     result: CallResult
     def __init__(self, result: _Optional[_Union[CallResult, _Mapping]] = ...) -> None: ...
 
+class CancelBatchRequest(_message.Message):
+    __slots__ = ["batch_id", "reason"]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    reason: str
+    def __init__(self, batch_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CancelBatchResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class Content(_message.Message):
     __slots__ = ["image", "text"]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
@@ -149,18 +191,42 @@ class ExecuteBatchRequest(_message.Message):
     def __init__(self, calls: _Optional[_Iterable[_Union[ToolCall, _Mapping]]] = ..., session_id: _Optional[str] = ..., options: _Optional[_Union[BatchOptions, _Mapping]] = ...) -> None: ...
 
 class ExecuteBatchResponse(_message.Message):
-    __slots__ = ["accepted", "finished", "progress", "result", "started"]
+    __slots__ = ["accepted", "awaiting_approval", "finished", "progress", "result", "seq", "started"]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    AWAITING_APPROVAL_FIELD_NUMBER: _ClassVar[int]
     FINISHED_FIELD_NUMBER: _ClassVar[int]
     PROGRESS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     accepted: BatchAccepted
+    awaiting_approval: CallAwaitingApproval
     finished: BatchFinished
     progress: CallProgress
     result: CallResult
+    seq: int
     started: CallStarted
-    def __init__(self, accepted: _Optional[_Union[BatchAccepted, _Mapping]] = ..., started: _Optional[_Union[CallStarted, _Mapping]] = ..., progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallResult, _Mapping]] = ..., finished: _Optional[_Union[BatchFinished, _Mapping]] = ...) -> None: ...
+    def __init__(self, accepted: _Optional[_Union[BatchAccepted, _Mapping]] = ..., started: _Optional[_Union[CallStarted, _Mapping]] = ..., progress: _Optional[_Union[CallProgress, _Mapping]] = ..., result: _Optional[_Union[CallResult, _Mapping]] = ..., finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., awaiting_approval: _Optional[_Union[CallAwaitingApproval, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class GetBatchRequest(_message.Message):
+    __slots__ = ["batch_id"]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    def __init__(self, batch_id: _Optional[str] = ...) -> None: ...
+
+class GetBatchResponse(_message.Message):
+    __slots__ = ["batch_id", "finished", "last_seq", "results", "state"]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    batch_id: str
+    finished: BatchFinished
+    last_seq: int
+    results: _containers.RepeatedCompositeFieldContainer[CallResult]
+    state: BatchState
+    def __init__(self, batch_id: _Optional[str] = ..., state: _Optional[_Union[BatchState, str]] = ..., results: _Optional[_Iterable[_Union[CallResult, _Mapping]]] = ..., finished: _Optional[_Union[BatchFinished, _Mapping]] = ..., last_seq: _Optional[int] = ...) -> None: ...
 
 class ImageContent(_message.Message):
     __slots__ = ["data", "mime_type"]
@@ -191,6 +257,24 @@ class ListToolsResponse(_message.Message):
     revision: str
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     def __init__(self, tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., revision: _Optional[str] = ...) -> None: ...
+
+class ResolveApprovalRequest(_message.Message):
+    __slots__ = ["approved", "approver", "batch_id", "call_id", "message"]
+    APPROVED_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    approved: bool
+    approver: str
+    batch_id: str
+    call_id: str
+    message: str
+    def __init__(self, batch_id: _Optional[str] = ..., call_id: _Optional[str] = ..., approved: bool = ..., message: _Optional[str] = ..., approver: _Optional[str] = ...) -> None: ...
+
+class ResolveApprovalResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
 
 class TextContent(_message.Message):
     __slots__ = ["text"]
@@ -255,6 +339,9 @@ class WatchToolsResponse(_message.Message):
     def __init__(self, revision: _Optional[str] = ...) -> None: ...
 
 class ToolSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class BatchState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ErrorKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

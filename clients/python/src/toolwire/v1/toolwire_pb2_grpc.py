@@ -36,6 +36,26 @@ class ToolServiceStub(object):
                 request_serializer=toolwire_dot_v1_dot_toolwire__pb2.WatchToolsRequest.SerializeToString,
                 response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.WatchToolsResponse.FromString,
                 )
+        self.AttachBatch = channel.unary_stream(
+                '/toolwire.v1.ToolService/AttachBatch',
+                request_serializer=toolwire_dot_v1_dot_toolwire__pb2.AttachBatchRequest.SerializeToString,
+                response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchResponse.FromString,
+                )
+        self.GetBatch = channel.unary_unary(
+                '/toolwire.v1.ToolService/GetBatch',
+                request_serializer=toolwire_dot_v1_dot_toolwire__pb2.GetBatchRequest.SerializeToString,
+                response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.GetBatchResponse.FromString,
+                )
+        self.CancelBatch = channel.unary_unary(
+                '/toolwire.v1.ToolService/CancelBatch',
+                request_serializer=toolwire_dot_v1_dot_toolwire__pb2.CancelBatchRequest.SerializeToString,
+                response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.CancelBatchResponse.FromString,
+                )
+        self.ResolveApproval = channel.unary_unary(
+                '/toolwire.v1.ToolService/ResolveApproval',
+                request_serializer=toolwire_dot_v1_dot_toolwire__pb2.ResolveApprovalRequest.SerializeToString,
+                response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ResolveApprovalResponse.FromString,
+                )
 
 
 class ToolServiceServicer(object):
@@ -57,7 +77,8 @@ class ToolServiceServicer(object):
         CallStarted and any CallProgress when the call runs), and ends with
         BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
         anything runs; everything that goes wrong with a single call is reported
-        in that call's CallResult.
+        in that call's CallResult. Its events are AttachBatch's too.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -86,6 +107,51 @@ class ToolServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AttachBatch(self, request, context):
+        """AttachBatch streams the events of a detached batch (BatchOptions.detach)
+        numbered after after_seq (all of them for 0), then its live events until
+        BatchFinished. It works while the batch runs and for the server's
+        batch_ttl after it finished, on any replica sharing the store that holds
+        the batch's events. A batch that is unknown, expired, not detached, or
+        another caller's is NOT_FOUND. Ending the stream only detaches this
+        reader: the batch runs on.
+        buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+        buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetBatch(self, request, context):
+        """GetBatch returns a detached batch's state and the results of its calls
+        that have ended, for clients that poll rather than stream. NOT_FOUND as
+        for AttachBatch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelBatch(self, request, context):
+        """CancelBatch cancels a running batch of the caller's, from any replica
+        sharing the store: its calls that have not ended get CANCELLED results
+        and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+        unknown, has ended, or is another caller's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveApproval(self, request, context):
+        """ResolveApproval approves or denies a call held for approval
+        (CallAwaitingApproval), from any replica sharing the store. A denied call
+        gets a DENIED result whose text is the message. It needs the approve
+        permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+        that is not waiting.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -108,6 +174,26 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.WatchTools,
                     request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.WatchToolsRequest.FromString,
                     response_serializer=toolwire_dot_v1_dot_toolwire__pb2.WatchToolsResponse.SerializeToString,
+            ),
+            'AttachBatch': grpc.unary_stream_rpc_method_handler(
+                    servicer.AttachBatch,
+                    request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.AttachBatchRequest.FromString,
+                    response_serializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchResponse.SerializeToString,
+            ),
+            'GetBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBatch,
+                    request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.GetBatchRequest.FromString,
+                    response_serializer=toolwire_dot_v1_dot_toolwire__pb2.GetBatchResponse.SerializeToString,
+            ),
+            'CancelBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelBatch,
+                    request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.CancelBatchRequest.FromString,
+                    response_serializer=toolwire_dot_v1_dot_toolwire__pb2.CancelBatchResponse.SerializeToString,
+            ),
+            'ResolveApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveApproval,
+                    request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ResolveApprovalRequest.FromString,
+                    response_serializer=toolwire_dot_v1_dot_toolwire__pb2.ResolveApprovalResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -186,5 +272,73 @@ class ToolService(object):
         return grpc.experimental.unary_stream(request, target, '/toolwire.v1.ToolService/WatchTools',
             toolwire_dot_v1_dot_toolwire__pb2.WatchToolsRequest.SerializeToString,
             toolwire_dot_v1_dot_toolwire__pb2.WatchToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AttachBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/toolwire.v1.ToolService/AttachBatch',
+            toolwire_dot_v1_dot_toolwire__pb2.AttachBatchRequest.SerializeToString,
+            toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolwire.v1.ToolService/GetBatch',
+            toolwire_dot_v1_dot_toolwire__pb2.GetBatchRequest.SerializeToString,
+            toolwire_dot_v1_dot_toolwire__pb2.GetBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def CancelBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolwire.v1.ToolService/CancelBatch',
+            toolwire_dot_v1_dot_toolwire__pb2.CancelBatchRequest.SerializeToString,
+            toolwire_dot_v1_dot_toolwire__pb2.CancelBatchResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResolveApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolwire.v1.ToolService/ResolveApproval',
+            toolwire_dot_v1_dot_toolwire__pb2.ResolveApprovalRequest.SerializeToString,
+            toolwire_dot_v1_dot_toolwire__pb2.ResolveApprovalResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

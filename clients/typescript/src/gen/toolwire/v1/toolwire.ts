@@ -83,6 +83,66 @@ export function toolSourceToJSON(object: ToolSource): string {
   }
 }
 
+/** BatchState is where a batch is. */
+export enum BatchState {
+  /** BATCH_STATE_UNSPECIFIED - Not set. */
+  BATCH_STATE_UNSPECIFIED = 0,
+  /** BATCH_STATE_RUNNING - Its calls are running or waiting to run. */
+  BATCH_STATE_RUNNING = 1,
+  /** BATCH_STATE_AWAITING_APPROVAL - Some call waits for a person's approval. */
+  BATCH_STATE_AWAITING_APPROVAL = 2,
+  /** BATCH_STATE_FINISHED - Every call has its result. */
+  BATCH_STATE_FINISHED = 3,
+  /**
+   * BATCH_STATE_CANCELLED - It was cancelled (CancelBatch, or its owner was lost); every call has its
+   * result.
+   */
+  BATCH_STATE_CANCELLED = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function batchStateFromJSON(object: any): BatchState {
+  switch (object) {
+    case 0:
+    case "BATCH_STATE_UNSPECIFIED":
+      return BatchState.BATCH_STATE_UNSPECIFIED;
+    case 1:
+    case "BATCH_STATE_RUNNING":
+      return BatchState.BATCH_STATE_RUNNING;
+    case 2:
+    case "BATCH_STATE_AWAITING_APPROVAL":
+      return BatchState.BATCH_STATE_AWAITING_APPROVAL;
+    case 3:
+    case "BATCH_STATE_FINISHED":
+      return BatchState.BATCH_STATE_FINISHED;
+    case 4:
+    case "BATCH_STATE_CANCELLED":
+      return BatchState.BATCH_STATE_CANCELLED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return BatchState.UNRECOGNIZED;
+  }
+}
+
+export function batchStateToJSON(object: BatchState): string {
+  switch (object) {
+    case BatchState.BATCH_STATE_UNSPECIFIED:
+      return "BATCH_STATE_UNSPECIFIED";
+    case BatchState.BATCH_STATE_RUNNING:
+      return "BATCH_STATE_RUNNING";
+    case BatchState.BATCH_STATE_AWAITING_APPROVAL:
+      return "BATCH_STATE_AWAITING_APPROVAL";
+    case BatchState.BATCH_STATE_FINISHED:
+      return "BATCH_STATE_FINISHED";
+    case BatchState.BATCH_STATE_CANCELLED:
+      return "BATCH_STATE_CANCELLED";
+    case BatchState.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /**
  * ErrorKind classifies a failed call. It is low-cardinality and stable, for
  * runtimes and metrics.
@@ -108,6 +168,8 @@ export enum ErrorKind {
   ERROR_KIND_INTERNAL = 8,
   /** ERROR_KIND_IDEMPOTENCY_CONFLICT - The idempotency key was used before with different arguments. */
   ERROR_KIND_IDEMPOTENCY_CONFLICT = 9,
+  /** ERROR_KIND_DENIED - A person denied the call (ResolveApproval); the text says why. */
+  ERROR_KIND_DENIED = 10,
   UNRECOGNIZED = -1,
 }
 
@@ -143,6 +205,9 @@ export function errorKindFromJSON(object: any): ErrorKind {
     case 9:
     case "ERROR_KIND_IDEMPOTENCY_CONFLICT":
       return ErrorKind.ERROR_KIND_IDEMPOTENCY_CONFLICT;
+    case 10:
+    case "ERROR_KIND_DENIED":
+      return ErrorKind.ERROR_KIND_DENIED;
     case -1:
     case "UNRECOGNIZED":
     default:
@@ -172,6 +237,8 @@ export function errorKindToJSON(object: ErrorKind): string {
       return "ERROR_KIND_INTERNAL";
     case ErrorKind.ERROR_KIND_IDEMPOTENCY_CONFLICT:
       return "ERROR_KIND_IDEMPOTENCY_CONFLICT";
+    case ErrorKind.ERROR_KIND_DENIED:
+      return "ERROR_KIND_DENIED";
     case ErrorKind.UNRECOGNIZED:
     default:
       return "UNRECOGNIZED";
@@ -291,7 +358,17 @@ export interface BatchOptions {
    */
   stopOnError: boolean;
   /** Optional deadline for the whole batch, on top of the RPC deadline. */
-  timeout: Duration | undefined;
+  timeout:
+    | Duration
+    | undefined;
+  /**
+   * The batch keeps running when its stream ends (the client went away); its
+   * events are kept, numbered (ExecuteBatchResponse.seq), for AttachBatch and
+   * GetBatch, and it is cancelled only by CancelBatch, its timeout or the
+   * server. The RPC's deadline then bounds the stream, not the calls. Without
+   * it, a batch whose stream ends is cancelled.
+   */
+  detach: boolean;
 }
 
 /** ExecuteBatchRequest is one model turn's tool calls. */
@@ -348,12 +425,107 @@ export interface ExecuteBatchResponse {
     | CallResult
     | undefined;
   /** Last event: every call has its result. */
-  finished?: BatchFinished | undefined;
+  finished?:
+    | BatchFinished
+    | undefined;
+  /** A call waits for a person's approval (ResolveApproval) before it runs. */
+  awaitingApproval?:
+    | CallAwaitingApproval
+    | undefined;
+  /**
+   * The event's number within its batch: 1 for BatchAccepted, then one more
+   * for each event in the order sent. AttachBatch resumes after it.
+   */
+  seq: number;
+}
+
+/**
+ * CallAwaitingApproval says a call is held until a person approves or denies
+ * it (ResolveApproval). The call holds its lane while it waits, but no
+ * concurrency slot and no idempotency key.
+ */
+export interface CallAwaitingApproval {
+  /** The call's ID. */
+  callId: string;
+  /** The call's position in the batch. */
+  index: number;
+  /** The tool the call would run. */
+  toolName: string;
+  /** The call's arguments, as JSON text. */
+  arguments: string;
+  /** Why approval is needed: the rule's reason, or the tool's own. */
+  reason: string;
+}
+
+/** AttachBatchRequest names a detached batch and where to resume its events. */
+export interface AttachBatchRequest {
+  /** The batch's ID, from BatchAccepted. */
+  batchId: string;
+  /** Send the events numbered after this one; 0 sends them all. */
+  afterSeq: number;
+}
+
+/** GetBatchRequest names a detached batch. */
+export interface GetBatchRequest {
+  /** The batch's ID, from BatchAccepted. */
+  batchId: string;
+}
+
+/** GetBatchResponse is a detached batch's state. */
+export interface GetBatchResponse {
+  /** The batch's ID. */
+  batchId: string;
+  /** Where the batch is. */
+  state: BatchState;
+  /** The results of the calls that have ended, in the order they ended. */
+  results: CallResult[];
+  /** The batch's last event, once it has ended. */
+  finished:
+    | BatchFinished
+    | undefined;
+  /** The number of the batch's last event so far (ExecuteBatchResponse.seq). */
+  lastSeq: number;
+}
+
+/** CancelBatchRequest names a running batch to cancel. */
+export interface CancelBatchRequest {
+  /** The batch's ID, from BatchAccepted. */
+  batchId: string;
+  /** Why, for the cancelled calls' results; at most 1024 bytes are kept. */
+  reason: string;
+}
+
+/**
+ * CancelBatchResponse says the cancellation was made; the batch's stream (or
+ * AttachBatch) carries its end.
+ */
+export interface CancelBatchResponse {
+}
+
+/** ResolveApprovalRequest approves or denies a call held for approval. */
+export interface ResolveApprovalRequest {
+  /** The batch's ID. */
+  batchId: string;
+  /** The held call's ID. */
+  callId: string;
+  /** True runs the call; false gives it a DENIED result. */
+  approved: boolean;
+  /** Told to the model as the denied call's result; kept in the log either way. */
+  message: string;
+  /** Who decided, for the log; the authenticated caller is logged too. */
+  approver: string;
+}
+
+/** ResolveApprovalResponse says the decision was taken. */
+export interface ResolveApprovalResponse {
 }
 
 /** BatchAccepted opens a batch's stream. */
 export interface BatchAccepted {
-  /** Server-assigned ID of this batch, for logs and traces. */
+  /**
+   * Server-assigned ID of this batch, for logs and traces, and to name it to
+   * AttachBatch, GetBatch and CancelBatch.
+   */
   batchId: string;
   /** The lane plan: lanes run strictly in this order. */
   lanes: Lane[];
@@ -1213,7 +1385,7 @@ export const ToolCall: MessageFns<ToolCall> = {
 };
 
 function createBaseBatchOptions(): BatchOptions {
-  return { sequential: false, maxParallel: 0, stopOnError: false, timeout: undefined };
+  return { sequential: false, maxParallel: 0, stopOnError: false, timeout: undefined, detach: false };
 }
 
 export const BatchOptions: MessageFns<BatchOptions> = {
@@ -1229,6 +1401,9 @@ export const BatchOptions: MessageFns<BatchOptions> = {
     }
     if (message.timeout !== undefined) {
       Duration.encode(message.timeout, writer.uint32(34).fork()).join();
+    }
+    if (message.detach !== false) {
+      writer.uint32(40).bool(message.detach);
     }
     return writer;
   },
@@ -1278,6 +1453,14 @@ export const BatchOptions: MessageFns<BatchOptions> = {
             message.timeout = Duration.decode(reader, reader.uint32());
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.detach = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1304,6 +1487,7 @@ export const BatchOptions: MessageFns<BatchOptions> = {
         ? globalThis.Boolean(object.stop_on_error)
         : false,
       timeout: isSet(object.timeout) ? Duration.fromJSON(object.timeout) : undefined,
+      detach: isSet(object.detach) ? globalThis.Boolean(object.detach) : false,
     };
   },
 
@@ -1321,6 +1505,9 @@ export const BatchOptions: MessageFns<BatchOptions> = {
     if (message.timeout !== undefined) {
       obj.timeout = Duration.toJSON(message.timeout);
     }
+    if (message.detach !== false) {
+      obj.detach = message.detach;
+    }
     return obj;
   },
 
@@ -1335,6 +1522,7 @@ export const BatchOptions: MessageFns<BatchOptions> = {
     message.timeout = (object.timeout !== undefined && object.timeout !== null)
       ? Duration.fromPartial(object.timeout)
       : undefined;
+    message.detach = object.detach ?? false;
     return message;
   },
 };
@@ -1605,7 +1793,15 @@ export const CallToolResponse: MessageFns<CallToolResponse> = {
 };
 
 function createBaseExecuteBatchResponse(): ExecuteBatchResponse {
-  return { accepted: undefined, started: undefined, progress: undefined, result: undefined, finished: undefined };
+  return {
+    accepted: undefined,
+    started: undefined,
+    progress: undefined,
+    result: undefined,
+    finished: undefined,
+    awaitingApproval: undefined,
+    seq: 0,
+  };
 }
 
 export const ExecuteBatchResponse: MessageFns<ExecuteBatchResponse> = {
@@ -1624,6 +1820,12 @@ export const ExecuteBatchResponse: MessageFns<ExecuteBatchResponse> = {
     }
     if (message.finished !== undefined) {
       BatchFinished.encode(message.finished, writer.uint32(42).fork()).join();
+    }
+    if (message.awaitingApproval !== undefined) {
+      CallAwaitingApproval.encode(message.awaitingApproval, writer.uint32(50).fork()).join();
+    }
+    if (message.seq !== 0) {
+      writer.uint32(56).uint64(message.seq);
     }
     return writer;
   },
@@ -1681,6 +1883,22 @@ export const ExecuteBatchResponse: MessageFns<ExecuteBatchResponse> = {
             message.finished = BatchFinished.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.awaitingApproval = CallAwaitingApproval.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1700,6 +1918,12 @@ export const ExecuteBatchResponse: MessageFns<ExecuteBatchResponse> = {
       progress: isSet(object.progress) ? CallProgress.fromJSON(object.progress) : undefined,
       result: isSet(object.result) ? CallResult.fromJSON(object.result) : undefined,
       finished: isSet(object.finished) ? BatchFinished.fromJSON(object.finished) : undefined,
+      awaitingApproval: isSet(object.awaitingApproval)
+        ? CallAwaitingApproval.fromJSON(object.awaitingApproval)
+        : isSet(object.awaiting_approval)
+        ? CallAwaitingApproval.fromJSON(object.awaiting_approval)
+        : undefined,
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
     };
   },
 
@@ -1719,6 +1943,12 @@ export const ExecuteBatchResponse: MessageFns<ExecuteBatchResponse> = {
     }
     if (message.finished !== undefined) {
       obj.finished = BatchFinished.toJSON(message.finished);
+    }
+    if (message.awaitingApproval !== undefined) {
+      obj.awaitingApproval = CallAwaitingApproval.toJSON(message.awaitingApproval);
+    }
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
     }
     return obj;
   },
@@ -1743,6 +1973,794 @@ export const ExecuteBatchResponse: MessageFns<ExecuteBatchResponse> = {
     message.finished = (object.finished !== undefined && object.finished !== null)
       ? BatchFinished.fromPartial(object.finished)
       : undefined;
+    message.awaitingApproval = (object.awaitingApproval !== undefined && object.awaitingApproval !== null)
+      ? CallAwaitingApproval.fromPartial(object.awaitingApproval)
+      : undefined;
+    message.seq = object.seq ?? 0;
+    return message;
+  },
+};
+
+function createBaseCallAwaitingApproval(): CallAwaitingApproval {
+  return { callId: "", index: 0, toolName: "", arguments: "", reason: "" };
+}
+
+export const CallAwaitingApproval: MessageFns<CallAwaitingApproval> = {
+  encode(message: CallAwaitingApproval, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.callId !== "") {
+      writer.uint32(10).string(message.callId);
+    }
+    if (message.index !== 0) {
+      writer.uint32(16).uint32(message.index);
+    }
+    if (message.toolName !== "") {
+      writer.uint32(26).string(message.toolName);
+    }
+    if (message.arguments !== "") {
+      writer.uint32(34).string(message.arguments);
+    }
+    if (message.reason !== "") {
+      writer.uint32(42).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CallAwaitingApproval {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCallAwaitingApproval();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.callId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.index = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.toolName = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.arguments = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CallAwaitingApproval {
+    return {
+      callId: isSet(object.callId)
+        ? globalThis.String(object.callId)
+        : isSet(object.call_id)
+        ? globalThis.String(object.call_id)
+        : "",
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      toolName: isSet(object.toolName)
+        ? globalThis.String(object.toolName)
+        : isSet(object.tool_name)
+        ? globalThis.String(object.tool_name)
+        : "",
+      arguments: isSet(object.arguments) ? globalThis.String(object.arguments) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: CallAwaitingApproval): unknown {
+    const obj: any = {};
+    if (message.callId !== "") {
+      obj.callId = message.callId;
+    }
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.toolName !== "") {
+      obj.toolName = message.toolName;
+    }
+    if (message.arguments !== "") {
+      obj.arguments = message.arguments;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CallAwaitingApproval>, I>>(base?: I): CallAwaitingApproval {
+    return CallAwaitingApproval.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CallAwaitingApproval>, I>>(object: I): CallAwaitingApproval {
+    const message = createBaseCallAwaitingApproval();
+    message.callId = object.callId ?? "";
+    message.index = object.index ?? 0;
+    message.toolName = object.toolName ?? "";
+    message.arguments = object.arguments ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseAttachBatchRequest(): AttachBatchRequest {
+  return { batchId: "", afterSeq: 0 };
+}
+
+export const AttachBatchRequest: MessageFns<AttachBatchRequest> = {
+  encode(message: AttachBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.batchId !== "") {
+      writer.uint32(10).string(message.batchId);
+    }
+    if (message.afterSeq !== 0) {
+      writer.uint32(16).uint64(message.afterSeq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AttachBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAttachBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.batchId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.afterSeq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AttachBatchRequest {
+    return {
+      batchId: isSet(object.batchId)
+        ? globalThis.String(object.batchId)
+        : isSet(object.batch_id)
+        ? globalThis.String(object.batch_id)
+        : "",
+      afterSeq: isSet(object.afterSeq)
+        ? globalThis.Number(object.afterSeq)
+        : isSet(object.after_seq)
+        ? globalThis.Number(object.after_seq)
+        : 0,
+    };
+  },
+
+  toJSON(message: AttachBatchRequest): unknown {
+    const obj: any = {};
+    if (message.batchId !== "") {
+      obj.batchId = message.batchId;
+    }
+    if (message.afterSeq !== 0) {
+      obj.afterSeq = Math.round(message.afterSeq);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AttachBatchRequest>, I>>(base?: I): AttachBatchRequest {
+    return AttachBatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AttachBatchRequest>, I>>(object: I): AttachBatchRequest {
+    const message = createBaseAttachBatchRequest();
+    message.batchId = object.batchId ?? "";
+    message.afterSeq = object.afterSeq ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetBatchRequest(): GetBatchRequest {
+  return { batchId: "" };
+}
+
+export const GetBatchRequest: MessageFns<GetBatchRequest> = {
+  encode(message: GetBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.batchId !== "") {
+      writer.uint32(10).string(message.batchId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.batchId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetBatchRequest {
+    return {
+      batchId: isSet(object.batchId)
+        ? globalThis.String(object.batchId)
+        : isSet(object.batch_id)
+        ? globalThis.String(object.batch_id)
+        : "",
+    };
+  },
+
+  toJSON(message: GetBatchRequest): unknown {
+    const obj: any = {};
+    if (message.batchId !== "") {
+      obj.batchId = message.batchId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetBatchRequest>, I>>(base?: I): GetBatchRequest {
+    return GetBatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetBatchRequest>, I>>(object: I): GetBatchRequest {
+    const message = createBaseGetBatchRequest();
+    message.batchId = object.batchId ?? "";
+    return message;
+  },
+};
+
+function createBaseGetBatchResponse(): GetBatchResponse {
+  return { batchId: "", state: 0, results: [], finished: undefined, lastSeq: 0 };
+}
+
+export const GetBatchResponse: MessageFns<GetBatchResponse> = {
+  encode(message: GetBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.batchId !== "") {
+      writer.uint32(10).string(message.batchId);
+    }
+    if (message.state !== 0) {
+      writer.uint32(16).int32(message.state);
+    }
+    for (const v of message.results) {
+      CallResult.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.finished !== undefined) {
+      BatchFinished.encode(message.finished, writer.uint32(34).fork()).join();
+    }
+    if (message.lastSeq !== 0) {
+      writer.uint32(40).uint64(message.lastSeq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetBatchResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetBatchResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.batchId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.state = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.results.push(CallResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.finished = BatchFinished.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.lastSeq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetBatchResponse {
+    return {
+      batchId: isSet(object.batchId)
+        ? globalThis.String(object.batchId)
+        : isSet(object.batch_id)
+        ? globalThis.String(object.batch_id)
+        : "",
+      state: isSet(object.state) ? batchStateFromJSON(object.state) : 0,
+      results: globalThis.Array.isArray(object?.results) ? object.results.map((e: any) => CallResult.fromJSON(e)) : [],
+      finished: isSet(object.finished) ? BatchFinished.fromJSON(object.finished) : undefined,
+      lastSeq: isSet(object.lastSeq)
+        ? globalThis.Number(object.lastSeq)
+        : isSet(object.last_seq)
+        ? globalThis.Number(object.last_seq)
+        : 0,
+    };
+  },
+
+  toJSON(message: GetBatchResponse): unknown {
+    const obj: any = {};
+    if (message.batchId !== "") {
+      obj.batchId = message.batchId;
+    }
+    if (message.state !== 0) {
+      obj.state = batchStateToJSON(message.state);
+    }
+    if (message.results?.length) {
+      obj.results = message.results.map((e) => CallResult.toJSON(e));
+    }
+    if (message.finished !== undefined) {
+      obj.finished = BatchFinished.toJSON(message.finished);
+    }
+    if (message.lastSeq !== 0) {
+      obj.lastSeq = Math.round(message.lastSeq);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetBatchResponse>, I>>(base?: I): GetBatchResponse {
+    return GetBatchResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetBatchResponse>, I>>(object: I): GetBatchResponse {
+    const message = createBaseGetBatchResponse();
+    message.batchId = object.batchId ?? "";
+    message.state = object.state ?? 0;
+    message.results = object.results?.map((e) => CallResult.fromPartial(e)) || [];
+    message.finished = (object.finished !== undefined && object.finished !== null)
+      ? BatchFinished.fromPartial(object.finished)
+      : undefined;
+    message.lastSeq = object.lastSeq ?? 0;
+    return message;
+  },
+};
+
+function createBaseCancelBatchRequest(): CancelBatchRequest {
+  return { batchId: "", reason: "" };
+}
+
+export const CancelBatchRequest: MessageFns<CancelBatchRequest> = {
+  encode(message: CancelBatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.batchId !== "") {
+      writer.uint32(10).string(message.batchId);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelBatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelBatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.batchId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CancelBatchRequest {
+    return {
+      batchId: isSet(object.batchId)
+        ? globalThis.String(object.batchId)
+        : isSet(object.batch_id)
+        ? globalThis.String(object.batch_id)
+        : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: CancelBatchRequest): unknown {
+    const obj: any = {};
+    if (message.batchId !== "") {
+      obj.batchId = message.batchId;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CancelBatchRequest>, I>>(base?: I): CancelBatchRequest {
+    return CancelBatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CancelBatchRequest>, I>>(object: I): CancelBatchRequest {
+    const message = createBaseCancelBatchRequest();
+    message.batchId = object.batchId ?? "";
+    message.reason = object.reason ?? "";
+    return message;
+  },
+};
+
+function createBaseCancelBatchResponse(): CancelBatchResponse {
+  return {};
+}
+
+export const CancelBatchResponse: MessageFns<CancelBatchResponse> = {
+  encode(_: CancelBatchResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelBatchResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelBatchResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): CancelBatchResponse {
+    return {};
+  },
+
+  toJSON(_: CancelBatchResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CancelBatchResponse>, I>>(base?: I): CancelBatchResponse {
+    return CancelBatchResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CancelBatchResponse>, I>>(_: I): CancelBatchResponse {
+    const message = createBaseCancelBatchResponse();
+    return message;
+  },
+};
+
+function createBaseResolveApprovalRequest(): ResolveApprovalRequest {
+  return { batchId: "", callId: "", approved: false, message: "", approver: "" };
+}
+
+export const ResolveApprovalRequest: MessageFns<ResolveApprovalRequest> = {
+  encode(message: ResolveApprovalRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.batchId !== "") {
+      writer.uint32(10).string(message.batchId);
+    }
+    if (message.callId !== "") {
+      writer.uint32(18).string(message.callId);
+    }
+    if (message.approved !== false) {
+      writer.uint32(24).bool(message.approved);
+    }
+    if (message.message !== "") {
+      writer.uint32(34).string(message.message);
+    }
+    if (message.approver !== "") {
+      writer.uint32(42).string(message.approver);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolveApprovalRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolveApprovalRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.batchId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.callId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.approved = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.approver = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ResolveApprovalRequest {
+    return {
+      batchId: isSet(object.batchId)
+        ? globalThis.String(object.batchId)
+        : isSet(object.batch_id)
+        ? globalThis.String(object.batch_id)
+        : "",
+      callId: isSet(object.callId)
+        ? globalThis.String(object.callId)
+        : isSet(object.call_id)
+        ? globalThis.String(object.call_id)
+        : "",
+      approved: isSet(object.approved) ? globalThis.Boolean(object.approved) : false,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      approver: isSet(object.approver) ? globalThis.String(object.approver) : "",
+    };
+  },
+
+  toJSON(message: ResolveApprovalRequest): unknown {
+    const obj: any = {};
+    if (message.batchId !== "") {
+      obj.batchId = message.batchId;
+    }
+    if (message.callId !== "") {
+      obj.callId = message.callId;
+    }
+    if (message.approved !== false) {
+      obj.approved = message.approved;
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.approver !== "") {
+      obj.approver = message.approver;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResolveApprovalRequest>, I>>(base?: I): ResolveApprovalRequest {
+    return ResolveApprovalRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolveApprovalRequest>, I>>(object: I): ResolveApprovalRequest {
+    const message = createBaseResolveApprovalRequest();
+    message.batchId = object.batchId ?? "";
+    message.callId = object.callId ?? "";
+    message.approved = object.approved ?? false;
+    message.message = object.message ?? "";
+    message.approver = object.approver ?? "";
+    return message;
+  },
+};
+
+function createBaseResolveApprovalResponse(): ResolveApprovalResponse {
+  return {};
+}
+
+export const ResolveApprovalResponse: MessageFns<ResolveApprovalResponse> = {
+  encode(_: ResolveApprovalResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ResolveApprovalResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseResolveApprovalResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): ResolveApprovalResponse {
+    return {};
+  },
+
+  toJSON(_: ResolveApprovalResponse): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ResolveApprovalResponse>, I>>(base?: I): ResolveApprovalResponse {
+    return ResolveApprovalResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ResolveApprovalResponse>, I>>(_: I): ResolveApprovalResponse {
+    const message = createBaseResolveApprovalResponse();
     return message;
   },
 };
@@ -2940,7 +3958,8 @@ export const ToolServiceService = {
    * CallStarted and any CallProgress when the call runs), and ends with
    * BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
    * anything runs; everything that goes wrong with a single call is reported
-   * in that call's CallResult.
+   * in that call's CallResult. Its events are AttachBatch's too.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    */
   executeBatch: {
     path: "/toolwire.v1.ToolService/ExecuteBatch" as const,
@@ -2985,6 +4004,74 @@ export const ToolServiceService = {
     responseSerialize: (value: WatchToolsResponse): Buffer => Buffer.from(WatchToolsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): WatchToolsResponse => WatchToolsResponse.decode(value),
   },
+  /**
+   * AttachBatch streams the events of a detached batch (BatchOptions.detach)
+   * numbered after after_seq (all of them for 0), then its live events until
+   * BatchFinished. It works while the batch runs and for the server's
+   * batch_ttl after it finished, on any replica sharing the store that holds
+   * the batch's events. A batch that is unknown, expired, not detached, or
+   * another caller's is NOT_FOUND. Ending the stream only detaches this
+   * reader: the batch runs on.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   */
+  attachBatch: {
+    path: "/toolwire.v1.ToolService/AttachBatch" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: AttachBatchRequest): Buffer => Buffer.from(AttachBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AttachBatchRequest => AttachBatchRequest.decode(value),
+    responseSerialize: (value: ExecuteBatchResponse): Buffer =>
+      Buffer.from(ExecuteBatchResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ExecuteBatchResponse => ExecuteBatchResponse.decode(value),
+  },
+  /**
+   * GetBatch returns a detached batch's state and the results of its calls
+   * that have ended, for clients that poll rather than stream. NOT_FOUND as
+   * for AttachBatch.
+   */
+  getBatch: {
+    path: "/toolwire.v1.ToolService/GetBatch" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetBatchRequest): Buffer => Buffer.from(GetBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetBatchRequest => GetBatchRequest.decode(value),
+    responseSerialize: (value: GetBatchResponse): Buffer => Buffer.from(GetBatchResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetBatchResponse => GetBatchResponse.decode(value),
+  },
+  /**
+   * CancelBatch cancels a running batch of the caller's, from any replica
+   * sharing the store: its calls that have not ended get CANCELLED results
+   * and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+   * unknown, has ended, or is another caller's.
+   */
+  cancelBatch: {
+    path: "/toolwire.v1.ToolService/CancelBatch" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CancelBatchRequest): Buffer => Buffer.from(CancelBatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CancelBatchRequest => CancelBatchRequest.decode(value),
+    responseSerialize: (value: CancelBatchResponse): Buffer => Buffer.from(CancelBatchResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CancelBatchResponse => CancelBatchResponse.decode(value),
+  },
+  /**
+   * ResolveApproval approves or denies a call held for approval
+   * (CallAwaitingApproval), from any replica sharing the store. A denied call
+   * gets a DENIED result whose text is the message. It needs the approve
+   * permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+   * that is not waiting.
+   */
+  resolveApproval: {
+    path: "/toolwire.v1.ToolService/ResolveApproval" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ResolveApprovalRequest): Buffer =>
+      Buffer.from(ResolveApprovalRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ResolveApprovalRequest => ResolveApprovalRequest.decode(value),
+    responseSerialize: (value: ResolveApprovalResponse): Buffer =>
+      Buffer.from(ResolveApprovalResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ResolveApprovalResponse => ResolveApprovalResponse.decode(value),
+  },
 } as const;
 
 export interface ToolServiceServer extends UntypedServiceImplementation {
@@ -2999,7 +4086,8 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
    * CallStarted and any CallProgress when the call runs), and ends with
    * BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
    * anything runs; everything that goes wrong with a single call is reported
-   * in that call's CallResult.
+   * in that call's CallResult. Its events are AttachBatch's too.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    */
   executeBatch: handleServerStreamingCall<ExecuteBatchRequest, ExecuteBatchResponse>;
   /**
@@ -3019,6 +4107,39 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
    * polling.
    */
   watchTools: handleServerStreamingCall<WatchToolsRequest, WatchToolsResponse>;
+  /**
+   * AttachBatch streams the events of a detached batch (BatchOptions.detach)
+   * numbered after after_seq (all of them for 0), then its live events until
+   * BatchFinished. It works while the batch runs and for the server's
+   * batch_ttl after it finished, on any replica sharing the store that holds
+   * the batch's events. A batch that is unknown, expired, not detached, or
+   * another caller's is NOT_FOUND. Ending the stream only detaches this
+   * reader: the batch runs on.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   */
+  attachBatch: handleServerStreamingCall<AttachBatchRequest, ExecuteBatchResponse>;
+  /**
+   * GetBatch returns a detached batch's state and the results of its calls
+   * that have ended, for clients that poll rather than stream. NOT_FOUND as
+   * for AttachBatch.
+   */
+  getBatch: handleUnaryCall<GetBatchRequest, GetBatchResponse>;
+  /**
+   * CancelBatch cancels a running batch of the caller's, from any replica
+   * sharing the store: its calls that have not ended get CANCELLED results
+   * and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+   * unknown, has ended, or is another caller's.
+   */
+  cancelBatch: handleUnaryCall<CancelBatchRequest, CancelBatchResponse>;
+  /**
+   * ResolveApproval approves or denies a call held for approval
+   * (CallAwaitingApproval), from any replica sharing the store. A denied call
+   * gets a DENIED result whose text is the message. It needs the approve
+   * permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+   * that is not waiting.
+   */
+  resolveApproval: handleUnaryCall<ResolveApprovalRequest, ResolveApprovalResponse>;
 }
 
 export interface ToolServiceClient extends Client {
@@ -3047,7 +4168,8 @@ export interface ToolServiceClient extends Client {
    * CallStarted and any CallProgress when the call runs), and ends with
    * BatchFinished. A malformed batch is rejected with INVALID_ARGUMENT before
    * anything runs; everything that goes wrong with a single call is reported
-   * in that call's CallResult.
+   * in that call's CallResult. Its events are AttachBatch's too.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
    */
   executeBatch(
     request: ExecuteBatchRequest,
@@ -3094,6 +4216,86 @@ export interface ToolServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<WatchToolsResponse>;
+  /**
+   * AttachBatch streams the events of a detached batch (BatchOptions.detach)
+   * numbered after after_seq (all of them for 0), then its live events until
+   * BatchFinished. It works while the batch runs and for the server's
+   * batch_ttl after it finished, on any replica sharing the store that holds
+   * the batch's events. A batch that is unknown, expired, not detached, or
+   * another caller's is NOT_FOUND. Ending the stream only detaches this
+   * reader: the batch runs on.
+   * buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+   * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
+   */
+  attachBatch(request: AttachBatchRequest, options?: Partial<CallOptions>): ClientReadableStream<ExecuteBatchResponse>;
+  attachBatch(
+    request: AttachBatchRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ExecuteBatchResponse>;
+  /**
+   * GetBatch returns a detached batch's state and the results of its calls
+   * that have ended, for clients that poll rather than stream. NOT_FOUND as
+   * for AttachBatch.
+   */
+  getBatch(
+    request: GetBatchRequest,
+    callback: (error: ServiceError | null, response: GetBatchResponse) => void,
+  ): ClientUnaryCall;
+  getBatch(
+    request: GetBatchRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: GetBatchResponse) => void,
+  ): ClientUnaryCall;
+  getBatch(
+    request: GetBatchRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: GetBatchResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * CancelBatch cancels a running batch of the caller's, from any replica
+   * sharing the store: its calls that have not ended get CANCELLED results
+   * and the batch ends with BatchFinished. NOT_FOUND for a batch that is
+   * unknown, has ended, or is another caller's.
+   */
+  cancelBatch(
+    request: CancelBatchRequest,
+    callback: (error: ServiceError | null, response: CancelBatchResponse) => void,
+  ): ClientUnaryCall;
+  cancelBatch(
+    request: CancelBatchRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CancelBatchResponse) => void,
+  ): ClientUnaryCall;
+  cancelBatch(
+    request: CancelBatchRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CancelBatchResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * ResolveApproval approves or denies a call held for approval
+   * (CallAwaitingApproval), from any replica sharing the store. A denied call
+   * gets a DENIED result whose text is the message. It needs the approve
+   * permission; PERMISSION_DENIED without it, NOT_FOUND for a batch or call
+   * that is not waiting.
+   */
+  resolveApproval(
+    request: ResolveApprovalRequest,
+    callback: (error: ServiceError | null, response: ResolveApprovalResponse) => void,
+  ): ClientUnaryCall;
+  resolveApproval(
+    request: ResolveApprovalRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ResolveApprovalResponse) => void,
+  ): ClientUnaryCall;
+  resolveApproval(
+    request: ResolveApprovalRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ResolveApprovalResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const ToolServiceClient = makeGenericClientConstructor(

@@ -1,0 +1,266 @@
+package bolt
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"iter"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/internal/record"
+	bbolt "go.etcd.io/bbolt"
+)
+
+// An event log is a bucket of its own inside logsBucket, named by the log:
+// its state under metaKey, its entries under their index (8 bytes, big
+// endian), so they sort in order. Readers wait on in-process waiters: the
+// file is one process's, so nobody else appends.
+var (
+	logsBucket = []byte("eventlog")
+	metaKey    = []byte("m")
+)
+
+// DefaultMaxLogEntries bounds each event log of a store whose Options leave
+// MaxLogEntries unset.
+const DefaultMaxLogEntries = 100_000
+
+func entryKey(i uint64) []byte {
+	var k [8]byte
+	binary.BigEndian.PutUint64(k[:], i)
+	return k[:]
+}
+
+// readLog returns the live log in b (nil when b is nil or it has expired).
+func readLog(b *bbolt.Bucket, now time.Time) (*record.Log, error) {
+	if b == nil {
+		return nil, nil
+	}
+	var l record.Log
+	if err := json.Unmarshal(b.Get(metaKey), &l); err != nil {
+		return nil, err
+	}
+	if l.Expired(now) {
+		return nil, nil
+	}
+	return &l, nil
+}
+
+func writeLog(b *bbolt.Bucket, l *record.Log) error {
+	v, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return b.Put(metaKey, v)
+}
+
+// Open implements store.EventLog.
+func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		logs := tx.Bucket(logsBucket)
+		now := time.Now()
+		l, err := readLog(logs.Bucket([]byte(name)), now)
+		if err != nil {
+			return err
+		}
+		if l != nil {
+			return store.ErrLogExists
+		}
+		_ = logs.DeleteBucket([]byte(name)) // an expired log of that name
+		b, err := logs.CreateBucket([]byte(name))
+		if err != nil {
+			return err
+		}
+		return writeLog(b, record.NewLog(owner, now, lease, ttl))
+	})
+}
+
+// update runs fn on owner's writable log name and writes its state back.
+func (s *Store) updateLog(name, owner string, fn func(b *bbolt.Bucket, l *record.Log, now time.Time) error) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(logsBucket).Bucket([]byte(name))
+		now := time.Now()
+		l, err := readLog(b, now)
+		switch {
+		case err != nil:
+			return err
+		case l == nil:
+			return store.ErrLogNotFound
+		case !l.Writable(owner):
+			return store.ErrLeaseLost
+		}
+		if err := fn(b, l, now); err != nil {
+			return err
+		}
+		return writeLog(b, l)
+	})
+}
+
+// Append implements store.EventLog.
+func (s *Store) Append(_ context.Context, name, owner string, data []byte) (uint64, error) {
+	var i uint64
+	err := s.updateLog(name, owner, func(b *bbolt.Bucket, l *record.Log, _ time.Time) error {
+		var drop int
+		i, drop = l.Append(s.maxLog)
+		for k := range drop {
+			if err := b.Delete(entryKey(l.First - uint64(drop) + uint64(k))); err != nil {
+				return err
+			}
+		}
+		return b.Put(entryKey(i), data)
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.logWaiters.Wake(name)
+	return i, nil
+}
+
+// After implements store.EventLog. It reads the entries in one read
+// transaction, then yields them.
+func (s *Store) After(_ context.Context, name string, index uint64) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		var entries []store.Entry
+		err := s.db.View(func(tx *bbolt.Tx) error {
+			b := tx.Bucket(logsBucket).Bucket([]byte(name))
+			l, err := readLog(b, time.Now())
+			switch {
+			case err != nil:
+				return err
+			case l == nil:
+				return store.ErrLogNotFound
+			case index >= l.Last:
+				return nil
+			case index+1 < l.First:
+				return store.ErrDropped
+			}
+			c := b.Cursor()
+			for k, v := c.Seek(entryKey(index + 1)); k != nil && len(k) == 8; k, v = c.Next() {
+				entries = append(entries, store.Entry{Index: binary.BigEndian.Uint64(k), Data: append([]byte(nil), v...)})
+			}
+			return nil
+		})
+		if err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+// WaitLog implements store.EventLog.
+func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
+	woken := s.logWaiters.Chan(name)
+	var next time.Time
+	ready := false
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		now := time.Now()
+		l, err := readLog(tx.Bucket(logsBucket).Bucket([]byte(name)), now)
+		if err != nil || l == nil || l.Last > index || l.Finished {
+			ready = true
+			return err
+		}
+		next = l.Next()
+		if !l.Owned(now) {
+			next = time.Unix(0, l.Expires)
+		}
+		return nil
+	})
+	if err != nil || ready {
+		return err
+	}
+	return record.Wait(ctx, woken, next)
+}
+
+// RenewLog implements store.EventLog.
+func (s *Store) RenewLog(_ context.Context, name, owner string, lease time.Duration) error {
+	return s.updateLog(name, owner, func(_ *bbolt.Bucket, l *record.Log, now time.Time) error {
+		l.Lease(now, lease)
+		return nil
+	})
+}
+
+// TakeOver implements store.EventLog.
+func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Duration) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket(logsBucket).Bucket([]byte(name))
+		now := time.Now()
+		l, err := readLog(b, now)
+		switch {
+		case err != nil:
+			return err
+		case l == nil:
+			return store.ErrLogNotFound
+		case l.Finished || l.Owned(now):
+			return store.ErrLeaseLost
+		}
+		l.Owner = owner
+		l.Lease(now, lease)
+		return writeLog(b, l)
+	})
+}
+
+// Finish implements store.EventLog.
+func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration) error {
+	err := s.updateLog(name, owner, func(_ *bbolt.Bucket, l *record.Log, now time.Time) error {
+		l.Finish(now, ttl)
+		return nil
+	})
+	if err == nil {
+		s.logWaiters.Wake(name)
+	}
+	return err
+}
+
+// Stat implements store.EventLog.
+func (s *Store) Stat(_ context.Context, name string) (store.LogInfo, error) {
+	var info store.LogInfo
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		now := time.Now()
+		l, err := readLog(tx.Bucket(logsBucket).Bucket([]byte(name)), now)
+		switch {
+		case err != nil:
+			return err
+		case l == nil:
+			return store.ErrLogNotFound
+		}
+		info = store.LogInfo{Last: l.Last, Finished: l.Finished, Owned: l.Owned(now)}
+		return nil
+	})
+	return info, err
+}
+
+// sweepLogs deletes the expired event logs.
+func sweepLogs(tx *bbolt.Tx, now time.Time) error {
+	logs := tx.Bucket(logsBucket)
+	var dead [][]byte
+	err := logs.ForEachBucket(func(k []byte) error {
+		l, err := readLog(logs.Bucket(k), now)
+		if err != nil || l == nil {
+			dead = append(dead, append([]byte(nil), k...))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range dead {
+		if err := logs.DeleteBucket(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Logs returns how many event logs the file holds, expired ones included
+// until they are swept.
+func (s *Store) Logs() (n int, err error) {
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(logsBucket).ForEachBucket(func([]byte) error { n++; return nil })
+	})
+	return n, err
+}

@@ -1,0 +1,254 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/store"
+)
+
+// An event log is a Redis stream of its entries (XADD with the entry's
+// index as its ID, "i-0", trimmed to MaxLogEntries), a hash of its state
+// (owner, last, finished, ttl) and a lease key that Redis expires itself,
+// as an idempotency record's: liveness is judged by the server's clock.
+// The three share a hash tag. Readers wait with XREAD BLOCK, so an entry
+// appended on one replica reaches a reader on another at once; finishing
+// and a lost lease are seen when the block times out (at most a second).
+
+// DefaultMaxLogEntries bounds each event log of a store whose Options leave
+// MaxLogEntries unset.
+const DefaultMaxLogEntries = 100_000
+
+// logKeys returns the log's stream, state and lease keys.
+func (s *Store) logKeys(name string) []string {
+	k := s.prefix + "log:{" + name + "}"
+	return []string{k, k + ":m", k + ":lease"}
+}
+
+// openLogScript: ARGV owner, lease ms, ttl ms. 0: exists.
+var openLogScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'last', 0, 'finished', 0, 'ttl', ARGV[3])
+redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[3]))
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+return 1
+`)
+
+// ownedLog starts the scripts only the log's owner may run: -1 when the
+// log does not exist, -2 when it is finished or another's. A lease that
+// ran out without a takeover still counts: nobody else has written.
+const ownedLog = `
+local m = redis.call('HMGET', KEYS[2], 'owner', 'finished', 'ttl')
+if not m[1] then return -1 end
+if m[1] ~= ARGV[1] or m[2] ~= '0' then return -2 end
+local ttl = tonumber(m[3])
+local function expire(ms)
+  redis.call('PEXPIRE', KEYS[2], ms)
+  if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ms) end
+end
+`
+
+// appendLogScript: ARGV owner, data, max entries. Returns the index.
+var appendLogScript = goredis.NewScript(ownedLog + `
+local i = redis.call('HINCRBY', KEYS[2], 'last', 1)
+redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[3], i .. '-0', 'd', ARGV[2])
+local pt = redis.call('PTTL', KEYS[2])
+if pt > 0 then redis.call('PEXPIRE', KEYS[1], pt) end
+return i
+`)
+
+// renewLogScript: ARGV owner, lease ms.
+var renewLogScript = goredis.NewScript(ownedLog + `
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+expire(tonumber(ARGV[2]) + ttl)
+return 1
+`)
+
+// finishLogScript: ARGV owner, ttl ms.
+var finishLogScript = goredis.NewScript(ownedLog + `
+redis.call('HSET', KEYS[2], 'finished', 1)
+redis.call('DEL', KEYS[3])
+expire(tonumber(ARGV[2]))
+return 1
+`)
+
+// takeOverScript: ARGV owner, lease ms. -1: no log; -2: finished or owned.
+var takeOverScript = goredis.NewScript(`
+local m = redis.call('HMGET', KEYS[2], 'finished', 'ttl')
+if not m[1] then return -1 end
+if m[1] ~= '0' or redis.call('EXISTS', KEYS[3]) == 1 then return -2 end
+redis.call('HSET', KEYS[2], 'owner', ARGV[1])
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+local ms = tonumber(ARGV[2]) + tonumber(m[2])
+redis.call('PEXPIRE', KEYS[2], ms)
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ms) end
+return 1
+`)
+
+// statScript: {last, finished, lease live}, or false when there is no log.
+var statScript = goredis.NewScript(`
+local m = redis.call('HMGET', KEYS[2], 'last', 'finished')
+if not m[1] then return false end
+return {tonumber(m[1]), tonumber(m[2]), redis.call('EXISTS', KEYS[3])}
+`)
+
+// logResult maps an owner script's answer to the contract's errors.
+func logResult(what string, n int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("redis store: %s: %w", what, err)
+	case n == -1:
+		return store.ErrLogNotFound
+	case n == -2:
+		return store.ErrLeaseLost
+	}
+	return nil
+}
+
+// Open implements store.EventLog.
+func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Duration) error {
+	n, err := openLogScript.Run(ctx, s.c, s.logKeys(name), owner, ms(lease), ms(ttl)).Int64()
+	if err != nil {
+		return fmt.Errorf("redis store: open log: %w", err)
+	}
+	if n == 0 {
+		return store.ErrLogExists
+	}
+	return nil
+}
+
+// Append implements store.EventLog.
+func (s *Store) Append(ctx context.Context, name, owner string, data []byte) (uint64, error) {
+	n, err := appendLogScript.Run(ctx, s.c, s.logKeys(name), owner, data, s.maxLog).Int64()
+	if err := logResult("append", n, err); err != nil {
+		return 0, err
+	}
+	return uint64(n), nil
+}
+
+// RenewLog implements store.EventLog.
+func (s *Store) RenewLog(ctx context.Context, name, owner string, lease time.Duration) error {
+	n, err := renewLogScript.Run(ctx, s.c, s.logKeys(name), owner, ms(lease)).Int64()
+	return logResult("renew log", n, err)
+}
+
+// TakeOver implements store.EventLog.
+func (s *Store) TakeOver(ctx context.Context, name, owner string, lease time.Duration) error {
+	n, err := takeOverScript.Run(ctx, s.c, s.logKeys(name), owner, ms(lease)).Int64()
+	return logResult("take over log", n, err)
+}
+
+// Finish implements store.EventLog.
+func (s *Store) Finish(ctx context.Context, name, owner string, ttl time.Duration) error {
+	n, err := finishLogScript.Run(ctx, s.c, s.logKeys(name), owner, ms(ttl)).Int64()
+	return logResult("finish log", n, err)
+}
+
+// Stat implements store.EventLog.
+func (s *Store) Stat(ctx context.Context, name string) (store.LogInfo, error) {
+	v, err := statScript.Run(ctx, s.c, s.logKeys(name)).Int64Slice()
+	if errors.Is(err, goredis.Nil) {
+		return store.LogInfo{}, store.ErrLogNotFound
+	}
+	if err != nil {
+		return store.LogInfo{}, fmt.Errorf("redis store: stat log: %w", err)
+	}
+	finished := v[1] == 1
+	return store.LogInfo{Last: uint64(v[0]), Finished: finished, Owned: !finished && v[2] == 1}, nil
+}
+
+// afterPage is how many entries After reads per XRANGE.
+const afterPage = 256
+
+// After implements store.EventLog: it reads the entries up to the last one
+// appended when it is called, a page at a time.
+func (s *Store) After(ctx context.Context, name string, index uint64) iter.Seq2[store.Entry, error] {
+	return func(yield func(store.Entry, error) bool) {
+		info, err := s.Stat(ctx, name)
+		if err != nil {
+			yield(store.Entry{}, err)
+			return
+		}
+		key := s.logKeys(name)[0]
+		for next := index + 1; next <= info.Last; {
+			msgs, err := s.c.XRangeN(ctx, key, strconv.FormatUint(next, 10)+"-0", strconv.FormatUint(info.Last, 10)+"-0", afterPage).Result()
+			if err != nil {
+				yield(store.Entry{}, fmt.Errorf("redis store: read log: %w", err))
+				return
+			}
+			if len(msgs) == 0 {
+				// Trimmed (or, racing its expiry, gone): the entries after
+				// index are not all there.
+				yield(store.Entry{}, store.ErrDropped)
+				return
+			}
+			for _, m := range msgs {
+				i, err := entryIndex(m.ID)
+				if err != nil {
+					yield(store.Entry{}, err)
+					return
+				}
+				if i != next {
+					yield(store.Entry{}, store.ErrDropped)
+					return
+				}
+				d, _ := m.Values["d"].(string)
+				if !yield(store.Entry{Index: i, Data: []byte(d)}, nil) {
+					return
+				}
+				next++
+			}
+		}
+	}
+}
+
+// entryIndex is the index an entry's stream ID ("i-0") carries.
+func entryIndex(id string) (uint64, error) {
+	ms, _, _ := strings.Cut(id, "-")
+	i, err := strconv.ParseUint(ms, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("redis store: a log entry with ID %q", id)
+	}
+	return i, nil
+}
+
+// maxBlock bounds one XREAD BLOCK of WaitLog, so that a finished log, a
+// lost owner or a done context is seen within it.
+const maxBlock = time.Second
+
+// WaitLog implements store.EventLog.
+func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
+	info, err := s.Stat(ctx, name)
+	if err != nil || info.Last > index || info.Finished || !info.Owned {
+		if errors.Is(err, store.ErrLogNotFound) {
+			return nil // After says so
+		}
+		return err
+	}
+	block := maxBlock
+	if dl, ok := ctx.Deadline(); ok {
+		block = min(block, time.Until(dl))
+	}
+	if block < time.Millisecond {
+		return ctx.Err()
+	}
+	_, err = s.c.XRead(ctx, &goredis.XReadArgs{
+		Streams: []string{s.logKeys(name)[0], strconv.FormatUint(index, 10) + "-0"},
+		Count:   1,
+		Block:   block,
+	}).Result()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err == nil, errors.Is(err, goredis.Nil):
+		return nil
+	}
+	return fmt.Errorf("redis store: wait for log: %w", err)
+}

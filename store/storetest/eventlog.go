@@ -1,0 +1,258 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+)
+
+// EventLog runs the event logs' contract against stores made by open, one
+// per subtest; open should register their Close with t.Cleanup.
+func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ...Option) {
+	c := newConfig(opts)
+	ctx := context.Background()
+	after := func(t *testing.T, s S, name string, index uint64) ([]store.Entry, error) {
+		t.Helper()
+		var got []store.Entry
+		for e, err := range s.After(ctx, name, index) {
+			if err != nil {
+				return got, err
+			}
+			got = append(got, e)
+		}
+		return got, nil
+	}
+	appendN := func(t *testing.T, s S, name, owner string, from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			idx, err := s.Append(ctx, name, owner, []byte(fmt.Sprint("e", i)))
+			if err != nil {
+				t.Fatalf("Append %d: %v", i, err)
+			}
+			if idx != uint64(i) {
+				t.Fatalf("Append %d got index %d", i, idx)
+			}
+		}
+	}
+	isErr := func(t *testing.T, what string, err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Fatalf("%s = %v, want %v", what, err, want)
+		}
+	}
+
+	t.Run("AppendThenAfter", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		appendN(t, s, "l", "a", 1, 3)
+		for _, from := range []uint64{0, 1, 2, 3, 7} {
+			got, err := after(t, s, "l", from)
+			must(t, err)
+			want := max(0, 3-int(from))
+			if len(got) != want {
+				t.Fatalf("After(%d) yielded %d entries, want %d", from, len(got), want)
+			}
+			for k, e := range got {
+				if e.Index != from+1+uint64(k) || string(e.Data) != fmt.Sprint("e", e.Index) {
+					t.Fatalf("After(%d)[%d] = %d %q", from, k, e.Index, e.Data)
+				}
+			}
+		}
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if info != (store.LogInfo{Last: 3, Owned: true}) {
+			t.Fatalf("Stat = %+v", info)
+		}
+	})
+
+	t.Run("AfterStopsWhenTold", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		appendN(t, s, "l", "a", 1, 5)
+		n := 0
+		for _, err := range s.After(ctx, "l", 0) {
+			must(t, err)
+			if n++; n == 2 {
+				break
+			}
+		}
+	})
+
+	t.Run("OpenTwice", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		isErr(t, "a second Open", s.Open(ctx, "l", "b", long, long), store.ErrLogExists)
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		s := open(t)
+		_, err := after(t, s, "none", 0)
+		isErr(t, "After of no log", err, store.ErrLogNotFound)
+		_, err = s.Stat(ctx, "none")
+		isErr(t, "Stat of no log", err, store.ErrLogNotFound)
+		_, err = s.Append(ctx, "none", "a", []byte("x"))
+		isErr(t, "Append to no log", err, store.ErrLogNotFound)
+	})
+
+	t.Run("OnlyTheOwnerWrites", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		_, err := s.Append(ctx, "l", "b", []byte("x"))
+		isErr(t, "Append by another owner", err, store.ErrLeaseLost)
+		isErr(t, "RenewLog by another owner", s.RenewLog(ctx, "l", "b", long), store.ErrLeaseLost)
+		isErr(t, "Finish by another owner", s.Finish(ctx, "l", "b", long), store.ErrLeaseLost)
+		isErr(t, "TakeOver of a live lease", s.TakeOver(ctx, "l", "b", long), store.ErrLeaseLost)
+	})
+
+	t.Run("FinishedThenExpired", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		appendN(t, s, "l", "a", 1, 2)
+		must(t, s.Finish(ctx, "l", "a", short))
+		_, err := s.Append(ctx, "l", "a", []byte("x"))
+		isErr(t, "Append after Finish", err, store.ErrLeaseLost)
+		isErr(t, "TakeOver of a finished log", s.TakeOver(ctx, "l", "b", long), store.ErrLeaseLost)
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if info != (store.LogInfo{Last: 2, Finished: true}) {
+			t.Fatalf("Stat after Finish = %+v", info)
+		}
+		got, err := after(t, s, "l", 0)
+		must(t, err)
+		if len(got) != 2 {
+			t.Fatalf("After(0) of a finished log yielded %d entries, want 2", len(got))
+		}
+		c.advance(3 * short)
+		_, err = s.Stat(ctx, "l")
+		isErr(t, "Stat after the TTL", err, store.ErrLogNotFound)
+		_, err = after(t, s, "l", 0)
+		isErr(t, "After after the TTL", err, store.ErrLogNotFound)
+		must(t, s.Open(ctx, "l", "c", long, long)) // the name is free again
+	})
+
+	t.Run("LostOwnerIsTakenOver", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", short, long))
+		appendN(t, s, "l", "a", 1, 1)
+		c.advance(3 * short)
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if info.Owned || info.Finished || info.Last != 1 {
+			t.Fatalf("Stat after the lease = %+v, want unowned, unfinished, last 1", info)
+		}
+		// Replicas race to take it over: exactly one wins.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var won []string
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := fmt.Sprint("r", i)
+				if err := s.TakeOver(ctx, "l", owner, long); err == nil {
+					mu.Lock()
+					won = append(won, owner)
+					mu.Unlock()
+				} else if !errors.Is(err, store.ErrLeaseLost) {
+					t.Errorf("TakeOver: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(won) != 1 {
+			t.Fatalf("%d owners took the log over (%v), want 1", len(won), won)
+		}
+		_, err = s.Append(ctx, "l", "a", []byte("x"))
+		isErr(t, "Append by the lost owner", err, store.ErrLeaseLost)
+		appendN(t, s, "l", won[0], 2, 1)
+		must(t, s.Finish(ctx, "l", won[0], long))
+	})
+
+	t.Run("RenewKeepsItOwned", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", 2*short, long))
+		for range 3 {
+			c.advance(short)
+			must(t, s.RenewLog(ctx, "l", "a", 2*short))
+		}
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if !info.Owned {
+			t.Fatalf("Stat after renewals = %+v, want owned", info)
+		}
+	})
+
+	t.Run("UnfinishedLogOfADeadOwnerExpires", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", short, short))
+		appendN(t, s, "l", "a", 1, 1)
+		c.advance(5 * short)
+		_, err := s.Stat(ctx, "l")
+		isErr(t, "Stat after lease and TTL", err, store.ErrLogNotFound)
+	})
+
+	t.Run("WaitWakesOnAppend", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		appendN(t, s, "l", "a", 1, 1)
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		// Wait may return early: look again until the entry is there.
+		done := make(chan error, 1)
+		go func() {
+			for {
+				if err := s.WaitLog(wctx, "l", 1); err != nil {
+					done <- err
+					return
+				}
+				info, err := s.Stat(wctx, "l")
+				if err != nil || info.Last > 1 {
+					done <- err
+					return
+				}
+			}
+		}()
+		appendN(t, s, "l", "a", 2, 1)
+		must(t, <-done)
+		// An entry already there: Wait returns at once.
+		must(t, s.WaitLog(wctx, "l", 0))
+	})
+
+	t.Run("WaitEndsWithContext", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		wctx, cancel := context.WithCancel(ctx)
+		cancel()
+		for {
+			// It may return nil early; a done context ends it with its error.
+			if err := s.WaitLog(wctx, "l", 0); err != nil {
+				isErr(t, "WaitLog with a cancelled context", err, context.Canceled)
+				return
+			}
+		}
+	})
+
+	if c.maxEntries > 0 {
+		t.Run("Dropped", func(t *testing.T) {
+			s := open(t)
+			must(t, s.Open(ctx, "l", "a", long, long))
+			n := c.maxEntries + 3
+			appendN(t, s, "l", "a", 1, n)
+			got, err := after(t, s, "l", 0)
+			isErr(t, "After(0) past the bound", err, store.ErrDropped)
+			if len(got) != 0 {
+				t.Fatalf("After(0) yielded %d entries before ErrDropped, want none", len(got))
+			}
+			got, err = after(t, s, "l", 3)
+			must(t, err)
+			if len(got) != c.maxEntries || got[0].Index != 4 {
+				t.Fatalf("After(3) yielded %d entries from %v, want %d from 4", len(got), got, c.maxEntries)
+			}
+		})
+	}
+}
