@@ -52,21 +52,22 @@ type Source[C any] interface {
 // level of the file. Each field is the list of one kind in kinds.
 type Config struct {
 	HTTPTools  []httpsource.Spec        `json:"http_tools"` // declarative HTTP tools
+	OpenAPI    []openapi.Config         `json:"openapi,omitempty"`
 	MCPServers []mcpsource.ServerConfig `json:"mcp_servers,omitempty"`
 	Remotes    []remote.Config          `json:"remotes,omitempty"`
-	OpenAPI    []openapi.Config         `json:"openapi,omitempty"`
 	GRPC       []grpcsource.Config      `json:"grpc_services,omitempty"`
 }
 
 // kinds is every kind of source, by its key in the config file, in the
-// order Set syncs them: HTTP tools first, so at start their names are
-// claimed before any server connects. TestKinds checks that every field of
+// order Set syncs them: those the file itself declares (HTTP tools, then
+// OpenAPI documents) first, so at start their names are claimed before
+// any server connects. TestKinds checks that every field of
 // Config has its line here.
 var kinds = []kind{
 	kindOf("http_tools", func(c Config) []httpsource.Spec { return c.HTTPTools }, httpsource.NewSource, func(s httpsource.Spec) string { return s.Name }),
+	kindOf("openapi", func(c Config) []openapi.Config { return c.OpenAPI }, openapi.New, func(s openapi.Config) string { return s.Name }),
 	kindOf("mcp_servers", func(c Config) []mcpsource.ServerConfig { return c.MCPServers }, mcpsource.New, func(s mcpsource.ServerConfig) string { return s.Name }),
 	kindOf("remotes", func(c Config) []remote.Config { return c.Remotes }, remote.New, func(s remote.Config) string { return s.Name }),
-	kindOf("openapi", func(c Config) []openapi.Config { return c.OpenAPI }, openapi.New, func(s openapi.Config) string { return s.Name }),
 	kindOf("grpc_services", func(c Config) []grpcsource.Config { return c.GRPC }, grpcsource.New, func(s grpcsource.Config) string { return s.Name }),
 }
 

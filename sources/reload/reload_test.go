@@ -380,7 +380,7 @@ func TestReloadedLineShowsNewConfig(t *testing.T) {
 		if !strings.Contains(line, `"msg":"config reloaded"`) {
 			continue
 		}
-		if !strings.Contains(line, `"http_tools":["fresh"],"mcp_servers":[],"remotes":[]`) || strings.Contains(line, "old") {
+		if !strings.Contains(line, `"http_tools":["fresh"],"openapi":[],"mcp_servers":[],"remotes":[],"grpc_services":[]`) || strings.Contains(line, "old") {
 			t.Errorf("config reloaded line:\n%s\nwant the new config's sources, and nothing of the removed server", line)
 		}
 	}
