@@ -28,7 +28,7 @@ type serveConfig struct {
 	LoggingConfig        // log_level, log_format (internal/logging)
 
 	SecurityConfig  // tls_cert, tls_key, client_ca, auth (auth)
-	Sources         // http_tools, mcp_servers and remotes, reloaded live (sources.go)
+	Sources         // http_tools, mcp_servers, remotes, openapi and grpc_services, reloaded live (sources.go)
 	WorkspaceConfig // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
 	StoreConfig     // store (store/storeurl)
 	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)

@@ -15,7 +15,7 @@ import (
 )
 
 // Sources is the part of the serve configuration that declares tool
-// sources: http_tools, mcp_servers and remotes. It is embedded in
+// sources: http_tools, mcp_servers, remotes, openapi and grpc_services. It is embedded in
 // serveConfig, so its keys sit at the top level of the file.
 type Sources = sources.Config
 
