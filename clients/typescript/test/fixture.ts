@@ -37,12 +37,13 @@ export interface OwnServer {
 }
 
 /** Starts `toolwire serve --diag` on a free port, accepting TOKEN when
- * withToken, in an empty temporary workspace. */
-export async function startServer(opts: { withToken?: boolean } = {}): Promise<OwnServer> {
+ * withToken, in an empty temporary workspace; args are more flags for
+ * serve (a rate limit: ["--rate-per-caller", "5", "--rate-burst", "1"]). */
+export async function startServer(opts: { withToken?: boolean; args?: string[] } = {}): Promise<OwnServer> {
   const dir = mkdtempSync(join(tmpdir(), "toolwire-test-"));
   const env = { ...process.env };
   if (opts.withToken) env.TOOLWIRE_TOKENS = `{agent: ${TOKEN}}`;
-  const proc = spawn(bin, ["serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json"], { cwd: dir, env, stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(bin, ["serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json", ...(opts.args ?? [])], { cwd: dir, env, stdio: ["ignore", "ignore", "pipe"] });
   const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
