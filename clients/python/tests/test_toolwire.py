@@ -412,6 +412,18 @@ class RunEndingTest(unittest.IsolatedAsyncioTestCase):
                 client.collect(client.execute_batch([{"call_id": "a", "name": "echo"}]))
             assert_run_ending(self, caught.exception, grpc.StatusCode.UNAVAILABLE)
 
+    async def test_rate_limited(self):
+        # STEP's 4 calls at once, then one every 10 s: the first batch spends
+        # the allowance, and the client does not wait.
+        server = OwnServer(args=["--rate-per-caller", "0.1", "--rate-burst", "4"])
+        self.addCleanup(server.stop)
+        async with toolwire.AsyncClient(server.addr, rate_limit_retries=0) as client:
+            await client.collect(client.execute_batch([{"call_id": c["id"], "name": "echo"} for c in STEP]))
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await agent(client, self.listed, [STEP, "never"])
+            assert_refusal(self, caught.exception)
+            self.assertEqual(caught.exception.asked, 1)
+
     def test_malformed_batch(self):
         with toolwire.Client(ADDR) as client:
             with self.assertRaises(toolwire.ToolwireError) as caught:
