@@ -38,7 +38,7 @@ func TestTelemetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Telemetry: engine.OpenTelemetry(tp, nil, false), DrainTimeout: time.Second})
+			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: engine.OpenTelemetry(tp, nil, false), DrainTimeout: time.Second})
 			t.Cleanup(eng.Close)
 			var opts connectserve.Options
 			if rpcSpans {

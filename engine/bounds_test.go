@@ -174,7 +174,7 @@ func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 	te := newTestBed(t, Config{
 		MaxResultBytes: 1000,
 		Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Telemetry:      OpenTelemetry(tp, nil, false),
+		Observer:       OpenTelemetry(tp, nil, false),
 	})
 	for _, n := range []int{129, 1 << 20, 3 << 20} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {

@@ -122,7 +122,7 @@ func TestBufferBudgetEndsTheStalledStreamHoldingTheMost(t *testing.T) {
 		MaxStreamBufferBytes: 1 << 20,
 		MaxBufferedBytes:     5 << 19, // 2.5 MiB
 		MaxResultBytes:       1 << 20,
-		Telemetry:            OpenTelemetry(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics)), false),
+		Observer:             OpenTelemetry(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics)), false),
 	})
 	bt, snap := newBudgetTools(t)
 

@@ -21,7 +21,8 @@ type callState struct {
 	args    json.RawMessage         // the validated arguments, from validation until the call ends
 	claim   *idemClaim              // its idempotency key while it runs; nil without one
 	slot    slot                    // its concurrency slot while it runs
-	tel     callTel                 // the OpenTelemetry observer's
+	info    CallInfo                // what the Observer is told of it; see observe.go
+	obsCtx  context.Context         // what the Observer's CallStarted returned; nil before
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
@@ -102,7 +103,7 @@ func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
 func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
 	c := &b.calls[i]
 	c.scope = logScope{b: b, i: i}
-	ctx = b.e.tel.callStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), b, lane, i)
+	ctx = b.obsCallStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), lane, i)
 	for _, step := range steps {
 		if res := step(ctx, b, i); res != nil {
 			b.finish(i, res)
@@ -113,7 +114,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	if !b.unary {
 		b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
 	}
-	b.e.tel.callRunning(b, i)
+	b.obsCallRunning(i)
 	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
 	return r.run()
 }
@@ -226,7 +227,7 @@ func (r *callRun) abandon() {
 	}
 	b, cfg := r.b, &r.b.e.cfg
 	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
-	b.e.tel.callAbandoned(b, r.i)
+	b.obsCallAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	if r.onAbandon != nil {

@@ -141,10 +141,11 @@ type Config struct {
 	// Logger receives the engine's logs, through LogHandler so that lines
 	// about a batch or call carry its IDs and trace. Default slog.Default().
 	Logger *slog.Logger `json:"-"`
-	// Telemetry records the engine's batches and calls (spans, metrics),
-	// chosen once: OpenTelemetry(…) with the providers of the SDK the
-	// program installed. Default nil: no telemetry, at no cost.
-	Telemetry Observer `json:"-"`
+	// Observer watches the engine's batches and calls: OpenTelemetry
+	// (package engine/otelobserver), an audit trail, or several of them
+	// (Observers). Default nil: none, at no cost. The debug call log is
+	// added when Logger writes debug lines (DebugLog).
+	Observer Observer `json:"-"`
 }
 
 // Flags registers the engine's flags on fs; each writes into c. Their

@@ -88,8 +88,8 @@ type Engine struct {
 	budget    *budget // the events waiting for slow readers, all batches'
 	runners   *runners
 	limits    *limiter
-	rates     *rates // nil without a rate limit
-	tel       Observer
+	rates     *rates    // nil without a rate limit
+	obs       Observer  // nil: none
 	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
 }
 
@@ -108,11 +108,12 @@ func New(cfg Config) *Engine {
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
 	e.rates = newRates(&e.cfg)
-	e.tel = e.cfg.Telemetry
-	if e.tel == nil {
-		e.tel = noTelemetry{}
+	// The debug call log is one more observer, when the logger writes
+	// debug lines.
+	e.obs = Observers(e.cfg.Observer, debugLogFor(e.cfg.Logger))
+	if eo, ok := e.obs.(EngineObserver); ok {
+		eo.EngineStarted(EngineInfo{Buffered: e.budget.held.Load})
 	}
-	e.tel.engineStarted(e.budget)
 	return e
 }
 
@@ -155,8 +156,8 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	}
 	defer e.release(b)
 	b.scope = logScope{b: b, i: -1}
-	runCtx = e.tel.batchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope), b)
-	defer func() { e.tel.batchEnded(b, err); b.logBatch(err) }()
+	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
+	defer func() { b.obsBatchEnded(err) }()
 	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)

@@ -73,7 +73,7 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 	e := b.e
 	reason := b.ended.Load()
 	cancel(cause)
-	e.tel.streamEnded(b, endReasons[reason])
+	b.obsStreamEnded(endReasons[reason])
 	st, ok := b.sink.(Stopper)
 	if !ok {
 		st, ok = b.callerCtx.Value(StopperKey{}).(Stopper)

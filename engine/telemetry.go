@@ -81,47 +81,6 @@ var durationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 // does not allocate the option.
 var internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
 
-// Observer records an engine's batches and calls: their spans, metrics
-// and events. It is chosen once, as Config.Telemetry: nil records nothing,
-// at no cost per batch (no span, no measurement, nothing looked up), and
-// OpenTelemetry returns the one that records. Its methods are the engine's
-// own; a new kind of telemetry is a new implementation here.
-type Observer interface {
-	// batchStarted is called once the batch is admitted and returns ctx,
-	// which the batch's calls inherit, carrying what it started.
-	batchStarted(ctx context.Context, b *batch) context.Context
-	laneStarted(b *batch, li int)
-	// batchEnded is called when Run returns err.
-	batchEnded(b *batch, err error)
-	// callStarted is called as call i enters its path, and for a call
-	// that never did (skipped) when it ends; it returns ctx for the tool.
-	callStarted(ctx context.Context, b *batch, lane, i int) context.Context
-	callRunning(b *batch, i int) // the tool is about to be invoked
-	callAbandoned(b *batch, i int)
-	callEnded(b *batch, i int, res *toolwirev1.CallResult) // from finish
-	// streamEnded is called when the send watchdog ends the batch's stream
-	// for reason (endReasons), its client not reading.
-	streamEnded(b *batch, reason string)
-	// engineStarted is called once by New, with what the engine's gauges
-	// read.
-	engineStarted(g *budget)
-}
-
-// noTelemetry is the Observer of an engine whose Config.Telemetry is nil.
-type noTelemetry struct{}
-
-func (noTelemetry) batchStarted(ctx context.Context, _ *batch) context.Context { return ctx }
-func (noTelemetry) laneStarted(*batch, int)                                    {}
-func (noTelemetry) batchEnded(*batch, error)                                   {}
-func (noTelemetry) callStarted(ctx context.Context, _ *batch, _, _ int) context.Context {
-	return ctx
-}
-func (noTelemetry) callRunning(*batch, int)                       {}
-func (noTelemetry) callAbandoned(*batch, int)                     {}
-func (noTelemetry) callEnded(*batch, int, *toolwirev1.CallResult) {}
-func (noTelemetry) streamEnded(*batch, string)                    {}
-func (noTelemetry) engineStarted(*budget)                         {}
-
 // otelTelemetry is the OpenTelemetry Observer: a tracer and instruments.
 type otelTelemetry struct {
 	tracer  trace.Tracer // nil: no tracer provider, no spans
@@ -253,79 +212,109 @@ func errorType(kind toolwirev1.ErrorKind) string {
 	return "_OTHER"
 }
 
-// batchTel is what the OpenTelemetry observer keeps of a batch, in it.
+// batchTel is what the OpenTelemetry observer keeps of a batch: the
+// context BatchStarted returns is one, so keeping it costs no more than
+// the context it returns anyway.
 type batchTel struct {
+	context.Context
 	span trace.Span // nil without a tracer provider
 }
 
-// callTel is what the OpenTelemetry observer keeps of a call, in its
-// callState.
+// callTel is what it keeps of a call, likewise the context CallStarted
+// returns.
 type callTel struct {
-	span     trace.Span // nil until the call is reached, or when not recording
+	context.Context
+	span     trace.Span // nil when not recording
 	ran      bool       // the tool was invoked
 	inFlight bool       // counted in toolwire.calls.in_flight until its result
 }
 
+type batchTelKey struct{}
+type callTelKey struct{}
+
+func (bt *batchTel) Value(key any) any {
+	if key == (batchTelKey{}) {
+		return bt
+	}
+	return bt.Context.Value(key)
+}
+
+func (ct *callTel) Value(key any) any {
+	if key == (callTelKey{}) {
+		return ct
+	}
+	return ct.Context.Value(key)
+}
+
+// noBatchTel and noCallTel stand for state an observer never made.
+var (
+	noBatchTel = &batchTel{}
+)
+
+func batchTelOf(ctx context.Context) *batchTel {
+	if bt, ok := ctx.Value(batchTelKey{}).(*batchTel); ok {
+		return bt
+	}
+	return noBatchTel
+}
+
+func callTelOf(ctx context.Context) *callTel {
+	if ct, ok := ctx.Value(callTelKey{}).(*callTel); ok {
+		return ct
+	}
+	return &callTel{} // written by CallRunning: not the shared noCallTel
+}
+
 // batchStarted starts the batch's span, a child of the caller's, and
 // returns ctx carrying it.
-func (t *otelTelemetry) batchStarted(ctx context.Context, b *batch) context.Context {
+func (t *otelTelemetry) BatchStarted(ctx context.Context, b *BatchInfo) context.Context {
 	if t.tracer == nil {
 		return ctx
 	}
-	ctx, b.tel.span = t.tracer.Start(ctx, spanBatch, internalSpan...)
-	if !b.tel.span.IsRecording() {
+	bt := &batchTel{}
+	bt.Context, bt.span = t.tracer.Start(ctx, spanBatch, internalSpan...)
+	ctx = bt
+	if !bt.span.IsRecording() {
 		return ctx
 	}
-	sizes := make([]int64, len(b.lanes))
-	parallel := make([]bool, len(b.lanes))
-	for i, l := range b.lanes {
+	sizes := make([]int64, len(b.Lanes))
+	parallel := make([]bool, len(b.Lanes))
+	for i, l := range b.Lanes {
 		sizes[i], parallel[i] = int64(len(l.Calls)), l.Parallel
 	}
-	b.tel.span.SetAttributes(
-		attrBatchID.String(b.id),
-		attrBatchCalls.Int(len(b.req.GetCalls())),
-		attrBatchLanes.Int(len(b.lanes)),
+	bt.span.SetAttributes(
+		attrBatchID.String(b.ID),
+		attrBatchCalls.Int(len(b.Request.GetCalls())),
+		attrBatchLanes.Int(len(b.Lanes)),
 		attrBatchLaneSizes.Int64Slice(sizes),
 		attrBatchLaneParallel.BoolSlice(parallel),
-		attrBatchMaxParallel.Int(b.parallel),
-		attrBatchStopOnError.Bool(b.req.GetOptions().GetStopOnError()),
-		attrBatchRevision.String(b.snap.Revision()),
+		attrBatchMaxParallel.Int(b.Parallel),
+		attrBatchStopOnError.Bool(b.Request.GetOptions().GetStopOnError()),
+		attrBatchRevision.String(b.Revision),
 	)
 	return ctx
 }
 
 // laneStarted marks a lane's start on the batch's span.
-func (t *otelTelemetry) laneStarted(b *batch, li int) {
-	if b.tel.span == nil || !b.tel.span.IsRecording() {
+func (t *otelTelemetry) LaneStarted(ctx context.Context, b *BatchInfo, li int) {
+	span := batchTelOf(ctx).span
+	if span == nil || !span.IsRecording() {
 		return
 	}
-	l := b.lanes[li]
-	b.tel.span.AddEvent("lane", trace.WithAttributes(
+	l := b.Lanes[li]
+	span.AddEvent("lane", trace.WithAttributes(
 		attrLaneIndex.Int(li), attrLaneCalls.Int(len(l.Calls)), attrLaneParallel.Bool(l.Parallel)))
 }
 
 // batchEnded ends the batch's span once every call has its result; err is
 // what Run returns.
-func (t *otelTelemetry) batchEnded(b *batch, err error) {
-	span := b.tel.span
+func (t *otelTelemetry) BatchEnded(ctx context.Context, _ *BatchInfo, n BatchCounts, err error) {
+	span := batchTelOf(ctx).span
 	if span == nil {
 		return
 	}
 	if span.IsRecording() {
-		var ok, failed, skipped int
-		for i := range b.calls {
-			r := &b.calls[i].ended
-			switch {
-			case !r.ended:
-			case r.kind == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
-				skipped++
-			case r.isError:
-				failed++
-			default:
-				ok++
-			}
-		}
-		span.SetAttributes(attrBatchSucceeded.Int(ok), attrBatchFailed.Int(failed), attrBatchSkipped.Int(skipped))
+		span.SetAttributes(attrBatchSucceeded.Int(n.Succeeded), attrBatchFailed.Int(n.Failed), attrBatchSkipped.Int(n.Skipped))
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
@@ -338,62 +327,67 @@ func (t *otelTelemetry) batchEnded(b *batch, err error) {
 // carrying it, so the tool's own outgoing requests (HTTP, MCP) continue the
 // trace. Call spans are made only when the batch's span records: a trace
 // that is not sampled costs nothing per call.
-func (t *otelTelemetry) callStarted(ctx context.Context, b *batch, lane, i int) context.Context {
-	if b.tel.span == nil || !b.tel.span.IsRecording() {
-		return ctx
+func (t *otelTelemetry) CallStarted(ctx context.Context, c *CallInfo) context.Context {
+	ct := &callTel{Context: ctx}
+	bspan := batchTelOf(ctx).span
+	if bspan == nil || !bspan.IsRecording() {
+		if !t.metrics {
+			return ctx
+		}
+		return ct
 	}
-	call := b.req.GetCalls()[i]
+	call := c.Call
 	attrs := make([]attribute.KeyValue, 0, 7)
 	attrs = append(attrs,
 		attrOperationName.String(operationExecute),
 		attrToolName.String(call.GetName()),
 		attrToolCallID.String(call.GetCallId()),
-		attrCallIndex.Int(i),
-		attrLaneIndex.Int(lane))
-	if tool := b.calls[i].tool; tool != nil && tool.Description != "" {
+		attrCallIndex.Int(c.Index),
+		attrLaneIndex.Int(c.Lane))
+	if tool := c.Tool; tool != nil && tool.Description != "" {
 		attrs = append(attrs, attrToolDesc.String(tool.Description))
 	}
 	if t.content {
 		attrs = append(attrs, attrToolArgs.String(call.GetArguments()))
 	}
-	ctx, b.calls[i].tel.span = t.tracer.Start(ctx, spanToolPrefix+call.GetName(),
+	ct.Context, ct.span = t.tracer.Start(ctx, spanToolPrefix+call.GetName(),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return ctx
+	return ct
 }
 
 // callRunning records that call i's tool is about to be invoked.
-func (t *otelTelemetry) callRunning(b *batch, i int) {
-	ct := &b.calls[i].tel
+func (t *otelTelemetry) CallRunning(ctx context.Context, c *CallInfo) {
+	ct := callTelOf(ctx)
 	ct.ran = true
 	if !t.metrics {
 		return
 	}
 	ct.inFlight = true
-	m := t.measure(metricTool(b, i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED)
+	m := t.measure(metricTool(c), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED)
 	t.inFlight.Add(context.Background(), 1, m.add...)
-	t.queueWait.Record(context.Background(), time.Since(b.start).Seconds(), m.rec...)
+	t.queueWait.Record(context.Background(), time.Since(c.Batch.Start).Seconds(), m.rec...)
 }
 
 // callAbandoned records that call i's tool ignored its cancellation.
-func (t *otelTelemetry) callAbandoned(b *batch, i int) {
+func (t *otelTelemetry) CallAbandoned(ctx context.Context, c *CallInfo) {
 	if t.metrics {
-		t.abandoned.Add(context.Background(), 1, t.measure(metricTool(b, i), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
+		t.abandoned.Add(context.Background(), 1, t.measure(metricTool(c), toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 	}
-	if span := b.calls[i].tel.span; span != nil {
+	if span := callTelOf(ctx).span; span != nil {
 		span.AddEvent("abandoned")
 	}
 }
 
 // engineStarted registers the gauge of the bytes waiting for slow readers,
 // read when metrics are collected.
-func (t *otelTelemetry) engineStarted(g *budget) {
+func (t *otelTelemetry) EngineStarted(e EngineInfo) {
 	if !t.metrics {
 		return
 	}
 	_, err := t.meter.Int64ObservableGauge(metricBuffered, metric.WithUnit("By"),
 		metric.WithDescription("Bytes of events waiting for clients to read them, all streams together (max_buffered_bytes bounds it)."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-			o.Observe(g.held.Load())
+			o.Observe(e.Buffered())
 			return nil
 		}))
 	if err != nil {
@@ -403,20 +397,20 @@ func (t *otelTelemetry) engineStarted(g *budget) {
 
 // streamEnded counts a stream the send watchdog ended, and marks the
 // batch's span. Streams end rarely, so the attribute set is made here.
-func (t *otelTelemetry) streamEnded(b *batch, reason string) {
+func (t *otelTelemetry) StreamEnded(ctx context.Context, _ *BatchInfo, reason string) {
 	if t.metrics {
 		t.ended.Add(context.Background(), 1, metric.WithAttributes(attrEndReason.String(reason)))
 	}
-	if span := b.tel.span; span != nil {
+	if span := batchTelOf(ctx).span; span != nil {
 		span.AddEvent("stream ended", trace.WithAttributes(attrEndReason.String(reason)))
 	}
 }
 
 // callEnded records call i's result and ends its span. A call that never
 // entered its path (skipped by stop_on_error) gets its span here.
-func (t *otelTelemetry) callEnded(b *batch, i int, res *toolwirev1.CallResult) {
-	ct := &b.calls[i].tel
-	tool := metricTool(b, i)
+func (t *otelTelemetry) CallEnded(ctx context.Context, c *CallInfo, res *toolwirev1.CallResult) {
+	ct := callTelOf(ctx)
+	tool := metricTool(c)
 	kind := toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED
 	if res.GetIsError() {
 		kind = res.GetErrorKind()
@@ -439,9 +433,6 @@ func (t *otelTelemetry) callEnded(b *batch, i int, res *toolwirev1.CallResult) {
 		t.inFlight.Add(context.Background(), -1, t.measure(tool, toolwirev1.ErrorKind_ERROR_KIND_UNSPECIFIED).add...)
 	}
 
-	if ct.span == nil && b.tel.span != nil && b.tel.span.IsRecording() {
-		t.callStarted(trace.ContextWithSpan(context.Background(), b.tel.span), b, laneOf(b, i), i)
-	}
 	span := ct.span
 	if span == nil {
 		return
@@ -464,20 +455,10 @@ func (t *otelTelemetry) callEnded(b *batch, i int, res *toolwirev1.CallResult) {
 	span.End()
 }
 
-// laneOf returns the index of the lane that holds call i.
-func laneOf(b *batch, i int) int {
-	for li, l := range b.lanes {
-		if l.Calls[0] <= i && i <= l.Calls[len(l.Calls)-1] {
-			return li
-		}
-	}
-	return -1
-}
-
-// metricTool is call i's tool name as metrics label it.
-func metricTool(b *batch, i int) string {
-	if t := b.calls[i].tool; t != nil {
-		return t.Name
+// metricTool is the call's tool name as metrics label it.
+func metricTool(c *CallInfo) string {
+	if c.Tool != nil {
+		return c.Tool.Name
 	}
 	return otherTool
 }

@@ -17,7 +17,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
-// TestOpenTelemetryIsChosenOnce checks the choice Config.Telemetry holds:
+// TestOpenTelemetryIsChosenOnce checks the choice Config.Observer holds:
 // nothing without a provider that records, OpenTelemetry's no-op ones
 // included, and the execute_tool spans of a plain Run with one.
 func TestOpenTelemetryIsChosenOnce(t *testing.T) {
@@ -31,7 +31,7 @@ func TestOpenTelemetryIsChosenOnce(t *testing.T) {
 
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	e := newTestEngine(t, Config{Telemetry: OpenTelemetry(tp, nil, false)})
+	e := newTestEngine(t, Config{Observer: OpenTelemetry(tp, nil, false)})
 	if err := e.Run(context.Background(), engineTools(t, func(string) {}), calls(tc("a", "echo")), &recorder{}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestOpenTelemetryIsChosenOnce(t *testing.T) {
 func TestSkippedCallsGetSpans(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
-	te := newTestBed(t, Config{Telemetry: OpenTelemetry(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), nil, false)})
+	te := newTestBed(t, Config{Observer: OpenTelemetry(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), nil, false)})
 	te.run(t, &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{
 			call("f1", "fail", `{"message":"no"}`),

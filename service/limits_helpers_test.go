@@ -47,8 +47,8 @@ func newServedSurface(tb testing.TB, ec engine.Config, cfg Config, extra ...tool
 	if ec.Logger == nil {
 		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if ec.Telemetry == nil {
-		ec.Telemetry = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
+	if ec.Observer == nil {
+		ec.Observer = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
 	}
 	eng := engine.New(ec)
 	srv := New(eng, reg, cfg)

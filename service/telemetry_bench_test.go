@@ -33,7 +33,7 @@ func BenchmarkTelemetryInProcess(b *testing.B) {
 			if mode == "sdk" {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				cfg.Telemetry = engine.OpenTelemetry(tp, mp, false)
+				cfg.Observer = engine.OpenTelemetry(tp, mp, false)
 			}
 			srv := newSurface(b, reg, cfg)
 			b.ReportAllocs()

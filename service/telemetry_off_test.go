@@ -170,8 +170,8 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 // toolwire serve makes them; the engine is closed when the test ends.
 func newSurface(t *testing.T, reg *tools.Registry, ec engine.Config, cfg service.Config) *service.Server {
 	t.Helper()
-	if ec.Telemetry == nil {
-		ec.Telemetry = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
+	if ec.Observer == nil {
+		ec.Observer = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
 	}
 	eng := engine.New(ec)
 	t.Cleanup(eng.Close)

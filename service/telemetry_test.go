@@ -107,7 +107,7 @@ func newObserved(t *testing.T, ec engine.Config, traceContent bool, copts ...cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec.Telemetry = engine.OpenTelemetry(serverTP, mp, traceContent)
+	ec.Observer = engine.OpenTelemetry(serverTP, mp, traceContent)
 	ec.Logger = slog.New(slog.NewJSONHandler(o.log, nil))
 	ec.DrainTimeout = time.Second
 	if ec.AbandonGrace == 0 {

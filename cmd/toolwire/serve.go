@@ -108,7 +108,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// The engine is made here, with the telemetry chosen here, and the gRPC
 	// surface put on it; a later surface shares it, and the Verifier.
-	engCfg.Telemetry = tel.observer(cfg.TraceContent)
+	engCfg.Observer = tel.observer(cfg.TraceContent)
 	engCfg.Policy = policies
 	eng := engine.New(engCfg)
 	defer eng.Close() // after the surfaces have drained
