@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
@@ -88,6 +89,13 @@ var env = func() *cel.Env {
 	return e
 }()
 
+// compileMu makes compiling one rule at a time: cel-go's type checker
+// (v0.33) clones the shared Env's declarations for a comprehension without
+// a lock, which the race detector catches when two Compiles run at once.
+// Compiling happens at start and on reload, so the lock costs nothing on a
+// call's path.
+var compileMu sync.Mutex
+
 // Compile compiles and type-checks rules, in order. An error names the
 // first bad rule and, for an expression, CEL's description of what is
 // wrong and where ("ERROR: <input>:1:12: undeclared reference to 'arg'").
@@ -108,7 +116,9 @@ func Compile(rules []Rule) (*Set, error) {
 			return nil, fmt.Errorf("policy %q: when is empty", r.Name)
 		}
 		seen[r.Name] = true
+		compileMu.Lock() // cel-go's checker races with itself on a shared Env (comprehensions)
 		ast, iss := env.Compile(r.When)
+		compileMu.Unlock()
 		if iss.Err() != nil {
 			return nil, fmt.Errorf("policy %q: %s", r.Name, iss.Err())
 		}
