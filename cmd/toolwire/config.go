@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/configfile"
@@ -35,7 +36,12 @@ type serveConfig struct {
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
 	MCPConfig       // no_mcp (mcpserve)
 	PolicyConfig    // policies, reloaded live (policy)
+	AuditConfig     // audit_log and its settings (audit)
 }
+
+// AuditConfig is audit.Config under a name of its own, so that it can be
+// embedded beside the other features' Configs.
+type AuditConfig = audit.Config
 
 // PolicyConfig is policy.Config under a name of its own, so that it can be
 // embedded beside the other features' Configs.
@@ -84,6 +90,7 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.StringVar(&cfg.Health, "health-listen", cfg.Health, "plaintext `address` serving only the gRPC health service, for probes that cannot speak TLS (default off)")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
 	cfg.LoggingConfig.Flags(fs)
+	cfg.AuditConfig.Flags(fs)
 	cfg.SecurityConfig.Flags(fs)
 	cfg.WorkspaceConfig.Flags(fs)
 	cfg.StoreConfig.Flags(fs)

@@ -92,3 +92,40 @@ func TestPoliciesServeAndReload(t *testing.T) {
 		t.Errorf("serve with a bad rule: %v %s", err, stderr.String())
 	}
 }
+
+// TestServeAuditLog: serve --audit-log writes one JSON line per call, the
+// policy's decision in it, and no token.
+func TestServeAuditLog(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolwire.yaml")
+	if err := os.WriteFile(path, []byte(policyYAML("secret")+"audit_arguments: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
+	logPath := filepath.Join(dir, "audit.log")
+	s := startServe(t, "--config", path, "--tokens-file", tokens, "--audit-log", logPath)
+	batch := writeFile(t, "batch.json", `[{"call_id":"a","name":"echo","arguments":{"text":"hi"}},{"call_id":"b","name":"echo","arguments":{"text":"secret"}}]`)
+	if got := runCmd(t, s.addr, "batch", "--token", "secret-token-of-alice", batch); got.err != nil && got.code != 1 {
+		t.Fatalf("batch: %+v", got)
+	}
+	if err := s.stop(); err != nil { // the trail is synced and closed as serve ends
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || strings.Contains(string(b), "secret-token-of-alice") {
+		t.Fatalf("audit log:\n%s", b)
+	}
+	for _, want := range []string{`"call_id":"a"`, `"caller":"alice"`, `"decision":"allow"`, `"outcome":"ok"`, `"arguments":{"text":"hi"}`} {
+		if !strings.Contains(lines[0]+lines[1], want) {
+			t.Errorf("audit log lacks %s:\n%s", want, b)
+		}
+	}
+	if !strings.Contains(string(b), `"decision":"deny","rule":"no-secret"`) {
+		t.Errorf("the denied call's line:\n%s", b)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
@@ -108,8 +109,25 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// The engine is made here, with the telemetry chosen here, and the gRPC
 	// surface put on it; a later surface shares it, and the Verifier.
+	// The audit trail is closed after the engine has drained (defers run
+	// last first), so the calls that end in the drain are recorded.
+	trail, err := audit.Open(cfg.AuditConfig, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer trail.Close()
 	engCfg.Observer = tel.observer(cfg.TraceContent)
 	engCfg.Policy = policies
+	if trail != nil {
+		engCfg.Observer = engine.Observers(engCfg.Observer, trail)
+		if err := trail.Instrument(tel.meterProvider()); err != nil {
+			log.Warn("the audit trail's metric could not be registered", "error", err.Error())
+		}
+		if cfg.AuditConfig.Required {
+			engCfg.Policy = audit.Gate{Trail: trail, Next: policies}
+		}
+		log.Info("audit trail", "audit_log", cfg.AuditConfig.Log, "arguments", cfg.AuditConfig.Arguments, "required", cfg.AuditConfig.Required)
+	}
 	eng := engine.New(engCfg)
 	defer eng.Close() // after the surfaces have drained
 	svcCfg := cfg.ServiceConfig
