@@ -5,9 +5,9 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
-	"github.com/toolwire/toolwire/serverstatus"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/gen/toolwire/v1/toolwirev1connect"
+	"github.com/toolwire/toolwire/serverstatus"
 )
 
 // AdminPath is the path prefix of toolwire.v1.AdminService's procedures.

@@ -3,8 +3,8 @@ package service
 import (
 	"context"
 
-	"github.com/toolwire/toolwire/serverstatus"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/serverstatus"
 )
 
 // adminServer serves toolwire.v1.AdminService over gRPC: the read-only
