@@ -95,6 +95,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("open the console: %v", err)
 	}
 	until("the refusal without a token", `document.querySelector("#status").textContent.includes("Refused")`)
+	firstRender := get(b, "read the first render's time", chromedp.Evaluate[float64](`performance.getEntriesByName("toolwire:first-render")[0].startTime`))
+	t.Logf("first render (the server's first answer drawn) %.0f ms after navigation began", firstRender)
 	run("sign in with a wrong token", chromedp.SendKeys(css("#token"), "not-a-token-at-all-0000"), chromedp.Click(css("#signin-button")))
 	until("the refusal of a wrong token", `document.querySelector("#status").textContent.includes("Refused") && document.querySelector("#status").classList.contains("error")`)
 

@@ -95,6 +95,9 @@ async function refreshTools() {
   renderTools();
   renderAddTool();
   renderCalls();
+  // The first answer drawn (the tools, or the refusal): what the page's
+  // first-render time is measured to.
+  if (performance.getEntriesByName("toolwire:first-render").length === 0) performance.mark("toolwire:first-render");
 }
 
 function badges(a) {
