@@ -109,6 +109,16 @@ func TestDetachedBatchOverTCP(t *testing.T) {
 	if _, err := other.CancelBatch(context.Background(), &toolwirev1.CancelBatchRequest{BatchId: id}); status.Code(err) != codes.NotFound {
 		t.Errorf("CancelBatch of an ended batch: %v, want NotFound", err)
 	}
+	got, err := other.GetBatch(context.Background(), &toolwirev1.GetBatchRequest{BatchId: id})
+	if err != nil {
+		t.Fatalf("GetBatch: %v", err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_FINISHED || len(got.GetResults()) != 2 || got.GetLastSeq() != want-1 {
+		t.Errorf("GetBatch = %v, want FINISHED, 2 results, last_seq %d", got, want-1)
+	}
+	if _, err := other.GetBatch(context.Background(), &toolwirev1.GetBatchRequest{BatchId: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetBatch of no batch: %v, want NotFound", err)
+	}
 }
 
 // TestCancelBatchOverTCP: CancelBatch on another connection ends a

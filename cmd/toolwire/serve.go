@@ -88,7 +88,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	// One store keeps both the idempotency records and the sessions.
-	engCfg.Idempotency, engCfg.Sessions = st, st
+	engCfg.Idempotency, engCfg.Sessions, engCfg.EventLog = st, st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	// The engine is made here, with the telemetry chosen here, and the gRPC
 	// surface put on it; a later surface shares it, and the Verifier.
