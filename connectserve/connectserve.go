@@ -166,9 +166,13 @@ func (s *Server) GetBatch(ctx context.Context, req *connect.Request[toolwirev1.G
 	return connect.NewResponse(resp), nil
 }
 
-// ResolveApproval implements toolwire.v1.ToolService; not yet (issue 20).
-func (s *Server) ResolveApproval(context.Context, *connect.Request[toolwirev1.ResolveApprovalRequest]) (*connect.Response[toolwirev1.ResolveApprovalResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.ResolveApproval is not implemented"))
+// ResolveApproval implements toolwire.v1.ToolService (Engine.ResolveApproval).
+func (s *Server) ResolveApproval(ctx context.Context, req *connect.Request[toolwirev1.ResolveApprovalRequest]) (*connect.Response[toolwirev1.ResolveApprovalResponse], error) {
+	m := req.Msg
+	if err := s.engine.ResolveApproval(ctx, m.GetBatchId(), m.GetCallId(), m.GetApproved(), m.GetMessage(), m.GetApprover()); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&toolwirev1.ResolveApprovalResponse{}), nil
 }
 
 // CallTool implements toolwire.v1.ToolService: one call (Engine.Call), its
@@ -242,6 +246,8 @@ func connectCode(c engine.Code) connect.Code {
 		return connect.CodeInternal
 	case engine.NotFound:
 		return connect.CodeNotFound
+	case engine.PermissionDenied:
+		return connect.CodePermissionDenied
 	}
 	return connect.CodeUnknown
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path"
 	"time"
 
 	"github.com/toolwire/toolwire/store"
@@ -114,6 +115,20 @@ type Config struct {
 	// are reported unfinished, their open calls CANCELLED (owner lost), this
 	// long after its last renewal. Default 10s.
 	BatchLease time.Duration `json:"batch_lease"`
+	// Approvals names the calls that wait for a person's approval before
+	// they run (see ApprovalRule); default none.
+	Approvals []ApprovalRule `json:"approvals"`
+	// Approvers are the callers who may resolve approvals
+	// (ResolveApproval); with authentication off, everyone is the
+	// anonymous caller and may.
+	Approvers []string `json:"approvers"`
+	// ApprovalTimeout bounds a call's wait for approval; it then ends
+	// TIMEOUT. Default 0: the call's own timeout.
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// ApproveOwnCalls lets an approver resolve the calls of batches it sent
+	// itself; by default it may not, so an agent cannot approve its own
+	// calls.
+	ApproveOwnCalls bool `json:"approve_own_calls"`
 	// Replica names this engine as the owner of the detached batches it
 	// runs, in the EventLog. Default: a random name, new for each engine.
 	Replica string `json:"-"`
@@ -170,6 +185,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdempotencyLease, "idempotency-lease", c.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a session variable lives after it was last set (0: 24h)")
 	fs.DurationVar(&c.BatchTTL, "batch-ttl", c.BatchTTL, "how long a detached batch's events are kept after it finished (0: 24h)")
+	fs.DurationVar(&c.ApprovalTimeout, "approval-timeout", c.ApprovalTimeout, "how long a call waits for approval before it times out (0: its own timeout)")
 	fs.DurationVar(&c.BatchLease, "batch-lease", c.BatchLease, "how long the replica running a detached batch holds it unless renewed; bounds how long a dead replica's batch looks running (0: 10s)")
 	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
 	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
@@ -189,6 +205,16 @@ const DefaultMaxBufferedBytes = 64 << 20
 // Validate reports settings that cannot work together. Zero values are
 // defaults and always valid.
 func (c *Config) Validate() error {
+	for i, r := range c.Approvals {
+		if len(r.Tools) == 0 {
+			return fmt.Errorf("approvals[%d] names no tools", i)
+		}
+		for _, pat := range r.Tools {
+			if _, err := path.Match(pat, ""); err != nil {
+				return fmt.Errorf("approvals[%d]: pattern %q: %w", i, pat, err)
+			}
+		}
+	}
 	if c.MaxBufferedBytes > 0 {
 		stream := c.MaxStreamBufferBytes
 		if stream <= 0 {

@@ -23,6 +23,7 @@ const (
 	Unavailable
 	Internal
 	NotFound
+	PermissionDenied
 )
 
 var codeNames = [...]string{
@@ -35,6 +36,7 @@ var codeNames = [...]string{
 	Unavailable:       "Unavailable",
 	Internal:          "Internal",
 	NotFound:          "NotFound",
+	PermissionDenied:  "PermissionDenied",
 }
 
 func (c Code) String() string {

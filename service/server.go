@@ -131,6 +131,14 @@ func (s *Server) GetBatch(ctx context.Context, req *toolwirev1.GetBatchRequest) 
 	return resp, nil
 }
 
+// ResolveApproval implements toolwire.v1.ToolService (Engine.ResolveApproval).
+func (s *Server) ResolveApproval(ctx context.Context, req *toolwirev1.ResolveApprovalRequest) (*toolwirev1.ResolveApprovalResponse, error) {
+	if err := s.engine.ResolveApproval(ctx, req.GetBatchId(), req.GetCallId(), req.GetApproved(), req.GetMessage(), req.GetApprover()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &toolwirev1.ResolveApprovalResponse{}, nil
+}
+
 // CancelBatch implements toolwire.v1.ToolService (Engine.Cancel).
 func (s *Server) CancelBatch(ctx context.Context, req *toolwirev1.CancelBatchRequest) (*toolwirev1.CancelBatchResponse, error) {
 	if err := s.engine.Cancel(ctx, req.GetBatchId(), req.GetReason()); err != nil {
@@ -169,6 +177,8 @@ func grpcCode(c engine.Code) codes.Code {
 		return codes.Internal
 	case engine.NotFound:
 		return codes.NotFound
+	case engine.PermissionDenied:
+		return codes.PermissionDenied
 	}
 	return codes.Unknown
 }
