@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc"
@@ -28,6 +29,8 @@ type Client struct {
 	affinity bool // send the session in SessionHeader (WithSessionAffinity)
 
 	rateRetries int // see WithRateLimitRetries
+	reattach    int // WithReattach's attempts; 0: none
+	backoff     time.Duration
 }
 
 // An Option configures a Client.
@@ -41,6 +44,8 @@ type options struct {
 	affinity bool
 
 	rateRetries int
+	reattach    int
+	backoff     time.Duration
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -85,7 +90,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries}, nil
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries, reattach: o.reattach, backoff: o.backoff}, nil
 }
 
 // Close closes the connection. RPCs in flight fail.
@@ -115,9 +120,16 @@ func (c *Client) ListTools(ctx context.Context, opts ...grpc.CallOption) (*toolw
 //
 // The RPC starts when iteration starts; each iteration runs the batch again.
 // Breaking out of the loop cancels the RPC, and with it the calls still
-// running on the server. Collect gathers the events into results in batch
-// order.
+// running on the server (unless the batch is detached). Collect gathers the
+// events into results in batch order. With WithReattach, a detached batch's
+// dropped stream is resumed with AttachBatch (see Attach).
 func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest, opts ...grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
+	if c.reattach > 0 && req.GetOptions().GetDetach() {
+		ctx := c.withSession(ctx, req.GetSessionId())
+		return c.follow(ctx, "", 0, func(ctx context.Context) (grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse], error) {
+			return c.svc.ExecuteBatch(ctx, req, opts...)
+		}, opts)
+	}
 	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		// Cancelling on return ends the stream whichever way the loop ends,
 		// so neither the RPC nor gRPC's goroutine for it outlives the loop.

@@ -157,14 +157,22 @@ func (s *Server) CancelBatch(ctx context.Context, req *connect.Request[toolwirev
 	return connect.NewResponse(&toolwirev1.CancelBatchResponse{}), nil
 }
 
-// GetBatch implements toolwire.v1.ToolService; not yet (issue 20).
-func (s *Server) GetBatch(context.Context, *connect.Request[toolwirev1.GetBatchRequest]) (*connect.Response[toolwirev1.GetBatchResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.GetBatch is not implemented"))
+// GetBatch implements toolwire.v1.ToolService (Engine.GetBatch).
+func (s *Server) GetBatch(ctx context.Context, req *connect.Request[toolwirev1.GetBatchRequest]) (*connect.Response[toolwirev1.GetBatchResponse], error) {
+	resp, err := s.engine.GetBatch(ctx, req.Msg.GetBatchId())
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(resp), nil
 }
 
-// ResolveApproval implements toolwire.v1.ToolService; not yet (issue 20).
-func (s *Server) ResolveApproval(context.Context, *connect.Request[toolwirev1.ResolveApprovalRequest]) (*connect.Response[toolwirev1.ResolveApprovalResponse], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.ResolveApproval is not implemented"))
+// ResolveApproval implements toolwire.v1.ToolService (Engine.ResolveApproval).
+func (s *Server) ResolveApproval(ctx context.Context, req *connect.Request[toolwirev1.ResolveApprovalRequest]) (*connect.Response[toolwirev1.ResolveApprovalResponse], error) {
+	m := req.Msg
+	if err := s.engine.ResolveApproval(ctx, m.GetBatchId(), m.GetCallId(), m.GetApproved(), m.GetMessage(), m.GetApprover()); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&toolwirev1.ResolveApprovalResponse{}), nil
 }
 
 // CallTool implements toolwire.v1.ToolService: one call (Engine.Call), its

@@ -124,7 +124,7 @@ type batch struct {
 	detached  bool                    // the batch outlives its stream; see handle.go
 	sink      Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
 	seq       uint64                  // the writer's: the number of the last event written
-	log       *eventLog               // a detached batch's events; nil when not detached
+	log       *batchLog               // a detached batch's log in the store; nil when not detached
 	out       outbox                  // events on their way to the writer
 	sending   atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
 	ended     atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
@@ -273,12 +273,12 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 // the Send began for the send watchdog; a detached batch's event is kept
 // in its log for its attachments instead.
 func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
-	b.seq++
-	ev.Seq = b.seq
 	if b.log != nil {
-		b.log.append(ev)
+		b.log.write(ev) // numbers it
 		return nil
 	}
+	b.seq++
+	ev.Seq = b.seq
 	b.sending.Store(time.Now().UnixNano())
 	err := b.sink.Send(ev)
 	b.sending.Store(0)

@@ -26,6 +26,10 @@ type callState struct {
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
+	run     *callRun                // while its tool runs; see requestApproval
+	// approvalReason, set by the policy step, makes the approval step
+	// hold the call whatever Config.Approvals says.
+	approvalReason string
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware
@@ -35,21 +39,26 @@ type callState struct {
 // lifecycle, and finish (batch.go) is the one place a call ends, whoever
 // ends it: record (idempotency), telemetry, log, send.
 //
-//	cancelled? → permission → known tool → validation → policy → (approval)
+//	cancelled? → permission → known tool → validation → policy → approval
 //	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
+//
+// A step does not send events: what it decides is the call's result, which
+// finish sends. The one exception is approval (approval.go), which must
+// tell the client and the person asked that the call waits, so it emits
+// CallAwaitingApproval (through b.emit, as progress is) before it waits.
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
 // steps are the call's path before its tool runs, in order. A new per-call
-// concern (a CEL policy, an approval) is a step inserted where the
-// comment says: after validation, so it sees the arguments, and before
-// idempotency and limits, so a refused call holds no key and no slot.
+// concern (a CEL policy) is a step inserted where the comment says: after
+// validation, so it sees the arguments, and before idempotency and limits,
+// so a refused or waiting call holds no key and no slot.
 var steps = [...]step{
 	notCancelled,
 	permitted,
 	known,
 	validArguments,
-	policed, // policy.go
-	// approval: a later issue inserts its step here.
+	policed,  // policy.go
+	approved, // approval.go
 	roomToReport,
 	idempotent, // idempotency.go
 	slotTaken,  // limits.go
@@ -173,6 +182,8 @@ func (r *callRun) run() bool {
 	r.handle.SessionID = b.req.GetSessionId()
 	r.handle.Caller = CallerFrom(r.ctx)
 	r.handle.SetSession(b.session(r.ctx))
+	c.run = r
+	r.handle.SetApprover(requestApproval) // a function, not a method value: no allocation
 
 	c.running.Store(r)
 	o := r.invoke()
@@ -285,6 +296,12 @@ func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
 			msg += fmt.Sprintf("; the tool did not stop within %s and was abandoned", cfg.AbandonGrace)
 		}
 		errorResult(res, kind, msg)
+		return
+	}
+	if refused, ok := o.err.(*refusedError); ok {
+		// The tool asked for approval, was refused, and gave up: the
+		// result says why (DENIED with the approver's message, or TIMEOUT).
+		errorResult(res, refused.kind, refused.text)
 		return
 	}
 	if o.err != nil {

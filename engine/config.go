@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"path"
 	"time"
 
 	"github.com/toolwire/toolwire/store"
@@ -100,6 +101,37 @@ type Config struct {
 	// SessionTTL is how long a session variable lives after it was last
 	// set. Default 24h.
 	SessionTTL time.Duration `json:"session_ttl"`
+	// EventLog keeps the events of detached batches (BatchOptions.detach),
+	// written before they are sent, so that AttachBatch and GetBatch work
+	// on any replica sharing it; the caller closes it after the engine has
+	// stopped. Default: a new in-memory store (store/memory), which the
+	// engine does not share.
+	EventLog store.EventLog `json:"-"`
+	// BatchTTL is how long a detached batch's events are kept once it has
+	// finished (or once its replica was lost). Default 24h.
+	BatchTTL time.Duration `json:"batch_ttl"`
+	// BatchLease is how long the replica running a detached batch holds it
+	// unless renewed (a third of it in): when a replica dies, its batches
+	// are reported unfinished, their open calls CANCELLED (owner lost), this
+	// long after its last renewal. Default 10s.
+	BatchLease time.Duration `json:"batch_lease"`
+	// Approvals names the calls that wait for a person's approval before
+	// they run (see ApprovalRule); default none.
+	Approvals []ApprovalRule `json:"approvals"`
+	// Approvers are the callers who may resolve approvals
+	// (ResolveApproval); with authentication off, everyone is the
+	// anonymous caller and may.
+	Approvers []string `json:"approvers"`
+	// ApprovalTimeout bounds a call's wait for approval; it then ends
+	// TIMEOUT. Default 0: the call's own timeout.
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// ApproveOwnCalls lets an approver resolve the calls of batches it sent
+	// itself; by default it may not, so an agent cannot approve its own
+	// calls.
+	ApproveOwnCalls bool `json:"approve_own_calls"`
+	// Replica names this engine as the owner of the detached batches it
+	// runs, in the EventLog. Default: a random name, new for each engine.
+	Replica string `json:"-"`
 	// Permissions decides which tools each caller (see CallerFrom) may list and
 	// call. Default nil: every caller may call every tool.
 	Permissions Permissions `json:"-"`
@@ -167,6 +199,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", c.IdempotencyTTL, "how long a completed call with an idempotency key is replayed instead of run (0: 24h)")
 	fs.DurationVar(&c.IdempotencyLease, "idempotency-lease", c.IdempotencyLease, "how long a claim on a running call lasts unless renewed; bounds how long retries wait for a replica that died (0: 10s)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", c.SessionTTL, "how long a session variable lives after it was last set (0: 24h)")
+	fs.DurationVar(&c.BatchTTL, "batch-ttl", c.BatchTTL, "how long a detached batch's events are kept after it finished (0: 24h)")
+	fs.DurationVar(&c.ApprovalTimeout, "approval-timeout", c.ApprovalTimeout, "how long a call waits for approval before it times out (0: its own timeout)")
+	fs.DurationVar(&c.BatchLease, "batch-lease", c.BatchLease, "how long the replica running a detached batch holds it unless renewed; bounds how long a dead replica's batch looks running (0: 10s)")
 	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
 	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
 	fs.Float64Var(&c.RatePerCaller, "rate-per-caller", c.RatePerCaller, "calls a second each caller may start, on average; batches beyond it are refused with RESOURCE_EXHAUSTED and a RetryInfo (0: no limit)")
@@ -189,6 +224,16 @@ const DefaultMaxBufferedBytes = 64 << 20
 func (c *Config) Validate() error {
 	if c.RatePerCaller < 0 || c.RateBurst < 0 {
 		return fmt.Errorf("rate_per_caller (%g) and rate_burst (%d) cannot be negative", c.RatePerCaller, c.RateBurst)
+	}
+	for i, r := range c.Approvals {
+		if len(r.Tools) == 0 {
+			return fmt.Errorf("approvals[%d] names no tools", i)
+		}
+		for _, pat := range r.Tools {
+			if _, err := path.Match(pat, ""); err != nil {
+				return fmt.Errorf("approvals[%d]: pattern %q: %w", i, pat, err)
+			}
+		}
 	}
 	if c.MaxBufferedBytes > 0 {
 		stream := c.MaxStreamBufferBytes
@@ -233,6 +278,14 @@ func (c Config) withDefaults() Config {
 	defDur(&c.IdempotencyTTL, 24*time.Hour)
 	defDur(&c.IdempotencyLease, 10*time.Second)
 	defDur(&c.SessionTTL, 24*time.Hour)
+	defDur(&c.BatchTTL, 24*time.Hour)
+	defDur(&c.BatchLease, 10*time.Second)
+	if c.EventLog == nil {
+		c.EventLog = memory.New(memory.Options{})
+	}
+	if c.Replica == "" {
+		c.Replica = "replica-" + newID()
+	}
 	if c.Idempotency == nil || c.Sessions == nil {
 		m := memory.New(memory.Options{})
 		if c.Idempotency == nil {

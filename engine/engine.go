@@ -91,6 +91,7 @@ type Engine struct {
 	rates     *rates    // nil without a rate limit
 	obs       Observer  // nil: none
 	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
+	held      approvals // calls held for approval on this engine; see approval.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the

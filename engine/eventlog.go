@@ -2,105 +2,251 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/protobuf/proto"
 )
 
-// eventLog is a detached batch's events as its one writer appends them,
-// numbered from 1 in the order appended (batch.seq): the seam between a
-// batch's run and the streams that read it. Only a detached batch has one
-// (batch.log): a batch that dies with its stream has one reader, which the
-// writer serves directly (batch.write), and keeping its events would only
-// cost.
+// A detached batch's events live in the store (Config.EventLog), one log
+// per batch, written by the batch's one writer before any reader sees them:
+// every attachment, the batch's own first stream included, reads the log.
+// So any replica sharing the store replays a batch's events and follows
+// its live ones, and a batch whose replica died is found unfinished, with
+// no owner, once its lease has run out: the first reader to notice takes
+// the log over and ends it, its open calls CANCELLED (owner lost).
 //
-// Readers (attachments) each read from a seq of their own at their own
-// pace: the writer never waits for them. A kept log lives in memory, on
-// the replica that runs the batch, until the batch ends.
-type eventLog struct {
-	mu   sync.Mutex
-	kept []*toolwirev1.ExecuteBatchResponse // kept[i] has seq i+1
-	done bool                               // the last event (BatchFinished) is appended, or none will be
-	wake chan struct{}                      // closed at the next append or end; nil while no reader waits
+// The log is bounded. Progress is coalesced before it is written (see
+// coalescer): a call's first progressBurst reports are written as they
+// come, then at most one every progressEvery, the reports between merged
+// into it; past maxStoredProgress reports in one batch, a call's progress
+// is merged and written only just before its result. So a batch of n calls
+// writes at most 2 + 4n + maxStoredProgress events (BatchAccepted and
+// BatchFinished, per call CallStarted, CallAwaitingApproval, the merged
+// progress before its result, and CallResult), each within
+// MaxMessageBytes.
+const (
+	progressBurst     = 64
+	progressEvery     = time.Second
+	maxStoredProgress = 10_000
+)
+
+// logName is the name of a batch's log in the store: scoped by its caller,
+// so that another caller's request names a log that does not exist.
+func logName(caller, batchID string) string { return strconv.Quote(caller) + "/" + batchID }
+
+// controlScope is the session scope (in Config.Sessions) where requests to
+// a batch's owner wait: CancelBatch made on another replica. Session scopes
+// start with a quote; this never does.
+func controlScope(name string) string { return "batch:" + name }
+
+// batchLog is a detached batch's log as its writer keeps it.
+type batchLog struct {
+	e      *Engine
+	b      *batch
+	name   string
+	failed atomic.Bool // a write failed or the lease was lost: nothing more is written
+
+	coal coalescer
+
+	mu      sync.Mutex
+	ticker  *time.Timer // renews the lease and reads the control requests
+	stopped bool
 }
 
-// append keeps ev, the next event in the writer's numbering, for the
-// readers, waking those that wait.
-func (l *eventLog) append(ev *toolwirev1.ExecuteBatchResponse) {
+// openLog creates the batch's log, owned by this engine under a lease that
+// a timer renews, and returns it.
+func (e *Engine) openLog(b *batch) (*batchLog, error) {
+	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
+	ctx, cancel := context.WithTimeout(b.callerCtx, storeTimeout)
+	defer cancel()
+	if err := e.cfg.EventLog.Open(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
+		return nil, err
+	}
+	l.coal.init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
+	l.ticker = time.AfterFunc(l.tick(), l.renew)
+	return l, nil
+}
+
+// tick is how often the owner renews its lease and looks for requests.
+func (l *batchLog) tick() time.Duration { return min(l.e.cfg.BatchLease/3, 500*time.Millisecond) }
+
+// renew renews the lease and carries out a cancellation requested on
+// another replica; then it runs again, until stop.
+func (l *batchLog) renew() {
+	e := l.e
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if !l.failed.Load() {
+		if err := e.cfg.EventLog.RenewLog(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
+			l.lost(err)
+		}
+	}
+	if v, ok, err := e.cfg.Sessions.GetVar(ctx, controlScope(l.name), "cancel"); err == nil && ok {
+		var reason string
+		_ = json.Unmarshal(v, &reason)
+		l.b.cancel(&errCancelRequested{reason: reason})
+	}
 	l.mu.Lock()
-	l.kept = append(l.kept, ev)
-	l.wakeReaders()
+	if !l.stopped {
+		l.ticker.Reset(l.tick())
+	}
 	l.mu.Unlock()
 }
 
-// last is the seq of the last event appended; 0 before the first.
-func (l *eventLog) last() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return uint64(len(l.kept))
+// errLogLost is the cause of a detached batch's cancellation when its log
+// could not be written: its readers could not learn what it does.
+var errLogLost = errors.New("the batch's event log could not be written")
+
+// lost stops writing the log after err: the batch is cancelled (its results
+// still recorded under their keys), and its lease left to run out, so that
+// its readers report its open calls as CANCELLED, owner lost.
+func (l *batchLog) lost(err error) {
+	if l.failed.CompareAndSwap(false, true) {
+		l.e.cfg.Logger.Error("detached batch's event log lost; cancelling the batch", "batch_id", l.b.id, "error", err)
+		l.b.cancel(errLogLost)
+	}
 }
 
-// end says no event follows, and wakes the readers.
-func (l *eventLog) end() {
+// stop ends the renewals.
+func (l *batchLog) stop() {
 	l.mu.Lock()
-	l.done = true
-	l.wakeReaders()
+	l.stopped = true
+	l.ticker.Stop()
 	l.mu.Unlock()
 }
 
-// wakeReaders wakes the readers waiting for an event; l.mu is held.
-func (l *eventLog) wakeReaders() {
-	if l.wake != nil {
-		close(l.wake)
-		l.wake = nil
+// write is the writer's: it numbers ev and appends it, after coalescing
+// progress (see coalescer).
+func (l *batchLog) write(ev *toolwirev1.ExecuteBatchResponse) {
+	if ev.GetProgress() != nil {
+		if ev = l.coal.progress(ev, time.Now()); ev == nil {
+			return
+		}
+	} else if r := ev.GetResult(); r != nil {
+		if p := l.coal.flush(int(r.GetIndex())); p != nil {
+			l.append(p)
+		}
+	}
+	l.append(ev)
+}
+
+// append numbers ev and appends it to the log.
+func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
+	b := l.b
+	b.seq++
+	ev.Seq = b.seq
+	if l.failed.Load() {
+		return
+	}
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		l.lost(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	i, err := l.e.cfg.EventLog.Append(ctx, l.name, l.e.cfg.Replica, data)
+	switch {
+	case err != nil:
+		l.lost(err)
+	case i != b.seq:
+		l.lost(errors.New("the log's numbering differs from the batch's: entry " + strconv.FormatUint(i, 10) + " for event " + strconv.FormatUint(b.seq, 10)))
 	}
 }
 
-// after returns the kept events after seq, whether the log has ended, and,
-// when there are none yet and it has not, a channel closed when there may
-// be.
-func (l *eventLog) after(seq uint64) (evs []*toolwirev1.ExecuteBatchResponse, done bool, wait <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if seq < uint64(len(l.kept)) {
-		// The slice's elements up to its length are never written again:
-		// appends go past it, so the reader may use it without the lock.
-		return l.kept[seq:len(l.kept):len(l.kept)], l.done, nil
+// finish ends the log after BatchFinished: it lives BatchTTL more.
+func (l *batchLog) finish() {
+	l.stop()
+	if l.failed.Load() {
+		return
 	}
-	if l.done {
-		return nil, true, nil
+	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	defer cancel()
+	if err := l.e.cfg.EventLog.Finish(ctx, l.name, l.e.cfg.Replica, l.e.cfg.BatchTTL); err != nil {
+		l.e.cfg.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
 	}
-	if l.wake == nil {
-		l.wake = make(chan struct{})
-	}
-	return nil, false, l.wake
 }
 
-// read sends sink the events after seq, then the live ones as they are
-// appended, until the log ends (nil) or ctx does or a Send fails (that
-// error). It is one attachment; any number may read one log at once.
-func (l *eventLog) read(ctx context.Context, seq uint64, sink Sink) error {
-	for {
-		evs, done, wait := l.after(seq)
-		for _, ev := range evs {
-			if err := ctx.Err(); err != nil {
-				return contextError(err)
-			}
-			if err := sink.Send(ev); err != nil {
-				return err
-			}
-			seq++
-		}
-		switch {
-		case len(evs) > 0:
-		case done:
-			return nil
-		default:
-			select {
-			case <-wait:
-			case <-ctx.Done():
-				return contextError(ctx.Err())
-			}
-		}
+// coalescer bounds the progress a detached batch writes; see the constants
+// above. Only the writer uses it.
+type coalescer struct {
+	stored   int // progress events written, the batch's
+	maxBytes int
+	calls    []callProgress
+}
+
+type callProgress struct {
+	n       int       // progress events written for the call
+	last    time.Time // when the last one was
+	pending *toolwirev1.ExecuteBatchResponse
+}
+
+func (c *coalescer) init(calls, maxBytes int) {
+	c.calls = make([]callProgress, calls)
+	c.maxBytes = maxBytes
+}
+
+// progress returns the event to write for the progress report ev, or nil
+// when it is merged into the call's pending one instead.
+func (c *coalescer) progress(ev *toolwirev1.ExecuteBatchResponse, now time.Time) *toolwirev1.ExecuteBatchResponse {
+	p := ev.GetProgress()
+	cp := &c.calls[p.GetIndex()]
+	if cp.pending != nil {
+		merge(cp.pending.GetProgress(), p, c.maxBytes)
+		ev = cp.pending
 	}
+	if c.stored >= maxStoredProgress || (cp.n >= progressBurst && now.Sub(cp.last) < progressEvery) {
+		cp.pending = ev
+		return nil
+	}
+	cp.pending = nil
+	cp.n++
+	cp.last = now
+	c.stored++
+	return ev
+}
+
+// flush returns call i's pending progress, to be written before its result.
+func (c *coalescer) flush(i int) *toolwirev1.ExecuteBatchResponse {
+	if i >= len(c.calls) {
+		return nil
+	}
+	p := c.calls[i].pending
+	c.calls[i].pending = nil
+	return p
+}
+
+// merge folds the later report q into p: its figures and message replace
+// p's, its output follows p's, which keeps the last maxBytes of it.
+func merge(p, q *toolwirev1.CallProgress, maxBytes int) {
+	if q.Progress != nil {
+		p.Progress, p.Total = q.Progress, q.Total
+	}
+	if q.GetMessage() != "" {
+		p.Message = q.GetMessage()
+	}
+	out := p.GetOutput() + q.GetOutput()
+	if len(out) > maxBytes {
+		const mark = "[…earlier output merged away]"
+		out = mark + cutUTF8Front(out, maxBytes-len(mark))
+	}
+	p.Output = out
+}
+
+// cutUTF8Front returns the last n bytes of s at most, starting at a rune.
+func cutUTF8Front(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	i := len(s) - n
+	for i < len(s) && i > 0 && s[i]&0xC0 == 0x80 {
+		i++
+	}
+	return s[i:]
 }

@@ -2,7 +2,12 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store"
+	"google.golang.org/protobuf/proto"
 )
 
 // A batch's run and its stream are two things. The run (batch.run, the
@@ -19,11 +24,13 @@ import (
 //     (its context, or a failed Send), the reader is gone and the batch is
 //     cancelled, as it always was: its calls get CANCELLED results, which
 //     are recorded, and nothing new starts.
-//   - A detached batch's (BatchOptions.detach) writer runs on a goroutine of its own and keeps
-//     the events; Run's stream is one attachment among any number (Attach),
-//     each reading from the seq it asks for. A stream ending only detaches
-//     that reader: the batch runs on until its calls end or it is cancelled
-//     (Cancel, Drain, its deadline).
+//   - A detached batch's (BatchOptions.detach) writer runs on a goroutine
+//     of its own and appends the events to the batch's log in the store
+//     (eventlog.go); Run's stream is one attachment among any number
+//     (Attach), on any replica sharing the store, each reading from the
+//     seq it asks for. A stream ending only detaches that reader: the
+//     batch runs on until its calls end or it is cancelled (Cancel, from
+//     any replica; Drain; its deadline).
 
 // admit counts a batch in, giving it its ID and keeping it by that ID (for
 // Cancel, Attach and draining), or refuses it while draining or
@@ -90,51 +97,275 @@ const MaxReasonBytes = 1024
 // (cut to MaxReasonBytes), as a client's disconnect from a batch that is
 // not detached does: its calls that had not ended get CANCELLED results
 // saying the reason, nothing new starts, and the batch ends with
-// BatchFinished. It returns once the cancellation is made, not when the
-// batch has ended; NotFound when no such batch of this caller runs.
+// BatchFinished. A detached batch running on another replica is cancelled
+// through the store, within a fraction of a second of its owner's next
+// look (see batchLog.renew). It returns once the cancellation is made or
+// asked for, not when the batch has ended; NotFound when no such batch of
+// this caller runs.
 func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
-	b, err := e.lookup(ctx, batchID)
-	if err != nil {
-		return err
-	}
 	if len(reason) > MaxReasonBytes {
 		reason = cutUTF8(reason, MaxReasonBytes) + "…"
 	}
-	b.cancel(&errCancelRequested{reason: reason})
+	if b, err := e.lookup(ctx, batchID); err == nil {
+		b.cancel(&errCancelRequested{reason: reason})
+		return nil
+	}
+	name := logName(CallerFrom(ctx), batchID)
+	info, err := e.cfg.EventLog.Stat(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrLogNotFound) || (err == nil && info.Finished):
+		return errorf(NotFound, "no batch %s is running for this caller", shorten(batchID))
+	case err != nil:
+		return storeError(ctx, err)
+	}
+	v, _ := json.Marshal(reason)
+	if err := e.cfg.Sessions.SetVar(ctx, controlScope(name), "cancel", v, e.cfg.BatchTTL); err != nil {
+		return storeError(ctx, err)
+	}
 	return nil
 }
 
-// Attach sends sink the events of the running detached batch batchID of
-// ctx's caller after the one numbered afterSeq (all of them for 0), then
-// its live events, and returns once it has sent BatchFinished (nil), ctx
-// has ended, or a Send has failed (that error). Attaching does not change
-// the batch; ending the attachment only detaches its reader. It returns
-// NotFound when no such batch runs, or it is not detached (its one reader
-// is its own stream), and InvalidArgument for an afterSeq past the last
-// event sent.
-func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, sink Sink) error {
-	b, err := e.lookup(ctx, batchID)
-	if err != nil {
-		return err
+// storeError is the *Error for a failure of the store a surface's request
+// needed.
+func storeError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return contextError(ctx.Err())
 	}
-	if !b.detached {
-		return errorf(NotFound, "batch %s is not detached: only its own stream reads it", shorten(batchID))
-	}
-	if last := b.log.last(); afterSeq > last {
-		return errorf(InvalidArgument, "after_seq %d is past the batch's last event, %d", afterSeq, last)
-	}
-	return b.log.read(ctx, afterSeq, sink)
+	return errorf(Unavailable, "the store of detached batches failed: %v; retry", err)
 }
 
-// runDetached is run for a detached batch: it starts the batch's writer on
-// a goroutine of its own, whose context keeps ctx's values (the caller, the trace) but
-// not its cancellation or deadline, and reads its events to sink as an
-// attachment until the batch ends or ctx does. Before BatchAccepted it
-// refuses the batch as Run does.
+// Attach sends sink the events of the detached batch batchID of ctx's
+// caller after the one numbered afterSeq (all of them for 0), then its
+// live events, and returns once it has sent BatchFinished (nil), ctx has
+// ended, or a Send has failed (that error). It works on any replica
+// sharing the store (Config.EventLog), while the batch runs and for
+// BatchTTL after it finished. Attaching does not change the batch; ending
+// the attachment only detaches its reader. When the replica running the
+// batch was lost (its lease ran out), the calls that had not ended get
+// CANCELLED results, owner lost, and the batch ends. It returns NotFound
+// when no such batch is known (or it was not detached: its one reader is
+// its own stream), and InvalidArgument for an afterSeq past the last event
+// sent.
+func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, sink Sink) error {
+	name := logName(CallerFrom(ctx), batchID)
+	info, err := e.cfg.EventLog.Stat(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrLogNotFound):
+		return errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, or expired)", shorten(batchID))
+	case err != nil:
+		return storeError(ctx, err)
+	case afterSeq > info.Last:
+		return errorf(InvalidArgument, "after_seq %d is past the batch's last event, %d", afterSeq, info.Last)
+	}
+	return e.readLog(ctx, name, afterSeq, sink)
+}
+
+// readLog sends sink the log's events after seq and then its live ones
+// until BatchFinished; see Attach.
+func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink) error {
+	el := e.cfg.EventLog
+	for {
+		for ent, err := range el.After(ctx, name, seq) {
+			if err != nil {
+				return logReadError(ctx, err)
+			}
+			ev := &toolwirev1.ExecuteBatchResponse{}
+			if err := proto.Unmarshal(ent.Data, ev); err != nil {
+				return errorf(Internal, "event %d of the batch's log cannot be read: %v", ent.Index, err)
+			}
+			if err := sink.Send(ev); err != nil {
+				return err
+			}
+			seq = ent.Index
+			if ev.GetFinished() != nil {
+				return nil
+			}
+		}
+		info, err := el.Stat(ctx, name)
+		switch {
+		case err != nil:
+			return logReadError(ctx, err)
+		case info.Last > seq:
+			continue
+		case info.Finished:
+			return errorf(Internal, "the batch's log ended without BatchFinished")
+		case !info.Owned:
+			e.recoverLost(ctx, name)
+			continue
+		}
+		if err := el.WaitLog(ctx, name, seq); err != nil {
+			return logReadError(ctx, err)
+		}
+		if ctx.Err() != nil {
+			return contextError(ctx.Err())
+		}
+	}
+}
+
+// logReadError is the *Error for a failed read of a batch's log.
+func logReadError(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return contextError(ctx.Err())
+	case errors.Is(err, store.ErrLogNotFound):
+		return errorf(NotFound, "the batch's events have expired")
+	case errors.Is(err, store.ErrDropped):
+		return errorf(Internal, "events of the batch after the one asked for are no longer kept")
+	}
+	return storeError(ctx, err)
+}
+
+// errOwnerLost is what the open calls of a batch whose replica was lost
+// are told.
+const ownerLostText = "cancelled: the replica running this batch was lost before the call ended (owner lost); it may have run in part. Send it again: with its idempotency key, a call that had finished is replayed, not run twice"
+
+// recoverLost ends the log name of a batch whose owner's lease ran out
+// before it finished: it takes the log over (one reader of all that may
+// notice at once does), gives every call without a result a CANCELLED one,
+// owner lost, and ends it with BatchFinished. A reader that does not win
+// the takeover reads what the winner writes.
+func (e *Engine) recoverLost(ctx context.Context, name string) {
+	el := e.cfg.EventLog
+	if err := el.TakeOver(ctx, name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
+		return
+	}
+	var accepted *toolwirev1.BatchAccepted
+	var results []*toolwirev1.CallResult
+	var last uint64
+	for ent, err := range el.After(ctx, name, 0) {
+		if err != nil {
+			break
+		}
+		last = ent.Index
+		ev := &toolwirev1.ExecuteBatchResponse{}
+		if proto.Unmarshal(ent.Data, ev) != nil {
+			continue
+		}
+		switch {
+		case ev.GetAccepted() != nil:
+			accepted = ev.GetAccepted()
+		case ev.GetResult() != nil:
+			results = append(results, ev.GetResult())
+		}
+	}
+	write := func(ev *toolwirev1.ExecuteBatchResponse) bool {
+		last++
+		ev.Seq = last
+		data, err := proto.Marshal(ev)
+		if err == nil {
+			_, err = el.Append(ctx, name, e.cfg.Replica, data)
+		}
+		return err == nil
+	}
+	ended := make(map[string]bool, len(results))
+	for _, r := range results {
+		ended[r.GetCallId()] = true
+	}
+	i := 0
+	for _, lane := range accepted.GetLanes() {
+		for _, id := range lane.GetCallIds() {
+			if !ended[id] {
+				r := &toolwirev1.CallResult{CallId: id, Index: uint32(i), IsError: true, ErrorKind: toolwirev1.ErrorKind_ERROR_KIND_CANCELLED,
+					Content: []*toolwirev1.Content{textBlock(ownerLostText)}}
+				if !write(resultEventFor(r)) {
+					return
+				}
+				results = append(results, r)
+			}
+			i++
+		}
+	}
+	ev, f := finishedEventFor(accepted.GetBatchId(), 0)
+	for _, r := range results {
+		count(f, r)
+	}
+	if write(ev) {
+		_ = el.Finish(ctx, name, e.cfg.Replica, e.cfg.BatchTTL)
+	}
+}
+
+// count counts r in f, as BatchFinished counts results.
+func count(f *toolwirev1.BatchFinished, r *toolwirev1.CallResult) {
+	switch {
+	case r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_SKIPPED:
+		f.Skipped++
+	case r.GetIsError():
+		f.Failed++
+	default:
+		f.Succeeded++
+	}
+	switch r.GetErrorKind() {
+	case toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT:
+		f.Cancelled++
+	}
+	if r.GetReplayed() {
+		f.Replayed++
+	}
+}
+
+// GetBatch returns the state of the detached batch batchID of ctx's caller,
+// with the results of its calls that have ended, from the store: on any
+// replica, while it runs and for BatchTTL after. A batch whose replica was
+// lost is ended first, as Attach does. Its state is FINISHED once it has
+// ended, CANCELLED when it ended with a call cancelled (CancelBatch, the
+// server's shutdown, its replica lost); AWAITING_APPROVAL while a call
+// waits for approval; else RUNNING. NotFound as for Attach.
+func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetBatchResponse, error) {
+	name := logName(CallerFrom(ctx), batchID)
+	el := e.cfg.EventLog
+	info, err := el.Stat(ctx, name)
+	switch {
+	case errors.Is(err, store.ErrLogNotFound):
+		return nil, errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, or expired)", shorten(batchID))
+	case err != nil:
+		return nil, storeError(ctx, err)
+	case !info.Finished && !info.Owned:
+		e.recoverLost(ctx, name)
+	}
+	resp := &toolwirev1.GetBatchResponse{BatchId: batchID, State: toolwirev1.BatchState_BATCH_STATE_RUNNING}
+	waiting := map[string]bool{}
+	cancelled := false
+	for ent, err := range el.After(ctx, name, 0) {
+		if err != nil {
+			return nil, logReadError(ctx, err)
+		}
+		ev := &toolwirev1.ExecuteBatchResponse{}
+		if err := proto.Unmarshal(ent.Data, ev); err != nil {
+			return nil, errorf(Internal, "event %d of the batch's log cannot be read: %v", ent.Index, err)
+		}
+		resp.LastSeq = ent.Index
+		switch {
+		case ev.GetAwaitingApproval() != nil:
+			waiting[ev.GetAwaitingApproval().GetCallId()] = true
+		case ev.GetResult() != nil:
+			r := ev.GetResult()
+			delete(waiting, r.GetCallId())
+			resp.Results = append(resp.Results, r)
+			cancelled = cancelled || r.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_CANCELLED
+		case ev.GetFinished() != nil:
+			resp.Finished = ev.GetFinished()
+		}
+	}
+	switch {
+	case resp.Finished != nil && cancelled:
+		resp.State = toolwirev1.BatchState_BATCH_STATE_CANCELLED
+	case resp.Finished != nil:
+		resp.State = toolwirev1.BatchState_BATCH_STATE_FINISHED
+	case len(waiting) > 0:
+		resp.State = toolwirev1.BatchState_BATCH_STATE_AWAITING_APPROVAL
+	}
+	return resp, nil
+}
+
+// runDetached is run for a detached batch: it opens the batch's log, starts
+// the batch's writer on a goroutine of its own, whose context keeps ctx's
+// values (the caller, the trace) but not its cancellation or deadline, and
+// reads the log to sink as an attachment until the batch ends or ctx does.
+// Before BatchAccepted it refuses the batch as Run does, and with
+// Unavailable when the store cannot open its log.
 func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 	// Detached from the stream on purpose: the batch outlives it.
 	b.callerCtx = context.WithoutCancel(ctx)
-	b.log = &eventLog{}
 	runCtx, cancel := context.WithCancelCause(b.callerCtx)
 	if err := e.admit(b, cancel); err != nil {
 		cancel(nil)
@@ -151,6 +382,12 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	err := b.reserve(runCtx)
 	stop()
+	if err == nil {
+		if b.log, err = e.openLog(b); err != nil {
+			b.dropReserved()
+			err = storeError(ctx, err)
+		}
+	}
 	if err != nil {
 		cancelTimeout()
 		cancel(nil)
@@ -158,6 +395,7 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 		e.release(b)
 		return err
 	}
+	name := b.log.name
 	go func() {
 		defer e.release(b)
 		defer cancel(nil)
@@ -165,11 +403,11 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 		defer b.dropReserved()
 		e.runners.Go(func() { b.run(runCtx) })
 		_ = b.write(cancel) // a detached batch's writer only appends: it cannot fail
-		b.send(b.finished())
-		b.log.end()
+		b.log.write(b.finished())
+		b.log.finish()
 		b.obsBatchEnded(nil)
 	}()
-	return b.log.read(ctx, 0, b.sink)
+	return e.readLog(ctx, name, 0, b.sink)
 }
 
 // cancelRequested is what a call's result says when Cause is Cancel's.

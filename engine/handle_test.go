@@ -2,12 +2,17 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/memory"
+	"google.golang.org/protobuf/proto"
 )
 
 // batchIDOf returns the batch ID a BatchAccepted among events names.
@@ -138,7 +143,7 @@ func TestDetachedBatchOutlivesItsStream(t *testing.T) {
 		t.Fatalf("an attachment from 0 got %d events, fewer than the first stream's %d", len(all.events), len(first))
 	}
 	for i, ev := range first {
-		if all.events[i] != ev {
+		if !proto.Equal(all.events[i], ev) {
 			t.Errorf("event %d: the first stream got %v, an attachment from 0 %v", i+1, ev, all.events[i])
 		}
 	}
@@ -146,7 +151,7 @@ func TestDetachedBatchOutlivesItsStream(t *testing.T) {
 		t.Fatalf("an attachment after %d got %d events, want %d", after, got, want)
 	}
 	for i, ev := range rest.events {
-		if ev != all.events[int(after)+i] {
+		if !proto.Equal(ev, all.events[int(after)+i]) {
 			t.Errorf("event %d differs between the attachments", int(after)+i+1)
 		}
 	}
@@ -158,8 +163,28 @@ func TestDetachedBatchOutlivesItsStream(t *testing.T) {
 		t.Errorf("last event %v, want BatchFinished", all.events[len(all.events)-1])
 	}
 	waitFor(t, func() bool { return te.e.Stats().Batches == 0 })
-	if err := te.e.Attach(as("alice"), id, 0, &all); CodeOf(err) != NotFound {
-		t.Errorf("Attach to an ended batch: %v, want NotFound", err)
+	// Ended, it is replayed whole while its log is kept.
+	var again recorder
+	if err := te.e.Attach(as("alice"), id, 0, &again); err != nil {
+		t.Fatalf("Attach to an ended batch: %v", err)
+	}
+	if len(again.events) != len(all.events) {
+		t.Fatalf("Attach to the ended batch replayed %d events, want %d", len(again.events), len(all.events))
+	}
+	for i := range again.events {
+		if !proto.Equal(again.events[i], all.events[i]) {
+			t.Errorf("replayed event %d differs", i+1)
+		}
+	}
+	got, err := te.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_FINISHED || len(got.GetResults()) != 2 || got.GetLastSeq() != uint64(len(all.events)) || got.GetFinished() == nil {
+		t.Errorf("GetBatch = %v, want FINISHED with 2 results, last_seq %d", got, len(all.events))
+	}
+	if _, err := te.e.GetBatch(as("bob"), id); CodeOf(err) != NotFound {
+		t.Errorf("GetBatch as another caller: %v, want NotFound", err)
 	}
 }
 
@@ -220,4 +245,197 @@ func TestEventsAreNumberedFromOne(t *testing.T) {
 			}
 		}
 	}
+}
+
+// dyingLog is an EventLog whose replica can die: after kill, nothing it
+// writes reaches the store, as if its process had gone.
+type dyingLog struct {
+	store.EventLog
+	dead atomic.Bool
+}
+
+var errDead = errors.New("this replica is dead")
+
+func (d *dyingLog) Append(ctx context.Context, name, owner string, data []byte) (uint64, error) {
+	if d.dead.Load() {
+		return 0, errDead
+	}
+	return d.EventLog.Append(ctx, name, owner, data)
+}
+
+func (d *dyingLog) RenewLog(ctx context.Context, name, owner string, lease time.Duration) error {
+	if d.dead.Load() {
+		return errDead
+	}
+	return d.EventLog.RenewLog(ctx, name, owner, lease)
+}
+
+func (d *dyingLog) Finish(ctx context.Context, name, owner string, ttl time.Duration) error {
+	if d.dead.Load() {
+		return errDead
+	}
+	return d.EventLog.Finish(ctx, name, owner, ttl)
+}
+
+// twoReplicas returns two engines sharing one in-memory store, the first's
+// event log able to die.
+func twoReplicas(t *testing.T, cfg Config) (a, b *testBed, dying *dyingLog) {
+	m := memory.New(memory.Options{})
+	dying = &dyingLog{EventLog: m}
+	cfg.Idempotency, cfg.Sessions = m, m
+	ca, cb := cfg, cfg
+	ca.EventLog, ca.Replica = dying, "a"
+	cb.EventLog, cb.Replica = m, "b"
+	return newTestBed(t, ca), newTestBed(t, cb), dying
+}
+
+func TestAttachAndCancelFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	a, b, _ := twoReplicas(t, Config{})
+	ctx, cancel := context.WithCancel(as("alice"))
+	lb := startDetached(t, ctx, a, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
+	cancel()
+	_, _ = drain(lb)
+	id := batchIDOf(t, lb.snapshot())
+
+	if err := b.e.Cancel(as("bob"), id, "no"); CodeOf(err) != NotFound {
+		t.Errorf("Cancel on the other replica as another caller: %v, want NotFound", err)
+	}
+	var rec recorder
+	done := make(chan error, 1)
+	go func() { done <- b.e.Attach(as("alice"), id, 0, &rec) }()
+	waitFor(t, func() bool { return len(rec.get()) >= 2 }) // BatchAccepted, CallStarted: live from A
+	if err := b.e.Cancel(as("alice"), id, "stop it"); err != nil {
+		t.Fatalf("Cancel on the other replica: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Attach on the other replica: %v", err)
+	}
+	r := results(t, rec.events)["h"]
+	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED || !strings.Contains(text(r), "stop it") {
+		t.Errorf("result %v, want CANCELLED naming the reason", r)
+	}
+	got, err := b.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_CANCELLED {
+		t.Errorf("GetBatch state %v, want CANCELLED", got.GetState())
+	}
+}
+
+func TestLostReplicasBatchEndsOwnerLost(t *testing.T) {
+	t.Parallel()
+	a, b, dying := twoReplicas(t, Config{BatchLease: 300 * time.Millisecond})
+	ctx, cancel := context.WithCancel(as("alice"))
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e", "echo", `{"text":"done"}`), call("h", "hold", "")}}
+	lb := startDetached(t, ctx, a, req)
+	id := batchIDOf(t, lb.snapshot())
+	waitFor(t, func() bool { return results(t, lb.snapshot())["e"] != nil })
+	cancel()
+	_, _ = drain(lb)
+	dying.dead.Store(true) // replica A dies: nothing more of it reaches the store
+
+	got, err := b.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_RUNNING {
+		t.Fatalf("GetBatch while A's lease lasts: %v, want RUNNING", got.GetState())
+	}
+	var rec recorder
+	if err := b.e.Attach(as("alice"), id, 0, &rec); err != nil { // returns once the lease has run out and B ended it
+		t.Fatalf("Attach: %v", err)
+	}
+	rs := results(t, rec.events)
+	if text(rs["e"]) != "done" {
+		t.Errorf("the finished call's result %v, want it as A recorded it", rs["e"])
+	}
+	if r := rs["h"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED || !strings.Contains(text(r), "owner lost") || r.GetIndex() != 1 {
+		t.Errorf("the open call's result %v, want CANCELLED, owner lost, index 1", r)
+	}
+	for i, ev := range rec.events {
+		if ev.GetSeq() != uint64(i+1) {
+			t.Errorf("event %d has seq %d", i+1, ev.GetSeq())
+		}
+	}
+	f := rec.events[len(rec.events)-1].GetFinished()
+	if f == nil || f.GetSucceeded() != 1 || f.GetCancelled() != 1 {
+		t.Errorf("last event %v, want BatchFinished: 1 succeeded, 1 cancelled", rec.events[len(rec.events)-1])
+	}
+	got, err = b.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_CANCELLED || len(got.GetResults()) != 2 {
+		t.Errorf("GetBatch after: %v, want CANCELLED with 2 results", got)
+	}
+}
+
+// TestChattyToolsLogIsBounded: 100,000 progress reports of a detached
+// batch's call leave at most the stated bound of events in its log.
+func TestChattyToolsLogIsBounded(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	te := newTestBed(t, Config{EventLog: m})
+	var rec recorder
+	req := &toolwirev1.ExecuteBatchRequest{
+		Calls:   []*toolwirev1.ToolCall{call("c", "chatty", `{"n":100000,"size":8}`)},
+		Options: &toolwirev1.BatchOptions{Detach: true},
+	}
+	if err := te.e.Run(as("alice"), te.reg.Snapshot(), req, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := te.state.reports.Load(); got != 100_000 {
+		t.Fatalf("the tool reported %d times, want 100000", got)
+	}
+	info, err := m.Stat(context.Background(), logName("alice", batchIDOf(t, rec.events)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := uint64(2 + 4*1 + maxStoredProgress)
+	if info.Last > bound || uint64(len(rec.events)) != info.Last {
+		t.Fatalf("the log holds %d events (the stream got %d); the bound is %d", info.Last, len(rec.events), bound)
+	}
+	var output int
+	for _, ev := range rec.events {
+		output += len(ev.GetProgress().GetOutput())
+	}
+	if output == 0 || text(results(t, rec.events)["c"]) != "reported" {
+		t.Errorf("output %d bytes, result %v: want progress and the result", output, results(t, rec.events)["c"])
+	}
+}
+
+// TestFinishedLogsExpire: 10,000 detached batches, finished and past
+// BatchTTL, leave no log in the store. (waitFor allows 10s.)
+func TestFinishedLogsExpire(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	te := newTestBed(t, Config{EventLog: m, BatchTTL: 3 * time.Second})
+	const n = 10_000
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += 8 {
+				req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e", "echo", `{"text":"x"}`)}, Options: &toolwirev1.BatchOptions{Detach: true}}
+				if err := te.e.Run(context.Background(), te.reg.Snapshot(), req, SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error { return nil })); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d batches failed", failed.Load())
+	}
+	if got := m.Logs(); got == 0 || got > n {
+		t.Fatalf("the store holds %d logs right after, want some (the first may have expired), at most %d", got, n)
+	}
+	waitFor(t, func() bool {
+		_, _ = m.Stat(context.Background(), "any") // a read sweeps expired logs, at most once a second
+		return m.Logs() == 0
+	})
 }

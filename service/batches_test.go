@@ -20,13 +20,18 @@ import (
 
 // serveTCP serves a new engine over the diag tools on a real loopback
 // socket and returns a function that dials a new connection to it.
-func serveTCP(tb testing.TB) (dial func() toolwirev1.ToolServiceClient) {
+func serveTCP(tb testing.TB, cfgs ...engine.Config) (dial func() toolwirev1.ToolServiceClient) {
 	tb.Helper()
 	reg, err := tools.NewRegistry(diag.Tools()...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var ec engine.Config
+	if len(cfgs) > 0 {
+		ec = cfgs[0]
+	}
+	ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	eng := engine.New(ec)
 	srv := New(eng, reg, Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -109,6 +114,16 @@ func TestDetachedBatchOverTCP(t *testing.T) {
 	if _, err := other.CancelBatch(context.Background(), &toolwirev1.CancelBatchRequest{BatchId: id}); status.Code(err) != codes.NotFound {
 		t.Errorf("CancelBatch of an ended batch: %v, want NotFound", err)
 	}
+	got, err := other.GetBatch(context.Background(), &toolwirev1.GetBatchRequest{BatchId: id})
+	if err != nil {
+		t.Fatalf("GetBatch: %v", err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_FINISHED || len(got.GetResults()) != 2 || got.GetLastSeq() != want-1 {
+		t.Errorf("GetBatch = %v, want FINISHED, 2 results, last_seq %d", got, want-1)
+	}
+	if _, err := other.GetBatch(context.Background(), &toolwirev1.GetBatchRequest{BatchId: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("GetBatch of no batch: %v, want NotFound", err)
+	}
 }
 
 // TestCancelBatchOverTCP: CancelBatch on another connection ends a
@@ -150,4 +165,45 @@ func drainAttach(client toolwirev1.ToolServiceClient, id string, after uint64) (
 		return nil, err
 	}
 	return drain(s)
+}
+
+// TestResolveApprovalOverTCP: a held call is announced on the stream and
+// denied through ResolveApproval on another connection (authentication
+// off: the anonymous caller may approve); a call not waiting is NotFound.
+func TestResolveApprovalOverTCP(t *testing.T) {
+	dial := serveTCP(t, engine.Config{Approvals: []engine.ApprovalRule{{Tools: []string{"echo"}, Reason: "echo needs a nod"}}})
+	stream, err := dial().ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e", "echo", `{"text":"hi"}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("no CallAwaitingApproval: %v", err)
+		}
+		if a := ev.GetAccepted(); a != nil {
+			id = a.GetBatchId()
+		}
+		if a := ev.GetAwaitingApproval(); a != nil {
+			if a.GetReason() != "echo needs a nod" || a.GetToolName() != "echo" {
+				t.Errorf("CallAwaitingApproval %v", a)
+			}
+			break
+		}
+	}
+	other := dial()
+	if _, err := other.ResolveApproval(context.Background(), &toolwirev1.ResolveApprovalRequest{BatchId: id, CallId: "nope", Approved: true}); status.Code(err) != codes.NotFound {
+		t.Errorf("ResolveApproval of a call not waiting: %v, want NotFound", err)
+	}
+	if _, err := other.ResolveApproval(context.Background(), &toolwirev1.ResolveApprovalRequest{BatchId: id, CallId: "e", Message: "not now", Approver: "me"}); err != nil {
+		t.Fatalf("ResolveApproval: %v", err)
+	}
+	events, err := drain(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, events)["e"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED || text(r) != "not now" {
+		t.Errorf("result %v, want DENIED, not now", r)
+	}
 }

@@ -126,6 +126,23 @@ func (s *Server) AttachBatch(req *toolwirev1.AttachBatchRequest, stream grpc.Ser
 	return grpcError(s.engine.Attach(stream.Context(), req.GetBatchId(), req.GetAfterSeq(), stream))
 }
 
+// GetBatch implements toolwire.v1.ToolService (Engine.GetBatch).
+func (s *Server) GetBatch(ctx context.Context, req *toolwirev1.GetBatchRequest) (*toolwirev1.GetBatchResponse, error) {
+	resp, err := s.engine.GetBatch(ctx, req.GetBatchId())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+// ResolveApproval implements toolwire.v1.ToolService (Engine.ResolveApproval).
+func (s *Server) ResolveApproval(ctx context.Context, req *toolwirev1.ResolveApprovalRequest) (*toolwirev1.ResolveApprovalResponse, error) {
+	if err := s.engine.ResolveApproval(ctx, req.GetBatchId(), req.GetCallId(), req.GetApproved(), req.GetMessage(), req.GetApprover()); err != nil {
+		return nil, grpcError(err)
+	}
+	return &toolwirev1.ResolveApprovalResponse{}, nil
+}
+
 // CancelBatch implements toolwire.v1.ToolService (Engine.Cancel).
 func (s *Server) CancelBatch(ctx context.Context, req *toolwirev1.CancelBatchRequest) (*toolwirev1.CancelBatchResponse, error) {
 	if err := s.engine.Cancel(ctx, req.GetBatchId(), req.GetReason()); err != nil {

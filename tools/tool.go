@@ -9,6 +9,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -76,6 +77,8 @@ type Call struct {
 	mu     sync.Mutex
 	report func(Progress)
 
+	approve func(ctx context.Context, reason string) error // see RequestApproval
+
 	session Session // see Call.Session
 }
 
@@ -84,6 +87,31 @@ type Call struct {
 func NewCall(id, name string, args json.RawMessage, report func(Progress)) *Call {
 	return &Call{ID: id, Name: name, Arguments: args, report: report}
 }
+
+// SetApprover sets what RequestApproval asks: the server, which holds the
+// call until a person answers (it finds the call from ctx); the server
+// calls it.
+func (c *Call) SetApprover(approve func(ctx context.Context, reason string) error) {
+	c.approve = approve
+}
+
+// RequestApproval asks a person to approve what the call is about to do
+// (a command outside an allow-list, say), telling them reason, and waits
+// for the answer; the call holds no concurrency slot meanwhile. It returns
+// nil once approved. Otherwise it returns an error the tool should return
+// as it is: the call's result then says the call was denied (with the
+// approver's message) or that no one approved in time. Without a server
+// that can ask (a tool's own tests), or with a ctx not derived from the one
+// the handler was given, it returns ErrNoApprover.
+func (c *Call) RequestApproval(ctx context.Context, reason string) error {
+	if c == nil || c.approve == nil {
+		return ErrNoApprover
+	}
+	return c.approve(ctx, reason)
+}
+
+// ErrNoApprover is RequestApproval's error when nobody can be asked.
+var ErrNoApprover = errors.New("approval was needed, but no one can be asked here")
 
 // Progress is one progress report or chunk of streamed output.
 type Progress struct {

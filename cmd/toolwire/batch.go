@@ -14,7 +14,6 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/configfile"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -47,6 +46,7 @@ Each event prints as one protojson line on stdout as it arrives.`, stderr)
 	fs.BoolVar(&opts.StopOnError, "stop-on-error", false, "skip the lanes after a failed call")
 	batchTimeout := fs.Duration("batch-timeout", 0, "deadline for the whole batch, enforced by the server (0: none)")
 	session := fs.String("session", "", "session `ID` the calls belong to")
+	fs.BoolVar(&opts.Detach, "detach", false, "the batch runs on when the stream ends; a dropped stream is resumed (see toolwire attach)")
 	if help, err := parseFlags(fs, args); help || err != nil {
 		return err
 	}
@@ -64,7 +64,11 @@ Each event prints as one protojson line on stdout as it arrives.`, stderr)
 
 	req := &toolwirev1.ExecuteBatchRequest{Calls: calls, SessionId: *session, Options: opts}
 	return clientCommand(ctx, stderr, func() error {
-		c, ctx, done, err := cf.dial(ctx)
+		var copts []client.Option
+		if opts.Detach {
+			copts = append(copts, client.WithReattach(reattachAttempts, reattachBackoff))
+		}
+		c, ctx, done, err := cf.dialWith(ctx, copts...)
 		if err != nil {
 			return err
 		}
@@ -75,41 +79,7 @@ Each event prints as one protojson line on stdout as it arrives.`, stderr)
 
 // sendBatch runs req, printing each event as a protojson line on stdout.
 func sendBatch(ctx context.Context, c *client.Client, req *toolwirev1.ExecuteBatchRequest, explain func(string, error) error, stdout io.Writer) error {
-	var printErr error
-	events := func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
-		for ev, err := range c.ExecuteBatch(ctx, req) {
-			if ev != nil {
-				line, err := protojson.Marshal(ev)
-				if err == nil {
-					_, err = fmt.Fprintf(stdout, "%s\n", line)
-				}
-				if err != nil {
-					printErr = err
-					return
-				}
-			}
-			if !yield(ev, err) {
-				return
-			}
-		}
-	}
-	b, err := client.Collect(events)
-	if printErr != nil {
-		return printErr
-	}
-	if err != nil {
-		return explain("batch", err)
-	}
-	failed := 0
-	for _, r := range b.Results {
-		if r.GetIsError() {
-			failed++
-		}
-	}
-	if failed > 0 {
-		return &exitError{code: 1, msg: fmt.Sprintf("%d of %d calls failed", failed, len(b.Results))}
-	}
-	return nil
+	return printEvents(c.ExecuteBatch(ctx, req), explain, "batch", stdout)
 }
 
 // readBatchFile reads the calls of a batch file; "-" reads stdin.

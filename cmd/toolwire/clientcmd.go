@@ -52,11 +52,17 @@ func withDefaultPort(addr string) string {
 // dial returns a client and a context carrying the --timeout deadline; the
 // returned function releases both.
 func (c *clientFlags) dial(ctx context.Context) (*client.Client, context.Context, func(), error) {
+	return c.dialWith(ctx)
+}
+
+// dialWith is dial with more client options.
+func (c *clientFlags) dialWith(ctx context.Context, more ...client.Option) (*client.Client, context.Context, func(), error) {
 	c.addr = withDefaultPort(c.addr)
 	opts, err := c.sec.options(c.addr)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	opts = append(opts, more...)
 	cl, err := client.New(c.addr, opts...)
 	if err != nil {
 		return nil, nil, nil, err

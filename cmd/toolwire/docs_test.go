@@ -61,7 +61,7 @@ func TestCLISynopsisDocumented(t *testing.T) {
 		}
 	}
 	flagLine := regexp.MustCompile(`(?m)^\s+-([a-z][a-z-]*)`)
-	for _, cmd := range []string{"tools", "call", "batch"} {
+	for _, cmd := range []string{"tools", "call", "batch", "attach", "approve", "cancel"} {
 		var help bytes.Buffer
 		if err := run(context.Background(), []string{cmd, "-h"}, &help, &help); err != nil {
 			t.Fatalf("%s -h: %v", cmd, err)

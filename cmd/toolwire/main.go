@@ -4,6 +4,9 @@
 //	toolwire tools [flags]           list the tools a server offers
 //	toolwire call [flags] NAME JSON  run one call and print its result
 //	toolwire batch [flags] FILE      run a batch of calls, printing its events
+//	toolwire attach [flags] BATCH_ID print a detached batch's events
+//	toolwire approve [flags] BATCH_ID CALL_ID   approve (or --deny) a held call
+//	toolwire cancel [flags] BATCH_ID cancel a running batch
 //
 // Run "toolwire COMMAND -h" for a command's flags.
 //

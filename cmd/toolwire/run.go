@@ -18,6 +18,9 @@ var commands = []struct{ name, args, summary string }{
 	{"tools", "", "List the tools a toolwire server offers."},
 	{"call", "NAME [JSON]", "Run one tool call on a toolwire server and print its result."},
 	{"batch", "FILE|-", "Run a batch of tool calls from a JSON file on a toolwire server, printing its events."},
+	{"attach", "BATCH_ID", "Print a detached batch's events, then its live ones until it finishes."},
+	{"approve", "BATCH_ID CALL_ID", "Approve or deny a call of a batch that waits for approval."},
+	{"cancel", "BATCH_ID", "Cancel a running batch."},
 }
 
 // usage is the top-level help text.
@@ -26,7 +29,7 @@ var usage = func() string {
 	b.WriteString("toolwire runs the tool calls of LLM agents: a gRPC server, and a client for it.\n\n")
 	b.WriteString("usage: toolwire COMMAND [flags] [args]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-6s  %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-7s  %s\n", c.name, c.summary)
 	}
 	b.WriteString("\nRun \"toolwire COMMAND -h\" for a command's flags.\n")
 	return b.String()
@@ -108,6 +111,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCall(ctx, args, stdout, stderr)
 	case "batch":
 		return runBatch(ctx, args, os.Stdin, stdout, stderr)
+	case "attach":
+		return runAttach(ctx, args, stdout, stderr)
+	case "approve":
+		return runApprove(ctx, args, stdout, stderr)
+	case "cancel":
+		return runCancel(ctx, args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -99,7 +99,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	// One store keeps both the idempotency records and the sessions.
-	engCfg.Idempotency, engCfg.Sessions = st, st
+	engCfg.Idempotency, engCfg.Sessions, engCfg.EventLog = st, st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	if engCfg.RatePerCaller > 0 {
 		// A store every replica shares keeps the allowances too (Redis);

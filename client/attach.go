@@ -1,0 +1,102 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// WithReattach makes ExecuteBatch of a detached batch (BatchOptions.detach)
+// and Attach re-attach automatically when the stream drops (the server or
+// a proxy between went away: UNAVAILABLE, INTERNAL, UNKNOWN or ABORTED),
+// with AttachBatch from the last seq seen, so that no event is lost or
+// yielded twice. It tries up to attempts times in a row (an attempt that
+// yields events starts the count again), waiting backoff before the first
+// and doubling it, up to 5s, before the next. By default a dropped stream
+// is an error the iterator yields.
+func WithReattach(attempts int, backoff time.Duration) Option {
+	return func(o *options) { o.reattach, o.backoff = attempts, backoff }
+}
+
+// Attach streams the events of the detached batch batchID after afterSeq
+// (all of them for 0), then its live ones until BatchFinished, as
+// ExecuteBatch's iterator does: on any replica sharing the store, while the
+// batch runs and for the server's batch_ttl after. NOT_FOUND for an
+// unknown, expired or other caller's batch. Breaking out of the loop ends
+// only this reader; the batch runs on. With WithReattach it resumes after a
+// dropped stream.
+func (c *Client) Attach(ctx context.Context, batchID string, afterSeq uint64, opts ...grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
+	return c.follow(ctx, batchID, afterSeq, func(ctx context.Context) (grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse], error) {
+		return c.svc.AttachBatch(ctx, &toolwirev1.AttachBatchRequest{BatchId: batchID, AfterSeq: afterSeq}, opts...)
+	}, opts)
+}
+
+// follow yields a batch's events from the stream open makes, re-attaching
+// with AttachBatch after a dropped stream when the client re-attaches and
+// the batch's ID is known (from batchID, or its BatchAccepted).
+func (c *Client) follow(ctx context.Context, batchID string, last uint64, open func(context.Context) (grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse], error), opts []grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
+	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		failures := 0
+		backoff := c.backoff
+		for {
+			stream, err := open(ctx)
+			for err == nil {
+				var ev *toolwirev1.ExecuteBatchResponse
+				if ev, err = stream.Recv(); err != nil {
+					break
+				}
+				if ev.GetSeq() != 0 && ev.GetSeq() <= last {
+					continue // seen before a drop
+				}
+				last = ev.GetSeq()
+				if a := ev.GetAccepted(); a != nil && batchID == "" {
+					batchID = a.GetBatchId()
+				}
+				failures, backoff = 0, c.backoff
+				if !yield(ev, nil) {
+					return
+				}
+				if ev.GetFinished() != nil {
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if failures >= c.reattach || batchID == "" || ctx.Err() != nil || !dropped(err) {
+				yield(nil, err)
+				return
+			}
+			failures++
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				yield(nil, err)
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			id, after := batchID, last
+			open = func(ctx context.Context) (grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse], error) {
+				return c.svc.AttachBatch(ctx, &toolwirev1.AttachBatchRequest{BatchId: id, AfterSeq: after}, opts...)
+			}
+		}
+	}
+}
+
+// dropped reports whether err ended a stream the batch outlives.
+func dropped(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.Internal, codes.Unknown, codes.Aborted:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,324 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"sync"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// Approvals hold calls for a person's decision. A call that an approval
+// rule (Config.Approvals) names waits, after validation and before
+// idempotency and limits, so it holds no key and no concurrency slot, only
+// its lane; its batch announces it with CallAwaitingApproval. Whoever may
+// approve (Config.Approvers; anyone when authentication is off) answers
+// with ResolveApproval, on any replica: an approved call goes on along its
+// path, a denied one ends DENIED with the approver's message, and one
+// nobody answers within ApprovalTimeout (or its own timeout) ends TIMEOUT.
+//
+// The wait is announced in the store (Config.Sessions, under the scope
+// "approval:" and the batch ID), so that a replica other than the batch's
+// can check the resolver and hand the decision over; the waiting call
+// looks for it there every approvalPoll, and takes a decision made on its
+// own replica at once.
+
+// ApprovalRule names calls that wait for approval: those of tools matching
+// one of Tools (path.Match patterns, "*" any run of characters) made by one
+// of Callers (empty: every caller). Reason is told with the wait.
+type ApprovalRule struct {
+	Tools   []string `json:"tools"`
+	Callers []string `json:"callers,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// approvalPoll is how often a waiting call looks in the store for a
+// decision taken on another replica.
+const approvalPoll = 250 * time.Millisecond
+
+// needsApproval returns the reason call i must wait for approval, or false.
+func (e *Engine) needsApproval(caller, tool string) (string, bool) {
+	for _, r := range e.cfg.Approvals {
+		if len(r.Callers) > 0 && !contains(r.Callers, caller) {
+			continue
+		}
+		for _, pat := range r.Tools {
+			if ok, _ := path.Match(pat, tool); ok {
+				reason := r.Reason
+				if reason == "" {
+					reason = fmt.Sprintf("calls of %s need approval", tool)
+				}
+				return reason, true
+			}
+		}
+	}
+	return "", false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// decision is a person's answer to a held call.
+type decision struct {
+	Approved bool   `json:"approved"`
+	Message  string `json:"message,omitempty"`
+	Approver string `json:"approver,omitempty"` // as the request named them
+	By       string `json:"by"`                 // the authenticated caller who resolved it
+}
+
+// pendingApproval is a held call, as the store announces it.
+type pendingApproval struct {
+	Caller string `json:"caller"` // the batch's
+	Tool   string `json:"tool"`
+}
+
+// approvals are the calls held on this replica, by approvalKey.
+type approvals struct {
+	mu      sync.Mutex
+	waiting map[string]*heldCall
+}
+
+type heldCall struct {
+	caller  string
+	decided chan decision // buffered: one decision
+}
+
+func approvalScope(batchID string) string { return "approval:" + batchID }
+
+// approved is the approval step of a call's path: a call that a rule names
+// waits for a decision; see Approvals. Unlike the other steps it sends an
+// event, CallAwaitingApproval, so that the client and the person asked
+// learn of the wait: the one deliberate exception to "a step never sends".
+func approved(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	if reason := b.calls[i].approvalReason; reason != "" {
+		return b.awaitApproval(ctx, i, reason)
+	}
+	if len(b.e.cfg.Approvals) == 0 {
+		return nil
+	}
+	call := b.req.GetCalls()[i]
+	caller := CallerFrom(b.callerCtx)
+	reason, ok := b.e.needsApproval(caller, call.GetName())
+	if !ok {
+		return nil
+	}
+	return b.awaitApproval(ctx, i, reason)
+}
+
+// awaitApproval holds call i until a decision, its timeout, or the batch's
+// end, and returns its result, or nil when approved.
+func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwirev1.CallResult {
+	e := b.e
+	call := b.req.GetCalls()[i]
+	caller := CallerFrom(b.callerCtx)
+	wait := e.cfg.ApprovalTimeout
+	if wait <= 0 {
+		deadline, _, _ := b.deadline(i, time.Now())
+		wait = time.Until(deadline)
+	}
+	h := &heldCall{caller: caller, decided: make(chan decision, 1)}
+	key := b.id + "/" + call.GetCallId()
+	e.held.mu.Lock()
+	if e.held.waiting == nil {
+		e.held.waiting = make(map[string]*heldCall)
+	}
+	e.held.waiting[key] = h
+	e.held.mu.Unlock()
+	defer func() {
+		e.held.mu.Lock()
+		delete(e.held.waiting, key)
+		e.held.mu.Unlock()
+	}()
+	scope := approvalScope(b.id)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	p, _ := json.Marshal(pendingApproval{Caller: caller, Tool: call.GetName()})
+	err := e.cfg.Sessions.SetVar(sctx, scope, call.GetCallId(), p, wait+time.Minute)
+	cancel()
+	if err != nil {
+		e.cfg.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer cancel()
+		_ = e.cfg.Sessions.DeleteVar(sctx, scope, call.GetCallId())
+		_ = e.cfg.Sessions.DeleteVar(sctx, scope, "decision:"+call.GetCallId())
+	}()
+	// The slot the batch reserved for its first call is given back: a held
+	// call holds no slot; it takes one as any call does once approved.
+	b.dropReserved()
+	e.cfg.Logger.InfoContext(ctx, "call waits for approval", "batch_id", b.id, "call_id", call.GetCallId(), "tool", call.GetName(), "reason", reason)
+	if !b.unary {
+		b.emit(awaitingEventFor(call, i, reason))
+	}
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	poll := time.NewTicker(approvalPoll)
+	defer poll.Stop()
+	var d decision
+	for decided := false; !decided; {
+		select {
+		case d = <-h.decided:
+			decided = true
+		case <-poll.C:
+			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			v, ok, err := e.cfg.Sessions.GetVar(sctx, scope, "decision:"+call.GetCallId())
+			cancel()
+			if err == nil && ok && json.Unmarshal(v, &d) == nil {
+				decided = true
+			}
+		case <-timer.C:
+			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
+		case <-ctx.Done():
+			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+				return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
+					fmt.Sprintf("timed out: no one approved the call before its deadline (%s)", reason))
+			}
+			kind, msg := cancelled(ctx)
+			return b.failure(i, kind, msg+" while the call waited for approval; nothing was run")
+		}
+	}
+	e.cfg.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
+	if d.Approved {
+		return nil
+	}
+	msg := d.Message
+	if msg == "" {
+		msg = "denied: a person declined to let this call run; nothing was run"
+	}
+	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_DENIED, msg)
+}
+
+// ResolveApproval approves or denies the call callID of batch batchID,
+// held for approval, on this replica or another sharing the store. Only a
+// caller named in Config.Approvers may resolve, or anyone when
+// authentication is off (the anonymous caller): else PermissionDenied. A
+// caller may not resolve its own call unless Config.ApproveOwnCalls is set
+// (the anonymous caller excepted: without authentication everyone is it):
+// PermissionDenied too. NotFound when the call is not waiting.
+func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, approved bool, message, approver string) error {
+	by := CallerFrom(ctx)
+	if by != "" && !contains(e.cfg.Approvers, by) {
+		return errorf(PermissionDenied, "this caller may not resolve approvals (approvers: in the server's configuration)")
+	}
+	if len(message) > MaxReasonBytes*4 {
+		message = cutUTF8(message, MaxReasonBytes*4) + "…"
+	}
+	if len(approver) > MaxIDBytes {
+		approver = cutUTF8(approver, MaxIDBytes)
+	}
+	d := decision{Approved: approved, Message: message, Approver: approver, By: by}
+	own := func(caller string) error {
+		if by != "" && by == caller && !e.cfg.ApproveOwnCalls {
+			return errorf(PermissionDenied, "a caller may not resolve its own call's approval")
+		}
+		return nil
+	}
+	key := batchID + "/" + callID
+	e.held.mu.Lock()
+	h := e.held.waiting[key]
+	e.held.mu.Unlock()
+	if h != nil {
+		if err := own(h.caller); err != nil {
+			return err
+		}
+		select {
+		case h.decided <- d:
+		default: // decided already
+		}
+		return nil
+	}
+	scope := approvalScope(batchID)
+	v, ok, err := e.cfg.Sessions.GetVar(ctx, scope, callID)
+	if err != nil {
+		return storeError(ctx, err)
+	}
+	var p pendingApproval
+	if !ok || json.Unmarshal(v, &p) != nil {
+		return errorf(NotFound, "no call %s of batch %s waits for approval", shorten(callID), shorten(batchID))
+	}
+	if err := own(p.Caller); err != nil {
+		return err
+	}
+	dv, _ := json.Marshal(d)
+	if err := e.cfg.Sessions.SetVar(ctx, scope, "decision:"+callID, dv, time.Hour); err != nil {
+		return storeError(ctx, err)
+	}
+	return nil
+}
+
+type awaitingEvent struct {
+	resp  toolwirev1.ExecuteBatchResponse
+	oneof toolwirev1.ExecuteBatchResponse_AwaitingApproval
+	msg   toolwirev1.CallAwaitingApproval
+}
+
+func awaitingEventFor(call *toolwirev1.ToolCall, i int, reason string) *toolwirev1.ExecuteBatchResponse {
+	e := &awaitingEvent{msg: toolwirev1.CallAwaitingApproval{CallId: call.GetCallId(), Index: uint32(i), ToolName: call.GetName(), Arguments: call.GetArguments(), Reason: reason}}
+	e.oneof.AwaitingApproval = &e.msg
+	e.resp.Event = &e.oneof
+	return &e.resp
+}
+
+// requestApproval is the tools.Call's RequestApproval: the call is the one
+// ctx names (its log scope, which startCall put there). The call's slot is
+// given back while it waits and taken again once approved, so a call
+// waiting for a person holds no slot; its idle timeout is paused.
+func requestApproval(ctx context.Context, reason string) error {
+	sc, _ := ctx.Value(logScopeKey{}).(*logScope)
+	if sc == nil || sc.i < 0 || sc.b.calls[sc.i].run == nil {
+		return tools.ErrNoApprover
+	}
+	r := sc.b.calls[sc.i].run
+	b, c := r.b, &r.b.calls[r.i]
+	if len(reason) > MaxReasonBytes {
+		reason = cutUTF8(reason, MaxReasonBytes) + "…"
+	}
+	if r.idle != nil {
+		r.idle.Stop()
+		defer r.idle.Reset(b.e.cfg.IdleTimeout)
+	}
+	c.slot.release(b.e.limits)
+	if res := b.awaitApproval(ctx, r.i, reason); res != nil {
+		return &refusedError{kind: res.GetErrorKind(), text: textOf(res)}
+	}
+	deadline, _, _ := b.deadline(r.i, time.Now())
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.callerCtx), time.Until(deadline))
+	if err != nil {
+		return fmt.Errorf("approved, but no slot came free to go on: %w", err)
+	}
+	c.slot.hold(cs)
+	return nil
+}
+
+// refusedError is RequestApproval's error when the call was not approved.
+type refusedError struct {
+	kind toolwirev1.ErrorKind
+	text string
+}
+
+func (e *refusedError) Error() string { return e.text }
+
+// textOf is a result's text blocks, joined.
+func textOf(res *toolwirev1.CallResult) string {
+	var s string
+	for _, c := range res.GetContent() {
+		s += c.GetText().GetText()
+	}
+	return s
+}

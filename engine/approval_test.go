@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store/memory"
+	"github.com/toolwire/toolwire/tools"
+)
+
+var approvalRules = []ApprovalRule{{Tools: []string{"wri*"}, Reason: "it writes"}}
+
+// awaiting waits for lb's CallAwaitingApproval and returns it.
+func awaiting(t *testing.T, lb *liveBatch) *toolwirev1.CallAwaitingApproval {
+	t.Helper()
+	var a *toolwirev1.CallAwaitingApproval
+	waitFor(t, func() bool {
+		for _, ev := range lb.snapshot() {
+			if a = ev.GetAwaitingApproval(); a != nil {
+				return true
+			}
+		}
+		return false
+	})
+	return a
+}
+
+// startHeld starts a batch of alice's whose one call waits for approval.
+func startHeld(t *testing.T, te *testBed, detach bool) (*liveBatch, string) {
+	t.Helper()
+	lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}, Options: &toolwirev1.BatchOptions{Detach: detach}}
+	go func() { lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), req, lb) }()
+	a := awaiting(t, lb)
+	if a.GetCallId() != "w" || a.GetToolName() != "write" || a.GetReason() != "it writes" || a.GetArguments() != `{"ms":1}` {
+		t.Fatalf("CallAwaitingApproval %v", a)
+	}
+	return lb, batchIDOf(t, lb.snapshot())
+}
+
+func TestApprovals(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Approvals: approvalRules, Approvers: []string{"carol", "alice"}}
+
+	t.Run("approved runs", func(t *testing.T) {
+		t.Parallel()
+		te := newTestBed(t, cfg)
+		lb, id := startHeld(t, te, false)
+		if n := te.e.Stats().CallsRunning; n != 0 {
+			t.Errorf("a held call holds %d slots, want 0", n)
+		}
+		if err := te.e.ResolveApproval(as("carol"), id, "w", true, "", "Carol"); err != nil {
+			t.Fatalf("ResolveApproval: %v", err)
+		}
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := results(t, events)["w"]; r.GetIsError() || text(r) != "done w" {
+			t.Errorf("result %v, want the call run", r)
+		}
+	})
+
+	t.Run("denied with the message", func(t *testing.T) {
+		t.Parallel()
+		te := newTestBed(t, cfg)
+		lb, id := startHeld(t, te, false)
+		if err := te.e.ResolveApproval(as("carol"), id, "w", false, "not on a Friday", "Carol"); err != nil {
+			t.Fatalf("ResolveApproval: %v", err)
+		}
+		events, _ := drain(lb)
+		r := results(t, events)["w"]
+		if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED || text(r) != "not on a Friday" {
+			t.Errorf("result %v, want DENIED with the message", r)
+		}
+		if entries := te.state.entries(); len(entries) != 0 {
+			t.Errorf("the denied tool ran: %v", entries)
+		}
+	})
+
+	t.Run("no answer times out", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.ApprovalTimeout = 100 * time.Millisecond
+		te := newTestBed(t, c)
+		lb, _ := startHeld(t, te, false)
+		events, _ := drain(lb)
+		r := results(t, events)["w"]
+		if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT || !strings.Contains(text(r), "no one approved") {
+			t.Errorf("result %v, want TIMEOUT saying no one approved", r)
+		}
+	})
+
+	t.Run("permission", func(t *testing.T) {
+		t.Parallel()
+		te := newTestBed(t, cfg)
+		lb, id := startHeld(t, te, false)
+		if err := te.e.ResolveApproval(as("mallory"), id, "w", true, "", ""); CodeOf(err) != PermissionDenied {
+			t.Errorf("ResolveApproval by a caller who is no approver: %v, want PermissionDenied", err)
+		}
+		if err := te.e.ResolveApproval(as("alice"), id, "w", true, "", ""); CodeOf(err) != PermissionDenied {
+			t.Errorf("ResolveApproval of alice's own call by alice: %v, want PermissionDenied", err)
+		}
+		if err := te.e.ResolveApproval(as("carol"), id, "nope", true, "", ""); CodeOf(err) != NotFound {
+			t.Errorf("ResolveApproval of a call not waiting: %v, want NotFound", err)
+		}
+		if err := te.e.ResolveApproval(context.Background(), id, "w", false, "anonymous says no", ""); err != nil {
+			t.Errorf("ResolveApproval by the anonymous caller (authentication off): %v", err)
+		}
+		events, _ := drain(lb)
+		if r := results(t, events)["w"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED {
+			t.Errorf("result %v, want DENIED", r)
+		}
+	})
+
+	t.Run("own calls when configured", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.ApproveOwnCalls = true
+		te := newTestBed(t, c)
+		lb, id := startHeld(t, te, false)
+		if err := te.e.ResolveApproval(as("alice"), id, "w", true, "", ""); err != nil {
+			t.Fatalf("ResolveApproval of alice's own call, allowed: %v", err)
+		}
+		events, _ := drain(lb)
+		if r := results(t, events)["w"]; r.GetIsError() {
+			t.Errorf("result %v, want the call run", r)
+		}
+	})
+
+	t.Run("callers and cancellation", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.Approvals = []ApprovalRule{{Tools: []string{"write"}, Callers: []string{"bob"}}}
+		te := newTestBed(t, c)
+		// alice's call is not held: the rule names bob only.
+		events := te.runAs(t, "alice", &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}})
+		if r := results(t, events)["w"]; r.GetIsError() {
+			t.Errorf("alice's call: %v, want it run without approval", r)
+		}
+		ctx, cancel := context.WithCancel(as("bob"))
+		lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+		go func() {
+			lb.done <- te.e.Run(ctx, te.reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}}, lb)
+		}()
+		awaiting(t, lb)
+		cancel()
+		if _, err := drain(lb); CodeOf(err) != Canceled {
+			t.Errorf("Run after the client left: %v, want Canceled", err)
+		}
+	})
+}
+
+// TestApprovalFromAnotherReplica: a detached batch's call held on A is
+// approved through B; GetBatch on B says AWAITING_APPROVAL meanwhile.
+func TestApprovalFromAnotherReplica(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	cfg := Config{Approvals: approvalRules, Approvers: []string{"carol"}, Idempotency: m, Sessions: m, EventLog: m}
+	ca, cb := cfg, cfg
+	ca.Replica, cb.Replica = "a", "b"
+	a, b := newTestBed(t, ca), newTestBed(t, cb)
+	lb, id := startHeld(t, a, true)
+	got, err := b.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_AWAITING_APPROVAL {
+		t.Errorf("GetBatch on B: %v, want AWAITING_APPROVAL", got.GetState())
+	}
+	if err := b.e.ResolveApproval(as("mallory"), id, "w", true, "", ""); CodeOf(err) != PermissionDenied {
+		t.Errorf("ResolveApproval on B by no approver: %v, want PermissionDenied", err)
+	}
+	if err := b.e.ResolveApproval(as("alice"), id, "w", true, "", ""); CodeOf(err) != PermissionDenied {
+		t.Errorf("ResolveApproval on B by alice of her own call: %v, want PermissionDenied", err)
+	}
+	if err := b.e.ResolveApproval(as("carol"), id, "w", true, "ok", "Carol"); err != nil {
+		t.Fatalf("ResolveApproval on B: %v", err)
+	}
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, events)["w"]; r.GetIsError() {
+		t.Errorf("result %v, want the call run", r)
+	}
+	got, err = b.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_FINISHED {
+		t.Errorf("GetBatch on B after: %v, want FINISHED", got.GetState())
+	}
+}
+
+// TestToolAsksForApproval: a tool asks at run time through its Call; it
+// holds no slot while it waits, runs on once approved, and its result says
+// DENIED with the message when denied.
+func TestToolAsksForApproval(t *testing.T) {
+	t.Parallel()
+	asker := tools.Tool{Name: "asker", Description: "asks for approval", Handler: func(ctx context.Context, c *tools.Call) (*tools.Result, error) {
+		if err := c.RequestApproval(ctx, "rm -rf is outside the allow-list"); err != nil {
+			return nil, err
+		}
+		return tools.Text("ran"), nil
+	}}
+	te := newTestBed(t, Config{Approvers: []string{"carol"}}, asker)
+	for _, approve := range []bool{true, false} {
+		lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+		go func() {
+			lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "asker", "")}}, lb)
+		}()
+		a := awaiting(t, lb)
+		if a.GetReason() != "rm -rf is outside the allow-list" {
+			t.Errorf("CallAwaitingApproval %v", a)
+		}
+		if n := te.e.Stats().CallsRunning; n != 0 {
+			t.Errorf("a tool waiting for approval holds %d slots, want 0", n)
+		}
+		if err := te.e.ResolveApproval(as("carol"), batchIDOf(t, lb.snapshot()), "x", approve, "no deletions today", ""); err != nil {
+			t.Fatal(err)
+		}
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := results(t, events)["x"]
+		switch {
+		case approve && (r.GetIsError() || text(r) != "ran"):
+			t.Errorf("approved: %v, want the tool to run on", r)
+		case !approve && (r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED || text(r) != "no deletions today"):
+			t.Errorf("denied: %v, want DENIED with the message", r)
+		}
+	}
+}
