@@ -38,6 +38,13 @@ const consoleConfig = `http_tools:
           required: [name]
         mode: {type: string, enum: [fast, slow]}
       required: [user]
+approvers: [alice]
+approve_own_calls: true
+policies:
+  - name: ask-first
+    when: tool.name == "echo" && args.text == "ask"
+    effect: require_approval
+    message: a person says yes first
 `
 
 // browserWait bounds each wait for the page only so a broken test ends;
@@ -161,11 +168,27 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	screenshot("watch")
 
-	// A long sleep: the server page lists it running; cancel ends it.
-	run("back to Try it", chromedp.Click(css("#nav-try")))
+	// A call a policy holds for approval: approved from the page, it runs.
+	run("back to Try it for an approval", chromedp.Click(css("#nav-try")))
 	for range 4 {
 		run("remove a call", chromedp.Click(css(`#calls button.remove`)))
 	}
+	add("echo")
+	run("fill echo", chromedp.SendKeys(css(`#calls [data-path="text"]`), "ask"), chromedp.Click(css("#run")))
+	until("the call awaits approval", `document.querySelector('#timeline .row')?.dataset.state === "approval" && !!document.querySelector("#results .approval")`)
+	if got := text("#results .approval .desc-text"); !strings.Contains(got, "a person says yes first") {
+		t.Errorf("the approval's reason %q; want the policy's message", got)
+	}
+	screenshot("approval")
+	run("approve", chromedp.Click(css(`#results .approval button`)))
+	until("the approved call's result", `document.querySelector('#timeline .row')?.dataset.state === "ok" && document.querySelector("#batch-state").dataset.finished === "true" && !document.querySelector("#results .approval")`)
+	if got := text("#results .result pre.text"); got != "ask" {
+		t.Errorf("the approved echo's text %q; want ask", got)
+	}
+
+	// A long sleep: the server page lists it running; cancel ends it.
+	run("back to Try it", chromedp.Click(css("#nav-try")))
+	run("remove the echo", chromedp.Click(css(`#calls button.remove`)))
 	add("sleep")
 	run("fill a long sleep", chromedp.SendKeys(css(`#calls input[data-path="ms"]`), "600000"),
 		chromedp.Click(css("#run")))
@@ -176,9 +199,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	until("the sources", `!!document.querySelector('#server-sources tr[data-source="http_tools/evil"]')`)
 	screenshot("server")
 	run("cancel", chromedp.Click(css("#nav-watch")), chromedp.Click(css("#cancel")))
-	until("the sleep cancelled", `document.querySelector("#timeline .row").dataset.state === "cancelled" && document.querySelector("#batch-state").dataset.finished === "true"`)
+	until("the sleep cancelled", `document.querySelector("#timeline .row")?.dataset.state === "cancelled" && document.querySelector("#batch-state").dataset.finished === "true"`)
 	run("open the server page again", chromedp.Click(css("#nav-server")))
-	until("the finished batches of this session", `document.querySelectorAll("#finished li").length === 2`)
+	until("the finished batches of this session", `document.querySelectorAll("#finished li").length === 3`)
 }
 
 // browserTab runs actions in one tab of the test's browser, each bounded

@@ -305,6 +305,7 @@ async function runBatch() {
   $("timeline").replaceChildren();
   $("results").replaceChildren();
   $("batch-state").textContent = "Sending the batch…";
+  delete $("batch-state").dataset.finished;
   $("cancel").disabled = false;
   show("watch");
   const tick = setInterval(() => drawBars(run), 100);
@@ -351,8 +352,14 @@ function onEvent(run, ev) {
       row.output.hidden = false;
       row.output.textContent = c.output;
     }
+  } else if (ev.awaitingApproval) {
+    const a = ev.awaitingApproval;
+    const c = run.calls.get(a.callId);
+    if (c) paintRow(run, c, "approval", "awaiting approval");
+    $("results").append(approvalCard(run, a));
   } else if (ev.result) {
     const r = ev.result;
+    document.querySelector(`#results .approval[data-call-id="${CSS.escape(r.callId)}"]`)?.remove();
     const c = run.calls.get(r.callId);
     if (c) {
       c.end = performance.now();
@@ -451,6 +458,35 @@ function resultCard(r) {
     r.structuredContent ? [el("h5", {}, "Structured content"), el("pre", {}, pretty(r.structuredContent))] : null,
     sandbox ? [el("h5", {}, "Sandbox"), el("pre", {}, JSON.stringify(sandbox, null, 2))] : null,
     details ? [el("h5", {}, "Details"), el("pre", {}, details)] : null);
+}
+
+/**
+ * approvalCard shows a call held for a person's decision (a policy's
+ * require_approval), with buttons that resolve it: the server decides
+ * whether this caller may (its approvers).
+ */
+function approvalCard(run, a) {
+  const msgID = uid("why");
+  const why = el("input", { id: msgID, type: "text", placeholder: "optional" });
+  const outcome = el("p", { class: "problems", "aria-live": "polite" });
+  const resolve = async (approved) => {
+    try {
+      await unary(toolService, "ResolveApproval", { batchId: run.batchId, callId: a.callId, approved, message: why.value });
+      outcome.textContent = approved ? "Approved." : "Denied.";
+      outcome.classList.add("ok");
+    } catch (err) {
+      outcome.textContent = explain(err);
+    }
+  };
+  return el("article", { class: "result approval", dataset: { callId: a.callId } },
+    el("h4", {}, el("span", { class: "mono" }, `${a.callId} · ${a.toolName || ""}`), el("span", { class: "badge open-world" }, "awaiting approval")),
+    a.reason ? el("p", { class: "desc-text" }, a.reason) : null,
+    el("h5", {}, "Arguments"), el("pre", {}, pretty(a.arguments)),
+    el("div", { class: "bar" },
+      el("label", { for: msgID }, "Message"), why,
+      el("button", { type: "button", onclick: () => resolve(true) }, "Approve"),
+      el("button", { type: "button", onclick: () => resolve(false) }, "Deny")),
+    outcome);
 }
 
 async function cancelRun() {
