@@ -25,8 +25,10 @@ func TestBatchesInFlight(t *testing.T) {
 	if f.ID != aliceID || f.Caller != "alice" || f.SessionID != "s1" || f.Calls != 2 || f.Detached || f.Started.Before(before) || f.Age(time.Now()) < 0 {
 		t.Errorf("alice's batch: %+v, want %s of alice, session s1, 2 calls, not detached", f, aliceID)
 	}
-	if f.Running != 1 {
-		t.Errorf("alice's batch runs %d calls, want 1 (hold; write waits for its lane)", f.Running)
+	// CallStarted is sent as the call sets out; its tool runs a moment later.
+	waitFor(t, func() bool { return te.e.Batches(as("alice"), false)[0].Running == 1 })
+	if got := te.e.Batches(as("alice"), false)[0].Running; got != 1 {
+		t.Errorf("alice's batch runs %d calls, want 1 (hold; write waits for its lane)", got)
 	}
 	if got := te.e.Batches(as("carol"), false); len(got) != 0 {
 		t.Errorf("carol's batches: %+v, want none", got)

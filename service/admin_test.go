@@ -30,10 +30,17 @@ func TestAdminService(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	stream := startBatch(t, ctx, toolwirev1.NewToolServiceClient(conn), &toolwirev1.ExecuteBatchRequest{
 		Calls: []*toolwirev1.ToolCall{call("a", "sleep", `{"ms":600000}`)}})
-	got, err := toolwirev1.NewAdminServiceClient(conn).GetServerStatus(t.Context(), &toolwirev1.GetServerStatusRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := toolwirev1.NewAdminServiceClient(conn)
+	var got *toolwirev1.GetServerStatusResponse
+	// CallStarted is sent as the call sets out; its tool runs a moment later.
+	waitFor(t, func() bool {
+		var err error
+		got, err = admin.GetServerStatus(t.Context(), &toolwirev1.GetServerStatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got.GetBatches()) == 1 && got.GetBatches()[0].GetCallsRunning() == 1
+	})
 	if !got.GetAllCallers() || len(got.GetBatches()) != 1 || got.GetBatches()[0].GetCallsRunning() != 1 || got.GetEngine() == nil || got.GetRevision() != reg.Snapshot().Revision() {
 		t.Errorf("GetServerStatus = %v; want every caller's view with the running batch", got)
 	}
