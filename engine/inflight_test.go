@@ -27,8 +27,8 @@ func TestBatchesInFlight(t *testing.T) {
 	}
 	// CallStarted is sent as the call sets out; its tool runs a moment later.
 	waitFor(t, func() bool { return te.e.Batches(as("alice"), false)[0].Running == 1 })
-	if got := te.e.Batches(as("alice"), false)[0].Running; got != 1 {
-		t.Errorf("alice's batch runs %d calls, want 1 (hold; write waits for its lane)", got)
+	if got := te.e.Batches(as("alice"), false)[0]; got.Running != 1 || len(got.Active) != 1 || got.Active[0].ID != "a" || got.Active[0].Tool != "hold" || got.Active[0].Index != 0 || got.Active[0].Started.Before(f.Started) {
+		t.Errorf("alice's batch runs %d calls, %+v; want 1, a of hold (write waits for its lane)", got.Running, got.Active)
 	}
 	if got := te.e.Batches(as("carol"), false); len(got) != 0 {
 		t.Errorf("carol's batches: %+v, want none", got)

@@ -127,11 +127,16 @@ func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
 		}
 	}
 	for _, b := range v.eng.Batches(ctx, all) {
-		resp.Batches = append(resp.Batches, &toolwirev1.BatchInFlight{
+		bf := &toolwirev1.BatchInFlight{
 			BatchId: b.ID, CallerId: b.Caller, SessionId: b.SessionID,
 			Calls: int32(b.Calls), CallsRunning: int32(b.Running),
 			Started: timestamppb.New(b.Started), Age: durationpb.New(max(b.Age(now), 0)), Detached: b.Detached,
-		})
+		}
+		for _, c := range b.Active {
+			bf.Running = append(bf.Running, &toolwirev1.CallInFlight{CallId: c.ID, ToolName: c.Tool, Index: uint32(c.Index),
+				Started: timestamppb.New(c.Started), Age: durationpb.New(max(now.Sub(c.Started), 0))})
+		}
+		resp.Batches = append(resp.Batches, bf)
 	}
 	if all {
 		st := v.eng.Stats()

@@ -97,7 +97,8 @@ func TestStatus(t *testing.T) {
 			var callers []string
 			for _, b := range got.GetBatches() {
 				callers = append(callers, b.GetCallerId())
-				if b.GetBatchId() == "" || b.GetCalls() != 1 || b.GetSessionId() != "s" || b.GetAge().AsDuration() < 0 || b.GetStarted() == nil {
+				if b.GetBatchId() == "" || b.GetCalls() != 1 || b.GetSessionId() != "s" || b.GetAge().AsDuration() < 0 || b.GetStarted() == nil ||
+					len(b.GetRunning()) != int(b.GetCallsRunning()) || (len(b.GetRunning()) == 1 && (b.GetRunning()[0].GetCallId() != "a" || b.GetRunning()[0].GetToolName() != "sleep")) {
 					t.Errorf("batch %v: want an ID, one call, session s, an age", b)
 				}
 			}

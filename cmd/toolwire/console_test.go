@@ -195,7 +195,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	until("the sleep runs", `document.querySelector('#timeline .row[data-state="running"]') !== null`)
 	batchID := get(b, "read the batch ID", chromedp.Evaluate[string](`document.querySelector("#batch-state").textContent.match(/Batch (\S+) running/)[1]`))
 	run("open the server page", chromedp.Click(css("#nav-server")))
-	until("the running batch on the server page", fmt.Sprintf(`!!document.querySelector('#server-batches tr[data-batch-id=%q]')`, batchID))
+	until("the running batch on the server page, its call running", fmt.Sprintf(`!!document.querySelector('#server-batches tr[data-batch-id=%q] li[data-call-id]')`, batchID))
 	until("the sources", `!!document.querySelector('#server-sources tr[data-source="http_tools/evil"]')`)
 	screenshot("server")
 	run("cancel", chromedp.Click(css("#nav-watch")), chromedp.Click(css("#cancel")))

@@ -554,7 +554,10 @@ async function refreshServer() {
   });
   const batchRows = (st.batches || []).map((b) => el("tr", { dataset: { batchId: b.batchId } },
     el("td", { class: "mono" }, b.batchId), el("td", {}, b.callerId || "(anonymous)"), el("td", {}, b.sessionId || ""),
-    el("td", {}, String(b.calls || 0)), el("td", {}, String(b.callsRunning || 0)),
+    el("td", {}, String(b.calls || 0)),
+    el("td", {}, String(b.callsRunning || 0), (b.running || []).length
+      ? el("ul", { class: "running" }, b.running.map((c) => el("li", { class: "mono", dataset: { callId: c.callId } }, `${c.callId} · ${c.toolName} · ${fmtSeconds(seconds(c.age))}`)))
+      : null),
     el("td", {}, fmtSeconds(seconds(b.age))), el("td", {}, b.detached ? "yes" : "")));
   const e = st.engine;
   $("server").replaceChildren(el("div", {},

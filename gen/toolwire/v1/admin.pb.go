@@ -346,7 +346,9 @@ type BatchInFlight struct {
 	// How long it has been running at server_time.
 	Age *durationpb.Duration `protobuf:"bytes,7,opt,name=age,proto3" json:"age,omitempty"`
 	// Whether it outlives its stream (BatchOptions.detach).
-	Detached      bool `protobuf:"varint,8,opt,name=detached,proto3" json:"detached,omitempty"`
+	Detached bool `protobuf:"varint,8,opt,name=detached,proto3" json:"detached,omitempty"`
+	// The calls whose tools are running now, in batch order.
+	Running       []*CallInFlight `protobuf:"bytes,9,rep,name=running,proto3" json:"running,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -437,6 +439,95 @@ func (x *BatchInFlight) GetDetached() bool {
 	return false
 }
 
+func (x *BatchInFlight) GetRunning() []*CallInFlight {
+	if x != nil {
+		return x.Running
+	}
+	return nil
+}
+
+// CallInFlight is one call whose tool is running now.
+type CallInFlight struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The call's call_id.
+	CallId string `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// The tool the call names.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The call's index in its batch.
+	Index uint32 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// When its tool started.
+	Started *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started,proto3" json:"started,omitempty"`
+	// How long its tool has been running at server_time.
+	Age           *durationpb.Duration `protobuf:"bytes,5,opt,name=age,proto3" json:"age,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallInFlight) Reset() {
+	*x = CallInFlight{}
+	mi := &file_toolwire_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallInFlight) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallInFlight) ProtoMessage() {}
+
+func (x *CallInFlight) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallInFlight.ProtoReflect.Descriptor instead.
+func (*CallInFlight) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CallInFlight) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *CallInFlight) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *CallInFlight) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CallInFlight) GetStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+func (x *CallInFlight) GetAge() *durationpb.Duration {
+	if x != nil {
+		return x.Age
+	}
+	return nil
+}
+
 // EngineStats are the engine's counters now.
 type EngineStats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -462,7 +553,7 @@ type EngineStats struct {
 
 func (x *EngineStats) Reset() {
 	*x = EngineStats{}
-	mi := &file_toolwire_v1_admin_proto_msgTypes[4]
+	mi := &file_toolwire_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +565,7 @@ func (x *EngineStats) String() string {
 func (*EngineStats) ProtoMessage() {}
 
 func (x *EngineStats) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_admin_proto_msgTypes[4]
+	mi := &file_toolwire_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +578,7 @@ func (x *EngineStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EngineStats.ProtoReflect.Descriptor instead.
 func (*EngineStats) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_toolwire_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EngineStats) GetBatches() int32 {
@@ -572,7 +663,7 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"tool_count\x18\x04 \x01(\x05R\ttoolCount\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x120\n" +
-	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xa0\x02\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xd5\x02\n" +
 	"\rBatchInFlight\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1b\n" +
 	"\tcaller_id\x18\x02 \x01(\tR\bcallerId\x12\x1d\n" +
@@ -582,7 +673,14 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"\rcalls_running\x18\x05 \x01(\x05R\fcallsRunning\x124\n" +
 	"\astarted\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12+\n" +
 	"\x03age\x18\a \x01(\v2\x19.google.protobuf.DurationR\x03age\x12\x1a\n" +
-	"\bdetached\x18\b \x01(\bR\bdetached\"\xa3\x02\n" +
+	"\bdetached\x18\b \x01(\bR\bdetached\x123\n" +
+	"\arunning\x18\t \x03(\v2\x19.toolwire.v1.CallInFlightR\arunning\"\xbd\x01\n" +
+	"\fCallInFlight\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\x124\n" +
+	"\astarted\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\astarted\x12+\n" +
+	"\x03age\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03age\"\xa3\x02\n" +
 	"\vEngineStats\x12\x18\n" +
 	"\abatches\x18\x01 \x01(\x05R\abatches\x12#\n" +
 	"\rcalls_running\x18\x02 \x01(\x05R\fcallsRunning\x12!\n" +
@@ -614,33 +712,37 @@ func file_toolwire_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_toolwire_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_toolwire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_toolwire_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_toolwire_v1_admin_proto_goTypes = []any{
 	(SourceState)(0),                // 0: toolwire.v1.SourceState
 	(*GetServerStatusRequest)(nil),  // 1: toolwire.v1.GetServerStatusRequest
 	(*GetServerStatusResponse)(nil), // 2: toolwire.v1.GetServerStatusResponse
 	(*SourceStatus)(nil),            // 3: toolwire.v1.SourceStatus
 	(*BatchInFlight)(nil),           // 4: toolwire.v1.BatchInFlight
-	(*EngineStats)(nil),             // 5: toolwire.v1.EngineStats
-	(*timestamppb.Timestamp)(nil),   // 6: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 7: google.protobuf.Duration
+	(*CallInFlight)(nil),            // 5: toolwire.v1.CallInFlight
+	(*EngineStats)(nil),             // 6: toolwire.v1.EngineStats
+	(*timestamppb.Timestamp)(nil),   // 7: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 8: google.protobuf.Duration
 }
 var file_toolwire_v1_admin_proto_depIdxs = []int32{
-	3, // 0: toolwire.v1.GetServerStatusResponse.sources:type_name -> toolwire.v1.SourceStatus
-	4, // 1: toolwire.v1.GetServerStatusResponse.batches:type_name -> toolwire.v1.BatchInFlight
-	5, // 2: toolwire.v1.GetServerStatusResponse.engine:type_name -> toolwire.v1.EngineStats
-	6, // 3: toolwire.v1.GetServerStatusResponse.server_time:type_name -> google.protobuf.Timestamp
-	0, // 4: toolwire.v1.SourceStatus.state:type_name -> toolwire.v1.SourceState
-	6, // 5: toolwire.v1.SourceStatus.since:type_name -> google.protobuf.Timestamp
-	6, // 6: toolwire.v1.BatchInFlight.started:type_name -> google.protobuf.Timestamp
-	7, // 7: toolwire.v1.BatchInFlight.age:type_name -> google.protobuf.Duration
-	1, // 8: toolwire.v1.AdminService.GetServerStatus:input_type -> toolwire.v1.GetServerStatusRequest
-	2, // 9: toolwire.v1.AdminService.GetServerStatus:output_type -> toolwire.v1.GetServerStatusResponse
-	9, // [9:10] is the sub-list for method output_type
-	8, // [8:9] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	3,  // 0: toolwire.v1.GetServerStatusResponse.sources:type_name -> toolwire.v1.SourceStatus
+	4,  // 1: toolwire.v1.GetServerStatusResponse.batches:type_name -> toolwire.v1.BatchInFlight
+	6,  // 2: toolwire.v1.GetServerStatusResponse.engine:type_name -> toolwire.v1.EngineStats
+	7,  // 3: toolwire.v1.GetServerStatusResponse.server_time:type_name -> google.protobuf.Timestamp
+	0,  // 4: toolwire.v1.SourceStatus.state:type_name -> toolwire.v1.SourceState
+	7,  // 5: toolwire.v1.SourceStatus.since:type_name -> google.protobuf.Timestamp
+	7,  // 6: toolwire.v1.BatchInFlight.started:type_name -> google.protobuf.Timestamp
+	8,  // 7: toolwire.v1.BatchInFlight.age:type_name -> google.protobuf.Duration
+	5,  // 8: toolwire.v1.BatchInFlight.running:type_name -> toolwire.v1.CallInFlight
+	7,  // 9: toolwire.v1.CallInFlight.started:type_name -> google.protobuf.Timestamp
+	8,  // 10: toolwire.v1.CallInFlight.age:type_name -> google.protobuf.Duration
+	1,  // 11: toolwire.v1.AdminService.GetServerStatus:input_type -> toolwire.v1.GetServerStatusRequest
+	2,  // 12: toolwire.v1.AdminService.GetServerStatus:output_type -> toolwire.v1.GetServerStatusResponse
+	12, // [12:13] is the sub-list for method output_type
+	11, // [11:12] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_toolwire_v1_admin_proto_init() }
@@ -654,7 +756,7 @@ func file_toolwire_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolwire_v1_admin_proto_rawDesc), len(file_toolwire_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -14,13 +14,14 @@ SOURCE_STATE_UNSPECIFIED: SourceState
 SOURCE_STATE_UP: SourceState
 
 class BatchInFlight(_message.Message):
-    __slots__ = ["age", "batch_id", "caller_id", "calls", "calls_running", "detached", "session_id", "started"]
+    __slots__ = ["age", "batch_id", "caller_id", "calls", "calls_running", "detached", "running", "session_id", "started"]
     AGE_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     CALLER_ID_FIELD_NUMBER: _ClassVar[int]
     CALLS_FIELD_NUMBER: _ClassVar[int]
     CALLS_RUNNING_FIELD_NUMBER: _ClassVar[int]
     DETACHED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     age: _duration_pb2.Duration
@@ -29,9 +30,24 @@ class BatchInFlight(_message.Message):
     calls: int
     calls_running: int
     detached: bool
+    running: _containers.RepeatedCompositeFieldContainer[CallInFlight]
     session_id: str
     started: _timestamp_pb2.Timestamp
-    def __init__(self, batch_id: _Optional[str] = ..., caller_id: _Optional[str] = ..., session_id: _Optional[str] = ..., calls: _Optional[int] = ..., calls_running: _Optional[int] = ..., started: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., age: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detached: bool = ...) -> None: ...
+    def __init__(self, batch_id: _Optional[str] = ..., caller_id: _Optional[str] = ..., session_id: _Optional[str] = ..., calls: _Optional[int] = ..., calls_running: _Optional[int] = ..., started: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., age: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., detached: bool = ..., running: _Optional[_Iterable[_Union[CallInFlight, _Mapping]]] = ...) -> None: ...
+
+class CallInFlight(_message.Message):
+    __slots__ = ["age", "call_id", "index", "started", "tool_name"]
+    AGE_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    age: _duration_pb2.Duration
+    call_id: str
+    index: int
+    started: _timestamp_pb2.Timestamp
+    tool_name: str
+    def __init__(self, call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., index: _Optional[int] = ..., started: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., age: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class EngineStats(_message.Message):
     __slots__ = ["abandoned", "batches", "buffered_bytes", "callers", "calls_running", "session_waiting", "slot_waiters", "waiting_to_report"]

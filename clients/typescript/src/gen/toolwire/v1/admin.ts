@@ -169,6 +169,24 @@ export interface BatchInFlight {
     | undefined;
   /** Whether it outlives its stream (BatchOptions.detach). */
   detached: boolean;
+  /** The calls whose tools are running now, in batch order. */
+  running: CallInFlight[];
+}
+
+/** CallInFlight is one call whose tool is running now. */
+export interface CallInFlight {
+  /** The call's call_id. */
+  callId: string;
+  /** The tool the call names. */
+  toolName: string;
+  /** The call's index in its batch. */
+  index: number;
+  /** When its tool started. */
+  started:
+    | Date
+    | undefined;
+  /** How long its tool has been running at server_time. */
+  age: Duration | undefined;
 }
 
 /** EngineStats are the engine's counters now. */
@@ -622,6 +640,7 @@ function createBaseBatchInFlight(): BatchInFlight {
     started: undefined,
     age: undefined,
     detached: false,
+    running: [],
   };
 }
 
@@ -650,6 +669,9 @@ export const BatchInFlight: MessageFns<BatchInFlight> = {
     }
     if (message.detached !== false) {
       writer.uint32(64).bool(message.detached);
+    }
+    for (const v of message.running) {
+      CallInFlight.encode(v!, writer.uint32(74).fork()).join();
     }
     return writer;
   },
@@ -731,6 +753,14 @@ export const BatchInFlight: MessageFns<BatchInFlight> = {
             message.detached = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.running.push(CallInFlight.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -769,6 +799,9 @@ export const BatchInFlight: MessageFns<BatchInFlight> = {
       started: isSet(object.started) ? fromJsonTimestamp(object.started) : undefined,
       age: isSet(object.age) ? Duration.fromJSON(object.age) : undefined,
       detached: isSet(object.detached) ? globalThis.Boolean(object.detached) : false,
+      running: globalThis.Array.isArray(object?.running)
+        ? object.running.map((e: any) => CallInFlight.fromJSON(e))
+        : [],
     };
   },
 
@@ -798,6 +831,9 @@ export const BatchInFlight: MessageFns<BatchInFlight> = {
     if (message.detached !== false) {
       obj.detached = message.detached;
     }
+    if (message.running?.length) {
+      obj.running = message.running.map((e) => CallInFlight.toJSON(e));
+    }
     return obj;
   },
 
@@ -814,6 +850,148 @@ export const BatchInFlight: MessageFns<BatchInFlight> = {
     message.started = object.started ?? undefined;
     message.age = (object.age !== undefined && object.age !== null) ? Duration.fromPartial(object.age) : undefined;
     message.detached = object.detached ?? false;
+    message.running = object.running?.map((e) => CallInFlight.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseCallInFlight(): CallInFlight {
+  return { callId: "", toolName: "", index: 0, started: undefined, age: undefined };
+}
+
+export const CallInFlight: MessageFns<CallInFlight> = {
+  encode(message: CallInFlight, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.callId !== "") {
+      writer.uint32(10).string(message.callId);
+    }
+    if (message.toolName !== "") {
+      writer.uint32(18).string(message.toolName);
+    }
+    if (message.index !== 0) {
+      writer.uint32(24).uint32(message.index);
+    }
+    if (message.started !== undefined) {
+      Timestamp.encode(toTimestamp(message.started), writer.uint32(34).fork()).join();
+    }
+    if (message.age !== undefined) {
+      Duration.encode(message.age, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CallInFlight {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCallInFlight();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.callId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.toolName = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.index = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.started = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.age = Duration.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CallInFlight {
+    return {
+      callId: isSet(object.callId)
+        ? globalThis.String(object.callId)
+        : isSet(object.call_id)
+        ? globalThis.String(object.call_id)
+        : "",
+      toolName: isSet(object.toolName)
+        ? globalThis.String(object.toolName)
+        : isSet(object.tool_name)
+        ? globalThis.String(object.tool_name)
+        : "",
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      started: isSet(object.started) ? fromJsonTimestamp(object.started) : undefined,
+      age: isSet(object.age) ? Duration.fromJSON(object.age) : undefined,
+    };
+  },
+
+  toJSON(message: CallInFlight): unknown {
+    const obj: any = {};
+    if (message.callId !== "") {
+      obj.callId = message.callId;
+    }
+    if (message.toolName !== "") {
+      obj.toolName = message.toolName;
+    }
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.started !== undefined) {
+      obj.started = message.started.toISOString();
+    }
+    if (message.age !== undefined) {
+      obj.age = Duration.toJSON(message.age);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CallInFlight>, I>>(base?: I): CallInFlight {
+    return CallInFlight.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CallInFlight>, I>>(object: I): CallInFlight {
+    const message = createBaseCallInFlight();
+    message.callId = object.callId ?? "";
+    message.toolName = object.toolName ?? "";
+    message.index = object.index ?? 0;
+    message.started = object.started ?? undefined;
+    message.age = (object.age !== undefined && object.age !== null) ? Duration.fromPartial(object.age) : undefined;
     return message;
   },
 };
