@@ -202,6 +202,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	until("the sleep cancelled", `document.querySelector("#timeline .row")?.dataset.state === "cancelled" && document.querySelector("#batch-state").dataset.finished === "true"`)
 	run("open the server page again", chromedp.Click(css("#nav-server")))
 	until("the finished batches of this session", `document.querySelectorAll("#finished li").length === 3`)
+
+	// At a phone's width every page fits: nothing scrolls sideways.
+	run("a phone's width", chromedp.EmulateViewport(390, 844))
+	for _, page := range []string{"tools", "try", "watch", "server"} {
+		run("open "+page, chromedp.Click(css("#nav-"+page)))
+		until(page+" fits a phone's width", `document.documentElement.scrollWidth <= document.documentElement.clientWidth`)
+	}
+	screenshot("server-phone")
 }
 
 // browserTab runs actions in one tab of the test's browser, each bounded

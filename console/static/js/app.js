@@ -532,7 +532,9 @@ function renderFinished() {
 }
 
 function table(head, rows, attrs) {
-  return el("table", attrs || {}, el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows));
+  // A wide table scrolls inside its box, so the page never scrolls sideways.
+  return el("div", { class: "scroll" },
+    el("table", attrs || {}, el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows)));
 }
 
 async function refreshServer() {
