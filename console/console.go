@@ -28,6 +28,7 @@ import (
 	"flag"
 	"io/fs"
 	"net/http"
+	"strconv"
 )
 
 // Path is where the console is served on the HTTP port.
@@ -50,9 +51,13 @@ func (c Config) Enabled() bool { return c.On == nil || *c.On }
 
 // Flags registers c's flag on fs.
 func (c *Config) Flags(fs *flag.FlagSet) {
-	fs.BoolFunc("no-console", "serve no web console (/console/) on the HTTP port", func(string) error {
-		off := false
-		c.On = &off
+	fs.BoolFunc("no-console", "serve no web console (/console/) on the HTTP port", func(s string) error {
+		off, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		on := !off
+		c.On = &on
 		return nil
 	})
 }

@@ -69,4 +69,10 @@ func TestConfig(t *testing.T) {
 	if c.Enabled() {
 		t.Error("--no-console left the console on")
 	}
+	if err := fs.Parse([]string{"--no-console=false"}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Enabled() {
+		t.Error("--no-console=false left the console off")
+	}
 }
