@@ -11,7 +11,7 @@ import uuid
 import grpc
 
 from toolwire._calls import Batch, batch_request, call_tool_request, channel_args, to_call
-from toolwire.errors import ToolwireError, _AsyncStream
+from toolwire.errors import ToolwireError, _AsyncReattaching, _AsyncStream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -20,7 +20,8 @@ class AsyncClient:
     """The asyncio twin of toolwire.Client; same options. Use it as an async
     context manager, or await close(). A failed RPC raises ToolwireError."""
 
-    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None):
+    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None, reattach=None):
+        self._reattach = reattach
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
         if creds is None:
             self.channel = grpc.aio.insecure_channel(target, options=options)
@@ -47,9 +48,25 @@ class AsyncClient:
         """Runs calls as one batch; returns the call, an async iterator of
         events (.cancel() cancels the batch's running calls; an RPC that fails
         raises ToolwireError)."""
-        return _AsyncStream(
-            self.stub.ExecuteBatch(batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata)
-        )
+        req = batch_request(calls, session_id, options)
+        if self._reattach and req.options.detach:
+            return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
+        return _AsyncStream(self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata))
+
+    def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
+        """Client.attach_batch for asyncio: the detached batch's events after
+        after_seq, then its live ones (.cancel() ends only this reader);
+        with reattach it resumes after a drop."""
+        if self._reattach:
+            return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
+        return _AsyncStream(self._attach(batch_id, after_seq, timeout))
+
+    def _attach(self, batch_id, after_seq, timeout):
+        return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)
+
+    def _follow(self, open_stream, batch_id, after, timeout):
+        attempts, backoff = self._reattach
+        return _AsyncReattaching(open_stream, lambda i, a: self._attach(i, a, timeout), batch_id, after, attempts, backoff)
 
     @staticmethod
     async def collect(events):

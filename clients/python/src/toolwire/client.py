@@ -3,7 +3,7 @@
 import grpc
 
 from toolwire._calls import Batch, batch_request, call_tool_request, channel_args
-from toolwire.errors import ToolwireError, _Stream
+from toolwire.errors import ToolwireError, _Reattaching, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -13,10 +13,14 @@ class Client:
 
     token: sent as "authorization: Bearer <token>"; needs TLS unless
     insecure_token=True. tls: True for the system's roots, or
-    grpc.ChannelCredentials. options: grpc channel options. A failed RPC
+    grpc.ChannelCredentials. options: grpc channel options. reattach:
+    (attempts, backoff seconds) to resume a detached batch's dropped stream
+    (execute_batch with options.detach, attach_batch) with AttachBatch from
+    the last seq seen; default None, a dropped stream raises. A failed RPC
     raises ToolwireError."""
 
-    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None):
+    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None, reattach=None):
+        self._reattach = reattach
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
         if creds is None:
             self.channel = grpc.insecure_channel(target, options=options)
@@ -45,9 +49,27 @@ class Client:
         ExecuteBatchResponse events (iterate it; .cancel() cancels the batch's
         running calls; an RPC that fails raises ToolwireError, CANCELLED after
         a cancel()). calls are pb.ToolCall or dicts (see to_call)."""
-        return _Stream(
-            self.stub.ExecuteBatch(batch_request(calls, session_id, options), timeout=timeout, metadata=self._metadata)
-        )
+        req = batch_request(calls, session_id, options)
+        if self._reattach and req.options.detach:
+            return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
+        return _Stream(self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata))
+
+    def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
+        """The events of the detached batch batch_id numbered after
+        after_seq (all for 0), then its live ones until finished, as
+        execute_batch's stream; on any replica sharing the server's store.
+        .cancel() ends only this reader. NOT_FOUND for an unknown, expired or
+        another caller's batch. With reattach it resumes after a drop."""
+        if self._reattach:
+            return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
+        return _Stream(self._attach(batch_id, after_seq, timeout))
+
+    def _attach(self, batch_id, after_seq, timeout):
+        return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)
+
+    def _follow(self, open_stream, batch_id, after, timeout):
+        attempts, backoff = self._reattach
+        return _Reattaching(open_stream, lambda i, a: self._attach(i, a, timeout), batch_id, after, attempts, backoff)
 
     @staticmethod
     def collect(events):
