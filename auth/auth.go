@@ -2,11 +2,12 @@
 // call, the same way on every surface of a server.
 //
 // A Verifier turns the credentials a request carries (a bearer token, a TLS
-// client certificate) into the caller's name, or into the reason it refuses
+// client certificate) into the caller's identity (an engine.Identity: its
+// name, its groups, how it authenticated), or into the reason it refuses
 // them; a Policy allows and denies tools by caller name (it is an
 // engine.Permissions). Each surface has a thin adapter over the one
 // Verifier that reads the credentials off its transport, asks Verify, and
-// puts the caller into the request's context with engine.WithCaller or
+// puts the caller into the request's context with engine.WithIdentity or
 // answers the refusal in its protocol, with the Verifier's reason as it is:
 // RequireCredentials is the HTTP adapter (func(http.Handler) http.Handler),
 // and package service/auth holds gRPC's interceptors and transport
@@ -28,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/toolwire/toolwire/engine"
 )
 
 // Config configures a Verifier. With neither tokens nor client CAs,
@@ -40,20 +43,36 @@ type Config struct {
 	// and allows client authentication name its caller (see
 	// CheckCertificate). Default nil: client certificates name nobody.
 	ClientCAs *x509.CertPool
+	// Groups are the groups of callers, by caller name, whether a token
+	// or a certificate names them: the Identity's Groups.
+	Groups map[string][]string
+	// OIDC, when set, accepts bearer JWTs of an OpenID Connect issuer,
+	// beside the static tokens; their claims name the caller and its
+	// groups.
+	OIDC *OIDCConfig
 }
 
 // Verifier checks a request's credentials and names its caller. It is safe
 // for concurrent use, and every surface of a server shares one.
 type Verifier struct {
 	hashes [][sha256.Size]byte
-	names  []string
+	ids    []*engine.Identity // the identity each token proves, made once
 	roots  *x509.CertPool
+	groups map[string][]string
+	jwt    *jwtVerifier // nil without OIDC
 }
 
 // New returns a Verifier for cfg, or an error naming the token that is
 // malformed or configured twice.
 func New(cfg Config) (*Verifier, error) {
-	v := &Verifier{roots: cfg.ClientCAs}
+	v := &Verifier{roots: cfg.ClientCAs, groups: cfg.Groups}
+	if cfg.OIDC != nil {
+		j, err := newJWTVerifier(*cfg.OIDC)
+		if err != nil {
+			return nil, err
+		}
+		v.jwt = j
+	}
 	seen := make(map[[sha256.Size]byte]string, len(cfg.Tokens))
 	for i, t := range cfg.Tokens {
 		if t.Name == "" {
@@ -69,7 +88,7 @@ func New(cfg Config) (*Verifier, error) {
 		}
 		seen[h] = t.Name
 		v.hashes = append(v.hashes, h)
-		v.names = append(v.names, t.Name)
+		v.ids = append(v.ids, &engine.Identity{ID: t.Name, Groups: cfg.Groups[t.Name], Method: engine.MethodToken})
 	}
 	return v, nil
 }
@@ -77,7 +96,17 @@ func New(cfg Config) (*Verifier, error) {
 // Enabled reports whether v checks anything. When it does not, every
 // request is the anonymous caller's, and an adapter need not read any
 // credentials.
-func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil }
+func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil || v.jwt != nil }
+
+// OIDC returns the OIDC configuration v accepts JWTs by, nil when it
+// accepts none.
+func (v *Verifier) OIDC() *OIDCConfig {
+	if v.jwt == nil {
+		return nil
+	}
+	c := v.jwt.cfg
+	return &c
+}
 
 // AcceptsCertificates reports whether a client certificate can name a
 // caller: whether a server should ask its clients for one.
@@ -101,8 +130,8 @@ type Credentials struct {
 	PeerCertificates []*x509.Certificate
 }
 
-// Verify returns the caller creds prove, or an error whose text is the
-// reason they prove none, for the surface to send as it is: missing
+// Verify returns the identity of the caller creds prove, or an error whose
+// text is the reason they prove none, for the surface to send as it is: missing
 // credentials, more than one authorization value, a malformed one, an
 // invalid bearer token, a client certificate rejected (expired, of an
 // unknown authority, …). Any error means the request is unauthenticated.
@@ -110,28 +139,33 @@ type Credentials struct {
 // A request that carries a token is judged by the token, so a wrong token
 // is refused even on a connection with a valid client certificate; one
 // without by its certificate. With authentication off (see Enabled), every
-// request is the anonymous caller "".
-func (v *Verifier) Verify(_ context.Context, creds Credentials) (caller string, err error) {
+// request is the anonymous caller (ID ""). The identity returned is shared:
+// it must not be changed.
+func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Identity, error) {
 	if !v.Enabled() {
-		return "", nil
+		return anonymous, nil
 	}
 	if vals := creds.Authorization; len(vals) > 0 {
 		if len(vals) > 1 {
 			// Which one a proxy or the server would read is a guess;
 			// refuse rather than authenticate by one and audit by another.
-			return "", fmt.Errorf("%d authorization headers: send exactly one", len(vals))
+			return nil, fmt.Errorf("%d authorization headers: send exactly one", len(vals))
 		}
-		if len(v.hashes) == 0 {
-			return "", errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
+		if len(v.hashes) == 0 && v.jwt == nil {
+			return nil, errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
 		}
 		scheme, token, ok := strings.Cut(vals[0], " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
-			return "", errors.New(`malformed authorization header: want "Bearer <token>"`)
+			return nil, errors.New(`malformed authorization header: want "Bearer <token>"`)
 		}
-		if name, ok := v.lookup(strings.TrimSpace(token)); ok {
-			return name, nil
+		token = strings.TrimSpace(token)
+		if v.jwt != nil && looksLikeJWT(token) {
+			return v.jwt.verify(ctx, token)
 		}
-		return "", errors.New("invalid bearer token")
+		if id, ok := v.lookup(token); ok {
+			return id, nil
+		}
+		return nil, errors.New("invalid bearer token")
 	}
 	if v.roots != nil {
 		cert := creds.Certificate
@@ -140,25 +174,29 @@ func (v *Verifier) Verify(_ context.Context, creds Credentials) (caller string, 
 		}
 		if cert.Presented {
 			if cert.Err != nil {
-				return "", fmt.Errorf("client certificate rejected: %w", cert.Err)
+				return nil, fmt.Errorf("client certificate rejected: %w", cert.Err)
 			}
-			return cert.Identity, nil
+			return &engine.Identity{ID: cert.Identity, Groups: v.groups[cert.Identity], Method: engine.MethodCertificate}, nil
 		}
 	}
+	bearer := len(v.hashes) > 0 || v.jwt != nil
 	switch {
-	case len(v.hashes) > 0 && v.roots != nil:
-		return "", errors.New(`missing credentials: send an "authorization: Bearer <token>" header or a client certificate`)
+	case bearer && v.roots != nil:
+		return nil, errors.New(`missing credentials: send an "authorization: Bearer <token>" header or a client certificate`)
 	case v.roots != nil:
-		return "", errors.New("missing credentials: connect with a client certificate signed by the server's client CA")
+		return nil, errors.New("missing credentials: connect with a client certificate signed by the server's client CA")
 	default:
-		return "", errors.New(`missing credentials: send an "authorization: Bearer <token>" header`)
+		return nil, errors.New(`missing credentials: send an "authorization: Bearer <token>" header`)
 	}
 }
 
-// lookup returns the name of token. It compares the token's hash with every
+// anonymous is every request's identity when authentication is off.
+var anonymous = &engine.Identity{}
+
+// lookup returns the identity token proves. It compares the token's hash with every
 // configured hash in constant time and visits all of them whatever matches,
 // so the time taken tells nothing about which tokens exist.
-func (v *Verifier) lookup(token string) (string, bool) {
+func (v *Verifier) lookup(token string) (*engine.Identity, bool) {
 	sum := sha256.Sum256([]byte(token))
 	match := -1
 	for i := range v.hashes {
@@ -166,7 +204,7 @@ func (v *Verifier) lookup(token string) (string, bool) {
 		match = subtle.ConstantTimeSelect(eq, i, match)
 	}
 	if match < 0 {
-		return "", false
+		return nil, false
 	}
-	return v.names[match], true
+	return v.ids[match], true
 }

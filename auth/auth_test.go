@@ -6,11 +6,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/testpki"
 )
 
@@ -37,7 +39,8 @@ func TestVerify(t *testing.T) {
 		off       = verifier(auth.Config{})
 		byToken   = verifier(auth.Config{Tokens: tokens})
 		byCert    = verifier(auth.Config{ClientCAs: ca.Pool()})
-		byEither  = verifier(auth.Config{Tokens: tokens, ClientCAs: ca.Pool()})
+		groups    = map[string][]string{"alice": {"admins", "humans"}, "agent-7": {"agents"}}
+		byEither  = verifier(auth.Config{Tokens: tokens, ClientCAs: ca.Pool(), Groups: groups})
 		bearer    = func(s string) []string { return []string{s} }
 		agent7    = chain(ca, testpki.Client("agent-7"))
 		checked   = byEither.CheckCertificate(agent7)
@@ -90,12 +93,28 @@ func TestVerify(t *testing.T) {
 			got, err := tc.v.Verify(context.Background(), tc.creds)
 			if tc.wantErr != "" {
 				if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
-					t.Errorf("Verify = %q, %v; want an error starting %q", got, err, tc.wantErr)
+					t.Errorf("Verify = %+v, %v; want an error starting %q", got, err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || got != tc.want {
-				t.Errorf("Verify = %q, %v; want %q", got, err, tc.want)
+			if err != nil || got.ID != tc.want {
+				t.Fatalf("Verify = %+v, %v; want %q", got, err, tc.want)
+			}
+			// How the caller authenticated, and its groups (configured for
+			// byEither only), go with its name.
+			method := engine.MethodCertificate
+			switch {
+			case tc.v == off:
+				method = ""
+			case len(tc.creds.Authorization) > 0:
+				method = engine.MethodToken
+			}
+			var wantGroups []string
+			if tc.v == byEither {
+				wantGroups = groups[tc.want]
+			}
+			if got.Method != method || !slices.Equal(got.Groups, wantGroups) {
+				t.Errorf("Verify = %+v; want method %q, groups %q", got, method, wantGroups)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/toolwire/toolwire/engine"
 )
@@ -27,12 +28,22 @@ type ServerConfig struct {
 	Auth     CallerConfig `json:"auth"`
 }
 
-// CallerConfig is the "auth" section: the bearer tokens accepted and the
-// tools each caller may call.
+// CallerConfig is the "auth" section: the bearer tokens accepted, the
+// callers' groups and the tools each caller may call.
 type CallerConfig struct {
-	TokensFile  string  `json:"tokens_file"` // "name: token" lines, in the clear
-	Tokens      []Token `json:"tokens"`      // name and "sha256:<hex>" hash
-	Permissions Policy  `json:"permissions"` // per caller name ("*": everyone else)
+	TokensFile  string              `json:"tokens_file"` // "name: token" lines, in the clear
+	Tokens      []Token             `json:"tokens"`      // name and "sha256:<hex>" hash
+	Groups      map[string][]string `json:"groups"`      // caller name → its groups, for tokens and certificates alike
+	Permissions Policy              `json:"permissions"` // per caller name ("*": everyone else)
+	OIDC        *OIDCConfig         `json:"oidc"`        // bearer JWTs of an OpenID Connect issuer
+}
+
+// oidc returns c's OIDC section, made when it had none.
+func (c *CallerConfig) oidc() *OIDCConfig {
+	if c.OIDC == nil {
+		c.OIDC = &OIDCConfig{}
+	}
+	return c.OIDC
 }
 
 // Flags registers c's flags on fs; each writes into c.
@@ -41,6 +52,14 @@ func (c *ServerConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
 	fs.StringVar(&c.ClientCA, "client-ca", c.ClientCA, "PEM CA `file`: authenticate callers by client certificates it signs (mutual TLS; needs --tls-cert)")
 	fs.StringVar(&c.Auth.TokensFile, "tokens-file", c.Auth.TokensFile, "`file` of bearer tokens, one \"name: token\" a line")
+	fs.Func("oidc-issuer", "accept bearer JWTs of this OpenID Connect issuer `URL` (with --oidc-audience)", func(s string) error {
+		c.Auth.oidc().Issuer = s
+		return nil
+	})
+	fs.Func("oidc-audience", "the `audience` bearer JWTs must be for (with --oidc-issuer)", func(s string) error {
+		c.Auth.oidc().Audience = s
+		return nil
+	})
 }
 
 // Validate checks what it can without reading files or the environment:
@@ -51,6 +70,18 @@ func (c ServerConfig) Validate() error {
 		return errors.New("--tls-cert and --tls-key go together")
 	case c.ClientCA != "" && c.TLSCert == "":
 		return errors.New("--client-ca needs --tls-cert and --tls-key: client certificates are part of TLS")
+	}
+	for caller, groups := range c.Auth.Groups {
+		for _, g := range groups {
+			if caller == "" || g == "" {
+				return fmt.Errorf("auth.groups: caller %q has an empty group or name; want \"caller: [group, …]\"", caller)
+			}
+		}
+	}
+	if c.Auth.OIDC != nil {
+		if err := c.Auth.OIDC.check(); err != nil {
+			return err
+		}
 	}
 	if err := c.Auth.Permissions.Validate(); err != nil {
 		return fmt.Errorf("auth.permissions: %w", err)
@@ -102,8 +133,11 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 		tokens = append(tokens, more...)
 	}
-	v, err := New(Config{Tokens: tokens, ClientCAs: roots})
+	v, err := New(Config{Tokens: tokens, ClientCAs: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC})
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "auth.oidc") {
+			return nil, err
+		}
 		return nil, fmt.Errorf("auth.tokens: %w", err)
 	}
 
@@ -112,7 +146,11 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		if c.TLSCert == "" {
 			log.Warn("bearer tokens are accepted over plaintext: anyone who can read the traffic can read them; serve TLS (--tls-cert, --tls-key) unless a mesh encrypts it")
 		}
-		log.Info("authentication on", "tokens", len(tokens), "client_certificates", c.ClientCA != "")
+		issuer := ""
+		if c.Auth.OIDC != nil {
+			issuer = c.Auth.OIDC.Issuer
+		}
+		log.Info("authentication on", "tokens", len(tokens), "client_certificates", c.ClientCA != "", "oidc_issuer", issuer)
 	case len(c.Auth.Permissions) > 0:
 		log.Warn(`permissions are configured but authentication is off: every caller is the anonymous caller "", to which the "" or "*" entry applies`)
 	}

@@ -26,6 +26,8 @@ func TestServerConfigValidate(t *testing.T) {
 		{"key without cert", auth.ServerConfig{TLSKey: "k.pem"}, "--tls-cert and --tls-key go together"},
 		{"client CA without TLS", auth.ServerConfig{ClientCA: "ca.pem"}, "--client-ca needs --tls-cert and --tls-key"},
 		{"bad pattern", auth.ServerConfig{Auth: auth.CallerConfig{Permissions: auth.Policy{"a": {Allow: []string{"["}}}}}, "auth.permissions: "},
+		{"groups", auth.ServerConfig{Auth: auth.CallerConfig{Groups: map[string][]string{"ci": {"agents"}}}}, ""},
+		{"empty group", auth.ServerConfig{Auth: auth.CallerConfig{Groups: map[string][]string{"ci": {""}}}}, `auth.groups: caller "ci" has an empty group`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,8 +64,8 @@ func TestServerConfigVerifierReadsEveryTokenSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for token, want := range map[string]string{aliceToken: "alice", bobToken: "bob", "carol-token-0123456789abcdef": "carol"} {
-		if got, err := v.Verify(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + token}}); err != nil || got != want {
-			t.Errorf("token of %s: %q, %v", want, got, err)
+		if got, err := v.Verify(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + token}}); err != nil || got.ID != want {
+			t.Errorf("token of %s: %+v, %v", want, got, err)
 		}
 	}
 	for _, want := range []string{"authentication on", "tokens=3", "over plaintext"} {

@@ -13,3 +13,14 @@ func CertificateGetter(certFile, keyFile string) (get func() (*tls.Certificate, 
 	return func() (*tls.Certificate, error) { return k.get(nil) },
 		func() { k.mu.Lock(); k.checked = time.Time{}; k.mu.Unlock() }
 }
+
+// SetJWKSRefresh sets how often at most v fetches its issuer's keys again
+// for a token signed by an unknown key (10 s outside tests).
+func SetJWKSRefresh(v *Verifier, every time.Duration) { v.jwt.keys.every = every }
+
+// ForgetVerifiedTokens empties v's verified-token cache.
+func ForgetVerifiedTokens(v *Verifier) {
+	v.jwt.mu.Lock()
+	clear(v.jwt.verified)
+	v.jwt.mu.Unlock()
+}

@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/toolwire/toolwire/engine"
 )
 
 // RequireCredentials returns the HTTP adapter of v: middleware that
 // authenticates every request with v, as every surface does. A request
 // whose credentials v accepts reaches the handler with its caller in the
-// context (engine.WithCaller). Any other is answered 401 Unauthorized with
+// context (engine.WithIdentity). Any other is answered 401 Unauthorized with
 // "WWW-Authenticate: Bearer" and a Connect error body,
 // {"code":"unauthenticated","message":"<v's reason>"}, which Connect,
 // gRPC-Web and JSON clients all read; the handler never sees it. With
@@ -41,14 +44,20 @@ func RequireCredentials(v *Verifier, log *slog.Logger) func(http.Handler) http.H
 			if r.TLS != nil {
 				creds.PeerCertificates = r.TLS.PeerCertificates
 			}
-			caller, err := v.Verify(r.Context(), creds)
+			id, err := v.Verify(r.Context(), creds)
 			if err != nil {
 				log.Info("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "reason", err.Error())
-				w.Header().Set("WWW-Authenticate", "Bearer")
+				challenge := "Bearer"
+				if v.jwt != nil {
+					// Where MCP clients learn whom to ask for a token
+					// (the MCP authorization spec; RFC 9728).
+					challenge += ` resource_metadata="` + v.jwt.resourceBase(r) + ResourceMetadataPath + `"`
+				}
+				w.Header().Set("WWW-Authenticate", challenge)
 				writeError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
 				return
 			}
-			next.ServeHTTP(w, r.WithContext(engine.WithCaller(r.Context(), caller)))
+			next.ServeHTTP(w, r.WithContext(engine.WithIdentity(r.Context(), id)))
 		})
 	}
 }
@@ -67,4 +76,58 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 		Code    string `json:"code"`
 		Message string `json:"message"`
 	}{code, message})
+}
+
+// ResourceMetadataPath is where an HTTP port serves its OAuth protected
+// resource metadata (RFC 9728), and ResourceMetadataPath+"/mcp" that of
+// its MCP endpoint: the document that tells MCP clients which issuer
+// signs the tokens it accepts.
+const ResourceMetadataPath = "/.well-known/oauth-protected-resource"
+
+// ResourceMetadata returns the handler of ResourceMetadataPath (and of
+// ResourceMetadataPath+"/mcp"), to be served without credentials: the MCP
+// endpoint as the resource (auth.oidc.resource, or /mcp on the request's
+// own scheme and host), the OIDC issuer as its authorization server,
+// tokens in the Authorization header. nil when v accepts no JWTs.
+func ResourceMetadata(v *Verifier) http.Handler {
+	if v.jwt == nil {
+		return nil
+	}
+	j := v.jwt
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resource := j.cfg.Resource
+		if resource == "" {
+			resource = j.resourceBase(r) + "/mcp"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "max-age=300")
+		_ = json.NewEncoder(w).Encode(&oauthex.ProtectedResourceMetadata{
+			Resource:               resource,
+			AuthorizationServers:   []string{j.cfg.Issuer},
+			BearerMethodsSupported: []string{"header"},
+			ResourceName:           "toolwire",
+		})
+	})
+}
+
+// resourceBase is the scheme and host the metadata's URLs start with:
+// auth.oidc.resource's, or the request's own (https when it came over
+// TLS), its host held to the characters a host may have.
+func (j *jwtVerifier) resourceBase(r *http.Request) string {
+	if j.cfg.Resource != "" {
+		if u, err := url.Parse(j.cfg.Resource); err == nil {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	host := strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune(".-:[]", c) {
+			return c
+		}
+		return -1
+	}, r.Host)
+	return scheme + "://" + host
 }

@@ -29,6 +29,8 @@ type Client struct {
 	affinity bool // send the session in SessionHeader (WithSessionAffinity)
 	reattach int  // WithReattach's attempts; 0: none
 	backoff  time.Duration
+
+	rateRetries int // see WithRateLimitRetries
 }
 
 // An Option configures a Client.
@@ -42,6 +44,8 @@ type options struct {
 	affinity bool
 	reattach int
 	backoff  time.Duration
+
+	rateRetries int
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -70,7 +74,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // (for example "localhost:50051" or "dns:///toolwire.agents:50051"). It does
 // not connect: the connection is made by the first RPC.
 func New(target string, opts ...Option) (*Client, error) {
-	o := options{creds: insecure.NewCredentials()}
+	o := options{creds: insecure.NewCredentials(), rateRetries: defaultRateLimitRetries}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -86,7 +90,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, reattach: o.reattach, backoff: o.backoff}, nil
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, reattach: o.reattach, backoff: o.backoff, rateRetries: o.rateRetries}, nil
 }
 
 // Close closes the connection. RPCs in flight fail.
@@ -110,7 +114,9 @@ func (c *Client) ListTools(ctx context.Context, opts ...grpc.CallOption) (*toolw
 // BatchAccepted, then CallStarted, CallProgress and CallResult events in
 // completion order, then BatchFinished. An RPC error (a gRPC status error,
 // see status.FromError) is yielded once as (nil, err) and ends the sequence;
-// a failed call is not an RPC error but a CallResult with is_error set.
+// a failed call is not an RPC error but a CallResult with is_error set. A
+// refusal that says when to retry (a rate limit's) is waited out and the
+// batch sent again, up to WithRateLimitRetries times.
 //
 // The RPC starts when iteration starts; each iteration runs the batch again.
 // Breaking out of the loop cancels the RPC, and with it the calls still
@@ -129,22 +135,28 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 		// so neither the RPC nor gRPC's goroutine for it outlives the loop.
 		ctx, cancel := context.WithCancel(c.withSession(ctx, req.GetSessionId()))
 		defer cancel()
-		stream, err := c.svc.ExecuteBatch(ctx, req, opts...)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		for {
-			ev, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return
-			}
+		for attempt := 0; ; attempt++ {
+			stream, err := c.svc.ExecuteBatch(ctx, req, opts...)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			if !yield(ev, nil) {
-				return
+			for first := true; ; first = false {
+				ev, err := stream.Recv()
+				if errors.Is(err, io.EOF) {
+					return
+				}
+				if err != nil {
+					// Refused before BatchAccepted: nothing ran.
+					if first && c.waitToRetry(ctx, err, attempt) {
+						break
+					}
+					yield(nil, err)
+					return
+				}
+				if !yield(ev, nil) {
+					return
+				}
 			}
 		}
 	}
@@ -156,10 +168,17 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 // is_error set, as in a batch; an RPC error (a gRPC status error, see
 // status.FromError) is what the runtime must fix, INVALID_ARGUMENT for a
 // malformed call among them. Cancelling ctx cancels the call on the server.
+// A refusal that says when to retry (a rate limit's) is waited out and the
+// call sent again, up to WithRateLimitRetries times.
 func (c *Client) CallTool(ctx context.Context, req *toolwirev1.CallToolRequest, opts ...grpc.CallOption) (*toolwirev1.CallResult, error) {
-	resp, err := c.svc.CallTool(c.withSession(ctx, req.GetSessionId()), req, opts...)
-	if err != nil {
-		return nil, err
+	ctx = c.withSession(ctx, req.GetSessionId())
+	for attempt := 0; ; attempt++ {
+		resp, err := c.svc.CallTool(ctx, req, opts...)
+		if err == nil {
+			return resp.GetResult(), nil
+		}
+		if !c.waitToRetry(ctx, err, attempt) {
+			return nil, err
+		}
 	}
-	return resp.GetResult(), nil
 }

@@ -222,10 +222,19 @@ func connectError(err error) error {
 		return err
 	}
 	msg := err.Error()
-	if e, ok := err.(*engine.Error); ok {
+	e, ok := err.(*engine.Error)
+	if ok {
 		msg = e.Message
 	}
-	return connect.NewError(connectCode(engine.CodeOf(err)), errors.New(msg))
+	ce = connect.NewError(connectCode(engine.CodeOf(err)), errors.New(msg))
+	if ok {
+		for _, d := range e.Details() {
+			if detail, err := connect.NewErrorDetail(d); err == nil {
+				ce.AddDetail(detail)
+			}
+		}
+	}
+	return ce
 }
 
 // connectCode is the Connect code of c; a code this surface does not know
@@ -248,6 +257,8 @@ func connectCode(c engine.Code) connect.Code {
 		return connect.CodeNotFound
 	case engine.PermissionDenied:
 		return connect.CodePermissionDenied
+	case engine.Unauthenticated:
+		return connect.CodeUnauthenticated
 	}
 	return connect.CodeUnknown
 }

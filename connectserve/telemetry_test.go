@@ -11,6 +11,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
 	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -38,7 +39,7 @@ func TestTelemetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Telemetry: engine.OpenTelemetry(tp, nil, false), DrainTimeout: time.Second})
+			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: otelobserver.New(tp, nil, false), DrainTimeout: time.Second})
 			t.Cleanup(eng.Close)
 			var opts connectserve.Options
 			if rpcSpans {

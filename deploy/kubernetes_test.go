@@ -121,7 +121,7 @@ func TestManifestsAgainstAPIServer(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("objects the server accepted:\n got %q\nwant %q", got, want)
 			}
-			checkServerDeployment(t, objs)
+			checkServerDeployment(t, objs, "toolwire")
 		})
 	}
 
@@ -269,6 +269,9 @@ func TestManifestsAgainstAPIServer(t *testing.T) {
 		}
 	})
 
+	// The Helm chart's renders, on the same server (helm_test.go).
+	t.Run("helm chart", func(t *testing.T) { helmAgainstAPIServer(t, c) })
+
 	broken, err := filepath.Glob("kubernetes/test/broken/*")
 	if err != nil || len(broken) == 0 {
 		t.Fatalf("broken manifests: %q, %v", broken, err)
@@ -324,13 +327,14 @@ func decodeList(t *testing.T, out []byte) []object {
 	return list.Items
 }
 
-// checkServerDeployment checks that the API server kept the fields that an
-// older or differently configured server drops silently (a disabled
-// feature's fields are cleared, not refused).
-func checkServerDeployment(t *testing.T, objs []object) {
+// checkServerDeployment checks that the API server kept, in the
+// Deployment name, the fields that an older or differently configured
+// server drops silently (a disabled feature's fields are cleared, not
+// refused).
+func checkServerDeployment(t *testing.T, objs []object, name string) {
 	t.Helper()
 	for _, o := range objs {
-		if o.Kind != "Deployment" || o.Metadata.Name != "toolwire" {
+		if o.Kind != "Deployment" || o.Metadata.Name != name {
 			continue
 		}
 		var spec struct {
@@ -363,7 +367,7 @@ func checkServerDeployment(t *testing.T, objs []object) {
 			return
 		}
 	}
-	t.Error("no Deployment toolwire with a container toolwire among the accepted objects")
+	t.Errorf("no Deployment %s with a container toolwire among the accepted objects", name)
 }
 
 // docYAML returns the ```yaml block of a Markdown page that starts with key.

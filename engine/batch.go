@@ -131,9 +131,10 @@ type batch struct {
 	failed    atomic.Bool             // some call has failed, for stop_on_error
 	reserved  slot                    // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
-	tel       batchTel        // the OpenTelemetry observer's; see telemetry.go
-	scope     logScope        // names the batch in log lines; see LogHandler
-	runCtx    context.Context // the context run was given
+	info      *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
+	obsCtx    atomic.Pointer[context.Context] // what the Observer's BatchStarted returned; nil before
+	scope     logScope                        // names the batch in log lines; see LogHandler
+	runCtx    context.Context                 // the context run was given
 
 	// A one-call batch, the commonest kind, keeps its call and its lane
 	// here, sparing it the allocations of the slices.
@@ -312,7 +313,7 @@ func (b *batch) run(ctx context.Context) {
 func (b *batch) runFrom(ctx context.Context, li int) {
 	for ; li < len(b.lanes); li++ {
 		lane := b.lanes[li]
-		b.e.tel.laneStarted(b, li)
+		b.obsLane(li)
 		if b.failed.Load() && b.req.GetOptions().GetStopOnError() {
 			for _, i := range lane.Calls {
 				b.finish(i, b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_SKIPPED, "skipped: an earlier call in this batch failed and the batch was sent with stop_on_error"))
@@ -387,8 +388,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 			"the result (%d blocks, %d bytes) could not be sent: it exceeds the %d-byte message limit", len(res.GetContent()), size, b.e.cfg.MaxMessageBytes))
 	}
 	c.ended = callSummary{ended: true, isError: res.GetIsError(), replayed: res.GetReplayed(), kind: res.GetErrorKind()}
-	b.e.tel.callEnded(b, i, res)
-	b.logCall(i, res)
+	b.obsCallEnded(i, res)
 	if res.GetIsError() {
 		b.failed.Store(true)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,15 +16,16 @@ import (
 // callState is what a batch keeps of one of its calls, in one slice
 // (batch.calls) indexed like the request's calls.
 type callState struct {
-	tool    *tools.Tool     // nil when unknown or not permitted
-	cutFrom int             // the length of the name as sent, when newBatch cut it; else 0
-	args    json.RawMessage // the validated arguments, from validation until the call ends
-	claim   *idemClaim      // its idempotency key while it runs; nil without one
-	slot    slot            // its concurrency slot while it runs
-	tel     callTel         // the OpenTelemetry observer's
-	scope   logScope        // names the call in log lines; see LogHandler
-	ended   callSummary     // its result, as BatchFinished counts it
-	run     *callRun        // while its tool runs; see requestApproval
+	tool    *tools.Tool             // nil when unknown or not permitted
+	cutFrom int                     // the length of the name as sent, when newBatch cut it; else 0
+	args    json.RawMessage         // the validated arguments, from validation until the call ends
+	claim   *idemClaim              // its idempotency key while it runs; nil without one
+	slot    slot                    // its concurrency slot while it runs
+	info    CallInfo                // what the Observer is told of it; see observe.go
+	obsCtx  context.Context         // what the Observer's CallStarted returned; nil before
+	scope   logScope                // names the call in log lines; see LogHandler
+	ended   callSummary             // its result, as BatchFinished counts it
+	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware
@@ -35,7 +35,7 @@ type callState struct {
 // lifecycle, and finish (batch.go) is the one place a call ends, whoever
 // ends it: record (idempotency), telemetry, log, send.
 //
-//	cancelled? → permission → known tool → validation → (policy) → approval
+//	cancelled? → permission → known tool → validation → policy → approval
 //	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
 //
 // A step does not send events: what it decides is the call's result, which
@@ -45,15 +45,15 @@ type callState struct {
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
 // steps are the call's path before its tool runs, in order. A new per-call
-// concern (a CEL policy) is a step inserted where the comment says: after
-// validation, so it sees the arguments, and before idempotency and limits,
-// so a refused or waiting call holds no key and no slot.
+// concern is a step inserted after validation, so it sees the arguments,
+// and before idempotency and limits, so a refused or waiting call holds no
+// key and no slot, as policy and approval are.
 var steps = [...]step{
 	notCancelled,
 	permitted,
 	known,
 	validArguments,
-	// policy: a later issue inserts its step here.
+	policed,  // policy.go
 	approved, // approval.go
 	roomToReport,
 	idempotent, // idempotency.go
@@ -92,6 +92,9 @@ func validArguments(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
 // roomToReport waits while the client leaves the batch's events unread:
 // the call's result could only wait too.
 func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
+	if b.unary {
+		return nil // it reports nothing
+	}
 	b.out.waitRoom(ctx.Done())
 	return nil
 }
@@ -105,7 +108,7 @@ func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
 func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bool {
 	c := &b.calls[i]
 	c.scope = logScope{b: b, i: i}
-	ctx = b.e.tel.callStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), b, lane, i)
+	ctx = b.obsCallStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), lane, i)
 	for _, step := range steps {
 		if res := step(ctx, b, i); res != nil {
 			b.finish(i, res)
@@ -116,7 +119,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	if !b.unary {
 		b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
 	}
-	b.e.tel.callRunning(b, i)
+	b.obsCallRunning(i)
 	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
 	return r.run()
 }
@@ -129,10 +132,12 @@ type outcome struct {
 
 // callRun is one running call's lifecycle, all of it: its deadline and idle
 // timeout, the tool's invocation on the calling goroutine (a goroutine hop
-// per call is most of a small call's cost), the watchdog that abandons a
-// tool ignoring its cancellation, who sends the result (decided), and who
-// continues the lane after an abandoned call. It is one allocation, where
-// closures would be many.
+// per call is most of a small call's cost), who sends the result (decided),
+// and who continues the lane after an abandoned call. It is one allocation,
+// where closures would be many. A tool that ignores its cancellation is
+// abandoned by the engine's watchdog (watchAbandoned), which looks at the
+// running calls every tick rather than arming a context.AfterFunc per call:
+// that was six of a call's allocations and two locks, for a rare event.
 type callRun struct {
 	b         *batch
 	lane, i   int
@@ -145,10 +150,9 @@ type callRun struct {
 	idle      *time.Timer
 	onAbandon func() // continues the lane after an abandoned call; nil: continueAfter
 
-	decided  atomic.Bool // whoever sets it sends the result
-	mu       sync.Mutex
-	returned bool        // the tool has returned
-	grace    *time.Timer // the watchdog's, armed when callCtx ends
+	decided  atomic.Bool  // whoever sets it sends the result
+	returned atomic.Bool  // the tool has returned
+	doneSeen atomic.Int64 // when the watchdog first saw callCtx ended (Unix ns); 0 before
 }
 
 // run runs the tool under the call's deadline and sends its result; see
@@ -174,23 +178,17 @@ func (r *callRun) run() bool {
 	r.handle.SessionID = b.req.GetSessionId()
 	r.handle.Caller = CallerFrom(r.ctx)
 	r.handle.SetSession(b.session(r.ctx))
-	c.run = r
 	r.handle.SetApprover(requestApproval) // a function, not a method value: no allocation
 
-	stopWatch := context.AfterFunc(callCtx, r.watch)
+	c.running.Store(r)
 	o := r.invoke()
+	r.returned.Store(true)
+	c.running.Store(nil)
 	// The slot goes back before the result is sent: what waits for a slow
 	// reader holds memory (the outbox's budget), not a slot another caller
 	// could use. An abandoned tool keeps its slot until this point, so
 	// tools that ignore cancellation cannot be stacked without limit.
 	c.slot.release(b.e.limits)
-	r.mu.Lock()
-	r.returned = true
-	if r.grace != nil {
-		r.grace.Stop()
-	}
-	r.mu.Unlock()
-	stopWatch()
 
 	if !r.decided.CompareAndSwap(false, true) {
 		return false // abandoned: the watchdog has sent the result
@@ -211,14 +209,20 @@ func (r *callRun) progress(p tools.Progress) {
 	r.b.emit(progressEvent(r.b.req.GetCalls()[r.i].GetCallId(), r.i, p))
 }
 
-// watch runs when the call's context ends: unless the tool returns within
-// the abandon grace, it is abandoned.
-func (r *callRun) watch() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.returned {
-		r.grace = time.AfterFunc(r.b.e.cfg.AbandonGrace, r.abandon)
+// overstayed tells whether the running call r should be abandoned at now
+// (Unix ns): its context ended at least the abandon grace ago, as the
+// watchdog's ticks saw it, and its tool has not returned. The first tick
+// that sees the context ended starts the grace.
+func (r *callRun) overstayed(now int64) bool {
+	if r.returned.Load() || r.decided.Load() || r.callCtx.Err() == nil {
+		return false
 	}
+	seen := r.doneSeen.Load()
+	if seen == 0 {
+		r.doneSeen.Store(now)
+		return false
+	}
+	return time.Duration(now-seen) >= r.b.e.cfg.AbandonGrace
 }
 
 // abandon sends the result of a tool that ignored its cancellation and lets
@@ -229,7 +233,7 @@ func (r *callRun) abandon() {
 	}
 	b, cfg := r.b, &r.b.e.cfg
 	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
-	b.e.tel.callAbandoned(b, r.i)
+	b.obsCallAbandoned(r.i)
 	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	if r.onAbandon != nil {

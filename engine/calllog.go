@@ -18,18 +18,33 @@ import (
 // write them, in lower case ("cancelled", "tool_error",
 // "deadline_exceeded").
 
-// debugging reports whether the server logs at debug level.
-func (e *Engine) debugging() bool {
-	return e.cfg.Logger.Enabled(context.Background(), slog.LevelDebug)
+// DebugLog returns the Observer that writes the debug call log to log
+// (one line per call when its result is recorded, one per batch when Run
+// returns), or nil when log does not write debug lines. An engine adds it
+// to its Observer by itself.
+func DebugLog(log *slog.Logger) Observer { return debugLogFor(log) }
+
+func debugLogFor(log *slog.Logger) Observer {
+	if log == nil || !log.Enabled(context.Background(), slog.LevelDebug) {
+		return nil
+	}
+	return debugLog{log}
 }
 
-// logCall logs call i's result.
-func (b *batch) logCall(i int, res *toolwirev1.CallResult) {
-	if !b.e.debugging() {
-		return
-	}
-	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "call finished",
-		slog.String("batch_id", b.id),
+// debugLog is the debug call log as an Observer.
+type debugLog struct{ log *slog.Logger }
+
+func (debugLog) BatchStarted(ctx context.Context, _ *BatchInfo) context.Context { return ctx }
+func (debugLog) LaneStarted(context.Context, *BatchInfo, int)                   {}
+func (debugLog) StreamEnded(context.Context, *BatchInfo, string)                {}
+func (debugLog) CallStarted(ctx context.Context, _ *CallInfo) context.Context   { return ctx }
+func (debugLog) CallRunning(context.Context, *CallInfo)                         {}
+func (debugLog) CallAbandoned(context.Context, *CallInfo)                       {}
+
+// CallEnded logs the call's result.
+func (d debugLog) CallEnded(_ context.Context, c *CallInfo, res *toolwirev1.CallResult) {
+	d.log.LogAttrs(context.Background(), slog.LevelDebug, "call finished",
+		slog.String("batch_id", c.Batch.ID),
 		slog.String("call_id", res.GetCallId()),
 		slog.String("tool", res.GetToolName()),
 		slog.String("outcome", resultOutcome(res)),
@@ -37,36 +52,22 @@ func (b *batch) logCall(i int, res *toolwirev1.CallResult) {
 		slog.Bool("replayed", res.GetReplayed()))
 }
 
-// logBatch logs the end of the batch; err is what Run returns.
-func (b *batch) logBatch(err error) {
-	if !b.e.debugging() {
-		return
-	}
-	var ok, failed, missing int
-	for i := range b.calls {
-		r := &b.calls[i].ended
-		switch {
-		case !r.ended:
-			missing++ // the batch ended before the call had a result
-		case r.isError:
-			failed++
-		default:
-			ok++
-		}
-	}
+// BatchEnded logs the end of the batch; err is what Run returns.
+func (d debugLog) BatchEnded(_ context.Context, info *BatchInfo, n BatchCounts, err error) {
+	b := info.b
 	code := CodeOf(err)
 	if code == Unknown && b.callerCtx.Err() != nil {
 		// A sink's own error (a gRPC stream's Send after the client
 		// went) carries no engine code; the caller's context says why.
 		code = CodeOf(b.callerCtx.Err())
 	}
-	b.e.cfg.Logger.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
+	d.log.LogAttrs(context.Background(), slog.LevelDebug, "batch finished",
 		slog.String("batch_id", b.id),
 		slog.Int("calls", len(b.req.GetCalls())),
 		slog.Any("lanes", b.laneIDs()),
-		slog.Int("succeeded", ok),
-		slog.Int("failed", failed),
-		slog.Int("unanswered", missing),
+		slog.Int("succeeded", n.Succeeded),
+		slog.Int("failed", n.Failed+n.Skipped),
+		slog.Int("unanswered", n.Unanswered),
 		slog.String("outcome", code.outcome()),
 		slog.Duration("duration", time.Since(b.start)))
 }

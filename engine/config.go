@@ -135,6 +135,20 @@ type Config struct {
 	// Permissions decides which tools each caller (see CallerFrom) may list and
 	// call. Default nil: every caller may call every tool.
 	Permissions Permissions `json:"-"`
+	// Policy decides each call by its caller and validated arguments,
+	// after Permissions (see Policy); nil allows what Permissions do.
+	Policy Policy `json:"-"`
+
+	// RatePerCaller is how many calls a second each caller may start, on
+	// average, admitted a batch at a time (see ratelimit.go); 0: no rate
+	// limit. Per replica, unless RateStore is set.
+	RatePerCaller float64 `json:"rate_per_caller"`
+	// RateBurst is how many calls a caller may start at once, the most
+	// one batch may hold; 0: RatePerCaller rounded up, at least 1.
+	RateBurst int `json:"rate_burst"`
+	// RateStore keeps the allowances where every replica sees them (the
+	// Redis store); nil keeps them in this process.
+	RateStore RateStore `json:"-"`
 	// MaxConcurrentCalls bounds the tool calls running at once across the
 	// engine. A batch is accepted only once a slot is free for its first
 	// call; it waits up to MaxQueueWait for one, then fails with
@@ -159,10 +173,11 @@ type Config struct {
 	// Logger receives the engine's logs, through LogHandler so that lines
 	// about a batch or call carry its IDs and trace. Default slog.Default().
 	Logger *slog.Logger `json:"-"`
-	// Telemetry records the engine's batches and calls (spans, metrics),
-	// chosen once: OpenTelemetry(…) with the providers of the SDK the
-	// program installed. Default nil: no telemetry, at no cost.
-	Telemetry Observer `json:"-"`
+	// Observer watches the engine's batches and calls: OpenTelemetry
+	// (package engine/otelobserver), an audit trail, or several of them
+	// (Observers). Default nil: none, at no cost. The debug call log is
+	// added when Logger writes debug lines (DebugLog).
+	Observer Observer `json:"-"`
 }
 
 // Flags registers the engine's flags on fs; each writes into c. Their
@@ -189,6 +204,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.BatchLease, "batch-lease", c.BatchLease, "how long the replica running a detached batch holds it unless renewed; bounds how long a dead replica's batch looks running (0: 10s)")
 	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
 	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
+	fs.Float64Var(&c.RatePerCaller, "rate-per-caller", c.RatePerCaller, "calls a second each caller may start, on average; batches beyond it are refused with RESOURCE_EXHAUSTED and a RetryInfo (0: no limit)")
+	fs.IntVar(&c.RateBurst, "rate-burst", c.RateBurst, "calls a caller may start at once above --rate-per-caller, the most one batch may hold (0: the rate, rounded up)")
 	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", c.MaxCallsPerCaller, "most tool calls of one caller running at once (0: a quarter of --max-concurrent-calls for each authenticated caller; -1: no cap)")
 	fs.IntVar(&c.MaxMessageBytes, "max-message-bytes", c.MaxMessageBytes, "largest gRPC message received or sent, in bytes (0: 4 MiB)")
 }
@@ -214,6 +231,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("approvals[%d]: pattern %q: %w", i, pat, err)
 			}
 		}
+	}
+	if c.RatePerCaller < 0 || c.RateBurst < 0 {
+		return fmt.Errorf("rate_per_caller (%g) and rate_burst (%d) cannot be negative", c.RatePerCaller, c.RateBurst)
 	}
 	if c.MaxBufferedBytes > 0 {
 		stream := c.MaxStreamBufferBytes

@@ -88,7 +88,8 @@ type Engine struct {
 	budget    *budget // the events waiting for slow readers, all batches'
 	runners   *runners
 	limits    *limiter
-	tel       Observer
+	rates     *rates    // nil without a rate limit
+	obs       Observer  // nil: none
 	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
 	held      approvals // calls held for approval on this engine; see approval.go
 }
@@ -107,11 +108,13 @@ func New(cfg Config) *Engine {
 	e.budget = newBudget(e.cfg.MaxBufferedBytes)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
-	e.tel = e.cfg.Telemetry
-	if e.tel == nil {
-		e.tel = noTelemetry{}
+	e.rates = newRates(&e.cfg)
+	// The debug call log is one more observer, when the logger writes
+	// debug lines.
+	e.obs = Observers(e.cfg.Observer, debugLogFor(e.cfg.Logger))
+	if eo, ok := e.obs.(EngineObserver); ok {
+		eo.EngineStarted(EngineInfo{Buffered: e.budget.held.Load})
 	}
-	e.tel.engineStarted(e.budget)
 	return e
 }
 
@@ -138,6 +141,11 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 // batch (Call's) sends nothing: its one result is kept in b.result. A
 // detached batch is runDetached's.
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
+	if e.rates != nil {
+		if err := e.rates.take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
+			return err
+		}
+	}
 	if b.detached {
 		return e.runDetached(ctx, b)
 	}
@@ -149,8 +157,8 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	}
 	defer e.release(b)
 	b.scope = logScope{b: b, i: -1}
-	runCtx = e.tel.batchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope), b)
-	defer func() { e.tel.batchEnded(b, err); b.logBatch(err) }()
+	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
+	defer func() { b.obsBatchEnded(err) }()
 	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		var cancelTimeout context.CancelFunc
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)

@@ -372,7 +372,7 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 		return err
 	}
 	b.scope = logScope{b: b, i: -1}
-	runCtx = e.tel.batchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope), b)
+	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
 	var cancelTimeout context.CancelFunc = func() {}
 	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
 		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
@@ -391,8 +391,7 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 	if err != nil {
 		cancelTimeout()
 		cancel(nil)
-		e.tel.batchEnded(b, err)
-		b.logBatch(err)
+		b.obsBatchEnded(err)
 		e.release(b)
 		return err
 	}
@@ -406,8 +405,7 @@ func (e *Engine) runDetached(ctx context.Context, b *batch) error {
 		_ = b.write(cancel) // a detached batch's writer only appends: it cannot fail
 		b.log.write(b.finished())
 		b.log.finish()
-		e.tel.batchEnded(b, nil)
-		b.logBatch(nil)
+		b.obsBatchEnded(nil)
 	}()
 	return e.readLog(ctx, name, 0, b.sink)
 }

@@ -13,12 +13,15 @@ import (
 )
 
 // watchSends runs while batches do: every tick it ends the streams whose
-// writer has been in one Send for SendTimeout, and whenever the buffered
-// events pass their budget (and every budgetRetry while they stay over
-// it) it sheds streams. admit starts it; it returns once no batch is
-// running, so an idle server has no goroutine for it.
+// writer has been in one Send for SendTimeout, abandons the tools that
+// outstay their cancellation by AbandonGrace (so a call is abandoned
+// between the grace and the grace plus a tick, at most a quarter of it,
+// after its cancellation), and whenever the buffered events pass their
+// budget (and every budgetRetry while they stay over it) it sheds streams.
+// admit starts it; it returns once no batch is running, so an idle server
+// has no goroutine for it.
 func (e *Engine) watchSends() {
-	tick := time.NewTicker(min(max(e.cfg.SendTimeout/8, time.Millisecond), 250*time.Millisecond))
+	tick := time.NewTicker(min(max(e.cfg.SendTimeout/8, time.Millisecond), 250*time.Millisecond, max(e.cfg.AbandonGrace/4, time.Millisecond)))
 	defer tick.Stop()
 	var retry <-chan time.Time // set while over the budget
 	for {
@@ -37,6 +40,11 @@ func (e *Engine) watchSends() {
 		for _, b := range e.batches {
 			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= e.cfg.SendTimeout && b.ended.CompareAndSwap(endNone, endSendTimeout) {
 				b.endStream(b.cancel, ErrSendTimeout, time.Duration(now-since), b.out.held.Load())
+			}
+			for i := range b.calls {
+				if r := b.calls[i].running.Load(); r != nil && r.overstayed(now) {
+					go r.abandon() // it sends the result, which may wait for the reader: not under e.mu
+				}
 			}
 		}
 		e.shed(now)
@@ -65,7 +73,7 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 	e := b.e
 	reason := b.ended.Load()
 	cancel(cause)
-	e.tel.streamEnded(b, endReasons[reason])
+	b.obsStreamEnded(endReasons[reason])
 	st, ok := b.sink.(Stopper)
 	if !ok {
 		st, ok = b.callerCtx.Value(StopperKey{}).(Stopper)

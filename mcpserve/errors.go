@@ -7,6 +7,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolwire/toolwire/engine"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // The JSON-RPC error codes of the engine's refusals that JSON-RPC has no
@@ -23,6 +26,13 @@ const (
 	CodeDeadlineExceeded = -32012
 	// CodeCancelled: the request was cancelled first.
 	CodeCancelled = -32013
+	// CodeNotFound: what the request names (a batch) does not exist, or
+	// not for this caller.
+	CodeNotFound = -32014
+	// CodePermissionDenied: the caller may not do what it asked.
+	CodePermissionDenied = -32015
+	// CodeUnauthenticated: the request's credentials prove no caller.
+	CodeUnauthenticated = -32016
 )
 
 // rpcError maps an error of the engine's to the JSON-RPC error an MCP
@@ -43,18 +53,44 @@ func rpcError(err error) error {
 		code, name = CodeDeadlineExceeded, "deadline_exceeded"
 	case engine.Canceled:
 		code, name = CodeCancelled, "cancelled"
+	case engine.NotFound:
+		code, name = CodeNotFound, "not_found"
+	case engine.PermissionDenied:
+		code, name = CodePermissionDenied, "permission_denied"
+	case engine.Unauthenticated:
+		code, name = CodeUnauthenticated, "unauthenticated"
 	case engine.Internal:
 	default:
 		name = "unknown"
 	}
 	msg := err.Error()
+	var details []json.RawMessage
 	if e, ok := err.(*engine.Error); ok {
 		msg = e.Message
+		details = jsonDetails(e.Details())
 	}
 	data, _ := json.Marshal(struct {
-		Code string `json:"code"`
-	}{name})
+		Code    string            `json:"code"`
+		Details []json.RawMessage `json:"details,omitempty"`
+	}{name, details})
 	return &jsonrpc.Error{Code: int64(code), Message: msg, Data: data}
+}
+
+// jsonDetails writes an error's details as google.rpc.Status does in
+// JSON: each a protobuf Any, its type in "@type" beside its fields, such as
+// {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1s"}.
+func jsonDetails(ds []proto.Message) []json.RawMessage {
+	var out []json.RawMessage
+	for _, d := range ds {
+		a, err := anypb.New(d)
+		if err != nil {
+			continue
+		}
+		if b, err := protojson.Marshal(a); err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Refuse writes one of the HTTP port's own refusals (a body past its

@@ -1,10 +1,13 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolwire/toolwire/engine"
@@ -27,6 +30,9 @@ func TestRPCError(t *testing.T) {
 		{&engine.Error{Code: engine.DeadlineExceeded, Message: "late"}, CodeDeadlineExceeded, "deadline_exceeded", "late"},
 		{&engine.Error{Code: engine.Canceled, Message: "gone"}, CodeCancelled, "cancelled", "gone"},
 		{&engine.Error{Code: engine.Internal, Message: "oops"}, jsonrpc.CodeInternalError, "internal", "oops"},
+		{&engine.Error{Code: engine.NotFound, Message: "no such batch"}, CodeNotFound, "not_found", "no such batch"},
+		{&engine.Error{Code: engine.PermissionDenied, Message: "may not"}, CodePermissionDenied, "permission_denied", "may not"},
+		{&engine.Error{Code: engine.Unauthenticated, Message: "who?"}, CodeUnauthenticated, "unauthenticated", "who?"},
 		{fmt.Errorf("wrapped: %w", context.Canceled), CodeCancelled, "cancelled", "wrapped: context canceled"},
 		{errors.New("a sink's own"), jsonrpc.CodeInternalError, "unknown", "a sink's own"},
 		{&engine.Error{Code: engine.Code(99), Message: "new"}, jsonrpc.CodeInternalError, "unknown", "new"},
@@ -36,4 +42,21 @@ func TestRPCError(t *testing.T) {
 			t.Errorf("rpcError(%v) = %+v; want code %d, data %s, message %q", c.err, we, c.code, c.name, c.msg)
 		}
 	}
+	// Details go in data, each as a google.rpc.Status detail in JSON.
+	refused := engine.NewError(engine.ResourceExhausted, errors.New("over the rate")).RetryAfter(1500 * time.Millisecond)
+	var we *jsonrpc.Error
+	want := `{"code":"resource_exhausted","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1.500s"}]}`
+	if !errors.As(rpcError(refused), &we) || we.Code != CodeResourceExhausted || compactJSON(t, we.Data) != want {
+		t.Errorf("rpcError with RetryInfo = %+v (data %s); want data %s", we, we.Data, want)
+	}
+}
+
+// compactJSON is b without insignificant spaces (protojson varies them).
+func compactJSON(t *testing.T, b []byte) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return buf.String()
 }

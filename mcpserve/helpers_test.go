@@ -25,7 +25,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var revisions = []string{RevisionStateless, RevisionSessions}
 
 // tokens are the test middleware's bearer tokens and their callers.
-var tokens = map[string]string{"alice-token": "alice", "bob-token": "bob"}
+var tokens = map[string]*engine.Identity{
+	"alice-token": {ID: "alice", Groups: []string{"humans", "admins"}, Method: engine.MethodToken},
+	"bob-token":   {ID: "bob", Method: engine.MethodToken},
+}
 
 // testAuth stands in for the HTTP port's auth middleware: a known bearer
 // token puts its caller in the context; anything else gets 401.
@@ -38,7 +41,7 @@ func testAuth(next http.Handler) http.Handler {
 			http.Error(w, "unauthenticated: no known bearer token", http.StatusUnauthorized)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(engine.WithCaller(r.Context(), caller)))
+		next.ServeHTTP(w, r.WithContext(engine.WithIdentity(r.Context(), caller)))
 	})
 }
 
@@ -110,6 +113,10 @@ func testTools(g *gate, cancelled chan<- string) []tools.Tool {
 	secret := tools.MustTyped("secret", "Tells a secret.", func(context.Context, *tools.Call, struct{}) (*tools.Result, any, error) {
 		return tools.Text("the secret"), nil, nil
 	})
+	identity := tools.MustTyped("identity", "Returns the caller's identity: ID, method, groups.", func(ctx context.Context, _ *tools.Call, _ struct{}) (*tools.Result, any, error) {
+		id := engine.IdentityFrom(ctx)
+		return tools.Text(id.ID + " " + id.Method + " " + strings.Join(id.Groups, ",")), nil, nil
+	})
 	hold := tools.MustTyped("hold", "Waits until cancelled.", func(ctx context.Context, c *tools.Call, _ struct{}) (*tools.Result, any, error) {
 		c.Progressf(1, 0, "holding")
 		<-ctx.Done()
@@ -140,7 +147,7 @@ func testTools(g *gate, cancelled chan<- string) []tools.Tool {
 		tool.Annotations.ReadOnly = verb == "read"
 		return tool
 	}
-	return append(diag.Tools(), image, secret, hold, count, wait("read"), wait("write"))
+	return append(diag.Tools(), image, secret, identity, hold, count, wait("read"), wait("write"))
 }
 
 // growTool adds to reg a tool of the name it is given: a way for a client

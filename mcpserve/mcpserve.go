@@ -177,21 +177,28 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 const callerPrefix = "toolwire:"
 
 // bindCaller hands the SDK the caller that authentication put in the
-// request's context (engine.CallerFrom) as the request's auth.TokenInfo:
+// request's context (engine.IdentityFrom) as the request's auth.TokenInfo:
 // the SDK carries it to the request's handler (RequestExtra.TokenInfo)
 // whichever session serves it, and refuses a 2025-11-25 session to any
-// caller but the one that opened it (403, "session user mismatch").
+// caller but the one that opened it (403, "session user mismatch"), which
+// it tells by UserID, the caller's ID. The whole identity rides in Extra.
 func bindCaller(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-	return &auth.TokenInfo{UserID: callerPrefix + engine.CallerFrom(r.Context())}, nil
+	id := engine.IdentityFrom(r.Context())
+	return &auth.TokenInfo{UserID: callerPrefix + id.ID, Extra: map[string]any{identityKey: id}}, nil
 }
 
-// callerOf returns the caller of a request bindCaller bound.
-func callerOf(req mcp.Request) string {
+// identityKey is the TokenInfo.Extra key of the caller's engine.Identity.
+const identityKey = "toolwire.identity"
+
+// withCaller returns ctx carrying the identity of the caller of a request
+// bindCaller bound (the anonymous caller's when none was).
+func withCaller(ctx context.Context, req mcp.Request) context.Context {
 	if x := req.GetExtra(); x != nil && x.TokenInfo != nil {
-		caller, _ := strings.CutPrefix(x.TokenInfo.UserID, callerPrefix)
-		return caller
+		if id, ok := x.TokenInfo.Extra[identityKey].(*engine.Identity); ok {
+			return engine.WithIdentity(ctx, id)
+		}
 	}
-	return ""
+	return engine.WithIdentity(ctx, nil)
 }
 
 // bearer reports whether h is an Authorization header the SDK's bearer
@@ -212,7 +219,7 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
 			if method == "tools/list" {
-				return s.listTools(engine.WithCaller(ctx, callerOf(req)), r)
+				return s.listTools(withCaller(ctx, req), r)
 			}
 		case *mcp.CallToolRequest:
 			if method == "tools/call" && r.Params != nil {
@@ -231,7 +238,7 @@ type calledKey struct{}
 // routed to it.
 func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	name, _ := ctx.Value(calledKey{}).(string)
-	return s.callTool(engine.WithCaller(ctx, callerOf(req)), req, name)
+	return s.callTool(withCaller(ctx, req), req, name)
 }
 
 // Close stops watching the registry and closes every MCP session, which

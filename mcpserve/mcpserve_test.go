@@ -148,6 +148,22 @@ func TestCallResults(t *testing.T) {
 	})
 }
 
+// TestIdentityReachesTools: the whole identity authentication put in the
+// request's context (its ID, how it authenticated, its groups) is what a
+// tool called through /mcp sees, on either revision, and each caller sees
+// its own.
+func TestIdentityReachesTools(t *testing.T) {
+	t.Parallel()
+	forEachRevision(t, func(t *testing.T, ts *testServer, rev string) {
+		for token, want := range map[string]string{"alice-token": "alice token humans,admins", "bob-token": "bob token "} {
+			res := call(t, connect(t, ts.url, token, rev, nil), "identity", `{}`, nil)
+			if res.IsError || text(res) != want {
+				t.Errorf("identity as %s: %q (isError %v), want %q", token, text(res), res.IsError, want)
+			}
+		}
+	})
+}
+
 // TestProgress: a call with a progress token gets the tool's reports as
 // notifications/progress before its result, each progress larger than the
 // last: a report with its own value keeps it, an output chunk (which has

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/engine"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -32,6 +34,14 @@ func TestGRPCErrorMapsEveryEngineCode(t *testing.T) {
 		if got := status.Code(grpcError(&engine.Error{Code: c, Message: "why"})); got != codes.Unknown {
 			t.Errorf("engine code %v became %v; want Unknown", c, got)
 		}
+	}
+	// Details go with the status, as google.rpc.Status details.
+	refused := engine.NewError(engine.ResourceExhausted, errors.New("over the rate")).RetryAfter(2 * time.Second)
+	st := status.Convert(grpcError(refused))
+	if ds := st.Details(); st.Code() != codes.ResourceExhausted || len(ds) != 1 {
+		t.Errorf("an error with RetryInfo became %v %v; want RESOURCE_EXHAUSTED with one detail", st.Code(), ds)
+	} else if ri, ok := ds[0].(*errdetails.RetryInfo); !ok || ri.GetRetryDelay().AsDuration() != 2*time.Second {
+		t.Errorf("detail %v; want RetryInfo of 2s", ds[0])
 	}
 	other := errors.New("the stream's own")
 	if grpcError(other) != other || grpcError(nil) != nil {

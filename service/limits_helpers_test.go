@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -47,8 +48,8 @@ func newServedSurface(tb testing.TB, ec engine.Config, cfg Config, extra ...tool
 	if ec.Logger == nil {
 		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	if ec.Telemetry == nil {
-		ec.Telemetry = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
+	if ec.Observer == nil {
+		ec.Observer = otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false)
 	}
 	eng := engine.New(ec)
 	srv := New(eng, reg, cfg)

@@ -26,6 +26,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
 )
 
 // Server implements toolwire.v1.ToolService over an engine: the gRPC
@@ -156,7 +157,17 @@ func grpcError(err error) error {
 	if !ok {
 		return err
 	}
-	return status.Error(grpcCode(e.Code), e.Message)
+	st := status.New(grpcCode(e.Code), e.Message)
+	if ds := e.Details(); len(ds) > 0 {
+		v1 := make([]protoadapt.MessageV1, len(ds))
+		for i, d := range ds {
+			v1[i] = protoadapt.MessageV1Of(d)
+		}
+		if with, err := st.WithDetails(v1...); err == nil {
+			st = with
+		}
+	}
+	return st.Err()
 }
 
 // grpcCode is the gRPC code of c; a code this surface does not know is
@@ -179,6 +190,8 @@ func grpcCode(c engine.Code) codes.Code {
 		return codes.NotFound
 	case engine.PermissionDenied:
 		return codes.PermissionDenied
+	case engine.Unauthenticated:
+		return codes.Unauthenticated
 	}
 	return codes.Unknown
 }

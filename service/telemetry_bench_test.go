@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -33,7 +34,7 @@ func BenchmarkTelemetryInProcess(b *testing.B) {
 			if mode == "sdk" {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				cfg.Telemetry = engine.OpenTelemetry(tp, mp, false)
+				cfg.Observer = otelobserver.New(tp, mp, false)
 			}
 			srv := newSurface(b, reg, cfg)
 			b.ReportAllocs()

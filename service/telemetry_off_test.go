@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -170,8 +171,8 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 // toolwire serve makes them; the engine is closed when the test ends.
 func newSurface(t *testing.T, reg *tools.Registry, ec engine.Config, cfg service.Config) *service.Server {
 	t.Helper()
-	if ec.Telemetry == nil {
-		ec.Telemetry = engine.OpenTelemetry(cfg.TracerProvider, cfg.MeterProvider, false)
+	if ec.Observer == nil {
+		ec.Observer = otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false)
 	}
 	eng := engine.New(ec)
 	t.Cleanup(eng.Close)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/tools"
@@ -107,7 +108,7 @@ func newObserved(t *testing.T, ec engine.Config, traceContent bool, copts ...cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec.Telemetry = engine.OpenTelemetry(serverTP, mp, traceContent)
+	ec.Observer = otelobserver.New(serverTP, mp, traceContent)
 	ec.Logger = slog.New(slog.NewJSONHandler(o.log, nil))
 	ec.DrainTimeout = time.Second
 	if ec.AbandonGrace == 0 {

@@ -6,10 +6,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/internal/logging"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/store/storeurl"
 )
@@ -27,13 +29,23 @@ type serveConfig struct {
 	LoggingConfig        // log_level, log_format (internal/logging)
 
 	SecurityConfig  // tls_cert, tls_key, client_ca, auth (auth)
-	Sources         // http_tools, mcp_servers and remotes, reloaded live (sources.go)
+	Sources         // http_tools, mcp_servers, remotes, openapi and grpc_services, reloaded live (sources.go)
 	WorkspaceConfig // workspace, no_workspace, run_command, sandbox (tools/workspacetools)
 	StoreConfig     // store (store/storeurl)
 	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
 	MCPConfig       // no_mcp (mcpserve)
+	PolicyConfig    // policies, reloaded live (policy)
+	AuditConfig     // audit_log and its settings (audit)
 }
+
+// AuditConfig is audit.Config under a name of its own, so that it can be
+// embedded beside the other features' Configs.
+type AuditConfig = audit.Config
+
+// PolicyConfig is policy.Config under a name of its own, so that it can be
+// embedded beside the other features' Configs.
+type PolicyConfig = policy.Config
 
 // EngineConfig is engine.Config under a name of its own, so that it can
 // be embedded beside the other features' Configs (an embedded field is
@@ -78,6 +90,7 @@ Settings come from the --config file; flags set on the command line override it.
 	fs.StringVar(&cfg.Health, "health-listen", cfg.Health, "plaintext `address` serving only the gRPC health service, for probes that cannot speak TLS (default off)")
 	fs.BoolVar(&cfg.Diag, "diag", cfg.Diag, "offer the diagnostic tools echo, sleep and fail")
 	cfg.LoggingConfig.Flags(fs)
+	cfg.AuditConfig.Flags(fs)
 	cfg.SecurityConfig.Flags(fs)
 	cfg.WorkspaceConfig.Flags(fs)
 	cfg.StoreConfig.Flags(fs)

@@ -51,6 +51,11 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 		return nil, fmt.Errorf("HTTP port: %w", err)
 	}
 	port.Handle(connectserve.Path, authenticate(rpc), nil)
+	if meta := auth.ResourceMetadata(v); meta != nil {
+		// Discovery for MCP clients: open, as it must be to be found.
+		port.Handle(auth.ResourceMetadataPath, meta, nil)
+		port.Handle(auth.ResourceMetadataPath+"/mcp", meta, nil)
+	}
 	var surface *mcpserve.Server
 	if !cfg.MCPConfig.Off {
 		surface = mcpserve.New(eng, reg, &mcpserve.Options{Logger: log, Version: version()})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testoidc"
 	"github.com/toolwire/toolwire/mcpserve"
 )
 
@@ -131,19 +132,8 @@ func TestServeConnect(t *testing.T) {
 	var addr string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
 	curl := func(token string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
-			strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
-		req.Header.Set("Content-Type", "application/json")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		resp, body := curlCallTool(t, addr, token)
+		return resp.StatusCode, body
 	}
 	status, body := curl("secret-token-of-alice")
 	var got struct {
@@ -164,6 +154,26 @@ func TestServeConnect(t *testing.T) {
 	if got := runCmd(t, addr, "call", "--token", "secret-token-of-alice", "--no-progress", "echo", `{"text":"gRPC on the HTTP port"}`); got.stdout != "gRPC on the HTTP port\n" {
 		t.Errorf("toolwire call against the HTTP port: %+v", got)
 	}
+}
+
+// curlCallTool posts the README's curl line (CallTool of echo "hi" in
+// Connect's JSON) to the HTTP port at addr, with a bearer token unless it
+// is "", and returns the response and its body.
+func curlCallTool(t *testing.T, addr, token string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/toolwire.v1.ToolService/CallTool",
+		strings.NewReader(`{"call":{"callId":"1","name":"echo","arguments":"{\"text\":\"hi\"}"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }
 
 // connectClients is the folder of the Node.js Connect clients (npm ci
@@ -219,4 +229,41 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return b.next.RoundTrip(r)
+}
+
+// TestServeOIDC: serve with --oidc-issuer accepts the issuer's JWTs over
+// Connect and gRPC, refuses a request without one with 401 naming the
+// protected resource metadata, and serves that document naming the
+// issuer, for MCP clients.
+func TestServeOIDC(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--oidc-issuer", iss.URL, "--oidc-audience", "toolwire")
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	jwt := iss.Token(t, "ec-1", testoidc.Claims{"sub": "agent-9", "aud": "toolwire"})
+	post := func(token string) (*http.Response, string) { return curlCallTool(t, addr, token) }
+	if resp, body := post(jwt); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"text":"hi"`) {
+		t.Errorf("CallTool with a JWT: %d %s", resp.StatusCode, body)
+	}
+	resp, body := post("")
+	metaURL := "http://" + addr + "/.well-known/oauth-protected-resource"
+	if want := `Bearer resource_metadata="` + metaURL + `"`; resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != want {
+		t.Errorf("without a token: %d %q %s; want 401 with %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
+	}
+	meta, err := http.Get(metaURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(meta.Body)
+	meta.Body.Close()
+	if !strings.Contains(string(b), `"authorization_servers":["`+iss.URL+`"]`) || !strings.Contains(string(b), `"resource":"http://`+addr+`/mcp"`) {
+		t.Errorf("protected resource metadata: %d %s", meta.StatusCode, b)
+	}
+	if got := runCmd(t, addr, "call", "--token", jwt, "--no-progress", "echo", `{"text":"a JWT over gRPC"}`); got.stdout != "a JWT over gRPC\n" {
+		t.Errorf("toolwire call with a JWT: %+v", got)
+	}
+	if !strings.Contains(s.stderr.String(), `"oidc_issuer":"`+iss.URL+`"`) {
+		t.Errorf("the start log does not name the issuer:\n%s", s.stderr.String())
+	}
 }

@@ -9,9 +9,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
@@ -39,6 +41,12 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := cfg.EngineConfig.Validate(); err != nil {
 		return cmdUsageError("serve", "serve: %v", err)
 	}
+	// Policies are compiled once here, to refuse a rule that cannot run
+	// before anything starts, and again by each reload.
+	if err := cfg.PolicyConfig.Check(); err != nil {
+		return cmdUsageError("serve", "serve: %v", err)
+	}
+	policies := &policy.Live{}
 	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -60,7 +68,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeWorkspace()
 	// Sources come last: built-in tools keep their names.
-	stopSources, err := startSources(ctx, args, cfg, reg, log)
+	stopSources, err := startSources(ctx, args, cfg, reg, policies, log)
 	if err != nil {
 		return err
 	}
@@ -90,9 +98,36 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	// One store keeps both the idempotency records and the sessions.
 	engCfg.Idempotency, engCfg.Sessions, engCfg.EventLog = st, st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
+	if engCfg.RatePerCaller > 0 {
+		// A store every replica shares keeps the allowances too (Redis);
+		// otherwise each replica keeps its own.
+		shared := false
+		if rs, ok := st.(engine.RateStore); ok {
+			engCfg.RateStore, shared = rs, true
+		}
+		log.Info("rate limit per caller", "rate_per_caller", engCfg.RatePerCaller, "rate_burst", engCfg.RateBurst, "shared", shared)
+	}
 	// The engine is made here, with the telemetry chosen here, and the gRPC
 	// surface put on it; a later surface shares it, and the Verifier.
-	engCfg.Telemetry = tel.observer(cfg.TraceContent)
+	// The audit trail is closed after the engine has drained (defers run
+	// last first), so the calls that end in the drain are recorded.
+	trail, err := audit.Open(cfg.AuditConfig, log)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer trail.Close()
+	engCfg.Observer = tel.observer(cfg.TraceContent)
+	engCfg.Policy = policies
+	if trail != nil {
+		engCfg.Observer = engine.Observers(engCfg.Observer, trail)
+		if err := trail.Instrument(tel.meterProvider()); err != nil {
+			log.Warn("the audit trail's metric could not be registered", "error", err.Error())
+		}
+		if cfg.AuditConfig.Required {
+			engCfg.Policy = audit.Gate{Trail: trail, Next: policies}
+		}
+		log.Info("audit trail", "audit_log", cfg.AuditConfig.Log, "arguments", cfg.AuditConfig.Arguments, "required", cfg.AuditConfig.Required)
+	}
 	eng := engine.New(engCfg)
 	defer eng.Close() // after the surfaces have drained
 	svcCfg := cfg.ServiceConfig

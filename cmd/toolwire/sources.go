@@ -8,20 +8,23 @@ import (
 	"log/slog"
 	"slices"
 
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/sources/reload"
 	"github.com/toolwire/toolwire/tools"
 )
 
 // Sources is the part of the serve configuration that declares tool
-// sources: http_tools, mcp_servers and remotes. It is embedded in
+// sources: http_tools, mcp_servers, remotes, openapi and grpc_services. It is embedded in
 // serveConfig, so its keys sit at the top level of the file.
 type Sources = sources.Config
 
 // startSources starts the tool sources cfg declares and, when serve has a
-// config file, keeps them in step with it until ctx is done (see
-// sources/reload). stop waits for the watcher and closes the sources.
-func startSources(ctx context.Context, args []string, cfg serveConfig, reg *tools.Registry, log *slog.Logger) (stop func(), err error) {
+// config file, keeps them and the policies in force (policies) in step
+// with it until ctx is done (see sources/reload). stop waits for the
+// watcher and closes the sources.
+func startSources(ctx context.Context, args []string, cfg serveConfig, reg *tools.Registry, policies *policy.Live, log *slog.Logger) (stop func(), err error) {
+	var next *policy.Set // compiled by Check, put in force by Apply
 	return reload.Start(ctx, sources.New(reg, log), cfg, reload.Options[serveConfig]{
 		Path: configPath(args),
 		Load: func() (serveConfig, error) {
@@ -29,7 +32,16 @@ func startSources(ctx context.Context, args []string, cfg serveConfig, reg *tool
 			cfg, _, err := parseServeArgs(args, io.Discard)
 			return cfg, err
 		},
-		Sources:     func(cfg serveConfig) sources.Config { return cfg.Sources },
+		Sources: func(cfg serveConfig) sources.Config { return cfg.Sources },
+		Check: func(cfg serveConfig) (err error) {
+			next, err = policy.Compile(cfg.Policies)
+			return err
+		},
+		Apply: func(serveConfig) {
+			if policies.Swap(next) {
+				log.Info("policies in force", "policies", next.Len())
+			}
+		},
 		RestartOnly: restartOnly,
 		Log:         log,
 	})
@@ -52,6 +64,7 @@ func configPath(args []string) string {
 // to serveConfig is covered without being listed here.
 func restartOnly(a, b serveConfig) []string {
 	a.Sources, b.Sources = Sources{}, Sources{}
+	a.PolicyConfig, b.PolicyConfig = PolicyConfig{}, PolicyConfig{}
 	ka, kb := fileKeys(a), fileKeys(b)
 	var changed []string
 	for key, va := range ka {

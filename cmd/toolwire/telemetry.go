@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
 	"github.com/toolwire/toolwire/service"
 )
 
@@ -152,7 +153,7 @@ func (t *telemetry) observer(content bool) engine.Observer {
 	if t.tp != nil {
 		tp = t.tp
 	}
-	return engine.OpenTelemetry(tp, t.meterProvider(), content)
+	return otelobserver.New(tp, t.meterProvider(), content)
 }
 
 // meterProvider is the meter provider installed here, or nil (not a nil

@@ -136,5 +136,5 @@ func (g *guard) authenticate(ctx context.Context, method string) (context.Contex
 		g.log.Info("unauthenticated RPC refused", "method", method, "peer", addr, "reason", err.Error())
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
-	return engine.WithCaller(ctx, id), nil
+	return engine.WithIdentity(ctx, id), nil
 }

@@ -45,11 +45,22 @@ var whoami = tools.Tool{Name: "whoami", Description: "returns the caller", Handl
 	return tools.Text("caller=" + engine.CallerFrom(ctx)), nil
 }}
 
+// identity reports the whole identity of the caller it runs for
+// (describe).
+var identity = tools.Tool{Name: "identity", Description: "returns the caller's identity", Handler: func(ctx context.Context, _ *tools.Call) (*tools.Result, error) {
+	return tools.Text(describe(engine.IdentityFrom(ctx))), nil
+}}
+
+// describe writes an identity as "ID method group,group".
+func describe(id *engine.Identity) string {
+	return id.ID + " " + id.Method + " " + strings.Join(id.Groups, ",")
+}
+
 // serve runs a toolwire server with the diag tools and whoami, authenticated
 // by v, on real TCP, until the test ends; it returns the address.
 func serve(t *testing.T, v *auth.Verifier, perms engine.Permissions, opts ...grpc.ServerOption) string {
 	t.Helper()
-	reg, err := tools.NewRegistry(append(diag.Tools(), whoami)...)
+	reg, err := tools.NewRegistry(append(diag.Tools(), whoami, identity)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +101,13 @@ func withAuthorization(v string) context.Context {
 
 // callWhoami runs whoami in a batch and returns its text, or the RPC's error.
 func callWhoami(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+	return callTool(ctx, conn, "whoami")
+}
+
+// callTool calls the tool name, without arguments, and returns its text.
+func callTool(ctx context.Context, conn *grpc.ClientConn, name string) (string, error) {
 	stream, err := toolwirev1.NewToolServiceClient(conn).ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{
-		Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "whoami"}}})
+		Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: name}}})
 	if err != nil {
 		return "", err
 	}
@@ -208,8 +224,8 @@ func TestPermissionsByTokenName(t *testing.T) {
 	if got := list(aliceToken); strings.Join(got, ",") != "echo" {
 		t.Errorf("alice's tools = %v, want [echo]", got)
 	}
-	if got := list(bobToken); len(got) != 4 {
-		t.Errorf("bob's tools = %v, want all four", got)
+	if got := list(bobToken); len(got) != 5 {
+		t.Errorf("bob's tools = %v, want all five", got)
 	}
 	if got, err := callWhoami(withAuthorization("Bearer "+aliceToken), conn); err != nil || !strings.HasPrefix(got, "not permitted") {
 		t.Errorf("alice calling whoami: %q, %v; want a not-permitted result", got, err)

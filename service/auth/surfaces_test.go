@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/testoidc"
 	"github.com/toolwire/toolwire/internal/testpki"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"google.golang.org/grpc"
@@ -27,7 +28,8 @@ import (
 )
 
 // verdict is what a surface made of a request's credentials: the caller it
-// ran as, or the reason it was refused.
+// ran as (its whole identity, as describe writes it), or the reason it was
+// refused.
 type verdict struct {
 	Caller string
 	Reason string
@@ -40,7 +42,10 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 	t.Parallel()
 	ca, other := testpki.New(t, "toolwire test CA"), testpki.New(t, "some other CA")
 	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
-	v, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	iss := testoidc.New(t)
+	v, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}},
+		Groups: map[string][]string{"alice": {"humans", "admins"}, "agent-7": {"agents"}},
+		OIDC:   &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +62,7 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	hs := httptest.NewUnstartedServer(auth.RequireCredentials(v, discard)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, engine.CallerFrom(r.Context()))
+		fmt.Fprint(w, describe(engine.IdentityFrom(r.Context())))
 	})))
 	hs.Listener = tls.NewListener(hs.Listener, tlsCfg)
 	hs.Config.ErrorLog = slog.NewLogLogger(slog.DiscardHandler, slog.LevelError)
@@ -71,14 +76,14 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 		for _, a := range authorization {
 			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
 		}
-		got, err := callWhoami(ctx, conn)
+		got, err := callTool(ctx, conn, "identity")
 		if err != nil {
 			if status.Code(err) != codes.Unauthenticated {
 				t.Fatalf("gRPC: %v, want UNAUTHENTICATED or success", err)
 			}
 			return verdict{Reason: status.Convert(err).Message()}
 		}
-		return verdict{Caller: got[len("caller="):]}
+		return verdict{Caller: got}
 	}
 	overHTTP := func(t *testing.T, cert []tls.Certificate, authorization []string) verdict {
 		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool(), Certificates: cert}}}
@@ -110,11 +115,15 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 		authorization []string
 		want          verdict // Reason: its start, when it ends in a time
 	}{
-		{name: "token", authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice"}},
-		{name: "lower-case scheme", authorization: []string{"bearer " + aliceToken}, want: verdict{Caller: "alice"}},
-		{name: "client certificate", cert: valid, want: verdict{Caller: "agent-7"}},
-		{name: "token and certificate", cert: valid, authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice"}},
+		{name: "token", authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
+		{name: "lower-case scheme", authorization: []string{"bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
+		{name: "client certificate", cert: valid, want: verdict{Caller: "agent-7 certificate agents"}},
+		{name: "token and certificate", cert: valid, authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
 		{name: "missing", want: verdict{Reason: `missing credentials: send an "authorization: Bearer <token>" header or a client certificate`}},
+		{name: "JWT", authorization: []string{"Bearer " + iss.Token(t, "ec-1", testoidc.Claims{"sub": "agent-9", "aud": "toolwire", "groups": []string{"agents"}})},
+			want: verdict{Caller: "agent-9 jwt agents"}},
+		{name: "JWT for another audience", authorization: []string{"Bearer " + iss.Token(t, "rsa-1", testoidc.Claims{"sub": "agent-9", "aud": "other"})},
+			want: verdict{Reason: `invalid JWT: expected audience "toolwire" got ["other"]`}},
 		{name: "invalid token", authorization: []string{"Bearer not-a-token-of-ours-at-all"}, want: verdict{Reason: "invalid bearer token"}},
 		{name: "malformed", authorization: []string{"Basic " + aliceToken}, want: verdict{Reason: `malformed authorization header: want "Bearer <token>"`}},
 		{name: "two headers", authorization: []string{"Bearer " + aliceToken, "Bearer " + aliceToken}, want: verdict{Reason: "2 authorization headers: send exactly one"}},

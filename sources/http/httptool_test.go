@@ -389,7 +389,7 @@ func TestStatusErrors(t *testing.T) {
 
 func TestResponseBounded(t *testing.T) {
 	t.Parallel()
-	big := `{"a":"` + strings.Repeat("x", maxResponseBytes) + `"}`
+	big := `{"a":"` + strings.Repeat("x", DefaultMaxResponseBytes) + `"}`
 	up := newUpstream(t, map[string]http.HandlerFunc{
 		"/big": func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, big) },
 	})
@@ -398,12 +398,12 @@ func TestResponseBounded(t *testing.T) {
 - {name: path, url: `+up.URL+`/big, response_path: a}
 `)
 	res := call(t, reg, "raw", `{}`)
-	if got := text(res); res.IsError || len(got) > maxResponseBytes+100 || !strings.Contains(got, "[response truncated") {
-		t.Errorf("raw: error %v, %d bytes; want at most %d and a marker", res.IsError, len(got), maxResponseBytes)
+	if got := text(res); res.IsError || len(got) > DefaultMaxResponseBytes+100 || !strings.Contains(got, "[response truncated") {
+		t.Errorf("raw: error %v, %d bytes; want at most %d and a marker", res.IsError, len(got), DefaultMaxResponseBytes)
 	}
 	var det details
 	json.Unmarshal(res.Details, &det)
-	if !det.Truncated || det.Bytes != maxResponseBytes {
+	if !det.Truncated || det.Bytes != DefaultMaxResponseBytes {
 		t.Errorf("details %+v", det)
 	}
 	if res := call(t, reg, "path", `{}`); !res.IsError || !strings.Contains(text(res), "larger than") {

@@ -3,8 +3,11 @@
 // arguments fill the URL and body, secrets come from the environment at call
 // time, and the JSON response (or the part response_path selects) becomes
 // the result. Source serves them in the registry as the source "http"; the
-// package owns the http_tools part of the config (Spec). It must not import
-// service/ or cmd/.
+// package owns the http_tools part of the config (Spec). Under the templates
+// lies the request layer other sources share (request.go: Request, Sender,
+// Headers, PathEscape, ArgText): secrets read at call time, bounded
+// responses, cancellation, header parameters and structured content.
+// It must not import service/ or cmd/.
 package httpsource
 
 import (
@@ -167,15 +170,12 @@ func (s Spec) tool(client *http.Client) (tools.Tool, error) {
 	}
 
 	r := &requester{
-		name:     s.Name,
-		method:   method,
-		url:      u,
-		headers:  hdrs,
-		body:     body,
-		path:     path,
-		rawBody:  s.ResponsePath == "",
-		client:   client,
-		maxBytes: maxResponseBytes,
+		method:  method,
+		url:     u,
+		body:    body,
+		path:    path,
+		rawBody: s.ResponsePath == "",
+		send:    Sender{Client: client, Headers: hdrs, MaxBytes: DefaultMaxResponseBytes},
 	}
 	return tools.Tool{
 		Name:        s.Name,

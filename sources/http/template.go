@@ -31,7 +31,7 @@ func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 			}
 			return ""
 		}
-		return pathEscape(argText(v))
+		return PathEscape(ArgText(v))
 	})
 	if err != nil {
 		return "", err
@@ -47,13 +47,13 @@ func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 				continue
 			case []any:
 				for _, e := range v {
-					q = append(q, key+"="+url.QueryEscape(argText(e)))
+					q = append(q, key+"="+url.QueryEscape(ArgText(e)))
 				}
 				continue
 			}
 		}
 		q = append(q, placeholderRE.ReplaceAllStringFunc(pair, func(m string) string {
-			return url.QueryEscape(argText(args[m[1:len(m)-1]]))
+			return url.QueryEscape(ArgText(args[m[1:len(m)-1]]))
 		}))
 	}
 	if extra {
@@ -67,7 +67,7 @@ func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 			}
 			for _, v := range vals {
 				if v != nil {
-					q = append(q, url.QueryEscape(f)+"="+url.QueryEscape(argText(v)))
+					q = append(q, url.QueryEscape(f)+"="+url.QueryEscape(ArgText(v)))
 				}
 			}
 		}
@@ -79,9 +79,9 @@ func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 	return u, nil
 }
 
-// pathEscape escapes one path segment's value; "/" becomes %2F and a value
+// PathEscape escapes one path segment's value; "/" becomes %2F and a value
 // of "." or ".." is escaped too, so an argument cannot climb the path.
-func pathEscape(s string) string {
+func PathEscape(s string) string {
 	switch s {
 	case ".":
 		return "%2E"
@@ -91,9 +91,9 @@ func pathEscape(s string) string {
 	return url.PathEscape(s)
 }
 
-// argText is how an argument reads inside a URL or a longer string: a
+// ArgText is how an argument reads inside a URL or a longer string: a
 // string as itself, anything else as JSON text.
-func argText(v any) string {
+func ArgText(v any) string {
 	switch v := v.(type) {
 	case nil:
 		return ""
@@ -221,7 +221,7 @@ func (b *bodyTemplate) fill(args map[string]any) ([]byte, error) {
 				return a
 			}
 			return placeholderRE.ReplaceAllStringFunc(v, func(m string) string {
-				return argText(args[m[1:len(m)-1]])
+				return ArgText(args[m[1:len(m)-1]])
 			})
 		case map[string]any:
 			out := make(map[string]any, len(v))

@@ -3,6 +3,7 @@ package mcpsource
 import (
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -36,6 +37,10 @@ type ServerConfig struct {
 	// the connection, the session is given up and its calls in flight fail.
 	// Zero means 2s.
 	ReconnectTimeout time.Duration `json:"reconnect_timeout,omitempty"`
+
+	// OAuth signs in to a streamable HTTP server that requires it, with
+	// the client credentials grant (see oauth.go).
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
 }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
@@ -68,6 +73,8 @@ func (c ServerConfig) Validate() error {
 		}
 	case len(c.Headers) > 0:
 		return fmt.Errorf("mcp server %q: headers are for streamable HTTP servers (url)", c.Name)
+	case c.OAuth != nil:
+		return fmt.Errorf("mcp server %q: oauth is for streamable HTTP servers (url)", c.Name)
 	case c.ReconnectTimeout != 0:
 		return fmt.Errorf("mcp server %q: reconnect_timeout is for streamable HTTP servers (url)", c.Name)
 	}
@@ -79,6 +86,14 @@ func (c ServerConfig) Validate() error {
 	for k, v := range c.Headers {
 		if err := envref.Check(v); err != nil {
 			return fmt.Errorf("mcp server %q: header %s: %w", c.Name, k, err)
+		}
+		if c.OAuth != nil && http.CanonicalHeaderKey(k) == "Authorization" {
+			return fmt.Errorf("mcp server %q: an Authorization header conflicts with oauth, which sends its own", c.Name)
+		}
+	}
+	if c.OAuth != nil {
+		if err := c.OAuth.validate(); err != nil {
+			return fmt.Errorf("mcp server %q: oauth: %w", c.Name, err)
 		}
 	}
 	return nil
@@ -94,5 +109,5 @@ func (c ServerConfig) name() string { return c.Name }
 func (c ServerConfig) equal(o ServerConfig) bool {
 	return c.Name == o.Name && c.Command == o.Command && slices.Equal(c.Args, o.Args) &&
 		maps.Equal(c.Env, o.Env) && c.URL == o.URL && maps.Equal(c.Headers, o.Headers) &&
-		c.ReconnectTimeout == o.ReconnectTimeout
+		c.ReconnectTimeout == o.ReconnectTimeout && c.OAuth.equal(o.OAuth)
 }

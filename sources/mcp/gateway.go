@@ -12,6 +12,10 @@
 // and isError map to the result. A tool that requires MCP Tasks is called as
 // a task (see tasks.go).
 //
+// A streamable HTTP server behind OAuth is signed in to with the client
+// credentials grant, its token endpoint discovered as the MCP
+// authorization specification says (see oauth.go).
+//
 // Servers connect in the background. One that is down is retried with
 // exponential backoff, and its tools appear when it comes up; a server that
 // announces tools/list_changed is re-listed; a stdio server that exits is

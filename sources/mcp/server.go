@@ -170,6 +170,11 @@ func (s *server) transport() (wireTransport, func(), error) {
 		// resumed. hs gives the session up as soon as the server is gone,
 		// before the SDK's retries would (see resume.go).
 	}
+	if s.cfg.OAuth != nil {
+		// Metadata and token requests share the session's transport, so
+		// its end closes their connections too, but not its observing.
+		t.OAuthHandler = newOAuthClient(*s.cfg.OAuth, s.cfg.URL, &http.Client{Transport: hs.base, Timeout: requestTimeout})
+	}
 	return wireTransport{Transport: t, s: s, http: hs}, hs.close, nil
 }
 

@@ -1,9 +1,10 @@
 // Package reload keeps a server's tool sources in step with its config
 // file: the file is watched (editors' renames and Kubernetes ConfigMap
 // symlink swaps included) and SIGHUP re-reads it. Each new config is
-// checked by every source before any applies it, so an invalid file
-// changes nothing; the settings outside the sources that changed are
-// reported as needing a restart, since only the sources are reloaded.
+// checked by every source (and Options.Check) before any applies it, so an
+// invalid file changes nothing; the other settings that changed are
+// reported as needing a restart, since only the sources (and what
+// Options.Apply applies) are reloaded.
 //
 // reload knows the config file only through Options: reading and
 // comparing the whole config is the binary's. It must not import gRPC,
@@ -37,6 +38,12 @@ type Options[C any] struct {
 	Load func() (C, error)
 	// Sources is the part of a config the sources apply.
 	Sources func(C) sources.Config
+	// Check and Apply, when set, reload the settings outside the sources
+	// that are live too (the policies): Check is asked with the sources'
+	// Check, so an invalid file changes nothing; Apply runs after the
+	// sources are synced.
+	Check func(C) error
+	Apply func(C)
 	// RestartOnly names the settings outside Sources whose values differ
 	// between started and now; a reload logs them as needing a restart.
 	RestartOnly func(started, now C) []string
@@ -82,6 +89,9 @@ type reloader[C any] struct {
 	running C          // the config serve started with
 	last    C          // the config last applied
 	lastErr string     // the last rejection, logged once per distinct error
+
+	w    *fsnotify.Watcher // nil when nothing is watched
+	docs map[string]bool   // the sources' own files (sources.Filer), cleaned absolute paths
 }
 
 func newReloader[C any](src sources.Source[sources.Config], opts Options[C]) *reloader[C] {
@@ -107,6 +117,7 @@ func (r *reloader[C]) start(ctx context.Context, cfg C) error {
 		return err
 	}
 	r.last = cfg
+	r.setDocs(cfg)
 	return nil
 }
 
@@ -136,6 +147,7 @@ func (r *reloader[C]) Reload(force bool) error {
 	}
 	r.lastErr = ""
 	r.last = cfg
+	r.setDocs(cfg)
 	// The line says what the new config declares. The registry is no
 	// witness: MCP servers and remotes (dis)connect in the background, so
 	// right now it may still list the tools of a server just removed;
@@ -153,12 +165,68 @@ func (r *reloader[C]) apply(cfg C) error {
 	if err := r.src.Check(sc); err != nil {
 		return err
 	}
+	if r.Check != nil {
+		if err := r.Check(cfg); err != nil {
+			return err
+		}
+	}
 	if err := r.src.Sync(r.ctx, sc); err != nil {
 		// Check passed what it could; a source that failed since keeps
 		// its previous tools, and the others swap theirs in.
 		r.Log.Error("config reload: a tool source could not be swapped in; its previous tools are still served", "config", r.Path, "error", err.Error())
 	}
+	if r.Apply != nil {
+		r.Apply(cfg)
+	}
 	return nil
+}
+
+// setDocs records the files cfg's sources read besides the config file
+// (OpenAPI documents), and watches their directories. r.mu is held.
+func (r *reloader[C]) setDocs(cfg C) {
+	r.docs = map[string]bool{}
+	for _, f := range r.Sources(cfg).Files() {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			continue
+		}
+		r.docs[abs] = true
+		if real, err := filepath.EvalSymlinks(abs); err == nil {
+			r.docs[real] = true
+		}
+	}
+	r.watchDocs()
+}
+
+// watchDocs adds the documents' directories to the watcher; a directory
+// watched already is no harm. r.mu is held.
+func (r *reloader[C]) watchDocs() {
+	if r.w == nil {
+		return
+	}
+	for doc := range r.docs {
+		if err := r.w.Add(filepath.Dir(doc)); err != nil {
+			r.Log.Warn("cannot watch a file the config names; SIGHUP still re-reads it", "file", doc, "error", err.Error())
+		}
+	}
+}
+
+// isDoc reports whether a file event is about one of the documents: the
+// file itself, or a Kubernetes ..data swap in its directory.
+func (r *reloader[C]) isDoc(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Events name files as the watch was added: relative when the config
+	// path is.
+	if abs, err := filepath.Abs(name); err == nil {
+		name = abs
+	}
+	for doc := range r.docs {
+		if name == doc || (filepath.Base(name) == "..data" && filepath.Dir(name) == filepath.Dir(doc)) {
+			return true
+		}
+	}
+	return false
 }
 
 // openWatcher starts watching the config file, or returns nil when there
@@ -173,11 +241,17 @@ func (r *reloader[C]) openWatcher() *fsnotify.Watcher {
 		r.Log.Warn("cannot watch the config file; SIGHUP still re-reads it", "config", r.Path, "error", err.Error())
 		return nil
 	}
+	r.mu.Lock()
+	r.w = w
+	r.watchDocs()
+	r.mu.Unlock()
 	return w
 }
 
 // run reloads on SIGHUP and on the events of w (which may be nil), until
-// ctx is done; then it closes w.
+// ctx is done; then it closes w. Events are the config file's directory's
+// and those of the directories of the files its sources read (OpenAPI
+// documents): a change to one of those forces the reload.
 func (r *reloader[C]) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan os.Signal) {
 	var events <-chan fsnotify.Event
 	var errs <-chan error
@@ -188,6 +262,7 @@ func (r *reloader[C]) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan o
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
+	docChanged := false // an event since the last reload was a document's
 	for {
 		select {
 		case <-ctx.Done():
@@ -205,12 +280,16 @@ func (r *reloader[C]) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan o
 			// a ConfigMap's files point through. Reload reads the file and
 			// ignores events that changed nothing.
 			if ev.Op != fsnotify.Chmod {
+				// A document's change leaves the config as it was, so
+				// the reload is forced: the sources read it again.
+				docChanged = docChanged || r.isDoc(ev.Name)
 				timer.Reset(r.Debounce)
 			}
 		case err := <-errs:
 			r.Log.Warn("watching the config file", "config", r.Path, "error", err.Error())
 		case <-timer.C:
-			_ = r.Reload(false)
+			_ = r.Reload(docChanged)
+			docChanged = false
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/sources/openapi"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"go.uber.org/goleak"
@@ -378,8 +380,60 @@ func TestReloadedLineShowsNewConfig(t *testing.T) {
 		if !strings.Contains(line, `"msg":"config reloaded"`) {
 			continue
 		}
-		if !strings.Contains(line, `"http_tools":["fresh"],"mcp_servers":[],"remotes":[]`) || strings.Contains(line, "old") {
+		if !strings.Contains(line, `"http_tools":["fresh"],"openapi":[],"mcp_servers":[],"remotes":[],"grpc_services":[]`) || strings.Contains(line, "old") {
 			t.Errorf("config reloaded line:\n%s\nwant the new config's sources, and nothing of the removed server", line)
+		}
+	}
+}
+
+// TestReloaderDocuments: an OpenAPI document the config names by a path
+// relative to the working directory, as the config's own is, is watched:
+// an edit of it alone swaps the tools.
+func TestReloaderDocuments(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	doc := "openapi: 3.1.0\ninfo: {title: d, version: '1'}\npaths:\n  /a:\n    get: {operationId: first, responses: {'200': {description: ok}}}\n"
+	if err := os.WriteFile("api.yaml", []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("toolwire.yaml", []byte("openapi:\n- {name: d, spec: api.yaml, base_url: 'http://127.0.0.1:9'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, _ := testReloader(t, "toolwire.yaml")
+	if got := names(reg); !slices.Equal(got, []string{"d_first"}) {
+		t.Fatalf("tools %v", got)
+	}
+	changed := reg.Changed()
+	replaceFile(t, "api.yaml", strings.ReplaceAll(doc, "first", "second"))
+	waitChange(t, changed, logs, "editing the document")
+	if got := names(reg); !slices.Equal(got, []string{"d_second"}) {
+		t.Errorf("after editing the document: %v", got)
+	}
+	replaceFile(t, "api.yaml", strings.ReplaceAll(doc, "first", "third"))
+	waitFor(t, "the reload of the third version", func() bool { return slices.Equal(names(reg), []string{"d_third"}) })
+	if !hasLine(logs, "config reloaded", `"openapi":["d"]`) {
+		t.Errorf("no config reloaded line:\n%s", logs)
+	}
+}
+
+// TestIsDoc: which file events are a document's.
+func TestIsDoc(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	r := newReloader[testConfig](nil, testOptions("toolwire.yaml", nil, nil))
+	r.setDocs(testConfig{Config: sources.Config{OpenAPI: []openapi.Config{{Name: "a", Spec: "specs/api.yaml"}, {Name: "b", Spec: "https://x/api.yaml"}}}})
+	for name, want := range map[string]bool{
+		"specs/api.yaml":                         true,
+		filepath.Join(dir, "specs", "api.yaml"):  true,
+		"specs/../specs/api.yaml":                true,
+		"specs/..data":                           true,
+		"specs/other.yaml":                       false,
+		"api.yaml":                               false,
+		"toolwire.yaml":                          false,
+		filepath.Join(dir, "specs", "api.yaml~"): false,
+	} {
+		if got := r.isDoc(name); got != want {
+			t.Errorf("isDoc(%q) = %v; want %v", name, got, want)
 		}
 	}
 }

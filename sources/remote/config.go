@@ -1,21 +1,12 @@
 package remote
 
 import (
-	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/netip"
-	"os"
 	"regexp"
-	"strings"
 
 	"github.com/toolwire/toolwire/client"
-	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/sources/internal/grpcdial"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Config mounts one remote toolwire server.
@@ -55,22 +46,7 @@ func (c Config) Validate() error {
 	if !mountName.MatchString(c.Name) {
 		return fmt.Errorf("remote %q: name must match [A-Za-z0-9_]{1,64}", c.Name)
 	}
-	if c.Target == "" {
-		return fmt.Errorf("remote %q: target is required", c.Name)
-	}
-	if c.Insecure && (c.CAFile != "" || c.ServerName != "" || c.CertFile != "" || c.KeyFile != "") {
-		return fmt.Errorf("remote %q: insecure (plaintext) conflicts with the TLS settings", c.Name)
-	}
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		return fmt.Errorf("remote %q: cert_file and key_file go together", c.Name)
-	}
-	if err := envref.Check(c.Token); err != nil {
-		return fmt.Errorf("remote %q: token: %w", c.Name, err)
-	}
-	if c.Token != "" && c.Insecure && !isLoopback(c.Target) {
-		return fmt.Errorf("remote %q: a token is sent in plaintext only to a loopback target; use TLS for %s", c.Name, c.Target)
-	}
-	return nil
+	return c.settings().Validate(fmt.Sprintf("remote %q", c.Name))
 }
 
 // ValidateAll validates every mount and checks that names are unique.
@@ -80,72 +56,20 @@ func ValidateAll(cfgs []Config) error {
 
 func (c Config) name() string { return c.Name }
 
-// isLoopback reports whether target names this host: localhost, a loopback
-// address or a Unix socket.
-func isLoopback(target string) bool {
-	if strings.HasPrefix(target, "unix:") || strings.HasPrefix(target, "unix-abstract:") {
-		return true
-	}
-	for _, scheme := range []string{"dns:///", "passthrough:///"} {
-		target = strings.TrimPrefix(target, scheme)
-	}
-	host, _, err := net.SplitHostPort(target)
-	if err != nil {
-		host = target
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(strings.Trim(host, "[]"))
-	return err == nil && ip.IsLoopback()
+func (c Config) settings() grpcdial.Settings {
+	return grpcdial.Settings{Target: c.Target, Insecure: c.Insecure, CAFile: c.CAFile, ServerName: c.ServerName,
+		CertFile: c.CertFile, KeyFile: c.KeyFile, Token: c.Token}
 }
 
 // dialOptions returns the client options for c, reading its files.
 func (c Config) dialOptions() ([]client.Option, error) {
-	var opts []client.Option
-	if c.Insecure {
-		opts = append(opts, client.WithTransportCredentials(insecure.NewCredentials()))
-	} else {
-		tc := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
-		if c.CAFile != "" {
-			pem, err := os.ReadFile(c.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("ca_file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("ca_file %s: no PEM certificates", c.CAFile)
-			}
-		}
-		if c.CertFile != "" {
-			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-			if err != nil {
-				return nil, fmt.Errorf("client certificate: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		opts = append(opts, client.WithTransportCredentials(credentials.NewTLS(tc)))
+	tc, per, err := c.settings().Credentials()
+	if err != nil {
+		return nil, err
 	}
-	if c.Token != "" {
-		opts = append(opts, client.WithPerRPCCredentials(bearer{token: c.Token, secure: !c.Insecure}))
+	opts := []client.Option{client.WithTransportCredentials(tc)}
+	if per != nil {
+		opts = append(opts, client.WithPerRPCCredentials(per))
 	}
 	return opts, nil
 }
-
-// bearer sends the token, read from the environment for each RPC.
-type bearer struct {
-	token  string // may reference {{ENV_VAR}}
-	secure bool
-}
-
-func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	tok, err := envref.Expand(b.token)
-	if err != nil {
-		return nil, fmt.Errorf("token: %w", err)
-	}
-	return map[string]string{"authorization": "Bearer " + tok}, nil
-}
-
-// RequireTransportSecurity is false only for plaintext to a loopback target,
-// which Validate has checked.
-func (b bearer) RequireTransportSecurity() bool { return b.secure }

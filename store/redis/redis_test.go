@@ -115,3 +115,69 @@ func TestEventLogAcrossClients(t *testing.T) {
 		t.Fatalf("the other client read %q, want hello", g)
 	}
 }
+
+// TestTakeRateRealRedis: GCRA on a real Redis, shared by two stores as two
+// replicas would be: the burst is taken at once, the next call waits about
+// one interval, whichever replica asks, nothing is taken by a refusal, the
+// allowance comes back with time, and the key expires once it is full.
+func TestTakeRateRealRedis(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	prefix := fmt.Sprintf("rate%d:", time.Now().UnixNano())
+	open := func() *redis.Store {
+		s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	ctx := context.Background()
+	take := func(s *redis.Store, key string, n int) time.Duration {
+		t.Helper()
+		d, err := s.TakeRate(ctx, key, n, 10, 5) // 10 a second, 5 at once
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := take(a, "alice", 5); d != 0 {
+		t.Fatalf("the burst: wait %v, want none", d)
+	}
+	d := take(b, "alice", 1) // the other replica sees it
+	if d <= 0 || d > 100*time.Millisecond {
+		t.Fatalf("after the burst, on the other replica: wait %v, want (0, 100ms]", d)
+	}
+	if d2 := take(a, "alice", 1); d2 <= 0 || d2 > d+5*time.Millisecond {
+		t.Errorf("a refusal took something: wait %v after %v", d2, d)
+	}
+	if d := take(a, "bob", 5); d != 0 {
+		t.Errorf("bob shares alice's allowance: wait %v", d)
+	}
+	time.Sleep(d)
+	if d := take(b, "alice", 1); d != 0 {
+		t.Errorf("after the wait: %v, want none", d)
+	}
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	if ttl := c.PTTL(ctx, prefix+`rate:{alice}`).Val(); ttl <= 0 || ttl > 2*time.Second {
+		t.Errorf("the key's TTL is %v; want it to expire once the allowance is full again (about 1.5s)", ttl)
+	}
+}
+
+// BenchmarkTakeRate is what a shared rate limit adds to a batch: one round
+// trip to a real Redis running the GCRA script.
+func BenchmarkTakeRate(b *testing.B) {
+	addr := testenv.RedisAddr(b)
+	s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: fmt.Sprintf("bench%d:", time.Now().UnixNano())})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.TakeRate(ctx, "alice", 1, 1e9, 1000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

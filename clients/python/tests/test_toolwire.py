@@ -55,9 +55,10 @@ def need_bin():
 
 class OwnServer:
     """`toolwire serve --diag` on a free port in an empty temporary
-    workspace, accepting TOKEN when with_token; stop() ends it."""
+    workspace, accepting TOKEN when with_token, with more flags for serve in
+    args; stop() ends it."""
 
-    def __init__(self, with_token=False):
+    def __init__(self, with_token=False, args=()):
         self.dir = tempfile.mkdtemp(prefix="toolwire-test-")
         env = dict(os.environ)
         if with_token:
@@ -65,7 +66,7 @@ class OwnServer:
         self.log = os.path.join(self.dir, "serve.log")
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen(
-                [BIN, "serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json"],
+                [BIN, "serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json", *args],
                 cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
             )
         self.addr = None
@@ -411,11 +412,184 @@ class RunEndingTest(unittest.IsolatedAsyncioTestCase):
                 client.collect(client.execute_batch([{"call_id": "a", "name": "echo"}]))
             assert_run_ending(self, caught.exception, grpc.StatusCode.UNAVAILABLE)
 
+    async def test_rate_limited(self):
+        # STEP's 4 calls at once, then one every 10 s: the first batch spends
+        # the allowance, and the client does not wait.
+        server = OwnServer(args=["--rate-per-caller", "0.1", "--rate-burst", "4"])
+        self.addCleanup(server.stop)
+        async with toolwire.AsyncClient(server.addr, rate_limit_retries=0) as client:
+            await client.collect(client.execute_batch([{"call_id": c["id"], "name": "echo"} for c in STEP]))
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await agent(client, self.listed, [STEP, "never"])
+            assert_refusal(self, caught.exception)
+            self.assertEqual(caught.exception.asked, 1)
+
     def test_malformed_batch(self):
         with toolwire.Client(ADDR) as client:
             with self.assertRaises(toolwire.ToolwireError) as caught:
                 client.collect(client.execute_batch([]))
             assert_run_ending(self, caught.exception, grpc.StatusCode.INVALID_ARGUMENT)
+
+
+RATE_LIMIT = ["--rate-per-caller", "5", "--rate-burst", "1"]
+
+
+def drain(test, hasty):
+    """Calls with a client without retries until the allowance is spent (a
+    refusal comes back) and returns the refusal. Every client of these tests
+    is the anonymous caller: they share one allowance."""
+    for _ in range(50):
+        try:
+            hasty.call_tool("echo", {"text": "drain"})
+        except toolwire.ToolwireError as e:
+            test.assertEqual(e.code, grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+            return e
+    raise AssertionError("50 calls in a row were let through: is the server rate limited?")
+
+
+def assert_refusal(test, err):
+    """err is a rate limit's refusal, its delay readable."""
+    assert_run_ending(test, err, grpc.StatusCode.RESOURCE_EXHAUSTED)
+    test.assertTrue(err.details.startswith("rate limit: "), err.details)
+    test.assertIsNotNone(err.retry_delay)
+    test.assertGreater(err.retry_delay, 0)
+    test.assertEqual(toolwire.retry_delay(err), err.retry_delay)
+    test.assertEqual(toolwire.retry_delay(err.__cause__), err.retry_delay)  # grpc's error, from its trailer
+
+
+class RateLimitTest(unittest.TestCase):
+    """A server started with --rate-per-caller 5 --rate-burst 1 refuses
+    past the allowance with RESOURCE_EXHAUSTED and a RetryInfo: the blocking
+    client waits it out, or raises the refusal with its delay."""
+
+    @classmethod
+    def setUpClass(cls):
+        need_bin()
+        cls.server = OwnServer(args=RATE_LIMIT)
+        cls.hasty = toolwire.Client(cls.server.addr, rate_limit_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hasty.close()
+        cls.server.stop()
+
+    def test_without_retries_the_refusal_has_its_delay(self):
+        assert_refusal(self, drain(self, self.hasty))
+        drain(self, self.hasty)
+        with self.assertRaises(toolwire.ToolwireError) as caught:
+            self.hasty.collect(self.hasty.execute_batch([{"call_id": "a", "name": "echo"}]))
+        assert_refusal(self, caught.exception)
+        self.assertIsNone(toolwire.retry_delay(ValueError("other")))
+        self.assertIsNone(toolwire.ToolwireError(grpc.StatusCode.UNAVAILABLE, "down").retry_delay)
+
+    def test_consecutive_calls_wait_and_succeed(self):
+        self.assertEqual(toolwire.DEFAULT_RATE_LIMIT_RETRIES, 3)
+        waits = []
+        with toolwire.Client(self.server.addr, on_rate_limit=lambda e, d: waits.append((e.code, d))) as patient:
+            drain(self, self.hasty)
+            for text in ["one", "two", "three"]:
+                self.assertEqual(toolwire.result_text(patient.call_tool("echo", {"text": text})), text)
+            drain(self, self.hasty)
+            batch = patient.collect(patient.execute_batch([{"call_id": "b", "name": "echo", "arguments": {"text": "batch"}}]))
+            self.assertEqual(toolwire.result_text(batch.results[0]), "batch")
+        self.assertGreaterEqual(len(waits), 2, waits)  # after each drain at least
+        self.assertTrue(all(code == grpc.StatusCode.RESOURCE_EXHAUSTED and d > 0 for code, d in waits), waits)
+
+    def test_cancel_ends_the_wait(self):
+        streams = []
+        # Cancels as the wait begins: were the wait not ended, the retry would succeed.
+        with toolwire.Client(self.server.addr, on_rate_limit=lambda e, d: streams[0].cancel()) as client:
+            drain(self, self.hasty)
+            streams.append(client.execute_batch([{"call_id": "c", "name": "echo"}]))
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.collect(streams[0])
+            assert_refusal(self, caught.exception)
+
+
+class RateLimitDeadlineTest(unittest.IsolatedAsyncioTestCase):
+    """A timeout shorter than the delay: the refusal comes back at once
+    (serve --rate-per-caller 0.1 --rate-burst 1: one call every 10 s)."""
+
+    def setUp(self):
+        need_bin()
+        self.server = OwnServer(args=["--rate-per-caller", "0.1", "--rate-burst", "1"])
+        self.addCleanup(self.server.stop)
+
+    async def test_refused_at_once(self):
+        waits = []
+        with toolwire.Client(self.server.addr, on_rate_limit=lambda e, d: waits.append(d)) as client:
+            client.call_tool("echo", {"text": "first"})  # the allowance
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.call_tool("echo", {"text": "x"}, timeout=5)
+            assert_refusal(self, caught.exception)
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                client.collect(client.execute_batch([{"call_id": "y", "name": "echo"}], timeout=5))
+            assert_refusal(self, caught.exception)
+        async with toolwire.AsyncClient(self.server.addr, on_rate_limit=lambda e, d: waits.append(d)) as client:
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await client.call_tool("echo", {"text": "x"}, timeout=5)
+            assert_refusal(self, caught.exception)
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await client.collect(client.execute_batch([{"call_id": "y", "name": "echo"}], timeout=5))
+            assert_refusal(self, caught.exception)
+        self.assertEqual(waits, [])
+
+
+class AsyncRateLimitTest(unittest.IsolatedAsyncioTestCase):
+    """RateLimitTest for AsyncClient and the StepBatcher."""
+
+    @classmethod
+    def setUpClass(cls):
+        need_bin()
+        cls.server = OwnServer(args=RATE_LIMIT)
+        cls.hasty = toolwire.Client(cls.server.addr, rate_limit_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hasty.close()
+        cls.server.stop()
+
+    async def test_without_retries(self):
+        async with toolwire.AsyncClient(self.server.addr, rate_limit_retries=0) as client:
+            drain(self, self.hasty)
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await client.call_tool("echo")
+            assert_refusal(self, caught.exception)
+            drain(self, self.hasty)
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await toolwire.StepBatcher(client).execute({"call_id": "s", "name": "echo"})
+            assert_refusal(self, caught.exception)
+
+    async def test_calls_and_steps_wait_and_succeed(self):
+        waits = []
+        async with toolwire.AsyncClient(self.server.addr, on_rate_limit=lambda e, d: waits.append(d)) as client:
+            drain(self, self.hasty)
+            for text in ["one", "two"]:
+                self.assertEqual(toolwire.result_text(await client.call_tool("echo", {"text": text})), text)
+            drain(self, self.hasty)
+            batch = await client.collect(client.execute_batch([{"call_id": "b", "name": "echo", "arguments": {"text": "batch"}}]))
+            self.assertEqual(toolwire.result_text(batch.results[0]), "batch")
+            drain(self, self.hasty)
+            r = await toolwire.StepBatcher(client).execute({"call_id": "s", "name": "echo", "arguments": {"text": "step"}})
+            self.assertEqual(toolwire.result_text(r), "step")
+        self.assertGreaterEqual(len(waits), 3, waits)
+
+    async def test_cancelling_ends_the_wait(self):
+        tasks = []
+        # Cancels as the wait begins: were the wait not ended, the retry would succeed.
+        async with toolwire.AsyncClient(self.server.addr, on_rate_limit=lambda e, d: tasks[-1].cancel()) as client:
+            for run in (lambda: client.call_tool("echo"), lambda: toolwire.StepBatcher(client).execute({"call_id": "s", "name": "echo"})):
+                drain(self, self.hasty)
+                tasks.append(asyncio.create_task(run()))
+                with self.assertRaises(asyncio.CancelledError):
+                    await tasks[-1]
+        streams = []
+        async with toolwire.AsyncClient(self.server.addr, on_rate_limit=lambda e, d: streams[0].cancel()) as client:
+            drain(self, self.hasty)
+            streams.append(client.execute_batch([{"call_id": "c", "name": "echo"}]))
+            with self.assertRaises(toolwire.ToolwireError) as caught:
+                await client.collect(streams[0])
+            assert_refusal(self, caught.exception)
 
 
 class AdapterTest(unittest.TestCase):

@@ -20,6 +20,7 @@ import {
   WatchToolsRequest,
   WatchToolsResponse,
 } from "./gen/toolwire/v1/toolwire.js";
+import { retryDelayOf } from "./retry.js";
 
 /** How to reach a toolwire server. */
 export interface ClientOptions {
@@ -40,6 +41,18 @@ export interface ClientOptions {
    * 5 s) before each. Applies to executeBatch with options.detach and to
    * attachBatch. Default: off, a dropped stream throws. */
   reattach?: { attempts: number; backoffMs: number };
+  /** How many times executeBatch and callTool (and so the StepBatcher and
+   * the adapters) wait out a refusal that says when to retry
+   * (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo, what a server's rate
+   * limit sends) and send the batch or call again: such a refusal comes
+   * before anything ran, so sending it again is safe. The wait ends early,
+   * with the refusal, when the RPC's signal aborts, and is not begun when
+   * the retry would start past its deadline (timeoutMs). Default 3; 0
+   * rejects with the refusal at once (see retryDelay). */
+  rateLimitRetries?: number;
+  /** Called before each such wait, with the refusal and the delay in ms
+   * (for a log line or a UI). */
+  onRateLimit?: (err: ToolwireError, delayMs: number) => void;
 }
 
 /** Per-RPC options. */
@@ -88,12 +101,16 @@ export interface Batch {
 export class ToolwireClient {
   /** The generated grpc-js client, for anything this class does not wrap. */
   readonly raw: ToolServiceClient;
+  private readonly rateLimitRetries: number;
+  private readonly onRateLimit?: (err: ToolwireError, delayMs: number) => void;
 
   private readonly reattach?: { attempts: number; backoffMs: number };
 
   constructor(target: string, opts: ClientOptions = {}) {
     this.raw = new ToolServiceClient(target, credentials(opts), channelOptions(opts));
     this.reattach = opts.reattach;
+    this.rateLimitRetries = Math.max(0, Math.floor(opts.rateLimitRetries ?? DEFAULT_RATE_LIMIT_RETRIES));
+    this.onRateLimit = opts.onRateLimit;
   }
 
   close(): void {
@@ -116,7 +133,9 @@ export class ToolwireClient {
 
   /** Runs calls as one batch and yields its events as they arrive. Breaking
    * out of the loop or aborting opts.signal cancels the RPC; an RPC that
-   * ends in an error status throws a ToolwireError. */
+   * ends in an error status throws a ToolwireError. A refusal that says
+   * when to retry (a rate limit's, before any event) is waited out and the
+   * batch sent again, up to rateLimitRetries times (see ClientOptions). */
   executeBatch(
     calls: CallInput[] | ExecuteBatchRequest,
     opts: CallOptions & { sessionId?: string; options?: Partial<BatchOptions> } = {},
@@ -131,7 +150,20 @@ export class ToolwireClient {
     if (this.reattach && req.options?.detach) {
       return this.follow("", 0, () => this.raw.executeBatch(req, callOptions(opts)), opts);
     }
-    return stream(() => this.raw.executeBatch(req, callOptions(opts)), opts.signal);
+    const self = this;
+    return (async function* () {
+      // The deadline is the whole batch's, waits included; it starts when
+      // iteration starts, as the RPC does.
+      const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
+      for (let attempt = 0; ; attempt++) {
+        let retry = false;
+        yield* stream(() => self.raw.executeBatch(req, deadline === undefined ? {} : { deadline }), opts.signal, async (err) => {
+          retry = await self.waitToRetry(err, attempt, opts.signal, deadline);
+          return retry;
+        });
+        if (!retry) return;
+      }
+    })();
   }
 
   /** Yields the events of the detached batch batchId numbered after afterSeq
@@ -156,10 +188,16 @@ export class ToolwireClient {
   ): AsyncGenerator<ExecuteBatchResponse> {
     const { attempts, backoffMs } = this.reattach!;
     let failures = 0;
+    let refusals = 0;
     let backoff = backoffMs;
     for (;;) {
+      let retried = false;
+      // Refused before BatchAccepted (a rate limit's): nothing ran; send again.
+      const retry = batchId || last
+        ? undefined
+        : async (err: ToolwireError) => (retried = await this.waitToRetry(err, refusals++, opts.signal, undefined));
       try {
-        for await (const ev of stream(open, opts.signal)) {
+        for await (const ev of stream(open, opts.signal, retry)) {
           if (ev.seq !== 0 && ev.seq <= last) continue;
           last = ev.seq;
           if (ev.accepted && !batchId) batchId = ev.accepted.batchId;
@@ -168,6 +206,7 @@ export class ToolwireClient {
           yield ev;
           if (ev.finished) return;
         }
+        if (retried) continue;
         return;
       } catch (err) {
         const e = ToolwireError.from(err);
@@ -200,20 +239,54 @@ export class ToolwireClient {
    * (isError, errorKind), not an exception; a failed RPC (a malformed call,
    * a wrong token, an unreachable server) rejects with a ToolwireError.
    * opts.timeoutMs is the RPC's deadline (default: none), callTimeoutMs the
-   * call's own timeout. Aborting opts.signal cancels the call on the server. */
-  callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & CallToolOptions = {}): Promise<CallResult> {
+   * call's own timeout. Aborting opts.signal cancels the call on the server.
+   * A refusal that says when to retry (a rate limit's) is waited out and
+   * the call sent again, up to rateLimitRetries times (see ClientOptions). */
+  async callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & CallToolOptions = {}): Promise<CallResult> {
     const req = CallToolRequest.fromPartial({
       call: toCall({ callId: opts.callId ?? "call", name, arguments: args, idempotencyKey: opts.idempotencyKey, timeoutMs: opts.callTimeoutMs }),
       sessionId: opts.sessionId ?? "",
     });
+    const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.callToolOnce(name, req, deadline, opts.signal);
+      } catch (err) {
+        if (!(err instanceof ToolwireError) || !(await this.waitToRetry(err, attempt, opts.signal, deadline))) throw err;
+      }
+    }
+  }
+
+  private callToolOnce(name: string, req: CallToolRequest, deadline: number | undefined, signal: AbortSignal | undefined): Promise<CallResult> {
     return new Promise((resolve, reject) => {
-      const call = this.raw.callTool(req, new grpc.Metadata(), callOptions(opts), (err, res) => {
+      const call = this.raw.callTool(req, new grpc.Metadata(), deadline === undefined ? {} : { deadline }, (err, res) => {
         if (err) reject(ToolwireError.from(err));
         else if (!res?.result) reject(new ToolwireError(grpc.status.INTERNAL, `CallTool for ${JSON.stringify(name)} returned no result`));
         else resolve(res.result);
       });
-      const stop = onAbort(opts.signal, () => call.cancel());
+      const stop = onAbort(signal, () => call.cancel());
       call.on("status", stop);
+    });
+  }
+
+  /** Whether the attempt-th refusal err (counting from 0) is to be retried,
+   * having waited the delay it gives: false when it is not a rate limit's,
+   * the retries are spent, the retry would start past the deadline, or the
+   * signal aborted first. */
+  private waitToRetry(err: ToolwireError, attempt: number, signal: AbortSignal | undefined, deadline: number | undefined): Promise<boolean> {
+    const delay = err.retryDelayMs;
+    if (attempt >= this.rateLimitRetries || err.code !== grpc.status.RESOURCE_EXHAUSTED || delay === undefined || signal?.aborted) return Promise.resolve(false);
+    if (deadline !== undefined && Date.now() + delay >= deadline) return Promise.resolve(false);
+    this.onRateLimit?.(err, delay);
+    return new Promise((resolve) => {
+      let stop = () => {};
+      const done = (retry: boolean) => {
+        clearTimeout(timer);
+        stop();
+        resolve(retry);
+      };
+      const timer = setTimeout(() => done(true), delay);
+      stop = onAbort(signal, () => done(false)); // at once if onRateLimit aborted it
     });
   }
 
@@ -238,6 +311,10 @@ export class ToolwireError extends Error {
   readonly details: string;
   /** The trailers the failed RPC carried, when it got that far. */
   readonly metadata?: grpc.Metadata;
+  /** When the refusal says when to retry (a google.rpc.RetryInfo among its
+   * status details, as a server's rate limit sends with
+   * RESOURCE_EXHAUSTED): the delay in milliseconds. */
+  readonly retryDelayMs?: number;
 
   constructor(code: grpc.status, details: string, opts: { cause?: unknown; metadata?: grpc.Metadata } = {}) {
     const line = details.replace(/\s*\n\s*/g, " ").trim();
@@ -245,6 +322,7 @@ export class ToolwireError extends Error {
     this.code = code;
     this.details = line;
     this.metadata = opts.metadata;
+    this.retryDelayMs = retryDelayOf(opts.metadata);
   }
 
   /** err as a ToolwireError: itself, or a grpc ServiceError wrapped (the
@@ -267,6 +345,20 @@ export class ToolwireError extends Error {
     }
     return undefined;
   }
+}
+
+/** How many times a client waits out a rate limit's refusal unless
+ * ClientOptions.rateLimitRetries says otherwise. */
+export const DEFAULT_RATE_LIMIT_RETRIES = 3;
+
+/** The delay in milliseconds that err's google.rpc.RetryInfo gives (a
+ * ToolwireError's retryDelayMs, also found among err's causes, or a grpc-js
+ * ServiceError's status details), or undefined when it has none. */
+export function retryDelay(err: unknown): number | undefined {
+  const e = ToolwireError.find(err);
+  if (e) return e.retryDelayMs;
+  const md = (err as Partial<grpc.ServiceError> | undefined)?.metadata;
+  return md instanceof grpc.Metadata ? retryDelayOf(md) : undefined;
 }
 
 /** A call that failed (its result's isError: a tool's error, an unknown tool,
@@ -364,14 +456,23 @@ export function onAbort(signal: AbortSignal | undefined, f: () => void): () => v
 
 /** Adapts a grpc-js server stream to an async iterable that starts the RPC
  * when iteration starts (an iterable never read opens nothing) and cancels
- * it when the consumer stops early or the signal aborts. */
-async function* stream<T>(start: () => grpc.ClientReadableStream<T>, signal?: AbortSignal): AsyncGenerator<T> {
+ * it when the consumer stops early or the signal aborts. An error before
+ * any event that retry resolves true for ends the iteration quietly (the
+ * caller starts the RPC again). */
+async function* stream<T>(start: () => grpc.ClientReadableStream<T>, signal?: AbortSignal, retry?: (err: ToolwireError) => Promise<boolean>): AsyncGenerator<T> {
   const call = start();
   const stop = onAbort(signal, () => call.cancel());
+  let first = true;
   try {
-    for await (const ev of call) yield ev as T;
+    for await (const ev of call) {
+      first = false;
+      yield ev as T;
+    }
   } catch (err) {
-    throw ToolwireError.from(err);
+    const e = ToolwireError.from(err);
+    // Refused before BatchAccepted: nothing ran.
+    if (first && retry && (await retry(e))) return;
+    throw e;
   } finally {
     stop();
     call.cancel(); // a no-op once the stream has ended

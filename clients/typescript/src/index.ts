@@ -2,7 +2,7 @@
 // in their own entry points (@toolwire/client/ai, /openai-agents,
 // /langchain) so that each framework is needed only by those who use it.
 
-export { ToolwireClient, ToolwireError, ToolResultError, ERROR_PREFIX, resultText, toolMessageText, inputSchema, toCall } from "./client.js";
+export { ToolwireClient, ToolwireError, ToolResultError, ERROR_PREFIX, DEFAULT_RATE_LIMIT_RETRIES, retryDelay, resultText, toolMessageText, inputSchema, toCall } from "./client.js";
 export type { Batch, CallInput, CallOptions, CallToolOptions, ClientOptions } from "./client.js";
 export { StepBatcher } from "./batcher.js";
 export type { BatcherOptions, ExecuteOptions } from "./batcher.js";

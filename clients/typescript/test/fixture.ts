@@ -37,12 +37,13 @@ export interface OwnServer {
 }
 
 /** Starts `toolwire serve --diag` on a free port, accepting TOKEN when
- * withToken, in an empty temporary workspace. */
-export async function startServer(opts: { withToken?: boolean } = {}): Promise<OwnServer> {
+ * withToken, in an empty temporary workspace; args are more flags for
+ * serve (a rate limit: ["--rate-per-caller", "5", "--rate-burst", "1"]). */
+export async function startServer(opts: { withToken?: boolean; args?: string[] } = {}): Promise<OwnServer> {
   const dir = mkdtempSync(join(tmpdir(), "toolwire-test-"));
   const env = { ...process.env };
   if (opts.withToken) env.TOOLWIRE_TOKENS = `{agent: ${TOKEN}}`;
-  const proc = spawn(bin, ["serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json"], { cwd: dir, env, stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(bin, ["serve", "--diag", "--listen", "127.0.0.1:0", "--log-format", "json", ...(opts.args ?? [])], { cwd: dir, env, stdio: ["ignore", "ignore", "pipe"] });
   const exited = new Promise<void>((resolve) => proc.once("exit", () => resolve()));
   const stop = async () => {
     if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGTERM");
@@ -67,12 +68,14 @@ export async function startServer(opts: { withToken?: boolean } = {}): Promise<O
 }
 
 /** Checks that err is the ToolwireError that ends a run: its status code and
- * a one-line message that names it. */
+ * a one-line message that names it; a rate limit's refusal carries its
+ * delay. */
 export function assertRunEnding(err: unknown, code: status): true {
   assert.ok(err instanceof ToolwireError, `not a ToolwireError: ${String(err)}`);
   assert.equal(err.code, code, err.message);
   assert.ok(err.message.startsWith(`toolwire: ${status[code]}: `), err.message);
   assert.ok(!err.message.includes("\n"), err.message);
+  if (code === status.RESOURCE_EXHAUSTED) assert.ok(err.retryDelayMs !== undefined && err.retryDelayMs > 0, `retryDelayMs ${err.retryDelayMs}`);
   return true;
 }
 
@@ -98,6 +101,18 @@ export const FAILING_SERVERS: { name: string; code: status; client(): Promise<{ 
       await client.listTools();
       await server.stop();
       return { client, done: async () => client.close() };
+    },
+  },
+  {
+    name: "a rate limit's refusal and no retries left",
+    code: status.RESOURCE_EXHAUSTED,
+    async client() {
+      // 4 calls at once (STEP's), then one every 10 s: the first batch
+      // spends the allowance, and the client does not wait.
+      const server = await startServer({ args: ["--rate-per-caller", "0.1", "--rate-burst", "4"] });
+      const client = new ToolwireClient(server.addr, { rateLimitRetries: 0 });
+      await client.collect(client.executeBatch(STEP.map((c) => ({ callId: c.id, name: "echo", arguments: { text: c.id } }))));
+      return { client, done: async () => (client.close(), await server.stop()) };
     },
   },
 ];

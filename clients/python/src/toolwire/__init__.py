@@ -10,7 +10,10 @@ generated stubs are toolwire.v1.toolwire_pb2 and toolwire_pb2_grpc.
 
 A failed RPC (a wrong token, an unreachable server, overload, shutdown, a
 malformed batch) raises ToolwireError, with .code (grpc.StatusCode) and a
-one-line message; a failed call is a result (is_error) for the model."""
+one-line message; a failed call is a result (is_error) for the model. A rate
+limit's refusal (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo) is waited
+out and sent again, rate_limit_retries=3 times by default; retry_delay(err)
+reads its delay."""
 
 from toolwire._calls import ERROR_PREFIX, Batch, result_text, to_call, tool_message_text
 from toolwire.adapters import (
@@ -23,10 +26,11 @@ from toolwire.adapters import (
 )
 from toolwire.aio import AsyncClient, StepBatcher
 from toolwire.client import Client
-from toolwire.errors import ToolwireError
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, retry_delay
 from toolwire.v1 import toolwire_pb2 as pb
 
 __all__ = [
+    "DEFAULT_RATE_LIMIT_RETRIES",
     "ERROR_PREFIX",
     "AsyncClient",
     "Batch",
@@ -41,6 +45,7 @@ __all__ = [
     "openai_tools",
     "pb",
     "result_text",
+    "retry_delay",
     "to_call",
     "tool_message_text",
 ]

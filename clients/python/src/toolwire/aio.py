@@ -6,23 +6,28 @@ StepBatcher gathers the calls that arrive within a short window into one
 ExecuteBatch and hands each caller its own result."""
 
 import asyncio
+import itertools
 import uuid
 
 import grpc
 
 from toolwire._calls import Batch, batch_request, call_tool_request, channel_args, to_call
-from toolwire.errors import ToolwireError, _AsyncReattaching, _AsyncStream
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
 
 class AsyncClient:
-    """The asyncio twin of toolwire.Client; same options. Use it as an async
-    context manager, or await close(). A failed RPC raises ToolwireError."""
+    """The asyncio twin of toolwire.Client; same options (rate_limit_retries
+    and on_rate_limit among them). Use it as an async context manager, or
+    await close(). A failed RPC raises ToolwireError."""
 
-    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None, reattach=None):
+    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None,
+                 rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None, reattach=None):
         self._reattach = reattach
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
+        self.rate_limit_retries = rate_limit_retries
+        self.on_rate_limit = on_rate_limit
         if creds is None:
             self.channel = grpc.aio.insecure_channel(target, options=options)
         else:
@@ -47,11 +52,17 @@ class AsyncClient:
     def execute_batch(self, calls, *, session_id="", options=None, timeout=None):
         """Runs calls as one batch; returns the call, an async iterator of
         events (.cancel() cancels the batch's running calls; an RPC that fails
-        raises ToolwireError)."""
+        raises ToolwireError). A refusal that says when to retry (a rate
+        limit's, before any event) is waited out and the batch sent again,
+        up to rate_limit_retries times; cancel(), or cancelling the awaiting
+        task, ends the wait."""
         req = batch_request(calls, session_id, options)
         if self._reattach and req.options.detach:
             return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
-        return _AsyncStream(self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata))
+        return _AsyncStream(
+            lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
+            _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
+        )
 
     def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
         """Client.attach_batch for asyncio: the detached batch's events after
@@ -59,7 +70,7 @@ class AsyncClient:
         with reattach it resumes after a drop."""
         if self._reattach:
             return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
-        return _AsyncStream(self._attach(batch_id, after_seq, timeout))
+        return _AsyncStream(lambda _: self._attach(batch_id, after_seq, timeout))
 
     def _attach(self, batch_id, after_seq, timeout):
         return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)
@@ -76,16 +87,23 @@ class AsyncClient:
         return batch
 
     async def call_tool(self, name, arguments=None, *, call_id="call", session_id="", idempotency_key="", call_timeout=None, timeout=None):
-        """Client.call_tool for asyncio: one unary CallTool. Cancelling the
-        awaiting task cancels the call on the server."""
+        """Client.call_tool for asyncio: one unary CallTool, a rate limit's
+        refusal waited out as there. Cancelling the awaiting task cancels the
+        call on the server, or ends the wait."""
         req = call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout)
-        try:
-            return (await self.stub.CallTool(req, timeout=timeout, metadata=self._metadata)).result
-        except grpc.RpcError as e:
-            raise ToolwireError.from_rpc(e) from e
+        retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
+        for attempt in itertools.count():
+            try:
+                return (await self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata)).result
+            except grpc.RpcError as e:
+                err = ToolwireError.from_rpc(e)
+                d = retries.delay(err, attempt)
+                if d is None:
+                    raise err from e
+            await asyncio.sleep(d)
 
     def watch_tools(self, timeout=None):
-        return _AsyncStream(self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))
+        return _AsyncStream(lambda _: self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))
 
 
 class StepBatcher:

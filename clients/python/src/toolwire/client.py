@@ -1,9 +1,12 @@
 """The blocking toolwire client over grpcio."""
 
+import itertools
+import time
+
 import grpc
 
 from toolwire._calls import Batch, batch_request, call_tool_request, channel_args
-from toolwire.errors import ToolwireError, _Reattaching, _Stream
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -13,15 +16,29 @@ class Client:
 
     token: sent as "authorization: Bearer <token>"; needs TLS unless
     insecure_token=True. tls: True for the system's roots, or
-    grpc.ChannelCredentials. options: grpc channel options. reattach:
-    (attempts, backoff seconds) to resume a detached batch's dropped stream
-    (execute_batch with options.detach, attach_batch) with AttachBatch from
-    the last seq seen; default None, a dropped stream raises. A failed RPC
-    raises ToolwireError."""
+    grpc.ChannelCredentials. options: grpc channel options. A failed RPC
+    raises ToolwireError.
 
-    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None, reattach=None):
+    rate_limit_retries: how many times execute_batch and call_tool wait out
+    a refusal that says when to retry (RESOURCE_EXHAUSTED with a
+    google.rpc.RetryInfo, what a server's rate limit sends) and send the
+    batch or call again: such a refusal comes before anything ran, so
+    sending it again is safe. A retry that would start past the RPC's
+    timeout is not waited for; the refusal is raised (its retry_delay says
+    when). Default 3; 0 raises the refusal at once. on_rate_limit(err,
+    delay) is called before each such wait (delay in seconds).
+
+    reattach: (attempts, backoff seconds) to resume a detached batch's
+    dropped stream (execute_batch with options.detach, attach_batch) with
+    AttachBatch from the last seq seen; default None, a dropped stream
+    raises."""
+
+    def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None,
+                 rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None, reattach=None):
         self._reattach = reattach
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
+        self.rate_limit_retries = rate_limit_retries
+        self.on_rate_limit = on_rate_limit
         if creds is None:
             self.channel = grpc.insecure_channel(target, options=options)
         else:
@@ -48,11 +65,18 @@ class Client:
         """Runs calls as one batch; returns the stream of
         ExecuteBatchResponse events (iterate it; .cancel() cancels the batch's
         running calls; an RPC that fails raises ToolwireError, CANCELLED after
-        a cancel()). calls are pb.ToolCall or dicts (see to_call)."""
+        a cancel()). calls are pb.ToolCall or dicts (see to_call). A refusal
+        that says when to retry (a rate limit's, before any event) is waited
+        out and the batch sent again, up to rate_limit_retries times;
+        cancel() ends the wait, raising the refusal. timeout covers the
+        waits too."""
         req = batch_request(calls, session_id, options)
         if self._reattach and req.options.detach:
             return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
-        return _Stream(self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata))
+        return _Stream(
+            lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
+            _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
+        )
 
     def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
         """The events of the detached batch batch_id numbered after
@@ -62,7 +86,7 @@ class Client:
         another caller's batch. With reattach it resumes after a drop."""
         if self._reattach:
             return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
-        return _Stream(self._attach(batch_id, after_seq, timeout))
+        return _Stream(lambda _: self._attach(batch_id, after_seq, timeout))
 
     def _attach(self, batch_id, after_seq, timeout):
         return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)
@@ -85,14 +109,22 @@ class Client:
         (is_error, error_kind), not an exception; a failed RPC (a malformed
         call among them) raises ToolwireError. arguments as in to_call;
         call_timeout is the call's own timeout and timeout the RPC's, in
-        seconds."""
+        seconds, waits included. A refusal that says when to retry (a rate
+        limit's) is waited out and the call sent again, up to
+        rate_limit_retries times."""
         req = call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout)
-        try:
-            return self.stub.CallTool(req, timeout=timeout, metadata=self._metadata).result
-        except grpc.RpcError as e:
-            raise ToolwireError.from_rpc(e) from e
+        retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
+        for attempt in itertools.count():
+            try:
+                return self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata).result
+            except grpc.RpcError as e:
+                err = ToolwireError.from_rpc(e)
+                d = retries.delay(err, attempt)
+                if d is None:
+                    raise err from e
+            time.sleep(d)
 
     def watch_tools(self, timeout=None):
         """The registry's revision now and at every change: a stream of
         WatchToolsResponse (.cancel() ends it)."""
-        return _Stream(self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))
+        return _Stream(lambda _: self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))

@@ -1,6 +1,17 @@
-"""The one exception the package raises when talking to toolwire fails."""
+"""The one exception the package raises when talking to toolwire fails, the
+delay a rate limit's refusal gives, and waiting it out."""
+
+import asyncio
+import threading
+import time
 
 import grpc
+
+from toolwire._retry import retry_delay_of, trailing_metadata
+
+# How many times a client waits out a rate limit's refusal unless its
+# rate_limit_retries says otherwise.
+DEFAULT_RATE_LIMIT_RETRIES = 3
 
 
 class ToolwireError(Exception):
@@ -11,11 +22,15 @@ class ToolwireError(Exception):
     code is the RPC's grpc.StatusCode (an attribute, not grpc's code()
     method); details what the server, or grpc for a local failure, said, on
     one line; str(e) is one line too: "toolwire: UNAUTHENTICATED: invalid
-    bearer token". The grpc error it replaces is its __cause__."""
+    bearer token". The grpc error it replaces is its __cause__. retry_delay:
+    when the refusal says when to retry (a google.rpc.RetryInfo among its
+    status details, as a server's rate limit sends with RESOURCE_EXHAUSTED),
+    the delay in seconds; else None."""
 
-    def __init__(self, code, details):
+    def __init__(self, code, details, retry_delay=None):
         self.code = code
         self.details = " ".join(str(details).split())
+        self.retry_delay = retry_delay
         super().__init__(f"toolwire: {code.name}: {self.details}")
 
     @classmethod
@@ -25,26 +40,90 @@ class ToolwireError(Exception):
         if not isinstance(code, grpc.StatusCode):
             return cls(grpc.StatusCode.UNKNOWN, str(err))
         details = err.details() if callable(getattr(err, "details", None)) else ""
-        return cls(code, details or "")
+        return cls(code, details or "", retry_delay_of(trailing_metadata(err)))
+
+
+def retry_delay(err):
+    """The delay in seconds that err's google.rpc.RetryInfo gives (a
+    ToolwireError's retry_delay, also found in its __cause__ chain, or a
+    grpc.RpcError's status details), or None when it has none."""
+    for _ in range(8):
+        if err is None:
+            return None
+        if isinstance(err, ToolwireError):
+            return err.retry_delay
+        if isinstance(err, grpc.RpcError):
+            return retry_delay_of(trailing_metadata(err))
+        err = err.__cause__
+    return None
+
+
+class _Retries:
+    """A client's retry of refusals that say when to retry: how many
+    (rate_limit_retries), who hears of each wait (on_rate_limit), and the
+    deadline of timeout seconds from now (None: no deadline)."""
+
+    def __init__(self, retries, on_rate_limit, timeout):
+        self.retries = max(0, int(retries))
+        self.on_rate_limit = on_rate_limit
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+
+    def timeout(self):
+        """What is left of the deadline, for the next attempt's timeout."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def delay(self, err, attempt):
+        """How long to wait before sending the attempt-th refused RPC (from
+        0) again, or None when it is not to be: not a rate limit's refusal,
+        the retries spent, or a retry that would start past the deadline."""
+        d = err.retry_delay
+        if attempt >= self.retries or err.code != grpc.StatusCode.RESOURCE_EXHAUSTED or d is None:
+            return None
+        if self.deadline is not None and time.monotonic() + d >= self.deadline:
+            return None
+        if self.on_rate_limit is not None:
+            self.on_rate_limit(err, d)
+        return d
 
 
 class _Stream:
     """A grpc response stream whose RPC error is raised as a ToolwireError;
-    everything else (cancel(), code(), metadata) is the grpc call's."""
+    everything else (code(), metadata) is the grpc call's. start(timeout)
+    makes the call; a refusal before any event that retries (a _Retries)
+    says to wait out is waited out and the call made again. cancel() cancels
+    the call, or ends such a wait with the refusal."""
 
-    def __init__(self, call):
-        self._call = call
+    def __init__(self, start, retries=None):
+        self._start = start
+        self._retries = retries
+        self._cancelled = threading.Event()
+        self._first = True
+        self._attempt = 0
+        self._call = start(retries.timeout() if retries else None)
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        try:
-            return next(self._call)
-        except grpc.RpcError as e:
-            raise ToolwireError.from_rpc(e) from e
+        while True:
+            try:
+                ev = next(self._call)
+            except grpc.RpcError as e:
+                err = ToolwireError.from_rpc(e)
+                # Refused before BatchAccepted: nothing ran.
+                d = self._retries.delay(err, self._attempt) if self._first and self._retries and not self._cancelled.is_set() else None
+                if d is None or self._cancelled.wait(d):
+                    raise err from e
+                self._attempt += 1
+                self._call = self._start(self._retries.timeout())
+                if self._cancelled.is_set():
+                    self._call.cancel()
+                continue
+            self._first = False
+            return ev
 
     def cancel(self):
+        self._cancelled.set()
         return self._call.cancel()
 
     def __getattr__(self, name):
@@ -52,30 +131,58 @@ class _Stream:
 
 
 class _AsyncStream:
-    """_Stream for grpc.aio: async iteration and read() raise ToolwireError."""
+    """_Stream for grpc.aio: async iteration and read() raise ToolwireError,
+    and a refusal before any event is waited out as _Stream's is (cancel()
+    ends the wait, as does cancelling the awaiting task)."""
 
-    def __init__(self, call):
-        self._call = call
-        self._it = None
+    def __init__(self, start, retries=None):
+        self._start = start
+        self._retries = retries
+        self._cancelled = False
+        self._wake = None  # set while waiting to retry; cancel() sets it
+        self._first = True
+        self._attempt = 0
+        self._call = start(retries.timeout() if retries else None)
 
     def __aiter__(self):
         return self
 
     async def __anext__(self):
-        if self._it is None:
-            self._it = self._call.__aiter__()
-        try:
-            return await self._it.__anext__()
-        except grpc.RpcError as e:
-            raise ToolwireError.from_rpc(e) from e
+        ev = await self.read()
+        if ev is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return ev
 
     async def read(self):
+        while True:
+            try:
+                ev = await self._call.read()
+            except grpc.RpcError as e:
+                err = ToolwireError.from_rpc(e)
+                d = self._retries.delay(err, self._attempt) if self._first and self._retries and not self._cancelled else None
+                if d is None or not await self._wait(d):
+                    raise err from e
+                self._attempt += 1
+                self._call = self._start(self._retries.timeout())
+                continue
+            self._first = False
+            return ev
+
+    async def _wait(self, delay):
+        """Waits delay seconds; False when cancel() ended the wait first."""
+        self._wake = asyncio.Event()
         try:
-            return await self._call.read()
-        except grpc.RpcError as e:
-            raise ToolwireError.from_rpc(e) from e
+            await asyncio.wait_for(self._wake.wait(), delay)
+            return False
+        except asyncio.TimeoutError:
+            return not self._cancelled
+        finally:
+            self._wake = None
 
     def cancel(self):
+        self._cancelled = True
+        if self._wake is not None:
+            self._wake.set()
         return self._call.cancel()
 
     def __getattr__(self, name):

@@ -1,0 +1,302 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/engine"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+)
+
+// memOut is an output a test reads, which can fail or hang on demand.
+type memOut struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	fail    error
+	hang    chan struct{} // non-nil: Write waits until closed
+	stuck   chan struct{} // closed when a Write first waits on hang
+	stuckMu sync.Once
+}
+
+func (m *memOut) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	hang, fail := m.hang, m.fail
+	m.mu.Unlock()
+	if hang != nil {
+		m.stuckMu.Do(func() { close(m.stuck) })
+		<-hang
+	}
+	if fail != nil {
+		return 0, fail
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.buf.Write(p)
+}
+
+func (m *memOut) Close() error { return nil }
+
+func (m *memOut) lines(t *testing.T) []Line {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Line
+	sc := bufio.NewScanner(bytes.NewReader(m.buf.Bytes()))
+	for sc.Scan() {
+		var l Line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("a line is not JSON: %s (%v)", sc.Bytes(), err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// denyTool is a Permissions that refuses the tool named "fail".
+type denyTool struct{}
+
+func (denyTool) Permitted(_, tool string) bool { return tool != "fail" }
+
+// testEngine runs an engine over the diag tools with trail as observer and
+// the policy "no-secret-echo".
+func testEngine(t *testing.T, trail *Trail, required bool) (*engine.Engine, *tools.Registry) {
+	t.Helper()
+	store := tools.Tool{Name: "store", Description: "keeps any object", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text("kept"), nil }}
+	reg, err := tools.NewRegistry(append(diag.Tools(), store)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.Compile([]policy.Rule{{Name: "no-secret-echo", Effect: policy.Deny, Message: "do not echo that", When: `tool.name == "echo" && args.text == "nope"`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pol engine.Policy = set
+	if required {
+		pol = Gate{Trail: trail, Next: set}
+	}
+	e := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: trail, Policy: pol, Permissions: denyTool{}})
+	t.Cleanup(e.Close)
+	return e, reg
+}
+
+func run(t *testing.T, e *engine.Engine, reg *tools.Registry, caller string, calls ...*toolwirev1.ToolCall) map[string]*toolwirev1.CallResult {
+	t.Helper()
+	out := map[string]*toolwirev1.CallResult{}
+	err := e.Run(engine.WithIdentity(context.Background(), &engine.Identity{ID: caller, Method: engine.MethodToken}), reg.Snapshot(),
+		&toolwirev1.ExecuteBatchRequest{Calls: calls, SessionId: "s1"},
+		engine.SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+			if r := ev.GetResult(); r != nil {
+				out[r.GetCallId()] = r
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func tc(id, name, args string) *toolwirev1.ToolCall {
+	return &toolwirev1.ToolCall{CallId: id, Name: name, Arguments: args}
+}
+
+// TestOneLinePerCall: a batch of mixed outcomes writes exactly one line
+// per call, with the caller, IDs, tool and source, the hash of the
+// canonical arguments, the decision and rule, the outcome, the duration
+// and replays; no argument is recorded unless configured, and then the
+// secret fields are redacted.
+func TestOneLinePerCall(t *testing.T) {
+	t.Parallel()
+	out := &memOut{}
+	trail := start(Config{Log: "mem", Arguments: true, Redact: []string{"card"}}, out, slog.New(slog.DiscardHandler), 64)
+	e, reg := testEngine(t, trail, false)
+	run(t, e, reg, "alice",
+		tc("ok", "store", `{"text":"hi","password":"hunter2","nested":{"card":"4111","token":"tok-123"}}`),
+		tc("denied", "echo", `{"text":"nope"}`),
+		tc("forbidden", "fail", `{"message":"x"}`),
+		tc("unknown", "nosuch", `{}`),
+		tc("invalid", "sleep", `{"ms":"x"}`))
+	replay := tc("keyed", "echo", `{"text":"again"}`)
+	replay.IdempotencyKey = "k1"
+	run(t, e, reg, "alice", replay)
+	run(t, e, reg, "alice", replay)
+	if err := trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lines := out.lines(t)
+	if len(lines) != 7 {
+		t.Fatalf("%d lines for 7 calls:\n%s", len(lines), out.buf.String())
+	}
+	by := map[string][]Line{}
+	for _, l := range lines {
+		by[l.CallID] = append(by[l.CallID], l)
+		if l.Caller != "alice" || l.AuthMethod != "token" || l.BatchID == "" || l.Time.IsZero() || len(l.ArgsSHA256) != 64 || l.SessionID != "s1" {
+			t.Errorf("line lacks its fields: %+v", l)
+		}
+	}
+	ok := by["ok"][0]
+	if ok.Tool != "store" || ok.Source != "builtin" || ok.Decision != "allow" || ok.Outcome != "ok" || ok.DurationMS <= 0 {
+		t.Errorf("ok: %+v", ok)
+	}
+	for _, secret := range []string{"hunter2", "4111", "tok-123"} {
+		if strings.Contains(out.buf.String(), secret) {
+			t.Errorf("the trail holds the secret %q:\n%s", secret, out.buf.String())
+		}
+	}
+	if !strings.Contains(string(ok.Arguments), `"text":"hi"`) || !strings.Contains(string(ok.Arguments), `"card":"[redacted]"`) {
+		t.Errorf("arguments %s; want them with card redacted", ok.Arguments)
+	}
+	if d := by["denied"][0]; d.Decision != "deny" || d.Rule != "no-secret-echo" || d.Outcome != "not_permitted" {
+		t.Errorf("denied by policy: %+v", d)
+	}
+	if f := by["forbidden"][0]; f.Decision != "deny" || f.Rule != "" || f.Outcome != "not_permitted" {
+		t.Errorf("denied by permissions: %+v", f)
+	}
+	if u := by["unknown"][0]; u.Outcome != "unknown_tool" || u.Source != "unknown" {
+		t.Errorf("unknown tool: %+v", u)
+	}
+	if i := by["invalid"][0]; i.Outcome != "invalid_arguments" {
+		t.Errorf("invalid arguments: %+v", i)
+	}
+	if k := by["keyed"]; len(k) != 2 || k[0].Replayed || !k[1].Replayed || k[0].ArgsSHA256 != k[1].ArgsSHA256 {
+		t.Errorf("a replayed call: %+v", k)
+	}
+}
+
+// TestCanonicalHash: the same arguments, spelt differently, hash the same;
+// other arguments do not; nothing is recorded without audit_arguments.
+func TestCanonicalHash(t *testing.T) {
+	t.Parallel()
+	out := &memOut{}
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 64)
+	e, reg := testEngine(t, trail, false)
+	run(t, e, reg, "bob", tc("a", "store", `{"text":"x","z":1}`), tc("b", "store", "{ \"z\" : 1 ,\n \"text\":\"x\"}"), tc("c", "store", `{"text":"y","z":1}`))
+	trail.Close()
+	h := map[string]string{}
+	for _, x := range out.lines(t) {
+		h[x.CallID] = x.ArgsSHA256
+		if x.Arguments != nil {
+			t.Errorf("arguments recorded without audit_arguments: %s", x.Arguments)
+		}
+	}
+	if h["a"] == "" || h["a"] != h["b"] || h["a"] == h["c"] {
+		t.Errorf("hashes a %s, b %s (same arguments, keys and spaces otherwise), c %s (other arguments)", h["a"], h["b"], h["c"])
+	}
+}
+
+// TestUnwritableTrail: a write that fails is reported (Healthy false, the
+// count, a log line); with audit_required calls are refused while it
+// lasts, and run again once the trail is written; a writer stuck on the
+// disk never holds a call's end past the enqueue bound: its lines are
+// dropped and counted.
+func TestUnwritableTrail(t *testing.T) {
+	t.Parallel()
+	out := &memOut{fail: errors.New("no space left on device")}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
+	trail := start(Config{Log: "mem", Required: true}, out, log, 64)
+	defer trail.Close()
+	e, reg := testEngine(t, trail, true)
+	run(t, e, reg, "alice", tc("a", "echo", `{"text":"first"}`))
+	waitFor(t, func() bool { return !trail.Healthy() })
+	if _, _, failed := trail.Stats(); failed == 0 {
+		t.Error("the failed write was not counted")
+	}
+	mu.Lock()
+	if !strings.Contains(logs.String(), "the audit trail cannot be written") || !strings.Contains(logs.String(), "no space left on device") {
+		t.Errorf("no log line says so:\n%s", logs.String())
+	}
+	mu.Unlock()
+	r := run(t, e, reg, "alice", tc("b", "echo", `{"text":"second"}`))["b"]
+	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED || !strings.Contains(r.GetContent()[0].GetText().GetText(), "audit trail") {
+		t.Errorf("a call while the trail is down, audit_required: %v", r)
+	}
+	out.mu.Lock()
+	out.fail = nil
+	out.mu.Unlock()
+	// The refused call's line is written now, and the trail is healthy.
+	waitFor(t, func() bool { return trail.Healthy() })
+	if r := run(t, e, reg, "alice", tc("c", "echo", `{"text":"third"}`))["c"]; r.GetIsError() {
+		t.Errorf("a call once the trail is written again: %v", r)
+	}
+}
+
+// TestStuckWriter: with the writer stuck, a call's end waits at most the
+// enqueue bound, and its line is dropped and counted.
+func TestStuckWriter(t *testing.T) {
+	t.Parallel()
+	out := &memOut{hang: make(chan struct{}), stuck: make(chan struct{})}
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 1)
+	e, reg := testEngine(t, trail, false)
+	run(t, e, reg, "alice", tc("first", "echo", `{"text":"x"}`))
+	<-out.stuck // the writer's flush of the first line waits on the disk
+	var calls []*toolwirev1.ToolCall
+	for i := range 4 {
+		calls = append(calls, tc(string(rune('a'+i)), "echo", `{"text":"x"}`))
+	}
+	run(t, e, reg, "alice", calls...) // returns: no call waits for the disk for ever
+	if _, dropped, _ := trail.Stats(); dropped == 0 {
+		t.Errorf("no line was dropped with the writer stuck and a queue of one")
+	}
+	close(out.hang)
+	trail.Close()
+}
+
+// TestRotation: the file is rotated by size, old files kept.
+func TestRotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	trail, err := Open(Config{Log: filepath.Join(dir, "audit.log"), MaxSizeMB: 1, MaxBackups: 3, Arguments: true}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, reg := testEngine(t, trail, false)
+	big := `{"text":"` + strings.Repeat("x", 4000) + `"}`
+	for i := range 300 { // about 1.2 MB of lines
+		run(t, e, reg, "alice", tc(string(rune('a'+i%26)), "echo", big))
+	}
+	if err := trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) < 2 {
+		t.Errorf("files %v; want the log rotated past 1 MB", entries)
+	}
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,92 @@
+{{/* The chart's name: "toolwire" unless nameOverride. */}}
+{{- define "toolwire.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The objects' base name: the release name when it already says toolwire,
+else RELEASE-toolwire; 63 characters at most (DNS labels), less the longest
+suffix added to it ("-headless").
+*/}}
+{{- define "toolwire.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 54 | trimSuffix "-" }}
+{{- else }}
+{{- $name := include "toolwire.name" . }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 54 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 54 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels: every Service, the PodDisruptionBudget and the NetworkPolicy select the pods by these. */}}
+{{- define "toolwire.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "toolwire.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "toolwire.labels" -}}
+{{ include "toolwire.selectorLabels" . }}
+app.kubernetes.io/part-of: toolwire
+app.kubernetes.io/component: server
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{- define "toolwire.serviceAccountName" -}}
+{{- default (include "toolwire.fullname" .) .Values.serviceAccount.name }}
+{{- end }}
+
+{{- define "toolwire.tokensSecret" -}}
+{{- default (printf "%s-tokens" (include "toolwire.fullname" .)) .Values.tokens.existingSecret }}
+{{- end }}
+
+{{/* The auth.oidc fields that are set, as a dict (empty when OIDC is off). */}}
+{{- define "toolwire.oidc" -}}
+{{- $oidc := dict }}
+{{- range $k, $v := (.Values.auth.oidc | default dict) }}
+{{- if $v }}{{ $_ := set $oidc $k $v }}{{ end }}
+{{- end }}
+{{- toYaml $oidc }}
+{{- end }}
+
+{{/*
+The server's config file (--config): the config values, the sandbox
+section, and the settings that are rendered only when set.
+*/}}
+{{- define "toolwire.config" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) }}
+{{- $sandbox := omit .Values.sandbox "sessionUIDs" }}
+{{- if $sandbox }}{{ $_ := set $cfg "sandbox" $sandbox }}{{ end }}
+{{- $auth := dict }}
+{{- $oidc := include "toolwire.oidc" . | fromYaml }}
+{{- if $oidc }}{{ $_ := set $auth "oidc" $oidc }}{{ end }}
+{{- if .Values.auth.groups }}{{ $_ := set $auth "groups" .Values.auth.groups }}{{ end }}
+{{- if .Values.auth.permissions }}{{ $_ := set $auth "permissions" .Values.auth.permissions }}{{ end }}
+{{- if $auth }}{{ $_ := set $cfg "auth" $auth }}{{ end }}
+{{- if .Values.policies }}{{ $_ := set $cfg "policies" .Values.policies }}{{ end }}
+{{- if .Values.audit_log }}{{ $_ := set $cfg "audit_log" .Values.audit_log }}{{ end }}
+{{- /* Numbers, also when --set made them strings ("0.5"). */}}
+{{- if not (kindIs "invalid" .Values.rate_per_caller) }}{{ $_ := set $cfg "rate_per_caller" (float64 .Values.rate_per_caller) }}{{ end }}
+{{- if not (kindIs "invalid" .Values.rate_burst) }}{{ $_ := set $cfg "rate_burst" (int64 .Values.rate_burst) }}{{ end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/* The folder of audit_log that gets an emptyDir, or "" (standard output, or unset). */}}
+{{- define "toolwire.auditDir" -}}
+{{- $log := .Values.audit_log | default "" }}
+{{- if and $log (ne $log "-") }}
+{{- if not (isAbs $log) }}{{ fail "audit_log: want an absolute path in the container, or \"-\"" }}{{ end }}
+{{- $dir := dir $log }}
+{{- if eq $dir "/" }}{{ fail "audit_log: put it in a folder of its own, not at the root" }}{{ end }}
+{{- range list "/tmp" "/workspace" "/etc/toolwire" }}
+{{- if or (eq $dir .) (hasPrefix (printf "%s/" .) $dir) }}
+{{- fail (printf "audit_log %s: put it in a folder of its own, not under %s (tools or the config reach it there, or it is read-only)" $log .) }}
+{{- end }}
+{{- end }}
+{{- $dir }}
+{{- end }}
+{{- end }}

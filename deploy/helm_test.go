@@ -1,0 +1,804 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"github.com/toolwire/toolwire/internal/testenv"
+)
+
+// The Helm chart (helm/toolwire) is held to what the kustomize base does:
+// these tests run the real helm program, built from its Go module by
+// helm/build-helm.sh (.ci/run exports its path as HelmBinVar), for "helm
+// lint" and "helm template", and read what it renders. The real
+// kube-apiserver of kubernetes_test.go then accepts the rendered objects
+// (helmAgainstAPIServer), and the real server boots from the rendered
+// config and arguments (helm_serve_test.go).
+
+// HelmBinVar names the helm program.
+const HelmBinVar = "TOOLWIRE_HELM_BIN"
+
+const (
+	chartDir      = "helm/toolwire"
+	allValues     = "helm/test/all-values.yaml"
+	exampleValues = "helm/examples/service-account-identity.yaml"
+	// release is the release name of the renders compared with the
+	// kustomize base: the chart then names its objects as the base does.
+	release = "toolwire"
+)
+
+func helmBin(t *testing.T) string {
+	t.Helper()
+	path := os.Getenv(HelmBinVar)
+	if path == "" {
+		testenv.Missing(t, HelmBinVar+" (the program deploy/helm/build-helm.sh prints)")
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode()&0o111 == 0 {
+		testenv.Missing(t, fmt.Sprintf("the program helm at %s=%s", HelmBinVar, path))
+	}
+	return path
+}
+
+// runHelm runs helm with folders of its own and no cluster, and returns
+// its standard output, or an error that holds its standard error.
+func runHelm(t *testing.T, bin string, args ...string) ([]byte, error) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(dir, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"HELM_DATA_HOME="+filepath.Join(dir, "data"),
+		"KUBECONFIG="+filepath.Join(dir, "no-kubeconfig"),
+	)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stderr.Bytes(), out)
+	}
+	return out, nil
+}
+
+// manifest is what "helm template" rendered.
+type manifest struct {
+	yaml []byte                    // the stream, as helm printed it
+	objs map[string]map[string]any // "Kind/name" → the object
+}
+
+// helmTemplate renders the chart as release rel in the namespace
+// namespace, with args (-f FILE, --set K=V) added.
+func helmTemplate(t *testing.T, bin, rel string, args ...string) manifest {
+	t.Helper()
+	out, err := runHelm(t, bin, append([]string{"template", rel, chartDir, "--namespace", namespace}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseManifest(t, out)
+}
+
+var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+
+func parseManifest(t *testing.T, out []byte) manifest {
+	t.Helper()
+	m := manifest{yaml: out, objs: map[string]map[string]any{}}
+	for _, doc := range docSeparator.Split(string(out), -1) {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("helm template printed YAML that does not parse: %v\n%s", err, doc)
+		}
+		if obj == nil {
+			continue // only comments
+		}
+		key := fmt.Sprintf("%v/%v", obj["kind"], get(obj, "metadata", "name"))
+		if _, dup := m.objs[key]; dup {
+			t.Errorf("helm template rendered %s twice", key)
+		}
+		m.objs[key] = obj
+	}
+	return m
+}
+
+// kinds returns the rendered objects' "Kind/name", sorted.
+func (m manifest) kinds() []string {
+	var ks []string
+	for k := range m.objs {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+func (m manifest) obj(t *testing.T, key string) map[string]any {
+	t.Helper()
+	o, ok := m.objs[key]
+	if !ok {
+		t.Fatalf("helm template rendered no %s; it rendered %q", key, m.kinds())
+	}
+	return o
+}
+
+// podSpec returns the Deployment's pod spec and its toolwire container.
+func (m manifest) podSpec(t *testing.T, name string) (spec, ctr map[string]any) {
+	t.Helper()
+	spec, _ = get(m.obj(t, "Deployment/"+name), "spec", "template", "spec").(map[string]any)
+	ctrs, _ := spec["containers"].([]any)
+	for _, c := range ctrs {
+		if c, _ := c.(map[string]any); c["name"] == "toolwire" {
+			return spec, c
+		}
+	}
+	t.Fatalf("Deployment/%s has no container toolwire", name)
+	return nil, nil
+}
+
+// config returns the server's config file the ConfigMap holds, parsed.
+func (m manifest) config(t *testing.T, name string) map[string]any {
+	t.Helper()
+	text, ok := get(m.obj(t, "ConfigMap/"+name+"-config"), "data", "config.yaml").(string)
+	if !ok {
+		t.Fatalf("ConfigMap/%s-config has no config.yaml", name)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
+		t.Fatalf("config.yaml: %v\n%s", err, text)
+	}
+	return cfg
+}
+
+// tokens returns the tokens file the Secret holds.
+func (m manifest) tokens(t *testing.T, secret string) map[string]string {
+	t.Helper()
+	enc, ok := get(m.obj(t, "Secret/"+secret), "data", "tokens").(string)
+	if !ok {
+		t.Fatalf("Secret/%s has no data.tokens", secret)
+	}
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		t.Fatalf("Secret/%s data.tokens: %v", secret, err)
+	}
+	var tokens map[string]string
+	if err := yaml.UnmarshalStrict(b, &tokens); err != nil {
+		t.Fatalf("Secret/%s: the tokens file is not \"name: token\" lines: %v", secret, err)
+	}
+	return tokens
+}
+
+// get walks v by map keys (string) and list indices (int); nil when
+// something on the way is missing.
+func get(v any, path ...any) any {
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[p]
+		case int:
+			l, ok := v.([]any)
+			if !ok || p >= len(l) {
+				return nil
+			}
+			v = l[p]
+		}
+	}
+	return v
+}
+
+// strs returns v's strings, for lists such as args.
+func strs(v any) []string {
+	var out []string
+	l, _ := v.([]any)
+	for _, e := range l {
+		out = append(out, fmt.Sprint(e))
+	}
+	return out
+}
+
+// keys returns a map's keys, sorted.
+func keys(v any) []string {
+	m, _ := v.(map[string]any)
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// readYAMLFile parses a YAML file of the repository.
+func readYAMLFile(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// portsByName returns a container's or a Service's ports as name → port.
+func portsByName(v any, field string) map[string]any {
+	out := map[string]any{}
+	l, _ := v.([]any)
+	for _, p := range l {
+		out[fmt.Sprint(get(p, "name"))] = get(p, field)
+	}
+	return out
+}
+
+func TestHelmLint(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for name, args := range map[string][]string{
+		"defaults":     nil,
+		"every value":  {"-f", allValues},
+		"example":      {"-f", exampleValues},
+		"session uids": {"--set", "sandbox.sessionUIDs.enabled=true"},
+		"no http port": {"--set", "http.enabled=false"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := runHelm(t, bin, append([]string{"lint", "--strict", chartDir}, args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(out, []byte("1 chart(s) linted, 0 chart(s) failed")) {
+				t.Errorf("helm lint:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestHelmDefaults holds the default render to the kustomize base: the
+// same objects (and a tokens Secret and a PodDisruptionBudget), the same
+// pod spec, ports, NetworkPolicy rules and config file.
+func TestHelmDefaults(t *testing.T) {
+	t.Parallel()
+	m := helmTemplate(t, helmBin(t), release)
+
+	want := []string{"ConfigMap/toolwire-config", "Deployment/toolwire", "NetworkPolicy/toolwire", "PodDisruptionBudget/toolwire", "Secret/toolwire-tokens", "Service/toolwire", "Service/toolwire-headless", "ServiceAccount/toolwire"}
+	if diff := cmp.Diff(want, m.kinds()); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+
+	t.Run("pod spec as the base's", func(t *testing.T) {
+		base := readYAMLFile(t, "kubernetes/base/deployment.yaml")
+		wantSpec, _ := get(base, "spec", "template", "spec").(map[string]any)
+		// kustomize's images: transformer (base/kustomization.yaml) tags it.
+		get(wantSpec, "containers", 0).(map[string]any)["image"] = "toolwire:dev"
+		gotSpec, _ := m.podSpec(t, release)
+		if diff := cmp.Diff(wantSpec, gotSpec); diff != "" {
+			t.Errorf("the chart's pod spec differs from base/deployment.yaml's (-base +chart):\n%s", diff)
+		}
+		for _, field := range []string{"strategy", "revisionHistoryLimit"} {
+			if diff := cmp.Diff(get(base, "spec", field), get(m.obj(t, "Deployment/toolwire"), "spec", field)); diff != "" {
+				t.Errorf("spec.%s (-base +chart):\n%s", field, diff)
+			}
+		}
+		if got := get(m.obj(t, "Deployment/toolwire"), "spec", "replicas"); got != 1.0 {
+			t.Errorf("replicas = %v, want 1", got)
+		}
+		if got := get(m.obj(t, "ServiceAccount/toolwire"), "automountServiceAccountToken"); got != false {
+			t.Errorf("the ServiceAccount's automountServiceAccountToken = %v, want false", got)
+		}
+	})
+
+	t.Run("selectors", func(t *testing.T) {
+		sel := get(m.obj(t, "Deployment/toolwire"), "spec", "selector", "matchLabels")
+		labels := get(m.obj(t, "Deployment/toolwire"), "spec", "template", "metadata", "labels").(map[string]any)
+		for k, v := range sel.(map[string]any) {
+			if labels[k] != v {
+				t.Errorf("the pods' labels %v lack the selector's %s=%v", labels, k, v)
+			}
+		}
+		if get(sel, "app.kubernetes.io/name") != "toolwire" {
+			t.Errorf("selector %v lacks app.kubernetes.io/name=toolwire", sel)
+		}
+		for key, path := range map[string][]any{
+			"Service/toolwire":             {"spec", "selector"},
+			"Service/toolwire-headless":    {"spec", "selector"},
+			"PodDisruptionBudget/toolwire": {"spec", "selector", "matchLabels"},
+			"NetworkPolicy/toolwire":       {"spec", "podSelector", "matchLabels"},
+		} {
+			if diff := cmp.Diff(sel, get(m.obj(t, key), path...)); diff != "" {
+				t.Errorf("%s selects other pods than the Deployment (-deployment +%s):\n%s", key, key, diff)
+			}
+		}
+	})
+
+	t.Run("services as the base's", func(t *testing.T) {
+		for file, key := range map[string]string{"service.yaml": "Service/toolwire", "service-headless.yaml": "Service/toolwire-headless"} {
+			base := readYAMLFile(t, "kubernetes/base/"+file)
+			got := m.obj(t, key)
+			if diff := cmp.Diff(get(base, "spec", "ports"), get(got, "spec", "ports")); diff != "" {
+				t.Errorf("%s ports (-base +chart):\n%s", key, diff)
+			}
+			for _, f := range []string{"type", "clusterIP", "publishNotReadyAddresses"} {
+				if get(base, "spec", f) != get(got, "spec", f) {
+					t.Errorf("%s spec.%s = %v, base %v", key, f, get(got, "spec", f), get(base, "spec", f))
+				}
+			}
+			if diff := cmp.Diff(get(base, "metadata", "annotations"), get(got, "metadata", "annotations")); diff != "" {
+				t.Errorf("%s annotations (-base +chart):\n%s", key, diff)
+			}
+		}
+		if got, want := portsByName(get(m.obj(t, "Service/toolwire"), "spec", "ports"), "port"), map[string]any{"grpc": 50051.0, "http": 8080.0, "metrics": 9090.0}; !cmp.Equal(got, want) {
+			t.Errorf("Service ports %v, want %v", got, want)
+		}
+	})
+
+	t.Run("network policy as the base's", func(t *testing.T) {
+		base := readYAMLFile(t, "kubernetes/base/networkpolicy.yaml")
+		got := m.obj(t, "NetworkPolicy/toolwire")
+		for _, f := range []string{"policyTypes", "ingress", "egress"} {
+			if diff := cmp.Diff(get(base, "spec", f), get(got, "spec", f)); diff != "" {
+				t.Errorf("spec.%s (-base +chart):\n%s", f, diff)
+			}
+		}
+	})
+
+	t.Run("config as the base's", func(t *testing.T) {
+		base := readYAMLFile(t, "kubernetes/base/config.yaml")
+		got := m.config(t, release)
+		if diff := cmp.Diff(base, got); diff != "" {
+			t.Errorf("config.yaml (-base +chart):\n%s", diff)
+		}
+		for _, k := range []string{"auth", "policies", "audit_log", "rate_per_caller", "rate_burst", "store"} {
+			if _, ok := got[k]; ok {
+				t.Errorf("config.yaml has %s, which no default value sets", k)
+			}
+		}
+	})
+
+	t.Run("tokens Secret", func(t *testing.T) {
+		// No tokens and no OIDC: one generated caller, never an open server.
+		tokens := m.tokens(t, "toolwire-tokens")
+		if len(tokens) != 1 || len(tokens["default"]) < 32 {
+			t.Errorf("tokens of %q; want one caller \"default\" with a long random token", slices.Sorted(maps.Keys(tokens)))
+		}
+		if get(m.obj(t, "Secret/toolwire-tokens"), "type") != "Opaque" {
+			t.Error("the tokens Secret is not Opaque")
+		}
+		_, ctr := m.podSpec(t, release)
+		if !slices.Contains(strs(ctr["args"]), "--tokens-file=/etc/toolwire/tokens/tokens") {
+			t.Errorf("args %q lack --tokens-file", strs(ctr["args"]))
+		}
+	})
+
+	t.Run("pod disruption budget", func(t *testing.T) {
+		// The replicated overlay's.
+		base := readYAMLFile(t, "kubernetes/overlays/replicated/pdb.yaml")
+		if got, want := get(m.obj(t, "PodDisruptionBudget/toolwire"), "spec", "maxUnavailable"), get(base, "spec", "maxUnavailable"); got != want {
+			t.Errorf("maxUnavailable = %v, want the replicated overlay's %v", got, want)
+		}
+	})
+}
+
+// TestHelmEveryValue renders helm/test/all-values.yaml, which sets every
+// value, and checks that each lands where it must.
+func TestHelmEveryValue(t *testing.T) {
+	t.Parallel()
+	m := helmTemplate(t, helmBin(t), release, "-f", allValues)
+	const name = "tw" // fullnameOverride
+
+	want := []string{"ClusterRoleBinding/tw-toolwire-issuer-discovery", "ConfigMap/tw-config", "Deployment/tw", "HorizontalPodAutoscaler/tw", "NetworkPolicy/tw", "PodDisruptionBudget/tw", "Secret/tw-tokens", "Service/tw", "Service/tw-headless", "ServiceAccount/toolwire-server"}
+	if diff := cmp.Diff(want, m.kinds()); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+
+	t.Run("config", func(t *testing.T) {
+		got := m.config(t, name)
+		want := map[string]any{
+			"audit_log": "/var/log/toolwire/audit.log",
+			"auth": map[string]any{
+				"oidc": map[string]any{
+					"issuer":       "https://kubernetes.default.svc.cluster.local",
+					"audience":     "toolwire",
+					"jwks_url":     "https://kubernetes.default.svc/openid/v1/jwks",
+					"caller_claim": "sub",
+					"groups_claim": "kubernetes.io.namespace",
+				},
+				"groups":      map[string]any{"ci": []any{"builders"}},
+				"permissions": map[string]any{"*": map[string]any{"allow": []any{"read_file", "list_files"}}, "ci": map[string]any{"deny": []any{"run_command"}}},
+			},
+			"policies": []any{
+				map[string]any{"name": "builder-commands", "effect": "deny", "message": "only go, git and ls may run",
+					"when": `caller.id == "system:serviceaccount:agents:builder" && tool.name == "run_command" && !(args.argv[0] in ["go", "git", "ls"])`},
+				map[string]any{"name": "docs-only", "effect": "deny", "message": "write only under docs/",
+					"when": `tool.name == "write_file" && !args.path.startsWith("docs/")`},
+			},
+			"rate_per_caller":  20.0,
+			"rate_burst":       40.0,
+			"log_level":        "debug",
+			"log_format":       "json",
+			"drain_timeout":    "60s",
+			"max_parallel":     8.0,
+			"call_timeout":     "30s",
+			"max_call_timeout": "5m",
+			"sandbox":          map[string]any{"mode": "auto", "network": "deny", "read_only_paths": []any{"/usr", "/bin", "/lib", "/etc/ssl"}},
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("config.yaml (-want +got):\n%s", diff)
+		}
+	})
+
+	spec, ctr := m.podSpec(t, name)
+	t.Run("deployment", func(t *testing.T) {
+		d := m.obj(t, "Deployment/tw")
+		if r := get(d, "spec", "replicas"); r != nil {
+			t.Errorf("replicas = %v with autoscaling on; want none (the autoscaler owns the count)", r)
+		}
+		if got, want := ctr["image"], "registry.example.com/toolwire:v0.1.0"; got != want {
+			t.Errorf("image %v, want %v", got, want)
+		}
+		wantArgs := []string{"serve", "--config=/etc/toolwire/config.yaml", "--listen=0.0.0.0:50052", "--http-listen=0.0.0.0:8443",
+			"--health-listen=0.0.0.0:8082", "--admin-listen=0.0.0.0:9091", "--tokens-file=/etc/toolwire/tokens/tokens",
+			"--workspace=/workspace", "--store=redis://redis.toolwire-store:6380/1", "--max-connection-age=10m"}
+		if diff := cmp.Diff(wantArgs, strs(ctr["args"])); diff != "" {
+			t.Errorf("args (-want +got):\n%s", diff)
+		}
+		if got, want := portsByName(ctr["ports"], "containerPort"), map[string]any{"grpc": 50052.0, "http": 8443.0, "health": 8082.0, "metrics": 9091.0}; !cmp.Equal(got, want) {
+			t.Errorf("container ports %v, want %v", got, want)
+		}
+		for _, probe := range []string{"readinessProbe", "livenessProbe"} {
+			if p := get(ctr, probe, "grpc", "port"); p != 8082.0 {
+				t.Errorf("%s on port %v, want the health port 8082", probe, p)
+			}
+		}
+		if s := get(ctr, "readinessProbe", "grpc", "service"); s != "toolwire.v1.ToolService" {
+			t.Errorf("readiness asks for %v, want toolwire.v1.ToolService", s)
+		}
+		env := map[string]any{}
+		for _, e := range ctr["env"].([]any) {
+			env[fmt.Sprint(get(e, "name"))] = get(e, "value")
+		}
+		for k, v := range map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel-collector.observability:4317",
+			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+			"SSL_CERT_FILE":               "/etc/toolwire/kube-ca/ca.crt",
+			"GOMAXPROCS":                  "4",
+		} {
+			if env[k] != v {
+				t.Errorf("env %s = %v, want %q", k, env[k], v)
+			}
+		}
+		mounts := portsByName(ctr["volumeMounts"], "mountPath")
+		for k, v := range map[string]string{"audit": "/var/log/toolwire", "kube-ca": "/etc/toolwire/kube-ca", "tool-data": "/data", "workspace": "/workspace"} {
+			if mounts[k] != v {
+				t.Errorf("volume %s mounted at %v, want %s (mounts %v)", k, mounts[k], v, mounts)
+			}
+		}
+		volumes := map[string]any{}
+		for _, v := range spec["volumes"].([]any) {
+			volumes[fmt.Sprint(get(v, "name"))] = v
+		}
+		if got := get(volumes["kube-ca"], "configMap", "name"); got != "kube-root-ca.crt" {
+			t.Errorf("volume kube-ca from %v, want the ConfigMap kube-root-ca.crt", got)
+		}
+		if get(volumes["audit"], "emptyDir") == nil {
+			t.Errorf("volume audit %v, want an emptyDir", volumes["audit"])
+		}
+		if got := get(volumes["tokens"], "secret", "secretName"); got != "tw-tokens" {
+			t.Errorf("tokens from Secret %v, want tw-tokens", got)
+		}
+		if got := get(volumes["workspace"], "emptyDir", "sizeLimit"); got != "2Gi" {
+			t.Errorf("workspace sizeLimit %v, want 2Gi", got)
+		}
+		for field, want := range map[string]any{
+			"terminationGracePeriodSeconds": 75.0,
+			"serviceAccountName":            "toolwire-server",
+		} {
+			if spec[field] != want {
+				t.Errorf("%s = %v, want %v", field, spec[field], want)
+			}
+		}
+		for _, field := range []string{"nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "imagePullSecrets"} {
+			if spec[field] == nil {
+				t.Errorf("the pod spec lacks %s", field)
+			}
+		}
+		for _, a := range []string{"checksum/config", "checksum/tokens"} {
+			if s, _ := get(d, "spec", "template", "metadata", "annotations", a).(string); len(s) != 64 {
+				t.Errorf("pod annotation %s = %q, want a SHA-256 that rolls the pods when it changes", a, s)
+			}
+		}
+		if get(d, "spec", "template", "metadata", "labels", "toolwire.dev/tier") != "tools" || get(d, "spec", "template", "metadata", "annotations", "example.com/scrape") != "yes" {
+			t.Error("podLabels or podAnnotations missing")
+		}
+		if get(ctr, "securityContext", "capabilities", "add") != nil || get(spec, "securityContext", "runAsNonRoot") != true {
+			t.Error("the pod is not restricted with sessionUIDs off")
+		}
+	})
+
+	t.Run("services", func(t *testing.T) {
+		if got, want := portsByName(get(m.obj(t, "Service/tw"), "spec", "ports"), "port"), map[string]any{"grpc": 50052.0, "http": 8443.0, "metrics": 9091.0}; !cmp.Equal(got, want) {
+			t.Errorf("Service ports %v, want %v", got, want)
+		}
+		ann := get(m.obj(t, "Service/tw"), "metadata", "annotations")
+		if get(ann, "prometheus.io/port") != "9091" || get(ann, "example.com/team") != "agents" {
+			t.Errorf("Service annotations %v: want prometheus.io/port 9091 and example.com/team", ann)
+		}
+		if got, want := portsByName(get(m.obj(t, "Service/tw-headless"), "spec", "ports"), "port"), map[string]any{"grpc": 50052.0}; !cmp.Equal(got, want) {
+			t.Errorf("headless Service ports %v, want %v", got, want)
+		}
+	})
+
+	t.Run("network policy", func(t *testing.T) {
+		np := m.obj(t, "NetworkPolicy/tw")
+		var egress []string
+		for _, rule := range get(np, "spec", "egress").([]any) {
+			to, _ := json.Marshal(get(rule, "to"))
+			for _, p := range get(rule, "ports").([]any) {
+				egress = append(egress, fmt.Sprintf("%v/%v to %s", get(p, "protocol"), get(p, "port"), to))
+			}
+		}
+		want := []string{
+			"UDP/53 to null", "TCP/53 to null", // DNS
+			"TCP/6380 to null",                                                                     // the Redis store
+			"TCP/4317 to [{\"namespaceSelector\":{}}]", "TCP/4318 to [{\"namespaceSelector\":{}}]", // OTLP
+			"TCP/443 to null", "TCP/6443 to null", // the API server as issuer
+			"TCP/443 to [{\"ipBlock\":{\"cidr\":\"203.0.113.0/24\"}}]", // extraEgress
+		}
+		if diff := cmp.Diff(want, egress); diff != "" {
+			t.Errorf("egress (-want +got):\n%s", diff)
+		}
+		metrics := get(np, "spec", "ingress", 1, "from", 0, "namespaceSelector", "matchExpressions", 0, "values")
+		if diff := cmp.Diff([]any{"monitoring", "observability"}, metrics); diff != "" {
+			t.Errorf("metrics namespaces (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("tokens, PDB, autoscaler, issuer discovery", func(t *testing.T) {
+		if diff := cmp.Diff(map[string]string{"ci": "0123456789abcdef0123456789abcdef", "ops": "fedcba9876543210fedcba9876543210"}, m.tokens(t, "tw-tokens")); diff != "" {
+			t.Errorf("tokens (-want +got):\n%s", diff)
+		}
+		if got := get(m.obj(t, "PodDisruptionBudget/tw"), "spec", "maxUnavailable"); got != 2.0 {
+			t.Errorf("PDB maxUnavailable %v, want 2", got)
+		}
+		hpa := m.obj(t, "HorizontalPodAutoscaler/tw")
+		if get(hpa, "spec", "minReplicas") != 4.0 || get(hpa, "spec", "maxReplicas") != 10.0 || get(hpa, "spec", "scaleTargetRef", "name") != "tw" ||
+			get(hpa, "spec", "metrics", 0, "resource", "target", "averageUtilization") != 60.0 {
+			t.Errorf("autoscaler spec %v", get(hpa, "spec"))
+		}
+		crb := m.obj(t, "ClusterRoleBinding/tw-toolwire-issuer-discovery")
+		if get(crb, "roleRef", "name") != "system:service-account-issuer-discovery" || get(crb, "subjects", 0, "name") != "system:unauthenticated" {
+			t.Errorf("issuer discovery binding %v", crb)
+		}
+		if get(m.obj(t, "ServiceAccount/toolwire-server"), "metadata", "annotations", "example.com/owner") != "platform" {
+			t.Error("serviceAccount.annotations missing")
+		}
+	})
+}
+
+// TestHelmOnlyWhenSet checks that the server's settings reach its config
+// file only when set, each alone.
+func TestHelmOnlyWhenSet(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	base := readYAMLFile(t, "kubernetes/base/config.yaml")
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]any // what the config has beyond the base's
+	}{
+		{"oidc issuer and audience", []string{"--set", "auth.oidc.issuer=https://issuer.example.com", "--set", "auth.oidc.audience=toolwire"},
+			map[string]any{"auth": map[string]any{"oidc": map[string]any{"issuer": "https://issuer.example.com", "audience": "toolwire"}}}},
+		{"oidc claims", []string{"--set", "auth.oidc.caller_claim=email", "--set", "auth.oidc.groups_claim=groups", "--set", "auth.oidc.jwks_url=https://issuer.example.com/keys"},
+			map[string]any{"auth": map[string]any{"oidc": map[string]any{"caller_claim": "email", "groups_claim": "groups", "jwks_url": "https://issuer.example.com/keys"}}}},
+		{"empty policies", []string{"--set-json", "policies=[]"}, nil},
+		{"a policy", []string{"--set-json", `policies=[{"name":"no-curl","when":"tool.name == \"run_command\" && args.argv[0] == \"curl\"","effect":"deny","message":"no curl"}]`},
+			map[string]any{"policies": []any{map[string]any{"name": "no-curl", "when": `tool.name == "run_command" && args.argv[0] == "curl"`, "effect": "deny", "message": "no curl"}}}},
+		{"audit log to stdout", []string{"--set", "audit_log=-"}, map[string]any{"audit_log": "-"}},
+		{"rate per caller", []string{"--set", "rate_per_caller=0.5"}, map[string]any{"rate_per_caller": 0.5}},
+		{"rate burst", []string{"--set", "rate_burst=10"}, map[string]any{"rate_burst": 10.0}},
+		{"zero rate", []string{"--set", "rate_per_caller=0", "--set", "rate_burst=0"}, map[string]any{"rate_per_caller": 0.0, "rate_burst": 0.0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := helmTemplate(t, bin, release, tc.args...)
+			want := map[string]any{}
+			for k, v := range base {
+				want[k] = v
+			}
+			for k, v := range tc.want {
+				want[k] = v
+			}
+			if diff := cmp.Diff(want, m.config(t, release)); diff != "" {
+				t.Errorf("config.yaml (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	t.Run("no http port", func(t *testing.T) {
+		t.Parallel()
+		m := helmTemplate(t, bin, release, "--set", "http.enabled=false")
+		_, ctr := m.podSpec(t, release)
+		if slices.ContainsFunc(strs(ctr["args"]), func(a string) bool { return strings.HasPrefix(a, "--http-listen") }) {
+			t.Errorf("args %q serve the HTTP port", strs(ctr["args"]))
+		}
+		for what, ports := range map[string]map[string]any{
+			"container": portsByName(ctr["ports"], "containerPort"),
+			"Service":   portsByName(get(m.obj(t, "Service/toolwire"), "spec", "ports"), "port"),
+		} {
+			if _, ok := ports["http"]; ok {
+				t.Errorf("the %s still has the port http", what)
+			}
+		}
+		if bytes.Contains(m.yaml, []byte("port: http\n")) {
+			t.Error("the NetworkPolicy still names the port http")
+		}
+	})
+
+	t.Run("existing tokens Secret", func(t *testing.T) {
+		t.Parallel()
+		m := helmTemplate(t, bin, release, "--set", "tokens.existingSecret=toolwire-tokens-by-hand")
+		if _, ok := m.objs["Secret/toolwire-tokens"]; ok {
+			t.Error("the chart rendered a Secret although tokens.existingSecret names one")
+		}
+		spec, _ := m.podSpec(t, release)
+		if !bytes.Contains(m.yaml, []byte("secretName: toolwire-tokens-by-hand")) {
+			t.Errorf("the pods do not mount the existing Secret: volumes %v", spec["volumes"])
+		}
+	})
+
+	t.Run("oidc alone: no generated token", func(t *testing.T) {
+		t.Parallel()
+		m := helmTemplate(t, bin, release, "-f", exampleValues)
+		if tokens := m.tokens(t, "toolwire-tokens"); len(tokens) != 0 {
+			t.Errorf("with auth.oidc and no tokens.callers the tokens file has %d callers, want none", len(tokens))
+		}
+	})
+}
+
+// TestHelmSessionUIDs checks that sandbox.sessionUIDs makes of the pod
+// what components/session-uids makes of the base's: each of the
+// component's JSON patch operations holds in the chart's Deployment.
+func TestHelmSessionUIDs(t *testing.T) {
+	t.Parallel()
+	m := helmTemplate(t, helmBin(t), release, "--set", "sandbox.sessionUIDs.enabled=true")
+	d := m.obj(t, "Deployment/toolwire")
+
+	var k struct {
+		Patches []struct{ Patch string }
+	}
+	b, err := os.ReadFile("kubernetes/components/session-uids/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &k); err != nil || len(k.Patches) != 1 {
+		t.Fatalf("components/session-uids: want one patch (%v)", err)
+	}
+	var ops []struct {
+		Op, Path string
+		Value    any
+	}
+	if err := yaml.Unmarshal([]byte(k.Patches[0].Patch), &ops); err != nil || len(ops) == 0 {
+		t.Fatalf("components/session-uids: patch: %v", err)
+	}
+	for _, op := range ops {
+		var path []any
+		for _, p := range strings.Split(strings.TrimPrefix(op.Path, "/"), "/") {
+			var i int
+			if _, err := fmt.Sscanf(p, "%d", &i); err == nil && fmt.Sprint(i) == p {
+				path = append(path, i)
+			} else {
+				path = append(path, p)
+			}
+		}
+		switch {
+		case op.Op == "replace":
+			if diff := cmp.Diff(op.Value, get(d, path...)); diff != "" {
+				t.Errorf("%s (-component +chart):\n%s", op.Path, diff)
+			}
+		case op.Op == "add" && path[len(path)-1] == "-":
+			if list := strs(get(d, path[:len(path)-1]...)); !slices.Contains(list, fmt.Sprint(op.Value)) {
+				t.Errorf("%s: %q lacks %v", op.Path, list, op.Value)
+			}
+		default:
+			t.Errorf("the component has an operation this test cannot check: %s %s", op.Op, op.Path)
+		}
+	}
+	_, ctr := m.podSpec(t, release)
+	for f, want := range map[string]any{"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "privileged": false} {
+		if got := get(ctr, "securityContext", f); got != want {
+			t.Errorf("securityContext.%s = %v, want %v as the component keeps it", f, got, want)
+		}
+	}
+	if got := get(d, "spec", "template", "spec", "securityContext", "seccompProfile", "type"); got != "RuntimeDefault" {
+		t.Errorf("seccompProfile %v, want RuntimeDefault", got)
+	}
+}
+
+// TestHelmRefuses checks the values the chart refuses, with a reason.
+func TestHelmRefuses(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for name, tc := range map[string]struct {
+		args []string
+		want string
+	}{
+		"short token":            {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
+		"relative audit log":     {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
+		"audit log in workspace": {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
+		"audit log in /tmp":      {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
+		"audit log at the root":  {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := runHelm(t, bin, append([]string{"template", release, chartDir}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template %q: %v; want an error saying %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmExampleAsDocumented holds docs/deploy.md's blocks of the worked
+// example to the example's files: each key of the page's values block is
+// the example values file's, and the page's volume is the agent pod's.
+func TestHelmExampleAsDocumented(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc, example map[string]any
+	if err := yaml.Unmarshal([]byte(docYAML(t, string(page), "auth:\n  oidc:")), &doc); err != nil {
+		t.Fatal(err)
+	}
+	example = readYAMLFile(t, exampleValues)
+	for k, v := range doc {
+		if k == "kubernetesIssuer" || k == "auth" {
+			// The page shows a part of these: compare what it shows.
+			for kk, vv := range v.(map[string]any) {
+				if diff := cmp.Diff(vv, get(example, k, kk)); diff != "" {
+					t.Errorf("%s.%s: docs/deploy.md differs from %s (-page +file):\n%s", k, kk, exampleValues, diff)
+				}
+			}
+			continue
+		}
+		if diff := cmp.Diff(v, example[k]); diff != "" {
+			t.Errorf("%s: docs/deploy.md differs from %s (-page +file):\n%s", k, exampleValues, diff)
+		}
+	}
+
+	var docVolumes struct{ Volumes []any }
+	if err := yaml.Unmarshal([]byte(docYAML(t, string(page), "volumes:\n  - name: toolwire-token")), &docVolumes); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("helm/examples/agent-pod.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var podVolumes any
+	for _, d := range docSeparator.Split(string(b), -1) {
+		var obj map[string]any
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if obj["kind"] == "Pod" {
+			podVolumes = get(obj, "spec", "volumes")
+		}
+	}
+	if diff := cmp.Diff(any(docVolumes.Volumes), podVolumes); diff != "" {
+		t.Errorf("the token volume of docs/deploy.md differs from agent-pod.yaml's (-page +file):\n%s", diff)
+	}
+}

@@ -1,0 +1,153 @@
+package otelobserver_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/engine/otelobserver"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// run runs req on an engine observed by obs, over the diag tools.
+func run(t *testing.T, obs engine.Observer, req *toolwirev1.ExecuteBatchRequest) {
+	t.Helper()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: obs})
+	defer e.Close()
+	if err := e.Run(context.Background(), reg.Snapshot(), req, engine.SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func calls(cs ...*toolwirev1.ToolCall) *toolwirev1.ExecuteBatchRequest {
+	return &toolwirev1.ExecuteBatchRequest{Calls: cs}
+}
+
+func call(id, name, args string) *toolwirev1.ToolCall {
+	return &toolwirev1.ToolCall{CallId: id, Name: name, Arguments: args}
+}
+
+// TestChosenOnce: nothing without a provider that records, OpenTelemetry's
+// no-op ones included, and the execute_tool spans of a plain Run with one.
+func TestChosenOnce(t *testing.T) {
+	t.Parallel()
+	if o := otelobserver.New(nil, nil, false); o != nil {
+		t.Errorf("New(nil, nil) = %T; want nil", o)
+	}
+	if o := otelobserver.New(tracenoop.NewTracerProvider(), metricnoop.NewMeterProvider(), false); o != nil {
+		t.Errorf("New of the no-op providers = %T; want nil", o)
+	}
+	spans := tracetest.NewSpanRecorder()
+	run(t, otelobserver.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)), nil, false), calls(call("a", "echo", `{"text":"hi"}`)))
+	var names []string
+	for _, s := range spans.Ended() {
+		names = append(names, s.Name())
+	}
+	if len(names) != 2 || names[0] != "execute_tool echo" || names[1] != "execute_batch" {
+		t.Errorf("spans %q; want execute_tool echo, then execute_batch", names)
+	}
+}
+
+// TestSkippedCallsGetSpans: calls that never start, here skipped after a
+// failure with stop_on_error, still get their execute_tool span, a child
+// of the batch's.
+func TestSkippedCallsGetSpans(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	req := calls(call("f1", "fail", `{"message":"no"}`), call("s1", "echo", `{"text":"never"}`))
+	req.Options = &toolwirev1.BatchOptions{StopOnError: true}
+	run(t, otelobserver.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), nil, false), req)
+	spans := rec.Ended()
+	batch := only(t, spans, "execute_batch")
+	s := only(t, spans, "execute_tool echo")
+	a := attrs(s)
+	if a["error.type"].AsString() != "skipped" || a["toolwire.call.ran"].AsBool() || a["toolwire.lane.index"].AsInt64() != 1 ||
+		s.Parent().SpanID() != batch.SpanContext().SpanID() || s.Status().Code != otelcodes.Error {
+		t.Errorf("skipped call's span: attributes %v, parent %v, status %v", a, s.Parent().SpanID(), s.Status())
+	}
+	if ba := attrs(batch); ba["toolwire.batch.skipped"].AsInt64() != 1 {
+		t.Errorf("batch attributes %v; want one skipped", ba)
+	}
+}
+
+// TestLongNamesAreBounded: a call naming a tool of a megabyte makes spans
+// whose names and attributes stay short (the engine cuts the name once).
+func TestLongNamesAreBounded(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	run(t, otelobserver.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), nil, false),
+		calls(call("a", strings.Repeat("x", 1<<20), `{}`), call("b", "echo", `{"text":"ok"}`)))
+	for _, sp := range rec.Ended() {
+		if len(sp.Name()) > 200 {
+			t.Errorf("span name of %d bytes", len(sp.Name()))
+		}
+		for _, a := range sp.Attributes() {
+			if v := a.Value.Emit(); len(v) > 300 {
+				t.Errorf("span %.40q: attribute %s of %d bytes", sp.Name(), a.Key, len(v))
+			}
+		}
+	}
+}
+
+// TestStreamEndedIsCounted: StreamEnded counts toolwire.streams.ended by
+// reason.
+func TestStreamEndedIsCounted(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	obs := otelobserver.New(nil, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), false)
+	obs.StreamEnded(context.Background(), &engine.BatchInfo{ID: "b"}, "max_buffered_bytes")
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "toolwire.streams.ended" {
+				for _, dp := range sum.DataPoints {
+					if r, _ := dp.Attributes.Value("toolwire.stream.end_reason"); r.AsString() == "max_buffered_bytes" && dp.Value == 1 {
+						return
+					}
+				}
+			}
+		}
+	}
+	t.Errorf("no toolwire.streams.ended{max_buffered_bytes} = 1 in %+v", rm)
+}
+
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, a := range s.Attributes() {
+		m[a.Key] = a.Value
+	}
+	return m
+}
+
+func only(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found []sdktrace.ReadOnlySpan
+	for _, s := range spans {
+		if s.Name() == name {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d spans named %q; want 1", len(found), name)
+	}
+	return found[0]
+}

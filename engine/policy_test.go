@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// policyFunc is a Policy from a function.
+type policyFunc func(caller *Identity, t *tools.Tool, args json.RawMessage) Verdict
+
+func (f policyFunc) Evaluate(_ context.Context, caller *Identity, t *tools.Tool, args json.RawMessage) Verdict {
+	return f(caller, t, args)
+}
+
+// TestPolicyRefusesByArguments: the policy step sees the caller's identity,
+// the tool and the validated arguments; a call it denies gets NOT_PERMITTED
+// with the rule's message and its name in details, is not run, and the
+// batch goes on; an unknown tool or invalid arguments never reach it.
+func TestPolicyRefusesByArguments(t *testing.T) {
+	t.Parallel()
+	var ran, asked atomic.Int32
+	shout := tools.MustTyped("shout", "returns the text", func(_ context.Context, _ *tools.Call, in struct {
+		Text string `json:"text"`
+	}) (*tools.Result, any, error) {
+		ran.Add(1)
+		return tools.Text(in.Text), nil, nil
+	})
+	pol := policyFunc(func(caller *Identity, tl *tools.Tool, args json.RawMessage) Verdict {
+		asked.Add(1)
+		var a struct{ Text string }
+		_ = json.Unmarshal(args, &a)
+		if tl.Name == "shout" && a.Text == "rm" && caller.ID == "alice" {
+			return Verdict{Deny: true, Rule: "no-rm", Message: "only harmless words may be shouted"}
+		}
+		return Verdict{}
+	})
+	te := newTestBed(t, Config{Policy: pol}, shout)
+	res := results(t, te.runAs(t, "alice", calls(
+		call("ok", "shout", `{"text":"hi"}`),
+		call("denied", "shout", `{"text":"rm"}`),
+		call("unknown", "nope", `{}`),
+		call("invalid", "shout", `{"text":7}`),
+		call("after", "shout", `{"text":"still runs"}`))))
+	if text(res["ok"]) != "hi" || text(res["after"]) != "still runs" {
+		t.Errorf("allowed calls: %q, %q", text(res["ok"]), text(res["after"]))
+	}
+	d := res["denied"]
+	if d.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED || !strings.Contains(text(d), `policy "no-rm": only harmless words may be shouted`) || d.GetDetails() != `{"policy":"no-rm"}` {
+		t.Errorf("denied call: %v %q details %q", d.GetErrorKind(), text(d), d.GetDetails())
+	}
+	if ran.Load() != 2 {
+		t.Errorf("the tool ran %d times; want the two allowed calls only", ran.Load())
+	}
+	if asked.Load() != 3 {
+		t.Errorf("the policy was asked %d times; want 3 (an unknown tool and invalid arguments end before it)", asked.Load())
+	}
+	// bob's identity does not match the rule.
+	if r := results(t, te.runAs(t, "bob", calls(call("b", "shout", `{"text":"rm"}`))))["b"]; text(r) != "rm" {
+		t.Errorf("bob's call: %v", r)
+	}
+}

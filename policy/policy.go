@@ -1,0 +1,296 @@
+// Package policy decides, call by call, what a caller may do with a tool's
+// arguments: rules in CEL (cel.dev/cel-go) over the caller's identity, the
+// tool and the validated arguments, such as
+//
+//	tool.name == "run_command" && !(args.argv[0] in ["go", "git", "ls"])
+//
+// A Set is an engine.Policy: the engine asks it after a call's arguments
+// are validated and before the call takes an idempotency key or a slot.
+// Rules are compiled and type-checked when the configuration is loaded, so
+// a rule that cannot run is an error naming it and the position in its
+// expression; evaluation is bounded by CEL's cost limit. Live holds the
+// Set in force, which a reload swaps.
+//
+// It knows no transport: it must not import gRPC or any surface.
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/interpreter"
+	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// Rule is one entry of the config's "policies" list.
+type Rule struct {
+	// Name names the rule in results (details), logs and errors.
+	Name string `json:"name"`
+	// When is the rule's condition, a CEL expression of type bool over
+	// caller (id, groups, claims, method), tool (name, source,
+	// annotations: read_only, destructive, idempotent, open_world) and
+	// args (the call's validated arguments, a JSON object).
+	When string `json:"when"`
+	// Effect is what the rule does to a call its condition holds for:
+	// "allow" (the call goes on; later rules are not asked) or "deny".
+	Effect string `json:"effect"`
+	// Message is what the model reads of a denied call: say what is
+	// allowed instead.
+	Message string `json:"message"`
+}
+
+// Config is the policy feature's configuration: the config file's
+// "policies" list, asked in order.
+type Config struct {
+	Policies []Rule `json:"policies"`
+}
+
+// The effects a rule may have.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+)
+
+// CostLimit bounds the work of evaluating one rule with loops or regular
+// expressions (see mayRunAway) for one call, in CEL's cost units (about
+// one per operation, more for walking lists and strings); an evaluation
+// that passes it fails, which denies the call when the rule denies (see
+// Set.Evaluate).
+const CostLimit = 100_000
+
+// Set is a compiled list of rules. The zero Set (no rules) allows every
+// call. It is safe for concurrent use.
+type Set struct {
+	rules []compiled
+}
+
+type compiled struct {
+	Rule
+	prg cel.Program
+}
+
+// env is the CEL environment every rule is compiled in.
+var env = func() *cel.Env {
+	e, err := cel.NewEnv(
+		cel.Variable("caller", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("tool", cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable("args", cel.MapType(cel.StringType, cel.DynType)),
+	)
+	if err != nil {
+		panic(err) // the declarations are constants
+	}
+	return e
+}()
+
+// compileMu makes compiling one rule at a time: cel-go's type checker
+// (v0.33) clones the shared Env's declarations for a comprehension without
+// a lock, which the race detector catches when two Compiles run at once.
+// Compiling happens at start and on reload, so the lock costs nothing on a
+// call's path.
+var compileMu sync.Mutex
+
+// Compile compiles and type-checks rules, in order. An error names the
+// first bad rule and, for an expression, CEL's description of what is
+// wrong and where ("ERROR: <input>:1:12: undeclared reference to 'arg'").
+func Compile(rules []Rule) (*Set, error) {
+	s := &Set{}
+	seen := make(map[string]bool, len(rules))
+	for i, r := range rules {
+		switch {
+		case r.Name == "":
+			return nil, fmt.Errorf("policies[%d]: the rule has no name", i)
+		case seen[r.Name]:
+			return nil, fmt.Errorf("policy %q: two rules have this name", r.Name)
+		case r.Effect != Allow && r.Effect != Deny:
+			return nil, fmt.Errorf("policy %q: effect %q: want %q or %q", r.Name, r.Effect, Allow, Deny)
+		case r.Effect == Deny && r.Message == "":
+			return nil, fmt.Errorf("policy %q: a deny rule needs a message: the model reads it to know what to do instead", r.Name)
+		case strings.TrimSpace(r.When) == "":
+			return nil, fmt.Errorf("policy %q: when is empty", r.Name)
+		}
+		seen[r.Name] = true
+		compileMu.Lock() // cel-go's checker races with itself on a shared Env (comprehensions)
+		ast, iss := env.Compile(r.When)
+		compileMu.Unlock()
+		if iss.Err() != nil {
+			return nil, fmt.Errorf("policy %q: %s", r.Name, iss.Err())
+		}
+		if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
+			return nil, fmt.Errorf("policy %q: when is of type %s; want bool", r.Name, t)
+		}
+		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+		if mayRunAway(ast) {
+			opts = append(opts, cel.CostLimit(CostLimit))
+		}
+		prg, err := env.Program(ast, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %v", r.Name, err)
+		}
+		s.rules = append(s.rules, compiled{Rule: r, prg: prg})
+	}
+	return s, nil
+}
+
+// mayRunAway reports whether a rule's work can grow faster than its
+// arguments' size: a comprehension (all, exists, map, filter: loops, which
+// nest), or a regular expression. Those are evaluated under CostLimit;
+// the rest, whose work is linear in the arguments (bounded by
+// max_argument_bytes), without the cost tracking, which is most of a
+// simple rule's cost.
+func mayRunAway(a *cel.Ast) bool {
+	found := false
+	celast.PreOrderVisit(a.NativeRep().Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		switch e.Kind() {
+		case celast.ComprehensionKind:
+			found = true
+		case celast.CallKind:
+			if e.AsCall().FunctionName() == "matches" {
+				found = true
+			}
+		}
+	}))
+	return found
+}
+
+// Len is the number of rules in s; 0 for nil.
+func (s *Set) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.rules)
+}
+
+// Evaluate implements engine.Policy: the rules are asked in order, and the
+// first whose condition holds decides; when none does, the call goes on.
+// A rule whose evaluation fails (a missing argument, the cost limit) is
+// treated as holding when it denies and as not holding when it allows,
+// so an error never lets through what a rule meant to stop.
+func (s *Set) Evaluate(_ context.Context, caller *engine.Identity, t *tools.Tool, args json.RawMessage) engine.Verdict {
+	if s == nil || len(s.rules) == 0 {
+		return engine.Verdict{}
+	}
+	vars, err := activation(caller, t, args)
+	var act interpreter.Activation
+	if err == nil {
+		// One activation for every rule: Eval of a map would make one
+		// per rule.
+		act, err = interpreter.NewActivation(vars)
+	}
+	for _, r := range s.rules {
+		var holds bool
+		if err == nil {
+			holds, err = evalBool(r.prg, act)
+		}
+		if err != nil {
+			if r.Effect == Deny {
+				return engine.Verdict{Deny: true, Rule: r.Name, Message: r.Message + " (the policy could not be evaluated: " + err.Error() + ")"}
+			}
+			err = nil // the next rule starts afresh
+			continue
+		}
+		if holds {
+			return engine.Verdict{Deny: r.Effect == Deny, Rule: r.Name, Message: r.Message}
+		}
+	}
+	return engine.Verdict{}
+}
+
+// evalBool runs a rule's program over act.
+func evalBool(prg cel.Program, act interpreter.Activation) (bool, error) {
+	val, _, err := prg.Eval(act)
+	if err != nil {
+		return false, err
+	}
+	b, ok := val.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("the condition gave %v, not a bool", val)
+	}
+	return b, nil
+}
+
+// activation is what a rule sees of a call.
+func activation(caller *engine.Identity, t *tools.Tool, args json.RawMessage) (map[string]any, error) {
+	var a map[string]any
+	if len(args) > 0 {
+		if err := json.Unmarshal(args, &a); err != nil {
+			return nil, fmt.Errorf("the arguments are not a JSON object: %w", err)
+		}
+	}
+	if a == nil {
+		a = map[string]any{}
+	}
+	groups := caller.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	claims := caller.Claims
+	if claims == nil {
+		claims = map[string]any{}
+	}
+	return map[string]any{
+		"caller": map[string]any{"id": caller.ID, "groups": groups, "claims": claims, "method": caller.Method},
+		"tool": map[string]any{"name": t.Name, "source": sourceName(t.Source), "annotations": map[string]any{
+			"read_only": t.Annotations.ReadOnly, "destructive": t.Annotations.Destructive,
+			"idempotent": t.Annotations.Idempotent, "open_world": t.Annotations.OpenWorld,
+		}},
+		"args": a,
+	}, nil
+}
+
+// sourceName is tool.source in a rule.
+func sourceName(s tools.Source) string {
+	switch s {
+	case tools.SourceBuiltin, 0:
+		return "builtin"
+	case tools.SourceHTTP:
+		return "http"
+	case tools.SourceMCP:
+		return "mcp"
+	case tools.SourceRemote:
+		return "remote"
+	}
+	return "other"
+}
+
+// Live is the Set in force, which Swap replaces (a config reload); it is
+// the engine.Policy a server runs with. The zero Live allows every call.
+type Live struct {
+	set atomic.Pointer[Set]
+}
+
+// Swap puts s in force, and reports whether its rules differ from those
+// it replaces.
+func (l *Live) Swap(s *Set) bool {
+	old := l.set.Swap(s)
+	return !sameRules(old, s)
+}
+
+func sameRules(a, b *Set) bool {
+	if a.Len() != b.Len() {
+		return false
+	}
+	for i := range a.Len() {
+		if a.rules[i].Rule != b.rules[i].Rule {
+			return false
+		}
+	}
+	return true
+}
+
+// Evaluate implements engine.Policy with the Set in force.
+func (l *Live) Evaluate(ctx context.Context, caller *engine.Identity, t *tools.Tool, args json.RawMessage) engine.Verdict {
+	return l.set.Load().Evaluate(ctx, caller, t, args)
+}
+
+// Check reports what is wrong with c's rules, compiling them.
+func (c Config) Check() error {
+	_, err := Compile(c.Policies)
+	return err
+}

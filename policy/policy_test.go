@@ -1,0 +1,222 @@
+package policy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/toolwire/toolwire/engine"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+)
+
+var (
+	runCommand = &tools.Tool{Name: "run_command", Annotations: tools.Annotations{Destructive: true}}
+	readFile   = &tools.Tool{Name: "read_file", Source: tools.SourceBuiltin, Annotations: tools.Annotations{ReadOnly: true}}
+	payments   = &tools.Tool{Name: "payments_charge", Source: tools.SourceHTTP, Annotations: tools.Annotations{OpenWorld: true}}
+	builder    = &engine.Identity{ID: "system:serviceaccount:agents:builder", Groups: []string{"agents"}, Method: engine.MethodJWT,
+		Claims: map[string]any{"kubernetes.io": map[string]any{"namespace": "agents"}}}
+	alice = &engine.Identity{ID: "alice", Groups: []string{"humans", "admins"}, Method: engine.MethodToken}
+)
+
+func mustCompile(t testing.TB, rules ...policy.Rule) *policy.Set {
+	t.Helper()
+	s, err := policy.Compile(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTheDocumentedExample: the issue's and the docs' example does what it
+// says.
+func TestTheDocumentedExample(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, policy.Rule{Name: "commands", Effect: policy.Deny, Message: "only go, git and ls may run",
+		When: `tool.name == "run_command" && !(args.argv[0] in ["go", "git", "ls"])`})
+	for argv, deny := range map[string]bool{`["git","status"]`: false, `["go","test"]`: false, `["curl","evil.example"]`: true, `["sh","-c","git"]`: true} {
+		v := s.Evaluate(context.Background(), builder, runCommand, json.RawMessage(`{"argv":`+argv+`}`))
+		if v.Deny != deny || (deny && (v.Rule != "commands" || v.Message != "only go, git and ls may run")) {
+			t.Errorf("argv %s: %+v; want deny %v", argv, v, deny)
+		}
+	}
+	if v := s.Evaluate(context.Background(), builder, readFile, json.RawMessage(`{"path":"a"}`)); v.Deny {
+		t.Errorf("another tool: %+v", v)
+	}
+}
+
+// TestRulesSeeCallerToolAndArgs: every variable a rule may read, and the
+// first rule that holds decides.
+func TestRulesSeeCallerToolAndArgs(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t,
+		policy.Rule{Name: "admins", Effect: policy.Allow, When: `"admins" in caller.groups`},
+		policy.Rule{Name: "amounts", Effect: policy.Deny, Message: "charges of 100 or more need a human",
+			When: `tool.source == "http" && tool.annotations.open_world && args.amount >= 100`},
+		policy.Rule{Name: "docs-only", Effect: policy.Deny, Message: "read only under docs/",
+			When: `tool.name == "read_file" && caller.claims["kubernetes.io"].namespace == "agents" && !args.path.startsWith("docs/")`},
+		policy.Rule{Name: "jwt-only-destroys", Effect: policy.Deny, Message: "only service accounts may run commands",
+			When: `tool.annotations.destructive && caller.method != "jwt"`},
+	)
+	for _, c := range []struct {
+		who  *engine.Identity
+		tool *tools.Tool
+		args string
+		rule string // "" when allowed
+	}{
+		{builder, payments, `{"amount":99}`, ""},
+		{builder, payments, `{"amount":100}`, "amounts"},
+		{alice, payments, `{"amount":5000}`, ""}, // admins first
+		{builder, readFile, `{"path":"docs/a.md"}`, ""},
+		{builder, readFile, `{"path":"secrets/key"}`, "docs-only"},
+		{&engine.Identity{ID: "bob"}, runCommand, `{"argv":["ls"]}`, "jwt-only-destroys"},
+		{builder, runCommand, `{"argv":["ls"]}`, ""},
+	} {
+		v := s.Evaluate(context.Background(), c.who, c.tool, json.RawMessage(c.args))
+		if v.Deny != (c.rule != "") || (c.rule != "" && v.Rule != c.rule) {
+			t.Errorf("%s calling %s %s: %+v; want rule %q", c.who.ID, c.tool.Name, c.args, v, c.rule)
+		}
+	}
+}
+
+// TestEvaluationErrorsFailClosed: a deny rule that cannot be evaluated (a
+// missing argument, the cost limit) denies, saying why; an allow rule that
+// cannot be evaluated does not allow.
+func TestEvaluationErrorsFailClosed(t *testing.T) {
+	t.Parallel()
+	deny := mustCompile(t, policy.Rule{Name: "argv", Effect: policy.Deny, Message: "only git", When: `args.argv[0] != "git"`})
+	v := deny.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`))
+	if !v.Deny || !strings.Contains(v.Message, "could not be evaluated") {
+		t.Errorf("a deny rule over a missing argument: %+v; want it to deny, saying why", v)
+	}
+	allow := mustCompile(t,
+		policy.Rule{Name: "allow-broken", Effect: policy.Allow, When: `args.missing == 1`},
+		policy.Rule{Name: "then-deny", Effect: policy.Deny, Message: "no", When: `true`})
+	if v := allow.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`)); !v.Deny || v.Rule != "then-deny" {
+		t.Errorf("an allow rule that errs: %+v; want the next rule to decide", v)
+	}
+	// The cost limit: a quadratic walk of a long list.
+	costly := mustCompile(t, policy.Rule{Name: "costly", Effect: policy.Deny, Message: "too costly",
+		When: `args.xs.exists(x, args.xs.exists(y, x + y == -1))`})
+	xs := make([]int, 2000)
+	b, _ := json.Marshal(map[string]any{"xs": xs})
+	if v := costly.Evaluate(context.Background(), alice, runCommand, b); !v.Deny || !strings.Contains(v.Message, "cost") {
+		t.Errorf("a rule over its cost limit: %+v; want it to deny, naming the limit", v)
+	}
+}
+
+// TestCompileErrors: a rule that cannot run is refused at load, naming the
+// rule and, for an expression, the position.
+func TestCompileErrors(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		rules []policy.Rule
+		want  string
+	}{
+		{[]policy.Rule{{Name: "typo", Effect: policy.Deny, Message: "m", When: `tool.name == "x" && arg.y`}}, `policy "typo": ERROR: <input>:1:21: undeclared reference to 'arg' (did you mean 'args'?)`},
+		{[]policy.Rule{{Name: "syntax", Effect: policy.Deny, Message: "m", When: `tool.name ==`}}, `policy "syntax": ERROR: <input>:1:`},
+		{[]policy.Rule{{Name: "not-bool", Effect: policy.Deny, Message: "m", When: `"text"`}}, `policy "not-bool": when is of type string; want bool`},
+		{[]policy.Rule{{Name: "effect", Effect: "maybe", When: `true`}}, `policy "effect": effect "maybe"`},
+		{[]policy.Rule{{Name: "quiet", Effect: policy.Deny, When: `true`}}, `policy "quiet": a deny rule needs a message`},
+		{[]policy.Rule{{Effect: policy.Allow, When: `true`}}, `policies[0]: the rule has no name`},
+		{[]policy.Rule{{Name: "a", Effect: policy.Allow, When: `true`}, {Name: "a", Effect: policy.Allow, When: `true`}}, `policy "a": two rules have this name`},
+		{[]policy.Rule{{Name: "empty", Effect: policy.Allow, When: ` `}}, `policy "empty": when is empty`},
+	} {
+		if _, err := policy.Compile(c.rules); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want an error containing %q", c.rules, err, c.want)
+		}
+	}
+}
+
+// TestLive: a Live allows everything until a Set is swapped in, and tells
+// whether a swap changed the rules.
+func TestLive(t *testing.T) {
+	t.Parallel()
+	var l policy.Live
+	if l.Swap(mustCompile(t)) {
+		t.Error("swapping no rules for none is a change")
+	}
+	if v := l.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`)); v.Deny {
+		t.Errorf("an empty Live denied: %+v", v)
+	}
+	rules := []policy.Rule{{Name: "no", Effect: policy.Deny, Message: "no", When: `true`}}
+	if !l.Swap(mustCompile(t, rules...)) || l.Swap(mustCompile(t, rules...)) {
+		t.Error("Swap did not tell a change from the same rules")
+	}
+	if v := l.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`)); !v.Deny {
+		t.Errorf("after the swap: %+v", v)
+	}
+}
+
+// BenchmarkEvaluate is a call's cost of 10 and 100 rules, none of which
+// holds (so every one is evaluated), beside none.
+//
+//	go test ./policy -run '^$' -bench Evaluate -count 6 | tee policy.txt && benchstat policy.txt
+func BenchmarkEvaluate(b *testing.B) {
+	args := json.RawMessage(`{"argv":["git","status"],"workdir":"src"}`)
+	for _, n := range []int{0, 10, 100} {
+		rules := make([]policy.Rule, n)
+		for i := range rules {
+			rules[i] = policy.Rule{Name: fmt.Sprintf("r%d", i), Effect: policy.Deny, Message: "no",
+				When: fmt.Sprintf(`tool.name == "run_command" && args.argv[0] == "tool%d" && "admins" in caller.groups`, i)}
+		}
+		s := mustCompile(b, rules...)
+		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if v := s.Evaluate(context.Background(), alice, runCommand, args); v.Deny {
+					b.Fatal(v)
+				}
+			}
+		})
+	}
+}
+
+// discard is a Sink that keeps nothing.
+type discard struct{}
+
+func (discard) Send(*toolwirev1.ExecuteBatchResponse) error { return nil }
+
+// BenchmarkOneCallBatch is a one-call batch of echo through the engine,
+// in process, with no policy, and with 10 and 100 rules none of which
+// holds: the ratio of policy evaluation to the call's own cost.
+//
+//	go test ./policy -run '^$' -bench OneCallBatch -count 6 | tee batch.txt && benchstat batch.txt
+func BenchmarkOneCallBatch(b *testing.B) {
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: `{"text":"hello"}`}}}
+	ctx := engine.WithIdentity(context.Background(), alice)
+	for _, n := range []int{-1, 10, 100} {
+		cfg := engine.Config{Logger: slog.New(slog.DiscardHandler)}
+		name := "policy=none"
+		if n >= 0 {
+			rules := make([]policy.Rule, n)
+			for i := range rules {
+				rules[i] = policy.Rule{Name: fmt.Sprintf("r%d", i), Effect: policy.Deny, Message: "no",
+					When: fmt.Sprintf(`tool.name == "echo" && args.text == "word%d" && "admins" in caller.groups`, i)}
+			}
+			var live policy.Live
+			live.Swap(mustCompile(b, rules...))
+			cfg.Policy = &live
+			name = fmt.Sprintf("rules=%d", n)
+		}
+		eng := engine.New(cfg)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := eng.Run(ctx, reg.Snapshot(), req, discard{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		eng.Close()
+	}
+}

@@ -1,0 +1,155 @@
+package grpcsource
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+)
+
+// The reflection service's two versions have the same messages on the
+// wire, so v1's Go types serve both.
+const (
+	reflectV1      = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+	reflectV1Alpha = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+	// maxFiles and maxDescriptorBytes bound the descriptors one server
+	// may send.
+	maxFiles           = 2000
+	maxDescriptorBytes = 32 << 20
+)
+
+// resolve lists the server's services through its reflection service (v1,
+// or v1alpha when v1 is unimplemented) and resolves their descriptors and
+// those they depend on. The reflection services themselves are left out.
+func resolve(ctx context.Context, conn grpc.ClientConnInterface) ([]protoreflect.ServiceDescriptor, error) {
+	svcs, err := resolveWith(ctx, conn, reflectV1)
+	if status.Code(err) == codes.Unimplemented {
+		svcs, err = resolveWith(ctx, conn, reflectV1Alpha)
+	}
+	return svcs, err
+}
+
+func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method string) ([]protoreflect.ServiceDescriptor, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
+	if err != nil {
+		return nil, err
+	}
+	ask := func(req *rpb.ServerReflectionRequest) (*rpb.ServerReflectionResponse, error) {
+		if err := stream.SendMsg(req); err != nil {
+			return nil, err
+		}
+		resp := new(rpb.ServerReflectionResponse)
+		if err := stream.RecvMsg(resp); err != nil {
+			return nil, err
+		}
+		if e := resp.GetErrorResponse(); e != nil {
+			return nil, status.Error(codes.Code(e.GetErrorCode()), e.GetErrorMessage())
+		}
+		return resp, nil
+	}
+	list, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{ListServices: "*"}})
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]*descriptorpb.FileDescriptorProto{}
+	size := 0
+	add := func(resp *rpb.ServerReflectionResponse) error {
+		for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+			if size += len(b); size > maxDescriptorBytes {
+				return fmt.Errorf("the server's descriptors are larger than %d bytes", maxDescriptorBytes)
+			}
+			fd := new(descriptorpb.FileDescriptorProto)
+			if err := proto.Unmarshal(b, fd); err != nil {
+				return fmt.Errorf("a file descriptor from the reflection service: %w", err)
+			}
+			if _, ok := files[fd.GetName()]; !ok {
+				if len(files) >= maxFiles {
+					return fmt.Errorf("the server's descriptors span more than %d files", maxFiles)
+				}
+				files[fd.GetName()] = fd
+			}
+		}
+		return nil
+	}
+	var names []string
+	for _, s := range list.GetListServicesResponse().GetService() {
+		name := s.GetName()
+		if name == "grpc.reflection.v1.ServerReflection" || name == "grpc.reflection.v1alpha.ServerReflection" {
+			continue
+		}
+		names = append(names, name)
+		resp, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}})
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", name, err)
+		}
+		if err := add(resp); err != nil {
+			return nil, err
+		}
+	}
+	// A server sends a file's dependencies along, once per stream; ask for
+	// any still missing.
+	for {
+		var missing []string
+		for _, fd := range files {
+			for _, dep := range fd.GetDependency() {
+				if _, ok := files[dep]; !ok && !slices.Contains(missing, dep) {
+					missing = append(missing, dep)
+				}
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		for _, dep := range missing {
+			resp, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileByFilename{FileByFilename: dep}})
+			if err != nil {
+				return nil, fmt.Errorf("file %s: %w", dep, err)
+			}
+			if err := add(resp); err != nil {
+				return nil, err
+			}
+			if _, ok := files[dep]; !ok {
+				return nil, fmt.Errorf("file %s: the reflection service did not send it", dep)
+			}
+		}
+	}
+	_ = stream.CloseSend()
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		set.File = append(set.File, files[name])
+	}
+	reg, err := protodesc.NewFiles(set)
+	if err != nil {
+		return nil, fmt.Errorf("the server's descriptors: %w", err)
+	}
+	return services(reg, names)
+}
+
+// services looks names up in reg.
+func services(reg *protoregistry.Files, names []string) ([]protoreflect.ServiceDescriptor, error) {
+	var out []protoreflect.ServiceDescriptor
+	for _, name := range names {
+		d, err := reg.FindDescriptorByName(protoreflect.FullName(name))
+		if err != nil {
+			return nil, fmt.Errorf("service %s: %w", name, err)
+		}
+		sd, ok := d.(protoreflect.ServiceDescriptor)
+		if !ok {
+			return nil, fmt.Errorf("%s is not a service", name)
+		}
+		out = append(out, sd)
+	}
+	return out, nil
+}

@@ -1,0 +1,267 @@
+package httpsource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/toolwire/toolwire/tools"
+)
+
+// The request layer: what every tool that makes one HTTP request per call
+// shares, whoever built the request from the call's arguments. HTTP tools
+// (Spec) build theirs from a URL and body template; sources/openapi from
+// an operation's parameters. Both escape with PathEscape and url.QueryEscape,
+// send secrets with Headers, and read the response with a Sender, so the
+// rules of docs/sources.md hold for both.
+
+const (
+	// DefaultMaxResponseBytes bounds the response body read for one call
+	// when a Sender sets no bound. The server caps the result again
+	// (max_result_bytes); this bound is larger so that response_path can
+	// select from a big document.
+	DefaultMaxResponseBytes = 4 << 20
+	// errorExcerptBytes bounds the body quoted in a non-2xx error result.
+	errorExcerptBytes = 1 << 10
+)
+
+// NewClient returns the HTTP client HTTP tools share: connections are pooled
+// across calls, and each call's context (not a client timeout) bounds it. A
+// redirect to another host drops the headers filled from the environment,
+// so a secret is only ever sent where the config says.
+func NewClient() *http.Client {
+	tr := &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{Transport: tr, CheckRedirect: checkRedirect}
+}
+
+type secretHeadersKey struct{}
+
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host {
+		names, _ := req.Context().Value(secretHeadersKey{}).([]string)
+		for _, name := range names {
+			req.Header.Del(name)
+		}
+	}
+	return nil
+}
+
+// Headers are headers sent with every request of a tool, whose values may
+// hold {{ENV_VAR}}: read from the environment at call time, for every
+// call, never stored, logged or returned. Make them with ParseHeaders.
+type Headers []headerTemplate
+
+// ParseHeaders checks header names and the names of the environment
+// variables their values reference.
+func ParseHeaders(h map[string]string) (Headers, error) { return parseHeaders(h) }
+
+// Request is one HTTP request of a call, built from its arguments.
+type Request struct {
+	Method string
+	// URL is absolute, its path and query escaped already (PathEscape,
+	// url.QueryEscape); it holds no secrets, since results and details show it.
+	URL string
+	// Header holds headers filled from the call's arguments (an OpenAPI
+	// operation's header parameters); a value with a line break is an
+	// error result. The Sender's Headers come after, and win.
+	Header http.Header
+	// Body is sent as application/json when not nil.
+	Body []byte
+}
+
+// Sender sends a tool's requests.
+type Sender struct {
+	Client   *http.Client // nil: http.DefaultClient
+	Headers  Headers      // sent with every request, secrets filled in at call time
+	MaxBytes int64        // bound on the response body read; 0: DefaultMaxResponseBytes
+}
+
+// Response is a response read within the Sender's bound.
+type Response struct {
+	Status        int
+	StatusLine    string // as in "200 OK"
+	ContentLength int64  // as sent; -1 when unknown
+	Header        http.Header
+	Body          []byte // at most MaxBytes
+	Truncated     bool   // the body was longer than MaxBytes
+	MaxBytes      int64  // the bound it was read with
+	details       details
+}
+
+// details is what a result's details say about the request, for user
+// interfaces; it never holds header values.
+type details struct {
+	Method    string `json:"method"`
+	URL       string `json:"url"`
+	Status    int    `json:"status,omitempty"`
+	Bytes     int    `json:"bytes"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// Send makes req under ctx and reads its response. A request that could
+// not be made (an unset environment variable, a header value with a line
+// break, a connection failure) or whose status is not 2xx ends the call
+// with the error result it returns, which names the method, URL and status
+// and quotes the start of the body; err is the context's cause when ctx
+// ended first, for the engine to report as a timeout or cancellation.
+// Otherwise the response is returned, for the caller to shape.
+func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Result, error) {
+	var body io.Reader
+	if req.Body != nil {
+		body = bytes.NewReader(req.Body)
+	}
+	det := details{Method: req.Method, URL: req.URL}
+	hr, err := http.NewRequestWithContext(ctx, req.Method, req.URL, body)
+	if err != nil {
+		return nil, errorResult(det, "building the request: %v", err), nil
+	}
+	hr.Header.Set("Accept", "application/json")
+	hr.Header.Set("User-Agent", "toolwire")
+	if req.Body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	for name, vals := range req.Header {
+		for _, v := range vals {
+			if strings.ContainsAny(v, "\r\n\x00") {
+				return nil, errorResult(det, "header %s: the value holds a line break or NUL, which a header cannot carry", name), nil
+			}
+		}
+		hr.Header[http.CanonicalHeaderKey(name)] = vals
+	}
+	var secret []string
+	for _, h := range s.Headers {
+		v, err := h.resolve()
+		if err != nil {
+			return nil, errorResult(det, "%v", err), nil
+		}
+		hr.Header.Set(h.name, v)
+		if len(h.vars) > 0 {
+			secret = append(secret, h.name)
+		}
+	}
+	if len(secret) > 0 {
+		hr = hr.WithContext(context.WithValue(ctx, secretHeadersKey{}, secret))
+	}
+	client := s.Client
+	if client == nil {
+		client = http.DefaultClient
+	}
+	maxBytes := s.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxResponseBytes
+	}
+
+	resp, err := client.Do(hr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, context.Cause(ctx)
+		}
+		// *url.Error names the method and URL, which hold no secrets.
+		return nil, errorResult(det, "request failed: %v", err), nil
+	}
+	defer resp.Body.Close()
+	det.Status = resp.StatusCode
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, context.Cause(ctx)
+		}
+		return nil, errorResult(det, "%s %s: reading the response: %v", req.Method, req.URL, err), nil
+	}
+	out := &Response{Status: resp.StatusCode, StatusLine: resp.Status, ContentLength: resp.ContentLength, Header: resp.Header, MaxBytes: maxBytes}
+	if int64(len(data)) > maxBytes {
+		data, out.Truncated = data[:maxBytes], true
+	}
+	out.Body = data
+	det.Bytes, det.Truncated = len(data), out.Truncated
+	out.details = det
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, errorResult(det, "%s %s: HTTP %s: %s", req.Method, req.URL, resp.Status, excerpt(data, errorExcerptBytes)), nil
+	}
+	return out, nil, nil
+}
+
+// Result is res with the response's details: method, URL, status, bytes.
+func (r *Response) Result(res *tools.Result) *tools.Result { return withDetails(res, r.details) }
+
+// Errorf is an error result with the response's details, its message
+// starting with the method and URL.
+func (r *Response) Errorf(format string, args ...any) *tools.Result {
+	return errorResult(r.details, "%s %s: %s", r.details.Method, r.details.URL, fmt.Sprintf(format, args...))
+}
+
+// Text is the response body as the result's text, marked when it was cut.
+func (r *Response) Text() *tools.Result {
+	text := strings.ToValidUTF8(string(r.Body), "\uFFFD")
+	if r.Truncated {
+		text += fmt.Sprintf("\n[response truncated: only the first %d bytes were read]", r.MaxBytes)
+	}
+	return r.Result(tools.Text(text))
+}
+
+// Structured is the JSON response as the result's text and, when
+// structured is true (the tool declares an output schema), as its
+// structured content, which the engine checks against that schema. An
+// empty body (204 No Content) is a text result saying the status; a body
+// that is not JSON, or was cut, is an error result when structured.
+func (r *Response) Structured(structured bool) *tools.Result {
+	if len(bytes.TrimSpace(r.Body)) == 0 {
+		return r.Result(tools.Text(fmt.Sprintf("HTTP %d %s", r.Status, http.StatusText(r.Status))))
+	}
+	if !structured {
+		return r.Text()
+	}
+	if r.Truncated {
+		return r.Errorf("the response is larger than %d bytes, too large to return as structured content", r.MaxBytes)
+	}
+	if !json.Valid(r.Body) {
+		return r.Errorf("the response is not JSON; it begins: %s", excerpt(r.Body, errorExcerptBytes))
+	}
+	res := tools.Text(string(r.Body))
+	res.StructuredContent = json.RawMessage(r.Body)
+	return r.Result(res)
+}
+
+func errorResult(d details, format string, args ...any) *tools.Result {
+	return withDetails(tools.Errorf(format, args...), d)
+}
+
+func withDetails(res *tools.Result, d details) *tools.Result {
+	res.Details, _ = json.Marshal(d)
+	return res
+}
+
+// excerpt returns the start of b as text, at most n bytes, marking a cut.
+func excerpt(b []byte, n int) string {
+	if len(b) <= n {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(b[cut]) {
+		cut--
+	}
+	return strings.ToValidUTF8(string(b[:cut]), "\uFFFD") + fmt.Sprintf("… [%d more bytes]", len(b)-cut)
+}
