@@ -27,10 +27,10 @@ type Client struct {
 	conn     *grpc.ClientConn
 	svc      toolwirev1.ToolServiceClient
 	affinity bool // send the session in SessionHeader (WithSessionAffinity)
-	reattach int  // WithReattach's attempts; 0: none
-	backoff  time.Duration
 
 	rateRetries int // see WithRateLimitRetries
+	reattach    int // WithReattach's attempts; 0: none
+	backoff     time.Duration
 }
 
 // An Option configures a Client.
@@ -42,10 +42,10 @@ type options struct {
 	dialOpts []grpc.DialOption
 	tel      telemetry
 	affinity bool
-	reattach int
-	backoff  time.Duration
 
 	rateRetries int
+	reattach    int
+	backoff     time.Duration
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -90,7 +90,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, reattach: o.reattach, backoff: o.backoff, rateRetries: o.rateRetries}, nil
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries, reattach: o.reattach, backoff: o.backoff}, nil
 }
 
 // Close closes the connection. RPCs in flight fail.

@@ -101,6 +101,9 @@ func approvalScope(batchID string) string { return "approval:" + batchID }
 // event, CallAwaitingApproval, so that the client and the person asked
 // learn of the wait: the one deliberate exception to "a step never sends".
 func approved(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	if reason := b.calls[i].approvalReason; reason != "" {
+		return b.awaitApproval(ctx, i, reason)
+	}
 	if len(b.e.cfg.Approvals) == 0 {
 		return nil
 	}

@@ -26,6 +26,9 @@ type callState struct {
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
+	// approvalReason, set by the policy step, makes the approval step
+	// hold the call whatever Config.Approvals says.
+	approvalReason string
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware

@@ -22,7 +22,10 @@ type Policy interface {
 
 // Verdict is a Policy's decision on one call.
 type Verdict struct {
-	Deny    bool   // the call is refused, and not run
+	Deny bool // the call is refused, and not run
+	// Approve holds the call for a person's approval (approval.go), with
+	// Message as the reason told with the wait.
+	Approve bool
 	Rule    string // the rule that decided; "" when none did
 	Message string // for the model: why, and what to do instead
 }
@@ -36,6 +39,10 @@ func policed(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	}
 	c := &b.calls[i]
 	v := p.Evaluate(ctx, IdentityFrom(b.callerCtx), c.tool, c.args)
+	if v.Approve && !v.Deny {
+		c.approvalReason = fmt.Sprintf("policy %q: %s", v.Rule, v.Message) // the approval step holds it
+		return nil
+	}
 	if !v.Deny {
 		return nil
 	}

@@ -65,3 +65,34 @@ func TestPolicyRefusesByArguments(t *testing.T) {
 		t.Errorf("bob's call: %v", r)
 	}
 }
+
+// TestPolicyRequiresApproval: a policy's require_approval holds the call
+// for a person, with the rule named in the reason, even with no approval
+// rule configured; approved, it runs.
+func TestPolicyRequiresApproval(t *testing.T) {
+	t.Parallel()
+	pol := policyFunc(func(_ *Identity, tl *tools.Tool, _ json.RawMessage) Verdict {
+		if tl.Name == "write" {
+			return Verdict{Approve: true, Rule: "writes-need-a-human", Message: "it writes"}
+		}
+		return Verdict{}
+	})
+	te := newTestBed(t, Config{Policy: pol, Approvers: []string{"carol"}})
+	lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}}
+	go func() { lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), req, lb) }()
+	a := awaiting(t, lb)
+	if a.GetCallId() != "w" || a.GetReason() != `policy "writes-need-a-human": it writes` {
+		t.Fatalf("CallAwaitingApproval %v", a)
+	}
+	if err := te.e.ResolveApproval(as("carol"), batchIDOf(t, lb.snapshot()), "w", true, "", "Carol"); err != nil {
+		t.Fatal(err)
+	}
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, events)["w"]; r.GetIsError() || text(r) != "done w" {
+		t.Errorf("result %v; want the call run once approved", r)
+	}
+}

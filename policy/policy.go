@@ -39,7 +39,9 @@ type Rule struct {
 	// args (the call's validated arguments, a JSON object).
 	When string `json:"when"`
 	// Effect is what the rule does to a call its condition holds for:
-	// "allow" (the call goes on; later rules are not asked) or "deny".
+	// "allow" (the call goes on; later rules are not asked), "deny", or
+	// "require_approval" (the call waits for a person's ResolveApproval,
+	// Message as the reason told with the wait).
 	Effect string `json:"effect"`
 	// Message is what the model reads of a denied call: say what is
 	// allowed instead.
@@ -54,8 +56,9 @@ type Config struct {
 
 // The effects a rule may have.
 const (
-	Allow = "allow"
-	Deny  = "deny"
+	Allow           = "allow"
+	Deny            = "deny"
+	RequireApproval = "require_approval"
 )
 
 // CostLimit bounds the work of evaluating one rule with loops or regular
@@ -108,8 +111,8 @@ func Compile(rules []Rule) (*Set, error) {
 			return nil, fmt.Errorf("policies[%d]: the rule has no name", i)
 		case seen[r.Name]:
 			return nil, fmt.Errorf("policy %q: two rules have this name", r.Name)
-		case r.Effect != Allow && r.Effect != Deny:
-			return nil, fmt.Errorf("policy %q: effect %q: want %q or %q", r.Name, r.Effect, Allow, Deny)
+		case r.Effect != Allow && r.Effect != Deny && r.Effect != RequireApproval:
+			return nil, fmt.Errorf("policy %q: effect %q: want %q, %q or %q", r.Name, r.Effect, Allow, Deny, RequireApproval)
 		case r.Effect == Deny && r.Message == "":
 			return nil, fmt.Errorf("policy %q: a deny rule needs a message: the model reads it to know what to do instead", r.Name)
 		case strings.TrimSpace(r.When) == "":
@@ -189,14 +192,18 @@ func (s *Set) Evaluate(_ context.Context, caller *engine.Identity, t *tools.Tool
 			holds, err = evalBool(r.prg, act)
 		}
 		if err != nil {
-			if r.Effect == Deny {
+			if r.Effect != Allow { // deny, or hold for approval: an error must not let the call through
 				return engine.Verdict{Deny: true, Rule: r.Name, Message: r.Message + " (the policy could not be evaluated: " + err.Error() + ")"}
 			}
 			err = nil // the next rule starts afresh
 			continue
 		}
 		if holds {
-			return engine.Verdict{Deny: r.Effect == Deny, Rule: r.Name, Message: r.Message}
+			msg := r.Message
+			if r.Effect == RequireApproval && msg == "" {
+				msg = "a person must approve this call"
+			}
+			return engine.Verdict{Deny: r.Effect == Deny, Approve: r.Effect == RequireApproval, Rule: r.Name, Message: msg}
 		}
 	}
 	return engine.Verdict{}

@@ -220,3 +220,16 @@ func BenchmarkOneCallBatch(b *testing.B) {
 		eng.Close()
 	}
 }
+
+// TestRequireApproval: a require_approval rule that holds asks the engine
+// to hold the call, its message the reason (a default when it has none).
+func TestRequireApproval(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t, policy.Rule{Name: "big-charges", Effect: policy.RequireApproval, When: `tool.name == "payments_charge" && args.amount >= 1000`})
+	if v := s.Evaluate(context.Background(), alice, payments, json.RawMessage(`{"amount":5000}`)); !v.Approve || v.Deny || v.Rule != "big-charges" || v.Message != "a person must approve this call" {
+		t.Errorf("a big charge: %+v; want it held for approval", v)
+	}
+	if v := s.Evaluate(context.Background(), alice, payments, json.RawMessage(`{"amount":5}`)); v.Approve || v.Deny {
+		t.Errorf("a small charge: %+v", v)
+	}
+}
