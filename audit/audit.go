@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -105,6 +106,12 @@ type Trail struct {
 	out    io.WriteCloser
 	lines  chan []byte
 	done   chan struct{}
+
+	// mu orders line sends before Close closes the queue: a call that
+	// ends after Close (a detached batch's, an abandoned tool's) is
+	// dropped, not a send on a closed channel.
+	mu     sync.RWMutex
+	closed bool
 
 	written, dropped, failed atomic.Int64
 	healthy                  atomic.Bool
@@ -237,7 +244,14 @@ func (t *Trail) Close() error {
 	if t == nil {
 		return nil
 	}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
 	close(t.lines)
+	t.mu.Unlock()
 	<-t.done
 	return t.out.Close()
 }
@@ -251,6 +265,12 @@ func (t *Trail) CallEnded(ctx context.Context, c *engine.CallInfo, res *toolwire
 		return
 	}
 	b = append(b, '\n')
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		t.dropped.Add(1)
+		return
+	}
 	select {
 	case t.lines <- b:
 		return

@@ -300,3 +300,23 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestLinesAfterClose: a call that ends after the trail is closed (a
+// detached batch's, an abandoned tool's) is dropped and counted, not a
+// panic; Close twice is harmless.
+func TestLinesAfterClose(t *testing.T) {
+	t.Parallel()
+	out := &memOut{}
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 4)
+	e, reg := testEngine(t, trail, false)
+	if err := trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	run(t, e, reg, "alice", tc("late", "echo", `{"text":"x"}`))
+	if _, dropped, _ := trail.Stats(); dropped != 1 {
+		t.Errorf("dropped %d; want the late line counted", dropped)
+	}
+	if err := trail.Close(); err != nil {
+		t.Errorf("a second Close: %v", err)
+	}
+}
