@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 }
 
 var tinyScale = scale{Serial: 30, Callers: 8, Window: 30 * time.Millisecond, Rounds: 1, LaneRuns: 1,
-	InFlight: 200, CancelTrials: 10, Sizes: []int{1, 16}, SizeRuns: 2}
+	InFlight: 200, CancelTrials: 10, Sizes: []int{1, 16}, SizeRuns: 2, DetachRuns: 5}
 
 // TestMeasure runs every measurement at a tiny scale and checks that each
 // produced figures: every system answered, nothing failed, every section
@@ -63,6 +63,14 @@ func TestMeasure(t *testing.T) {
 	}
 	if g := rep.Gateway; g.Direct.P50 <= 0 || g.Forwarded.P50 <= 0 || g.Surface.P50 <= 0 {
 		t.Errorf("gateway: %+v, want the direct, the forwarded and the surface's call timed", g)
+	}
+	if len(rep.Detach) < 2 {
+		t.Fatalf("detach: %+v, want memory and bolt rows", rep.Detach)
+	}
+	for _, d := range rep.Detach {
+		if d.Plain.P50 <= 0 || d.Detached.P50 <= 0 || (d.Store != "bolt") != (d.AttachFirst.P50 > 0) {
+			t.Errorf("detach: %+v, want both timed, and an attachment on every store but bolt", d)
+		}
 	}
 	if got := len(rep.targets()); got != 9 {
 		t.Errorf("%d targets checked, want 9", got)

@@ -40,13 +40,14 @@ type scale struct {
 	CancelTrials int           // cancellations and timeouts measured
 	Sizes        []int         // batch sizes
 	SizeRuns     int           // batches per size
+	DetachRuns   int           // one-call batches per store, plain and detached, and attachments
 }
 
 var (
 	fullScale = scale{Serial: 20000, Callers: 64, Window: time.Second, Rounds: 5, LaneRuns: 20,
-		InFlight: 10000, CancelTrials: 1000, Sizes: []int{1, 4, 16, 64, 256, 1024}, SizeRuns: 50}
+		InFlight: 10000, CancelTrials: 1000, Sizes: []int{1, 4, 16, 64, 256, 1024}, SizeRuns: 50, DetachRuns: 2000}
 	quickScale = scale{Serial: 3000, Callers: 64, Window: 300 * time.Millisecond, Rounds: 3, LaneRuns: 5,
-		InFlight: 10000, CancelTrials: 200, Sizes: []int{1, 4, 16, 64, 256, 1024}, SizeRuns: 5}
+		InFlight: 10000, CancelTrials: 200, Sizes: []int{1, 4, 16, 64, 256, 1024}, SizeRuns: 5, DetachRuns: 200}
 )
 
 // options are the command line's choices.

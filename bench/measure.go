@@ -33,6 +33,7 @@ func measure(ctx context.Context, sc scale, log io.Writer) (*report, error) {
 		{"cancellation and timeouts", measureCancel},
 		{"batch sizes", measureSizes},
 		{"MCP gateway and surface", measureGateway},
+		{"detached batches", measureDetach},
 	}
 	for _, s := range steps {
 		fmt.Fprintf(log, "bench: %s…\n", s.name)

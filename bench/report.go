@@ -21,6 +21,7 @@ type report struct {
 	Cancel   cancelFigures  `json:"cancel"`
 	Sizes    []sizeRow      `json:"batch_sizes"`
 	Gateway  gatewayFigures `json:"gateway"`
+	Detach   []detachRow    `json:"detach"`
 }
 
 // gatewayFigures compare an MCP tool called directly with the go-sdk
@@ -164,6 +165,15 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "mcp direct\t%s\t%s\t\t\t\t\t\t\n", us(g.Direct.P50), us(g.Direct.P99))
 	fmt.Fprintf(tw, "toolwire → mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Forwarded.P50), us(g.Forwarded.P99), ratio(float64(g.Forwarded.P50), float64(g.Direct.P50)))
 	fmt.Fprintf(tw, "toolwire /mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Surface.P50), us(g.Surface.P99), ratio(float64(g.Surface.P50), float64(g.Direct.P50)))
+	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
+	fmt.Fprintf(tw, "detached batches (one echo)\tplain p50\tdetach p50\t×plain\tattach on B: first event p50\t\t\t\t\n")
+	for _, d := range r.Detach {
+		first := "(one process)"
+		if d.AttachFirst.P50 > 0 {
+			first = us(d.AttachFirst.P50)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%s\t\t\t\t\n", d.Store, us(d.Plain.P50), us(d.Detached.P50), ratio(float64(d.Detached.P50), float64(d.Plain.P50)), first)
+	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
 	fmt.Fprintf(tw, "target\tmeasured\tmet\t\t\t\t\t\t\n")
 	for _, t := range r.targets() {

@@ -45,7 +45,7 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		failures := 0
+		failures, refusals := 0, 0
 		backoff := c.backoff
 		for {
 			stream, err := open(ctx)
@@ -71,6 +71,10 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 			}
 			if errors.Is(err, io.EOF) {
 				return
+			}
+			if batchID == "" && last == 0 && c.waitToRetry(ctx, err, refusals) {
+				refusals++ // refused before BatchAccepted (a rate limit's): nothing ran; send again
+				continue
 			}
 			if failures >= c.reattach || batchID == "" || ctx.Err() != nil || !dropped(err) {
 				yield(nil, err)

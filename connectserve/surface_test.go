@@ -175,8 +175,63 @@ func (s *connectSurface) Code(err error) surfacetest.Code {
 		return surfacetest.Unauthenticated
 	case connect.CodeInternal:
 		return surfacetest.Internal
+	case connect.CodeNotFound:
+		return surfacetest.NotFound
+	case connect.CodePermissionDenied:
+		return surfacetest.PermissionDenied
 	}
 	return surfacetest.Unknown
+}
+
+func (s *connectSurface) Start(ctx context.Context, caller surfacetest.Caller, req *toolwirev1.ExecuteBatchRequest) (*toolwirev1.ExecuteBatchResponse, func() ([]*toolwirev1.ExecuteBatchResponse, error), error) {
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := s.client.ExecuteBatch(ctx, request(caller, req))
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if !stream.Receive() {
+		cancel()
+		err := stream.Err()
+		stream.Close()
+		return nil, nil, err
+	}
+	first := stream.Msg()
+	return first, func() ([]*toolwirev1.ExecuteBatchResponse, error) {
+		cancel()
+		defer stream.Close()
+		var more []*toolwirev1.ExecuteBatchResponse
+		for stream.Receive() {
+			more = append(more, stream.Msg())
+		}
+		return more, stream.Err()
+	}, nil
+}
+
+func (s *connectSurface) Attach(ctx context.Context, caller surfacetest.Caller, batchID string, afterSeq uint64) ([]*toolwirev1.ExecuteBatchResponse, error) {
+	stream, err := s.client.AttachBatch(ctx, request(caller, &toolwirev1.AttachBatchRequest{BatchId: batchID, AfterSeq: afterSeq}))
+	if err != nil {
+		return nil, err
+	}
+	defer stream.Close()
+	var events []*toolwirev1.ExecuteBatchResponse
+	for stream.Receive() {
+		events = append(events, stream.Msg())
+	}
+	return events, stream.Err()
+}
+
+func (s *connectSurface) Get(ctx context.Context, caller surfacetest.Caller, batchID string) (*toolwirev1.GetBatchResponse, error) {
+	resp, err := s.client.GetBatch(ctx, request(caller, &toolwirev1.GetBatchRequest{BatchId: batchID}))
+	if err != nil {
+		return nil, err
+	}
+	return resp.Msg, nil
+}
+
+func (s *connectSurface) CancelBatch(ctx context.Context, caller surfacetest.Caller, batchID, reason string) error {
+	_, err := s.client.CancelBatch(ctx, request(caller, &toolwirev1.CancelBatchRequest{BatchId: batchID, Reason: reason}))
+	return err
 }
 
 func (s *connectSurface) Lacks() surfacetest.Lacks { return surfacetest.Lacks{} }

@@ -278,10 +278,13 @@ func awaitingEventFor(call *toolwirev1.ToolCall, i int, reason string) *toolwire
 // waiting for a person holds no slot; its idle timeout is paused.
 func requestApproval(ctx context.Context, reason string) error {
 	sc, _ := ctx.Value(logScopeKey{}).(*logScope)
-	if sc == nil || sc.i < 0 || sc.b.calls[sc.i].run == nil {
+	if sc == nil || sc.i < 0 {
 		return tools.ErrNoApprover
 	}
-	r := sc.b.calls[sc.i].run
+	r := sc.b.calls[sc.i].running.Load()
+	if r == nil {
+		return tools.ErrNoApprover
+	}
 	b, c := r.b, &r.b.calls[r.i]
 	if len(reason) > MaxReasonBytes {
 		reason = cutUTF8(reason, MaxReasonBytes) + "…"

@@ -26,7 +26,6 @@ type callState struct {
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
-	run     *callRun                // while its tool runs; see requestApproval
 	// approvalReason, set by the policy step, makes the approval step
 	// hold the call whatever Config.Approvals says.
 	approvalReason string
@@ -49,9 +48,9 @@ type callState struct {
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
 // steps are the call's path before its tool runs, in order. A new per-call
-// concern (a CEL policy) is a step inserted where the comment says: after
-// validation, so it sees the arguments, and before idempotency and limits,
-// so a refused or waiting call holds no key and no slot.
+// concern is a step inserted after validation, so it sees the arguments,
+// and before idempotency and limits, so a refused or waiting call holds no
+// key and no slot, as policy and approval are.
 var steps = [...]step{
 	notCancelled,
 	permitted,
@@ -182,7 +181,6 @@ func (r *callRun) run() bool {
 	r.handle.SessionID = b.req.GetSessionId()
 	r.handle.Caller = CallerFrom(r.ctx)
 	r.handle.SetSession(b.session(r.ctx))
-	c.run = r
 	r.handle.SetApprover(requestApproval) // a function, not a method value: no allocation
 
 	c.running.Store(r)

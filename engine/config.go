@@ -222,9 +222,6 @@ const DefaultMaxBufferedBytes = 64 << 20
 // Validate reports settings that cannot work together. Zero values are
 // defaults and always valid.
 func (c *Config) Validate() error {
-	if c.RatePerCaller < 0 || c.RateBurst < 0 {
-		return fmt.Errorf("rate_per_caller (%g) and rate_burst (%d) cannot be negative", c.RatePerCaller, c.RateBurst)
-	}
 	for i, r := range c.Approvals {
 		if len(r.Tools) == 0 {
 			return fmt.Errorf("approvals[%d] names no tools", i)
@@ -234,6 +231,9 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("approvals[%d]: pattern %q: %w", i, pat, err)
 			}
 		}
+	}
+	if c.RatePerCaller < 0 || c.RateBurst < 0 {
+		return fmt.Errorf("rate_per_caller (%g) and rate_burst (%d) cannot be negative", c.RatePerCaller, c.RateBurst)
 	}
 	if c.MaxBufferedBytes > 0 {
 		stream := c.MaxStreamBufferBytes

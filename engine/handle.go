@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store"
@@ -190,7 +191,15 @@ func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink
 		case info.Finished:
 			return errorf(Internal, "the batch's log ended without BatchFinished")
 		case !info.Owned:
-			e.recoverLost(ctx, name)
+			if !e.recoverLost(ctx, name) {
+				// Another reader is ending it, or the store failed: look
+				// again shortly rather than at once.
+				select {
+				case <-time.After(recoverRetry):
+				case <-ctx.Done():
+					return contextError(ctx.Err())
+				}
+			}
 			continue
 		}
 		if err := el.WaitLog(ctx, name, seq); err != nil {
@@ -219,15 +228,20 @@ func logReadError(ctx context.Context, err error) error {
 // are told.
 const ownerLostText = "cancelled: the replica running this batch was lost before the call ended (owner lost); it may have run in part. Send it again: with its idempotency key, a call that had finished is replayed, not run twice"
 
+// recoverRetry is how long a reader waits before looking again at a log
+// whose owner was lost when it could not end the log itself.
+const recoverRetry = 100 * time.Millisecond
+
 // recoverLost ends the log name of a batch whose owner's lease ran out
 // before it finished: it takes the log over (one reader of all that may
 // notice at once does), gives every call without a result a CANCELLED one,
 // owner lost, and ends it with BatchFinished. A reader that does not win
-// the takeover reads what the winner writes.
-func (e *Engine) recoverLost(ctx context.Context, name string) {
+// the takeover reads what the winner writes. It reports whether it ended
+// the log.
+func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 	el := e.cfg.EventLog
 	if err := el.TakeOver(ctx, name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
-		return
+		return false
 	}
 	var accepted *toolwirev1.BatchAccepted
 	var results []*toolwirev1.CallResult
@@ -268,7 +282,7 @@ func (e *Engine) recoverLost(ctx context.Context, name string) {
 				r := &toolwirev1.CallResult{CallId: id, Index: uint32(i), IsError: true, ErrorKind: toolwirev1.ErrorKind_ERROR_KIND_CANCELLED,
 					Content: []*toolwirev1.Content{textBlock(ownerLostText)}}
 				if !write(resultEventFor(r)) {
-					return
+					return false
 				}
 				results = append(results, r)
 			}
@@ -279,9 +293,7 @@ func (e *Engine) recoverLost(ctx context.Context, name string) {
 	for _, r := range results {
 		count(f, r)
 	}
-	if write(ev) {
-		_ = el.Finish(ctx, name, e.cfg.Replica, e.cfg.BatchTTL)
-	}
+	return write(ev) && el.Finish(ctx, name, e.cfg.Replica, e.cfg.BatchTTL) == nil
 }
 
 // count counts r in f, as BatchFinished counts results.

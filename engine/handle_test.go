@@ -439,3 +439,29 @@ func TestFinishedLogsExpire(t *testing.T) {
 		return m.Logs() == 0
 	})
 }
+
+// TestDrainFinishesDetachedBatches: a server's drain lets a detached batch
+// run for DrainTimeout, then cancels its calls; their results and
+// BatchFinished are in the log, which is finished, not left running.
+func TestDrainFinishesDetachedBatches(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	te := newTestBed(t, Config{EventLog: m, DrainTimeout: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(as("alice"))
+	lb := startDetached(t, ctx, te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
+	cancel()
+	_, _ = drain(lb)
+	id := batchIDOf(t, lb.snapshot())
+	te.e.Drain()
+	info, err := m.Stat(context.Background(), logName("alice", id))
+	if err != nil || !info.Finished {
+		t.Fatalf("the log after Drain: %+v %v, want finished", info, err)
+	}
+	got, err := te.e.GetBatch(as("alice"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_CANCELLED || len(got.GetResults()) != 1 || !strings.Contains(text(got.GetResults()[0]), "shutting down") {
+		t.Errorf("GetBatch after Drain: %v, want CANCELLED, the call cancelled for the shutdown", got)
+	}
+}

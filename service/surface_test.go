@@ -124,8 +124,62 @@ func (s *grpcSurface) Code(err error) surfacetest.Code {
 		return surfacetest.Unauthenticated
 	case codes.Internal:
 		return surfacetest.Internal
+	case codes.NotFound:
+		return surfacetest.NotFound
+	case codes.PermissionDenied:
+		return surfacetest.PermissionDenied
 	}
 	return surfacetest.Unknown
+}
+
+func (s *grpcSurface) Start(ctx context.Context, caller surfacetest.Caller, req *toolwirev1.ExecuteBatchRequest) (*toolwirev1.ExecuteBatchResponse, func() ([]*toolwirev1.ExecuteBatchResponse, error), error) {
+	ctx, cancel := context.WithCancel(withCaller(ctx, caller))
+	stream, err := s.client.ExecuteBatch(ctx, req)
+	if err == nil {
+		var first *toolwirev1.ExecuteBatchResponse
+		if first, err = stream.Recv(); err == nil {
+			return first, func() ([]*toolwirev1.ExecuteBatchResponse, error) {
+				cancel()
+				var more []*toolwirev1.ExecuteBatchResponse
+				for {
+					ev, err := stream.Recv()
+					if err != nil {
+						return more, err
+					}
+					more = append(more, ev)
+				}
+			}, nil
+		}
+	}
+	cancel()
+	return nil, nil, err
+}
+
+func (s *grpcSurface) Attach(ctx context.Context, caller surfacetest.Caller, batchID string, afterSeq uint64) ([]*toolwirev1.ExecuteBatchResponse, error) {
+	stream, err := s.client.AttachBatch(withCaller(ctx, caller), &toolwirev1.AttachBatchRequest{BatchId: batchID, AfterSeq: afterSeq})
+	if err != nil {
+		return nil, err
+	}
+	var events []*toolwirev1.ExecuteBatchResponse
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return events, nil
+		}
+		if err != nil {
+			return events, err
+		}
+		events = append(events, ev)
+	}
+}
+
+func (s *grpcSurface) Get(ctx context.Context, caller surfacetest.Caller, batchID string) (*toolwirev1.GetBatchResponse, error) {
+	return s.client.GetBatch(withCaller(ctx, caller), &toolwirev1.GetBatchRequest{BatchId: batchID})
+}
+
+func (s *grpcSurface) CancelBatch(ctx context.Context, caller surfacetest.Caller, batchID, reason string) error {
+	_, err := s.client.CancelBatch(withCaller(ctx, caller), &toolwirev1.CancelBatchRequest{BatchId: batchID, Reason: reason})
+	return err
 }
 
 func (s *grpcSurface) Lacks() surfacetest.Lacks { return surfacetest.Lacks{} }

@@ -39,7 +39,7 @@ func addWorkspaceTools(reg *tools.Registry, cfg WorkspaceConfig, sessionTTL time
 	if dir == "" {
 		dir = "."
 	}
-	opts := workspacetools.Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env}}
+	opts := workspacetools.Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env, Allow: rc.Allow}}
 	sessions := workspace.SessionOptions{TTL: sessionTTL, KeyFile: cfg.SessionKeyFile, Logger: log}
 	if rc.Enabled {
 		if cfg.PerSession {

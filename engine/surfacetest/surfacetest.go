@@ -6,7 +6,9 @@
 // own protocol: every call of a batch gets one result and the batch's end
 // comes last; lanes; cancellation reaches running tools and nothing starts
 // after it; deadlines; bounds; authentication and permissions;
-// idempotency; unknown tools and bad arguments as results.
+// idempotency; unknown tools and bad arguments as results; and, for a
+// surface whose adapter implements Handles, a detached batch that outlives
+// its request and is found by its ID by its own caller only.
 //
 // A surface's tests call Run with a function that builds the surface on
 // the engine and registry the suite hands it (Config) and returns a test
@@ -133,9 +135,29 @@ const (
 	Unauthenticated
 	Internal
 	Unknown
+	NotFound
+	PermissionDenied
 )
 
-var codeNames = [...]string{"OK", "Canceled", "InvalidArgument", "DeadlineExceeded", "ResourceExhausted", "Unavailable", "Unauthenticated", "Internal", "Unknown"}
+var codeNames = [...]string{"OK", "Canceled", "InvalidArgument", "DeadlineExceeded", "ResourceExhausted", "Unavailable", "Unauthenticated", "Internal", "Unknown", "NotFound", "PermissionDenied"}
+
+// Handles is what a surface offers on batches by their ID (AttachBatch,
+// GetBatch, CancelBatch). A Surface whose adapter implements it runs the
+// Handles subtests; one that does not (a protocol without batches) skips
+// them.
+type Handles interface {
+	// Start sends req as caller and returns its first event once it has
+	// arrived; stop ends the request (as a client that goes away) and
+	// returns the events read after the first and the error that ended it.
+	Start(ctx context.Context, caller Caller, req *toolwirev1.ExecuteBatchRequest) (first *toolwirev1.ExecuteBatchResponse, stop func() ([]*toolwirev1.ExecuteBatchResponse, error), err error)
+	// Attach reads the batch's events after afterSeq as caller, to the
+	// batch's end, and returns them with the error that ended the request.
+	Attach(ctx context.Context, caller Caller, batchID string, afterSeq uint64) ([]*toolwirev1.ExecuteBatchResponse, error)
+	// Get returns the batch's state as caller.
+	Get(ctx context.Context, caller Caller, batchID string) (*toolwirev1.GetBatchResponse, error)
+	// CancelBatch cancels the batch as caller, with reason.
+	CancelBatch(ctx context.Context, caller Caller, batchID, reason string) error
+}
 
 func (c Code) String() string {
 	if c >= 0 && int(c) < len(codeNames) {
@@ -212,6 +234,7 @@ var subtests = []struct {
 	{"BadArguments", badArguments},
 	{"ToolErrorsAndPanics", toolErrors},
 	{"Sessions", sessions},
+	{"Handles/DetachedBatchOutlivesItsRequest", detachedBatch},
 }
 
 // env is one subtest's engine, tools and surface.
@@ -858,5 +881,81 @@ func (st *toolState) tools() []tools.Tool {
 			Handler: func(_ context.Context, c *tools.Call) (*tools.Result, error) {
 				return tools.Text(c.Caller + " in " + c.SessionID), nil
 			}},
+	}
+}
+
+// detachedBatch: a detached batch runs on when its request ends; its own
+// caller finds it by ID (GetBatch, CancelBatch, AttachBatch from a seq),
+// another caller does not.
+func detachedBatch(t *testing.T, v *env) {
+	skipIf(t, v.lacks.Batches, "Batches")
+	h, ok := v.s.(Handles)
+	if !ok {
+		t.Skip("the surface's adapter does not implement Handles")
+	}
+	req := batch(call("a", "sleep", `{"ms":60000}`))
+	req.Options = &toolwirev1.BatchOptions{Detach: true}
+	first, stop, err := h.Start(context.Background(), alice, req)
+	if err != nil {
+		t.Fatalf("the detached batch: %v", err)
+	}
+	if first.GetAccepted() == nil || first.GetSeq() != 1 {
+		t.Fatalf("the detached batch's first event %v, want BatchAccepted, seq 1", first)
+	}
+	id := first.GetAccepted().GetBatchId()
+	waitFor(t, func() bool { return v.tools.saw("start a") })
+	more, err := stop() // the client goes away
+	if v.s.Code(err) != Canceled {
+		t.Errorf("the detached batch's request after it was ended: %v (%v), want Canceled", err, v.s.Code(err))
+	}
+	for i, ev := range more {
+		if ev.GetSeq() != uint64(i+2) {
+			t.Errorf("event %d has seq %d", i+2, ev.GetSeq())
+		}
+	}
+	bg := context.Background()
+	if _, err := h.Get(bg, bob, id); v.s.Code(err) != NotFound {
+		t.Errorf("GetBatch as bob: %v (%v), want NotFound", err, v.s.Code(err))
+	}
+	if _, err := h.Attach(bg, bob, id, 0); v.s.Code(err) != NotFound {
+		t.Errorf("AttachBatch as bob: %v (%v), want NotFound", err, v.s.Code(err))
+	}
+	if err := h.CancelBatch(bg, bob, id, "no"); v.s.Code(err) != NotFound {
+		t.Errorf("CancelBatch as bob: %v (%v), want NotFound", err, v.s.Code(err))
+	}
+	got, err := h.Get(bg, alice, id)
+	if err != nil {
+		t.Fatalf("GetBatch: %v", err)
+	}
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_RUNNING || got.GetLastSeq() < 2 {
+		t.Errorf("GetBatch after the request ended: %v, want RUNNING with the events so far", got)
+	}
+	if v.tools.saw("cancelled a") {
+		t.Fatal("the detached batch's call was cancelled when its request ended")
+	}
+	if err := h.CancelBatch(bg, alice, id, "enough"); err != nil {
+		t.Fatalf("CancelBatch: %v", err)
+	}
+	rest, err := h.Attach(bg, alice, id, 1)
+	if err != nil {
+		t.Fatalf("AttachBatch after 1: %v", err)
+	}
+	for i, ev := range rest {
+		if ev.GetSeq() != uint64(i+2) {
+			t.Errorf("attached event %d has seq %d, want %d", i, ev.GetSeq(), i+2)
+		}
+	}
+	var res *toolwirev1.CallResult
+	for _, ev := range rest {
+		if r := ev.GetResult(); r != nil {
+			res = r
+		}
+	}
+	if res == nil || len(rest) == 0 || rest[len(rest)-1].GetFinished() == nil {
+		t.Fatalf("AttachBatch after 1: %v, want a's result and BatchFinished last", rest)
+	}
+	v.wantKind(t, "the cancelled detached call", res, toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, "enough")
+	if got, err := h.Get(bg, alice, id); err != nil || got.GetState() != toolwirev1.BatchState_BATCH_STATE_CANCELLED {
+		t.Errorf("GetBatch after CancelBatch: %v %v, want CANCELLED", got.GetState(), err)
 	}
 }

@@ -24,7 +24,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -69,6 +71,13 @@ type Options struct {
 	// Sandbox runs each command under the sandbox's supervisor; nil runs
 	// it with the server's full rights (sandbox mode off).
 	Sandbox *sandbox.Sandbox
+	// Allow lists the programs (path.Match patterns of the program's base
+	// name: "go", "git", "python3*") that run without asking; any other
+	// asks a person's approval first (tools.Call.RequestApproval), holding
+	// no concurrency slot while it waits. In shell mode the program is the
+	// command line's first word. Default empty: every command runs without
+	// asking.
+	Allow []string
 }
 
 func (o Options) withDefaults() Options {
@@ -203,6 +212,11 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	prog, err := lookPath(argv[0], r.env, dir)
 	if err != nil {
 		return tools.Errorf("%v", err), nil
+	}
+	if name, ok := r.allowed(args); !ok {
+		if err := call.RequestApproval(ctx, fmt.Sprintf("%s is not among the programs run_command runs without asking", strconv.Quote(name))); err != nil {
+			return nil, err
+		}
 	}
 
 	if r.opts.Sandbox != nil {
@@ -389,4 +403,27 @@ func lookPath(name string, env []string, dir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("program %q not found in PATH %s", name, path)
+}
+
+// allowed reports whether the command args names may run without asking,
+// with the program's name as matched; see Options.Allow.
+func (r *runner) allowed(args Args) (string, bool) {
+	name := ""
+	if r.opts.Shell {
+		if f := strings.Fields(args.Command); len(f) > 0 {
+			name = f[0]
+		}
+	} else if len(args.Argv) > 0 {
+		name = args.Argv[0]
+	}
+	name = filepath.Base(name)
+	if len(r.opts.Allow) == 0 {
+		return name, true
+	}
+	for _, pat := range r.opts.Allow {
+		if ok, _ := path.Match(pat, name); ok {
+			return name, true
+		}
+	}
+	return name, false
 }

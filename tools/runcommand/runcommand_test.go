@@ -465,3 +465,47 @@ func TestRunCommandReturnsBeforeTheKillGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCommandAsksOutsideAllow: a program outside Options.Allow asks for
+// approval and runs only once approved; one inside runs without asking;
+// without a server to ask, it does not run.
+func TestRunCommandAsksOutsideAllow(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, nil)
+	tool := runcommand.New(e.WS, runcommand.Options{Allow: []string{"ec*"}})
+	reg, err := tools.NewRegistry(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, _ := reg.Snapshot().Lookup("run_command")
+	refused := errors.New("denied: not today")
+	run := func(argv string, answer error) (asked string, res *tools.Result, err error) {
+		args, err := tl.ValidateArguments(`{"argv":` + argv + `}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := tools.NewCall("c", "run_command", args, nil)
+		call.SetApprover(func(_ context.Context, reason string) error { asked = reason; return answer })
+		res, err = tl.Handler(context.Background(), call)
+		return asked, res, err
+	}
+	if asked, res, err := run(`["echo","hi"]`, refused); asked != "" || err != nil || wt.Text(res) != "exit code 0\nhi\n" {
+		t.Errorf("echo (allowed): asked %q, %v, %q; want it run without asking", asked, err, wt.Text(res))
+	}
+	if asked, _, err := run(`["touch","made"]`, refused); !strings.Contains(asked, `"touch"`) || err != refused {
+		t.Errorf("touch, denied: asked %q, error %v; want it to ask naming touch and return the refusal", asked, err)
+	}
+	if _, err := os.Stat(filepath.Join(e.Dir, "made")); err == nil {
+		t.Error("the denied command ran")
+	}
+	if asked, res, err := run(`["touch","made"]`, nil); asked == "" || err != nil || res.IsError {
+		t.Errorf("touch, approved: asked %q, %v, %v; want it run after asking", asked, err, res)
+	}
+	if _, err := os.Stat(filepath.Join(e.Dir, "made")); err != nil {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+	args, _ := tl.ValidateArguments(`{"argv":["touch","x"]}`)
+	if _, err := tl.Handler(context.Background(), tools.NewCall("c", "run_command", args, nil)); !errors.Is(err, tools.ErrNoApprover) {
+		t.Errorf("without an approver: %v, want ErrNoApprover", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/toolwire/toolwire/tools/runcommand"
@@ -34,6 +35,9 @@ type RunCommandConfig struct {
 	Enabled bool     `json:"enabled"` // offer run_command
 	Shell   bool     `json:"shell"`   // take a shell string run with /bin/sh -c instead of an argv
 	Env     []string `json:"env"`     // names of the server's environment variables commands get
+	// Allow: programs (base-name patterns) that run without a person's
+	// approval; others ask first. Empty: none asks.
+	Allow []string `json:"allow"`
 }
 
 // Flags registers the workspace tools' flags, the sandbox's among them, on
@@ -53,6 +57,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // settings are checked when it starts (sandbox.New), since they matter
 // only with run_command.
 func (c Config) Validate() error {
+	for _, pat := range c.RunCommand.Allow {
+		if _, err := path.Match(pat, ""); err != nil {
+			return fmt.Errorf("run_command.allow: pattern %q: %w", pat, err)
+		}
+	}
 	if c.NoWorkspace {
 		if c.RunCommand.Enabled {
 			return errors.New("run_command needs the workspace; drop --no-workspace or --run-command")

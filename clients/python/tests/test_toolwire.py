@@ -625,3 +625,122 @@ class AdapterTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class _CutProxy:
+    """A TCP proxy to target whose connections cut() closes."""
+
+    def __init__(self, target):
+        import socket
+        import threading
+
+        self.target = target.rsplit(":", 1)
+        self.lis = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.lis.getsockname()[1]
+        self.lock = threading.Lock()
+        self.socks = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        import socket
+        import threading
+
+        while True:
+            try:
+                down, _ = self.lis.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection((self.target[0], int(self.target[1])))
+            except OSError:
+                down.close()
+                continue
+            with self.lock:
+                self.socks += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def cut(self):
+        import socket
+
+        with self.lock:
+            for s in self.socks:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            self.socks = []
+
+    def close(self):
+        self.lis.close()
+        self.cut()
+
+
+class AttachTest(unittest.TestCase):
+    def test_reattach_through_three_cuts(self):
+        need_bin()
+        server = OwnServer()
+        proxy = _CutProxy(server.addr)
+        try:
+            with toolwire.Client(proxy.addr, reattach=(10, 0.02)) as client:
+                calls = [{"call_id": c, "name": "sleep", "arguments": {"ms": 700}} for c in "abc"]
+                opts = toolwire.pb.BatchOptions(detach=True, sequential=True)
+                events, cuts = [], 0
+                for ev in client.execute_batch(calls, options=opts):
+                    events.append(ev)
+                    if cuts < 3 and len(events) in (3, 15, 30):
+                        proxy.cut()
+                        cuts += 1
+                self.assertEqual(cuts, 3, f"{len(events)} events")
+                self.assertEqual([ev.seq for ev in events], list(range(1, len(events) + 1)))
+                self.assertEqual(events[-1].finished.succeeded, 3)
+                again = list(client.attach_batch(events[0].accepted.batch_id, 1))
+                self.assertEqual(len(again), len(events) - 1)
+                self.assertEqual(again[0].seq, 2)
+                with self.assertRaises(toolwire.ToolwireError) as cm:
+                    list(client.attach_batch("nope"))
+                self.assertEqual(cm.exception.code, grpc.StatusCode.NOT_FOUND)
+        finally:
+            proxy.close()
+            server.stop()
+
+
+class AsyncAttachTest(unittest.IsolatedAsyncioTestCase):
+    async def test_reattach_through_a_cut(self):
+        need_bin()
+        server = OwnServer()
+        proxy = _CutProxy(server.addr)
+        try:
+            async with toolwire.AsyncClient(proxy.addr, reattach=(10, 0.02)) as client:
+                calls = [{"call_id": c, "name": "sleep", "arguments": {"ms": 500}} for c in "ab"]
+                opts = toolwire.pb.BatchOptions(detach=True, sequential=True)
+                events, cut = [], False
+                async for ev in client.execute_batch(calls, options=opts):
+                    events.append(ev)
+                    if not cut and len(events) == 5:
+                        proxy.cut()
+                        cut = True
+                self.assertTrue(cut)
+                self.assertEqual([ev.seq for ev in events], list(range(1, len(events) + 1)))
+                self.assertEqual(events[-1].finished.succeeded, 2)
+                again = [ev async for ev in client.attach_batch(events[0].accepted.batch_id, 1)]
+                self.assertEqual(again[0].seq, 2)
+        finally:
+            proxy.close()
+            server.stop()

@@ -4,6 +4,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 import {
+  AttachBatchRequest,
   BatchAccepted,
   BatchFinished,
   BatchOptions,
@@ -34,6 +35,12 @@ export interface ClientOptions {
   tls?: true | { rootCerts?: Buffer; privateKey?: Buffer; certChain?: Buffer };
   /** Extra @grpc/grpc-js channel options, e.g. {"grpc.service_config": …}. */
   channelOptions?: grpc.ClientOptions;
+  /** Re-attach automatically when a detached batch's stream drops
+   * (UNAVAILABLE, INTERNAL, UNKNOWN, ABORTED): AttachBatch from the last seq
+   * seen, up to attempts times in a row, waiting backoffMs (doubling, up to
+   * 5 s) before each. Applies to executeBatch with options.detach and to
+   * attachBatch. Default: off, a dropped stream throws. */
+  reattach?: { attempts: number; backoffMs: number };
   /** How many times executeBatch and callTool (and so the StepBatcher and
    * the adapters) wait out a refusal that says when to retry
    * (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo, what a server's rate
@@ -97,8 +104,11 @@ export class ToolwireClient {
   private readonly rateLimitRetries: number;
   private readonly onRateLimit?: (err: ToolwireError, delayMs: number) => void;
 
+  private readonly reattach?: { attempts: number; backoffMs: number };
+
   constructor(target: string, opts: ClientOptions = {}) {
     this.raw = new ToolServiceClient(target, credentials(opts), channelOptions(opts));
+    this.reattach = opts.reattach;
     this.rateLimitRetries = Math.max(0, Math.floor(opts.rateLimitRetries ?? DEFAULT_RATE_LIMIT_RETRIES));
     this.onRateLimit = opts.onRateLimit;
   }
@@ -137,6 +147,9 @@ export class ToolwireClient {
           options: opts.options ? BatchOptions.fromPartial(opts.options) : undefined,
         })
       : calls;
+    if (this.reattach && req.options?.detach) {
+      return this.follow("", 0, () => this.raw.executeBatch(req, callOptions(opts)), opts);
+    }
     const self = this;
     return (async function* () {
       // The deadline is the whole batch's, waits included; it starts when
@@ -151,6 +164,61 @@ export class ToolwireClient {
         if (!retry) return;
       }
     })();
+  }
+
+  /** Yields the events of the detached batch batchId numbered after afterSeq
+   * (all of them for 0), then its live ones until finished, like
+   * executeBatch: on any replica sharing the server's store. Breaking out
+   * ends only this reader; the batch runs on. NOT_FOUND for an unknown,
+   * expired or another caller's batch. With the reattach option it resumes
+   * after a dropped stream. */
+  attachBatch(batchId: string, afterSeq = 0, opts: CallOptions = {}): AsyncIterable<ExecuteBatchResponse> {
+    const open = () => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId, afterSeq }), callOptions(opts));
+    return this.reattach ? this.follow(batchId, afterSeq, open, opts) : stream(open, opts.signal);
+  }
+
+  /** Yields a batch's events from the stream open makes, re-attaching with
+   * AttachBatch from the last seq seen after a dropped stream, once the
+   * batch's ID is known; events seen before a drop are not yielded again. */
+  private async *follow(
+    batchId: string,
+    last: number,
+    open: () => grpc.ClientReadableStream<ExecuteBatchResponse>,
+    opts: CallOptions,
+  ): AsyncGenerator<ExecuteBatchResponse> {
+    const { attempts, backoffMs } = this.reattach!;
+    let failures = 0;
+    let refusals = 0;
+    let backoff = backoffMs;
+    for (;;) {
+      let retried = false;
+      // Refused before BatchAccepted (a rate limit's): nothing ran; send again.
+      const retry = batchId || last
+        ? undefined
+        : async (err: ToolwireError) => (retried = await this.waitToRetry(err, refusals++, opts.signal, undefined));
+      try {
+        for await (const ev of stream(open, opts.signal, retry)) {
+          if (ev.seq !== 0 && ev.seq <= last) continue;
+          last = ev.seq;
+          if (ev.accepted && !batchId) batchId = ev.accepted.batchId;
+          failures = 0;
+          backoff = backoffMs;
+          yield ev;
+          if (ev.finished) return;
+        }
+        if (retried) continue;
+        return;
+      } catch (err) {
+        const e = ToolwireError.from(err);
+        if (failures >= attempts || !batchId || opts.signal?.aborted || !DROPPED.has(e.code)) throw e;
+        failures++;
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(2 * backoff, 5000);
+        const id = batchId;
+        const after = last;
+        open = () => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId: id, afterSeq: after }), callOptions(opts));
+      }
+    }
   }
 
   /** Reads a batch's events into results in batch order. */
@@ -370,6 +438,9 @@ function channelOptions(opts: ClientOptions): grpc.ClientOptions | undefined {
 function callOptions(opts: CallOptions): grpc.CallOptions {
   return opts.timeoutMs === undefined ? {} : { deadline: Date.now() + opts.timeoutMs };
 }
+
+/** The status codes of a stream that dropped rather than failed. */
+const DROPPED = new Set<grpc.status>([grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.ABORTED]);
 
 /** Calls f when signal aborts; returns what stops listening (a run-long
  * signal must not collect a listener per RPC). */

@@ -12,7 +12,7 @@ import uuid
 import grpc
 
 from toolwire._calls import Batch, batch_request, call_tool_request, channel_args, to_call
-from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncStream, _Retries
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -23,7 +23,8 @@ class AsyncClient:
     await close(). A failed RPC raises ToolwireError."""
 
     def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None,
-                 rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None):
+                 rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None, reattach=None):
+        self._reattach = reattach
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
         self.rate_limit_retries = rate_limit_retries
         self.on_rate_limit = on_rate_limit
@@ -56,10 +57,27 @@ class AsyncClient:
         up to rate_limit_retries times; cancel(), or cancelling the awaiting
         task, ends the wait."""
         req = batch_request(calls, session_id, options)
+        if self._reattach and req.options.detach:
+            return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
         return _AsyncStream(
             lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
             _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
         )
+
+    def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
+        """Client.attach_batch for asyncio: the detached batch's events after
+        after_seq, then its live ones (.cancel() ends only this reader);
+        with reattach it resumes after a drop."""
+        if self._reattach:
+            return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
+        return _AsyncStream(lambda _: self._attach(batch_id, after_seq, timeout))
+
+    def _attach(self, batch_id, after_seq, timeout):
+        return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)
+
+    def _follow(self, open_stream, batch_id, after, timeout):
+        attempts, backoff = self._reattach
+        return _AsyncReattaching(open_stream, lambda i, a: self._attach(i, a, timeout), batch_id, after, attempts, backoff)
 
     @staticmethod
     async def collect(events):

@@ -6,7 +6,7 @@ import time
 import grpc
 
 from toolwire._calls import Batch, batch_request, call_tool_request, channel_args
-from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Retries, _Stream
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -26,10 +26,16 @@ class Client:
     sending it again is safe. A retry that would start past the RPC's
     timeout is not waited for; the refusal is raised (its retry_delay says
     when). Default 3; 0 raises the refusal at once. on_rate_limit(err,
-    delay) is called before each such wait (delay in seconds)."""
+    delay) is called before each such wait (delay in seconds).
+
+    reattach: (attempts, backoff seconds) to resume a detached batch's
+    dropped stream (execute_batch with options.detach, attach_batch) with
+    AttachBatch from the last seq seen; default None, a dropped stream
+    raises."""
 
     def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None,
-                 rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None):
+                 rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None, reattach=None):
+        self._reattach = reattach
         creds, self._metadata = channel_args(target, token, tls, insecure_token)
         self.rate_limit_retries = rate_limit_retries
         self.on_rate_limit = on_rate_limit
@@ -65,10 +71,29 @@ class Client:
         cancel() ends the wait, raising the refusal. timeout covers the
         waits too."""
         req = batch_request(calls, session_id, options)
+        if self._reattach and req.options.detach:
+            return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
         return _Stream(
             lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
             _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
         )
+
+    def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
+        """The events of the detached batch batch_id numbered after
+        after_seq (all for 0), then its live ones until finished, as
+        execute_batch's stream; on any replica sharing the server's store.
+        .cancel() ends only this reader. NOT_FOUND for an unknown, expired or
+        another caller's batch. With reattach it resumes after a drop."""
+        if self._reattach:
+            return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
+        return _Stream(lambda _: self._attach(batch_id, after_seq, timeout))
+
+    def _attach(self, batch_id, after_seq, timeout):
+        return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)
+
+    def _follow(self, open_stream, batch_id, after, timeout):
+        attempts, backoff = self._reattach
+        return _Reattaching(open_stream, lambda i, a: self._attach(i, a, timeout), batch_id, after, attempts, backoff)
 
     @staticmethod
     def collect(events):
