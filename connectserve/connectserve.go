@@ -6,7 +6,9 @@
 // the Connect protocol (JSON, as curl and a browser's fetch send it, and
 // binary), gRPC-Web, and gRPC over HTTP/2 (h2c on a plaintext port).
 // cmd/toolwire hands it to the HTTP port (httpserve) under
-// "/toolwire.v1.ToolService/".
+// "/toolwire.v1.ToolService/", and NewAdmin's handler, the read-only
+// toolwire.v1.AdminService over package serverstatus's view, under
+// "/toolwire.v1.AdminService/".
 //
 // Calls take the engine's path as the gRPC surface's do: CallTool is
 // Engine.Call, ExecuteBatch is Engine.Run with the handler's stream as the

@@ -2,6 +2,7 @@ package service
 
 import (
 	"flag"
+	"github.com/toolwire/toolwire/serverstatus"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -34,6 +35,10 @@ type Config struct {
 	// MeterProvider makes the metrics of the surface's RPCs. Default nil:
 	// none, as for TracerProvider.
 	MeterProvider metric.MeterProvider `json:"-"`
+	// Admin, when not nil, is served as toolwire.v1.AdminService (the
+	// read-only server view) beside the ToolService, behind the same
+	// authentication. Default nil: not served.
+	Admin *serverstatus.View `json:"-"`
 }
 
 // DefaultListen is the address a server listens on unless Config.Listen

@@ -68,6 +68,9 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
 // server reflection on gs.
 func (s *Server) Register(gs *grpc.Server) {
 	toolwirev1.RegisterToolServiceServer(gs, s)
+	if s.cfg.Admin != nil {
+		toolwirev1.RegisterAdminServiceServer(gs, adminServer{view: s.cfg.Admin})
+	}
 	healthpb.RegisterHealthServer(gs, s.health)
 	reflection.Register(gs)
 }

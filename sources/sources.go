@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"time"
 
 	grpcsource "github.com/toolwire/toolwire/sources/grpc"
 	httpsource "github.com/toolwire/toolwire/sources/http"
@@ -105,7 +107,7 @@ func kindOf[C any, S Source[[]C]](key string, part func(Config) []C, new func(*t
 			return out
 		},
 		start: func(reg *tools.Registry, log *slog.Logger) Source[Config] {
-			return adapter[C]{src: new(reg, log), part: part}
+			return adapter[C]{src: new(reg, log), part: part, key: key, name: name}
 		},
 	}
 }
@@ -114,6 +116,8 @@ func kindOf[C any, S Source[[]C]](key string, part func(Config) []C, new func(*t
 type adapter[C any] struct {
 	src  Source[[]C]
 	part func(Config) []C
+	key  string         // the kind's key, for Status
+	name func(C) string // names an entry, for Status
 }
 
 func (a adapter[C]) Check(cfg Config) error                     { return a.src.Check(a.part(cfg)) }
@@ -159,6 +163,10 @@ func (cfg Config) LogAttrs() []any {
 // Set is every source of one server: one per kind, in kinds' order.
 type Set struct {
 	srcs []Source[Config]
+
+	mu     sync.Mutex
+	synced Config    // the configuration last synced, for Status
+	at     time.Time // when
 }
 
 var _ Source[Config] = (*Set)(nil)
@@ -189,6 +197,9 @@ func (s *Set) Sync(ctx context.Context, cfg Config) error {
 	for i, src := range s.srcs {
 		errs[i] = src.Sync(ctx, cfg)
 	}
+	s.mu.Lock()
+	s.synced, s.at = cfg, time.Now()
+	s.mu.Unlock()
 	return errors.Join(errs...)
 }
 

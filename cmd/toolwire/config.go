@@ -35,6 +35,7 @@ type serveConfig struct {
 	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
 	MCPConfig       // no_mcp (mcpserve)
+	ConsoleConfig   // console (console)
 	PolicyConfig    // policies, reloaded live (policy)
 	AuditConfig     // audit_log and its settings (audit)
 }
@@ -97,6 +98,7 @@ Settings come from the --config file; flags set on the command line override it.
 	cfg.AdminConfig.Flags(fs)
 	cfg.HTTPConfig.Flags(fs)
 	cfg.MCPConfig.Flags(fs)
+	cfg.ConsoleConfig.Flags(fs)
 	return fs
 }
 

@@ -8,9 +8,11 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/connectserve"
+	"github.com/toolwire/toolwire/console"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/mcpserve"
+	"github.com/toolwire/toolwire/serverstatus"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -22,16 +24,22 @@ type HTTPConfig = httpserve.Config
 // reason.
 type MCPConfig = mcpserve.Config
 
+// ConsoleConfig is console.Config under a name of its own, for the same
+// reason.
+type ConsoleConfig = console.Config
+
 // serveHTTPPort starts the HTTP port, when http_listen is set, with the
 // surfaces it serves on eng: the ToolService over Connect, gRPC-Web and
 // gRPC (connectserve, under /toolwire.v1.ToolService/, its telemetry on
-// the gRPC surface's providers, tel), and /mcp unless no_mcp. Both sit
-// behind the one Verifier's middleware. It listens before it returns, so a
+// the gRPC surface's providers, tel), the read-only AdminService (view,
+// under /toolwire.v1.AdminService/), and /mcp unless no_mcp, all behind
+// the one Verifier's middleware; and the web console's page at /console/
+// unless console is false (open: its RPCs are the ones authenticated). It listens before it returns, so a
 // port in use fails serve at once. The port serves until ctx is done, then
 // the surfaces drain the engine (the MCP surface closes its sessions)
 // while the port drains its requests; wait returns once both are done. A
 // serving loop that fails cancels ctx through stop, so gRPC stops too.
-func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, v *auth.Verifier, tel connectserve.Options, log *slog.Logger) (wait func() error, err error) {
+func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, view *serverstatus.View, v *auth.Verifier, tel connectserve.Options, log *slog.Logger) (wait func() error, err error) {
 	if cfg.HTTPConfig.Listen == "" {
 		return func() error { return nil }, nil
 	}
@@ -51,6 +59,10 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 		return nil, fmt.Errorf("HTTP port: %w", err)
 	}
 	port.Handle(connectserve.Path, authenticate(rpc), nil)
+	port.Handle(connectserve.AdminPath, authenticate(connectserve.NewAdmin(view)), nil)
+	if cfg.ConsoleConfig.Enabled() {
+		port.Handle(console.Path, console.Handler(), nil)
+	}
 	if meta := auth.ResourceMetadata(v); meta != nil {
 		// Discovery for MCP clients: open, as it must be to be found.
 		port.Handle(auth.ResourceMetadataPath, meta, nil)
@@ -68,7 +80,7 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 		}
 		return nil, fmt.Errorf("http_listen: %w", err)
 	}
-	log.Info("toolwire HTTP port listening on "+lis.Addr().String(), "addr", lis.Addr().String(), "tls", tlsConfig != nil, "connect", connectserve.Path, "mcp", surface != nil)
+	log.Info("toolwire HTTP port listening on "+lis.Addr().String(), "addr", lis.Addr().String(), "tls", tlsConfig != nil, "connect", connectserve.Path, "mcp", surface != nil, "console", cfg.ConsoleConfig.Enabled())
 	served := make(chan error, 1)
 	go func() {
 		err := port.Serve(ctx, lis)

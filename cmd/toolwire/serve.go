@@ -14,8 +14,10 @@ import (
 	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/serverstatus"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
+	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -68,7 +70,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer closeWorkspace()
 	// Sources come last: built-in tools keep their names.
-	stopSources, err := startSources(ctx, args, cfg, reg, policies, log)
+	srcs := sources.New(reg, log)
+	stopSources, err := startSources(ctx, args, cfg, srcs, policies, log)
 	if err != nil {
 		return err
 	}
@@ -132,6 +135,9 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	defer eng.Close() // after the surfaces have drained
 	svcCfg := cfg.ServiceConfig
 	tel.apply(&svcCfg)
+	// The read-only server view (AdminService), on both ports.
+	view := serverstatus.New(eng, reg, serverstatus.Config{Sources: sourceStatus(srcs), Open: !verifier.Enabled()})
+	svcCfg.Admin = view
 	srv := service.New(eng, reg, svcCfg)
 	if cfg.Health != "" {
 		stopHealth, err := serveHealth(srv, cfg.Health, log)
@@ -143,7 +149,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	ctx, stopServing := context.WithCancelCause(ctx)
 	defer stopServing(nil)
 	httpTel := connectserve.Options{TracerProvider: svcCfg.TracerProvider, MeterProvider: svcCfg.MeterProvider}
-	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, verifier, httpTel, log)
+	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, view, verifier, httpTel, log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

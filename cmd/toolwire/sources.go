@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/serverstatus"
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/sources/reload"
-	"github.com/toolwire/toolwire/tools"
 )
 
 // Sources is the part of the serve configuration that declares tool
@@ -23,9 +23,9 @@ type Sources = sources.Config
 // config file, keeps them and the policies in force (policies) in step
 // with it until ctx is done (see sources/reload). stop waits for the
 // watcher and closes the sources.
-func startSources(ctx context.Context, args []string, cfg serveConfig, reg *tools.Registry, policies *policy.Live, log *slog.Logger) (stop func(), err error) {
+func startSources(ctx context.Context, args []string, cfg serveConfig, srcs *sources.Set, policies *policy.Live, log *slog.Logger) (stop func(), err error) {
 	var next *policy.Set // compiled by Check, put in force by Apply
-	return reload.Start(ctx, sources.New(reg, log), cfg, reload.Options[serveConfig]{
+	return reload.Start(ctx, srcs, cfg, reload.Options[serveConfig]{
 		Path: configPath(args),
 		Load: func() (serveConfig, error) {
 			// Read as at start: the file, then the command line's flags.
@@ -93,4 +93,16 @@ func fileKeys(cfg serveConfig) map[string]json.RawMessage {
 		panic("serveConfig does not marshal to a JSON object: " + err.Error()) // a bug; TestRestartOnly catches it
 	}
 	return keys
+}
+
+// sourceStatus reports the sources' status as the server view takes it.
+func sourceStatus(srcs *sources.Set) func() []serverstatus.Source {
+	return func() []serverstatus.Source {
+		list := srcs.Status()
+		out := make([]serverstatus.Source, len(list))
+		for i, s := range list {
+			out[i] = serverstatus.Source{Kind: s.Kind, Name: s.Name, Owner: s.Owner, State: s.State, Err: s.Err, Since: s.Since}
+		}
+		return out
+	}
 }

@@ -64,6 +64,9 @@ func New(reg *tools.Registry, logger *slog.Logger) *Services {
 	return s
 }
 
+// Status reports each gRPC server's connection: up, down or retrying.
+func (s *Services) Status() []supervise.Status { return s.set.Status() }
+
 // Check reports whether cfgs are a valid configuration, changing nothing.
 func (s *Services) Check(cfgs []Config) error { return ValidateAll(cfgs) }
 
@@ -178,6 +181,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 		r.mu.Unlock()
 		if !resolved {
 			r.log.Info("gRPC server connected")
+			supervise.Up(ctx)
 		}
 		resolved = true
 		r.offered.Set(methodTools(r.cfg, svcs, r, r.log), r.log)

@@ -84,6 +84,9 @@ func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
 	return g.set.Sync(ctx, cfgs)
 }
 
+// Status reports each MCP server's connection: up, down or retrying.
+func (g *Gateway) Status() []supervise.Status { return g.set.Status() }
+
 // Check reports whether cfgs are a valid configuration, changing nothing.
 func (g *Gateway) Check(cfgs []ServerConfig) error { return ValidateAll(cfgs) }
 

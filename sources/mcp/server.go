@@ -116,6 +116,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
 	}()
 	s.log.Info("MCP server connected")
+	supervise.Up(ctx)
 	for {
 		if err := s.refresh(ctx, cs); err != nil {
 			return true, fmt.Errorf("listing tools: %w", err)

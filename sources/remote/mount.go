@@ -98,6 +98,7 @@ func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 		}
 		if !listed {
 			mt.log.Info("remote toolwire connected")
+			supervise.Up(ctx)
 		}
 		listed, last = true, ev.GetRevision()
 		mt.offered.Set(mt.declarations(list.GetTools()), mt.log)

@@ -57,6 +57,9 @@ func (m *Mounts) Sync(ctx context.Context, cfgs []Config) error {
 	return m.set.Sync(ctx, cfgs)
 }
 
+// Status reports each remote's connection: up, down or retrying.
+func (m *Mounts) Status() []supervise.Status { return m.set.Status() }
+
 // Check reports whether cfgs are a valid configuration, changing nothing.
 func (m *Mounts) Check(cfgs []Config) error { return ValidateAll(cfgs) }
 

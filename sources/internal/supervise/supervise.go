@@ -62,9 +62,11 @@ type Set[C any] struct {
 
 // loop is one configuration's goroutine.
 type loop[C any] struct {
+	name   string
 	cfg    C
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the goroutine has returned
+	state  state
 }
 
 // New returns an empty set; it runs nothing until Sync.
@@ -145,7 +147,8 @@ func (s *Set[C]) Len() int {
 // means at once). s.mu is held.
 func (s *Set[C]) start(name string, c C, after <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := &loop[C]{cfg: c, cancel: cancel, done: make(chan struct{})}
+	l := &loop[C]{name: name, cfg: c, cancel: cancel, done: make(chan struct{})}
+	l.state.set(StateDown, nil, s.now())
 	s.running[name] = l
 	r := s.hooks.Start(c)
 	s.wg.Add(1)
@@ -159,19 +162,25 @@ func (s *Set[C]) start(name string, c C, after <-chan struct{}) {
 				return
 			}
 		}
-		s.run(ctx, r)
+		s.run(ctx, l, r)
 	}()
 }
 
 // run connects until ctx is done, backing off exponentially after failures.
-func (s *Set[C]) run(ctx context.Context, r Runner) {
+func (s *Set[C]) run(ctx context.Context, l *loop[C], r Runner) {
 	delay := s.MinBackoff
+	up := func() { l.state.set(StateUp, nil, s.now()) }
 	for {
 		start := s.now()
-		connected, err := r.Connect(ctx)
+		connected, err := r.Connect(context.WithValue(ctx, upKey{}, up))
 		if ctx.Err() != nil {
 			return
 		}
+		why := err
+		if why == nil {
+			why = errors.New("the connection ended")
+		}
+		l.state.set(StateRetrying, why, s.now())
 		if connected && s.now().Sub(start) > s.MaxBackoff {
 			delay = s.MinBackoff // it ran a good while: this is no crash loop
 		}

@@ -1,0 +1,598 @@
+// The console's pages over the public contract (rpc.js): Tools, Try it,
+// Watch it run and Server. Everything the server sends is shown as text.
+import { el, fmtSeconds, pretty, seconds, uid } from "./dom.js";
+import { RPCError, admin, serverStream, setToken, token, tools as toolService, unary } from "./rpc.js";
+import { form, validate } from "./schema.js";
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  tools: [],
+  byName: new Map(),
+  revision: "",
+  calls: [], // the batch being built: {key, name, callId, args, raw}
+  nextCall: 1,
+  run: null, // the batch being watched
+};
+
+// ---- status line and sign-in ------------------------------------------------
+
+function say(text, isError) {
+  const s = $("status");
+  s.textContent = text;
+  s.classList.toggle("error", !!isError);
+}
+
+function explain(err) {
+  if (err instanceof RPCError) {
+    if (err.code === "unauthenticated") return `Refused: ${err.message}. Sign in with a token this server accepts.`;
+    return `${err.code}: ${err.message}`;
+  }
+  return String(err && err.message ? err.message : err);
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  setToken($("token").value.trim());
+  $("token").value = "";
+  await refreshTools();
+}
+
+function signOut() {
+  setToken("");
+  state.tools = [];
+  state.byName.clear();
+  renderTools();
+  renderAddTool();
+  say("Signed out.");
+}
+
+// ---- navigation -------------------------------------------------------------
+
+const pages = ["tools", "try", "watch", "server"];
+
+function show(page) {
+  for (const p of pages) {
+    $(`page-${p}`).hidden = p !== page;
+    const b = $(`nav-${p}`);
+    if (p === page) b.setAttribute("aria-current", "page");
+    else b.removeAttribute("aria-current");
+  }
+  if (page === "server") refreshServer();
+  $("main").focus({ preventScroll: true });
+}
+
+// ---- Tools ------------------------------------------------------------------
+
+const sourceNames = {
+  TOOL_SOURCE_BUILTIN: "Built-in",
+  TOOL_SOURCE_HTTP: "HTTP",
+  TOOL_SOURCE_MCP: "MCP servers",
+  TOOL_SOURCE_REMOTE: "Remote toolwire servers",
+};
+
+async function refreshTools() {
+  try {
+    const resp = await unary(toolService, "ListTools", {});
+    state.tools = resp.tools || [];
+    state.revision = resp.revision || "";
+    state.byName = new Map(state.tools.map((t) => [t.name, t]));
+    let who = "";
+    try {
+      const st = await unary(admin, "GetServerStatus", {});
+      who = st.callerId ? ` as ${st.callerId}` : "";
+    } catch {
+      // the view is optional: a server without it still lists tools
+    }
+    say(`Signed in${who}: ${state.tools.length} tools at revision ${state.revision}.`);
+  } catch (err) {
+    if (err instanceof RPCError && err.code === "unauthenticated") setToken("");
+    state.tools = [];
+    state.byName.clear();
+    say(explain(err), true);
+    if (err instanceof RPCError && err.code === "unauthenticated") $("token").focus();
+  }
+  renderTools();
+  renderAddTool();
+  renderCalls();
+  // The first answer drawn (the tools, or the refusal): what the page's
+  // first-render time is measured to.
+  if (performance.getEntriesByName("toolwire:first-render").length === 0) performance.mark("toolwire:first-render");
+}
+
+function badges(a) {
+  a = a || {};
+  return [
+    a.readOnly && el("span", { class: "badge read-only" }, "read-only"),
+    a.destructive && el("span", { class: "badge destructive" }, "destructive"),
+    a.idempotent && el("span", { class: "badge idempotent" }, "idempotent"),
+    a.openWorld && el("span", { class: "badge open-world" }, "open world"),
+  ];
+}
+
+function renderTools() {
+  const q = $("tool-search").value.trim().toLowerCase();
+  const list = $("tool-list");
+  list.replaceChildren();
+  const shown = state.tools.filter((t) => !q || [t.name, t.title, t.description].some((s) => (s || "").toLowerCase().includes(q)));
+  $("tool-count").textContent = `${shown.length} of ${state.tools.length} tools`;
+  const groups = new Map();
+  for (const t of shown) {
+    const g = sourceNames[t.source] || "Other";
+    if (!groups.has(g)) groups.set(g, []);
+    groups.get(g).push(t);
+  }
+  for (const [g, ts] of groups) {
+    const section = el("section", { class: "group", "aria-label": g }, el("h3", {}, `${g} (${ts.length})`));
+    for (const t of ts) section.append(toolCard(t));
+    list.append(section);
+  }
+}
+
+function toolCard(t) {
+  return el("details", { class: "tool", dataset: { name: t.name } },
+    el("summary", {},
+      el("span", { class: "tname" }, t.name),
+      t.title ? el("span", { class: "ttitle" }, t.title) : null,
+      badges(t.annotations)),
+    el("div", { class: "body" },
+      el("p", { class: "desc-text" }, t.description || "(no description)"),
+      t.timeout ? el("p", { class: "hint" }, `Timeout: ${fmtSeconds(seconds(t.timeout))}`) : null,
+      el("h4", {}, "Input schema"),
+      el("pre", { class: "schema" }, pretty(t.inputSchema) || "{}"),
+      t.outputSchema ? [el("h4", {}, "Output schema"), el("pre", { class: "schema" }, pretty(t.outputSchema))] : null,
+      el("button", { type: "button", class: "try", onclick: () => { addCall(t.name); show("try"); } }, `Try ${t.name}`)));
+}
+
+// ---- Try it -----------------------------------------------------------------
+
+function renderAddTool() {
+  const sel = $("add-tool");
+  const cur = sel.value;
+  sel.replaceChildren(...state.tools.map((t) => el("option", { value: t.name, selected: t.name === cur }, t.name)));
+}
+
+function schemaOf(name) {
+  const t = state.byName.get(name);
+  if (!t || !t.inputSchema) return { type: "object" };
+  try {
+    return JSON.parse(t.inputSchema);
+  } catch {
+    return { type: "object" };
+  }
+}
+
+function addCall(name) {
+  if (!name) return;
+  state.calls.push({ key: uid("call"), name, callId: `call_${state.nextCall++}`, args: {} });
+  renderCalls();
+  const cards = document.querySelectorAll("#calls > li");
+  const last = cards[cards.length - 1];
+  if (last) last.querySelector("input, select, textarea")?.focus();
+}
+
+function move(i, by) {
+  const j = i + by;
+  if (j < 0 || j >= state.calls.length) return;
+  [state.calls[i], state.calls[j]] = [state.calls[j], state.calls[i]];
+  renderCalls();
+  document.querySelectorAll("#calls > li")[j]?.querySelector(by < 0 ? ".up" : ".down")?.focus();
+}
+
+function renderCalls() {
+  const ol = $("calls");
+  ol.replaceChildren(...state.calls.map((c, i) => callCard(c, i)));
+  if (state.calls.length === 0) ol.append(el("li", { class: "hint" }, "No calls yet: pick a tool below and add it."));
+  checkCalls();
+}
+
+function callCard(c, i) {
+  const schema = schemaOf(c.name);
+  const problems = el("p", { class: "problems", "aria-live": "polite" });
+  const rawID = uid("raw");
+  const raw = el("textarea", { id: rawID, rows: 5, class: "json raw", spellcheck: "false" });
+  const formBox = el("div", { class: "form" });
+  const check = () => {
+    const ps = c.raw !== undefined ? [{ path: "JSON", message: c.raw }] : validate(schema, c.args);
+    problems.textContent = ps.map((p) => `${p.path} ${p.message}`).join("\n");
+    problems.classList.toggle("ok", ps.length === 0);
+    if (ps.length === 0) problems.textContent = "Arguments are valid.";
+    c.problems = ps;
+    checkCalls();
+  };
+  const changed = () => {
+    if (document.activeElement !== raw) raw.value = JSON.stringify(c.args, null, 2);
+    c.raw = undefined;
+    raw.removeAttribute("aria-invalid");
+    check();
+  };
+  const renderForm = () => formBox.replaceChildren(form(schema, c.args, changed));
+  raw.addEventListener("input", () => {
+    try {
+      const v = JSON.parse(raw.value || "{}");
+      if (v === null || typeof v !== "object" || Array.isArray(v)) throw new Error("the arguments must be a JSON object");
+      c.args = v;
+      c.raw = undefined;
+      raw.removeAttribute("aria-invalid");
+      renderForm();
+    } catch (e) {
+      c.raw = e.message;
+      raw.setAttribute("aria-invalid", "true");
+    }
+    check();
+  });
+  renderForm();
+  raw.value = JSON.stringify(c.args, null, 2);
+  const toolID = uid("tool");
+  const idID = uid("cid");
+  const toolSel = el("select", { id: toolID, class: "tool-select" }, state.tools.map((t) => el("option", { value: t.name, selected: t.name === c.name }, t.name)));
+  if (!state.byName.has(c.name)) toolSel.prepend(el("option", { value: c.name, selected: true }, `${c.name} (not listed)`));
+  toolSel.addEventListener("change", () => {
+    c.name = toolSel.value;
+    c.args = {};
+    renderCalls();
+  });
+  const idInput = el("input", { id: idID, type: "text", class: "call-id", value: c.callId });
+  idInput.addEventListener("input", () => {
+    c.callId = idInput.value;
+    checkCalls();
+  });
+  const li = el("li", { class: "call", dataset: { key: c.key, tool: c.name } },
+    el("div", { class: "head" },
+      el("strong", {}, `#${i + 1}`),
+      el("label", { for: toolID }, "Tool"), toolSel,
+      el("label", { for: idID }, "Call ID"), idInput,
+      el("button", { type: "button", class: "small up", "aria-label": `move call ${i + 1} up`, disabled: i === 0, onclick: () => move(i, -1) }, "↑"),
+      el("button", { type: "button", class: "small down", "aria-label": `move call ${i + 1} down`, disabled: i === state.calls.length - 1, onclick: () => move(i, 1) }, "↓"),
+      el("button", { type: "button", class: "small remove", "aria-label": `remove call ${i + 1}`, onclick: () => { state.calls.splice(i, 1); renderCalls(); } }, "Remove")),
+    el("div", { class: "cols" },
+      el("div", {}, el("h4", {}, "Form"), formBox),
+      el("div", {}, el("label", { for: rawID }, el("h4", {}, "JSON")), raw)),
+    problems);
+  queueMicrotask(check);
+  return li;
+}
+
+/** checkCalls says what stops the batch from being sent as it is. */
+function checkCalls() {
+  const out = [];
+  const ids = new Set();
+  for (const [i, c] of state.calls.entries()) {
+    if (!c.callId) out.push(`call #${i + 1} has no call ID`);
+    else if (ids.has(c.callId)) out.push(`call ID ${c.callId} is used twice`);
+    ids.add(c.callId);
+    if (c.raw !== undefined) out.push(`call #${i + 1}: its JSON does not parse`);
+  }
+  const invalid = state.calls.filter((c) => c.problems && c.problems.length).length;
+  $("try-problems").textContent = out.join("\n") + (invalid && !out.length ? `${invalid} call(s) have arguments the schema refuses; the server will answer INVALID_ARGUMENTS for them.` : "");
+  $("run").disabled = state.calls.length === 0 || out.length > 0;
+}
+
+function batchRequest() {
+  const opts = {};
+  if ($("opt-sequential").checked) opts.sequential = true;
+  if ($("opt-parallel").value) opts.maxParallel = Number($("opt-parallel").value);
+  if ($("opt-stop").checked) opts.stopOnError = true;
+  if ($("opt-timeout").value) opts.timeout = `${Number($("opt-timeout").value)}s`;
+  if ($("opt-detach").checked) opts.detach = true;
+  const req = { calls: state.calls.map((c) => ({ callId: c.callId, name: c.name, arguments: JSON.stringify(c.args) })) };
+  if ($("opt-session").value) req.sessionId = $("opt-session").value;
+  if (Object.keys(opts).length) req.options = opts;
+  return req;
+}
+
+// ---- Watch it run -----------------------------------------------------------
+
+function outcomeOf(r) {
+  const k = (r.errorKind || "").replace("ERROR_KIND_", "");
+  if (!r.isError && (!k || k === "UNSPECIFIED")) return { state: "ok", text: "OK" };
+  switch (k) {
+    case "CANCELLED": return { state: "cancelled", text: k };
+    case "SKIPPED": return { state: "skipped", text: k };
+    case "TIMEOUT": return { state: "timeout", text: k };
+  }
+  return { state: "error", text: k || "ERROR" };
+}
+
+async function runBatch() {
+  if (state.run && state.run.running) return;
+  const req = batchRequest();
+  const run = {
+    req, running: true, batchId: "", calls: new Map(), t0: performance.now(), abort: new AbortController(), rows: new Map(),
+  };
+  state.run = run;
+  req.calls.forEach((c, i) => run.calls.set(c.callId, { id: c.callId, name: c.name, index: i, state: "waiting" }));
+  $("timeline").replaceChildren();
+  $("results").replaceChildren();
+  $("batch-state").textContent = "Sending the batch…";
+  delete $("batch-state").dataset.finished;
+  $("cancel").disabled = false;
+  show("watch");
+  const tick = setInterval(() => drawBars(run), 100);
+  try {
+    await serverStream(toolService, "ExecuteBatch", req, (ev) => onEvent(run, ev), run.abort.signal);
+    if (!run.finished) $("batch-state").textContent = "The stream ended before BatchFinished.";
+  } catch (err) {
+    $("batch-state").textContent = run.aborted ? "Cancelled: the stream was closed." : `The batch failed: ${explain(err)}`;
+  } finally {
+    run.running = false;
+    clearInterval(tick);
+    drawBars(run);
+    $("cancel").disabled = true;
+  }
+}
+
+function onEvent(run, ev) {
+  if (ev.accepted) {
+    run.batchId = ev.accepted.batchId;
+    run.t0 = performance.now();
+    $("batch-state").textContent = `Batch ${run.batchId} running (revision ${ev.accepted.revision || state.revision}).`;
+    drawLanes(run, ev.accepted.lanes || []);
+  } else if (ev.started) {
+    const c = run.calls.get(ev.started.callId);
+    if (c) {
+      c.start = performance.now();
+      c.state = "running";
+      paintRow(run, c, "running");
+    }
+  } else if (ev.progress) {
+    const p = ev.progress;
+    const c = run.calls.get(p.callId);
+    const row = c && run.rows.get(c.id);
+    if (!row) return;
+    if (p.total !== undefined && p.progress !== undefined) {
+      row.bar.hidden = false;
+      row.bar.max = Number(p.total) || 1;
+      row.bar.value = Number(p.progress);
+      row.bar.setAttribute("aria-label", `${c.id} progress`);
+    }
+    if (p.message) row.outcome.textContent = p.message;
+    if (p.output) {
+      c.output = (c.output || "") + p.output;
+      row.output.hidden = false;
+      row.output.textContent = c.output;
+    }
+  } else if (ev.awaitingApproval) {
+    const a = ev.awaitingApproval;
+    const c = run.calls.get(a.callId);
+    if (c) paintRow(run, c, "approval", "awaiting approval");
+    $("results").append(approvalCard(run, a));
+  } else if (ev.result) {
+    const r = ev.result;
+    document.querySelector(`#results .approval[data-call-id="${CSS.escape(r.callId)}"]`)?.remove();
+    const c = run.calls.get(r.callId);
+    if (c) {
+      c.end = performance.now();
+      if (c.start === undefined) c.start = c.end;
+      const o = outcomeOf(r);
+      c.state = o.state;
+      paintRow(run, c, o.state, `${o.text} · ${fmtSeconds(seconds(r.duration))}`);
+      const row = run.rows.get(c.id);
+      if (row && !row.bar.hidden && o.state === "ok") row.bar.value = row.bar.max;
+    }
+    $("results").append(resultCard(r));
+  } else if (ev.finished) {
+    const f = ev.finished;
+    run.finished = f;
+    const text = `Batch ${f.batchId} finished in ${fmtSeconds(seconds(f.duration))}: ${f.succeeded || 0} succeeded, ${f.failed || 0} failed, ${f.skipped || 0} skipped, ${f.cancelled || 0} cancelled, ${f.replayed || 0} replayed.`;
+    $("batch-state").textContent = text;
+    $("batch-state").dataset.finished = "true";
+    remember({ id: f.batchId, at: new Date().toISOString(), calls: run.calls.size, summary: text });
+  }
+}
+
+function drawLanes(run, lanes) {
+  const box = $("timeline");
+  box.replaceChildren();
+  delete $("batch-state").dataset.finished;
+  for (const lane of lanes) {
+    const rows = el("div", { role: "list" });
+    const group = el("div", { class: "lane", role: "group", "aria-label": `lane ${lane.index || 0}` },
+      el("div", { class: "lane-head" }, `Lane ${(lane.index || 0) + 1} · ${lane.parallel ? "parallel" : "one call"}`), rows);
+    for (const id of lane.callIds || []) {
+      const c = run.calls.get(id);
+      if (!c) continue;
+      const fill = el("div", { class: "barfill" });
+      const outcome = el("span", { class: "outcome" }, "waiting");
+      const bar = el("progress", { hidden: true });
+      const output = el("pre", { class: "output", hidden: true });
+      const row = el("div", { class: "row", role: "listitem", dataset: { callId: id, state: "waiting" } },
+        el("span", { class: "who", title: `${id} · ${c.name}` }, `${id} · ${c.name}`),
+        el("div", { class: "track", "aria-hidden": "true" }, fill),
+        outcome, bar);
+      rows.append(row, output);
+      run.rows.set(id, { row, fill, outcome, bar, output });
+    }
+    box.append(group);
+  }
+}
+
+function paintRow(run, c, st, text) {
+  const r = run.rows.get(c.id);
+  if (!r) return;
+  r.row.dataset.state = st;
+  r.outcome.textContent = text || st;
+  if (st !== "running") r.bar.hidden = r.bar.hidden || false;
+  drawBars(run);
+}
+
+function drawBars(run) {
+  const now = performance.now();
+  const span = Math.max(now - run.t0, 500);
+  const last = Math.max(...[...run.calls.values()].map((c) => c.end ?? (c.start !== undefined ? now : 0)), run.t0 + 1);
+  const total = (run.running ? span : Math.max(last - run.t0, 1)) * 1.02; // room for the last bar
+  for (const c of run.calls.values()) {
+    const r = run.rows.get(c.id);
+    if (!r || c.start === undefined) continue;
+    const end = c.end ?? now;
+    r.fill.style.left = `${(100 * (c.start - run.t0)) / total}%`;
+    r.fill.style.width = `${Math.max((100 * (end - c.start)) / total, 0.5)}%`;
+  }
+}
+
+function resultCard(r) {
+  const o = outcomeOf(r);
+  let details = null;
+  let sandbox = null;
+  if (r.details) {
+    try {
+      const d = JSON.parse(r.details);
+      if (d && typeof d === "object" && d.sandbox) sandbox = d.sandbox;
+    } catch {
+      // shown as text below
+    }
+    details = pretty(r.details);
+  }
+  return el("article", { class: "result" + (r.isError ? " is-error" : ""), dataset: { callId: r.callId, state: o.state } },
+    el("h4", {},
+      el("span", { class: "mono" }, `${r.callId} · ${r.toolName || ""}`),
+      el("span", { class: "badge " + (o.state === "ok" ? "read-only" : "destructive") }, o.text),
+      el("span", {}, fmtSeconds(seconds(r.duration))),
+      r.replayed ? el("span", { class: "badge idempotent" }, "replayed") : null,
+      r.truncated ? el("span", { class: "badge open-world" }, `truncated from ${r.originalSize} bytes`) : null),
+    (r.content || []).map((b) => {
+      if (b.text) return el("pre", { class: "text" }, b.text.text || "");
+      if (b.image) return el("img", { src: `data:${b.image.mimeType || "image/png"};base64,${b.image.data || ""}`, alt: `image returned by ${r.callId}` });
+      return el("pre", {}, JSON.stringify(b));
+    }),
+    r.structuredContent ? [el("h5", {}, "Structured content"), el("pre", {}, pretty(r.structuredContent))] : null,
+    sandbox ? [el("h5", {}, "Sandbox"), el("pre", {}, JSON.stringify(sandbox, null, 2))] : null,
+    details ? [el("h5", {}, "Details"), el("pre", {}, details)] : null);
+}
+
+/**
+ * approvalCard shows a call held for a person's decision (a policy's
+ * require_approval), with buttons that resolve it: the server decides
+ * whether this caller may (its approvers).
+ */
+function approvalCard(run, a) {
+  const msgID = uid("why");
+  const why = el("input", { id: msgID, type: "text", placeholder: "optional" });
+  const outcome = el("p", { class: "problems", "aria-live": "polite" });
+  const resolve = async (approved) => {
+    try {
+      await unary(toolService, "ResolveApproval", { batchId: run.batchId, callId: a.callId, approved, message: why.value });
+      outcome.textContent = approved ? "Approved." : "Denied.";
+      outcome.classList.add("ok");
+    } catch (err) {
+      outcome.textContent = explain(err);
+    }
+  };
+  return el("article", { class: "result approval", dataset: { callId: a.callId } },
+    el("h4", {}, el("span", { class: "mono" }, `${a.callId} · ${a.toolName || ""}`), el("span", { class: "badge open-world" }, "awaiting approval")),
+    a.reason ? el("p", { class: "desc-text" }, a.reason) : null,
+    el("h5", {}, "Arguments"), el("pre", {}, pretty(a.arguments)),
+    el("div", { class: "bar" },
+      el("label", { for: msgID }, "Message"), why,
+      el("button", { type: "button", onclick: () => resolve(true) }, "Approve"),
+      el("button", { type: "button", onclick: () => resolve(false) }, "Deny")),
+    outcome);
+}
+
+async function cancelRun() {
+  const run = state.run;
+  if (!run || !run.running) return;
+  $("cancel").disabled = true;
+  if (run.batchId) {
+    try {
+      await unary(toolService, "CancelBatch", { batchId: run.batchId, reason: "cancelled from the console" });
+      $("batch-state").textContent = `Cancelling batch ${run.batchId}…`;
+      return;
+    } catch (err) {
+      say(`CancelBatch: ${explain(err)}; closing the stream instead.`, true);
+    }
+  }
+  run.aborted = true;
+  run.abort.abort();
+}
+
+// ---- Server -----------------------------------------------------------------
+
+const finishedKey = "toolwire.finished";
+
+function finished() {
+  try {
+    return JSON.parse(sessionStorage.getItem(finishedKey) || "[]");
+  } catch {
+    return [];
+  }
+}
+
+function remember(entry) {
+  const list = [entry, ...finished()].slice(0, 20);
+  sessionStorage.setItem(finishedKey, JSON.stringify(list));
+  renderFinished();
+}
+
+function renderFinished() {
+  const list = finished();
+  $("finished").replaceChildren(list.length
+    ? el("ol", { class: "finished" }, list.map((f) => el("li", {}, el("span", { class: "mono" }, f.at), " ", f.summary)))
+    : el("p", { class: "hint" }, "None yet."));
+}
+
+function table(head, rows, attrs) {
+  // A wide table scrolls inside its box, so the page never scrolls sideways.
+  return el("div", { class: "scroll" },
+    el("table", attrs || {}, el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows)));
+}
+
+async function refreshServer() {
+  if ($("page-server").hidden) return;
+  let st;
+  try {
+    st = await unary(admin, "GetServerStatus", {});
+  } catch (err) {
+    $("server").replaceChildren(el("p", { class: "problems" }, explain(err)));
+    return;
+  }
+  $("server-time").textContent = `as of ${st.serverTime || ""}${st.allCallers ? " · every caller's batches" : " · your batches"}`;
+  const srcRows = (st.sources || []).map((s) => {
+    const stName = (s.state || "").replace("SOURCE_STATE_", "").toLowerCase();
+    return el("tr", { dataset: { source: `${s.kind}/${s.name}` } },
+      el("td", {}, s.kind), el("td", { class: "mono" }, s.name),
+      el("td", {}, el("span", { class: `badge state-${stName}` }, stName)),
+      el("td", {}, String(s.toolCount || 0)), el("td", { class: "mono" }, s.since || ""), el("td", {}, s.lastError || ""));
+  });
+  const batchRows = (st.batches || []).map((b) => el("tr", { dataset: { batchId: b.batchId } },
+    el("td", { class: "mono" }, b.batchId), el("td", {}, b.callerId || "(anonymous)"), el("td", {}, b.sessionId || ""),
+    el("td", {}, String(b.calls || 0)),
+    el("td", {}, String(b.callsRunning || 0), (b.running || []).length
+      ? el("ul", { class: "running" }, b.running.map((c) => el("li", { class: "mono", dataset: { callId: c.callId } }, `${c.callId} · ${c.toolName} · ${fmtSeconds(seconds(c.age))}`)))
+      : null),
+    el("td", {}, fmtSeconds(seconds(b.age))), el("td", {}, b.detached ? "yes" : "")));
+  const e = st.engine;
+  $("server").replaceChildren(el("div", {},
+    el("dl", { class: "stats" },
+      el("dt", {}, "Revision"), el("dd", { class: "mono" }, st.revision || ""),
+      el("dt", {}, "Tools"), el("dd", {}, String(st.toolCount || 0)),
+      el("dt", {}, "Signed in as"), el("dd", {}, st.callerId || "(anonymous)")),
+    el("h3", {}, "Sources"),
+    table(["Kind", "Name", "State", "Tools", "Since", "Last error"], srcRows, { id: "server-sources" }),
+    el("h3", {}, `Batches in flight (${(st.batches || []).length})`),
+    batchRows.length ? table(["Batch", "Caller", "Session", "Calls", "Running", "Age", "Detached"], batchRows, { id: "server-batches" }) : el("p", { class: "hint", id: "server-batches" }, "None."),
+    e ? [el("h3", {}, "Engine"), el("dl", { class: "stats" },
+      ["batches", "callsRunning", "slotWaiters", "callers", "abandoned", "bufferedBytes", "waitingToReport", "sessionWaiting"].flatMap((k) => [el("dt", {}, k), el("dd", {}, String(e[k] || 0))]))] : null));
+}
+
+// ---- start ------------------------------------------------------------------
+
+function start() {
+  $("signin").addEventListener("submit", signIn);
+  $("signout").addEventListener("click", signOut);
+  for (const p of pages) $(`nav-${p}`).addEventListener("click", () => show(p));
+  $("tool-search").addEventListener("input", renderTools);
+  $("add-call").addEventListener("click", () => addCall($("add-tool").value));
+  $("run").addEventListener("click", runBatch);
+  $("cancel").addEventListener("click", cancelRun);
+  $("server-refresh").addEventListener("click", refreshServer);
+  setInterval(() => {
+    if (!document.hidden) refreshServer();
+  }, 2000);
+  renderFinished();
+  renderCalls();
+  if (token()) say("Signing in with the token of this tab…");
+  refreshTools();
+}
+
+start();

@@ -1,0 +1,134 @@
+package serverstatus
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/engine"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// started is a sink that says when the batch's first call has started.
+type started chan struct{}
+
+func (s started) Send(ev *toolwirev1.ExecuteBatchResponse) error {
+	if ev.GetStarted() != nil {
+		select {
+		case s <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func as(id string, groups ...string) context.Context {
+	return engine.WithIdentity(context.Background(), &engine.Identity{ID: id, Groups: groups, Method: engine.MethodToken})
+}
+
+// running starts a long sleep for ctx's caller and returns once it runs;
+// the test's end cancels it.
+func running(t *testing.T, eng *engine.Engine, reg *tools.Registry, ctx context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	s := make(started, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- eng.Run(ctx, reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{SessionId: "s",
+			Calls: []*toolwirev1.ToolCall{{CallId: "a", Name: "sleep", Arguments: `{"ms":600000}`}}}, s)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-s:
+	case err := <-done:
+		t.Fatalf("the batch ended: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call did not start")
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Source("mcp:files").Set(tools.Tool{Name: "files_read", Description: "d",
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }}); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{})
+	t.Cleanup(func() { eng.CancelCalls(); eng.Drain(); eng.Close() })
+	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	sources := func() []Source {
+		return []Source{
+			{Kind: "mcp_servers", Name: "files", Owner: "mcp:files", State: "up", Err: "dial tcp: refused", Since: since},
+			{Kind: "remotes", Name: "far", Owner: "remote:far", State: "retrying", Err: "no route"},
+		}
+	}
+	running(t, eng, reg, as("alice"))
+	running(t, eng, reg, as("bob"))
+
+	v := New(eng, reg, Config{Sources: sources})
+	for _, c := range []struct {
+		name       string
+		ctx        context.Context
+		admin      bool
+		batchesFor []string
+	}{
+		{"a caller sees its own batches", as("alice", "dev"), false, []string{"alice"}},
+		{"a caller with none sees none", as("carol"), false, nil},
+		{"an administrator sees every caller's", as("dave", "admin"), true, []string{"alice", "bob"}},
+		{"the anonymous caller is no administrator when authentication is on", context.Background(), false, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := v.Status(c.ctx)
+			if got.GetAllCallers() != c.admin || (got.GetEngine() != nil) != c.admin {
+				t.Errorf("all_callers %v, engine stats %v; want both %v", got.GetAllCallers(), got.GetEngine() != nil, c.admin)
+			}
+			if got.GetRevision() != reg.Snapshot().Revision() || got.GetToolCount() != 4 {
+				t.Errorf("revision %q, %d tools; want %q, 4", got.GetRevision(), got.GetToolCount(), reg.Snapshot().Revision())
+			}
+			var callers []string
+			for _, b := range got.GetBatches() {
+				callers = append(callers, b.GetCallerId())
+				if b.GetBatchId() == "" || b.GetCalls() != 1 || b.GetSessionId() != "s" || b.GetAge().AsDuration() < 0 || b.GetStarted() == nil ||
+					len(b.GetRunning()) != int(b.GetCallsRunning()) || (len(b.GetRunning()) == 1 && (b.GetRunning()[0].GetCallId() != "a" || b.GetRunning()[0].GetToolName() != "sleep")) {
+					t.Errorf("batch %v: want an ID, one call, session s, an age", b)
+				}
+			}
+			if len(callers) != len(c.batchesFor) || (len(callers) > 0 && (callers[0] != c.batchesFor[0] || callers[len(callers)-1] != c.batchesFor[len(c.batchesFor)-1])) {
+				t.Errorf("batches of %v, want %v", callers, c.batchesFor)
+			}
+			src := got.GetSources()
+			if len(src) != 3 {
+				t.Fatalf("sources %v, want builtin, files, far", src)
+			}
+			if b := src[0]; b.GetKind() != "builtin" || b.GetState() != toolwirev1.SourceState_SOURCE_STATE_STATIC || b.GetToolCount() != 3 {
+				t.Errorf("built-in source %v, want static with 3 tools", b)
+			}
+			if f := src[1]; f.GetState() != toolwirev1.SourceState_SOURCE_STATE_UP || f.GetToolCount() != 1 || !f.GetSince().AsTime().Equal(since) {
+				t.Errorf("files %v, want up with 1 tool since %v", f, since)
+			}
+			if f := src[2]; f.GetState() != toolwirev1.SourceState_SOURCE_STATE_RETRYING || f.GetToolCount() != 0 || f.GetSince() != nil {
+				t.Errorf("far %v, want retrying with no tools", f)
+			}
+			if (src[2].GetLastError() != "") != c.admin {
+				t.Errorf("far's last error %q shown to an administrator only: admin %v", src[2].GetLastError(), c.admin)
+			}
+		})
+	}
+
+	open := New(eng, reg, Config{Open: true})
+	if got := open.Status(context.Background()); !got.GetAllCallers() || len(got.GetBatches()) != 2 || len(got.GetSources()) != 1 {
+		t.Errorf("with authentication off: %v; want every batch, the built-in source only", got)
+	}
+	if open.Admin(as("alice")) {
+		t.Error("with authentication off, a named caller is an administrator; only the anonymous one is")
+	}
+}
