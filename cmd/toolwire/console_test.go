@@ -293,3 +293,90 @@ func TestServeConsole(t *testing.T) {
 		})
 	}
 }
+
+// TestConsoleImagesOutputAndContrast drives the console over tools the
+// diagnostic ones cannot stand for: an MCP server's image
+// (@modelcontextprotocol/server-everything's get-tiny-image) must be
+// drawn, decoded, from its data; run_command's output must show while the
+// command still runs; and every visible text must meet WCAG AA contrast
+// (4.5:1, 3:1 for large text) against what is behind it, on every page.
+func TestConsoleImagesOutputAndContrast(t *testing.T) {
+	browser := testenv.LookPath(t, "chromium")
+	everything, err := filepath.Abs("../../sources/mcp/testdata/everything/node_modules/.bin/mcp-server-everything")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(everything); err != nil {
+		testenv.Missing(t, "@modelcontextprotocol/server-everything (npm ci in sources/mcp/testdata/everything)")
+	}
+	tokens := writeFile(t, "tokens", "alice: token-of-alice-0123456789\n")
+	config := writeFile(t, "toolwire.yaml", "mcp_servers:\n  - name: ev\n    command: "+everything+"\n    args: [stdio]\n")
+	s := startServe(t, "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--config", config,
+		"--workspace", t.TempDir(), "--run-command", "--sandbox", "off")
+	var addr string
+	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancelTab := chromedp.NewContext(actx)
+	defer cancelTab()
+	b := &browserTab{t: t, ctx: ctx}
+	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/console/")); err != nil {
+		t.Fatalf("open the console: %v", err)
+	}
+	b.do("sign in", chromedp.SendKeys(css("#token"), "token-of-alice-0123456789"), chromedp.Click(css("#signin-button")))
+	b.until("the MCP server's tools", `!!document.querySelector('details.tool[data-name="ev_get-tiny-image"]')`)
+	checkContrast(b, "tools")
+
+	// An image result is drawn from its data.
+	b.do("try the image", chromedp.Click(css("#nav-try")), chromedp.SetValue(css("#add-tool"), "ev_get-tiny-image"), chromedp.Click(css("#add-call")), chromedp.Click(css("#run")))
+	b.until("the image, decoded", `(i => !!i && i.complete && i.naturalWidth > 0 && i.src.startsWith("data:image/png;base64,"))(document.querySelector("#results .result img"))`)
+	checkContrast(b, "watch")
+
+	// run_command's output shows while the command runs.
+	b.do("back to Try it", chromedp.Click(css("#nav-try")), chromedp.Click(css(`#calls button.remove`)))
+	b.do("add run_command", chromedp.SetValue(css("#add-tool"), "run_command"), chromedp.Click(css("#add-call")))
+	_ = get(b, "type the arguments", chromedp.Evaluate[bool](`(r => { r.value = JSON.stringify({argv: ["sh", "-c", "echo first-line; sleep 2; echo second-line"]}); return r.dispatchEvent(new Event("input")); })(document.querySelector("#calls textarea.raw"))`))
+	b.until("valid arguments", `!document.querySelector("#run").disabled`)
+	b.do("run the command", chromedp.Click(css("#run")))
+	b.until("output while the command runs", `document.querySelector('#timeline .row')?.dataset.state === "running" && document.querySelector("#timeline pre.output")?.textContent.includes("first-line")`)
+	b.until("the command's end", `document.querySelector("#batch-state").dataset.finished === "true" && document.querySelector("#results .result pre.text")?.textContent.includes("second-line")`)
+	for _, page := range []string{"try", "server"} {
+		b.do("open "+page, chromedp.Click(css("#nav-"+page)))
+		checkContrast(b, page)
+	}
+}
+
+// contrastJS finds the visible text whose contrast with what is behind it
+// (the nearest opaque background up the tree) is below WCAG AA: 4.5:1, or
+// 3:1 for large text (24px, or 18.66px bold). It returns a line for each.
+const contrastJS = `(() => {
+  const rgb = s => { const m = s.match(/rgba?\(([^)]+)\)/); if (!m) return null; const p = m[1].split(",").map(Number); return {r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1}; };
+  const lum = c => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }; return 0.2126 * f(c.r) + 0.7152 * f(c.g) + 0.0722 * f(c.b); };
+  const bg = el => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c && c.a >= 0.9) return c; } return {r: 255, g: 255, b: 255, a: 1}; };
+  const bad = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!el || !n.textContent.trim() || !el.getClientRects().length || el.closest("[hidden]")) continue;
+    const st = getComputedStyle(el);
+    if (st.visibility === "hidden" || Number(st.opacity) === 0) continue;
+    const fg = rgb(st.color), b = bg(el);
+    const l1 = lum(fg), l2 = lum(b);
+    const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+    const size = parseFloat(st.fontSize), large = size >= 24 || (size >= 18.66 && Number(st.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) bad.push(el.tagName.toLowerCase() + (el.className ? "." + el.className : "") + " " + JSON.stringify(n.textContent.trim().slice(0, 30)) + " " + ratio.toFixed(2) + ":1");
+  }
+  return bad;
+})()`
+
+// checkContrast fails the test for each text on the page below WCAG AA.
+func checkContrast(b *browserTab, page string) {
+	b.t.Helper()
+	for _, line := range get(b, "check the contrast on "+page, chromedp.Evaluate[[]string](contrastJS)) {
+		b.t.Errorf("%s: contrast below WCAG AA: %s", page, line)
+	}
+}

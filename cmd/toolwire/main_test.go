@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -81,7 +82,11 @@ func startServe(t *testing.T, args ...string) *server {
 	s := &server{stderr: &syncBuffer{}}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--no-workspace"}, args...), &bytes.Buffer{}, s.stderr)
+		base := []string{"serve", "--listen", "127.0.0.1:0"}
+		if !slices.Contains(args, "--workspace") { // a test that wants the workspace tools names its folder
+			base = append(base, "--no-workspace")
+		}
+		done <- run(ctx, append(base, args...), &bytes.Buffer{}, s.stderr)
 	}()
 	var once sync.Once
 	var err error
