@@ -90,11 +90,16 @@ func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
 	now := v.cfg.Now()
 	all := v.Admin(ctx)
 	snap := v.reg.Snapshot()
-	// Tools by their owner, to count each source's.
+	// Tools by their owner, to count each source's, and the names of
+	// those the caller may call.
 	counts := map[string]int32{}
+	names := map[string][]string{}
 	for _, t := range snap.Tools() {
 		if owner, ok := v.reg.Owner(t.Name); ok {
 			counts[owner]++
+			if v.eng.Permits(ctx, t.Name) {
+				names[owner] = append(names[owner], t.Name)
+			}
 		}
 	}
 	resp := &toolwirev1.GetServerStatusResponse{
@@ -105,16 +110,19 @@ func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
 		CallerId:   engine.CallerFrom(ctx),
 	}
 	if n := counts[tools.Builtin]; n > 0 {
-		resp.Sources = append(resp.Sources, &toolwirev1.SourceStatus{Kind: "builtin", Name: "builtin", State: toolwirev1.SourceState_SOURCE_STATE_STATIC, ToolCount: n})
+		resp.Sources = append(resp.Sources, &toolwirev1.SourceStatus{Kind: "builtin", Name: "builtin", State: toolwirev1.SourceState_SOURCE_STATE_STATIC, ToolCount: n, Tools: names[tools.Builtin]})
 	}
 	if v.cfg.Sources != nil {
 		http := map[string]bool{} // HTTP tools share one owner: count each tool once, by its name
 		for _, s := range v.cfg.Sources() {
-			st := &toolwirev1.SourceStatus{Kind: s.Kind, Name: s.Name, State: state(s.State), ToolCount: counts[s.Owner]}
+			st := &toolwirev1.SourceStatus{Kind: s.Kind, Name: s.Name, State: state(s.State), ToolCount: counts[s.Owner], Tools: names[s.Owner]}
 			if s.Kind == "http_tools" {
-				st.ToolCount = 0
+				st.ToolCount, st.Tools = 0, nil
 				if owner, ok := v.reg.Owner(s.Name); ok && owner == s.Owner && !http[s.Name] {
 					st.ToolCount, http[s.Name] = 1, true
+					if v.eng.Permits(ctx, s.Name) {
+						st.Tools = []string{s.Name}
+					}
 				}
 			}
 			if !s.Since.IsZero() {

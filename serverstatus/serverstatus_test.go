@@ -2,6 +2,7 @@ package serverstatus
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,6 +119,9 @@ func TestStatus(t *testing.T) {
 			if f := src[2]; f.GetState() != toolwirev1.SourceState_SOURCE_STATE_RETRYING || f.GetToolCount() != 0 || f.GetSince() != nil {
 				t.Errorf("far %v, want retrying with no tools", f)
 			}
+			if !slices.Equal(src[0].GetTools(), []string{"echo", "fail", "sleep"}) || !slices.Equal(src[1].GetTools(), []string{"files_read"}) || len(src[2].GetTools()) != 0 {
+				t.Errorf("tools by source %q, %q, %q; want the diag tools, files_read, none", src[0].GetTools(), src[1].GetTools(), src[2].GetTools())
+			}
 			if (src[2].GetLastError() != "") != c.admin {
 				t.Errorf("far's last error %q shown to an administrator only: admin %v", src[2].GetLastError(), c.admin)
 			}
@@ -130,5 +134,37 @@ func TestStatus(t *testing.T) {
 	}
 	if open.Admin(as("alice")) {
 		t.Error("with authentication off, a named caller is an administrator; only the anonymous one is")
+	}
+}
+
+// noFilesFor keeps one caller from files_read.
+type noFilesFor string
+
+func (n noFilesFor) Permitted(caller, tool string) bool {
+	return caller != string(n) || tool != "files_read"
+}
+
+// TestSourceToolsArePermitted: a source's tool names are those the caller
+// may call, so the view reveals no tool a caller was not given.
+func TestSourceToolsArePermitted(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Source("mcp:files").Set(tools.Tool{Name: "files_read", Description: "d",
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }}); err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{Permissions: noFilesFor("carol")})
+	t.Cleanup(eng.Close)
+	v := New(eng, reg, Config{Sources: func() []Source {
+		return []Source{{Kind: "mcp_servers", Name: "files", Owner: "mcp:files", State: "up"}}
+	}})
+	for caller, want := range map[string][]string{"alice": {"files_read"}, "carol": nil} {
+		src := v.Status(as(caller)).GetSources()
+		if len(src) != 2 || !slices.Equal(src[1].GetTools(), want) {
+			t.Errorf("%s sees the files source's tools %v; want %v", caller, src, want)
+		}
 	}
 }

@@ -329,6 +329,9 @@ func TestConsoleImagesOutputAndContrast(t *testing.T) {
 	}
 	b.do("sign in", chromedp.SendKeys(css("#token"), "token-of-alice-0123456789"), chromedp.Click(css("#signin-button")))
 	b.until("the MCP server's tools", `!!document.querySelector('details.tool[data-name="ev_get-tiny-image"]')`)
+	// Grouped by the source that serves them, as the server view says.
+	b.until("a group of the MCP server ev", `[...document.querySelectorAll("#tool-list section.group")].some(g => g.querySelector("h3").textContent.startsWith("MCP server: ev") && !!g.querySelector('details.tool[data-name="ev_get-tiny-image"]'))`)
+	b.until("a group of the built-in tools", `[...document.querySelectorAll("#tool-list section.group")].some(g => g.querySelector("h3").textContent.startsWith("Built-in") && !!g.querySelector('details.tool[data-name="run_command"]'))`)
 	checkContrast(b, "tools")
 
 	// An image result is drawn from its data.

@@ -9,6 +9,7 @@ const $ = (id) => document.getElementById(id);
 const state = {
   tools: [],
   byName: new Map(),
+  sourceOf: new Map(), // tool name → its source's group label, from the server view
   revision: "",
   calls: [], // the batch being built: {key, name, callId, args, raw}
   nextCall: 1,
@@ -71,6 +72,23 @@ const sourceNames = {
   TOOL_SOURCE_REMOTE: "Remote toolwire servers",
 };
 
+// kindNames name a source by its configuration key, for the groups of the
+// Tools page when the server view says which source serves which tool.
+const kindNames = {
+  builtin: () => "Built-in",
+  http_tools: () => "HTTP tools",
+  openapi: (n) => `OpenAPI: ${n}`,
+  mcp_servers: (n) => `MCP server: ${n}`,
+  remotes: (n) => `Remote toolwire: ${n}`,
+  grpc_services: (n) => `gRPC service: ${n}`,
+};
+
+// groupOf is the group of tool t: its source as the server view names it,
+// else its kind as ListTools gives it.
+function groupOf(t) {
+  return state.sourceOf.get(t.name) || sourceNames[t.source] || "Other";
+}
+
 async function refreshTools() {
   try {
     const resp = await unary(toolService, "ListTools", {});
@@ -78,9 +96,14 @@ async function refreshTools() {
     state.revision = resp.revision || "";
     state.byName = new Map(state.tools.map((t) => [t.name, t]));
     let who = "";
+    state.sourceOf = new Map();
     try {
       const st = await unary(admin, "GetServerStatus", {});
       who = st.callerId ? ` as ${st.callerId}` : "";
+      for (const s of st.sources || []) {
+        const label = (kindNames[s.kind] || ((n) => `${s.kind}: ${n}`))(s.name);
+        for (const name of s.tools || []) state.sourceOf.set(name, label);
+      }
     } catch {
       // the view is optional: a server without it still lists tools
     }
@@ -118,7 +141,7 @@ function renderTools() {
   $("tool-count").textContent = `${shown.length} of ${state.tools.length} tools`;
   const groups = new Map();
   for (const t of shown) {
-    const g = sourceNames[t.source] || "Other";
+    const g = groupOf(t);
     if (!groups.has(g)) groups.set(g, []);
     groups.get(g).push(t);
   }

@@ -251,7 +251,10 @@ type SourceStatus struct {
 	LastError string `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// When state last changed (for a static source, when the configuration
 	// was last applied).
-	Since         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// The names of its tools the caller may call, sorted, so a client can
+	// group tools by the source that serves them.
+	Tools         []string `protobuf:"bytes,7,rep,name=tools,proto3" json:"tools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +327,13 @@ func (x *SourceStatus) GetLastError() string {
 func (x *SourceStatus) GetSince() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Since
+	}
+	return nil
+}
+
+func (x *SourceStatus) GetTools() []string {
+	if x != nil {
+		return x.Tools
 	}
 	return nil
 }
@@ -654,7 +664,7 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"allCallers\x12;\n" +
 	"\vserver_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12\x1b\n" +
-	"\tcaller_id\x18\b \x01(\tR\bcallerId\"\xd6\x01\n" +
+	"\tcaller_id\x18\b \x01(\tR\bcallerId\"\xec\x01\n" +
 	"\fSourceStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
@@ -663,7 +673,8 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"tool_count\x18\x04 \x01(\x05R\ttoolCount\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x120\n" +
-	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\xd5\x02\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05tools\x18\a \x03(\tR\x05tools\"\xd5\x02\n" +
 	"\rBatchInFlight\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1b\n" +
 	"\tcaller_id\x18\x02 \x01(\tR\bcallerId\x12\x1d\n" +

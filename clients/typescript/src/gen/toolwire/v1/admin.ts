@@ -144,7 +144,14 @@ export interface SourceStatus {
    * When state last changed (for a static source, when the configuration
    * was last applied).
    */
-  since: Date | undefined;
+  since:
+    | Date
+    | undefined;
+  /**
+   * The names of its tools the caller may call, sorted, so a client can
+   * group tools by the source that serves them.
+   */
+  tools: string[];
 }
 
 /** BatchInFlight is one batch running now. */
@@ -474,7 +481,7 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
 };
 
 function createBaseSourceStatus(): SourceStatus {
-  return { kind: "", name: "", state: 0, toolCount: 0, lastError: "", since: undefined };
+  return { kind: "", name: "", state: 0, toolCount: 0, lastError: "", since: undefined, tools: [] };
 }
 
 export const SourceStatus: MessageFns<SourceStatus> = {
@@ -496,6 +503,9 @@ export const SourceStatus: MessageFns<SourceStatus> = {
     }
     if (message.since !== undefined) {
       Timestamp.encode(toTimestamp(message.since), writer.uint32(50).fork()).join();
+    }
+    for (const v of message.tools) {
+      writer.uint32(58).string(v!);
     }
     return writer;
   },
@@ -561,6 +571,14 @@ export const SourceStatus: MessageFns<SourceStatus> = {
             message.since = fromTimestamp(Timestamp.decode(reader, reader.uint32()));
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.tools.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -589,6 +607,7 @@ export const SourceStatus: MessageFns<SourceStatus> = {
         ? globalThis.String(object.last_error)
         : "",
       since: isSet(object.since) ? fromJsonTimestamp(object.since) : undefined,
+      tools: globalThis.Array.isArray(object?.tools) ? object.tools.map((e: any) => globalThis.String(e)) : [],
     };
   },
 
@@ -612,6 +631,9 @@ export const SourceStatus: MessageFns<SourceStatus> = {
     if (message.since !== undefined) {
       obj.since = message.since.toISOString();
     }
+    if (message.tools?.length) {
+      obj.tools = message.tools;
+    }
     return obj;
   },
 
@@ -626,6 +648,7 @@ export const SourceStatus: MessageFns<SourceStatus> = {
     message.toolCount = object.toolCount ?? 0;
     message.lastError = object.lastError ?? "";
     message.since = object.since ?? undefined;
+    message.tools = object.tools?.map((e) => e) || [];
     return message;
   },
 };
