@@ -311,7 +311,7 @@ func TestConsoleImagesOutputAndContrast(t *testing.T) {
 	}
 	tokens := writeFile(t, "tokens", "alice: token-of-alice-0123456789\n")
 	config := writeFile(t, "toolwire.yaml", "mcp_servers:\n  - name: ev\n    command: "+everything+"\n    args: [stdio]\n")
-	s := startServe(t, "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--config", config,
+	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--config", config,
 		"--workspace", t.TempDir(), "--run-command", "--sandbox", "off")
 	var addr string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
@@ -347,6 +347,14 @@ func TestConsoleImagesOutputAndContrast(t *testing.T) {
 	b.do("run the command", chromedp.Click(css("#run")))
 	b.until("output while the command runs", `document.querySelector('#timeline .row')?.dataset.state === "running" && document.querySelector("#timeline pre.output")?.textContent.includes("first-line")`)
 	b.until("the command's end", `document.querySelector("#batch-state").dataset.finished === "true" && document.querySelector("#results .result pre.text")?.textContent.includes("second-line")`)
+	b.until("the sandbox the command ran under", `[...document.querySelectorAll("#results .result h5")].some(h => h.textContent === "Sandbox" && h.nextElementSibling.textContent.includes('"mode": "off"'))`)
+
+	// A call that reports progress shows a progress bar that moves.
+	b.do("back to Try it for progress", chromedp.Click(css("#nav-try")), chromedp.Click(css(`#calls button.remove`)))
+	b.do("add a sleep", chromedp.SetValue(css("#add-tool"), "sleep"), chromedp.Click(css("#add-call")),
+		chromedp.SendKeys(css(`#calls input[data-path="ms"]`), "3000"), chromedp.Click(css("#run")))
+	b.until("a progress bar part-way while the call runs", `(p => !!p && !p.hidden && p.value > 0 && p.value < p.max)(document.querySelector("#timeline progress")) && document.querySelector('#timeline .row').dataset.state === "running"`)
+	b.until("the sleep's end", `document.querySelector("#batch-state").dataset.finished === "true"`)
 	for _, page := range []string{"try", "server"} {
 		b.do("open "+page, chromedp.Click(css("#nav-"+page)))
 		checkContrast(b, page)
