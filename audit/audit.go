@@ -298,7 +298,7 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 		l.Caller, l.AuthMethod = id.ID, id.Method
 	}
 	if c.Tool != nil {
-		l.Source = SourceName(c.Tool.Source)
+		l.Source = c.Tool.Source.Name()
 	}
 	canon, err := canonical(c.Call.GetArguments())
 	if err == nil {
@@ -376,21 +376,6 @@ func (t *Trail) redact1(v any) any {
 		}
 	}
 	return v
-}
-
-// SourceName is a tool's source as a line names it.
-func SourceName(s tools.Source) string {
-	switch s {
-	case tools.SourceBuiltin, 0:
-		return "builtin"
-	case tools.SourceHTTP:
-		return "http"
-	case tools.SourceMCP:
-		return "mcp"
-	case tools.SourceRemote:
-		return "remote"
-	}
-	return "other"
 }
 
 // The rest of engine.Observer: the trail records calls' ends only.

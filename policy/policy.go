@@ -243,27 +243,12 @@ func activation(caller *engine.Identity, t *tools.Tool, args json.RawMessage) (m
 	}
 	return map[string]any{
 		"caller": map[string]any{"id": caller.ID, "groups": groups, "claims": claims, "method": caller.Method},
-		"tool": map[string]any{"name": t.Name, "source": sourceName(t.Source), "annotations": map[string]any{
+		"tool": map[string]any{"name": t.Name, "source": t.Source.Name(), "annotations": map[string]any{
 			"read_only": t.Annotations.ReadOnly, "destructive": t.Annotations.Destructive,
 			"idempotent": t.Annotations.Idempotent, "open_world": t.Annotations.OpenWorld,
 		}},
 		"args": a,
 	}, nil
-}
-
-// sourceName is tool.source in a rule.
-func sourceName(s tools.Source) string {
-	switch s {
-	case tools.SourceBuiltin, 0:
-		return "builtin"
-	case tools.SourceHTTP:
-		return "http"
-	case tools.SourceMCP:
-		return "mcp"
-	case tools.SourceRemote:
-		return "remote"
-	}
-	return "other"
 }
 
 // Live is the Set in force, which Swap replaces (a config reload); it is

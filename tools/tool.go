@@ -37,6 +37,22 @@ const (
 	SourceRemote
 )
 
+// Name is the source's name as policies and the audit trail write it:
+// "builtin" (also for 0), "http", "mcp", "remote", or "other".
+func (s Source) Name() string {
+	switch s {
+	case SourceBuiltin, 0:
+		return "builtin"
+	case SourceHTTP:
+		return "http"
+	case SourceMCP:
+		return "mcp"
+	case SourceRemote:
+		return "remote"
+	}
+	return "other"
+}
+
 // Handler runs one call. A returned error becomes a TOOL_ERROR result carrying
 // the error's message; a Result with IsError set does the same with content of
 // the tool's choosing. Handlers must honour ctx: when it is done the call's
