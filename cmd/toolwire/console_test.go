@@ -315,6 +315,11 @@ func TestConsoleImagesOutputAndContrast(t *testing.T) {
 		"--workspace", t.TempDir(), "--run-command", "--sandbox", "off")
 	var addr string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	// The MCP server connects in the background (node starts it): the page
+	// lists the tools it finds when it signs in, so wait for them first.
+	waitFor(t, "the MCP server's tools", func() bool {
+		return strings.Contains(runCmd(t, s.addr, "tools", "--token", "token-of-alice-0123456789").stdout, "ev_get-tiny-image")
+	})
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
