@@ -317,9 +317,13 @@ func TestConsoleImagesOutputAndContrast(t *testing.T) {
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
 	// The MCP server connects in the background (node starts it): the page
 	// lists the tools it finds when it signs in, so wait for them first.
-	waitFor(t, "the MCP server's tools", func() bool {
-		return strings.Contains(runCmd(t, s.addr, "tools", "--token", "token-of-alice-0123456789").stdout, "ev_get-tiny-image")
-	})
+	// (A bound of its own, longer than waitFor's: node starts slowly on a
+	// loaded machine.)
+	for deadline := time.Now().Add(2 * time.Minute); !strings.Contains(runCmd(t, s.addr, "tools", "--token", "token-of-alice-0123456789").stdout, "ev_get-tiny-image"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the MCP server's tools did not come within 2 minutes:\n%s", s.stderr.String())
+		}
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
