@@ -300,12 +300,12 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 	if c.Tool != nil {
 		l.Source = c.Tool.Source.Name()
 	}
-	canon, err := canonical(c.Call.GetArguments())
+	v, canon, err := canonical(c.Call.GetArguments())
 	if err == nil {
 		sum := sha256.Sum256(canon)
 		l.ArgsSHA256 = hex.EncodeToString(sum[:])
 		if t.cfg.Arguments {
-			l.Arguments = t.redacted(canon)
+			l.Arguments, _ = json.Marshal(t.redact1(v))
 		}
 	} else {
 		sum := sha256.Sum256([]byte(c.Call.GetArguments()))
@@ -329,9 +329,10 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 	return l
 }
 
-// canonical is args as canonical JSON: parsed and written again, object
-// keys sorted, no spaces, so equal arguments hash equal however sent.
-func canonical(args string) ([]byte, error) {
+// canonical parses args and writes them as canonical JSON: object keys
+// sorted, no spaces, so equal arguments hash equal however sent. It
+// returns the parsed value too, which redact1 may then change.
+func canonical(args string) (any, []byte, error) {
 	if strings.TrimSpace(args) == "" {
 		args = "{}"
 	}
@@ -339,27 +340,14 @@ func canonical(args string) ([]byte, error) {
 	d := json.NewDecoder(strings.NewReader(args))
 	d.UseNumber()
 	if err := d.Decode(&v); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return json.Marshal(v)
+	b, err := json.Marshal(v)
+	return v, b, err
 }
 
-// redacted returns canonical arguments with the redacted fields' values
-// replaced, at any depth.
-func (t *Trail) redacted(canon []byte) json.RawMessage {
-	var v any
-	d := json.NewDecoder(strings.NewReader(string(canon)))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		return nil
-	}
-	b, err := json.Marshal(t.redact1(v))
-	if err != nil {
-		return nil
-	}
-	return b
-}
-
+// redact1 replaces, in place, the values of the redacted fields of v at
+// any depth, and returns v.
 func (t *Trail) redact1(v any) any {
 	switch v := v.(type) {
 	case map[string]any:

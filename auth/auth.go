@@ -98,16 +98,6 @@ func New(cfg Config) (*Verifier, error) {
 // credentials.
 func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil || v.jwt != nil }
 
-// OIDC returns the OIDC configuration v accepts JWTs by, nil when it
-// accepts none.
-func (v *Verifier) OIDC() *OIDCConfig {
-	if v.jwt == nil {
-		return nil
-	}
-	c := v.jwt.cfg
-	return &c
-}
-
 // AcceptsCertificates reports whether a client certificate can name a
 // caller: whether a server should ask its clients for one.
 func (v *Verifier) AcceptsCertificates() bool { return v.roots != nil }

@@ -25,7 +25,7 @@ type callState struct {
 	obsCtx  context.Context         // what the Observer's CallStarted returned; nil before
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
-	running atomic.Pointer[callRun] // while its tool runs, for the abandonment watchdog (watchAbandoned)
+	running atomic.Pointer[callRun] // while its tool runs: the send watchdog's abandonment, requestApproval, Batches
 	// approvalReason, set by the policy step, makes the approval step
 	// hold the call whatever Config.Approvals says.
 	approvalReason string

@@ -18,12 +18,10 @@ import (
 // write them, in lower case ("cancelled", "tool_error",
 // "deadline_exceeded").
 
-// DebugLog returns the Observer that writes the debug call log to log
+// debugLogFor returns the Observer that writes the debug call log to log
 // (one line per call when its result is recorded, one per batch when Run
-// returns), or nil when log does not write debug lines. An engine adds it
-// to its Observer by itself.
-func DebugLog(log *slog.Logger) Observer { return debugLogFor(log) }
-
+// returns), or nil when log does not write debug lines. New adds it to the
+// engine's Observer by itself.
 func debugLogFor(log *slog.Logger) Observer {
 	if log == nil || !log.Enabled(context.Background(), slog.LevelDebug) {
 		return nil

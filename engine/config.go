@@ -176,7 +176,7 @@ type Config struct {
 	// Observer watches the engine's batches and calls: OpenTelemetry
 	// (package engine/otelobserver), an audit trail, or several of them
 	// (Observers). Default nil: none, at no cost. The debug call log is
-	// added when Logger writes debug lines (DebugLog).
+	// added when Logger writes debug lines (calllog.go).
 	Observer Observer `json:"-"`
 }
 

@@ -10,7 +10,8 @@ import (
 
 // Observer watches an engine's batches and calls, in the manner of
 // grpc-go's stats.Handler: OpenTelemetry (package engine/otelobserver),
-// the debug call log (DebugLog) and the audit trail (package audit) are
+// the debug call log (calllog.go, which New adds when the logger writes
+// debug lines) and the audit trail (package audit) are
 // each one, and Observers makes one of many. An Observer keeps its
 // per-batch and per-call state in the contexts its Start methods return,
 // which the engine hands back to the later methods of the same batch or
@@ -63,7 +64,7 @@ type BatchInfo struct {
 	Caller   *Identity
 	Detached bool // it outlives its stream
 
-	b *batch // for the engine's own observers (DebugLog)
+	b *batch // for the engine's own observers (the debug call log)
 }
 
 // CallInfo describes a call to Observers.

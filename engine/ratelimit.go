@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -120,8 +119,4 @@ func (r *rates) takeLocal(caller string, n int) time.Duration {
 		return d
 	}
 	return 0
-}
-
-func (r *rates) String() string {
-	return fmt.Sprintf("%g/s, burst %d", r.perSecond, r.burst)
 }
