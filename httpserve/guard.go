@@ -44,7 +44,7 @@ func parseHosts(entries []string) (hostPolicy, error) {
 			p.any = true
 		case strings.HasPrefix(e, "*."):
 			name, ok := entryName(e[2:])
-			if _, err := netip.ParseAddr(name); !ok || err == nil {
+			if _, isAddr := addr(name); !ok || isAddr {
 				return p, fmt.Errorf("http_allowed_hosts: %q is not \"*.\" and a domain name", e)
 			}
 			p.suffixes = append(p.suffixes, "."+name)
@@ -106,7 +106,7 @@ func hostName(hostport string) (string, bool) {
 		h = h[:i]
 	}
 	h = strings.ToLower(strings.TrimSuffix(h, "."))
-	if ip, err := netip.ParseAddr(h); err == nil {
+	if ip, ok := parseIPv4(h); ok {
 		return ip.String(), true
 	}
 	if h == "" || len(h) > 253 || strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
@@ -118,6 +118,25 @@ func hostName(hostport string) (string, bool) {
 		}
 	}
 	return h, true
+}
+
+// parseIPv4 parses h as an IPv4 address when it has only digits and dots
+// (ParseAddr's error for a name costs an allocation on every request).
+func parseIPv4(h string) (netip.Addr, bool) {
+	if h == "" || strings.Trim(h, "0123456789.") != "" {
+		return netip.Addr{}, false
+	}
+	ip, err := netip.ParseAddr(h)
+	return ip, err == nil
+}
+
+// addr is the address a name from hostName is, if it is one.
+func addr(name string) (netip.Addr, bool) {
+	if strings.Contains(name, ":") {
+		ip, err := netip.ParseAddr(name)
+		return ip, err == nil
+	}
+	return parseIPv4(name)
 }
 
 // validPort: "" or ":" and one to five digits.
@@ -142,8 +161,8 @@ func loopbackName(name string) bool {
 	if name == "localhost" {
 		return true
 	}
-	ip, err := netip.ParseAddr(name)
-	return err == nil && ip.Unmap().IsLoopback()
+	ip, ok := addr(name)
+	return ok && ip.Unmap().IsLoopback()
 }
 
 // cameOverLoopback reports whether r reached the port on a loopback
@@ -175,7 +194,7 @@ func (s *Server) hostRefusal(r *http.Request) string {
 		return ""
 	}
 	overLoopback := cameOverLoopback(r)
-	if ip, err := netip.ParseAddr(name); err == nil && !ip.IsUnspecified() && !overLoopback {
+	if ip, ok := addr(name); ok && !ip.IsUnspecified() && !overLoopback {
 		return ""
 	}
 	answers := "localhost, loopback addresses"
