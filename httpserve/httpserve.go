@@ -140,7 +140,7 @@ func (c Config) CheckExposure(addr net.Addr, authenticated bool) error {
 		return nil
 	}
 	return fmt.Errorf("http_listen %s: the HTTP port would listen beyond this machine (on %s) with authentication off, so anyone who reaches it could call every tool. "+
-		"Configure callers (tokens_file, auth.oidc or client_ca; docs/auth.md), listen on a loopback address (127.0.0.1:%d), "+
+		"Configure callers (--tokens-file, --oidc-issuer or --client-ca; docs/auth.md), listen on a loopback address (127.0.0.1:%d), "+
 		"or accept it with --http-allow-unauthenticated (http_allow_unauthenticated: true)", c.Listen, tcp.IP, tcp.Port)
 }
 
@@ -185,9 +185,8 @@ func (s *Server) Handler() http.Handler {
 		}
 		body := &overLimitBody{ReadCloser: http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)}
 		r.Body = body
-		refuse := s.refuseFor(r)
 		s.mux.ServeHTTP(&refusingWriter{ResponseWriter: w, body: body, refuse: func(w http.ResponseWriter) {
-			refuse(w, r, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is more than %d bytes, the most this server takes (http_max_body_bytes)", s.cfg.MaxBodyBytes))
+			s.refuseFor(r)(w, r, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is more than %d bytes, the most this server takes (http_max_body_bytes)", s.cfg.MaxBodyBytes))
 		}}, r)
 	})
 	if len(s.cfg.CORSOrigins) > 0 {
