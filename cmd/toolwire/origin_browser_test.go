@@ -72,6 +72,7 @@ const attacksJS = `(async (T, call, mcp) => {
 //   - the console on its own origin (127.0.0.1 and localhost) lists the
 //     tools and runs a call.
 func TestBrowserCannotDriveToolwire(t *testing.T) {
+	t.Parallel()
 	browser := testenv.LookPath(t, "chromium")
 	ws := t.TempDir()
 	s := startServe(t, "--diag", "--workspace", ws, "--http-listen", "127.0.0.1:0", "--log-level", "debug")
