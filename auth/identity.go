@@ -101,9 +101,17 @@ func newNamespaces(cfg Config) (namespaces, error) {
 			set = append(set, fmt.Sprintf("%s (such as %q: its callers are then %q)", n.key, example[n.method], example[n.method]+"alice"))
 		}
 	}
-	return nil, fmt.Errorf(`auth: callers are named both by %s and by %s, so %s would be the same caller as %s, `+
+	whats := make([]string, len(unset))
+	for i, n := range unset {
+		whats[i] = n.what
+	}
+	both := "both"
+	if len(unset) > 2 {
+		both = "all"
+	}
+	return nil, fmt.Errorf(`auth: %s and %s %s name callers without a prefix, so %s would be the same caller as %s, `+
 		`with its permissions, batches and state: set %s, or %q to make the names one on purpose`,
-		a.what, b.what, naming(b, cfg), naming(a, cfg), strings.Join(set, " or "), NoPrefix)
+		strings.Join(whats[:len(whats)-1], ", "), whats[len(whats)-1], both, naming(b, cfg), naming(a, cfg), strings.Join(set, " or "), NoPrefix)
 }
 
 // naming is a credential of n that names "alice", for messages.

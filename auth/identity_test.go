@@ -35,7 +35,7 @@ func TestCallerNamespacesMustNotCollide(t *testing.T) {
 		{name: "certificates alone", cfg: auth.Config{ClientCAs: pool}},
 		{name: "OIDC alone", cfg: auth.Config{OIDC: oidc("")}},
 		{name: "tokens and OIDC", cfg: auth.Config{Tokens: tokens, OIDC: oidc("")}, want: []string{
-			`auth: callers are named both by static tokens and by JWTs of ` + iss.URL + `, so a JWT whose "sub" is "alice" would be the same caller as the static token named "alice"`,
+			`auth: static tokens and JWTs of ` + iss.URL + ` both name callers without a prefix, so a JWT whose "sub" is "alice" would be the same caller as the static token named "alice"`,
 			`set auth.oidc.caller_prefix (such as "oidc:": its callers are then "oidc:alice"), or "-" to make the names one on purpose`}},
 		{name: "tokens and OIDC by another claim", cfg: auth.Config{Tokens: tokens, OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerClaim: "email"}},
 			want: []string{`a JWT whose "email" is "alice"`}},
@@ -44,6 +44,9 @@ func TestCallerNamespacesMustNotCollide(t *testing.T) {
 			`set auth.certificate_caller_prefix (such as "cert:"`}},
 		{name: "certificates and OIDC", cfg: auth.Config{ClientCAs: pool, OIDC: oidc("")}, want: []string{
 			`set auth.certificate_caller_prefix (such as "cert:": its callers are then "cert:alice") or auth.oidc.caller_prefix (such as "oidc:"`}},
+		{name: "all three", cfg: auth.Config{Tokens: tokens, ClientCAs: pool, OIDC: oidc("")}, want: []string{
+			`auth: static tokens, client certificates and JWTs of ` + iss.URL + ` all name callers without a prefix`,
+			`set auth.certificate_caller_prefix (such as "cert:": its callers are then "cert:alice") or auth.oidc.caller_prefix`}},
 		{name: "all three, OIDC prefixed", cfg: auth.Config{Tokens: tokens, ClientCAs: pool, OIDC: oidc("oidc:")}, want: []string{"auth.certificate_caller_prefix"}},
 		{name: "tokens and OIDC prefixed", cfg: auth.Config{Tokens: tokens, OIDC: oidc("oidc:")}},
 		{name: "tokens and OIDC merged on purpose", cfg: auth.Config{Tokens: tokens, OIDC: oidc(auth.NoPrefix)}},
@@ -176,7 +179,7 @@ func TestServerConfigWarnsOfNamesNoCredentialProves(t *testing.T) {
 
 	// A mixed configuration fails at start, naming what to set.
 	cfg.Auth.OIDC.CallerPrefix = ""
-	if _, err := cfg.Verifier(discard, noEnv); err == nil || !strings.HasPrefix(err.Error(), "auth: callers are named both by static tokens and by JWTs") {
+	if _, err := cfg.Verifier(discard, noEnv); err == nil || !strings.HasPrefix(err.Error(), "auth: static tokens and JWTs of "+iss.URL+" both name callers without a prefix") {
 		t.Errorf("tokens and unprefixed JWTs: %v; want the collision refused", err)
 	}
 }
