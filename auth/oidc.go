@@ -217,8 +217,7 @@ func looksLikeJWT(token string) bool {
 func (j *jwtVerifier) verify(ctx context.Context, token string) (*engine.Identity, error) {
 	// The keys first: a token remembered from before the issuer dropped
 	// its key must not outlive the key.
-	j.keys.maintain(ctx)
-	gen := j.keys.generation()
+	gen := j.keys.maintain(ctx)
 	sum := sha256.Sum256([]byte(token))
 	now := time.Now()
 	j.mu.Lock()
@@ -381,37 +380,33 @@ var joseAlgs = func() []jose.SignatureAlgorithm {
 	return out
 }()
 
-// generation is the set's generation: it moves on whenever a key leaves
-// the set.
-func (k *keySet) generation() uint64 {
-	k.mu.RLock()
-	defer k.mu.RUnlock()
-	return k.gen
-}
-
 // maintain keeps the set fresh before a token is checked against it (or
 // against the tokens remembered): it fetches the set again, and waits for
 // it, when the set is past its age and the last fetch did not fail;
 // starts a fetch in the background when the set nears its age, or is
 // past it while the issuer fails; and reads jwks_file again when it has
 // changed. Before the first fetch it does nothing: lookup fetches for the
-// first token.
-func (k *keySet) maintain(ctx context.Context) {
+// first token. It returns the set's generation, which moves on whenever a
+// key leaves the set.
+func (k *keySet) maintain(ctx context.Context) uint64 {
 	now := k.now()
 	k.mu.RLock()
-	have, expired, renew, failing := k.set != nil, !now.Before(k.expires), !now.Before(k.renew), k.failing
+	have, expired, renew, failing, gen := k.set != nil, !now.Before(k.expires), !now.Before(k.renew), k.failing, k.gen
 	k.mu.RUnlock()
 	switch {
-	case !have:
+	case !have || !renew: // renew comes before expires
+		return gen
 	case k.file != "":
-		if renew {
-			k.recheckFile()
-		}
+		k.recheckFile()
 	case expired && !failing:
 		k.refreshExpired(ctx)
-	case renew:
+	default:
 		k.refreshInBackground()
+		return gen // checked against the keys in hand
 	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.gen
 }
 
 // refreshExpired fetches the set, past its age, unless a fetch another

@@ -316,7 +316,7 @@ func TestResourceMetadata(t *testing.T) {
 //	go test ./auth -run '^$' -bench Verify -count 6 | tee verify.txt && benchstat verify.txt
 func BenchmarkVerify(b *testing.B) {
 	iss := testoidc.New(b)
-	cfg := auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"}
+	cfg := auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"}
 	v, err := auth.New(auth.Config{OIDC: &cfg, Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
 	if err != nil {
 		b.Fatal(err)
