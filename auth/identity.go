@@ -39,6 +39,15 @@ import (
 // purpose with the callers of other methods of the same names.
 const NoPrefix = "-"
 
+// The bounds of a caller's name as a certificate or JWT gives it (a
+// SPIFFE ID is at most 2048 bytes) and of a caller prefix, so that a
+// caller's ID, which keys every store and lands in every log line, is
+// bounded whatever a credential says.
+const (
+	maxCallerNameBytes = 2048
+	maxPrefixBytes     = 64
+)
+
 // namespace is one way callers are named.
 type namespace struct {
 	method string // engine.MethodToken, MethodCertificate or MethodJWT
@@ -88,6 +97,9 @@ func newNamespaces(cfg Config) (namespaces, error) {
 		}
 		if strings.TrimSpace(n.prefix) != n.prefix {
 			return nil, fmt.Errorf("%s %q: a prefix has no leading or trailing spaces", n.key, n.prefix)
+		}
+		if len(n.prefix) > maxPrefixBytes {
+			return nil, fmt.Errorf("%s: %d bytes; at most %d", n.key, len(n.prefix), maxPrefixBytes)
 		}
 	}
 	if len(unset) < 2 {
@@ -143,6 +155,9 @@ func (ns namespaces) of(method string) namespace {
 // name, or why that ID is not its to name: it starts with another
 // namespace's longer prefix.
 func (ns namespaces) name(method, name string) (string, error) {
+	if len(name) > maxCallerNameBytes {
+		return "", fmt.Errorf("the caller's name is %d bytes long; at most %d", len(name), maxCallerNameBytes)
+	}
 	self := ns.of(method)
 	id := self.id(name)
 	for _, o := range ns {

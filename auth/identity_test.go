@@ -52,6 +52,7 @@ func TestCallerNamespacesMustNotCollide(t *testing.T) {
 		{name: "tokens and OIDC merged on purpose", cfg: auth.Config{Tokens: tokens, OIDC: oidc(auth.NoPrefix)}},
 		{name: "all three, certificates merged on purpose", cfg: auth.Config{Tokens: tokens, ClientCAs: pool, CertificateCallerPrefix: "-", OIDC: oidc("oidc:")}},
 		{name: "certificates and OIDC, one prefixed", cfg: auth.Config{ClientCAs: pool, OIDC: oidc("oidc:")}},
+		{name: "a long prefix", cfg: auth.Config{OIDC: oidc(strings.Repeat("p", 65))}, want: []string{"auth.oidc.caller_prefix: 65 bytes; at most 64"}},
 		{name: "a prefix with spaces", cfg: auth.Config{OIDC: oidc("oidc: ")}, want: []string{`auth.oidc.caller_prefix "oidc: ": a prefix has no leading or trailing spaces`}},
 	} {
 		_, err := auth.New(tc.cfg)
@@ -132,6 +133,14 @@ func TestOneCallerOneIdentity(t *testing.T) {
 	})
 	if id, err := v.Verify(context.Background(), cert("o:alice")); err == nil || !strings.Contains(err.Error(), `client certificate rejected: the caller it names, "c:o:alice", starts with "c:o:", the prefix of the callers of JWTs of `) {
 		t.Errorf("a certificate naming a JWT's caller: %+v, %v; want it refused", id, err)
+	}
+
+	// A name past its bound names nobody.
+	if id, err := v.Verify(context.Background(), jwt(strings.Repeat("a", 2049))); err == nil || !strings.Contains(err.Error(), "invalid JWT: the caller's name is 2049 bytes long; at most 2048") {
+		t.Errorf("a JWT naming a caller of 2049 bytes: %+v, %v; want it refused", id, err)
+	}
+	if id, err := v.Verify(context.Background(), cert(strings.Repeat("a", 2049))); err == nil || !strings.Contains(err.Error(), "client certificate rejected: the caller's name is 2049 bytes long") {
+		t.Errorf("a certificate naming a caller of 2049 bytes: %+v, %v; want it refused", id, err)
 	}
 
 	// Joined on purpose: "-" makes the JWT alice the token alice.
