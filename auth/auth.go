@@ -12,7 +12,11 @@
 // RequireCredentials is the HTTP adapter (func(http.Handler) http.Handler),
 // and package service/auth holds gRPC's interceptors and transport
 // credentials. So a token or a certificate names the same caller, and is
-// refused for the same reason, on every port. ServerConfig is the
+// refused for the same reason, on every port. Each way of naming callers
+// (static tokens, client certificates, an OIDC issuer's JWTs) has a caller
+// prefix, and New refuses a configuration in which two of them could name
+// the same caller by accident (identity.go): one caller, one identity, so
+// that everything kept per caller ID is that caller's. ServerConfig is the
 // operator's configuration of it all (serve's tls_cert, tls_key, client_ca
 // and auth keys), from which a program makes the Verifier its surfaces
 // share and their TLS configuration (ServerTLS).
