@@ -215,10 +215,10 @@ func looksLikeJWT(token string) bool {
 // verify checks token and returns the identity its claims name, or why it
 // names none; the reason never quotes the token.
 func (j *jwtVerifier) verify(ctx context.Context, token string) (*engine.Identity, error) {
-	// The keys first: a token remembered from before the issuer dropped
-	// its key must not outlive the key.
-	// One reading of the clock for both (time.Now costs 50-200 ns on VMs,
-	// a share of a remembered token's cost).
+	// The keys first, so that a token remembered from before the issuer
+	// dropped its key does not outlive the key. One reading of the clock
+	// serves both (time.Now costs up to 200 ns on a VM, a fair share of a
+	// remembered token's cost).
 	now := j.keys.now()
 	gen := j.keys.maintain(ctx, now)
 	sum := sha256.Sum256([]byte(token))
