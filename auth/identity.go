@@ -121,9 +121,15 @@ func newNamespaces(cfg Config) (namespaces, error) {
 	if len(unset) > 2 {
 		both = "all"
 	}
+	// Static tokens have no prefix: beside them every other method needs
+	// one; else one of two may go without.
+	join := " or "
+	if unset[0].method == engine.MethodToken {
+		join = " and "
+	}
 	return nil, fmt.Errorf(`auth: %s and %s %s name callers without a prefix, so %s would be the same caller as %s, `+
 		`with its permissions, batches and state: set %s, or %q to make the names one on purpose`,
-		strings.Join(whats[:len(whats)-1], ", "), whats[len(whats)-1], both, naming(b, cfg), naming(a, cfg), strings.Join(set, " or "), NoPrefix)
+		strings.Join(whats[:len(whats)-1], ", "), whats[len(whats)-1], both, naming(b, cfg), naming(a, cfg), strings.Join(set, join), NoPrefix)
 }
 
 // naming is a credential of n that names "alice", for messages.

@@ -46,7 +46,7 @@ func TestCallerNamespacesMustNotCollide(t *testing.T) {
 			`set auth.certificate_caller_prefix (such as "cert:": its callers are then "cert:alice") or auth.oidc.caller_prefix (such as "oidc:"`}},
 		{name: "all three", cfg: auth.Config{Tokens: tokens, ClientCAs: pool, OIDC: oidc("")}, want: []string{
 			`auth: static tokens, client certificates and JWTs of ` + iss.URL + ` all name callers without a prefix`,
-			`set auth.certificate_caller_prefix (such as "cert:": its callers are then "cert:alice") or auth.oidc.caller_prefix`}},
+			`set auth.certificate_caller_prefix (such as "cert:": its callers are then "cert:alice") and auth.oidc.caller_prefix`}},
 		{name: "all three, OIDC prefixed", cfg: auth.Config{Tokens: tokens, ClientCAs: pool, OIDC: oidc("oidc:")}, want: []string{"auth.certificate_caller_prefix"}},
 		{name: "tokens and OIDC prefixed", cfg: auth.Config{Tokens: tokens, OIDC: oidc("oidc:")}},
 		{name: "tokens and OIDC merged on purpose", cfg: auth.Config{Tokens: tokens, OIDC: oidc(auth.NoPrefix)}},
