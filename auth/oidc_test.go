@@ -354,13 +354,24 @@ func BenchmarkVerify(b *testing.B) {
 	}
 }
 
-// keysLoaded returns a channel that receives the error of each load of v's
-// key set (a fetch, or a read of jwks_file), including those in the
-// background: what a test waits for instead of sleeping.
-func keysLoaded(v *auth.Verifier) <-chan error {
+// keysLoaded returns a function that waits for the next load of v's key
+// set (a fetch, or a read of jwks_file), including those in the
+// background, and returns its error: what a test waits for instead of
+// sleeping. A load that never comes fails the test (after a bound far
+// past any load's, only so that it fails rather than hangs).
+func keysLoaded(t *testing.T, v *auth.Verifier) func() error {
 	loaded := make(chan error, 16)
 	auth.OnKeysLoaded(v, func(err error) { loaded <- err })
-	return loaded
+	return func() error {
+		t.Helper()
+		select {
+		case err := <-loaded:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the key set was not loaded")
+			return nil
+		}
+	}
 }
 
 // TestOIDCRemovedKeyIsRefusedOnceTheKeysExpire: a key the issuer stops
@@ -392,7 +403,7 @@ func TestOIDCRemovedKeyIsRefusedOnceTheKeysExpire(t *testing.T) {
 	}
 
 	clock.Add(41 * time.Second) // past max-age
-	fresh := iss.Token(t, "rsa-1", claims)
+	fresh := iss.Token(t, "rsa-1", testoidc.Claims{"sub": "a", "aud": "toolwire", "jti": "another"})
 	for name, token := range map[string]string{"remembered": remembered, "new": fresh} {
 		if id, err := verifyToken(v, token); err == nil || !strings.Contains(err.Error(), `signed by key "rsa-1", which the issuer does not publish`) {
 			t.Errorf("%s token of the removed key: %+v, %v; want it refused", name, id, err)
@@ -415,13 +426,13 @@ func TestOIDCKeysAreRefreshedInTheBackground(t *testing.T) {
 	iss := testoidc.New(t) // no Cache-Control: the default age
 	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"})
 	clock := auth.UseClock(v)
-	loaded := keysLoaded(v)
+	loaded := keysLoaded(t, v)
 	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
 	old := iss.Token(t, "rsa-1", claims)
 	if _, err := verifyToken(v, old); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-loaded; err != nil {
+	if err := loaded(); err != nil {
 		t.Fatal(err)
 	}
 
@@ -433,7 +444,7 @@ func TestOIDCKeysAreRefreshedInTheBackground(t *testing.T) {
 	if _, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil {
 		t.Errorf("while the background fetch starts: %v", err)
 	}
-	if err := <-loaded; err != nil {
+	if err := loaded(); err != nil {
 		t.Fatalf("the background fetch: %v", err)
 	}
 	if _, err := verifyToken(v, old); err == nil || !strings.Contains(err.Error(), `"rsa-1", which the issuer does not publish`) {
@@ -453,13 +464,13 @@ func TestOIDCExpiredKeysWithTheIssuerDown(t *testing.T) {
 	v := mustNew(t, auth.Config{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"},
 		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }), nil))})
 	clock := auth.UseClock(v)
-	loaded := keysLoaded(v)
+	loaded := keysLoaded(t, v)
 	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
 	token := iss.Token(t, "rsa-1", claims)
 	if _, err := verifyToken(v, token); err != nil {
 		t.Fatal(err)
 	}
-	<-loaded
+	loaded()
 
 	iss.Down()
 	clock.Add(auth.JWKSDefaultAge)
@@ -467,7 +478,7 @@ func TestOIDCExpiredKeysWithTheIssuerDown(t *testing.T) {
 	if _, err := verifyToken(v, token); err != nil {
 		t.Errorf("expired keys, issuer down: %v; want the keys in hand to work", err)
 	}
-	if err := <-loaded; err == nil || !strings.Contains(err.Error(), "503") {
+	if err := loaded(); err == nil || !strings.Contains(err.Error(), "503") {
 		t.Errorf("the fetch past the keys' age: %v; want the issuer's 503", err)
 	}
 	if _, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil {
@@ -490,7 +501,7 @@ func TestOIDCExpiredKeysWithTheIssuerDown(t *testing.T) {
 	if _, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil {
 		t.Errorf("while the background fetch starts: %v", err)
 	}
-	if err := <-loaded; err != nil {
+	if err := loaded(); err != nil {
 		t.Fatalf("the background fetch once the issuer is up: %v", err)
 	}
 	if _, err := verifyToken(v, token); err == nil {
@@ -560,7 +571,7 @@ func TestOIDCKeysFileIsReadAgain(t *testing.T) {
 	write(b, time.Now().Add(-time.Hour))
 	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", JWKSFile: file})
 	clock := auth.UseClock(v)
-	loaded := keysLoaded(v)
+	loaded := keysLoaded(t, v)
 	claims := testoidc.Claims{"sub": "f", "aud": "toolwire"}
 	token := iss.Token(t, "rsa-1", claims)
 	if _, err := verifyToken(v, token); err != nil {
@@ -573,7 +584,7 @@ func TestOIDCKeysFileIsReadAgain(t *testing.T) {
 	if _, err := verifyToken(v, token); err != nil {
 		t.Errorf("with a half-written file: %v; want the keys read before", err)
 	}
-	if err := <-loaded; err == nil {
+	if err := loaded(); err == nil {
 		t.Error("a half-written file was read without an error")
 	}
 
@@ -586,7 +597,7 @@ func TestOIDCKeysFileIsReadAgain(t *testing.T) {
 	if _, err := verifyToken(v, token); err == nil || !strings.Contains(err.Error(), `signed by key "rsa-1", which jwks_file lacks`) {
 		t.Errorf("a key removed from the file: %v; want it refused", err)
 	}
-	if err := <-loaded; err != nil {
+	if err := loaded(); err != nil {
 		t.Errorf("reading the file again: %v", err)
 	}
 	if id, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil || id.ID != "f" {
