@@ -122,11 +122,10 @@ var _ http.Handler = (*Server)(nil)
 func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 	s := &Server{eng: eng, reg: reg, opts: opts.withDefaults(), stop: make(chan struct{})}
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}, &mcp.ServerOptions{
-		Logger: s.opts.Logger,
-		// Tools only, with list-changed notices; no logging capability.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger:       s.opts.Logger,
+		Capabilities: capabilities(), // tools only (capabilities.go)
 	})
-	s.sdk.AddReceivingMiddleware(s.middleware)
+	s.sdk.AddReceivingMiddleware(refuseUndeclared, s.middleware)
 	s.markRevision(reg.Snapshot().Revision())
 	getServer := func(*http.Request) *mcp.Server { return s.sdk }
 	s.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
