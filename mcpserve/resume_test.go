@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/diag"
 )
 
 // cutProxy is a TCP proxy between a client and a server that a test can
@@ -473,4 +476,34 @@ func TestEventStoreBounds(t *testing.T) {
 			t.Errorf("a: %q, %v; want its event", got, err)
 		}
 	})
+}
+
+// BenchmarkResume: a 2025-11-25 tools/call of echo with resumable streams
+// (the default: event IDs, a priming event, every event kept in the
+// store) and without (ResumeBytes -1), over real loopback HTTP with the
+// go-sdk's client. The ratio to report is resumable over off; store-bytes
+// is what the store holds at the end, within its budget whatever b.N:
+//
+//	go test -run NONE -bench Resume -benchtime 3000x -count 5 ./mcpserve
+func BenchmarkResume(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		bytes int
+	}{{"resumable", 0}, {"off", -1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			reg, err := tools.NewRegistry(diag.Tools()...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+			s := New(eng, reg, &Options{ResumeBytes: tc.bytes})
+			b.Cleanup(func() { s.Close(); eng.Close() })
+			benchEcho(b, s, RevisionSessions)
+			if s.events != nil {
+				s.events.mu.Lock()
+				b.ReportMetric(float64(s.events.used), "store-bytes")
+				s.events.mu.Unlock()
+			}
+		})
+	}
 }
