@@ -119,12 +119,14 @@ func (s *eventStore) After(_ context.Context, session, stream string, index int)
 		events [][]byte
 		err    error
 	)
+	// index comes from the client's Last-Event-ID: any int, so the
+	// comparisons below are written not to overflow.
 	if l, ok := s.streams[streamKey{session, stream}]; !ok {
 		err = fmt.Errorf("stream %q of session %q: not kept (never opened, or dropped for the resume budget): %w", stream, session, mcp.ErrEventsPurged)
-	} else if start := index + 1 - l.first; start < 0 {
-		err = fmt.Errorf("stream %q of session %q: event %d was dropped for the resume budget: %w", stream, session, index+1, mcp.ErrEventsPurged)
-	} else if start < len(l.data) {
-		events = slices.Clone(l.data[start:])
+	} else if index < l.first-1 {
+		err = fmt.Errorf("stream %q of session %q: the events after %d were dropped for the resume budget: %w", stream, session, index, mcp.ErrEventsPurged)
+	} else if last := l.first + len(l.data) - 1; index < last {
+		events = slices.Clone(l.data[index-l.first+1:])
 	}
 	s.mu.Unlock()
 	return func(yield func([]byte, error) bool) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -357,16 +358,24 @@ func TestPrimingEvent(t *testing.T) {
 			t.Fatalf("last event %+v; want the result", evs[len(evs)-1])
 		}
 
-		req, _ := http.NewRequest(http.MethodGet, ts.url, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Mcp-Session-Id", c.session)
-		req.Header.Set("Mcp-Protocol-Version", RevisionSessions)
-		req.Header.Set("Last-Event-ID", evs[0].id)
-		resp, err := c.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		resume := func(hc *http.Client) (*http.Response, []byte) {
+			req, _ := http.NewRequest(http.MethodGet, ts.url, nil)
+			req.Header.Set("Accept", "text/event-stream")
+			req.Header.Set("Mcp-Session-Id", c.session)
+			req.Header.Set("Mcp-Protocol-Version", RevisionSessions)
+			req.Header.Set("Last-Event-ID", evs[0].id)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp, readAll(t, resp)
 		}
-		replay := sseEvents(readAll(t, resp))
+		// Another caller cannot resume alice's stream.
+		if resp, b := resume(httpClient(t, "bob-token")); resp.StatusCode != http.StatusForbidden || bytes.Contains(b, []byte("primed")) {
+			t.Errorf("bob resuming alice's stream: %s\n%s; want 403 and not her result", resp.Status, b)
+		}
+		resp, b := resume(c.http)
+		replay := sseEvents(b)
 		if resp.StatusCode != http.StatusOK || len(replay) == 0 || !strings.Contains(replay[len(replay)-1].data, "primed") || replay[len(replay)-1].id != evs[len(evs)-1].id {
 			t.Errorf("resumed after the priming event: %s %+v; want the result again, with its ID %s", resp.Status, replay, evs[len(evs)-1].id)
 		}
@@ -457,8 +466,13 @@ func TestEventStoreBounds(t *testing.T) {
 		if _, err := replay(s, "s", "long", 0); !errors.Is(err, mcp.ErrEventsPurged) {
 			t.Errorf("after event 0, long dropped: %v; want ErrEventsPurged", err)
 		}
-		if got, err := replay(s, "s", "long", 999); err != nil || len(got) != 0 {
-			t.Errorf("after the last event: %q, %v; want nothing", got, err)
+		for _, after := range []int{999, 5000, math.MaxInt} {
+			if got, err := replay(s, "s", "long", after); err != nil || len(got) != 0 {
+				t.Errorf("after event %d, the last or beyond: %q, %v; want nothing", after, got, err)
+			}
+		}
+		if _, err := replay(s, "s", "long", math.MinInt); !errors.Is(err, mcp.ErrEventsPurged) {
+			t.Errorf("after event MinInt: %v; want ErrEventsPurged", err)
 		}
 	})
 
