@@ -144,9 +144,9 @@ func violations(err error) []string {
 	var out []string
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
+		if reported(e) {
 			ptr := "/" + strings.Join(e.InstanceLocation, "/")
-			out = append(out, fmt.Sprintf("%s: %s", ptr, e.ErrorKind.LocalizedString(printer)))
+			out = append(out, fmt.Sprintf("%s: %s", ptr, explain(e)))
 			return
 		}
 		for _, c := range e.Causes {

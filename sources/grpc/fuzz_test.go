@@ -54,7 +54,7 @@ func FuzzSchema(f *testing.F) {
 		})
 		for _, md := range msgs {
 			for _, output := range []bool{false, true} {
-				s, err := json.Marshal(newSchemaGen(output).message(md, 0))
+				s, err := json.Marshal(newSchemaGen(output).document(md))
 				if err != nil {
 					t.Fatalf("%s: %v", md.FullName(), err)
 				}

@@ -172,7 +172,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 	resolveAndOffer := func() error {
 		rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 		defer cancel()
-		svcs, err := resolve(rctx, cc)
+		svcs, types, err := resolve(rctx, cc)
 		if err != nil {
 			return fmt.Errorf("reflection: %w", err)
 		}
@@ -184,7 +184,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 			supervise.Up(ctx)
 		}
 		resolved = true
-		r.offered.Set(methodTools(r.cfg, svcs, r, r.log), r.log)
+		r.offered.Set(methodTools(r.cfg, svcs, types, r, r.log), r.log)
 		return nil
 	}
 	if err := resolveAndOffer(); err != nil {
