@@ -13,12 +13,12 @@ import (
 // full name ("grpc.health.v1.Health/Check") and its service's
 // ("grpc.health.v1.Health"), a leading "/" ignored:
 //
-//	*      any run of characters but "/": "grpc.health.v1.Health/*", "*.Health"
-//	**     any run of characters: "google.api.expr.**", "**/List*"
-//	?      one character but "/"
-//	[a-z]  one character of a class ([!a-z] or [^a-z]: not of it)
-//	{a,b}  one of the alternatives, which may hold patterns
-//	\x     x itself
+//   - any run of characters but "/": "grpc.health.v1.Health/*", "*.Health"
+//     **     any run of characters: "google.api.expr.**", "**/List*"
+//     ?      one character but "/"
+//     [a-z]  one character of a class ([!a-z] or [^a-z]: not of it)
+//     {a,b}  one of the alternatives, which may hold patterns
+//     \x     x itself
 //
 // Protobuf names are dotted and a method follows its service after "/",
 // so "**" may match inside a name: doublestar's rule, that "**" is a
