@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/loopback"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
@@ -400,6 +401,20 @@ func TestMapping(t *testing.T) {
 	ms.mu.Unlock()
 	if len(tp) != 1 || !strings.HasPrefix(tp[0], "00-01020300000000000000000000000000-0405000000000000-01") || !dl {
 		t.Errorf("the server saw traceparent %v, a deadline %v", tp, dl)
+	}
+
+	// What the schema lets through and protojson refuses is the
+	// arguments' fault all the same: INVALID_ARGUMENTS, naming the field.
+	for _, args := range []string{`{"data":"A"}`, `{"text":"a","text":"b"}`, `{"thing":{"@type":"type.googleapis.com/no.Such"}}`} {
+		res := call(t, t.Context(), reg, "m_Mapping_Echo", args, nil)
+		if !res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) || !strings.HasPrefix(text(res), "the arguments are not a toolwire.test.mapping.Everything: ") {
+			t.Errorf("Echo(%s): %d %s", args, res.ErrorKind, text(res))
+		}
+	}
+	// An Any of a type the server describes goes there and back.
+	res = call(t, t.Context(), reg, "m_Mapping_Echo", `{"thing":{"@type":"type.googleapis.com/toolwire.test.mapping.Inner","name":"x"}}`, nil)
+	if res.IsError || string(res.StructuredContent) != `{"thing":{"@type":"type.googleapis.com/toolwire.test.mapping.Inner","name":"x"}}` {
+		t.Errorf("Echo of an Any: %s", text(res))
 	}
 
 	res = call(t, t.Context(), reg, "m_Mapping_Fail", `{"text":"broken"}`, nil)

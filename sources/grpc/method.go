@@ -233,7 +233,7 @@ func (m *method) stream(ctx context.Context, conn grpc.ClientConnInterface, req 
 		}
 		call.Output(string(js) + "\n")
 		if size += len(js) + 1; size > maxStreamBytes {
-			res.Incomplete = fmt.Sprintf("the stream sent more than %d bytes of JSON; these are its first %d messages, and it was cancelled", maxStreamBytes, len(res.Messages))
+			res.Incomplete = fmt.Sprintf("the stream sent more than %d bytes of JSON: it was cancelled, and these are the %d messages before that", maxStreamBytes, len(res.Messages))
 			break
 		}
 		res.Messages = append(res.Messages, js)
