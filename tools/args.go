@@ -144,7 +144,7 @@ func violations(err error) []string {
 	var out []string
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
-		if reported(e) {
+		if len(e.Causes) == 0 {
 			ptr := "/" + strings.Join(e.InstanceLocation, "/")
 			out = append(out, fmt.Sprintf("%s: %s", ptr, explain(e)))
 			return

@@ -8,40 +8,19 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
-// reported tells whether violations reports e itself rather than its
-// causes: a key of an object that propertyNames refuses, whose causes
-// the validator places at the root ("/") instead of at the object.
-func reported(e *jsonschema.ValidationError) bool {
-	_, ok := e.ErrorKind.(*kind.PropertyNames)
-	return ok || len(e.Causes) == 0
-}
-
-// explain says what the violation e (one violations reports) means. Two
-// of the validator's words are made to say it:
+// explain says what the violation e means. The validator reports the
+// idiom for properties that exclude each other (a protobuf oneof's
+// fields, say),
 //
-//   - the idiom for properties that exclude each other (a protobuf
-//     oneof's fields, say), "dependentSchemas": {"a": {"properties":
-//     {"b": false}}}, is "false schema" at b: it names a and b instead;
-//   - a key propertyNames refuses says why, with its causes' words.
+//	"dependentSchemas": {"a": {"properties": {"b": false}}}
+//
+// (b may not be present when a is) as "false schema" at b, which does
+// not say why; this names a and b.
 func explain(e *jsonschema.ValidationError) string {
-	switch k := e.ErrorKind.(type) {
-	case *kind.FalseSchema:
+	if _, ok := e.ErrorKind.(*kind.FalseSchema); ok {
 		if a, b, ok := excludedBy(e.SchemaURL); ok {
 			return fmt.Sprintf("%q cannot be set together with %q: set at most one of them", b, a)
 		}
-	case *kind.PropertyNames:
-		var why []string
-		var walk func(e *jsonschema.ValidationError)
-		walk = func(e *jsonschema.ValidationError) {
-			if len(e.Causes) == 0 {
-				why = append(why, e.ErrorKind.LocalizedString(printer))
-			}
-			for _, c := range e.Causes {
-				walk(c)
-			}
-		}
-		walk(e)
-		return fmt.Sprintf("key %q is not allowed: %s", k.Property, strings.Join(why, "; "))
 	}
 	return e.ErrorKind.LocalizedString(printer)
 }

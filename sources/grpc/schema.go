@@ -236,37 +236,41 @@ func appendDescription(s map[string]any, text string) {
 func (g *schemaGen) field(f protoreflect.FieldDescriptor, depth int) map[string]any {
 	switch {
 	case f.IsMap():
-		s := map[string]any{"type": "object", "additionalProperties": g.single(f.MapValue(), depth+1)}
-		if keys := g.mapKeys(f.MapKey()); keys != nil {
-			s["propertyNames"] = keys
+		value := g.single(f.MapValue(), depth+1)
+		if keys, what := g.mapKeys(f.MapKey()); keys != "" {
+			// Not propertyNames: the validator reports a key it refuses
+			// at a wrong place (it keeps a slice it goes on changing).
+			return map[string]any{"type": "object", "patternProperties": map[string]any{keys: value}, "additionalProperties": false,
+				"description": "keys: " + what}
 		}
-		return s
+		return map[string]any{"type": "object", "additionalProperties": value}
 	case f.IsList():
 		return map[string]any{"type": "array", "items": g.single(f, depth+1)}
 	}
 	return g.single(f, depth)
 }
 
-// mapKeys is the schema of a map's keys, JSON object keys, when the key
-// type is not a string: the decimal or boolean text protojson reads. A
-// response's are not checked (see pattern).
-func (g *schemaGen) mapKeys(k protoreflect.FieldDescriptor) map[string]any {
+// mapKeys is the pattern of a map's keys, JSON object keys, when the key
+// type is not a string (the decimal or boolean text protojson reads),
+// and what it says; "" for string keys. A response's are not checked (see
+// pattern).
+func (g *schemaGen) mapKeys(k protoreflect.FieldDescriptor) (pattern, what string) {
 	if g.output {
-		return nil
+		return "", ""
 	}
 	switch k.Kind() {
 	case protoreflect.BoolKind:
-		return map[string]any{"enum": []any{"true", "false"}}
+		return "^(?:true|false)$", "true or false"
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
-		return map[string]any{"pattern": int32Pattern}
+		return int32Pattern, "32-bit integers, in decimal"
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
-		return map[string]any{"pattern": uint32Pattern}
+		return uint32Pattern, "unsigned 32-bit integers, in decimal"
 	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
-		return g.def(defInt64)
+		return int64Pattern, "64-bit integers, in decimal"
 	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
-		return g.def(defUint64)
+		return uint64Pattern, "unsigned 64-bit integers, in decimal"
 	}
-	return nil
+	return "", ""
 }
 
 // single is the schema of one value of f's kind.
