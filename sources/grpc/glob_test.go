@@ -26,6 +26,9 @@ func TestGlob(t *testing.T) {
 		{"google.api.*/Eval", []string{eval}},
 		{"**/Eval", []string{eval}},
 		{"**", []string{eval, check, list}},
+		{"**Check", []string{check}}, // across the "/"
+		{"*Check", nil},              // not across it
+		{"grpc.health.**Check", []string{check}},
 		{"*", []string{eval, check, list}}, // every service's name
 		{"*/*", []string{eval, check, list}},
 		{"grpc.health.v1.Health", []string{check}},
