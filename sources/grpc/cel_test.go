@@ -39,11 +39,25 @@ func resultText(res *toolwirev1.CallResult) string {
 // included and the well-known types (which have JSON forms of their own)
 // left out.
 func messageTypes(md protoreflect.MessageDescriptor) int {
-	refs := countRefs(md)
-	if _, ok := refs[md.FullName()]; ok {
-		return len(refs)
+	seen := map[protoreflect.FullName]bool{}
+	var walk func(m protoreflect.MessageDescriptor)
+	walk = func(m protoreflect.MessageDescriptor) {
+		if seen[m.FullName()] || isWellKnown(m.FullName()) {
+			return
+		}
+		seen[m.FullName()] = true
+		for i := range m.Fields().Len() {
+			f := m.Fields().Get(i)
+			if f.IsMap() {
+				f = f.MapValue()
+			}
+			if f.Message() != nil {
+				walk(f.Message())
+			}
+		}
 	}
-	return len(refs) + 1
+	walk(md)
+	return len(seen)
 }
 
 // messageSchemas counts the schemas of messages in schema: the objects
@@ -109,6 +123,12 @@ func TestCELConformance(t *testing.T) {
 				t.Errorf("%s's %s schema describes %d objects for %d message types", m, sc.what, got, want)
 			}
 		}
+	}
+
+	// Type.PrimitiveType, of Type's primitive and wrapper fields: one
+	// definition too.
+	if check, _ := snap.Lookup("cel_ConformanceService_Check"); strings.Count(string(check.InputSchema), `"INT64"`) != 1 {
+		t.Errorf("PrimitiveType's values are not defined once in Check's input schema")
 	}
 
 	srv := loopback.Serve(t, reg, service.Config{})

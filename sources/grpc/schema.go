@@ -102,7 +102,8 @@ func (g *schemaGen) withDefs(s map[string]any) map[string]any {
 }
 
 // countRefs counts, over the message types reachable from md, the fields
-// that refer to each (well-known types apart: they are never $defs).
+// that refer to each message and enum type (well-known types apart: they
+// are never $defs).
 func countRefs(md protoreflect.MessageDescriptor) map[protoreflect.FullName]int {
 	refs := map[protoreflect.FullName]int{}
 	seen := map[protoreflect.FullName]bool{md.FullName(): true}
@@ -115,6 +116,10 @@ func countRefs(md protoreflect.MessageDescriptor) map[protoreflect.FullName]int 
 			f := fields.Get(i)
 			if f.IsMap() {
 				f = f.MapValue()
+			}
+			if f.Kind() == protoreflect.EnumKind {
+				refs[f.Enum().FullName()]++
+				continue
 			}
 			if f.Kind() != protoreflect.MessageKind && f.Kind() != protoreflect.GroupKind {
 				continue
@@ -302,9 +307,28 @@ func (g *schemaGen) single(f protoreflect.FieldDescriptor, depth int) map[string
 	return map[string]any{}
 }
 
+// enum is the schema of a field of enum type ed: its values inline when
+// only this field uses it, else a $ref.
 func (g *schemaGen) enum(ed protoreflect.EnumDescriptor) map[string]any {
-	if ed.FullName() == "google.protobuf.NullValue" {
+	name := ed.FullName()
+	if name == "google.protobuf.NullValue" {
 		return map[string]any{"type": "null"}
+	}
+	if g.refs[name] <= 1 {
+		return g.enumBody(ed)
+	}
+	if _, ok := g.defs[string(name)]; !ok {
+		if len(g.defs) >= maxTypes {
+			return tooLarge(name)
+		}
+		g.defs[string(name)] = g.enumBody(ed)
+	}
+	return map[string]any{"$ref": "#/$defs/" + string(name)}
+}
+
+func (g *schemaGen) enumBody(ed protoreflect.EnumDescriptor) map[string]any {
+	if g.nodes += ed.Values().Len()/8 + 1; g.nodes > maxNodes {
+		return tooLarge(ed.FullName())
 	}
 	vals := ed.Values()
 	names := make([]any, 0, vals.Len())
