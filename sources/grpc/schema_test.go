@@ -244,17 +244,15 @@ func TestRecursion(t *testing.T) {
 	}
 }
 
-// TestSchemaGrowsWithTypes: types that each use the next twice (a
-// diamond chain, 2^n paths) give a schema linear in their number, with
-// every type defined once.
-func TestSchemaGrowsWithTypes(t *testing.T) {
-	t.Parallel()
-	const n = 30
+// chain is a file of n message types T0 … T(n-1), each with the given
+// fields of the next type.
+func chain(t *testing.T, n int, fields ...string) protoreflect.FileDescriptor {
+	t.Helper()
 	fd := &descriptorpb.FileDescriptorProto{Name: proto.String("chain.proto"), Package: proto.String("chain"), Syntax: proto.String("proto3")}
 	for i := range n {
 		m := &descriptorpb.DescriptorProto{Name: proto.String(fmt.Sprintf("T%d", i))}
 		if i+1 < n {
-			for j, name := range []string{"left", "right"} {
+			for j, name := range fields {
 				m.Field = append(m.Field, &descriptorpb.FieldDescriptorProto{Name: proto.String(name), JsonName: proto.String(name),
 					Number: proto.Int32(int32(j + 1)), Label: descriptorpb.FieldDescriptorProto_LABEL_OPTIONAL.Enum(),
 					Type: descriptorpb.FieldDescriptorProto_TYPE_MESSAGE.Enum(), TypeName: proto.String(fmt.Sprintf(".chain.T%d", i+1))})
@@ -266,7 +264,32 @@ func TestSchemaGrowsWithTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := schemaTool(t, file.Messages().ByName("T0"))
+	return file
+}
+
+// jsonDepth is how deeply js nests objects and arrays.
+func jsonDepth(js []byte) int {
+	depth, deepest := 0, 0
+	for _, c := range js {
+		switch c {
+		case '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case '}', ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// TestSchemaGrowsWithTypes: types that each use the next twice (a
+// diamond chain, 2^n paths) give a schema linear in their number, with
+// every type defined once; types that each use the next once nest inline
+// only so deep, then continue in $defs.
+func TestSchemaGrowsWithTypes(t *testing.T) {
+	t.Parallel()
+	const n = 30
+	tl := schemaTool(t, chain(t, n, "left", "right").Messages().ByName("T0"))
 	if got := strings.Count(string(tl.InputSchema), `"properties"`); got != n {
 		t.Errorf("%d object schemas for %d types:\n%s", got, n, tl.InputSchema)
 	}
@@ -282,6 +305,22 @@ func TestSchemaGrowsWithTypes(t *testing.T) {
 	}
 	if _, err := tl.ValidateArguments(deep); err != nil {
 		t.Errorf("arguments down the chain: %v", err)
+	}
+
+	const long = 100
+	tl = schemaTool(t, chain(t, long, "next").Messages().ByName("T0"))
+	if d := jsonDepth(tl.InputSchema); d > 2*maxDepth+8 {
+		t.Errorf("a chain of %d types nests %d deep", long, d)
+	}
+	deep = `{}`
+	for range long - 1 {
+		deep = `{"next":` + deep + `}`
+	}
+	if _, err := tl.ValidateArguments(deep); err != nil {
+		t.Errorf("arguments down the chain: %v", err)
+	}
+	if _, err := tl.ValidateArguments(strings.Replace(deep, `{}`, `{"x":1}`, 1)); err == nil || !strings.Contains(err.Error(), strings.Repeat("/next", long-1)) {
+		t.Errorf("a wrong value at the chain's end: %v", err)
 	}
 }
 
