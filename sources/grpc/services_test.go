@@ -131,7 +131,8 @@ func (celServer) Eval(_ context.Context, req *confpb.EvalRequest) (*confpb.EvalR
 // interopServer answers grpc.testing.TestService's unary and
 // server-streaming calls as grpc-go's interop test server does
 // (google.golang.org/grpc/interop's, which links more than this test
-// needs): payloads of the sizes asked for, the status asked for.
+// needs): payloads of the sizes asked for, the status asked for; a
+// stream's intervals are not waited.
 type interopServer struct {
 	testgrpc.UnimplementedTestServiceServer
 }
