@@ -12,7 +12,11 @@
 // RequireCredentials is the HTTP adapter (func(http.Handler) http.Handler),
 // and package service/auth holds gRPC's interceptors and transport
 // credentials. So a token or a certificate names the same caller, and is
-// refused for the same reason, on every port. ServerConfig is the
+// refused for the same reason, on every port. Each way of naming callers
+// (static tokens, client certificates, an OIDC issuer's JWTs) has a caller
+// prefix, and New refuses a configuration in which two of them could name
+// the same caller by accident (identity.go): one caller, one identity, so
+// that everything kept per caller ID is that caller's. ServerConfig is the
 // operator's configuration of it all (serve's tls_cert, tls_key, client_ca
 // and auth keys), from which a program makes the Verifier its surfaces
 // share and their TLS configuration (ServerTLS).
@@ -28,6 +32,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/toolwire/toolwire/engine"
@@ -43,13 +48,24 @@ type Config struct {
 	// and allows client authentication name its caller (see
 	// CheckCertificate). Default nil: client certificates name nobody.
 	ClientCAs *x509.CertPool
-	// Groups are the groups of callers, by caller name, whether a token
-	// or a certificate names them: the Identity's Groups.
+	// CertificateCallerPrefix starts the ID of every caller a client
+	// certificate names ("cert:" makes the certificate for agent-7 the
+	// caller "cert:agent-7"); NoPrefix ("-") means none, on purpose. Unset
+	// means none too, which New accepts only while no other way of naming
+	// callers (static tokens, OIDC) is unprefixed: see the package's
+	// identity rules (identity.go).
+	CertificateCallerPrefix string
+	// Groups are the groups of callers, by caller ID, whichever way they
+	// authenticated: the Identity's Groups (a JWT's own groups besides).
 	Groups map[string][]string
 	// OIDC, when set, accepts bearer JWTs of an OpenID Connect issuer,
 	// beside the static tokens; their claims name the caller and its
 	// groups.
 	OIDC *OIDCConfig
+	// Logger receives what happens to the issuer's keys in the background
+	// (a refresh that failed, keys the issuer no longer publishes); nil
+	// means slog.Default().
+	Logger *slog.Logger
 }
 
 // Verifier checks a request's credentials and names its caller. It is safe
@@ -60,14 +76,25 @@ type Verifier struct {
 	roots  *x509.CertPool
 	groups map[string][]string
 	jwt    *jwtVerifier // nil without OIDC
+	ns     namespaces   // the ways callers are named
+	names  map[string]bool
 }
 
 // New returns a Verifier for cfg, or an error naming the token that is
-// malformed or configured twice.
+// malformed or configured twice, or saying which caller prefix to set when
+// two ways of authenticating could name the same caller by accident.
 func New(cfg Config) (*Verifier, error) {
-	v := &Verifier{roots: cfg.ClientCAs, groups: cfg.Groups}
+	ns, err := newNamespaces(cfg)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verifier{roots: cfg.ClientCAs, groups: cfg.Groups, ns: ns, names: make(map[string]bool, len(cfg.Tokens))}
 	if cfg.OIDC != nil {
-		j, err := newJWTVerifier(*cfg.OIDC)
+		log := cfg.Logger
+		if log == nil {
+			log = slog.Default()
+		}
+		j, err := newJWTVerifier(*cfg.OIDC, ns, cfg.Groups, log)
 		if err != nil {
 			return nil, err
 		}
@@ -87,6 +114,7 @@ func New(cfg Config) (*Verifier, error) {
 			return nil, fmt.Errorf("tokens %q and %q are the same token", other, t.Name)
 		}
 		seen[h] = t.Name
+		v.names[t.Name] = true
 		v.hashes = append(v.hashes, h)
 		v.ids = append(v.ids, &engine.Identity{ID: t.Name, Groups: cfg.Groups[t.Name], Method: engine.MethodToken})
 	}

@@ -39,11 +39,11 @@ func TestVerify(t *testing.T) {
 		off       = verifier(auth.Config{})
 		byToken   = verifier(auth.Config{Tokens: tokens})
 		byCert    = verifier(auth.Config{ClientCAs: ca.Pool()})
-		groups    = map[string][]string{"alice": {"admins", "humans"}, "agent-7": {"agents"}}
-		byEither  = verifier(auth.Config{Tokens: tokens, ClientCAs: ca.Pool(), Groups: groups})
+		groups    = map[string][]string{"alice": {"admins", "humans"}, "cert:agent-7": {"agents"}}
+		byEither  = verifier(auth.Config{Tokens: tokens, ClientCAs: ca.Pool(), Groups: groups, CertificateCallerPrefix: "cert:"})
 		bearer    = func(s string) []string { return []string{s} }
 		agent7    = chain(ca, testpki.Client("agent-7"))
-		checked   = byEither.CheckCertificate(agent7)
+		checked   = byCert.CheckCertificate(agent7)
 		neverSeen = auth.Certificate{}
 	)
 	for _, tc := range []struct {
@@ -83,7 +83,8 @@ func TestVerify(t *testing.T) {
 		{name: "certificate: a token is no certificate", v: byCert, creds: auth.Credentials{Authorization: bearer("Bearer " + aliceToken)}, wantErr: "this server does not accept bearer tokens"},
 
 		{name: "both: token", v: byEither, creds: auth.Credentials{Authorization: bearer("Bearer " + aliceToken)}, want: "alice"},
-		{name: "both: certificate", v: byEither, creds: auth.Credentials{PeerCertificates: agent7}, want: "agent-7"},
+		{name: "both: certificate", v: byEither, creds: auth.Credentials{PeerCertificates: agent7}, want: "cert:agent-7"},
+		{name: "both: certificate checked per connection", v: byEither, creds: auth.Credentials{Certificate: byEither.CheckCertificate(agent7)}, want: "cert:agent-7"},
 		{name: "both: the token decides", v: byEither, creds: auth.Credentials{Authorization: bearer("Bearer " + bobToken), PeerCertificates: agent7}, want: "bob"},
 		{name: "both: a wrong token beats a valid certificate", v: byEither, creds: auth.Credentials{Authorization: bearer("Bearer not-a-token-of-ours-at-all"), Certificate: checked}, wantErr: "invalid bearer token"},
 		{name: "both: missing", v: byEither, wantErr: `missing credentials: send an "authorization: Bearer <token>" header or a client certificate`},

@@ -7,7 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/toolwire/toolwire/engine"
@@ -33,9 +35,12 @@ type ServerConfig struct {
 type CallerConfig struct {
 	TokensFile  string              `json:"tokens_file"` // "name: token" lines, in the clear
 	Tokens      []Token             `json:"tokens"`      // name and "sha256:<hex>" hash
-	Groups      map[string][]string `json:"groups"`      // caller name → its groups, for tokens and certificates alike
-	Permissions Policy              `json:"permissions"` // per caller name ("*": everyone else)
+	Groups      map[string][]string `json:"groups"`      // caller ID → its groups, however it authenticated
+	Permissions Policy              `json:"permissions"` // per caller ID ("*": everyone else)
 	OIDC        *OIDCConfig         `json:"oidc"`        // bearer JWTs of an OpenID Connect issuer
+	// CertificateCallerPrefix starts the IDs client certificates name
+	// ("cert:"; "-": none, on purpose); see Config.
+	CertificateCallerPrefix string `json:"certificate_caller_prefix"`
 }
 
 // oidc returns c's OIDC section, made when it had none.
@@ -133,12 +138,30 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 		tokens = append(tokens, more...)
 	}
-	v, err := New(Config{Tokens: tokens, ClientCAs: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC})
+	v, err := New(Config{Tokens: tokens, ClientCAs: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC,
+		CertificateCallerPrefix: c.Auth.CertificateCallerPrefix, Logger: log})
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "auth.oidc") {
+		if strings.HasPrefix(err.Error(), "auth") {
 			return nil, err
 		}
 		return nil, fmt.Errorf("auth.tokens: %w", err)
+	}
+	if v.Enabled() {
+		// A name no credential can prove is most likely one that a caller
+		// prefix moved (a JWT caller now "oidc:alice"): say so, since
+		// its rules silently apply to nobody.
+		for _, section := range []struct {
+			key   string
+			names []string
+		}{{"auth.permissions", slices.Collect(maps.Keys(c.Auth.Permissions))}, {"auth.groups", slices.Collect(maps.Keys(c.Auth.Groups))}} {
+			slices.Sort(section.names)
+			for _, name := range section.names {
+				if name != "*" && !v.ns.reaches(name, v.names) {
+					log.Warn(section.key+" names a caller that no credential names: no token has that name, and certificates' and JWTs' callers start with their prefix",
+						"caller", name, "prefixes", v.ns.prefixes())
+				}
+			}
+		}
 	}
 
 	switch {

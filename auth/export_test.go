@@ -2,6 +2,8 @@ package auth
 
 import (
 	"crypto/tls"
+	"net/http"
+	"sync"
 	"time"
 )
 
@@ -24,3 +26,39 @@ func ForgetVerifiedTokens(v *Verifier) {
 	clear(v.jwt.verified)
 	v.jwt.mu.Unlock()
 }
+
+// Clock is a clock for a Verifier's key set that a test moves.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// Add moves the clock on by d.
+func (c *Clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// UseClock makes v's key set age by a Clock, starting now, which it returns.
+// Call it before v checks any token.
+func UseClock(v *Verifier) *Clock {
+	c := &Clock{now: time.Now()}
+	v.jwt.keys.now = c.Now
+	return c
+}
+
+// OnKeysLoaded makes v call f after each fetch (or read of jwks_file) of
+// its key set, with its error, including those in the background. Call it
+// before v checks any token.
+func OnKeysLoaded(v *Verifier, f func(error)) { v.jwt.keys.onLoad = f }
+
+// CacheAge is how long a key set fetched with header h is used.
+func CacheAge(h http.Header) time.Duration { return cacheAge(h) }
+
+// The bounds of a key set's age.
+const (
+	JWKSDefaultAge  = jwksDefaultAge
+	JWKSMinAge      = jwksMinAge
+	JWKSMaxAge      = jwksMaxAge
+	JWKSFileRecheck = jwksFileRecheck
+)

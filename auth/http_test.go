@@ -35,7 +35,7 @@ func TestRequireCredentials(t *testing.T) {
 	t.Parallel()
 	ca, other := testpki.New(t, "toolwire test CA"), testpki.New(t, "some other CA")
 	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
-	v := mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}, ClientCAs: ca.Pool()})
+	v := mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}, ClientCAs: ca.Pool(), CertificateCallerPrefix: "cert:"})
 	tlsCfg, err := auth.ServerTLS(certFile, keyFile, v)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestRequireCredentials(t *testing.T) {
 		want          answer
 	}{
 		{name: "token", authorization: []string{"Bearer " + aliceToken}, want: ok("alice")},
-		{name: "certificate", cert: ptr(ca.Issue(t, testpki.Client("agent-7"))), want: ok("agent-7")},
+		{name: "certificate", cert: ptr(ca.Issue(t, testpki.Client("agent-7"))), want: ok("cert:agent-7")},
 		{name: "missing", want: refused(`missing credentials: send an "authorization: Bearer <token>" header or a client certificate`)},
 		{name: "invalid token", authorization: []string{"Bearer not-a-token-of-ours-at-all"}, want: refused("invalid bearer token")},
 		{name: "two headers", authorization: []string{"Bearer " + aliceToken, "Bearer " + aliceToken}, want: refused("2 authorization headers: send exactly one")},

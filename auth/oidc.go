@@ -2,16 +2,19 @@ package auth
 
 import (
 	"context"
+	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,9 +47,23 @@ type OIDCConfig struct {
 	// A dotted path reaches into objects, whose own keys may hold dots:
 	// "kubernetes.io.serviceaccount.name".
 	CallerClaim string `json:"caller_claim"`
+	// CallerPrefix starts the ID of every caller a JWT names: "oidc:"
+	// makes the token whose caller claim is "alice" the caller
+	// "oidc:alice", never the static token named "alice". NoPrefix ("-")
+	// means none, on purpose: JWT callers share their names with the
+	// other unprefixed callers. Unset means none too, which New accepts
+	// only while no other way of naming callers (static tokens, client
+	// certificates) is unprefixed: see the package's identity rules.
+	CallerPrefix string `json:"caller_prefix"`
 	// GroupsClaim names the claim holding the caller's groups (a string or
 	// a list of strings); default "groups". Absent, the caller has none.
 	GroupsClaim string `json:"groups_claim"`
+	// GroupsPrefix starts each group the groups claim names ("oidc:"
+	// makes the issuer's group "admins" "oidc:admins"), so that groups
+	// anyone able to create groups at the issuer names cannot pose as
+	// the groups the configuration means (auth.groups, the server view's
+	// group). Default none.
+	GroupsPrefix string `json:"groups_prefix"`
 	// Resource is the public URL of the server's MCP endpoint, as MCP
 	// clients reach it ("https://toolwire.example.com/mcp"), for the
 	// protected resource metadata; default: derived from each request.
@@ -61,8 +78,22 @@ const (
 	// jwksRefreshEvery is how often at most a token signed by a key not
 	// in the cached set makes the keys be fetched again (rotation), so
 	// tokens with made-up key IDs cannot make the server hammer the
-	// issuer.
+	// issuer; and how often a failed fetch is tried again.
 	jwksRefreshEvery = 10 * time.Second
+	// A fetched key set is used for as long as the issuer's
+	// Cache-Control: max-age says (less the response's Age),
+	// jwksDefaultAge without one, and never for less than jwksMinAge nor
+	// more than jwksMaxAge: past that it is fetched again before a token
+	// is trusted to it, so a key the issuer removed (a compromised one) is
+	// refused within jwksMaxAge even when no token names a new key. A
+	// quarter before then it is fetched again in the background, so that
+	// requests do not wait for it.
+	jwksDefaultAge = 5 * time.Minute
+	jwksMinAge     = time.Minute
+	jwksMaxAge     = time.Hour
+	// jwksFileRecheck is how often jwks_file is looked at again: a
+	// changed file (a ConfigMap updated) is read again.
+	jwksFileRecheck = 10 * time.Second
 	// clockSkew is how late past its "exp" a token is still accepted.
 	clockSkew = 30 * time.Second
 )
@@ -113,6 +144,8 @@ func loopbackHost(h string) bool {
 // jwtVerifier checks bearer JWTs of one issuer and names their callers.
 type jwtVerifier struct {
 	cfg      OIDCConfig
+	ns       namespaces          // the ID a caller claim names
+	groups   map[string][]string // auth.groups, by caller ID
 	verifier *oidc.IDTokenVerifier
 	keys     *keySet
 
@@ -123,9 +156,10 @@ type jwtVerifier struct {
 type verifiedToken struct {
 	id    *engine.Identity
 	until time.Time
+	gen   uint64 // the key set's generation it was checked in
 }
 
-func newJWTVerifier(cfg OIDCConfig) (*jwtVerifier, error) {
+func newJWTVerifier(cfg OIDCConfig, ns namespaces, groups map[string][]string, log *slog.Logger) (*jwtVerifier, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -135,7 +169,8 @@ func newJWTVerifier(cfg OIDCConfig) (*jwtVerifier, error) {
 	if cfg.GroupsClaim == "" {
 		cfg.GroupsClaim = "groups"
 	}
-	ks := &keySet{issuer: cfg.Issuer, jwksURL: cfg.JWKSURL, client: &http.Client{Timeout: jwksTimeout}, every: jwksRefreshEvery}
+	ks := &keySet{issuer: cfg.Issuer, jwksURL: cfg.JWKSURL, client: &http.Client{Timeout: jwksTimeout},
+		every: jwksRefreshEvery, now: time.Now, log: log, file: cfg.JWKSFile}
 	if cfg.CAFile != "" {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
@@ -153,18 +188,14 @@ func newJWTVerifier(cfg OIDCConfig) (*jwtVerifier, error) {
 		ks.client.Transport = tr
 	}
 	if cfg.JWKSFile != "" {
-		b, err := os.ReadFile(cfg.JWKSFile)
-		if err != nil {
+		if err := ks.readFile(); err != nil {
 			return nil, fmt.Errorf("auth.oidc.jwks_file: %w", err)
 		}
-		var set jose.JSONWebKeySet
-		if err := json.Unmarshal(b, &set); err != nil || len(set.Keys) == 0 {
-			return nil, fmt.Errorf("auth.oidc.jwks_file %s: not a JSON Web Key Set with keys (%v)", cfg.JWKSFile, err)
-		}
-		ks.set, ks.static = &set, true
 	}
 	return &jwtVerifier{
-		cfg: cfg,
+		cfg:    cfg,
+		ns:     ns,
+		groups: groups,
 		verifier: oidc.NewVerifier(cfg.Issuer, ks, &oidc.Config{
 			ClientID:             cfg.Audience,
 			SupportedSigningAlgs: signingAlgs,
@@ -184,12 +215,17 @@ func looksLikeJWT(token string) bool {
 // verify checks token and returns the identity its claims name, or why it
 // names none; the reason never quotes the token.
 func (j *jwtVerifier) verify(ctx context.Context, token string) (*engine.Identity, error) {
+	// The keys first, so that a token remembered from before the issuer
+	// dropped its key does not outlive the key. One reading of the clock
+	// serves both (time.Now costs up to 200 ns on a VM, a fair share of a
+	// remembered token's cost).
+	now := j.keys.now()
+	gen := j.keys.maintain(ctx, now)
 	sum := sha256.Sum256([]byte(token))
-	now := time.Now()
 	j.mu.Lock()
 	v, ok := j.verified[sum]
 	j.mu.Unlock()
-	if ok && now.Before(v.until) {
+	if ok && now.Before(v.until) && v.gen == gen {
 		return v.id, nil
 	}
 	id, exp, err := j.check(ctx, token)
@@ -208,7 +244,7 @@ func (j *jwtVerifier) verify(ctx context.Context, token string) (*engine.Identit
 	if e := exp.Add(clockSkew); e.Before(until) {
 		until = e
 	}
-	j.verified[sum] = verifiedToken{id: id, until: until}
+	j.verified[sum] = verifiedToken{id: id, until: until, gen: gen}
 	return id, nil
 }
 
@@ -227,21 +263,26 @@ func (j *jwtVerifier) check(ctx context.Context, token string) (*engine.Identity
 	if err := t.Claims(&claims); err != nil {
 		return nil, time.Time{}, fmt.Errorf("invalid JWT: its claims are not a JSON object: %v", err)
 	}
-	id, _ := claim(claims, j.cfg.CallerClaim).(string)
-	if id == "" {
+	name, _ := claim(claims, j.cfg.CallerClaim).(string)
+	if name == "" {
 		return nil, time.Time{}, fmt.Errorf("invalid JWT: no string claim %q names the caller", j.cfg.CallerClaim)
+	}
+	id, err := j.ns.name(engine.MethodJWT, name)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("invalid JWT: %v", err)
 	}
 	var groups []string
 	switch g := claim(claims, j.cfg.GroupsClaim).(type) {
 	case string:
-		groups = []string{g}
+		groups = []string{j.cfg.GroupsPrefix + g}
 	case []any:
 		for _, v := range g {
 			if s, ok := v.(string); ok {
-				groups = append(groups, s)
+				groups = append(groups, j.cfg.GroupsPrefix+s)
 			}
 		}
 	}
+	groups = append(groups, j.groups[id]...)
 	return &engine.Identity{ID: id, Groups: groups, Claims: claims, Method: engine.MethodJWT}, t.Expiry, nil
 }
 
@@ -267,23 +308,48 @@ func claim(claims map[string]any, path string) any {
 }
 
 // keySet is an issuer's signing keys, as go-oidc's IDTokenVerifier asks
-// for them: cached, fetched when a token names a key the cache lacks, at
-// most every jwksRefreshEvery and for at most jwksTimeout, so a JWKS
-// endpoint that is down or slow leaves the cached keys working and makes
-// no request wait longer than that.
+// for them. They are fetched at the first token, and again:
+//
+//   - when a token names a key the set lacks (a rotation), at most every
+//     jwksRefreshEvery, so made-up key IDs cannot make the server hammer
+//     the issuer;
+//   - when the set has been used for as long as the issuer lets it be
+//     cached (see jwksDefaultAge), before a token is trusted to it, so a
+//     key the issuer removed stops verifying even though no token names a
+//     new one; a quarter before then in the background, so a steady flow
+//     of requests never waits for it.
+//
+// Each fetch takes at most jwksTimeout. With the issuer down or slow, the
+// keys fetched last keep working (a request waits for at most one fetch,
+// the first after the set expired) and are fetched again in the
+// background every jwksRefreshEvery. A set from jwks_file is never
+// fetched; the file is read again when it changes (checked every
+// jwksFileRecheck).
+//
+// A key leaving the set moves the set to a new generation, which the
+// verified-token cache checks, so no remembered token outlives its key.
 type keySet struct {
 	issuer string
 	client *http.Client
-	static bool          // set from a file: never fetched
-	every  time.Duration // fetch again for an unknown key at most this often (jwksRefreshEvery)
+	file   string           // jwks_file: read, never fetched
+	every  time.Duration    // fetch again for an unknown key, or after a failed fetch, at most this often (jwksRefreshEvery)
+	now    func() time.Time // the clock of the set's age and of the verified-token cache (tests move it)
+	log    *slog.Logger
+	onLoad func(error) // tests: after each fetch or read of the set, with its error
 
-	mu  sync.RWMutex
-	set *jose.JSONWebKeySet // nil before the first fetch
+	mu      sync.RWMutex
+	set     *jose.JSONWebKeySet // nil before the first fetch
+	gen     uint64              // moves on whenever a key leaves set
+	expires time.Time           // past it, set is fetched again before it is trusted
+	renew   time.Time           // past it, set is fetched again in the background (jwks_file: looked at again)
+	failing bool                // the last fetch failed: set is what was fetched before
 
 	fetching sync.Mutex // one fetch at a time; guards the fields below
 	jwksURL  string     // from the config or discovery
 	last     time.Time  // the last fetch attempt
 	lastErr  error      // its error
+	fileMod  time.Time  // jwks_file's modification time and size, when read
+	fileSize int64
 }
 
 // VerifySignature implements oidc.KeySet.
@@ -316,41 +382,114 @@ var joseAlgs = func() []jose.SignatureAlgorithm {
 	return out
 }()
 
+// maintain keeps the set fresh before a token is checked against it (or
+// against the tokens remembered): it fetches the set again, and waits for
+// it, when the set is past its age and the last fetch did not fail;
+// starts a fetch in the background when the set nears its age, or is
+// past it while the issuer fails; and reads jwks_file again when it has
+// changed. Before the first fetch it does nothing: lookup fetches for the
+// first token. It returns the set's generation, which moves on whenever a
+// key leaves the set.
+func (k *keySet) maintain(ctx context.Context, now time.Time) uint64 {
+	k.mu.RLock()
+	have, expired, renew, failing, gen := k.set != nil, !now.Before(k.expires), !now.Before(k.renew), k.failing, k.gen
+	k.mu.RUnlock()
+	switch {
+	case !have || !renew: // renew comes before expires
+		return gen
+	case k.file != "":
+		k.recheckFile()
+	case expired && !failing:
+		k.refreshExpired(ctx)
+	default:
+		k.refreshInBackground()
+		return gen // checked against the keys in hand
+	}
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.gen
+}
+
+// refreshExpired fetches the set, past its age, unless a fetch another
+// request started while this one waited has done it (or failed).
+func (k *keySet) refreshExpired(ctx context.Context) {
+	k.fetching.Lock()
+	k.mu.RLock()
+	due := !k.now().Before(k.expires) && !k.failing
+	k.mu.RUnlock()
+	if !due {
+		k.fetching.Unlock()
+		return
+	}
+	err := k.fetchLocked(ctx)
+	k.fetching.Unlock()
+	k.loaded(err)
+}
+
+// refreshInBackground starts a fetch of the set that no request waits
+// for, unless one is under way or has renewed the set meanwhile.
+func (k *keySet) refreshInBackground() {
+	if !k.fetching.TryLock() {
+		return // a fetch is under way
+	}
+	// The goroutine holds the lock taken here, and gives it back.
+	go func() {
+		k.mu.RLock()
+		due := !k.now().Before(k.renew)
+		k.mu.RUnlock()
+		if !due {
+			k.fetching.Unlock()
+			return
+		}
+		// No request waits for it; fetch bounds it by jwksTimeout.
+		err := k.fetchLocked(context.Background())
+		k.fetching.Unlock()
+		k.loaded(err)
+	}()
+}
+
+// loaded tells a test that a load of the set ended, after k.fetching is
+// given back.
+func (k *keySet) loaded(err error) {
+	if k.onLoad != nil {
+		k.onLoad(err)
+	}
+}
+
 // lookup returns the keys that may have signed a token naming kid,
 // fetching the set when it lacks kid and may be fetched again. A token of
-// a cached key never waits for a fetch.
+// a cached key never waits for a fetch here (maintain may have fetched).
 func (k *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
 	if keys := k.cached(kid); len(keys) > 0 {
 		return keys, nil
 	}
-	if k.static {
+	if k.file != "" {
 		return nil, fmt.Errorf("signed by key %q, which jwks_file lacks", kid)
 	}
 	// One fetch at a time: concurrent requests for unknown keys wait for
 	// it (bounded by jwksTimeout) rather than each starting their own.
 	k.fetching.Lock()
-	defer k.fetching.Unlock()
 	if keys := k.cached(kid); len(keys) > 0 {
+		k.fetching.Unlock()
 		return keys, nil // the fetch just waited for brought it
 	}
-	if !k.last.IsZero() && time.Since(k.last) < k.every {
-		if k.lastErr != nil {
-			return nil, fmt.Errorf("the issuer's keys could not be fetched: %v", k.lastErr)
+	if !k.last.IsZero() && k.now().Sub(k.last) < k.every {
+		lastErr := k.lastErr
+		k.fetching.Unlock()
+		if lastErr != nil {
+			return nil, fmt.Errorf("the issuer's keys could not be fetched: %v", lastErr)
 		}
 		return nil, fmt.Errorf("signed by key %q, which the issuer does not publish", kid)
 	}
-	k.last = time.Now()
-	set, err := k.fetch(ctx)
-	k.lastErr = err
+	err := k.fetchLocked(ctx)
+	k.fetching.Unlock()
+	k.loaded(err)
 	if err != nil {
 		if k.cached("") == nil {
 			return nil, fmt.Errorf("the issuer's keys could not be fetched: %v", err)
 		}
 		return nil, fmt.Errorf("signed by key %q, not among the cached keys, and the issuer's keys could not be fetched again: %v", kid, err)
 	}
-	k.mu.Lock()
-	k.set = set
-	k.mu.Unlock()
 	if keys := k.cached(kid); len(keys) > 0 {
 		return keys, nil
 	}
@@ -371,9 +510,70 @@ func (k *keySet) cached(kid string) []jose.JSONWebKey {
 	return k.set.Key(kid)
 }
 
+// fetchLocked fetches the set and puts it in place; k.fetching is held.
+// A failed fetch leaves the set as it was, marked failing, to be fetched
+// again in the background every k.every.
+func (k *keySet) fetchLocked(ctx context.Context) error {
+	now := k.now()
+	k.last = now
+	set, age, err := k.fetch(ctx)
+	k.lastErr = err
+	if err != nil {
+		k.mu.Lock()
+		stale, was := k.set != nil, k.failing
+		k.failing, k.renew = true, now.Add(k.every)
+		k.mu.Unlock()
+		if stale && !was {
+			k.log.Warn("the OIDC issuer's keys could not be fetched again: the keys fetched before stay in use, and are fetched again every "+k.every.String(),
+				"issuer", k.issuer, "error", err)
+		}
+	} else {
+		k.install(set, now.Add(age), now.Add(age-age/4))
+	}
+	return err
+}
+
+// install puts set in place, to be fetched again past expires (in the
+// background past renew), moving the generation on when a key left.
+func (k *keySet) install(set *jose.JSONWebKeySet, expires, renew time.Time) {
+	k.mu.Lock()
+	gone := removedKeys(k.set, set)
+	if len(gone) > 0 {
+		k.gen++
+	}
+	k.set, k.failing, k.expires, k.renew = set, false, expires, renew
+	k.mu.Unlock()
+	if len(gone) > 0 {
+		k.log.Info("the OIDC issuer no longer publishes these keys: tokens they signed are refused", "issuer", k.issuer, "kids", gone)
+	}
+}
+
+// removedKeys returns the IDs of the keys of old that new lacks (a key
+// whose ID stays but whose material changed counts as removed); "" names
+// a key without an ID.
+func removedKeys(old, new *jose.JSONWebKeySet) []string {
+	if old == nil {
+		return nil
+	}
+	kept := make(map[string]bool, len(new.Keys))
+	for _, key := range new.Keys {
+		if tp, err := key.Thumbprint(crypto.SHA256); err == nil {
+			kept[key.KeyID+"/"+string(tp)] = true
+		}
+	}
+	var gone []string
+	for _, key := range old.Keys {
+		tp, err := key.Thumbprint(crypto.SHA256)
+		if err != nil || !kept[key.KeyID+"/"+string(tp)] {
+			gone = append(gone, key.KeyID)
+		}
+	}
+	return gone
+}
+
 // fetch reads the key set (after discovery, the first time, when no JWKS
-// URL is configured), within jwksTimeout.
-func (k *keySet) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
+// URL is configured), within jwksTimeout, and how long it may be used.
+func (k *keySet) fetch(ctx context.Context) (*jose.JSONWebKeySet, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), jwksTimeout)
 	defer cancel()
 	if k.jwksURL == "" {
@@ -381,43 +581,119 @@ func (k *keySet) fetch(ctx context.Context) (*jose.JSONWebKeySet, error) {
 			Issuer  string `json:"issuer"`
 			JWKSURI string `json:"jwks_uri"`
 		}
-		if err := k.getJSON(ctx, strings.TrimSuffix(k.issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
-			return nil, fmt.Errorf("discovery: %w", err)
+		if _, err := k.getJSON(ctx, strings.TrimSuffix(k.issuer, "/")+"/.well-known/openid-configuration", &disc); err != nil {
+			return nil, 0, fmt.Errorf("discovery: %w", err)
 		}
 		if disc.Issuer != k.issuer {
-			return nil, fmt.Errorf("discovery: the document is of issuer %q, not %q", disc.Issuer, k.issuer)
+			return nil, 0, fmt.Errorf("discovery: the document is of issuer %q, not %q", disc.Issuer, k.issuer)
 		}
 		if disc.JWKSURI == "" {
-			return nil, errors.New("discovery: the document names no jwks_uri")
+			return nil, 0, errors.New("discovery: the document names no jwks_uri")
 		}
 		k.jwksURL = disc.JWKSURI
 	}
 	var set jose.JSONWebKeySet
-	if err := k.getJSON(ctx, k.jwksURL, &set); err != nil {
-		return nil, err
+	h, err := k.getJSON(ctx, k.jwksURL, &set)
+	if err != nil {
+		return nil, 0, err
 	}
-	return &set, nil
+	return &set, cacheAge(h), nil
 }
 
-func (k *keySet) getJSON(ctx context.Context, url string, v any) error {
+// cacheAge is how long a key set fetched with the response header h may
+// be used: its Cache-Control max-age less its Age, or jwksDefaultAge
+// without one; jwksMinAge for no-cache or no-store; always within
+// [jwksMinAge, jwksMaxAge].
+func cacheAge(h http.Header) time.Duration {
+	age := jwksDefaultAge
+	for _, v := range h.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			name, val, _ := strings.Cut(strings.ToLower(strings.TrimSpace(d)), "=")
+			switch name {
+			case "no-cache", "no-store":
+				return jwksMinAge
+			case "max-age":
+				if n, err := strconv.ParseUint(strings.Trim(val, `"`), 10, 32); err == nil {
+					age = time.Duration(n) * time.Second
+				}
+			}
+		}
+	}
+	if n, err := strconv.ParseUint(h.Get("Age"), 10, 32); err == nil {
+		age -= time.Duration(n) * time.Second
+	}
+	return min(max(age, jwksMinAge), jwksMaxAge)
+}
+
+func (k *keySet) getJSON(ctx context.Context, url string, v any) (http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := k.client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("GET %s: no answer within %s", url, jwksTimeout)
+			return nil, fmt.Errorf("GET %s: no answer within %s", url, jwksTimeout)
 		}
-		return fmt.Errorf("GET %s: %v", url, err)
+		return nil, fmt.Errorf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %v", url, err)
+		return nil, fmt.Errorf("GET %s: %v", url, err)
 	}
+	return resp.Header, nil
+}
+
+// readFile reads the set from jwks_file; k.fetching is held, or k is
+// not yet shared.
+func (k *keySet) readFile() error {
+	st, err := os.Stat(k.file)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(k.file)
+	if err != nil {
+		return err
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(b, &set); err != nil || len(set.Keys) == 0 {
+		return fmt.Errorf("%s: not a JSON Web Key Set with keys (%v)", k.file, err)
+	}
+	k.fileMod, k.fileSize = st.ModTime(), st.Size()
+	k.install(&set, time.Time{}, k.now().Add(jwksFileRecheck))
 	return nil
+}
+
+// recheckFile reads jwks_file again when it has changed since it was
+// read. A file that cannot be read or holds no key set leaves the keys
+// read before in use (it may be half-written), and is looked at again
+// jwksFileRecheck later.
+func (k *keySet) recheckFile() {
+	k.fetching.Lock()
+	now := k.now()
+	k.mu.Lock()
+	if now.Before(k.renew) {
+		k.mu.Unlock()
+		k.fetching.Unlock()
+		return // looked at meanwhile
+	}
+	k.renew = now.Add(jwksFileRecheck)
+	k.mu.Unlock()
+	st, err := os.Stat(k.file)
+	if err == nil && st.ModTime().Equal(k.fileMod) && st.Size() == k.fileSize {
+		k.fetching.Unlock()
+		return
+	}
+	if err == nil {
+		err = k.readFile()
+	}
+	k.fetching.Unlock()
+	if err != nil {
+		k.log.Warn("auth.oidc.jwks_file could not be read again: the keys read before stay in use", "file", k.file, "error", err)
+	}
+	k.loaded(err)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,9 +24,10 @@ import (
 	"github.com/toolwire/toolwire/internal/testoidc"
 )
 
+// oidcVerifier accepts JWTs as cfg says, and no other credentials.
 func oidcVerifier(t *testing.T, cfg auth.OIDCConfig) *auth.Verifier {
 	t.Helper()
-	v, err := auth.New(auth.Config{OIDC: &cfg, Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	v, err := auth.New(auth.Config{OIDC: &cfg, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,23 +39,25 @@ func verifyToken(v *auth.Verifier, token string) (*engine.Identity, error) {
 }
 
 // TestOIDCIdentity: a JWT of the configured issuer and audience names its
-// caller by the configured claim, with its groups and claims, whether
-// signed RS256 or ES256; static tokens keep working beside it.
+// caller by the configured claim (after the caller prefix), with its
+// groups and claims, whether signed RS256 or ES256; static tokens keep
+// working beside it.
 func TestOIDCIdentity(t *testing.T) {
 	t.Parallel()
 	iss := testoidc.New(t)
-	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"})
+	v := mustNew(t, auth.Config{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"},
+		Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
 	for _, kid := range []string{"rsa-1", "ec-1"} {
 		id, err := verifyToken(v, iss.Token(t, kid, testoidc.Claims{"sub": "agent-9", "aud": "toolwire", "groups": []string{"agents", "ci"}}))
-		if err != nil || id.ID != "agent-9" || id.Method != engine.MethodJWT || !slices.Equal(id.Groups, []string{"agents", "ci"}) || id.Claims["sub"] != "agent-9" {
-			t.Errorf("%s: %+v, %v; want agent-9 by jwt in agents, ci", kid, id, err)
+		if err != nil || id.ID != "oidc:agent-9" || id.Method != engine.MethodJWT || !slices.Equal(id.Groups, []string{"agents", "ci"}) || id.Claims["sub"] != "agent-9" {
+			t.Errorf("%s: %+v, %v; want oidc:agent-9 by jwt in agents, ci", kid, id, err)
 		}
 	}
 	if id, err := verifyToken(v, aliceToken); err != nil || id.ID != "alice" || id.Method != engine.MethodToken {
 		t.Errorf("a static token beside OIDC: %+v, %v", id, err)
 	}
 	// An audience among several.
-	if id, err := verifyToken(v, iss.Token(t, "rsa-1", testoidc.Claims{"sub": "b", "aud": []string{"other", "toolwire"}})); err != nil || id.ID != "b" {
+	if id, err := verifyToken(v, iss.Token(t, "rsa-1", testoidc.Claims{"sub": "b", "aud": []string{"other", "toolwire"}})); err != nil || id.ID != "oidc:b" {
 		t.Errorf("audience among several: %+v, %v", id, err)
 	}
 }
@@ -127,6 +131,7 @@ func TestOIDCKeyRotation(t *testing.T) {
 	t.Parallel()
 	iss := testoidc.New(t)
 	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"})
+	clock := auth.UseClock(v)
 	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
 	if _, err := verifyToken(v, iss.Token(t, "rsa-1", claims)); err != nil {
 		t.Fatal(err)
@@ -146,8 +151,7 @@ func TestOIDCKeyRotation(t *testing.T) {
 		t.Errorf("50 tokens of unknown keys fetched the keys %d times; want at most once per interval", got)
 	}
 	// Past the interval, the rotated key is fetched and accepted.
-	auth.SetJWKSRefresh(v, time.Millisecond)
-	time.Sleep(5 * time.Millisecond)
+	clock.Add(10 * time.Second)
 	if id, err := verifyToken(v, iss.Token(t, "rsa-2", claims)); err != nil || id.ID != "a" {
 		t.Errorf("rotated key: %+v, %v", id, err)
 	}
@@ -298,7 +302,7 @@ func TestResourceMetadata(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(got) != "caller=agent-9" {
 		t.Errorf("with a JWT: %d %s", resp.StatusCode, got)
 	}
-	// Without OIDC, no metadata and a plain challenge.
+	// Without OIDC, no metadata.
 	if auth.ResourceMetadata(mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})) != nil {
 		t.Error("metadata without OIDC")
 	}
@@ -312,7 +316,7 @@ func TestResourceMetadata(t *testing.T) {
 //	go test ./auth -run '^$' -bench Verify -count 6 | tee verify.txt && benchstat verify.txt
 func BenchmarkVerify(b *testing.B) {
 	iss := testoidc.New(b)
-	cfg := auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"}
+	cfg := auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"}
 	v, err := auth.New(auth.Config{OIDC: &cfg, Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
 	if err != nil {
 		b.Fatal(err)
@@ -347,5 +351,259 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// keysLoaded returns a function that waits for the next load of v's key
+// set (a fetch, or a read of jwks_file), including those in the
+// background, and returns its error: what a test waits for instead of
+// sleeping. A load that never comes fails the test (after a bound far
+// past any load's, only so that it fails rather than hangs).
+func keysLoaded(t *testing.T, v *auth.Verifier) func() error {
+	loaded := make(chan error, 16)
+	auth.OnKeysLoaded(v, func(err error) { loaded <- err })
+	return func() error {
+		t.Helper()
+		select {
+		case err := <-loaded:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("the key set was not loaded")
+			return nil
+		}
+	}
+}
+
+// TestOIDCRemovedKeyIsRefusedOnceTheKeysExpire: a key the issuer stops
+// publishing is trusted for as long as its Cache-Control allows the key
+// set to be cached, and not a moment longer, though no token names a new
+// key: neither a new token it signed nor one remembered from before.
+func TestOIDCRemovedKeyIsRefusedOnceTheKeysExpire(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	iss.CacheControl("public, max-age=120")
+	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"})
+	clock := auth.UseClock(v)
+	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
+	remembered := iss.Token(t, "rsa-1", claims)
+	if _, err := verifyToken(v, remembered); err != nil {
+		t.Fatal(err)
+	}
+	fetches := iss.Fetches()
+
+	iss.Publish("ec-1") // rsa-1 is compromised and withdrawn
+	clock.Add(80 * time.Second)
+	// Within max-age (and before the background refresh at three
+	// quarters of it) the set is not fetched: the issuer's word holds.
+	if _, err := verifyToken(v, remembered); err != nil {
+		t.Errorf("within max-age: %v", err)
+	}
+	if iss.Fetches() != fetches {
+		t.Errorf("the keys were fetched %d times within their max-age", iss.Fetches()-fetches)
+	}
+
+	clock.Add(41 * time.Second) // past max-age
+	fresh := iss.Token(t, "rsa-1", testoidc.Claims{"sub": "a", "aud": "toolwire", "jti": "another"})
+	for name, token := range map[string]string{"remembered": remembered, "new": fresh} {
+		if id, err := verifyToken(v, token); err == nil || !strings.Contains(err.Error(), `signed by key "rsa-1", which the issuer does not publish`) {
+			t.Errorf("%s token of the removed key: %+v, %v; want it refused", name, id, err)
+		}
+	}
+	if got := iss.Fetches() - fetches; got != 1 {
+		t.Errorf("the keys were fetched %d times past max-age; want once", got)
+	}
+	if id, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil || id.ID != "a" {
+		t.Errorf("a key still published: %+v, %v", id, err)
+	}
+}
+
+// TestOIDCKeysAreRefreshedInTheBackground: three quarters into the key
+// set's age a request starts a fetch it does not wait for; once that
+// fetch is in, a removed key is refused before the set would have
+// expired.
+func TestOIDCKeysAreRefreshedInTheBackground(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t) // no Cache-Control: the default age
+	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"})
+	clock := auth.UseClock(v)
+	loaded := keysLoaded(t, v)
+	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
+	old := iss.Token(t, "rsa-1", claims)
+	if _, err := verifyToken(v, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded(); err != nil {
+		t.Fatal(err)
+	}
+
+	iss.Publish("ec-1")
+	clock.Add(auth.JWKSDefaultAge * 3 / 4)
+	// This request starts the fetch and does not wait for it: checked
+	// against the keys in hand or the new ones, whichever comes first, a
+	// token of a key in both is accepted.
+	if _, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil {
+		t.Errorf("while the background fetch starts: %v", err)
+	}
+	if err := loaded(); err != nil {
+		t.Fatalf("the background fetch: %v", err)
+	}
+	if _, err := verifyToken(v, old); err == nil || !strings.Contains(err.Error(), `"rsa-1", which the issuer does not publish`) {
+		t.Errorf("after the background fetch: %v; want the removed key refused", err)
+	}
+}
+
+// TestOIDCExpiredKeysWithTheIssuerDown: past their age with the issuer
+// down, the keys fetched last keep working (one request tries a fetch,
+// later ones do not wait for one), are tried again in the background every
+// refresh interval, and are replaced once the issuer answers.
+func TestOIDCExpiredKeysWithTheIssuerDown(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	var logs strings.Builder
+	var mu sync.Mutex
+	v := mustNew(t, auth.Config{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"},
+		Logger: slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) }), nil))})
+	clock := auth.UseClock(v)
+	loaded := keysLoaded(t, v)
+	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
+	token := iss.Token(t, "rsa-1", claims)
+	if _, err := verifyToken(v, token); err != nil {
+		t.Fatal(err)
+	}
+	loaded()
+
+	iss.Down()
+	clock.Add(auth.JWKSDefaultAge)
+	fetches := iss.Fetches()
+	if _, err := verifyToken(v, token); err != nil {
+		t.Errorf("expired keys, issuer down: %v; want the keys in hand to work", err)
+	}
+	if err := loaded(); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Errorf("the fetch past the keys' age: %v; want the issuer's 503", err)
+	}
+	if _, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil {
+		t.Errorf("a second request: %v", err)
+	}
+	if got := iss.Fetches() - fetches; got != 1 {
+		t.Errorf("%d fetches with the issuer down within the refresh interval; want 1", got)
+	}
+	mu.Lock()
+	if !strings.Contains(logs.String(), "the keys fetched before stay in use") {
+		t.Errorf("no warning of the failed refresh:\n%s", logs.String())
+	}
+	mu.Unlock()
+
+	iss.Up()
+	iss.Publish("ec-1")
+	clock.Add(10 * time.Second)
+	// Starts the background fetch (a token of a key in both sets, since
+	// the fetch may be in before the request is checked).
+	if _, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil {
+		t.Errorf("while the background fetch starts: %v", err)
+	}
+	if err := loaded(); err != nil {
+		t.Fatalf("the background fetch once the issuer is up: %v", err)
+	}
+	if _, err := verifyToken(v, token); err == nil {
+		t.Error("a removed key was accepted after the keys were fetched again")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestOIDCKeySetAge: how long a fetched key set is used, from its
+// response's Cache-Control and Age.
+func TestOIDCKeySetAge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cacheControl, age string
+		want              time.Duration
+	}{
+		{"", "", auth.JWKSDefaultAge},
+		{"max-age=120", "", 2 * time.Minute},
+		{"public, max-age=600, must-revalidate", "", 10 * time.Minute},
+		{"Max-Age=600", "", 10 * time.Minute},
+		{"max-age=600", "300", 5 * time.Minute},
+		{"max-age=5", "", auth.JWKSMinAge},
+		{"max-age=0", "", auth.JWKSMinAge},
+		{"max-age=86400", "", auth.JWKSMaxAge},
+		{"max-age=99999999999999999999", "", auth.JWKSDefaultAge},
+		{"max-age=-5", "", auth.JWKSDefaultAge},
+		{"max-age=ten", "", auth.JWKSDefaultAge},
+		{"no-store", "", auth.JWKSMinAge},
+		{"max-age=3600, no-cache", "", auth.JWKSMinAge},
+		{"max-age=600", "900", auth.JWKSMinAge},
+	} {
+		h := http.Header{}
+		if tc.cacheControl != "" {
+			h.Set("Cache-Control", tc.cacheControl)
+		}
+		if tc.age != "" {
+			h.Set("Age", tc.age)
+		}
+		if got := auth.CacheAge(h); got != tc.want {
+			t.Errorf("Cache-Control %q, Age %q: %s; want %s", tc.cacheControl, tc.age, got, tc.want)
+		}
+	}
+}
+
+// TestOIDCKeysFileIsReadAgain: keys from jwks_file follow the file: a key
+// removed from it is refused once the file is looked at again, a file
+// that does not parse (half-written) keeps the keys read before, and the
+// file is never fetched.
+func TestOIDCKeysFileIsReadAgain(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	all := fetchKeys(t, iss.URL+"/keys")
+	file := filepath.Join(t.TempDir(), "jwks.json")
+	write := func(b []byte, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(file, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := json.Marshal(all)
+	write(b, time.Now().Add(-time.Hour))
+	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", JWKSFile: file})
+	clock := auth.UseClock(v)
+	loaded := keysLoaded(t, v)
+	claims := testoidc.Claims{"sub": "f", "aud": "toolwire"}
+	token := iss.Token(t, "rsa-1", claims)
+	if _, err := verifyToken(v, token); err != nil {
+		t.Fatal(err)
+	}
+	fetches := iss.Fetches()
+
+	write([]byte(`{"keys": [`), time.Now().Add(-time.Minute)) // half-written
+	clock.Add(auth.JWKSFileRecheck)
+	if _, err := verifyToken(v, token); err != nil {
+		t.Errorf("with a half-written file: %v; want the keys read before", err)
+	}
+	if err := loaded(); err == nil {
+		t.Error("a half-written file was read without an error")
+	}
+
+	b, _ = json.Marshal(jose.JSONWebKeySet{Keys: all.Key("ec-1")})
+	write(b, time.Now())
+	if _, err := verifyToken(v, token); err != nil {
+		t.Errorf("before the file is looked at again: %v", err)
+	}
+	clock.Add(auth.JWKSFileRecheck)
+	if _, err := verifyToken(v, token); err == nil || !strings.Contains(err.Error(), `signed by key "rsa-1", which jwks_file lacks`) {
+		t.Errorf("a key removed from the file: %v; want it refused", err)
+	}
+	if err := loaded(); err != nil {
+		t.Errorf("reading the file again: %v", err)
+	}
+	if id, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil || id.ID != "f" {
+		t.Errorf("a key still in the file: %+v, %v", id, err)
+	}
+	if iss.Fetches() != fetches {
+		t.Error("keys from a file were fetched")
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/toolwire/toolwire/engine"
 )
 
 // ServerTLS returns the TLS configuration of a server whose certificate and
@@ -37,7 +39,7 @@ func ServerTLS(certFile, keyFile string, v *Verifier) (*tls.Config, error) {
 // Certificate is a client certificate as CheckCertificate found it.
 type Certificate struct {
 	Presented bool   // the client sent a certificate
-	Identity  string // the caller it names, when it is valid
+	Identity  string // the ID of the caller it names (with auth.certificate_caller_prefix), when it is valid
 	Err       error  // why it is not accepted
 }
 
@@ -45,8 +47,9 @@ type Certificate struct {
 // first), against v's client CAs at the current time: the leaf must chain
 // to one of them through the others and allow client authentication. The
 // caller it names is the leaf's subject common name, or when that is empty
-// its first URI SAN (a SPIFFE ID, say), or else its first DNS SAN. An empty
-// chain is a Certificate not Presented.
+// its first URI SAN (a SPIFFE ID, say), or else its first DNS SAN, after
+// the certificates' caller prefix (Config.CertificateCallerPrefix). An
+// empty chain is a Certificate not Presented.
 func (v *Verifier) CheckCertificate(chain []*x509.Certificate) Certificate {
 	return v.checkCertificate(chain, time.Now())
 }
@@ -71,10 +74,12 @@ func (v *Verifier) checkCertificate(chain []*x509.Certificate, now time.Time) Ce
 		out.Err = err
 		return out
 	}
-	out.Identity = certIdentity(chain[0])
-	if out.Identity == "" {
+	name := certIdentity(chain[0])
+	if name == "" {
 		out.Err = errors.New("the certificate names nobody: no subject common name, URI or DNS name")
+		return out
 	}
+	out.Identity, out.Err = v.ns.name(engine.MethodCertificate, name)
 	return out
 }
 

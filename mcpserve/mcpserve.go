@@ -72,6 +72,16 @@ type Options struct {
 	MaxListTTL time.Duration
 	// PageSize bounds the tools of one tools/list page. Default 1000.
 	PageSize int
+	// ResumeBytes bounds the memory that keeps 2025-11-25 streams'
+	// events for clients that resume a cut stream (Last-Event-ID), over
+	// all sessions, the least recently written streams dropped first
+	// (resume.go). Default 16 MiB; negative keeps nothing, and streams
+	// then carry no event IDs and cannot be resumed.
+	ResumeBytes int
+	// ResumeRetry is the retry field of every 2025-11-25 stream's first
+	// event: how long a client whose stream is cut waits before it
+	// reconnects. Default 1s.
+	ResumeRetry time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -94,6 +104,12 @@ func (o *Options) withDefaults() Options {
 	if c.PageSize <= 0 {
 		c.PageSize = 1000
 	}
+	if c.ResumeBytes == 0 {
+		c.ResumeBytes = defaultResumeBytes
+	}
+	if c.ResumeRetry <= 0 {
+		c.ResumeRetry = defaultResumeRetry
+	}
 	return c
 }
 
@@ -107,6 +123,7 @@ type Server struct {
 	stateless http.Handler // 2026-07-28
 	stateful  http.Handler // 2025-11-25 and older
 	handler   http.Handler // the two, behind the caller's binding
+	events    *eventStore  // 2025-11-25 streams' events, for resumption; nil: none kept
 
 	rev     atomic.Pointer[revision] // the registry's revision as the watcher last saw it
 	calls   atomic.Uint64            // numbers calls that name no call_id
@@ -122,11 +139,10 @@ var _ http.Handler = (*Server)(nil)
 func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 	s := &Server{eng: eng, reg: reg, opts: opts.withDefaults(), stop: make(chan struct{})}
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}, &mcp.ServerOptions{
-		Logger: s.opts.Logger,
-		// Tools only, with list-changed notices; no logging capability.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		Logger:       s.opts.Logger,
+		Capabilities: capabilities(), // tools only (capabilities.go)
 	})
-	s.sdk.AddReceivingMiddleware(s.middleware)
+	s.sdk.AddReceivingMiddleware(refuseUndeclared, s.middleware)
 	s.markRevision(reg.Snapshot().Revision())
 	getServer := func(*http.Request) *mcp.Server { return s.sdk }
 	s.stateless = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
@@ -137,10 +153,18 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 		PropagateRequestCancellation: true,
 		Logger:                       s.opts.Logger,
 	})
-	s.stateful = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+	stateful := &mcp.StreamableHTTPOptions{
 		SessionTimeout: s.opts.SessionTimeout,
 		Logger:         s.opts.Logger,
-	})
+	}
+	if s.opts.ResumeBytes > 0 { // resumable streams (resume.go)
+		s.events = newEventStore(s.opts.ResumeBytes)
+		stateful.EventStore = s.events
+	}
+	s.stateful = mcp.NewStreamableHTTPHandler(getServer, stateful)
+	if s.events != nil {
+		s.stateful = withRetry(s.stateful, s.opts.ResumeRetry)
+	}
 	s.handler = auth.RequireBearerToken(bindCaller, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(s.route))
 	s.stopped.Add(1)
 	go s.watch()

@@ -146,7 +146,7 @@ func violations(err error) []string {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			ptr := "/" + strings.Join(e.InstanceLocation, "/")
-			out = append(out, fmt.Sprintf("%s: %s", ptr, e.ErrorKind.LocalizedString(printer)))
+			out = append(out, fmt.Sprintf("%s: %s", ptr, explain(e)))
 			return
 		}
 		for _, c := range e.Causes {

@@ -1,7 +1,8 @@
 // Package testoidc is an OpenID Connect issuer for tests: a real HTTP
 // server on loopback serving discovery and a JSON Web Key Set, whose keys
-// sign the tokens a test asks for. A test can rotate its keys, take its key
-// endpoint down or make it hang, and count how often the keys were fetched.
+// sign the tokens a test asks for. A test can rotate or remove its keys,
+// say how long the key set may be cached, take its key endpoint down or
+// make it hang, and count how often the keys were fetched.
 package testoidc
 
 import (
@@ -29,6 +30,7 @@ type Issuer struct {
 	keys      map[string]key // every key it can sign with, by key ID
 	published []string       // the key IDs its JWKS lists
 	mode      string         // "", "down" (503) or "hang" (until the test ends)
+	cache     string         // the key set's Cache-Control header, when set
 	fetches   atomic.Int32
 	release   chan struct{}
 }
@@ -51,7 +53,7 @@ func New(t testing.TB) *Issuer {
 	mux.HandleFunc("GET /keys", func(w http.ResponseWriter, r *http.Request) {
 		iss.fetches.Add(1)
 		iss.mu.Lock()
-		mode := iss.mode
+		mode, cache := iss.mode, iss.cache
 		var set jose.JSONWebKeySet
 		for _, kid := range iss.published {
 			k := iss.keys[kid]
@@ -70,6 +72,9 @@ func New(t testing.TB) *Issuer {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if cache != "" {
+			w.Header().Set("Cache-Control", cache)
+		}
 		_ = json.NewEncoder(w).Encode(set)
 	})
 	srv := httptest.NewServer(mux)
@@ -111,6 +116,14 @@ func (iss *Issuer) Publish(kids ...string) {
 	iss.mu.Lock()
 	defer iss.mu.Unlock()
 	iss.published = kids
+}
+
+// CacheControl makes the key set's responses carry the header
+// "Cache-Control: v" ("max-age=120"); "" sends none.
+func (iss *Issuer) CacheControl(v string) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.cache = v
 }
 
 // Down makes the key endpoint answer 503; Hang makes it answer nothing

@@ -239,7 +239,7 @@ func TestMutualTLS(t *testing.T) {
 	t.Parallel()
 	ca, other := testpki.New(t, "toolwire test CA"), testpki.New(t, "some other CA")
 	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
-	a, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	a, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}, CertificateCallerPrefix: "cert:"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,10 +259,10 @@ func TestMutualTLS(t *testing.T) {
 		want    string // whoami's answer, or
 		wantMsg string // the UNAUTHENTICATED status's message
 	}{
-		{name: "valid", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7"))}, want: "caller=agent-7"},
+		{name: "valid", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7"))}, want: "caller=cert:agent-7"},
 		{name: "SPIFFE ID", certs: []tls.Certificate{ca.Issue(t, testpki.Client("", func(c *x509.Certificate) {
 			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "example.org", Path: "/agent"}}
-		}))}, want: "caller=spiffe://example.org/agent"},
+		}))}, want: "caller=cert:spiffe://example.org/agent"},
 		{name: "expired", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7", func(c *x509.Certificate) {
 			c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
 		}))}, wantMsg: "expired"},

@@ -74,7 +74,7 @@ func BenchmarkAuthenticatedBatch(b *testing.B) {
 			var creds credentials.TransportCredentials = insecure.NewCredentials()
 			var cfg auth.ServerConfig
 			if mode == "certificate" {
-				vcfg.ClientCAs = ca.Pool()
+				vcfg.ClientCAs, vcfg.CertificateCallerPrefix = ca.Pool(), "cert:"
 				cfg.TLSCert, cfg.TLSKey = certFile, keyFile
 				creds = credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{ca.Issue(b, testpki.Client("agent"))}})
 			} else {

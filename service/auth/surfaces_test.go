@@ -44,8 +44,9 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
 	iss := testoidc.New(t)
 	v, err := auth.New(auth.Config{ClientCAs: ca.Pool(), Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}},
-		Groups: map[string][]string{"alice": {"humans", "admins"}, "agent-7": {"agents"}},
-		OIDC:   &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire"}})
+		Groups:                  map[string][]string{"alice": {"humans", "admins"}, "cert:agent-7": {"agents"}},
+		OIDC:                    &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"},
+		CertificateCallerPrefix: "cert:"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,11 +118,15 @@ func TestSameCallerOnEveryPort(t *testing.T) {
 	}{
 		{name: "token", authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
 		{name: "lower-case scheme", authorization: []string{"bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
-		{name: "client certificate", cert: valid, want: verdict{Caller: "agent-7 certificate agents"}},
+		{name: "client certificate", cert: valid, want: verdict{Caller: "cert:agent-7 certificate agents"}},
+		// One name, three callers: the token's, the certificate's and the JWT's.
+		{name: "client certificate named like the token", cert: []tls.Certificate{ca.Issue(t, testpki.Client("alice"))}, want: verdict{Caller: "cert:alice certificate "}},
 		{name: "token and certificate", cert: valid, authorization: []string{"Bearer " + aliceToken}, want: verdict{Caller: "alice token humans,admins"}},
 		{name: "missing", want: verdict{Reason: `missing credentials: send an "authorization: Bearer <token>" header or a client certificate`}},
 		{name: "JWT", authorization: []string{"Bearer " + iss.Token(t, "ec-1", testoidc.Claims{"sub": "agent-9", "aud": "toolwire", "groups": []string{"agents"}})},
-			want: verdict{Caller: "agent-9 jwt agents"}},
+			want: verdict{Caller: "oidc:agent-9 jwt agents"}},
+		{name: "JWT named like the token", authorization: []string{"Bearer " + iss.Token(t, "ec-1", testoidc.Claims{"sub": "alice", "aud": "toolwire"})},
+			want: verdict{Caller: "oidc:alice jwt "}},
 		{name: "JWT for another audience", authorization: []string{"Bearer " + iss.Token(t, "rsa-1", testoidc.Claims{"sub": "agent-9", "aud": "other"})},
 			want: verdict{Reason: `invalid JWT: expected audience "toolwire" got ["other"]`}},
 		{name: "invalid token", authorization: []string{"Bearer not-a-token-of-ours-at-all"}, want: verdict{Reason: "invalid bearer token"}},
