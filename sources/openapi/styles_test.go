@@ -246,7 +246,6 @@ func TestFormBodies(t *testing.T) {
 	}
 }
 
-
 // TestMediaTypes: a body of */*, application/*, a +json type or a
 // wildcard +json type is JSON (Kubernetes declares */*), JSON is chosen
 // over a form, merge patch over JSON Patch, and the Content-Type sent is
