@@ -34,7 +34,12 @@ func read(ctx context.Context, client *http.Client, spec string) ([]byte, error)
 			return nil, err
 		}
 		defer f.Close()
-		return readBounded(f)
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= maxDocumentBytes {
+			// Read in one buffer of the file's size, not a growing one.
+			b := make([]byte, 0, fi.Size()+1)
+			return readBounded(f, b)
+		}
+		return readBounded(f, nil)
 	}
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
@@ -51,13 +56,25 @@ func read(ctx context.Context, client *http.Client, spec string) ([]byte, error)
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: HTTP %s", spec, resp.Status)
 	}
-	return readBounded(resp.Body)
+	return readBounded(resp.Body, nil)
 }
 
-func readBounded(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxDocumentBytes+1))
-	if err != nil {
-		return nil, err
+// readBounded reads r into buf (which may be nil) up to the bound.
+func readBounded(r io.Reader, buf []byte) ([]byte, error) {
+	lr := io.LimitReader(r, maxDocumentBytes+1)
+	b := buf
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
 	}
 	if len(b) > maxDocumentBytes {
 		return nil, fmt.Errorf("the document is larger than %d bytes", maxDocumentBytes)

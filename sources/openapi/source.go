@@ -59,8 +59,15 @@ type entry struct {
 // was made from (the document's bytes and the entry's config).
 type loaded struct {
 	key   [32]byte
+	cfg   string // the entry's config, as JSON
 	tools []tools.Tool
 	rep   *report
+}
+
+// of reports whether l was loaded for the entry c.
+func (l *loaded) of(c Config) bool {
+	b, _ := json.Marshal(c)
+	return string(b) == l.cfg
 }
 
 // New returns a source adding tools to reg and logging to logger (nil
@@ -136,7 +143,8 @@ func load(c Config, data []byte, client *http.Client) (*loaded, error) {
 	if err != nil {
 		return fail(err)
 	}
-	return &loaded{key: key(c, data), tools: ts, rep: rep}, nil
+	cfg, _ := json.Marshal(c)
+	return &loaded{key: key(c, data), cfg: string(cfg), tools: ts, rep: rep}, nil
 }
 
 // log writes a line for each operation that gave no tool and one that
@@ -161,57 +169,58 @@ func (l *loaded) log(logger *slog.Logger, name string) {
 }
 
 // Check reports whether cfgs can be served, changing nothing: each entry
-// is valid and its document loads. What it loads is kept for Sync, so a
-// reload parses each document once.
+// is valid and its document loads. What it loaded is kept for Sync, which
+// serves it without reading the document again: a reload parses each
+// document once, and one whose document and entry did not change (a key
+// of both says so) parses nothing.
 func (s *Source) Check(cfgs []Config) error {
 	if err := ValidateAll(cfgs); err != nil {
 		return err
 	}
 	var errs []error
 	for _, c := range cfgs {
-		data, err := fetch(context.Background(), c, s.client)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		k := key(c, data)
-		if s.lookup(c.Name, k) != nil {
-			continue
-		}
-		l, err := load(c, data, s.client)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
+		l, err := s.check(c)
 		s.checkedMu.Lock()
-		s.checked[c.Name] = l
+		if err != nil {
+			delete(s.checked, c.Name)
+			errs = append(errs, err)
+		} else {
+			s.checked[c.Name] = l
+		}
 		s.checkedMu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
-// lookup returns the load of entry name whose key is k, if one is served
-// or was checked.
-func (s *Source) lookup(name string, k [32]byte) *loaded {
+// check loads c's document, or finds the load of its content served or
+// checked already.
+func (s *Source) check(c Config) (*loaded, error) {
+	data, err := fetch(context.Background(), c, s.client)
+	if err != nil {
+		return nil, err
+	}
+	k := key(c, data)
 	s.mu.Lock()
-	e := s.entries[name]
+	e := s.entries[c.Name]
 	s.mu.Unlock()
 	if e != nil && e.served != nil && e.served.key == k {
-		return e.served
+		return e.served, nil
 	}
 	s.checkedMu.Lock()
-	defer s.checkedMu.Unlock()
-	if l := s.checked[name]; l != nil && l.key == k {
-		return l
+	l := s.checked[c.Name]
+	s.checkedMu.Unlock()
+	if l != nil && l.key == k {
+		return l, nil
 	}
-	return nil
+	return load(c, data, s.client)
 }
 
 // Sync serves the tools of cfgs' documents, each entry's in one registry
-// update. An entry whose document and config are what it serves already
-// is left as it is; one whose document does not load keeps the tools it
-// had (the error says why); entries no longer listed lose theirs. A tool
-// whose name another tool holds is held back with a log line (see offer).
+// update: what Check loaded for the entry, or else its document read
+// again. An entry that serves that already is left as it is; one whose
+// document does not load keeps the tools it had (the error says why);
+// entries no longer listed lose theirs. A tool whose name another tool
+// holds is held back with a log line (see offer).
 func (s *Source) Sync(ctx context.Context, cfgs []Config) error {
 	if err := ValidateAll(cfgs); err != nil {
 		return err
@@ -225,25 +234,23 @@ func (s *Source) Sync(ctx context.Context, cfgs []Config) error {
 	want := map[string]bool{}
 	for _, c := range cfgs {
 		want[c.Name] = true
-		data, err := fetch(ctx, c, s.client)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		k := key(c, data)
-		e := s.entries[c.Name]
-		if e != nil && e.served != nil && e.served.key == k {
-			continue
-		}
 		s.checkedMu.Lock()
 		l := s.checked[c.Name]
 		delete(s.checked, c.Name)
 		s.checkedMu.Unlock()
-		if l == nil || l.key != k {
-			if l, err = load(c, data, s.client); err != nil {
+		if l == nil || !l.of(c) {
+			data, err := fetch(ctx, c, s.client)
+			if err == nil {
+				l, err = load(c, data, s.client)
+			}
+			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
+		}
+		e := s.entries[c.Name]
+		if e != nil && e.served != nil && e.served.key == l.key {
+			continue
 		}
 		l.log(s.log, c.Name)
 		if e == nil {
