@@ -78,7 +78,9 @@ func (a adapter[C]) status(cfg Config, at time.Time) []Status {
 		return out
 	}
 	var counts map[string]openapi.Counts
-	if c, ok := a.src.(interface{ Counts() map[string]openapi.Counts }); ok {
+	if c, ok := a.src.(interface {
+		Counts() map[string]openapi.Counts
+	}); ok {
 		counts = c.Counts()
 	}
 	var out []Status
