@@ -197,7 +197,7 @@ func TestPetstore(t *testing.T) {
 	if !strings.Contains(logs.String(), `"operation":"POST /pet/{petId}/uploadImage","reason":"the request body is application/octet-stream, which toolwire does not send`) {
 		t.Errorf("no log line says uploadFile was skipped:\n%s", logs)
 	}
-	if !strings.Contains(logs.String(), `"msg":"OpenAPI document loaded","openapi":"petstore","operations":19,"tools":11,"excluded":7,"skipped":1,"skipped_because":{"request body not sent":1}`) {
+	if !strings.Contains(logs.String(), `"msg":"OpenAPI document loaded","openapi":"petstore","operations":19,"tools":11,"excluded":7,"skipped":1,"skipped_because":{"request_body":1}`) {
 		t.Errorf("no summary line says 11 of 19 operations are tools, 7 excluded, 1 skipped:\n%s", logs)
 	}
 

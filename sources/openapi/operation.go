@@ -135,12 +135,12 @@ func skip(reason, format string, args ...any) error {
 // The kinds of reason an operation gives no tool, as the summary line
 // counts them.
 const (
-	reasonDocument = "the document is wrong there" // a $ref to nowhere, a value of the wrong kind
-	reasonBody     = "request body not sent"       // a file upload, XML, …
-	reasonCookie   = "cookie parameter"
-	reasonStyle    = "parameter style"
-	reasonServer   = "no server"
-	reasonSchema   = "schema does not compile"
+	reasonDocument = "document"         // a $ref to nowhere, a value of the wrong kind
+	reasonBody     = "request_body"     // a file upload, XML, …
+	reasonCookie   = "cookie_parameter" // a required one
+	reasonStyle    = "parameter_style"
+	reasonServer   = "server"
+	reasonSchema   = "input_schema" // does not compile
 )
 
 // parameters merges the path item's parameters with the operation's (the
