@@ -263,7 +263,12 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 	conv := d.requestConverter(maxDepth)
 	props := map[string]any{}
 	var required []string
-	o.params, o.body, o.bodyProp, o.bodySpec = nil, noBody, "", rb
+	o.params, o.body, o.bodyProp, o.bodySpec = nil, noBody, "", nil
+	if rb != nil {
+		// What a call needs of the body, not its schema: the tool keeps
+		// no part of the document.
+		o.bodySpec = &bodySpec{kind: rb.kind, contentType: rb.contentType, required: rb.required, encoding: rb.encoding}
+	}
 	for _, p := range params {
 		prop := p.name
 		if _, dup := props[prop]; dup {
@@ -284,7 +289,9 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 		if p.required {
 			required = append(required, prop)
 		}
-		o.params = append(o.params, param{paramSpec: p, prop: prop})
+		kept := p
+		kept.schema, kept.description = nil, ""
+		o.params = append(o.params, param{paramSpec: kept, prop: prop})
 	}
 	if rb != nil {
 		s := conv.schema(rb.schema, 0)
