@@ -201,9 +201,7 @@ func (d *document) spec3(s *opSpec) error {
 			}
 			b := &bodySpec{kind: kind, contentType: ct, required: boolean(rb, "required", false), description: str(rb, "description"), schema: media["schema"]}
 			if kind == bodyForm {
-				if b.encoding, err = encodings(media["encoding"]); err != nil {
-					return err
-				}
+				b.encoding = encodings(media["encoding"])
 			}
 			s.body = b
 		}
@@ -279,7 +277,7 @@ func defaultStyle(in string) string {
 }
 
 // encodings reads a form body's encoding map.
-func encodings(raw any) (map[string]encodingSpec, error) {
+func encodings(raw any) map[string]encodingSpec {
 	m, _ := raw.(map[string]any)
 	out := make(map[string]encodingSpec, len(m))
 	for name, v := range m {
@@ -291,7 +289,7 @@ func encodings(raw any) (map[string]encodingSpec, error) {
 		es.explode = boolean(e, "explode", es.style == "form")
 		out[name] = es
 	}
-	return out, nil
+	return out
 }
 
 // mediaRank orders the media types toolwire can send a body as: JSON

@@ -180,7 +180,7 @@ func (c *converter) object(s map[string]any, depth int) any {
 		}
 		out["properties"] = conv
 		var req []string
-		for _, r := range strings_(s["required"]) {
+		for _, r := range stringList(s["required"]) {
 			if _, ok := conv[r]; ok && !slices.Contains(req, r) {
 				req = append(req, r)
 			}
@@ -188,7 +188,7 @@ func (c *converter) object(s map[string]any, depth int) any {
 		if len(req) > 0 {
 			out["required"] = req
 		}
-	} else if req := strings_(s["required"]); len(req) > 0 {
+	} else if req := stringList(s["required"]); len(req) > 0 {
 		out["required"] = slices.Compact(slices.Sorted(slices.Values(req)))
 	}
 	switch ap := s["additionalProperties"].(type) {
@@ -216,7 +216,7 @@ func (c *converter) object(s map[string]any, depth int) any {
 	if dr, ok := s["dependentRequired"].(map[string]any); ok {
 		conv := map[string]any{}
 		for k, v := range dr {
-			if names := strings_(v); names != nil {
+			if names := stringList(v); names != nil {
 				conv[k] = names
 			}
 		}
@@ -405,8 +405,8 @@ func (ds *defs) responseSchema(node any) (out json.RawMessage, ok bool) {
 	}
 	root["type"] = "object"
 	b, err := json.Marshal(root)
-	if err != nil {
-		return nil, false
+	if err != nil || len(b) > maxOutputBytes {
+		return nil, false // a response written out past the bound: text only
 	}
 	if len(c.deps) == 0 {
 		return b, true
@@ -567,8 +567,8 @@ func typeList(v any) []string {
 	return out
 }
 
-// strings_ is a list of strings, or nil when v is not one.
-func strings_(v any) []string {
+// stringList is a list of strings, or nil when v is not one.
+func stringList(v any) []string {
 	list, ok := v.([]any)
 	if !ok {
 		return nil

@@ -291,8 +291,8 @@ func TestMediaTypes(t *testing.T) {
 }
 
 // TestServers: an operation's own servers, or its path item's, are where
-// its requests go; the others go to the document's (or base_url). A
-// relative server is resolved against where the others go.
+// its requests go; the others go to the document's. A relative server is
+// resolved against where the others go. base_url replaces them all.
 func TestServers(t *testing.T) {
 	t.Parallel()
 	docSrv, docGot := recorder(t)
@@ -330,14 +330,20 @@ func TestServers(t *testing.T) {
 			t.Errorf("%s went to %s; want %s", id, r.URI, want.uri)
 		}
 	}
-	// base_url replaces the document's servers, not an operation's own.
-	reg = loadRegistry(t, Config{Name: "s", Spec: spec, BaseURL: opSrv.URL + "/base"})
-	call(t, reg, "s_plain", `{}`)
-	if r := <-opGot; r.URI != "/base/plain" {
-		t.Errorf("plain with base_url went to %s", r.URI)
+	// base_url is where the config's secrets go: it replaces every server
+	// the document names, its operations' too, except those below it.
+	reg = loadRegistry(t, Config{Name: "s", Spec: spec, BaseURL: opSrv.URL + "/base", Headers: map[string]string{"Authorization": "Bearer x"}})
+	for id, uri := range map[string]string{"plain": "/base/plain", "pathLevel": "/base/uploads", "opLevel": "/base/uploads", "relative": "/base/v2/relative"} {
+		call(t, reg, "s_"+id, `{}`)
+		if r := <-opGot; r.URI != uri {
+			t.Errorf("%s with base_url went to %s; want %s", id, r.URI, uri)
+		}
 	}
-	call(t, reg, "s_pathLevel", `{}`)
-	if r := <-pathGot; r.URI != "/up/uploads" {
-		t.Errorf("pathLevel with base_url went to %s", r.URI)
+	select {
+	case r := <-pathGot:
+		t.Errorf("a request with base_url set went to the path item's server: %+v", r)
+	case r := <-docGot:
+		t.Errorf("a request with base_url set went to the document's server: %+v", r)
+	default:
 	}
 }

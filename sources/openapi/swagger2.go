@@ -82,11 +82,10 @@ func (d *document) spec2(s *opSpec) error {
 		for _, c := range consumes {
 			content[c] = true
 		}
-		mt, kind, ct := pickBody(content)
+		_, kind, ct := pickBody(content)
 		if kind != bodyJSON {
 			return skip(reasonBody, "the request body is %s, which toolwire does not send (it sends JSON and application/x-www-form-urlencoded)", strings.Join(consumes, ", "))
 		}
-		_ = mt
 		body.contentType = ct
 		s.body = body
 	case form != nil:
@@ -100,13 +99,13 @@ func (d *document) spec2(s *opSpec) error {
 		s.body = &bodySpec{kind: bodyForm, contentType: "application/x-www-form-urlencoded", required: len(formRequired) > 0, schema: schema, encoding: formEnc}
 	}
 	produces := mediaTypes(s.op, d.root, "produces")
-	json := len(produces) == 0
+	answersJSON := len(produces) == 0
 	for _, p := range produces {
 		if _, kind, _ := mediaRank(p); kind == bodyJSON {
-			json = true
+			answersJSON = true
 		}
 	}
-	if responses, ok := s.op["responses"].(map[string]any); ok && json {
+	if responses, ok := s.op["responses"].(map[string]any); ok && answersJSON {
 		for _, code := range slices.Sorted(maps.Keys(responses)) {
 			if !strings.HasPrefix(code, "2") {
 				continue

@@ -155,7 +155,7 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 		return t, err
 	}
 	o := &operation{method: r.method, path: r.path, send: b.send}
-	if spec.servers != nil {
+	if spec.servers != nil && !b.ownsServers(spec.servers) {
 		if o.base, err = b.opBase(spec.servers); err != nil {
 			return t, skip(reasonServer, "servers: %v", err)
 		}
@@ -334,6 +334,21 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 	return b, nil
 }
 
+// ownsServers reports whether base_url decides where an operation whose
+// own servers are these sends its requests: it does unless they are
+// relative (a path under it). The operator's base_url is where the
+// config's secrets go; a document naming another host for one operation
+// (GitHub's uploads) must not send them elsewhere, and for a GitHub
+// Enterprise base_url that host is github.com's, the wrong one anyway.
+func (b *builder) ownsServers(servers []any) bool {
+	if b.c.BaseURL == "" {
+		return false
+	}
+	srv, _ := servers[0].(map[string]any)
+	u, err := url.Parse(expandServer(srv))
+	return err == nil && u.IsAbs()
+}
+
 // opBase is the first of an operation's (or its path item's) servers.
 func (b *builder) opBase(servers []any) (string, error) {
 	srv, ok := servers[0].(map[string]any)
@@ -346,16 +361,13 @@ func (b *builder) opBase(servers []any) (string, error) {
 		return "", fmt.Errorf("servers[0].url %q: %w", str(srv, "url"), err)
 	}
 	if !u.IsAbs() {
-		// Relative to where the document was read from, or else to where
-		// the document's other requests go.
-		against := b.c.Spec
-		if !strings.HasPrefix(against, "http://") && !strings.HasPrefix(against, "https://") {
-			if against, err = b.docBase(); err != nil {
-				return "", err
-			}
-			against += "/"
+		// Relative to where the document's other requests go (base_url,
+		// or its own server), which is what a path below the API means.
+		against, err := b.docBase()
+		if err != nil {
+			return "", err
 		}
-		a, err := url.Parse(against)
+		a, err := url.Parse(against + "/")
 		if err != nil {
 			return "", err
 		}
