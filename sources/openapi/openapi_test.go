@@ -603,3 +603,49 @@ func TestNameTaken(t *testing.T) {
 		t.Errorf("no line says legacy_getItem is held back:\n%s", logs)
 	}
 }
+
+// TestReloadOnce: a reload (Check, then Sync) parses a changed document
+// once, and one whose document and entry did not change not at all: the
+// tools, their revision and the log stay as they are.
+func TestReloadOnce(t *testing.T) {
+	t.Parallel()
+	spec := filepath.Join(t.TempDir(), "api.yaml")
+	const doc = "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: {operationId: first, responses: {'200': {description: ok}}}\n"
+	if err := os.WriteFile(spec, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, reg, logs := newSource(t)
+	cfgs := []Config{{Name: "r", Spec: spec, BaseURL: "http://127.0.0.1:9"}}
+	reload := func() {
+		t.Helper()
+		if err := src.Check(cfgs); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Sync(t.Context(), cfgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload()
+	if n := src.loads.Load(); n != 1 {
+		t.Errorf("the first reload parsed the document %d times; want once", n)
+	}
+	rev, lines := reg.Snapshot().Revision(), strings.Count(logs.String(), "\n")
+	reload()
+	reload()
+	if n := src.loads.Load(); n != 1 || reg.Snapshot().Revision() != rev || strings.Count(logs.String(), "\n") != lines {
+		t.Errorf("unchanged reloads parsed %d times in all, revision changed %v, log:\n%s", n, reg.Snapshot().Revision() != rev, logs)
+	}
+	// The entry changed, not the document: built again, once.
+	cfgs[0].Exclude = []string{"nothing"}
+	reload()
+	if n := src.loads.Load(); n != 2 {
+		t.Errorf("a changed entry: %d parses in all; want 2", n)
+	}
+	if err := os.WriteFile(spec, []byte(strings.ReplaceAll(doc, "first", "second")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload()
+	if n := src.loads.Load(); n != 3 || !slices.Equal(reg.Snapshot().Names(), []string{"r_second"}) {
+		t.Errorf("a changed document: %d parses in all, tools %v", n, reg.Snapshot().Names())
+	}
+}

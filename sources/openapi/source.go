@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	"github.com/toolwire/toolwire/sources/internal/offer"
@@ -47,6 +48,8 @@ type Source struct {
 
 	checkedMu sync.Mutex
 	checked   map[string]*loaded // by entry name: the last load Check made, for Sync to serve
+
+	loads atomic.Int64 // documents parsed, for tests
 }
 
 // entry is one openapi: entry being served.
@@ -200,11 +203,14 @@ func (s *Source) check(c Config) (*loaded, error) {
 		return nil, err
 	}
 	k := key(c, data)
+	var served *loaded
 	s.mu.Lock()
-	e := s.entries[c.Name]
+	if e := s.entries[c.Name]; e != nil {
+		served = e.served
+	}
 	s.mu.Unlock()
-	if e != nil && e.served != nil && e.served.key == k {
-		return e.served, nil
+	if served != nil && served.key == k {
+		return served, nil
 	}
 	s.checkedMu.Lock()
 	l := s.checked[c.Name]
@@ -212,6 +218,7 @@ func (s *Source) check(c Config) (*loaded, error) {
 	if l != nil && l.key == k {
 		return l, nil
 	}
+	s.loads.Add(1)
 	return load(c, data, s.client)
 }
 
@@ -241,6 +248,7 @@ func (s *Source) Sync(ctx context.Context, cfgs []Config) error {
 		if l == nil || !l.of(c) {
 			data, err := fetch(ctx, c, s.client)
 			if err == nil {
+				s.loads.Add(1)
 				l, err = load(c, data, s.client)
 			}
 			if err != nil {
