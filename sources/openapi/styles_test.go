@@ -235,6 +235,10 @@ func TestFormBodies(t *testing.T) {
 		t.Errorf("clearing metadata sent %q", r.Body)
 	}
 
+	get, _ := reg.Snapshot().Lookup("stripe_GetCustomers")
+	if strings.Contains(string(get.InputSchema), `"body"`) {
+		t.Errorf("a form body of no members is offered as an argument: %s", get.InputSchema)
+	}
 	res = call(t, reg, "stripe_GetCustomers", `{"created":{"gt":1700000000,"lte":1800000000},"expand":["data.default_source"]}`)
 	r = <-got
 	if res.IsError || r.URI != "/v1/customers?created%5Bgt%5D=1700000000&created%5Blte%5D=1800000000&expand%5B0%5D=data.default_source" || r.Body != "" {

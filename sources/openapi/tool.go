@@ -296,7 +296,13 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 	if rb != nil {
 		s := conv.schema(rb.schema, 0)
 		sm, _ := s.(map[string]any)
-		if mergeable(sm, props) {
+		members, _ := sm["properties"].(map[string]any)
+		switch {
+		case len(members) == 0 && sm["additionalProperties"] == false && sm["type"] == "object":
+			// An object of no members (Stripe's GETs declare one): there
+			// is nothing to send, and no argument to offer.
+			o.bodySpec = nil
+		case mergeable(sm, props):
 			o.body = mergedBody
 			for k, v := range sm["properties"].(map[string]any) {
 				props[k] = v
@@ -304,7 +310,7 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 			if req, ok := sm["required"].([]string); ok && rb.required {
 				required = append(required, req...)
 			}
-		} else {
+		default:
 			o.body, o.bodyProp = wrappedBody, "body"
 			for props[o.bodyProp] != nil {
 				o.bodyProp += "_"
