@@ -35,6 +35,8 @@ func realDocs(tb testing.TB) string {
 // Stripe's form bodies and deepObject queries, Kubernetes' */* bodies.
 func TestRealDocuments(t *testing.T) {
 	dir := realDocs(t)
+	srv, got := recorder(t)
+	regs := map[string]*tools.Registry{}
 	for _, tc := range []struct {
 		file   string
 		counts Counts
@@ -48,36 +50,23 @@ func TestRealDocuments(t *testing.T) {
 		{"digitalocean.json", Counts{Operations: 290, Tools: 290}, ``},
 		{"asana.json", Counts{Operations: 167, Tools: 166, Skipped: 1}, `{"request_body":1}`},
 	} {
-		t.Run(strings.TrimSuffix(tc.file, ".json"), func(t *testing.T) {
-			src, _, logs := newSource(t)
-			cfg := Config{Name: "api", Spec: filepath.Join(dir, tc.file), BaseURL: "http://127.0.0.1:9"}
-			if err := src.Sync(t.Context(), []Config{cfg}); err != nil {
-				t.Fatal(err)
-			}
-			if got := src.Counts()["api"]; got != tc.counts {
-				t.Errorf("counts %+v; want %+v\n%s", got, tc.counts, logs)
-			}
-			if tc.skips != "" && !strings.Contains(logs.String(), `"skipped_because":`+tc.skips) {
-				t.Errorf("the summary does not say %s:\n%s", tc.skips, logs)
-			}
-		})
+		src, reg, logs := newSource(t)
+		cfg := Config{Name: "api", Spec: filepath.Join(dir, tc.file), BaseURL: srv.URL}
+		if err := src.Sync(t.Context(), []Config{cfg}); err != nil {
+			t.Fatal(err)
+		}
+		if got := src.Counts()["api"]; got != tc.counts {
+			t.Errorf("%s: counts %+v; want %+v\n%s", tc.file, got, tc.counts, logs)
+		}
+		if tc.skips != "" && !strings.Contains(logs.String(), `"skipped_because":`+tc.skips) {
+			t.Errorf("%s: the summary does not say %s:\n%s", tc.file, tc.skips, logs)
+		}
+		regs[tc.file] = reg
 	}
 
-	srv, got := recorder(t)
-	load := func(file string) *tools.Registry {
-		ts, err := Load(t.Context(), Config{Name: "api", Spec: filepath.Join(dir, file), BaseURL: srv.URL}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg, err := tools.NewRegistry(ts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return reg
-	}
-	expect := func(reg *tools.Registry, name, args string, want request) {
+	expect := func(file, name, args string, want request) {
 		t.Helper()
-		tl, ok := reg.Snapshot().Lookup(name)
+		tl, ok := regs[file].Snapshot().Lookup(name)
 		if !ok {
 			t.Fatalf("no tool %s", name)
 		}
@@ -95,22 +84,17 @@ func TestRealDocuments(t *testing.T) {
 			t.Errorf("%s sent %+v\nwant %+v", name, r, want)
 		}
 	}
-	gh := load("github.json")
-	expect(gh, "api_issues_update", `{"owner":"octo","repo":"hello","issue_number":1,"milestone":null}`,
+	expect("github.json", "api_issues_update", `{"owner":"octo","repo":"hello","issue_number":1,"milestone":null}`,
 		request{Method: "PATCH", URI: "/repos/octo/hello/issues/1", ContentType: "application/json", Body: `{"milestone":null}`})
-	expect(gh, "api_repos_get", `{"owner":"octo","repo":"hello"}`, request{Method: "GET", URI: "/repos/octo/hello"})
-
-	stripe := load("stripe.json")
-	expect(stripe, "api_PostCustomers", `{"email":"a@example.com","metadata":{"order":"6735"},"address":{"city":"Zürich"},"expand":["tax_ids"]}`,
+	expect("github.json", "api_repos_get", `{"owner":"octo","repo":"hello"}`, request{Method: "GET", URI: "/repos/octo/hello"})
+	expect("stripe.json", "api_PostCustomers", `{"email":"a@example.com","metadata":{"order":"6735"},"address":{"city":"Zürich"},"expand":["tax_ids"]}`,
 		request{Method: "POST", URI: "/v1/customers", ContentType: "application/x-www-form-urlencoded",
 			Body: "address%5Bcity%5D=Z%C3%BCrich&email=a%40example.com&expand%5B0%5D=tax_ids&metadata%5Border%5D=6735"})
-	expect(stripe, "api_GetCustomers", `{"created":{"gte":1700000000},"limit":3}`,
+	expect("stripe.json", "api_GetCustomers", `{"created":{"gte":1700000000},"limit":3}`,
 		request{Method: "GET", URI: "/v1/customers?created%5Bgte%5D=1700000000&limit=3"})
-
-	k8s := load("kubernetes.json")
-	expect(k8s, "api_createCoreV1Namespace", `{"metadata":{"name":"team-a"},"dryRun":"All"}`,
+	expect("kubernetes.json", "api_createCoreV1Namespace", `{"metadata":{"name":"team-a"},"dryRun":"All"}`,
 		request{Method: "POST", URI: "/api/v1/namespaces?dryRun=All", ContentType: "application/json", Body: `{"metadata":{"name":"team-a"}}`})
-	expect(k8s, "api_patchCoreV1Namespace", `{"name":"team-a","body":{"metadata":{"labels":{"tier":"x"}}}}`,
+	expect("kubernetes.json", "api_patchCoreV1Namespace", `{"name":"team-a","body":{"metadata":{"labels":{"tier":"x"}}}}`,
 		request{Method: "PATCH", URI: "/api/v1/namespaces/team-a", ContentType: "application/merge-patch+json", Body: `{"metadata":{"labels":{"tier":"x"}}}`})
 }
 
