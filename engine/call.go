@@ -309,7 +309,12 @@ func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
 		return // a tool that returns nothing succeeded with nothing to say
 	}
 	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
-		if err := t.ValidateOutput(o.res.StructuredContent); err != nil {
+		if err := t.ValidateOutput(o.res.StructuredContent); err != nil && t.Upstream() {
+			// Another system's answer: delivered as it came, the mismatch
+			// in its details (tools.Tool.Upstream says why).
+			cfg.Logger.WarnContext(r.ctx, "upstream result does not match the tool's output schema", "error", err)
+			o.res = tools.NoteOutputMismatch(o.res, err)
+		} else if err != nil {
 			cfg.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR,
 				fmt.Sprintf("the tool returned output that does not match its declared output schema: %v", err))
