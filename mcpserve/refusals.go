@@ -110,6 +110,7 @@ type refusing struct {
 	body     bytes.Buffer // the refusal's body, up to 64 KiB
 	overflow bool         // the refusal's body was larger: passed through as it was
 	sessions bool         // served by the handler with sessions
+	method   string       // the request's
 }
 
 func (w *refusing) WriteHeader(status int) {
@@ -193,6 +194,8 @@ func (w *refusing) finish(body *capture) {
 		if text == "session user mismatch" {
 			message = "the session belongs to another caller"
 		}
+	case w.status == http.StatusMethodNotAllowed:
+		message = fmt.Sprintf("the method %s is not served here (Allow: %s)", w.method, w.Header().Get("Allow"))
 	case w.status == http.StatusRequestEntityTooLarge:
 		code, name = CodeResourceExhausted, "resource_exhausted"
 	case w.status >= 500:

@@ -52,7 +52,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	defer ww.Done()
 	body := &capture{ReadCloser: r.Body}
 	r.Body = body
-	rw := &refusing{ResponseWriter: ww}
+	rw := &refusing{ResponseWriter: ww, method: r.Method}
 	defer rw.finish(body)
 
 	version := r.Header.Get("Mcp-Protocol-Version")

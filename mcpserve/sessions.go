@@ -30,8 +30,8 @@ import (
 //     the most), so a client that forgets its sessions keeps working and
 //     costs what the bound allows; a session with a request in flight is
 //     never closed for another, and when every one has one, initialize is
-//     refused with a JSON-RPC error (429, CodeResourceExhausted) saying
-//     which bound;
+//     answered with a JSON-RPC error (CodeResourceExhausted) saying which
+//     bound;
 //   - a session with no request in flight for SessionTimeout is closed. A
 //     standalone GET stream counts as a request: a client holding one is
 //     connected, as the TypeScript SDK's and the Inspector are while open,
@@ -363,7 +363,11 @@ func (s *Server) serveSessions(w *refusing, r *http.Request, body *capture) {
 	case m.initialize:
 		res, err := s.sessions.reserve(engine.IdentityFrom(r.Context()).ID)
 		if err != nil {
-			writeRefusal(w.ResponseWriter, http.StatusTooManyRequests, m.id, CodeResourceExhausted, "resource_exhausted", err.Error(), nil)
+			// 200: a JSON-RPC response to the initialize it names, as
+			// Refuse answers. Clients read it as initialize's error; a 429
+			// or 503, the go-sdk's client takes for a transient failure
+			// and drops the body that says which bound.
+			writeRefusal(w.ResponseWriter, http.StatusOK, m.id, CodeResourceExhausted, "resource_exhausted", err.Error(), nil)
 			return
 		}
 		defer s.sessions.release(res)
