@@ -287,4 +287,3 @@ func (s *Server) clientTrace(ctx context.Context, h http.Header) context.Context
 	}
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
 }
-
