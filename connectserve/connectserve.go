@@ -127,7 +127,11 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 // ended by the surface's writewatch.Watch.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ww := s.writes.Wrap(w, r)
-	defer ww.Done()
+	defer func() {
+		// What is left in the server's buffers goes out while watched.
+		_ = ww.FlushError()
+		ww.Done()
+	}()
 	if r.URL.Path == toolwirev1connect.ToolServiceExecuteBatchProcedure {
 		defer ww.Engage()()
 		r = r.WithContext(context.WithValue(r.Context(), engine.StopperKey{}, ww))

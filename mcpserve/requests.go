@@ -49,11 +49,16 @@ type request struct {
 // their bounds), whose refusals are written as JSON-RPC errors.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ww := s.writes.Wrap(w, r)
-	defer ww.Done()
 	body := &capture{ReadCloser: r.Body}
 	r.Body = body
 	rw := &refusing{ResponseWriter: ww, method: r.Method}
-	defer rw.finish(body)
+	defer func() {
+		rw.finish(body)
+		// What is left in the server's buffers goes out while watched: a
+		// client that reads nothing holds it no longer than the rest.
+		_ = ww.FlushError()
+		ww.Done()
+	}()
 
 	version := r.Header.Get("Mcp-Protocol-Version")
 	if version != "" && !known(version) {
