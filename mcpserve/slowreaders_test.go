@@ -1,6 +1,7 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // slowBed is /mcp served as production serves it (the HTTP port, HTTP/1.1
@@ -261,4 +264,79 @@ func TestStalledListIsEnded(t *testing.T) {
 		t.Errorf("the surface's watch ended %d responses, want 1", b.mcp.writes.Stopped())
 	}
 	b.echo(t)
+}
+
+// TestStalledLastBytesAreEnded: a response small enough to sit in the
+// server's buffers when its handler returns (here a refusal) still waits
+// for the client when the connection's HTTP/2 window is spent (here by a
+// tools/list nobody reads); it is flushed while watched, so it too is
+// ended after send_timeout instead of holding its goroutine for good.
+func TestStalledLastBytesAreEnded(t *testing.T) {
+	t.Parallel()
+	b := newSlowBed(t, engine.Config{SendTimeout: 300 * time.Millisecond}, nil)
+	var many []tools.Tool
+	for i := range 100 { // a list of 200 KiB
+		many = append(many, tools.MustTyped("t"+strconv.Itoa(i), strings.Repeat("d", 2<<10), func(context.Context, *tools.Call, struct{}) (*tools.Result, any, error) {
+			return nil, nil, nil
+		}))
+	}
+	if err := b.mcp.reg.Add(many...); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A client that takes the frames off the connection but never gives
+	// the server more window than HTTP/2's first 64 KiB for the whole
+	// connection: it reads none of the streams' data.
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			if _, err := fr.ReadFrame(); err != nil {
+				return
+			}
+		}
+	}()
+	send := func(stream uint32, method, accept, body string) {
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", b.addr}, {":path", "/mcp"},
+			{"content-type", "application/json"}, {"accept", accept}, {"authorization", "Bearer alice-token"},
+			{"mcp-protocol-version", RevisionStateless}, {"mcp-method", method}, {"content-length", strconv.Itoa(len(body))}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.WriteData(stream, true, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for b.mcp.writes.Stopped() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d responses ended, want %d; log:\n%s", b.mcp.writes.Stopped(), n, b.log)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	// Stream 1 spends the window (it is ended only once its write has
+	// waited, so after the window is spent).
+	list := `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	send(1, "tools/list", "application/json, text/event-stream", list)
+	stopped(1)
+	// Stream 3 is refused (a wrong Accept): a few hundred bytes.
+	send(3, "tools/list", "text/html", list)
+	stopped(2)
+	waitFor(t, "no request in flight", func() bool { return b.inflight() == 0 })
 }
