@@ -20,6 +20,14 @@
 // The engine's coded errors become JSON-RPC errors in one function,
 // rpcError.
 //
+// It bounds what clients can make it hold: 2025-11-25 sessions per caller
+// and in total, closing the idle ones (sessions.go); a client that stops
+// reading, under the engine's max_buffered_bytes and send watchdog for a
+// call and internal/writewatch for any other write (requests.go). What it
+// refuses, it refuses in JSON-RPC, the SDK's own plain-text refusals
+// included (refusals.go); the SDK's per-request INFO lines go to DEBUG
+// (logging.go).
+//
 // Authentication is not its job: the HTTP port wraps the handler in the
 // shared auth middleware, which puts the caller in the request's context
 // (engine.WithCaller) or answers 401 before the handler runs.
