@@ -156,7 +156,7 @@ var _ http.Handler = (*Server)(nil)
 // one goroutine, which watches reg for changes; Close or Shutdown stops it.
 func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 	s := &Server{eng: eng, reg: reg, opts: opts.withDefaults(), stop: make(chan struct{})}
-	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout)
+	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout, s.opts.Logger)
 	s.writes = writewatch.New(eng.Config().SendTimeout, "MCP response", s.opts.Logger)
 	sdkLog := sdkLogger(s.opts.Logger)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}, &mcp.ServerOptions{

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -45,6 +46,7 @@ import (
 type sessions struct {
 	max, perCaller int
 	idle           time.Duration
+	log            *slog.Logger
 
 	mu      sync.Mutex
 	byID    map[string]*session
@@ -86,8 +88,8 @@ type reservation struct {
 // handlers the context of the request that opened it).
 type reservationKey struct{}
 
-func newSessions(max, perCaller int, idle time.Duration) *sessions {
-	return &sessions{max: max, perCaller: perCaller, idle: idle, byID: map[string]*session{}, callers: map[string]*callerSessions{}}
+func newSessions(max, perCaller int, idle time.Duration, log *slog.Logger) *sessions {
+	return &sessions{max: max, perCaller: perCaller, idle: idle, log: log, byID: map[string]*session{}, callers: map[string]*callerSessions{}}
 }
 
 // errSessionBound is a new session refused: every session within the
@@ -133,6 +135,7 @@ func (t *sessions) reserve(caller string) (*reservation, error) {
 	t.callers[caller] = c
 	t.mu.Unlock()
 	for _, v := range victims {
+		t.log.Debug("closing the MCP session idle longest for a new one past the sessions' bound", "session_id", v.id, "caller", v.owner.id)
 		_ = v.ss.Close() // its requests are none, its GET stream ends
 	}
 	return &reservation{owner: c}, nil
@@ -183,12 +186,15 @@ func contains(ss []*session, s *session) bool {
 // session counts its initialize as a request in flight until release.
 func (t *sessions) opened(r *reservation, ss *mcp.ServerSession) {
 	t.mu.Lock()
-	if r.s != nil || r.done || t.closed {
-		closed := t.closed
+	if r.s != nil {
 		t.mu.Unlock()
-		if closed {
-			_ = ss.Close()
-		}
+		return // a second initialize of the session
+	}
+	if r.done || t.closed {
+		// Its request ended first (its client went away), or the surface
+		// is closing: a session that holds no place is not kept.
+		t.mu.Unlock()
+		_ = ss.Close()
 		return
 	}
 	s := &session{id: ss.ID(), owner: r.owner, ss: ss, busy: 1, used: time.Now()}
@@ -275,6 +281,7 @@ func (t *sessions) expire(s *session) {
 	}
 	t.remove(s)
 	t.mu.Unlock()
+	t.log.Debug("closing an idle MCP session", "session_id", s.id, "caller", s.owner.id, "idle_timeout", t.idle.String())
 	_ = s.ss.Close()
 }
 
@@ -361,8 +368,10 @@ func (s *Server) serveSessions(w *refusing, r *http.Request, body *capture) {
 			"initialize must not be part of a JSON-RPC batch: send it alone", nil)
 		return
 	case m.initialize:
-		res, err := s.sessions.reserve(engine.IdentityFrom(r.Context()).ID)
+		caller := engine.IdentityFrom(r.Context()).ID
+		res, err := s.sessions.reserve(caller)
 		if err != nil {
+			s.opts.Logger.Warn("refusing a new MCP session: "+err.Error(), "caller", caller)
 			// 200: a JSON-RPC response to the initialize it names, as
 			// Refuse answers. Clients read it as initialize's error; a 429
 			// or 503, the go-sdk's client takes for a transient failure

@@ -183,8 +183,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if o.surface == "mcp" {
 		// Each stalled call's arguments and result are parsed and encoded
-		// several times on the way (megabytes each): collect that garbage
-		// first, so that what is settled is what the stalled clients hold.
+		// several times on the way (megabytes each), which a loaded
+		// machine does long after the requests were sent: wait until the
+		// calls have run, then collect that garbage, so that what is
+		// settled is what the stalled clients hold.
+		beside.quiet("gen_ai_execute_tool_duration_seconds_count", o.settle)
 		beside.collect()
 	}
 	settled := beside.settledRSS(o.settle)
@@ -383,6 +386,18 @@ func (s *server) watchPeak() func() int64 {
 		}
 	}()
 	return func() int64 { close(stop); <-done; return peak.Load() }
+}
+
+// quiet waits until the counter name has held still for d (at most 20 d).
+func (s *server) quiet(name string, d time.Duration) {
+	deadline := time.Now().Add(20 * d)
+	last, since := s.metric(name), time.Now()
+	for time.Now().Before(deadline) && time.Since(since) < d {
+		time.Sleep(d / 10)
+		if now := s.metric(name); now != last {
+			last, since = now, time.Now()
+		}
+	}
 }
 
 // collect makes the server collect its garbage (the admin listener's heap
