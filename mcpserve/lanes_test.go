@@ -114,7 +114,12 @@ func TestTwoReplicas(t *testing.T) {
 	if res, err := cs.CallTool(ctx, params); err != nil || res.IsError || len(progress) == 0 {
 		t.Fatalf("sleep: %v %+v, %d progress notifications", err, res, len(progress))
 	}
-	if served[0].Load() < 4 || served[1].Load() < 4 {
+	// Each replica served several of the client's requests: the front
+	// alternates, and the five calls at least reached it (the lists may
+	// not: the client caches them for their ttlMs, a tenth of the
+	// revision's age, which a loaded machine lets grow past the gap
+	// between two lists).
+	if served[0].Load() < 2 || served[1].Load() < 2 {
 		t.Errorf("replicas served %d and %d requests; want both several", served[0].Load(), served[1].Load())
 	}
 }
