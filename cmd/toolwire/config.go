@@ -34,7 +34,7 @@ type serveConfig struct {
 	StoreConfig     // store (store/storeurl)
 	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
-	MCPConfig       // no_mcp (mcpserve)
+	MCPConfig       // no_mcp and the MCP sessions' bounds (mcpserve)
 	ConsoleConfig   // console (console)
 	PolicyConfig    // policies, reloaded live (policy)
 	AuditConfig     // audit_log and its settings (audit)

@@ -48,6 +48,9 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 	if err := cfg.HTTPConfig.Validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.MCPConfig.Validate(); err != nil {
+		return nil, err
+	}
 	// The gRPC port's certificate (reloaded as it is) and client
 	// certificates, checked by the same Verifier.
 	tlsConfig, err := cfg.SecurityConfig.TLS(v)
@@ -72,7 +75,7 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 	}
 	var surface *mcpserve.Server
 	if !cfg.MCPConfig.Off {
-		surface = mcpserve.New(eng, reg, &mcpserve.Options{Logger: log, Version: version()})
+		surface = mcpserve.New(eng, reg, cfg.MCPConfig.Options(log, version()))
 		port.Handle("/mcp", authenticate(surface), mcpserve.Refuse)
 	}
 	lis, err := net.Listen("tcp", cfg.HTTPConfig.Listen)
