@@ -143,7 +143,7 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	if e.rates != nil {
 		if err := e.rates.take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
-			return err
+			return rateError(err)
 		}
 	}
 	if b.detached {

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"sync"
@@ -68,10 +70,31 @@ func newRates(cfg *Config) *rates {
 	return r
 }
 
-// take takes n calls from caller's allowance, or returns the refusal.
+// errBurst refuses a batch of more calls than a caller may start at once:
+// it could never be admitted, however long it waited.
+type errBurst struct{ calls, burst int }
+
+func (e *errBurst) Error() string {
+	return fmt.Sprintf("the batch has %d calls; a caller may start at most %d at once (rate_burst): send them in smaller batches", e.calls, e.burst)
+}
+
+// errRateLimited refuses a batch its caller's allowance cannot cover now;
+// wait is how long until it could.
+type errRateLimited struct {
+	wait      time.Duration
+	perSecond float64
+	burst     int
+}
+
+func (e *errRateLimited) Error() string {
+	return fmt.Sprintf("rate limit: this caller may start %s calls a second, %d at once; retry in %s", strconv.FormatFloat(e.perSecond, 'g', -1, 64), e.burst, e.wait)
+}
+
+// take takes n calls from caller's allowance, or returns the refusal: an
+// *errBurst or an *errRateLimited.
 func (r *rates) take(ctx context.Context, caller string, n int) error {
 	if n > r.burst {
-		return errorf(InvalidArgument, "the batch has %d calls; a caller may start at most %d at once (rate_burst): send them in smaller batches", n, r.burst)
+		return &errBurst{calls: n, burst: r.burst}
 	}
 	var wait time.Duration
 	if r.shared != nil {
@@ -92,8 +115,7 @@ func (r *rates) take(ctx context.Context, caller string, n int) error {
 		return nil
 	}
 	wait = wait.Round(time.Millisecond) + time.Millisecond // never "retry in 0s"
-	e := errorf(ResourceExhausted, "rate limit: this caller may start %s calls a second, %d at once; retry in %s", strconv.FormatFloat(r.perSecond, 'g', -1, 64), r.burst, wait).(*Error)
-	return e.RetryAfter(wait)
+	return &errRateLimited{wait: wait, perSecond: r.perSecond, burst: r.burst}
 }
 
 // takeLocal is take on this process's allowances.
@@ -119,4 +141,15 @@ func (r *rates) takeLocal(caller string, n int) time.Duration {
 		return d
 	}
 	return 0
+}
+
+// rateError is the *Error for take's refusal: InvalidArgument for a batch
+// no allowance could ever cover, ResourceExhausted with a RetryInfo for
+// one it cannot cover yet.
+func rateError(err error) error {
+	var limited *errRateLimited
+	if errors.As(err, &limited) {
+		return NewError(ResourceExhausted, err).RetryAfter(limited.wait)
+	}
+	return NewError(InvalidArgument, err)
 }

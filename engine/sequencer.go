@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -51,7 +53,23 @@ func (e *Engine) Sequence(ctx context.Context, snap *tools.Snapshot, sessionID, 
 	if t, ok := snap.Lookup(tool); ok && e.Permits(ctx, tool) {
 		safe = e.safe(t)
 	}
-	return e.seq.enter(ctx, strconv.Quote(CallerFrom(ctx))+"/"+sessionID, safe, e.cfg.MaxParallel, e.cfg.MaxCallsPerBatch)
+	done, err = e.seq.enter(ctx, strconv.Quote(CallerFrom(ctx))+"/"+sessionID, safe, e.cfg.MaxParallel, e.cfg.MaxCallsPerBatch)
+	var full *errSessionFull
+	switch {
+	case errors.As(err, &full):
+		return nil, NewError(ResourceExhausted, err)
+	case err != nil:
+		return nil, contextError(err)
+	}
+	return done, nil
+}
+
+// errSessionFull refuses a call when as many calls of its session as a
+// batch may hold already wait for their turn.
+type errSessionFull struct{ waiting, limit int }
+
+func (e *errSessionFull) Error() string {
+	return fmt.Sprintf("session has %d calls waiting for their turn already; the limit is %d", e.waiting, e.limit)
 }
 
 // sequencer holds the queue of every session with a call running or
@@ -91,7 +109,7 @@ func (s *sequencer) enter(ctx context.Context, key string, safe bool, parallel, 
 	}
 	if len(q.waiting) >= maxWaiting {
 		s.mu.Unlock()
-		return nil, errorf(ResourceExhausted, "session has %d calls waiting for their turn already; the limit is %d", len(q.waiting), maxWaiting)
+		return nil, &errSessionFull{waiting: len(q.waiting), limit: maxWaiting}
 	}
 	w := &seqWaiter{safe: safe, ready: make(chan struct{})}
 	q.waiting = append(q.waiting, w)
@@ -121,7 +139,7 @@ func (s *sequencer) enter(ctx context.Context, key string, safe bool, parallel, 
 		s.drop(key, q)
 		s.mu.Unlock()
 	}
-	return nil, contextError(ctx.Err())
+	return nil, ctx.Err()
 }
 
 // leaver returns the function that ends a started call's turn, once.
