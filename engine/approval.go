@@ -293,7 +293,7 @@ func requestApproval(ctx context.Context, reason string) error {
 		r.idle.Stop()
 		defer r.idle.Reset(b.e.cfg.IdleTimeout)
 	}
-	c.slot.release(b.e.limits)
+	c.slot.Release(b.e.limits)
 	if res := b.awaitApproval(ctx, r.i, reason); res != nil {
 		return &refusedError{kind: res.GetErrorKind(), text: textOf(res)}
 	}
@@ -301,11 +301,11 @@ func requestApproval(ctx context.Context, reason string) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.callerCtx), time.Until(deadline))
+	cs, err := b.e.limits.Acquire(ctx, CallerFrom(b.callerCtx), time.Until(deadline))
 	if err != nil {
 		return fmt.Errorf("approved, but no slot came free to go on: %w", err)
 	}
-	c.slot.hold(cs)
+	c.slot.Hold(cs)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/outbox"
+	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/proto"
@@ -125,11 +127,11 @@ type batch struct {
 	sink      Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
 	seq       uint64                  // the writer's: the number of the last event written
 	log       *batchLog               // a detached batch's log in the store; nil when not detached
-	out       outbox                  // events on their way to the writer
+	out       outbox.Outbox           // events on their way to the writer
 	sending   atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
 	ended     atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
 	failed    atomic.Bool             // some call has failed, for stop_on_error
-	reserved  slot                    // taken before the batch was accepted, for its first call; see limits.go
+	reserved  slots.Slot              // taken before the batch was accepted, for its first call; see limits.go
 	start     time.Time
 	info      *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
 	obsCtx    atomic.Pointer[context.Context] // what the Observer's BatchStarted returned; nil before
@@ -161,7 +163,7 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		sink:      sink,
 		start:     time.Now(),
 	}
-	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer, e.budget)
+	b.out.Init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer, e.budget)
 	if n := len(req.GetCalls()); n == 1 {
 		b.calls = b.one[:]
 	} else {
@@ -256,16 +258,16 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 		}
 	}
 	for {
-		p, ok := b.out.next()
+		p, ok := b.out.Next()
 		if !ok {
 			return sendErr
 		}
 		if sendErr == nil {
-			if sendErr = b.send(p.ev); sendErr != nil {
+			if sendErr = b.send(p.Event); sendErr != nil {
 				cancel(sendErr)
 			}
 		}
-		b.out.sent(p)
+		b.out.Sent(p)
 	}
 }
 
@@ -289,14 +291,14 @@ func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 // events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
 // EventBuffer); after the caller's context has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.put(b.callerCtx.Done(), ev, proto.Size(ev), false)
+	b.out.Put(b.callerCtx.Done(), ev, proto.Size(ev), false)
 }
 
 // emitStarted hands a call's CallStarted to the writer without waiting: the
 // call holds a concurrency slot, which must not wait for a slow reader. One
 // small event per call is all it adds beyond the budget.
 func (b *batch) emitStarted(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.put(nil, ev, proto.Size(ev), true)
+	b.out.Put(nil, ev, proto.Size(ev), true)
 }
 
 // run executes the lanes in order and closes the event channel when every
@@ -345,7 +347,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 		}
 		wg.Wait()
 	}
-	b.out.close()
+	b.out.Close()
 }
 
 // failure is the result of call i failing with kind before its tool ran.

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -20,7 +21,7 @@ type callState struct {
 	cutFrom int                     // the length of the name as sent, when newBatch cut it; else 0
 	args    json.RawMessage         // the validated arguments, from validation until the call ends
 	claim   *idemClaim              // its idempotency key while it runs; nil without one
-	slot    slot                    // its concurrency slot while it runs
+	slot    slots.Slot              // its concurrency slot while it runs
 	info    CallInfo                // what the Observer is told of it; see observe.go
 	obsCtx  context.Context         // what the Observer's CallStarted returned; nil before
 	scope   logScope                // names the call in log lines; see LogHandler
@@ -98,7 +99,7 @@ func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
 	if b.unary {
 		return nil // it reports nothing
 	}
-	b.out.waitRoom(ctx.Done())
+	b.out.WaitRoom(ctx.Done())
 	return nil
 }
 
@@ -118,7 +119,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			return true
 		}
 	}
-	defer c.slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
+	defer c.slot.Release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
 	if !b.unary {
 		b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
 	}
@@ -191,7 +192,7 @@ func (r *callRun) run() bool {
 	// reader holds memory (the outbox's budget), not a slot another caller
 	// could use. An abandoned tool keeps its slot until this point, so
 	// tools that ignore cancellation cannot be stacked without limit.
-	c.slot.release(b.e.limits)
+	c.slot.Release(b.e.limits)
 
 	if !r.decided.CompareAndSwap(false, true) {
 		return false // abandoned: the watchdog has sent the result

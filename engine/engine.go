@@ -29,6 +29,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/outbox"
+	"github.com/toolwire/toolwire/engine/internal/rates"
+	"github.com/toolwire/toolwire/engine/internal/runners"
+	"github.com/toolwire/toolwire/engine/internal/sequence"
+	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -85,13 +90,14 @@ type Engine struct {
 	watching bool              // watchSends is running
 
 	abandoned atomic.Int64
-	budget    *budget // the events waiting for slow readers, all batches'
-	runners   *runners
-	limits    *limiter
-	rates     *rates    // nil without a rate limit
-	obs       Observer  // nil: none
-	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
-	held      approvals // calls held for approval on this engine; see approval.go
+	budget    *outbox.Budget     // the events waiting for slow readers, all batches'
+	shedCount atomic.Int64       // streams ended for the budget, ever; see shed
+	runners   *runners.Pool      // the goroutines batches run on
+	limits    *slots.Limiter     // call slots, server-wide and per caller
+	rates     *rates.Buckets     // nil without a rate limit
+	obs       Observer           // nil: none
+	seq       sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
+	held      approvals          // calls held for approval on this engine; see approval.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the
@@ -103,17 +109,19 @@ func New(cfg Config) *Engine {
 		cfg:      cfg.withDefaults(),
 		batches:  make(map[string]*batch),
 		stopping: make(chan struct{}),
-		runners:  newRunners(10 * time.Second),
+		runners:  runners.New(10 * time.Second),
 	}
-	e.budget = newBudget(e.cfg.MaxBufferedBytes)
+	e.budget = outbox.NewBudget(e.cfg.MaxBufferedBytes)
 	perCaller, anonymous := e.cfg.callerShare()
-	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
-	e.rates = newRates(&e.cfg)
+	e.limits = slots.New(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
+	if e.cfg.RatePerCaller > 0 {
+		e.rates = rates.New(e.cfg.RatePerCaller, e.cfg.RateBurst, e.cfg.RateStore, e.cfg.Logger)
+	}
 	// The debug call log is one more observer, when the logger writes
 	// debug lines.
 	e.obs = Observers(e.cfg.Observer, debugLogFor(e.cfg.Logger))
 	if eo, ok := e.obs.(EngineObserver); ok {
-		eo.EngineStarted(EngineInfo{Buffered: e.budget.held.Load})
+		eo.EngineStarted(EngineInfo{Buffered: e.budget.Held})
 	}
 	return e
 }
@@ -142,7 +150,7 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 // detached batch is runDetached's.
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	if e.rates != nil {
-		if err := e.rates.take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
+		if err := e.rates.Take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
 			return rateError(err)
 		}
 	}
@@ -285,23 +293,22 @@ type Stats struct {
 // Stats returns what the engine is doing now.
 func (e *Engine) Stats() Stats {
 	st := Stats{
-		CallsRunning: len(e.limits.global),
-		SlotWaiters:  e.limits.waiting.Load(),
+		CallsRunning: e.limits.Running(),
+		SlotWaiters:  e.limits.Waiting(),
+		Callers:      e.limits.Callers(),
 		Abandoned:    e.abandoned.Load(),
 
-		BufferedBytes:   e.budget.held.Load(),
-		BufferedPeak:    e.budget.peak.Load(),
-		EndedOverBudget: e.budget.shed.Load(),
+		BufferedBytes:   e.budget.Held(),
+		BufferedPeak:    e.budget.Peak(),
+		EndedOverBudget: e.shedCount.Load(),
+
+		SessionWaiting: e.seq.Waiting(),
 	}
-	e.limits.mu.Lock()
-	st.Callers = len(e.limits.callers)
-	e.limits.mu.Unlock()
-	st.SessionWaiting = e.seq.waiting()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st.Batches = len(e.batches)
 	for _, b := range e.batches {
-		if b.out.waiting() {
+		if b.out.Waiting() {
 			st.WaitingToReport++
 		}
 	}

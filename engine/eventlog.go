@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/coalesce"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -21,20 +22,11 @@ import (
 // no owner, once its lease has run out: the first reader to notice takes
 // the log over and ends it, its open calls CANCELLED (owner lost).
 //
-// The log is bounded. Progress is coalesced before it is written (see
-// coalescer): a call's first progressBurst reports are written as they
-// come, then at most one every progressEvery, the reports between merged
-// into it; past maxStoredProgress reports in one batch, a call's progress
-// is merged and written only just before its result. So a batch of n calls
-// writes at most 2 + 4n + maxStoredProgress events (BatchAccepted and
-// BatchFinished, per call CallStarted, CallAwaitingApproval, the merged
-// progress before its result, and CallResult), each within
-// MaxMessageBytes.
-const (
-	progressBurst     = 64
-	progressEvery     = time.Second
-	maxStoredProgress = 10_000
-)
+// The log is bounded: progress is coalesced before it is written
+// (engine/internal/coalesce), so a batch of n calls writes at most
+// 2 + 4n + coalesce.MaxStored events (BatchAccepted and BatchFinished, per
+// call CallStarted, CallAwaitingApproval, the merged progress before its
+// result, and CallResult), each within MaxMessageBytes.
 
 // logName is the name of a batch's log in the store: scoped by its caller,
 // so that another caller's request names a log that does not exist.
@@ -52,7 +44,7 @@ type batchLog struct {
 	name   string
 	failed atomic.Bool // a write failed or the lease was lost: nothing more is written
 
-	coal coalescer
+	coal coalesce.Coalescer
 
 	mu      sync.Mutex
 	ticker  *time.Timer // renews the lease and reads the control requests
@@ -68,7 +60,7 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	if err := e.cfg.EventLog.Open(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
 		return nil, err
 	}
-	l.coal.init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
+	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
 	l.ticker = time.AfterFunc(l.tick(), l.renew)
 	return l, nil
 }
@@ -122,14 +114,14 @@ func (l *batchLog) stop() {
 }
 
 // write is the writer's: it numbers ev and appends it, after coalescing
-// progress (see coalescer).
+// progress (see coalesce).
 func (l *batchLog) write(ev *toolwirev1.ExecuteBatchResponse) {
 	if ev.GetProgress() != nil {
-		if ev = l.coal.progress(ev, time.Now()); ev == nil {
+		if ev = l.coal.Progress(ev, time.Now()); ev == nil {
 			return
 		}
 	} else if r := ev.GetResult(); r != nil {
-		if p := l.coal.flush(int(r.GetIndex())); p != nil {
+		if p := l.coal.Flush(int(r.GetIndex())); p != nil {
 			l.append(p)
 		}
 	}
@@ -171,82 +163,4 @@ func (l *batchLog) finish() {
 	if err := l.e.cfg.EventLog.Finish(ctx, l.name, l.e.cfg.Replica, l.e.cfg.BatchTTL); err != nil {
 		l.e.cfg.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
 	}
-}
-
-// coalescer bounds the progress a detached batch writes; see the constants
-// above. Only the writer uses it.
-type coalescer struct {
-	stored   int // progress events written, the batch's
-	maxBytes int
-	calls    []callProgress
-}
-
-type callProgress struct {
-	n       int       // progress events written for the call
-	last    time.Time // when the last one was
-	pending *toolwirev1.ExecuteBatchResponse
-}
-
-func (c *coalescer) init(calls, maxBytes int) {
-	c.calls = make([]callProgress, calls)
-	c.maxBytes = maxBytes
-}
-
-// progress returns the event to write for the progress report ev, or nil
-// when it is merged into the call's pending one instead.
-func (c *coalescer) progress(ev *toolwirev1.ExecuteBatchResponse, now time.Time) *toolwirev1.ExecuteBatchResponse {
-	p := ev.GetProgress()
-	cp := &c.calls[p.GetIndex()]
-	if cp.pending != nil {
-		merge(cp.pending.GetProgress(), p, c.maxBytes)
-		ev = cp.pending
-	}
-	if c.stored >= maxStoredProgress || (cp.n >= progressBurst && now.Sub(cp.last) < progressEvery) {
-		cp.pending = ev
-		return nil
-	}
-	cp.pending = nil
-	cp.n++
-	cp.last = now
-	c.stored++
-	return ev
-}
-
-// flush returns call i's pending progress, to be written before its result.
-func (c *coalescer) flush(i int) *toolwirev1.ExecuteBatchResponse {
-	if i >= len(c.calls) {
-		return nil
-	}
-	p := c.calls[i].pending
-	c.calls[i].pending = nil
-	return p
-}
-
-// merge folds the later report q into p: its figures and message replace
-// p's, its output follows p's, which keeps the last maxBytes of it.
-func merge(p, q *toolwirev1.CallProgress, maxBytes int) {
-	if q.Progress != nil {
-		p.Progress, p.Total = q.Progress, q.Total
-	}
-	if q.GetMessage() != "" {
-		p.Message = q.GetMessage()
-	}
-	out := p.GetOutput() + q.GetOutput()
-	if len(out) > maxBytes {
-		const mark = "[…earlier output merged away]"
-		out = mark + cutUTF8Front(out, maxBytes-len(mark))
-	}
-	p.Output = out
-}
-
-// cutUTF8Front returns the last n bytes of s at most, starting at a rune.
-func cutUTF8Front(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	i := len(s) - n
-	for i < len(s) && i > 0 && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return s[i:]
 }

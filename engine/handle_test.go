@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/coalesce"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
@@ -393,7 +394,7 @@ func TestChattyToolsLogIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := uint64(2 + 4*1 + maxStoredProgress)
+	bound := uint64(2 + 4*1 + coalesce.MaxStored)
 	if info.Last > bound || uint64(len(rec.events)) != info.Last {
 		t.Fatalf("the log holds %d events (the stream got %d); the bound is %d", info.Last, len(rec.events), bound)
 	}

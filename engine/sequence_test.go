@@ -66,13 +66,7 @@ func enterAll(t *testing.T, e *Engine, ctx context.Context, session string, name
 
 // seqWaiting returns how many calls of the session wait for their turn.
 func (e *Engine) seqWaiting(ctx context.Context, session string) int {
-	e.seq.mu.Lock()
-	defer e.seq.mu.Unlock()
-	q := e.seq.queues[fmt.Sprintf("%q/%s", CallerFrom(ctx), session)]
-	if q == nil {
-		return 0
-	}
-	return len(q.waiting)
+	return e.seq.WaitingIn(fmt.Sprintf("%q/%s", CallerFrom(ctx), session))
 }
 
 func isClosed(c chan struct{}) bool {
@@ -123,7 +117,7 @@ func TestSequenceOrdersLikeLanes(t *testing.T) {
 	close(release[3])
 	close(release[4])
 	wait()
-	if n := len(e.seq.queues); n != 0 {
+	if n := e.seq.Sessions(); n != 0 {
 		t.Errorf("%d queues left after every call ended; want none", n)
 	}
 }
