@@ -121,22 +121,23 @@ type batch struct {
 	// deadline, which bounds the calls. A batch that is not detached dies
 	// with its stream, whose context this is: no event is queued after it
 	// ends. A detached batch's keeps the values only.
-	callerCtx context.Context
-	cancel    context.CancelCauseFunc // ends the batch's run; set when admitted
-	detached  bool                    // the batch outlives its stream; see handle.go
-	sink      Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
-	seq       uint64                  // the writer's: the number of the last event written
-	log       *batchLog               // a detached batch's log in the store; nil when not detached
-	out       outbox.Outbox           // events on their way to the writer
-	sending   atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
-	ended     atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
-	failed    atomic.Bool             // some call has failed, for stop_on_error
-	reserved  slots.Slot              // taken before the batch was accepted, for its first call; see limits.go
-	start     time.Time
-	info      *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
-	obsCtx    atomic.Pointer[context.Context] // what the Observer's BatchStarted returned; nil before
-	scope     logScope                        // names the batch in log lines; see LogHandler
-	runCtx    context.Context                 // the context run was given
+	callerCtx   context.Context
+	cancel      context.CancelCauseFunc // ends the batch's run; set when admitted
+	stopTimeout context.CancelFunc      // stops the batch deadline's timer; nil without one
+	detached    bool                    // the batch outlives its stream; see handle.go
+	sink        Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
+	seq         uint64                  // the writer's: the number of the last event written
+	log         *batchLog               // a detached batch's log in the store; nil when not detached
+	out         outbox.Outbox           // events on their way to the writer
+	sending     atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
+	ended       atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
+	failed      atomic.Bool             // some call has failed, for stop_on_error
+	reserved    slots.Slot              // taken before the batch was accepted, for its first call; see limits.go
+	start       time.Time
+	info        *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
+	obsCtx      atomic.Pointer[context.Context] // what the Observer's BatchStarted returned; nil before
+	scope       logScope                        // names the batch in log lines; see LogHandler
+	runCtx      context.Context                 // the context run was given
 
 	// A one-call batch, the commonest kind, keeps its call and its lane
 	// here, sparing it the allocations of the slices.

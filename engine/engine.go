@@ -146,38 +146,95 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 }
 
 // run runs the batch b, made by newBatch, to its end; see Run. A unary
-// batch (Call's) sends nothing: its one result is kept in b.result. A
-// detached batch is runDetached's.
+// batch (Call's) sends nothing: its one result is kept in b.result. Every
+// batch starts the same way (start) and runs its lanes on a runner; what
+// differs is who reads its events. A batch that is not detached is read by
+// its one writer on Run's goroutine, which sends them to Run's stream
+// (stream); a detached batch's writer appends them to its log, on a runner
+// of its own, and Run's stream reads the log as any attachment does (see
+// handle.go).
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
+	runCtx, err := e.start(ctx, b)
+	if err != nil {
+		return err
+	}
+	e.runners.Go(func() { b.run(runCtx) })
+	if b.detached {
+		e.runners.Go(b.writeLog)
+		return e.readLog(ctx, b.log.name, 0, b.sink)
+	}
+	defer func() { b.end(err) }()
+	return b.stream(ctx)
+}
+
+// start takes a batch from its request to running, in order: its caller's
+// rate allowance, admission (its ID, the batch limit, draining), its log
+// scope, the Observer's BatchStarted, the batch deadline, and the slot of
+// its first call, waited for while the caller waits so that an overloaded
+// server refuses the batch before accepting it; then, for a detached
+// batch, its log in the store. It returns the context the batch runs in:
+// the stream's, for a batch that dies with its stream; for a detached
+// one, a context that keeps the caller's values (its identity, its trace)
+// but not its cancellation or deadline. Once started, a batch ends with
+// end; a start that fails has undone what it did, and returns Run's error.
+func (e *Engine) start(ctx context.Context, b *batch) (context.Context, error) {
 	if e.rates != nil {
 		if err := e.rates.Take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
-			return rateError(err)
+			return nil, rateError(err)
 		}
 	}
 	if b.detached {
-		return e.runDetached(ctx, b)
+		// Detached from the stream on purpose: the batch outlives it.
+		b.callerCtx = context.WithoutCancel(ctx)
 	}
-	// The batch dies with its stream: its context is the stream's.
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	runCtx, cancel := context.WithCancelCause(b.callerCtx)
 	if err := e.admit(b, cancel); err != nil {
-		return err
+		cancel(nil)
+		return nil, err
 	}
-	defer e.release(b)
 	b.scope = logScope{b: b, i: -1}
 	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
-	defer func() { b.obsBatchEnded(err) }()
 	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
-		var cancelTimeout context.CancelFunc
-		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
-		defer cancelTimeout()
+		runCtx, b.stopTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 	}
-	if err := b.reserve(runCtx); err != nil {
-		return err
+	var err error
+	if b.detached {
+		// The caller still waits for the first slot: its leaving ends the wait.
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		err = b.reserve(runCtx)
+		stop()
+		if err == nil {
+			if b.log, err = e.openLog(b); err != nil {
+				err = storeError(ctx, err)
+			}
+		}
+	} else {
+		err = b.reserve(runCtx)
 	}
-	defer b.dropReserved()
-	e.runners.Go(func() { b.run(runCtx) })
-	sendErr := b.write(cancel)
+	if err != nil {
+		b.end(err)
+		return nil, err
+	}
+	return runCtx, nil
+}
+
+// end undoes what start did, once the batch has ended (or failed to
+// start) with err, what Run returns, which the Observer is told.
+func (b *batch) end(err error) {
+	b.dropReserved()
+	if b.stopTimeout != nil {
+		b.stopTimeout()
+	}
+	b.obsBatchEnded(err)
+	b.e.release(b)
+	b.cancel(nil)
+}
+
+// stream is the writer of a batch that is not detached: it sends the
+// batch's events to Run's stream, on Run's goroutine, and returns what Run
+// does once the lanes have ended.
+func (b *batch) stream(ctx context.Context) error {
+	sendErr := b.write(b.cancel)
 	if err := b.endedError(); err != nil {
 		return err
 	}

@@ -17,7 +17,8 @@ import (
 // hands them to the batch's readers. A batch is found by its ID, made when
 // it is admitted, in Engine.batches, where Cancel and Attach look it up.
 //
-// How a batch meets its stream depends on whether it is detached:
+// Every batch starts the same way (Engine.start) and runs its lanes on a
+// runner; how it meets its stream depends on whether it is detached:
 //
 //   - A batch that is not detached has one reader, the stream Run was
 //     given, and the writer serves it directly on Run's goroutine (the fast
@@ -25,8 +26,8 @@ import (
 //     (its context, or a failed Send), the reader is gone and the batch is
 //     cancelled, as it always was: its calls get CANCELLED results, which
 //     are recorded, and nothing new starts.
-//   - A detached batch's (BatchOptions.detach) writer runs on a goroutine
-//     of its own and appends the events to the batch's log in the store
+//   - A detached batch's (BatchOptions.detach) writer (batch.writeLog)
+//     runs on a runner of its own and appends the events to the batch's log in the store
 //     (eventlog.go); Run's stream is one attachment among any number
 //     (Attach), on any replica sharing the store, each reading from the
 //     seq it asks for. A stream ending only detaches that reader: the
@@ -369,57 +370,16 @@ func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetB
 	return resp, nil
 }
 
-// runDetached is run for a detached batch: it opens the batch's log, starts
-// the batch's writer on a goroutine of its own, whose context keeps ctx's
-// values (the caller, the trace) but not its cancellation or deadline, and
-// reads the log to sink as an attachment until the batch ends or ctx does.
-// Before BatchAccepted it refuses the batch as Run does, and with
-// Unavailable when the store cannot open its log.
-func (e *Engine) runDetached(ctx context.Context, b *batch) error {
-	// Detached from the stream on purpose: the batch outlives it.
-	b.callerCtx = context.WithoutCancel(ctx)
-	runCtx, cancel := context.WithCancelCause(b.callerCtx)
-	if err := e.admit(b, cancel); err != nil {
-		cancel(nil)
-		return err
-	}
-	b.scope = logScope{b: b, i: -1}
-	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
-	var cancelTimeout context.CancelFunc = func() {}
-	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
-		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
-	}
-	// The first slot is waited for while the caller waits, so that an
-	// overloaded server still refuses the batch before accepting it.
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	err := b.reserve(runCtx)
-	stop()
-	if err == nil {
-		if b.log, err = e.openLog(b); err != nil {
-			b.dropReserved()
-			err = storeError(ctx, err)
-		}
-	}
-	if err != nil {
-		cancelTimeout()
-		cancel(nil)
-		b.obsBatchEnded(err)
-		e.release(b)
-		return err
-	}
-	name := b.log.name
-	go func() {
-		defer e.release(b)
-		defer cancel(nil)
-		defer cancelTimeout()
-		defer b.dropReserved()
-		e.runners.Go(func() { b.run(runCtx) })
-		_ = b.write(cancel) // a detached batch's writer only appends: it cannot fail
-		b.log.write(b.finished())
-		b.log.finish()
-		b.obsBatchEnded(nil)
-	}()
-	return e.readLog(ctx, name, 0, b.sink)
+// writeLog is a detached batch's writer, on a runner of its own: it
+// appends the batch's events to its log, where Run's stream and every
+// other attachment read them (readLog), and ends the batch once its lanes
+// have. Before BatchAccepted, Run refuses a detached batch as it does any
+// (start), and with Unavailable when the store cannot open its log.
+func (b *batch) writeLog() {
+	defer b.end(nil)
+	_ = b.write(b.cancel) // a detached batch's writer only appends: it cannot fail
+	b.log.write(b.finished())
+	b.log.finish()
 }
 
 // cancelRequested is what a call's result says when Cause is Cancel's.
