@@ -88,7 +88,7 @@ func testEngine(t *testing.T, trail *Trail, required bool) (*engine.Engine, *too
 	if required {
 		pol = Gate{Trail: trail, Next: set}
 	}
-	e := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: trail, Policy: pol, Permissions: denyTool{}})
+	e := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: trail, Policy: pol, Permissions: denyTool{}})
 	t.Cleanup(e.Close)
 	return e, reg
 }

@@ -22,7 +22,7 @@ import (
 // path, a denied one ends DENIED with the approver's message, and one
 // nobody answers within ApprovalTimeout (or its own timeout) ends TIMEOUT.
 //
-// The wait is announced in the store (Config.Sessions, under the scope
+// The wait is announced in the store (Deps.Sessions, under the scope
 // "approval:" and the batch ID), so that a replica other than the batch's
 // can check the resolver and hand the decision over; the waiting call
 // looks for it there every approvalPoll, and takes a decision made on its
@@ -143,21 +143,21 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 	scope := approvalScope(b.id)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	p, _ := json.Marshal(pendingApproval{Caller: caller, Tool: call.GetName()})
-	err := e.cfg.Sessions.SetVar(sctx, scope, call.GetCallId(), p, wait+time.Minute)
+	err := e.deps.Sessions.SetVar(sctx, scope, call.GetCallId(), p, wait+time.Minute)
 	cancel()
 	if err != nil {
-		e.cfg.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
+		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		defer cancel()
-		_ = e.cfg.Sessions.DeleteVar(sctx, scope, call.GetCallId())
-		_ = e.cfg.Sessions.DeleteVar(sctx, scope, "decision:"+call.GetCallId())
+		_ = e.deps.Sessions.DeleteVar(sctx, scope, call.GetCallId())
+		_ = e.deps.Sessions.DeleteVar(sctx, scope, "decision:"+call.GetCallId())
 	}()
 	// The slot the batch reserved for its first call is given back: a held
 	// call holds no slot; it takes one as any call does once approved.
 	b.dropReserved()
-	e.cfg.Logger.InfoContext(ctx, "call waits for approval", "batch_id", b.id, "call_id", call.GetCallId(), "tool", call.GetName(), "reason", reason)
+	e.deps.Logger.InfoContext(ctx, "call waits for approval", "batch_id", b.id, "call_id", call.GetCallId(), "tool", call.GetName(), "reason", reason)
 	if !b.unary {
 		b.emit(awaitingEventFor(call, i, reason))
 	}
@@ -173,7 +173,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			decided = true
 		case <-poll.C:
 			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			v, ok, err := e.cfg.Sessions.GetVar(sctx, scope, "decision:"+call.GetCallId())
+			v, ok, err := e.deps.Sessions.GetVar(sctx, scope, "decision:"+call.GetCallId())
 			cancel()
 			if err == nil && ok && json.Unmarshal(v, &d) == nil {
 				decided = true
@@ -190,7 +190,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			return b.failure(i, kind, msg+" while the call waited for approval; nothing was run")
 		}
 	}
-	e.cfg.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
+	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
 	if d.Approved {
 		return nil
 	}
@@ -241,7 +241,7 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		return nil
 	}
 	scope := approvalScope(batchID)
-	v, ok, err := e.cfg.Sessions.GetVar(ctx, scope, callID)
+	v, ok, err := e.deps.Sessions.GetVar(ctx, scope, callID)
 	if err != nil {
 		return storeError(ctx, err)
 	}
@@ -253,7 +253,7 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		return err
 	}
 	dv, _ := json.Marshal(d)
-	if err := e.cfg.Sessions.SetVar(ctx, scope, "decision:"+callID, dv, time.Hour); err != nil {
+	if err := e.deps.Sessions.SetVar(ctx, scope, "decision:"+callID, dv, time.Hour); err != nil {
 		return storeError(ctx, err)
 	}
 	return nil

@@ -159,10 +159,11 @@ func TestApprovals(t *testing.T) {
 func TestApprovalFromAnotherReplica(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	cfg := Config{Approvals: approvalRules, Approvers: []string{"carol"}, Idempotency: m, Sessions: m, EventLog: m}
-	ca, cb := cfg, cfg
-	ca.Replica, cb.Replica = "a", "b"
-	a, b := newTestBed(t, ca), newTestBed(t, cb)
+	cfg := Config{Approvals: approvalRules, Approvers: []string{"carol"}}
+	deps := Deps{Idempotency: m, Sessions: m, EventLog: m}
+	da, db := deps, deps
+	da.Replica, db.Replica = "a", "b"
+	a, b := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db)
 	lb, id := startHeld(t, a, true)
 	got, err := b.e.GetBatch(as("alice"), id)
 	if err != nil {

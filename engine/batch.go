@@ -384,7 +384,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	c.claim, c.args = nil, nil
 	bound(res, b.e.cfg.MaxResultBytes)
 	if tooLarge(res, &b.e.cfg) {
-		b.e.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
+		b.e.deps.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
 		size := res.GetOriginalSize()
 		res.Truncated, res.StructuredContent, res.Details = false, "", ""
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(

@@ -235,10 +235,10 @@ func (r *callRun) abandon() {
 	if !r.decided.CompareAndSwap(false, true) {
 		return
 	}
-	b, cfg := r.b, &r.b.e.cfg
+	b, cfg, deps := r.b, &r.b.e.cfg, &r.b.e.deps
 	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
 	b.obsCallAbandoned(r.i)
-	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
+	deps.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	if r.onAbandon != nil {
 		r.onAbandon()
@@ -264,7 +264,7 @@ func (r *callRun) decide(o outcome, abandoned bool) {
 func (r *callRun) invoke() (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.b.e.cfg.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.b.e.deps.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", p)}
 		}
 	}()
@@ -274,7 +274,7 @@ func (r *callRun) invoke() (o outcome) {
 
 // judge fills res from the tool's outcome.
 func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
-	cfg := &r.b.e.cfg
+	cfg, deps := &r.b.e.cfg, &r.b.e.deps
 	t := r.b.calls[r.i].tool
 	failed := o.err != nil || o.res == nil || o.res.IsError
 	if r.callCtx.Err() != nil && (abandoned || failed) {
@@ -311,7 +311,7 @@ func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
 	}
 	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
 		if err := t.ValidateOutput(o.res.StructuredContent); err != nil {
-			cfg.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
+			deps.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR,
 				fmt.Sprintf("the tool returned output that does not match its declared output schema: %v", err))
 			return

@@ -84,13 +84,6 @@ type Config struct {
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool `json:"safe"`
-	// Idempotency keeps the records that replay calls sent again with an
-	// idempotency key, and Sessions the session variables; one backend
-	// (store.Store) usually serves both. The caller closes them after the
-	// engine has stopped. Default: one new in-memory store (store/memory)
-	// for whichever is unset, which the engine does not share.
-	Idempotency store.Idempotency `json:"-"`
-	Sessions    store.Sessions    `json:"-"`
 	// IdempotencyTTL is how long a completed call with an idempotency key
 	// is replayed instead of run again. Default 24h.
 	IdempotencyTTL time.Duration `json:"idempotency_ttl"`
@@ -101,12 +94,6 @@ type Config struct {
 	// SessionTTL is how long a session variable lives after it was last
 	// set. Default 24h.
 	SessionTTL time.Duration `json:"session_ttl"`
-	// EventLog keeps the events of detached batches (BatchOptions.detach),
-	// written before they are sent, so that AttachBatch and GetBatch work
-	// on any replica sharing it; the caller closes it after the engine has
-	// stopped. Default: a new in-memory store (store/memory), which the
-	// engine does not share.
-	EventLog store.EventLog `json:"-"`
 	// BatchTTL is how long a detached batch's events are kept once it has
 	// finished (or once its replica was lost). Default 24h.
 	BatchTTL time.Duration `json:"batch_ttl"`
@@ -129,26 +116,14 @@ type Config struct {
 	// itself; by default it may not, so an agent cannot approve its own
 	// calls.
 	ApproveOwnCalls bool `json:"approve_own_calls"`
-	// Replica names this engine as the owner of the detached batches it
-	// runs, in the EventLog. Default: a random name, new for each engine.
-	Replica string `json:"-"`
-	// Permissions decides which tools each caller (see CallerFrom) may list and
-	// call. Default nil: every caller may call every tool.
-	Permissions Permissions `json:"-"`
-	// Policy decides each call by its caller and validated arguments,
-	// after Permissions (see Policy); nil allows what Permissions do.
-	Policy Policy `json:"-"`
 
 	// RatePerCaller is how many calls a second each caller may start, on
 	// average, admitted a batch at a time (see ratelimit.go); 0: no rate
-	// limit. Per replica, unless RateStore is set.
+	// limit. Per replica, unless Deps.RateStore is set.
 	RatePerCaller float64 `json:"rate_per_caller"`
 	// RateBurst is how many calls a caller may start at once, the most
 	// one batch may hold; 0: RatePerCaller rounded up, at least 1.
 	RateBurst int `json:"rate_burst"`
-	// RateStore keeps the allowances where every replica sees them (the
-	// Redis store); nil keeps them in this process.
-	RateStore RateStore `json:"-"`
 	// MaxConcurrentCalls bounds the tool calls running at once across the
 	// engine. A batch is accepted only once a slot is free for its first
 	// call; it waits up to MaxQueueWait for one, then fails with
@@ -170,14 +145,50 @@ type Config struct {
 	// message size limit): BatchAccepted must fit in it, and a result is
 	// held below it. Default 4 MiB.
 	MaxMessageBytes int `json:"max_message_bytes"`
-	// Logger receives the engine's logs, through LogHandler so that lines
-	// about a batch or call carry its IDs and trace. Default slog.Default().
-	Logger *slog.Logger `json:"-"`
+}
+
+// Deps are what an Engine is given rather than configured with: the
+// stores it keeps its state in, who decides what callers may do, what
+// watches it, where it logs, and its name among replicas. A program builds
+// them (cmd/toolwire from its settings); none is a key of the config
+// file, which Config's fields are. exposure-notifications-server keeps its
+// ServerEnv beside each Config for the same reason. The zero Deps is
+// usable: each field has a default.
+type Deps struct {
+	// Idempotency keeps the records that replay calls sent again with an
+	// idempotency key, and Sessions the session variables; one backend
+	// (store.Store) usually serves both. The caller closes them after the
+	// engine has stopped. Default: one new in-memory store (store/memory)
+	// for whichever is unset, which the engine does not share.
+	Idempotency store.Idempotency
+	Sessions    store.Sessions
+	// EventLog keeps the events of detached batches (BatchOptions.detach),
+	// written before they are sent, so that AttachBatch and GetBatch work
+	// on any replica sharing it; the caller closes it after the engine has
+	// stopped. Default: a new in-memory store (store/memory), which the
+	// engine does not share.
+	EventLog store.EventLog
+	// RateStore keeps the callers' allowances (Config.RatePerCaller) where
+	// every replica sees them (the Redis store); nil keeps them in this
+	// process.
+	RateStore RateStore
+	// Permissions decides which tools each caller (see CallerFrom) may list and
+	// call. Default nil: every caller may call every tool.
+	Permissions Permissions
+	// Policy decides each call by its caller and validated arguments,
+	// after Permissions (see Policy); nil allows what Permissions do.
+	Policy Policy
 	// Observer watches the engine's batches and calls: OpenTelemetry
 	// (package engine/otelobserver), an audit trail, or several of them
 	// (Observers). Default nil: none, at no cost. The debug call log is
 	// added when Logger writes debug lines (calllog.go).
-	Observer Observer `json:"-"`
+	Observer Observer
+	// Logger receives the engine's logs, through LogHandler so that lines
+	// about a batch or call carry its IDs and trace. Default slog.Default().
+	Logger *slog.Logger
+	// Replica names this engine as the owner of the detached batches it
+	// runs, in the EventLog. Default: a random name, new for each engine.
+	Replica string
 }
 
 // Flags registers the engine's flags on fs; each writes into c. Their
@@ -280,32 +291,37 @@ func (c Config) withDefaults() Config {
 	defDur(&c.SessionTTL, 24*time.Hour)
 	defDur(&c.BatchTTL, 24*time.Hour)
 	defDur(&c.BatchLease, 10*time.Second)
-	if c.EventLog == nil {
-		c.EventLog = memory.New(memory.Options{})
-	}
-	if c.Replica == "" {
-		c.Replica = "replica-" + newID()
-	}
-	if c.Idempotency == nil || c.Sessions == nil {
-		m := memory.New(memory.Options{})
-		if c.Idempotency == nil {
-			c.Idempotency = m
-		}
-		if c.Sessions == nil {
-			c.Sessions = m
-		}
-	}
 	def(&c.MaxConcurrentCalls, 4096)
 	def(&c.MaxMessageBytes, 4<<20)
 	defDur(&c.MaxQueueWait, 5*time.Second)
 	// A result must fit in a message with room to spare for its framing,
 	// its IDs and a truncation marker.
 	c.MaxResultBytes = min(c.MaxResultBytes, max(c.MaxMessageBytes-64<<10, c.MaxMessageBytes/2))
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
 	return c
+}
+
+// withDefaults returns d with every unset field set to its default.
+func (d Deps) withDefaults() Deps {
+	if d.EventLog == nil {
+		d.EventLog = memory.New(memory.Options{})
+	}
+	if d.Replica == "" {
+		d.Replica = "replica-" + newID()
+	}
+	if d.Idempotency == nil || d.Sessions == nil {
+		m := memory.New(memory.Options{})
+		if d.Idempotency == nil {
+			d.Idempotency = m
+		}
+		if d.Sessions == nil {
+			d.Sessions = m
+		}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	d.Logger = slog.New(LogHandler(d.Logger.Handler()))
+	return d
 }
 
 // callerShare returns the per-caller cap (0: none) and whether it applies

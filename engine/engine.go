@@ -23,6 +23,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -80,7 +81,8 @@ var (
 
 // Engine runs batches of tool calls over a registry.
 type Engine struct {
-	cfg Config
+	cfg  Config
+	deps Deps
 
 	mu       sync.Mutex
 	draining bool
@@ -104,9 +106,13 @@ type Engine struct {
 // snapshot of tools its batch runs against, so a surface decides which
 // (its registry's current one, usually) and the lane plan, the tools run
 // and the revision in BatchAccepted all come from that one snapshot.
-func New(cfg Config) *Engine {
+//
+// cfg is its settings, the zero value of each meaning its default; deps
+// are what it is given to work with (see Deps).
+func New(cfg Config, deps Deps) *Engine {
 	e := &Engine{
 		cfg:      cfg.withDefaults(),
+		deps:     deps.withDefaults(),
 		batches:  make(map[string]*batch),
 		stopping: make(chan struct{}),
 		runners:  runners.New(10 * time.Second),
@@ -115,11 +121,11 @@ func New(cfg Config) *Engine {
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = slots.New(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
 	if e.cfg.RatePerCaller > 0 {
-		e.rates = rates.New(e.cfg.RatePerCaller, e.cfg.RateBurst, e.cfg.RateStore, e.cfg.Logger)
+		e.rates = rates.New(e.cfg.RatePerCaller, e.cfg.RateBurst, e.deps.RateStore, e.deps.Logger)
 	}
 	// The debug call log is one more observer, when the logger writes
 	// debug lines.
-	e.obs = Observers(e.cfg.Observer, debugLogFor(e.cfg.Logger))
+	e.obs = Observers(e.deps.Observer, debugLogFor(e.deps.Logger))
 	if eo, ok := e.obs.(EngineObserver); ok {
 		eo.EngineStarted(EngineInfo{Buffered: e.budget.Held})
 	}
@@ -128,6 +134,10 @@ func New(cfg Config) *Engine {
 
 // Config returns the engine's configuration, its defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
+
+// Logger returns the logger the engine logs on (Deps.Logger, through
+// LogHandler): the one a surface on it logs on too.
+func (e *Engine) Logger() *slog.Logger { return e.deps.Logger }
 
 // Run runs one batch against the tools of snap, sending its events to
 // sink, and returns when the batch has ended (see handle.go for how a
@@ -304,7 +314,7 @@ func (e *Engine) Drain() {
 
 	drained := make(chan struct{})
 	go func() { e.active.Wait(); close(drained) }()
-	log := e.cfg.Logger
+	log := e.deps.Logger
 	select {
 	case <-drained:
 	case <-time.After(e.cfg.DrainTimeout):

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// A detached batch's events live in the store (Config.EventLog), one log
+// A detached batch's events live in the store (Deps.EventLog), one log
 // per batch, written by the batch's one writer before any reader sees them:
 // every attachment, the batch's own first stream included, reads the log.
 // So any replica sharing the store replays a batch's events and follows
@@ -32,7 +32,7 @@ import (
 // so that another caller's request names a log that does not exist.
 func logName(caller, batchID string) string { return strconv.Quote(caller) + "/" + batchID }
 
-// controlScope is the session scope (in Config.Sessions) where requests to
+// controlScope is the session scope (in Deps.Sessions) where requests to
 // a batch's owner wait: CancelBatch made on another replica. Session scopes
 // start with a quote; this never does.
 func controlScope(name string) string { return "batch:" + name }
@@ -57,7 +57,7 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
 	ctx, cancel := context.WithTimeout(b.callerCtx, storeTimeout)
 	defer cancel()
-	if err := e.cfg.EventLog.Open(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
+	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
 		return nil, err
 	}
 	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
@@ -75,11 +75,11 @@ func (l *batchLog) renew() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if !l.failed.Load() {
-		if err := e.cfg.EventLog.RenewLog(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
+		if err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease); err != nil {
 			l.lost(err)
 		}
 	}
-	if v, ok, err := e.cfg.Sessions.GetVar(ctx, controlScope(l.name), "cancel"); err == nil && ok {
+	if v, ok, err := e.deps.Sessions.GetVar(ctx, controlScope(l.name), "cancel"); err == nil && ok {
 		var reason string
 		_ = json.Unmarshal(v, &reason)
 		l.b.cancel(&errCancelRequested{reason: reason})
@@ -100,7 +100,7 @@ var errLogLost = errors.New("the batch's event log could not be written")
 // its readers report its open calls as CANCELLED, owner lost.
 func (l *batchLog) lost(err error) {
 	if l.failed.CompareAndSwap(false, true) {
-		l.e.cfg.Logger.Error("detached batch's event log lost; cancelling the batch", "batch_id", l.b.id, "error", err)
+		l.e.deps.Logger.Error("detached batch's event log lost; cancelling the batch", "batch_id", l.b.id, "error", err)
 		l.b.cancel(errLogLost)
 	}
 }
@@ -143,7 +143,7 @@ func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	i, err := l.e.cfg.EventLog.Append(ctx, l.name, l.e.cfg.Replica, data)
+	i, err := l.e.deps.EventLog.Append(ctx, l.name, l.e.deps.Replica, data)
 	switch {
 	case err != nil:
 		l.lost(err)
@@ -160,7 +160,7 @@ func (l *batchLog) finish() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := l.e.cfg.EventLog.Finish(ctx, l.name, l.e.cfg.Replica, l.e.cfg.BatchTTL); err != nil {
-		l.e.cfg.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
+	if err := l.e.deps.EventLog.Finish(ctx, l.name, l.e.deps.Replica, l.e.cfg.BatchTTL); err != nil {
+		l.e.deps.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
 	}
 }

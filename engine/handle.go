@@ -113,7 +113,7 @@ func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
 		return nil
 	}
 	name := logName(CallerFrom(ctx), batchID)
-	info, err := e.cfg.EventLog.Stat(ctx, name)
+	info, err := e.deps.EventLog.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound) || (err == nil && info.Finished):
 		return errorf(NotFound, "no batch %s is running for this caller", shorten(batchID))
@@ -121,7 +121,7 @@ func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
 		return storeError(ctx, err)
 	}
 	v, _ := json.Marshal(reason)
-	if err := e.cfg.Sessions.SetVar(ctx, controlScope(name), "cancel", v, e.cfg.BatchTTL); err != nil {
+	if err := e.deps.Sessions.SetVar(ctx, controlScope(name), "cancel", v, e.cfg.BatchTTL); err != nil {
 		return storeError(ctx, err)
 	}
 	return nil
@@ -140,7 +140,7 @@ func storeError(ctx context.Context, err error) error {
 // caller after the one numbered afterSeq (all of them for 0), then its
 // live events, and returns once it has sent BatchFinished (nil), ctx has
 // ended, or a Send has failed (that error). It works on any replica
-// sharing the store (Config.EventLog), while the batch runs and for
+// sharing the store (Deps.EventLog), while the batch runs and for
 // BatchTTL after it finished. Attaching does not change the batch; ending
 // the attachment only detaches its reader. When the replica running the
 // batch was lost (its lease ran out), the calls that had not ended get
@@ -150,7 +150,7 @@ func storeError(ctx context.Context, err error) error {
 // sent.
 func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, sink Sink) error {
 	name := logName(CallerFrom(ctx), batchID)
-	info, err := e.cfg.EventLog.Stat(ctx, name)
+	info, err := e.deps.EventLog.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound):
 		return errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, or expired)", shorten(batchID))
@@ -165,7 +165,7 @@ func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, si
 // readLog sends sink the log's events after seq and then its live ones
 // until BatchFinished; see Attach.
 func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink) error {
-	el := e.cfg.EventLog
+	el := e.deps.EventLog
 	for {
 		for ent, err := range el.After(ctx, name, seq) {
 			if err != nil {
@@ -240,8 +240,8 @@ const recoverRetry = 100 * time.Millisecond
 // the takeover reads what the winner writes. It reports whether it ended
 // the log.
 func (e *Engine) recoverLost(ctx context.Context, name string) bool {
-	el := e.cfg.EventLog
-	if err := el.TakeOver(ctx, name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
+	el := e.deps.EventLog
+	if err := el.TakeOver(ctx, name, e.deps.Replica, e.cfg.BatchLease); err != nil {
 		return false
 	}
 	var accepted *toolwirev1.BatchAccepted
@@ -268,7 +268,7 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 		ev.Seq = last
 		data, err := proto.Marshal(ev)
 		if err == nil {
-			_, err = el.Append(ctx, name, e.cfg.Replica, data)
+			_, err = el.Append(ctx, name, e.deps.Replica, data)
 		}
 		return err == nil
 	}
@@ -294,7 +294,7 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 	for _, r := range results {
 		count(f, r)
 	}
-	return write(ev) && el.Finish(ctx, name, e.cfg.Replica, e.cfg.BatchTTL) == nil
+	return write(ev) && el.Finish(ctx, name, e.deps.Replica, e.cfg.BatchTTL) == nil
 }
 
 // count counts r in f, as BatchFinished counts results.
@@ -325,7 +325,7 @@ func count(f *toolwirev1.BatchFinished, r *toolwirev1.CallResult) {
 // waits for approval; else RUNNING. NotFound as for Attach.
 func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetBatchResponse, error) {
 	name := logName(CallerFrom(ctx), batchID)
-	el := e.cfg.EventLog
+	el := e.deps.EventLog
 	info, err := el.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound):

@@ -283,11 +283,9 @@ func (d *dyingLog) Finish(ctx context.Context, name, owner string, ttl time.Dura
 func twoReplicas(t *testing.T, cfg Config) (a, b *testBed, dying *dyingLog) {
 	m := memory.New(memory.Options{})
 	dying = &dyingLog{EventLog: m}
-	cfg.Idempotency, cfg.Sessions = m, m
-	ca, cb := cfg, cfg
-	ca.EventLog, ca.Replica = dying, "a"
-	cb.EventLog, cb.Replica = m, "b"
-	return newTestBed(t, ca), newTestBed(t, cb), dying
+	da := Deps{Idempotency: m, Sessions: m, EventLog: dying, Replica: "a"}
+	db := Deps{Idempotency: m, Sessions: m, EventLog: m, Replica: "b"}
+	return newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db), dying
 }
 
 func TestAttachAndCancelFromAnotherReplica(t *testing.T) {
@@ -378,7 +376,7 @@ func TestLostReplicasBatchEndsOwnerLost(t *testing.T) {
 func TestChattyToolsLogIsBounded(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	te := newTestBed(t, Config{EventLog: m})
+	te := newTestBedWith(t, Config{}, Deps{EventLog: m})
 	var rec recorder
 	req := &toolwirev1.ExecuteBatchRequest{
 		Calls:   []*toolwirev1.ToolCall{call("c", "chatty", `{"n":100000,"size":8}`)},
@@ -412,7 +410,7 @@ func TestChattyToolsLogIsBounded(t *testing.T) {
 func TestFinishedLogsExpire(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	te := newTestBed(t, Config{EventLog: m, BatchTTL: 3 * time.Second})
+	te := newTestBedWith(t, Config{BatchTTL: 3 * time.Second}, Deps{EventLog: m})
 	const n = 10_000
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -447,7 +445,7 @@ func TestFinishedLogsExpire(t *testing.T) {
 func TestDrainFinishesDetachedBatches(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	te := newTestBed(t, Config{EventLog: m, DrainTimeout: 50 * time.Millisecond})
+	te := newTestBedWith(t, Config{DrainTimeout: 50 * time.Millisecond}, Deps{EventLog: m})
 	ctx, cancel := context.WithCancel(as("alice"))
 	lb := startDetached(t, ctx, te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
 	cancel()

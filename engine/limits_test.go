@@ -26,7 +26,7 @@ func TestPerCallerDefaultShare(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := New(Config{MaxConcurrentCalls: 8, MaxCallsPerCaller: tt.perCaller})
+			srv := New(Config{MaxConcurrentCalls: 8, MaxCallsPerCaller: tt.perCaller}, Deps{})
 			defer srv.Close()
 			taken := 0
 			for ; taken < 8; taken++ {

@@ -15,7 +15,7 @@ import (
 // each one, and Observers makes one of many. An Observer keeps its
 // per-batch and per-call state in the contexts its Start methods return,
 // which the engine hands back to the later methods of the same batch or
-// call; the engine keeps nothing of it. Config.Observer nil observes
+// call; the engine keeps nothing of it. Deps.Observer nil observes
 // nothing, at no cost per batch.
 //
 // The engine calls, for each batch, BatchStarted once it is admitted,

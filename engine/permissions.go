@@ -20,7 +20,7 @@ type Permissions interface {
 // Permits reports whether the caller of ctx (see CallerFrom) may call the
 // named tool; a surface lists only the tools it permits.
 func (e *Engine) Permits(ctx context.Context, name string) bool {
-	return e.cfg.Permissions == nil || e.cfg.Permissions.Permitted(CallerFrom(ctx), name)
+	return e.deps.Permissions == nil || e.deps.Permissions.Permitted(CallerFrom(ctx), name)
 }
 
 func (b *batch) permits(name string) bool { return b.e.Permits(b.callerCtx, name) }
@@ -45,7 +45,7 @@ func permitted(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
 // call: an UNKNOWN_TOOL result lists only these, lest it reveal the rest.
 func (b *batch) visibleNames() []string {
 	names := b.snap.Names()
-	if b.e.cfg.Permissions == nil {
+	if b.e.deps.Permissions == nil {
 		return names
 	}
 	visible := make([]string, 0, len(names))

@@ -25,7 +25,7 @@ var aliceMay = permitFunc(func(caller, tool string) bool {
 
 func TestToolsListsOnlyPermittedTools(t *testing.T) {
 	t.Parallel()
-	te := newTestBed(t, Config{Permissions: aliceMay})
+	te := newTestBedWith(t, Config{}, Deps{Permissions: aliceMay})
 	names := func(ctx context.Context) []string {
 		var out []string
 		for _, t := range te.e.Tools(ctx, te.reg.Snapshot()) {
@@ -49,7 +49,7 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 			ran.Add(1)
 			return tools.Text("secret ran"), nil
 		}}
-	te := newTestBed(t, Config{Permissions: aliceMay}, secret)
+	te := newTestBedWith(t, Config{}, Deps{Permissions: aliceMay}, secret)
 	run := func(caller string, cs ...*toolwirev1.ToolCall) []*toolwirev1.ExecuteBatchResponse {
 		return te.runAs(t, caller, calls(cs...))
 	}

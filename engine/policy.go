@@ -33,7 +33,7 @@ type Verdict struct {
 // policed ends a call the policy refuses with NOT_PERMITTED: the rule's
 // message as the text, for the model, and the rule's name in details.
 func policed(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
-	p := b.e.cfg.Policy
+	p := b.e.deps.Policy
 	if p == nil {
 		return nil
 	}

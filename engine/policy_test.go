@@ -40,7 +40,7 @@ func TestPolicyRefusesByArguments(t *testing.T) {
 		}
 		return Verdict{}
 	})
-	te := newTestBed(t, Config{Policy: pol}, shout)
+	te := newTestBedWith(t, Config{}, Deps{Policy: pol}, shout)
 	res := results(t, te.runAs(t, "alice", calls(
 		call("ok", "shout", `{"text":"hi"}`),
 		call("denied", "shout", `{"text":"rm"}`),
@@ -77,7 +77,7 @@ func TestPolicyRequiresApproval(t *testing.T) {
 		}
 		return Verdict{}
 	})
-	te := newTestBed(t, Config{Policy: pol, Approvers: []string{"carol"}})
+	te := newTestBedWith(t, Config{Approvers: []string{"carol"}}, Deps{Policy: pol})
 	lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}}
 	go func() { lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), req, lb) }()

@@ -81,7 +81,7 @@ func (f *fakeRates) TakeRate(_ context.Context, key string, n int, perSecond flo
 func TestRateStore(t *testing.T) {
 	t.Parallel()
 	full := &fakeRates{wait: 250 * time.Millisecond}
-	te := newTestBed(t, Config{RatePerCaller: 1000, RateStore: full})
+	te := newTestBedWith(t, Config{RatePerCaller: 1000}, Deps{RateStore: full})
 	_, err := te.runErr(as("alice"), calls(call("a", "echo", `{"text":"x"}`)))
 	if d, ok := RetryDelay(err); CodeOf(err) != ResourceExhausted || !ok || d < 250*time.Millisecond {
 		t.Errorf("the shared store says wait: %v (%v)", err, d)
@@ -90,7 +90,7 @@ func TestRateStore(t *testing.T) {
 		t.Errorf("the store was asked for key %q", k)
 	}
 	down := &fakeRates{fail: true}
-	te = newTestBed(t, Config{RatePerCaller: 1000, RateStore: down})
+	te = newTestBedWith(t, Config{RatePerCaller: 1000}, Deps{RateStore: down})
 	if _, err := te.runErr(as("alice"), calls(call("a", "echo", `{"text":"x"}`))); err != nil || down.asked.Load() != 1 {
 		t.Errorf("with the store down: %v (asked %d); want the batch through", err, down.asked.Load())
 	}

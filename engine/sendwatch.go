@@ -79,7 +79,7 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 		st, ok = b.callerCtx.Value(StopperKey{}).(Stopper)
 	}
 	stopped := ok && st.StopSend(cause)
-	log := e.cfg.Logger
+	log := e.deps.Logger
 	why := "events waiting for slow readers passed max_buffered_bytes and this client, not reading, held the most"
 	if reason == endSendTimeout {
 		why = "client read nothing for the send timeout"

@@ -153,10 +153,11 @@ func TestSequenceUnknownAndRefusedToolsAreUnsafe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cfg := Config{Safe: map[string]bool{"hold": true}}
+			var deps Deps
 			if name == "echo" {
-				cfg.Permissions = permFunc(func(caller, tool string) bool { return tool != "echo" })
+				deps.Permissions = permFunc(func(caller, tool string) bool { return tool != "echo" })
 			}
-			e := newTestEngine(t, cfg)
+			e := newTestEngineWith(t, cfg, deps)
 			started, release, wait := enterAll(t, e, context.Background(), "s", "hold", name)
 			time.Sleep(20 * time.Millisecond)
 			if got := states(started); got != "R." {

@@ -30,7 +30,7 @@ func (b *batch) session(ctx context.Context) tools.Session {
 	if id == "" {
 		return nil
 	}
-	return &session{st: b.e.cfg.Sessions, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
+	return &session{st: b.e.deps.Sessions, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
 }
 
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {

@@ -189,7 +189,7 @@ func newTestServer(t testing.TB, opts *Options) *testServer {
 	if err := reg.Add(growTool(reg)); err != nil {
 		t.Fatal(err)
 	}
-	ts.eng = engine.New(engine.Config{Permissions: bobMayNot{}, Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	ts.eng = engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Permissions: bobMayNot{}, Logger: slog.New(slog.DiscardHandler)})
 	ts.mcp = New(ts.eng, reg, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", testAuth(ts.mcp)) // as the HTTP port serves it

@@ -195,7 +195,7 @@ func BenchmarkOneCallBatch(b *testing.B) {
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: `{"text":"hello"}`}}}
 	ctx := engine.WithIdentity(context.Background(), alice)
 	for _, n := range []int{-1, 10, 100} {
-		cfg := engine.Config{Logger: slog.New(slog.DiscardHandler)}
+		deps := engine.Deps{Logger: slog.New(slog.DiscardHandler)}
 		name := "policy=none"
 		if n >= 0 {
 			rules := make([]policy.Rule, n)
@@ -205,10 +205,10 @@ func BenchmarkOneCallBatch(b *testing.B) {
 			}
 			var live policy.Live
 			live.Swap(mustCompile(b, rules...))
-			cfg.Policy = &live
+			deps.Policy = &live
 			name = fmt.Sprintf("rules=%d", n)
 		}
-		eng := engine.New(cfg)
+		eng := engine.New(engine.Config{}, deps)
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

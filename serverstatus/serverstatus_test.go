@@ -63,7 +63,7 @@ func TestStatus(t *testing.T) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }}); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{})
+	eng := engine.New(engine.Config{}, engine.Deps{})
 	t.Cleanup(func() { eng.CancelCalls(); eng.Drain(); eng.Close() })
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sources := func() []Source {
@@ -156,7 +156,7 @@ func TestSourceToolsArePermitted(t *testing.T) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }}); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Permissions: noFilesFor("carol")})
+	eng := engine.New(engine.Config{}, engine.Deps{Permissions: noFilesFor("carol")})
 	t.Cleanup(eng.Close)
 	v := New(eng, reg, Config{Sources: func() []Source {
 		return []Source{{Kind: "mcp_servers", Name: "files", Owner: "mcp:files", State: "up"}}

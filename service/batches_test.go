@@ -30,8 +30,7 @@ func serveTCP(tb testing.TB, cfgs ...engine.Config) (dial func() toolwirev1.Tool
 	if len(cfgs) > 0 {
 		ec = cfgs[0]
 	}
-	ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := New(eng, reg, Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -84,13 +84,14 @@ func newCallToolServer(t *testing.T) *callToolServer {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.Config{
-		Logger:       slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Permissions:  onlyEchoForAlice{},
 		AbandonGrace: 100 * time.Millisecond,
 		DrainTimeout: time.Second,
 		// Room for the result of a call the RPC's deadline ended on a
 		// loaded machine under -race (the default is 50ms).
 		DeadlineMargin: 300 * time.Millisecond,
+	}, engine.Deps{
+		Logger:      slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Permissions: onlyEchoForAlice{},
 	})
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -71,7 +71,7 @@ keepalive_timeout: 10s
 	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	ec, sc := cfg.engine(nil), cfg.ServiceConfig
+	ec, sc := cfg.EngineConfig, cfg.ServiceConfig
 	type limits struct {
 		MaxConcurrentCalls, MaxCallsPerCaller, MaxMessageBytes int
 		MaxQueueWait                                           time.Duration
@@ -85,8 +85,8 @@ keepalive_timeout: 10s
 	if diff := cmp.Diff(wantLimits, gotLimits); diff != "" {
 		t.Errorf("limits in engine.Config and service.Config (-want +got):\n%s", diff)
 	}
-	if ec.Permissions == nil || !ec.Permissions.Permitted("ci", "fs.read") || ec.Permissions.Permitted("ci", "fs.write") || ec.Permissions.Permitted("other", "echo") {
-		t.Errorf("permissions did not reach the engine: %v", ec.Permissions)
+	if p := cfg.engineDeps(nil).Permissions; p == nil || !p.Permitted("ci", "fs.read") || p.Permitted("ci", "fs.write") || p.Permitted("other", "echo") {
+		t.Errorf("permissions did not reach the engine: %v", p)
 	}
 }
 

@@ -144,12 +144,9 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	return configfile.Decode(path, b, cfg)
 }
 
-// engine returns the engine's configuration: the file's and the flags',
-// with serve's logger and the permissions of the security settings. serve
-// adds the telemetry it chose.
-func (cfg serveConfig) engine(log *slog.Logger) engine.Config {
-	ec := cfg.EngineConfig
-	ec.Logger = log
-	ec.Permissions = cfg.SecurityConfig.Permissions()
-	return ec
+// engineDeps returns the engine's dependencies that the settings decide:
+// serve's logger and the permissions of the security settings. serve adds
+// the stores, the telemetry and the policies it made.
+func (cfg serveConfig) engineDeps(log *slog.Logger) engine.Deps {
+	return engine.Deps{Logger: log, Permissions: cfg.SecurityConfig.Permissions()}
 }

@@ -260,8 +260,9 @@ func start(t *testing.T, newSurface func(t *testing.T, cfg Config) Surface) *env
 		DeadlineMargin:   deadlineMargin,
 		AbandonGrace:     abandonGrace,
 		DrainTimeout:     time.Second,
-		Permissions:      permitFunc(func(caller, tool string) bool { return caller != bob.Name || tool != "secret" }),
-		Logger:           slog.New(slog.DiscardHandler),
+	}, engine.Deps{
+		Permissions: permitFunc(func(caller, tool string) bool { return caller != bob.Name || tool != "secret" }),
+		Logger:      slog.New(slog.DiscardHandler),
 	})
 	// Registered first, so it runs after the surface's own cleanup.
 	t.Cleanup(func() {

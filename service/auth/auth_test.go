@@ -64,7 +64,7 @@ func serve(t *testing.T, v *auth.Verifier, perms engine.Permissions, opts ...grp
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Permissions: perms})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Permissions: perms})
 	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
