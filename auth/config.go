@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/policy"
 )
 
 // TokensEnv names the environment variable a server reads more tokens
@@ -34,7 +34,7 @@ type CallerConfig struct {
 	TokensFile  string              `json:"tokens_file"` // "name: token" lines, in the clear
 	Tokens      []Token             `json:"tokens"`      // name and "sha256:<hex>" hash
 	Groups      map[string][]string `json:"groups"`      // caller name → its groups, for tokens and certificates alike
-	Permissions Policy              `json:"permissions"` // per caller name ("*": everyone else)
+	Permissions policy.Permissions  `json:"permissions"` // per caller name ("*": everyone else)
 	OIDC        *OIDCConfig         `json:"oidc"`        // bearer JWTs of an OpenID Connect issuer
 }
 
@@ -89,9 +89,9 @@ func (c ServerConfig) Validate() error {
 	return nil
 }
 
-// Permissions returns the tool permissions for engine.Config, nil when
-// none are configured.
-func (c ServerConfig) Permissions() engine.Permissions {
+// Permissions returns the tool permissions by caller, the first rules of
+// the server's policy.Rules; nil when none are configured.
+func (c ServerConfig) Permissions() policy.Permissions {
 	if len(c.Auth.Permissions) == 0 {
 		return nil
 	}

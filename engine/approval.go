@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,14 +13,17 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
-// Approvals hold calls for a person's decision. A call that an approval
-// rule (Config.Approvals) names waits, after validation and before
-// idempotency and limits, so it holds no key and no concurrency slot, only
-// its lane; its batch announces it with CallAwaitingApproval. Whoever may
-// approve (Config.Approvers; anyone when authentication is off) answers
-// with ResolveApproval, on any replica: an approved call goes on along its
-// path, a denied one ends DENIED with the approver's message, and one
-// nobody answers within ApprovalTimeout (or its own timeout) ends TIMEOUT.
+// Approvals hold calls for a person's decision. Which calls wait is the
+// Admission's to say (its verdict Hold: package policy's approval rules
+// and require_approval policies), or a running tool's (RequestApproval);
+// this file keeps only the waiting. A held call waits after validation and
+// before idempotency and limits, so it holds no key and no concurrency
+// slot, only its lane; its batch announces it with CallAwaitingApproval.
+// Whoever may approve (Config.Approvers; anyone when authentication is
+// off) answers with ResolveApproval, on any replica: an approved call goes
+// on along its path, a denied one ends DENIED with the approver's message,
+// and one nobody answers within ApprovalTimeout (or its own timeout) ends
+// TIMEOUT.
 //
 // The wait is announced in the store (Deps.Sessions, under the scope
 // "approval:" and the batch ID), so that a replica other than the batch's
@@ -28,46 +31,9 @@ import (
 // looks for it there every approvalPoll, and takes a decision made on its
 // own replica at once.
 
-// ApprovalRule names calls that wait for approval: those of tools matching
-// one of Tools (path.Match patterns, "*" any run of characters) made by one
-// of Callers (empty: every caller). Reason is told with the wait.
-type ApprovalRule struct {
-	Tools   []string `json:"tools"`
-	Callers []string `json:"callers,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-}
-
 // approvalPoll is how often a waiting call looks in the store for a
 // decision taken on another replica.
 const approvalPoll = 250 * time.Millisecond
-
-// needsApproval returns the reason call i must wait for approval, or false.
-func (e *Engine) needsApproval(caller, tool string) (string, bool) {
-	for _, r := range e.cfg.Approvals {
-		if len(r.Callers) > 0 && !contains(r.Callers, caller) {
-			continue
-		}
-		for _, pat := range r.Tools {
-			if ok, _ := path.Match(pat, tool); ok {
-				reason := r.Reason
-				if reason == "" {
-					reason = fmt.Sprintf("calls of %s need approval", tool)
-				}
-				return reason, true
-			}
-		}
-	}
-	return "", false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // decision is a person's answer to a held call.
 type decision struct {
@@ -95,26 +61,6 @@ type heldCall struct {
 }
 
 func approvalScope(batchID string) string { return "approval:" + batchID }
-
-// approved is the approval step of a call's path: a call that a rule names
-// waits for a decision; see Approvals. Unlike the other steps it sends an
-// event, CallAwaitingApproval, so that the client and the person asked
-// learn of the wait: the one deliberate exception to "a step never sends".
-func approved(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
-	if reason := b.calls[i].approvalReason; reason != "" {
-		return b.awaitApproval(ctx, i, reason)
-	}
-	if len(b.e.cfg.Approvals) == 0 {
-		return nil
-	}
-	call := b.req.GetCalls()[i]
-	caller := CallerFrom(b.callerCtx)
-	reason, ok := b.e.needsApproval(caller, call.GetName())
-	if !ok {
-		return nil
-	}
-	return b.awaitApproval(ctx, i, reason)
-}
 
 // awaitApproval holds call i until a decision, its timeout, or the batch's
 // end, and returns its result, or nil when approved.
@@ -210,7 +156,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 // PermissionDenied too. NotFound when the call is not waiting.
 func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, approved bool, message, approver string) error {
 	by := CallerFrom(ctx)
-	if by != "" && !contains(e.cfg.Approvers, by) {
+	if by != "" && !slices.Contains(e.cfg.Approvers, by) {
 		return errorf(PermissionDenied, "this caller may not resolve approvals (approvers: in the server's configuration)")
 	}
 	if len(message) > MaxReasonBytes*4 {

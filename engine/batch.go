@@ -186,7 +186,9 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
-		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
+		if !b.permits(c.GetName()) {
+			b.calls[i].refused = true
+		} else if t, ok := snap.Lookup(c.GetName()); ok {
 			b.calls[i].tool = t
 			safe[i] = e.safe(t)
 		}

@@ -27,9 +27,7 @@ type callState struct {
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs: the send watchdog's abandonment, requestApproval, Batches
-	// approvalReason, set by the policy step, makes the approval step
-	// hold the call whatever Config.Approvals says.
-	approvalReason string
+	refused bool                    // the caller may not call the tool it names (Admission.Permitted, asked by newBatch)
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware
@@ -39,26 +37,28 @@ type callState struct {
 // lifecycle, and finish (batch.go) is the one place a call ends, whoever
 // ends it: record (idempotency), telemetry, log, send.
 //
-//	cancelled? → permission → known tool → validation → policy → approval
+//	cancelled? → permission → known tool → validation → admission (allow, deny, hold)
 //	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
 //
 // A step does not send events: what it decides is the call's result, which
-// finish sends. The one exception is approval (approval.go), which must
-// tell the client and the person asked that the call waits, so it emits
-// CallAwaitingApproval (through b.emit, as progress is) before it waits.
+// finish sends. The one exception is a call the admission holds for
+// approval (approval.go), which must tell the client and the person asked
+// that the call waits, so it emits CallAwaitingApproval (through b.emit, as
+// progress is) before it waits.
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
 // steps are the call's path before its tool runs, in order. A new per-call
 // concern is a step inserted after validation, so it sees the arguments,
 // and before idempotency and limits, so a refused or waiting call holds no
-// key and no slot, as policy and approval are.
+// key and no slot, as admission is. Who may call what with which
+// arguments is not a new step but a rule of the Admission (package
+// policy), asked once in admitted.
 var steps = [...]step{
 	notCancelled,
-	permitted,
+	permitted, // admission.go: the plan's answer
 	known,
 	validArguments,
-	policed,  // policy.go
-	approved, // approval.go
+	admitted, // admission.go: the verdict; a held call waits (approval.go)
 	roomToReport,
 	idempotent, // idempotency.go
 	slotTaken,  // limits.go

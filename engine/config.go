@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"path"
 	"time"
 
 	"github.com/toolwire/toolwire/store"
@@ -102,15 +101,13 @@ type Config struct {
 	// are reported unfinished, their open calls CANCELLED (owner lost), this
 	// long after its last renewal. Default 10s.
 	BatchLease time.Duration `json:"batch_lease"`
-	// Approvals names the calls that wait for a person's approval before
-	// they run (see ApprovalRule); default none.
-	Approvals []ApprovalRule `json:"approvals"`
 	// Approvers are the callers who may resolve approvals
 	// (ResolveApproval); with authentication off, everyone is the
 	// anonymous caller and may.
 	Approvers []string `json:"approvers"`
-	// ApprovalTimeout bounds a call's wait for approval; it then ends
-	// TIMEOUT. Default 0: the call's own timeout.
+	// ApprovalTimeout bounds a call's wait for approval (a call the
+	// Admission holds, or a tool's RequestApproval); it then ends TIMEOUT.
+	// Default 0: the call's own timeout.
 	ApprovalTimeout time.Duration `json:"approval_timeout"`
 	// ApproveOwnCalls lets an approver resolve the calls of batches it sent
 	// itself; by default it may not, so an agent cannot approve its own
@@ -172,12 +169,11 @@ type Deps struct {
 	// every replica sees them (the Redis store); nil keeps them in this
 	// process.
 	RateStore RateStore
-	// Permissions decides which tools each caller (see CallerFrom) may list and
-	// call. Default nil: every caller may call every tool.
-	Permissions Permissions
-	// Policy decides each call by its caller and validated arguments,
-	// after Permissions (see Policy); nil allows what Permissions do.
-	Policy Policy
+	// Admission decides which tools each caller (see CallerFrom) may list
+	// and call, and each call by its validated arguments: allowed, denied,
+	// or held for approval (see Admission; package policy's Rules).
+	// Default nil: every caller may call every tool, and no call waits.
+	Admission Admission
 	// Observer watches the engine's batches and calls: OpenTelemetry
 	// (package engine/otelobserver), an audit trail, or several of them
 	// (Observers). Default nil: none, at no cost. The debug call log is
@@ -233,16 +229,6 @@ const DefaultMaxBufferedBytes = 64 << 20
 // Validate reports settings that cannot work together. Zero values are
 // defaults and always valid.
 func (c *Config) Validate() error {
-	for i, r := range c.Approvals {
-		if len(r.Tools) == 0 {
-			return fmt.Errorf("approvals[%d] names no tools", i)
-		}
-		for _, pat := range r.Tools {
-			if _, err := path.Match(pat, ""); err != nil {
-				return fmt.Errorf("approvals[%d]: pattern %q: %w", i, pat, err)
-			}
-		}
-	}
 	if c.RatePerCaller < 0 || c.RateBurst < 0 {
 		return fmt.Errorf("rate_per_caller (%g) and rate_burst (%d) cannot be negative", c.RatePerCaller, c.RateBurst)
 	}

@@ -155,7 +155,7 @@ func TestSequenceUnknownAndRefusedToolsAreUnsafe(t *testing.T) {
 			cfg := Config{Safe: map[string]bool{"hold": true}}
 			var deps Deps
 			if name == "echo" {
-				deps.Permissions = permFunc(func(caller, tool string) bool { return tool != "echo" })
+				deps.Admission = admit{permitted: func(caller, tool string) bool { return tool != "echo" }}
 			}
 			e := newTestEngineWith(t, cfg, deps)
 			started, release, wait := enterAll(t, e, context.Background(), "s", "hold", name)
@@ -170,10 +170,6 @@ func TestSequenceUnknownAndRefusedToolsAreUnsafe(t *testing.T) {
 		})
 	}
 }
-
-type permFunc func(caller, tool string) bool
-
-func (f permFunc) Permitted(caller, tool string) bool { return f(caller, tool) }
 
 // TestSequenceScopes: calls of other sessions, of the same session ID under
 // another caller, and calls with no session are not held back.

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"io"
-	"log/slog"
 	"os"
 
 	"github.com/toolwire/toolwire/audit"
@@ -144,9 +143,9 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	return configfile.Decode(path, b, cfg)
 }
 
-// engineDeps returns the engine's dependencies that the settings decide:
-// serve's logger and the permissions of the security settings. serve adds
-// the stores, the telemetry and the policies it made.
-func (cfg serveConfig) engineDeps(log *slog.Logger) engine.Deps {
-	return engine.Deps{Logger: log, Permissions: cfg.SecurityConfig.Permissions()}
+// admission returns the server's one admission vocabulary: the security
+// settings' permissions, the policies in force (policies, which reloads
+// swap) and the approval rules, in that order (see policy.Rules).
+func (cfg serveConfig) admission(policies *policy.Live) (*policy.Rules, error) {
+	return policy.New(cfg.SecurityConfig.Permissions(), policies, cfg.PolicyConfig.Approvals)
 }

@@ -90,7 +90,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	engCfg, deps := cfg.EngineConfig, cfg.engineDeps(log)
+	engCfg, deps := cfg.EngineConfig, engine.Deps{Logger: log}
+	rules, err := cfg.admission(policies)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	st, err := cfg.StoreConfig.Open(openCtx)
 	cancel()
@@ -120,14 +124,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer trail.Close()
 	deps.Observer = tel.observer(cfg.TraceContent)
-	deps.Policy = policies
+	deps.Admission = rules
 	if trail != nil {
 		deps.Observer = engine.Observers(deps.Observer, trail)
 		if err := trail.Instrument(tel.meterProvider()); err != nil {
 			log.Warn("the audit trail's metric could not be registered", "error", err.Error())
 		}
 		if cfg.AuditConfig.Required {
-			deps.Policy = audit.Gate{Trail: trail, Next: policies}
+			deps.Admission = audit.Gate{Trail: trail, Next: rules}
 		}
 		log.Info("audit trail", "audit_log", cfg.AuditConfig.Log, "arguments", cfg.AuditConfig.Arguments, "required", cfg.AuditConfig.Required)
 	}
