@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,11 +24,11 @@ import (
 // and one nobody answers within ApprovalTimeout (or its own timeout) ends
 // TIMEOUT.
 //
-// The wait is announced in the store (Deps.Sessions, under the scope
-// "approval:" and the batch ID), so that a replica other than the batch's
-// can check the resolver and hand the decision over; the waiting call
-// looks for it there every approvalPoll, and takes a decision made on its
-// own replica at once.
+// The wait is announced in the store (the approval mailbox in Deps.Vars,
+// see vars.go), so that a replica other than the batch's can check the
+// resolver and hand the decision over; the waiting call looks for it
+// there every approvalPoll, and takes a decision made on its own replica
+// at once.
 
 // approvalPoll is how often a waiting call looks in the store for a
 // decision taken on another replica.
@@ -60,8 +59,6 @@ type heldCall struct {
 	decided chan decision // buffered: one decision
 }
 
-func approvalScope(batchID string) string { return "approval:" + batchID }
-
 // awaitApproval holds call i until a decision, its timeout, or the batch's
 // end, and returns its result, or nil when approved.
 func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwirev1.CallResult {
@@ -86,10 +83,9 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		delete(e.held.waiting, key)
 		e.held.mu.Unlock()
 	}()
-	scope := approvalScope(b.id)
+	mail := approvalMail{e.deps.Vars}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	p, _ := json.Marshal(pendingApproval{Caller: caller, Tool: call.GetName()})
-	err := e.deps.Sessions.SetVar(sctx, scope, call.GetCallId(), p, wait+time.Minute)
+	err := mail.announce(sctx, b.id, call.GetCallId(), pendingApproval{Caller: caller, Tool: call.GetName()}, wait+time.Minute)
 	cancel()
 	if err != nil {
 		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
@@ -97,8 +93,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		defer cancel()
-		_ = e.deps.Sessions.DeleteVar(sctx, scope, call.GetCallId())
-		_ = e.deps.Sessions.DeleteVar(sctx, scope, "decision:"+call.GetCallId())
+		mail.clear(sctx, b.id, call.GetCallId())
 	}()
 	// The slot the batch reserved for its first call is given back: a held
 	// call holds no slot; it takes one as any call does once approved.
@@ -119,11 +114,8 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			decided = true
 		case <-poll.C:
 			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			v, ok, err := e.deps.Sessions.GetVar(sctx, scope, "decision:"+call.GetCallId())
+			d, decided = mail.decision(sctx, b.id, call.GetCallId())
 			cancel()
-			if err == nil && ok && json.Unmarshal(v, &d) == nil {
-				decided = true
-			}
 		case <-timer.C:
 			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
@@ -186,20 +178,18 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		}
 		return nil
 	}
-	scope := approvalScope(batchID)
-	v, ok, err := e.deps.Sessions.GetVar(ctx, scope, callID)
+	mail := approvalMail{e.deps.Vars}
+	p, ok, err := mail.pending(ctx, batchID, callID)
 	if err != nil {
 		return storeError(ctx, err)
 	}
-	var p pendingApproval
-	if !ok || json.Unmarshal(v, &p) != nil {
+	if !ok {
 		return errorf(NotFound, "no call %s of batch %s waits for approval", shorten(callID), shorten(batchID))
 	}
 	if err := own(p.Caller); err != nil {
 		return err
 	}
-	dv, _ := json.Marshal(d)
-	if err := e.deps.Sessions.SetVar(ctx, scope, "decision:"+callID, dv, time.Hour); err != nil {
+	if err := mail.decide(ctx, batchID, callID, d); err != nil {
 		return storeError(ctx, err)
 	}
 	return nil

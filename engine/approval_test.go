@@ -173,7 +173,7 @@ func TestApprovalFromAnotherReplica(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
 	cfg := Config{Approvers: []string{"carol"}}
-	deps := Deps{Idempotency: m, Sessions: m, EventLog: m, Admission: holdWrites}
+	deps := Deps{Idempotency: m, Vars: m, EventLog: m, Admission: holdWrites}
 	da, db := deps, deps
 	da.Replica, db.Replica = "a", "b"
 	a, b := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db)

@@ -139,7 +139,7 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 			t.Parallel()
 			st := &keyLog{Store: open(t)}
 			t.Cleanup(func() { st.Close() })
-			te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Sessions: st}, derived)
+			te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, derived)
 			ctx := context.Background()
 			if _, err := te.runErr(ctx, calls(keyed("a", "echo", `{"text":"x"}`, strings.Repeat("k", 3<<20)))); CodeOf(err) != InvalidArgument {
 				t.Fatalf("a 3 MB key: %v; want InvalidArgument", err)

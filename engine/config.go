@@ -153,12 +153,14 @@ type Config struct {
 // usable: each field has a default.
 type Deps struct {
 	// Idempotency keeps the records that replay calls sent again with an
-	// idempotency key, and Sessions the session variables; one backend
+	// idempotency key, and Vars the scoped variables the engine keeps
+	// session variables in, and the mailboxes of approvals and of
+	// cancellations between replicas (see vars.go); one backend
 	// (store.Store) usually serves both. The caller closes them after the
 	// engine has stopped. Default: one new in-memory store (store/memory)
 	// for whichever is unset, which the engine does not share.
 	Idempotency store.Idempotency
-	Sessions    store.Sessions
+	Vars        store.Vars
 	// EventLog keeps the events of detached batches (BatchOptions.detach),
 	// written before they are sent, so that AttachBatch and GetBatch work
 	// on any replica sharing it; the caller closes it after the engine has
@@ -294,13 +296,13 @@ func (d Deps) withDefaults() Deps {
 	if d.Replica == "" {
 		d.Replica = "replica-" + newID()
 	}
-	if d.Idempotency == nil || d.Sessions == nil {
+	if d.Idempotency == nil || d.Vars == nil {
 		m := memory.New(memory.Options{})
 		if d.Idempotency == nil {
 			d.Idempotency = m
 		}
-		if d.Sessions == nil {
-			d.Sessions = m
+		if d.Vars == nil {
+			d.Vars = m
 		}
 	}
 	if d.Logger == nil {

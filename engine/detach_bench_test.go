@@ -72,7 +72,7 @@ func BenchmarkDetach(b *testing.B) {
 	for name, open := range benchStores(b) {
 		b.Run("detach/"+name, func(b *testing.B) {
 			s := open(b)
-			run(b, Deps{EventLog: s, Sessions: s, Idempotency: s}, true)
+			run(b, Deps{EventLog: s, Vars: s, Idempotency: s}, true)
 		})
 	}
 }
@@ -91,7 +91,7 @@ func BenchmarkAttachFirstEvent(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s := open(b)
 			mk := func(replica string) *Engine {
-				e := New(Config{}, Deps{Logger: slog.New(slog.DiscardHandler), EventLog: s, Sessions: s, Idempotency: s, Replica: replica})
+				e := New(Config{}, Deps{Logger: slog.New(slog.DiscardHandler), EventLog: s, Vars: s, Idempotency: s, Replica: replica})
 				b.Cleanup(func() { e.CancelCalls(); e.Drain(); e.Close() })
 				return e
 			}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -31,11 +30,6 @@ import (
 // logName is the name of a batch's log in the store: scoped by its caller,
 // so that another caller's request names a log that does not exist.
 func logName(caller, batchID string) string { return strconv.Quote(caller) + "/" + batchID }
-
-// controlScope is the session scope (in Deps.Sessions) where requests to
-// a batch's owner wait: CancelBatch made on another replica. Session scopes
-// start with a quote; this never does.
-func controlScope(name string) string { return "batch:" + name }
 
 // batchLog is a detached batch's log as its writer keeps it.
 type batchLog struct {
@@ -79,9 +73,7 @@ func (l *batchLog) renew() {
 			l.lost(err)
 		}
 	}
-	if v, ok, err := e.deps.Sessions.GetVar(ctx, controlScope(l.name), "cancel"); err == nil && ok {
-		var reason string
-		_ = json.Unmarshal(v, &reason)
+	if reason, ok := (cancelMail{e.deps.Vars}).requested(ctx, l.name); ok {
 		l.b.cancel(&errCancelRequested{reason: reason})
 	}
 	l.mu.Lock()

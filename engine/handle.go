@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -120,8 +119,7 @@ func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
 	case err != nil:
 		return storeError(ctx, err)
 	}
-	v, _ := json.Marshal(reason)
-	if err := e.deps.Sessions.SetVar(ctx, controlScope(name), "cancel", v, e.cfg.BatchTTL); err != nil {
+	if err := (cancelMail{e.deps.Vars}).request(ctx, name, reason, e.cfg.BatchTTL); err != nil {
 		return storeError(ctx, err)
 	}
 	return nil

@@ -283,8 +283,8 @@ func (d *dyingLog) Finish(ctx context.Context, name, owner string, ttl time.Dura
 func twoReplicas(t *testing.T, cfg Config) (a, b *testBed, dying *dyingLog) {
 	m := memory.New(memory.Options{})
 	dying = &dyingLog{EventLog: m}
-	da := Deps{Idempotency: m, Sessions: m, EventLog: dying, Replica: "a"}
-	db := Deps{Idempotency: m, Sessions: m, EventLog: m, Replica: "b"}
+	da := Deps{Idempotency: m, Vars: m, EventLog: dying, Replica: "a"}
+	db := Deps{Idempotency: m, Vars: m, EventLog: m, Replica: "b"}
 	return newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db), dying
 }
 

@@ -64,7 +64,7 @@ func BenchmarkReplay(b *testing.B) {
 			if be.open != nil {
 				st := be.open(b)
 				b.Cleanup(func() { st.Close() })
-				deps.Idempotency, deps.Sessions = st, st
+				deps.Idempotency, deps.Vars = st, st
 				c.IdempotencyKey = "bench-key"
 			}
 			srv := newSurface(b, reg, engine.Config{}, deps)

@@ -103,7 +103,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	// One store keeps both the idempotency records and the sessions.
-	deps.Idempotency, deps.Sessions, deps.EventLog = st, st, st
+	deps.Idempotency, deps.Vars, deps.EventLog = st, st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	if engCfg.RatePerCaller > 0 {
 		// A store every replica shares keeps the allowances too (Redis);

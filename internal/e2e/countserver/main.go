@@ -88,7 +88,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	deps.Idempotency, deps.Sessions = st, st
+	deps.Idempotency, deps.Vars = st, st
 	eng := engine.New(cfg, deps)
 	defer eng.Close()
 	srv := service.New(eng, reg, service.Config{})
