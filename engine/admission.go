@@ -68,8 +68,6 @@ func (e *Engine) Permits(ctx context.Context, name string) bool {
 	return e.deps.Admission == nil || e.deps.Admission.Permitted(IdentityFrom(ctx), name)
 }
 
-func (b *batch) permits(name string) bool { return b.e.Permits(b.callerCtx, name) }
-
 // permitted ends a call its caller may not make with NOT_PERMITTED, as the
 // plan found it (newBatch asked Admission.Permitted once per call). The
 // text is the same whether or not the tool exists, so a caller cannot
@@ -127,7 +125,7 @@ func (b *batch) visibleNames() []string {
 	}
 	visible := make([]string, 0, len(names))
 	for _, n := range names {
-		if b.permits(n) {
+		if b.e.Permits(b.callerCtx, n) {
 			visible = append(visible, n)
 		}
 	}

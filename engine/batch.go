@@ -186,7 +186,7 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
-		if !b.permits(c.GetName()) {
+		if !e.Permits(b.callerCtx, c.GetName()) {
 			b.calls[i].refused = true
 		} else if t, ok := snap.Lookup(c.GetName()); ok {
 			b.calls[i].tool = t

@@ -115,7 +115,7 @@ type Config struct {
 	ApproveOwnCalls bool `json:"approve_own_calls"`
 
 	// RatePerCaller is how many calls a second each caller may start, on
-	// average, admitted a batch at a time (see ratelimit.go); 0: no rate
+	// average, admitted a batch at a time (see limits.go); 0: no rate
 	// limit. Per replica, unless Deps.RateStore is set.
 	RatePerCaller float64 `json:"rate_per_caller"`
 	// RateBurst is how many calls a caller may start at once, the most
