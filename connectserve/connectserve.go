@@ -91,7 +91,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, "Connect response", eng.Config().Logger)}
+	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, "Connect response", eng.Logger())}
 	maxMsg := eng.Config().MaxMessageBytes
 	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg)}
 	if o.records() {

@@ -40,7 +40,7 @@ func newPort(t *testing.T, hc httpserve.Config, extra ...tools.Tool) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close) // registered first, so it runs after the port has stopped
 	return serveSurface(t, eng, reg, []surfacetest.Caller{{Name: "alice", Token: token}}, hc)
 }
@@ -358,7 +358,7 @@ func TestStuckStreamIsEnded(t *testing.T) {
 				t.Fatal(err)
 			}
 			log := &syncBuffer{}
-			eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(log, nil)), SendTimeout: 300 * time.Millisecond, DrainTimeout: time.Second})
+			eng := engine.New(engine.Config{SendTimeout: 300 * time.Millisecond, DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.NewTextHandler(log, nil))})
 			t.Cleanup(eng.Close)
 			url := serveSurface(t, eng, reg, []surfacetest.Caller{{Name: "alice", Token: token}}, httpserve.Config{})
 			if h2c {

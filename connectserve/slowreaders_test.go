@@ -35,8 +35,8 @@ func TestStalledCallToolIsEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 	log := &syncBuffer{}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(log, nil)), SendTimeout: 300 * time.Millisecond, DrainTimeout: time.Second,
-		MaxMessageBytes: 64 << 20, MaxResultBytes: 32 << 20})
+	eng := engine.New(engine.Config{SendTimeout: 300 * time.Millisecond, DrainTimeout: time.Second,
+		MaxMessageBytes: 64 << 20, MaxResultBytes: 32 << 20}, engine.Deps{Logger: slog.New(slog.NewTextHandler(log, nil))})
 	t.Cleanup(eng.Close)
 	url := serveSurface(t, eng, reg, []surfacetest.Caller{{Name: "alice", Token: token}}, httpserve.Config{})
 	body, err := proto.Marshal(&toolwirev1.CallToolRequest{Call: &toolwirev1.ToolCall{CallId: "1", Name: "blob"}})

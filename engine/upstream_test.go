@@ -18,7 +18,7 @@ import (
 // whose own members are kept.
 func TestOutputMismatchBySource(t *testing.T) {
 	t.Parallel()
-	e := New(Config{Logger: slog.New(slog.DiscardHandler)})
+	e := New(Config{}, Deps{Logger: slog.New(slog.DiscardHandler)})
 	defer e.Close()
 	for _, tc := range []struct {
 		src      tools.Source

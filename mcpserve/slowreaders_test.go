@@ -59,11 +59,10 @@ func newSlowBed(t *testing.T, cfg engine.Config, opts *Options) *slowBed {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(b.log, nil))
-	cfg.Logger = log
 	cfg.DrainTimeout = time.Second
 	cfg.MaxResultBytes = 64 << 20
 	cfg.MaxMessageBytes = 64 << 20
-	b.eng = engine.New(cfg)
+	b.eng = engine.New(cfg, engine.Deps{Logger: log})
 	if opts == nil {
 		opts = &Options{}
 	}

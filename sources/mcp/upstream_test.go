@@ -26,7 +26,7 @@ func TestUpstreamOutputMismatch(t *testing.T) {
 	}
 	snap := sourcetest.WaitTools(t, reg, "the drift tool", sourcetest.Has("up_drift"))
 	logs := &sourcetest.LogBuffer{}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer eng.Close()
 	res, err := eng.Call(t.Context(), snap, &toolwirev1.ToolCall{CallId: "c1", Name: "up_drift"}, "")
 	if err != nil {

@@ -73,7 +73,7 @@ func TestUpstreamAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	logs := &sourcetest.LogBuffer{}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer eng.Close()
 	run := func(name, args string) *toolwirev1.CallResult {
 		t.Helper()

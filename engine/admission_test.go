@@ -11,11 +11,21 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
-// policyFunc is a Policy from a function.
-type policyFunc func(caller *Identity, t *tools.Tool, args json.RawMessage) Verdict
+// admit is an Admission from functions: a nil one permits or allows.
+type admit struct {
+	permitted func(caller, tool string) bool
+	decide    func(caller *Identity, t *tools.Tool, args json.RawMessage) Verdict
+}
 
-func (f policyFunc) Evaluate(_ context.Context, caller *Identity, t *tools.Tool, args json.RawMessage) Verdict {
-	return f(caller, t, args)
+func (a admit) Permitted(caller *Identity, tool string) bool {
+	return a.permitted == nil || a.permitted(caller.ID, tool)
+}
+
+func (a admit) Decide(_ context.Context, caller *Identity, t *tools.Tool, args json.RawMessage) Verdict {
+	if a.decide == nil {
+		return Verdict{}
+	}
+	return a.decide(caller, t, args)
 }
 
 // TestPolicyRefusesByArguments: the policy step sees the caller's identity,
@@ -31,16 +41,16 @@ func TestPolicyRefusesByArguments(t *testing.T) {
 		ran.Add(1)
 		return tools.Text(in.Text), nil, nil
 	})
-	pol := policyFunc(func(caller *Identity, tl *tools.Tool, args json.RawMessage) Verdict {
+	pol := admit{decide: func(caller *Identity, tl *tools.Tool, args json.RawMessage) Verdict {
 		asked.Add(1)
 		var a struct{ Text string }
 		_ = json.Unmarshal(args, &a)
 		if tl.Name == "shout" && a.Text == "rm" && caller.ID == "alice" {
-			return Verdict{Deny: true, Rule: "no-rm", Message: "only harmless words may be shouted"}
+			return Verdict{Effect: Deny, Rule: "no-rm", Reason: "only harmless words may be shouted"}
 		}
 		return Verdict{}
-	})
-	te := newTestBed(t, Config{Policy: pol}, shout)
+	}}
+	te := newTestBedWith(t, Config{}, Deps{Admission: pol}, shout)
 	res := results(t, te.runAs(t, "alice", calls(
 		call("ok", "shout", `{"text":"hi"}`),
 		call("denied", "shout", `{"text":"rm"}`),
@@ -71,13 +81,13 @@ func TestPolicyRefusesByArguments(t *testing.T) {
 // rule configured; approved, it runs.
 func TestPolicyRequiresApproval(t *testing.T) {
 	t.Parallel()
-	pol := policyFunc(func(_ *Identity, tl *tools.Tool, _ json.RawMessage) Verdict {
+	pol := admit{decide: func(_ *Identity, tl *tools.Tool, _ json.RawMessage) Verdict {
 		if tl.Name == "write" {
-			return Verdict{Approve: true, Rule: "writes-need-a-human", Message: "it writes"}
+			return Verdict{Effect: Hold, Rule: "writes-need-a-human", Reason: "it writes"}
 		}
 		return Verdict{}
-	})
-	te := newTestBed(t, Config{Policy: pol, Approvers: []string{"carol"}})
+	}}
+	te := newTestBedWith(t, Config{Approvers: []string{"carol"}}, Deps{Admission: pol})
 	lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}}
 	go func() { lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), req, lb) }()
@@ -94,5 +104,45 @@ func TestPolicyRequiresApproval(t *testing.T) {
 	}
 	if r := results(t, events)["w"]; r.GetIsError() || text(r) != "done w" {
 		t.Errorf("result %v; want the call run once approved", r)
+	}
+}
+
+// TestAdmissionAskedOncePerCall: the engine asks Permitted once per call,
+// when it plans the batch, and Decide once per call that reaches it; a
+// denial that names no rule is NOT_PERMITTED with the reason and no
+// details.
+func TestAdmissionAskedOncePerCall(t *testing.T) {
+	t.Parallel()
+	var permittedAsked, decideAsked atomic.Int32
+	a := admit{
+		permitted: func(_, tool string) bool { permittedAsked.Add(1); return tool != "fail" },
+		decide: func(_ *Identity, tl *tools.Tool, _ json.RawMessage) Verdict {
+			decideAsked.Add(1)
+			if tl.Name == "sleep" {
+				return Verdict{Effect: Deny, Reason: "sleeping is not for this caller"}
+			}
+			return Verdict{}
+		},
+	}
+	te := newTestBedWith(t, Config{}, Deps{Admission: a})
+	res := results(t, te.runAs(t, "alice", calls(
+		call("a", "echo", `{"text":"1"}`),
+		call("b", "echo", `{"text":"2"}`),
+		call("refused", "fail", `{"message":"x"}`),
+		call("denied", "sleep", `{"ms":1}`))))
+	if n := permittedAsked.Load(); n != 4 {
+		t.Errorf("Permitted asked %d times for 4 calls, want 4", n)
+	}
+	if n := decideAsked.Load(); n != 3 {
+		t.Errorf("Decide asked %d times, want 3 (every permitted call, once)", n)
+	}
+	if r := res["refused"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED || !strings.HasPrefix(text(r), `not permitted: this caller may not call "fail"`) {
+		t.Errorf("refused call: %v %q", r.GetErrorKind(), text(r))
+	}
+	if r := res["denied"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED || text(r) != "not permitted: sleeping is not for this caller. Nothing was run." || r.GetDetails() != "" {
+		t.Errorf("denied call: %v %q details %q", r.GetErrorKind(), text(r), r.GetDetails())
+	}
+	if text(res["a"]) != "1" || text(res["b"]) != "2" {
+		t.Errorf("allowed calls: %q, %q", text(res["a"]), text(res["b"]))
 	}
 }

@@ -66,13 +66,7 @@ func enterAll(t *testing.T, e *Engine, ctx context.Context, session string, name
 
 // seqWaiting returns how many calls of the session wait for their turn.
 func (e *Engine) seqWaiting(ctx context.Context, session string) int {
-	e.seq.mu.Lock()
-	defer e.seq.mu.Unlock()
-	q := e.seq.queues[fmt.Sprintf("%q/%s", CallerFrom(ctx), session)]
-	if q == nil {
-		return 0
-	}
-	return len(q.waiting)
+	return e.seq.WaitingIn(fmt.Sprintf("%q/%s", CallerFrom(ctx), session))
 }
 
 func isClosed(c chan struct{}) bool {
@@ -123,7 +117,7 @@ func TestSequenceOrdersLikeLanes(t *testing.T) {
 	close(release[3])
 	close(release[4])
 	wait()
-	if n := len(e.seq.queues); n != 0 {
+	if n := e.seq.Sessions(); n != 0 {
 		t.Errorf("%d queues left after every call ended; want none", n)
 	}
 }
@@ -159,10 +153,11 @@ func TestSequenceUnknownAndRefusedToolsAreUnsafe(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cfg := Config{Safe: map[string]bool{"hold": true}}
+			var deps Deps
 			if name == "echo" {
-				cfg.Permissions = permFunc(func(caller, tool string) bool { return tool != "echo" })
+				deps.Admission = admit{permitted: func(caller, tool string) bool { return tool != "echo" }}
 			}
-			e := newTestEngine(t, cfg)
+			e := newTestEngineWith(t, cfg, deps)
 			started, release, wait := enterAll(t, e, context.Background(), "s", "hold", name)
 			time.Sleep(20 * time.Millisecond)
 			if got := states(started); got != "R." {
@@ -175,10 +170,6 @@ func TestSequenceUnknownAndRefusedToolsAreUnsafe(t *testing.T) {
 		})
 	}
 }
-
-type permFunc func(caller, tool string) bool
-
-func (f permFunc) Permitted(caller, tool string) bool { return f(caller, tool) }
 
 // TestSequenceScopes: calls of other sessions, of the same session ID under
 // another caller, and calls with no session are not held back.
