@@ -13,6 +13,7 @@ type pool struct {
 	idle     []*supervisorProc
 	starting int
 	closed   bool
+	adding   sync.WaitGroup // the spares being started
 }
 
 func newPool(s *Sandbox) *pool { return &pool{spawn: s.spawn} }
@@ -36,12 +37,14 @@ func (p *pool) refill() {
 	defer p.mu.Unlock()
 	for !p.closed && len(p.idle)+p.starting < Spares {
 		p.starting++
+		p.adding.Add(1)
 		go p.add()
 	}
 }
 
 // add starts one spare.
 func (p *pool) add() {
+	defer p.adding.Done()
 	sup, err := p.spawn()
 	p.mu.Lock()
 	p.starting--
@@ -55,7 +58,8 @@ func (p *pool) add() {
 	}
 }
 
-// close ends the spares; later commands start a supervisor each.
+// close ends the spares, those still starting too; later commands start
+// a supervisor each.
 func (p *pool) close() {
 	if p == nil {
 		return
@@ -68,4 +72,5 @@ func (p *pool) close() {
 	for _, sup := range idle {
 		sup.discard()
 	}
+	p.adding.Wait()
 }

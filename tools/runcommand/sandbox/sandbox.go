@@ -35,7 +35,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 // Command is the hidden command line argument that makes a binary linking

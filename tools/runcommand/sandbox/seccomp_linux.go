@@ -9,7 +9,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 // denied are the system calls a tool command never needs, after Docker's

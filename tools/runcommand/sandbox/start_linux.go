@@ -19,7 +19,7 @@ import (
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 // probe says what this kernel lets cfg enforce.
