@@ -56,6 +56,13 @@ type Limits = supervisor.Limits
 // ready; calls at the same time past them start their own.
 const Spares = 2
 
+// Warm is how many supervisors that ran a command a Sandbox keeps waiting
+// for another command of the same uid, used last first: one that has
+// nothing left of its command waits for the next instead of exiting, so
+// that a command finds a supervisor started and with its uid (the
+// session's, or the server's), and starts no process but its own.
+const Warm = 8
+
 // Mode says how much the sandbox must enforce.
 type Mode string
 
@@ -97,11 +104,12 @@ type Config struct {
 	// MaxFileBytes caps the size of any file a process writes (RLIMIT_FSIZE;
 	// default 1 GiB).
 	MaxFileBytes uint64 `json:"max_file_bytes"`
-	// MaxProcesses caps the processes and threads of one call's command
-	// (its cgroup's pids.max, or the supervisor's watchdog) and of its uid
-	// (RLIMIT_NPROC, which counts every process of the uid: with commands
-	// under the server's uid, the server's threads too; the kernel ignores
-	// it for root). Default 1024.
+	// MaxProcesses caps the processes and threads of one call's command:
+	// the supervisor refuses a clone, fork or vfork that would pass it
+	// (EAGAIN, as the kernel's own limit does), and its watchdog (or the
+	// call's cgroup's pids.max) ends a tree that passes it anyway. Default
+	// 1024. What every call of a uid holds together is RLIMIT_NPROC's, set
+	// to the server's own less ServerThreads (see Limits.UIDProcesses).
 	MaxProcesses uint64 `json:"max_processes"`
 	// MaxWorkspaceBytes caps the bytes the workspace and the call's TMPDIR
 	// hold together, measured while a command runs; a command that passes
@@ -144,6 +152,12 @@ var DefaultReadOnlyPaths = []string{
 	"/dev/random", "/dev/urandom",
 	"/sys/fs/cgroup", "/sys/devices/system/cpu", "/sys/kernel/mm/transparent_hugepage",
 }
+
+// ServerThreads is the room the commands' RLIMIT_NPROC leaves the server
+// under its own (which counts the same uid's processes and threads, the
+// commands' too, when they run under the server's uid): the server's
+// threads, however many calls its commands hold, up to this many.
+const ServerThreads = 256
 
 // writableDevices may be read and written by every command.
 var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}
