@@ -269,7 +269,7 @@ func (m *mediator) handle(n *notif) (int64, unix.Errno) {
 	case OpClone, OpFork, OpVfork:
 		// Counted, not performed: the filter checked clone's flags (in
 		// registers, which no other thread can change).
-		if m.procs.allow() {
+		if m.procs.allow(int(n.PID), int(n.NR)) {
 			return 0, goOn
 		}
 		return 0, unix.EAGAIN

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -17,65 +18,119 @@ import (
 //
 // It counts cheaply: the tree as last counted plus what it has let
 // continue since; only near the limit does it count the tree again. A
-// task it let continue may not show in /proc yet, so a recount adds those
-// let through in the last flight window. A burst of concurrent forks
-// slower than that can still pass the limit by the forks in flight; the
-// watchdog ends such a tree at its next sample.
+// clone it let continue counts until its thread is seen out of that
+// system call (/proc/TID/syscall), since the kernel makes the new task
+// only once the thread runs again, which on a loaded machine may be a
+// while: so the count never misses a task on its way.
 type procLimit struct {
 	max   uint64
 	count func() uint64 // the tree's tasks now
 
 	mu      sync.Mutex
-	counted uint64      // the tree's tasks at the last count
-	since   uint64      // tasks let through since
-	recent  []time.Time // when the latest were let through
+	counted uint64    // the tree's tasks at the last count
+	pending []pending // clones let through and maybe not made yet
+	counts  uint64    // counts taken (by allow): a watchdog's begun before the last is stale
 }
 
-// flight is how long a task let through may take to show in /proc.
-const flight = 50 * time.Millisecond
+// pending is a clone let through: its thread and system call, and
+// whether it was seen made before the watchdog began its count.
+type pending struct {
+	tid, nr int
+	at      time.Time
+	made    bool
+}
+
+// stale is how long a clone let through may stay pending at most (its
+// thread out of the supervisor's sight: not dumpable).
+const stale = 5 * time.Second
 
 func newProcLimit(max uint64, count func() uint64) *procLimit {
 	return &procLimit{max: max, count: count, counted: 1}
 }
 
-// allow reports whether the tree may make one more task, and counts it.
-func (p *procLimit) allow() bool {
+// allow reports whether the tree may make one more task, for the thread
+// tid making system call nr, and counts it.
+func (p *procLimit) allow(tid, nr int) bool {
 	if p == nil || p.max == 0 {
 		return true
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := time.Now()
-	if p.counted+p.since+1 > p.max {
-		p.recount(p.count(), now)
-		if p.counted+p.since+1 > p.max {
+	if p.counted+uint64(len(p.pending))+1 > p.max {
+		p.prune()
+		p.drop()
+		p.counted = p.count()
+		p.counts++
+		if p.counted+uint64(len(p.pending))+1 > p.max {
 			return false
 		}
 	}
-	p.since++
-	p.recent = append(p.recent, now)
+	p.pending = append(p.pending, pending{tid: tid, nr: nr, at: time.Now()})
 	return true
 }
 
-// recount takes n, the tree's tasks counted at now; the tasks let through
-// in the last flight window may be missing from it.
-func (p *procLimit) recount(n uint64, now time.Time) {
-	i := 0
-	for i < len(p.recent) && now.Sub(p.recent[i]) > flight {
-		i++
+// prune marks made the clones whose thread has left the system call (or
+// is gone): their task, if any, is in every count begun from now on.
+func (p *procLimit) prune() {
+	now := time.Now()
+	for i, c := range p.pending {
+		if now.Sub(c.at) >= stale || !inSyscall(c.tid, c.nr) {
+			p.pending[i].made = true
+		}
 	}
-	p.recent = append(p.recent[:0], p.recent[i:]...)
-	p.counted, p.since = n, uint64(len(p.recent))
 }
 
-// sampled gives the limit the watchdog's count of the tree.
-func (p *procLimit) sampled(n uint64) {
+// drop forgets the clones marked made, once a count that holds them
+// replaces the last.
+func (p *procLimit) drop() {
+	kept := p.pending[:0]
+	for _, c := range p.pending {
+		if !c.made {
+			kept = append(kept, c)
+		}
+	}
+	p.pending = kept
+}
+
+// inSyscall reports whether thread tid is (still, or again) in system
+// call nr, or cannot be seen.
+func inSyscall(tid, nr int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/syscall")
+	if err != nil {
+		return !os.IsNotExist(err) && !strings.Contains(err.Error(), "no such process")
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 0 && f[0] == strconv.Itoa(nr)
+}
+
+// settle marks the clones made by now, before the watchdog counts the
+// tree; sampled then takes that count, and forgets them. It returns which
+// count that is.
+func (p *procLimit) settle() uint64 {
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prune()
+	return p.counts
+}
+
+// sampled takes the watchdog's count of the tree, begun after settle
+// returned counts, unless allow has counted since (a fresher count, with
+// clones made after the watchdog's began). Clones let through since
+// settle are pending still: counted twice at worst.
+func (p *procLimit) sampled(n, counts uint64) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
-	p.recount(n, time.Now())
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if counts != p.counts {
+		return
+	}
+	p.counted = n
+	p.drop()
 }
 
 // treeTasks counts the tasks (processes and threads, as RLIMIT_NPROC and

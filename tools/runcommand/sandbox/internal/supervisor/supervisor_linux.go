@@ -213,7 +213,11 @@ func supervise(setup Setup, s *spare, sp Spec, fds []int) (e Exit, again bool) {
 		return fail("sandbox supervisor: %v", err)
 	}
 	defer unix.Close(pair[0])
-	st, err := newStarter(setup, sp, pair[1], ruleset, s.filter)
+	start := sp
+	if s.uid != nil {
+		start.User = nil // the supervisor has the uid already, and the child with it
+	}
+	st, err := newStarter(setup, start, pair[1], ruleset, s.filter)
 	if err != nil {
 		unix.Close(pair[1])
 		return fail("cannot start %s: %v", sp.Argv[0], err)

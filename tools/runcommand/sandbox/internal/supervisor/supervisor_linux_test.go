@@ -1,8 +1,10 @@
 package supervisor
 
 import (
+	"runtime"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,5 +28,71 @@ func TestExitOf(t *testing.T) {
 	}
 	if e := exitOf(reaped{status: unix.WaitStatus(3 << 8)}, l); e.Code != 3 || e.Signal != 0 {
 		t.Errorf("exit 3: %+v", e)
+	}
+}
+
+// TestProcLimit checks the count of a call's processes: clones let through
+// until the tree would pass the limit, then a count of the tree; a clone
+// whose thread is still in the system call counts until it leaves it; a
+// watchdog's count begun before a fresher one is ignored.
+func TestProcLimit(t *testing.T) {
+	tree := uint64(1)
+	p := newProcLimit(3, func() uint64 { return tree })
+	gone := 1 << 30 // no such thread: its clone is made
+	if !p.allow(gone, unix.SYS_CLONE) || !p.allow(gone, unix.SYS_CLONE) {
+		t.Fatal("clones within the limit refused")
+	}
+	tree = 3
+	if p.allow(gone, unix.SYS_CLONE) {
+		t.Error("a clone past the limit (tree of 3, limit 3) let through")
+	}
+	tree = 2
+	if !p.allow(gone, unix.SYS_CLONE) {
+		t.Error("a clone within the limit (tree of 2) refused after a count")
+	}
+
+	// A thread blocked in read stands for one whose clone the kernel has
+	// not made yet: it counts, though no count of the tree shows it.
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	tids := make(chan int)
+	done := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		tids <- unix.Gettid()
+		unix.Read(fds[0], make([]byte, 1))
+		close(done)
+	}()
+	blocked := <-tids
+	for !inSyscall(blocked, unix.SYS_READ) {
+		time.Sleep(time.Millisecond)
+	}
+	tree = 1
+	p = newProcLimit(2, func() uint64 { return tree })
+	if !p.allow(blocked, unix.SYS_READ) {
+		t.Fatal("refused within the limit")
+	}
+	if p.allow(gone, unix.SYS_CLONE) {
+		t.Error("a clone let through while another is pending at the limit")
+	}
+	unix.Write(fds[1], []byte{1})
+	<-done
+	for inSyscall(blocked, unix.SYS_READ) {
+		time.Sleep(time.Millisecond)
+	}
+	if !p.allow(gone, unix.SYS_CLONE) {
+		t.Error("refused once the pending clone's thread left the call (and the tree holds 1)")
+	}
+
+	counts := p.settle()
+	p.counts++ // allow counted the tree afresh meanwhile
+	p.counted = 2
+	p.sampled(1, counts)
+	if p.counted != 2 {
+		t.Error("a watchdog's count begun before a fresher one replaced it")
 	}
 }

@@ -71,8 +71,9 @@ func threadCPU() time.Duration {
 func (w *watch) check() string {
 	start := threadCPU()
 	defer func() { w.ownCPU += threadCPU() - start }()
+	counts := w.procs.settle()
 	procs, tasks, mem := w.sample()
-	w.procs.sampled(tasks)
+	w.procs.sampled(tasks, counts)
 	if !sameTree(procs, w.sent) {
 		report(Report{Tree: procs[:min(len(procs), MaxTree)]})
 		w.sent = procs
@@ -97,7 +98,7 @@ func (w *watch) check() string {
 	}
 	if w.locks.used.Load() {
 		if f := w.outsideLock(procs); f != "" {
-			w.detail = "a record lock (fcntl F_SETLK) on " + f + ", which is not beneath the workspace or $TMPDIR"
+			w.detail = "a read record lock (fcntl F_SETLK) on " + f
 			return "outside_lock"
 		}
 	}
@@ -147,7 +148,7 @@ func (w *watch) outsideLock(procs []Proc) string {
 		minor, err2 := strconv.ParseUint(id[1], 16, 32)
 		ino, err3 := strconv.ParseUint(id[2], 10, 64)
 		if err1 == nil && err2 == nil && err3 == nil && !w.locks.ok(uint32(major), uint32(minor), ino) {
-			return "the file " + f[5] + " (device:inode)"
+			return "the file with device:inode " + f[5]
 		}
 	}
 	return ""
