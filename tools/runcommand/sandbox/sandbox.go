@@ -13,8 +13,9 @@
 // offers, the Landlock ruleset and seccomp program (built here, with
 // go-landlock and go-seccomp-bpf, so the supervisor needs neither), and
 // starting supervisors: ahead of the calls, as spares that wait for a
-// command on a Unix socket, so that a call does not wait for the binary to
-// start (pool_linux.go). Any binary that links it dispatches the hidden
+// command on a Unix socket, and kept after a command, warm, for the next of
+// the same uid, so that a call does not wait for the binary to start
+// (pool_linux.go). Any binary that links it dispatches the hidden
 // command in package supervisor's init, before the rest of the program
 // initialises; that keeps the supervisor's start cheap and lets test
 // binaries serve as supervisors.
@@ -272,8 +273,10 @@ type Restrictions struct {
 	Syscalls bool `json:"syscalls"`
 	// Mediated: the supervisor performs, beneath the workspace and TMPDIR
 	// only, the calls Landlock does not govern: metadata changes (mode,
-	// owner, times, extended attributes, inode flags), connects to Unix
-	// sockets by path, flock (seccomp user notification).
+	// owner, times, extended attributes, inode flags), connects and binds
+	// of Unix sockets by path, locks; and those that could hide a file
+	// from the accounting (memfd_create, O_TMPFILE, unlink, rename); and it
+	// counts the processes the command makes (seccomp user notification).
 	Mediated bool `json:"mediated"`
 	// Scoped: Landlock stops signals and abstract Unix sockets reaching
 	// processes outside the command's domain, the supervisor's included.
@@ -311,7 +314,7 @@ func (r Restrictions) String() string {
 	add(r.Sockets, "network: non-Unix sockets denied (seccomp)")
 	add(r.Network == NetworkAllow, "network: allowed")
 	add(r.Syscalls, "system calls (seccomp)")
-	add(r.Mediated, "metadata, Unix socket paths and locks only beneath the workspace (supervisor)")
+	add(r.Mediated, "metadata, Unix socket paths and locks only beneath the workspace, files without a name and processes counted (supervisor)")
 	add(r.Scoped, "signals and abstract sockets scoped (Landlock)")
 	add(r.NoNewPrivs, "no new privileges or capabilities")
 	add(r.Identity == IdentitySession, "a uid per session")

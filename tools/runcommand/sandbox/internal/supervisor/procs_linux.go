@@ -30,14 +30,15 @@ type procLimit struct {
 	counted uint64    // the tree's tasks at the last count
 	pending []pending // clones let through and maybe not made yet
 	counts  uint64    // counts taken (by allow): a watchdog's begun before the last is stale
+	marks   uint64    // clones seen made so far
 }
 
-// pending is a clone let through: its thread and system call, and
-// whether it was seen made before the watchdog began its count.
+// pending is a clone let through: its thread and system call, and when
+// it was seen made (0: not yet), in marks.
 type pending struct {
 	tid, nr int
 	at      time.Time
-	made    bool
+	made    uint64
 }
 
 // stale is how long a clone let through may stay pending at most (its
@@ -56,9 +57,17 @@ func (p *procLimit) allow(tid, nr int) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A thread makes one system call at a time: its clone before this one
+	// is made (the count that drops it will hold its task).
+	for i := range p.pending {
+		if p.pending[i].tid == tid && p.pending[i].made == 0 {
+			p.marks++
+			p.pending[i].made = p.marks
+		}
+	}
 	if p.counted+uint64(len(p.pending))+1 > p.max {
 		p.prune()
-		p.drop()
+		p.drop(p.marks)
 		p.counted = p.count()
 		p.counts++
 		if p.counted+uint64(len(p.pending))+1 > p.max {
@@ -74,18 +83,19 @@ func (p *procLimit) allow(tid, nr int) bool {
 func (p *procLimit) prune() {
 	now := time.Now()
 	for i, c := range p.pending {
-		if now.Sub(c.at) >= stale || !inSyscall(c.tid, c.nr) {
-			p.pending[i].made = true
+		if c.made == 0 && (now.Sub(c.at) >= stale || !inSyscall(c.tid, c.nr)) {
+			p.marks++
+			p.pending[i].made = p.marks
 		}
 	}
 }
 
-// drop forgets the clones marked made, once a count that holds them
-// replaces the last.
-func (p *procLimit) drop() {
+// drop forgets the clones seen made by mark upto, once a count begun after
+// that holds them replaces the last.
+func (p *procLimit) drop(upto uint64) {
 	kept := p.pending[:0]
 	for _, c := range p.pending {
-		if !c.made {
+		if c.made == 0 || c.made > upto {
 			kept = append(kept, c)
 		}
 	}
@@ -104,33 +114,37 @@ func inSyscall(tid, nr int) bool {
 }
 
 // settle marks the clones made by now, before the watchdog counts the
-// tree; sampled then takes that count, and forgets them. It returns which
-// count that is.
-func (p *procLimit) settle() uint64 {
+// tree; sampled then takes that count, and forgets them (not those seen
+// made later). It returns where that count stands.
+func (p *procLimit) settle() sampling {
 	if p == nil {
-		return 0
+		return sampling{}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.prune()
-	return p.counts
+	return sampling{counts: p.counts, marks: p.marks}
 }
 
+// sampling is where the watchdog's count began: the counts taken and the
+// clones seen made by then.
+type sampling struct{ counts, marks uint64 }
+
 // sampled takes the watchdog's count of the tree, begun after settle
-// returned counts, unless allow has counted since (a fresher count, with
-// clones made after the watchdog's began). Clones let through since
-// settle are pending still: counted twice at worst.
-func (p *procLimit) sampled(n, counts uint64) {
+// returned at, unless allow has counted since (a fresher count, with
+// clones made after the watchdog's began). Clones let through or seen
+// made since settle stay pending: counted twice at worst.
+func (p *procLimit) sampled(n uint64, at sampling) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if counts != p.counts {
+	if at.counts != p.counts {
 		return
 	}
 	p.counted = n
-	p.drop()
+	p.drop(at.marks)
 }
 
 // treeTasks counts the tasks (processes and threads, as RLIMIT_NPROC and

@@ -10,7 +10,8 @@
 // notification: what Landlock does not govern, performed beneath the
 // workspace), watches the command's whole tree against the call's aggregate
 // limits, ends every process of it when the call ends, and reports how the
-// command ended.
+// command ended; then, with nothing of the command left, it may wait for
+// the server's next command of the same uid.
 //
 // It imports nothing but the standard library and golang.org/x/sys/unix, so
 // that its init, which dispatches the hidden command, runs before the rest

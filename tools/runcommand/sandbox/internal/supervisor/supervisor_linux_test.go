@@ -72,6 +72,15 @@ func TestProcLimit(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	tree = 1
+	// A thread that asks again has made its last clone, though it is in
+	// the same system call again (a shell's loop of forks): its clones
+	// do not pile up.
+	p = newProcLimit(3, func() uint64 { return tree })
+	for range 10 {
+		if !p.allow(blocked, unix.SYS_READ) {
+			t.Fatal("a loop of clones, one at a time, refused within the limit")
+		}
+	}
 	p = newProcLimit(2, func() uint64 { return tree })
 	if !p.allow(blocked, unix.SYS_READ) {
 		t.Fatal("refused within the limit")
@@ -88,10 +97,22 @@ func TestProcLimit(t *testing.T) {
 		t.Error("refused once the pending clone's thread left the call (and the tree holds 1)")
 	}
 
-	counts := p.settle()
+	// A clone seen made after the watchdog began its count may be missing
+	// from it: it stays counted.
+	p = newProcLimit(10, func() uint64 { return 1 })
+	p.allow(gone, unix.SYS_CLONE)
+	at := p.settle()
+	p.allow(blocked, unix.SYS_READ)
+	p.allow(blocked, unix.SYS_READ) // the first made now, after settle
+	p.sampled(1, at)
+	if p.counted != 1 || len(p.pending) != 2 {
+		t.Errorf("after the watchdog's count: %d counted, %d pending; want 1 and the 2 since it began", p.counted, len(p.pending))
+	}
+
+	at = p.settle()
 	p.counts++ // allow counted the tree afresh meanwhile
 	p.counted = 2
-	p.sampled(1, counts)
+	p.sampled(1, at)
 	if p.counted != 2 {
 		t.Error("a watchdog's count begun before a fresher one replaced it")
 	}

@@ -71,9 +71,9 @@ func threadCPU() time.Duration {
 func (w *watch) check() string {
 	start := threadCPU()
 	defer func() { w.ownCPU += threadCPU() - start }()
-	counts := w.procs.settle()
+	at := w.procs.settle()
 	procs, tasks, mem := w.sample()
-	w.procs.sampled(tasks, counts)
+	w.procs.sampled(tasks, at)
 	if !sameTree(procs, w.sent) {
 		report(Report{Tree: procs[:min(len(procs), MaxTree)]})
 		w.sent = procs
