@@ -22,8 +22,11 @@ import (
 // it does not need), waits for its Spec, starts the command as a child that
 // restricts itself, takes the session's uid when the Spec names one,
 // answers the filter's notifications, watches the command's tree, ends
-// every process the command started, reports how the command ended on
-// ConnFD and exits. It does not return.
+// every process the command started and reports how the command ended on
+// ConnFD. Then, when nothing of the command is left and its end left the
+// supervisor as it was, it says so in its report (Exit.Again) and waits
+// for the server's next Spec (the server keeps such a supervisor for its
+// next command of the same uid); otherwise it exits. It does not return.
 func Main() {
 	// No descriptor but stdin, stdout and stderr may reach the command:
 	// not the connection, not whatever the server inherited without
@@ -41,36 +44,48 @@ func Main() {
 	} else {
 		s, err = prepare(setup, raw)
 	}
-	sp, fds, err2 := receive()
-	if err2 == io.EOF {
-		unix.Exit(0) // a spare the server no longer needs, or the server is gone
+	for served := 1; ; served++ {
+		sp, fds, err2 := receive()
+		if err2 == io.EOF {
+			unix.Exit(0) // a supervisor the server no longer needs, or the server is gone
+		}
+		var e Exit
+		again := false
+		switch {
+		case err2 != nil:
+			e = Exit{Code: -1, Error: fmt.Sprintf("sandbox supervisor: %v", err2)}
+		case err != nil:
+			e = Exit{Code: -1, Error: err.Error()}
+		default:
+			e, again = supervise(setup, s, sp, fds)
+		}
+		// Nothing the command started is left: let go of its output, so
+		// that the server reads to its end without waiting for this
+		// process's next command or exit.
+		if devnull, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
+			_ = unix.Dup3(devnull, 1, 0)
+			_ = unix.Dup3(devnull, 2, 0)
+			unix.Close(devnull)
+		}
+		e.Again = again && served < MaxCommands
+		report(Report{Exit: &e})
+		if !e.Again {
+			// Not os.Exit: under the race detector it waits a second for
+			// threads that have nothing left to do.
+			unix.Exit(0)
+		}
 	}
-	var e Exit
-	switch {
-	case err2 != nil:
-		e = Exit{Code: -1, Error: fmt.Sprintf("sandbox supervisor: %v", err2)}
-	case err != nil:
-		e = Exit{Code: -1, Error: err.Error()}
-	default:
-		e = supervise(setup, s, sp, fds)
-	}
-	// Nothing the command started is left: let go of its output, so that
-	// the server reads to its end without waiting for this process's exit,
-	// which (the Go runtime's threads and memory) takes a while.
-	if devnull, err := unix.Open(os.DevNull, unix.O_WRONLY|unix.O_CLOEXEC, 0); err == nil {
-		_ = unix.Dup3(devnull, 1, 0)
-		_ = unix.Dup3(devnull, 2, 0)
-	}
-	report(Report{Exit: &e})
-	// Not os.Exit: under the race detector it waits a second for threads
-	// that have nothing left to do.
-	unix.Exit(0)
 }
 
-// spare is what a supervisor prepared before its command came.
+// MaxCommands is how many commands one supervisor runs at most, one after
+// another, before it exits.
+const MaxCommands = 500
+
+// spare is what a supervisor prepared before its first command came.
 type spare struct {
 	sigs   chan os.Signal
 	filter []unix.SockFilter // the seccomp program, its PID filled in
+	uid    *User             // the uid it took for a command, if it did
 }
 
 // prepare does what needs no command, while a spare supervisor waits for
@@ -165,19 +180,29 @@ type reaped struct {
 }
 
 // supervise starts sp's command as a restricted child; fds came with sp
-// (the output, already stdout and stderr, and the Landlock ruleset).
-func supervise(setup Setup, s *spare, sp Spec, fds []int) Exit {
-	fail := func(format string, args ...any) Exit {
-		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}
+// (the output, already stdout and stderr, and the Landlock ruleset). again
+// says the supervisor is fit for another command: nothing of this one is
+// left, no answer is still in flight and no signal came from outside.
+func supervise(setup Setup, s *spare, sp Spec, fds []int) (e Exit, again bool) {
+	fail := func(format string, args ...any) (Exit, bool) {
+		return Exit{Code: -1, Error: fmt.Sprintf(format, args...)}, false
 	}
 	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
 	}()
-	// The server may have died while a spare waited.
+	// The server may have died while the supervisor waited.
 	if os.Getppid() != setup.Parent {
 		return fail("sandbox supervisor: the server exited before the command started")
+	}
+	// A signal left from before (a cancellation that came as the last
+	// command ended) is not this command's.
+	for len(s.sigs) > 0 {
+		<-s.sigs
+	}
+	if s.uid != nil && (sp.User == nil || *s.uid != *sp.User) {
+		return fail("sandbox supervisor: it runs as uid %d, not the command's", s.uid.UID)
 	}
 	ruleset := -1
 	if sp.Landlock {
@@ -188,7 +213,11 @@ func supervise(setup Setup, s *spare, sp Spec, fds []int) Exit {
 		return fail("sandbox supervisor: %v", err)
 	}
 	defer unix.Close(pair[0])
-	st, err := newStarter(setup, sp, pair[1], ruleset, s.filter)
+	start := sp
+	if s.uid != nil {
+		start.User = nil // the supervisor has the uid already, and the child with it
+	}
+	st, err := newStarter(setup, start, pair[1], ruleset, s.filter)
 	if err != nil {
 		unix.Close(pair[1])
 		return fail("cannot start %s: %v", sp.Argv[0], err)
@@ -218,25 +247,62 @@ func supervise(setup Setup, s *spare, sp Spec, fds []int) Exit {
 		err = errors.New("sandbox supervisor: the command sent no seccomp listener")
 	}
 	if err != nil {
+		if listener >= 0 {
+			unix.Close(listener)
+		}
 		_ = unix.Kill(child, syscall.SIGKILL)
 		_, _ = unix.Wait4(child, nil, 0, nil)
-		return Exit{Code: -1, Error: err.Error()}
+		return Exit{Code: -1, Error: err.Error()}, false
 	}
-	if sp.User != nil {
+	if sp.User != nil && s.uid == nil {
 		// After the fork, which needed the right to take the uid, and
 		// before the first notification is answered: the supervisor acts
-		// with the command's rights.
+		// with the command's rights. It keeps them for its next commands,
+		// which must be of the same uid.
 		if err := switchUser(*sp.User, setup.Parent); err != nil {
 			_ = unix.Kill(child, syscall.SIGKILL)
 			_, _ = unix.Wait4(child, nil, 0, nil)
 			return fail("sandbox supervisor: %v", err)
 		}
+		u := *sp.User
+		s.uid = &u
 	}
+	maxHeld := int(setup.Limits.MaxOpenFiles)
+	if maxHeld <= 0 {
+		maxHeld = 4096
+	}
+	l := newLedger(maxHeld)
+	defer l.close()
+	procs := newProcLimit(setup.Limits.MaxProcesses, treeTasks)
+	m := &mediator{}
+	m.locks.approved = map[[2]uint64]bool{}
+	served := make(chan struct{})
 	if listener >= 0 {
-		m := &mediator{fd: listener, ops: setup.Notify, roots: sp.Roots, netDeny: setup.NetworkDeny}
-		go m.serve()
+		m = newMediator(listener, setup, sp, l, procs)
+		go func() {
+			defer close(served)
+			m.serve()
+		}()
+	} else {
+		close(served)
 	}
-	return run(setup, s, sp, child)
+	e, clean := run(setup, s, sp, child, newWatch(setup, sp, l, procs, &m.locks))
+	// No process is left under the filter, so the listener hangs up and
+	// the mediator ends; an answer still in flight (a lock that waits on
+	// a process outside the tree, say) makes this supervisor unfit for
+	// another command.
+	idle := make(chan struct{})
+	go func() {
+		<-served
+		m.busy.Wait()
+		close(idle)
+	}()
+	select {
+	case <-idle:
+	case <-time.After(time.Second):
+		return e, false
+	}
+	return e, clean && e.Error == ""
 }
 
 // starterError reads the step the child reported failing.
@@ -248,18 +314,19 @@ func starterError(msg []byte, sp Spec) error {
 	return e
 }
 
-// run watches the command (child) until it and every process
-// it started are gone.
-func run(setup Setup, s *spare, sp Spec, child int) Exit {
+// run watches the command (child) until it and every process it started
+// are gone. clean says nothing came from outside (a signal: a
+// cancellation, the server's death) while it ran.
+func run(setup Setup, s *spare, sp Spec, child int, w *watch) (Exit, bool) {
 	done := make(chan reaped)
 	go reap(done)
 	grace := time.Duration(sp.GraceMillis) * time.Millisecond
-	w := newWatch(setup, sp)
 	var (
 		exit     = Exit{Code: -1}
 		exited   bool             // the command itself has been reaped
 		ending   bool             // SIGTERM has gone to every descendant
 		killing  bool             // SIGKILL goes to every descendant until none is left
+		signaled bool             // a signal came from outside
 		limit    string           // the aggregate limit the watchdog found exceeded
 		deadline <-chan time.Time // SIGKILL after the grace
 		tick     = time.NewTicker(w.every)
@@ -270,12 +337,12 @@ func run(setup Setup, s *spare, sp Spec, child int) Exit {
 				deadline = time.After(grace)
 			}
 		}
-		finish = func() Exit {
+		finish = func() (Exit, bool) {
 			if limit != "" && (!exited || exit.Signal == int(syscall.SIGKILL) || exit.Signal == int(syscall.SIGTERM)) {
-				exit.Limit = limit
+				exit.Limit, exit.Detail = limit, w.detail
 			}
 			w.close(&exit)
-			return exit
+			return exit, !signaled
 		}
 	)
 	defer tick.Stop()
@@ -289,11 +356,16 @@ func run(setup Setup, s *spare, sp Spec, child int) Exit {
 				exited = true
 				exit = exitOf(r, setup.Limits)
 				if !hasChildren() {
-					return finish() // it left nothing running: the common case, made fast
+					// It left nothing running: the common case, made fast.
+					// The reaper then ends on its own.
+					for range done {
+					}
+					return finish()
 				}
 				startEnd() // whatever it left running
 			}
 		case sig := <-s.sigs:
+			signaled = true
 			if sig == syscall.SIGHUP {
 				killing = true
 				signalTree(syscall.SIGKILL)
@@ -304,7 +376,7 @@ func run(setup Setup, s *spare, sp Spec, child int) Exit {
 			signalTree(syscall.SIGKILL)
 		case <-tick.C:
 			if os.Getppid() != setup.Parent { // the server is gone: belt and braces for the parent-death signal
-				killing = true
+				killing, signaled = true, true
 			}
 			if limit == "" {
 				if limit = w.check(); limit != "" {

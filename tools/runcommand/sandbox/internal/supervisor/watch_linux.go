@@ -2,10 +2,8 @@ package supervisor
 
 import (
 	"bytes"
-	"errors"
-	"io/fs"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,58 +13,142 @@ import (
 // watch is the supervisor's watchdog over the command's whole tree: it
 // samples it every few tens of milliseconds, reports it to the server (so
 // the server can end it should the supervisor die), and enforces the
-// aggregate limits the kernel's per-process ones miss — memory and
-// processes across the tree, when no cgroup does, and the bytes and files
-// under the call's roots (the workspace and its TMPDIR), with the files the
-// tree holds open after deleting them.
+// aggregate limits the kernel's per-process ones miss: memory and
+// processes across the tree, when no cgroup does; the bytes and files
+// under the call's roots (the workspace and its TMPDIR), with the files
+// without a name the tree holds (the ledger's, and any other a dumpable
+// process of the tree holds open); the CPU the supervisor spends on the
+// command's mediated system calls; and no record lock on a file outside
+// the roots.
 type watch struct {
 	limits Limits
 	roots  []string
 	cgroup string
 	every  time.Duration
-	page   uint64
+	ledger *ledger
+	procs  *procLimit
+	locks  *lockGuard
 
 	fsNext  time.Time     // when the roots are measured next
-	fsEvery time.Duration // how long after that: 20 times the last walk, 250 ms to 10 s
+	fsEvery time.Duration // how long after that: 20 times the last walk, one sample to 10 s
 	sent    []Proc        // the tree as last reported
+
+	cpuStart time.Duration // the supervisor's CPU time when the command started
+	ownCPU   time.Duration // the CPU time the watchdog's own samples took since
+	detail   string        // what the limit it found was, for the result
 }
 
-func newWatch(setup Setup, sp Spec) *watch {
+func newWatch(setup Setup, sp Spec, l *ledger, p *procLimit, g *lockGuard) *watch {
 	every := 100 * time.Millisecond
 	if setup.WatchMillis > 0 {
 		every = time.Duration(setup.WatchMillis) * time.Millisecond
 	}
-	return &watch{limits: setup.Limits, roots: sp.Roots, cgroup: sp.Cgroup, every: every, page: uint64(os.Getpagesize()), fsEvery: 250 * time.Millisecond}
+	return &watch{limits: setup.Limits, roots: sp.Roots, cgroup: sp.Cgroup, every: every, ledger: l, procs: p, locks: g,
+		fsEvery: every, cpuStart: processCPU()}
+}
+
+// processCPU is the CPU time the supervisor (every thread) has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// threadCPU is the CPU time the calling thread has used.
+func threadCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(1, &ru) != nil { // RUSAGE_THREAD
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // check samples the tree and the roots, and returns the name of the
-// aggregate limit exceeded, if any.
+// aggregate limit exceeded, if any. It runs on the supervisor's main
+// thread (locked), whose CPU time is the watchdog's own.
 func (w *watch) check() string {
+	start := threadCPU()
+	defer func() { w.ownCPU += threadCPU() - start }()
+	at := w.procs.settle()
 	procs, tasks, mem := w.sample()
+	w.procs.sampled(tasks, at)
 	if !sameTree(procs, w.sent) {
 		report(Report{Tree: procs[:min(len(procs), MaxTree)]})
 		w.sent = procs
 	}
 	l := w.limits
+	_, memfds, _ := w.ledger.measure(false)
 	if w.cgroup == "" { // a cgroup holds these itself, and exactly
-		if l.MemoryBytes > 0 && mem > l.MemoryBytes {
+		if l.MemoryBytes > 0 && mem+memfds > l.MemoryBytes {
 			return "memory_bytes"
 		}
 		if l.MaxProcesses > 0 && tasks > l.MaxProcesses {
 			return "max_processes"
 		}
 	}
+	if l.CPUSeconds > 0 {
+		// The supervisor's CPU time since the command started, less the
+		// watchdog's own: what the command's mediated system calls cost.
+		if spent := processCPU() - w.cpuStart - w.ownCPU - (threadCPU() - start); spent > time.Duration(l.CPUSeconds)*time.Second {
+			w.detail = fmt.Sprintf("the supervisor spent %.1f s of CPU time on the command's mediated system calls", spent.Seconds())
+			return "cpu_seconds"
+		}
+	}
+	if w.locks.used.Load() {
+		if f := w.outsideLock(procs); f != "" {
+			w.detail = "a read record lock (fcntl F_SETLK) on " + f
+			return "outside_lock"
+		}
+	}
 	if (l.MaxWorkspaceBytes > 0 || l.MaxWorkspaceFiles > 0) && !time.Now().Before(w.fsNext) {
 		start := time.Now()
-		size, files := usage(w.roots, l.MaxWorkspaceBytes, l.MaxWorkspaceFiles)
-		size += heldOpen(procs, map[[2]uint64]bool{})
-		w.fsEvery = min(max(20*time.Since(start), 250*time.Millisecond), 10*time.Second)
+		size, files, lost := usage(w.roots, l.MaxWorkspaceBytes, l.MaxWorkspaceFiles)
+		ledgered, _, keys := w.ledger.measure(true)
+		size += ledgered + heldOpen(procs, keys)
+		w.fsEvery = min(max(20*time.Since(start), w.every), 10*time.Second)
 		w.fsNext = time.Now().Add(w.fsEvery)
 		switch {
+		case lost:
+			w.detail = "a folder nested deeper than " + strconv.Itoa(keepFDs) + " levels moved while the sandbox measured it"
+			return "max_workspace_files"
 		case l.MaxWorkspaceBytes > 0 && size > l.MaxWorkspaceBytes:
 			return "max_workspace_bytes"
 		case l.MaxWorkspaceFiles > 0 && files > l.MaxWorkspaceFiles:
 			return "max_workspace_files"
+		}
+	}
+	return ""
+}
+
+// outsideLock looks in /proc/locks for a record lock a process of the tree
+// holds for reading on a file the mediator did not check (a thread that
+// raced it): it names the file's device and inode, or returns "".
+func (w *watch) outsideLock(procs []Proc) string {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return ""
+	}
+	pids := make(map[string]bool, len(procs))
+	for _, p := range procs {
+		pids[strconv.Itoa(p.PID)] = true
+	}
+	// 1: POSIX  ADVISORY  READ 1234 08:01:5678 0 EOF
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) < 6 || f[1] != "POSIX" || f[3] != "READ" || !pids[f[4]] {
+			continue
+		}
+		id := strings.Split(f[5], ":")
+		if len(id) != 3 {
+			continue
+		}
+		major, err1 := strconv.ParseUint(id[0], 16, 32)
+		minor, err2 := strconv.ParseUint(id[1], 16, 32)
+		ino, err3 := strconv.ParseUint(id[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil && !w.locks.ok(uint32(major), uint32(minor), ino) {
+			return "the file with device:inode " + f[5]
 		}
 	}
 	return ""
@@ -97,7 +179,9 @@ func eventCount(b []byte, key string) uint64 {
 // counts their tasks (processes and threads, as RLIMIT_NPROC does) and
 // the memory they hold: anonymous and shared-memory pages (file pages are
 // the page cache's, which the kernel reclaims; counted per process, shared
-// anonymous pages of a fork count in each: an upper bound).
+// anonymous pages of a fork count in each: an upper bound). /proc/PID/stat
+// and status need no access to the process, so a process that is not
+// dumpable is counted too.
 func (w *watch) sample() (procs []Proc, tasks, mem uint64) {
 	for _, pid := range descendants(os.Getpid()) {
 		dir := "/proc/" + strconv.Itoa(pid)
@@ -136,11 +220,12 @@ func statusKB(status []byte, key string) uint64 {
 	return n
 }
 
-// heldOpen measures the files the tree holds open that no folder shows: a
-// file deleted while open, O_TMPFILE, memfd_create. The workspace walk
-// cannot see them, yet they fill the disk (or, on tmpfs and for memfd,
-// memory) as much as any other file.
-func heldOpen(procs []Proc, seen map[[2]uint64]bool) (size uint64) {
+// heldOpen measures the files without a name that processes of the tree
+// hold open and the ledger does not hold (skip): a backstop for files
+// another call or the server took the name of. It sees the fd tables of
+// dumpable processes only.
+func heldOpen(procs []Proc, skip map[[2]uint64]bool) (size uint64) {
+	seen := map[[2]uint64]bool{}
 	for _, p := range procs {
 		dir := "/proc/" + strconv.Itoa(p.PID) + "/fd/"
 		fds, err := os.ReadDir(dir)
@@ -153,7 +238,7 @@ func heldOpen(procs []Proc, seen map[[2]uint64]bool) (size uint64) {
 				continue
 			}
 			k := [2]uint64{st.Dev, st.Ino}
-			if !seen[k] {
+			if !seen[k] && !skip[k] {
 				seen[k] = true
 				size += uint64(st.Blocks) * 512
 			}
@@ -184,62 +269,6 @@ func StartTime(pid int) uint64 {
 	}
 	n, _ := strconv.ParseUint(f[19], 10, 64)
 	return n
-}
-
-// usage measures the roots: bytes allocated (a file with several links
-// once) and entries, stopping once past either limit. A folder its owner
-// made unreadable, which would hide what it holds, gets its owner's rights
-// back and is measured too: the supervisor has the command's uid.
-func usage(roots []string, maxBytes, maxFiles uint64) (size, files uint64) {
-	u := &measure{maxBytes: maxBytes, maxFiles: maxFiles, seen: map[[2]uint64]bool{}}
-	for _, root := range roots {
-		if u.walk(root) {
-			break
-		}
-	}
-	return u.size, u.files
-}
-
-type measure struct {
-	maxBytes, maxFiles uint64
-	size, files        uint64
-	seen               map[[2]uint64]bool // files with several links, counted once
-}
-
-func (u *measure) over() bool {
-	return (u.maxBytes > 0 && u.size > u.maxBytes) || (u.maxFiles > 0 && u.files > u.maxFiles)
-}
-
-// walk measures the tree at root and reports whether a limit was passed.
-func (u *measure) walk(root string) bool {
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p != root && d != nil && d.IsDir() && errors.Is(err, fs.ErrPermission) && os.Chmod(p, 0o700) == nil && u.walk(p) {
-				return fs.SkipAll
-			}
-			return nil
-		}
-		u.files++
-		info, err := d.Info()
-		if err != nil {
-			return nil
-		}
-		if st, ok := info.Sys().(*syscall.Stat_t); ok {
-			if st.Nlink > 1 && !info.IsDir() {
-				k := [2]uint64{st.Dev, st.Ino}
-				if u.seen[k] {
-					return nil
-				}
-				u.seen[k] = true
-			}
-			u.size += uint64(st.Blocks) * 512
-		}
-		if u.over() {
-			return fs.SkipAll
-		}
-		return nil
-	})
-	return u.over()
 }
 
 // descendants lists the processes whose parent chain leads to root, from

@@ -113,7 +113,9 @@ func newStarter(setup Setup, sp Spec, sock, ruleset int, filter []unix.SockFilte
 	// supervisor has (an unprivileged process cannot raise it); no core
 	// dumps (SIGXCPU and SIGXFSZ would write them into the workspace);
 	// RLIMIT_CPU's hard limit a second above its soft one: SIGXCPU first,
-	// SIGKILL for a command that ignores it.
+	// SIGKILL for a command that ignores it. RLIMIT_NPROC counts the whole
+	// uid, so it holds what the uid's calls may hold together; one call's
+	// share (max_processes) the supervisor holds at each clone.
 	l := setup.Limits
 	s.add(unix.RLIMIT_CORE, 0, 0)
 	for _, x := range []struct {
@@ -123,7 +125,7 @@ func newStarter(setup Setup, sp Spec, sock, ruleset int, filter []unix.SockFilte
 		{unix.RLIMIT_CPU, l.CPUSeconds, l.CPUSeconds + 1},
 		{unix.RLIMIT_NOFILE, l.MaxOpenFiles, l.MaxOpenFiles},
 		{unix.RLIMIT_FSIZE, l.MaxFileBytes, l.MaxFileBytes},
-		{unix.RLIMIT_NPROC, l.MaxProcesses, l.MaxProcesses},
+		{unix.RLIMIT_NPROC, l.UIDProcesses, l.UIDProcesses},
 	} {
 		if x.soft == 0 {
 			continue

@@ -10,7 +10,8 @@
 // notification: what Landlock does not govern, performed beneath the
 // workspace), watches the command's whole tree against the call's aggregate
 // limits, ends every process of it when the call ends, and reports how the
-// command ended.
+// command ended; then, with nothing of the command left, it may wait for
+// the server's next command of the same uid.
 //
 // It imports nothing but the standard library and golang.org/x/sys/unix, so
 // that its init, which dispatches the hidden command, runs before the rest
@@ -39,11 +40,12 @@ const SetupEnv = "TOOLWIRE_SANDBOX_SETUP"
 // the server. The server
 // may start a supervisor before it has a command for it (a spare, so that
 // starting the binary is not on a call's path); the supervisor prepares
-// what it can, then waits there for one Spec, which
+// what it can, then waits there for a Spec, which
 // comes with descriptors: the command's output, and the Landlock ruleset
 // when Spec.Landlock. Reports go back the same way, the last one carrying
-// the command's Exit. An end of file instead of a Spec means the server no
-// longer needs the spare: it exits.
+// the command's Exit; when that says Again, the supervisor waits for
+// another Spec. An end of file instead of a Spec means the server no
+// longer needs the supervisor: it exits.
 const ConnFD = 3
 
 // MaxSpec is the largest Spec, in bytes, a supervisor takes: one message
@@ -69,7 +71,15 @@ type Limits struct {
 	MemoryBytes  uint64 `json:"memory_bytes,omitempty"` // 0: none
 	MaxOpenFiles uint64 `json:"max_open_files"`
 	MaxFileBytes uint64 `json:"max_file_bytes"`
+	// MaxProcesses caps one call's processes and threads: the supervisor
+	// refuses a clone past it (and a cgroup's pids.max holds it, or the
+	// watchdog).
 	MaxProcesses uint64 `json:"max_processes"`
+	// UIDProcesses is the commands' RLIMIT_NPROC, which counts every
+	// process and thread of their uid (with the server's uid, the
+	// server's own too): what the calls of one uid may hold together
+	// (0: the server's own limit).
+	UIDProcesses uint64 `json:"uid_processes,omitempty"`
 	// The call's workspace and TMPDIR together, in bytes allocated and in
 	// files and folders; 0: none.
 	MaxWorkspaceBytes uint64 `json:"max_workspace_bytes,omitempty"`
@@ -143,8 +153,13 @@ type Spec struct {
 type Exit struct {
 	Code   int    `json:"code"`             // -1 when a signal ended it
 	Signal int    `json:"signal,omitempty"` // the signal number
-	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes, memory_bytes, max_processes, max_workspace_bytes, max_workspace_files
+	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes, memory_bytes, max_processes, max_workspace_bytes, max_workspace_files, outside_lock
+	Detail string `json:"detail,omitempty"` // more about the limit, when the name alone does not say it
 	Error  string `json:"error,omitempty"`  // the supervisor could not run it
+	// Again says the supervisor waits for another command on its
+	// connection: nothing of this one is left, and its uid (the
+	// session's, or the server's) is the same for the next.
+	Again bool `json:"again,omitempty"`
 }
 
 // Proc names one process of the command's tree: its PID and its start time
