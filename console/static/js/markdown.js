@@ -10,9 +10,12 @@ import { el } from "./dom.js";
 
 // Bounds, so that any description renders quickly: what lies past maxText
 // is shown as plain text; a closing delimiter is looked for at most
-// maxScan characters ahead; lists and quotes nest at most maxDepth deep.
+// maxScan characters ahead, and a paragraph spends at most maxSteps
+// looking for them (then the rest of it is text); lists and quotes nest at
+// most maxDepth deep.
 const maxText = 32 << 10;
 const maxScan = 2000;
+const maxSteps = 200_000;
 const maxDepth = 8;
 
 /**
@@ -80,7 +83,7 @@ function blocks(lines, depth) {
       continue;
     }
     if ((m = headingRE.exec(line))) {
-      out.push({ t: "h", level: m[1].length, c: inline(m[2] || "", 0) });
+      out.push({ t: "h", level: m[1].length, c: inline(m[2] || "") });
       i++;
       continue;
     }
@@ -106,7 +109,7 @@ function blocks(lines, depth) {
     const para = [line];
     i++;
     while (i < lines.length && !blank(lines[i]) && !startsBlock(lines[i])) para.push(lines[i++]);
-    out.push({ t: "p", c: inline(para.map((l) => l.replace(/^[ \t]+/, "")).join("\n"), 0) });
+    out.push({ t: "p", c: inline(para.map((l) => l.replace(/^[ \t]+/, "")).join("\n")) });
   }
   return out;
 }
@@ -157,8 +160,15 @@ function list(lines, i, depth, out) {
 
 const punctuation = /[!"#$%&'()*+,\-./:;<=>?@[\\\]^_`{|}~]/;
 
-/** inline parses text into inlines; depth bounds nesting, links are not nested. */
-function inline(s, depth, inLink = false) {
+const autolinkRE = /<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>/y;
+const urlRE = /https?:\/\/[^\s<>"'`]+/iy;
+
+/**
+ * inline parses text into inlines. work is what the paragraph may still
+ * spend looking for closing delimiters ({steps}); depth bounds nesting;
+ * links are not nested.
+ */
+function inline(s, work = { steps: maxSteps }, depth = 0, inLink = false) {
   const out = [];
   let buf = "";
   const flush = () => {
@@ -188,7 +198,7 @@ function inline(s, depth, inLink = false) {
     if (ch === "`") {
       let n = 1;
       while (s[i + n] === "`") n++;
-      const j = closingTicks(s, i + n, n);
+      const j = closingTicks(s, i + n, n, work);
       if (j < 0) {
         buf += "`".repeat(n);
         i += n;
@@ -209,8 +219,9 @@ function inline(s, depth, inLink = false) {
       }
     }
     if (!inLink && ch === "<") {
-      const m = /^<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>/.exec(s.slice(i, i + maxScan));
-      if (m) {
+      autolinkRE.lastIndex = i;
+      const m = autolinkRE.exec(s);
+      if (m && m[0].length <= maxScan) {
         const href = safeHref(m[1]);
         push(href ? { t: "a", href, c: [m[1]] } : m[1]);
         i += m[0].length;
@@ -218,7 +229,7 @@ function inline(s, depth, inLink = false) {
       }
     }
     if (!inLink && ch === "[") {
-      const l = link(s, i, depth);
+      const l = link(s, i, work, depth);
       if (l) {
         flush();
         if (l.href) out.push({ t: "a", href: l.href, c: l.c });
@@ -228,7 +239,7 @@ function inline(s, depth, inLink = false) {
       }
     }
     if ((ch === "*" || ch === "_") && depth < maxDepth) {
-      const e = emphasis(s, i, depth, inLink);
+      const e = emphasis(s, i, work, depth, inLink);
       if (e) {
         push(e.node);
         i = e.end;
@@ -242,8 +253,9 @@ function inline(s, depth, inLink = false) {
       continue;
     }
     if (!inLink && (ch === "h" || ch === "H") && !/[A-Za-z0-9]/.test(s[i - 1] || "")) {
-      const m = /^https?:\/\/[^\s<>"'`]+/i.exec(s.slice(i, i + maxScan));
-      if (m) {
+      urlRE.lastIndex = i;
+      const m = urlRE.exec(s);
+      if (m && m[0].length <= maxScan) {
         let url = m[0];
         // Trailing punctuation ends the sentence, not the URL; so does a
         // ")" that closes nothing inside it.
@@ -261,14 +273,19 @@ function inline(s, depth, inLink = false) {
         }
       }
     }
-    if (ch === "\n") {
-      if (/ {2,}$/.test(buf)) {
-        buf = buf.replace(/ +$/, "");
-        push({ t: "br" });
-      } else {
-        buf = buf.replace(/ +$/, "") + " ";
+    if (ch === " " || ch === "\n") {
+      // Spaces before a line's end are no text: two or more make a
+      // hard break; a line's end alone is a space.
+      let j = i;
+      while (s[j] === " ") j++;
+      if (s[j] !== "\n") {
+        buf += s.slice(i, j);
+        i = j;
+        continue;
       }
-      i++;
+      if (j - i >= 2) push({ t: "br" });
+      else buf += " ";
+      i = j + 1;
       while (s[i] === " " || s[i] === "\t") i++;
       continue;
     }
@@ -279,21 +296,26 @@ function inline(s, depth, inLink = false) {
   return out;
 }
 
-function closingTicks(s, from, n) {
+function closingTicks(s, from, n, work) {
   const end = Math.min(s.length, from + maxScan);
   for (let j = s.indexOf("`", from); j >= 0 && j < end; j = s.indexOf("`", j)) {
     let k = 0;
     while (s[j + k] === "`") k++;
-    if (k === n) return j;
+    if (k === n) {
+      work.steps -= j - from;
+      return j;
+    }
     j += k;
   }
+  work.steps -= end - from;
   return -1;
 }
 
 // emphasis reads *em*, **strong** (or with _) at s[i], or returns null.
 // An opener is followed by a non-space, a closer preceded by one; "_"
 // inside a word (snake_case names) is never emphasis.
-function emphasis(s, i, depth, inLink) {
+function emphasis(s, i, work, depth, inLink) {
+  if (work.steps <= 0) return null;
   const ch = s[i];
   let n = 1;
   while (s[i + n] === ch) n++;
@@ -304,6 +326,7 @@ function emphasis(s, i, depth, inLink) {
   for (const size of n >= 2 ? [2, 1] : [1]) {
     const start = i + size;
     const end = Math.min(s.length, start + maxScan);
+    work.steps -= end - start;
     for (let j = s.indexOf(ch, start + 1); j >= 0 && j < end; j = s.indexOf(ch, j + 1)) {
       let k = 0;
       while (s[j + k] === ch) k++;
@@ -320,7 +343,7 @@ function emphasis(s, i, depth, inLink) {
       // (***both***: strong around em).
       const inner = s.slice(start, j + k - size);
       if (!inner) break;
-      return { node: { t: size === 2 ? "strong" : "em", c: inline(inner, depth + 1, inLink) }, end: j + k };
+      return { node: { t: size === 2 ? "strong" : "em", c: inline(inner, work, depth + 1, inLink) }, end: j + k };
     }
   }
   return null;
@@ -329,10 +352,12 @@ function emphasis(s, i, depth, inLink) {
 // link reads [label](destination "title") at s[i]: {c, href, end}, href
 // null when the destination is not an http(s) URL; null when it is no
 // link at all.
-function link(s, i, depth) {
+function link(s, i, work, depth) {
+  if (work.steps <= 0) return null;
   let level = 0;
   let j = i;
   const end = Math.min(s.length, i + maxScan);
+  work.steps -= end - i;
   for (; j < end; j++) {
     const c = s[j];
     if (c === "\\") {
@@ -378,7 +403,7 @@ function link(s, i, depth) {
     while (s[k] === " " || s[k] === "\n") k++;
   }
   if (s[k] !== ")") return null;
-  const c = inline(label, depth + 1, true);
+  const c = inline(label, work, depth + 1, true);
   return { c: c.length ? c : [dest], href: safeHref(decodeEntities(dest.replace(/\\([!-/:-@[-`{-~])/g, "$1"))), end: k + 1 };
 }
 

@@ -734,8 +734,9 @@ function oneofField(group, props, obj, changed, path, ctx) {
     draw();
   });
   draw();
+  // The select's options name the fields; a label lists them when few.
   return el("div", { class: "field oneof" },
-    el("label", { for: id }, el("span", { class: "name" }, "one of "), group.join(", ")),
+    el("label", { for: id }, el("span", { class: "name" }, group.length <= 3 ? `one of ${group.join(", ")}` : `one of ${group.length} fields`)),
     sel, body);
 }
 
