@@ -453,7 +453,9 @@ http_tools:
 	jsSet(`#calls input[data-path="ms"]`, "600000")
 	jsSet(`#calls input.call-timeout`, "600")
 	b.do("run the long sleep", chromedp.Click(css("#run")))
-	b.until("the sleep's elapsed time of its timeout", `document.querySelector('#timeline .row')?.dataset.state === "running" && / of 10 min 0 s$/.test(document.querySelector("#timeline .row .elapsed").textContent)`)
+	// (Read once it has run a second or more: at its very start any scale
+	// shows a short bar.)
+	b.until("the sleep's elapsed time of its timeout", `document.querySelector('#timeline .row')?.dataset.state === "running" && /^[0-9.]+ s of 10 min 0 s$/.test(document.querySelector("#timeline .row .elapsed").textContent)`)
 	bar := eval("the running bar", `(r => ({fill: r.querySelector(".barfill").getBoundingClientRect().width / r.querySelector(".track").getBoundingClientRect().width,
 		deadline: (r.querySelector(".deadline").getBoundingClientRect().left - r.querySelector(".track").getBoundingClientRect().left) / r.querySelector(".track").getBoundingClientRect().width,
 		visible: !r.querySelector(".deadline").hidden}))(document.querySelector("#timeline .row"))`).(map[string]any)

@@ -465,7 +465,9 @@ export function text(nodes) {
  * of a description.
  */
 export function summary(s, max = 160) {
-  const first = parse(String(s || "").slice(0, 4 * max)).find((b) => b.t === "p" || b.t === "h");
+  s = String(s || "").replace(/^\s+/, "").slice(0, 4 * max);
+  const blank = s.search(/\n[ \t]*\n/);
+  const first = parse(blank > 0 ? s.slice(0, blank) : s).find((b) => b.t === "p" || b.t === "h");
   let out = first ? text(first.c).replace(/\s+/g, " ").trim() : "";
   if (out.length > max) {
     const cut = out.lastIndexOf(" ", max);
