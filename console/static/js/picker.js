@@ -56,10 +56,7 @@ export function picker({ id, value = "", placeholder = "", label, find, known, d
     list.replaceChildren(...shown.map((t, i) => {
       const d = describe(t);
       return el("li", { id: `${listID}-${i}`, role: "option", "aria-selected": "false", dataset: { name: t.name },
-        onmousedown: (ev) => {
-          ev.preventDefault(); // keep the focus in the input
-          choose(t.name);
-        } },
+        onclick: () => choose(t.name) },
       el("span", { class: "pname" }, t.name),
       d.summary ? el("span", { class: "psum" }, d.summary) : null,
       d.source ? el("span", { class: "psrc" }, d.source) : null);
@@ -69,6 +66,9 @@ export function picker({ id, value = "", placeholder = "", label, find, known, d
     input.setAttribute("aria-expanded", "true");
     mark(shown.length ? 0 : -1);
   };
+  // A press anywhere in the list (an option, its scroll bar) keeps the
+  // focus in the input, so the list stays open.
+  pop.addEventListener("mousedown", (ev) => ev.preventDefault());
   input.addEventListener("input", draw);
   input.addEventListener("blur", close);
   input.addEventListener("keydown", (ev) => {
