@@ -296,9 +296,13 @@ http_tools:
 	if got := eval("the search's matches", `[...document.querySelectorAll("details.tool")].map(d => d.dataset.name).sort()`); fmt.Sprint(got) != "[big_actions_remove-team-memberships-for-user-807 big_checks_remove-team-memberships-for-user-7 big_projects_remove-team-memberships-for-user-407]" {
 		t.Errorf(`"rotate keystone" finds %v; want the three operations whose summary has both words`, got)
 	}
-	search("built-in sleep")
+	search("builtin sleep")
 	if got := eval("a search by source", `[...document.querySelectorAll("details.tool")].map(d => d.dataset.name)`); fmt.Sprint(got) != "[sleep]" {
-		t.Errorf(`"built-in sleep" finds %v; want sleep, a built-in tool whose name, title and description do not say "built-in"`, got)
+		t.Errorf(`"builtin sleep" finds %v; want sleep, a built-in tool whose name, title and description do not say "builtin"`, got)
+	}
+	search(`openapi:big "rotate keystone"`)
+	if got := get(b, "a search by owner and phrase", chromedp.Evaluate[int](`document.querySelectorAll("details.tool").length`)); got != 3 {
+		t.Errorf(`'openapi:big "rotate keystone"' finds %d tools; want the three of the document whose summary has the phrase`, got)
 	}
 
 	// Descriptions are Markdown, drawn as elements.

@@ -9,11 +9,11 @@
 process.env.TZ = "Asia/Kolkata";
 
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { test } from "node:test";
 import { parse, safeHref, summary } from "../static/js/markdown.js";
-import { search } from "../static/js/match.js";
-import { frames } from "../static/js/rpc.js";
+import { search, sourceText, terms } from "../static/js/match.js";
+import { RPCError, frames, listAll } from "../static/js/rpc.js";
 import { branches, enumOf, exclusiveGroups, initial, pickBranch, resolve, validate } from "../static/js/schema.js";
 import { ago, parseTime, roundUp, span, when } from "../static/js/time.js";
 
@@ -243,21 +243,37 @@ test("summary is the first paragraph as text, cut short", () => {
 
 // ---- the tool search ----------------------------------------------------------
 
-test("search: every word in the name, title, description or source; best first", () => {
-  const tools = [
-    { name: "github_repos_get", title: "Get a repository", description: "Gets a repository." },
-    { name: "github_repos_list_for_org", title: "", description: "Lists repositories of an organization." },
-    { name: "sleep", title: "Sleep", description: "Waits." },
-    { name: "repos", title: "", description: "" },
-  ];
-  const source = (t) => (t.name.startsWith("github_") ? "OpenAPI: github" : "Built-in");
-  const names = (q) => search(tools, q, source).map((t) => t.name);
-  assert.deepEqual(names(""), ["github_repos_get", "github_repos_list_for_org", "sleep", "repos"]);
-  assert.deepEqual(names("REPOS"), ["repos", "github_repos_get", "github_repos_list_for_org"]);
-  assert.deepEqual(names("repository get"), ["github_repos_get"]);
-  assert.deepEqual(names("built-in"), ["repos", "sleep"]);
-  assert.deepEqual(names("organization  lists"), ["github_repos_list_for_org"]);
-  assert.deepEqual(names("nothing"), []);
+// The reference cases of the tool search (tools/search's, which SearchTools
+// implements): the console's finds the same tools in the same order. Read
+// from tools/search/testdata when the tree has it; else from the copy
+// beside this file (taken from it).
+const reference = new URL("../../tools/search/testdata/cases.json", import.meta.url);
+const searchCases = JSON.parse(readFileSync(existsSync(reference) ? reference : new URL("./search-cases.json", import.meta.url), "utf8"));
+
+test("search: the reference cases of the tool search", () => {
+  const source = (t) => sourceText(t.kind, t.owner);
+  // In ListTools' order, by name, as the registry's snapshot is.
+  const tools = [...searchCases.tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  for (const c of searchCases.queries) {
+    const got = search(tools, c.query, source).map((t) => t.name);
+    if (c.error) {
+      assert.equal(terms(c.query).length, 0, c.query); // the server refuses it; the console lists every tool
+      assert.equal(got.length, tools.length);
+      continue;
+    }
+    assert.equal(got.length, c.total, c.query);
+    assert.deepEqual(got.slice(0, c.limit || got.length), c.want, c.query);
+  }
+});
+
+test("search: terms, phrases and the order given for equal scores", () => {
+  assert.deepEqual(terms(' Pull  "Pull request" "unclosed  phrase '), ["pull", "pull request", "unclosed  phrase"]);
+  assert.deepEqual(terms(""), []);
+  assert.equal(terms("a ".repeat(40) + " " + [...Array(40).keys()].join(" ")).length, 32);
+  const tools = [{ name: "b_tool", description: "x" }, { name: "a_tool", description: "x" }];
+  assert.deepEqual(search(tools, "x", () => "").map((t) => t.name), ["b_tool", "a_tool"]);
+  assert.equal(sourceText("http", "openapi:GitHub"), "http openapi:github");
+  assert.equal(sourceText("builtin", "builtin"), "builtin");
 });
 
 // ---- times --------------------------------------------------------------------
@@ -283,4 +299,61 @@ test("span: a running call's track reaches its deadline", () => {
   assert.equal(span([{ start: 0, end: 1000, timeout: 600_000 }, { start: 500, end: 2000 }], 5000, false), 2040);
   // Waiting calls take no room.
   assert.equal(span([{ start: undefined }], 0, true), 1);
+});
+
+// ---- ListTools, page after page ----------------------------------------------
+
+// pager is a fake ListTools of the given pages ({tools, revision}), each
+// answer made by answer(request, i) when given; it records the requests.
+function pager(pages, answer) {
+  const requests = [];
+  const call = async (req) => {
+    requests.push(req);
+    const i = req.pageToken ? Number(req.pageToken.slice(1)) : 0;
+    if (answer) {
+      const a = answer(req, i, requests.length);
+      if (a) return a;
+    }
+    const p = pages[i];
+    return { tools: p.tools.map((name) => ({ name })), revision: p.revision, nextPageToken: i + 1 < pages.length ? `p${i + 1}` : "" };
+  };
+  return { call, requests };
+}
+
+test("listAll: one answer from a server that does not page", async () => {
+  const { call, requests } = pager([{ tools: ["a", "b"], revision: "r1" }]);
+  assert.deepEqual(await listAll(call), { tools: [{ name: "a" }, { name: "b" }], revision: "r1" });
+  assert.deepEqual(requests, [{ pageSize: 1000 }]);
+});
+
+test("listAll: every page, in order", async () => {
+  const { call, requests } = pager([{ tools: ["a"], revision: "r" }, { tools: ["b"], revision: "r" }, { tools: ["c"], revision: "r" }]);
+  assert.deepEqual((await listAll(call)).tools.map((t) => t.name), ["a", "b", "c"]);
+  assert.deepEqual(requests.map((r) => r.pageToken || ""), ["", "p1", "p2"]);
+});
+
+test("listAll: starts again when the tools change between pages", async () => {
+  // The second page of the first listing is of another revision; the
+  // third request's token is refused as of an old revision.
+  const { call, requests } = pager([{ tools: ["a"], revision: "r2" }, { tools: ["b"], revision: "r2" }], (req, i, n) => {
+    if (n === 1) return { tools: [{ name: "old" }], revision: "r1", nextPageToken: "p1" };
+    if (n === 4) throw new RPCError("aborted", "the tools changed since this listing began");
+    return null;
+  });
+  assert.deepEqual(await listAll(call), { tools: [{ name: "a" }, { name: "b" }], revision: "r2" });
+  assert.deepEqual(requests.map((r) => r.pageToken || ""), ["", "p1", "", "p1", "", "p1"]);
+});
+
+test("listAll: gives up on what starting again cannot mend", async () => {
+  const refused = pager([{ tools: ["a"], revision: "r" }, { tools: ["b"], revision: "r" }], (req, i) => {
+    if (i === 1) throw new RPCError("unauthenticated", "no");
+    return null;
+  });
+  await assert.rejects(listAll(refused.call), (e) => e.code === "unauthenticated");
+  assert.equal(refused.requests.length, 2);
+  const changing = pager([], (req, i, n) => ({ tools: [], revision: `r${n}`, nextPageToken: i === 0 ? "p1" : "" }));
+  await assert.rejects(listAll(changing.call), /changed while they were listed/);
+  assert.equal(changing.requests.length, 8); // four listings of two pages
+  const stuck = pager([], () => ({ tools: [{ name: "a" }], revision: "r", nextPageToken: "p1" }));
+  await assert.rejects(listAll(stuck.call), /does not advance/);
 });

@@ -2,9 +2,9 @@
 // Watch it run and Server. Everything the server sends is shown as text.
 import { el, fmtSeconds, pretty, seconds, uid } from "./dom.js";
 import { render as markdown, summary } from "./markdown.js";
-import { search } from "./match.js";
+import { search, sourceText } from "./match.js";
 import { picker } from "./picker.js";
-import { RPCError, admin, serverStream, setToken, token, tools as toolService, unary } from "./rpc.js";
+import { RPCError, admin, listAll, serverStream, setToken, token, tools as toolService, unary } from "./rpc.js";
 import { form, validate } from "./schema.js";
 import { elapsed, span, when } from "./time.js";
 
@@ -14,6 +14,7 @@ const state = {
   tools: [],
   byName: new Map(),
   sourceOf: new Map(), // tool name → its source's group label, from the server view
+  ownerOf: new Map(), // tool name → its owner in the registry ("openapi:github"), from the server view
   revision: "",
   calls: [], // the batch being built: {key, name, callId, args, raw, timeout}
   nextCall: 1,
@@ -87,43 +88,35 @@ const kindNames = {
   grpc_services: (n) => `gRPC service: ${n}`,
 };
 
+// ownerIDs name a source as the registry does (its owner of its tools),
+// by its configuration key: what the tool search matches as its source.
+const ownerIDs = {
+  builtin: () => "builtin",
+  http_tools: () => "http",
+  openapi: (n) => `openapi:${n}`,
+  mcp_servers: (n) => `mcp:${n}`,
+  remotes: (n) => `remote:${n}`,
+  grpc_services: (n) => `grpc:${n}`,
+};
+
 // groupOf is the group of tool t: its source as the server view names it,
 // else its kind as ListTools gives it.
 function groupOf(t) {
   return state.sourceOf.get(t.name) || sourceNames[t.source] || "Other";
 }
 
-// restart is thrown when the registry changed between two pages.
-class Restart extends Error {}
+// kinds are the contract's ToolSource values as the search names them (an
+// unset source is a built-in tool's, as in tools.Source).
+const kinds = { TOOL_SOURCE_BUILTIN: "builtin", TOOL_SOURCE_UNSPECIFIED: "builtin", TOOL_SOURCE_HTTP: "http", TOOL_SOURCE_MCP: "mcp", TOOL_SOURCE_REMOTE: "remote" };
 
-/**
- * listTools asks ListTools for every tool, page after page while the
- * server gives a next_page_token (a server that does not page answers
- * with all of them at once). Should the registry change between pages
- * (another revision, or a token the server no longer takes), it starts
- * again, a few times.
- */
-async function listTools() {
-  for (let attempt = 0; ; attempt++) {
-    let pageToken = "";
-    try {
-      const tools = [];
-      let revision;
-      for (let pages = 1; ; pages++) {
-        const resp = await unary(toolService, "ListTools", pageToken ? { pageToken } : {});
-        if (revision === undefined) revision = resp.revision || "";
-        else if ((resp.revision || "") !== revision) throw new Restart("the tools changed while they were listed");
-        tools.push(...(resp.tools || []));
-        pageToken = resp.nextPageToken || "";
-        if (!pageToken) return { tools, revision };
-        if (pages >= 10000) throw new Error("ListTools gave ten thousand pages and still another");
-      }
-    } catch (err) {
-      const again = err instanceof Restart || (pageToken && err instanceof RPCError && err.code !== "unauthenticated" && err.code !== "permission_denied");
-      if (again && attempt < 3) continue;
-      throw err;
-    }
-  }
+// searchSource is t's source as the search matches it: "http openapi:github".
+function searchSource(t) {
+  return sourceText(t.source ? kinds[t.source] || "other" : "builtin", state.ownerOf.get(t.name));
+}
+
+/** listTools asks ListTools for every tool the caller may call (rpc.js listAll). */
+function listTools() {
+  return listAll((req) => unary(toolService, "ListTools", req));
 }
 
 async function refreshTools() {
@@ -134,12 +127,17 @@ async function refreshTools() {
     state.byName = new Map(state.tools.map((t) => [t.name, t]));
     let who = "";
     state.sourceOf = new Map();
+    state.ownerOf = new Map();
     try {
       const st = await unary(admin, "GetServerStatus", {});
       who = st.callerId ? ` as ${st.callerId}` : "";
       for (const s of st.sources || []) {
         const label = (kindNames[s.kind] || ((n) => `${s.kind}: ${n}`))(s.name);
-        for (const name of s.tools || []) state.sourceOf.set(name, label);
+        const owner = (ownerIDs[s.kind] || ((n) => `${s.kind}:${n}`))(s.name);
+        for (const name of s.tools || []) {
+          state.sourceOf.set(name, label);
+          state.ownerOf.set(name, owner);
+        }
       }
     } catch {
       // the view is optional: a server without it still lists tools
@@ -172,7 +170,7 @@ function badges(a) {
 
 /** find is the tools query matches, best first: the one search of the page. */
 function find(query) {
-  return search(state.tools, query, groupOf);
+  return search(state.tools, query, searchSource);
 }
 
 /** summaryOf is what a tool's row says of it: its title, else its description's first paragraph. */

@@ -1,60 +1,128 @@
 // The one tool search of the console: the Tools page's filter and the
 // Try page's pickers both call search, so a query finds the same tools in
-// both places.
+// both places. It follows the reference matching and ranking of the
+// SearchTools RPC (package tools/search, docs/contract.md), and is checked
+// against its cases (testdata/modules.test.mjs):
 //
-// The rule: the query is split on white space into words, compared
-// without regard to case; a tool matches when every word occurs, as a
-// substring, in its name, title, description or source. Matches are
-// ranked by where their words occur (the whole name, the start of the
-// name, the name, the title, the source, the description, in that order
-// of weight), then by name.
+// A query is terms: words separated by white space, and phrases in double
+// quotes (an unclosed quote runs to the end), lower-cased, each once. A
+// tool matches when every term occurs in its name, title, description or
+// source (its kind, "builtin", "http", "mcp" or "remote", and its owner in
+// the registry, such as "openapi:github"). Matches are ranked by the sum
+// over the terms of where each is best found, a term at the start of a
+// word counting more than one inside a word; equal scores keep the order
+// given (ListTools', by name).
 
-const weights = { exact: 100, prefix: 60, name: 40, title: 20, source: 10, description: 4 };
+// Weights: what one term scores where it is best found.
+const nameExact = 100;
+const nameWordStart = 60;
+const nameInside = 40;
+const titleStart = 30;
+const titleInside = 20;
+const sourceAny = 15;
+const descStart = 10;
+const descInside = 5;
 
-/** words are the query's words, lower-cased; none for an empty query. */
-export function words(query) {
-  return String(query || "").toLowerCase().split(/\s+/).filter(Boolean);
+/** maxTerms bounds a query, as the server's does (the rest is ignored here). */
+const maxTerms = 32;
+
+/** terms are the query's terms, lower-cased, each once; none for an empty query. */
+export function terms(query) {
+  const out = [];
+  let rest = String(query || "");
+  for (;;) {
+    rest = rest.replace(/^\s+/u, "");
+    if (!rest) break;
+    let term;
+    if (rest[0] === '"') {
+      const close = rest.indexOf('"', 1);
+      term = (close < 0 ? rest.slice(1) : rest.slice(1, close)).trim();
+      rest = close < 0 ? "" : rest.slice(close + 1);
+    } else {
+      term = /^[^\s"]+/u.exec(rest)[0];
+      rest = rest.slice(term.length);
+    }
+    if (!term) continue;
+    term = term.toLowerCase();
+    if (!out.includes(term)) out.push(term);
+    if (out.length >= maxTerms) break;
+  }
+  return out;
+}
+
+const wordy = /[\p{L}\p{Nd}]/u;
+
+// wordStart reports whether position i of s starts a word: the start of
+// s, or after a character that is neither a letter nor a digit.
+function wordStart(s, i) {
+  if (i === 0) return true;
+  const before = s.codePointAt(i - 1);
+  const prev = before >= 0xdc00 && before <= 0xdfff && i >= 2 ? String.fromCodePoint(s.codePointAt(i - 2)) : String.fromCharCode(before);
+  return !wordy.test(prev);
+}
+
+// found scores term in field: atStart when it occurs at the start of a
+// word, inside when only within one, 0 when not at all.
+function found(field, term, atStart, inside) {
+  let best = 0;
+  for (let off = 0; ; ) {
+    const i = field.indexOf(term, off);
+    if (i < 0) return best;
+    if (wordStart(field, i)) return atStart;
+    best = inside;
+    off = i + (field.codePointAt(i) > 0xffff ? 2 : 1);
+  }
 }
 
 /**
- * score is how well tool t (with its source's label) matches the words:
- * 0 when some word occurs nowhere, else a positive rank (1 when there are
- * no words).
+ * score is how well tool t, whose source is source (lower-cased: "http
+ * openapi:github"), matches the terms: 0 when a term occurs nowhere,
+ * else the sum of each term's best place (1 when there are no terms).
  */
-export function score(t, source, ws) {
-  if (ws.length === 0) return 1;
+export function score(t, source, ts) {
+  if (ts.length === 0) return 1;
   const name = (t.name || "").toLowerCase();
   const title = (t.title || "").toLowerCase();
-  const src = (source || "").toLowerCase();
   const desc = (t.description || "").toLowerCase();
   let total = 0;
-  for (const w of ws) {
-    let best = 0;
-    if (name === w) best = weights.exact;
-    else if (name.startsWith(w)) best = weights.prefix;
-    else if (name.includes(w)) best = weights.name;
-    else if (title.includes(w)) best = weights.title;
-    else if (src.includes(w)) best = weights.source;
-    else if (desc.includes(w)) best = weights.description;
-    if (best === 0) return 0;
-    total += best;
+  for (const term of ts) {
+    let s;
+    if (name === term) s = nameExact;
+    else {
+      s = Math.max(found(name, term, nameWordStart, nameInside), found(title, term, titleStart, titleInside));
+      if (s < sourceAny && source.includes(term)) s = sourceAny;
+      if (s < descStart) s = Math.max(s, found(desc, term, descStart, descInside));
+    }
+    if (s === 0) return 0;
+    total += s;
   }
   return total;
 }
 
 /**
- * search returns the tools that match query, best first (ties by name);
- * sourceOf(t) is the label of t's source. With no words, every tool, in
- * the order given.
+ * search returns the tools that match query, best first (equal scores in
+ * the order given); sourceOf(t) is t's source as score takes it. With no
+ * terms, every tool, in the order given.
  */
 export function search(tools, query, sourceOf) {
-  const ws = words(query);
-  if (ws.length === 0) return tools.slice();
+  const ts = terms(query);
+  if (ts.length === 0) return tools.slice();
   const hits = [];
-  for (const t of tools) {
-    const s = score(t, sourceOf ? sourceOf(t) : "", ws);
-    if (s > 0) hits.push({ t, s });
+  for (const [i, t] of tools.entries()) {
+    const s = score(t, sourceOf ? sourceOf(t).toLowerCase() : "", ts);
+    if (s > 0) hits.push({ t, s, i });
   }
-  hits.sort((a, b) => b.s - a.s || (a.t.name < b.t.name ? -1 : a.t.name > b.t.name ? 1 : 0));
+  hits.sort((a, b) => b.s - a.s || a.i - b.i);
   return hits.map((h) => h.t);
+}
+
+/**
+ * sourceText is what a tool's source is to the search: its kind (the
+ * contract's ToolSource, as "builtin") and, when it differs, its owner in
+ * the registry ("openapi:github"), lower-cased.
+ */
+export function sourceText(kind, owner) {
+  kind = String(kind || "").toLowerCase();
+  owner = String(owner || "").toLowerCase();
+  return !owner || owner === kind ? kind : `${kind} ${owner}`;
 }
