@@ -76,7 +76,8 @@ type Server struct {
 	engine  *engine.Engine
 	reg     *tools.Registry
 	handler http.Handler
-	traced  bool // otelconnect's interceptor is installed
+	lists   http.Handler // ListTools and SearchTools; see listing.go
+	traced  bool         // otelconnect's interceptor is installed
 }
 
 var _ toolwirev1connect.ToolServiceHandler = (*Server)(nil)
@@ -114,6 +115,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 		s.traced = true
 	}
 	_, s.handler = toolwirev1connect.NewToolServiceHandler(s, hopts...)
+	s.lists = s.listHandler(hopts)
 	return s, nil
 }
 
@@ -121,8 +123,12 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 // ExecuteBatch's requests get a Stopper (sendStopper) in their context, so
 // the engine can end the stream of a client that reads nothing.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == toolwirev1connect.ToolServiceExecuteBatchProcedure {
+	switch r.URL.Path {
+	case toolwirev1connect.ToolServiceExecuteBatchProcedure:
 		r = r.WithContext(context.WithValue(r.Context(), engine.StopperKey{}, &sendStopper{rc: http.NewResponseController(w)}))
+	case toolwirev1connect.ToolServiceListToolsProcedure, toolwirev1connect.ToolServiceSearchToolsProcedure:
+		s.lists.ServeHTTP(w, r)
+		return
 	}
 	s.handler.ServeHTTP(w, r)
 }
@@ -131,12 +137,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // DrainTimeout; new ones are refused as Unavailable) and ends WatchTools
 // streams; the HTTP port's own drain then waits for the requests.
 func (s *Server) Shutdown() { s.engine.Drain() }
-
-// ListTools implements toolwire.v1.ToolService: the caller's permitted tools.
-func (s *Server) ListTools(ctx context.Context, _ *connect.Request[toolwirev1.ListToolsRequest]) (*connect.Response[toolwirev1.ListToolsResponse], error) {
-	snap := s.reg.Snapshot()
-	return connect.NewResponse(&toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: s.engine.Tools(ctx, snap)}), nil
-}
 
 // ExecuteBatch implements toolwire.v1.ToolService: the engine runs the
 // batch with the handler's stream as its sink.
@@ -261,6 +261,8 @@ func connectCode(c engine.Code) connect.Code {
 		return connect.CodePermissionDenied
 	case engine.Unauthenticated:
 		return connect.CodeUnauthenticated
+	case engine.Aborted:
+		return connect.CodeAborted
 	}
 	return connect.CodeUnknown
 }

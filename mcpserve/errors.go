@@ -45,6 +45,8 @@ func rpcError(err error) error {
 	switch engine.CodeOf(err) {
 	case engine.InvalidArgument:
 		code, name = jsonrpc.CodeInvalidParams, "invalid_argument"
+	case engine.Aborted: // a tools/list cursor of an earlier revision: MCP's invalid cursor
+		code, name = jsonrpc.CodeInvalidParams, "aborted"
 	case engine.ResourceExhausted:
 		code, name = CodeResourceExhausted, "resource_exhausted"
 	case engine.Unavailable:
