@@ -1,7 +1,9 @@
 package connectserve
 
 import (
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -15,11 +17,26 @@ import (
 // and the same response in Connect's JSON is larger than in protobuf, by
 // how much depends on the text, so a byte limit on the wire would refuse
 // some pages the engine made. What it reads stays bounded as hopts say.
-// connect-go compresses the response for a client that accepts gzip.
+// It compresses a response of compressAbove bytes or more for a client
+// that accepts gzip.
 func (s *Server) listHandler(hopts []connect.HandlerOption) http.Handler {
-	opts := append(hopts[:len(hopts):len(hopts)], connect.WithSendMaxBytes(0))
+	opts := append(hopts[:len(hopts):len(hopts)], connect.WithSendMaxBytes(0),
+		// gzip at its fastest, and only what gains from it, as the gRPC
+		// port does (cmd/toolwire's compression.go, service's listing.go).
+		connect.WithCompression("gzip", newGzipReader, newGzipWriter),
+		connect.WithCompressMinBytes(compressAbove))
 	_, h := toolwirev1connect.NewToolServiceHandler(s, opts...)
 	return h
+}
+
+// compressAbove is the size from which a listing's response is gzipped.
+const compressAbove = 4 << 10
+
+func newGzipReader() connect.Decompressor { return new(gzip.Reader) }
+
+func newGzipWriter() connect.Compressor {
+	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // a valid level: no error
+	return w
 }
 
 // ListTools implements toolwire.v1.ToolService (Engine.ListTools): the

@@ -100,6 +100,11 @@ func TestListToolsLargeCatalogJSON(t *testing.T) {
 		t.Errorf("a page of the revision before: %d %v, want 409 aborted", status, stale)
 	}
 
+	// A small answer goes as it is, gzip accepted or not.
+	status, enc, _, one := postJSON(t, url, "SearchTools", `{"query":"`+reg.Snapshot().Names()[0]+`","maxResults":1}`, true)
+	if status != http.StatusOK || enc != "" || count(one) != 1 {
+		t.Errorf("a search for one tool: %d, encoding %q, %d tools", status, enc, count(one))
+	}
 	status, _, _, found := postJSON(t, url, "SearchTools", `{"query":"github","maxResults":100}`, true)
 	if status != http.StatusOK || count(found) != 100 || found["totalMatches"] != float64(1500) {
 		t.Errorf("search: %d, %d tools of %v", status, count(found), found["totalMatches"])

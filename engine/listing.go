@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -46,20 +47,43 @@ func (e *Engine) pageBudget() int {
 	return max(e.cfg.MaxMessageBytes-pageMargin, e.cfg.MaxMessageBytes/2)
 }
 
-// catalog keeps the search index of the last snapshot searched, so a
-// search lower-cases a catalog's text once per revision, not once per
-// query.
+// catalog keeps what listing and searching read of the last snapshot
+// listed: each tool's declaration and its size, made once per revision
+// rather than once per request (10,000 GitHub-sized tools are 45 MB of
+// declarations), and the search index, made at the first search. A new
+// snapshot replaces it.
 type catalog struct {
-	index atomic.Pointer[search.Index]
+	mu  sync.Mutex // serialises making one, so it is made once
+	cur atomic.Pointer[listing]
 }
 
-func (c *catalog) indexOf(snap *tools.Snapshot) *search.Index {
-	if ix := c.index.Load(); ix != nil && ix.Snapshot() == snap {
-		return ix
+// listing is one snapshot's declarations, shared by every response that
+// lists them: they are never modified.
+type listing struct {
+	snap  *tools.Snapshot
+	decls []*toolwirev1.Tool // in the snapshot's order, by name
+	sizes []int              // what each adds to a response (listedSize)
+	index func() *search.Index
+}
+
+func (c *catalog) of(snap *tools.Snapshot) *listing {
+	if l := c.cur.Load(); l != nil && l.snap == snap {
+		return l
 	}
-	ix := search.NewIndex(snap)
-	c.index.Store(ix)
-	return ix
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.cur.Load(); l != nil && l.snap == snap {
+		return l
+	}
+	ts := snap.Tools()
+	l := &listing{snap: snap, decls: make([]*toolwirev1.Tool, len(ts)), sizes: make([]int, len(ts))}
+	for i, t := range ts {
+		l.decls[i] = Declaration(t)
+		l.sizes[i] = listedSize(l.decls[i])
+	}
+	l.index = sync.OnceValue(func() *search.Index { return search.NewIndex(snap) })
+	c.cur.Store(l)
+	return l
 }
 
 // ListTools answers a ListTools request for the caller of ctx from snap:
@@ -70,7 +94,9 @@ func (c *catalog) indexOf(snap *tools.Snapshot) *search.Index {
 // names the revision and the last tool of its page, so the next page
 // starts after that name; a token of another revision than snap's is
 // Aborted (the listing starts again), one the server did not make is
-// InvalidArgument. Every surface lists with it.
+// InvalidArgument. Every surface lists with it. The response's tools are
+// shared with other responses (made once per revision): read them, never
+// modify them.
 func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
 	size := req.GetPageSize()
 	if size < 0 {
@@ -94,8 +120,11 @@ func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolw
 	if paged {
 		count, budget = int(min(size, MaxPageSize)), e.pageBudget()
 	}
+	l := e.catalog.of(snap)
+	resp.Tools = make([]*toolwirev1.Tool, 0, min(count, len(ts)-start))
 	used := 0
-	for _, t := range ts[start:] {
+	for i := start; i < len(ts); i++ {
+		t := ts[i]
 		if !e.Permits(ctx, t.Name) {
 			continue
 		}
@@ -103,8 +132,7 @@ func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolw
 			resp.NextPageToken = pageToken(snap.Revision(), resp.Tools[len(resp.Tools)-1].GetName())
 			break
 		}
-		d := Declaration(t)
-		n := listedSize(d)
+		n := l.sizes[i]
 		if n > e.ListLimit() {
 			e.cfg.Logger.WarnContext(ctx, "ListTools refused: a declaration is too large to send", "tool", t.Name, "bytes", n, "limit_bytes", e.ListLimit())
 			return nil, declarationTooLarge(t.Name, n, e.ListLimit())
@@ -122,7 +150,7 @@ func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolw
 			}
 			// A page's first tool goes alone, however large, within ListLimit.
 		}
-		resp.Tools = append(resp.Tools, d)
+		resp.Tools = append(resp.Tools, l.decls[i])
 		used += n
 	}
 	return resp, nil
@@ -133,10 +161,11 @@ func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolw
 // search's rules), best first, at most max_results of them within
 // pageBudget bytes (at least one, when any matches), and how many matched.
 // A query search refuses, or a negative max_results, is InvalidArgument.
+// Its tools are shared as ListTools' are.
 func (e *Engine) SearchTools(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.SearchToolsRequest) (*toolwirev1.SearchToolsResponse, error) {
 	q, err := search.Parse(req.GetQuery())
 	if err != nil {
-		return nil, &Error{Code: InvalidArgument, Message: "query: " + err.Error(), cause: err}
+		return nil, &Error{Code: InvalidArgument, Message: err.Error(), cause: err}
 	}
 	limit := req.GetMaxResults()
 	switch {
@@ -146,12 +175,12 @@ func (e *Engine) SearchTools(ctx context.Context, snap *tools.Snapshot, req *too
 		limit = DefaultSearchResults
 	}
 	limit = min(limit, MaxSearchResults)
-	best, total := e.catalog.indexOf(snap).Find(q, func(t *tools.Tool) bool { return e.Permits(ctx, t.Name) }, int(limit))
+	l := e.catalog.of(snap)
+	best, total := l.index().Find(q, func(t *tools.Tool) bool { return e.Permits(ctx, t.Name) }, int(limit))
 	resp := &toolwirev1.SearchToolsResponse{Revision: snap.Revision(), TotalMatches: int32(total)}
 	used, budget := 0, e.pageBudget()
-	for _, t := range best {
-		d := Declaration(t)
-		n := listedSize(d)
+	for _, i := range best {
+		t, d, n := snap.Tools()[i], l.decls[i], l.sizes[i]
 		if used+n > budget && len(resp.Tools) > 0 {
 			break
 		}

@@ -148,9 +148,10 @@ func Source(snap *tools.Snapshot, t *tools.Tool) string {
 	return kind + " " + owner
 }
 
-// Find returns the tools that match q and that keep accepts, best first, at
-// most limit of them, and how many matched in all. keep may be nil.
-func (ix *Index) Find(q Query, keep func(*tools.Tool) bool, limit int) (best []*tools.Tool, total int) {
+// Find returns the positions in the snapshot's Tools of the tools that
+// match q and that keep accepts (nil keeps every one), best first, at most
+// limit of them, and how many matched in all.
+func (ix *Index) Find(q Query, keep func(*tools.Tool) bool, limit int) (best []int, total int) {
 	type hit struct{ score, i int }
 	var hits []hit
 	for i := range ix.docs {
@@ -163,10 +164,9 @@ func (ix *Index) Find(q Query, keep func(*tools.Tool) bool, limit int) (best []*
 	}
 	// Stable on the snapshot's order: equal scores stay in name order.
 	slices.SortStableFunc(hits, func(a, b hit) int { return b.score - a.score })
-	n := min(len(hits), max(limit, 0))
-	best = make([]*tools.Tool, n)
-	for j := range n {
-		best[j] = ix.docs[hits[j].i].tool
+	best = make([]int, min(len(hits), max(limit, 0)))
+	for j := range best {
+		best[j] = hits[j].i
 	}
 	return best, len(hits)
 }

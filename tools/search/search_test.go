@@ -88,8 +88,8 @@ func TestCases(t *testing.T) {
 		}
 		best, total := ix.Find(q, nil, limit)
 		got := []string{}
-		for _, tl := range best {
-			got = append(got, tl.Name)
+		for _, i := range best {
+			got = append(got, snap.Tools()[i].Name)
 		}
 		if diff := cmp.Diff(tc.Want, got); diff != "" || total != tc.Total {
 			t.Errorf("Find(%q): total %d (want %d), names (-want +got):\n%s", tc.Query, total, tc.Total, diff)
@@ -107,8 +107,8 @@ func TestKeep(t *testing.T) {
 	}
 	best, total := NewIndex(snap).Find(q, func(tl *tools.Tool) bool { return !strings.HasPrefix(tl.Name, "pulls_") }, 10)
 	var got []string
-	for _, tl := range best {
-		got = append(got, tl.Name)
+	for _, i := range best {
+		got = append(got, snap.Tools()[i].Name)
 	}
 	if diff := cmp.Diff([]string{"issues_create", "repos_get", "repos_list_for_org"}, got); diff != "" || total != 3 {
 		t.Errorf("total %d, names (-want +got):\n%s", total, diff)
