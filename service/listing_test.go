@@ -32,7 +32,7 @@ var largeCatalog = sync.OnceValue(func() []tools.Tool { return gencatalog.Light(
 
 // serveCatalog serves ts with a new engine on a loopback port, as serve
 // does (Serve, with the surface's options), and returns the address.
-func serveCatalog(t *testing.T, ec engine.Config, ts []tools.Tool) string {
+func serveCatalog(t testing.TB, ec engine.Config, ts []tools.Tool) string {
 	t.Helper()
 	reg, err := tools.NewRegistry()
 	if err != nil {
@@ -88,7 +88,7 @@ func (w *wire) read() (size, onWire int) {
 	return size, onWire
 }
 
-func dial(t *testing.T, addr string, opts ...grpc.DialOption) toolwirev1.ToolServiceClient {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) toolwirev1.ToolServiceClient {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
 	if err != nil {
