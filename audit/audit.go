@@ -377,26 +377,32 @@ func (*Trail) CallStarted(ctx context.Context, _ *engine.CallInfo) context.Conte
 func (*Trail) CallRunning(context.Context, *engine.CallInfo)                       {}
 func (*Trail) CallAbandoned(context.Context, *engine.CallInfo)                     {}
 
-// Gate is the engine.Policy that refuses every call while the trail is
-// not healthy (Config.Required), and otherwise asks next (nil: allows).
+// Gate is the engine.Admission that refuses every call while the trail is
+// not healthy (Config.Required), and otherwise asks Next (nil: admits
+// every call), the server's policy.Rules.
 type Gate struct {
 	Trail *Trail
-	Next  engine.Policy
+	Next  engine.Admission
 }
 
-// Evaluate implements engine.Policy.
-func (g Gate) Evaluate(ctx context.Context, caller *engine.Identity, tl *tools.Tool, args json.RawMessage) engine.Verdict {
+// Permitted implements engine.Admission: Next's answer, by name alone.
+func (g Gate) Permitted(caller *engine.Identity, tool string) bool {
+	return g.Next == nil || g.Next.Permitted(caller, tool)
+}
+
+// Decide implements engine.Admission.
+func (g Gate) Decide(ctx context.Context, caller *engine.Identity, tl *tools.Tool, args json.RawMessage) engine.Verdict {
 	if g.Trail != nil && g.Trail.cfg.Required && !g.Trail.Healthy() {
-		return engine.Verdict{Deny: true, Rule: "audit_required",
-			Message: "the server cannot write its audit trail, and audit_required refuses calls it cannot record; retry later"}
+		return engine.Verdict{Effect: engine.Deny, Rule: "audit_required",
+			Reason: "the server cannot write its audit trail, and audit_required refuses calls it cannot record; retry later"}
 	}
 	if g.Next == nil {
 		return engine.Verdict{}
 	}
-	return g.Next.Evaluate(ctx, caller, tl, args)
+	return g.Next.Decide(ctx, caller, tl, args)
 }
 
-var _ engine.Policy = Gate{}
+var _ engine.Admission = Gate{}
 
 // Instrument reports the trail's counts on mp, as the observable counter
 // toolwire.audit.lines by state (written, dropped, failed), so a full disk

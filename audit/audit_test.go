@@ -65,11 +65,6 @@ func (m *memOut) lines(t *testing.T) []Line {
 	return out
 }
 
-// denyTool is a Permissions that refuses the tool named "fail".
-type denyTool struct{}
-
-func (denyTool) Permitted(_, tool string) bool { return tool != "fail" }
-
 // testEngine runs an engine over the diag tools with trail as observer and
 // the policy "no-secret-echo".
 func testEngine(t *testing.T, trail *Trail, required bool) (*engine.Engine, *tools.Registry) {
@@ -84,11 +79,18 @@ func testEngine(t *testing.T, trail *Trail, required bool) (*engine.Engine, *too
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pol engine.Policy = set
-	if required {
-		pol = Gate{Trail: trail, Next: set}
+	var live policy.Live
+	live.Swap(set)
+	// Everyone may call every tool but "fail".
+	rules, err := policy.New(policy.Permissions{"*": {Deny: []string{"fail"}}}, &live, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	e := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: trail, Policy: pol, Permissions: denyTool{}})
+	var admission engine.Admission = rules
+	if required {
+		admission = Gate{Trail: trail, Next: rules}
+	}
+	e := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: trail, Admission: admission})
 	t.Cleanup(e.Close)
 	return e, reg
 }

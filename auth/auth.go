@@ -1,11 +1,12 @@
-// Package auth decides who a request comes from and which tools it may
-// call, the same way on every surface of a server.
+// Package auth decides who a request comes from, the same way on every
+// surface of a server.
 //
 // A Verifier turns the credentials a request carries (a bearer token, a TLS
 // client certificate) into the caller's identity (an engine.Identity: its
 // name, its groups, how it authenticated), or into the reason it refuses
-// them; a Policy allows and denies tools by caller name (it is an
-// engine.Permissions). Each surface has a thin adapter over the one
+// them; which tools that caller may call is package policy's to decide
+// (the auth section's permissions are a policy.Permissions, the first
+// rules of policy.Rules). Each surface has a thin adapter over the one
 // Verifier that reads the credentials off its transport, asks Verify, and
 // puts the caller into the request's context with engine.WithIdentity or
 // answers the refusal in its protocol, with the Verifier's reason as it is:

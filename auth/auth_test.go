@@ -191,44 +191,6 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
-func TestPolicy(t *testing.T) {
-	t.Parallel()
-	p := auth.Policy{
-		"reader": {Allow: []string{"fs.read*", "echo"}},
-		"admin":  {Deny: []string{"fs.delete"}},
-		"mixed":  {Allow: []string{"fs.*"}, Deny: []string{"fs.write"}},
-		"*":      {Allow: []string{"echo"}},
-	}
-	if err := p.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		caller, tool string
-		want         bool
-	}{
-		{"reader", "fs.read_file", true},
-		{"reader", "echo", true},
-		{"reader", "fs.write", false},
-		{"admin", "fs.write", true},
-		{"admin", "fs.delete", false},
-		{"mixed", "fs.read", true},
-		{"mixed", "fs.write", false}, // deny wins over allow
-		{"stranger", "echo", true},   // "*" applies
-		{"stranger", "fs.read", false},
-		{"", "fs.read", false}, // the anonymous caller too
-	} {
-		if got := p.Permitted(tc.caller, tc.tool); got != tc.want {
-			t.Errorf("Permitted(%q, %q) = %v, want %v", tc.caller, tc.tool, got, tc.want)
-		}
-	}
-	if !(auth.Policy{"x": {Deny: []string{"*"}}}).Permitted("y", "anything") {
-		t.Error("a caller without rules and no \"*\" entry is refused; want everything permitted")
-	}
-	if err := (auth.Policy{"x": {Allow: []string{"fs.[a"}}}).Validate(); err == nil {
-		t.Error("Validate accepted a malformed pattern")
-	}
-}
-
 func TestServerTLSRejectsBadFiles(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

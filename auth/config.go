@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/policy"
 )
 
 // TokensEnv names the environment variable a server reads more tokens
@@ -36,7 +36,7 @@ type CallerConfig struct {
 	TokensFile  string              `json:"tokens_file"` // "name: token" lines, in the clear
 	Tokens      []Token             `json:"tokens"`      // name and "sha256:<hex>" hash
 	Groups      map[string][]string `json:"groups"`      // caller ID → its groups, however it authenticated
-	Permissions Policy              `json:"permissions"` // per caller ID ("*": everyone else)
+	Permissions policy.Permissions  `json:"permissions"` // per caller ID ("*": everyone else)
 	OIDC        *OIDCConfig         `json:"oidc"`        // bearer JWTs of an OpenID Connect issuer
 	// CertificateCallerPrefix starts the IDs client certificates name
 	// ("cert:"; "-": none, on purpose); see Config.
@@ -94,9 +94,9 @@ func (c ServerConfig) Validate() error {
 	return nil
 }
 
-// Permissions returns the tool permissions for engine.Config, nil when
-// none are configured.
-func (c ServerConfig) Permissions() engine.Permissions {
+// Permissions returns the tool permissions by caller, the first rules of
+// the server's policy.Rules; nil when none are configured.
+func (c ServerConfig) Permissions() policy.Permissions {
 	if len(c.Auth.Permissions) == 0 {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/policy"
 )
 
 func TestServerConfigValidate(t *testing.T) {
@@ -21,11 +22,11 @@ func TestServerConfigValidate(t *testing.T) {
 		{"zero value: plaintext, no authentication", auth.ServerConfig{}, ""},
 		{"TLS", auth.ServerConfig{TLSCert: "c.pem", TLSKey: "k.pem"}, ""},
 		{"mutual TLS", auth.ServerConfig{TLSCert: "c.pem", TLSKey: "k.pem", ClientCA: "ca.pem"}, ""},
-		{"permissions", auth.ServerConfig{Auth: auth.CallerConfig{Permissions: auth.Policy{"ci": {Allow: []string{"fs.*"}}}}}, ""},
+		{"permissions", auth.ServerConfig{Auth: auth.CallerConfig{Permissions: policy.Permissions{"ci": {Allow: []string{"fs.*"}}}}}, ""},
 		{"cert without key", auth.ServerConfig{TLSCert: "c.pem"}, "--tls-cert and --tls-key go together"},
 		{"key without cert", auth.ServerConfig{TLSKey: "k.pem"}, "--tls-cert and --tls-key go together"},
 		{"client CA without TLS", auth.ServerConfig{ClientCA: "ca.pem"}, "--client-ca needs --tls-cert and --tls-key"},
-		{"bad pattern", auth.ServerConfig{Auth: auth.CallerConfig{Permissions: auth.Policy{"a": {Allow: []string{"["}}}}}, "auth.permissions: "},
+		{"bad pattern", auth.ServerConfig{Auth: auth.CallerConfig{Permissions: policy.Permissions{"a": {Allow: []string{"["}}}}}, "auth.permissions: "},
 		{"groups", auth.ServerConfig{Auth: auth.CallerConfig{Groups: map[string][]string{"ci": {"agents"}}}}, ""},
 		{"empty group", auth.ServerConfig{Auth: auth.CallerConfig{Groups: map[string][]string{"ci": {""}}}}, `auth.groups: caller "ci" has an empty group`},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/testoidc"
 	"github.com/toolwire/toolwire/internal/testpki"
+	"github.com/toolwire/toolwire/policy"
 )
 
 // TestCallerNamespacesMustNotCollide: a configuration in which two ways of
@@ -164,7 +165,7 @@ func TestServerConfigWarnsOfNamesNoCredentialProves(t *testing.T) {
 	cfg := auth.ServerConfig{Auth: auth.CallerConfig{
 		Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}},
 		OIDC:   &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"},
-		Permissions: auth.Policy{"alice": {Allow: []string{"echo"}}, "bob": {Allow: []string{"echo"}},
+		Permissions: policy.Permissions{"alice": {Allow: []string{"echo"}}, "bob": {Allow: []string{"echo"}},
 			"oidc:carol": {Allow: []string{"echo"}}, "*": {Deny: []string{"*"}}},
 		Groups: map[string][]string{"dave": {"x"}, "oidc:erin": {"y"}},
 	}}

@@ -45,7 +45,7 @@ type replica struct {
 }
 
 func newReplica(reg *tools.Registry, st store.Store, name string) (*replica, error) {
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Idempotency: st, Sessions: st, EventLog: st, Replica: name, BatchTTL: 10 * time.Minute})
+	eng := engine.New(engine.Config{BatchTTL: 10 * time.Minute}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Idempotency: st, Vars: st, EventLog: st, Replica: name})
 	srv := service.New(eng, reg, service.Config{})
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)

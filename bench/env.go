@@ -100,7 +100,8 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 		// Past the server's slots the in-flight measurement's calls would
 		// queue, never all entering the tool.
 		MaxConcurrentCalls: 20000,
-		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, engine.Deps{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	e.srv = service.New(e.eng, reg, service.Config{})
 	// toolwire as Serve runs it (its telemetry and limits), on a server of

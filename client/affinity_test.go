@@ -45,7 +45,7 @@ func startReplicas(t *testing.T, n int) *manual.Resolver {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 		t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
 		srv := service.New(eng, reg, service.Config{})
 		ctx, cancel := context.WithCancel(context.Background())

@@ -81,7 +81,7 @@ func serveDiag(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -249,7 +249,7 @@ func TestBreakCancelsRPC(t *testing.T) {
 			}
 			// The engine keeps idle runner goroutines for later batches; they
 			// belong to the server, not to the RPC, and end when it stops.
-			idleRunners := goleak.IgnoreTopFunction("github.com/toolwire/toolwire/engine.(*runners).loop")
+			idleRunners := goleak.IgnoreTopFunction("github.com/toolwire/toolwire/engine/internal/runners.(*Pool).loop")
 			if err := goleak.Find(ignore, idleRunners); err != nil {
 				t.Errorf("goroutines of the RPC left behind: %v", err)
 			}

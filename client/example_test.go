@@ -30,7 +30,7 @@ func startExampleServer() (addr string, stop func()) {
 	if err != nil {
 		log.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	srv := service.New(eng, reg, service.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

@@ -27,7 +27,7 @@ import (
 // does, and returns the address.
 func serveRegistry(t *testing.T, reg *tools.Registry) string {
 	t.Helper()
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	srv := service.New(eng, reg, service.Config{})
 	return serveGRPC(t, func(gs *grpc.Server) { srv.Register(gs) }, srv.ServerOptions()...)
 }

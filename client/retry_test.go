@@ -27,7 +27,7 @@ func rateLimitedServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), RatePerCaller: 5, RateBurst: 1})
+	eng := engine.New(engine.Config{RatePerCaller: 5, RateBurst: 1}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

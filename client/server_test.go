@@ -33,9 +33,10 @@ func newTestServer(tb testing.TB, transport string, ts []tools.Tool, opts ...grp
 		tb.Fatal(err)
 	}
 	eng := engine.New(engine.Config{
-		Logger:       slog.New(slog.DiscardHandler),
 		DrainTimeout: time.Second,
 		AbandonGrace: time.Second,
+	}, engine.Deps{
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	tb.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
 	srv := service.New(eng, reg, service.Config{})

@@ -24,7 +24,7 @@ func TestAdminService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{})
+	eng := engine.New(engine.Config{}, engine.Deps{})
 	t.Cleanup(eng.Close)
 	h := connectserve.NewAdmin(serverstatus.New(eng, reg, serverstatus.Config{}))
 	// A stand-in for auth.RequireCredentials: the caller is alice.

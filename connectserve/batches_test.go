@@ -25,7 +25,7 @@ func TestDetachedBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
 	alice := surfacetest.Caller{Name: "alice", Token: token}
 	bob := surfacetest.Caller{Name: "bob", Token: "bob-token-0123456789abc"}

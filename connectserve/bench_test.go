@@ -27,7 +27,7 @@ func BenchmarkCallTool(b *testing.B) {
 	}
 	for _, p := range protocols {
 		b.Run(p.name, func(b *testing.B) {
-			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+			eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 			b.Cleanup(eng.Close)
 			url := serveSurface(b, eng, reg, nil, httpserve.Config{})
 			client := toolwirev1connect.NewToolServiceClient(httpClient(b, p.h2c), url, p.opts...)

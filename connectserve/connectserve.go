@@ -33,13 +33,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/gen/toolwire/v1/toolwirev1connect"
+	"github.com/toolwire/toolwire/internal/writewatch"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/metric"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -76,8 +76,9 @@ type Server struct {
 	engine  *engine.Engine
 	reg     *tools.Registry
 	handler http.Handler
-	lists   http.Handler // ListTools and SearchTools; see listing.go
-	traced  bool         // otelconnect's interceptor is installed
+	lists   http.Handler      // ListTools and SearchTools; see listing.go
+	traced  bool              // otelconnect's interceptor is installed
+	writes  *writewatch.Watch // ends the responses of clients that stop reading
 }
 
 var _ toolwirev1connect.ToolServiceHandler = (*Server)(nil)
@@ -91,7 +92,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 	if opts != nil {
 		o = *opts
 	}
-	s := &Server{engine: eng, reg: reg}
+	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, "Connect response", eng.Logger())}
 	maxMsg := eng.Config().MaxMessageBytes
 	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg)}
 	if o.records() {
@@ -119,18 +120,30 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 	return s, nil
 }
 
-// ServeHTTP serves the ToolService's procedures under Path.
-// ExecuteBatch's requests get a Stopper (sendStopper) in their context, so
-// the engine can end the stream of a client that reads nothing.
+// ServeHTTP serves the ToolService's procedures under Path. A client that
+// reads nothing of a response is not waited for longer than the engine's
+// SendTimeout: ExecuteBatch's response is the batch's Stopper (in the
+// request's context), so the engine's send watchdog and its
+// max_buffered_bytes budget end it and cancel its calls; every other
+// response (CallTool's result, AttachBatch's and WatchTools' streams) is
+// ended by the surface's writewatch.Watch.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ww := s.writes.Wrap(w, r)
+	defer func() {
+		// What is left in the server's buffers goes out while watched.
+		_ = ww.FlushError()
+		ww.Done()
+	}()
 	switch r.URL.Path {
 	case toolwirev1connect.ToolServiceExecuteBatchProcedure:
-		r = r.WithContext(context.WithValue(r.Context(), engine.StopperKey{}, &sendStopper{rc: http.NewResponseController(w)}))
+		defer ww.Engage()()
+		r = r.WithContext(context.WithValue(r.Context(), engine.StopperKey{}, ww))
 	case toolwirev1connect.ToolServiceListToolsProcedure, toolwirev1connect.ToolServiceSearchToolsProcedure:
-		s.lists.ServeHTTP(w, r)
+		// A listing, up to max_list_bytes, is watched as CallTool's result is.
+		s.lists.ServeHTTP(ww, r)
 		return
 	}
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(ww, r)
 }
 
 // Shutdown drains the engine (running calls finish, for up to its
@@ -280,16 +293,4 @@ func (s *Server) clientTrace(ctx context.Context, h http.Header) context.Context
 		return ctx
 	}
 	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
-}
-
-// sendStopper ends an ExecuteBatch response that flow control holds: the
-// engine's Stopper (engine.StopperKey), called once a Send has taken the
-// engine's SendTimeout or the stream holds the most of MaxBufferedBytes.
-// A write deadline in the past makes the blocked write fail (HTTP/2 resets
-// the stream; HTTP/1.1 the connection), so Send returns and the batch
-// ends; the engine has cancelled its calls already.
-type sendStopper struct{ rc *http.ResponseController }
-
-func (st *sendStopper) StopSend(error) bool {
-	return st.rc.SetWriteDeadline(time.Now()) == nil
 }

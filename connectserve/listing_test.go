@@ -73,7 +73,7 @@ func TestListToolsLargeCatalogJSON(t *testing.T) {
 	if _, err := gencatalog.Register(reg, "github", gencatalog.Light(1500)); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
 	url := serveSurface(t, eng, reg, []surfacetest.Caller{{Name: "alice", Token: "alice-token"}}, httpserve.Config{})
 

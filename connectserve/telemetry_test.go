@@ -39,7 +39,7 @@ func TestTelemetry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: otelobserver.New(tp, nil, false), DrainTimeout: time.Second})
+			eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: otelobserver.New(tp, nil, false)})
 			t.Cleanup(eng.Close)
 			var opts connectserve.Options
 			if rpcSpans {

@@ -112,7 +112,7 @@ func startPods(t *testing.T, addrs []string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		srv := service.New(eng, reg, service.Config{})
 		wg.Go(func() {
 			defer eng.Close()

@@ -427,6 +427,9 @@ func TestHelmEveryValue(t *testing.T) {
 				map[string]any{"name": "docs-only", "effect": "deny", "message": "write only under docs/",
 					"when": `tool.name == "write_file" && !args.path.startsWith("docs/")`},
 			},
+			"http_allowed_hosts": []any{"tw", "tw.toolwire", "tw.toolwire.svc", "tw.toolwire.svc.cluster.local",
+				"tw-headless", "tw-headless.toolwire", "tw-headless.toolwire.svc", "tw-headless.toolwire.svc.cluster.local",
+				"toolwire.example.com", "*.agents.example.com"},
 			"rate_per_caller":  20.0,
 			"rate_burst":       40.0,
 			"log_level":        "debug",
@@ -646,6 +649,9 @@ func TestHelmOnlyWhenSet(t *testing.T) {
 		}
 		if bytes.Contains(m.yaml, []byte("port: http\n")) {
 			t.Error("the NetworkPolicy still names the port http")
+		}
+		if hosts, ok := m.config(t, release)["http_allowed_hosts"]; ok {
+			t.Errorf("config.yaml lists the HTTP port's host names, %v, with no HTTP port", hosts)
 		}
 	})
 

@@ -2,10 +2,9 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,61 +12,27 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
-// Approvals hold calls for a person's decision. A call that an approval
-// rule (Config.Approvals) names waits, after validation and before
-// idempotency and limits, so it holds no key and no concurrency slot, only
-// its lane; its batch announces it with CallAwaitingApproval. Whoever may
-// approve (Config.Approvers; anyone when authentication is off) answers
-// with ResolveApproval, on any replica: an approved call goes on along its
-// path, a denied one ends DENIED with the approver's message, and one
-// nobody answers within ApprovalTimeout (or its own timeout) ends TIMEOUT.
+// Approvals hold calls for a person's decision. Which calls wait is the
+// Admission's to say (its verdict Hold: package policy's approval rules
+// and require_approval policies), or a running tool's (RequestApproval);
+// this file keeps only the waiting. A held call waits after validation and
+// before idempotency and limits, so it holds no key and no concurrency
+// slot, only its lane; its batch announces it with CallAwaitingApproval.
+// Whoever may approve (Config.Approvers; anyone when authentication is
+// off) answers with ResolveApproval, on any replica: an approved call goes
+// on along its path, a denied one ends DENIED with the approver's message,
+// and one nobody answers within ApprovalTimeout (or its own timeout) ends
+// TIMEOUT.
 //
-// The wait is announced in the store (Config.Sessions, under the scope
-// "approval:" and the batch ID), so that a replica other than the batch's
-// can check the resolver and hand the decision over; the waiting call
-// looks for it there every approvalPoll, and takes a decision made on its
-// own replica at once.
-
-// ApprovalRule names calls that wait for approval: those of tools matching
-// one of Tools (path.Match patterns, "*" any run of characters) made by one
-// of Callers (empty: every caller). Reason is told with the wait.
-type ApprovalRule struct {
-	Tools   []string `json:"tools"`
-	Callers []string `json:"callers,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
-}
+// The wait is announced in the store (the approval mailbox in Deps.Vars,
+// see vars.go), so that a replica other than the batch's can check the
+// resolver and hand the decision over; the waiting call looks for it
+// there every approvalPoll, and takes a decision made on its own replica
+// at once.
 
 // approvalPoll is how often a waiting call looks in the store for a
 // decision taken on another replica.
 const approvalPoll = 250 * time.Millisecond
-
-// needsApproval returns the reason call i must wait for approval, or false.
-func (e *Engine) needsApproval(caller, tool string) (string, bool) {
-	for _, r := range e.cfg.Approvals {
-		if len(r.Callers) > 0 && !contains(r.Callers, caller) {
-			continue
-		}
-		for _, pat := range r.Tools {
-			if ok, _ := path.Match(pat, tool); ok {
-				reason := r.Reason
-				if reason == "" {
-					reason = fmt.Sprintf("calls of %s need approval", tool)
-				}
-				return reason, true
-			}
-		}
-	}
-	return "", false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
 
 // decision is a person's answer to a held call.
 type decision struct {
@@ -94,28 +59,6 @@ type heldCall struct {
 	decided chan decision // buffered: one decision
 }
 
-func approvalScope(batchID string) string { return "approval:" + batchID }
-
-// approved is the approval step of a call's path: a call that a rule names
-// waits for a decision; see Approvals. Unlike the other steps it sends an
-// event, CallAwaitingApproval, so that the client and the person asked
-// learn of the wait: the one deliberate exception to "a step never sends".
-func approved(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
-	if reason := b.calls[i].approvalReason; reason != "" {
-		return b.awaitApproval(ctx, i, reason)
-	}
-	if len(b.e.cfg.Approvals) == 0 {
-		return nil
-	}
-	call := b.req.GetCalls()[i]
-	caller := CallerFrom(b.callerCtx)
-	reason, ok := b.e.needsApproval(caller, call.GetName())
-	if !ok {
-		return nil
-	}
-	return b.awaitApproval(ctx, i, reason)
-}
-
 // awaitApproval holds call i until a decision, its timeout, or the batch's
 // end, and returns its result, or nil when approved.
 func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwirev1.CallResult {
@@ -140,24 +83,22 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		delete(e.held.waiting, key)
 		e.held.mu.Unlock()
 	}()
-	scope := approvalScope(b.id)
+	mail := approvalMail{e.deps.Vars}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	p, _ := json.Marshal(pendingApproval{Caller: caller, Tool: call.GetName()})
-	err := e.cfg.Sessions.SetVar(sctx, scope, call.GetCallId(), p, wait+time.Minute)
+	err := mail.announce(sctx, b.id, call.GetCallId(), pendingApproval{Caller: caller, Tool: call.GetName()}, wait+time.Minute)
 	cancel()
 	if err != nil {
-		e.cfg.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
+		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		defer cancel()
-		_ = e.cfg.Sessions.DeleteVar(sctx, scope, call.GetCallId())
-		_ = e.cfg.Sessions.DeleteVar(sctx, scope, "decision:"+call.GetCallId())
+		mail.clear(sctx, b.id, call.GetCallId())
 	}()
 	// The slot the batch reserved for its first call is given back: a held
 	// call holds no slot; it takes one as any call does once approved.
 	b.dropReserved()
-	e.cfg.Logger.InfoContext(ctx, "call waits for approval", "batch_id", b.id, "call_id", call.GetCallId(), "tool", call.GetName(), "reason", reason)
+	e.deps.Logger.InfoContext(ctx, "call waits for approval", "batch_id", b.id, "call_id", call.GetCallId(), "tool", call.GetName(), "reason", reason)
 	if !b.unary {
 		b.emit(awaitingEventFor(call, i, reason))
 	}
@@ -173,11 +114,8 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			decided = true
 		case <-poll.C:
 			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			v, ok, err := e.cfg.Sessions.GetVar(sctx, scope, "decision:"+call.GetCallId())
+			d, decided = mail.decision(sctx, b.id, call.GetCallId())
 			cancel()
-			if err == nil && ok && json.Unmarshal(v, &d) == nil {
-				decided = true
-			}
 		case <-timer.C:
 			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
@@ -190,7 +128,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			return b.failure(i, kind, msg+" while the call waited for approval; nothing was run")
 		}
 	}
-	e.cfg.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
+	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
 	if d.Approved {
 		return nil
 	}
@@ -210,7 +148,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 // PermissionDenied too. NotFound when the call is not waiting.
 func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, approved bool, message, approver string) error {
 	by := CallerFrom(ctx)
-	if by != "" && !contains(e.cfg.Approvers, by) {
+	if by != "" && !slices.Contains(e.cfg.Approvers, by) {
 		return errorf(PermissionDenied, "this caller may not resolve approvals (approvers: in the server's configuration)")
 	}
 	if len(message) > MaxReasonBytes*4 {
@@ -240,20 +178,18 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		}
 		return nil
 	}
-	scope := approvalScope(batchID)
-	v, ok, err := e.cfg.Sessions.GetVar(ctx, scope, callID)
+	mail := approvalMail{e.deps.Vars}
+	p, ok, err := mail.pending(ctx, batchID, callID)
 	if err != nil {
 		return storeError(ctx, err)
 	}
-	var p pendingApproval
-	if !ok || json.Unmarshal(v, &p) != nil {
+	if !ok {
 		return errorf(NotFound, "no call %s of batch %s waits for approval", shorten(callID), shorten(batchID))
 	}
 	if err := own(p.Caller); err != nil {
 		return err
 	}
-	dv, _ := json.Marshal(d)
-	if err := e.cfg.Sessions.SetVar(ctx, scope, "decision:"+callID, dv, time.Hour); err != nil {
+	if err := mail.decide(ctx, batchID, callID, d); err != nil {
 		return storeError(ctx, err)
 	}
 	return nil
@@ -293,7 +229,7 @@ func requestApproval(ctx context.Context, reason string) error {
 		r.idle.Stop()
 		defer r.idle.Reset(b.e.cfg.IdleTimeout)
 	}
-	c.slot.release(b.e.limits)
+	c.slot.Release(b.e.limits)
 	if res := b.awaitApproval(ctx, r.i, reason); res != nil {
 		return &refusedError{kind: res.GetErrorKind(), text: textOf(res)}
 	}
@@ -301,11 +237,11 @@ func requestApproval(ctx context.Context, reason string) error {
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
-	cs, err := b.e.limits.acquire(ctx, CallerFrom(b.callerCtx), time.Until(deadline))
+	cs, err := b.e.limits.Acquire(ctx, CallerFrom(b.callerCtx), time.Until(deadline))
 	if err != nil {
 		return fmt.Errorf("approved, but no slot came free to go on: %w", err)
 	}
-	c.slot.hold(cs)
+	c.slot.Hold(cs)
 	return nil
 }
 

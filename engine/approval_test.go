@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,15 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
-var approvalRules = []ApprovalRule{{Tools: []string{"wri*"}, Reason: "it writes"}}
+// holdWrites holds the calls of tools whose names start with "wri", as
+// package policy's approval rule {tools: ["wri*"], reason: "it writes"}
+// does (its own tests hold the rules to that).
+var holdWrites = admit{decide: func(_ *Identity, t *tools.Tool, _ json.RawMessage) Verdict {
+	if strings.HasPrefix(t.Name, "wri") {
+		return Verdict{Effect: Hold, Reason: "it writes"}
+	}
+	return Verdict{}
+}}
 
 // awaiting waits for lb's CallAwaitingApproval and returns it.
 func awaiting(t *testing.T, lb *liveBatch) *toolwirev1.CallAwaitingApproval {
@@ -43,11 +52,11 @@ func startHeld(t *testing.T, te *testBed, detach bool) (*liveBatch, string) {
 
 func TestApprovals(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Approvals: approvalRules, Approvers: []string{"carol", "alice"}}
+	cfg := Config{Approvers: []string{"carol", "alice"}}
 
 	t.Run("approved runs", func(t *testing.T) {
 		t.Parallel()
-		te := newTestBed(t, cfg)
+		te := newTestBedWith(t, cfg, Deps{Admission: holdWrites})
 		lb, id := startHeld(t, te, false)
 		if n := te.e.Stats().CallsRunning; n != 0 {
 			t.Errorf("a held call holds %d slots, want 0", n)
@@ -66,7 +75,7 @@ func TestApprovals(t *testing.T) {
 
 	t.Run("denied with the message", func(t *testing.T) {
 		t.Parallel()
-		te := newTestBed(t, cfg)
+		te := newTestBedWith(t, cfg, Deps{Admission: holdWrites})
 		lb, id := startHeld(t, te, false)
 		if err := te.e.ResolveApproval(as("carol"), id, "w", false, "not on a Friday", "Carol"); err != nil {
 			t.Fatalf("ResolveApproval: %v", err)
@@ -85,7 +94,7 @@ func TestApprovals(t *testing.T) {
 		t.Parallel()
 		c := cfg
 		c.ApprovalTimeout = 100 * time.Millisecond
-		te := newTestBed(t, c)
+		te := newTestBedWith(t, c, Deps{Admission: holdWrites})
 		lb, _ := startHeld(t, te, false)
 		events, _ := drain(lb)
 		r := results(t, events)["w"]
@@ -96,7 +105,7 @@ func TestApprovals(t *testing.T) {
 
 	t.Run("permission", func(t *testing.T) {
 		t.Parallel()
-		te := newTestBed(t, cfg)
+		te := newTestBedWith(t, cfg, Deps{Admission: holdWrites})
 		lb, id := startHeld(t, te, false)
 		if err := te.e.ResolveApproval(as("mallory"), id, "w", true, "", ""); CodeOf(err) != PermissionDenied {
 			t.Errorf("ResolveApproval by a caller who is no approver: %v, want PermissionDenied", err)
@@ -120,7 +129,7 @@ func TestApprovals(t *testing.T) {
 		t.Parallel()
 		c := cfg
 		c.ApproveOwnCalls = true
-		te := newTestBed(t, c)
+		te := newTestBedWith(t, c, Deps{Admission: holdWrites})
 		lb, id := startHeld(t, te, false)
 		if err := te.e.ResolveApproval(as("alice"), id, "w", true, "", ""); err != nil {
 			t.Fatalf("ResolveApproval of alice's own call, allowed: %v", err)
@@ -133,9 +142,13 @@ func TestApprovals(t *testing.T) {
 
 	t.Run("callers and cancellation", func(t *testing.T) {
 		t.Parallel()
-		c := cfg
-		c.Approvals = []ApprovalRule{{Tools: []string{"write"}, Callers: []string{"bob"}}}
-		te := newTestBed(t, c)
+		holdBobsWrites := admit{decide: func(caller *Identity, t *tools.Tool, _ json.RawMessage) Verdict {
+			if caller.ID == "bob" && t.Name == "write" {
+				return Verdict{Effect: Hold, Reason: "bob writes"}
+			}
+			return Verdict{}
+		}}
+		te := newTestBedWith(t, cfg, Deps{Admission: holdBobsWrites})
 		// alice's call is not held: the rule names bob only.
 		events := te.runAs(t, "alice", &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}})
 		if r := results(t, events)["w"]; r.GetIsError() {
@@ -159,10 +172,11 @@ func TestApprovals(t *testing.T) {
 func TestApprovalFromAnotherReplica(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	cfg := Config{Approvals: approvalRules, Approvers: []string{"carol"}, Idempotency: m, Sessions: m, EventLog: m}
-	ca, cb := cfg, cfg
-	ca.Replica, cb.Replica = "a", "b"
-	a, b := newTestBed(t, ca), newTestBed(t, cb)
+	cfg := Config{Approvers: []string{"carol"}}
+	deps := Deps{Idempotency: m, Vars: m, EventLog: m, Admission: holdWrites}
+	da, db := deps, deps
+	da.Replica, db.Replica = "a", "b"
+	a, b := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db)
 	lb, id := startHeld(t, a, true)
 	got, err := b.e.GetBatch(as("alice"), id)
 	if err != nil {

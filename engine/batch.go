@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/outbox"
+	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/proto"
@@ -119,22 +121,23 @@ type batch struct {
 	// deadline, which bounds the calls. A batch that is not detached dies
 	// with its stream, whose context this is: no event is queued after it
 	// ends. A detached batch's keeps the values only.
-	callerCtx context.Context
-	cancel    context.CancelCauseFunc // ends the batch's run; set when admitted
-	detached  bool                    // the batch outlives its stream; see handle.go
-	sink      Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
-	seq       uint64                  // the writer's: the number of the last event written
-	log       *batchLog               // a detached batch's log in the store; nil when not detached
-	out       outbox                  // events on their way to the writer
-	sending   atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
-	ended     atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
-	failed    atomic.Bool             // some call has failed, for stop_on_error
-	reserved  slot                    // taken before the batch was accepted, for its first call; see limits.go
-	start     time.Time
-	info      *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
-	obsCtx    atomic.Pointer[context.Context] // what the Observer's BatchStarted returned; nil before
-	scope     logScope                        // names the batch in log lines; see LogHandler
-	runCtx    context.Context                 // the context run was given
+	callerCtx   context.Context
+	cancel      context.CancelCauseFunc // ends the batch's run; set when admitted
+	stopTimeout context.CancelFunc      // stops the batch deadline's timer; nil without one
+	detached    bool                    // the batch outlives its stream; see handle.go
+	sink        Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
+	seq         uint64                  // the writer's: the number of the last event written
+	log         *batchLog               // a detached batch's log in the store; nil when not detached
+	out         outbox.Outbox           // events on their way to the writer
+	sending     atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
+	ended       atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
+	failed      atomic.Bool             // some call has failed, for stop_on_error
+	reserved    slots.Slot              // taken before the batch was accepted, for its first call; see limits.go
+	start       time.Time
+	info        *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
+	obsCtx      atomic.Pointer[context.Context] // what the Observer's BatchStarted returned; nil before
+	scope       logScope                        // names the batch in log lines; see LogHandler
+	runCtx      context.Context                 // the context run was given
 
 	// A one-call batch, the commonest kind, keeps its call and its lane
 	// here, sparing it the allocations of the slices.
@@ -161,7 +164,7 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		sink:      sink,
 		start:     time.Now(),
 	}
-	b.out.init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer, e.budget)
+	b.out.Init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer, e.budget)
 	if n := len(req.GetCalls()); n == 1 {
 		b.calls = b.one[:]
 	} else {
@@ -183,7 +186,9 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		}
 		// A call the caller may not make is planned like an unknown tool,
 		// so the lane plan reveals nothing about the registry.
-		if t, ok := snap.Lookup(c.GetName()); ok && b.permits(c.GetName()) {
+		if !e.Permits(b.callerCtx, c.GetName()) {
+			b.calls[i].refused = true
+		} else if t, ok := snap.Lookup(c.GetName()); ok {
 			b.calls[i].tool = t
 			safe[i] = e.safe(t)
 		}
@@ -256,16 +261,16 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 		}
 	}
 	for {
-		p, ok := b.out.next()
+		p, ok := b.out.Next()
 		if !ok {
 			return sendErr
 		}
 		if sendErr == nil {
-			if sendErr = b.send(p.ev); sendErr != nil {
+			if sendErr = b.send(p.Event); sendErr != nil {
 				cancel(sendErr)
 			}
 		}
-		b.out.sent(p)
+		b.out.Sent(p)
 	}
 }
 
@@ -289,14 +294,14 @@ func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 // events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
 // EventBuffer); after the caller's context has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.put(b.callerCtx.Done(), ev, proto.Size(ev), false)
+	b.out.Put(b.callerCtx.Done(), ev, proto.Size(ev), false)
 }
 
 // emitStarted hands a call's CallStarted to the writer without waiting: the
 // call holds a concurrency slot, which must not wait for a slow reader. One
 // small event per call is all it adds beyond the budget.
 func (b *batch) emitStarted(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.put(nil, ev, proto.Size(ev), true)
+	b.out.Put(nil, ev, proto.Size(ev), true)
 }
 
 // run executes the lanes in order and closes the event channel when every
@@ -345,7 +350,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 		}
 		wg.Wait()
 	}
-	b.out.close()
+	b.out.Close()
 }
 
 // failure is the result of call i failing with kind before its tool ran.
@@ -381,7 +386,7 @@ func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	c.claim, c.args = nil, nil
 	bound(res, b.e.cfg.MaxResultBytes)
 	if tooLarge(res, &b.e.cfg) {
-		b.e.cfg.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
+		b.e.deps.Logger.Error("result too large to send", "batch_id", b.id, "call_id", res.GetCallId(), "blocks", len(res.GetContent()))
 		size := res.GetOriginalSize()
 		res.Truncated, res.StructuredContent, res.Details = false, "", ""
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(

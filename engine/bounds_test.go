@@ -139,7 +139,7 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 			t.Parallel()
 			st := &keyLog{Store: open(t)}
 			t.Cleanup(func() { st.Close() })
-			te := newTestBed(t, Config{Idempotency: st, Sessions: st}, derived)
+			te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, derived)
 			ctx := context.Background()
 			if _, err := te.runErr(ctx, calls(keyed("a", "echo", `{"text":"x"}`, strings.Repeat("k", 3<<20)))); CodeOf(err) != InvalidArgument {
 				t.Fatalf("a 3 MB key: %v; want InvalidArgument", err)
@@ -166,10 +166,8 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 	t.Parallel()
 	logs := &lockedBuffer{}
-	te := newTestBed(t, Config{
-		MaxResultBytes: 1000,
-		Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	te := newTestBedWith(t, Config{MaxResultBytes: 1000},
+		Deps{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	for _, n := range []int{129, 1 << 20, 3 << 20} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			name := "multi_tool_use." + strings.Repeat("x", n-len("multi_tool_use."))

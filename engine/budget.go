@@ -2,7 +2,8 @@ package engine
 
 // Each batch's outbox bounds the events waiting for its client
 // (MaxStreamBufferBytes), but their sum grows with the number of streams:
-// 200 clients that read nothing took 750 MB of RSS. The budget bounds the
+// 200 clients that read nothing took 750 MB of RSS. The budget
+// (engine/internal/outbox's Budget, which every outbox charges) bounds the
 // sum (MaxBufferedBytes) in the spirit of Envoy's overload manager: it never
 // makes anyone wait and never refuses a batch, so callers that read their
 // streams keep their latency whatever others leave unread; when what the
@@ -16,7 +17,6 @@ import (
 	"cmp"
 	"errors"
 	"slices"
-	"sync/atomic"
 	"time"
 )
 
@@ -32,41 +32,6 @@ var ErrOverBudget = errors.New("the server's events waiting for slow readers pas
 // one this long.
 const stallAfter = 50 * time.Millisecond
 
-// budget counts the bytes every batch's outbox holds: events queued, being
-// sent or waiting to be queued (see outbox.charge).
-type budget struct {
-	max  int64         // MaxBufferedBytes; not positive: no bound, only counted
-	held atomic.Int64  // bytes the outboxes hold
-	peak atomic.Int64  // the most they held, ever
-	over chan struct{} // capacity 1; wakes the send watchdog when held passes max
-	shed atomic.Int64  // streams ended for the budget, ever
-}
-
-func newBudget(max int) *budget {
-	return &budget{max: int64(max), over: make(chan struct{}, 1)}
-}
-
-// charge counts n more bytes held (fewer, when negative); passing max wakes
-// the watchdog. While held stays above max the watchdog looks again every
-// few milliseconds on its own, so only the crossing signals.
-func (g *budget) charge(n int) {
-	held := g.held.Add(int64(n))
-	if n <= 0 {
-		return
-	}
-	for p := g.peak.Load(); held > p && !g.peak.CompareAndSwap(p, held); p = g.peak.Load() {
-	}
-	if g.max > 0 && held > g.max && held-int64(n) <= g.max {
-		select {
-		case g.over <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// overBudget reports whether the outboxes hold more than the budget.
-func (g *budget) overBudget() bool { return g.max > 0 && g.held.Load() > g.max }
-
 // shed ends the streams of clients that are not reading, those holding the
 // most first, until what the others hold fits in the budget. A stream
 // already ended counts as freed (its writer is giving its bytes back), and
@@ -74,8 +39,8 @@ func (g *budget) overBudget() bool { return g.max > 0 && g.held.Load() > g.max }
 // now is the time in Unix nanoseconds; e.mu is held.
 func (e *Engine) shed(now int64) {
 	g := e.budget
-	excess := g.held.Load() - g.max
-	if g.max <= 0 || excess <= 0 {
+	excess := g.Held() - g.Max()
+	if g.Max() <= 0 || excess <= 0 {
 		return
 	}
 	type holder struct {
@@ -84,7 +49,7 @@ func (e *Engine) shed(now int64) {
 	}
 	var stalled []holder
 	for _, b := range e.batches {
-		h := b.out.held.Load()
+		h := b.out.Held()
 		switch since := b.sending.Load(); {
 		case h <= 0:
 		case b.ended.Load() != endNone:
@@ -99,7 +64,7 @@ func (e *Engine) shed(now int64) {
 			return
 		}
 		if s.b.ended.CompareAndSwap(endNone, endOverBudget) {
-			g.shed.Add(1)
+			e.shedCount.Add(1)
 			s.b.endStream(s.b.cancel, ErrOverBudget, time.Duration(now-s.b.sending.Load()), s.held)
 			excess -= s.held
 		}
@@ -126,7 +91,7 @@ func (b *batch) endedError() error {
 		return errorf(DeadlineExceeded, "the client read nothing of the stream for %s; the server ended it and cancelled its calls", b.e.cfg.SendTimeout)
 	case endOverBudget:
 		return errorf(ResourceExhausted, "the client left the stream's events unread while the server's memory for unread events (max_buffered_bytes, %d bytes) was spent, holding more of it than others; the server ended the stream and cancelled its calls. Read the stream as it comes, then retry",
-			b.e.budget.max)
+			b.e.budget.Max())
 	}
 	return nil
 }

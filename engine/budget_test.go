@@ -115,12 +115,11 @@ func runAsync(e *Engine, snap *tools.Snapshot, req *toolwirev1.ExecuteBatchReque
 func TestBufferBudgetEndsTheStalledStreamHoldingTheMost(t *testing.T) {
 	t.Parallel()
 	ends := &streamEnds{}
-	e := newTestEngine(t, Config{
+	e := newTestEngineWith(t, Config{
 		MaxStreamBufferBytes: 1 << 20,
 		MaxBufferedBytes:     5 << 19, // 2.5 MiB
 		MaxResultBytes:       1 << 20,
-		Observer:             ends,
-	})
+	}, Deps{Observer: ends})
 	bt, snap := newBudgetTools(t)
 
 	// a reads nothing: one 900 KiB result fits in its stream's buffer, the

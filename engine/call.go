@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -20,15 +21,13 @@ type callState struct {
 	cutFrom int                     // the length of the name as sent, when newBatch cut it; else 0
 	args    json.RawMessage         // the validated arguments, from validation until the call ends
 	claim   *idemClaim              // its idempotency key while it runs; nil without one
-	slot    slot                    // its concurrency slot while it runs
+	slot    slots.Slot              // its concurrency slot while it runs
 	info    CallInfo                // what the Observer is told of it; see observe.go
 	obsCtx  context.Context         // what the Observer's CallStarted returned; nil before
 	scope   logScope                // names the call in log lines; see LogHandler
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs: the send watchdog's abandonment, requestApproval, Batches
-	// approvalReason, set by the policy step, makes the approval step
-	// hold the call whatever Config.Approvals says.
-	approvalReason string
+	refused bool                    // the caller may not call the tool it names (Admission.Permitted, asked by newBatch)
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware
@@ -38,26 +37,28 @@ type callState struct {
 // lifecycle, and finish (batch.go) is the one place a call ends, whoever
 // ends it: record (idempotency), telemetry, log, send.
 //
-//	cancelled? → permission → known tool → validation → policy → approval
+//	cancelled? → permission → known tool → validation → admission (allow, deny, hold)
 //	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
 //
 // A step does not send events: what it decides is the call's result, which
-// finish sends. The one exception is approval (approval.go), which must
-// tell the client and the person asked that the call waits, so it emits
-// CallAwaitingApproval (through b.emit, as progress is) before it waits.
+// finish sends. The one exception is a call the admission holds for
+// approval (approval.go), which must tell the client and the person asked
+// that the call waits, so it emits CallAwaitingApproval (through b.emit, as
+// progress is) before it waits.
 type step func(ctx context.Context, b *batch, i int) *toolwirev1.CallResult
 
 // steps are the call's path before its tool runs, in order. A new per-call
 // concern is a step inserted after validation, so it sees the arguments,
 // and before idempotency and limits, so a refused or waiting call holds no
-// key and no slot, as policy and approval are.
+// key and no slot, as admission is. Who may call what with which
+// arguments is not a new step but a rule of the Admission (package
+// policy), asked once in admitted.
 var steps = [...]step{
 	notCancelled,
-	permitted,
+	permitted, // admission.go: the plan's answer
 	known,
 	validArguments,
-	policed,  // policy.go
-	approved, // approval.go
+	admitted, // admission.go: the verdict; a held call waits (approval.go)
 	roomToReport,
 	idempotent, // idempotency.go
 	slotTaken,  // limits.go
@@ -98,7 +99,7 @@ func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
 	if b.unary {
 		return nil // it reports nothing
 	}
-	b.out.waitRoom(ctx.Done())
+	b.out.WaitRoom(ctx.Done())
 	return nil
 }
 
@@ -118,7 +119,7 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 			return true
 		}
 	}
-	defer c.slot.release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
+	defer c.slot.Release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
 	if !b.unary {
 		b.emitStarted(startedEventFor(b.req.GetCalls()[i].GetCallId(), i, lane))
 	}
@@ -191,7 +192,7 @@ func (r *callRun) run() bool {
 	// reader holds memory (the outbox's budget), not a slot another caller
 	// could use. An abandoned tool keeps its slot until this point, so
 	// tools that ignore cancellation cannot be stacked without limit.
-	c.slot.release(b.e.limits)
+	c.slot.Release(b.e.limits)
 
 	if !r.decided.CompareAndSwap(false, true) {
 		return false // abandoned: the watchdog has sent the result
@@ -234,10 +235,10 @@ func (r *callRun) abandon() {
 	if !r.decided.CompareAndSwap(false, true) {
 		return
 	}
-	b, cfg := r.b, &r.b.e.cfg
+	b, cfg, deps := r.b, &r.b.e.cfg, &r.b.e.deps
 	b.e.abandoned.Add(1) // its slot stays taken until the tool returns; see run
 	b.obsCallAbandoned(r.i)
-	cfg.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
+	deps.Logger.WarnContext(r.ctx, "tool ignored cancellation; abandoned", "grace", cfg.AbandonGrace)
 	r.decide(outcome{}, true)
 	if r.onAbandon != nil {
 		r.onAbandon()
@@ -263,7 +264,7 @@ func (r *callRun) decide(o outcome, abandoned bool) {
 func (r *callRun) invoke() (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.b.e.cfg.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			r.b.e.deps.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", p)}
 		}
 	}()
@@ -273,7 +274,7 @@ func (r *callRun) invoke() (o outcome) {
 
 // judge fills res from the tool's outcome.
 func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
-	cfg := &r.b.e.cfg
+	cfg, deps := &r.b.e.cfg, &r.b.e.deps
 	t := r.b.calls[r.i].tool
 	failed := o.err != nil || o.res == nil || o.res.IsError
 	if r.callCtx.Err() != nil && (abandoned || failed) {
@@ -309,8 +310,13 @@ func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
 		return // a tool that returns nothing succeeded with nothing to say
 	}
 	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
-		if err := t.ValidateOutput(o.res.StructuredContent); err != nil {
-			cfg.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
+		if err := t.ValidateOutput(o.res.StructuredContent); err != nil && t.Upstream() {
+			// Another system's answer: delivered as it came, the mismatch
+			// in its details (tools.Tool.Upstream says why).
+			deps.Logger.WarnContext(r.ctx, "upstream result does not match the tool's output schema", "error", err)
+			o.res = tools.NoteOutputMismatch(o.res, err)
+		} else if err != nil {
+			deps.Logger.ErrorContext(r.ctx, "tool returned invalid structured content", "error", err)
 			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_TOOL_ERROR,
 				fmt.Sprintf("the tool returned output that does not match its declared output schema: %v", err))
 			return

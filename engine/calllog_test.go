@@ -18,7 +18,7 @@ func debugEngine(t *testing.T) (*Engine, func(msg string) []map[string]any) {
 	t.Helper()
 	var mu sync.Mutex
 	var logs strings.Builder
-	e := New(Config{Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	e := New(Config{}, Deps{Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(e.Close)
 	return e, func(msg string) []map[string]any {
 		mu.Lock()
@@ -113,7 +113,7 @@ func TestDebugLogPerBatchAndCall(t *testing.T) {
 	}}
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
 		logs := &lockedBuffer{}
-		te := newTestBed(t, Config{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
+		te := newTestBedWith(t, Config{}, Deps{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
 		evs := te.run(t, req)
 		batchID := evs[0].GetAccepted().GetBatchId()
 		// Run returns after its batch line.

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"path"
 	"time"
 
 	"github.com/toolwire/toolwire/store"
@@ -84,13 +83,6 @@ type Config struct {
 	// Safe overrides, per tool name, whether a tool's calls may share a
 	// parallel lane; by default a tool is safe when it is read-only.
 	Safe map[string]bool `json:"safe"`
-	// Idempotency keeps the records that replay calls sent again with an
-	// idempotency key, and Sessions the session variables; one backend
-	// (store.Store) usually serves both. The caller closes them after the
-	// engine has stopped. Default: one new in-memory store (store/memory)
-	// for whichever is unset, which the engine does not share.
-	Idempotency store.Idempotency `json:"-"`
-	Sessions    store.Sessions    `json:"-"`
 	// IdempotencyTTL is how long a completed call with an idempotency key
 	// is replayed instead of run again. Default 24h.
 	IdempotencyTTL time.Duration `json:"idempotency_ttl"`
@@ -101,12 +93,6 @@ type Config struct {
 	// SessionTTL is how long a session variable lives after it was last
 	// set. Default 24h.
 	SessionTTL time.Duration `json:"session_ttl"`
-	// EventLog keeps the events of detached batches (BatchOptions.detach),
-	// written before they are sent, so that AttachBatch and GetBatch work
-	// on any replica sharing it; the caller closes it after the engine has
-	// stopped. Default: a new in-memory store (store/memory), which the
-	// engine does not share.
-	EventLog store.EventLog `json:"-"`
 	// BatchTTL is how long a detached batch's events are kept once it has
 	// finished (or once its replica was lost). Default 24h.
 	BatchTTL time.Duration `json:"batch_ttl"`
@@ -115,40 +101,26 @@ type Config struct {
 	// are reported unfinished, their open calls CANCELLED (owner lost), this
 	// long after its last renewal. Default 10s.
 	BatchLease time.Duration `json:"batch_lease"`
-	// Approvals names the calls that wait for a person's approval before
-	// they run (see ApprovalRule); default none.
-	Approvals []ApprovalRule `json:"approvals"`
 	// Approvers are the callers who may resolve approvals
 	// (ResolveApproval); with authentication off, everyone is the
 	// anonymous caller and may.
 	Approvers []string `json:"approvers"`
-	// ApprovalTimeout bounds a call's wait for approval; it then ends
-	// TIMEOUT. Default 0: the call's own timeout.
+	// ApprovalTimeout bounds a call's wait for approval (a call the
+	// Admission holds, or a tool's RequestApproval); it then ends TIMEOUT.
+	// Default 0: the call's own timeout.
 	ApprovalTimeout time.Duration `json:"approval_timeout"`
 	// ApproveOwnCalls lets an approver resolve the calls of batches it sent
 	// itself; by default it may not, so an agent cannot approve its own
 	// calls.
 	ApproveOwnCalls bool `json:"approve_own_calls"`
-	// Replica names this engine as the owner of the detached batches it
-	// runs, in the EventLog. Default: a random name, new for each engine.
-	Replica string `json:"-"`
-	// Permissions decides which tools each caller (see CallerFrom) may list and
-	// call. Default nil: every caller may call every tool.
-	Permissions Permissions `json:"-"`
-	// Policy decides each call by its caller and validated arguments,
-	// after Permissions (see Policy); nil allows what Permissions do.
-	Policy Policy `json:"-"`
 
 	// RatePerCaller is how many calls a second each caller may start, on
-	// average, admitted a batch at a time (see ratelimit.go); 0: no rate
-	// limit. Per replica, unless RateStore is set.
+	// average, admitted a batch at a time (see limits.go); 0: no rate
+	// limit. Per replica, unless Deps.RateStore is set.
 	RatePerCaller float64 `json:"rate_per_caller"`
 	// RateBurst is how many calls a caller may start at once, the most
 	// one batch may hold; 0: RatePerCaller rounded up, at least 1.
 	RateBurst int `json:"rate_burst"`
-	// RateStore keeps the allowances where every replica sees them (the
-	// Redis store); nil keeps them in this process.
-	RateStore RateStore `json:"-"`
 	// MaxConcurrentCalls bounds the tool calls running at once across the
 	// engine. A batch is accepted only once a slot is free for its first
 	// call; it waits up to MaxQueueWait for one, then fails with
@@ -176,14 +148,51 @@ type Config struct {
 	// client to page. Pages stay within MaxMessageBytes. Default 64 MiB,
 	// and never less than MaxMessageBytes.
 	MaxListBytes int `json:"max_list_bytes"`
-	// Logger receives the engine's logs, through LogHandler so that lines
-	// about a batch or call carry its IDs and trace. Default slog.Default().
-	Logger *slog.Logger `json:"-"`
+}
+
+// Deps are what an Engine is given rather than configured with: the
+// stores it keeps its state in, who decides what callers may do, what
+// watches it, where it logs, and its name among replicas. A program builds
+// them (cmd/toolwire from its settings); none is a key of the config
+// file, which Config's fields are. exposure-notifications-server keeps its
+// ServerEnv beside each Config for the same reason. The zero Deps is
+// usable: each field has a default.
+type Deps struct {
+	// Idempotency keeps the records that replay calls sent again with an
+	// idempotency key, and Vars the scoped variables the engine keeps
+	// session variables in, and the mailboxes of approvals and of
+	// cancellations between replicas (see vars.go); one backend
+	// (store.Store) usually serves both. The caller closes them after the
+	// engine has stopped. Default: one new in-memory store (store/memory)
+	// for whichever is unset, which the engine does not share.
+	Idempotency store.Idempotency
+	Vars        store.Vars
+	// EventLog keeps the events of detached batches (BatchOptions.detach),
+	// written before they are sent, so that AttachBatch and GetBatch work
+	// on any replica sharing it; the caller closes it after the engine has
+	// stopped. Default: a new in-memory store (store/memory), which the
+	// engine does not share.
+	EventLog store.EventLog
+	// RateStore keeps the callers' allowances (Config.RatePerCaller) where
+	// every replica sees them (the Redis store); nil keeps them in this
+	// process.
+	RateStore RateStore
+	// Admission decides which tools each caller (see CallerFrom) may list
+	// and call, and each call by its validated arguments: allowed, denied,
+	// or held for approval (see Admission; package policy's Rules).
+	// Default nil: every caller may call every tool, and no call waits.
+	Admission Admission
 	// Observer watches the engine's batches and calls: OpenTelemetry
 	// (package engine/otelobserver), an audit trail, or several of them
 	// (Observers). Default nil: none, at no cost. The debug call log is
 	// added when Logger writes debug lines (calllog.go).
-	Observer Observer `json:"-"`
+	Observer Observer
+	// Logger receives the engine's logs, through LogHandler so that lines
+	// about a batch or call carry its IDs and trace. Default slog.Default().
+	Logger *slog.Logger
+	// Replica names this engine as the owner of the detached batches it
+	// runs, in the EventLog. Default: a random name, new for each engine.
+	Replica string
 }
 
 // Flags registers the engine's flags on fs; each writes into c. Their
@@ -228,16 +237,6 @@ const DefaultMaxBufferedBytes = 64 << 20
 // Validate reports settings that cannot work together. Zero values are
 // defaults and always valid.
 func (c *Config) Validate() error {
-	for i, r := range c.Approvals {
-		if len(r.Tools) == 0 {
-			return fmt.Errorf("approvals[%d] names no tools", i)
-		}
-		for _, pat := range r.Tools {
-			if _, err := path.Match(pat, ""); err != nil {
-				return fmt.Errorf("approvals[%d]: pattern %q: %w", i, pat, err)
-			}
-		}
-	}
 	if c.RatePerCaller < 0 || c.RateBurst < 0 {
 		return fmt.Errorf("rate_per_caller (%g) and rate_burst (%d) cannot be negative", c.RatePerCaller, c.RateBurst)
 	}
@@ -286,21 +285,6 @@ func (c Config) withDefaults() Config {
 	defDur(&c.SessionTTL, 24*time.Hour)
 	defDur(&c.BatchTTL, 24*time.Hour)
 	defDur(&c.BatchLease, 10*time.Second)
-	if c.EventLog == nil {
-		c.EventLog = memory.New(memory.Options{})
-	}
-	if c.Replica == "" {
-		c.Replica = "replica-" + newID()
-	}
-	if c.Idempotency == nil || c.Sessions == nil {
-		m := memory.New(memory.Options{})
-		if c.Idempotency == nil {
-			c.Idempotency = m
-		}
-		if c.Sessions == nil {
-			c.Sessions = m
-		}
-	}
 	def(&c.MaxConcurrentCalls, 4096)
 	def(&c.MaxMessageBytes, 4<<20)
 	def(&c.MaxListBytes, 64<<20)
@@ -309,11 +293,31 @@ func (c Config) withDefaults() Config {
 	// A result must fit in a message with room to spare for its framing,
 	// its IDs and a truncation marker.
 	c.MaxResultBytes = min(c.MaxResultBytes, max(c.MaxMessageBytes-64<<10, c.MaxMessageBytes/2))
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	c.Logger = slog.New(LogHandler(c.Logger.Handler()))
 	return c
+}
+
+// withDefaults returns d with every unset field set to its default.
+func (d Deps) withDefaults() Deps {
+	if d.EventLog == nil {
+		d.EventLog = memory.New(memory.Options{})
+	}
+	if d.Replica == "" {
+		d.Replica = "replica-" + newID()
+	}
+	if d.Idempotency == nil || d.Vars == nil {
+		m := memory.New(memory.Options{})
+		if d.Idempotency == nil {
+			d.Idempotency = m
+		}
+		if d.Vars == nil {
+			d.Vars = m
+		}
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	d.Logger = slog.New(LogHandler(d.Logger.Handler()))
+	return d
 }
 
 // callerShare returns the per-caller cap (0: none) and whether it applies

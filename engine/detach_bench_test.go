@@ -54,10 +54,9 @@ func BenchmarkDetach(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := func(b *testing.B, cfg Config, detach bool) {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-		cfg.BatchTTL = time.Minute
-		e := New(cfg)
+	run := func(b *testing.B, deps Deps, detach bool) {
+		deps.Logger = slog.New(slog.DiscardHandler)
+		e := New(Config{BatchTTL: time.Minute}, deps)
 		b.Cleanup(e.Close)
 		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: `{"text":"hi"}`}},
 			Options: &toolwirev1.BatchOptions{Detach: detach}}
@@ -69,11 +68,11 @@ func BenchmarkDetach(b *testing.B) {
 			}
 		}
 	}
-	b.Run("plain", func(b *testing.B) { run(b, Config{}, false) })
+	b.Run("plain", func(b *testing.B) { run(b, Deps{}, false) })
 	for name, open := range benchStores(b) {
 		b.Run("detach/"+name, func(b *testing.B) {
 			s := open(b)
-			run(b, Config{EventLog: s, Sessions: s, Idempotency: s}, true)
+			run(b, Deps{EventLog: s, Vars: s, Idempotency: s}, true)
 		})
 	}
 }
@@ -92,7 +91,7 @@ func BenchmarkAttachFirstEvent(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			s := open(b)
 			mk := func(replica string) *Engine {
-				e := New(Config{Logger: slog.New(slog.DiscardHandler), EventLog: s, Sessions: s, Idempotency: s, Replica: replica})
+				e := New(Config{}, Deps{Logger: slog.New(slog.DiscardHandler), EventLog: s, Vars: s, Idempotency: s, Replica: replica})
 				b.Cleanup(func() { e.CancelCalls(); e.Drain(); e.Close() })
 				return e
 			}

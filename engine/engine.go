@@ -23,12 +23,18 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/outbox"
+	"github.com/toolwire/toolwire/engine/internal/rates"
+	"github.com/toolwire/toolwire/engine/internal/runners"
+	"github.com/toolwire/toolwire/engine/internal/sequence"
+	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -75,7 +81,8 @@ var (
 
 // Engine runs batches of tool calls over a registry.
 type Engine struct {
-	cfg Config
+	cfg  Config
+	deps Deps
 
 	mu       sync.Mutex
 	draining bool
@@ -85,42 +92,53 @@ type Engine struct {
 	watching bool              // watchSends is running
 
 	abandoned atomic.Int64
-	budget    *budget // the events waiting for slow readers, all batches'
-	runners   *runners
-	limits    *limiter
-	rates     *rates    // nil without a rate limit
-	obs       Observer  // nil: none
-	seq       sequencer // the calls of sessions that arrive one at a time; see Sequence
-	held      approvals // calls held for approval on this engine; see approval.go
-	catalog   catalog   // SearchTools' index of the last snapshot searched; see listing.go
+	budget    *outbox.Budget     // the events waiting for slow readers, all batches'
+	shedCount atomic.Int64       // streams ended for the budget, ever; see shed
+	runners   *runners.Pool      // the goroutines batches run on
+	limits    *slots.Limiter     // call slots, server-wide and per caller
+	rates     *rates.Buckets     // nil without a rate limit
+	obs       Observer           // nil: none
+	seq       sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
+	held      approvals          // calls held for approval on this engine; see approval.go
+	catalog   catalog            // SearchTools' index of the last snapshot searched; see listing.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the
 // snapshot of tools its batch runs against, so a surface decides which
 // (its registry's current one, usually) and the lane plan, the tools run
 // and the revision in BatchAccepted all come from that one snapshot.
-func New(cfg Config) *Engine {
+//
+// cfg is its settings, the zero value of each meaning its default; deps
+// are what it is given to work with (see Deps).
+func New(cfg Config, deps Deps) *Engine {
 	e := &Engine{
 		cfg:      cfg.withDefaults(),
+		deps:     deps.withDefaults(),
 		batches:  make(map[string]*batch),
 		stopping: make(chan struct{}),
-		runners:  newRunners(10 * time.Second),
+		runners:  runners.New(10 * time.Second),
 	}
-	e.budget = newBudget(e.cfg.MaxBufferedBytes)
+	e.budget = outbox.NewBudget(e.cfg.MaxBufferedBytes)
 	perCaller, anonymous := e.cfg.callerShare()
-	e.limits = newLimiter(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
-	e.rates = newRates(&e.cfg)
+	e.limits = slots.New(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
+	if e.cfg.RatePerCaller > 0 {
+		e.rates = rates.New(e.cfg.RatePerCaller, e.cfg.RateBurst, e.deps.RateStore, e.deps.Logger)
+	}
 	// The debug call log is one more observer, when the logger writes
 	// debug lines.
-	e.obs = Observers(e.cfg.Observer, debugLogFor(e.cfg.Logger))
+	e.obs = Observers(e.deps.Observer, debugLogFor(e.deps.Logger))
 	if eo, ok := e.obs.(EngineObserver); ok {
-		eo.EngineStarted(EngineInfo{Buffered: e.budget.held.Load})
+		eo.EngineStarted(EngineInfo{Buffered: e.budget.Held})
 	}
 	return e
 }
 
 // Config returns the engine's configuration, its defaults filled in.
 func (e *Engine) Config() Config { return e.cfg }
+
+// Logger returns the logger the engine logs on (Deps.Logger, through
+// LogHandler): the one a surface on it logs on too.
+func (e *Engine) Logger() *slog.Logger { return e.deps.Logger }
 
 // Run runs one batch against the tools of snap, sending its events to
 // sink, and returns when the batch has ended (see handle.go for how a
@@ -139,38 +157,95 @@ func (e *Engine) Run(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.
 }
 
 // run runs the batch b, made by newBatch, to its end; see Run. A unary
-// batch (Call's) sends nothing: its one result is kept in b.result. A
-// detached batch is runDetached's.
+// batch (Call's) sends nothing: its one result is kept in b.result. Every
+// batch starts the same way (start) and runs its lanes on a runner; what
+// differs is who reads its events. A batch that is not detached is read by
+// its one writer on Run's goroutine, which sends them to Run's stream
+// (stream); a detached batch's writer appends them to its log, on a runner
+// of its own, and Run's stream reads the log as any attachment does (see
+// handle.go).
 func (e *Engine) run(ctx context.Context, b *batch) (err error) {
+	runCtx, err := e.start(ctx, b)
+	if err != nil {
+		return err
+	}
+	e.runners.Go(func() { b.run(runCtx) })
+	if b.detached {
+		e.runners.Go(b.writeLog)
+		return e.readLog(ctx, b.log.name, 0, b.sink)
+	}
+	defer func() { b.end(err) }()
+	return b.stream(ctx)
+}
+
+// start takes a batch from its request to running, in order: its caller's
+// rate allowance, admission (its ID, the batch limit, draining), its log
+// scope, the Observer's BatchStarted, the batch deadline, and the slot of
+// its first call, waited for while the caller waits so that an overloaded
+// server refuses the batch before accepting it; then, for a detached
+// batch, its log in the store. It returns the context the batch runs in:
+// the stream's, for a batch that dies with its stream; for a detached
+// one, a context that keeps the caller's values (its identity, its trace)
+// but not its cancellation or deadline. Once started, a batch ends with
+// end; a start that fails has undone what it did, and returns Run's error.
+func (e *Engine) start(ctx context.Context, b *batch) (context.Context, error) {
 	if e.rates != nil {
-		if err := e.rates.take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
-			return err
+		if err := e.rates.Take(ctx, CallerFrom(ctx), len(b.req.GetCalls())); err != nil {
+			return nil, rateError(err)
 		}
 	}
 	if b.detached {
-		return e.runDetached(ctx, b)
+		// Detached from the stream on purpose: the batch outlives it.
+		b.callerCtx = context.WithoutCancel(ctx)
 	}
-	// The batch dies with its stream: its context is the stream's.
-	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	runCtx, cancel := context.WithCancelCause(b.callerCtx)
 	if err := e.admit(b, cancel); err != nil {
-		return err
+		cancel(nil)
+		return nil, err
 	}
-	defer e.release(b)
 	b.scope = logScope{b: b, i: -1}
 	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
-	defer func() { b.obsBatchEnded(err) }()
 	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
-		var cancelTimeout context.CancelFunc
-		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
-		defer cancelTimeout()
+		runCtx, b.stopTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
 	}
-	if err := b.reserve(runCtx); err != nil {
-		return err
+	var err error
+	if b.detached {
+		// The caller still waits for the first slot: its leaving ends the wait.
+		stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+		err = b.reserve(runCtx)
+		stop()
+		if err == nil {
+			if b.log, err = e.openLog(b); err != nil {
+				err = storeError(ctx, err)
+			}
+		}
+	} else {
+		err = b.reserve(runCtx)
 	}
-	defer b.dropReserved()
-	e.runners.Go(func() { b.run(runCtx) })
-	sendErr := b.write(cancel)
+	if err != nil {
+		b.end(err)
+		return nil, err
+	}
+	return runCtx, nil
+}
+
+// end undoes what start did, once the batch has ended (or failed to
+// start) with err, what Run returns, which the Observer is told.
+func (b *batch) end(err error) {
+	b.dropReserved()
+	if b.stopTimeout != nil {
+		b.stopTimeout()
+	}
+	b.obsBatchEnded(err)
+	b.e.release(b)
+	b.cancel(nil)
+}
+
+// stream is the writer of a batch that is not detached: it sends the
+// batch's events to Run's stream, on Run's goroutine, and returns what Run
+// does once the lanes have ended.
+func (b *batch) stream(ctx context.Context) error {
+	sendErr := b.write(b.cancel)
 	if err := b.endedError(); err != nil {
 		return err
 	}
@@ -240,7 +315,7 @@ func (e *Engine) Drain() {
 
 	drained := make(chan struct{})
 	go func() { e.active.Wait(); close(drained) }()
-	log := e.cfg.Logger
+	log := e.deps.Logger
 	select {
 	case <-drained:
 	case <-time.After(e.cfg.DrainTimeout):
@@ -286,23 +361,22 @@ type Stats struct {
 // Stats returns what the engine is doing now.
 func (e *Engine) Stats() Stats {
 	st := Stats{
-		CallsRunning: len(e.limits.global),
-		SlotWaiters:  e.limits.waiting.Load(),
+		CallsRunning: e.limits.Running(),
+		SlotWaiters:  e.limits.Waiting(),
+		Callers:      e.limits.Callers(),
 		Abandoned:    e.abandoned.Load(),
 
-		BufferedBytes:   e.budget.held.Load(),
-		BufferedPeak:    e.budget.peak.Load(),
-		EndedOverBudget: e.budget.shed.Load(),
+		BufferedBytes:   e.budget.Held(),
+		BufferedPeak:    e.budget.Peak(),
+		EndedOverBudget: e.shedCount.Load(),
+
+		SessionWaiting: e.seq.Waiting(),
 	}
-	e.limits.mu.Lock()
-	st.Callers = len(e.limits.callers)
-	e.limits.mu.Unlock()
-	st.SessionWaiting = e.seq.waiting()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st.Batches = len(e.batches)
 	for _, b := range e.batches {
-		if b.out.waiting() {
+		if b.out.Waiting() {
 			st.WaitingToReport++
 		}
 	}

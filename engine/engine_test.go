@@ -113,8 +113,14 @@ func engineTools(t *testing.T, log func(string)) *tools.Snapshot {
 
 func newTestEngine(t *testing.T, cfg Config) *Engine {
 	t.Helper()
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	e := New(cfg)
+	return newTestEngineWith(t, cfg, Deps{})
+}
+
+// newTestEngineWith is newTestEngine with deps, logging nowhere.
+func newTestEngineWith(t *testing.T, cfg Config, deps Deps) *Engine {
+	t.Helper()
+	deps.Logger = slog.New(slog.DiscardHandler)
+	e := New(cfg, deps)
 	t.Cleanup(e.Close)
 	return e
 }
@@ -276,7 +282,7 @@ func TestBatchLineNamesWhyASinkFailed(t *testing.T) {
 	t.Parallel()
 	var logs strings.Builder
 	var mu sync.Mutex
-	e := New(Config{Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	e := New(Config{}, Deps{Logger: slog.New(slog.NewJSONHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	t.Cleanup(e.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -2,18 +2,18 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/coalesce"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/protobuf/proto"
 )
 
-// A detached batch's events live in the store (Config.EventLog), one log
+// A detached batch's events live in the store (Deps.EventLog), one log
 // per batch, written by the batch's one writer before any reader sees them:
 // every attachment, the batch's own first stream included, reads the log.
 // So any replica sharing the store replays a batch's events and follows
@@ -21,29 +21,15 @@ import (
 // no owner, once its lease has run out: the first reader to notice takes
 // the log over and ends it, its open calls CANCELLED (owner lost).
 //
-// The log is bounded. Progress is coalesced before it is written (see
-// coalescer): a call's first progressBurst reports are written as they
-// come, then at most one every progressEvery, the reports between merged
-// into it; past maxStoredProgress reports in one batch, a call's progress
-// is merged and written only just before its result. So a batch of n calls
-// writes at most 2 + 4n + maxStoredProgress events (BatchAccepted and
-// BatchFinished, per call CallStarted, CallAwaitingApproval, the merged
-// progress before its result, and CallResult), each within
-// MaxMessageBytes.
-const (
-	progressBurst     = 64
-	progressEvery     = time.Second
-	maxStoredProgress = 10_000
-)
+// The log is bounded: progress is coalesced before it is written
+// (engine/internal/coalesce), so a batch of n calls writes at most
+// 2 + 4n + coalesce.MaxStored events (BatchAccepted and BatchFinished, per
+// call CallStarted, CallAwaitingApproval, the merged progress before its
+// result, and CallResult), each within MaxMessageBytes.
 
 // logName is the name of a batch's log in the store: scoped by its caller,
 // so that another caller's request names a log that does not exist.
 func logName(caller, batchID string) string { return strconv.Quote(caller) + "/" + batchID }
-
-// controlScope is the session scope (in Config.Sessions) where requests to
-// a batch's owner wait: CancelBatch made on another replica. Session scopes
-// start with a quote; this never does.
-func controlScope(name string) string { return "batch:" + name }
 
 // batchLog is a detached batch's log as its writer keeps it.
 type batchLog struct {
@@ -52,7 +38,7 @@ type batchLog struct {
 	name   string
 	failed atomic.Bool // a write failed or the lease was lost: nothing more is written
 
-	coal coalescer
+	coal coalesce.Coalescer
 
 	mu      sync.Mutex
 	ticker  *time.Timer // renews the lease and reads the control requests
@@ -65,10 +51,10 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
 	ctx, cancel := context.WithTimeout(b.callerCtx, storeTimeout)
 	defer cancel()
-	if err := e.cfg.EventLog.Open(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
+	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
 		return nil, err
 	}
-	l.coal.init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
+	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
 	l.ticker = time.AfterFunc(l.tick(), l.renew)
 	return l, nil
 }
@@ -83,13 +69,11 @@ func (l *batchLog) renew() {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
 	if !l.failed.Load() {
-		if err := e.cfg.EventLog.RenewLog(ctx, l.name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
+		if err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease); err != nil {
 			l.lost(err)
 		}
 	}
-	if v, ok, err := e.cfg.Sessions.GetVar(ctx, controlScope(l.name), "cancel"); err == nil && ok {
-		var reason string
-		_ = json.Unmarshal(v, &reason)
+	if reason, ok := (cancelMail{e.deps.Vars}).requested(ctx, l.name); ok {
 		l.b.cancel(&errCancelRequested{reason: reason})
 	}
 	l.mu.Lock()
@@ -108,7 +92,7 @@ var errLogLost = errors.New("the batch's event log could not be written")
 // its readers report its open calls as CANCELLED, owner lost.
 func (l *batchLog) lost(err error) {
 	if l.failed.CompareAndSwap(false, true) {
-		l.e.cfg.Logger.Error("detached batch's event log lost; cancelling the batch", "batch_id", l.b.id, "error", err)
+		l.e.deps.Logger.Error("detached batch's event log lost; cancelling the batch", "batch_id", l.b.id, "error", err)
 		l.b.cancel(errLogLost)
 	}
 }
@@ -122,14 +106,14 @@ func (l *batchLog) stop() {
 }
 
 // write is the writer's: it numbers ev and appends it, after coalescing
-// progress (see coalescer).
+// progress (see coalesce).
 func (l *batchLog) write(ev *toolwirev1.ExecuteBatchResponse) {
 	if ev.GetProgress() != nil {
-		if ev = l.coal.progress(ev, time.Now()); ev == nil {
+		if ev = l.coal.Progress(ev, time.Now()); ev == nil {
 			return
 		}
 	} else if r := ev.GetResult(); r != nil {
-		if p := l.coal.flush(int(r.GetIndex())); p != nil {
+		if p := l.coal.Flush(int(r.GetIndex())); p != nil {
 			l.append(p)
 		}
 	}
@@ -151,7 +135,7 @@ func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	i, err := l.e.cfg.EventLog.Append(ctx, l.name, l.e.cfg.Replica, data)
+	i, err := l.e.deps.EventLog.Append(ctx, l.name, l.e.deps.Replica, data)
 	switch {
 	case err != nil:
 		l.lost(err)
@@ -168,85 +152,7 @@ func (l *batchLog) finish() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	if err := l.e.cfg.EventLog.Finish(ctx, l.name, l.e.cfg.Replica, l.e.cfg.BatchTTL); err != nil {
-		l.e.cfg.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
+	if err := l.e.deps.EventLog.Finish(ctx, l.name, l.e.deps.Replica, l.e.cfg.BatchTTL); err != nil {
+		l.e.deps.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
 	}
-}
-
-// coalescer bounds the progress a detached batch writes; see the constants
-// above. Only the writer uses it.
-type coalescer struct {
-	stored   int // progress events written, the batch's
-	maxBytes int
-	calls    []callProgress
-}
-
-type callProgress struct {
-	n       int       // progress events written for the call
-	last    time.Time // when the last one was
-	pending *toolwirev1.ExecuteBatchResponse
-}
-
-func (c *coalescer) init(calls, maxBytes int) {
-	c.calls = make([]callProgress, calls)
-	c.maxBytes = maxBytes
-}
-
-// progress returns the event to write for the progress report ev, or nil
-// when it is merged into the call's pending one instead.
-func (c *coalescer) progress(ev *toolwirev1.ExecuteBatchResponse, now time.Time) *toolwirev1.ExecuteBatchResponse {
-	p := ev.GetProgress()
-	cp := &c.calls[p.GetIndex()]
-	if cp.pending != nil {
-		merge(cp.pending.GetProgress(), p, c.maxBytes)
-		ev = cp.pending
-	}
-	if c.stored >= maxStoredProgress || (cp.n >= progressBurst && now.Sub(cp.last) < progressEvery) {
-		cp.pending = ev
-		return nil
-	}
-	cp.pending = nil
-	cp.n++
-	cp.last = now
-	c.stored++
-	return ev
-}
-
-// flush returns call i's pending progress, to be written before its result.
-func (c *coalescer) flush(i int) *toolwirev1.ExecuteBatchResponse {
-	if i >= len(c.calls) {
-		return nil
-	}
-	p := c.calls[i].pending
-	c.calls[i].pending = nil
-	return p
-}
-
-// merge folds the later report q into p: its figures and message replace
-// p's, its output follows p's, which keeps the last maxBytes of it.
-func merge(p, q *toolwirev1.CallProgress, maxBytes int) {
-	if q.Progress != nil {
-		p.Progress, p.Total = q.Progress, q.Total
-	}
-	if q.GetMessage() != "" {
-		p.Message = q.GetMessage()
-	}
-	out := p.GetOutput() + q.GetOutput()
-	if len(out) > maxBytes {
-		const mark = "[…earlier output merged away]"
-		out = mark + cutUTF8Front(out, maxBytes-len(mark))
-	}
-	p.Output = out
-}
-
-// cutUTF8Front returns the last n bytes of s at most, starting at a rune.
-func cutUTF8Front(s string, n int) string {
-	if n <= 0 {
-		return ""
-	}
-	i := len(s) - n
-	for i < len(s) && i > 0 && s[i]&0xC0 == 0x80 {
-		i++
-	}
-	return s[i:]
 }

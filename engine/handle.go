@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -17,7 +16,8 @@ import (
 // hands them to the batch's readers. A batch is found by its ID, made when
 // it is admitted, in Engine.batches, where Cancel and Attach look it up.
 //
-// How a batch meets its stream depends on whether it is detached:
+// Every batch starts the same way (Engine.start) and runs its lanes on a
+// runner; how it meets its stream depends on whether it is detached:
 //
 //   - A batch that is not detached has one reader, the stream Run was
 //     given, and the writer serves it directly on Run's goroutine (the fast
@@ -25,8 +25,8 @@ import (
 //     (its context, or a failed Send), the reader is gone and the batch is
 //     cancelled, as it always was: its calls get CANCELLED results, which
 //     are recorded, and nothing new starts.
-//   - A detached batch's (BatchOptions.detach) writer runs on a goroutine
-//     of its own and appends the events to the batch's log in the store
+//   - A detached batch's (BatchOptions.detach) writer (batch.writeLog)
+//     runs on a runner of its own and appends the events to the batch's log in the store
 //     (eventlog.go); Run's stream is one attachment among any number
 //     (Attach), on any replica sharing the store, each reading from the
 //     seq it asks for. A stream ending only detaches that reader: the
@@ -112,15 +112,14 @@ func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
 		return nil
 	}
 	name := logName(CallerFrom(ctx), batchID)
-	info, err := e.cfg.EventLog.Stat(ctx, name)
+	info, err := e.deps.EventLog.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound) || (err == nil && info.Finished):
 		return errorf(NotFound, "no batch %s is running for this caller", shorten(batchID))
 	case err != nil:
 		return storeError(ctx, err)
 	}
-	v, _ := json.Marshal(reason)
-	if err := e.cfg.Sessions.SetVar(ctx, controlScope(name), "cancel", v, e.cfg.BatchTTL); err != nil {
+	if err := (cancelMail{e.deps.Vars}).request(ctx, name, reason, e.cfg.BatchTTL); err != nil {
 		return storeError(ctx, err)
 	}
 	return nil
@@ -139,7 +138,7 @@ func storeError(ctx context.Context, err error) error {
 // caller after the one numbered afterSeq (all of them for 0), then its
 // live events, and returns once it has sent BatchFinished (nil), ctx has
 // ended, or a Send has failed (that error). It works on any replica
-// sharing the store (Config.EventLog), while the batch runs and for
+// sharing the store (Deps.EventLog), while the batch runs and for
 // BatchTTL after it finished. Attaching does not change the batch; ending
 // the attachment only detaches its reader. When the replica running the
 // batch was lost (its lease ran out), the calls that had not ended get
@@ -149,7 +148,7 @@ func storeError(ctx context.Context, err error) error {
 // sent.
 func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, sink Sink) error {
 	name := logName(CallerFrom(ctx), batchID)
-	info, err := e.cfg.EventLog.Stat(ctx, name)
+	info, err := e.deps.EventLog.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound):
 		return errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, or expired)", shorten(batchID))
@@ -164,7 +163,7 @@ func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, si
 // readLog sends sink the log's events after seq and then its live ones
 // until BatchFinished; see Attach.
 func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink) error {
-	el := e.cfg.EventLog
+	el := e.deps.EventLog
 	for {
 		for ent, err := range el.After(ctx, name, seq) {
 			if err != nil {
@@ -239,8 +238,8 @@ const recoverRetry = 100 * time.Millisecond
 // the takeover reads what the winner writes. It reports whether it ended
 // the log.
 func (e *Engine) recoverLost(ctx context.Context, name string) bool {
-	el := e.cfg.EventLog
-	if err := el.TakeOver(ctx, name, e.cfg.Replica, e.cfg.BatchLease); err != nil {
+	el := e.deps.EventLog
+	if err := el.TakeOver(ctx, name, e.deps.Replica, e.cfg.BatchLease); err != nil {
 		return false
 	}
 	var accepted *toolwirev1.BatchAccepted
@@ -267,7 +266,7 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 		ev.Seq = last
 		data, err := proto.Marshal(ev)
 		if err == nil {
-			_, err = el.Append(ctx, name, e.cfg.Replica, data)
+			_, err = el.Append(ctx, name, e.deps.Replica, data)
 		}
 		return err == nil
 	}
@@ -293,7 +292,7 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 	for _, r := range results {
 		count(f, r)
 	}
-	return write(ev) && el.Finish(ctx, name, e.cfg.Replica, e.cfg.BatchTTL) == nil
+	return write(ev) && el.Finish(ctx, name, e.deps.Replica, e.cfg.BatchTTL) == nil
 }
 
 // count counts r in f, as BatchFinished counts results.
@@ -324,7 +323,7 @@ func count(f *toolwirev1.BatchFinished, r *toolwirev1.CallResult) {
 // waits for approval; else RUNNING. NotFound as for Attach.
 func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetBatchResponse, error) {
 	name := logName(CallerFrom(ctx), batchID)
-	el := e.cfg.EventLog
+	el := e.deps.EventLog
 	info, err := el.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound):
@@ -369,57 +368,16 @@ func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetB
 	return resp, nil
 }
 
-// runDetached is run for a detached batch: it opens the batch's log, starts
-// the batch's writer on a goroutine of its own, whose context keeps ctx's
-// values (the caller, the trace) but not its cancellation or deadline, and
-// reads the log to sink as an attachment until the batch ends or ctx does.
-// Before BatchAccepted it refuses the batch as Run does, and with
-// Unavailable when the store cannot open its log.
-func (e *Engine) runDetached(ctx context.Context, b *batch) error {
-	// Detached from the stream on purpose: the batch outlives it.
-	b.callerCtx = context.WithoutCancel(ctx)
-	runCtx, cancel := context.WithCancelCause(b.callerCtx)
-	if err := e.admit(b, cancel); err != nil {
-		cancel(nil)
-		return err
-	}
-	b.scope = logScope{b: b, i: -1}
-	runCtx = b.obsBatchStarted(context.WithValue(runCtx, logScopeKey{}, &b.scope))
-	var cancelTimeout context.CancelFunc = func() {}
-	if d := b.req.GetOptions().GetTimeout(); d != nil && d.AsDuration() > 0 {
-		runCtx, cancelTimeout = context.WithTimeoutCause(runCtx, d.AsDuration(), errBatchTimeout)
-	}
-	// The first slot is waited for while the caller waits, so that an
-	// overloaded server still refuses the batch before accepting it.
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	err := b.reserve(runCtx)
-	stop()
-	if err == nil {
-		if b.log, err = e.openLog(b); err != nil {
-			b.dropReserved()
-			err = storeError(ctx, err)
-		}
-	}
-	if err != nil {
-		cancelTimeout()
-		cancel(nil)
-		b.obsBatchEnded(err)
-		e.release(b)
-		return err
-	}
-	name := b.log.name
-	go func() {
-		defer e.release(b)
-		defer cancel(nil)
-		defer cancelTimeout()
-		defer b.dropReserved()
-		e.runners.Go(func() { b.run(runCtx) })
-		_ = b.write(cancel) // a detached batch's writer only appends: it cannot fail
-		b.log.write(b.finished())
-		b.log.finish()
-		b.obsBatchEnded(nil)
-	}()
-	return e.readLog(ctx, name, 0, b.sink)
+// writeLog is a detached batch's writer, on a runner of its own: it
+// appends the batch's events to its log, where Run's stream and every
+// other attachment read them (readLog), and ends the batch once its lanes
+// have. Before BatchAccepted, Run refuses a detached batch as it does any
+// (start), and with Unavailable when the store cannot open its log.
+func (b *batch) writeLog() {
+	defer b.end(nil)
+	_ = b.write(b.cancel) // a detached batch's writer only appends: it cannot fail
+	b.log.write(b.finished())
+	b.log.finish()
 }
 
 // cancelRequested is what a call's result says when Cause is Cancel's.

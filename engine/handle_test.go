@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/engine/internal/coalesce"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
@@ -282,11 +283,9 @@ func (d *dyingLog) Finish(ctx context.Context, name, owner string, ttl time.Dura
 func twoReplicas(t *testing.T, cfg Config) (a, b *testBed, dying *dyingLog) {
 	m := memory.New(memory.Options{})
 	dying = &dyingLog{EventLog: m}
-	cfg.Idempotency, cfg.Sessions = m, m
-	ca, cb := cfg, cfg
-	ca.EventLog, ca.Replica = dying, "a"
-	cb.EventLog, cb.Replica = m, "b"
-	return newTestBed(t, ca), newTestBed(t, cb), dying
+	da := Deps{Idempotency: m, Vars: m, EventLog: dying, Replica: "a"}
+	db := Deps{Idempotency: m, Vars: m, EventLog: m, Replica: "b"}
+	return newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db), dying
 }
 
 func TestAttachAndCancelFromAnotherReplica(t *testing.T) {
@@ -377,7 +376,7 @@ func TestLostReplicasBatchEndsOwnerLost(t *testing.T) {
 func TestChattyToolsLogIsBounded(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	te := newTestBed(t, Config{EventLog: m})
+	te := newTestBedWith(t, Config{}, Deps{EventLog: m})
 	var rec recorder
 	req := &toolwirev1.ExecuteBatchRequest{
 		Calls:   []*toolwirev1.ToolCall{call("c", "chatty", `{"n":100000,"size":8}`)},
@@ -393,7 +392,7 @@ func TestChattyToolsLogIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := uint64(2 + 4*1 + maxStoredProgress)
+	bound := uint64(2 + 4*1 + coalesce.MaxStored)
 	if info.Last > bound || uint64(len(rec.events)) != info.Last {
 		t.Fatalf("the log holds %d events (the stream got %d); the bound is %d", info.Last, len(rec.events), bound)
 	}
@@ -411,7 +410,7 @@ func TestChattyToolsLogIsBounded(t *testing.T) {
 func TestFinishedLogsExpire(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	te := newTestBed(t, Config{EventLog: m, BatchTTL: 3 * time.Second})
+	te := newTestBedWith(t, Config{BatchTTL: 3 * time.Second}, Deps{EventLog: m})
 	const n = 10_000
 	var wg sync.WaitGroup
 	var failed atomic.Int64
@@ -446,7 +445,7 @@ func TestFinishedLogsExpire(t *testing.T) {
 func TestDrainFinishesDetachedBatches(t *testing.T) {
 	t.Parallel()
 	m := memory.New(memory.Options{})
-	te := newTestBed(t, Config{EventLog: m, DrainTimeout: 50 * time.Millisecond})
+	te := newTestBedWith(t, Config{DrainTimeout: 50 * time.Millisecond}, Deps{EventLog: m})
 	ctx, cancel := context.WithCancel(as("alice"))
 	lb := startDetached(t, ctx, te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
 	cancel()

@@ -56,7 +56,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	if key == "" {
 		return nil
 	}
-	cfg := &b.e.cfg
+	cfg, deps := &b.e.cfg, &b.e.deps
 	scoped := strconv.Quote(CallerFrom(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
 	fp := fingerprint(args)
 	owner := newID() + newID()
@@ -67,9 +67,9 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	defer cancel()
 	start := time.Now()
 	for {
-		got, err := cfg.Idempotency.Claim(waitCtx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
+		got, err := deps.Idempotency.Claim(waitCtx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
 		if err == nil && got.State == store.InFlight {
-			err = cfg.Idempotency.Wait(waitCtx, scoped)
+			err = deps.Idempotency.Wait(waitCtx, scoped)
 			if err == nil {
 				continue
 			}
@@ -102,7 +102,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b.e.cfg.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
+			b.e.deps.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
 				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			key, err = "", fmt.Errorf("the tool failed to derive its idempotency key (panic: %v)", r)
 		}
@@ -136,7 +136,7 @@ func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, wai
 			waited.Round(time.Millisecond), elsewhere))
 	default:
 		// Running without the store could run the call twice: refuse.
-		b.e.cfg.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
+		b.e.deps.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
 			"the idempotency store failed, so the call with key %q was not run: %v", key, err))
 	}
@@ -160,7 +160,7 @@ func (b *batch) replay(i int, stored []byte) *toolwirev1.CallResult {
 // taken over by a retry on another replica.
 func (c *idemClaim) renew() {
 	defer c.done.Done()
-	cfg := &c.b.e.cfg
+	cfg, deps := &c.b.e.cfg, &c.b.e.deps
 	t := time.NewTicker(cfg.IdempotencyLease / 3)
 	defer t.Stop()
 	for {
@@ -170,10 +170,10 @@ func (c *idemClaim) renew() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.IdempotencyLease/3)
-		err := cfg.Idempotency.Renew(ctx, c.key, c.owner, cfg.IdempotencyLease)
+		err := deps.Idempotency.Renew(ctx, c.key, c.owner, cfg.IdempotencyLease)
 		cancel()
 		if err != nil {
-			cfg.Logger.Warn("could not renew an idempotency lease; a retry elsewhere may run the call again",
+			deps.Logger.Warn("could not renew an idempotency lease; a retry elsewhere may run the call again",
 				"batch_id", c.b.id, "key", c.key, "error", err)
 			if errors.Is(err, store.ErrLeaseLost) {
 				return
@@ -191,14 +191,14 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	}
 	close(c.stop)
 	c.done.Wait()
-	cfg := &c.b.e.cfg
+	cfg, deps := &c.b.e.cfg, &c.b.e.deps
 	// Detached from the batch: a cancelled batch must still settle its claims.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.callerCtx), storeTimeout)
 	defer cancel()
 	var err error
 	switch res.GetErrorKind() {
 	case toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, toolwirev1.ErrorKind_ERROR_KIND_CANCELLED:
-		err = cfg.Idempotency.Release(ctx, c.key, c.owner)
+		err = deps.Idempotency.Release(ctx, c.key, c.owner)
 	default:
 		// The record holds the result without the call's ID and index.
 		id, index := res.CallId, res.Index
@@ -207,11 +207,11 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 		stored, err = proto.Marshal(res)
 		res.CallId, res.Index = id, index
 		if err == nil {
-			err = cfg.Idempotency.Complete(ctx, c.key, c.owner, stored, cfg.IdempotencyTTL)
+			err = deps.Idempotency.Complete(ctx, c.key, c.owner, stored, cfg.IdempotencyTTL)
 		}
 	}
 	if err != nil {
-		cfg.Logger.Warn("could not settle an idempotency record", "batch_id", c.b.id, "call_id", res.GetCallId(),
+		deps.Logger.Warn("could not settle an idempotency record", "batch_id", c.b.id, "call_id", res.GetCallId(),
 			"key", c.key, "error", err)
 	}
 }

@@ -353,7 +353,7 @@ func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	t.Parallel()
 	st := memory.New(memory.Options{})
 	c := newCounter()
-	te := newTestBed(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, c.tool("bump"))
 	// An owner that died mid-call left a claim behind.
 	args := `{"n":1}`
 	if _, err := st.Claim(context.Background(), `""/"bump"/k`, fingerprint(json.RawMessage(args)), "dead", 30*time.Millisecond, time.Hour); err != nil {
@@ -396,7 +396,7 @@ func TestStoreFailureRunsNothing(t *testing.T) {
 	st := memory.New(memory.Options{})
 	st.Close()
 	c := newCounter()
-	te := newTestBed(t, Config{Idempotency: st, Sessions: st}, c.tool("bump"))
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, c.tool("bump"))
 	r := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "not run") || c.count(1) != 0 {
 		t.Fatalf("result %v %q, runs %d; want INTERNAL, nothing run", r.GetErrorKind(), text(r), c.count(1))
@@ -467,7 +467,7 @@ func TestSessionVariables(t *testing.T) {
 }
 
 // TestIdempotencyAndSessionsUseTheirOwnStores: records go to
-// Config.Idempotency and variables to Config.Sessions, and an unset one
+// Deps.Idempotency and variables to Deps.Sessions, and an unset one
 // gets an in-memory store of its own.
 func TestIdempotencyAndSessionsUseTheirOwnStores(t *testing.T) {
 	t.Parallel()
@@ -482,12 +482,12 @@ func TestIdempotencyAndSessionsUseTheirOwnStores(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			idem := memory.New(memory.Options{})
-			cfg := Config{Idempotency: idem}
+			deps := Deps{Idempotency: idem}
 			if tc.sessions != nil {
-				cfg.Sessions = tc.sessions
+				deps.Vars = tc.sessions
 			}
 			c := newCounter()
-			te := newTestBed(t, cfg, c.tool("bump"), sessionTool())
+			te := newTestBedWith(t, Config{}, deps, c.tool("bump"), sessionTool())
 			batch := func(calls ...*toolwirev1.ToolCall) map[string]*toolwirev1.CallResult {
 				return results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{SessionId: "s1", Calls: calls}))
 			}
@@ -525,8 +525,8 @@ func TestReplicasShareRecordsAndSessions(t *testing.T) {
 	t.Cleanup(func() { rc.Close() })
 	c := newCounter()
 	sa, sb := redis.New(rc, redis.Options{}), redis.New(rc, redis.Options{})
-	a := newTestBed(t, Config{Idempotency: sa, Sessions: sa}, c.tool("bump"), sessionTool())
-	b := newTestBed(t, Config{Idempotency: sb, Sessions: sb}, c.tool("bump"), sessionTool())
+	a := newTestBedWith(t, Config{}, Deps{Idempotency: sa, Vars: sa}, c.tool("bump"), sessionTool())
+	b := newTestBedWith(t, Config{}, Deps{Idempotency: sb, Vars: sb}, c.tool("bump"), sessionTool())
 
 	first := results(t, a.run(t, one(keyed("x", "bump", `{"n":1}`, "k"))))["x"]
 	again := results(t, b.run(t, one(keyed("y", "bump", `{"n":1}`, "k"))))["y"]

@@ -134,12 +134,12 @@ func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolw
 		}
 		n := l.sizes[i]
 		if n > e.ListLimit() {
-			e.cfg.Logger.WarnContext(ctx, "ListTools refused: a declaration is too large to send", "tool", t.Name, "bytes", n, "limit_bytes", e.ListLimit())
+			e.deps.Logger.WarnContext(ctx, "ListTools refused: a declaration is too large to send", "tool", t.Name, "bytes", n, "limit_bytes", e.ListLimit())
 			return nil, declarationTooLarge(t.Name, n, e.ListLimit())
 		}
 		if used+n > budget {
 			if !paged {
-				e.cfg.Logger.WarnContext(ctx, "ListTools refused: every tool at once is more than a response carries; the client must page",
+				e.deps.Logger.WarnContext(ctx, "ListTools refused: every tool at once is more than a response carries; the client must page",
 					"caller", CallerFrom(ctx), "limit_bytes", budget, "tools_fitting", len(resp.Tools))
 				return nil, &Error{Code: ResourceExhausted, Message: fmt.Sprintf(
 					"the tools this caller may call take more than %d bytes, more than one response carries: list them a page at a time (page_size and page_token; toolwire's clients do)", budget)}

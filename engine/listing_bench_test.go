@@ -29,9 +29,9 @@ func benchEngine(b *testing.B) (*Engine, *tools.Snapshot) {
 		b.Fatal(err)
 	}
 	// bob may call none of the tools whose names end in 7: a tenth.
-	e := New(Config{Logger: slog.New(slog.DiscardHandler), Permissions: permitFunc(func(caller, tool string) bool {
+	e := New(Config{}, Deps{Logger: slog.New(slog.DiscardHandler), Admission: admit{permitted: func(caller, tool string) bool {
 		return caller != "bob" || tool[len(tool)-1] != '7'
-	})})
+	}}})
 	b.Cleanup(e.Close)
 	return e, reg.Snapshot()
 }

@@ -31,22 +31,22 @@ func catalogTools(n, descBytes int) []tools.Tool {
 }
 
 // notEvery7th permits bob every tool but every seventh; everyone else all.
-var notEvery7th = permitFunc(func(caller, tool string) bool {
+var notEvery7th = admit{permitted: func(caller, tool string) bool {
 	var i int
 	fmt.Sscanf(tool, "t%d", &i)
 	return caller != "bob" || i%7 != 0
-})
+}}
 
-func newCatalog(t *testing.T, cfg Config, ts ...tools.Tool) (*Engine, *tools.Registry) {
+func newCatalog(t *testing.T, cfg Config, deps Deps, ts ...tools.Tool) (*Engine, *tools.Registry) {
 	t.Helper()
 	reg, err := tools.NewRegistry(ts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := New(cfg)
+	e := New(cfg, deps)
 	t.Cleanup(e.Close)
 	return e, reg
 }
@@ -86,7 +86,7 @@ func listAll(t *testing.T, e *Engine, reg *tools.Registry, caller string, pageSi
 // gives.
 func TestListToolsPages(t *testing.T) {
 	t.Parallel()
-	e, reg := newCatalog(t, Config{Permissions: notEvery7th}, catalogTools(2500, 100)...)
+	e, reg := newCatalog(t, Config{}, Deps{Admission: notEvery7th}, catalogTools(2500, 100)...)
 	all, err := e.ListTools(as("bob"), reg.Snapshot(), &toolwirev1.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func TestListToolsPageBytes(t *testing.T) {
 	const maxMsg = 256 << 10
 	ts := catalogTools(60, 20<<10) // about 1.2 MB
 	ts[30].Description = strings.Repeat("y", 300<<10)
-	e, reg := newCatalog(t, Config{MaxMessageBytes: maxMsg}, ts...)
+	e, reg := newCatalog(t, Config{MaxMessageBytes: maxMsg}, Deps{}, ts...)
 	pages := listAll(t, e, reg, "alice", 1000)
 	var got []string
 	for i, p := range pages {
@@ -165,7 +165,7 @@ func TestListToolsPageBytes(t *testing.T) {
 func TestListToolsTooLarge(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
-	e, reg := newCatalog(t, Config{MaxMessageBytes: 256 << 10, MaxListBytes: 512 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+	e, reg := newCatalog(t, Config{MaxMessageBytes: 256 << 10, MaxListBytes: 512 << 10}, Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		catalogTools(60, 20<<10)...)
 	if e.ListLimit() != 512<<10 {
 		t.Fatalf("ListLimit %d", e.ListLimit())
@@ -181,13 +181,13 @@ func TestListToolsTooLarge(t *testing.T) {
 		t.Errorf("paged: %d pages", len(pages))
 	}
 	// MaxListBytes is never below MaxMessageBytes.
-	if e2, _ := newCatalog(t, Config{MaxMessageBytes: 8 << 20, MaxListBytes: 1 << 20}); e2.ListLimit() != 8<<20 {
+	if e2, _ := newCatalog(t, Config{MaxMessageBytes: 8 << 20, MaxListBytes: 1 << 20}, Deps{}); e2.ListLimit() != 8<<20 {
 		t.Errorf("ListLimit %d, want MaxMessageBytes", e2.ListLimit())
 	}
 
 	huge := catalogTools(3, 10)
 	huge[1].Description = strings.Repeat("z", 600<<10)
-	e, reg = newCatalog(t, Config{MaxMessageBytes: 256 << 10, MaxListBytes: 512 << 10}, huge...)
+	e, reg = newCatalog(t, Config{MaxMessageBytes: 256 << 10, MaxListBytes: 512 << 10}, Deps{}, huge...)
 	for _, size := range []int32{0, 1, 100} {
 		_, err := e.ListTools(as("alice"), reg.Snapshot(), &toolwirev1.ListToolsRequest{PageSize: size, PageToken: pageToken(reg.Snapshot().Revision(), "t00000")})
 		if CodeOf(err) != ResourceExhausted || !strings.Contains(err.Error(), `tool "t00001"'s declaration is`) {
@@ -204,7 +204,7 @@ func TestListToolsTooLarge(t *testing.T) {
 // InvalidArgument.
 func TestListToolsTokens(t *testing.T) {
 	t.Parallel()
-	e, reg := newCatalog(t, Config{}, catalogTools(30, 10)...)
+	e, reg := newCatalog(t, Config{}, Deps{}, catalogTools(30, 10)...)
 	first, err := e.ListTools(as("alice"), reg.Snapshot(), &toolwirev1.ListToolsRequest{PageSize: 10})
 	if err != nil || first.GetNextPageToken() == "" {
 		t.Fatalf("first page: %v, token %q", err, first.GetNextPageToken())
@@ -234,7 +234,7 @@ func TestListToolsTokens(t *testing.T) {
 // InvalidArgument; a new revision is searched as it is.
 func TestSearchTools(t *testing.T) {
 	t.Parallel()
-	e, reg := newCatalog(t, Config{Permissions: notEvery7th}, catalogTools(300, 10)...)
+	e, reg := newCatalog(t, Config{}, Deps{Admission: notEvery7th}, catalogTools(300, 10)...)
 	search := func(caller string, req *toolwirev1.SearchToolsRequest) *toolwirev1.SearchToolsResponse {
 		t.Helper()
 		resp, err := e.SearchTools(as(caller), reg.Snapshot(), req)
@@ -283,7 +283,7 @@ func TestSearchTools(t *testing.T) {
 // tool aside, and still counts every match.
 func TestSearchToolsBytes(t *testing.T) {
 	t.Parallel()
-	e, reg := newCatalog(t, Config{MaxMessageBytes: 256 << 10}, catalogTools(60, 20<<10)...)
+	e, reg := newCatalog(t, Config{MaxMessageBytes: 256 << 10}, Deps{}, catalogTools(60, 20<<10)...)
 	r, err := e.SearchTools(as("alice"), reg.Snapshot(), &toolwirev1.SearchToolsRequest{Query: "tool", MaxResults: 100})
 	if err != nil {
 		t.Fatal(err)

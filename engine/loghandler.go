@@ -10,7 +10,7 @@ import (
 // LogHandler wraps h so that records logged with a context (Logger.InfoContext
 // and the like) carry what the context identifies: trace_id and span_id of
 // its span, and batch_id, call_id and tool of the batch or call it belongs
-// to. A server wraps its Config.Logger's handler in it, and a tool that logs
+// to. A server wraps its Deps.Logger's handler in it, and a tool that logs
 // with the context its handler was given gets the same fields; wrap the
 // program's own handler too, so its other log lines line up with traces.
 func LogHandler(h slog.Handler) slog.Handler {

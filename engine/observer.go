@@ -8,6 +8,11 @@ import (
 	"github.com/toolwire/toolwire/tools"
 )
 
+// ScopeName is the instrumentation scope of toolwire's spans and metrics.
+// It still names the package they came from before the engine moved out
+// of service/: dashboards and alerts select on it, so it stays.
+const ScopeName = "github.com/toolwire/toolwire/service"
+
 // Observer watches an engine's batches and calls, in the manner of
 // grpc-go's stats.Handler: OpenTelemetry (package engine/otelobserver),
 // the debug call log (calllog.go, which New adds when the logger writes
@@ -15,7 +20,7 @@ import (
 // each one, and Observers makes one of many. An Observer keeps its
 // per-batch and per-call state in the contexts its Start methods return,
 // which the engine hands back to the later methods of the same batch or
-// call; the engine keeps nothing of it. Config.Observer nil observes
+// call; the engine keeps nothing of it. Deps.Observer nil observes
 // nothing, at no cost per batch.
 //
 // The engine calls, for each batch, BatchStarted once it is admitted,

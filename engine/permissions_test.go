@@ -12,20 +12,15 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 )
 
-// permitFunc is a Permissions from a function.
-type permitFunc func(caller, tool string) bool
-
-func (f permitFunc) Permitted(caller, tool string) bool { return f(caller, tool) }
-
 // aliceMay lets alice call echo and "ghost" (which is not registered) and
 // everyone else call anything.
-var aliceMay = permitFunc(func(caller, tool string) bool {
+var aliceMay = admit{permitted: func(caller, tool string) bool {
 	return caller != "alice" || tool == "echo" || tool == "ghost"
-})
+}}
 
 func TestToolsListsOnlyPermittedTools(t *testing.T) {
 	t.Parallel()
-	te := newTestBed(t, Config{Permissions: aliceMay})
+	te := newTestBedWith(t, Config{}, Deps{Admission: aliceMay})
 	names := func(ctx context.Context) []string {
 		var out []string
 		for _, t := range te.e.Tools(ctx, te.reg.Snapshot()) {
@@ -49,7 +44,7 @@ func TestCallsNotPermittedAreRefusedAlikeAndNeverRun(t *testing.T) {
 			ran.Add(1)
 			return tools.Text("secret ran"), nil
 		}}
-	te := newTestBed(t, Config{Permissions: aliceMay}, secret)
+	te := newTestBedWith(t, Config{}, Deps{Admission: aliceMay}, secret)
 	run := func(caller string, cs ...*toolwirev1.ToolCall) []*toolwirev1.ExecuteBatchResponse {
 		return te.runAs(t, caller, calls(cs...))
 	}

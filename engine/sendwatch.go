@@ -27,7 +27,7 @@ func (e *Engine) watchSends() {
 	for {
 		select {
 		case <-tick.C:
-		case <-e.budget.over:
+		case <-e.budget.Over():
 		case <-retry:
 		}
 		now := time.Now().UnixNano()
@@ -39,7 +39,7 @@ func (e *Engine) watchSends() {
 		}
 		for _, b := range e.batches {
 			if since := b.sending.Load(); since != 0 && time.Duration(now-since) >= e.cfg.SendTimeout && b.ended.CompareAndSwap(endNone, endSendTimeout) {
-				b.endStream(b.cancel, ErrSendTimeout, time.Duration(now-since), b.out.held.Load())
+				b.endStream(b.cancel, ErrSendTimeout, time.Duration(now-since), b.out.Held())
 			}
 			for i := range b.calls {
 				if r := b.calls[i].running.Load(); r != nil && r.overstayed(now) {
@@ -50,7 +50,7 @@ func (e *Engine) watchSends() {
 		e.shed(now)
 		e.mu.Unlock()
 		retry = nil
-		if e.budget.overBudget() {
+		if e.budget.OverBudget() {
 			// Ended streams give their bytes back as their writers drain,
 			// and clients that stopped reading just now become stalled
 			// after stallAfter: look again soon, not at every event.
@@ -79,7 +79,7 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 		st, ok = b.callerCtx.Value(StopperKey{}).(Stopper)
 	}
 	stopped := ok && st.StopSend(cause)
-	log := e.cfg.Logger
+	log := e.deps.Logger
 	why := "events waiting for slow readers passed max_buffered_bytes and this client, not reading, held the most"
 	if reason == endSendTimeout {
 		why = "client read nothing for the send timeout"
@@ -94,6 +94,6 @@ func (b *batch) endStream(cancel context.CancelCauseFunc, cause error, stalled t
 	default:
 		log.WarnContext(b.callerCtx, why+"; ending its stream and cancelling its calls",
 			"batch_id", b.id, "held_bytes", held, "unread_for", stalled.String(),
-			"buffered_bytes", e.budget.held.Load(), "max_buffered_bytes", e.budget.max)
+			"buffered_bytes", e.budget.Held(), "max_buffered_bytes", e.budget.Max())
 	}
 }

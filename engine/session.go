@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/toolwire/toolwire/store"
@@ -16,10 +15,10 @@ import (
 // a shared store by accident.
 const maxSessionValue = 1 << 20
 
-// session is a batch's session: its variables in the store, scoped by the
-// caller and the session ID.
+// session is a batch's session: its variables in the store (Deps.Vars),
+// scoped by the caller and the session ID (sessionScope; see vars.go).
 type session struct {
-	st    store.Sessions
+	st    store.Vars
 	scope string
 	ttl   time.Duration
 }
@@ -30,7 +29,7 @@ func (b *batch) session(ctx context.Context) tools.Session {
 	if id == "" {
 		return nil
 	}
-	return &session{st: b.e.cfg.Sessions, scope: strconv.Quote(CallerFrom(ctx)) + "/" + id, ttl: b.e.cfg.SessionTTL}
+	return &session{st: b.e.deps.Vars, scope: sessionScope(CallerFrom(ctx), id), ttl: b.e.cfg.SessionTTL}
 }
 
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {

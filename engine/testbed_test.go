@@ -29,10 +29,16 @@ type testBed struct {
 	hold  *holdTools
 }
 
-// newTestBed returns an engine made from cfg (logging nowhere unless cfg
-// says otherwise) over the test tools and extra, stopped when the test
-// ends.
+// newTestBed returns an engine made from cfg, logging nowhere, over the
+// test tools and extra, stopped when the test ends.
 func newTestBed(tb testing.TB, cfg Config, extra ...tools.Tool) *testBed {
+	tb.Helper()
+	return newTestBedWith(tb, cfg, Deps{}, extra...)
+}
+
+// newTestBedWith is newTestBed with deps (logging nowhere unless deps say
+// otherwise).
+func newTestBedWith(tb testing.TB, cfg Config, deps Deps, extra ...tools.Tool) *testBed {
 	tb.Helper()
 	st := &toolState{release: make(chan struct{})}
 	h := newHoldTools()
@@ -40,10 +46,10 @@ func newTestBed(tb testing.TB, cfg Config, extra ...tools.Tool) *testBed {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	e := New(cfg)
+	e := New(cfg, deps)
 	tb.Cleanup(func() {
 		close(st.release) // lets tools that ignore cancellation return
 		h.releaseAll()

@@ -1,6 +1,7 @@
 // Package httpserve owns toolwire's HTTP port: the listener, TLS, HTTP/2
 // without TLS (h2c, so gRPC and Connect's streaming work on a plaintext
-// port), CORS, request limits, /healthz and the drain. Surfaces do not
+// port), the guard against web pages (Host and Origin), CORS, request
+// limits, /healthz and the drain. Surfaces do not
 // listen themselves: each hands its handler to the one Server, which
 // serves them all on one loop that stops on its context — the shape of
 // exposure-notifications-server's pkg/server (ServeHTTPHandler).
@@ -21,7 +22,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/cors"
@@ -33,9 +33,21 @@ type Config struct {
 	// Listen is the address of the HTTP port (flag --http-listen); ""
 	// serves none.
 	Listen string `json:"http_listen"`
+	// AllowedHosts are the host names the port answers to (flag
+	// --http-allowed-hosts) besides localhost and loopback addresses, and
+	// besides IP addresses for requests that come over the network: exact
+	// names or addresses, "*.example.com" for any subdomain, "*" for any
+	// host. A request naming another host in its Host header gets 403, a
+	// guard against DNS rebinding. None by default.
+	AllowedHosts []string `json:"http_allowed_hosts"`
+	// AllowUnauthenticated lets the port listen beyond loopback with
+	// authentication off (flag --http-allow-unauthenticated); without it,
+	// serve refuses to start so (CheckExposure).
+	AllowUnauthenticated bool `json:"http_allow_unauthenticated"`
 	// CORSOrigins are the browser origins allowed to call the port
 	// cross-origin (exact origins, or "*"); none by default, so browsers
-	// may call it only from a page it serves itself.
+	// may call it only from a page it serves itself: a page of any other
+	// origin gets 403.
 	CORSOrigins []string `json:"http_cors_origins"`
 	// MaxBodyBytes caps a request's body (default 4 MiB, the gRPC
 	// surface's largest message); a larger one gets 413.
@@ -45,7 +57,8 @@ type Config struct {
 	ReadTimeout time.Duration `json:"http_read_timeout"`
 	// DrainTimeout is how long Serve waits, once its context is done, for
 	// the requests in flight (streams among them) before closing their
-	// connections (default 30s).
+	// connections (default 30s); the port answers meanwhile, refusing new
+	// requests with 503.
 	DrainTimeout time.Duration `json:"http_drain_timeout"`
 }
 
@@ -70,6 +83,12 @@ func (c Config) Validate() error {
 			return fmt.Errorf("http_cors_origins: %q is not an origin (want \"*\" or scheme://host[:port])", o)
 		}
 	}
+	if _, err := newOriginCheck(c.CORSOrigins); err != nil {
+		return err
+	}
+	if _, err := parseHosts(c.AllowedHosts); err != nil {
+		return err
+	}
 	if c.MaxBodyBytes < 0 {
 		return fmt.Errorf("http_max_body_bytes %d: want a positive size", c.MaxBodyBytes)
 	}
@@ -79,34 +98,55 @@ func (c Config) Validate() error {
 // Server is the HTTP port. Register the surfaces' handlers with Handle, then
 // Serve.
 type Server struct {
-	cfg      Config
-	tls      *tls.Config
-	log      *slog.Logger
-	mux      *http.ServeMux
-	refuse   map[string]Refuse // by pattern: how the port's own refusals are written there
-	draining atomic.Bool
+	cfg     Config
+	tls     *tls.Config
+	log     *slog.Logger
+	mux     *http.ServeMux
+	refuse  map[string]Refuse // by pattern: how the port's own refusals are written there
+	hosts   hostPolicy
+	origins *http.CrossOriginProtection // nil: any origin may call
+	work    work
 }
 
-// Refuse writes one of the port's own refusals (a body past its limit) in
-// a surface's protocol: the status, a code such as "resource_exhausted"
-// and a message people can read. WriteError (Connect's error body) is the
-// default.
+// Refuse writes one of the port's own refusals in a surface's protocol:
+// the status (403 for a foreign Host or Origin, 413 for a body past its
+// limit, 503 while draining), a code such as "permission_denied",
+// "resource_exhausted" or "unavailable", and a message people can read.
+// The default writes a Connect error in the request's protocol (Connect,
+// gRPC-Web or gRPC).
 type Refuse func(w http.ResponseWriter, r *http.Request, status int, code, message string)
 
-// New makes the HTTP port with cfg. tlsConfig, when not nil, serves HTTPS
+// New makes the HTTP port with cfg, which Validate has passed (entries it
+// would refuse are left out). tlsConfig, when not nil, serves HTTPS
 // (HTTP/1.1 and HTTP/2); without it the port speaks HTTP/1.1 and h2c.
 func New(cfg Config, tlsConfig *tls.Config, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg.withDefaults(), tls: tlsConfig, log: log, mux: http.NewServeMux(), refuse: map[string]Refuse{}}
+	s.hosts, _ = parseHosts(cfg.AllowedHosts)
+	s.origins, _ = newOriginCheck(cfg.CORSOrigins)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s
 }
 
+// CheckExposure refuses a port listening at addr beyond loopback while
+// authentication is off, unless AllowUnauthenticated: anyone who could
+// reach it could call every tool (as a Jupyter server without a token, or
+// the MCP Inspector's proxy before CVE-2025-49596).
+func (c Config) CheckExposure(addr net.Addr, authenticated bool) error {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsLoopback() || authenticated || c.AllowUnauthenticated {
+		return nil
+	}
+	return fmt.Errorf("http_listen %s: the HTTP port would listen beyond this machine (on %s) with authentication off, so anyone who reaches it could call every tool. "+
+		"Configure callers (--tokens-file, --oidc-issuer or --client-ca; docs/auth.md), listen on a loopback address (127.0.0.1:%d), "+
+		"or accept it with --http-allow-unauthenticated (http_allow_unauthenticated: true)", c.Listen, tcp.IP, tcp.Port)
+}
+
 // Handle serves h for the requests pattern (http.ServeMux's patterns)
-// matches; the port's own refusals there are written by refuse (nil:
-// WriteError, Connect's error body). Call it before Serve.
+// matches; the port's own refusals there are written by refuse (nil: a
+// Connect error in the request's protocol). Call it before Serve.
 func (s *Server) Handle(pattern string, h http.Handler, refuse Refuse) {
 	s.mux.Handle(pattern, h)
 	if refuse != nil {
@@ -115,9 +155,12 @@ func (s *Server) Handle(pattern string, h http.Handler, refuse Refuse) {
 }
 
 // healthz answers plain HTTP probes: 200 while serving, 503 once draining.
+// It answers whatever the Host and Origin: it says nothing but that, and
+// probes name the port as they find it (kubelet by the pod's address, a
+// load balancer by a name of its own).
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if s.draining.Load() {
+	if s.work.isDraining() {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, "draining\n")
 		return
@@ -125,23 +168,26 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	_, _ = io.WriteString(w, "ok\n")
 }
 
-// Handler is the port's handler: the routes, under the body limit and
-// CORS. Serve uses it; tests may too.
+// Handler is the port's handler: the routes, behind the guard against
+// web pages (Host, then Origin), the drain, CORS and the body limit.
+// Serve uses it; tests may too.
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBodyBytes {
-			refuse := Refuse(func(w http.ResponseWriter, _ *http.Request, status int, code, message string) {
-				WriteError(w, status, code, message)
-			})
-			if _, pattern := s.mux.Handler(r); s.refuse[pattern] != nil {
-				refuse = s.refuse[pattern]
-			}
 			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-			refuse(w, r, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is %d bytes; this server takes at most %d (http_max_body_bytes)", r.ContentLength, s.cfg.MaxBodyBytes))
+			s.refuseFor(r)(w, r, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is %d bytes; this server takes at most %d (http_max_body_bytes)", r.ContentLength, s.cfg.MaxBodyBytes))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
-		s.mux.ServeHTTP(w, r)
+		if r.ContentLength >= 0 {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		body := &overLimitBody{ReadCloser: http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)}
+		r.Body = body
+		s.mux.ServeHTTP(&refusingWriter{ResponseWriter: w, body: body, refuse: func(w http.ResponseWriter) {
+			s.refuseFor(r)(w, r, http.StatusRequestEntityTooLarge, "resource_exhausted", fmt.Sprintf("the request's body is more than %d bytes, the most this server takes (http_max_body_bytes)", s.cfg.MaxBodyBytes))
+		}}, r)
 	})
 	if len(s.cfg.CORSOrigins) > 0 {
 		h = cors.New(cors.Options{
@@ -154,12 +200,35 @@ func (s *Server) Handler() http.Handler {
 			MaxAge:         7200,
 		}).Handler(h)
 	}
-	return h
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			s.mux.ServeHTTP(w, r)
+			return
+		}
+		why := s.hostRefusal(r)
+		if why == "" {
+			why = s.originRefusal(r)
+		}
+		if why != "" {
+			s.log.Debug("HTTP port: refused a request from a web page", "reason", why, "method", r.Method, "path", r.URL.Path,
+				"host", r.Host, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+			s.refuseFor(r)(w, r, http.StatusForbidden, "permission_denied", why)
+			return
+		}
+		if !s.work.enter() {
+			s.refuseFor(r)(w, r, http.StatusServiceUnavailable, "unavailable", "the server is draining (shutting down); retry on another replica")
+			return
+		}
+		defer s.work.leave()
+		h.ServeHTTP(w, r)
+	})
 }
 
-// Serve serves on lis until ctx is done, then drains: /healthz turns 503,
-// the requests in flight get DrainTimeout to finish, then their
-// connections are closed. It returns nil after a drain.
+// Serve serves on lis until ctx is done, then drains: the port goes on
+// answering, /healthz with 503 and new requests with 503 (unavailable, in
+// their route's protocol), while the requests in flight get DrainTimeout
+// to finish; then the listener and the connections close. It returns nil
+// after a drain.
 func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
@@ -190,9 +259,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
 	drain, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
+	select {
+	case <-s.work.drain():
+	case <-drain.Done():
+	}
+	// What is left are refusals and probes, which end at once, and the
+	// requests still running after DrainTimeout, which Close ends.
 	if err := hs.Shutdown(drain); err != nil {
 		s.log.Warn("HTTP port: requests still running after the drain; closing their connections", "error", err)
 		_ = hs.Close()

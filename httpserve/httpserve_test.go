@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -57,66 +58,31 @@ func echo() http.Handler {
 	})
 }
 
-// TestHealthzAndDrain checks /healthz answers while serving, and that a
-// drain lets a request in flight finish, turns /healthz to 503 meanwhile,
-// and Serve returns nil.
-func TestHealthzAndDrain(t *testing.T) {
-	s := httpserve.New(httpserve.Config{DrainTimeout: 10 * time.Second}, nil, nil)
-	release := make(chan struct{})
-	started := make(chan struct{})
-	s.Handle("GET /slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(started)
-		<-release
-		_, _ = io.WriteString(w, "finished")
-	}), nil)
-	url, stop := serve(t, s)
-	resp, err := http.Get(url + "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "ok\n" {
-		t.Fatalf("/healthz: %d %q", resp.StatusCode, b)
-	}
-	slow := make(chan string, 1)
-	go func() {
-		resp, err := http.Get(url + "/slow")
-		if err != nil {
-			slow <- err.Error()
-			return
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		slow <- string(b)
-	}()
-	<-started
-	stopped := make(chan error, 1)
-	go func() { stopped <- stop() }()
-	// The port stops accepting; the request in flight goes on.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if _, err := http.Get(url + "/healthz"); err != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the port still accepts new requests while draining")
-		}
-	}
-	close(release)
-	if got := <-slow; got != "finished" {
-		t.Errorf("the request in flight during the drain: %q; want it finished", got)
-	}
-	if err := <-stopped; err != nil {
-		t.Errorf("Serve after a drain: %v", err)
-	}
-}
-
 // TestBodyLimit checks a body past MaxBodyBytes is refused with 413 and a
 // Connect error body, whether its length is declared or not, and that the
-// handler sees no more than the limit.
+// handler sees no more than the limit. A chunked body is found too large
+// only while the handler reads it; whatever the handler answers then (as
+// connect-go's 429 here), the client gets the port's 413, in the request's
+// protocol, over HTTP/1.1 and HTTP/2.
 func TestBodyLimit(t *testing.T) {
 	s := httpserve.New(httpserve.Config{MaxBodyBytes: 1024}, nil, nil)
 	s.Handle("POST /echo", echo(), nil)
+	// As connect-go answers a read past the limit: resource_exhausted, 429.
+	s.Handle("POST /rpc", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			w.Header().Set("X-Handler", "429")
+			httpserve.WriteError(w, http.StatusTooManyRequests, "resource_exhausted", err.Error())
+			return
+		}
+		_, _ = io.WriteString(w, "read")
+	}), nil)
+	s.Handle("POST /custom", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		http.Error(w, fmt.Sprint(err), http.StatusBadRequest)
+	}), func(w http.ResponseWriter, r *http.Request, status int, code, message string) {
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, "custom "+code)
+	})
 	url, _ := serve(t, s)
 	resp, err := http.Post(url+"/echo", "application/json", bytes.NewReader(make([]byte, 10<<20)))
 	if err != nil {
@@ -128,14 +94,50 @@ func TestBodyLimit(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || e.Code != "resource_exhausted" || !strings.Contains(e.Message, "http_max_body_bytes") {
 		t.Errorf("a 10 MB body: %d %+v; want 413 resource_exhausted naming http_max_body_bytes", resp.StatusCode, e)
 	}
-	// Chunked: no length declared.
-	resp, err = http.Post(url+"/echo", "application/json", io.MultiReader(strings.NewReader(strings.Repeat("x", 2048))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Errorf("a chunked 2 KiB body: %d; want 413", resp.StatusCode)
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	h2 := &http.Client{Transport: &http.Transport{Protocols: protocols}}
+	defer h2.CloseIdleConnections()
+	for name, c := range map[string]*http.Client{"HTTP/1.1": http.DefaultClient, "HTTP/2": h2} {
+		chunked := func(path, contentType string) *http.Response {
+			t.Helper()
+			// A reader of unknown length: no Content-Length is sent.
+			resp, err := c.Post(url+path, contentType, io.MultiReader(strings.NewReader(strings.Repeat("x", 4096))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			return resp
+		}
+		resp := chunked("/rpc", "application/json")
+		var e struct{ Code, Message string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || e.Code != "resource_exhausted" || !strings.Contains(e.Message, "http_max_body_bytes") || resp.Header.Get("X-Handler") != "" {
+			t.Errorf("%s: a chunked 4 KiB Connect request: %d %v %+v; want the port's 413 resource_exhausted naming http_max_body_bytes", name, resp.StatusCode, resp.Header, e)
+		}
+		resp = chunked("/rpc", "application/grpc-web+proto")
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Grpc-Status") != "8" || !strings.Contains(resp.Header.Get("Grpc-Message"), "http_max_body_bytes") {
+			t.Errorf("%s: a chunked 4 KiB gRPC-Web request: %d %v; want grpc-status 8 (RESOURCE_EXHAUSTED) naming http_max_body_bytes", name, resp.StatusCode, resp.Header)
+		}
+		resp = chunked("/custom", "application/json")
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || string(b) != "custom resource_exhausted" {
+			t.Errorf("%s: a chunked 4 KiB request to a route with its own Refuse: %d %q", name, resp.StatusCode, b)
+		}
+		resp = chunked("/echo", "application/json")
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: a chunked 4 KiB body: %d; want 413", name, resp.StatusCode)
+		}
+		resp, err = c.Post(url+"/rpc", "application/json", io.MultiReader(strings.NewReader("small")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "read" {
+			t.Errorf("%s: a small chunked body: %d %q", name, resp.StatusCode, b)
+		}
 	}
 	resp, err = http.Post(url+"/echo", "application/json", strings.NewReader("small"))
 	if err != nil {
@@ -159,7 +161,7 @@ func TestSlowBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	io.WriteString(conn, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+	io.WriteString(conn, "POST /echo HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\nabc")
 	resp, err := http.Post(url+"/echo", "text/plain", strings.NewReader("other"))
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +205,7 @@ func TestH2C(t *testing.T) {
 // with origins configured, answers a preflight for those origins only.
 func TestCORS(t *testing.T) {
 	preflight := func(s *httpserve.Server, origin string) http.Header {
-		req := httptest.NewRequest(http.MethodOptions, "/toolwire.v1.ToolService/CallTool", nil)
+		req := httptest.NewRequest(http.MethodOptions, "http://localhost:8080/toolwire.v1.ToolService/CallTool", nil)
 		req.Header.Set("Origin", origin)
 		req.Header.Set("Access-Control-Request-Method", "POST")
 		req.Header.Set("Access-Control-Request-Headers", "authorization,connect-protocol-version,content-type") // as browsers send them: lower case, sorted
@@ -222,6 +224,11 @@ func TestCORS(t *testing.T) {
 	}
 	if h := preflight(on, "https://evil.example"); h.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("another origin's preflight was allowed: %v", h)
+	}
+	for _, bad := range []string{"https://app.example/", "https://app.example/path", "null"} {
+		if err := (httpserve.Config{CORSOrigins: []string{bad}}).Validate(); err == nil {
+			t.Errorf("the origin %q is valid", bad)
+		}
 	}
 	if err := (httpserve.Config{CORSOrigins: []string{"app.example"}}).Validate(); err == nil {
 		t.Error("an origin without a scheme is valid")

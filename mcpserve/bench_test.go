@@ -38,7 +38,7 @@ func toolwireEcho(b *testing.B) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	s := New(eng, reg, nil)
 	b.Cleanup(func() { s.Close(); eng.Close() })
 	return s

@@ -9,8 +9,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/writewatch"
 )
 
 // The _meta keys of a tools/call request that toolwire reads. Each is
@@ -97,13 +97,7 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, name st
 		SessionId: session,
 		Calls:     []*toolwirev1.ToolCall{{CallId: callID, Name: name, Arguments: args, IdempotencyKey: key}},
 	}
-	if err := s.eng.Run(ctx, snap, batch, sink); err != nil {
-		return nil, rpcError(err)
-	}
-	if sink.result == nil { // Run sends every call's result before it returns nil
-		return nil, rpcError(&engine.Error{Code: engine.Internal, Message: "the call ended without a result"})
-	}
-	return mcpResult(sink.result), nil
+	return s.run(ctx, snap, batch, sink, s.requestOf(req))
 }
 
 // metaString returns the string at key in m, "" when absent.
@@ -121,7 +115,9 @@ func metaString(m mcp.Meta, key string) (string, error) {
 
 // callSink takes a call's events from Run: progress becomes MCP progress
 // notifications (when the client sent a progress token), the result is
-// kept for the response.
+// kept for the response, or, when the call came through serve, handed to
+// the handler, the Send returning once the response is written (see
+// requests.go).
 type callSink struct {
 	ctx     context.Context
 	session *mcp.ServerSession
@@ -130,12 +126,23 @@ type callSink struct {
 	sent    bool    // some progress was sent
 	total   float64 // the last total reported
 	result  *toolwirev1.CallResult
+
+	handoff chan<- *mcp.CallToolResult // to the handler; nil: keep the result
+	written <-chan struct{}            // closed once the response is done
+	w       *writewatch.Writer         // the response
 }
 
 func (k *callSink) Send(ev *toolwirev1.ExecuteBatchResponse) error {
 	switch e := ev.GetEvent().(type) {
 	case *toolwirev1.ExecuteBatchResponse_Result:
 		k.result = e.Result
+		if k.handoff != nil {
+			k.handoff <- mcpResult(e.Result)
+			<-k.written
+			if k.w.Stopped() {
+				return writewatch.ErrStopped
+			}
+		}
 	case *toolwirev1.ExecuteBatchResponse_Progress:
 		if k.token == nil || k.session == nil {
 			return nil

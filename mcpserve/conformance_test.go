@@ -430,7 +430,7 @@ func serveConformance(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	srv := New(eng, reg, nil)
 	port := httpserve.New(httpserve.Config{}, nil, nil)
 	port.Handle("/mcp", cutAfterPriming(srv), Refuse)

@@ -96,15 +96,25 @@ func jsonDetails(ds []proto.Message) []json.RawMessage {
 }
 
 // Refuse writes one of the HTTP port's own refusals (a body past its
-// limit) as MCP clients read errors: a JSON-RPC error answering the
-// request's ID, found in the body's first 64 KiB, so the client fails that
-// call and keeps its connection; without an ID, the status with a JSON-RPC
-// error of ID null. It is httpserve.Refuse for /mcp.
+// limit, the drain) as MCP clients read errors: a JSON-RPC error answering
+// the request's ID, found in the body's first 64 KiB, so the client fails
+// that call and keeps its connection; without an ID, the status with a
+// JSON-RPC error of ID null. A refused Host or Origin (403) is answered as
+// the MCP spec says: 403, with an error of no ID, the body left unread.
+// It is httpserve.Refuse for /mcp.
 func Refuse(w http.ResponseWriter, r *http.Request, status int, code, message string) {
-	id := requestID(io.LimitReader(r.Body, 64<<10))
+	id := json.RawMessage("null")
+	if status != http.StatusForbidden {
+		id = requestID(io.LimitReader(r.Body, 64<<10))
+	}
 	rpc := int64(jsonrpc.CodeInvalidRequest)
-	if code == "resource_exhausted" {
+	switch code {
+	case "resource_exhausted":
 		rpc = CodeResourceExhausted
+	case "unavailable":
+		rpc = CodeUnavailable
+	case "permission_denied":
+		rpc = CodePermissionDenied
 	}
 	data, _ := json.Marshal(struct {
 		Code string `json:"code"`

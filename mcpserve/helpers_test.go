@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"go.uber.org/goleak"
@@ -46,9 +47,13 @@ func testAuth(next http.Handler) http.Handler {
 }
 
 // bobMayNot keeps bob from the tool "secret".
-type bobMayNot struct{}
-
-func (bobMayNot) Permitted(caller, tool string) bool { return !(caller == "bob" && tool == "secret") }
+var bobMayNot = func() *policy.Rules {
+	r, err := policy.New(policy.Permissions{"bob": {Deny: []string{"secret"}}}, nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
 
 // gate lets a test hold calls of the tools read and write until it opens
 // them, and records when each starts and ends.
@@ -189,7 +194,7 @@ func newTestServer(t testing.TB, opts *Options) *testServer {
 	if err := reg.Add(growTool(reg)); err != nil {
 		t.Fatal(err)
 	}
-	ts.eng = engine.New(engine.Config{Permissions: bobMayNot{}, Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	ts.eng = engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Admission: bobMayNot, Logger: slog.New(slog.DiscardHandler)})
 	ts.mcp = New(ts.eng, reg, opts)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", testAuth(ts.mcp)) // as the HTTP port serves it

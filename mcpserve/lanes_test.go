@@ -94,23 +94,9 @@ func TestNoSessionNoOrdering(t *testing.T) {
 func TestTwoReplicas(t *testing.T) {
 	t.Parallel()
 	a, b := newTestServer(t, nil), newTestServer(t, nil)
-	var served [2]atomic.Int64
-	var next atomic.Int64
-	proxies := [2]*httputil.ReverseProxy{}
-	for i, ts := range []*testServer{a, b} {
-		u, _ := url.Parse(ts.http.URL)
-		proxies[i] = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1}
-	}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := next.Add(1) % 2
-		served[i].Add(1)
-		proxies[i].ServeHTTP(w, r)
-	}))
-	t.Cleanup(front.Close)
-	t.Cleanup(front.CloseClientConnections)
-
+	frontURL, served := newFront(t, a, b)
 	progress := make(chan float64, 100)
-	cs := connect(t, front.URL+"/mcp", "alice-token", RevisionStateless, &mcp.ClientOptions{
+	cs := connect(t, frontURL+"/mcp", "alice-token", RevisionStateless, &mcp.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { progress <- r.Params.Progress },
 	})
 	ctx := context.Background()
@@ -128,10 +114,91 @@ func TestTwoReplicas(t *testing.T) {
 	if res, err := cs.CallTool(ctx, params); err != nil || res.IsError || len(progress) == 0 {
 		t.Fatalf("sleep: %v %+v, %d progress notifications", err, res, len(progress))
 	}
-	if served[0].Load() < 4 || served[1].Load() < 4 {
+	// Each replica served several of the client's requests: the front
+	// alternates, and the five calls at least reached it (the lists may
+	// not: the client caches them for their ttlMs, a tenth of the
+	// revision's age, which a loaded machine lets grow past the gap
+	// between two lists).
+	if served[0].Load() < 2 || served[1].Load() < 2 {
 		t.Errorf("replicas served %d and %d requests; want both several", served[0].Load(), served[1].Load())
 	}
 }
+
+// newFront serves a reverse proxy that sends each request to the next of
+// backends in turn, counting what each served, as a load balancer in front
+// of replicas does. It returns the proxy's URL.
+//
+// It proxies as a proxy must for streamed responses: with full duplex on.
+// An HTTP/1 server drains and closes a request's body when the handler
+// starts its response, while ReverseProxy's transport, having copied the
+// body's Content-Length bytes to the backend, reads it once more to check
+// nothing follows; when that read comes after the backend's first event
+// was relayed, it fails, and the transport drops the backend's connection
+// mid-response: the client gets progress but no result
+// (golang/go#40747). Under load that happened in about 2 of 900 runs
+// (.ci/run failed so); the front below makes it happen every time, by
+// holding the transport's last read of each body until the response has
+// begun, so the test fails without full duplex.
+func newFront(t *testing.T, backends ...*testServer) (string, []*atomic.Int64) {
+	t.Helper()
+	served := make([]*atomic.Int64, len(backends))
+	proxies := make([]*httputil.ReverseProxy, len(backends))
+	for i, ts := range backends {
+		u, _ := url.Parse(ts.http.URL)
+		served[i] = new(atomic.Int64)
+		proxies[i] = &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1}
+	}
+	var next atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Errorf("full duplex: %v", err)
+		}
+		begun := make(chan struct{})
+		var once sync.Once
+		begin := func() { once.Do(func() { close(begun) }) }
+		defer begin()
+		if r.Body != nil && r.ContentLength > 0 {
+			r.Body = &lateEOF{ReadCloser: r.Body, left: r.ContentLength, begun: begun}
+		}
+		i := (next.Add(1) - 1) % int64(len(backends))
+		served[i].Add(1)
+		proxies[i].ServeHTTP(&beginWriter{ResponseWriter: w, begin: begin}, r)
+	}))
+	t.Cleanup(front.Close)
+	t.Cleanup(front.CloseClientConnections)
+	return front.URL, served
+}
+
+// lateEOF passes a request's body through, but holds the read after its
+// last byte until the response has begun (begun closes).
+type lateEOF struct {
+	io.ReadCloser
+	left  int64
+	begun <-chan struct{}
+}
+
+func (b *lateEOF) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		<-b.begun
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// beginWriter calls begin once the response's header is on the wire (the
+// proxy flushes it).
+type beginWriter struct {
+	http.ResponseWriter
+	begin func()
+}
+
+func (w *beginWriter) Flush() {
+	http.NewResponseController(w.ResponseWriter).Flush()
+	w.begin()
+}
+
+func (w *beginWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // TestRevisionHeaders: on 2026-07-28 no response names a session; on
 // 2025-11-25 initialize opens one.

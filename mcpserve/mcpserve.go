@@ -20,6 +20,14 @@
 // The engine's coded errors become JSON-RPC errors in one function,
 // rpcError.
 //
+// It bounds what clients can make it hold: 2025-11-25 sessions per caller
+// and in total, closing the idle ones (sessions.go); a client that stops
+// reading, under the engine's max_buffered_bytes and send watchdog for a
+// call and internal/writewatch for any other write (requests.go). What it
+// refuses, it refuses in JSON-RPC, the SDK's own plain-text refusals
+// included (refusals.go); the SDK's per-request INFO lines go to DEBUG
+// (logging.go).
+//
 // Authentication is not its job: the HTTP port wraps the handler in the
 // shared auth middleware, which puts the caller in the request's context
 // (engine.WithCaller) or answers 401 before the handler runs.
@@ -41,7 +49,15 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/writewatch"
 	"github.com/toolwire/toolwire/tools"
+)
+
+// The defaults of the sessions' bounds (Options, Config).
+const (
+	DefaultSessionTimeout       = 10 * time.Minute
+	DefaultMaxSessions          = 1000
+	DefaultMaxSessionsPerCaller = 100
 )
 
 // The protocol revisions this surface is tested with; the go-sdk also
@@ -62,9 +78,17 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is the server version reported to clients. Default "(devel)".
 	Version string
-	// SessionTimeout closes a 2025-11-25 session after this long without a
-	// request from its client. Default 30m.
+	// SessionTimeout closes a 2025-11-25 session after this long with no
+	// request of its client in flight (a GET stream counts as one).
+	// Default 10m.
 	SessionTimeout time.Duration
+	// MaxSessions bounds the 2025-11-25 sessions open at once; a new one
+	// past it closes the session idle longest of the caller holding the
+	// most. Default 1000.
+	MaxSessions int
+	// MaxSessionsPerCaller bounds one caller's sessions; a new one past it
+	// closes that caller's session idle longest. Default 100.
+	MaxSessionsPerCaller int
 	// MaxListTTL caps the ttlMs hint of tools/list (2026-07-28). The hint is
 	// a tenth of how long the registry's revision has held on this
 	// replica, up to this cap: a registry that just changed may change
@@ -98,7 +122,13 @@ func (o *Options) withDefaults() Options {
 		c.Version = "(devel)"
 	}
 	if c.SessionTimeout <= 0 {
-		c.SessionTimeout = 30 * time.Minute
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = DefaultMaxSessions
+	}
+	if c.MaxSessionsPerCaller <= 0 {
+		c.MaxSessionsPerCaller = DefaultMaxSessionsPerCaller
 	}
 	if c.MaxListTTL <= 0 {
 		c.MaxListTTL = time.Minute
@@ -127,6 +157,11 @@ type Server struct {
 	handler   http.Handler // the two, behind the caller's binding
 	events    *eventStore  // 2025-11-25 streams' events, for resumption; nil: none kept
 
+	sessions *sessions         // bounds the 2025-11-25 sessions (sessions.go)
+	writes   *writewatch.Watch // ends the writes of clients that stop reading (requests.go)
+	requests atomic.Uint64     // numbers the requests in flight
+	inflight sync.Map          // the requests in flight by number: *request
+
 	rev     atomic.Pointer[revision] // the registry's revision as the watcher last saw it
 	calls   atomic.Uint64            // numbers calls that name no call_id
 	stop    chan struct{}            // closed by Close: the watcher returns
@@ -140,8 +175,11 @@ var _ http.Handler = (*Server)(nil)
 // one goroutine, which watches reg for changes; Close or Shutdown stops it.
 func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 	s := &Server{eng: eng, reg: reg, opts: opts.withDefaults(), stop: make(chan struct{})}
+	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout, s.opts.Logger)
+	s.writes = writewatch.New(eng.Config().SendTimeout, "MCP response", s.opts.Logger)
+	sdkLog := sdkLogger(s.opts.Logger)
 	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}, &mcp.ServerOptions{
-		Logger:       s.opts.Logger,
+		Logger:       sdkLog,
 		Capabilities: capabilities(), // tools only (capabilities.go)
 	})
 	s.sdk.AddReceivingMiddleware(refuseUndeclared, s.middleware)
@@ -153,12 +191,10 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 		// away cancels the call (its notifications/cancelled would reach
 		// another, ephemeral session).
 		PropagateRequestCancellation: true,
-		Logger:                       s.opts.Logger,
+		Logger:                       sdkLog,
 	})
-	stateful := &mcp.StreamableHTTPOptions{
-		SessionTimeout: s.opts.SessionTimeout,
-		Logger:         s.opts.Logger,
-	}
+	// Sessions are bounded and idled out by s.sessions, not the SDK.
+	stateful := &mcp.StreamableHTTPOptions{Logger: sdkLog}
 	if s.opts.ResumeBytes > 0 { // resumable streams (resume.go)
 		s.events = newEventStore(s.opts.ResumeBytes)
 		stateful.EventStore = s.events
@@ -189,14 +225,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // route hands a request to the handler of its revision: 2026-07-28 and
 // later to the stateless one, everything else (initialize, requests of a
-// session, GET streams and DELETE) to the one with sessions.
-func (s *Server) route(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Mcp-Protocol-Version") >= RevisionStateless {
-		s.stateless.ServeHTTP(w, r)
-		return
-	}
-	s.stateful.ServeHTTP(w, r)
-}
+// session, GET streams and DELETE) to the one with sessions (serve, in
+// requests.go).
+func (s *Server) route(w http.ResponseWriter, r *http.Request) { s.serve(w, r) }
 
 // callerPrefix marks the TokenInfo.UserID that bindCaller makes, so the
 // anonymous caller ("") has a user ID too.
@@ -242,6 +273,13 @@ func bearer(h string) bool {
 // subscriptions/listen, …).
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "initialize" {
+			res, err := next(ctx, method, req)
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil {
+				s.initialized(ctx, ss) // counted in the sessions' bounds
+			}
+			return res, err
+		}
 		switch r := req.(type) {
 		case *mcp.ListToolsRequest:
 			if method == "tools/list" {
@@ -275,6 +313,7 @@ func (s *Server) Close() {
 	s.closing.Do(func() {
 		close(s.stop)
 		s.stopped.Wait()
+		s.sessions.close()
 	})
 	for ss := range s.sdk.Sessions() {
 		_ = ss.Close()

@@ -33,8 +33,9 @@ func newRawClient(t testing.TB, url, token, rev string) *rawClient {
 		if resp.StatusCode != http.StatusOK || c.session == "" {
 			t.Fatalf("initialize: %s, session %q\n%s", resp.Status, c.session, body)
 		}
-		if resp := c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("notifications/initialized: %s\n%s", resp.Status, readAll(t, resp))
+		resp = c.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+		if body := readAll(t, resp); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("notifications/initialized: %s\n%s", resp.Status, body)
 		}
 		t.Cleanup(func() {
 			req, _ := http.NewRequest(http.MethodDelete, url, nil)

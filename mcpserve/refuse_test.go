@@ -27,7 +27,7 @@ func TestPortRefusalIsAJSONRPCError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	defer eng.Close()
 	srv := New(eng, reg, nil)
 	port := httpserve.New(httpserve.Config{MaxBodyBytes: 64 << 10}, nil, nil)

@@ -509,7 +509,7 @@ func BenchmarkResume(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+			eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 			s := New(eng, reg, &Options{ResumeBytes: tc.bytes})
 			b.Cleanup(func() { s.Close(); eng.Close() })
 			benchEcho(b, s, RevisionSessions)

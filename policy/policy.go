@@ -1,15 +1,20 @@
-// Package policy decides, call by call, what a caller may do with a tool's
-// arguments: rules in CEL (cel.dev/cel-go) over the caller's identity, the
-// tool and the validated arguments, such as
+// Package policy is toolwire's one admission vocabulary: who may call
+// what with which arguments. Rules, the engine.Admission a server runs
+// with, is one ordered set answering one verdict (allow; deny with a
+// reason; hold for a person's approval): each caller's Permissions by tool
+// name, then the policies, rules in CEL (cel.dev/cel-go) over the caller's
+// identity, the tool and the validated arguments, such as
 //
 //	tool.name == "run_command" && !(args.argv[0] in ["go", "git", "ls"])
 //
-// A Set is an engine.Policy: the engine asks it after a call's arguments
-// are validated and before the call takes an idempotency key or a slot.
-// Rules are compiled and type-checked when the configuration is loaded, so
-// a rule that cannot run is an error naming it and the position in its
+// then the approval rules (ApprovalRule). Permissions and approval rules
+// name tools and callers one way (match). The engine asks the set once per
+// call, after the call's arguments are validated and before it takes an
+// idempotency key or a slot, and by name alone when it lists tools.
+// Policies are compiled and type-checked when the configuration is loaded,
+// so a rule that cannot run is an error naming it and the position in its
 // expression; evaluation is bounded by CEL's cost limit. Live holds the
-// Set in force, which a reload swaps.
+// compiled policies in force (a Set), which a reload swaps.
 //
 // It knows no transport: it must not import gRPC or any surface.
 package policy
@@ -49,9 +54,12 @@ type Rule struct {
 }
 
 // Config is the policy feature's configuration: the config file's
-// "policies" list, asked in order.
+// "policies" list, asked in order and reloaded live, and its "approvals"
+// list, read at start. (The permissions sit in the file's auth section:
+// auth.CallerConfig.Permissions.)
 type Config struct {
-	Policies []Rule `json:"policies"`
+	Policies  []Rule         `json:"policies"`
+	Approvals []ApprovalRule `json:"approvals"`
 }
 
 // The effects a rule may have.
@@ -76,7 +84,8 @@ type Set struct {
 
 type compiled struct {
 	Rule
-	prg cel.Program
+	prg    cel.Program
+	effect engine.Effect // the verdict's, of Rule.Effect
 }
 
 // env is the CEL environment every rule is compiled in.
@@ -136,7 +145,14 @@ func Compile(rules []Rule) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policy %q: %v", r.Name, err)
 		}
-		s.rules = append(s.rules, compiled{Rule: r, prg: prg})
+		effect := engine.Allow
+		switch r.Effect {
+		case Deny:
+			effect = engine.Deny
+		case RequireApproval:
+			effect = engine.Hold
+		}
+		s.rules = append(s.rules, compiled{Rule: r, prg: prg, effect: effect})
 	}
 	return s, nil
 }
@@ -170,12 +186,12 @@ func (s *Set) Len() int {
 	return len(s.rules)
 }
 
-// Evaluate implements engine.Policy: the rules are asked in order, and the
-// first whose condition holds decides; when none does, the call goes on.
-// A rule whose evaluation fails (a missing argument, the cost limit) is
-// treated as holding when it denies and as not holding when it allows,
-// so an error never lets through what a rule meant to stop.
-func (s *Set) Evaluate(_ context.Context, caller *engine.Identity, t *tools.Tool, args json.RawMessage) engine.Verdict {
+// Decide asks s's rules in order about a call of t with args by caller;
+// the first whose condition holds decides, and when none does the call
+// goes on (Allow). A rule whose evaluation fails (a missing argument, the
+// cost limit) is treated as holding when it denies and as not holding when
+// it allows, so an error never lets through what a rule meant to stop.
+func (s *Set) Decide(_ context.Context, caller *engine.Identity, t *tools.Tool, args json.RawMessage) engine.Verdict {
 	if s == nil || len(s.rules) == 0 {
 		return engine.Verdict{}
 	}
@@ -193,7 +209,7 @@ func (s *Set) Evaluate(_ context.Context, caller *engine.Identity, t *tools.Tool
 		}
 		if err != nil {
 			if r.Effect != Allow { // deny, or hold for approval: an error must not let the call through
-				return engine.Verdict{Deny: true, Rule: r.Name, Message: r.Message + " (the policy could not be evaluated: " + err.Error() + ")"}
+				return engine.Verdict{Effect: engine.Deny, Rule: r.Name, Reason: r.Message + " (the policy could not be evaluated: " + err.Error() + ")"}
 			}
 			err = nil // the next rule starts afresh
 			continue
@@ -203,7 +219,7 @@ func (s *Set) Evaluate(_ context.Context, caller *engine.Identity, t *tools.Tool
 			if r.Effect == RequireApproval && msg == "" {
 				msg = "a person must approve this call"
 			}
-			return engine.Verdict{Deny: r.Effect == Deny, Approve: r.Effect == RequireApproval, Rule: r.Name, Message: msg}
+			return engine.Verdict{Effect: r.effect, Rule: r.Name, Reason: msg}
 		}
 	}
 	return engine.Verdict{}
@@ -251,8 +267,8 @@ func activation(caller *engine.Identity, t *tools.Tool, args json.RawMessage) (m
 	}, nil
 }
 
-// Live is the Set in force, which Swap replaces (a config reload); it is
-// the engine.Policy a server runs with. The zero Live allows every call.
+// Live is the Set in force, which Swap replaces (a config reload); Rules
+// asks it. The zero Live allows every call.
 type Live struct {
 	set atomic.Pointer[Set]
 }
@@ -276,13 +292,16 @@ func sameRules(a, b *Set) bool {
 	return true
 }
 
-// Evaluate implements engine.Policy with the Set in force.
-func (l *Live) Evaluate(ctx context.Context, caller *engine.Identity, t *tools.Tool, args json.RawMessage) engine.Verdict {
-	return l.set.Load().Evaluate(ctx, caller, t, args)
+// Decide is Set.Decide with the Set in force.
+func (l *Live) Decide(ctx context.Context, caller *engine.Identity, t *tools.Tool, args json.RawMessage) engine.Verdict {
+	return l.set.Load().Decide(ctx, caller, t, args)
 }
 
-// Check reports what is wrong with c's rules, compiling them.
+// Check reports what is wrong with c's rules, compiling the policies and
+// checking the approval rules' patterns.
 func (c Config) Check() error {
-	_, err := Compile(c.Policies)
-	return err
+	if _, err := Compile(c.Policies); err != nil {
+		return err
+	}
+	return checkApprovals(c.Approvals)
 }

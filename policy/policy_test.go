@@ -40,12 +40,12 @@ func TestTheDocumentedExample(t *testing.T) {
 	s := mustCompile(t, policy.Rule{Name: "commands", Effect: policy.Deny, Message: "only go, git and ls may run",
 		When: `tool.name == "run_command" && !(args.argv[0] in ["go", "git", "ls"])`})
 	for argv, deny := range map[string]bool{`["git","status"]`: false, `["go","test"]`: false, `["curl","evil.example"]`: true, `["sh","-c","git"]`: true} {
-		v := s.Evaluate(context.Background(), builder, runCommand, json.RawMessage(`{"argv":`+argv+`}`))
-		if v.Deny != deny || (deny && (v.Rule != "commands" || v.Message != "only go, git and ls may run")) {
+		v := s.Decide(context.Background(), builder, runCommand, json.RawMessage(`{"argv":`+argv+`}`))
+		if (v.Effect == engine.Deny) != deny || (deny && (v.Rule != "commands" || v.Reason != "only go, git and ls may run")) {
 			t.Errorf("argv %s: %+v; want deny %v", argv, v, deny)
 		}
 	}
-	if v := s.Evaluate(context.Background(), builder, readFile, json.RawMessage(`{"path":"a"}`)); v.Deny {
+	if v := s.Decide(context.Background(), builder, readFile, json.RawMessage(`{"path":"a"}`)); v.Effect == engine.Deny {
 		t.Errorf("another tool: %+v", v)
 	}
 }
@@ -77,8 +77,8 @@ func TestRulesSeeCallerToolAndArgs(t *testing.T) {
 		{&engine.Identity{ID: "bob"}, runCommand, `{"argv":["ls"]}`, "jwt-only-destroys"},
 		{builder, runCommand, `{"argv":["ls"]}`, ""},
 	} {
-		v := s.Evaluate(context.Background(), c.who, c.tool, json.RawMessage(c.args))
-		if v.Deny != (c.rule != "") || (c.rule != "" && v.Rule != c.rule) {
+		v := s.Decide(context.Background(), c.who, c.tool, json.RawMessage(c.args))
+		if (v.Effect == engine.Deny) != (c.rule != "") || (c.rule != "" && v.Rule != c.rule) {
 			t.Errorf("%s calling %s %s: %+v; want rule %q", c.who.ID, c.tool.Name, c.args, v, c.rule)
 		}
 	}
@@ -90,14 +90,14 @@ func TestRulesSeeCallerToolAndArgs(t *testing.T) {
 func TestEvaluationErrorsFailClosed(t *testing.T) {
 	t.Parallel()
 	deny := mustCompile(t, policy.Rule{Name: "argv", Effect: policy.Deny, Message: "only git", When: `args.argv[0] != "git"`})
-	v := deny.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`))
-	if !v.Deny || !strings.Contains(v.Message, "could not be evaluated") {
+	v := deny.Decide(context.Background(), alice, runCommand, json.RawMessage(`{}`))
+	if v.Effect != engine.Deny || !strings.Contains(v.Reason, "could not be evaluated") {
 		t.Errorf("a deny rule over a missing argument: %+v; want it to deny, saying why", v)
 	}
 	allow := mustCompile(t,
 		policy.Rule{Name: "allow-broken", Effect: policy.Allow, When: `args.missing == 1`},
 		policy.Rule{Name: "then-deny", Effect: policy.Deny, Message: "no", When: `true`})
-	if v := allow.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`)); !v.Deny || v.Rule != "then-deny" {
+	if v := allow.Decide(context.Background(), alice, runCommand, json.RawMessage(`{}`)); v.Effect != engine.Deny || v.Rule != "then-deny" {
 		t.Errorf("an allow rule that errs: %+v; want the next rule to decide", v)
 	}
 	// The cost limit: a quadratic walk of a long list.
@@ -105,7 +105,7 @@ func TestEvaluationErrorsFailClosed(t *testing.T) {
 		When: `args.xs.exists(x, args.xs.exists(y, x + y == -1))`})
 	xs := make([]int, 2000)
 	b, _ := json.Marshal(map[string]any{"xs": xs})
-	if v := costly.Evaluate(context.Background(), alice, runCommand, b); !v.Deny || !strings.Contains(v.Message, "cost") {
+	if v := costly.Decide(context.Background(), alice, runCommand, b); v.Effect != engine.Deny || !strings.Contains(v.Reason, "cost") {
 		t.Errorf("a rule over its cost limit: %+v; want it to deny, naming the limit", v)
 	}
 }
@@ -141,14 +141,14 @@ func TestLive(t *testing.T) {
 	if l.Swap(mustCompile(t)) {
 		t.Error("swapping no rules for none is a change")
 	}
-	if v := l.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`)); v.Deny {
+	if v := l.Decide(context.Background(), alice, runCommand, json.RawMessage(`{}`)); v.Effect == engine.Deny {
 		t.Errorf("an empty Live denied: %+v", v)
 	}
 	rules := []policy.Rule{{Name: "no", Effect: policy.Deny, Message: "no", When: `true`}}
 	if !l.Swap(mustCompile(t, rules...)) || l.Swap(mustCompile(t, rules...)) {
 		t.Error("Swap did not tell a change from the same rules")
 	}
-	if v := l.Evaluate(context.Background(), alice, runCommand, json.RawMessage(`{}`)); !v.Deny {
+	if v := l.Decide(context.Background(), alice, runCommand, json.RawMessage(`{}`)); v.Effect != engine.Deny {
 		t.Errorf("after the swap: %+v", v)
 	}
 }
@@ -169,7 +169,7 @@ func BenchmarkEvaluate(b *testing.B) {
 		b.Run(fmt.Sprintf("rules=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if v := s.Evaluate(context.Background(), alice, runCommand, args); v.Deny {
+				if v := s.Decide(context.Background(), alice, runCommand, args); v.Effect == engine.Deny {
 					b.Fatal(v)
 				}
 			}
@@ -195,7 +195,7 @@ func BenchmarkOneCallBatch(b *testing.B) {
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: `{"text":"hello"}`}}}
 	ctx := engine.WithIdentity(context.Background(), alice)
 	for _, n := range []int{-1, 10, 100} {
-		cfg := engine.Config{Logger: slog.New(slog.DiscardHandler)}
+		deps := engine.Deps{Logger: slog.New(slog.DiscardHandler)}
 		name := "policy=none"
 		if n >= 0 {
 			rules := make([]policy.Rule, n)
@@ -205,10 +205,14 @@ func BenchmarkOneCallBatch(b *testing.B) {
 			}
 			var live policy.Live
 			live.Swap(mustCompile(b, rules...))
-			cfg.Policy = &live
+			set, err := policy.New(nil, &live, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			deps.Admission = set
 			name = fmt.Sprintf("rules=%d", n)
 		}
-		eng := engine.New(cfg)
+		eng := engine.New(engine.Config{}, deps)
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -226,10 +230,10 @@ func BenchmarkOneCallBatch(b *testing.B) {
 func TestRequireApproval(t *testing.T) {
 	t.Parallel()
 	s := mustCompile(t, policy.Rule{Name: "big-charges", Effect: policy.RequireApproval, When: `tool.name == "payments_charge" && args.amount >= 1000`})
-	if v := s.Evaluate(context.Background(), alice, payments, json.RawMessage(`{"amount":5000}`)); !v.Approve || v.Deny || v.Rule != "big-charges" || v.Message != "a person must approve this call" {
+	if v := s.Decide(context.Background(), alice, payments, json.RawMessage(`{"amount":5000}`)); v.Effect != engine.Hold || v.Rule != "big-charges" || v.Reason != "a person must approve this call" {
 		t.Errorf("a big charge: %+v; want it held for approval", v)
 	}
-	if v := s.Evaluate(context.Background(), alice, payments, json.RawMessage(`{"amount":5}`)); v.Approve || v.Deny {
+	if v := s.Decide(context.Background(), alice, payments, json.RawMessage(`{"amount":5}`)); v.Effect != engine.Allow {
 		t.Errorf("a small charge: %+v", v)
 	}
 }

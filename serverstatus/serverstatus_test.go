@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"go.uber.org/goleak"
@@ -63,7 +64,7 @@ func TestStatus(t *testing.T) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }}); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{})
+	eng := engine.New(engine.Config{}, engine.Deps{})
 	t.Cleanup(func() { eng.CancelCalls(); eng.Drain(); eng.Close() })
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	sources := func() []Source {
@@ -137,13 +138,6 @@ func TestStatus(t *testing.T) {
 	}
 }
 
-// noFilesFor keeps one caller from files_read.
-type noFilesFor string
-
-func (n noFilesFor) Permitted(caller, tool string) bool {
-	return caller != string(n) || tool != "files_read"
-}
-
 // TestSourceToolsArePermitted: a source's tool names are those the caller
 // may call, so the view reveals no tool a caller was not given.
 func TestSourceToolsArePermitted(t *testing.T) {
@@ -156,7 +150,11 @@ func TestSourceToolsArePermitted(t *testing.T) {
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }}); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Permissions: noFilesFor("carol")})
+	noFilesForCarol, err := policy.New(policy.Permissions{"carol": {Deny: []string{"files_read"}}}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{}, engine.Deps{Admission: noFilesForCarol})
 	t.Cleanup(eng.Close)
 	v := New(eng, reg, Config{Sources: func() []Source {
 		return []Source{{Kind: "mcp_servers", Name: "files", Owner: "mcp:files", State: "up"}}

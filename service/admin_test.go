@@ -22,7 +22,7 @@ func TestAdminService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{})
+	eng := engine.New(engine.Config{}, engine.Deps{})
 	srv := New(eng, reg, Config{Admin: serverstatus.New(eng, reg, serverstatus.Config{Open: true})})
 	gs, conn := serveBufconn(t, srv)
 	t.Cleanup(func() { conn.Close(); gs.Stop(); eng.Close() })

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -20,18 +21,17 @@ import (
 
 // serveTCP serves a new engine over the diag tools on a real loopback
 // socket and returns a function that dials a new connection to it.
-func serveTCP(tb testing.TB, cfgs ...engine.Config) (dial func() toolwirev1.ToolServiceClient) {
+func serveTCP(tb testing.TB, admission ...engine.Admission) (dial func() toolwirev1.ToolServiceClient) {
 	tb.Helper()
 	reg, err := tools.NewRegistry(diag.Tools()...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	var ec engine.Config
-	if len(cfgs) > 0 {
-		ec = cfgs[0]
+	deps := engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if len(admission) > 0 {
+		deps.Admission = admission[0]
 	}
-	ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(ec)
+	eng := engine.New(engine.Config{}, deps)
 	srv := New(eng, reg, Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -171,7 +171,11 @@ func drainAttach(client toolwirev1.ToolServiceClient, id string, after uint64) (
 // denied through ResolveApproval on another connection (authentication
 // off: the anonymous caller may approve); a call not waiting is NotFound.
 func TestResolveApprovalOverTCP(t *testing.T) {
-	dial := serveTCP(t, engine.Config{Approvals: []engine.ApprovalRule{{Tools: []string{"echo"}, Reason: "echo needs a nod"}}})
+	rules, err := policy.New(nil, nil, []policy.ApprovalRule{{Tools: []string{"echo"}, Reason: "echo needs a nod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := serveTCP(t, rules)
 	stream, err := dial().ExecuteBatch(context.Background(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e", "echo", `{"text":"hi"}`)}})
 	if err != nil {
 		t.Fatal(err)

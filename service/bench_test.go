@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -44,7 +43,7 @@ func benchConn(b *testing.B) *grpc.ClientConn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := newSurface(b, reg, engine.Config{}, engine.Deps{})
 	gs := grpc.NewServer()
 	srv.Register(gs)
 	testpb.RegisterTestServiceServer(gs, unaryEcho{})
@@ -174,7 +173,7 @@ func BenchmarkExecuteBatchInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := newSurface(b, reg, engine.Config{}, engine.Deps{})
 	for _, name := range []string{"echo", "unknown"} {
 		b.Run(name, func(b *testing.B) {
 			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: name, Arguments: echoArgs}}}

@@ -102,7 +102,7 @@ func BenchmarkCallToolInProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	b.Cleanup(eng.Close)
 	srv := New(eng, reg, Config{})
 	ctx := context.Background()

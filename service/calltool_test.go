@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
@@ -84,13 +85,14 @@ func newCallToolServer(t *testing.T) *callToolServer {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.Config{
-		Logger:       slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Permissions:  onlyEchoForAlice{},
 		AbandonGrace: 100 * time.Millisecond,
 		DrainTimeout: time.Second,
 		// Room for the result of a call the RPC's deadline ended on a
 		// loaded machine under -race (the default is 50ms).
 		DeadlineMargin: 300 * time.Millisecond,
+	}, engine.Deps{
+		Logger:    slog.New(slog.NewJSONHandler(s.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Admission: onlyEchoForAlice,
 	})
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -118,11 +120,14 @@ func newCallToolServer(t *testing.T) *callToolServer {
 	return s
 }
 
-type onlyEchoForAlice struct{}
-
-func (onlyEchoForAlice) Permitted(caller, tool string) bool {
-	return caller != "alice" || tool == "echo"
-}
+// onlyEchoForAlice lets alice call echo only, and everyone else anything.
+var onlyEchoForAlice = func() *policy.Rules {
+	r, err := policy.New(policy.Permissions{"alice": {Allow: []string{"echo"}}}, nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}()
 
 // as returns a context whose RPCs carry token.
 func as(token string) context.Context {

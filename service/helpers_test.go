@@ -50,11 +50,15 @@ func serveBufconn(tb testing.TB, srv *Server) (*grpc.Server, *grpc.ClientConn) {
 	return gs, conn
 }
 
-// newSurface returns the surface of a new engine made with ec, serving
-// reg; the engine is closed when the test ends.
-func newSurface(tb testing.TB, reg *tools.Registry, ec engine.Config) *Server {
+// newSurface returns the surface of a new engine made with ec and deps
+// (logging nowhere unless deps say otherwise), serving reg; the engine is
+// closed when the test ends.
+func newSurface(tb testing.TB, reg *tools.Registry, ec engine.Config, deps engine.Deps) *Server {
 	tb.Helper()
-	eng := engine.New(ec)
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	eng := engine.New(ec, deps)
 	tb.Cleanup(eng.Close)
 	return New(eng, reg, Config{})
 }
@@ -65,10 +69,7 @@ func newTestServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) *testSe
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if ec.Logger == nil {
-		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := New(eng, reg, Config{})
 	gs, conn := serveBufconn(tb, srv)
 	tb.Cleanup(func() {

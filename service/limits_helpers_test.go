@@ -45,13 +45,10 @@ func newServedSurface(tb testing.TB, ec engine.Config, cfg Config, extra ...tool
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if ec.Logger == nil {
-		ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if ec.Observer == nil {
-		ec.Observer = otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false)
-	}
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Observer: otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false),
+	})
 	srv := New(eng, reg, cfg)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -41,8 +41,7 @@ func serveCatalog(t testing.TB, ec engine.Config, ts []tools.Tool) string {
 	if _, err := gencatalog.Register(reg, "github", ts); err != nil {
 		t.Fatal(err)
 	}
-	ec.Logger = slog.New(slog.DiscardHandler)
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

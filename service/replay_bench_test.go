@@ -2,8 +2,6 @@ package service
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -61,15 +59,15 @@ func BenchmarkReplay(b *testing.B) {
 	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
-			cfg := engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			var deps engine.Deps
 			c := &toolwirev1.ToolCall{CallId: "1", Name: "echo", Arguments: string(echoArgs)}
 			if be.open != nil {
 				st := be.open(b)
 				b.Cleanup(func() { st.Close() })
-				cfg.Idempotency, cfg.Sessions = st, st
+				deps.Idempotency, deps.Vars = st, st
 				c.IdempotencyKey = "bench-key"
 			}
-			srv := newSurface(b, reg, cfg)
+			srv := newSurface(b, reg, engine.Config{}, deps)
 			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{c}}
 			if err := srv.ExecuteBatch(req, nullStream{}); err != nil { // records the result
 				b.Fatal(err)

@@ -56,7 +56,7 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
 		cfg:    cfg.withDefaults(ec.MaxCallTimeout),
 		reg:    reg,
 		engine: eng,
-		log:    ec.Logger,
+		log:    eng.Logger(),
 		health: health.NewServer(),
 	}
 	s.conns = newConnSet(s.log)

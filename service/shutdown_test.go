@@ -28,8 +28,7 @@ func tcpServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) (*Server, *
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ec.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := New(eng, reg, Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -216,7 +215,7 @@ func TestSurfacesShareAnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond})
+	eng := engine.New(engine.Config{DrainTimeout: 50 * time.Millisecond, AbandonGrace: 50 * time.Millisecond}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
 	dial := func(srv *Server) (*grpc.Server, toolwirev1.ToolServiceClient) {
 		gs, conn := serveBufconn(t, srv)

@@ -1,8 +1,6 @@
 package service
 
 import (
-	"io"
-	"log/slog"
 	"net"
 	"testing"
 
@@ -30,13 +28,13 @@ func BenchmarkTelemetryInProcess(b *testing.B) {
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: echoArgs}}}
 	for _, mode := range []string{"off", "sdk"} {
 		b.Run(mode, func(b *testing.B) {
-			cfg := engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			var deps engine.Deps
 			if mode == "sdk" {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-				cfg.Observer = otelobserver.New(tp, mp, false)
+				deps.Observer = otelobserver.New(tp, mp, false)
 			}
-			srv := newSurface(b, reg, cfg)
+			srv := newSurface(b, reg, engine.Config{}, deps)
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := srv.ExecuteBatch(req, nullStream{}); err != nil {
@@ -57,7 +55,7 @@ func BenchmarkStatsHandler(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv := newSurface(b, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			srv := newSurface(b, reg, engine.Config{}, engine.Deps{})
 			var opts []grpc.ServerOption
 			if mode == "with" {
 				opts = append(opts, grpc.StatsHandler(srv.StatsHandler()))

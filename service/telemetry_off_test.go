@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -87,7 +86,7 @@ func TestClientTraceWithoutSDK(t *testing.T) {
 				t.Fatal(err)
 			}
 			clientTP := sdktrace.NewTracerProvider()
-			srv := newSurface(t, reg, engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, tc.cfg)
+			srv := newSurface(t, reg, engine.Config{}, tc.cfg)
 			c, stop := serveOverBufconn(t, srv, client.WithTracerProvider(clientTP))
 			t.Cleanup(stop)
 
@@ -137,7 +136,7 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := newSurface(t, reg, engine.Config{Logger: slog.New(slog.DiscardHandler)}, service.Config{
+	srv := newSurface(t, reg, engine.Config{}, service.Config{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)),
 	})
 	c, stop := serveOverBufconn(t, srv)
@@ -166,15 +165,15 @@ func TestStatsHandlerIgnoresGlobalProviders(t *testing.T) {
 	}
 }
 
-// newSurface returns the gRPC surface with cfg of an engine made with ec
-// and, unless ec sets its own, the telemetry of cfg's providers, as
-// toolwire serve makes them; the engine is closed when the test ends.
+// newSurface returns the gRPC surface with cfg of an engine made with ec,
+// logging nowhere, with the telemetry of cfg's providers, as toolwire
+// serve makes them; the engine is closed when the test ends.
 func newSurface(t *testing.T, reg *tools.Registry, ec engine.Config, cfg service.Config) *service.Server {
 	t.Helper()
-	if ec.Observer == nil {
-		ec.Observer = otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false)
-	}
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{
+		Logger:   slog.New(slog.DiscardHandler),
+		Observer: otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false),
+	})
 	t.Cleanup(eng.Close)
 	return service.New(eng, reg, cfg)
 }

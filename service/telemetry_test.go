@@ -108,13 +108,14 @@ func newObserved(t *testing.T, ec engine.Config, traceContent bool, copts ...cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec.Observer = otelobserver.New(serverTP, mp, traceContent)
-	ec.Logger = slog.New(slog.NewJSONHandler(o.log, nil))
 	ec.DrainTimeout = time.Second
 	if ec.AbandonGrace == 0 {
 		ec.AbandonGrace = time.Second
 	}
-	eng := engine.New(ec)
+	eng := engine.New(ec, engine.Deps{
+		Observer: otelobserver.New(serverTP, mp, traceContent),
+		Logger:   slog.New(slog.NewJSONHandler(o.log, nil)),
+	})
 	t.Cleanup(eng.Close) // after the server's cleanup below
 	srv := service.New(eng, reg, service.Config{TracerProvider: serverTP, MeterProvider: mp})
 	lis := bufconn.Listen(1 << 20)

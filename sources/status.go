@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/sources/internal/supervise"
+	"github.com/toolwire/toolwire/sources/openapi"
 )
 
 // The states of a source (Status.State).
@@ -23,6 +24,10 @@ type Status struct {
 	State string    // StateUp, StateDown, StateRetrying or StateStatic
 	Err   string    // why its last connection failed or ended; "" when none has
 	Since time.Time // when State last changed (for a static source, the last Sync)
+	// Skipped counts what it declares and could not offer: an OpenAPI
+	// document's operations that gave no tool, each logged with its
+	// reason when the document was loaded.
+	Skipped int
 }
 
 // owners are the registry owner of each kind's entries, by the kind's key:
@@ -72,10 +77,16 @@ func (a adapter[C]) status(cfg Config, at time.Time) []Status {
 		}
 		return out
 	}
+	var counts map[string]openapi.Counts
+	if c, ok := a.src.(interface {
+		Counts() map[string]openapi.Counts
+	}); ok {
+		counts = c.Counts()
+	}
 	var out []Status
 	for _, c := range a.part(cfg) {
 		n := a.name(c)
-		out = append(out, Status{Kind: a.key, Name: n, Owner: owner(n), State: StateStatic, Since: at})
+		out = append(out, Status{Kind: a.key, Name: n, Owner: owner(n), State: StateStatic, Since: at, Skipped: counts[n].Skipped})
 	}
 	return out
 }

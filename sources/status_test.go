@@ -11,6 +11,7 @@ import (
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	"github.com/toolwire/toolwire/sources/openapi"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -70,5 +71,25 @@ func TestStatus(t *testing.T) {
 	}
 	if owner, _ := reg.Owner("live_ping"); owner != got["mcp_servers/live"].Owner {
 		t.Errorf("live_ping is owned by %q; Status says %q", owner, got["mcp_servers/live"].Owner)
+	}
+}
+
+// TestStatusSkipped: an OpenAPI entry's status counts the operations of
+// its document that gave no tool (the Petstore's file upload).
+func TestStatusSkipped(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := New(reg, nil)
+	defer set.Close()
+	cfg := Config{OpenAPI: []openapi.Config{{Name: "pets", Spec: "openapi/testdata/petstore.yaml", BaseURL: "http://127.0.0.1:9"}}}
+	if err := set.Sync(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	st := set.Status()
+	if len(st) != 1 || st[0].Kind != "openapi" || st[0].State != StateStatic || st[0].Skipped != 1 {
+		t.Errorf("Status() = %+v; want the entry with one operation skipped", st)
 	}
 }

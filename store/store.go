@@ -1,7 +1,9 @@
 // Package store defines where toolwire keeps what must outlive one call,
 // as one interface per kind of caller: Idempotency (records that make a call
-// an at-least-once runtime sends again replayed, not run twice), Sessions
-// (session variables) and EventLog (detached batches' events). Backends live
+// an at-least-once runtime sends again replayed, not run twice), Vars
+// (scoped variables with a TTL: the engine keeps session variables, and
+// the mailboxes of approvals and cross-replica cancels, in them) and
+// EventLog (detached batches' events). Backends live
 // in subpackages and implement all three plus io.Closer, which Store
 // composes: memory (the default), bolt (a file, for
 // one replica across restarts) and redis (shared by replicas); storeurl
@@ -58,12 +60,15 @@ type Idempotency interface {
 	Wait(ctx context.Context, key string) error
 }
 
-// Sessions keeps session variables: JSON values under a name within a
-// scope (the caller makes one per session), each with a TTL. Every method
-// is safe for concurrent use.
-type Sessions interface {
-	// GetVar returns the JSON value of the session variable name in scope;
-	// false when it is not set or has expired.
+// Vars keeps scoped variables: JSON values under a name within a scope,
+// each with a TTL. The caller makes the scopes and keeps its users apart
+// by them: the engine keeps a session's variables in one scope per
+// session, and in scopes of their own the mailboxes through which
+// replicas hand each other approval decisions and cancellations. Every
+// method is safe for concurrent use.
+type Vars interface {
+	// GetVar returns the JSON value of the variable name in scope; false
+	// when it is not set or has expired.
 	GetVar(ctx context.Context, scope, name string) ([]byte, bool, error)
 	// SetVar sets the variable to value (JSON) for ttl.
 	SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error
@@ -149,7 +154,7 @@ var (
 // needs each.
 type Store interface {
 	Idempotency
-	Sessions
+	Vars
 	EventLog
 	io.Closer
 }

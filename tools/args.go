@@ -117,21 +117,51 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 // ValidateOutput checks structured content against the tool's output schema;
 // a tool without one accepts any JSON.
 func (t *Tool) ValidateOutput(structured json.RawMessage) error {
+	output, flat := t.output, t.outputFlat
+	if output == nil && t.outputLazy != nil {
+		cs := t.outputLazy.get()
+		if cs.err != nil {
+			return fmt.Errorf("the tool's output schema does not compile: %w", cs.err)
+		}
+		output, flat = cs.schema, cs.flat
+	}
 	// The text is only read, and not kept: no copy is needed.
-	if t.outputFlat != nil && t.outputFlat.valid(unsafe.String(unsafe.SliceData(structured), len(structured))) {
+	if flat != nil && flat.valid(unsafe.String(unsafe.SliceData(structured), len(structured))) {
 		return nil
 	}
 	doc, err := decodeJSON(string(structured))
 	if err != nil {
 		return fmt.Errorf("structured content is not JSON: %w", err)
 	}
-	if t.output == nil {
+	if output == nil {
 		return nil
 	}
-	if err := t.output.Validate(doc); err != nil {
+	if err := output.Validate(doc); err != nil {
 		return &ArgumentError{Reason: "structured content does not match the tool's output schema", Violations: violations(err)}
 	}
 	return nil
+}
+
+// NoteOutputMismatch returns res delivered as it is, with err (why its
+// structured content does not match the tool's output schema) added to
+// its details as "output_schema_mismatch": the violations, or the
+// error's text. Details that are a JSON object keep their members; other
+// details move under "details".
+func NoteOutputMismatch(res *Result, err error) *Result {
+	var list []string
+	if ae, ok := err.(*ArgumentError); ok && len(ae.Violations) > 0 {
+		list = ae.Violations
+	} else {
+		list = []string{err.Error()}
+	}
+	det := map[string]json.RawMessage{}
+	if len(res.Details) > 0 && json.Unmarshal(res.Details, &det) != nil {
+		det = map[string]json.RawMessage{"details": res.Details}
+	}
+	det["output_schema_mismatch"], _ = json.Marshal(list)
+	out := *res
+	out.Details, _ = json.Marshal(det)
+	return &out
 }
 
 // violations flattens a validation error into its leaves, each naming the
@@ -146,7 +176,7 @@ func violations(err error) []string {
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
 			ptr := "/" + strings.Join(e.InstanceLocation, "/")
-			out = append(out, fmt.Sprintf("%s: %s", ptr, e.ErrorKind.LocalizedString(printer)))
+			out = append(out, fmt.Sprintf("%s: %s", ptr, explain(e)))
 			return
 		}
 		for _, c := range e.Causes {

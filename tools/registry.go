@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -252,7 +254,9 @@ func (r *Registry) publish() {
 }
 
 // prepare validates a tool and returns a copy with its schemas compiled.
-func prepare(t Tool) (*Tool, error) {
+func prepare(t Tool) (*Tool, error) { return (*SchemaCache)(nil).prepare(t) }
+
+func (c *SchemaCache) prepare(t Tool) (*Tool, error) {
 	if !namePattern.MatchString(t.Name) {
 		return nil, fmt.Errorf("tool %q: name must match [A-Za-z0-9_.-]{1,128}", t.Name)
 	}
@@ -277,18 +281,102 @@ func prepare(t Tool) (*Tool, error) {
 	if root.Type != "object" {
 		return nil, fmt.Errorf("tool %q: input schema must have root type \"object\"", t.Name)
 	}
-	var err error
-	if t.input, err = compileSchema(t.InputSchema); err != nil {
-		return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
-	}
-	t.inputFlat = compileFlat(t.InputSchema)
-	if len(t.OutputSchema) > 0 {
-		if t.output, err = compileSchema(t.OutputSchema); err != nil {
-			return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
+	if t.input == nil || !same(t.inputSrc, t.InputSchema) {
+		cs := c.compile(t.InputSchema).get()
+		if cs.err != nil {
+			return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, cs.err)
 		}
-		t.outputFlat = compileFlat(t.OutputSchema)
+		t.input, t.inputFlat, t.inputSrc = cs.schema, cs.flat, t.InputSchema
+	}
+	switch {
+	case len(t.OutputSchema) == 0:
+		t.output, t.outputFlat, t.outputSrc, t.outputLazy = nil, nil, nil, nil
+	case (t.output == nil && t.outputLazy == nil) || !same(t.outputSrc, t.OutputSchema):
+		t.output, t.outputFlat, t.outputLazy, t.outputSrc = nil, nil, nil, t.OutputSchema
+		cs := c.compile(t.OutputSchema)
+		if c != nil && c.DeferOutput {
+			t.outputLazy = cs
+			break
+		}
+		if cs = cs.get(); cs.err != nil {
+			return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, cs.err)
+		}
+		t.output, t.outputFlat = cs.schema, cs.flat
 	}
 	return &t, nil
+}
+
+// same reports whether a and b are the same text in the same memory: a
+// schema compiled before and not replaced since.
+func same(a, b json.RawMessage) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// SchemaCache compiles tools' schemas ahead of a registry, each distinct
+// schema text once: tools that declare the same schema (a document's
+// operations that answer with the same resource) share what it compiles
+// to. A nil *SchemaCache compiles every schema. It is safe for concurrent
+// use; the zero value is ready.
+type SchemaCache struct {
+	// DeferOutput leaves each output schema to be compiled when a result
+	// is first checked against it, so a source that offers thousands of
+	// tools from one document pays only for the ones called. One that
+	// does not compile then fails that check (ValidateOutput's error),
+	// which the engine notes beside an Upstream tool's result.
+	DeferOutput bool
+
+	mu sync.Mutex
+	m  map[[32]byte]*compiledSchema
+}
+
+// compiledSchema is one schema text, compiled at its first get.
+type compiledSchema struct {
+	text   json.RawMessage
+	once   sync.Once
+	schema *jsonschema.Schema
+	flat   *flatSchema
+	err    error // why it does not compile
+}
+
+func (cs *compiledSchema) get() *compiledSchema {
+	cs.once.Do(func() {
+		if cs.schema, cs.err = compileSchema(cs.text); cs.err == nil {
+			cs.flat = compileFlat(cs.text)
+		}
+	})
+	return cs
+}
+
+// compile returns text's compiledSchema, not compiled yet unless another
+// tool's use compiled it.
+func (c *SchemaCache) compile(text json.RawMessage) *compiledSchema {
+	if c == nil {
+		return &compiledSchema{text: text}
+	}
+	key := sha256.Sum256(text)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cs, ok := c.m[key]; ok {
+		return cs
+	}
+	cs := &compiledSchema{text: text}
+	if c.m == nil {
+		c.m = map[[32]byte]*compiledSchema{}
+	}
+	c.m[key] = cs
+	return cs
+}
+
+// Compile returns t with its schemas compiled, or the error adding t to a
+// registry would give. A registry does not compile a compiled tool's
+// schemas again, so a source that checks its tools before offering them
+// (an OpenAPI document's) compiles each schema once.
+func (c *SchemaCache) Compile(t Tool) (Tool, error) {
+	p, err := c.prepare(t)
+	if err != nil {
+		return Tool{}, err
+	}
+	return *p, nil
 }
 
 // Snapshot is an immutable set of tools with its revision.

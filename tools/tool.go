@@ -75,10 +75,27 @@ type Tool struct {
 	// completed before is replayed instead of run (see KeyFrom).
 	IdempotencyKey func(args json.RawMessage) (key string, ok bool)
 
-	// Compiled schemas, set when the tool is added to a registry; the flat
-	// ones when the schema is simple enough for a fast check (flat.go).
+	// Compiled schemas, set when the tool is added to a registry (or by a
+	// SchemaCache); the flat ones when the schema is simple enough for a
+	// fast check (flat.go). inputSrc and outputSrc are the texts they were
+	// compiled from, so a compiled tool added again is not compiled again.
+	// outputLazy is an output schema left to be compiled at its first use
+	// (SchemaCache.DeferOutput).
 	input, output         *jsonschema.Schema
 	inputFlat, outputFlat *flatSchema
+	inputSrc, outputSrc   json.RawMessage
+	outputLazy            *compiledSchema
+}
+
+// Upstream reports whether the tool's results are another system's
+// answers (an HTTP API, an MCP server, a remote toolwire) rather than
+// toolwire's own code: an upstream answer that does not match the output
+// schema is still delivered, with the mismatch noted (NoteOutputMismatch),
+// since the call may have done what it was asked (a 201 Created) and
+// calling again would do it twice. A built-in tool's mismatch is a bug in
+// toolwire, and an error result.
+func (t *Tool) Upstream() bool {
+	return t.Source != SourceBuiltin && t.Source != 0
 }
 
 // Call is the handle a Handler receives for one call: its identity, its

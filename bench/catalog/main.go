@@ -90,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "%d tools registered in %v\n", *n, time.Since(start).Round(time.Millisecond))
 
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	defer eng.Close()
 	srv := service.New(eng, reg, service.Config{})
 	addr, stopServe, err := listen(ctx, func(lis net.Listener) error { return srv.Serve(ctx, lis) })

@@ -16,6 +16,19 @@
 //	go build -o /tmp/toolwire ./cmd/toolwire
 //	go run ./bench/stalled --toolwire /tmp/toolwire --streams 200
 //	go run ./bench/stalled --toolwire /tmp/toolwire --streams 2000 -- --max-buffered-bytes 134217728
+//	go run ./bench/stalled --toolwire /tmp/toolwire --surface mcp --streams 200
+//
+// With --surface mcp the same is measured on /mcp (issue 27): each stalled
+// client is a request to the HTTP port over h2c (HTTP/2 without TLS, with
+// the same fixed windows and streams per connection as the gRPC clients)
+// sending one 2026-07-28 tools/call of echo with --mcp-text bytes of text,
+// whose result (about twice that: its text and its structuredContent; 1.8
+// MB by default) it never reads. The normal callers are go-sdk MCP
+// clients calling echo. The servers then also get an HTTP port and
+// max_result_bytes 2,000,000; before the RSS settles, the stalled server
+// is made to collect its garbage, since each stalled call is parsed and
+// encoded several times on its way. --open-interval spaces the stalled
+// clients out.
 //
 // Arguments after -- go to both servers' "toolwire serve". The servers get a
 // send timeout of an hour, so the stalled streams outlive the measurement
@@ -74,6 +87,8 @@ type options struct {
 	keepRunning  bool
 	serverLog    string
 	openInterval time.Duration
+	surface      string
+	mcpText      int
 }
 
 func parseArgs(args []string) (options, error) {
@@ -93,6 +108,8 @@ func parseArgs(args []string) (options, error) {
 	fs.StringVar(&o.heapProfile, "heap-profile", "", "write the stalled server's heap profile (pprof, from its admin listener) to `file` once settled")
 	fs.StringVar(&o.serverLog, "server-log", "", "copy the stalled server's stderr to `file` (with GODEBUG=gctrace=1 in the environment, its collections too)")
 	fs.BoolVar(&o.keepRunning, "keep", false, "after measuring, keep the servers and streams until interrupted (to look at them with pprof)")
+	fs.StringVar(&o.surface, "surface", "grpc", "where the clients call: grpc (ExecuteBatch on the gRPC port) or mcp (tools/call on /mcp)")
+	fs.IntVar(&o.mcpText, "mcp-text", 900_000, "with --surface mcp: bytes of text each stalled client's echo call sends, and so gets back twice")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -101,6 +118,9 @@ func parseArgs(args []string) (options, error) {
 	}
 	o.serveArgs = fs.Args()
 	o.rounds = max(o.rounds, 1)
+	if o.surface != "grpc" && o.surface != "mcp" {
+		return o, fmt.Errorf("--surface %q: want grpc or mcp", o.surface)
+	}
 	return o, nil
 }
 
@@ -134,20 +154,44 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 	servers := [2]*server{alone, beside}
 	// Warm both up, so the baseline holds what serving costs anyway.
-	if _, err := normalCalls(ctx, servers, o.callers, 50); err != nil {
+	calls := normalCalls
+	if o.surface == "mcp" {
+		calls = normalCallsMCP
+	}
+	if _, err := calls(ctx, servers, o.callers, 50); err != nil {
 		return err
 	}
 	base := beside.settledRSS(o.settle)
 	fmt.Fprintf(out, "baseline RSS: alone %.0f MB, beside %.0f MB\n", mb(alone.rss()), mb(base))
 
 	peak := beside.watchPeak()
-	stalled, err := openStalled(ctx, beside.addr, o)
+	open := openStalled
+	if o.surface == "mcp" {
+		open = openStalledMCP
+	}
+	stalled, err := open(ctx, beside, o)
 	if err != nil {
 		return err
 	}
 	defer stalled.close()
-	fmt.Fprintf(out, "opened %d stalled streams (%d refused: %v)\n", o.streams-stalled.refused, stalled.refused, stalled.firstErr)
+	if o.surface == "mcp" {
+		// A request the server ends (its write stalled, for the budget)
+		// before its response's header reached the client fails here.
+		fmt.Fprintf(out, "opened %d stalled requests (%d failed or ended before their response began: %v; responses other than 200: %v)\n", o.streams, stalled.refused, stalled.firstErr, stalled.statuses)
+	} else {
+		fmt.Fprintf(out, "opened %d stalled streams (%d refused: %v)\n", o.streams-stalled.refused, stalled.refused, stalled.firstErr)
+	}
+	if o.surface == "mcp" {
+		// Each stalled call's arguments and result are parsed and encoded
+		// several times on the way (megabytes each), which a loaded
+		// machine does long after the requests were sent: wait until the
+		// calls have run, then collect that garbage, so that what is
+		// settled is what the stalled clients hold.
+		beside.quiet("gen_ai_execute_tool_duration_seconds_count", o.settle)
+		beside.collect()
+	}
 	settled := beside.settledRSS(o.settle)
+	fmt.Fprintf(out, "settled: heap in use %s bytes (go_memstats_heap_inuse_bytes)\n", beside.metric("go_memstats_heap_inuse_bytes"))
 	fmt.Fprintf(out, "settled: the server counts %s bytes of events waiting for readers (toolwire_buffered_bytes)\n", beside.metric("toolwire_buffered_bytes"))
 	if o.heapProfile != "" {
 		if err := beside.heapProfile(o.heapProfile); err != nil {
@@ -158,7 +202,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var all latencies
 	var ratios []float64
 	for r := range o.rounds {
-		lat, err := normalCalls(ctx, servers, o.callers, o.normalCalls)
+		lat, err := calls(ctx, servers, o.callers, o.normalCalls)
 		if err != nil {
 			return err
 		}
@@ -198,14 +242,19 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 type server struct {
 	cmd    *exec.Cmd
 	addr   string
+	http   string // the HTTP port's address, with --surface mcp
 	admin  string
 	done   chan struct{}
 	closed atomic.Int64 // connections the server said it closed for their unread streams
 }
 
 func startServer(ctx context.Context, o options, dir, logPath string) (*server, error) {
-	args := append([]string{"serve", "--diag", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
-		"--workspace", dir, "--log-format", "json", "--send-timeout", "1h"}, o.serveArgs...)
+	args := []string{"serve", "--diag", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+		"--workspace", dir, "--log-format", "json", "--send-timeout", "1h"}
+	if o.surface == "mcp" {
+		args = append(args, "--http-listen", "127.0.0.1:0", "--max-result-bytes", "2000000")
+	}
+	args = append(args, o.serveArgs...)
 	cmd := exec.Command(o.bin, args...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -244,6 +293,8 @@ func startServer(ctx context.Context, o options, dir, logPath string) (*server, 
 			switch {
 			case line.Admin != "":
 				s.admin = line.Admin
+			case strings.HasPrefix(line.Msg, "toolwire HTTP port listening"):
+				s.http = line.Addr
 			case line.Addr != "" && s.addr == "":
 				s.addr = line.Addr
 				close(ready)
@@ -337,6 +388,27 @@ func (s *server) watchPeak() func() int64 {
 	return func() int64 { close(stop); <-done; return peak.Load() }
 }
 
+// quiet waits until the counter name has held still for d (at most 20 d).
+func (s *server) quiet(name string, d time.Duration) {
+	deadline := time.Now().Add(20 * d)
+	last, since := s.metric(name), time.Now()
+	for time.Now().Before(deadline) && time.Since(since) < d {
+		time.Sleep(d / 10)
+		if now := s.metric(name); now != last {
+			last, since = now, time.Now()
+		}
+	}
+}
+
+// collect makes the server collect its garbage (the admin listener's heap
+// profile with gc=1).
+func (s *server) collect() {
+	if resp, err := http.Get("http://" + s.admin + "/debug/pprof/heap?gc=1"); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+}
+
 func (s *server) heapProfile(path string) error {
 	resp, err := http.Get("http://" + s.admin + "/debug/pprof/heap?gc=1")
 	if err != nil {
@@ -383,13 +455,18 @@ func (s *server) metric(name string) string {
 // stalledStreams are streams whose client reads nothing after the first
 // event.
 type stalledStreams struct {
-	conns    []*grpc.ClientConn
-	cancel   context.CancelFunc
-	refused  int
-	firstErr error
+	conns []*grpc.ClientConn
+	// with --surface mcp:
+	transports []*http.Transport
+	bodies     []io.ReadCloser
+	statuses   []int // of the responses that began, other than 200
+	cancel     context.CancelFunc
+	refused    int
+	firstErr   error
 }
 
-func openStalled(ctx context.Context, addr string, o options) (*stalledStreams, error) {
+func openStalled(ctx context.Context, s *server, o options) (*stalledStreams, error) {
+	addr := s.addr
 	ctx, cancel := context.WithCancel(ctx)
 	st := &stalledStreams{cancel: cancel}
 	req := &toolwirev1.ExecuteBatchRequest{}
@@ -434,6 +511,12 @@ func (st *stalledStreams) close() {
 	st.cancel()
 	for _, c := range st.conns {
 		c.Close()
+	}
+	for _, b := range st.bodies {
+		b.Close()
+	}
+	for _, tr := range st.transports {
+		tr.CloseIdleConnections()
 	}
 }
 

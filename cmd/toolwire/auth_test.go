@@ -19,6 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 )
 
@@ -62,7 +64,7 @@ keepalive_timeout: 10s
 		Auth: auth.CallerConfig{
 			TokensFile: "/run/tokens",
 			Tokens:     []auth.Token{{Name: "ci", Hash: auth.HashToken(aliceToken)}},
-			Permissions: auth.Policy{
+			Permissions: policy.Permissions{
 				"ci": {Allow: []string{"echo", "fs.*"}, Deny: []string{"fs.write"}},
 				"*":  {Deny: []string{"*"}},
 			},
@@ -71,7 +73,7 @@ keepalive_timeout: 10s
 	if diff := cmp.Diff(want, cfg.SecurityConfig); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	ec, sc := cfg.engine(nil), cfg.ServiceConfig
+	ec, sc := cfg.EngineConfig, cfg.ServiceConfig
 	type limits struct {
 		MaxConcurrentCalls, MaxCallsPerCaller, MaxMessageBytes int
 		MaxQueueWait                                           time.Duration
@@ -85,8 +87,12 @@ keepalive_timeout: 10s
 	if diff := cmp.Diff(wantLimits, gotLimits); diff != "" {
 		t.Errorf("limits in engine.Config and service.Config (-want +got):\n%s", diff)
 	}
-	if ec.Permissions == nil || !ec.Permissions.Permitted("ci", "fs.read") || ec.Permissions.Permitted("ci", "fs.write") || ec.Permissions.Permitted("other", "echo") {
-		t.Errorf("permissions did not reach the engine: %v", ec.Permissions)
+	rules, err := cfg.admission(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci, other := (&engine.Identity{ID: "ci"}), (&engine.Identity{ID: "other"}); !rules.Permitted(ci, "fs.read") || rules.Permitted(ci, "fs.write") || rules.Permitted(other, "echo") {
+		t.Errorf("permissions did not reach the engine's admission: %v", cfg.SecurityConfig.Permissions())
 	}
 }
 
@@ -108,7 +114,7 @@ func TestSecurityConfigErrors(t *testing.T) {
 		{"short token in env", SecurityConfig{}, "bob: x", auth.TokensEnv},
 		{"bad hash", SecurityConfig{Auth: auth.CallerConfig{Tokens: []auth.Token{{Name: "a", Hash: "md5:00"}}}}, "", "auth.tokens"},
 		{"same token twice", SecurityConfig{Auth: auth.CallerConfig{Tokens: []auth.Token{{Name: "a", Hash: auth.HashToken(aliceToken)}}}}, "b: " + aliceToken, "same token"},
-		{"bad pattern", SecurityConfig{Auth: auth.CallerConfig{Permissions: auth.Policy{"a": {Allow: []string{"["}}}}}, "", "auth.permissions"},
+		{"bad pattern", SecurityConfig{Auth: auth.CallerConfig{Permissions: policy.Permissions{"a": {Allow: []string{"["}}}}}, "", "auth.permissions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

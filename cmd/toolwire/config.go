@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"io"
-	"log/slog"
 	"os"
 
 	"github.com/toolwire/toolwire/audit"
@@ -34,7 +33,7 @@ type serveConfig struct {
 	StoreConfig     // store (store/storeurl)
 	AdminConfig     // admin_listen (admin.go), trace_content (telemetry.go)
 	HTTPConfig      // http_listen and the HTTP port's limits (httpserve)
-	MCPConfig       // no_mcp (mcpserve)
+	MCPConfig       // no_mcp and the MCP sessions' bounds (mcpserve)
 	ConsoleConfig   // console (console)
 	PolicyConfig    // policies, reloaded live (policy)
 	AuditConfig     // audit_log and its settings (audit)
@@ -144,12 +143,9 @@ func readConfigFile(path string, cfg *serveConfig) error {
 	return configfile.Decode(path, b, cfg)
 }
 
-// engine returns the engine's configuration: the file's and the flags',
-// with serve's logger and the permissions of the security settings. serve
-// adds the telemetry it chose.
-func (cfg serveConfig) engine(log *slog.Logger) engine.Config {
-	ec := cfg.EngineConfig
-	ec.Logger = log
-	ec.Permissions = cfg.SecurityConfig.Permissions()
-	return ec
+// admission returns the server's one admission vocabulary: the security
+// settings' permissions, the policies in force (policies, which reloads
+// swap) and the approval rules, in that order (see policy.Rules).
+func (cfg serveConfig) admission(policies *policy.Live) (*policy.Rules, error) {
+	return policy.New(cfg.SecurityConfig.Permissions(), policies, cfg.PolicyConfig.Approvals)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	grpcsource "github.com/toolwire/toolwire/sources/grpc"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
@@ -69,6 +70,9 @@ func TestDocsGRPCServices(t *testing.T) {
 	}
 	if len(cfg.GRPC) != 2 {
 		t.Fatalf("grpc_services: %+v", cfg.GRPC)
+	}
+	if cfg.GRPC[1].StreamWindow != 5*time.Second {
+		t.Errorf("stream_window: %s", cfg.GRPC[1].StreamWindow)
 	}
 	if err := grpcsource.ValidateAll(cfg.GRPC); err != nil {
 		t.Error(err)

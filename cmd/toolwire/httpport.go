@@ -37,13 +37,18 @@ type ConsoleConfig = console.Config
 // unless console is false (open: its RPCs are the ones authenticated). It listens before it returns, so a
 // port in use fails serve at once. The port serves until ctx is done, then
 // the surfaces drain the engine (the MCP surface closes its sessions)
-// while the port drains its requests; wait returns once both are done. A
+// while the port drains its requests; wait returns once both are done. It
+// refuses to listen beyond loopback with authentication off unless
+// http_allow_unauthenticated (httpserve.Config.CheckExposure). A
 // serving loop that fails cancels ctx through stop, so gRPC stops too.
 func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveConfig, eng *engine.Engine, reg *tools.Registry, view *serverstatus.View, v *auth.Verifier, tel connectserve.Options, log *slog.Logger) (wait func() error, err error) {
 	if cfg.HTTPConfig.Listen == "" {
 		return func() error { return nil }, nil
 	}
 	if err := cfg.HTTPConfig.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.MCPConfig.Validate(); err != nil {
 		return nil, err
 	}
 	// The gRPC port's certificate (reloaded as it is) and client
@@ -70,15 +75,25 @@ func serveHTTPPort(ctx context.Context, stop context.CancelCauseFunc, cfg serveC
 	}
 	var surface *mcpserve.Server
 	if !cfg.MCPConfig.Off {
-		surface = mcpserve.New(eng, reg, &mcpserve.Options{Logger: log, Version: version()})
+		surface = mcpserve.New(eng, reg, cfg.MCPConfig.Options(log, version()))
 		port.Handle("/mcp", authenticate(surface), mcpserve.Refuse)
 	}
 	lis, err := net.Listen("tcp", cfg.HTTPConfig.Listen)
 	if err != nil {
+		err = fmt.Errorf("http_listen: %w", err)
+	} else if err = cfg.HTTPConfig.CheckExposure(lis.Addr(), v.Enabled()); err != nil {
+		// Beyond loopback, a port anyone reaches needs callers, or the
+		// operator's word that it needs none.
+		lis.Close()
+	}
+	if err != nil {
 		if surface != nil {
 			surface.Close()
 		}
-		return nil, fmt.Errorf("http_listen: %w", err)
+		return nil, err
+	}
+	if !v.Enabled() && !isLoopback(lis.Addr().String()) {
+		log.Warn("the HTTP port listens beyond loopback with authentication off (http_allow_unauthenticated): anyone who reaches it may call every tool", "addr", lis.Addr().String())
 	}
 	log.Info("toolwire HTTP port listening on "+lis.Addr().String(), "addr", lis.Addr().String(), "tls", tlsConfig != nil, "connect", connectserve.Path, "mcp", surface != nil, "console", cfg.ConsoleConfig.Enabled())
 	served := make(chan error, 1)

@@ -90,7 +90,11 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	engCfg := cfg.engine(log)
+	engCfg, deps := cfg.EngineConfig, engine.Deps{Logger: log}
+	rules, err := cfg.admission(policies)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	st, err := cfg.StoreConfig.Open(openCtx)
 	cancel()
@@ -99,14 +103,14 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer st.Close() // after the server has drained
 	// One store keeps both the idempotency records and the sessions.
-	engCfg.Idempotency, engCfg.Sessions, engCfg.EventLog = st, st, st
+	deps.Idempotency, deps.Vars, deps.EventLog = st, st, st
 	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
 	if engCfg.RatePerCaller > 0 {
 		// A store every replica shares keeps the allowances too (Redis);
 		// otherwise each replica keeps its own.
 		shared := false
 		if rs, ok := st.(engine.RateStore); ok {
-			engCfg.RateStore, shared = rs, true
+			deps.RateStore, shared = rs, true
 		}
 		log.Info("rate limit per caller", "rate_per_caller", engCfg.RatePerCaller, "rate_burst", engCfg.RateBurst, "shared", shared)
 	}
@@ -119,19 +123,19 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	defer trail.Close()
-	engCfg.Observer = tel.observer(cfg.TraceContent)
-	engCfg.Policy = policies
+	deps.Observer = tel.observer(cfg.TraceContent)
+	deps.Admission = rules
 	if trail != nil {
-		engCfg.Observer = engine.Observers(engCfg.Observer, trail)
+		deps.Observer = engine.Observers(deps.Observer, trail)
 		if err := trail.Instrument(tel.meterProvider()); err != nil {
 			log.Warn("the audit trail's metric could not be registered", "error", err.Error())
 		}
 		if cfg.AuditConfig.Required {
-			engCfg.Policy = audit.Gate{Trail: trail, Next: policies}
+			deps.Admission = audit.Gate{Trail: trail, Next: rules}
 		}
 		log.Info("audit trail", "audit_log", cfg.AuditConfig.Log, "arguments", cfg.AuditConfig.Arguments, "required", cfg.AuditConfig.Required)
 	}
-	eng := engine.New(engCfg)
+	eng := engine.New(engCfg, deps)
 	defer eng.Close() // after the surfaces have drained
 	svcCfg := cfg.ServiceConfig
 	tel.apply(&svcCfg)

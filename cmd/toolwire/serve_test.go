@@ -128,7 +128,7 @@ func TestServeConfigToService(t *testing.T) {
 		SendTimeout:          5 * time.Second,
 		Safe:                 map[string]bool{"fail": true},
 	}
-	if diff := cmp.Diff(want, cfg.engine(nil)); diff != "" {
+	if diff := cmp.Diff(want, cfg.EngineConfig); diff != "" {
 		t.Errorf("engine.Config (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(ServiceConfig{Listen: "127.0.0.1:0"}, cfg.ServiceConfig); diff != "" {

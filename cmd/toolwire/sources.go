@@ -64,7 +64,7 @@ func configPath(args []string) string {
 // to serveConfig is covered without being listed here.
 func restartOnly(a, b serveConfig) []string {
 	a.Sources, b.Sources = Sources{}, Sources{}
-	a.PolicyConfig, b.PolicyConfig = PolicyConfig{}, PolicyConfig{}
+	a.Policies, b.Policies = nil, nil // the approval rules are read at start only
 	ka, kb := fileKeys(a), fileKeys(b)
 	var changed []string
 	for key, va := range ka {

@@ -28,7 +28,7 @@ func run(t *testing.T, obs engine.Observer, req *toolwirev1.ExecuteBatchRequest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Observer: obs})
+	e := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: obs})
 	defer e.Close()
 	if err := e.Run(context.Background(), reg.Snapshot(), req, engine.SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error { return nil })); err != nil {
 		t.Fatal(err)

@@ -265,8 +265,9 @@ func start(t *testing.T, newSurface func(t *testing.T, cfg Config) Surface) *env
 		DeadlineMargin:   deadlineMargin,
 		AbandonGrace:     abandonGrace,
 		DrainTimeout:     time.Second,
-		Permissions:      permitFunc(func(caller, tool string) bool { return caller != bob.Name || tool != "secret" }),
-		Logger:           slog.New(slog.DiscardHandler),
+	}, engine.Deps{
+		Admission: permitFunc(func(caller, tool string) bool { return caller != bob.Name || tool != "secret" }),
+		Logger:    slog.New(slog.DiscardHandler),
 	})
 	// Registered first, so it runs after the surface's own cleanup.
 	t.Cleanup(func() {
@@ -290,7 +291,11 @@ func skipIf(t *testing.T, lacks bool, field string) {
 
 type permitFunc func(caller, tool string) bool
 
-func (f permitFunc) Permitted(caller, tool string) bool { return f(caller, tool) }
+func (f permitFunc) Permitted(caller *engine.Identity, tool string) bool { return f(caller.ID, tool) }
+
+func (permitFunc) Decide(context.Context, *engine.Identity, *tools.Tool, json.RawMessage) engine.Verdict {
+	return engine.Verdict{}
+}
 
 // call runs c as caller without a session, failing the test on an error or
 // a missing result.

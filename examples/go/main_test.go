@@ -50,7 +50,7 @@ func startServer(t *testing.T) (addr string, cancelledSleeps <-chan string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), DrainTimeout: time.Second})
+	eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -293,7 +293,7 @@ func mountRemote(t testing.TB, reg *tools.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	reng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	rsrv := service.New(reng, rreg, service.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

@@ -45,7 +45,7 @@ func Serve(tb testing.TB, reg *tools.Registry, cfg service.Config, opts ...grpc.
 // on an engine of the defaults that logs nowhere, closed when it stops.
 func ServeOn(tb testing.TB, lis net.Listener, reg *tools.Registry, cfg service.Config, opts ...grpc.ServerOption) *Server {
 	tb.Helper()
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := service.New(eng, reg, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

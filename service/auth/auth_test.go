@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testpki"
+	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	grpcauth "github.com/toolwire/toolwire/service/auth"
 	"github.com/toolwire/toolwire/tools"
@@ -58,13 +59,17 @@ func describe(id *engine.Identity) string {
 
 // serve runs a toolwire server with the diag tools and whoami, authenticated
 // by v, on real TCP, until the test ends; it returns the address.
-func serve(t *testing.T, v *auth.Verifier, perms engine.Permissions, opts ...grpc.ServerOption) string {
+func serve(t *testing.T, v *auth.Verifier, perms policy.Permissions, opts ...grpc.ServerOption) string {
 	t.Helper()
 	reg, err := tools.NewRegistry(append(diag.Tools(), whoami, identity)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler), Permissions: perms})
+	rules, err := policy.New(perms, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Admission: rules})
 	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -208,7 +213,7 @@ func TestPermissionsByTokenName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := dial(t, serve(t, a, auth.Policy{"alice": {Allow: []string{"echo"}}}), insecure.NewCredentials())
+	conn := dial(t, serve(t, a, policy.Permissions{"alice": {Allow: []string{"echo"}}}), insecure.NewCredentials())
 	c := toolwirev1.NewToolServiceClient(conn)
 	list := func(token string) []string {
 		resp, err := c.ListTools(withAuthorization("Bearer "+token), &toolwirev1.ListToolsRequest{})

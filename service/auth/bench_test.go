@@ -120,7 +120,7 @@ func benchServe(b *testing.B, opts []grpc.ServerOption, creds credentials.Transp
 	if err != nil {
 		b.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.DiscardHandler)})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	b.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

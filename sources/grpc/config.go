@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"github.com/toolwire/toolwire/sources/internal/grpcdial"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 )
@@ -31,11 +31,19 @@ type Config struct {
 	// should reference the environment ("{{TOKEN}}").
 	Token string `json:"token,omitempty"`
 
-	// Include and Exclude select methods by full name
-	// ("grpc.health.v1.Health/Check") or glob ("grpc.health.v1.Health/*",
-	// "**/List*"); none included means all, and Exclude wins.
+	// Include and Exclude select methods by patterns (glob.go) matched
+	// against each method's full name ("grpc.health.v1.Health/Check") and
+	// its service's ("grpc.health.v1.Health"): "grpc.health.v1.Health",
+	// "grpc.health.v1.Health/*", "**/List*", "google.api.expr.**". None
+	// included means all, and Exclude wins. A pattern that matches nothing
+	// the server offers is logged.
 	Include []string `json:"include,omitempty"`
 	Exclude []string `json:"exclude,omitempty"`
+
+	// StreamWindow, when positive, is how long a call of a
+	// server-streaming method listens at most (its tool's timeout): then
+	// it returns the messages that arrived. 0: the call's own deadline.
+	StreamWindow time.Duration `json:"stream_window,omitempty"`
 }
 
 var entryName = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
@@ -57,9 +65,12 @@ func (c Config) Validate() error {
 		return err
 	}
 	for _, p := range append(slices.Clone(c.Include), c.Exclude...) {
-		if !doublestar.ValidatePattern(p) {
-			return fmt.Errorf("%s: pattern %q is not a valid glob", c.what(), p)
+		if _, err := compileGlob(p); err != nil {
+			return fmt.Errorf("%s: pattern %q is not a valid glob: %v", c.what(), p, err)
 		}
+	}
+	if c.StreamWindow < 0 {
+		return fmt.Errorf("%s: stream_window %s: want 0 (the call's deadline) or more", c.what(), c.StreamWindow)
 	}
 	return nil
 }
@@ -69,23 +80,7 @@ func ValidateAll(cfgs []Config) error {
 	return supervise.ValidateAll(cfgs, "grpc service", func(c Config) string { return c.Name })
 }
 
-// selects reports whether c serves the method of full name
-// "package.Service/Method".
-func (c Config) selects(full string) bool {
-	match := func(patterns []string) bool {
-		for _, p := range patterns {
-			if ok, _ := doublestar.Match(p, full); ok {
-				return true
-			}
-		}
-		return false
-	}
-	if len(c.Include) > 0 && !match(c.Include) {
-		return false
-	}
-	return !match(c.Exclude)
-}
-
 func (c Config) equal(o Config) bool {
-	return c.Name == o.Name && c.settings() == o.settings() && slices.Equal(c.Include, o.Include) && slices.Equal(c.Exclude, o.Exclude)
+	return c.Name == o.Name && c.settings() == o.settings() && slices.Equal(c.Include, o.Include) && slices.Equal(c.Exclude, o.Exclude) &&
+		c.StreamWindow == o.StreamWindow
 }

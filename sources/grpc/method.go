@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/sources/internal/toolname"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/propagation"
@@ -34,28 +36,38 @@ type method struct {
 	in, out    protoreflect.MessageDescriptor
 	streaming  bool // server streaming
 	structured bool // the tool declares an output schema
+	types      resolver
 	holder     connHolder
 }
+
+// maxStreamBytes bounds the JSON of the messages one server-streaming call
+// keeps for its result; past it the stream is cancelled and the result
+// says the list is incomplete.
+const maxStreamBytes = 1 << 20
 
 // methodTools makes the tools of svcs' methods that c selects: unary and
 // server-streaming ones; client and bidirectional streaming ones are left
 // out with a log line, as are those whose request is not a JSON object.
-func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, holder connHolder, log *slog.Logger) []tools.Tool {
+// A pattern of c's that matches no method is logged.
+func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, types resolver, holder connHolder, log *slog.Logger) []tools.Tool {
 	taken := map[string]bool{}
+	sel := c.selector()
 	var out []tools.Tool
+	var names []string
 	for _, sd := range svcs {
+		names = append(names, string(sd.FullName()))
 		ms := sd.Methods()
 		for i := range ms.Len() {
 			md := ms.Get(i)
 			full := string(sd.FullName()) + "/" + string(md.Name())
-			if !c.selects(full) {
+			if !sel.selects(sd.FullName(), full) {
 				continue
 			}
 			if md.IsStreamingClient() {
 				log.Info("skipping gRPC method: client and bidirectional streaming are not offered", "method", full)
 				continue
 			}
-			t, err := methodTool(c, sd, md, holder, taken)
+			t, err := methodTool(c, sd, md, types, holder, taken)
 			if err != nil {
 				log.Warn("skipping gRPC method", "method", full, "error", err)
 				continue
@@ -64,12 +76,13 @@ func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, holder connHol
 			out = append(out, t)
 		}
 	}
+	sel.logUnmatched(log, names)
 	return out
 }
 
-func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor, holder connHolder, taken map[string]bool) (tools.Tool, error) {
+func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor, types resolver, holder connHolder, taken map[string]bool) (tools.Tool, error) {
 	full := string(sd.FullName()) + "/" + string(md.Name())
-	in := newSchemaGen(false).message(md.Input(), 0)
+	in := inputSchema(md.Input())
 	if in["type"] != "object" {
 		return tools.Tool{}, fmt.Errorf("its request, %s, is not a JSON object in the protobuf JSON mapping", md.Input().FullName())
 	}
@@ -77,10 +90,14 @@ func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.Met
 	if err != nil {
 		return tools.Tool{}, err
 	}
-	m := &method{full: "/" + full, in: md.Input(), out: md.Output(), streaming: md.IsStreamingServer(), holder: holder}
+	m := &method{full: "/" + full, in: md.Input(), out: md.Output(), streaming: md.IsStreamingServer(), types: types, holder: holder}
+	out := outputSchema(md.Output())
+	if m.streaming {
+		out = newSchemaGen(true).streamDocument(md.Output())
+	}
 	var outJSON json.RawMessage
-	if o := newSchemaGen(true).message(md.Output(), 0); o["type"] == "object" {
-		if outJSON, err = json.Marshal(o); err != nil {
+	if out["type"] == "object" {
+		if outJSON, err = json.Marshal(out); err != nil {
 			return tools.Tool{}, err
 		}
 		m.structured = true
@@ -89,8 +106,11 @@ func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.Met
 	if desc == "" {
 		desc = "Calls " + full + " (gRPC)."
 	}
+	var timeout time.Duration
 	if m.streaming {
-		desc += "\n\nServer streaming: each response message is reported as progress output; the last is the result."
+		desc += "\n\nServer streaming: the result lists the response messages in order, once the stream ends; " +
+			"a stream still open when the call's deadline comes gives the messages that arrived by then."
+		timeout = c.StreamWindow
 	}
 	var level descriptorpb.MethodOptions_IdempotencyLevel
 	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok && opts != nil {
@@ -107,6 +127,7 @@ func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.Met
 			Idempotent: level == descriptorpb.MethodOptions_NO_SIDE_EFFECTS || level == descriptorpb.MethodOptions_IDEMPOTENT,
 			OpenWorld:  true,
 		},
+		Timeout: timeout,
 		Source:  tools.SourceRemote,
 		Handler: m.call,
 	}
@@ -125,6 +146,12 @@ type callDetails struct {
 	Messages int    `json:"messages,omitempty"` // received, when streaming
 }
 
+// streamResult is a server-streaming call's structured result.
+type streamResult struct {
+	Messages   []json.RawMessage `json:"messages"`
+	Incomplete string            `json:"incomplete,omitempty"`
+}
+
 func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 	conn := m.holder.conn()
 	if conn == nil {
@@ -132,8 +159,13 @@ func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, err
 	}
 	req := dynamicpb.NewMessage(m.in)
 	if args := bytes.TrimSpace(call.Arguments); len(args) > 0 {
-		if err := protojson.Unmarshal(args, req); err != nil {
-			return tools.Errorf("the arguments are not a %s: %v", m.in.FullName(), err), nil
+		if err := (protojson.UnmarshalOptions{Resolver: m.types}).Unmarshal(args, req); err != nil {
+			// What the schema cannot say (an Any of a type the server
+			// does not describe, a key given twice) is still the
+			// arguments' fault, not the server's.
+			res := tools.Errorf("the arguments are not a %s: %v", m.in.FullName(), err)
+			res.ErrorKind = int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS)
+			return res, nil
 		}
 	}
 	// The caller's trace continues in the server: traceparent (and
@@ -149,9 +181,25 @@ func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, err
 		if err := conn.Invoke(ctx, m.full, req, resp); err != nil {
 			return m.failed(ctx, err, det)
 		}
-		return m.result(resp, det)
+		js, err := m.marshal(resp)
+		if err != nil {
+			return nil, err
+		}
+		return m.result(js, det), nil
 	}
-	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, m.full)
+	return m.stream(ctx, conn, req, call, det)
+}
+
+// stream runs a server-streaming call: each message is reported as
+// progress output as it arrives, and the result lists them all once the
+// stream ends. When the call's deadline comes first (a stream that never
+// ends, such as grpc.health.v1.Health/Watch), the result is the messages
+// that arrived by then, if any; past maxStreamBytes of them the stream is
+// cancelled and the result is those kept.
+func (m *method) stream(ctx context.Context, conn grpc.ClientConnInterface, req *dynamicpb.Message, call *tools.Call, det callDetails) (*tools.Result, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.full)
 	if err != nil {
 		return m.failed(ctx, err, det)
 	}
@@ -161,7 +209,8 @@ func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, err
 	if err := stream.CloseSend(); err != nil {
 		return m.failed(ctx, err, det)
 	}
-	var last *dynamicpb.Message
+	res := streamResult{Messages: []json.RawMessage{}}
+	size := 0
 	for {
 		msg := dynamicpb.NewMessage(m.out)
 		err := stream.RecvMsg(msg)
@@ -169,22 +218,31 @@ func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, err
 			break
 		}
 		if err != nil {
+			// Only the deadline, not a cancellation (the client's, or
+			// the batch's), turns what arrived into the result.
+			if len(res.Messages) > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				res.Incomplete = fmt.Sprintf("the call's deadline came while the stream was still open; these are the %d messages that arrived", len(res.Messages))
+				break
+			}
 			return m.failed(ctx, err, det)
 		}
 		det.Messages++
-		js, err := marshal(msg)
+		js, err := m.marshal(msg)
 		if err != nil {
 			return nil, err
 		}
 		call.Output(string(js) + "\n")
-		last = msg
+		if size += len(js) + 1; size > maxStreamBytes {
+			res.Incomplete = fmt.Sprintf("the stream sent more than %d bytes of JSON: it was cancelled, and these are the %d messages before that", maxStreamBytes, len(res.Messages))
+			break
+		}
+		res.Messages = append(res.Messages, js)
 	}
-	if last == nil {
-		res := tools.Text("the stream ended without a message")
-		res.Details, _ = json.Marshal(det)
-		return res, nil
+	js, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
 	}
-	return m.result(last, det)
+	return m.result(js, det), nil
 }
 
 // failed is the result of an RPC that failed: the context's error when the
@@ -201,22 +259,19 @@ func (m *method) failed(ctx context.Context, err error, det callDetails) (*tools
 	return res, nil
 }
 
-func (m *method) result(msg *dynamicpb.Message, det callDetails) (*tools.Result, error) {
-	js, err := marshal(msg)
-	if err != nil {
-		return nil, err
-	}
+// result is a successful result of JSON text js.
+func (m *method) result(js []byte, det callDetails) *tools.Result {
 	res := tools.Text(string(js))
 	if m.structured {
 		res.StructuredContent = js
 	}
 	res.Details, _ = json.Marshal(det)
-	return res, nil
+	return res
 }
 
 // marshal is msg's protojson, compacted: protojson varies its spacing.
-func marshal(msg *dynamicpb.Message) ([]byte, error) {
-	js, err := protojson.Marshal(msg)
+func (m *method) marshal(msg *dynamicpb.Message) ([]byte, error) {
+	js, err := (protojson.MarshalOptions{Resolver: m.types}).Marshal(msg)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the response as JSON: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // The reflection service's two versions have the same messages on the
@@ -30,21 +31,65 @@ const (
 
 // resolve lists the server's services through its reflection service (v1,
 // or v1alpha when v1 is unimplemented) and resolves their descriptors and
-// those they depend on. The reflection services themselves are left out.
-func resolve(ctx context.Context, conn grpc.ClientConnInterface) ([]protoreflect.ServiceDescriptor, error) {
-	svcs, err := resolveWith(ctx, conn, reflectV1)
+// those they depend on, which make the resolver of the types an Any
+// names. The reflection services themselves are left out.
+func resolve(ctx context.Context, conn grpc.ClientConnInterface) ([]protoreflect.ServiceDescriptor, resolver, error) {
+	svcs, types, err := resolveWith(ctx, conn, reflectV1)
 	if status.Code(err) == codes.Unimplemented {
-		svcs, err = resolveWith(ctx, conn, reflectV1Alpha)
+		svcs, types, err = resolveWith(ctx, conn, reflectV1Alpha)
 	}
-	return svcs, err
+	return svcs, types, err
 }
 
-func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method string) ([]protoreflect.ServiceDescriptor, error) {
+// resolver finds the message types an Any names (in arguments and in
+// responses): the server's own, else those linked into toolwire (the
+// well-known types among them).
+type resolver struct {
+	server *dynamicpb.Types
+}
+
+func (r resolver) FindMessageByName(name protoreflect.FullName) (protoreflect.MessageType, error) {
+	if r.server != nil {
+		if t, err := r.server.FindMessageByName(name); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindMessageByName(name)
+}
+
+func (r resolver) FindMessageByURL(url string) (protoreflect.MessageType, error) {
+	if r.server != nil {
+		if t, err := r.server.FindMessageByURL(url); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindMessageByURL(url)
+}
+
+func (r resolver) FindExtensionByName(name protoreflect.FullName) (protoreflect.ExtensionType, error) {
+	if r.server != nil {
+		if t, err := r.server.FindExtensionByName(name); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindExtensionByName(name)
+}
+
+func (r resolver) FindExtensionByNumber(message protoreflect.FullName, field protoreflect.FieldNumber) (protoreflect.ExtensionType, error) {
+	if r.server != nil {
+		if t, err := r.server.FindExtensionByNumber(message, field); err == nil {
+			return t, nil
+		}
+	}
+	return protoregistry.GlobalTypes.FindExtensionByNumber(message, field)
+}
+
+func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method string) ([]protoreflect.ServiceDescriptor, resolver, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
 	if err != nil {
-		return nil, err
+		return nil, resolver{}, err
 	}
 	ask := func(req *rpb.ServerReflectionRequest) (*rpb.ServerReflectionResponse, error) {
 		if err := stream.SendMsg(req); err != nil {
@@ -61,7 +106,7 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 	}
 	list, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{ListServices: "*"}})
 	if err != nil {
-		return nil, err
+		return nil, resolver{}, err
 	}
 	files := map[string]*descriptorpb.FileDescriptorProto{}
 	size := 0
@@ -92,10 +137,10 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 		names = append(names, name)
 		resp, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}})
 		if err != nil {
-			return nil, fmt.Errorf("service %s: %w", name, err)
+			return nil, resolver{}, fmt.Errorf("service %s: %w", name, err)
 		}
 		if err := add(resp); err != nil {
-			return nil, err
+			return nil, resolver{}, err
 		}
 	}
 	// A server sends a file's dependencies along, once per stream; ask for
@@ -115,13 +160,13 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 		for _, dep := range missing {
 			resp, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileByFilename{FileByFilename: dep}})
 			if err != nil {
-				return nil, fmt.Errorf("file %s: %w", dep, err)
+				return nil, resolver{}, fmt.Errorf("file %s: %w", dep, err)
 			}
 			if err := add(resp); err != nil {
-				return nil, err
+				return nil, resolver{}, err
 			}
 			if _, ok := files[dep]; !ok {
-				return nil, fmt.Errorf("file %s: the reflection service did not send it", dep)
+				return nil, resolver{}, fmt.Errorf("file %s: the reflection service did not send it", dep)
 			}
 		}
 	}
@@ -132,9 +177,13 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 	}
 	reg, err := protodesc.NewFiles(set)
 	if err != nil {
-		return nil, fmt.Errorf("the server's descriptors: %w", err)
+		return nil, resolver{}, fmt.Errorf("the server's descriptors: %w", err)
 	}
-	return services(reg, names)
+	svcs, err := services(reg, names)
+	if err != nil {
+		return nil, resolver{}, err
+	}
+	return svcs, resolver{server: dynamicpb.NewTypes(reg)}, nil
 }
 
 // services looks names up in reg.

@@ -7,11 +7,14 @@
 // services and sends their descriptors; each unary and server-streaming
 // method becomes a tool whose input schema is the request message's
 // protobuf JSON mapping (schema.go) and whose output schema is the
-// response's. A call is the request decoded with protojson into a
-// dynamicpb message and sent on the server's connection with the call's
-// context (deadline, cancellation) and the caller's traceparent; the
-// response comes back as protojson text and structured content; a status
-// error is an error result with its code and message.
+// response's (a server-streaming method's: the list of its responses).
+// Include and exclude patterns (glob.go) select methods by full name. A
+// call is the request decoded with protojson into a dynamicpb message and
+// sent on the server's connection with the call's context (deadline,
+// cancellation) and the caller's traceparent; the response comes back as
+// protojson text and structured content; a status error is an error
+// result with its code and message. A stream's result is the messages
+// that arrived when it ended or when the call's deadline came (method.go).
 //
 // Servers are kept with sources/internal/supervise as remote mounts are:
 // connected in the background, re-resolved on every reload and whenever
@@ -172,7 +175,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 	resolveAndOffer := func() error {
 		rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 		defer cancel()
-		svcs, err := resolve(rctx, cc)
+		svcs, types, err := resolve(rctx, cc)
 		if err != nil {
 			return fmt.Errorf("reflection: %w", err)
 		}
@@ -184,7 +187,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 			supervise.Up(ctx)
 		}
 		resolved = true
-		r.offered.Set(methodTools(r.cfg, svcs, r, r.log), r.log)
+		r.offered.Set(methodTools(r.cfg, svcs, types, r, r.log), r.log)
 		return nil
 	}
 	if err := resolveAndOffer(); err != nil {

@@ -47,12 +47,19 @@ func (r *requester) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 	if r.rawBody {
 		return resp.Text(), nil
 	}
+	// A 2xx answer response_path cannot apply to is still the answer: its
+	// text, with why in details, never an error (the request may have
+	// done what it was asked; a retry would do it twice).
 	if resp.Truncated {
-		return resp.Errorf("the response is larger than %d bytes, too large to select response_path from", resp.MaxBytes), nil
+		res := resp.Text()
+		res.Details = resp.detailsWith(fmt.Sprintf("the response is larger than %d bytes, too large to select response_path from", resp.MaxBytes))
+		return res, nil
 	}
 	v, err := decodeJSON(resp.Body)
 	if err != nil {
-		return resp.Errorf("the response is not JSON (%v), so response_path cannot apply; it begins: %s", err, excerpt(resp.Body, errorExcerptBytes)), nil
+		res := resp.Text()
+		res.Details = resp.detailsWith(fmt.Sprintf("the response is not JSON (%v), so response_path does not apply", err))
+		return res, nil
 	}
 	return resp.Result(tools.Text(resultText(selectPath(v, r.path)))), nil
 }

@@ -66,7 +66,7 @@ func serve(t *testing.T, specsYAML string, log io.Writer) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(engine.Config{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	srv := service.New(eng, reg, service.Config{})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()

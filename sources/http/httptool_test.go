@@ -345,8 +345,11 @@ func TestResponsePath(t *testing.T) {
 	t.Run("not JSON", func(t *testing.T) {
 		t.Parallel()
 		reg := load(t, "- {name: t, url: "+up.URL+"/text, response_path: a.b}")
-		if res := call(t, reg, "t", `{}`); !res.IsError || !strings.Contains(text(res), "not JSON") || !strings.Contains(text(res), "plain <b>text</b>") {
-			t.Errorf("got %q; want an error quoting the body", text(res))
+		// A 2xx answer is the answer: its text, with why response_path
+		// did not apply in details.
+		if res := call(t, reg, "t", `{}`); res.IsError || !strings.Contains(text(res), "plain <b>text</b>") ||
+			!strings.Contains(string(res.Details), `"status":200`) || !strings.Contains(string(res.Details), `so response_path does not apply`) {
+			t.Errorf("got %q (error %v, details %s); want the body delivered", text(res), res.IsError, res.Details)
 		}
 	})
 }
@@ -406,8 +409,10 @@ func TestResponseBounded(t *testing.T) {
 	if !det.Truncated || det.Bytes != DefaultMaxResponseBytes {
 		t.Errorf("details %+v", det)
 	}
-	if res := call(t, reg, "path", `{}`); !res.IsError || !strings.Contains(text(res), "larger than") {
-		t.Errorf("path: %q; want an error result", text(res)[:min(200, len(text(res)))])
+	// Too large to select from, it is still the answer: the text it
+	// began with, marked, and why in details.
+	if res := call(t, reg, "path", `{}`); res.IsError || !strings.Contains(text(res), "[response truncated") || !strings.Contains(string(res.Details), "too large to select response_path from") {
+		t.Errorf("path: %q (error %v, details %s); want the start of the answer", text(res)[:min(200, len(text(res)))], res.IsError, res.Details)
 	}
 }
 

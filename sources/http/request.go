@@ -88,8 +88,10 @@ type Request struct {
 	// operation's header parameters); a value with a line break is an
 	// error result. The Sender's Headers come after, and win.
 	Header http.Header
-	// Body is sent as application/json when not nil.
+	// Body is sent when not nil, as ContentType.
 	Body []byte
+	// ContentType is the body's media type; "" is application/json.
+	ContentType string
 }
 
 // Sender sends a tool's requests.
@@ -141,7 +143,11 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 	hr.Header.Set("Accept", "application/json")
 	hr.Header.Set("User-Agent", "toolwire")
 	if req.Body != nil {
-		hr.Header.Set("Content-Type", "application/json")
+		ct := req.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		hr.Header.Set("Content-Type", ct)
 	}
 	for name, vals := range req.Header {
 		for _, v := range vals {
@@ -225,8 +231,11 @@ func (r *Response) Text() *tools.Result {
 // Structured is the JSON response as the result's text and, when
 // structured is true (the tool declares an output schema), as its
 // structured content, which the engine checks against that schema. An
-// empty body (204 No Content) is a text result saying the status; a body
-// that is not JSON, or was cut, is an error result when structured.
+// empty body (204 No Content) is a text result saying the status. A 2xx
+// body that cannot be structured content (it is not JSON, or was cut) is
+// still the upstream's answer: it is the result's text, and its details
+// say why it has no structured content ("unstructured"), never an error
+// result, since the request may have done what it was asked.
 func (r *Response) Structured(structured bool) *tools.Result {
 	if len(bytes.TrimSpace(r.Body)) == 0 {
 		return r.Result(tools.Text(fmt.Sprintf("HTTP %d %s", r.Status, http.StatusText(r.Status))))
@@ -234,15 +243,30 @@ func (r *Response) Structured(structured bool) *tools.Result {
 	if !structured {
 		return r.Text()
 	}
-	if r.Truncated {
-		return r.Errorf("the response is larger than %d bytes, too large to return as structured content", r.MaxBytes)
-	}
-	if !json.Valid(r.Body) {
-		return r.Errorf("the response is not JSON; it begins: %s", excerpt(r.Body, errorExcerptBytes))
+	switch {
+	case r.Truncated:
+		res := r.Text()
+		res.Details = r.detailsWith(fmt.Sprintf("the response is larger than %d bytes, too large for structured content", r.MaxBytes))
+		return res
+	case !json.Valid(r.Body):
+		res := r.Text()
+		res.Details = r.detailsWith("the response is not JSON")
+		return res
 	}
 	res := tools.Text(string(r.Body))
 	res.StructuredContent = json.RawMessage(r.Body)
 	return r.Result(res)
+}
+
+// detailsWith is the response's details with why it has no structured
+// content.
+func (r *Response) detailsWith(unstructured string) json.RawMessage {
+	d := struct {
+		details
+		Unstructured string `json:"unstructured"`
+	}{r.details, unstructured}
+	b, _ := json.Marshal(d)
+	return b
 }
 
 func errorResult(d details, format string, args ...any) *tools.Result {

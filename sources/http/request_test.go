@@ -64,16 +64,26 @@ func TestSender(t *testing.T) {
 	}
 	resp, _, _ = s.Send(t.Context(), Request{Method: "GET", URL: up.URL + "/text"})
 	<-got
-	if res := resp.Structured(true); !res.IsError || !strings.Contains(res.Content[0].Text, "not JSON") {
-		t.Errorf("a text body with an output schema: %+v", res)
+	// A 2xx answer is the upstream's answer even when it cannot be
+	// structured content: its text, with the reason in its details.
+	if res := resp.Structured(true); res.IsError || res.Content[0].Text != "not json" || res.StructuredContent != nil ||
+		!strings.Contains(string(res.Details), `"status":200`) || !strings.Contains(string(res.Details), `"unstructured":"the response is not JSON"`) {
+		t.Errorf("a text body with an output schema: %+v (details %s)", res, res.Details)
 	}
 	if res := resp.Structured(false); res.IsError || res.Content[0].Text != "not json" {
 		t.Errorf("a text body without an output schema: %+v", res)
 	}
 	_, res, _ = s.Send(t.Context(), Request{Method: "GET", URL: up.URL + "/fail"})
 	<-got
-	if res == nil || !res.IsError || !strings.Contains(res.Content[0].Text, "HTTP 404 Not Found: no such pet") {
+	if res == nil || !res.IsError || !strings.Contains(res.Content[0].Text, "HTTP 404 Not Found: no such pet") || !strings.Contains(string(res.Details), `"status":404`) {
 		t.Errorf("404: %+v", res)
+	}
+	// A body in another media type carries it.
+	if _, res, _ = s.Send(t.Context(), Request{Method: "POST", URL: up.URL + "/form", Body: []byte("a=1&b%5Bc%5D=2"), ContentType: "application/x-www-form-urlencoded"}); res != nil {
+		t.Fatalf("a form body: %+v", res)
+	}
+	if r := <-got; r.ctype != "application/x-www-form-urlencoded" || r.body != "a=1&b%5Bc%5D=2" {
+		t.Errorf("a form body: the server saw %+v", r)
 	}
 	_, res, _ = s.Send(t.Context(), Request{Method: "GET", URL: up.URL + "/", Header: http.Header{"X-Trace": {"a\r\nInjected: 1"}}})
 	if res == nil || !res.IsError || !strings.Contains(res.Content[0].Text, "line break") {

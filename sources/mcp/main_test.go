@@ -81,7 +81,7 @@ func none(prefix string) func([]string) bool {
 	}
 }
 
-var testTools = []string{"image", "fail", "poll", "progress", "read", "slow", "wait"}
+var testTools = []string{"image", "fail", "poll", "progress", "read", "slow", "wait", "drift"}
 
 func prefixed(prefix string, names ...string) []string {
 	out := make([]string, len(names))

@@ -24,7 +24,9 @@ type Config struct {
 	// every reload. OpenAPI 3.0, 3.1 and Swagger 2.0 (converted to 3.0),
 	// in YAML or JSON.
 	Spec string `json:"spec"`
-	// BaseURL is where requests go, overriding the document's servers.
+	// BaseURL is where requests go, overriding every server the document
+	// names (its operations' too, unless relative to it): the config's
+	// secrets go there and nowhere else.
 	BaseURL string `json:"base_url,omitempty"`
 	// Headers are sent with every request; values may hold {{ENV_VAR}},
 	// read from the environment at call time, as HTTP tools' headers.

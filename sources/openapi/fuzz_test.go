@@ -12,7 +12,7 @@ import (
 // names OpenAI accepts, schemas the registry compiles. Never a panic. The
 // seeds run with every go test; go test -fuzz FuzzOpenAPILoad explores.
 func FuzzOpenAPILoad(f *testing.F) {
-	for _, name := range []string{"testdata/petstore.yaml", "testdata/tricky.yaml", "testdata/swagger2.yaml"} {
+	for _, name := range []string{"testdata/petstore.yaml", "testdata/tricky.yaml", "testdata/swagger2.yaml", "testdata/operations.json"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)

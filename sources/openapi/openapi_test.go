@@ -194,8 +194,11 @@ func TestPetstore(t *testing.T) {
 	if diff := cmp.Diff(want, reg.Snapshot().Names()); diff != "" {
 		t.Errorf("tools (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(logs.String(), `"operation":"POST /pet/{petId}/uploadImage"`) || !strings.Contains(logs.String(), "not JSON (application/octet-stream)") {
+	if !strings.Contains(logs.String(), `"operation":"POST /pet/{petId}/uploadImage","reason":"the request body is application/octet-stream, which toolwire does not send`) {
 		t.Errorf("no log line says uploadFile was skipped:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), `"msg":"OpenAPI document loaded","openapi":"petstore","operations":19,"tools":11,"excluded":7,"skipped":1,"skipped_because":{"request_body":1}`) {
+		t.Errorf("no summary line says 11 of 19 operations are tools, 7 excluded, 1 skipped:\n%s", logs)
 	}
 
 	get, _ := reg.Snapshot().Lookup("petstore_getPetById")
@@ -358,7 +361,9 @@ func TestTricky(t *testing.T) {
 	if err := json.Unmarshal(res.StructuredContent, &s); err != nil {
 		t.Fatalf("getFile: %s (%v)", text(res), err)
 	}
-	if s.URI != "/base/files/a%2Fb%20c%2F..?tag=x+y&tag=z%26w&ids=1%2C2" || s.RequestID == nil || *s.RequestID != "r1" {
+	// ids is form without explode: its values joined by a comma, which
+	// is the style's delimiter and so not escaped.
+	if s.URI != "/base/files/a%2Fb%20c%2F..?tag=x+y&tag=z%26w&ids=1,2" || s.RequestID == nil || *s.RequestID != "r1" {
 		t.Errorf("getFile sent %s with request id %v", s.URI, s.RequestID)
 	}
 	if res := call(t, reg, "tricky_getFile", `{"path":".."}`); res.IsError || !strings.Contains(text(res), `"uri":"/base/files/%2E%2E"`) {
@@ -437,8 +442,8 @@ func TestVersions(t *testing.T) {
 	}
 }
 
-// TestBroken: a document that cannot be loaded is an error naming the
-// entry, the spec and where the problem is.
+// TestBroken: a document that cannot be read at all is an error naming
+// the entry, the spec and where the problem is.
 func TestBroken(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -447,18 +452,22 @@ func TestBroken(t *testing.T) {
 		want      []string
 	}{
 		{"yaml syntax", "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: [\n", []string{"line"}},
-		{"missing ref", "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get:\n      responses:\n        '200':\n          description: ok\n          content:\n            application/json:\n              schema: {$ref: '#/components/schemas/Nope'}\n", []string{"#/components/schemas/Nope"}},
-		{"external ref", "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get:\n      responses:\n        '200': {$ref: 'other.yaml#/r'}\n", []string{"other.yaml"}},
-		{"invalid", "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a/{id}:\n    get:\n      responses: {}\n", []string{"paths", "/a/{id}"}},
+		{"json syntax", "{\"openapi\": \"3.0.3\",\n \"paths\": {\"/a\": {\"get\": {\"summary\": \"x}}}}\n", []string{"not a JSON document: line 3, column 1"}},
 		{"old swagger", "swagger: '1.2'\n", []string{`swagger "1.2"`}},
 		{"not openapi", "hello: world\n", []string{"want an OpenAPI 3.0 or 3.1 document"}},
+		{"not an object", "[1, 2]\n", []string{"not an object"}},
 		{"no paths", "openapi: 3.1.0\ninfo: {title: x, version: '1'}\n", []string{"no paths"}},
+		{"no server", "openapi: 3.1.0\ninfo: {title: x, version: '1'}\npaths: {/a: {get: {responses: {'200': {description: ok}}}}}\n", []string{"names no servers; set base_url"}},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".yaml")
 		if err := os.WriteFile(path, []byte(tc.doc), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Load(t.Context(), Config{Name: "b", Spec: path, BaseURL: "http://127.0.0.1:9"}, nil, nil)
+		base := "http://127.0.0.1:9"
+		if tc.name == "no server" {
+			base = ""
+		}
+		_, err := Load(t.Context(), Config{Name: "b", Spec: path, BaseURL: base}, nil, nil)
 		if err == nil {
 			t.Errorf("%s: loaded", tc.name)
 			continue
@@ -515,11 +524,11 @@ func TestReload(t *testing.T) {
 		}
 	}
 	rev := reg.Snapshot().Revision()
-	set("openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: {operationId: second, responses: {'200': {$ref: '#/components/responses/Gone'}}}\n")
-	if err := src.Check(cfgs); err == nil || !strings.Contains(err.Error(), "#/components/responses/Gone") {
+	set("openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: {operationId: second, responses: {'200': [\n")
+	if err := src.Check(cfgs); err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Errorf("Check of a broken document: %v", err)
 	}
-	if err := src.Sync(t.Context(), cfgs); err == nil || !strings.Contains(err.Error(), "#/components/responses/Gone") {
+	if err := src.Sync(t.Context(), cfgs); err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Errorf("Sync of a broken document: %v", err)
 	}
 	if got := reg.Snapshot(); !slices.Equal(got.Names(), []string{"live_first"}) || got.Revision() != rev {
@@ -592,5 +601,51 @@ func TestNameTaken(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"msg":"skipping OpenAPI tool: the name is taken by another tool","openapi":"legacy","tool":"legacy_getItem","owner":"builtin"`) {
 		t.Errorf("no line says legacy_getItem is held back:\n%s", logs)
+	}
+}
+
+// TestReloadOnce: a reload (Check, then Sync) parses a changed document
+// once, and one whose document and entry did not change not at all: the
+// tools, their revision and the log stay as they are.
+func TestReloadOnce(t *testing.T) {
+	t.Parallel()
+	spec := filepath.Join(t.TempDir(), "api.yaml")
+	const doc = "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: {operationId: first, responses: {'200': {description: ok}}}\n"
+	if err := os.WriteFile(spec, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, reg, logs := newSource(t)
+	cfgs := []Config{{Name: "r", Spec: spec, BaseURL: "http://127.0.0.1:9"}}
+	reload := func() {
+		t.Helper()
+		if err := src.Check(cfgs); err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Sync(t.Context(), cfgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reload()
+	if n := src.loads.Load(); n != 1 {
+		t.Errorf("the first reload parsed the document %d times; want once", n)
+	}
+	rev, lines := reg.Snapshot().Revision(), strings.Count(logs.String(), "\n")
+	reload()
+	reload()
+	if n := src.loads.Load(); n != 1 || reg.Snapshot().Revision() != rev || strings.Count(logs.String(), "\n") != lines {
+		t.Errorf("unchanged reloads parsed %d times in all, revision changed %v, log:\n%s", n, reg.Snapshot().Revision() != rev, logs)
+	}
+	// The entry changed, not the document: built again, once.
+	cfgs[0].Exclude = []string{"nothing"}
+	reload()
+	if n := src.loads.Load(); n != 2 {
+		t.Errorf("a changed entry: %d parses in all; want 2", n)
+	}
+	if err := os.WriteFile(spec, []byte(strings.ReplaceAll(doc, "first", "second")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload()
+	if n := src.loads.Load(); n != 3 || !slices.Equal(reg.Snapshot().Names(), []string{"r_second"}) {
+		t.Errorf("a changed document: %d parses in all, tools %v", n, reg.Snapshot().Names())
 	}
 }

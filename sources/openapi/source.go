@@ -1,24 +1,35 @@
 // Package openapi turns the operations of OpenAPI documents, as listed
 // under openapi: in toolwire's config file, into tools: one per operation,
 // named "<name>_<operationId>", whose input schema merges the operation's
-// path, query and header parameters and its JSON request body, whose
-// output schema is its 2xx JSON response's, and whose calls are HTTP
-// requests made with sources/http's request layer (escaping, secrets from
-// the environment at call time, bounded responses, cancellation). Each
-// document's tools are the registry source "openapi:<name>".
+// path, query and header parameters and its request body (JSON or a
+// form), whose output schema is its 2xx JSON response's, and whose calls
+// are HTTP requests made with sources/http's request layer (escaping,
+// secrets from the environment at call time, bounded responses,
+// cancellation). Each document's tools are the registry source
+// "openapi:<name>".
 //
-// Documents are parsed with github.com/getkin/kin-openapi: OpenAPI 3.0 and
-// 3.1 as they are, Swagger 2.0 converted to 3.0 (openapi2conv). It must
-// not import engine/, service/, store/ or cmd/.
+// A document is read as JSON (or YAML) into a plain tree, once per
+// change: OpenAPI 3.0 and 3.1, and Swagger 2.0 as it is written. Each
+// operation is checked as its tool is made, so one that cannot be a
+// correct tool is skipped with a log line and the others load; only a
+// document that cannot be read at all is refused. What a load made is
+// kept by the document's content and the entry's config, so a reload
+// that changes neither rebuilds nothing. It must not import engine/,
+// service/, store/ or cmd/.
 package openapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	"github.com/toolwire/toolwire/sources/internal/offer"
@@ -31,9 +42,35 @@ type Source struct {
 	log    *slog.Logger
 	client *http.Client // calls and document fetches share it
 
-	mu      sync.Mutex
-	entries map[string]*offer.Tools // by entry name
+	mu      sync.Mutex // serialises Sync and Close; guards entries and closed
+	entries map[string]*entry
 	closed  bool
+
+	checkedMu sync.Mutex
+	checked   map[string]*loaded // by entry name: the last load Check made, for Sync to serve
+
+	loads atomic.Int64 // documents parsed, for tests
+}
+
+// entry is one openapi: entry being served.
+type entry struct {
+	offer  *offer.Tools
+	served *loaded
+}
+
+// loaded is one load of an entry: what it made, and the key of what it
+// was made from (the document's bytes and the entry's config).
+type loaded struct {
+	key   [32]byte
+	cfg   string // the entry's config, as JSON
+	tools []tools.Tool
+	rep   *report
+}
+
+// of reports whether l was loaded for the entry c.
+func (l *loaded) of(c Config) bool {
+	b, _ := json.Marshal(c)
+	return string(b) == l.cfg
 }
 
 // New returns a source adding tools to reg and logging to logger (nil
@@ -42,28 +79,62 @@ func New(reg *tools.Registry, logger *slog.Logger) *Source {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Source{reg: reg, log: logger, client: httpsource.NewClient(), entries: map[string]*offer.Tools{}}
+	return &Source{reg: reg, log: logger, client: httpsource.NewClient(), entries: map[string]*entry{}, checked: map[string]*loaded{}}
 }
 
 // Load reads and parses c's document and returns the tools of the
 // operations c selects, with a log line for each operation that gives no
-// tool (logger nil discards). The error names the entry and the problem's
-// place in the document.
+// tool and one that sums the document up (logger nil discards). The
+// error names the entry and the problem: a document that cannot be read
+// or parsed, or an entry whose settings do not fit its document.
 func Load(ctx context.Context, c Config, client *http.Client, logger *slog.Logger) ([]tools.Tool, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	if client == nil {
 		client = httpsource.NewClient()
 	}
-	fail := func(err error) ([]tools.Tool, error) {
-		return nil, fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err)
+	data, err := fetch(ctx, c, client)
+	if err != nil {
+		return nil, err
+	}
+	l, err := load(c, data, client)
+	if err != nil {
+		return nil, err
+	}
+	if logger != nil {
+		l.log(logger, c.Name)
+	}
+	return l.tools, nil
+}
+
+// fetch validates c and reads its document.
+func fetch(ctx context.Context, c Config, client *http.Client) ([]byte, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	data, err := read(ctx, client, c.Spec)
 	if err != nil {
-		return fail(err)
+		return nil, fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err)
 	}
-	doc, err := parse(data)
+	return data, nil
+}
+
+// key identifies what a load of c's document data makes.
+func key(c Config, data []byte) [32]byte {
+	cfg, _ := json.Marshal(c)
+	h := sha256.New()
+	h.Write(cfg)
+	h.Write([]byte{0})
+	h.Write(data)
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// load parses data, c's document, and makes its tools.
+func load(c Config, data []byte, client *http.Client) (*loaded, error) {
+	fail := func(err error) (*loaded, error) {
+		return nil, fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err)
+	}
+	d, err := parse(data)
 	if err != nil {
 		return fail(err)
 	}
@@ -71,36 +142,92 @@ func Load(ctx context.Context, c Config, client *http.Client, logger *slog.Logge
 	if err != nil {
 		return fail(err)
 	}
-	send := &httpsource.Sender{Client: client, Headers: hdrs}
-	ts, skips, err := build(c, doc, send)
+	ts, rep, err := build(c, d, &httpsource.Sender{Client: client, Headers: hdrs})
 	if err != nil {
 		return fail(err)
 	}
-	if logger != nil {
-		for _, s := range skips {
-			logger.Warn("skipping OpenAPI operation", "openapi", c.Name, "operation", s.route, "reason", s.reason)
-		}
+	cfg, _ := json.Marshal(c)
+	return &loaded{key: key(c, data), cfg: string(cfg), tools: ts, rep: rep}, nil
+}
+
+// log writes a line for each operation that gave no tool and one that
+// sums the document up: how many operations became tools, and why the
+// others did not.
+func (l *loaded) log(logger *slog.Logger, name string) {
+	byReason := map[string]int{}
+	for _, s := range l.rep.skips {
+		logger.Warn("skipping OpenAPI operation", "openapi", name, "operation", s.route, "reason", s.detail)
+		byReason[s.reason]++
 	}
-	return ts, nil
+	attrs := []any{"openapi", name, "operations", l.rep.operations, "tools", l.rep.tools,
+		"excluded", l.rep.excluded, "skipped", len(l.rep.skips)}
+	if len(byReason) > 0 {
+		var reasons []any
+		for _, r := range slices.Sorted(maps.Keys(byReason)) {
+			reasons = append(reasons, slog.Int(r, byReason[r]))
+		}
+		attrs = append(attrs, slog.Group("skipped_because", reasons...))
+	}
+	logger.Info("OpenAPI document loaded", attrs...)
 }
 
 // Check reports whether cfgs can be served, changing nothing: each entry
-// is valid and its document loads.
+// is valid and its document loads. What it loaded is kept for Sync, which
+// serves it without reading the document again: a reload parses each
+// document once, and one whose document and entry did not change (a key
+// of both says so) parses nothing.
 func (s *Source) Check(cfgs []Config) error {
 	if err := ValidateAll(cfgs); err != nil {
 		return err
 	}
-	errs := make([]error, len(cfgs))
-	for i, c := range cfgs {
-		_, errs[i] = Load(context.Background(), c, s.client, nil)
+	var errs []error
+	for _, c := range cfgs {
+		l, err := s.check(c)
+		s.checkedMu.Lock()
+		if err != nil {
+			delete(s.checked, c.Name)
+			errs = append(errs, err)
+		} else {
+			s.checked[c.Name] = l
+		}
+		s.checkedMu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
+// check loads c's document, or finds the load of its content served or
+// checked already.
+func (s *Source) check(c Config) (*loaded, error) {
+	data, err := fetch(context.Background(), c, s.client)
+	if err != nil {
+		return nil, err
+	}
+	k := key(c, data)
+	var served *loaded
+	s.mu.Lock()
+	if e := s.entries[c.Name]; e != nil {
+		served = e.served
+	}
+	s.mu.Unlock()
+	if served != nil && served.key == k {
+		return served, nil
+	}
+	s.checkedMu.Lock()
+	l := s.checked[c.Name]
+	s.checkedMu.Unlock()
+	if l != nil && l.key == k {
+		return l, nil
+	}
+	s.loads.Add(1)
+	return load(c, data, s.client)
+}
+
 // Sync serves the tools of cfgs' documents, each entry's in one registry
-// update. An entry whose document does not load keeps the tools it had
-// (the error says why); entries no longer listed lose theirs. A tool whose
-// name another tool holds is held back with a log line (see offer).
+// update: what Check loaded for the entry, or else its document read
+// again. An entry that serves that already is left as it is; one whose
+// document does not load keeps the tools it had (the error says why);
+// entries no longer listed lose theirs. A tool whose name another tool
+// holds is held back with a log line (see offer).
 func (s *Source) Sync(ctx context.Context, cfgs []Config) error {
 	if err := ValidateAll(cfgs); err != nil {
 		return err
@@ -114,25 +241,61 @@ func (s *Source) Sync(ctx context.Context, cfgs []Config) error {
 	want := map[string]bool{}
 	for _, c := range cfgs {
 		want[c.Name] = true
-		ts, err := Load(ctx, c, s.client, s.log)
-		if err != nil {
-			errs = append(errs, err)
+		s.checkedMu.Lock()
+		l := s.checked[c.Name]
+		delete(s.checked, c.Name)
+		s.checkedMu.Unlock()
+		if l == nil || !l.of(c) {
+			data, err := fetch(ctx, c, s.client)
+			if err == nil {
+				s.loads.Add(1)
+				l, err = load(c, data, s.client)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		e := s.entries[c.Name]
+		if e != nil && e.served != nil && e.served.key == l.key {
 			continue
 		}
-		o := s.entries[c.Name]
-		if o == nil {
-			o = offer.New(s.reg, "openapi:"+c.Name, "OpenAPI", "the OpenAPI document's")
-			s.entries[c.Name] = o
+		l.log(s.log, c.Name)
+		if e == nil {
+			e = &entry{offer: offer.New(s.reg, "openapi:"+c.Name, "OpenAPI", "the OpenAPI document's")}
+			s.entries[c.Name] = e
 		}
-		o.Set(ts, s.log.With("openapi", c.Name))
+		e.offer.Set(l.tools, s.log.With("openapi", c.Name))
+		e.served = l
 	}
-	for name, o := range s.entries {
+	for name, e := range s.entries {
 		if !want[name] {
-			o.Set(nil, s.log.With("openapi", name))
+			e.offer.Set(nil, s.log.With("openapi", name))
 			delete(s.entries, name)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Counts are what one entry's document gave when it was last served.
+type Counts struct {
+	Operations int // in the document
+	Excluded   int // left out by include and exclude
+	Tools      int // made into tools
+	Skipped    int // that could not be tools, each logged with its reason
+}
+
+// Counts reports, by entry name, what each entry served gave.
+func (s *Source) Counts() map[string]Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]Counts, len(s.entries))
+	for name, e := range s.entries {
+		if r := e.served.rep; r != nil {
+			out[name] = Counts{Operations: r.operations, Excluded: r.excluded, Tools: r.tools, Skipped: len(r.skips)}
+		}
+	}
+	return out
 }
 
 // Close removes every entry's tools and closes idle connections.
@@ -140,10 +303,13 @@ func (s *Source) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for name, o := range s.entries {
-		o.Set(nil, s.log.With("openapi", name))
+	for name, e := range s.entries {
+		e.offer.Set(nil, s.log.With("openapi", name))
 		delete(s.entries, name)
 	}
+	s.checkedMu.Lock()
+	clear(s.checked)
+	s.checkedMu.Unlock()
 	s.client.CloseIdleConnections()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,21 +13,18 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	"github.com/toolwire/toolwire/sources/internal/toolname"
 	"github.com/toolwire/toolwire/tools"
 )
 
-// param is one parameter an operation sends.
+// param is one parameter an operation sends, and its argument.
 type param struct {
-	name    string // as the document names it
-	prop    string // its property in the input schema
-	in      string // path, query or header
-	explode bool   // query arrays repeat the key (else comma-joined)
+	paramSpec
+	prop string // its property in the input schema
 }
 
-// bodyMode says how an operation's JSON body is made from the arguments.
+// bodyMode says how an operation's body is made from the arguments.
 type bodyMode int
 
 const (
@@ -42,246 +40,354 @@ type operation struct {
 	params       []param
 	body         bodyMode
 	bodyProp     string
-	bodyRequired bool
+	bodySpec     *bodySpec
 	structured   bool // the tool declares an output schema
 	send         *httpsource.Sender
 }
 
-// skipped is an operation that gives no tool, and why.
+// skipped is an operation that gives no tool: its route, the kind of
+// reason (for the summary) and the reason.
 type skipped struct {
-	route, reason string
+	route, reason, detail string
+}
+
+// report is what one load made of a document, for its summary line.
+type report struct {
+	operations int       // in the document
+	excluded   int       // not selected by include and exclude
+	tools      int       // made
+	skips      []skipped // the rest
 }
 
 // build returns the tools of doc's operations that c selects, sorted by
-// path and method, and the operations it could not make tools of.
-func build(c Config, doc *openapi3.T, send *httpsource.Sender) ([]tools.Tool, []skipped, error) {
-	base, err := baseURL(c, doc)
-	if err != nil {
-		return nil, nil, err
+// path and method, and what became of the others. An operation that
+// cannot be a correct tool is skipped (report.skips); the error is for
+// what is wrong with c itself.
+func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *report, error) {
+	rep := &report{}
+	ops, bad := d.operations()
+	for _, b := range bad {
+		rep.operations++
+		_, path, _ := strings.Cut(b.route, " ")
+		if selectsAny(c, path) {
+			rep.skips = append(rep.skips, b)
+		} else {
+			rep.excluded++
+		}
 	}
 	used := map[string]bool{} // override keys that matched an operation
 	taken := map[string]bool{}
-	var out []tools.Tool
-	var skips []skipped
-	paths := slices.Sorted(maps.Keys(doc.Paths.Map()))
-	for _, path := range paths {
-		item := doc.Paths.Value(path)
-		if item == nil {
+	out := []tools.Tool{}
+	defs := newDefs(d)
+	b := &builder{c: c, d: d, send: send, defs: defs, schemas: &tools.SchemaCache{DeferOutput: true}}
+	for _, r := range ops {
+		rep.operations++
+		if !c.selects(r.id, r.route()) {
+			rep.excluded++
 			continue
 		}
-		ops := item.Operations()
-		for _, method := range slices.Sorted(maps.Keys(ops)) {
-			op := ops[method]
-			if op == nil {
-				continue
-			}
-			route := method + " " + path
-			if !c.selects(op.OperationID, route) {
-				continue
-			}
-			ov, hasOv := c.Operations[op.OperationID]
-			if hasOv && op.OperationID != "" {
-				used[op.OperationID] = true
-			} else if ov, hasOv = c.Operations[route]; hasOv {
-				used[route] = true
-			}
-			t, err := tool(c, base, path, method, item, op, ov, send, taken)
-			if err != nil {
-				skips = append(skips, skipped{route, err.Error()})
-				continue
-			}
-			taken[t.Name] = true
-			out = append(out, t)
+		ov, hasOv := c.Operations[r.id]
+		if hasOv && r.id != "" {
+			used[r.id] = true
+		} else if ov, hasOv = c.Operations[r.route()]; hasOv {
+			used[r.route()] = true
 		}
+		t, err := b.tool(r, ov, taken)
+		if err != nil {
+			var se *skipError
+			if errors.As(err, &se) {
+				rep.skips = append(rep.skips, skipped{r.route(), se.reason, se.Error()})
+				continue
+			}
+			return nil, nil, err
+		}
+		taken[t.Name] = true
+		out = append(out, t)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Operations)) {
 		if !used[k] {
 			return nil, nil, fmt.Errorf("operations %q: no selected operation has this operationId or METHOD /path", k)
 		}
 	}
-	return out, skips, nil
+	rep.tools = len(out)
+	return out, rep, nil
 }
 
-// tool makes the tool of one operation.
-func tool(c Config, base, path, method string, item *openapi3.PathItem, op *openapi3.Operation, ov Override, send *httpsource.Sender, taken map[string]bool) (tools.Tool, error) {
-	o := &operation{method: method, path: path, base: base, send: send}
-	props := map[string]any{}
-	var required []string
-
-	// Parameters: the path item's, overridden by the operation's of the
-	// same name and place.
-	var plist []*openapi3.Parameter
-	seen := map[string]int{}
-	for _, group := range []openapi3.Parameters{item.Parameters, op.Parameters} {
-		for _, ref := range group {
-			if ref == nil || ref.Value == nil {
-				continue
-			}
-			p := ref.Value
-			key := p.In + ":" + p.Name
-			if i, ok := seen[key]; ok {
-				plist[i] = p
-				continue
-			}
-			seen[key] = len(plist)
-			plist = append(plist, p)
+// selectsAny reports whether c selects an operation of path by some
+// method: a path item that cannot be read is counted against c's
+// selection without knowing its methods.
+func selectsAny(c Config, path string) bool {
+	for _, m := range methods {
+		if c.selects("", strings.ToUpper(m)+" "+path) {
+			return true
 		}
 	}
-	for _, p := range plist {
-		switch p.In {
-		case openapi3.ParameterInPath, openapi3.ParameterInQuery, openapi3.ParameterInHeader:
-		default: // cookie
-			if p.Required {
-				return tools.Tool{}, fmt.Errorf("parameter %q is sent in a %s, which toolwire does not send", p.Name, p.In)
+	return false
+}
+
+// builder makes the tools of one load of a document.
+type builder struct {
+	c       Config
+	d       *document
+	send    *httpsource.Sender
+	defs    *defs
+	schemas *tools.SchemaCache // one load's compiled schemas, shared by its tools
+
+	base    string // the document's server, once asked for
+	baseErr error
+	baseSet bool
+}
+
+// docBase is where requests go unless an operation names its own server.
+func (b *builder) docBase() (string, error) {
+	if !b.baseSet {
+		b.base, b.baseErr = baseURL(b.c, b.d)
+		b.baseSet = true
+	}
+	return b.base, b.baseErr
+}
+
+// tool makes the tool of one operation. A skipError says why it cannot
+// be one.
+func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Tool, err error) {
+	spec, err := b.d.spec(r)
+	if err != nil {
+		return t, err
+	}
+	o := &operation{method: r.method, path: r.path, send: b.send}
+	if spec.servers != nil && !b.ownsServers(spec.servers) {
+		if o.base, err = b.opBase(spec.servers); err != nil {
+			return t, skip(reasonServer, "servers: %v", err)
+		}
+	} else if o.base, err = b.docBase(); err != nil {
+		return t, err // the entry's problem: the document names no usable server
+	}
+	var params []paramSpec
+	for _, p := range spec.params {
+		if p.in == "cookie" {
+			if p.required {
+				return t, skip(reasonCookie, "parameter %q is sent in a cookie, which toolwire does not send", p.name)
 			}
 			continue
 		}
-		if p.In == openapi3.ParameterInHeader && !validHeaderName(p.Name) {
-			return tools.Tool{}, fmt.Errorf("header parameter %q: not a valid header name", p.Name)
+		if p.in == "header" && !validHeaderName(p.name) {
+			return t, skip(reasonDocument, "header parameter %q: not a valid header name", p.name)
 		}
-		prop := p.Name
-		if _, dup := props[prop]; dup {
-			prop = p.Name + "_" + p.In
+		if p.in == "path" && !strings.Contains(r.path, "{"+p.name+"}") {
+			continue // a path parameter the path does not use sends nothing
 		}
-		schemaRef := p.Schema
-		if schemaRef == nil {
-			if mt := jsonMedia(p.Content); mt != nil {
-				schemaRef = mt.Schema
-			}
+		if err := b.d.checkStyle(p); err != nil {
+			return t, err
 		}
-		s := newConverter(true).schema(schemaRef, 0)
-		if _, ok := s["description"]; !ok && p.Description != "" {
-			s["description"] = p.Description
-		}
-		props[prop] = s
-		if p.Required || p.In == openapi3.ParameterInPath {
-			required = append(required, prop)
-		}
-		explode := p.In == openapi3.ParameterInQuery && (p.Explode == nil || *p.Explode) && (p.Style == "" || p.Style == "form")
-		o.params = append(o.params, param{name: p.Name, prop: prop, in: p.In, explode: explode})
+		params = append(params, p)
 	}
-	for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
-		if !slices.ContainsFunc(o.params, func(p param) bool { return p.in == openapi3.ParameterInPath && p.name == m[1] }) {
-			return tools.Tool{}, fmt.Errorf("path parameter {%s} is not declared", m[1])
+	for _, m := range pathParamRE.FindAllStringSubmatch(r.path, -1) {
+		if !slices.ContainsFunc(params, func(p paramSpec) bool { return p.in == "path" && p.name == m[1] }) {
+			return t, skip(reasonDocument, "path parameter {%s} is not declared", m[1])
 		}
 	}
-
-	// The JSON request body.
-	if rb := op.RequestBody; rb != nil && rb.Value != nil {
-		mt := jsonMedia(rb.Value.Content)
-		if mt == nil && len(rb.Value.Content) > 0 {
-			// An upload without its file is not the operation.
-			return tools.Tool{}, fmt.Errorf("the request body is not JSON (%s), which toolwire does not send", strings.Join(slices.Sorted(maps.Keys(rb.Value.Content)), ", "))
-		}
-		if mt != nil {
-			o.bodyRequired = rb.Value.Required
-			s := newConverter(true).schema(mt.Schema, 0)
-			if mergeable(s, props) {
-				o.body = mergedBody
-				for k, v := range s["properties"].(map[string]any) {
-					props[k] = v
-				}
-				if req, ok := s["required"].([]string); ok && o.bodyRequired {
-					required = append(required, req...)
-				}
-			} else {
-				o.body, o.bodyProp = wrappedBody, "body"
-				for props[o.bodyProp] != nil {
-					o.bodyProp += "_"
-				}
-				if _, ok := s["description"]; !ok && rb.Value.Description != "" {
-					s["description"] = rb.Value.Description
-				}
-				props[o.bodyProp] = s
-				if o.bodyRequired {
-					required = append(required, o.bodyProp)
-				}
-			}
+	if rb := spec.body; rb != nil && rb.kind == bodyForm {
+		if types := typeList(b.d.deref(rb.schema)["type"]); len(types) > 0 && !slices.Contains(types, "object") {
+			return t, skip(reasonBody, "the form body's schema is not an object")
 		}
 	}
-	input := map[string]any{"type": "object", "properties": props}
-	if len(required) > 0 {
-		input["required"] = slices.Compact(slices.Sorted(slices.Values(required)))
-	}
-	inJSON, err := json.Marshal(input)
-	if err != nil {
-		return tools.Tool{}, fmt.Errorf("input schema: %w", err)
-	}
-
-	// The output schema: the first 2xx JSON response's, when an object.
-	var outJSON json.RawMessage
-	if op.Responses != nil {
-		for _, code := range slices.Sorted(maps.Keys(op.Responses.Map())) {
-			if !strings.HasPrefix(code, "2") {
-				continue
-			}
-			r := op.Responses.Value(code)
-			if r == nil || r.Value == nil {
-				continue
-			}
-			if mt := jsonMedia(r.Value.Content); mt != nil && mt.Schema != nil {
-				s := newConverter(false).schema(mt.Schema, 0)
-				if s["type"] == "object" {
-					if outJSON, err = json.Marshal(s); err != nil {
-						return tools.Tool{}, fmt.Errorf("output schema: %w", err)
-					}
-					o.structured = true
-				}
-			}
+	var inJSON json.RawMessage
+	for depth := maxDepth; ; depth -= 2 {
+		if inJSON, err = o.inputSchema(b.d, params, spec.body, max(depth, minDepth)); err != nil {
+			return t, err
+		}
+		if len(inJSON) <= maxInputBytes || depth <= minDepth {
 			break
 		}
 	}
+	var outJSON json.RawMessage
+	if spec.output != nil {
+		if s, ok := b.defs.responseSchema(spec.output); ok {
+			outJSON, o.structured = s, true
+		}
+	}
 
-	readOnly := method == http.MethodGet || method == http.MethodHead
+	readOnly := r.method == http.MethodGet || r.method == http.MethodHead
 	if ov.ReadOnly != nil {
 		readOnly = *ov.ReadOnly
 	}
 	desc := ov.Description
 	if desc == "" {
-		desc = strings.TrimSpace(op.Summary)
-		if d := strings.TrimSpace(op.Description); d != "" && d != desc {
+		desc = strings.TrimSpace(spec.summary)
+		if d := strings.TrimSpace(spec.description); d != "" && d != desc {
 			if desc != "" {
 				desc += "\n\n"
 			}
 			desc += d
 		}
 		if desc == "" {
-			desc = method + " " + path
+			desc = r.route()
 		}
-		if op.Deprecated {
+		if spec.deprecated {
 			desc = "Deprecated. " + desc
 		}
 	}
-	baseName := op.OperationID
+	baseName := r.id
 	if baseName == "" {
-		baseName = strings.ToLower(method) + strings.NewReplacer("/", "_", "{", "", "}", "").Replace(path)
+		baseName = strings.ToLower(r.method) + strings.NewReplacer("/", "_", "{", "", "}", "").Replace(r.path)
 	}
-	t := tools.Tool{
-		Name:         toolname.Make(c.Name, baseName, method+" "+path, taken),
+	t = tools.Tool{
+		Name:         toolname.Make(b.c.Name, baseName, r.route(), taken),
 		Description:  desc,
 		InputSchema:  inJSON,
 		OutputSchema: outJSON,
 		Annotations: tools.Annotations{
 			ReadOnly:    readOnly,
-			Idempotent:  method != http.MethodPost && method != http.MethodPatch,
-			Destructive: method == http.MethodDelete,
+			Idempotent:  r.method != http.MethodPost && r.method != http.MethodPatch,
+			Destructive: r.method == http.MethodDelete,
 			OpenWorld:   true,
 		},
 		Timeout: ov.Timeout,
 		Source:  tools.SourceHTTP,
 		Handler: o.call,
 	}
-	// The registry compiles the schemas; one that does not compile skips
-	// this operation, not the document.
-	if _, err := tools.NewRegistry(t); err != nil {
-		return tools.Tool{}, err
+	// The input schema is compiled here, once: one that does not compile
+	// skips this operation, not the document. Output schemas are compiled
+	// when a call's result is first checked against them: thousands of
+	// tools, most never called, would otherwise cost seconds per load.
+	compiled, err := b.schemas.Compile(t)
+	if err != nil {
+		return t, skip(reasonSchema, "%v", err)
 	}
-	return t, nil
+	return compiled, nil
+}
+
+// inputSchema makes the input schema of an operation's parameters and
+// body, nesting cut past maxDepth, and sets how o sends them.
+func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, maxDepth int) (json.RawMessage, error) {
+	conv := d.requestConverter(maxDepth)
+	props := map[string]any{}
+	var required []string
+	o.params, o.body, o.bodyProp, o.bodySpec = nil, noBody, "", nil
+	if rb != nil {
+		// What a call needs of the body, not its schema: the tool keeps
+		// no part of the document.
+		o.bodySpec = &bodySpec{kind: rb.kind, contentType: rb.contentType, required: rb.required, encoding: rb.encoding}
+	}
+	for _, p := range params {
+		prop := p.name
+		if _, dup := props[prop]; dup {
+			prop = p.name + "_" + p.in
+		}
+		s := conv.schema(p.schema, 0)
+		if sm, ok := s.(map[string]any); ok && (p.deprecated || (sm["description"] == nil && p.description != "")) {
+			sm = maps.Clone(sm)
+			if sm["description"] == nil && p.description != "" {
+				sm["description"] = p.description
+			}
+			if p.deprecated {
+				sm["deprecated"] = true
+			}
+			s = sm
+		}
+		props[prop] = s
+		if p.required {
+			required = append(required, prop)
+		}
+		kept := p
+		kept.schema, kept.description = nil, ""
+		o.params = append(o.params, param{paramSpec: kept, prop: prop})
+	}
+	if rb != nil {
+		s := conv.schema(rb.schema, 0)
+		sm, _ := s.(map[string]any)
+		members, _ := sm["properties"].(map[string]any)
+		switch {
+		case len(members) == 0 && sm["additionalProperties"] == false && sm["type"] == "object":
+			// An object of no members (Stripe's GETs declare one): there
+			// is nothing to send, and no argument to offer.
+			o.bodySpec = nil
+		case mergeable(sm, props):
+			o.body = mergedBody
+			for k, v := range sm["properties"].(map[string]any) {
+				props[k] = v
+			}
+			if req, ok := sm["required"].([]string); ok && rb.required {
+				required = append(required, req...)
+			}
+		default:
+			o.body, o.bodyProp = wrappedBody, "body"
+			for props[o.bodyProp] != nil {
+				o.bodyProp += "_"
+			}
+			if sm != nil && sm["description"] == nil && rb.description != "" {
+				sm = maps.Clone(sm)
+				sm["description"] = rb.description
+				s = sm
+			}
+			props[o.bodyProp] = s
+			if rb.required {
+				required = append(required, o.bodyProp)
+			}
+		}
+	}
+	if conv.err != nil {
+		return nil, skip(reasonDocument, "%v", conv.err)
+	}
+	input := map[string]any{"type": "object", "properties": props}
+	if len(required) > 0 {
+		input["required"] = slices.Compact(slices.Sorted(slices.Values(required)))
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		return nil, skip(reasonSchema, "input schema: %v", err)
+	}
+	return b, nil
+}
+
+// ownsServers reports whether base_url decides where an operation whose
+// own servers are these sends its requests: it does unless they are
+// relative (a path under it). The operator's base_url is where the
+// config's secrets go; a document naming another host for one operation
+// (GitHub's uploads) must not send them elsewhere, and for a GitHub
+// Enterprise base_url that host is github.com's, the wrong one anyway.
+func (b *builder) ownsServers(servers []any) bool {
+	if b.c.BaseURL == "" {
+		return false
+	}
+	srv, _ := servers[0].(map[string]any)
+	u, err := url.Parse(expandServer(srv))
+	return err == nil && u.IsAbs()
+}
+
+// opBase is the first of an operation's (or its path item's) servers.
+func (b *builder) opBase(servers []any) (string, error) {
+	srv, ok := servers[0].(map[string]any)
+	if !ok {
+		return "", fmt.Errorf("servers[0]: want an object, got %s", kindOf(servers[0]))
+	}
+	raw := expandServer(srv)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("servers[0].url %q: %w", str(srv, "url"), err)
+	}
+	if !u.IsAbs() {
+		// Relative to where the document's other requests go (base_url,
+		// or its own server), which is what a path below the API means.
+		against, err := b.docBase()
+		if err != nil {
+			return "", err
+		}
+		a, err := url.Parse(against + "/")
+		if err != nil {
+			return "", err
+		}
+		u = a.ResolveReference(u)
+	}
+	if err := checkBaseURL(u.String()); err != nil {
+		return "", fmt.Errorf("servers[0].url: %w", err)
+	}
+	return strings.TrimSuffix(u.String(), "/"), nil
 }
 
 // mergeable reports whether a body schema's properties can sit beside the
-// parameters: an object schema of properties alone, none named like a
-// parameter.
+// parameters: an object schema of properties alone (additionalProperties
+// false aside), none named like a parameter.
 func mergeable(s map[string]any, params map[string]any) bool {
 	if s["type"] != "object" {
 		return false
@@ -290,9 +396,15 @@ func mergeable(s map[string]any, params map[string]any) bool {
 	if !ok || len(props) == 0 {
 		return false
 	}
-	for k := range s {
+	for k, v := range s {
 		switch k {
 		case "type", "properties", "required", "title", "description":
+		case "additionalProperties":
+			// false (Stripe's bodies say it): the properties listed are
+			// the arguments the input schema offers anyway.
+			if v != false {
+				return false
+			}
 		default:
 			return false
 		}
@@ -303,21 +415,6 @@ func mergeable(s map[string]any, params map[string]any) bool {
 		}
 	}
 	return true
-}
-
-// jsonMedia is content's JSON media type: application/json, or else one
-// ending in +json or json.
-func jsonMedia(content openapi3.Content) *openapi3.MediaType {
-	if mt := content["application/json"]; mt != nil {
-		return mt
-	}
-	for _, k := range slices.Sorted(maps.Keys(content)) {
-		mime, _, _ := strings.Cut(k, ";")
-		if strings.HasSuffix(strings.TrimSpace(mime), "json") {
-			return content[k]
-		}
-	}
-	return nil
 }
 
 var pathParamRE = regexp.MustCompile(`\{([^{}]+)\}`)
@@ -346,24 +443,30 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 		params[p.prop] = true
 		v, ok := args[p.prop]
 		if !ok || v == nil {
-			if p.in == openapi3.ParameterInPath {
+			if p.in == "path" {
 				return tools.Errorf("argument %q is required: the path uses it", p.prop), nil
 			}
 			continue
 		}
 		switch p.in {
-		case openapi3.ParameterInPath:
-			path = strings.ReplaceAll(path, "{"+p.name+"}", httpsource.PathEscape(joined(v)))
-		case openapi3.ParameterInQuery:
-			if a, ok := v.([]any); ok && p.explode {
-				for _, e := range a {
-					query = append(query, url.QueryEscape(p.name)+"="+url.QueryEscape(httpsource.ArgText(e)))
-				}
-				continue
+		case "path":
+			s, err := pathValue(p.paramSpec, v)
+			if err != nil {
+				return tools.Errorf("%v", err), nil
 			}
-			query = append(query, url.QueryEscape(p.name)+"="+url.QueryEscape(joined(v)))
-		case openapi3.ParameterInHeader:
-			header.Set(p.name, joined(v))
+			path = strings.ReplaceAll(path, "{"+p.name+"}", s)
+		case "query":
+			pairs, err := queryPairs(p.paramSpec, v)
+			if err != nil {
+				return tools.Errorf("%v", err), nil
+			}
+			query = append(query, pairs...)
+		case "header":
+			s, err := headerValue(p.paramSpec, v)
+			if err != nil {
+				return tools.Errorf("%v", err), nil
+			}
+			header.Set(p.name, s)
 		}
 	}
 	u := o.base + path
@@ -371,6 +474,8 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 		u += "?" + strings.Join(query, "&")
 	}
 	req := httpsource.Request{Method: o.method, URL: u, Header: header}
+	var body any
+	has := false
 	switch o.body {
 	case mergedBody:
 		rest := map[string]any{}
@@ -379,16 +484,26 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 				rest[k] = v
 			}
 		}
-		if len(rest) > 0 || o.bodyRequired {
-			b, err := json.Marshal(rest)
-			if err != nil {
-				return nil, err
-			}
-			req.Body = b
+		if len(rest) > 0 || o.bodySpec.required {
+			body, has = rest, true
 		}
 	case wrappedBody:
-		if v, ok := args[o.bodyProp]; ok {
-			b, err := json.Marshal(v)
+		body, has = args[o.bodyProp]
+	}
+	if has {
+		req.ContentType = o.bodySpec.contentType
+		if o.bodySpec.kind == bodyForm {
+			members, ok := body.(map[string]any)
+			if !ok {
+				return tools.Errorf("argument %q: a form body is an object, got %s", o.bodyProp, kindOf(body)), nil
+			}
+			b, err := formBody(members, o.bodySpec.encoding)
+			if err != nil {
+				return tools.Errorf("%v", err), nil
+			}
+			req.Body = b
+		} else {
+			b, err := json.Marshal(body)
 			if err != nil {
 				return nil, err
 			}
@@ -403,18 +518,4 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 		return resp.Result(tools.Text("HTTP " + resp.StatusLine)), nil
 	}
 	return resp.Structured(o.structured), nil
-}
-
-// joined is how a parameter's value reads in a path, a non-exploded query
-// or a header: an array's elements joined by commas (OpenAPI's simple and
-// form styles), anything else as ArgText.
-func joined(v any) string {
-	if a, ok := v.([]any); ok {
-		parts := make([]string, len(a))
-		for i, e := range a {
-			parts[i] = httpsource.ArgText(e)
-		}
-		return strings.Join(parts, ",")
-	}
-	return httpsource.ArgText(v)
 }

@@ -223,7 +223,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 // A variable is stored as its expiry (Unix nanoseconds, 8 bytes) and value.
 func varKey(scope, name string) []byte { return []byte(store.ScopedName(scope, name)) }
 
-// GetVar implements store.Sessions.
+// GetVar implements store.Vars.
 func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok bool, err error) {
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		v := tx.Bucket(varsBucket).Get(varKey(scope, name))
@@ -236,7 +236,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok 
 	return value, ok, err
 }
 
-// SetVar implements store.Sessions.
+// SetVar implements store.Vars.
 func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(time.Now().Add(ttl).UnixNano()))
 	v = append(v, value...)
@@ -245,7 +245,7 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	})
 }
 
-// DeleteVar implements store.Sessions.
+// DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(varsBucket).Delete(varKey(scope, name))

@@ -31,7 +31,7 @@ func TestContract(t *testing.T) {
 		return s
 	}
 	storetest.Idempotency(t, fresh)
-	storetest.Sessions(t, fresh)
+	storetest.Vars(t, fresh)
 	storetest.EventLog(t, func(t *testing.T) *bolt.Store {
 		s, err := bolt.Open(filepath.Join(t.TempDir(), "toolwire.db"), bolt.Options{MaxLogEntries: 5})
 		if err != nil {

@@ -216,7 +216,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 	return record.Wait(ctx, woken, until)
 }
 
-// GetVar implements store.Sessions.
+// GetVar implements store.Vars.
 func (s *Store) GetVar(_ context.Context, scope, name string) ([]byte, bool, error) {
 	if err := s.lock(); err != nil {
 		return nil, false, err
@@ -229,7 +229,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) ([]byte, bool, err
 	return e.value, true, nil
 }
 
-// SetVar implements store.Sessions.
+// SetVar implements store.Vars.
 func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	if err := s.lock(); err != nil {
 		return err
@@ -240,7 +240,7 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	return nil
 }
 
-// DeleteVar implements store.Sessions.
+// DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	if err := s.lock(); err != nil {
 		return err

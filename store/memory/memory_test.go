@@ -21,7 +21,7 @@ func TestContract(t *testing.T) {
 		return s
 	}
 	storetest.Idempotency(t, open)
-	storetest.Sessions(t, open)
+	storetest.Vars(t, open)
 }
 
 func TestBounded(t *testing.T) {

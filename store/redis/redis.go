@@ -215,7 +215,7 @@ func (s *Store) varKey(scope, name string) string {
 	return s.prefix + "session:{" + scope + "}:" + name
 }
 
-// GetVar implements store.Sessions.
+// GetVar implements store.Vars.
 func (s *Store) GetVar(ctx context.Context, scope, name string) ([]byte, bool, error) {
 	v, err := s.c.Get(ctx, s.varKey(scope, name)).Bytes()
 	if errors.Is(err, goredis.Nil) {
@@ -227,7 +227,7 @@ func (s *Store) GetVar(ctx context.Context, scope, name string) ([]byte, bool, e
 	return v, true, nil
 }
 
-// SetVar implements store.Sessions.
+// SetVar implements store.Vars.
 func (s *Store) SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	if err := s.c.Set(ctx, s.varKey(scope, name), value, ttl).Err(); err != nil {
 		return fmt.Errorf("redis store: set: %w", err)
@@ -235,7 +235,7 @@ func (s *Store) SetVar(ctx context.Context, scope, name string, value []byte, tt
 	return nil
 }
 
-// DeleteVar implements store.Sessions.
+// DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
 	if err := s.c.Del(ctx, s.varKey(scope, name)).Err(); err != nil {
 		return fmt.Errorf("redis store: delete: %w", err)

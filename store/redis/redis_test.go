@@ -29,7 +29,7 @@ func TestContractMiniredis(t *testing.T) {
 	// miniredis expires keys only when told time has passed.
 	advance := storetest.WithAdvance(mr.FastForward)
 	storetest.Idempotency(t, open, advance)
-	storetest.Sessions(t, open, advance)
+	storetest.Vars(t, open, advance)
 	storetest.EventLog(t, func(t *testing.T) *redis.Store {
 		return redis.New(c, redis.Options{Prefix: fmt.Sprintf("t%d:", n.Add(1)), MaxLogEntries: 5})
 	}, advance, storetest.WithMaxLogEntries(5))
@@ -48,7 +48,7 @@ func TestContractRealRedis(t *testing.T) {
 		return s
 	}
 	storetest.Idempotency(t, open)
-	storetest.Sessions(t, open)
+	storetest.Vars(t, open)
 	storetest.EventLog(t, func(t *testing.T) *redis.Store {
 		s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: fmt.Sprintf("%s%d:", run, n.Add(1)), MaxLogEntries: 5})
 		if err != nil {

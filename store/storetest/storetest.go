@@ -1,5 +1,5 @@
 // Package storetest holds the contracts store backends pass, one suite per
-// interface: Idempotency for store.Idempotency, Sessions for store.Sessions
+// interface: Idempotency for store.Idempotency, Vars for store.Vars
 // and EventLog for store.EventLog. A backend's tests run the suite of every interface it
 // implements. It imports no backend.
 package storetest
@@ -238,9 +238,9 @@ func Idempotency[S store.Idempotency](t *testing.T, open func(t *testing.T) S, o
 	})
 }
 
-// Sessions runs the session variables' contract against stores made by
-// open, one per subtest; open should register their Close with t.Cleanup.
-func Sessions[S store.Sessions](t *testing.T, open func(t *testing.T) S, opts ...Option) {
+// Vars runs the scoped variables' contract against stores made by open,
+// one per subtest; open should register their Close with t.Cleanup.
+func Vars[S store.Vars](t *testing.T, open func(t *testing.T) S, opts ...Option) {
 	c := newConfig(opts)
 	ctx := context.Background()
 	t.Run("Vars", func(t *testing.T) {

@@ -3,7 +3,6 @@ package runcommand
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,9 +97,15 @@ func (r *runner) callTemp() (string, *sandbox.User, error) {
 // that ended it, or, when its output reads like a denial, what the sandbox
 // allows, so the model does not retry blindly.
 func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
+	detail := ""
+	if exit.Detail != "" {
+		detail = " (" + exit.Detail + ")"
+	}
 	switch exit.Limit {
 	case "cpu_seconds":
-		return fmt.Sprintf("the sandbox ended the command: it used its CPU time limit (sandbox.cpu_seconds: %d)", cfg.CPUSeconds)
+		return fmt.Sprintf("the sandbox ended the command: it used its CPU time limit (sandbox.cpu_seconds: %d)%s", cfg.CPUSeconds, detail)
+	case "outside_lock":
+		return "the sandbox ended the command: it locked a file outside the workspace and $TMPDIR" + detail
 	case "max_file_bytes":
 		return fmt.Sprintf("the sandbox ended the command: it wrote a file past the size limit (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes)
 	case "memory_bytes":
@@ -110,7 +115,7 @@ func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
 	case "max_workspace_bytes":
 		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR grew past the limit (sandbox.max_workspace_bytes: %d bytes); remove files before trying again", cfg.MaxWorkspaceBytes)
 	case "max_workspace_files":
-		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR hold more files and folders than the limit (sandbox.max_workspace_files: %d); remove some before trying again", cfg.MaxWorkspaceFiles)
+		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR hold more files and folders than the limit (sandbox.max_workspace_files: %d)%s; remove some before trying again", cfg.MaxWorkspaceFiles, detail)
 	}
 	if exit.Code == 0 && exit.Signal == 0 {
 		return ""
@@ -141,25 +146,10 @@ func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
 		notes = append(notes, fmt.Sprintf("the sandbox limits the size of files a process writes (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes))
 	}
 	if has("Resource temporarily unavailable", "resource temporarily unavailable", "Cannot fork", "can't fork", "EAGAIN") {
-		notes = append(notes, fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d, counting every process and thread of the server's user)", cfg.MaxProcesses))
+		notes = append(notes, fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d processes and threads per command, all it started counted)", cfg.MaxProcesses))
 	}
 	if has("Too many open files") {
 		notes = append(notes, fmt.Sprintf("the sandbox limits open files (sandbox.max_open_files: %d)", cfg.MaxOpenFiles))
 	}
 	return strings.Join(notes, "\n")
-}
-
-// removeAll removes the call's TMPDIR, making folders the command left
-// unwritable writable first.
-func removeAll(dir string) {
-	if os.RemoveAll(dir) == nil {
-		return
-	}
-	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(path, 0o700)
-		}
-		return nil
-	})
-	_ = os.RemoveAll(dir)
 }

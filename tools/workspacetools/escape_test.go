@@ -289,9 +289,9 @@ var supervisorMarker = func() string {
 }()
 
 // supervisorsLeft lists this test binary's supervisors that are more than
-// a sandbox's spares, or that have a child; spares have none. A used
-// supervisor reports its command's end before it exits, so it may take a
-// moment to go.
+// a sandbox keeps (its spares and warm ones), or that have a child; those
+// it keeps have none. A used supervisor it does not keep reports its
+// command's end before it exits, so it may take a moment to go.
 func supervisorsLeft() []string {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -312,7 +312,7 @@ func supervisorsLeft() []string {
 				parents = append(parents, f[1]+" has child "+e.Name())
 			}
 		}
-		if len(sups) <= sandbox.Spares && len(parents) == 0 {
+		if len(sups) <= sandbox.Spares+sandbox.Warm && len(parents) == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {

@@ -57,7 +57,7 @@ func run(ctx context.Context) error {
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", 0, "drain timeout")
 	fs.IntVar(&cfg.MaxParallel, "max-parallel", 0, "max parallel")
 	_ = fs.Parse(os.Args[1:])
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn + 1}))
+	deps := engine.Deps{Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn + 1}))}
 
 	target := os.Getenv("BUMP_URL")
 	bump := tools.MustTyped("bump", "Counts one side effect at $BUMP_URL, then sleeps ms.",
@@ -88,8 +88,8 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
-	cfg.Idempotency, cfg.Sessions = st, st
-	eng := engine.New(cfg)
+	deps.Idempotency, deps.Vars = st, st
+	eng := engine.New(cfg, deps)
 	defer eng.Close()
 	srv := service.New(eng, reg, service.Config{})
 	lis, err := net.Listen("tcp", *listen)

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 var errUnsupported = errors.New("the sandbox needs Linux")

@@ -85,10 +85,11 @@ func newTestSandbox(t *testing.T) *Sandbox {
 	return sb
 }
 
-// TestSpares checks that commands run in spare supervisors, started before
-// the call, oldest first; that a spare is prepared (no capabilities, no new
-// privileges) and holds no child; and that after the first command the
-// sandbox keeps Spares of them.
+// TestSpares checks that commands run in supervisors started before the
+// call: a spare (started, prepared: no capabilities, no new privileges,
+// no child) for a command that finds no warm supervisor, and the warm one
+// a command left (used last first) for the next command of the same uid;
+// and that after the first command the sandbox keeps Spares spares.
 func TestSpares(t *testing.T) {
 	t.Parallel()
 	sb := newTestSandbox(t)
@@ -128,8 +129,34 @@ func TestSpares(t *testing.T) {
 	if e.Code != 3 || out != "again\n" {
 		t.Errorf("second command: %+v, output %q", e, out)
 	}
-	if second != spares[0] {
-		t.Errorf("the second command ran in supervisor %d; want the oldest spare %d (spares %v)", second, spares[0], spares)
+	if second != first {
+		t.Errorf("the second command ran in supervisor %d; want the first's, warm, %d (spares %v)", second, first, spares)
+	}
+	if got := idle(t, sb); got[0] != spares[0] || got[1] != spares[1] {
+		t.Errorf("spares %v after a command in a warm supervisor; want %v untouched", got, spares)
+	}
+	// Two at once: the second takes the oldest spare.
+	started := make(chan struct{})
+	var held int
+	go func() {
+		defer close(started)
+		held, _, _ = run(t, sb, "/bin/sh", "-c", "exec sleep 7413")
+	}()
+	var sleeper []string
+	for deadline := time.Now().Add(10 * time.Second); len(sleeper) == 0; sleeper = testenv.Processes("sleep\x007413") {
+		if time.Now().After(deadline) {
+			t.Fatal("the blocking command did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	third, _, _ := run(t, sb, "/bin/true")
+	pid, _ := strconv.Atoi(strings.SplitN(sleeper[0], ":", 2)[0])
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if held != first || third != spares[0] {
+		t.Errorf("two commands at once ran in %d and %d; want the warm %d and the oldest spare %d", held, third, first, spares[0])
 	}
 }
 

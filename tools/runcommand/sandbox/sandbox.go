@@ -13,8 +13,9 @@
 // offers, the Landlock ruleset and seccomp program (built here, with
 // go-landlock and go-seccomp-bpf, so the supervisor needs neither), and
 // starting supervisors: ahead of the calls, as spares that wait for a
-// command on a Unix socket, so that a call does not wait for the binary to
-// start (pool_linux.go). Any binary that links it dispatches the hidden
+// command on a Unix socket, and kept after a command, warm, for the next of
+// the same uid, so that a call does not wait for the binary to start
+// (pool_linux.go). Any binary that links it dispatches the hidden
 // command in package supervisor's init, before the rest of the program
 // initialises; that keeps the supervisor's start cheap and lets test
 // binaries serve as supervisors.
@@ -35,7 +36,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 // Command is the hidden command line argument that makes a binary linking
@@ -55,6 +56,13 @@ type Limits = supervisor.Limits
 // than a short command, so the oldest of two serves while the other gets
 // ready; calls at the same time past them start their own.
 const Spares = 2
+
+// Warm is how many supervisors that ran a command a Sandbox keeps waiting
+// for another command of the same uid, used last first: one that has
+// nothing left of its command waits for the next instead of exiting, so
+// that a command finds a supervisor started and with its uid (the
+// session's, or the server's), and starts no process but its own.
+const Warm = 8
 
 // Mode says how much the sandbox must enforce.
 type Mode string
@@ -97,11 +105,12 @@ type Config struct {
 	// MaxFileBytes caps the size of any file a process writes (RLIMIT_FSIZE;
 	// default 1 GiB).
 	MaxFileBytes uint64 `json:"max_file_bytes"`
-	// MaxProcesses caps the processes and threads of one call's command
-	// (its cgroup's pids.max, or the supervisor's watchdog) and of its uid
-	// (RLIMIT_NPROC, which counts every process of the uid: with commands
-	// under the server's uid, the server's threads too; the kernel ignores
-	// it for root). Default 1024.
+	// MaxProcesses caps the processes and threads of one call's command:
+	// the supervisor refuses a clone, fork or vfork that would pass it
+	// (EAGAIN, as the kernel's own limit does), and its watchdog (or the
+	// call's cgroup's pids.max) ends a tree that passes it anyway. Default
+	// 1024. What every call of a uid holds together is RLIMIT_NPROC's, set
+	// to the server's own less ServerThreads (see Limits.UIDProcesses).
 	MaxProcesses uint64 `json:"max_processes"`
 	// MaxWorkspaceBytes caps the bytes the workspace and the call's TMPDIR
 	// hold together, measured while a command runs; a command that passes
@@ -144,6 +153,12 @@ var DefaultReadOnlyPaths = []string{
 	"/dev/random", "/dev/urandom",
 	"/sys/fs/cgroup", "/sys/devices/system/cpu", "/sys/kernel/mm/transparent_hugepage",
 }
+
+// ServerThreads is the room the commands' RLIMIT_NPROC leaves the server
+// under its own (which counts the same uid's processes and threads, the
+// commands' too, when they run under the server's uid): the server's
+// threads, however many calls its commands hold, up to this many.
+const ServerThreads = 256
 
 // writableDevices may be read and written by every command.
 var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}
@@ -258,8 +273,10 @@ type Restrictions struct {
 	Syscalls bool `json:"syscalls"`
 	// Mediated: the supervisor performs, beneath the workspace and TMPDIR
 	// only, the calls Landlock does not govern: metadata changes (mode,
-	// owner, times, extended attributes, inode flags), connects to Unix
-	// sockets by path, flock (seccomp user notification).
+	// owner, times, extended attributes, inode flags), connects and binds
+	// of Unix sockets by path, locks; and those that could hide a file
+	// from the accounting (memfd_create, O_TMPFILE, unlink, rename); and it
+	// counts the processes the command makes (seccomp user notification).
 	Mediated bool `json:"mediated"`
 	// Scoped: Landlock stops signals and abstract Unix sockets reaching
 	// processes outside the command's domain, the supervisor's included.
@@ -297,7 +314,7 @@ func (r Restrictions) String() string {
 	add(r.Sockets, "network: non-Unix sockets denied (seccomp)")
 	add(r.Network == NetworkAllow, "network: allowed")
 	add(r.Syscalls, "system calls (seccomp)")
-	add(r.Mediated, "metadata, Unix socket paths and locks only beneath the workspace (supervisor)")
+	add(r.Mediated, "metadata, Unix socket paths and locks only beneath the workspace, files without a name and processes counted (supervisor)")
 	add(r.Scoped, "signals and abstract sockets scoped (Landlock)")
 	add(r.NoNewPrivs, "no new privileges or capabilities")
 	add(r.Identity == IdentitySession, "a uid per session")

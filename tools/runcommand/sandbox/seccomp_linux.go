@@ -9,7 +9,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 // denied are the system calls a tool command never needs, after Docker's
@@ -29,7 +29,8 @@ var denied = []string{
 	"sethostname", "setdomainname", "vhangup", "iopl", "ioperm", "uselib", "ustat", "sysfs",
 	"open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "nfsservctl",
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
-	"tkill", // signals a thread by ID alone, which could be the supervisor's; tgkill is checked below
+	"tkill",        // signals a thread by ID alone, which could be the supervisor's; tgkill is checked below
+	"memfd_secret", // memory no watchdog can measure (and, where enabled, no one can read)
 }
 
 // sysvIPC are System V IPC's system calls: its objects are shared by every
@@ -37,17 +38,81 @@ var denied = []string{
 // memory, so they are denied unless sandbox.sysv_ipc.
 var sysvIPC = []string{"shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl"}
 
-// mediated are the system calls the filter sends to the supervisor, which
-// performs them beneath the call's roots (package supervisor, mediate):
-// what Landlock does not govern.
+// mediated are the system calls the filter sends to the supervisor
+// whatever their arguments (package supervisor, mediate): what Landlock
+// does not govern (metadata, Unix sockets by path, locks), what could hide
+// files from the call's accounting (memfds, names taken away), and
+// processes made past the call's share. The guard sends others depending
+// on their arguments: clone (without namespace flags), unlinkat (not of a
+// folder), open and openat (O_TMPFILE), and the ioctls and fcntls of
+// supervisor.MediatedIoctls and MediatedFcntls.
 var mediated = []string{
-	supervisor.OpConnect, supervisor.OpFlock,
+	supervisor.OpConnect, supervisor.OpBind, supervisor.OpFlock,
 	supervisor.OpChmod, supervisor.OpFchmod, supervisor.OpFchmodat, supervisor.OpFchmodat2,
 	supervisor.OpChown, supervisor.OpLchown, supervisor.OpFchown, supervisor.OpFchownat,
 	supervisor.OpUtime, supervisor.OpUtimes, supervisor.OpFutimesat, supervisor.OpUtimensat,
 	supervisor.OpSetxattr, supervisor.OpLsetxattr, supervisor.OpFsetxattr,
 	supervisor.OpRemovexatt, supervisor.OpLremovexat, supervisor.OpFremovexat,
+	supervisor.OpMemfd, supervisor.OpUnlink, supervisor.OpRename, supervisor.OpRenameat, supervisor.OpRenameat2,
+	supervisor.OpFork, supervisor.OpVfork,
 }
+
+// byArguments are the system calls the guard sends to the supervisor for
+// some arguments only, with their operations.
+var byArguments = map[string]string{
+	"clone": supervisor.OpClone, "unlinkat": supervisor.OpUnlinkat,
+	"open": supervisor.OpOpen, "openat": supervisor.OpOpenat,
+	"ioctl": supervisor.OpIoctl, "fcntl": supervisor.OpFcntl,
+}
+
+// allowedIoctls are the ioctl commands a command may issue on any
+// descriptor, its roots' files or any other: they read, or act on a
+// terminal, socket or the open file only, never change a file. Any other
+// is refused (EPERM), but for supervisor.MediatedIoctls, which the
+// supervisor performs beneath the roots. (Landlock governs ioctls on
+// devices on top: only the writable devices allow theirs.)
+var allowedIoctls = []uint32{
+	// The open file: close-on-exec, non-blocking, async, bytes waiting.
+	0x5451, 0x5450, 0x5421, 0x5452, 0x541b, 0x5460, // FIOCLEX, FIONCLEX, FIONBIO, FIOASYNC, FIONREAD, FIOQSIZE
+	// Terminals (commands have none; shells, readline and runtimes ask).
+	unix.TCGETS, unix.TCSETS, unix.TCSETSW, unix.TCSETSF, unix.TCGETS2, unix.TCSETS2, unix.TCSETSW2, unix.TCSETSF2,
+	unix.TCGETA, unix.TCSETA, unix.TCSETAW, unix.TCSETAF, unix.TCSBRK, unix.TCSBRKP, unix.TCXONC, unix.TCFLSH,
+	unix.TIOCGWINSZ, unix.TIOCSWINSZ, unix.TIOCGPGRP, unix.TIOCSPGRP, unix.TIOCGSID, unix.TIOCOUTQ, unix.TIOCGPTN,
+	// Sockets: what is queued, and the interfaces' names and addresses.
+	unix.SIOCATMARK, unix.SIOCOUTQNSD, unix.SIOCGSTAMP, 0x8907, // SIOCGSTAMPNS
+	unix.SIOCGIFNAME, unix.SIOCGIFCONF, unix.SIOCGIFFLAGS, unix.SIOCGIFADDR, unix.SIOCGIFDSTADDR,
+	unix.SIOCGIFBRDADDR, unix.SIOCGIFNETMASK, unix.SIOCGIFMETRIC, unix.SIOCGIFMTU, unix.SIOCGIFHWADDR,
+	unix.SIOCGIFINDEX, unix.SIOCGIFTXQLEN,
+	// Files, read only: flags, version, extended attributes, extents,
+	// the file system's label and ID, encryption policy, verity.
+	unix.FS_IOC_GETFLAGS, 0x80046601, // FS_IOC32_GETFLAGS
+	0x80087601, 0x80047601, // FS_IOC_GETVERSION, FS_IOC32_GETVERSION
+	0x801c581f,                         // FS_IOC_FSGETXATTR
+	0xc020660b,                         // FS_IOC_FIEMAP
+	2,                                  // FIGETBSZ
+	0x81009431, 0x80111500, 0x80811501, // FS_IOC_GETFSLABEL, FS_IOC_GETFSUUID, FS_IOC_GETFSSYSFSPATH
+	unix.FS_IOC_GET_ENCRYPTION_POLICY, 0xc0096616, // and _EX
+	unix.FS_IOC_MEASURE_VERITY, 0xc0286687, // FS_IOC_READ_VERITY_METADATA
+	unix.RNDGETENTCNT,
+}
+
+// allowedFcntls are the fcntl commands a command may issue on any
+// descriptor: they act on the descriptor or the open file (flags, owner
+// for SIGIO, which Landlock scopes; pipe size; seals, which only memfds
+// take), or read. Locks go to the supervisor (supervisor.MediatedFcntls);
+// refusedFcntls change a file outside the command's reach for everyone
+// (a lease makes every writer wait for its break; a write hint is the
+// inode's). Any other gets EINVAL, as from a kernel that does not know it.
+var allowedFcntls = []uint32{
+	unix.F_DUPFD, unix.F_GETFD, unix.F_SETFD, unix.F_GETFL, unix.F_SETFL, unix.F_GETLK,
+	unix.F_SETOWN, unix.F_GETOWN, unix.F_SETSIG, unix.F_GETSIG, unix.F_SETOWN_EX, unix.F_GETOWN_EX,
+	17,                                                           // F_GETOWNER_UIDS
+	unix.F_OFD_GETLK, unix.F_GETLEASE, unix.F_NOTIFY, 1027, 1028, // F_DUPFD_QUERY, F_CREATED_QUERY
+	unix.F_DUPFD_CLOEXEC, unix.F_SETPIPE_SZ, unix.F_GETPIPE_SZ, unix.F_ADD_SEALS, unix.F_GET_SEALS,
+	1035, 1037, // F_GET_RW_HINT, F_GET_FILE_RW_HINT
+}
+
+var refusedFcntls = []uint32{unix.F_SETLEASE, 1029, 1036, 1038} // F_CANCELLK, F_SET_RW_HINT, F_SET_FILE_RW_HINT
 
 // otherProcess are the calls that act on another process or user given by
 // their first argument, for which 0 means the caller: resource limits,
@@ -148,8 +213,10 @@ func notifyOps(info *arch.Info) map[int]string {
 			ops[nr] = name
 		}
 	}
-	if nr, ok := info.SyscallNames["ioctl"]; ok {
-		ops[nr] = supervisor.OpIoctl
+	for name, op := range byArguments {
+		if nr, ok := info.SyscallNames[name]; ok {
+			ops[nr] = op
+		}
 	}
 	return ops
 }
@@ -159,11 +226,15 @@ func notifyOps(info *arch.Info) map[int]string {
 // (a 32-bit int 0x80 call would otherwise pass a filter written for 64-bit
 // numbers); system calls newer than lastSyscall get ENOSYS; no signal,
 // pidfd or process group can reach the supervisor or the server;
-// setpriority and ioprio_set may not name a user; ioctls that set inode
-// flags go to the supervisor; and sockets are Unix ones only (under network
-// deny), never datagram ones, which could send to any path. Arguments are
-// compared on their low 32 bits, which is all the kernel reads of an int
-// or a PID.
+// setpriority and ioprio_set may not name a user; no process makes itself
+// not dumpable (which would hide it from the supervisor); ioctls and
+// fcntls are allow-lists, with what the supervisor performs sent to it;
+// the supervisor gets clones (to count them), removals of a file's name
+// and O_TMPFILE opens (to account for files without a name); and sockets
+// are Unix ones only (under network deny), never datagram ones, which
+// could send to any path. Arguments are compared on their low 32 bits,
+// which is all the kernel reads of an int, a PID or an ioctl's or fcntl's
+// command.
 func guard(info *arch.Info, self, server int, r rules) []bpf.Instruction {
 	a := &guardAsm{}
 	a.emit(bpf.LoadAbsolute{Off: 4, Size: 4}) // arch
@@ -200,12 +271,44 @@ func guard(info *arch.Info, self, server int, r rules) []bpf.Instruction {
 	}
 	when("setpriority", eperm, cond{0, bpf.JumpEqual, unix.PRIO_USER})
 	when("ioprio_set", eperm, cond{0, bpf.JumpEqual, 3}) // IOPRIO_WHO_USER
-	inodeFlags := eperm                                  // without a supervisor to check the file, refused
+	// Not dumpable, a process's descriptors and memory are out of the
+	// supervisor's reach (ptrace's access check).
+	when("prctl", eperm, cond{0, bpf.JumpEqual, unix.PR_SET_DUMPABLE}, cond{1, bpf.JumpNotEqual, 1})
+	// What the supervisor performs; without it, refused (the inode
+	// flags) or let through as before it (the locks).
+	performed, locks := eperm, allow
 	if r.notify {
-		inodeFlags = notify
+		performed, locks = notify, notify
 	}
-	for _, cmd := range supervisor.MediatedIoctls {
-		when("ioctl", inodeFlags, cond{1, bpf.JumpEqual, cmd})
+	var ioctls []kase
+	for _, c := range allowedIoctls {
+		ioctls = append(ioctls, kase{c, allow})
+	}
+	for _, c := range supervisor.MediatedIoctls {
+		ioctls = append(ioctls, kase{c, performed})
+	}
+	var fcntls []kase
+	for _, c := range allowedFcntls {
+		fcntls = append(fcntls, kase{c, allow})
+	}
+	for _, c := range supervisor.MediatedFcntls {
+		fcntls = append(fcntls, kase{c, locks})
+	}
+	for _, c := range refusedFcntls {
+		fcntls = append(fcntls, kase{c, eperm})
+	}
+	if n, ok := nr("ioctl"); ok {
+		a.dispatch(n, 1, ioctls, eperm)
+	}
+	if n, ok := nr("fcntl"); ok {
+		a.dispatch(n, 1, fcntls, einval)
+	}
+	if r.notify {
+		when("clone", notify, cond{0, bpf.JumpBitsNotSet, namespaceFlags})
+		when("unlinkat", notify, cond{2, bpf.JumpBitsNotSet, unix.AT_REMOVEDIR})
+		tmpfile := uint32(unix.O_TMPFILE &^ unix.O_DIRECTORY)
+		when("open", notify, cond{1, bpf.JumpBitsSet, tmpfile})
+		when("openat", notify, cond{2, bpf.JumpBitsSet, tmpfile})
 	}
 	if r.sockets {
 		// Network deny: Unix sockets only. EACCES reads as "Permission
@@ -228,9 +331,17 @@ const (
 	eperm label = iota
 	eacces
 	enosys
+	einval
 	notify
+	allow
 	labels
 )
+
+// kase is one case of a dispatch: an argument's value and where it goes.
+type kase struct {
+	val uint32
+	to  label
+}
 
 var ldNR = bpf.LoadAbsolute{Off: 0, Size: 4}
 
@@ -288,12 +399,28 @@ func (a *guardAsm) rule(nr uint32, conds []cond, action label) {
 	}
 }
 
+// dispatch emits: if the system call is nr, go to the label of the first
+// case whose value the low half of argument arg equals, else to def. A
+// system call that is not nr costs one instruction and a jump.
+func (a *guardAsm) dispatch(nr, arg uint32, cases []kase, def label) {
+	a.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: nr, SkipTrue: 1})
+	over := len(a.prog)
+	a.emit(bpf.Jump{}) // over the block; patched below
+	a.emit(bpf.LoadAbsolute{Off: 16 + 8*arg, Size: 4})
+	for _, c := range cases {
+		a.emit(bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.val, SkipFalse: 1})
+		a.jump(c.to)
+	}
+	a.jump(def)
+	a.prog[over] = bpf.Jump{Skip: uint32(len(a.prog) - over - 1)}
+}
+
 // finish places the labels after a jump over them to the policy, and
 // patches the jumps to them.
 func (a *guardAsm) finish() []bpf.Instruction {
 	a.emit(bpf.Jump{Skip: uint32(labels)})
 	at := make([]int, labels)
-	for l, action := range []seccomp.Action{errno(unix.EPERM), errno(unix.EACCES), errno(unix.ENOSYS), seccomp.ActionUserNotify} {
+	for l, action := range []seccomp.Action{errno(unix.EPERM), errno(unix.EACCES), errno(unix.ENOSYS), errno(unix.EINVAL), seccomp.ActionUserNotify, seccomp.ActionAllow} {
 		at[l] = len(a.prog)
 		a.emit(bpf.RetConstant{Val: uint32(action)})
 	}

@@ -19,7 +19,7 @@ import (
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
-	"github.com/toolwire/toolwire/tools/runcommand/sandbox/supervisor"
+	"github.com/toolwire/toolwire/tools/runcommand/sandbox/internal/supervisor"
 )
 
 // probe says what this kernel lets cfg enforce.
@@ -53,6 +53,7 @@ func probe(cfg Config) Restrictions {
 			MaxOpenFiles:      cfg.MaxOpenFiles,
 			MaxFileBytes:      cfg.MaxFileBytes,
 			MaxProcesses:      cfg.MaxProcesses,
+			UIDProcesses:      uidProcesses(),
 			MaxWorkspaceBytes: cfg.MaxWorkspaceBytes,
 			MaxWorkspaceFiles: cfg.MaxWorkspaceFiles,
 		},
@@ -72,6 +73,21 @@ func probe(cfg Config) Restrictions {
 		r.Missing = append(r.Missing, "metadata changes, Unix socket paths and locks outside the workspace (needs seccomp user notification, pidfd_getfd and openat2: Linux 5.6)")
 	}
 	return r
+}
+
+// uidProcesses is the commands' RLIMIT_NPROC: the server's own less
+// ServerThreads, so that the commands of every call together cannot take
+// the server's room for its threads; 0 (the server's, unlimited) when the
+// server has no limit. Half the server's when that is small.
+func uidProcesses() uint64 {
+	var l unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NPROC, &l) != nil || l.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	if l.Cur <= 2*ServerThreads {
+		return max(l.Cur/2, 1)
+	}
+	return l.Cur - ServerThreads
 }
 
 // canMediate reports whether the kernel has what the supervisor needs to
@@ -134,13 +150,14 @@ type User = supervisor.User
 // Process is a supervised command.
 type Process struct {
 	sup    *supervisorProc
+	uid    int           // the command's uid, -1 for the server's
 	cgroup string        // the call's cgroup, removed after it
 	ended  chan struct{} // closed when the supervisor has exited
 	stop   func() bool   // stops ending it on the call's context
 }
 
-// Start starts run under a supervisor: a spare one when there is one, else
-// a new one. Cancelling ctx makes the supervisor end the command (SIGTERM,
+// Start starts run under a supervisor: a warm one of the same uid, or a
+// spare, when there is one (see pool), else a new one. Cancelling ctx makes the supervisor end the command (SIGTERM,
 // then SIGKILL after run.Grace) and every process it started; the
 // supervisor itself gets SIGKILL if it has not exited a second after that.
 func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
@@ -190,7 +207,11 @@ func (s *Sandbox) start(sp supervisor.Spec, run Run) (*Process, error) {
 	if len(b) > supervisor.MaxSpec {
 		return nil, fmt.Errorf("the command and its environment take %d bytes; the sandbox takes at most %d", len(b), supervisor.MaxSpec)
 	}
-	sup := s.pool.take()
+	uid := -1
+	if run.User != nil {
+		uid = run.User.UID
+	}
+	sup := s.pool.take(uid)
 	defer s.pool.refill()
 	if sup == nil || sup.send(b, fds) != nil {
 		// No spare, or it died waiting (killed from outside): a new one.
@@ -206,13 +227,14 @@ func (s *Sandbox) start(sp supervisor.Spec, run Run) (*Process, error) {
 		}
 	}
 	runtime.KeepAlive(run.Output)
-	return &Process{sup: sup, cgroup: sp.Cgroup, ended: make(chan struct{})}, nil
+	return &Process{sup: sup, uid: uid, cgroup: sp.Cgroup, ended: make(chan struct{})}, nil
 }
 
 // Wait returns how the command ended. The supervisor reports the command's
 // tree as it changes and, once every process the command started is
-// reaped, how it ended; then it exits, which takes a while and leaves
-// nothing of the command's behind, and is waited for in the background.
+// reaped, how it ended; then it waits for another command, and goes back
+// to the pool, or it exits, which takes a while and leaves nothing of the
+// command's behind, and is waited for in the background.
 // Should the supervisor die before its last report, Wait ends what it last
 // reported of the tree (and the call's cgroup) itself.
 func (p *Process) Wait() (Exit, error) {
@@ -242,10 +264,21 @@ func (p *Process) wait(b []byte) (Exit, error) {
 		r, err := supervisor.DecodeReport(b[:n])
 		switch {
 		case err == nil && r.Exit != nil:
+			e := *r.Exit
+			// Not ending it on the call's context now, the supervisor may
+			// run another command; but not when the context has sent it a
+			// signal, which could reach it during that one.
+			if p.stop() && e.Again {
+				e.Again = false
+				p.sup.sandbox.cgroups.remove(p.cgroup)
+				p.sup.uid = p.uid
+				p.sup.sandbox.pool.put(p.sup)
+				return e, nil
+			}
+			e.Again = false
 			unix.Close(p.sup.conn)
-			p.stop()
 			go p.reap()
-			return *r.Exit, nil
+			return e, nil
 		case err == nil:
 			tree = r.Tree
 			continue
@@ -325,6 +358,7 @@ type supervisorProc struct {
 	sandbox *Sandbox
 	cmd     *exec.Cmd
 	conn    int // SOCK_SEQPACKET, close-on-exec
+	uid     int // the uid it ran its last command as (-1: the server's); a spare has run none
 }
 
 // spawn starts a supervisor, which prepares itself and waits for its Spec.

@@ -67,6 +67,15 @@ section, and the settings that are rendered only when set.
 {{- if .Values.auth.groups }}{{ $_ := set $auth "groups" .Values.auth.groups }}{{ end }}
 {{- if .Values.auth.permissions }}{{ $_ := set $auth "permissions" .Values.auth.permissions }}{{ end }}
 {{- if $auth }}{{ $_ := set $cfg "auth" $auth }}{{ end }}
+{{- if .Values.http.enabled }}
+{{- $hosts := list }}
+{{- range $svc := list (include "toolwire.fullname" .) (printf "%s-headless" (include "toolwire.fullname" .)) }}
+{{- range $suffix := list "" (printf ".%s" $.Release.Namespace) (printf ".%s.svc" $.Release.Namespace) (printf ".%s.svc.cluster.local" $.Release.Namespace) }}
+{{- $hosts = append $hosts (printf "%s%s" $svc $suffix) }}
+{{- end }}
+{{- end }}
+{{- $_ := set $cfg "http_allowed_hosts" (concat $hosts (.Values.http.allowedHosts | default list)) }}
+{{- end }}
 {{- if .Values.policies }}{{ $_ := set $cfg "policies" .Values.policies }}{{ end }}
 {{- if .Values.audit_log }}{{ $_ := set $cfg "audit_log" .Values.audit_log }}{{ end }}
 {{- /* Numbers, also when --set made them strings ("0.5"). */}}

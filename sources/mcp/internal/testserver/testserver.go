@@ -69,6 +69,9 @@ func ptr[T any](v T) *T { return &v }
 //     the client is to resume the stream with GET and Last-Event-ID after
 //     that long; elsewhere it does nothing), and returns "resumed", which
 //     reaches the client on the resumed stream
+//   - drift: declares an output schema ({"count": integer}, required) and
+//     answers {"count": "many"}, as real servers' answers drift from their
+//     declarations
 func New(h Hooks) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{
@@ -161,5 +164,15 @@ func New(h Hooks) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in TextArgs) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
 		})
+	s.AddTool(&mcp.Tool{
+		Name: "drift", Description: "Answers what its output schema does not allow.",
+		InputSchema:  map[string]any{"type": "object"},
+		OutputSchema: map[string]any{"type": "object", "properties": map[string]any{"count": map[string]any{"type": "integer"}}, "required": []any{"count"}},
+	}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: `{"count":"many"}`}},
+			StructuredContent: map[string]any{"count": "many"},
+		}, nil
+	})
 	return s
 }

@@ -1,0 +1,121 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+)
+
+func TestOutboxBoundsPendingBytes(t *testing.T) {
+	t.Parallel()
+	ev := func(i int) *toolwirev1.ExecuteBatchResponse {
+		return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Progress{Progress: &toolwirev1.CallProgress{
+			CallId: fmt.Sprint(i), Index: uint32(i)}}}
+	}
+	var o Outbox
+	g := NewBudget(1 << 20)
+	o.Init(100, 10, g)
+	done := make(chan struct{})
+	if !o.Put(done, ev(0), 250, false) {
+		t.Fatal("an event over the budget was refused with nothing pending")
+	}
+	// Now nothing fits until it is sent; later puts wait in order.
+	queued := make(chan int, 3)
+	var wg sync.WaitGroup
+	for i := 1; i <= 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if o.Put(done, ev(i), 40, false) {
+				queued <- i
+			}
+		}()
+		waitFor(t, func() bool { o.mu.Lock(); defer o.mu.Unlock(); return len(o.waiters) == i })
+	}
+	if o.bytes != 250 || o.count != 1 {
+		t.Fatalf("outbox holds %d bytes in %d events, want 250 in 1", o.bytes, o.count)
+	}
+	// The events waiting to be queued are held too, and count against the
+	// engine's budget.
+	if h, gh := o.held.Load(), g.held.Load(); h != 370 || gh != 370 {
+		t.Fatalf("outbox holds %d bytes of the budget, the budget %d; want 370 (250 queued, 3 × 40 waiting)", h, gh)
+	}
+	p, _ := o.Next()
+	o.Sent(p) // frees the budget: 1 and 2 fit (80 bytes), 3 does not
+	<-queued
+	<-queued
+	if o.bytes != 80 {
+		t.Errorf("outbox holds %d bytes, want 80", o.bytes)
+	}
+	close(done) // the stream ends: the waiter gives up
+	wg.Wait()
+	select {
+	case i := <-queued:
+		t.Errorf("event %d was queued after the stream ended", i)
+	default:
+	}
+	if !o.Put(done, ev(4), 1, true) || o.count != 3 {
+		t.Errorf("a forced event was not queued at once over the budget")
+	}
+	o.Close()
+	var order []string
+	for p, ok := o.Next(); ok; p, ok = o.Next() {
+		order = append(order, p.Event.GetProgress().GetCallId())
+		o.Sent(p)
+	}
+	if got := strings.Join(order, " "); got != "1 2 4" {
+		t.Errorf("events sent in the order %s, want 1 2 4 (first come, first served)", got)
+	}
+	if h := g.held.Load(); h != 0 {
+		t.Errorf("the budget holds %d bytes once every event is sent or dropped, want 0", h)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a long while.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
+	}
+}
+
+func TestBudgetSignalsTheCrossingOnly(t *testing.T) {
+	t.Parallel()
+	g := NewBudget(100)
+	g.Charge(60)
+	select {
+	case <-g.Over():
+		t.Fatal("signalled under the bound")
+	default:
+	}
+	g.Charge(60) // 120: crosses
+	g.Charge(10) // 130: stays over, no new signal
+	select {
+	case <-g.Over():
+	default:
+		t.Fatal("no signal when the held bytes passed the bound")
+	}
+	select {
+	case <-g.Over():
+		t.Fatal("signalled again while staying over the bound")
+	default:
+	}
+	if !g.OverBudget() || g.Held() != 130 {
+		t.Errorf("OverBudget %v, Held %d; want true, 130", g.OverBudget(), g.Held())
+	}
+	g.Charge(-130)
+	if g.OverBudget() || g.Held() != 0 || g.Peak() != 130 {
+		t.Errorf("after giving all back: OverBudget %v, Held %d, Peak %d; want false, 0, 130", g.OverBudget(), g.Held(), g.Peak())
+	}
+	unbounded := NewBudget(-1)
+	unbounded.Charge(1 << 40)
+	if unbounded.OverBudget() {
+		t.Error("a budget without a bound is over it")
+	}
+}

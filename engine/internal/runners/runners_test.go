@@ -1,0 +1,56 @@
+package runners
+
+import (
+	"testing"
+	"time"
+)
+
+func TestRunnersReuseIdleGoroutines(t *testing.T) {
+	t.Parallel()
+	r := New(time.Minute)
+	defer r.Close()
+	for range 20 {
+		done := make(chan struct{})
+		r.Go(func() { close(done) })
+		<-done
+		time.Sleep(time.Millisecond) // let the runner go idle
+	}
+	if n := r.Live(); n != 1 {
+		t.Errorf("%d runners for 20 functions run one after another, want 1", n)
+	}
+}
+
+func TestRunnersExitWhenIdleOrClosed(t *testing.T) {
+	t.Parallel()
+	r := New(20 * time.Millisecond)
+	r.Go(func() {})
+	waitFor(t, func() bool { return r.Live() == 0 })
+
+	// Close does not wait for a runner stuck in its function; the runner
+	// exits when the function returns.
+	r = New(time.Minute)
+	release := make(chan struct{})
+	r.Go(func() { <-release })
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited for a busy runner")
+	}
+	if n := r.Live(); n != 1 {
+		t.Errorf("%d runners after Close with one busy, want 1", n)
+	}
+	close(release)
+	waitFor(t, func() bool { return r.Live() == 0 })
+}
+
+// waitFor polls cond until it holds, failing the test after a long while.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met")
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+)
+
+// Deps.Vars (store.Vars: scoped variables with a TTL) has three users in
+// the engine, each in scopes of its own so that none reads another's:
+//
+//   - session variables (sessionVars, for a tool's tools.Session), scoped
+//     by caller and session ID: `"<caller>"/<session_id>`; the leading
+//     quote keeps them apart from the mailboxes;
+//   - the approval mailbox (approvalMail): a held call's announcement, and
+//     the decision taken on another replica, under `approval:<batch_id>`;
+//   - the cancel mailbox (cancelMail): a cancellation asked on a replica
+//     other than the one running a detached batch, under `batch:<log>`.
+//
+// The scopes, names and values are the store's format, which replicas of
+// different versions share: change them only with a migration.
+
+// sessionScope is the scope of the variables of caller's session id.
+func sessionScope(caller, id string) string { return strconv.Quote(caller) + "/" + id }
+
+// approvalMail is where a held call is announced, so that a replica other
+// than its batch's can check who resolves it, and where that replica
+// leaves the decision, which the waiting call looks for (approval.go).
+type approvalMail struct{ vars store.Vars }
+
+func approvalScope(batchID string) string { return "approval:" + batchID }
+
+// announce announces call callID of batch batchID as waiting, for ttl.
+func (m approvalMail) announce(ctx context.Context, batchID, callID string, p pendingApproval, ttl time.Duration) error {
+	v, _ := json.Marshal(p)
+	return m.vars.SetVar(ctx, approvalScope(batchID), callID, v, ttl)
+}
+
+// pending returns what announce announced; false when nothing is.
+func (m approvalMail) pending(ctx context.Context, batchID, callID string) (pendingApproval, bool, error) {
+	var p pendingApproval
+	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), callID)
+	if err != nil || !ok {
+		return p, false, err
+	}
+	return p, json.Unmarshal(v, &p) == nil, nil
+}
+
+// decide leaves d for the waiting call, for an hour.
+func (m approvalMail) decide(ctx context.Context, batchID, callID string, d decision) error {
+	v, _ := json.Marshal(d)
+	return m.vars.SetVar(ctx, approvalScope(batchID), "decision:"+callID, v, time.Hour)
+}
+
+// decision returns the decision left for the call; false when none is.
+func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool) {
+	var d decision
+	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), "decision:"+callID)
+	return d, err == nil && ok && json.Unmarshal(v, &d) == nil
+}
+
+// clear removes the call's announcement and decision once it waits no
+// more.
+func (m approvalMail) clear(ctx context.Context, batchID, callID string) {
+	_ = m.vars.DeleteVar(ctx, approvalScope(batchID), callID)
+	_ = m.vars.DeleteVar(ctx, approvalScope(batchID), "decision:"+callID)
+}
+
+// cancelMail is where Cancel, on a replica other than the one running a
+// detached batch, asks its owner to cancel it; the owner looks each time
+// it renews its lease (batchLog.renew).
+type cancelMail struct{ vars store.Vars }
+
+// cancelScope is the scope of the requests to the owner of the batch
+// whose log is named log.
+func cancelScope(log string) string { return "batch:" + log }
+
+// request asks for the cancellation of the batch whose log is named log,
+// with reason, for ttl.
+func (m cancelMail) request(ctx context.Context, log, reason string, ttl time.Duration) error {
+	v, _ := json.Marshal(reason)
+	return m.vars.SetVar(ctx, cancelScope(log), "cancel", v, ttl)
+}
+
+// requested returns the reason of a cancellation asked for the batch
+// whose log is named log; false when none is.
+func (m cancelMail) requested(ctx context.Context, log string) (string, bool) {
+	v, ok, err := m.vars.GetVar(ctx, cancelScope(log), "cancel")
+	if err != nil || !ok {
+		return "", false
+	}
+	var reason string
+	_ = json.Unmarshal(v, &reason)
+	return reason, true
+}

@@ -1,0 +1,129 @@
+package mcpserve
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/writewatch"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// A client that stops reading holds what the server writes to it. On the
+// gRPC port the engine's send watchdog ends such a stream (send_timeout)
+// and, over all streams, keeps what waits for slow readers within
+// max_buffered_bytes; /mcp is held to the same:
+//
+//   - A tools/call runs as a batch whose sink is the request's response:
+//     progress is written inside the batch's Send, and so is the result —
+//     its Send hands the result to the SDK, which writes it, and returns
+//     only once the response is done. So the engine's budget counts the
+//     result while it is written, and its watchdog ends the response (the
+//     request's writewatch.Writer is the batch's Stopper) of a client that
+//     reads nothing for send_timeout, or that holds the most when the
+//     budget is spent; the call, if still running, is cancelled.
+//   - Every other write of /mcp (a tools/list page, an initialize result,
+//     list-changed notices on a GET or subscriptions/listen stream) is
+//     ended by the surface's writewatch.Watch after send_timeout.
+//
+// The call's handler finds its request's writer by a header the surface
+// sets on each request (the SDK hands handlers the request's header, and
+// nothing else of it, whichever session serves the request).
+
+// requestHeader carries the number of a request in flight on /mcp, set by
+// serve (a client's own value is dropped).
+const requestHeader = "Toolwire-Mcp-Request"
+
+// request is a request to /mcp in flight.
+type request struct {
+	w    *writewatch.Writer
+	done chan struct{} // closed once the SDK is done with the request: its response is written, or never will be
+}
+
+// serve serves one request to /mcp: the protocol version is checked, the
+// request is registered for its calls, and it goes to the handler of its
+// revision (2026-07-28 and later: stateless; the rest: sessions, within
+// their bounds), whose refusals are written as JSON-RPC errors.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	ww := s.writes.Wrap(w, r)
+	body := &capture{ReadCloser: r.Body}
+	r.Body = body
+	rw := &refusing{ResponseWriter: ww, method: r.Method}
+	defer func() {
+		rw.finish(body)
+		// What is left in the server's buffers goes out while watched: a
+		// client that reads nothing holds it no longer than the rest.
+		_ = ww.FlushError()
+		ww.Done()
+	}()
+
+	version := r.Header.Get("Mcp-Protocol-Version")
+	if version != "" && !known(version) {
+		unsupportedVersion(ww, body, version)
+		return
+	}
+	key := strconv.FormatUint(s.requests.Add(1), 36)
+	r.Header.Set(requestHeader, key)
+	rq := &request{w: ww, done: make(chan struct{})}
+	s.inflight.Store(key, rq)
+	defer func() {
+		s.inflight.Delete(key)
+		close(rq.done)
+	}()
+	if version >= RevisionStateless {
+		s.stateless.ServeHTTP(rw, r)
+		return
+	}
+	s.serveSessions(rw, r, body)
+}
+
+// requestOf is the request in flight that req came in, or nil.
+func (s *Server) requestOf(req *mcp.CallToolRequest) *request {
+	x := req.GetExtra()
+	if x == nil || x.Header == nil {
+		return nil
+	}
+	if rq, ok := s.inflight.Load(x.Header.Get(requestHeader)); ok {
+		return rq.(*request)
+	}
+	return nil
+}
+
+// run runs batch, the call of a tools/call, with sink, and returns its
+// result once the batch's Send has it; the Send then waits for the
+// response to be written (see above). Without a request (a handler called
+// other than through serve) the batch runs to its end first.
+func (s *Server) run(ctx context.Context, snap *tools.Snapshot, batch *toolwirev1.ExecuteBatchRequest, sink *callSink, rq *request) (*mcp.CallToolResult, error) {
+	if rq == nil {
+		if err := s.eng.Run(ctx, snap, batch, sink); err != nil {
+			return nil, rpcError(err)
+		}
+		if sink.result == nil { // Run sends every call's result before it returns nil
+			return nil, rpcError(&engine.Error{Code: engine.Internal, Message: "the call ended without a result"})
+		}
+		return mcpResult(sink.result), nil
+	}
+	handoff := make(chan *mcp.CallToolResult, 1)
+	sink.handoff = handoff
+	sink.written = rq.done
+	sink.w = rq.w
+	release := rq.w.Engage()
+	ctx = context.WithValue(ctx, engine.StopperKey{}, rq.w)
+	ended := make(chan error, 1)
+	go func() {
+		defer release()
+		ended <- s.eng.Run(ctx, snap, batch, sink)
+	}()
+	select {
+	case res := <-handoff:
+		return res, nil
+	case err := <-ended:
+		if err != nil {
+			return nil, rpcError(err)
+		}
+		return nil, rpcError(&engine.Error{Code: engine.Internal, Message: "the call ended without a result"})
+	}
+}

@@ -1,0 +1,448 @@
+package mcpserve
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
+)
+
+// A 2025-11-25 session costs the server memory and a goroutine from
+// initialize until it ends, and its client need not end it: 20,000
+// sessions opened and never closed took a server from 48 MB to 335 MB and
+// 20,016 goroutines. So sessions are bounded here, in front of the go-sdk's
+// handler (which has no bound, and idles sessions out only after its
+// SessionTimeout):
+//
+//   - each caller may hold MaxSessionsPerCaller, the server MaxSessions;
+//     a new session past either closes the session idle longest (the
+//     caller's own, or, past the server's bound, that of the caller holding
+//     the most), so a client that forgets its sessions keeps working and
+//     costs what the bound allows; a session with a request in flight is
+//     never closed for another, and when every one has one, initialize is
+//     answered with a JSON-RPC error (CodeResourceExhausted) saying which
+//     bound;
+//   - a session with no request in flight for SessionTimeout is closed. A
+//     standalone GET stream counts as a request: a client holding one is
+//     connected, as the TypeScript SDK's and the Inspector are while open,
+//     whatever time passes between their calls; its client gone, the
+//     stream ends and the timeout runs.
+//
+// A closed session's next request gets 404, which tells a client to open
+// another (the transport's spec).
+
+// sessions bounds the sessions of the handler with sessions.
+type sessions struct {
+	max, perCaller int
+	idle           time.Duration
+	log            *slog.Logger
+
+	mu      sync.Mutex
+	byID    map[string]*session
+	callers map[string]*callerSessions
+	total   int // sessions and reservations
+	closed  bool
+}
+
+// callerSessions are one caller's sessions, least recently used first.
+type callerSessions struct {
+	id  string
+	n   int // sessions and reservations
+	lru list.List
+}
+
+// session is one session of the SDK's, as the bound sees it.
+type session struct {
+	id      string
+	owner   *callerSessions
+	ss      *mcp.ServerSession
+	busy    int // POST and DELETE requests in flight: never closed for another
+	streams int // GET streams open
+	used    time.Time
+	elem    *list.Element
+	timer   *time.Timer
+	gone    bool
+}
+
+// reservation is a place for a session, taken before initialize reaches
+// the SDK and filled by the session it opens (opened), or given back.
+type reservation struct {
+	owner *callerSessions
+	s     *session // the session opened, once it is
+	done  bool     // given back
+}
+
+// reservationKey is the context key of a reservation: initialize's
+// request carries it to the middleware (the SDK hands the session's
+// handlers the context of the request that opened it).
+type reservationKey struct{}
+
+func newSessions(max, perCaller int, idle time.Duration, log *slog.Logger) *sessions {
+	return &sessions{max: max, perCaller: perCaller, idle: idle, log: log, byID: map[string]*session{}, callers: map[string]*callerSessions{}}
+}
+
+// errSessionBound is a new session refused: every session within the
+// bound has a request in flight.
+type errSessionBound struct{ message string }
+
+func (e *errSessionBound) Error() string { return e.message }
+
+// reserve takes a place for a new session of caller, closing the sessions
+// idle longest that must make room. It fails when none can.
+func (t *sessions) reserve(caller string) (*reservation, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, &errSessionBound{"the MCP endpoint is closing"}
+	}
+	c := t.callers[caller]
+	if c == nil {
+		c = &callerSessions{id: caller}
+	}
+	var victims []*session
+	if c.n >= t.perCaller {
+		v := c.oldestIdle(nil)
+		if v == nil {
+			t.mu.Unlock()
+			return nil, &errSessionBound{fmt.Sprintf("this caller has %d MCP sessions open (mcp_max_sessions_per_caller), each with a request in flight; end one (DELETE) or wait for one's request to end, or use protocol version %s, which needs no session", c.n, RevisionStateless)}
+		}
+		victims = append(victims, v)
+	}
+	if t.total-len(victims) >= t.max {
+		v := t.fullestIdle(victims)
+		if v == nil {
+			t.mu.Unlock()
+			return nil, &errSessionBound{fmt.Sprintf("the server has %d MCP sessions open (mcp_max_sessions), each with a request in flight; retry later, or use protocol version %s, which needs no session", t.total, RevisionStateless)}
+		}
+		victims = append(victims, v)
+	}
+	for _, v := range victims {
+		t.remove(v)
+	}
+	c.n++
+	t.total++
+	t.callers[caller] = c
+	t.mu.Unlock()
+	for _, v := range victims {
+		t.log.Debug("closing the MCP session idle longest for a new one past the sessions' bound", "session_id", v.id, "caller", v.owner.id)
+		_ = v.ss.Close() // its requests are none, its GET stream ends
+	}
+	return &reservation{owner: c}, nil
+}
+
+// oldestIdle is c's session idle longest with no POST or DELETE in
+// flight, other than those in skip; nil if none.
+func (c *callerSessions) oldestIdle(skip []*session) *session {
+	for e := c.lru.Front(); e != nil; e = e.Next() {
+		s := e.Value.(*session)
+		if s.busy == 0 && !contains(skip, s) {
+			return s
+		}
+	}
+	return nil
+}
+
+// fullestIdle is the session idle longest of the caller holding the most
+// sessions that has one not in skip; nil if no caller has. t.mu is held.
+func (t *sessions) fullestIdle(skip []*session) *session {
+	var best *session
+	bestN := 0
+	for _, c := range t.callers {
+		if c.n < bestN {
+			continue
+		}
+		v := c.oldestIdle(skip)
+		if v == nil {
+			continue
+		}
+		if c.n > bestN || best == nil || v.used.Before(best.used) {
+			best, bestN = v, c.n
+		}
+	}
+	return best
+}
+
+func contains(ss []*session, s *session) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// opened fills r with the session ss that its initialize opened. The
+// session counts its initialize as a request in flight until release.
+func (t *sessions) opened(r *reservation, ss *mcp.ServerSession) {
+	t.mu.Lock()
+	if r.s != nil {
+		t.mu.Unlock()
+		return // a second initialize of the session
+	}
+	if r.done || t.closed {
+		// Its request ended first (its client went away), or the surface
+		// is closing: a session that holds no place is not kept.
+		// Closed on its own goroutine: this runs in the session's
+		// initialize handler, which Close waits for.
+		t.mu.Unlock()
+		go ss.Close()
+		return
+	}
+	s := &session{id: ss.ID(), owner: r.owner, ss: ss, busy: 1, used: time.Now()}
+	s.elem = r.owner.lru.PushBack(s)
+	s.timer = time.AfterFunc(t.idle, func() { t.expire(s) })
+	s.timer.Stop()
+	t.byID[s.id] = s
+	r.s = s
+	t.mu.Unlock()
+}
+
+// release ends the reservation's initialize: the session it opened, if
+// any, is idle now unless other requests are in flight; a place no
+// session filled is given back.
+func (t *sessions) release(r *reservation) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r.done {
+		return
+	}
+	r.done = true
+	if r.s == nil {
+		c := r.owner
+		c.n--
+		t.total--
+		if c.n == 0 && t.callers[c.id] == c {
+			delete(t.callers, c.id)
+		}
+		return
+	}
+	t.endLocked(r.s, false)
+}
+
+// begin counts a request of session id in flight (a GET stream when
+// stream is true), and returns its session; nil when the bound does not
+// know it (the SDK answers 404 then).
+func (t *sessions) begin(id string, stream bool) *session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.byID[id]
+	if s == nil {
+		return nil
+	}
+	if stream {
+		s.streams++
+	} else {
+		s.busy++
+	}
+	s.timer.Stop()
+	s.used = time.Now()
+	s.owner.lru.MoveToBack(s.elem)
+	return s
+}
+
+// end counts that request ended.
+func (t *sessions) end(s *session, stream bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.endLocked(s, stream)
+}
+
+func (t *sessions) endLocked(s *session, stream bool) {
+	if s.gone {
+		return
+	}
+	if stream {
+		s.streams--
+	} else {
+		s.busy--
+	}
+	s.used = time.Now()
+	s.owner.lru.MoveToBack(s.elem)
+	if s.busy == 0 && s.streams == 0 {
+		s.timer.Reset(t.idle)
+	}
+}
+
+// expire closes s, idle for the timeout.
+func (t *sessions) expire(s *session) {
+	t.mu.Lock()
+	if s.gone || s.busy > 0 || s.streams > 0 {
+		t.mu.Unlock()
+		return
+	}
+	t.remove(s)
+	t.mu.Unlock()
+	t.log.Debug("closing an idle MCP session", "session_id", s.id, "caller", s.owner.id, "idle_timeout", t.idle.String())
+	_ = s.ss.Close()
+}
+
+// forget drops session id, which the SDK no longer has (its client ended
+// it, or it answered 404).
+func (t *sessions) forget(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.byID[id]; s != nil {
+		t.remove(s)
+	}
+}
+
+// remove drops s from the bound; t.mu is held.
+func (t *sessions) remove(s *session) {
+	s.gone = true
+	s.timer.Stop()
+	delete(t.byID, s.id)
+	c := s.owner
+	c.lru.Remove(s.elem)
+	c.n--
+	t.total--
+	if c.n == 0 && t.callers[c.id] == c {
+		delete(t.callers, c.id)
+	}
+}
+
+// count reports the sessions open and held places.
+func (t *sessions) count() (sessions, total int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID), t.total
+}
+
+// close stops the idle timers and refuses new sessions; Server.Close
+// closes the SDK's sessions.
+func (t *sessions) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for _, s := range t.byID {
+		s.timer.Stop()
+	}
+}
+
+// serveSessions serves a request of the handler with sessions (2025-11-25
+// and older): a request of a session is counted while in flight; a POST
+// naming none must open one with initialize (alone, not batched), within
+// the bounds.
+func (s *Server) serveSessions(w *refusing, r *http.Request, body *capture) {
+	w.sessions = true
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		stream := r.Method == http.MethodGet
+		if ss := s.sessions.begin(id, stream); ss != nil {
+			defer s.sessions.end(ss, stream)
+		}
+		s.stateful.ServeHTTP(w, r)
+		if w.status == http.StatusNotFound || (r.Method == http.MethodDelete && w.status < 300) {
+			s.sessions.forget(id)
+		}
+		return
+	}
+	if r.Method != http.MethodPost {
+		s.stateful.ServeHTTP(w, r) // the SDK refuses it: no session named
+		return
+	}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRefusal(w.ResponseWriter, http.StatusRequestEntityTooLarge, body.id(), CodeResourceExhausted, "resource_exhausted",
+				fmt.Sprintf("the request's body is over %d bytes, the most this server takes (http_max_body_bytes)", tooBig.Limit), nil)
+			return
+		}
+		writeRefusal(w.ResponseWriter, http.StatusBadRequest, body.id(), jsonrpc.CodeInvalidRequest, "invalid_argument", "reading the request's body: "+err.Error(), nil)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	switch m := firstMessages(b); {
+	case m.malformed:
+		// The SDK refuses it (a parse error, as JSON-RPC).
+	case m.initialize && m.batch:
+		writeRefusal(w.ResponseWriter, http.StatusBadRequest, m.id, jsonrpc.CodeInvalidRequest, "invalid_argument",
+			"initialize must not be part of a JSON-RPC batch: send it alone", nil)
+		return
+	case m.initialize:
+		caller := engine.IdentityFrom(r.Context()).ID
+		res, err := s.sessions.reserve(caller)
+		if err != nil {
+			s.opts.Logger.Warn("refusing a new MCP session: "+err.Error(), "caller", caller)
+			// 200: a JSON-RPC response to the initialize it names, as
+			// Refuse answers. Clients read it as initialize's error; a 429
+			// or 503, the go-sdk's client takes for a transient failure
+			// and drops the body that says which bound.
+			writeRefusal(w.ResponseWriter, http.StatusOK, m.id, CodeResourceExhausted, "resource_exhausted", err.Error(), nil)
+			return
+		}
+		defer s.sessions.release(res)
+		r = r.WithContext(context.WithValue(r.Context(), reservationKey{}, res))
+	case m.sessionless:
+		// ping and server/discover: the SDK answers them without a session.
+	default:
+		writeRefusal(w.ResponseWriter, http.StatusBadRequest, m.id, jsonrpc.CodeInvalidRequest, "invalid_argument",
+			fmt.Sprintf("the request names no session (Mcp-Session-Id): on protocol version %s and older, send initialize first, then the Mcp-Session-Id it answers with on every request; or send Mcp-Protocol-Version: %s, which needs no session", RevisionSessions, RevisionStateless), nil)
+		return
+	}
+	s.stateful.ServeHTTP(w, r)
+}
+
+// messages is what serveSessions needs to know of a body: whether it is a
+// batch, holds an initialize, holds only requests that need no session,
+// and the first request's ID.
+type messages struct {
+	malformed, batch, initialize, sessionless bool
+	id                                        json.RawMessage
+}
+
+// firstMessages reads the JSON-RPC message or batch b.
+func firstMessages(b []byte) messages {
+	type message struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	var m messages
+	var msgs []message
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
+		m.batch = true
+		if json.Unmarshal(b, &msgs) != nil || len(msgs) == 0 {
+			m.malformed = true
+			return m
+		}
+	} else {
+		var one message
+		if json.Unmarshal(b, &one) != nil {
+			m.malformed = true
+			return m
+		}
+		msgs = []message{one}
+	}
+	m.sessionless = true
+	for _, msg := range msgs {
+		if m.id == nil && len(msg.ID) > 0 && msg.ID[0] != 'n' {
+			m.id = msg.ID
+		}
+		switch msg.Method {
+		case "initialize":
+			m.initialize = true
+		case "ping", "server/discover":
+		default:
+			m.sessionless = false
+		}
+	}
+	return m
+}
+
+// initialized registers the session an initialize opened, when that
+// request took a reservation (serveSessions).
+func (s *Server) initialized(ctx context.Context, ss *mcp.ServerSession) {
+	if r, ok := ctx.Value(reservationKey{}).(*reservation); ok && ss != nil && ss.ID() != "" {
+		s.sessions.opened(r, ss)
+	}
+}

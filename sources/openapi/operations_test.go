@@ -1,0 +1,138 @@
+package openapi
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// TestPerOperation loads a document most of whose operations are wrong in
+// one way each: every one that can be a correct tool is one, each that
+// cannot is skipped with one log line naming it and why, the excluded
+// broken one is neither checked nor logged, and one line sums it all up.
+// What public documents trip on loads: conflicting paths, siblings beside a
+// $ref, invalid examples (in an operation and in a webhook), a response
+// $ref to nowhere, raw C1 characters and surrogate-pair escapes in JSON.
+func TestPerOperation(t *testing.T) {
+	t.Parallel()
+	srv := echoServer(t)
+	src, reg, logs := newSource(t)
+	cfg := Config{Name: "ops", Spec: "testdata/operations.json", BaseURL: srv.URL + "/base", Exclude: []string{"excludedBroken"}}
+	if err := src.Check([]Config{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Sync(t.Context(), []Config{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"ops_badExample", "ops_createRef", "ops_deleteAttestation", "ops_listAttestations", "ops_updateIssue"}
+	if diff := cmp.Diff(want, reg.Snapshot().Names()); diff != "" {
+		t.Errorf("tools (-want +got):\n%s", diff)
+	}
+	skips := map[string]string{
+		"GET /missing":         `"reason":"$ref \"#/components/schemas/Nope\": the document has nothing there"`,
+		"POST /external":       `"reason":"$ref \"other.json#/components/schemas/Thing\": a reference to another document`,
+		"GET /cookie":          `"reason":"parameter \"session\" is sent in a cookie, which toolwire does not send"`,
+		"POST /upload":         `"reason":"the request body is multipart/form-data, which toolwire does not send`,
+		"GET /undeclared/{id}": `"reason":"path parameter {id} is not declared"`,
+		"GET /matrix":          `"reason":"parameter \"m\": style \"matrix\" is not one a query parameter can have`,
+		"GET /nested":          `"reason":"parameter \"filter\": its values nest objects or arrays, which style form cannot carry (only deepObject can)"`,
+		"* /broken-item":       `"reason":"path item: $ref \"#/components/pathItems/Nope\": the document has nothing there"`,
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, `"msg":"skipping OpenAPI operation"`) {
+			n++
+		}
+	}
+	if n != len(skips) {
+		t.Errorf("%d lines say an operation was skipped; want %d, one per skipped operation:\n%s", n, len(skips), logs)
+	}
+	for route, reason := range skips {
+		if !strings.Contains(logs.String(), `"msg":"skipping OpenAPI operation","openapi":"ops","operation":"`+strings.ReplaceAll(route, `"`, `\"`)+`",`+reason) {
+			t.Errorf("no line says %s was skipped with %s:\n%s", route, reason, logs)
+		}
+	}
+	if strings.Contains(logs.String(), "excluded") && strings.Contains(logs.String(), "/excluded/{x}") {
+		t.Errorf("an excluded operation was checked:\n%s", logs)
+	}
+	summary := `"msg":"OpenAPI document loaded","openapi":"ops","operations":14,"tools":5,"excluded":1,"skipped":8,` +
+		`"skipped_because":{"cookie_parameter":1,"document":4,"parameter_style":2,"request_body":1}`
+	if !strings.Contains(logs.String(), summary) {
+		t.Errorf("no summary line %s:\n%s", summary, logs)
+	}
+	if got := src.Counts()["ops"]; got != (Counts{Operations: 14, Excluded: 1, Tools: 5, Skipped: 8}) {
+		t.Errorf("Counts: %+v", got)
+	}
+
+	// JSON read as JSON: the summary's surrogate pair is one character.
+	list, _ := reg.Snapshot().Lookup("ops_listAttestations")
+	if list.Description != "Lists attestations \U0001F600." {
+		t.Errorf("description %q", list.Description)
+	}
+	// Both of the paths that look alike are called where they say.
+	res := call(t, reg, "ops_listAttestations", `{"org":"o","subject_digest":"sha256:ab"}`)
+	if res.IsError || !strings.Contains(string(res.StructuredContent), `"uri":"/base/orgs/o/attestations/sha256:ab"`) {
+		t.Errorf("listAttestations: %s", text(res))
+	}
+	if res := call(t, reg, "ops_deleteAttestation", `{"org":"o","attestation_id":7}`); res.IsError || !strings.Contains(string(res.Details), `"url":"`+srv.URL+`/base/orgs/o/attestations/7"`) {
+		t.Errorf("deleteAttestation: %s %s", text(res), res.Details)
+	}
+	// A 3.0 $ref's siblings are ignored: the body is the Ref.
+	ref, _ := reg.Snapshot().Lookup("ops_createRef")
+	if _, err := ref.ValidateArguments(`{"ref":"refs/heads/x"}`); err == nil {
+		t.Errorf("createRef accepts a ref without its sha: %s", ref.InputSchema)
+	}
+	// The response's $ref leads nowhere: any value comes back.
+	bad, _ := reg.Snapshot().Lookup("ops_badExample")
+	if res := call(t, reg, "ops_badExample", `{"n":3}`); res.IsError || !strings.Contains(text(res), `"uri":"/base/example?n=3"`) {
+		t.Errorf("badExample: %s (output schema %s)", text(res), bad.OutputSchema)
+	}
+
+	// nullable beside oneOf: null is what clears GitHub's milestone.
+	upd, _ := reg.Snapshot().Lookup("ops_updateIssue")
+	for _, args := range []string{`{"number":1,"milestone":null}`, `{"number":1,"milestone":3}`, `{"number":1,"milestone":"v1"}`} {
+		if _, err := upd.ValidateArguments(args); err != nil {
+			t.Errorf("updateIssue(%s): %v\n%s", args, err, upd.InputSchema)
+		}
+	}
+	if _, err := upd.ValidateArguments(`{"number":1,"milestone":true}`); err == nil {
+		t.Errorf("updateIssue accepts a boolean milestone: %s", upd.InputSchema)
+	}
+	res = call(t, reg, "ops_updateIssue", `{"number":1,"milestone":null}`)
+	var s seen
+	if err := json.Unmarshal(res.StructuredContent, &s); err != nil || s.Method != http.MethodPatch || !cmp.Equal(s.Body, map[string]any{"milestone": nil}) {
+		t.Errorf("updateIssue sent %+v (%v)", s, err)
+	}
+}
+
+// TestSelectionFirst: include and exclude apply before anything is
+// checked, so excluding the operations that cannot be tools (or including
+// only the ones wanted) leaves nothing to skip.
+func TestSelectionFirst(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []Config{
+		{Name: "ops", Spec: "testdata/operations.json", BaseURL: "http://127.0.0.1:9", Include: []string{"*Attestation*"}},
+		{Name: "ops", Spec: "testdata/operations.json", BaseURL: "http://127.0.0.1:9", Exclude: []string{"GET /missing", "externalRef", "needsCookie", "upload", "undeclared", "matrixInQuery", "GET /nested", "excludedBroken", "* /broken-item"}},
+	} {
+		logs := &strings.Builder{}
+		ts, err := Load(t.Context(), cfg, nil, newLogger(logs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(logs.String(), "skipping") || !strings.Contains(logs.String(), `"skipped":0`) {
+			t.Errorf("include %v, exclude %v: something was checked that was not selected:\n%s", cfg.Include, cfg.Exclude, logs)
+		}
+		if len(ts) == 0 || slices.ContainsFunc(ts, func(tl tools.Tool) bool { return strings.Contains(tl.Name, "missing") }) {
+			t.Errorf("tools %d", len(ts))
+		}
+	}
+}
+
+func newLogger(w *strings.Builder) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }

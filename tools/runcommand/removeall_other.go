@@ -1,0 +1,9 @@
+//go:build !linux
+
+package runcommand
+
+import "os"
+
+// removeAll removes the call's TMPDIR (the sandbox needs Linux: no command
+// ran there).
+func removeAll(dir string) { _ = os.RemoveAll(dir) }
