@@ -31,6 +31,7 @@ type Client struct {
 	rateRetries int // see WithRateLimitRetries
 	reattach    int // WithReattach's attempts; 0: none
 	backoff     time.Duration
+	pageSize    int32 // see WithListPageSize
 }
 
 // An Option configures a Client.
@@ -46,6 +47,7 @@ type options struct {
 	rateRetries int
 	reattach    int
 	backoff     time.Duration
+	pageSize    int32
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -74,7 +76,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // (for example "localhost:50051" or "dns:///toolwire.agents:50051"). It does
 // not connect: the connection is made by the first RPC.
 func New(target string, opts ...Option) (*Client, error) {
-	o := options{creds: insecure.NewCredentials(), rateRetries: defaultRateLimitRetries}
+	o := options{creds: insecure.NewCredentials(), rateRetries: defaultRateLimitRetries, pageSize: defaultPageSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -90,7 +92,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries, reattach: o.reattach, backoff: o.backoff}, nil
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries, reattach: o.reattach, backoff: o.backoff, pageSize: o.pageSize}, nil
 }
 
 // Close closes the connection. RPCs in flight fail.
@@ -102,12 +104,6 @@ func (c *Client) Close() error {
 // wrap, such as WatchTools.
 func (c *Client) ToolService() toolwirev1.ToolServiceClient {
 	return c.svc
-}
-
-// ListTools returns the tool declarations, sorted by name, and their
-// registry revision.
-func (c *Client) ListTools(ctx context.Context, opts ...grpc.CallOption) (*toolwirev1.ListToolsResponse, error) {
-	return c.svc.ListTools(ctx, &toolwirev1.ListToolsRequest{}, opts...)
 }
 
 // ExecuteBatch sends a batch and returns its events as they arrive:

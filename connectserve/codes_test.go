@@ -13,7 +13,7 @@ func TestConnectCodes(t *testing.T) {
 	for c, want := range map[engine.Code]connect.Code{
 		engine.Canceled: connect.CodeCanceled, engine.InvalidArgument: connect.CodeInvalidArgument, engine.DeadlineExceeded: connect.CodeDeadlineExceeded,
 		engine.ResourceExhausted: connect.CodeResourceExhausted, engine.Unavailable: connect.CodeUnavailable, engine.Internal: connect.CodeInternal,
-		engine.NotFound: connect.CodeNotFound, engine.PermissionDenied: connect.CodePermissionDenied, engine.Code(99): connect.CodeUnknown,
+		engine.NotFound: connect.CodeNotFound, engine.PermissionDenied: connect.CodePermissionDenied, engine.Aborted: connect.CodeAborted, engine.Code(99): connect.CodeUnknown,
 	} {
 		if got := connectCode(c); got != want {
 			t.Errorf("connectCode(%v) = %v, want %v", c, got, want)

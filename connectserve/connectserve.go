@@ -73,6 +73,7 @@ type Server struct {
 	engine  *engine.Engine
 	reg     *tools.Registry
 	handler http.Handler
+	lists   http.Handler      // ListTools and SearchTools; see listing.go
 	traced  bool              // otelconnect's interceptor is installed
 	writes  *writewatch.Watch // ends the responses of clients that stop reading
 }
@@ -105,6 +106,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 		s.traced = true
 	}
 	_, s.handler = toolwirev1connect.NewToolServiceHandler(s, hopts...)
+	s.lists = s.listHandler(hopts)
 	return s, nil
 }
 
@@ -122,9 +124,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = ww.FlushError()
 		ww.Done()
 	}()
-	if r.URL.Path == toolwirev1connect.ToolServiceExecuteBatchProcedure {
+	switch r.URL.Path {
+	case toolwirev1connect.ToolServiceExecuteBatchProcedure:
 		defer ww.Engage()()
 		r = r.WithContext(context.WithValue(r.Context(), engine.StopperKey{}, ww))
+	case toolwirev1connect.ToolServiceListToolsProcedure, toolwirev1connect.ToolServiceSearchToolsProcedure:
+		// A listing, up to max_list_bytes, is watched as CallTool's result is.
+		s.lists.ServeHTTP(ww, r)
+		return
 	}
 	s.handler.ServeHTTP(ww, r)
 }
@@ -133,12 +140,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // DrainTimeout; new ones are refused as Unavailable) and ends WatchTools
 // streams; the HTTP port's own drain then waits for the requests.
 func (s *Server) Shutdown() { s.engine.Drain() }
-
-// ListTools implements toolwire.v1.ToolService: the caller's permitted tools.
-func (s *Server) ListTools(ctx context.Context, _ *connect.Request[toolwirev1.ListToolsRequest]) (*connect.Response[toolwirev1.ListToolsResponse], error) {
-	snap := s.reg.Snapshot()
-	return connect.NewResponse(&toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: s.engine.Tools(ctx, snap)}), nil
-}
 
 // ExecuteBatch implements toolwire.v1.ToolService: the engine runs the
 // batch with the handler's stream as its sink.

@@ -22,6 +22,7 @@ func TestConnectErrorMapsEveryEngineCode(t *testing.T) {
 		engine.DeadlineExceeded: connect.CodeDeadlineExceeded, engine.ResourceExhausted: connect.CodeResourceExhausted,
 		engine.Unavailable: connect.CodeUnavailable, engine.Internal: connect.CodeInternal, engine.NotFound: connect.CodeNotFound,
 		engine.PermissionDenied: connect.CodePermissionDenied, engine.Unauthenticated: connect.CodeUnauthenticated,
+		engine.Aborted: connect.CodeAborted,
 	}
 	for c := engine.Code(1); !strings.HasPrefix(c.String(), "Code("); c++ {
 		want, ok := names[c]

@@ -179,6 +179,8 @@ func (s *connectSurface) Code(err error) surfacetest.Code {
 		return surfacetest.NotFound
 	case connect.CodePermissionDenied:
 		return surfacetest.PermissionDenied
+	case connect.CodeAborted:
+		return surfacetest.Aborted
 	}
 	return surfacetest.Unknown
 }

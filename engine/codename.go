@@ -13,6 +13,7 @@ var codeWireNames = [...]string{
 	NotFound:          "not_found",
 	PermissionDenied:  "permission_denied",
 	Unauthenticated:   "unauthenticated",
+	Aborted:           "aborted",
 }
 
 // Name is c's one spelling on the wire of the surfaces that name codes in

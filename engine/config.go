@@ -142,6 +142,12 @@ type Config struct {
 	// message size limit): BatchAccepted must fit in it, and a result is
 	// held below it. Default 4 MiB.
 	MaxMessageBytes int `json:"max_message_bytes"`
+	// MaxListBytes is the most a ListTools response that lists every tool
+	// at once may carry (a client that does not page asks for that); one
+	// that would carry more is refused with ResourceExhausted, telling the
+	// client to page. Pages stay within MaxMessageBytes. Default 64 MiB,
+	// and never less than MaxMessageBytes.
+	MaxListBytes int `json:"max_list_bytes"`
 }
 
 // Deps are what an Engine is given rather than configured with: the
@@ -281,6 +287,8 @@ func (c Config) withDefaults() Config {
 	defDur(&c.BatchLease, 10*time.Second)
 	def(&c.MaxConcurrentCalls, 4096)
 	def(&c.MaxMessageBytes, 4<<20)
+	def(&c.MaxListBytes, 64<<20)
+	c.MaxListBytes = max(c.MaxListBytes, c.MaxMessageBytes)
 	defDur(&c.MaxQueueWait, 5*time.Second)
 	// A result must fit in a message with room to spare for its framing,
 	// its IDs and a truncation marker.

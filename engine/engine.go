@@ -111,6 +111,7 @@ type Engine struct {
 	obs       Observer           // nil: none
 	seq       sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
 	held      approvals          // calls held for approval on this engine; see approval.go
+	catalog   catalog            // SearchTools' index of the last snapshot searched; see listing.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the

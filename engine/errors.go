@@ -30,6 +30,7 @@ const (
 	NotFound
 	PermissionDenied
 	Unauthenticated
+	Aborted
 )
 
 var codeNames = [...]string{
@@ -44,6 +45,7 @@ var codeNames = [...]string{
 	NotFound:          "NotFound",
 	PermissionDenied:  "PermissionDenied",
 	Unauthenticated:   "Unauthenticated",
+	Aborted:           "Aborted",
 }
 
 func (c Code) String() string {

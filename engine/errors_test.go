@@ -42,12 +42,12 @@ func TestErrorCarriesDetailsAndCause(t *testing.T) {
 // none (the surfaces' mapping tests walk the codes up to it).
 func TestCodeNames(t *testing.T) {
 	t.Parallel()
-	for c, want := range map[Code]string{NotFound: "NotFound", PermissionDenied: "PermissionDenied", Unauthenticated: "Unauthenticated", Internal: "Internal"} {
+	for c, want := range map[Code]string{NotFound: "NotFound", PermissionDenied: "PermissionDenied", Unauthenticated: "Unauthenticated", Internal: "Internal", Aborted: "Aborted"} {
 		if c.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(c), c.String(), want)
 		}
 	}
-	if s := (Unauthenticated + 1).String(); !strings.HasPrefix(s, "Code(") {
+	if s := (Aborted + 1).String(); !strings.HasPrefix(s, "Code(") {
 		t.Errorf("the code after the last is named %q", s)
 	}
 }

@@ -41,6 +41,7 @@ var rpcCodes = map[engine.Code]int64{
 	engine.InvalidArgument: jsonrpc.CodeInvalidParams, engine.ResourceExhausted: CodeResourceExhausted, engine.Unavailable: CodeUnavailable,
 	engine.DeadlineExceeded: CodeDeadlineExceeded, engine.Canceled: CodeCancelled, engine.NotFound: CodeNotFound,
 	engine.PermissionDenied: CodePermissionDenied, engine.Unauthenticated: CodeUnauthenticated,
+	engine.Aborted: jsonrpc.CodeInvalidParams, // a tools/list cursor of an earlier revision: MCP's invalid cursor
 }
 
 // rpcError maps an error of the engine's to the JSON-RPC error an MCP

@@ -2,13 +2,11 @@ package mcpserve
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"sort"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 )
 
@@ -18,30 +16,30 @@ import (
 const MetaRevision = "toolwire.dev/revision"
 
 // listTools answers tools/list: the caller's permitted tools from one
-// snapshot, a page at a time, with cache hints. The list is per caller, so
-// its cacheScope is "private".
+// snapshot, a page at a time (Engine.ListTools, as ListTools pages: at most
+// PageSize tools within the engine's MaxMessageBytes, the cursor bound to
+// the revision), with cache hints. The list is per caller, so its
+// cacheScope is "private". A cursor of an earlier revision is refused as
+// one the server never gave (invalid params, data.code "aborted"): the
+// client lists again from the start, as the list-changed notice it gets
+// asks anyway.
 func (s *Server) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mcp.ListToolsResult, error) {
 	snap := s.reg.Snapshot()
-	decls := s.eng.Tools(ctx, snap) // sorted by name
-	if req.Params != nil && req.Params.Cursor != "" {
-		c := req.Params.Cursor
-		after, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/list: the cursor is not one this server gave"}
-		}
-		i := sort.Search(len(decls), func(i int) bool { return decls[i].GetName() > string(after) })
-		decls = decls[i:]
+	var cursor string
+	if req.Params != nil {
+		cursor = req.Params.Cursor
+	}
+	page, err := s.eng.ListTools(ctx, snap, &toolwirev1.ListToolsRequest{PageSize: int32(min(s.opts.PageSize, engine.MaxPageSize)), PageToken: cursor})
+	if err != nil {
+		return nil, rpcError(err)
 	}
 	res := &mcp.ListToolsResult{
-		Meta:      mcp.Meta{MetaRevision: snap.Revision()},
-		Cacheable: mcp.Cacheable{TTLMs: int(s.listTTL(snap.Revision()) / time.Millisecond), CacheScope: "private"},
+		Meta:       mcp.Meta{MetaRevision: page.GetRevision()},
+		Cacheable:  mcp.Cacheable{TTLMs: int(s.listTTL(page.GetRevision()) / time.Millisecond), CacheScope: "private"},
+		NextCursor: page.GetNextPageToken(),
+		Tools:      make([]*mcp.Tool, len(page.GetTools())),
 	}
-	if len(decls) > s.opts.PageSize {
-		decls = decls[:s.opts.PageSize]
-		res.NextCursor = base64.RawURLEncoding.EncodeToString([]byte(decls[len(decls)-1].GetName()))
-	}
-	res.Tools = make([]*mcp.Tool, len(decls))
-	for i, d := range decls {
+	for i, d := range page.GetTools() {
 		res.Tools[i] = mcpTool(d)
 	}
 	return res, nil

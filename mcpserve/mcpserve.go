@@ -94,7 +94,9 @@ type Options struct {
 	// replica, up to this cap: a registry that just changed may change
 	// again soon. Default 1m.
 	MaxListTTL time.Duration
-	// PageSize bounds the tools of one tools/list page. Default 1000.
+	// PageSize bounds the tools of one tools/list page. Default and most
+	// 1000 (engine.MaxPageSize); a page also stays within the engine's
+	// MaxMessageBytes, as ListTools' pages do.
 	PageSize int
 	// ResumeBytes bounds the memory that keeps 2025-11-25 streams'
 	// events for clients that resume a cut stream (Last-Event-ID), over

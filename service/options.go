@@ -6,7 +6,8 @@ import (
 )
 
 // ServerOptions returns the grpc.ServerOptions that enforce the transport's
-// limits: message sizes (the engine's MaxMessageBytes), keepalive and connection age, the codec
+// limits: message sizes (the engine's MaxMessageBytes; sent ones up to its
+// ListLimit, for ListTools), keepalive and connection age, the codec
 // that keeps an encoded message's buffer near its size (messageCodec), and
 // the tap handle (grpc.InTapHandle) through which SendTimeout ends the
 // stream of a client that reads nothing; grpc-go takes one tap handle only,
@@ -20,7 +21,10 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.InTapHandle(s.stoppable),
 		newMessageCodec(),
 		grpc.MaxRecvMsgSize(maxMsg),
-		grpc.MaxSendMsgSize(maxMsg),
+		// The engine bounds what is sent: events within maxMsg, and a
+		// ListTools response, which may list every tool at once for a
+		// client that does not page, within ListLimit.
+		grpc.MaxSendMsgSize(max(maxMsg, s.engine.ListLimit())),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
 			MinTime: c.KeepaliveMinTime,
 			// Agent runtimes sit idle between model turns; their pings then

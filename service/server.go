@@ -83,12 +83,6 @@ func (s *Server) RegisterHealth(gs *grpc.Server) {
 	healthpb.RegisterHealthServer(gs, s.health)
 }
 
-// ListTools implements toolwire.v1.ToolService.
-func (s *Server) ListTools(ctx context.Context, _ *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
-	snap := s.reg.Snapshot()
-	return &toolwirev1.ListToolsResponse{Revision: snap.Revision(), Tools: s.engine.Tools(ctx, snap)}, nil
-}
-
 // WatchTools implements toolwire.v1.ToolService.
 func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerStreamingServer[toolwirev1.WatchToolsResponse]) error {
 	ctx := stream.Context()

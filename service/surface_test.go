@@ -128,6 +128,8 @@ func (s *grpcSurface) Code(err error) surfacetest.Code {
 		return surfacetest.NotFound
 	case codes.PermissionDenied:
 		return surfacetest.PermissionDenied
+	case codes.Aborted:
+		return surfacetest.Aborted
 	}
 	return surfacetest.Unknown
 }

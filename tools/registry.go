@@ -239,6 +239,10 @@ func (r *Registry) publish() {
 		return
 	}
 	next := newSnapshot(byName)
+	next.owners = make(map[string]string, len(byName))
+	for name := range byName {
+		next.owners[name], _ = r.owner(name)
+	}
 	r.snap.Store(next)
 	// Tools declared the same way as before (a reconnected server's, say)
 	// make no new revision, so watchers are told nothing; their handlers
@@ -378,6 +382,7 @@ func (c *SchemaCache) Compile(t Tool) (Tool, error) {
 // Snapshot is an immutable set of tools with its revision.
 type Snapshot struct {
 	byName   map[string]*Tool
+	owners   map[string]string // by name: Builtin or the source id (Registry.Owner)
 	sorted   []*Tool
 	names    []string
 	revision string
@@ -421,6 +426,11 @@ func (s *Snapshot) Lookup(name string) (*Tool, bool) {
 	t, ok := s.byName[name]
 	return t, ok
 }
+
+// Owner reports who served the tool name when the snapshot was taken:
+// Builtin, or the id of the source whose tool it is ("mcp:files",
+// "openapi:github"); "" when the snapshot holds no tool of that name.
+func (s *Snapshot) Owner(name string) string { return s.owners[name] }
 
 // Tools returns the tools sorted by name. The slice must not be modified.
 func (s *Snapshot) Tools() []*Tool { return s.sorted }

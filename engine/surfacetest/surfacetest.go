@@ -137,9 +137,10 @@ const (
 	Unknown
 	NotFound
 	PermissionDenied
+	Aborted
 )
 
-var codeNames = [...]string{"OK", "Canceled", "InvalidArgument", "DeadlineExceeded", "ResourceExhausted", "Unavailable", "Unauthenticated", "Internal", "Unknown", "NotFound", "PermissionDenied"}
+var codeNames = [...]string{"OK", "Canceled", "InvalidArgument", "DeadlineExceeded", "ResourceExhausted", "Unavailable", "Unauthenticated", "Internal", "Unknown", "NotFound", "PermissionDenied", "Aborted"}
 
 // Handles is what a surface offers on batches by their ID (AttachBatch,
 // GetBatch, CancelBatch). A Surface whose adapter implements it runs the
@@ -235,12 +236,16 @@ var subtests = []struct {
 	{"ToolErrorsAndPanics", toolErrors},
 	{"Sessions", sessions},
 	{"Handles/DetachedBatchOutlivesItsRequest", detachedBatch},
+	{"Lists/Pages", listPages},
+	{"Lists/PagesOfOneRevision", pagesOfOneRevision},
+	{"Lists/Search", searchTools},
 }
 
 // env is one subtest's engine, tools and surface.
 type env struct {
 	s     Surface
 	e     *engine.Engine
+	reg   *tools.Registry
 	tools *toolState
 	lacks Lacks
 }
@@ -272,7 +277,7 @@ func start(t *testing.T, newSurface func(t *testing.T, cfg Config) Surface) *env
 		e.Close()
 	})
 	s := newSurface(t, Config{Engine: e, Registry: reg, Callers: []Caller{alice, bob}})
-	return &env{s: s, e: e, tools: st, lacks: s.Lacks()}
+	return &env{s: s, e: e, reg: reg, tools: st, lacks: s.Lacks()}
 }
 
 // skipIf skips the subtest when the surface lacks what it needs, naming

@@ -99,6 +99,8 @@ func (s *inProcess) Code(err error) surfacetest.Code {
 		return surfacetest.Unavailable
 	case engine.Internal:
 		return surfacetest.Internal
+	case engine.Aborted:
+		return surfacetest.Aborted
 	}
 	return surfacetest.Unknown
 }

@@ -1,6 +1,7 @@
 // The typed toolwire client over @grpc/grpc-js: the Go client's surface
-// (ListTools, ExecuteBatch as a stream of events, Collect into batch order,
-// CallTool for one call, WatchTools, bearer tokens and TLS) for Node.js.
+// (ListTools a page at a time, SearchTools, ExecuteBatch as a stream of
+// events, Collect into batch order, CallTool for one call, WatchTools,
+// bearer tokens and TLS) for Node.js.
 
 import * as grpc from "@grpc/grpc-js";
 import {
@@ -14,6 +15,8 @@ import {
   ExecuteBatchResponse,
   ListToolsRequest,
   ListToolsResponse,
+  SearchToolsRequest,
+  SearchToolsResponse,
   Tool,
   ToolCall,
   ToolServiceClient,
@@ -117,14 +120,67 @@ export class ToolwireClient {
     this.raw.close();
   }
 
-  /** The registered tools and the registry's revision. */
-  listTools(opts: CallOptions = {}): Promise<ListToolsResponse> {
+  /** Every tool the caller may call, sorted by name, and the registry's
+   * revision, in one response however large the catalog: it asks for them
+   * a page at a time (pageSize tools; when unset or 0 or less, 1000, the
+   * most a server's page holds) and puts the pages together. When the
+   * tools change between its pages (the server answers ABORTED) it starts
+   * over, up to three times, so that every tool belongs to the one revision
+   * it returns. A server that predates paging answers the first request
+   * with every tool. timeoutMs (default 30 s) bounds each page. */
+  async listTools(opts: CallOptions & { pageSize?: number } = {}): Promise<ListToolsResponse> {
+    for (let restart = 0; ; restart++) {
+      try {
+        return await this.listPages(opts);
+      } catch (err) {
+        if (!(err instanceof ToolwireError) || err.code !== grpc.status.ABORTED || restart >= LIST_RESTARTS) throw err;
+      }
+    }
+  }
+
+  /** Every tool, a page at a time, from the first page. */
+  private async listPages(opts: CallOptions & { pageSize?: number }): Promise<ListToolsResponse> {
+    const all = ListToolsResponse.fromPartial({});
+    for (let page = 1; ; page++) {
+      const req = ListToolsRequest.fromPartial({ pageSize: opts.pageSize && opts.pageSize > 0 ? opts.pageSize : DEFAULT_PAGE_SIZE, pageToken: all.nextPageToken });
+      const resp = await this.unary<ListToolsRequest, ListToolsResponse>((req, md, o, cb) => this.raw.listTools(req, md, o, cb), req, opts);
+      if (page === 1) all.revision = resp.revision;
+      else if (resp.revision !== all.revision) {
+        throw new ToolwireError(grpc.status.ABORTED, `the tools changed between pages (revision ${all.revision}, then ${resp.revision})`);
+      }
+      // Each page must go on from the last: a server whose pages do not
+      // would keep this loop going forever.
+      const last = all.tools[all.tools.length - 1];
+      if ((resp.tools.length > 0 && last && resp.tools[0].name <= last.name) || (resp.tools.length === 0 && resp.nextPageToken)) {
+        throw new ToolwireError(grpc.status.INTERNAL, `page ${page} of ListTools does not go on after ${JSON.stringify(last?.name ?? "")}: the server's pages do not advance`);
+      }
+      all.tools.push(...resp.tools);
+      all.nextPageToken = resp.nextPageToken;
+      if (!all.nextPageToken) return all;
+    }
+  }
+
+  /** The tools the caller may call that match query, best first, at most
+   * maxResults of them (default 10, at most 100), and how many match in
+   * all (totalMatches): for a runtime that hands its model only the tools
+   * a step needs. A query matches a tool when each of its words, and
+   * "quoted phrases", occurs in the tool's name, title, description or
+   * source, ignoring case. An empty query rejects with INVALID_ARGUMENT.
+   * timeoutMs defaults to 30 s. */
+  searchTools(query: string, opts: CallOptions & { maxResults?: number } = {}): Promise<SearchToolsResponse> {
+    const req = SearchToolsRequest.fromPartial({ query, maxResults: opts.maxResults ?? 0 });
+    return this.unary<SearchToolsRequest, SearchToolsResponse>((req, md, o, cb) => this.raw.searchTools(req, md, o, cb), req, opts);
+  }
+
+  /** One unary RPC with opts' deadline (30 s by default) and signal. */
+  private unary<Req, Res>(
+    start: (req: Req, md: grpc.Metadata, o: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: Res) => void) => grpc.ClientUnaryCall,
+    req: Req,
+    opts: CallOptions,
+  ): Promise<Res> {
     return new Promise((resolve, reject) => {
-      const call = this.raw.listTools(
-        ListToolsRequest.fromPartial({}),
-        new grpc.Metadata(),
-        { deadline: Date.now() + (opts.timeoutMs ?? 30_000) },
-        (err, res) => (err ? reject(ToolwireError.from(err)) : resolve(res)),
+      const call = start(req, new grpc.Metadata(), { deadline: Date.now() + (opts.timeoutMs ?? 30_000) }, (err, res) =>
+        err ? reject(ToolwireError.from(err)) : resolve(res),
       );
       const stop = onAbort(opts.signal, () => call.cancel());
       call.on("status", stop);
@@ -422,8 +478,13 @@ function credentials(opts: ClientOptions): grpc.ChannelCredentials {
 /** The channel options with an interceptor that adds the bearer token: grpc-js
  * sends call credentials over TLS only, and toolwire's insecureToken is an
  * explicit choice to send it over plaintext too. */
-function channelOptions(opts: ClientOptions): grpc.ClientOptions | undefined {
-  if (!opts.token) return opts.channelOptions;
+function channelOptions(opts: ClientOptions): grpc.ClientOptions {
+  // A listing's page stays within the server's max_message_bytes (4 MiB by
+  // default, grpc-js's own limit), but one holding a very large
+  // declaration, or an old server's whole listing, may be as large as a
+  // server sends in one (its max_list_bytes, 64 MiB by default).
+  const base = { "grpc.max_receive_message_length": LIST_RECEIVE_BYTES, ...opts.channelOptions };
+  if (!opts.token) return base;
   const header = `Bearer ${opts.token}`;
   const withToken: grpc.Interceptor = (options, next) =>
     new grpc.InterceptingCall(next(options), {
@@ -432,12 +493,22 @@ function channelOptions(opts: ClientOptions): grpc.ClientOptions | undefined {
         start(metadata, listener);
       },
     });
-  return { ...opts.channelOptions, interceptors: [...(opts.channelOptions?.interceptors ?? []), withToken] };
+  return { ...base, interceptors: [...(opts.channelOptions?.interceptors ?? []), withToken] };
 }
 
 function callOptions(opts: CallOptions): grpc.CallOptions {
   return opts.timeoutMs === undefined ? {} : { deadline: Date.now() + opts.timeoutMs };
 }
+
+/** The tools listTools asks for per page unless told otherwise: the most a
+ * server's page holds. */
+const DEFAULT_PAGE_SIZE = 1000;
+/** How many times listTools starts over when the tools change between its
+ * pages. */
+const LIST_RESTARTS = 3;
+/** The largest message the client receives unless channelOptions says
+ * otherwise ("grpc.max_receive_message_length"). */
+const LIST_RECEIVE_BYTES = 64 << 20;
 
 /** The status codes of a stream that dropped rather than failed. */
 const DROPPED = new Set<grpc.status>([grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.ABORTED]);

@@ -34,6 +34,8 @@ export interface OwnServer {
   addr: string;
   /** Stops the server and waits until it has exited. */
   stop(): Promise<void>;
+  /** Sends the server SIGHUP: it reads its --config file again. */
+  hangUp(): void;
 }
 
 /** Starts `toolwire serve --diag` on a free port, accepting TOKEN when
@@ -64,7 +66,7 @@ export async function startServer(opts: { withToken?: boolean; args?: string[] }
     await stop();
     throw err;
   });
-  return { addr, stop };
+  return { addr, stop, hangUp: () => proc.kill("SIGHUP") };
 }
 
 /** Checks that err is the ToolwireError that ends a run: its status code and

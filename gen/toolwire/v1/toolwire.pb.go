@@ -423,9 +423,24 @@ func (x *ToolAnnotations) GetOpenWorld() bool {
 	return false
 }
 
-// ListToolsRequest asks for the tool declarations.
+// ListToolsRequest asks for the tool declarations, all at once or a page at
+// a time.
 type ListToolsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most tools one response may hold. 0 (unset) asks for every tool (or
+	// every one after page_token's) in one response, as clients that predate
+	// paging do; it fails with
+	// RESOURCE_EXHAUSTED when they take more than the server sends in one
+	// response (64 MiB, or max_message_bytes when that is larger). Above 1000
+	// is taken as 1000; negative is INVALID_ARGUMENT. A page may hold fewer
+	// tools: each page also stays within the server's max_message_bytes,
+	// though it always holds at least one tool.
+	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous response, for the page after it;
+	// empty for the first page. A token of another revision than the
+	// registry's current one is ABORTED (list again from the first page); one
+	// this server did not give is INVALID_ARGUMENT.
+	PageToken     string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -460,14 +475,32 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{2}
 }
 
-// ListToolsResponse carries the declarations.
+func (x *ListToolsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListToolsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListToolsResponse carries the declarations, or one page of them.
 type ListToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tools the caller may call, sorted by name.
+	// The tools the caller may call, sorted by name: all of them, or this
+	// page's.
 	Tools []*Tool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Identifies this set of tools; it changes whenever the set changes, so
-	// clients can cache declarations.
-	Revision      string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// clients can cache declarations. Every page of one listing has the same.
+	Revision string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Pass as page_token for the next page; empty on the last page (and when
+	// the request set no page_size).
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -516,6 +549,140 @@ func (x *ListToolsResponse) GetRevision() string {
 	return ""
 }
 
+func (x *ListToolsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// SearchToolsRequest asks for the tools that match a query.
+type SearchToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to look for: words, and phrases in double quotes, each of which must
+	// occur, ignoring case, in a tool's name, title, description or source
+	// ("builtin", "http", "mcp", "remote", and the source's name in the
+	// configuration, such as "openapi:github"). At most 1024 bytes and 32
+	// terms; empty (or only spaces) is INVALID_ARGUMENT.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// The most tools to return; 0 (unset) means 10, above 100 is taken as 100,
+	// negative is INVALID_ARGUMENT. Fewer come back when the response would
+	// pass the server's max_message_bytes.
+	MaxResults    int32 `protobuf:"varint,2,opt,name=max_results,json=maxResults,proto3" json:"max_results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsRequest) Reset() {
+	*x = SearchToolsRequest{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsRequest) ProtoMessage() {}
+
+func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
+func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SearchToolsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetMaxResults() int32 {
+	if x != nil {
+		return x.MaxResults
+	}
+	return 0
+}
+
+// SearchToolsResponse carries the best matches of a query.
+type SearchToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The matching tools the caller may call, best first, with declarations as
+	// ListTools gives them.
+	Tools []*Tool `protobuf:"bytes,1,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The registry revision the tools belong to.
+	Revision string `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// How many of the caller's tools match in all; more than tools holds when
+	// max_results (or the response's size) cut the list.
+	TotalMatches  int32 `protobuf:"varint,3,opt,name=total_matches,json=totalMatches,proto3" json:"total_matches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsResponse) Reset() {
+	*x = SearchToolsResponse{}
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsResponse) ProtoMessage() {}
+
+func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
+func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SearchToolsResponse) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *SearchToolsResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SearchToolsResponse) GetTotalMatches() int32 {
+	if x != nil {
+		return x.TotalMatches
+	}
+	return 0
+}
+
 // WatchToolsRequest subscribes to registry changes.
 type WatchToolsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -525,7 +692,7 @@ type WatchToolsRequest struct {
 
 func (x *WatchToolsRequest) Reset() {
 	*x = WatchToolsRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[4]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +704,7 @@ func (x *WatchToolsRequest) String() string {
 func (*WatchToolsRequest) ProtoMessage() {}
 
 func (x *WatchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[4]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +717,7 @@ func (x *WatchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolsRequest.ProtoReflect.Descriptor instead.
 func (*WatchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{4}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{6}
 }
 
 // WatchToolsResponse announces a registry revision.
@@ -564,7 +731,7 @@ type WatchToolsResponse struct {
 
 func (x *WatchToolsResponse) Reset() {
 	*x = WatchToolsResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[5]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +743,7 @@ func (x *WatchToolsResponse) String() string {
 func (*WatchToolsResponse) ProtoMessage() {}
 
 func (x *WatchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[5]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +756,7 @@ func (x *WatchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolsResponse.ProtoReflect.Descriptor instead.
 func (*WatchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{5}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchToolsResponse) GetRevision() string {
@@ -622,7 +789,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[6]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +801,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[6]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +814,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{6}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolCall) GetCallId() string {
@@ -710,7 +877,7 @@ type BatchOptions struct {
 
 func (x *BatchOptions) Reset() {
 	*x = BatchOptions{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[7]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +889,7 @@ func (x *BatchOptions) String() string {
 func (*BatchOptions) ProtoMessage() {}
 
 func (x *BatchOptions) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[7]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +902,7 @@ func (x *BatchOptions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchOptions.ProtoReflect.Descriptor instead.
 func (*BatchOptions) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{7}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *BatchOptions) GetSequential() bool {
@@ -789,7 +956,7 @@ type ExecuteBatchRequest struct {
 
 func (x *ExecuteBatchRequest) Reset() {
 	*x = ExecuteBatchRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[8]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +968,7 @@ func (x *ExecuteBatchRequest) String() string {
 func (*ExecuteBatchRequest) ProtoMessage() {}
 
 func (x *ExecuteBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[8]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +981,7 @@ func (x *ExecuteBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchRequest.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{8}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ExecuteBatchRequest) GetCalls() []*ToolCall {
@@ -853,7 +1020,7 @@ type CallToolRequest struct {
 
 func (x *CallToolRequest) Reset() {
 	*x = CallToolRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1032,7 @@ func (x *CallToolRequest) String() string {
 func (*CallToolRequest) ProtoMessage() {}
 
 func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[9]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1045,7 @@ func (x *CallToolRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolRequest.ProtoReflect.Descriptor instead.
 func (*CallToolRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{9}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CallToolRequest) GetCall() *ToolCall {
@@ -906,7 +1073,7 @@ type CallToolResponse struct {
 
 func (x *CallToolResponse) Reset() {
 	*x = CallToolResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1085,7 @@ func (x *CallToolResponse) String() string {
 func (*CallToolResponse) ProtoMessage() {}
 
 func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[10]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1098,7 @@ func (x *CallToolResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallToolResponse.ProtoReflect.Descriptor instead.
 func (*CallToolResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{10}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CallToolResponse) GetResult() *CallResult {
@@ -964,7 +1131,7 @@ type ExecuteBatchResponse struct {
 
 func (x *ExecuteBatchResponse) Reset() {
 	*x = ExecuteBatchResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1143,7 @@ func (x *ExecuteBatchResponse) String() string {
 func (*ExecuteBatchResponse) ProtoMessage() {}
 
 func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[11]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1156,7 @@ func (x *ExecuteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecuteBatchResponse.ProtoReflect.Descriptor instead.
 func (*ExecuteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{11}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExecuteBatchResponse) GetEvent() isExecuteBatchResponse_Event {
@@ -1127,7 +1294,7 @@ type CallAwaitingApproval struct {
 
 func (x *CallAwaitingApproval) Reset() {
 	*x = CallAwaitingApproval{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1306,7 @@ func (x *CallAwaitingApproval) String() string {
 func (*CallAwaitingApproval) ProtoMessage() {}
 
 func (x *CallAwaitingApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[12]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1319,7 @@ func (x *CallAwaitingApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallAwaitingApproval.ProtoReflect.Descriptor instead.
 func (*CallAwaitingApproval) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{12}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CallAwaitingApproval) GetCallId() string {
@@ -1203,7 +1370,7 @@ type AttachBatchRequest struct {
 
 func (x *AttachBatchRequest) Reset() {
 	*x = AttachBatchRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1382,7 @@ func (x *AttachBatchRequest) String() string {
 func (*AttachBatchRequest) ProtoMessage() {}
 
 func (x *AttachBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[13]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1395,7 @@ func (x *AttachBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachBatchRequest.ProtoReflect.Descriptor instead.
 func (*AttachBatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{13}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AttachBatchRequest) GetBatchId() string {
@@ -1256,7 +1423,7 @@ type GetBatchRequest struct {
 
 func (x *GetBatchRequest) Reset() {
 	*x = GetBatchRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1435,7 @@ func (x *GetBatchRequest) String() string {
 func (*GetBatchRequest) ProtoMessage() {}
 
 func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[14]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1448,7 @@ func (x *GetBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBatchRequest.ProtoReflect.Descriptor instead.
 func (*GetBatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{14}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetBatchRequest) GetBatchId() string {
@@ -1310,7 +1477,7 @@ type GetBatchResponse struct {
 
 func (x *GetBatchResponse) Reset() {
 	*x = GetBatchResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1489,7 @@ func (x *GetBatchResponse) String() string {
 func (*GetBatchResponse) ProtoMessage() {}
 
 func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[15]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1502,7 @@ func (x *GetBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBatchResponse.ProtoReflect.Descriptor instead.
 func (*GetBatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{15}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetBatchResponse) GetBatchId() string {
@@ -1386,7 +1553,7 @@ type CancelBatchRequest struct {
 
 func (x *CancelBatchRequest) Reset() {
 	*x = CancelBatchRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1565,7 @@ func (x *CancelBatchRequest) String() string {
 func (*CancelBatchRequest) ProtoMessage() {}
 
 func (x *CancelBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[16]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1578,7 @@ func (x *CancelBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBatchRequest.ProtoReflect.Descriptor instead.
 func (*CancelBatchRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{16}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelBatchRequest) GetBatchId() string {
@@ -1438,7 +1605,7 @@ type CancelBatchResponse struct {
 
 func (x *CancelBatchResponse) Reset() {
 	*x = CancelBatchResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1617,7 @@ func (x *CancelBatchResponse) String() string {
 func (*CancelBatchResponse) ProtoMessage() {}
 
 func (x *CancelBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[17]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1630,7 @@ func (x *CancelBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelBatchResponse.ProtoReflect.Descriptor instead.
 func (*CancelBatchResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{17}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{19}
 }
 
 // ResolveApprovalRequest approves or denies a call held for approval.
@@ -1485,7 +1652,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1664,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[18]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1677,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{18}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResolveApprovalRequest) GetBatchId() string {
@@ -1557,7 +1724,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1736,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[19]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1749,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{19}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{21}
 }
 
 // BatchAccepted opens a batch's stream.
@@ -1601,7 +1768,7 @@ type BatchAccepted struct {
 
 func (x *BatchAccepted) Reset() {
 	*x = BatchAccepted{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1780,7 @@ func (x *BatchAccepted) String() string {
 func (*BatchAccepted) ProtoMessage() {}
 
 func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[20]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1793,7 @@ func (x *BatchAccepted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchAccepted.ProtoReflect.Descriptor instead.
 func (*BatchAccepted) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{20}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BatchAccepted) GetBatchId() string {
@@ -1666,7 +1833,7 @@ type Lane struct {
 
 func (x *Lane) Reset() {
 	*x = Lane{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[21]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1845,7 @@ func (x *Lane) String() string {
 func (*Lane) ProtoMessage() {}
 
 func (x *Lane) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[21]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1858,7 @@ func (x *Lane) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lane.ProtoReflect.Descriptor instead.
 func (*Lane) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{21}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lane) GetIndex() uint32 {
@@ -1732,7 +1899,7 @@ type CallStarted struct {
 
 func (x *CallStarted) Reset() {
 	*x = CallStarted{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[22]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1911,7 @@ func (x *CallStarted) String() string {
 func (*CallStarted) ProtoMessage() {}
 
 func (x *CallStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[22]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1924,7 @@ func (x *CallStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallStarted.ProtoReflect.Descriptor instead.
 func (*CallStarted) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{22}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CallStarted) GetCallId() string {
@@ -1802,7 +1969,7 @@ type CallProgress struct {
 
 func (x *CallProgress) Reset() {
 	*x = CallProgress{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[23]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1814,7 +1981,7 @@ func (x *CallProgress) String() string {
 func (*CallProgress) ProtoMessage() {}
 
 func (x *CallProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[23]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1827,7 +1994,7 @@ func (x *CallProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallProgress.ProtoReflect.Descriptor instead.
 func (*CallProgress) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{23}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CallProgress) GetCallId() string {
@@ -1907,7 +2074,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[24]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2086,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[24]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2099,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{24}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CallResult) GetCallId() string {
@@ -2035,7 +2202,7 @@ type Content struct {
 
 func (x *Content) Reset() {
 	*x = Content{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[25]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2047,7 +2214,7 @@ func (x *Content) String() string {
 func (*Content) ProtoMessage() {}
 
 func (x *Content) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[25]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2060,7 +2227,7 @@ func (x *Content) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Content.ProtoReflect.Descriptor instead.
 func (*Content) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{25}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Content) GetBlock() isContent_Block {
@@ -2117,7 +2284,7 @@ type TextContent struct {
 
 func (x *TextContent) Reset() {
 	*x = TextContent{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[26]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2296,7 @@ func (x *TextContent) String() string {
 func (*TextContent) ProtoMessage() {}
 
 func (x *TextContent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[26]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2309,7 @@ func (x *TextContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextContent.ProtoReflect.Descriptor instead.
 func (*TextContent) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{26}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TextContent) GetText() string {
@@ -2165,7 +2332,7 @@ type ImageContent struct {
 
 func (x *ImageContent) Reset() {
 	*x = ImageContent{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[27]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2344,7 @@ func (x *ImageContent) String() string {
 func (*ImageContent) ProtoMessage() {}
 
 func (x *ImageContent) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[27]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2357,7 @@ func (x *ImageContent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageContent.ProtoReflect.Descriptor instead.
 func (*ImageContent) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{27}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImageContent) GetData() []byte {
@@ -2230,7 +2397,7 @@ type BatchFinished struct {
 
 func (x *BatchFinished) Reset() {
 	*x = BatchFinished{}
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[28]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2409,7 @@ func (x *BatchFinished) String() string {
 func (*BatchFinished) ProtoMessage() {}
 
 func (x *BatchFinished) ProtoReflect() protoreflect.Message {
-	mi := &file_toolwire_v1_toolwire_proto_msgTypes[28]
+	mi := &file_toolwire_v1_toolwire_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2422,7 @@ func (x *BatchFinished) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchFinished.ProtoReflect.Descriptor instead.
 func (*BatchFinished) Descriptor() ([]byte, []int) {
-	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{28}
+	return file_toolwire_v1_toolwire_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BatchFinished) GetBatchId() string {
@@ -2328,11 +2495,23 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"idempotent\x18\x03 \x01(\bR\n" +
 	"idempotent\x12\x1d\n" +
 	"\n" +
-	"open_world\x18\x04 \x01(\bR\topenWorld\"\x12\n" +
-	"\x10ListToolsRequest\"X\n" +
+	"open_world\x18\x04 \x01(\bR\topenWorld\"N\n" +
+	"\x10ListToolsRequest\x12\x1b\n" +
+	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x02 \x01(\tR\tpageToken\"\x80\x01\n" +
 	"\x11ListToolsResponse\x12'\n" +
 	"\x05tools\x18\x01 \x03(\v2\x11.toolwire.v1.ToolR\x05tools\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\tR\brevision\"\x13\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"K\n" +
+	"\x12SearchToolsRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1f\n" +
+	"\vmax_results\x18\x02 \x01(\x05R\n" +
+	"maxResults\"\x7f\n" +
+	"\x13SearchToolsResponse\x12'\n" +
+	"\x05tools\x18\x01 \x03(\v2\x11.toolwire.v1.ToolR\x05tools\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\tR\brevision\x12#\n" +
+	"\rtotal_matches\x18\x03 \x01(\x05R\ftotalMatches\"\x13\n" +
 	"\x11WatchToolsRequest\"0\n" +
 	"\x12WatchToolsResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\"\xb3\x01\n" +
@@ -2478,9 +2657,10 @@ const file_toolwire_v1_toolwire_proto_rawDesc = "" +
 	"\x13ERROR_KIND_INTERNAL\x10\b\x12#\n" +
 	"\x1fERROR_KIND_IDEMPOTENCY_CONFLICT\x10\t\x12\x15\n" +
 	"\x11ERROR_KIND_DENIED\x10\n" +
-	"2\x98\x05\n" +
+	"2\xea\x05\n" +
 	"\vToolService\x12J\n" +
-	"\tListTools\x12\x1d.toolwire.v1.ListToolsRequest\x1a\x1e.toolwire.v1.ListToolsResponse\x12U\n" +
+	"\tListTools\x12\x1d.toolwire.v1.ListToolsRequest\x1a\x1e.toolwire.v1.ListToolsResponse\x12P\n" +
+	"\vSearchTools\x12\x1f.toolwire.v1.SearchToolsRequest\x1a .toolwire.v1.SearchToolsResponse\x12U\n" +
 	"\fExecuteBatch\x12 .toolwire.v1.ExecuteBatchRequest\x1a!.toolwire.v1.ExecuteBatchResponse0\x01\x12G\n" +
 	"\bCallTool\x12\x1c.toolwire.v1.CallToolRequest\x1a\x1d.toolwire.v1.CallToolResponse\x12O\n" +
 	"\n" +
@@ -2503,7 +2683,7 @@ func file_toolwire_v1_toolwire_proto_rawDescGZIP() []byte {
 }
 
 var file_toolwire_v1_toolwire_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_toolwire_v1_toolwire_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_toolwire_v1_toolwire_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_toolwire_v1_toolwire_proto_goTypes = []any{
 	(ToolSource)(0),                 // 0: toolwire.v1.ToolSource
 	(BatchState)(0),                 // 1: toolwire.v1.BatchState
@@ -2512,81 +2692,86 @@ var file_toolwire_v1_toolwire_proto_goTypes = []any{
 	(*ToolAnnotations)(nil),         // 4: toolwire.v1.ToolAnnotations
 	(*ListToolsRequest)(nil),        // 5: toolwire.v1.ListToolsRequest
 	(*ListToolsResponse)(nil),       // 6: toolwire.v1.ListToolsResponse
-	(*WatchToolsRequest)(nil),       // 7: toolwire.v1.WatchToolsRequest
-	(*WatchToolsResponse)(nil),      // 8: toolwire.v1.WatchToolsResponse
-	(*ToolCall)(nil),                // 9: toolwire.v1.ToolCall
-	(*BatchOptions)(nil),            // 10: toolwire.v1.BatchOptions
-	(*ExecuteBatchRequest)(nil),     // 11: toolwire.v1.ExecuteBatchRequest
-	(*CallToolRequest)(nil),         // 12: toolwire.v1.CallToolRequest
-	(*CallToolResponse)(nil),        // 13: toolwire.v1.CallToolResponse
-	(*ExecuteBatchResponse)(nil),    // 14: toolwire.v1.ExecuteBatchResponse
-	(*CallAwaitingApproval)(nil),    // 15: toolwire.v1.CallAwaitingApproval
-	(*AttachBatchRequest)(nil),      // 16: toolwire.v1.AttachBatchRequest
-	(*GetBatchRequest)(nil),         // 17: toolwire.v1.GetBatchRequest
-	(*GetBatchResponse)(nil),        // 18: toolwire.v1.GetBatchResponse
-	(*CancelBatchRequest)(nil),      // 19: toolwire.v1.CancelBatchRequest
-	(*CancelBatchResponse)(nil),     // 20: toolwire.v1.CancelBatchResponse
-	(*ResolveApprovalRequest)(nil),  // 21: toolwire.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil), // 22: toolwire.v1.ResolveApprovalResponse
-	(*BatchAccepted)(nil),           // 23: toolwire.v1.BatchAccepted
-	(*Lane)(nil),                    // 24: toolwire.v1.Lane
-	(*CallStarted)(nil),             // 25: toolwire.v1.CallStarted
-	(*CallProgress)(nil),            // 26: toolwire.v1.CallProgress
-	(*CallResult)(nil),              // 27: toolwire.v1.CallResult
-	(*Content)(nil),                 // 28: toolwire.v1.Content
-	(*TextContent)(nil),             // 29: toolwire.v1.TextContent
-	(*ImageContent)(nil),            // 30: toolwire.v1.ImageContent
-	(*BatchFinished)(nil),           // 31: toolwire.v1.BatchFinished
-	(*durationpb.Duration)(nil),     // 32: google.protobuf.Duration
+	(*SearchToolsRequest)(nil),      // 7: toolwire.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),     // 8: toolwire.v1.SearchToolsResponse
+	(*WatchToolsRequest)(nil),       // 9: toolwire.v1.WatchToolsRequest
+	(*WatchToolsResponse)(nil),      // 10: toolwire.v1.WatchToolsResponse
+	(*ToolCall)(nil),                // 11: toolwire.v1.ToolCall
+	(*BatchOptions)(nil),            // 12: toolwire.v1.BatchOptions
+	(*ExecuteBatchRequest)(nil),     // 13: toolwire.v1.ExecuteBatchRequest
+	(*CallToolRequest)(nil),         // 14: toolwire.v1.CallToolRequest
+	(*CallToolResponse)(nil),        // 15: toolwire.v1.CallToolResponse
+	(*ExecuteBatchResponse)(nil),    // 16: toolwire.v1.ExecuteBatchResponse
+	(*CallAwaitingApproval)(nil),    // 17: toolwire.v1.CallAwaitingApproval
+	(*AttachBatchRequest)(nil),      // 18: toolwire.v1.AttachBatchRequest
+	(*GetBatchRequest)(nil),         // 19: toolwire.v1.GetBatchRequest
+	(*GetBatchResponse)(nil),        // 20: toolwire.v1.GetBatchResponse
+	(*CancelBatchRequest)(nil),      // 21: toolwire.v1.CancelBatchRequest
+	(*CancelBatchResponse)(nil),     // 22: toolwire.v1.CancelBatchResponse
+	(*ResolveApprovalRequest)(nil),  // 23: toolwire.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil), // 24: toolwire.v1.ResolveApprovalResponse
+	(*BatchAccepted)(nil),           // 25: toolwire.v1.BatchAccepted
+	(*Lane)(nil),                    // 26: toolwire.v1.Lane
+	(*CallStarted)(nil),             // 27: toolwire.v1.CallStarted
+	(*CallProgress)(nil),            // 28: toolwire.v1.CallProgress
+	(*CallResult)(nil),              // 29: toolwire.v1.CallResult
+	(*Content)(nil),                 // 30: toolwire.v1.Content
+	(*TextContent)(nil),             // 31: toolwire.v1.TextContent
+	(*ImageContent)(nil),            // 32: toolwire.v1.ImageContent
+	(*BatchFinished)(nil),           // 33: toolwire.v1.BatchFinished
+	(*durationpb.Duration)(nil),     // 34: google.protobuf.Duration
 }
 var file_toolwire_v1_toolwire_proto_depIdxs = []int32{
 	4,  // 0: toolwire.v1.Tool.annotations:type_name -> toolwire.v1.ToolAnnotations
-	32, // 1: toolwire.v1.Tool.timeout:type_name -> google.protobuf.Duration
+	34, // 1: toolwire.v1.Tool.timeout:type_name -> google.protobuf.Duration
 	0,  // 2: toolwire.v1.Tool.source:type_name -> toolwire.v1.ToolSource
 	3,  // 3: toolwire.v1.ListToolsResponse.tools:type_name -> toolwire.v1.Tool
-	32, // 4: toolwire.v1.ToolCall.timeout:type_name -> google.protobuf.Duration
-	32, // 5: toolwire.v1.BatchOptions.timeout:type_name -> google.protobuf.Duration
-	9,  // 6: toolwire.v1.ExecuteBatchRequest.calls:type_name -> toolwire.v1.ToolCall
-	10, // 7: toolwire.v1.ExecuteBatchRequest.options:type_name -> toolwire.v1.BatchOptions
-	9,  // 8: toolwire.v1.CallToolRequest.call:type_name -> toolwire.v1.ToolCall
-	27, // 9: toolwire.v1.CallToolResponse.result:type_name -> toolwire.v1.CallResult
-	23, // 10: toolwire.v1.ExecuteBatchResponse.accepted:type_name -> toolwire.v1.BatchAccepted
-	25, // 11: toolwire.v1.ExecuteBatchResponse.started:type_name -> toolwire.v1.CallStarted
-	26, // 12: toolwire.v1.ExecuteBatchResponse.progress:type_name -> toolwire.v1.CallProgress
-	27, // 13: toolwire.v1.ExecuteBatchResponse.result:type_name -> toolwire.v1.CallResult
-	31, // 14: toolwire.v1.ExecuteBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
-	15, // 15: toolwire.v1.ExecuteBatchResponse.awaiting_approval:type_name -> toolwire.v1.CallAwaitingApproval
-	1,  // 16: toolwire.v1.GetBatchResponse.state:type_name -> toolwire.v1.BatchState
-	27, // 17: toolwire.v1.GetBatchResponse.results:type_name -> toolwire.v1.CallResult
-	31, // 18: toolwire.v1.GetBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
-	24, // 19: toolwire.v1.BatchAccepted.lanes:type_name -> toolwire.v1.Lane
-	28, // 20: toolwire.v1.CallResult.content:type_name -> toolwire.v1.Content
-	2,  // 21: toolwire.v1.CallResult.error_kind:type_name -> toolwire.v1.ErrorKind
-	32, // 22: toolwire.v1.CallResult.duration:type_name -> google.protobuf.Duration
-	29, // 23: toolwire.v1.Content.text:type_name -> toolwire.v1.TextContent
-	30, // 24: toolwire.v1.Content.image:type_name -> toolwire.v1.ImageContent
-	32, // 25: toolwire.v1.BatchFinished.duration:type_name -> google.protobuf.Duration
-	5,  // 26: toolwire.v1.ToolService.ListTools:input_type -> toolwire.v1.ListToolsRequest
-	11, // 27: toolwire.v1.ToolService.ExecuteBatch:input_type -> toolwire.v1.ExecuteBatchRequest
-	12, // 28: toolwire.v1.ToolService.CallTool:input_type -> toolwire.v1.CallToolRequest
-	7,  // 29: toolwire.v1.ToolService.WatchTools:input_type -> toolwire.v1.WatchToolsRequest
-	16, // 30: toolwire.v1.ToolService.AttachBatch:input_type -> toolwire.v1.AttachBatchRequest
-	17, // 31: toolwire.v1.ToolService.GetBatch:input_type -> toolwire.v1.GetBatchRequest
-	19, // 32: toolwire.v1.ToolService.CancelBatch:input_type -> toolwire.v1.CancelBatchRequest
-	21, // 33: toolwire.v1.ToolService.ResolveApproval:input_type -> toolwire.v1.ResolveApprovalRequest
-	6,  // 34: toolwire.v1.ToolService.ListTools:output_type -> toolwire.v1.ListToolsResponse
-	14, // 35: toolwire.v1.ToolService.ExecuteBatch:output_type -> toolwire.v1.ExecuteBatchResponse
-	13, // 36: toolwire.v1.ToolService.CallTool:output_type -> toolwire.v1.CallToolResponse
-	8,  // 37: toolwire.v1.ToolService.WatchTools:output_type -> toolwire.v1.WatchToolsResponse
-	14, // 38: toolwire.v1.ToolService.AttachBatch:output_type -> toolwire.v1.ExecuteBatchResponse
-	18, // 39: toolwire.v1.ToolService.GetBatch:output_type -> toolwire.v1.GetBatchResponse
-	20, // 40: toolwire.v1.ToolService.CancelBatch:output_type -> toolwire.v1.CancelBatchResponse
-	22, // 41: toolwire.v1.ToolService.ResolveApproval:output_type -> toolwire.v1.ResolveApprovalResponse
-	34, // [34:42] is the sub-list for method output_type
-	26, // [26:34] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	3,  // 4: toolwire.v1.SearchToolsResponse.tools:type_name -> toolwire.v1.Tool
+	34, // 5: toolwire.v1.ToolCall.timeout:type_name -> google.protobuf.Duration
+	34, // 6: toolwire.v1.BatchOptions.timeout:type_name -> google.protobuf.Duration
+	11, // 7: toolwire.v1.ExecuteBatchRequest.calls:type_name -> toolwire.v1.ToolCall
+	12, // 8: toolwire.v1.ExecuteBatchRequest.options:type_name -> toolwire.v1.BatchOptions
+	11, // 9: toolwire.v1.CallToolRequest.call:type_name -> toolwire.v1.ToolCall
+	29, // 10: toolwire.v1.CallToolResponse.result:type_name -> toolwire.v1.CallResult
+	25, // 11: toolwire.v1.ExecuteBatchResponse.accepted:type_name -> toolwire.v1.BatchAccepted
+	27, // 12: toolwire.v1.ExecuteBatchResponse.started:type_name -> toolwire.v1.CallStarted
+	28, // 13: toolwire.v1.ExecuteBatchResponse.progress:type_name -> toolwire.v1.CallProgress
+	29, // 14: toolwire.v1.ExecuteBatchResponse.result:type_name -> toolwire.v1.CallResult
+	33, // 15: toolwire.v1.ExecuteBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
+	17, // 16: toolwire.v1.ExecuteBatchResponse.awaiting_approval:type_name -> toolwire.v1.CallAwaitingApproval
+	1,  // 17: toolwire.v1.GetBatchResponse.state:type_name -> toolwire.v1.BatchState
+	29, // 18: toolwire.v1.GetBatchResponse.results:type_name -> toolwire.v1.CallResult
+	33, // 19: toolwire.v1.GetBatchResponse.finished:type_name -> toolwire.v1.BatchFinished
+	26, // 20: toolwire.v1.BatchAccepted.lanes:type_name -> toolwire.v1.Lane
+	30, // 21: toolwire.v1.CallResult.content:type_name -> toolwire.v1.Content
+	2,  // 22: toolwire.v1.CallResult.error_kind:type_name -> toolwire.v1.ErrorKind
+	34, // 23: toolwire.v1.CallResult.duration:type_name -> google.protobuf.Duration
+	31, // 24: toolwire.v1.Content.text:type_name -> toolwire.v1.TextContent
+	32, // 25: toolwire.v1.Content.image:type_name -> toolwire.v1.ImageContent
+	34, // 26: toolwire.v1.BatchFinished.duration:type_name -> google.protobuf.Duration
+	5,  // 27: toolwire.v1.ToolService.ListTools:input_type -> toolwire.v1.ListToolsRequest
+	7,  // 28: toolwire.v1.ToolService.SearchTools:input_type -> toolwire.v1.SearchToolsRequest
+	13, // 29: toolwire.v1.ToolService.ExecuteBatch:input_type -> toolwire.v1.ExecuteBatchRequest
+	14, // 30: toolwire.v1.ToolService.CallTool:input_type -> toolwire.v1.CallToolRequest
+	9,  // 31: toolwire.v1.ToolService.WatchTools:input_type -> toolwire.v1.WatchToolsRequest
+	18, // 32: toolwire.v1.ToolService.AttachBatch:input_type -> toolwire.v1.AttachBatchRequest
+	19, // 33: toolwire.v1.ToolService.GetBatch:input_type -> toolwire.v1.GetBatchRequest
+	21, // 34: toolwire.v1.ToolService.CancelBatch:input_type -> toolwire.v1.CancelBatchRequest
+	23, // 35: toolwire.v1.ToolService.ResolveApproval:input_type -> toolwire.v1.ResolveApprovalRequest
+	6,  // 36: toolwire.v1.ToolService.ListTools:output_type -> toolwire.v1.ListToolsResponse
+	8,  // 37: toolwire.v1.ToolService.SearchTools:output_type -> toolwire.v1.SearchToolsResponse
+	16, // 38: toolwire.v1.ToolService.ExecuteBatch:output_type -> toolwire.v1.ExecuteBatchResponse
+	15, // 39: toolwire.v1.ToolService.CallTool:output_type -> toolwire.v1.CallToolResponse
+	10, // 40: toolwire.v1.ToolService.WatchTools:output_type -> toolwire.v1.WatchToolsResponse
+	16, // 41: toolwire.v1.ToolService.AttachBatch:output_type -> toolwire.v1.ExecuteBatchResponse
+	20, // 42: toolwire.v1.ToolService.GetBatch:output_type -> toolwire.v1.GetBatchResponse
+	22, // 43: toolwire.v1.ToolService.CancelBatch:output_type -> toolwire.v1.CancelBatchResponse
+	24, // 44: toolwire.v1.ToolService.ResolveApproval:output_type -> toolwire.v1.ResolveApprovalResponse
+	36, // [36:45] is the sub-list for method output_type
+	27, // [27:36] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_toolwire_v1_toolwire_proto_init() }
@@ -2594,7 +2779,7 @@ func file_toolwire_v1_toolwire_proto_init() {
 	if File_toolwire_v1_toolwire_proto != nil {
 		return
 	}
-	file_toolwire_v1_toolwire_proto_msgTypes[11].OneofWrappers = []any{
+	file_toolwire_v1_toolwire_proto_msgTypes[13].OneofWrappers = []any{
 		(*ExecuteBatchResponse_Accepted)(nil),
 		(*ExecuteBatchResponse_Started)(nil),
 		(*ExecuteBatchResponse_Progress)(nil),
@@ -2602,8 +2787,8 @@ func file_toolwire_v1_toolwire_proto_init() {
 		(*ExecuteBatchResponse_Finished)(nil),
 		(*ExecuteBatchResponse_AwaitingApproval)(nil),
 	}
-	file_toolwire_v1_toolwire_proto_msgTypes[23].OneofWrappers = []any{}
-	file_toolwire_v1_toolwire_proto_msgTypes[25].OneofWrappers = []any{
+	file_toolwire_v1_toolwire_proto_msgTypes[25].OneofWrappers = []any{}
+	file_toolwire_v1_toolwire_proto_msgTypes[27].OneofWrappers = []any{
 		(*Content_Text)(nil),
 		(*Content_Image)(nil),
 	}
@@ -2613,7 +2798,7 @@ func file_toolwire_v1_toolwire_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolwire_v1_toolwire_proto_rawDesc), len(file_toolwire_v1_toolwire_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ToolService_ListTools_FullMethodName       = "/toolwire.v1.ToolService/ListTools"
+	ToolService_SearchTools_FullMethodName     = "/toolwire.v1.ToolService/SearchTools"
 	ToolService_ExecuteBatch_FullMethodName    = "/toolwire.v1.ToolService/ExecuteBatch"
 	ToolService_CallTool_FullMethodName        = "/toolwire.v1.ToolService/CallTool"
 	ToolService_WatchTools_FullMethodName      = "/toolwire.v1.ToolService/WatchTools"
@@ -44,8 +45,20 @@ const (
 // streaming their events, or one at a time.
 type ToolServiceClient interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
-	// by name, with the registry revision they belong to.
+	// by name, with the registry revision they belong to: all of them in one
+	// response when the request sets no page_size, else a page at a time
+	// (page_size, page_token, next_page_token). A page_token of another
+	// revision is ABORTED: the tools changed between pages, so the listing
+	// starts again from the first page. Every page of one listing belongs to
+	// the revision of its first.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
+	// SearchTools returns the tools the caller may call that match a query,
+	// best first, at most max_results of them: for a runtime that hands its
+	// model only the few tools a step needs out of a large catalog. A query
+	// matches a tool when each of its terms occurs, ignoring case, in the
+	// tool's name, title, description or source; docs/contract.md gives the
+	// ranking. An empty or oversized query is INVALID_ARGUMENT.
+	SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error)
 	// ExecuteBatch runs one model turn's tool calls. The stream starts with
 	// BatchAccepted, carries exactly one CallResult per call (preceded by
 	// CallStarted and any CallProgress when the call runs), and ends with
@@ -106,6 +119,16 @@ func (c *toolServiceClient) ListTools(ctx context.Context, in *ListToolsRequest,
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListToolsResponse)
 	err := c.cc.Invoke(ctx, ToolService_ListTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *toolServiceClient) SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchToolsResponse)
+	err := c.cc.Invoke(ctx, ToolService_SearchTools_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -217,8 +240,20 @@ func (c *toolServiceClient) ResolveApproval(ctx context.Context, in *ResolveAppr
 // streaming their events, or one at a time.
 type ToolServiceServer interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
-	// by name, with the registry revision they belong to.
+	// by name, with the registry revision they belong to: all of them in one
+	// response when the request sets no page_size, else a page at a time
+	// (page_size, page_token, next_page_token). A page_token of another
+	// revision is ABORTED: the tools changed between pages, so the listing
+	// starts again from the first page. Every page of one listing belongs to
+	// the revision of its first.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
+	// SearchTools returns the tools the caller may call that match a query,
+	// best first, at most max_results of them: for a runtime that hands its
+	// model only the few tools a step needs out of a large catalog. A query
+	// matches a tool when each of its terms occurs, ignoring case, in the
+	// tool's name, title, description or source; docs/contract.md gives the
+	// ranking. An empty or oversized query is INVALID_ARGUMENT.
+	SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error)
 	// ExecuteBatch runs one model turn's tool calls. The stream starts with
 	// BatchAccepted, carries exactly one CallResult per call (preceded by
 	// CallStarted and any CallProgress when the call runs), and ends with
@@ -278,6 +313,9 @@ type UnimplementedToolServiceServer struct{}
 func (UnimplementedToolServiceServer) ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTools not implemented")
 }
+func (UnimplementedToolServiceServer) SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchTools not implemented")
+}
 func (UnimplementedToolServiceServer) ExecuteBatch(*ExecuteBatchRequest, grpc.ServerStreamingServer[ExecuteBatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method ExecuteBatch not implemented")
 }
@@ -334,6 +372,24 @@ func _ToolService_ListTools_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ToolServiceServer).ListTools(ctx, req.(*ListToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _ToolService_SearchTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).SearchTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_SearchTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).SearchTools(ctx, req.(*SearchToolsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -453,6 +509,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTools",
 			Handler:    _ToolService_ListTools_Handler,
+		},
+		{
+			MethodName: "SearchTools",
+			Handler:    _ToolService_SearchTools_Handler,
 		},
 		{
 			MethodName: "CallTool",

@@ -1,7 +1,7 @@
 """toolwire's Python client.
 
 Client (blocking) and AsyncClient (asyncio) over grpcio, with the Go
-client's surface: list_tools, execute_batch, collect (batch order),
+client's surface: list_tools (a page at a time), search_tools, execute_batch, collect (batch order),
 call_tool (one unary CallTool), watch_tools, bearer tokens and TLS. StepBatcher gathers the tool
 calls an asyncio framework runs at once into one ExecuteBatch, so toolwire's
 lanes apply to the model's step. toolwire.adapters converts declarations and

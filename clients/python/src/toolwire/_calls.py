@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from toolwire.errors import ToolwireError
 from toolwire.v1 import toolwire_pb2 as pb
 
 
@@ -109,3 +110,54 @@ def channel_args(target, token=None, tls=None, insecure_token=False):
     if token:
         tls = grpc.composite_channel_credentials(tls, grpc.metadata_call_credentials(_Token(token)))
     return tls, ()
+
+
+# The tools list_tools asks for per page unless told otherwise: the most a
+# server's page holds.
+DEFAULT_PAGE_SIZE = 1000
+# How many times list_tools starts over when the tools change between its
+# pages (the server answers ABORTED).
+LIST_RESTARTS = 3
+# The largest message a client receives unless its options say otherwise
+# ("grpc.max_receive_message_length"): a listing's page stays within the
+# server's max_message_bytes (4 MiB by default, grpcio's own limit), but one
+# holding a very large declaration, or an old server's whole listing, may be
+# as large as a server sends in one (its max_list_bytes, 64 MiB by default).
+LIST_RECEIVE_BYTES = 64 << 20
+
+
+def channel_options(options):
+    """options (grpc channel options, a sequence of (key, value)) with the
+    receive limit listings need, unless options set one."""
+    options = list(options or ())
+    if not any(k == "grpc.max_receive_message_length" for k, _ in options):
+        options.append(("grpc.max_receive_message_length", LIST_RECEIVE_BYTES))
+    return options
+
+
+def list_request(page_size, page_token):
+    """A page's request: page_size tools (DEFAULT_PAGE_SIZE when None or
+    0 or less, as the Go client's WithListPageSize) after page_token."""
+    return pb.ListToolsRequest(page_size=page_size if page_size and page_size > 0 else DEFAULT_PAGE_SIZE, page_token=page_token)
+
+
+def add_page(listing, resp, page):
+    """Adds page number page (from 1), resp, to listing, a
+    pb.ListToolsResponse of the pages before it; returns whether there are
+    more (listing.next_page_token then asks for the next). A page of
+    another revision raises ABORTED (the tools changed between pages); a
+    page that does not go on after the last (a server whose pages would
+    keep list_tools going forever) raises INTERNAL."""
+    if page == 1:
+        listing.revision = resp.revision
+    elif resp.revision != listing.revision:
+        raise ToolwireError(grpc.StatusCode.ABORTED, f"the tools changed between pages (revision {listing.revision}, then {resp.revision})")
+    last = listing.tools[-1].name if listing.tools else None
+    if (resp.tools and last is not None and resp.tools[0].name <= last) or (not resp.tools and resp.next_page_token):
+        raise ToolwireError(
+            grpc.StatusCode.INTERNAL,
+            f"page {page} of ListTools does not go on after {json.dumps(last or '')}: the server's pages do not advance",
+        )
+    listing.tools.extend(resp.tools)
+    listing.next_page_token = resp.next_page_token
+    return bool(resp.next_page_token)

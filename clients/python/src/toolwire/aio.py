@@ -11,7 +11,7 @@ import uuid
 
 import grpc
 
-from toolwire._calls import Batch, batch_request, call_tool_request, channel_args, to_call
+from toolwire._calls import LIST_RESTARTS, Batch, add_page, batch_request, call_tool_request, channel_args, channel_options, list_request, to_call
 from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -29,9 +29,9 @@ class AsyncClient:
         self.rate_limit_retries = rate_limit_retries
         self.on_rate_limit = on_rate_limit
         if creds is None:
-            self.channel = grpc.aio.insecure_channel(target, options=options)
+            self.channel = grpc.aio.insecure_channel(target, options=channel_options(options))
         else:
-            self.channel = grpc.aio.secure_channel(target, creds, options=options)
+            self.channel = grpc.aio.secure_channel(target, creds, options=channel_options(options))
         self.stub = pb_grpc.ToolServiceStub(self.channel)
 
     async def close(self):
@@ -43,9 +43,31 @@ class AsyncClient:
     async def __aexit__(self, *exc):
         await self.close()
 
-    async def list_tools(self, timeout=30):
+    async def list_tools(self, timeout=30, *, page_size=None):
+        """Every tool the caller may call and the registry's revision, a
+        page at a time, as Client.list_tools."""
+        for restart in itertools.count():
+            try:
+                return await self._list_pages(timeout, page_size)
+            except ToolwireError as e:
+                if e.code != grpc.StatusCode.ABORTED or restart >= LIST_RESTARTS:
+                    raise
+
+    async def _list_pages(self, timeout, page_size):
+        listing = pb.ListToolsResponse()
+        for page in itertools.count(1):
+            req = list_request(page_size, listing.next_page_token)
+            try:
+                resp = await self.stub.ListTools(req, timeout=timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise ToolwireError.from_rpc(e) from e
+            if not add_page(listing, resp, page):
+                return listing
+
+    async def search_tools(self, query, *, max_results=0, timeout=30):
+        """The tools that match query, best first, as Client.search_tools."""
         try:
-            return await self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+            return await self.stub.SearchTools(pb.SearchToolsRequest(query=query, max_results=max_results), timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise ToolwireError.from_rpc(e) from e
 

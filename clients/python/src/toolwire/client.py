@@ -5,7 +5,7 @@ import time
 
 import grpc
 
-from toolwire._calls import Batch, batch_request, call_tool_request, channel_args
+from toolwire._calls import LIST_RESTARTS, Batch, add_page, batch_request, call_tool_request, channel_args, channel_options, list_request
 from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -31,7 +31,10 @@ class Client:
     reattach: (attempts, backoff seconds) to resume a detached batch's
     dropped stream (execute_batch with options.detach, attach_batch) with
     AttachBatch from the last seq seen; default None, a dropped stream
-    raises."""
+    raises.
+
+    The channel receives messages of up to 64 MiB (a listing's size; an
+    option "grpc.max_receive_message_length" in options overrides it)."""
 
     def __init__(self, target, *, token=None, tls=None, insecure_token=False, options=None,
                  rate_limit_retries=DEFAULT_RATE_LIMIT_RETRIES, on_rate_limit=None, reattach=None):
@@ -40,9 +43,9 @@ class Client:
         self.rate_limit_retries = rate_limit_retries
         self.on_rate_limit = on_rate_limit
         if creds is None:
-            self.channel = grpc.insecure_channel(target, options=options)
+            self.channel = grpc.insecure_channel(target, options=channel_options(options))
         else:
-            self.channel = grpc.secure_channel(target, creds, options=options)
+            self.channel = grpc.secure_channel(target, creds, options=channel_options(options))
         self.stub = pb_grpc.ToolServiceStub(self.channel)
 
     def close(self):
@@ -54,10 +57,44 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def list_tools(self, timeout=30):
-        """The registered tools and the registry's revision."""
+    def list_tools(self, timeout=30, *, page_size=None):
+        """Every tool the caller may call, sorted by name, and the
+        registry's revision, as one pb.ListToolsResponse however large the
+        catalog: it asks for them a page at a time (page_size tools, default
+        1000, the most a server's page holds) and puts the pages together.
+        When the tools change between its pages (the server answers
+        ABORTED) it starts over, up to three times, so that every tool
+        belongs to the one revision it returns. A server that predates
+        paging answers the first request with every tool. timeout (seconds)
+        bounds each page."""
+        for restart in itertools.count():
+            try:
+                return self._list_pages(timeout, page_size)
+            except ToolwireError as e:
+                if e.code != grpc.StatusCode.ABORTED or restart >= LIST_RESTARTS:
+                    raise
+
+    def _list_pages(self, timeout, page_size):
+        listing = pb.ListToolsResponse()
+        for page in itertools.count(1):
+            req = list_request(page_size, listing.next_page_token)
+            try:
+                resp = self.stub.ListTools(req, timeout=timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise ToolwireError.from_rpc(e) from e
+            if not add_page(listing, resp, page):
+                return listing
+
+    def search_tools(self, query, *, max_results=0, timeout=30):
+        """The tools the caller may call that match query, best first, at
+        most max_results of them (default 10, at most 100), and how many
+        match in all (total_matches), as a pb.SearchToolsResponse: for a
+        runtime that hands its model only the tools a step needs. A query
+        matches a tool when each of its words, and "quoted phrases", occurs
+        in the tool's name, title, description or source, ignoring case. An
+        empty query raises INVALID_ARGUMENT."""
         try:
-            return self.stub.ListTools(pb.ListToolsRequest(), timeout=timeout, metadata=self._metadata)
+            return self.stub.SearchTools(pb.SearchToolsRequest(query=query, max_results=max_results), timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise ToolwireError.from_rpc(e) from e
 

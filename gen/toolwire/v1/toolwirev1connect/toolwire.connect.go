@@ -41,6 +41,8 @@ const (
 const (
 	// ToolServiceListToolsProcedure is the fully-qualified name of the ToolService's ListTools RPC.
 	ToolServiceListToolsProcedure = "/toolwire.v1.ToolService/ListTools"
+	// ToolServiceSearchToolsProcedure is the fully-qualified name of the ToolService's SearchTools RPC.
+	ToolServiceSearchToolsProcedure = "/toolwire.v1.ToolService/SearchTools"
 	// ToolServiceExecuteBatchProcedure is the fully-qualified name of the ToolService's ExecuteBatch
 	// RPC.
 	ToolServiceExecuteBatchProcedure = "/toolwire.v1.ToolService/ExecuteBatch"
@@ -62,8 +64,20 @@ const (
 // ToolServiceClient is a client for the toolwire.v1.ToolService service.
 type ToolServiceClient interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
-	// by name, with the registry revision they belong to.
+	// by name, with the registry revision they belong to: all of them in one
+	// response when the request sets no page_size, else a page at a time
+	// (page_size, page_token, next_page_token). A page_token of another
+	// revision is ABORTED: the tools changed between pages, so the listing
+	// starts again from the first page. Every page of one listing belongs to
+	// the revision of its first.
 	ListTools(context.Context, *connect.Request[v1.ListToolsRequest]) (*connect.Response[v1.ListToolsResponse], error)
+	// SearchTools returns the tools the caller may call that match a query,
+	// best first, at most max_results of them: for a runtime that hands its
+	// model only the few tools a step needs out of a large catalog. A query
+	// matches a tool when each of its terms occurs, ignoring case, in the
+	// tool's name, title, description or source; docs/contract.md gives the
+	// ranking. An empty or oversized query is INVALID_ARGUMENT.
+	SearchTools(context.Context, *connect.Request[v1.SearchToolsRequest]) (*connect.Response[v1.SearchToolsResponse], error)
 	// ExecuteBatch runs one model turn's tool calls. The stream starts with
 	// BatchAccepted, carries exactly one CallResult per call (preceded by
 	// CallStarted and any CallProgress when the call runs), and ends with
@@ -129,6 +143,12 @@ func NewToolServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(toolServiceMethods.ByName("ListTools")),
 			connect.WithClientOptions(opts...),
 		),
+		searchTools: connect.NewClient[v1.SearchToolsRequest, v1.SearchToolsResponse](
+			httpClient,
+			baseURL+ToolServiceSearchToolsProcedure,
+			connect.WithSchema(toolServiceMethods.ByName("SearchTools")),
+			connect.WithClientOptions(opts...),
+		),
 		executeBatch: connect.NewClient[v1.ExecuteBatchRequest, v1.ExecuteBatchResponse](
 			httpClient,
 			baseURL+ToolServiceExecuteBatchProcedure,
@@ -177,6 +197,7 @@ func NewToolServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 // toolServiceClient implements ToolServiceClient.
 type toolServiceClient struct {
 	listTools       *connect.Client[v1.ListToolsRequest, v1.ListToolsResponse]
+	searchTools     *connect.Client[v1.SearchToolsRequest, v1.SearchToolsResponse]
 	executeBatch    *connect.Client[v1.ExecuteBatchRequest, v1.ExecuteBatchResponse]
 	callTool        *connect.Client[v1.CallToolRequest, v1.CallToolResponse]
 	watchTools      *connect.Client[v1.WatchToolsRequest, v1.WatchToolsResponse]
@@ -189,6 +210,11 @@ type toolServiceClient struct {
 // ListTools calls toolwire.v1.ToolService.ListTools.
 func (c *toolServiceClient) ListTools(ctx context.Context, req *connect.Request[v1.ListToolsRequest]) (*connect.Response[v1.ListToolsResponse], error) {
 	return c.listTools.CallUnary(ctx, req)
+}
+
+// SearchTools calls toolwire.v1.ToolService.SearchTools.
+func (c *toolServiceClient) SearchTools(ctx context.Context, req *connect.Request[v1.SearchToolsRequest]) (*connect.Response[v1.SearchToolsResponse], error) {
+	return c.searchTools.CallUnary(ctx, req)
 }
 
 // ExecuteBatch calls toolwire.v1.ToolService.ExecuteBatch.
@@ -229,8 +255,20 @@ func (c *toolServiceClient) ResolveApproval(ctx context.Context, req *connect.Re
 // ToolServiceHandler is an implementation of the toolwire.v1.ToolService service.
 type ToolServiceHandler interface {
 	// ListTools returns the declarations of the tools the caller may call, sorted
-	// by name, with the registry revision they belong to.
+	// by name, with the registry revision they belong to: all of them in one
+	// response when the request sets no page_size, else a page at a time
+	// (page_size, page_token, next_page_token). A page_token of another
+	// revision is ABORTED: the tools changed between pages, so the listing
+	// starts again from the first page. Every page of one listing belongs to
+	// the revision of its first.
 	ListTools(context.Context, *connect.Request[v1.ListToolsRequest]) (*connect.Response[v1.ListToolsResponse], error)
+	// SearchTools returns the tools the caller may call that match a query,
+	// best first, at most max_results of them: for a runtime that hands its
+	// model only the few tools a step needs out of a large catalog. A query
+	// matches a tool when each of its terms occurs, ignoring case, in the
+	// tool's name, title, description or source; docs/contract.md gives the
+	// ranking. An empty or oversized query is INVALID_ARGUMENT.
+	SearchTools(context.Context, *connect.Request[v1.SearchToolsRequest]) (*connect.Response[v1.SearchToolsResponse], error)
 	// ExecuteBatch runs one model turn's tool calls. The stream starts with
 	// BatchAccepted, carries exactly one CallResult per call (preceded by
 	// CallStarted and any CallProgress when the call runs), and ends with
@@ -292,6 +330,12 @@ func NewToolServiceHandler(svc ToolServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(toolServiceMethods.ByName("ListTools")),
 		connect.WithHandlerOptions(opts...),
 	)
+	toolServiceSearchToolsHandler := connect.NewUnaryHandler(
+		ToolServiceSearchToolsProcedure,
+		svc.SearchTools,
+		connect.WithSchema(toolServiceMethods.ByName("SearchTools")),
+		connect.WithHandlerOptions(opts...),
+	)
 	toolServiceExecuteBatchHandler := connect.NewServerStreamHandler(
 		ToolServiceExecuteBatchProcedure,
 		svc.ExecuteBatch,
@@ -338,6 +382,8 @@ func NewToolServiceHandler(svc ToolServiceHandler, opts ...connect.HandlerOption
 		switch r.URL.Path {
 		case ToolServiceListToolsProcedure:
 			toolServiceListToolsHandler.ServeHTTP(w, r)
+		case ToolServiceSearchToolsProcedure:
+			toolServiceSearchToolsHandler.ServeHTTP(w, r)
 		case ToolServiceExecuteBatchProcedure:
 			toolServiceExecuteBatchHandler.ServeHTTP(w, r)
 		case ToolServiceCallToolProcedure:
@@ -363,6 +409,10 @@ type UnimplementedToolServiceHandler struct{}
 
 func (UnimplementedToolServiceHandler) ListTools(context.Context, *connect.Request[v1.ListToolsRequest]) (*connect.Response[v1.ListToolsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.ListTools is not implemented"))
+}
+
+func (UnimplementedToolServiceHandler) SearchTools(context.Context, *connect.Request[v1.SearchToolsRequest]) (*connect.Response[v1.SearchToolsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("toolwire.v1.ToolService.SearchTools is not implemented"))
 }
 
 func (UnimplementedToolServiceHandler) ExecuteBatch(context.Context, *connect.Request[v1.ExecuteBatchRequest], *connect.ServerStream[v1.ExecuteBatchResponse]) error {

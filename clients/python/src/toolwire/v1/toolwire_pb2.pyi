@@ -247,16 +247,22 @@ class Lane(_message.Message):
     def __init__(self, index: _Optional[int] = ..., call_ids: _Optional[_Iterable[str]] = ..., parallel: bool = ...) -> None: ...
 
 class ListToolsRequest(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["page_size", "page_token"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListToolsResponse(_message.Message):
-    __slots__ = ["revision", "tools"]
+    __slots__ = ["next_page_token", "revision", "tools"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
     revision: str
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
-    def __init__(self, tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., revision: _Optional[str] = ...) -> None: ...
+    def __init__(self, tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., revision: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ResolveApprovalRequest(_message.Message):
     __slots__ = ["approved", "approver", "batch_id", "call_id", "message"]
@@ -275,6 +281,24 @@ class ResolveApprovalRequest(_message.Message):
 class ResolveApprovalResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class SearchToolsRequest(_message.Message):
+    __slots__ = ["max_results", "query"]
+    MAX_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    max_results: int
+    query: str
+    def __init__(self, query: _Optional[str] = ..., max_results: _Optional[int] = ...) -> None: ...
+
+class SearchToolsResponse(_message.Message):
+    __slots__ = ["revision", "tools", "total_matches"]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_MATCHES_FIELD_NUMBER: _ClassVar[int]
+    revision: str
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    total_matches: int
+    def __init__(self, tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., revision: _Optional[str] = ..., total_matches: _Optional[int] = ...) -> None: ...
 
 class TextContent(_message.Message):
     __slots__ = ["text"]

@@ -21,6 +21,11 @@ class ToolServiceStub(object):
                 request_serializer=toolwire_dot_v1_dot_toolwire__pb2.ListToolsRequest.SerializeToString,
                 response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ListToolsResponse.FromString,
                 )
+        self.SearchTools = channel.unary_unary(
+                '/toolwire.v1.ToolService/SearchTools',
+                request_serializer=toolwire_dot_v1_dot_toolwire__pb2.SearchToolsRequest.SerializeToString,
+                response_deserializer=toolwire_dot_v1_dot_toolwire__pb2.SearchToolsResponse.FromString,
+                )
         self.ExecuteBatch = channel.unary_stream(
                 '/toolwire.v1.ToolService/ExecuteBatch',
                 request_serializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchRequest.SerializeToString,
@@ -65,7 +70,24 @@ class ToolServiceServicer(object):
 
     def ListTools(self, request, context):
         """ListTools returns the declarations of the tools the caller may call, sorted
-        by name, with the registry revision they belong to.
+        by name, with the registry revision they belong to: all of them in one
+        response when the request sets no page_size, else a page at a time
+        (page_size, page_token, next_page_token). A page_token of another
+        revision is ABORTED: the tools changed between pages, so the listing
+        starts again from the first page. Every page of one listing belongs to
+        the revision of its first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SearchTools(self, request, context):
+        """SearchTools returns the tools the caller may call that match a query,
+        best first, at most max_results of them: for a runtime that hands its
+        model only the few tools a step needs out of a large catalog. A query
+        matches a tool when each of its terms occurs, ignoring case, in the
+        tool's name, title, description or source; docs/contract.md gives the
+        ranking. An empty or oversized query is INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -160,6 +182,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ListToolsRequest.FromString,
                     response_serializer=toolwire_dot_v1_dot_toolwire__pb2.ListToolsResponse.SerializeToString,
             ),
+            'SearchTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchTools,
+                    request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.SearchToolsRequest.FromString,
+                    response_serializer=toolwire_dot_v1_dot_toolwire__pb2.SearchToolsResponse.SerializeToString,
+            ),
             'ExecuteBatch': grpc.unary_stream_rpc_method_handler(
                     servicer.ExecuteBatch,
                     request_deserializer=toolwire_dot_v1_dot_toolwire__pb2.ExecuteBatchRequest.FromString,
@@ -221,6 +248,23 @@ class ToolService(object):
         return grpc.experimental.unary_unary(request, target, '/toolwire.v1.ToolService/ListTools',
             toolwire_dot_v1_dot_toolwire__pb2.ListToolsRequest.SerializeToString,
             toolwire_dot_v1_dot_toolwire__pb2.ListToolsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SearchTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/toolwire.v1.ToolService/SearchTools',
+            toolwire_dot_v1_dot_toolwire__pb2.SearchToolsRequest.SerializeToString,
+            toolwire_dot_v1_dot_toolwire__pb2.SearchToolsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -290,19 +290,82 @@ export interface ToolAnnotations {
   openWorld: boolean;
 }
 
-/** ListToolsRequest asks for the tool declarations. */
+/**
+ * ListToolsRequest asks for the tool declarations, all at once or a page at
+ * a time.
+ */
 export interface ListToolsRequest {
+  /**
+   * The most tools one response may hold. 0 (unset) asks for every tool (or
+   * every one after page_token's) in one response, as clients that predate
+   * paging do; it fails with
+   * RESOURCE_EXHAUSTED when they take more than the server sends in one
+   * response (64 MiB, or max_message_bytes when that is larger). Above 1000
+   * is taken as 1000; negative is INVALID_ARGUMENT. A page may hold fewer
+   * tools: each page also stays within the server's max_message_bytes,
+   * though it always holds at least one tool.
+   */
+  pageSize: number;
+  /**
+   * The next_page_token of the previous response, for the page after it;
+   * empty for the first page. A token of another revision than the
+   * registry's current one is ABORTED (list again from the first page); one
+   * this server did not give is INVALID_ARGUMENT.
+   */
+  pageToken: string;
 }
 
-/** ListToolsResponse carries the declarations. */
+/** ListToolsResponse carries the declarations, or one page of them. */
 export interface ListToolsResponse {
-  /** The tools the caller may call, sorted by name. */
+  /**
+   * The tools the caller may call, sorted by name: all of them, or this
+   * page's.
+   */
   tools: Tool[];
   /**
    * Identifies this set of tools; it changes whenever the set changes, so
-   * clients can cache declarations.
+   * clients can cache declarations. Every page of one listing has the same.
    */
   revision: string;
+  /**
+   * Pass as page_token for the next page; empty on the last page (and when
+   * the request set no page_size).
+   */
+  nextPageToken: string;
+}
+
+/** SearchToolsRequest asks for the tools that match a query. */
+export interface SearchToolsRequest {
+  /**
+   * What to look for: words, and phrases in double quotes, each of which must
+   * occur, ignoring case, in a tool's name, title, description or source
+   * ("builtin", "http", "mcp", "remote", and the source's name in the
+   * configuration, such as "openapi:github"). At most 1024 bytes and 32
+   * terms; empty (or only spaces) is INVALID_ARGUMENT.
+   */
+  query: string;
+  /**
+   * The most tools to return; 0 (unset) means 10, above 100 is taken as 100,
+   * negative is INVALID_ARGUMENT. Fewer come back when the response would
+   * pass the server's max_message_bytes.
+   */
+  maxResults: number;
+}
+
+/** SearchToolsResponse carries the best matches of a query. */
+export interface SearchToolsResponse {
+  /**
+   * The matching tools the caller may call, best first, with declarations as
+   * ListTools gives them.
+   */
+  tools: Tool[];
+  /** The registry revision the tools belong to. */
+  revision: string;
+  /**
+   * How many of the caller's tools match in all; more than tools holds when
+   * max_results (or the response's size) cut the list.
+   */
+  totalMatches: number;
 }
 
 /** WatchToolsRequest subscribes to registry changes. */
@@ -986,11 +1049,17 @@ export const ToolAnnotations: MessageFns<ToolAnnotations> = {
 };
 
 function createBaseListToolsRequest(): ListToolsRequest {
-  return {};
+  return { pageSize: 0, pageToken: "" };
 }
 
 export const ListToolsRequest: MessageFns<ListToolsRequest> = {
-  encode(_: ListToolsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: ListToolsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.pageSize !== 0) {
+      writer.uint32(8).int32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(18).string(message.pageToken);
+    }
     return writer;
   },
 
@@ -1007,6 +1076,22 @@ export const ListToolsRequest: MessageFns<ListToolsRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.pageSize = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1019,26 +1104,45 @@ export const ListToolsRequest: MessageFns<ListToolsRequest> = {
     }
   },
 
-  fromJSON(_: any): ListToolsRequest {
-    return {};
+  fromJSON(object: any): ListToolsRequest {
+    return {
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+    };
   },
 
-  toJSON(_: ListToolsRequest): unknown {
+  toJSON(message: ListToolsRequest): unknown {
     const obj: any = {};
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<ListToolsRequest>, I>>(base?: I): ListToolsRequest {
     return ListToolsRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<ListToolsRequest>, I>>(_: I): ListToolsRequest {
+  fromPartial<I extends Exact<DeepPartial<ListToolsRequest>, I>>(object: I): ListToolsRequest {
     const message = createBaseListToolsRequest();
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
     return message;
   },
 };
 
 function createBaseListToolsResponse(): ListToolsResponse {
-  return { tools: [], revision: "" };
+  return { tools: [], revision: "", nextPageToken: "" };
 }
 
 export const ListToolsResponse: MessageFns<ListToolsResponse> = {
@@ -1048,6 +1152,9 @@ export const ListToolsResponse: MessageFns<ListToolsResponse> = {
     }
     if (message.revision !== "") {
       writer.uint32(18).string(message.revision);
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(26).string(message.nextPageToken);
     }
     return writer;
   },
@@ -1081,6 +1188,14 @@ export const ListToolsResponse: MessageFns<ListToolsResponse> = {
             message.revision = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1097,6 +1212,11 @@ export const ListToolsResponse: MessageFns<ListToolsResponse> = {
     return {
       tools: globalThis.Array.isArray(object?.tools) ? object.tools.map((e: any) => Tool.fromJSON(e)) : [],
       revision: isSet(object.revision) ? globalThis.String(object.revision) : "",
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
     };
   },
 
@@ -1108,6 +1228,9 @@ export const ListToolsResponse: MessageFns<ListToolsResponse> = {
     if (message.revision !== "") {
       obj.revision = message.revision;
     }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
     return obj;
   },
 
@@ -1118,6 +1241,201 @@ export const ListToolsResponse: MessageFns<ListToolsResponse> = {
     const message = createBaseListToolsResponse();
     message.tools = object.tools?.map((e) => Tool.fromPartial(e)) || [];
     message.revision = object.revision ?? "";
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseSearchToolsRequest(): SearchToolsRequest {
+  return { query: "", maxResults: 0 };
+}
+
+export const SearchToolsRequest: MessageFns<SearchToolsRequest> = {
+  encode(message: SearchToolsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.query !== "") {
+      writer.uint32(10).string(message.query);
+    }
+    if (message.maxResults !== 0) {
+      writer.uint32(16).int32(message.maxResults);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SearchToolsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSearchToolsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.query = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.maxResults = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SearchToolsRequest {
+    return {
+      query: isSet(object.query) ? globalThis.String(object.query) : "",
+      maxResults: isSet(object.maxResults)
+        ? globalThis.Number(object.maxResults)
+        : isSet(object.max_results)
+        ? globalThis.Number(object.max_results)
+        : 0,
+    };
+  },
+
+  toJSON(message: SearchToolsRequest): unknown {
+    const obj: any = {};
+    if (message.query !== "") {
+      obj.query = message.query;
+    }
+    if (message.maxResults !== 0) {
+      obj.maxResults = Math.round(message.maxResults);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SearchToolsRequest>, I>>(base?: I): SearchToolsRequest {
+    return SearchToolsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SearchToolsRequest>, I>>(object: I): SearchToolsRequest {
+    const message = createBaseSearchToolsRequest();
+    message.query = object.query ?? "";
+    message.maxResults = object.maxResults ?? 0;
+    return message;
+  },
+};
+
+function createBaseSearchToolsResponse(): SearchToolsResponse {
+  return { tools: [], revision: "", totalMatches: 0 };
+}
+
+export const SearchToolsResponse: MessageFns<SearchToolsResponse> = {
+  encode(message: SearchToolsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.tools) {
+      Tool.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.revision !== "") {
+      writer.uint32(18).string(message.revision);
+    }
+    if (message.totalMatches !== 0) {
+      writer.uint32(24).int32(message.totalMatches);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SearchToolsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSearchToolsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.tools.push(Tool.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.revision = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.totalMatches = reader.int32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SearchToolsResponse {
+    return {
+      tools: globalThis.Array.isArray(object?.tools) ? object.tools.map((e: any) => Tool.fromJSON(e)) : [],
+      revision: isSet(object.revision) ? globalThis.String(object.revision) : "",
+      totalMatches: isSet(object.totalMatches)
+        ? globalThis.Number(object.totalMatches)
+        : isSet(object.total_matches)
+        ? globalThis.Number(object.total_matches)
+        : 0,
+    };
+  },
+
+  toJSON(message: SearchToolsResponse): unknown {
+    const obj: any = {};
+    if (message.tools?.length) {
+      obj.tools = message.tools.map((e) => Tool.toJSON(e));
+    }
+    if (message.revision !== "") {
+      obj.revision = message.revision;
+    }
+    if (message.totalMatches !== 0) {
+      obj.totalMatches = Math.round(message.totalMatches);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SearchToolsResponse>, I>>(base?: I): SearchToolsResponse {
+    return SearchToolsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SearchToolsResponse>, I>>(object: I): SearchToolsResponse {
+    const message = createBaseSearchToolsResponse();
+    message.tools = object.tools?.map((e) => Tool.fromPartial(e)) || [];
+    message.revision = object.revision ?? "";
+    message.totalMatches = object.totalMatches ?? 0;
     return message;
   },
 };
@@ -3941,7 +4259,12 @@ export type ToolServiceService = typeof ToolServiceService;
 export const ToolServiceService = {
   /**
    * ListTools returns the declarations of the tools the caller may call, sorted
-   * by name, with the registry revision they belong to.
+   * by name, with the registry revision they belong to: all of them in one
+   * response when the request sets no page_size, else a page at a time
+   * (page_size, page_token, next_page_token). A page_token of another
+   * revision is ABORTED: the tools changed between pages, so the listing
+   * starts again from the first page. Every page of one listing belongs to
+   * the revision of its first.
    */
   listTools: {
     path: "/toolwire.v1.ToolService/ListTools" as const,
@@ -3951,6 +4274,23 @@ export const ToolServiceService = {
     requestDeserialize: (value: Buffer): ListToolsRequest => ListToolsRequest.decode(value),
     responseSerialize: (value: ListToolsResponse): Buffer => Buffer.from(ListToolsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListToolsResponse => ListToolsResponse.decode(value),
+  },
+  /**
+   * SearchTools returns the tools the caller may call that match a query,
+   * best first, at most max_results of them: for a runtime that hands its
+   * model only the few tools a step needs out of a large catalog. A query
+   * matches a tool when each of its terms occurs, ignoring case, in the
+   * tool's name, title, description or source; docs/contract.md gives the
+   * ranking. An empty or oversized query is INVALID_ARGUMENT.
+   */
+  searchTools: {
+    path: "/toolwire.v1.ToolService/SearchTools" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SearchToolsRequest): Buffer => Buffer.from(SearchToolsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SearchToolsRequest => SearchToolsRequest.decode(value),
+    responseSerialize: (value: SearchToolsResponse): Buffer => Buffer.from(SearchToolsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SearchToolsResponse => SearchToolsResponse.decode(value),
   },
   /**
    * ExecuteBatch runs one model turn's tool calls. The stream starts with
@@ -4077,9 +4417,23 @@ export const ToolServiceService = {
 export interface ToolServiceServer extends UntypedServiceImplementation {
   /**
    * ListTools returns the declarations of the tools the caller may call, sorted
-   * by name, with the registry revision they belong to.
+   * by name, with the registry revision they belong to: all of them in one
+   * response when the request sets no page_size, else a page at a time
+   * (page_size, page_token, next_page_token). A page_token of another
+   * revision is ABORTED: the tools changed between pages, so the listing
+   * starts again from the first page. Every page of one listing belongs to
+   * the revision of its first.
    */
   listTools: handleUnaryCall<ListToolsRequest, ListToolsResponse>;
+  /**
+   * SearchTools returns the tools the caller may call that match a query,
+   * best first, at most max_results of them: for a runtime that hands its
+   * model only the few tools a step needs out of a large catalog. A query
+   * matches a tool when each of its terms occurs, ignoring case, in the
+   * tool's name, title, description or source; docs/contract.md gives the
+   * ranking. An empty or oversized query is INVALID_ARGUMENT.
+   */
+  searchTools: handleUnaryCall<SearchToolsRequest, SearchToolsResponse>;
   /**
    * ExecuteBatch runs one model turn's tool calls. The stream starts with
    * BatchAccepted, carries exactly one CallResult per call (preceded by
@@ -4145,7 +4499,12 @@ export interface ToolServiceServer extends UntypedServiceImplementation {
 export interface ToolServiceClient extends Client {
   /**
    * ListTools returns the declarations of the tools the caller may call, sorted
-   * by name, with the registry revision they belong to.
+   * by name, with the registry revision they belong to: all of them in one
+   * response when the request sets no page_size, else a page at a time
+   * (page_size, page_token, next_page_token). A page_token of another
+   * revision is ABORTED: the tools changed between pages, so the listing
+   * starts again from the first page. Every page of one listing belongs to
+   * the revision of its first.
    */
   listTools(
     request: ListToolsRequest,
@@ -4161,6 +4520,29 @@ export interface ToolServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListToolsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * SearchTools returns the tools the caller may call that match a query,
+   * best first, at most max_results of them: for a runtime that hands its
+   * model only the few tools a step needs out of a large catalog. A query
+   * matches a tool when each of its terms occurs, ignoring case, in the
+   * tool's name, title, description or source; docs/contract.md gives the
+   * ranking. An empty or oversized query is INVALID_ARGUMENT.
+   */
+  searchTools(
+    request: SearchToolsRequest,
+    callback: (error: ServiceError | null, response: SearchToolsResponse) => void,
+  ): ClientUnaryCall;
+  searchTools(
+    request: SearchToolsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SearchToolsResponse) => void,
+  ): ClientUnaryCall;
+  searchTools(
+    request: SearchToolsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SearchToolsResponse) => void,
   ): ClientUnaryCall;
   /**
    * ExecuteBatch runs one model turn's tool calls. The stream starts with
