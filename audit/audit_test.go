@@ -65,13 +65,13 @@ func (m *memOut) lines(t *testing.T) []Line {
 	return out
 }
 
-// testEngine runs an engine over the diag tools with trail as observer and
-// the policy "no-secret-echo".
-func testEngine(t *testing.T, trail *Trail, required bool) (*engine.Engine, *tools.Registry) {
+// testEngine runs an engine over the diag tools and extra with trail as
+// observer and the policy "no-secret-echo".
+func testEngine(t *testing.T, trail *Trail, extra ...tools.Tool) (*engine.Engine, *tools.Registry) {
 	t.Helper()
 	store := tools.Tool{Name: "store", Description: "keeps any object", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text("kept"), nil }}
-	reg, err := tools.NewRegistry(append(diag.Tools(), store)...)
+	reg, err := tools.NewRegistry(append(append(diag.Tools(), store), extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,11 +86,7 @@ func testEngine(t *testing.T, trail *Trail, required bool) (*engine.Engine, *too
 	if err != nil {
 		t.Fatal(err)
 	}
-	var admission engine.Admission = rules
-	if required {
-		admission = Gate{Trail: trail, Next: rules}
-	}
-	e := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: trail, Admission: admission})
+	e := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: trail, Admission: rules})
 	t.Cleanup(e.Close)
 	return e, reg
 }
@@ -125,7 +121,7 @@ func TestOneLinePerCall(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
 	trail := start(Config{Log: "mem", Arguments: true, Redact: []string{"card"}}, out, slog.New(slog.DiscardHandler), 64)
-	e, reg := testEngine(t, trail, false)
+	e, reg := testEngine(t, trail)
 	run(t, e, reg, "alice",
 		tc("ok", "store", `{"text":"hi","password":"hunter2","nested":{"card":"4111","token":"tok-123"}}`),
 		tc("denied", "echo", `{"text":"nope"}`),
@@ -151,7 +147,7 @@ func TestOneLinePerCall(t *testing.T) {
 		}
 	}
 	ok := by["ok"][0]
-	if ok.Tool != "store" || ok.Source != "builtin" || ok.Decision != "allow" || ok.Outcome != "ok" || ok.DurationMS <= 0 {
+	if ok.Tool != "store" || ok.Source != "builtin" || ok.Decision != "allow" || ok.Outcome != "ok" || ok.DurationMS == nil || *ok.DurationMS <= 0 || ok.Stage != StageOutcome {
 		t.Errorf("ok: %+v", ok)
 	}
 	for _, secret := range []string{"hunter2", "4111", "tok-123"} {
@@ -185,7 +181,7 @@ func TestCanonicalHash(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
 	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 64)
-	e, reg := testEngine(t, trail, false)
+	e, reg := testEngine(t, trail)
 	run(t, e, reg, "bob", tc("a", "store", `{"text":"x","z":1}`), tc("b", "store", "{ \"z\" : 1 ,\n \"text\":\"x\"}"), tc("c", "store", `{"text":"y","z":1}`))
 	trail.Close()
 	h := map[string]string{}
@@ -213,7 +209,7 @@ func TestUnwritableTrail(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
 	trail := start(Config{Log: "mem", Required: true}, out, log, 64)
 	defer trail.Close()
-	e, reg := testEngine(t, trail, true)
+	e, reg := testEngine(t, trail)
 	run(t, e, reg, "alice", tc("a", "echo", `{"text":"first"}`))
 	waitFor(t, func() bool { return !trail.Healthy() })
 	if _, _, failed := trail.Stats(); failed == 0 {
@@ -244,7 +240,7 @@ func TestStuckWriter(t *testing.T) {
 	t.Parallel()
 	out := &memOut{hang: make(chan struct{}), stuck: make(chan struct{})}
 	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 1)
-	e, reg := testEngine(t, trail, false)
+	e, reg := testEngine(t, trail)
 	run(t, e, reg, "alice", tc("first", "echo", `{"text":"x"}`))
 	<-out.stuck // the writer's flush of the first line waits on the disk
 	var calls []*toolwirev1.ToolCall
@@ -267,7 +263,7 @@ func TestRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, reg := testEngine(t, trail, false)
+	e, reg := testEngine(t, trail)
 	big := `{"text":"` + strings.Repeat("x", 4000) + `"}`
 	for i := range 300 { // about 1.2 MB of lines
 		run(t, e, reg, "alice", tc(string(rune('a'+i%26)), "echo", big))
@@ -310,7 +306,7 @@ func TestLinesAfterClose(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
 	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 4)
-	e, reg := testEngine(t, trail, false)
+	e, reg := testEngine(t, trail)
 	if err := trail.Close(); err != nil {
 		t.Fatal(err)
 	}
