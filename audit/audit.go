@@ -141,6 +141,8 @@ type Trail struct {
 	mu     sync.RWMutex
 	closed bool
 
+	recordWait time.Duration // RecordWait; tests shorten it
+
 	written, dropped, failed atomic.Int64
 	healthy                  atomic.Bool
 	lastReport               atomic.Int64 // Unix ns of the last failure logged
@@ -189,7 +191,7 @@ func orDefault(v, d int) int {
 
 // start runs a trail writing to out.
 func start(cfg Config, out io.WriteCloser, log *slog.Logger, queue int) *Trail {
-	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), done: make(chan struct{}), redact: newRedactor(cfg.Redact)}
+	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait}
 	t.healthy.Store(true)
 	go t.write()
 	return t
@@ -410,7 +412,7 @@ func (t *Trail) record(ctx context.Context, c *engine.CallInfo) error {
 	}
 	b = append(b, '\n')
 	done := make(chan error, 1)
-	timer := time.NewTimer(RecordWait)
+	timer := time.NewTimer(t.recordWait)
 	defer timer.Stop()
 	if err := t.enqueue(entry{b, done}, func() <-chan time.Time { return timer.C }, ctx.Done()); err != nil {
 		if err == errStuck {
@@ -423,7 +425,7 @@ func (t *Trail) record(ctx context.Context, c *engine.CallInfo) error {
 	case err := <-done:
 		return err
 	case <-timer.C:
-		err := fmt.Errorf("its entry was not written within %s: the writer is stuck", RecordWait)
+		err := fmt.Errorf("its entry was not written within %s: the writer is stuck", t.recordWait)
 		t.report(err)
 		return err
 	case <-ctx.Done():

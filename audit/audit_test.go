@@ -29,6 +29,7 @@ type memOut struct {
 	hang    chan struct{} // non-nil: Write waits until closed
 	stuck   chan struct{} // closed when a Write first waits on hang
 	stuckMu sync.Once
+	synced  int // the length of buf at the last Sync
 }
 
 func (m *memOut) Write(p []byte) (int, error) {
@@ -48,6 +49,14 @@ func (m *memOut) Write(p []byte) (int, error) {
 }
 
 func (m *memOut) Close() error { return nil }
+
+// Sync notes how much of the output is synced.
+func (m *memOut) Sync() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.synced = m.buf.Len()
+	return nil
+}
 
 func (m *memOut) lines(t *testing.T) []Line {
 	t.Helper()
