@@ -108,11 +108,13 @@ type Line struct {
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
 	Decision   string          `json:"decision,omitempty"` // "allow", or "deny" by a permission, a policy or audit_required
 	Rule       string          `json:"rule,omitempty"`
-	Outcome    string          `json:"outcome,omitempty"` // "ok" or the error kind, lower case
-	DurationMS *float64        `json:"duration_ms,omitempty"`
+	Outcome    string          `json:"outcome,omitempty"`     // "ok" or the error kind, lower case
+	DurationMS *float64        `json:"duration_ms,omitempty"` // absent from a request entry
 	Replayed   bool            `json:"replayed,omitempty"`
 	Sandbox    json.RawMessage `json:"sandbox,omitempty"`
 	SessionID  string          `json:"session_id,omitempty"`
+
+	durationMS float64 // what DurationMS points to, in the same allocation
 }
 
 // The stages of a line.
@@ -148,8 +150,10 @@ type Trail struct {
 	lastReport               atomic.Int64 // Unix ns of the last failure logged
 }
 
-// entry is a line for the writer; done, for a request entry a call waits
-// on, is answered once the line is written and synced, or could not be.
+// entry is a line for the writer, without its newline (the writer adds
+// it: appending it here would copy most lines once more); done, for a
+// request entry a call waits on, is answered once the line is written and
+// synced, or could not be.
 type entry struct {
 	line []byte
 	done chan<- error
@@ -251,7 +255,7 @@ func (t *Trail) write() {
 		t.report(err)
 	}
 	add := func(e entry) {
-		buf = append(buf, e.line...)
+		buf = append(append(buf, e.line...), '\n')
 		n++
 		if e.done != nil {
 			waiters = append(waiters, e.done)
@@ -410,7 +414,6 @@ func (t *Trail) record(ctx context.Context, c *engine.CallInfo) error {
 		t.report(err)
 		return err
 	}
-	b = append(b, '\n')
 	done := make(chan error, 1)
 	timer := time.NewTimer(t.recordWait)
 	defer timer.Stop()
@@ -445,7 +448,6 @@ func (t *Trail) CallEnded(ctx context.Context, c *engine.CallInfo, res *toolwire
 		t.report(err)
 		return
 	}
-	b = append(b, '\n')
 	var timer *time.Timer
 	wait := func() <-chan time.Time { // made only when the queue is full
 		timer = time.NewTimer(EnqueueWait)
@@ -493,8 +495,8 @@ func (t *Trail) newLine(c *engine.CallInfo) *Line {
 // line makes the call's outcome line.
 func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 	l := t.newLine(c)
-	ms := float64(res.GetDuration().AsDuration().Microseconds()) / 1000
-	l.Stage, l.Decision, l.Outcome, l.DurationMS, l.Replayed = StageOutcome, "allow", "ok", &ms, res.GetReplayed()
+	l.durationMS = float64(res.GetDuration().AsDuration().Microseconds()) / 1000
+	l.Stage, l.Decision, l.Outcome, l.DurationMS, l.Replayed = StageOutcome, "allow", "ok", &l.durationMS, res.GetReplayed()
 	if res.GetIsError() {
 		l.Outcome = strings.ToLower(strings.TrimPrefix(res.GetErrorKind().String(), "ERROR_KIND_"))
 	}
