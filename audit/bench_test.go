@@ -26,13 +26,20 @@ func BenchmarkAuditedCall(b *testing.B) {
 	snap := reg.Snapshot()
 	bench := func(b *testing.B, cfg *Config, parallel int) {
 		deps := engine.Deps{Logger: slog.New(slog.DiscardHandler)}
+		var trail *Trail
 		if cfg != nil {
 			cfg.Log = filepath.Join(b.TempDir(), "audit.log")
-			trail, err := Open(*cfg, slog.New(slog.DiscardHandler))
-			if err != nil {
+			var err error
+			if trail, err = Open(*cfg, slog.New(slog.DiscardHandler)); err != nil {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { trail.Close() })
+			// Lines the writer could not keep up with: a trail that drops
+			// them is cheap for the wrong reason.
+			defer func() {
+				_, dropped, failed := trail.Stats()
+				b.ReportMetric(float64(dropped+failed), "lost-lines")
+			}()
 			deps.Observer = trail
 			if cfg.Required {
 				deps.Admission = Gate{Trail: trail}

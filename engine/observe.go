@@ -128,8 +128,14 @@ func recorded(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	if r == nil {
 		return nil
 	}
-	if err := r.RecordCall(ctx, &b.calls[i].info); err != nil {
-		return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED, fmt.Sprintf("not permitted: %v. Nothing was run.", err))
+	err := r.RecordCall(ctx, &b.calls[i].info)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		// Cancellation outranks the refusal it caused.
+		kind, msg := cancelled(ctx)
+		return b.failure(i, kind, msg+" before the call started; nothing was run")
 	}
-	return nil
+	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED, fmt.Sprintf("not permitted: %v. Nothing was run.", err))
 }

@@ -106,3 +106,38 @@ func TestCallRecorder(t *testing.T) {
 		t.Errorf("the refused keyed call sent again: %v (ran %d times in all); want it run, not replayed", r, ran.Load())
 	}
 }
+
+// blockingRecorder waits in RecordCall until its call's context ends.
+type blockingRecorder struct {
+	nopObserver
+	entered chan struct{}
+	ended   chan *toolwirev1.CallResult // the call's result, as CallEnded is told, sent or not
+}
+
+func (r *blockingRecorder) CallEnded(_ context.Context, _ *CallInfo, res *toolwirev1.CallResult) {
+	r.ended <- res
+}
+
+func (r *blockingRecorder) RecordCall(ctx context.Context, _ *CallInfo) error {
+	close(r.entered)
+	<-ctx.Done()
+	return errors.New("the audit trail was still writing")
+}
+
+// TestCallRecorderCancelled: a call cancelled while its record is being
+// written ends CANCELLED, not NOT_PERMITTED: cancellation outranks the
+// refusal it caused.
+func TestCallRecorderCancelled(t *testing.T) {
+	t.Parallel()
+	rec := &blockingRecorder{entered: make(chan struct{}), ended: make(chan *toolwirev1.CallResult, 1)}
+	te := newTestBedWith(t, Config{}, Deps{Observer: rec})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-rec.entered
+		cancel()
+	}()
+	te.runErr(ctx, calls(call("a", "echo", `{"text":"x"}`)))
+	if r := <-rec.ended; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED {
+		t.Errorf("a call cancelled while recorded: %v", r)
+	}
+}
