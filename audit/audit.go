@@ -245,6 +245,7 @@ func (t *Trail) write() {
 		} else {
 			t.written.Add(n)
 		}
+		t.report(err) // before the waiting calls learn of it, so Healthy agrees with them
 		for _, w := range waiters {
 			w <- err
 		}
@@ -252,7 +253,6 @@ func (t *Trail) write() {
 			buf = nil // a huge line passed: do not keep its room
 		}
 		buf, n, waiters = buf[:0], 0, waiters[:0]
-		t.report(err)
 	}
 	add := func(e entry) {
 		buf = append(append(buf, e.line...), '\n')
