@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // rotatingFile appends to a file and, past maxBytes, renames it to
@@ -44,6 +45,13 @@ func (r *rotatingFile) open() error {
 		return err
 	}
 	r.f = f
+	// The file may be new: sync its directory too, or a synced line could
+	// be lost with the file's name in a crash. Best effort: not every
+	// filesystem can sync a directory.
+	if d, err := os.Open(filepath.Dir(r.name)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 	return nil
 }
 
