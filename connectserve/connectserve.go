@@ -39,13 +39,12 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/gen/toolwire/v1/toolwirev1connect"
+	"github.com/toolwire/toolwire/internal/rpctelemetry"
 	"github.com/toolwire/toolwire/internal/writewatch"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // Path is the path prefix the surface serves: every procedure of the
@@ -66,9 +65,7 @@ type Options struct {
 // records reports whether o's providers record anything; the test is the
 // gRPC surface's (service.Config.records).
 func (o Options) records() bool {
-	_, noopTP := o.TracerProvider.(tracenoop.TracerProvider)
-	_, noopMP := o.MeterProvider.(metricnoop.MeterProvider)
-	return (o.TracerProvider != nil && !noopTP) || (o.MeterProvider != nil && !noopMP)
+	return rpctelemetry.Records(o.TracerProvider, o.MeterProvider)
 }
 
 // Server is the Connect surface of an engine: an http.Handler for Path.
@@ -95,19 +92,12 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error
 	maxMsg := eng.Config().MaxMessageBytes
 	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg)}
 	if o.records() {
-		var tp trace.TracerProvider = tracenoop.NewTracerProvider()
-		if o.TracerProvider != nil {
-			tp = o.TracerProvider
-		}
-		var mp metric.MeterProvider = metricnoop.NewMeterProvider()
-		if o.MeterProvider != nil {
-			mp = o.MeterProvider
-		}
+		tp, mp := rpctelemetry.OrNoop(o.TracerProvider, o.MeterProvider)
 		// The client's trace continues into the server, as otelgrpc's
 		// does on the gRPC port (WithTrustRemote: its span is the parent,
 		// not a link).
 		ic, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tp), otelconnect.WithMeterProvider(mp),
-			otelconnect.WithPropagator(propagator), otelconnect.WithTrustRemote())
+			otelconnect.WithPropagator(rpctelemetry.Propagator), otelconnect.WithTrustRemote())
 		if err != nil {
 			return nil, err
 		}
@@ -202,23 +192,15 @@ func (s *Server) CallTool(ctx context.Context, req *connect.Request[toolwirev1.C
 // WatchTools implements toolwire.v1.ToolService: the registry's revision
 // now and on every change, until the client leaves or the server drains.
 func (s *Server) WatchTools(ctx context.Context, _ *connect.Request[toolwirev1.WatchToolsRequest], stream *connect.ServerStream[toolwirev1.WatchToolsResponse]) error {
-	last := ""
-	for {
-		changed := s.reg.Changed() // before the snapshot, so no change is missed
-		if rev := s.reg.Snapshot().Revision(); rev != last {
-			if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: rev}); err != nil {
-				return err
-			}
-			last = rev
-		}
-		select {
-		case <-changed:
-		case <-s.engine.Draining():
-			return connect.NewError(connect.CodeUnavailable, errors.New("server is shutting down"))
-		case <-ctx.Done():
-			return ctx.Err()
+	for snap := range s.reg.Watch(ctx, s.engine.Draining()) {
+		if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: snap.Revision()}); err != nil {
+			return err
 		}
 	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return connect.NewError(connect.CodeUnavailable, errors.New("server is shutting down"))
 }
 
 // connectError maps an error of the engine's to its Connect error, in this
@@ -254,32 +236,12 @@ func connectError(err error) error {
 // connectCode is the Connect code of c; a code this surface does not know
 // is Unknown, never a success.
 func connectCode(c engine.Code) connect.Code {
-	switch c {
-	case engine.Canceled:
-		return connect.CodeCanceled
-	case engine.InvalidArgument:
-		return connect.CodeInvalidArgument
-	case engine.DeadlineExceeded:
-		return connect.CodeDeadlineExceeded
-	case engine.ResourceExhausted:
-		return connect.CodeResourceExhausted
-	case engine.Unavailable:
-		return connect.CodeUnavailable
-	case engine.Internal:
-		return connect.CodeInternal
-	case engine.NotFound:
-		return connect.CodeNotFound
-	case engine.PermissionDenied:
-		return connect.CodePermissionDenied
-	case engine.Unauthenticated:
-		return connect.CodeUnauthenticated
+	var cc connect.Code
+	if c == engine.OK || cc.UnmarshalText([]byte(c.Name())) != nil {
+		return connect.CodeUnknown
 	}
-	return connect.CodeUnknown
+	return cc
 }
-
-// propagator reads the trace context and baggage a client sends, as the
-// gRPC surface's does.
-var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // clientTrace returns ctx carrying the trace context and baggage the
 // client sent, unless it already carries a span (otelconnect's interceptor
@@ -289,5 +251,5 @@ func (s *Server) clientTrace(ctx context.Context, h http.Header) context.Context
 	if s.traced || (h.Get("Traceparent") == "" && h.Get("Baggage") == "") {
 		return ctx
 	}
-	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+	return rpctelemetry.Extract(ctx, propagation.HeaderCarrier(h))
 }

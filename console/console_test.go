@@ -3,6 +3,7 @@ package console
 import (
 	"flag"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,6 +52,29 @@ func TestNoInlineScript(t *testing.T) {
 	for _, bad := range []string{"<script>", "<style", " style=", " onclick=", "http://", "https://"} {
 		if strings.Contains(page, bad) {
 			t.Errorf("index.html holds %q, which the Content-Security-Policy forbids or which loads from another origin", bad)
+		}
+	}
+}
+
+// TestNoHTMLFromText holds the page's scripts to building elements with
+// dom.js's el() (text nodes only): none of them hands a string to the
+// browser's HTML parser or evaluates one as code, so what a tool's
+// description, schema or result says can never become markup or script.
+func TestNoHTMLFromText(t *testing.T) {
+	t.Parallel()
+	files, err := fs.Glob(static, "static/js/*.js")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("the page's scripts: %v, %v", files, err)
+	}
+	for _, f := range files {
+		b, err := static.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "DOMParser", "createContextualFragment", "srcdoc", "eval(", "new Function", "setAttribute(\"on", "javascript:"} {
+			if strings.Contains(string(b), bad) {
+				t.Errorf("%s uses %q", f, bad)
+			}
 		}
 	}
 }

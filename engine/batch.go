@@ -126,6 +126,7 @@ type batch struct {
 	stopTimeout context.CancelFunc      // stops the batch deadline's timer; nil without one
 	detached    bool                    // the batch outlives its stream; see handle.go
 	sink        Sink                    // Run's: the one reader of a batch that is not detached, the first attachment of one that is
+	weight      int                     // what the sink holds of an event, in encoded sizes (WeightedSink)
 	seq         uint64                  // the writer's: the number of the last event written
 	log         *batchLog               // a detached batch's log in the store; nil when not detached
 	out         outbox.Outbox           // events on their way to the writer
@@ -162,7 +163,11 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		callerCtx: ctx,
 		detached:  req.GetOptions().GetDetach(),
 		sink:      sink,
+		weight:    1,
 		start:     time.Now(),
+	}
+	if w, ok := sink.(WeightedSink); ok {
+		b.weight = max(1, w.Weight())
 	}
 	b.out.Init(e.cfg.MaxStreamBufferBytes, e.cfg.EventBuffer, e.budget)
 	if n := len(req.GetCalls()); n == 1 {
@@ -294,14 +299,14 @@ func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 // events waiting for a slow reader hold their budget (MaxStreamBufferBytes,
 // EventBuffer); after the caller's context has ended the event is dropped.
 func (b *batch) emit(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.Put(b.callerCtx.Done(), ev, proto.Size(ev), false)
+	b.out.Put(b.callerCtx.Done(), ev, b.weight*proto.Size(ev), false)
 }
 
 // emitStarted hands a call's CallStarted to the writer without waiting: the
 // call holds a concurrency slot, which must not wait for a slow reader. One
 // small event per call is all it adds beyond the budget.
 func (b *batch) emitStarted(ev *toolwirev1.ExecuteBatchResponse) {
-	b.out.Put(nil, ev, proto.Size(ev), true)
+	b.out.Put(nil, ev, b.weight*proto.Size(ev), true)
 }
 
 // run executes the lanes in order and closes the event channel when every

@@ -287,3 +287,44 @@ func (nopObserver) CallStarted(ctx context.Context, _ *CallInfo) context.Context
 func (nopObserver) CallRunning(context.Context, *CallInfo)                         {}
 func (nopObserver) CallAbandoned(context.Context, *CallInfo)                       {}
 func (nopObserver) CallEnded(context.Context, *CallInfo, *toolwirev1.CallResult)   {}
+
+// weightedSink is a stalled sink that holds each event three times over.
+type weightedSink struct{ *stalledSink }
+
+func (weightedSink) Weight() int { return 3 }
+
+// TestWeightedSinkCountsWhatItHolds: a sink that holds an event several
+// times over (the MCP surface's) is charged that many times its size, so
+// the budget ends its stream where a sink of weight 1 would go on.
+func TestWeightedSinkCountsWhatItHolds(t *testing.T) {
+	t.Parallel()
+	e := newTestEngineWith(t, Config{
+		MaxStreamBufferBytes: 4 << 20,
+		MaxBufferedBytes:     2 << 20,
+		MaxResultBytes:       1 << 20,
+	}, Deps{})
+	_, snap := newBudgetTools(t)
+
+	// Weight 1: one 900 KiB result held, under the 2 MiB budget.
+	plain := newStalledSink()
+	donePlain := runAsync(e, snap, calls(tc("p-0", "kib900")), plain)
+	waitFor(t, func() bool { return e.Stats().BufferedBytes >= 900<<10 && plain.blocked.Load() })
+	if held := e.Stats().BufferedBytes; held >= 1800<<10 {
+		t.Errorf("a sink of weight 1 holding 900 KiB is counted as %d bytes", held)
+	}
+	close(plain.resume)
+	if err := <-donePlain; err != nil {
+		t.Fatalf("weight 1: %v", err)
+	}
+
+	// Weight 3: the same result counts 2.7 MiB, over the budget: the
+	// stream is ended.
+	heavy := weightedSink{newStalledSink()}
+	err := <-runAsync(e, snap, calls(tc("h-0", "kib900")), heavy)
+	if CodeOf(err) != ResourceExhausted || !errors.Is(heavy.stoppedBy(), ErrOverBudget) {
+		t.Errorf("weight 3: Run %v, stopped by %v; want ResourceExhausted, ErrOverBudget", err, heavy.stoppedBy())
+	}
+	if st := e.Stats(); st.BufferedBytes != 0 {
+		t.Errorf("%d bytes still counted with no batch running; want 0", st.BufferedBytes)
+	}
+}

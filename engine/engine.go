@@ -48,6 +48,17 @@ type Sink interface {
 	Send(*toolwirev1.ExecuteBatchResponse) error
 }
 
+// A WeightedSink is a Sink that holds an event several times over while
+// it writes it: the MCP surface keeps a result as JSON three times (the
+// result, the JSON-RPC message, the SSE event) besides the call's own.
+// What its batch holds for a slow reader counts against
+// MaxStreamBufferBytes and MaxBufferedBytes as each event's encoded size
+// times Weight, so that the budgets bound what the server holds.
+type WeightedSink interface {
+	Sink
+	Weight() int // ≥ 1
+}
+
 // SinkFunc is a function as a Sink.
 type SinkFunc func(*toolwirev1.ExecuteBatchResponse) error
 

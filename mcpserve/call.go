@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/writewatch"
 )
@@ -132,6 +133,17 @@ type callSink struct {
 	w       *writewatch.Writer         // the response
 }
 
+// mcpWeight is what /mcp holds of a call's result while writing it, in
+// its encoded size: the go-sdk keeps it as JSON three times (the result,
+// the JSON-RPC message, the SSE event) besides the call's own result and
+// arguments; measured with bench/stalled --surface mcp, a MiB of the
+// engine's budget held about 5 MiB of heap when each counted once.
+const mcpWeight = 5
+
+// Weight makes the engine's budgets count what a stalled /mcp response
+// really holds (engine.WeightedSink).
+func (k *callSink) Weight() int { return mcpWeight }
+
 func (k *callSink) Send(ev *toolwirev1.ExecuteBatchResponse) error {
 	switch e := ev.GetEvent().(type) {
 	case *toolwirev1.ExecuteBatchResponse_Result:
@@ -215,3 +227,5 @@ func mcpResult(r *toolwirev1.CallResult) *mcp.CallToolResult {
 	out.Meta = meta
 	return out
 }
+
+var _ engine.WeightedSink = (*callSink)(nil)

@@ -35,33 +35,28 @@ const (
 	CodeUnauthenticated = -32016
 )
 
+// rpcCodes are the JSON-RPC codes of the engine's codes; any other is
+// the internal error's.
+var rpcCodes = map[engine.Code]int64{
+	engine.InvalidArgument: jsonrpc.CodeInvalidParams, engine.ResourceExhausted: CodeResourceExhausted, engine.Unavailable: CodeUnavailable,
+	engine.DeadlineExceeded: CodeDeadlineExceeded, engine.Canceled: CodeCancelled, engine.NotFound: CodeNotFound,
+	engine.PermissionDenied: CodePermissionDenied, engine.Unauthenticated: CodeUnauthenticated,
+}
+
 // rpcError maps an error of the engine's to the JSON-RPC error an MCP
 // client reads, in this one place: the code by engine.CodeOf, the engine's
 // message as it is, and in data the engine code's name as the HTTP port's
 // errors spell it ({"code":"resource_exhausted"}). What the model must see
 // is never an error here: a failing call is a result (isError).
 func rpcError(err error) error {
-	code, name := jsonrpc.CodeInternalError, "internal"
-	switch engine.CodeOf(err) {
-	case engine.InvalidArgument:
-		code, name = jsonrpc.CodeInvalidParams, "invalid_argument"
-	case engine.ResourceExhausted:
-		code, name = CodeResourceExhausted, "resource_exhausted"
-	case engine.Unavailable:
-		code, name = CodeUnavailable, "unavailable"
-	case engine.DeadlineExceeded:
-		code, name = CodeDeadlineExceeded, "deadline_exceeded"
-	case engine.Canceled:
-		code, name = CodeCancelled, "cancelled"
-	case engine.NotFound:
-		code, name = CodeNotFound, "not_found"
-	case engine.PermissionDenied:
-		code, name = CodePermissionDenied, "permission_denied"
-	case engine.Unauthenticated:
-		code, name = CodeUnauthenticated, "unauthenticated"
-	case engine.Internal:
-	default:
-		name = "unknown"
+	c := engine.CodeOf(err)
+	code, ok := rpcCodes[c]
+	if !ok {
+		code = jsonrpc.CodeInternalError
+	}
+	name := c.Name()
+	if c == engine.OK {
+		name = "unknown" // an error never reads as success
 	}
 	msg := err.Error()
 	var details []json.RawMessage

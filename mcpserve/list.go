@@ -109,17 +109,9 @@ func (s *Server) markRevision(rev string) {
 // watch follows the registry until Close.
 func (s *Server) watch() {
 	defer s.stopped.Done()
-	last := s.rev.Load().id
-	for {
-		changed := s.reg.Changed() // before the snapshot, so no change is missed
-		if rev := s.reg.Snapshot().Revision(); rev != last {
+	for snap := range s.reg.Watch(context.Background(), s.stop) {
+		if rev := snap.Revision(); rev != s.rev.Load().id {
 			s.markRevision(rev)
-			last = rev
-		}
-		select {
-		case <-changed:
-		case <-s.stop:
-			return
 		}
 	}
 }

@@ -2,13 +2,12 @@ package service
 
 import (
 	"flag"
+	"github.com/toolwire/toolwire/internal/rpctelemetry"
 	"github.com/toolwire/toolwire/serverstatus"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // Config tunes the gRPC surface: its listener, its connections' limits and
@@ -57,9 +56,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // SDK's do, nil and the no-op ones do not (engine.OpenTelemetry makes the
 // same choice).
 func (c Config) records() bool {
-	_, noopTP := c.TracerProvider.(tracenoop.TracerProvider)
-	_, noopMP := c.MeterProvider.(metricnoop.MeterProvider)
-	return (c.TracerProvider != nil && !noopTP) || (c.MeterProvider != nil && !noopMP)
+	return rpctelemetry.Records(c.TracerProvider, c.MeterProvider)
 }
 
 // withDefaults returns c with the defaults of the transport's settings

@@ -91,23 +91,16 @@ func (s *Server) ListTools(ctx context.Context, _ *toolwirev1.ListToolsRequest) 
 
 // WatchTools implements toolwire.v1.ToolService.
 func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerStreamingServer[toolwirev1.WatchToolsResponse]) error {
-	last := ""
-	for {
-		changed := s.reg.Changed() // before the snapshot, so no change is missed
-		if rev := s.reg.Snapshot().Revision(); rev != last {
-			if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: rev}); err != nil {
-				return err
-			}
-			last = rev
-		}
-		select {
-		case <-changed:
-		case <-s.engine.Draining():
-			return status.Error(codes.Unavailable, "server is shutting down")
-		case <-stream.Context().Done():
-			return status.FromContextError(stream.Context().Err()).Err()
+	ctx := stream.Context()
+	for snap := range s.reg.Watch(ctx, s.engine.Draining()) {
+		if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: snap.Revision()}); err != nil {
+			return err
 		}
 	}
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Error(codes.Unavailable, "server is shutting down")
 }
 
 // ExecuteBatch implements toolwire.v1.ToolService.
@@ -176,28 +169,21 @@ func grpcError(err error) error {
 // grpcCode is the gRPC code of c; a code this surface does not know is
 // Unknown, never OK, so an error never reads as success.
 func grpcCode(c engine.Code) codes.Code {
-	switch c {
-	case engine.Canceled:
-		return codes.Canceled
-	case engine.InvalidArgument:
-		return codes.InvalidArgument
-	case engine.DeadlineExceeded:
-		return codes.DeadlineExceeded
-	case engine.ResourceExhausted:
-		return codes.ResourceExhausted
-	case engine.Unavailable:
-		return codes.Unavailable
-	case engine.Internal:
-		return codes.Internal
-	case engine.NotFound:
-		return codes.NotFound
-	case engine.PermissionDenied:
-		return codes.PermissionDenied
-	case engine.Unauthenticated:
-		return codes.Unauthenticated
+	if g, ok := grpcCodes[c.String()]; ok && c != engine.OK {
+		return g
 	}
 	return codes.Unknown
 }
+
+// grpcCodes are gRPC's codes by their names, which the engine's codes
+// share (Code.String).
+var grpcCodes = func() map[string]codes.Code {
+	m := map[string]codes.Code{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		m[c.String()] = c
+	}
+	return m
+}()
 
 // ListenAndServe listens on the configured address and serves; see Serve.
 func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) error {

@@ -5,18 +5,12 @@ import (
 
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
-	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
-)
 
-// propagator reads the trace context and baggage a client sends.
-var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	"github.com/toolwire/toolwire/internal/rpctelemetry"
+)
 
 // StatsHandler returns otelgrpc's gRPC stats handler on the server's
 // providers: RPC spans and metrics, with W3C trace context and baggage read
@@ -27,20 +21,11 @@ var propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceCont
 // own.
 func (s *Server) StatsHandler() stats.Handler {
 	opts := []otelgrpc.Option{
-		otelgrpc.WithPropagators(propagator),
+		otelgrpc.WithPropagators(rpctelemetry.Propagator),
 		otelgrpc.WithFilter(filters.Not(filters.ServiceName("grpc.health.v1.Health"))),
 	}
-	// A provider the Config leaves nil records nothing; otelgrpc would
-	// take OpenTelemetry's global one instead, which the Config's choice
-	// must not depend on.
-	var tp trace.TracerProvider = tracenoop.NewTracerProvider()
-	if s.cfg.TracerProvider != nil {
-		tp = s.cfg.TracerProvider
-	}
-	var mp metric.MeterProvider = metricnoop.NewMeterProvider()
-	if s.cfg.MeterProvider != nil {
-		mp = s.cfg.MeterProvider
-	}
+	// A provider the Config leaves nil records nothing.
+	tp, mp := rpctelemetry.OrNoop(s.cfg.TracerProvider, s.cfg.MeterProvider)
 	return otelgrpc.NewServerHandler(append(opts, otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp))...)
 }
 
@@ -64,14 +49,11 @@ func (s *Server) TelemetryOptions() []grpc.ServerOption {
 // put it there). Without a stats handler this is what lets tools continue
 // the client's trace, and log lines name it.
 func withClientTrace(ctx context.Context) context.Context {
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx
-	}
 	md := incomingMetadata{ctx}
 	if md.Get("traceparent") == "" && md.Get("baggage") == "" {
 		return ctx // the usual case, and free: no carrier to allocate
 	}
-	return propagator.Extract(ctx, md)
+	return rpctelemetry.Extract(ctx, md)
 }
 
 // incomingMetadata is a ctx's incoming gRPC metadata as a TextMapCarrier,

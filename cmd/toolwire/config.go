@@ -13,6 +13,7 @@ import (
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service"
 	"github.com/toolwire/toolwire/store/storeurl"
+	"github.com/toolwire/toolwire/tools/workspacetools"
 )
 
 // serveConfig is the configuration of "toolwire serve": the YAML file given
@@ -38,6 +39,10 @@ type serveConfig struct {
 	PolicyConfig    // policies, reloaded live (policy)
 	AuditConfig     // audit_log and its settings (audit)
 }
+
+// WorkspaceConfig is workspacetools.Config under a name of its own, so
+// that it can be embedded beside the other features' Configs.
+type WorkspaceConfig = workspacetools.Config
 
 // AuditConfig is audit.Config under a name of its own, so that it can be
 // embedded beside the other features' Configs.

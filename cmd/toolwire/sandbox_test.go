@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -20,6 +21,7 @@ import (
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+	"github.com/toolwire/toolwire/tools/workspacetools"
 )
 
 // TestSandboxSurvivesNoServerKill runs the real binary with the sandbox
@@ -181,15 +183,19 @@ func TestSandboxGaugeOnTheProviderPassed(t *testing.T) {
 	t.Cleanup(func() { otel.SetMeterProvider(prev) })
 
 	log := slog.New(slog.DiscardHandler)
-	if _, err := startSandbox(sandbox.Config{Mode: sandbox.Off}, nil, log); err != nil {
-		t.Fatal(err)
+	cfg := workspacetools.Config{Workspace: t.TempDir(), RunCommand: workspacetools.RunCommandConfig{Enabled: true}, Sandbox: sandbox.Config{Mode: sandbox.Off}}
+	open := func(mp metric.MeterProvider) {
+		ws, err := workspacetools.Open(cfg, workspacetools.Env{MeterProvider: mp, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ws.Close() })
 	}
+	open(nil)
 	passed := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(passed))
 	t.Cleanup(func() { mp.Shutdown(context.Background()) })
-	if _, err := startSandbox(sandbox.Config{Mode: sandbox.Off}, mp, log); err != nil {
-		t.Fatal(err)
-	}
+	open(mp)
 
 	got := sandboxGauge(t, passed)
 	want := map[string]int64{

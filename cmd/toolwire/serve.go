@@ -2,16 +2,16 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/auth"
-	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/serverstatus"
@@ -20,154 +20,220 @@ import (
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"github.com/toolwire/toolwire/tools/workspacetools"
 	"google.golang.org/grpc"
 )
 
-// runServe serves until ctx is done, then drains and returns nil.
+// runServe serves until ctx is done, then drains and returns nil, in five
+// steps: parse the configuration, build the tools, build the engine over
+// them, build the surfaces over the engine (each listening, so a port in
+// use fails serve before anything is served), and serve them all.
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
+	s, err := parseServe(args, stderr)
+	if s == nil || err != nil {
+		return err // or -h
+	}
+	defer s.close()
+	if err := s.buildTools(ctx, args); err != nil {
+		return err
+	}
+	if err := s.buildEngine(ctx); err != nil {
+		return err
+	}
+	ls, err := s.buildSurfaces()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return s.serve(ctx, ls)
+}
+
+// serveRun is what runServe's steps build, in order, and what it closes,
+// last first, once the listeners have drained.
+type serveRun struct {
+	cfg      serveConfig
+	log      *slog.Logger
+	tel      *telemetry
+	policies *policy.Live // the policies in force, swapped by reloads
+	reg      *tools.Registry
+	srcs     *sources.Set
+	eng      *engine.Engine
+	closers  []func()
+}
+
+// onClose has close call f; closers run last first.
+func (s *serveRun) onClose(f func()) { s.closers = append(s.closers, f) }
+
+// close closes what the steps built, last first.
+func (s *serveRun) close() {
+	for _, f := range slices.Backward(s.closers) {
+		f()
+	}
+}
+
+// parseServe reads the command line and the config file, and refuses,
+// before anything starts, settings that cannot work (a malformed --store,
+// engine settings that contradict each other, a policy that cannot run);
+// Open, later, finds what only connecting can. It returns nil after -h.
+func parseServe(args []string, stderr io.Writer) (*serveRun, error) {
 	cfg, help, err := parseServeArgs(args, stderr)
 	if help || err != nil {
-		return err
+		return nil, err
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return cmdUsageError("serve", "serve: %v", err)
+		return nil, cmdUsageError("serve", "serve: %v", err)
 	}
 	routeLibraryLogs(log)
-	// A malformed --store, or engine settings that cannot work together,
-	// are refused before anything starts; Open, later, finds what only
-	// connecting can.
 	if err := cfg.StoreConfig.Validate(); err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return nil, fmt.Errorf("serve: %w", err)
 	}
-	if err := cfg.EngineConfig.Validate(); err != nil {
-		return cmdUsageError("serve", "serve: %v", err)
+	// Policies are compiled here, to refuse a rule that cannot run before
+	// anything starts, and again by each reload.
+	for _, check := range []func() error{cfg.EngineConfig.Validate, cfg.PolicyConfig.Check, cfg.WorkspaceConfig.Validate} {
+		if err := check(); err != nil {
+			return nil, cmdUsageError("serve", "serve: %v", err)
+		}
 	}
-	// Policies are compiled once here, to refuse a rule that cannot run
-	// before anything starts, and again by each reload.
-	if err := cfg.PolicyConfig.Check(); err != nil {
-		return cmdUsageError("serve", "serve: %v", err)
-	}
-	policies := &policy.Live{}
-	tel, err := startTelemetry(ctx, cfg.AdminListen, log)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	defer tel.shutdown()
+	return &serveRun{cfg: cfg, log: log, policies: &policy.Live{}}, nil
+}
 
-	reg, err := tools.NewRegistry()
-	if err != nil {
+// buildTools starts the telemetry (the sandbox's gauge goes on it), then
+// fills the registry: the diagnostic tools, the workspace tools, then the
+// sources, last so that built-in tools keep their names.
+func (s *serveRun) buildTools(ctx context.Context, args []string) (err error) {
+	if s.tel, err = startTelemetry(ctx, s.cfg.AdminListen, s.log); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s.onClose(s.tel.shutdown)
+	if s.reg, err = tools.NewRegistry(); err != nil {
 		return err
 	}
-	if cfg.Diag {
-		if err := reg.Add(diag.Tools()...); err != nil {
+	if s.cfg.Diag {
+		if err := s.reg.Add(diag.Tools()...); err != nil {
 			return err
 		}
 	}
-	closeWorkspace, err := addWorkspaceTools(reg, cfg.WorkspaceConfig, cfg.SessionTTL, tel.meterProvider(), log)
+	ws, err := workspacetools.Open(s.cfg.WorkspaceConfig, workspacetools.Env{SessionTTL: s.cfg.SessionTTL, MeterProvider: s.tel.meterProvider(), Logger: s.log})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	s.onClose(func() { _ = ws.Close() })
+	if err := s.reg.Add(ws.Tools()...); err != nil {
+		return err
+	}
+	s.srcs = sources.New(s.reg, s.log)
+	stopSources, err := startSources(ctx, args, s.cfg, s.srcs, s.policies, s.log)
 	if err != nil {
 		return err
 	}
-	defer closeWorkspace()
-	// Sources come last: built-in tools keep their names.
-	srcs := sources.New(reg, log)
-	stopSources, err := startSources(ctx, args, cfg, srcs, policies, log)
-	if err != nil {
-		return err
+	s.onClose(stopSources)
+	s.warnOfTools()
+	return nil
+}
+
+// warnOfTools warns of an empty registry and of safe overrides naming no
+// tool, and logs what is served.
+func (s *serveRun) warnOfTools() {
+	snap := s.reg.Snapshot()
+	if snap.Len() == 0 && s.cfg.Sources.Empty() {
+		s.log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
 	}
-	defer stopSources()
-	if reg.Snapshot().Len() == 0 && cfg.Sources.Empty() {
-		log.Warn("no tools are registered: ListTools returns none and every call gets an UNKNOWN_TOOL result; use --diag for the diagnostic tools")
-	}
-	for name := range cfg.Safe {
-		if _, ok := reg.Snapshot().Lookup(name); !ok {
-			log.Warn("safe override names a tool that is not registered", "tool", name)
+	for name := range s.cfg.Safe {
+		if _, ok := snap.Lookup(name); !ok {
+			s.log.Warn("safe override names a tool that is not registered", "tool", name)
 		}
 	}
+}
 
-	verifier, opts, err := serveSecurity(cfg.SecurityConfig, log, os.Getenv)
+// buildEngine opens the store and the audit trail and makes the engine
+// over them, with the admission and the observers chosen here. The store
+// and the trail close after the engine has drained (closers run last
+// first), so the calls that end in the drain are kept and recorded.
+func (s *serveRun) buildEngine(ctx context.Context) error {
+	rules, err := s.cfg.admission(s.policies)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	log.Info("serving tools", "tools", reg.Snapshot().Names(), "revision", reg.Snapshot().Revision())
-	engCfg, deps := cfg.EngineConfig, engine.Deps{Logger: log}
-	rules, err := cfg.admission(policies)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
+	deps := engine.Deps{Logger: s.log, Admission: rules, Observer: s.tel.observer(s.cfg.TraceContent)}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	st, err := cfg.StoreConfig.Open(openCtx)
+	st, err := s.cfg.StoreConfig.Open(openCtx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer st.Close() // after the server has drained
-	// One store keeps both the idempotency records and the sessions.
+	s.onClose(func() { st.Close() })
+	// One store keeps the idempotency records, the variables and the logs.
 	deps.Idempotency, deps.Vars, deps.EventLog = st, st, st
-	log.Info("idempotency and session store", "store", cfg.StoreConfig.Kind())
-	if engCfg.RatePerCaller > 0 {
+	s.log.Info("idempotency and session store", "store", s.cfg.StoreConfig.Kind())
+	if s.cfg.RatePerCaller > 0 {
 		// A store every replica shares keeps the allowances too (Redis);
 		// otherwise each replica keeps its own.
-		shared := false
-		if rs, ok := st.(engine.RateStore); ok {
-			deps.RateStore, shared = rs, true
+		rs, shared := st.(engine.RateStore)
+		if shared {
+			deps.RateStore = rs
 		}
-		log.Info("rate limit per caller", "rate_per_caller", engCfg.RatePerCaller, "rate_burst", engCfg.RateBurst, "shared", shared)
+		s.log.Info("rate limit per caller", "rate_per_caller", s.cfg.RatePerCaller, "rate_burst", s.cfg.RateBurst, "shared", shared)
 	}
-	// The engine is made here, with the telemetry chosen here, and the gRPC
-	// surface put on it; a later surface shares it, and the Verifier.
-	// The audit trail is closed after the engine has drained (defers run
-	// last first), so the calls that end in the drain are recorded.
-	trail, err := audit.Open(cfg.AuditConfig, log)
+	trail, err := audit.Open(s.cfg.AuditConfig, s.log)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	defer trail.Close()
-	deps.Observer = tel.observer(cfg.TraceContent)
-	deps.Admission = rules
-	if trail != nil {
-		deps.Observer = engine.Observers(deps.Observer, trail)
-		if err := trail.Instrument(tel.meterProvider()); err != nil {
-			log.Warn("the audit trail's metric could not be registered", "error", err.Error())
-		}
-		if cfg.AuditConfig.Required {
-			deps.Admission = audit.Gate{Trail: trail, Next: rules}
-		}
-		log.Info("audit trail", "audit_log", cfg.AuditConfig.Log, "arguments", cfg.AuditConfig.Arguments, "required", cfg.AuditConfig.Required)
-	}
-	eng := engine.New(engCfg, deps)
-	defer eng.Close() // after the surfaces have drained
-	svcCfg := cfg.ServiceConfig
-	tel.apply(&svcCfg)
-	// The read-only server view (AdminService), on both ports.
-	view := serverstatus.New(eng, reg, serverstatus.Config{Sources: sourceStatus(srcs), Open: !verifier.Enabled()})
-	svcCfg.Admin = view
-	srv := service.New(eng, reg, svcCfg)
-	if cfg.Health != "" {
-		stopHealth, err := serveHealth(srv, cfg.Health, log)
-		if err != nil {
-			return fmt.Errorf("serve: %w", err)
-		}
-		defer stopHealth() // after the drain, so probes see it
-	}
-	ctx, stopServing := context.WithCancelCause(ctx)
-	defer stopServing(nil)
-	httpTel := connectserve.Options{TracerProvider: svcCfg.TracerProvider, MeterProvider: svcCfg.MeterProvider}
-	waitHTTP, err := serveHTTPPort(ctx, stopServing, cfg, eng, reg, view, verifier, httpTel, log)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	stopLog := context.AfterFunc(ctx, func() {
-		log.Info("shutting down: draining running batches")
-	})
-	defer stopLog()
-	err = srv.ListenAndServe(ctx, opts...)
-	stopServing(nil)
-	if err := errors.Join(err, waitHTTP()); err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("toolwire stopped", "abandoned_tools", eng.Stats().Abandoned)
+	s.onClose(func() { trail.Close() })
+	s.audit(trail, rules, &deps)
+	s.eng = engine.New(s.cfg.EngineConfig, deps)
+	s.onClose(s.eng.Close)
 	return nil
+}
+
+// audit puts the trail, when configured, among the engine's observers and,
+// when required, in front of its admission.
+func (s *serveRun) audit(trail *audit.Trail, rules *policy.Rules, deps *engine.Deps) {
+	if trail == nil {
+		return
+	}
+	deps.Observer = engine.Observers(deps.Observer, trail)
+	if err := trail.Instrument(s.tel.meterProvider()); err != nil {
+		s.log.Warn("the audit trail's metric could not be registered", "error", err.Error())
+	}
+	if s.cfg.AuditConfig.Required {
+		deps.Admission = audit.Gate{Trail: trail, Next: rules}
+	}
+	s.log.Info("audit trail", "audit_log", s.cfg.AuditConfig.Log, "arguments", s.cfg.AuditConfig.Arguments, "required", s.cfg.AuditConfig.Required)
+}
+
+// buildSurfaces puts the surfaces on the engine, behind the one Verifier
+// the security settings make, and listens for each: the health listener,
+// the HTTP port, the gRPC port and the admin listener.
+func (s *serveRun) buildSurfaces() ([]listener, error) {
+	verifier, opts, err := serveSecurity(s.cfg.SecurityConfig, s.log, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("serving tools", "tools", s.reg.Snapshot().Names(), "revision", s.reg.Snapshot().Revision())
+	svcCfg := s.cfg.ServiceConfig
+	s.tel.apply(&svcCfg)
+	// The read-only server view (AdminService), on both ports.
+	view := serverstatus.New(s.eng, s.reg, serverstatus.Config{Sources: sourceStatus(s.srcs), Open: !verifier.Enabled()})
+	svcCfg.Admin = view
+	srv := service.New(s.eng, s.reg, svcCfg)
+	var ls []listener
+	add := func(l listener, err error) error {
+		if err == nil && l.srv != nil {
+			ls = append(ls, l)
+			s.onClose(func() { l.lis.Close() }) // unless served, which closes it
+		}
+		return err
+	}
+	if err := add(s.healthListener(srv)); err != nil {
+		return nil, err
+	}
+	if err := add(s.httpPort(view, verifier, svcCfg)); err != nil {
+		return nil, err
+	}
+	if err := add(s.grpcPort(srv, opts)); err != nil {
+		return nil, err
+	}
+	return ls, add(s.adminListener())
 }
 
 // serveSecurity reads the security settings into the one Verifier that
@@ -183,4 +249,18 @@ func serveSecurity(cfg SecurityConfig, log *slog.Logger, getenv func(string) str
 		return nil, nil, err
 	}
 	return v, opts, nil
+}
+
+// grpcPort listens on the gRPC surface's address (listen).
+func (s *serveRun) grpcPort(srv *service.Server, opts []grpc.ServerOption) (listener, error) {
+	addr := s.cfg.ServiceConfig.Listen
+	if addr == "" {
+		addr = service.DefaultListen
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return listener{}, err
+	}
+	s.log.Info("toolwire listening on "+lis.Addr().String(), "addr", lis.Addr().String())
+	return listener{lis: lis, srv: grpcServer{srv, opts}}, nil
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/engine/otelobserver"
+	"github.com/toolwire/toolwire/httpserve"
 	"github.com/toolwire/toolwire/service"
 )
 
@@ -37,11 +37,10 @@ import (
 // admin HTTP listener. A signal nobody asked for gets no SDK, and the
 // engine no telemetry for it (see observer): nothing is recorded or paid for.
 type telemetry struct {
-	tp    *sdktrace.TracerProvider // nil unless traces are exported
-	mp    *sdkmetric.MeterProvider // nil unless metrics are exported or scraped
-	admin *http.Server             // nil unless --admin-listen
-	lis   net.Listener
-	log   *slog.Logger
+	tp  *sdktrace.TracerProvider // nil unless traces are exported
+	mp  *sdkmetric.MeterProvider // nil unless metrics are exported or scraped
+	reg *prometheus.Registry     // what /metrics serves; nil unless --admin-listen
+	log *slog.Logger
 }
 
 // exportWanted reports whether the standard OpenTelemetry environment asks
@@ -59,8 +58,9 @@ func exportWanted(signal string) bool {
 	return os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || os.Getenv("OTEL_EXPORTER_OTLP_"+signal+"_ENDPOINT") != ""
 }
 
-// startTelemetry sets up the providers and, when adminAddr is set, listens
-// on it for /metrics and /debug/pprof/. Shut it down with shutdown.
+// startTelemetry sets up the providers and, when adminAddr is set, the
+// registry the admin listener serves at /metrics (adminListener). Shut it
+// down with shutdown.
 func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (_ *telemetry, err error) {
 	t := &telemetry{log: log}
 	defer func() {
@@ -100,6 +100,7 @@ func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (_ 
 			return nil, fmt.Errorf("prometheus exporter: %w", err)
 		}
 		readers = append(readers, sdkmetric.WithReader(exp))
+		t.reg = registry
 	}
 	if exportWanted("METRICS") {
 		r, err := autoexport.NewMetricReader(ctx)
@@ -114,26 +115,35 @@ func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (_ 
 		otel.SetMeterProvider(t.mp)
 	}
 
-	if adminAddr != "" {
-		if t.lis, err = net.Listen("tcp", adminAddr); err != nil {
-			return nil, fmt.Errorf("admin listener: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		t.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		go func() {
-			if err := t.admin.Serve(t.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("admin listener failed", "error", err)
-			}
-		}()
-		log.Info("admin listening on "+t.lis.Addr().String(), "admin_addr", t.lis.Addr().String())
-	}
 	return t, nil
+}
+
+// adminListener listens on admin_listen, when set, for /metrics
+// (Prometheus) and /debug/pprof/: a second HTTP port, answering any Host
+// (scrapers name it as they find it), draining for 5s at most. It is
+// late: scrapes see the drain.
+func (s *serveRun) adminListener() (listener, error) {
+	if s.cfg.AdminListen == "" {
+		return listener{}, nil
+	}
+	lis, err := net.Listen("tcp", s.cfg.AdminListen)
+	if err != nil {
+		return listener{}, fmt.Errorf("admin listener: %w", err)
+	}
+	log := s.log
+	port := httpserve.New(httpserve.Config{AllowedHosts: []string{"*"}, DrainTimeout: 5 * time.Second}, nil, log)
+	port.Handle("GET /metrics", promhttp.HandlerFor(s.tel.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}), plainRefuse)
+	for path, h := range map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline,
+		"/debug/pprof/profile": pprof.Profile, "/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace} {
+		port.Handle(path, h, plainRefuse)
+	}
+	log.Info("admin listening on "+lis.Addr().String(), "admin_addr", lis.Addr().String())
+	return listener{name: "admin listener", lis: lis, srv: port, late: true}, nil
+}
+
+// plainRefuse writes the admin port's refusals as plain text.
+func plainRefuse(w http.ResponseWriter, _ *http.Request, status int, _, message string) {
+	http.Error(w, message, status)
 }
 
 // apply puts the providers into the server's configuration.
@@ -166,16 +176,11 @@ func (t *telemetry) meterProvider() metric.MeterProvider {
 	return t.mp
 }
 
-// shutdown stops the admin listener and flushes the providers: spans and
-// metrics of the last batches still reach the collector.
+// shutdown flushes the providers: spans and metrics of the last batches
+// still reach the collector.
 func (t *telemetry) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if t.admin != nil {
-		if err := t.admin.Shutdown(ctx); err != nil {
-			t.log.Warn("admin listener shutdown", "error", err)
-		}
-	}
 	if t.tp != nil {
 		if err := t.tp.Shutdown(ctx); err != nil {
 			t.log.Warn("flushing traces", "error", err)

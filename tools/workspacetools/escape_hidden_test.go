@@ -420,10 +420,7 @@ func TestEscapeOutsideChanges(t *testing.T) {
 			// Files a command may read and must not change or lock: owned
 			// by the server's uid (the commands' too, in this profile), on
 			// the test's file system.
-			ro := t.TempDir()
-			if err := os.Chmod(ro, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			ro := searchableTempDir(t)
 			file := filepath.Join(ro, "passwd")
 			if err := os.WriteFile(file, []byte("read-only\n"), 0o644); err != nil {
 				t.Fatal(err)

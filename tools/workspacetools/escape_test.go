@@ -344,10 +344,7 @@ func TestEscapeCorpus(t *testing.T) {
 
 	// A read-only path of the test's, holding a file only the server's uid
 	// may read and files a command may read but must not change or lock.
-	ro := t.TempDir()
-	if err := os.Chmod(ro, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ro := searchableTempDir(t)
 	for name, mode := range map[string]os.FileMode{"private.txt": 0o600, "lockme": 0o644} {
 		if err := os.WriteFile(filepath.Join(ro, name), []byte("read-only\n"), mode); err != nil {
 			t.Fatal(err)
@@ -679,10 +676,7 @@ func TestEscapeAcrossSessions(t *testing.T) {
 
 func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 	// A read-only path holding a file only the server's uid may read.
-	ro := t.TempDir()
-	if err := os.Chmod(ro, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	ro := searchableTempDir(t)
 	if err := os.WriteFile(filepath.Join(ro, "private.txt"), []byte("server-private\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -830,11 +824,20 @@ func serveSessions(t *testing.T, cfg sandbox.Config) (*sandbox.Sandbox, *workspa
 		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
 	}
 	t.Cleanup(sb.Close)
-	root, err := filepath.EvalSymlinks(t.TempDir())
+	// A short folder of its own rather than t.TempDir(), whose name holds
+	// the test's: a socket bound by absolute path in a session's folder
+	// must fit sun_path (108 bytes) under any $TMPDIR (.ci/run's
+	// unprivileged run uses a longer one).
+	dir, err := os.MkdirTemp("", "tw")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Dir(root), 0o755); err != nil { // the sessions' uids pass through it
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(root, 0o755); err != nil { // the sessions' uids pass through it
 		t.Fatal(err)
 	}
 	opts := workspace.SessionOptions{}
@@ -881,4 +884,18 @@ func TestEscapeMaxProcessesTooSmall(t *testing.T) {
 	if text := wt.Text(res); !res.IsError || !strings.Contains(text, "ork") || !strings.Contains(text, "sandbox.max_processes: 1") {
 		t.Errorf("result (error %v):\n%s\nwant an error naming sandbox.max_processes: 1", res.IsError, text)
 	}
+}
+
+// searchableTempDir is a t.TempDir() that every uid may read and search,
+// with the folder t.TempDir() makes it in: a read-only path the commands
+// of a session's uid read.
+func searchableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

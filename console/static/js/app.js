@@ -1,8 +1,12 @@
 // The console's pages over the public contract (rpc.js): Tools, Try it,
 // Watch it run and Server. Everything the server sends is shown as text.
 import { el, fmtSeconds, pretty, seconds, uid } from "./dom.js";
-import { RPCError, admin, serverStream, setToken, token, tools as toolService, unary } from "./rpc.js";
+import { render as markdown, summary } from "./markdown.js";
+import { search, sourceText } from "./match.js";
+import { picker } from "./picker.js";
+import { RPCError, admin, listAll, serverStream, setToken, token, tools as toolService, unary } from "./rpc.js";
 import { form, validate } from "./schema.js";
+import { elapsed, span, when } from "./time.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -10,8 +14,9 @@ const state = {
   tools: [],
   byName: new Map(),
   sourceOf: new Map(), // tool name → its source's group label, from the server view
+  ownerOf: new Map(), // tool name → its owner in the registry ("openapi:github"), from the server view
   revision: "",
-  calls: [], // the batch being built: {key, name, callId, args, raw}
+  calls: [], // the batch being built: {key, name, callId, args, raw, timeout}
   nextCall: 1,
   run: null, // the batch being watched
 };
@@ -83,26 +88,56 @@ const kindNames = {
   grpc_services: (n) => `gRPC service: ${n}`,
 };
 
+// ownerIDs name a source as the registry does (its owner of its tools),
+// by its configuration key: what the tool search matches as its source.
+const ownerIDs = {
+  builtin: () => "builtin",
+  http_tools: () => "http",
+  openapi: (n) => `openapi:${n}`,
+  mcp_servers: (n) => `mcp:${n}`,
+  remotes: (n) => `remote:${n}`,
+  grpc_services: (n) => `grpc:${n}`,
+};
+
 // groupOf is the group of tool t: its source as the server view names it,
 // else its kind as ListTools gives it.
 function groupOf(t) {
   return state.sourceOf.get(t.name) || sourceNames[t.source] || "Other";
 }
 
+// kinds are the contract's ToolSource values as the search names them (an
+// unset source is a built-in tool's, as in tools.Source).
+const kinds = { TOOL_SOURCE_BUILTIN: "builtin", TOOL_SOURCE_UNSPECIFIED: "builtin", TOOL_SOURCE_HTTP: "http", TOOL_SOURCE_MCP: "mcp", TOOL_SOURCE_REMOTE: "remote" };
+
+// searchSource is t's source as the search matches it: "http openapi:github".
+function searchSource(t) {
+  return sourceText(t.source ? kinds[t.source] || "other" : "builtin", state.ownerOf.get(t.name));
+}
+
+/** listTools asks ListTools for every tool the caller may call (rpc.js listAll). */
+function listTools() {
+  return listAll((req) => unary(toolService, "ListTools", req));
+}
+
 async function refreshTools() {
   try {
-    const resp = await unary(toolService, "ListTools", {});
-    state.tools = resp.tools || [];
-    state.revision = resp.revision || "";
+    const resp = await listTools();
+    state.tools = resp.tools;
+    state.revision = resp.revision;
     state.byName = new Map(state.tools.map((t) => [t.name, t]));
     let who = "";
     state.sourceOf = new Map();
+    state.ownerOf = new Map();
     try {
       const st = await unary(admin, "GetServerStatus", {});
       who = st.callerId ? ` as ${st.callerId}` : "";
       for (const s of st.sources || []) {
         const label = (kindNames[s.kind] || ((n) => `${s.kind}: ${n}`))(s.name);
-        for (const name of s.tools || []) state.sourceOf.set(name, label);
+        const owner = (ownerIDs[s.kind] || ((n) => `${s.kind}:${n}`))(s.name);
+        for (const name of s.tools || []) {
+          state.sourceOf.set(name, label);
+          state.ownerOf.set(name, owner);
+        }
       }
     } catch {
       // the view is optional: a server without it still lists tools
@@ -133,11 +168,20 @@ function badges(a) {
   ];
 }
 
+/** find is the tools query matches, best first: the one search of the page. */
+function find(query) {
+  return search(state.tools, query, searchSource);
+}
+
+/** summaryOf is what a tool's row says of it: its title, else its description's first paragraph. */
+function summaryOf(t) {
+  return t.title || summary(t.description);
+}
+
 function renderTools() {
-  const q = $("tool-search").value.trim().toLowerCase();
   const list = $("tool-list");
   list.replaceChildren();
-  const shown = state.tools.filter((t) => !q || [t.name, t.title, t.description].some((s) => (s || "").toLowerCase().includes(q)));
+  const shown = find($("tool-search").value);
   $("tool-count").textContent = `${shown.length} of ${state.tools.length} tools`;
   const groups = new Map();
   for (const t of shown) {
@@ -152,27 +196,58 @@ function renderTools() {
   }
 }
 
+// toolCard is a tool's row; its body (the description, the schemas) is
+// made when it is first opened, so a catalog of thousands draws quickly.
 function toolCard(t) {
-  return el("details", { class: "tool", dataset: { name: t.name } },
+  const sum = summaryOf(t);
+  const card = el("details", { class: "tool", dataset: { name: t.name } },
     el("summary", {},
       el("span", { class: "tname" }, t.name),
-      t.title ? el("span", { class: "ttitle" }, t.title) : null,
-      badges(t.annotations)),
-    el("div", { class: "body" },
-      el("p", { class: "desc-text" }, t.description || "(no description)"),
+      sum ? el("span", { class: "ttitle" }, sum) : null,
+      badges(t.annotations)));
+  card.addEventListener("toggle", () => {
+    if (!card.open || card.querySelector(".body")) return;
+    card.append(el("div", { class: "body" },
+      el("div", { class: "desc-text md" }, t.description ? markdown(t.description) : el("p", {}, "(no description)")),
       t.timeout ? el("p", { class: "hint" }, `Timeout: ${fmtSeconds(seconds(t.timeout))}`) : null,
       el("h4", {}, "Input schema"),
       el("pre", { class: "schema" }, pretty(t.inputSchema) || "{}"),
       t.outputSchema ? [el("h4", {}, "Output schema"), el("pre", { class: "schema" }, pretty(t.outputSchema))] : null,
       el("button", { type: "button", class: "try", onclick: () => { addCall(t.name); show("try"); } }, `Try ${t.name}`)));
+  });
+  return card;
 }
 
 // ---- Try it -----------------------------------------------------------------
 
+// toolPicker makes a searchable picker of the tools (picker.js over find).
+function toolPicker(opts) {
+  return picker({
+    ...opts,
+    find,
+    known: (name) => state.byName.has(name),
+    describe: (t) => ({ summary: summaryOf(t), source: groupOf(t) }),
+  });
+}
+
+let addPicker;
+
 function renderAddTool() {
-  const sel = $("add-tool");
-  const cur = sel.value;
-  sel.replaceChildren(...state.tools.map((t) => el("option", { value: t.name, selected: t.name === cur }, t.name)));
+  addPicker?.refresh();
+}
+
+/** addChosen adds a call of the tool the add-call picker names, or says why not. */
+function addChosen() {
+  const name = addPicker.current();
+  const q = addPicker.input.value.trim();
+  if (!name) {
+    $("try-problems").textContent = q ? `No tool matches "${q}".` : "Type a tool's name, or words of its title or description, then pick it.";
+    addPicker.input.focus();
+    return;
+  }
+  addPicker.close();
+  addPicker.input.value = name;
+  addCall(name);
 }
 
 function schemaOf(name) {
@@ -248,26 +323,37 @@ function callCard(c, i) {
   raw.value = JSON.stringify(c.args, null, 2);
   const toolID = uid("tool");
   const idID = uid("cid");
-  const toolSel = el("select", { id: toolID, class: "tool-select" }, state.tools.map((t) => el("option", { value: t.name, selected: t.name === c.name }, t.name)));
-  if (!state.byName.has(c.name)) toolSel.prepend(el("option", { value: c.name, selected: true }, `${c.name} (not listed)`));
-  toolSel.addEventListener("change", () => {
-    c.name = toolSel.value;
+  const toID = uid("to");
+  const toolPick = toolPicker({ id: toolID, value: c.name, onPick: (name) => {
+    if (name === c.name) return;
+    c.name = name;
     c.args = {};
     renderCalls();
-  });
+  } });
+  toolPick.input.classList.add("tool-select");
   const idInput = el("input", { id: idID, type: "text", class: "call-id", value: c.callId });
   idInput.addEventListener("input", () => {
     c.callId = idInput.value;
     checkCalls();
   });
+  const timeoutInput = el("input", { id: toID, type: "number", class: "call-timeout", min: "0", step: "any", placeholder: "tool's", value: c.timeout ?? "" });
+  timeoutInput.addEventListener("input", () => {
+    const v = Number(timeoutInput.value);
+    c.timeout = timeoutInput.value === "" || !(v > 0) ? undefined : v;
+    timeoutInput.toggleAttribute("aria-invalid", timeoutInput.value !== "" && !(v > 0));
+  });
+  const t = state.byName.get(c.name);
+  const sum = t ? summaryOf(t) : "";
   const li = el("li", { class: "call", dataset: { key: c.key, tool: c.name } },
     el("div", { class: "head" },
       el("strong", {}, `#${i + 1}`),
-      el("label", { for: toolID }, "Tool"), toolSel,
+      el("label", { for: toolID }, "Tool"), toolPick.box,
       el("label", { for: idID }, "Call ID"), idInput,
+      el("label", { for: toID }, "Timeout (s)"), timeoutInput,
       el("button", { type: "button", class: "small up", "aria-label": `move call ${i + 1} up`, disabled: i === 0, onclick: () => move(i, -1) }, "↑"),
       el("button", { type: "button", class: "small down", "aria-label": `move call ${i + 1} down`, disabled: i === state.calls.length - 1, onclick: () => move(i, 1) }, "↓"),
       el("button", { type: "button", class: "small remove", "aria-label": `remove call ${i + 1}`, onclick: () => { state.calls.splice(i, 1); renderCalls(); } }, "Remove")),
+    !t ? el("p", { class: "problems" }, `${c.name} is not among the tools listed.`) : sum ? el("p", { class: "hint tsum" }, sum) : null,
     el("div", { class: "cols" },
       el("div", {}, el("h4", {}, "Form"), formBox),
       el("div", {}, el("label", { for: rawID }, el("h4", {}, "JSON")), raw)),
@@ -298,7 +384,7 @@ function batchRequest() {
   if ($("opt-stop").checked) opts.stopOnError = true;
   if ($("opt-timeout").value) opts.timeout = `${Number($("opt-timeout").value)}s`;
   if ($("opt-detach").checked) opts.detach = true;
-  const req = { calls: state.calls.map((c) => ({ callId: c.callId, name: c.name, arguments: JSON.stringify(c.args) })) };
+  const req = { calls: state.calls.map((c) => ({ callId: c.callId, name: c.name, arguments: JSON.stringify(c.args), timeout: c.timeout ? `${c.timeout}s` : undefined })) };
   if ($("opt-session").value) req.sessionId = $("opt-session").value;
   if (Object.keys(opts).length) req.options = opts;
   return req;
@@ -324,7 +410,14 @@ async function runBatch() {
     req, running: true, batchId: "", calls: new Map(), t0: performance.now(), abort: new AbortController(), rows: new Map(),
   };
   state.run = run;
-  req.calls.forEach((c, i) => run.calls.set(c.callId, { id: c.callId, name: c.name, index: i, state: "waiting" }));
+  // What the page knows of each call's time: its own timeout and its
+  // tool's (the server's limit, which may be shorter, is not known here).
+  req.calls.forEach((c, i) => {
+    const t = state.byName.get(c.name);
+    const limits = [seconds(c.timeout), t ? seconds(t.timeout) : 0].filter((x) => x > 0);
+    run.calls.set(c.callId, { id: c.callId, name: c.name, index: i, state: "waiting", timeout: limits.length ? 1000 * Math.min(...limits) : undefined });
+  });
+  run.batchTimeout = req.options && req.options.timeout ? 1000 * seconds(req.options.timeout) : undefined;
   $("timeline").replaceChildren();
   $("results").replaceChildren();
   $("batch-state").textContent = "Sending the batch…";
@@ -416,15 +509,17 @@ function drawLanes(run, lanes) {
       const c = run.calls.get(id);
       if (!c) continue;
       const fill = el("div", { class: "barfill" });
+      const deadline = el("div", { class: "deadline", hidden: true });
       const outcome = el("span", { class: "outcome" }, "waiting");
+      const time = el("span", { class: "elapsed" });
       const bar = el("progress", { hidden: true });
       const output = el("pre", { class: "output", hidden: true });
       const row = el("div", { class: "row", role: "listitem", dataset: { callId: id, state: "waiting" } },
         el("span", { class: "who", title: `${id} · ${c.name}` }, `${id} · ${c.name}`),
-        el("div", { class: "track", "aria-hidden": "true" }, fill),
-        outcome, bar);
+        el("div", { class: "track", "aria-hidden": "true" }, fill, deadline),
+        el("div", { class: "when" }, outcome, time), bar);
       rows.append(row, output);
-      run.rows.set(id, { row, fill, outcome, bar, output });
+      run.rows.set(id, { row, fill, deadline, outcome, time, bar, output });
     }
     box.append(group);
   }
@@ -439,17 +534,29 @@ function paintRow(run, c, st, text) {
   drawBars(run);
 }
 
+// drawBars draws each call's bar on one time scale (time.js span): while
+// the batch runs the tracks reach the running calls' deadlines, so a bar
+// shows the time a call has used of what it has, and each running call
+// says how long it has run of its timeout.
 function drawBars(run) {
-  const now = performance.now();
-  const span = Math.max(now - run.t0, 500);
-  const last = Math.max(...[...run.calls.values()].map((c) => c.end ?? (c.start !== undefined ? now : 0)), run.t0 + 1);
-  const total = (run.running ? span : Math.max(last - run.t0, 1)) * 1.02; // room for the last bar
-  for (const c of run.calls.values()) {
-    const r = run.rows.get(c.id);
-    if (!r || c.start === undefined) continue;
-    const end = c.end ?? now;
-    r.fill.style.left = `${(100 * (c.start - run.t0)) / total}%`;
-    r.fill.style.width = `${Math.max((100 * (end - c.start)) / total, 0.5)}%`;
+  const now = performance.now() - run.t0;
+  const calls = [...run.calls.values()].map((c) => {
+    const start = c.start === undefined ? undefined : c.start - run.t0;
+    let timeout = c.timeout;
+    if (run.batchTimeout !== undefined && start !== undefined) timeout = Math.min(timeout ?? Infinity, Math.max(run.batchTimeout - start, 0));
+    return { c, start, end: c.end === undefined ? undefined : c.end - run.t0, timeout };
+  });
+  const total = span(calls, now, run.running);
+  for (const x of calls) {
+    const r = run.rows.get(x.c.id);
+    if (!r || x.start === undefined) continue;
+    const end = x.end ?? now;
+    r.fill.style.left = `${(100 * x.start) / total}%`;
+    r.fill.style.width = `${Math.max((100 * (end - x.start)) / total, 0.5)}%`;
+    const live = run.running && x.end === undefined && x.c.state === "running";
+    r.deadline.hidden = !(live && x.timeout !== undefined);
+    if (!r.deadline.hidden) r.deadline.style.left = `${Math.min((100 * (x.start + x.timeout)) / total, 100)}%`;
+    r.time.textContent = live ? elapsed(now - x.start, x.timeout) : "";
   }
 }
 
@@ -547,10 +654,16 @@ function remember(entry) {
   renderFinished();
 }
 
+/** timeEl shows a timestamp as local time to the millisecond, and how long ago. */
+function timeEl(iso) {
+  const w = when(iso);
+  return w.iso ? el("time", { datetime: w.iso, title: w.title }, w.text) : w.text;
+}
+
 function renderFinished() {
   const list = finished();
   $("finished").replaceChildren(list.length
-    ? el("ol", { class: "finished" }, list.map((f) => el("li", {}, el("span", { class: "mono" }, f.at), " ", f.summary)))
+    ? el("ol", { class: "finished" }, list.map((f) => el("li", {}, timeEl(f.at), " ", f.summary)))
     : el("p", { class: "hint" }, "None yet."));
 }
 
@@ -562,6 +675,7 @@ function table(head, rows, attrs) {
 
 async function refreshServer() {
   if ($("page-server").hidden) return;
+  renderFinished(); // its times say how long ago
   let st;
   try {
     st = await unary(admin, "GetServerStatus", {});
@@ -569,13 +683,13 @@ async function refreshServer() {
     $("server").replaceChildren(el("p", { class: "problems" }, explain(err)));
     return;
   }
-  $("server-time").textContent = `as of ${st.serverTime || ""}${st.allCallers ? " · every caller's batches" : " · your batches"}`;
+  $("server-time").replaceChildren("as of ", timeEl(st.serverTime || ""), st.allCallers ? " · every caller's batches" : " · your batches");
   const srcRows = (st.sources || []).map((s) => {
     const stName = (s.state || "").replace("SOURCE_STATE_", "").toLowerCase();
     return el("tr", { dataset: { source: `${s.kind}/${s.name}` } },
       el("td", {}, s.kind), el("td", { class: "mono" }, s.name),
       el("td", {}, el("span", { class: `badge state-${stName}` }, stName)),
-      el("td", {}, String(s.toolCount || 0)), el("td", { class: "mono" }, s.since || ""), el("td", {}, s.lastError || ""));
+      el("td", {}, String(s.toolCount || 0)), el("td", {}, s.since ? timeEl(s.since) : ""), el("td", {}, s.lastError || ""));
   });
   const batchRows = (st.batches || []).map((b) => el("tr", { dataset: { batchId: b.batchId } },
     el("td", { class: "mono" }, b.batchId), el("td", {}, b.callerId || "(anonymous)"), el("td", {}, b.sessionId || ""),
@@ -605,7 +719,9 @@ function start() {
   $("signout").addEventListener("click", signOut);
   for (const p of pages) $(`nav-${p}`).addEventListener("click", () => show(p));
   $("tool-search").addEventListener("input", renderTools);
-  $("add-call").addEventListener("click", () => addCall($("add-tool").value));
+  addPicker = toolPicker({ id: "add-tool", placeholder: "name, title, description or source", onPick: addCall });
+  $("add-tool-slot").replaceWith(addPicker.box);
+  $("add-call").addEventListener("click", addChosen);
   $("run").addEventListener("click", runBatch);
   $("cancel").addEventListener("click", cancelRun);
   $("server-refresh").addEventListener("click", refreshServer);

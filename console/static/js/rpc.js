@@ -113,5 +113,45 @@ export async function serverStream(service, method, msg, onMessage, signal) {
   throw new RPCError("data_loss", "the stream ended without its end frame");
 }
 
+// Restart is thrown when the registry changed between two pages.
+class Restart extends Error {}
+
+/** The page size listAll asks for: the most the server gives in a page. */
+export const pageSize = 1000;
+
+/**
+ * listAll asks for every tool with call(ListToolsRequest), which returns a
+ * ListToolsResponse: page after page while the server gives a
+ * next_page_token (a server that does not page answers with all of them
+ * at once). Should the registry change between pages (another revision,
+ * or a token refused, ABORTED), it starts again, up to three times. It
+ * resolves to {tools, revision}.
+ */
+export async function listAll(call) {
+  for (let attempt = 0; ; attempt++) {
+    let pageToken = "";
+    try {
+      const tools = [];
+      let revision;
+      const seen = new Set();
+      for (;;) {
+        const resp = await call(pageToken ? { pageSize, pageToken } : { pageSize });
+        if (revision === undefined) revision = resp.revision || "";
+        else if ((resp.revision || "") !== revision) throw new Restart("the tools changed while they were listed");
+        tools.push(...(resp.tools || []));
+        const next = resp.nextPageToken || "";
+        if (!next) return { tools, revision };
+        if (seen.has(next)) throw new RPCError("internal", "ListTools gave a page token it had given before: the listing does not advance");
+        seen.add(next);
+        pageToken = next;
+      }
+    } catch (err) {
+      const again = err instanceof Restart || (pageToken && err instanceof RPCError && err.code === "aborted");
+      if (again && attempt < 3) continue;
+      throw err;
+    }
+  }
+}
+
 export const tools = "toolwire.v1.ToolService";
 export const admin = "toolwire.v1.AdminService";
