@@ -6,18 +6,24 @@
 // redacted), the policy's decision, the outcome, the duration, whether it
 // was replayed, and the sandbox a command ran under.
 //
-// Lines go through a bounded queue to one writer, which appends them to a
-// file rotated by size or to standard output and syncs every
-// SyncEvery; the engine never waits for the disk longer than EnqueueWait.
-// A line that cannot be written or queued is counted and reported (a log
-// line, Healthy false), and with Config.Required the server refuses calls
-// rather than run them unaudited (Gate).
+// With Config.Required the trail is also an engine.CallRecorder, as
+// HashiCorp Vault's audit devices are: before a call runs, its request
+// entry is written to the file and synced (fsync), and a call whose entry
+// cannot be written is refused, not run; its outcome line follows when it
+// ends. Without it nothing waits for the disk.
+//
+// Lines go through a bounded queue to one writer, which appends whole
+// lines only to a file rotated by size (between lines, never inside one),
+// reopened when moved or deleted, or to standard output, and syncs every
+// SyncEvery, or at once for a request entry a call waits on; an outcome
+// line never waits for the disk longer than EnqueueWait. A line that
+// cannot be written or queued is counted and reported (a log line,
+// Healthy false).
 //
 // It knows no transport: it must not import gRPC or any surface.
 package audit
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -47,14 +53,18 @@ type Config struct {
 	// Empty: no audit trail.
 	Log string `json:"audit_log"`
 	// Arguments records each call's arguments in its line, beside their
-	// hash, with the fields named in Redact replaced.
+	// hash, with secret fields replaced (see Redact).
 	Arguments bool `json:"audit_arguments"`
-	// Redact names argument fields, at any depth, whose values a line never
-	// holds (with Arguments); "password", "token", "secret", "api_key" and
-	// "authorization" always are.
+	// Redact names more argument fields, at any depth, whose values a line
+	// never holds (with Arguments), matched without regard to case or
+	// separators ("card_number" also names "cardNumber" and "Card-Number").
+	// Fields whose names end in a secret's name (password, token, secret,
+	// api_key, private_key, cookie, credentials, …: see DefaultRedacted)
+	// always are.
 	Redact []string `json:"audit_redact"`
-	// Required refuses calls while the trail cannot be written, rather
-	// than run them unaudited.
+	// Required records each call before it runs, written and synced, and
+	// refuses a call whose entry cannot be written, rather than run it
+	// unaudited.
 	Required bool `json:"audit_required"`
 	// MaxSizeMB rotates the file past this many megabytes; default 100.
 	MaxSizeMB int `json:"audit_max_size_mb"`
@@ -70,16 +80,23 @@ const (
 	// (a writer stuck on a full disk); past it the line is dropped and
 	// counted.
 	EnqueueWait = 100 * time.Millisecond
-	// SyncEvery is how often the writer syncs the file while lines come.
+	// RecordWait is the longest a call waits for its request entry to be
+	// written and synced, with Required; past it the call is refused.
+	RecordWait = 5 * time.Second
+	// SyncEvery is how often the writer syncs the file while lines come
+	// that no call waits on.
 	SyncEvery = 100 * time.Millisecond
+	// writeBytes is how many bytes of whole lines the writer gathers
+	// before it writes them, when no call waits.
+	writeBytes = 64 << 10
 )
 
-// alwaysRedacted are the fields no line ever holds.
-var alwaysRedacted = []string{"password", "token", "secret", "api_key", "authorization"}
-
-// Line is one audit line.
+// Line is one audit line: a call's outcome, or, with Config.Required, the
+// request entry written before the call runs (Stage "request": no
+// decision, outcome or duration yet).
 type Line struct {
 	Time       time.Time       `json:"time"`
+	Stage      string          `json:"stage"` // "request" (before the call runs) or "outcome"
 	Caller     string          `json:"caller"`
 	AuthMethod string          `json:"auth_method,omitempty"`
 	BatchID    string          `json:"batch_id"`
@@ -89,22 +106,35 @@ type Line struct {
 	Source     string          `json:"source"`
 	ArgsSHA256 string          `json:"args_sha256"`
 	Arguments  json.RawMessage `json:"arguments,omitempty"`
-	Decision   string          `json:"decision"` // "allow", or "deny" by a permission or a policy
+	Decision   string          `json:"decision,omitempty"` // "allow", or "deny" by a permission, a policy or audit_required
 	Rule       string          `json:"rule,omitempty"`
-	Outcome    string          `json:"outcome"` // "ok" or the error kind, lower case
-	DurationMS float64         `json:"duration_ms"`
+	Outcome    string          `json:"outcome,omitempty"`     // "ok" or the error kind, lower case
+	DurationMS *float64        `json:"duration_ms,omitempty"` // absent from a request entry
 	Replayed   bool            `json:"replayed,omitempty"`
 	Sandbox    json.RawMessage `json:"sandbox,omitempty"`
 	SessionID  string          `json:"session_id,omitempty"`
+
+	durationMS float64 // what DurationMS points to, in the same allocation
 }
 
-// Trail is a running audit trail: an engine.Observer.
+// The stages of a line.
+const (
+	StageRequest = "request"
+	StageOutcome = "outcome"
+)
+
+// RuleRequired is the rule an outcome line names for a call refused because
+// its request entry could not be written.
+const RuleRequired = "audit_required"
+
+// Trail is a running audit trail: an engine.Observer, and with
+// Config.Required an engine.CallRecorder.
 type Trail struct {
 	cfg    Config
-	redact map[string]bool
+	redact redactor
 	log    *slog.Logger
 	out    io.WriteCloser
-	lines  chan []byte
+	lines  chan entry
 	done   chan struct{}
 
 	// mu orders line sends before Close closes the queue: a call that
@@ -113,12 +143,26 @@ type Trail struct {
 	mu     sync.RWMutex
 	closed bool
 
+	recordWait time.Duration // RecordWait; tests shorten it
+
 	written, dropped, failed atomic.Int64
 	healthy                  atomic.Bool
 	lastReport               atomic.Int64 // Unix ns of the last failure logged
 }
 
-var _ engine.Observer = (*Trail)(nil)
+// entry is a line for the writer, without its newline (the writer adds
+// it: appending it here would copy most lines once more); done, for a
+// request entry a call waits on, is answered once the line is written and
+// synced, or could not be.
+type entry struct {
+	line []byte
+	done chan<- error
+}
+
+var (
+	_ engine.Observer     = (*Trail)(nil)
+	_ engine.CallRecorder = (*Trail)(nil)
+)
 
 // Open starts the trail cfg describes, or returns nil, nil when cfg.Log is
 // empty. A file that cannot be opened for appending is an error.
@@ -151,10 +195,7 @@ func orDefault(v, d int) int {
 
 // start runs a trail writing to out.
 func start(cfg Config, out io.WriteCloser, log *slog.Logger, queue int) *Trail {
-	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan []byte, queue), done: make(chan struct{}), redact: map[string]bool{}}
-	for _, f := range append(append([]string(nil), alwaysRedacted...), cfg.Redact...) {
-		t.redact[strings.ToLower(f)] = true
-	}
+	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait}
 	t.healthy.Store(true)
 	go t.write()
 	return t
@@ -167,46 +208,87 @@ func (nopCloser) Close() error { return nil }
 // syncer is a writer that can flush to stable storage.
 type syncer interface{ Sync() error }
 
-// write is the trail's one writer: it appends each line and syncs every
-// SyncEvery while lines come, and once more when the queue closes.
+// write is the trail's one writer. It gathers whole lines and writes them
+// in one Write: at once, and synced, when a call waits on one of them (the
+// entries that wait meanwhile share the next Write and sync: a group
+// commit); otherwise once writeBytes are gathered, and every SyncEvery,
+// synced; and once more when the queue closes. Only whole lines reach the
+// output, so a rotation or a failed write never splits one.
 func (t *Trail) write() {
 	defer close(t.done)
-	w := bufio.NewWriterSize(t.out, 64<<10)
+	var (
+		buf      []byte         // whole lines gathered, not yet written
+		n        int64          // how many
+		waiters  []chan<- error // the calls waiting on some of them
+		unsynced bool           // lines written since the last sync
+	)
 	tick := time.NewTicker(SyncEvery)
 	defer tick.Stop()
-	pending := int64(0) // lines written to w since the last flush
-	flush := func() {
-		if pending == 0 {
+	flush := func(sync bool) {
+		if len(buf) == 0 && !(sync && unsynced) {
 			return
 		}
-		err := w.Flush()
-		if err == nil {
+		var err error
+		if len(buf) > 0 {
+			if _, err = t.out.Write(buf); err == nil {
+				unsynced = true
+			}
+		}
+		if err == nil && sync && unsynced {
 			if s, ok := t.out.(syncer); ok {
 				err = s.Sync()
 			}
+			unsynced = false
 		}
 		if err != nil {
-			// What the buffer held is lost: count it, and start afresh (a
-			// bufio.Writer keeps its first error for ever).
-			t.failed.Add(pending)
-			t.written.Add(-pending)
-			w.Reset(t.out)
+			t.failed.Add(n)
+		} else {
+			t.written.Add(n)
 		}
-		pending = 0
-		t.report(err)
+		t.report(err) // before the waiting calls learn of it, so Healthy agrees with them
+		for _, w := range waiters {
+			w <- err
+		}
+		if cap(buf) > 4*writeBytes {
+			buf = nil // a huge line passed: do not keep its room
+		}
+		buf, n, waiters = buf[:0], 0, waiters[:0]
+	}
+	add := func(e entry) {
+		buf = append(append(buf, e.line...), '\n')
+		n++
+		if e.done != nil {
+			waiters = append(waiters, e.done)
+		}
 	}
 	for {
 		select {
-		case line, ok := <-t.lines:
+		case e, ok := <-t.lines:
 			if !ok {
-				flush()
+				flush(true)
 				return
 			}
-			_, _ = w.Write(line) // into the buffer; a failure shows at the flush
-			t.written.Add(1)
-			pending++
+			add(e)
+			// Take what else waits, so that calls waiting together share
+			// one write and one sync.
+		more:
+			for len(buf) < writeBytes {
+				select {
+				case e, ok := <-t.lines:
+					if !ok {
+						flush(true)
+						return
+					}
+					add(e)
+				default:
+					break more
+				}
+			}
+			if len(waiters) > 0 || len(buf) >= writeBytes {
+				flush(len(waiters) > 0)
+			}
 		case <-tick.C:
-			flush()
+			flush(true)
 		}
 	}
 }
@@ -233,13 +315,14 @@ func (t *Trail) report(err error) {
 func (t *Trail) Healthy() bool { return t.healthy.Load() }
 
 // Stats are the trail's counts: lines written, dropped (the queue full
-// past EnqueueWait) and failed (the write failed).
+// past EnqueueWait, or RecordWait for a request entry) and failed (the
+// write failed).
 func (t *Trail) Stats() (written, dropped, failed int64) {
 	return t.written.Load(), t.dropped.Load(), t.failed.Load()
 }
 
 // Close writes what is queued, syncs, and closes the file. Lines of calls
-// ending after Close are dropped.
+// ending after Close are dropped; calls recorded after Close are refused.
 func (t *Trail) Close() error {
 	if t == nil {
 		return nil
@@ -256,43 +339,138 @@ func (t *Trail) Close() error {
 	return t.out.Close()
 }
 
-// CallEnded writes the call's line.
+var (
+	errClosed = errors.New("the audit trail is closed")
+	errStuck  = errors.New("the queue of lines is full: the writer is stuck")
+)
+
+// enqueue hands e to the writer, waiting for room until wait fires or
+// stop closes.
+func (t *Trail) enqueue(e entry, wait func() <-chan time.Time, stop <-chan struct{}) error {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.closed {
+		return errClosed
+	}
+	select {
+	case t.lines <- e:
+		return nil
+	default:
+	}
+	select {
+	case t.lines <- e:
+		return nil
+	case <-wait():
+		return errStuck
+	case <-stop:
+		return context.Canceled
+	}
+}
+
+// callNote is what the trail keeps of a call, with Required, in the
+// context its CallStarted returns.
+type callNote struct {
+	refused bool // its request entry could not be written
+}
+
+type callNoteKey struct{}
+
+// CallStarted implements engine.Observer: with Required, it keeps a note
+// of the call in the returned context.
+func (t *Trail) CallStarted(ctx context.Context, _ *engine.CallInfo) context.Context {
+	if !t.cfg.Required {
+		return ctx
+	}
+	return context.WithValue(ctx, callNoteKey{}, &callNote{})
+}
+
+// RecordCall implements engine.CallRecorder: with Required, it writes the
+// call's request entry and returns once it is written and synced; an
+// error, which names the audit trail, refuses the call. Without Required
+// it records nothing and returns at once.
+func (t *Trail) RecordCall(ctx context.Context, c *engine.CallInfo) error {
+	if !t.cfg.Required {
+		return nil
+	}
+	err := t.record(ctx, c)
+	if err == nil {
+		return nil
+	}
+	if note, _ := ctx.Value(callNoteKey{}).(*callNote); note != nil {
+		note.refused = true
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("the call was cancelled before the audit trail recorded it: %w", ctx.Err())
+	}
+	return fmt.Errorf("the audit trail cannot record this call (%v), and audit_required refuses calls it cannot record; retry later", err)
+}
+
+func (t *Trail) record(ctx context.Context, c *engine.CallInfo) error {
+	l := t.newLine(c)
+	l.Stage = StageRequest
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.failed.Add(1)
+		t.report(err)
+		return err
+	}
+	done := make(chan error, 1)
+	timer := time.NewTimer(t.recordWait)
+	defer timer.Stop()
+	if err := t.enqueue(entry{b, done}, func() <-chan time.Time { return timer.C }, ctx.Done()); err != nil {
+		if err == errStuck {
+			t.dropped.Add(1)
+			t.report(err)
+		}
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		err := fmt.Errorf("its entry was not written within %s: the writer is stuck", t.recordWait)
+		t.report(err)
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CallEnded writes the call's outcome line.
 func (t *Trail) CallEnded(ctx context.Context, c *engine.CallInfo, res *toolwirev1.CallResult) {
-	b, err := json.Marshal(t.line(c, res))
+	l := t.line(c, res)
+	if note, _ := ctx.Value(callNoteKey{}).(*callNote); note != nil && note.refused {
+		l.Rule = RuleRequired
+	}
+	b, err := json.Marshal(l)
 	if err != nil {
 		t.failed.Add(1)
 		t.report(err)
 		return
 	}
-	b = append(b, '\n')
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if t.closed {
-		t.dropped.Add(1)
-		return
+	var timer *time.Timer
+	wait := func() <-chan time.Time { // made only when the queue is full
+		timer = time.NewTimer(EnqueueWait)
+		return timer.C
 	}
-	select {
-	case t.lines <- b:
-		return
+	switch err := t.enqueue(entry{line: b}, wait, nil); err {
+	case nil:
+	case errClosed:
+		t.dropped.Add(1)
 	default:
-	}
-	timer := time.NewTimer(EnqueueWait)
-	defer timer.Stop()
-	select {
-	case t.lines <- b:
-	case <-timer.C:
 		t.dropped.Add(1)
-		t.report(errors.New("the queue of lines is full: the writer is stuck"))
+		t.report(err)
+	}
+	if timer != nil {
+		timer.Stop()
 	}
 }
 
-// line makes the call's audit line.
-func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
+// newLine fills the fields a call's request entry and outcome line share.
+func (t *Trail) newLine(c *engine.CallInfo) *Line {
 	l := &Line{
 		Time: time.Now().UTC(), BatchID: c.Batch.ID, CallID: c.Call.GetCallId(), Index: c.Index,
-		Tool: c.Call.GetName(), Source: "unknown", Decision: "allow", Outcome: "ok",
-		DurationMS: float64(res.GetDuration().AsDuration().Microseconds()) / 1000,
-		Replayed:   res.GetReplayed(), SessionID: c.Batch.Request.GetSessionId(),
+		Tool: c.Call.GetName(), Source: "unknown", SessionID: c.Batch.Request.GetSessionId(),
 	}
 	if id := c.Batch.Caller; id != nil {
 		l.Caller, l.AuthMethod = id.ID, id.Method
@@ -305,12 +483,20 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 		sum := sha256.Sum256(canon)
 		l.ArgsSHA256 = hex.EncodeToString(sum[:])
 		if t.cfg.Arguments {
-			l.Arguments, _ = json.Marshal(t.redact1(v))
+			l.Arguments, _ = json.Marshal(t.redact.apply(v))
 		}
 	} else {
 		sum := sha256.Sum256([]byte(c.Call.GetArguments()))
 		l.ArgsSHA256 = hex.EncodeToString(sum[:]) // not JSON: hashed as sent, never recorded
 	}
+	return l
+}
+
+// line makes the call's outcome line.
+func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
+	l := t.newLine(c)
+	l.durationMS = float64(res.GetDuration().AsDuration().Microseconds()) / 1000
+	l.Stage, l.Decision, l.Outcome, l.DurationMS, l.Replayed = StageOutcome, "allow", "ok", &l.durationMS, res.GetReplayed()
 	if res.GetIsError() {
 		l.Outcome = strings.ToLower(strings.TrimPrefix(res.GetErrorKind().String(), "ERROR_KIND_"))
 	}
@@ -331,7 +517,7 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 
 // canonical parses args and writes them as canonical JSON: object keys
 // sorted, no spaces, so equal arguments hash equal however sent. It
-// returns the parsed value too, which redact1 may then change.
+// returns the parsed value too, which redactor.apply may then change.
 func canonical(args string) (any, []byte, error) {
 	if strings.TrimSpace(args) == "" {
 		args = "{}"
@@ -346,40 +532,23 @@ func canonical(args string) (any, []byte, error) {
 	return v, b, err
 }
 
-// redact1 replaces, in place, the values of the redacted fields of v at
-// any depth, and returns v.
-func (t *Trail) redact1(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, x := range v {
-			if t.redact[strings.ToLower(k)] {
-				v[k] = "[redacted]"
-			} else {
-				v[k] = t.redact1(x)
-			}
-		}
-	case []any:
-		for i, x := range v {
-			v[i] = t.redact1(x)
-		}
-	}
-	return v
-}
-
-// The rest of engine.Observer: the trail records calls' ends only.
+// The rest of engine.Observer: the trail records calls only.
 
 func (*Trail) BatchStarted(ctx context.Context, _ *engine.BatchInfo) context.Context { return ctx }
 func (*Trail) LaneStarted(context.Context, *engine.BatchInfo, int)                   {}
 func (*Trail) StreamEnded(context.Context, *engine.BatchInfo, string)                {}
 func (*Trail) BatchEnded(context.Context, *engine.BatchInfo, engine.BatchCounts, error) {
 }
-func (*Trail) CallStarted(ctx context.Context, _ *engine.CallInfo) context.Context { return ctx }
-func (*Trail) CallRunning(context.Context, *engine.CallInfo)                       {}
-func (*Trail) CallAbandoned(context.Context, *engine.CallInfo)                     {}
+func (*Trail) CallRunning(context.Context, *engine.CallInfo)   {}
+func (*Trail) CallAbandoned(context.Context, *engine.CallInfo) {}
 
-// Gate is the engine.Admission that refuses every call while the trail is
-// not healthy (Config.Required), and otherwise asks Next (nil: admits
-// every call), the server's policy.Rules.
+// Gate is the engine.Admission a required trail was once put in front of:
+// it asks Next (nil: admits every call), the server's policy.Rules.
+//
+// Deprecated: with Config.Required the trail refuses a call it cannot
+// record itself, as an engine.CallRecorder, before the call runs; pass
+// the policy.Rules as the Admission. Gate stays so that code that wraps
+// them still builds, and adds nothing.
 type Gate struct {
 	Trail *Trail
 	Next  engine.Admission
@@ -390,12 +559,8 @@ func (g Gate) Permitted(caller *engine.Identity, tool string) bool {
 	return g.Next == nil || g.Next.Permitted(caller, tool)
 }
 
-// Decide implements engine.Admission.
+// Decide implements engine.Admission: Next's verdict.
 func (g Gate) Decide(ctx context.Context, caller *engine.Identity, tl *tools.Tool, args json.RawMessage) engine.Verdict {
-	if g.Trail != nil && g.Trail.cfg.Required && !g.Trail.Healthy() {
-		return engine.Verdict{Effect: engine.Deny, Rule: "audit_required",
-			Reason: "the server cannot write its audit trail, and audit_required refuses calls it cannot record; retry later"}
-	}
 	if g.Next == nil {
 		return engine.Verdict{}
 	}

@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // rotatingFile appends to a file and, past maxBytes, renames it to
@@ -11,16 +13,26 @@ import (
 // its Logger starts a goroutine that Close does not stop, one per file
 // ever opened, which the project's goroutine-leak checks refuse; what is
 // needed here is this much.
+//
+// Its writer hands it whole lines only, and each Write is all or nothing,
+// so the trail holds whole lines whatever happens:
+//   - rotation happens between Writes, so between lines, never inside one;
+//   - a Write that fails part way (a full disk) is cut back off the file,
+//     and until that cut succeeds nothing more is appended, so a broken
+//     line is never glued to the next;
+//   - before each Write the file at name is checked to be the one open,
+//     and reopened (created) when it was moved or deleted, as logrotate's
+//     "create" mode expects; one that cannot be reopened fails the Write.
 type rotatingFile struct {
 	name     string
 	maxBytes int64
 	backups  int
 	f        *os.File
-	size     int64
+	torn     int64 // ≥ 0: the size f must be cut back to before it takes another line; -1: it holds whole lines
 }
 
 func openRotating(name string, maxBytes int64, backups int) (*rotatingFile, error) {
-	r := &rotatingFile{name: name, maxBytes: maxBytes, backups: backups}
+	r := &rotatingFile{name: name, maxBytes: maxBytes, backups: backups, torn: -1}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -32,31 +44,78 @@ func (r *rotatingFile) open() error {
 	if err != nil {
 		return err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return err
+	r.f = f
+	// The file may be new: sync its directory too, or a synced line could
+	// be lost with the file's name in a crash. Best effort: not every
+	// filesystem can sync a directory.
+	if d, err := os.Open(filepath.Dir(r.name)); err == nil {
+		_ = d.Sync()
+		d.Close()
 	}
-	r.f, r.size = f, st.Size()
 	return nil
 }
 
-// Write appends p, rotating first when p would take the file past its
-// size (a file never holds less than one write).
-func (r *rotatingFile) Write(p []byte) (int, error) {
+// current makes sure the open file is the one at name, whole, and returns
+// its size.
+func (r *rotatingFile) current() (int64, error) {
 	if r.f == nil {
 		if err := r.open(); err != nil {
 			return 0, err
 		}
 	}
-	if r.size > 0 && r.size+int64(len(p)) > r.maxBytes {
-		if err := r.rotate(); err != nil {
+	if r.torn >= 0 {
+		if err := r.f.Truncate(r.torn); err != nil {
+			return 0, fmt.Errorf("a failed write left part of a line, which cannot be cut off: %w", err)
+		}
+		r.torn = -1
+	}
+	open, err := r.f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if at, err := os.Stat(r.name); err != nil || !os.SameFile(open, at) {
+		// Moved or deleted while open (logrotate, an operator): what is
+		// written to this file now reaches no one. Start a new one.
+		r.f.Close()
+		r.f = nil
+		if err := r.open(); err != nil {
+			return 0, fmt.Errorf("the trail's file was moved or deleted and cannot be made again: %w", err)
+		}
+		if open, err = r.f.Stat(); err != nil {
 			return 0, err
 		}
 	}
+	return open.Size(), nil
+}
+
+// Write appends p, whole lines, rotating first when p would take the file
+// past its size (a file never holds less than one write). It writes all
+// of p or nothing.
+func (r *rotatingFile) Write(p []byte) (int, error) {
+	size, err := r.current()
+	if err != nil {
+		return 0, err
+	}
+	if size > 0 && size+int64(len(p)) > r.maxBytes {
+		if err := r.rotate(); err != nil {
+			return 0, err
+		}
+		size = 0
+	}
 	n, err := r.f.Write(p)
-	r.size += int64(n)
-	return n, err
+	if err == nil {
+		return n, nil
+	}
+	if n > 0 {
+		// Part of p reached the file: cut it off now, or before the next
+		// Write (current), never leaving a broken line to be glued to the
+		// next one.
+		if terr := r.f.Truncate(size); terr != nil {
+			r.torn = size
+			err = errors.Join(err, fmt.Errorf("cutting off the part written: %w", terr))
+		}
+	}
+	return 0, err
 }
 
 // rotate shifts the backups up by one, the oldest dropped, and starts a
@@ -82,7 +141,7 @@ func (r *rotatingFile) rotate() error {
 // Sync flushes the file to stable storage.
 func (r *rotatingFile) Sync() error {
 	if r.f == nil {
-		return nil
+		return errors.New("no file is open")
 	}
 	return r.f.Sync()
 }

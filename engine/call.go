@@ -38,7 +38,8 @@ type callState struct {
 // ends it: record (idempotency), telemetry, log, send.
 //
 //	cancelled? → permission → known tool → validation → admission (allow, deny, hold)
-//	→ backpressure → idempotency → limits → run (callRun) → record → send (finish)
+//	→ recorded before it runs (an audit trail that must) → backpressure → idempotency
+//	→ limits → run (callRun) → record → send (finish)
 //
 // A step does not send events: what it decides is the call's result, which
 // finish sends. The one exception is a call the admission holds for
@@ -59,6 +60,7 @@ var steps = [...]step{
 	known,
 	validArguments,
 	admitted, // admission.go: the verdict; a held call waits (approval.go)
+	recorded, // observe.go: a CallRecorder's record, before the call runs
 	roomToReport,
 	idempotent, // idempotency.go
 	slotTaken,  // limits.go

@@ -109,6 +109,7 @@ type Engine struct {
 	limits    *slots.Limiter     // call slots, server-wide and per caller
 	rates     *rates.Buckets     // nil without a rate limit
 	obs       Observer           // nil: none
+	rec       CallRecorder       // the CallRecorders among obs; nil: none
 	seq       sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
 	held      approvals          // calls held for approval on this engine; see approval.go
 	catalog   catalog            // SearchTools' index of the last snapshot searched; see listing.go
@@ -138,6 +139,7 @@ func New(cfg Config, deps Deps) *Engine {
 	// The debug call log is one more observer, when the logger writes
 	// debug lines.
 	e.obs = Observers(e.deps.Observer, debugLogFor(e.deps.Logger))
+	e.rec = recorderOf(e.obs)
 	if eo, ok := e.obs.(EngineObserver); ok {
 		eo.EngineStarted(EngineInfo{Buffered: e.budget.Held})
 	}

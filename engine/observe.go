@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 )
@@ -117,4 +118,24 @@ func laneOf(b *batch, i int) int {
 		}
 	}
 	return -1
+}
+
+// recorded has the call recorded before it goes on, when an Observer must
+// (a CallRecorder: an audit trail with audit_required); a call it cannot
+// record ends NOT_PERMITTED, not run.
+func recorded(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	r := b.e.rec
+	if r == nil {
+		return nil
+	}
+	err := r.RecordCall(ctx, &b.calls[i].info)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		// Cancellation outranks the refusal it caused.
+		kind, msg := cancelled(ctx)
+		return b.failure(i, kind, msg+" before the call started; nothing was run")
+	}
+	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED, fmt.Sprintf("not permitted: %v. Nothing was run.", err))
 }

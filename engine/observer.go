@@ -45,6 +45,21 @@ type Observer interface {
 	CallEnded(ctx context.Context, c *CallInfo, res *toolwirev1.CallResult)
 }
 
+// CallRecorder is an Observer that must record a call before the call
+// runs, or have it refused: an audit trail with audit_required, in the
+// manner of HashiCorp Vault's audit devices (a request no device can log
+// is not served) and Kubernetes' RequestReceived stage. The engine asks
+// RecordCall once per call, after the Admission allowed it (a held call:
+// once approved) and before it takes an idempotency key or a slot, so a
+// refused call holds neither. A non-nil error ends the call NOT_PERMITTED,
+// not run, with the error's text in its result, for the model. Unlike the
+// Observer's other methods RecordCall may block until the record is kept,
+// bounded by ctx and by a bound of its own; an Observer that records
+// nothing before a call should not implement it, and costs nothing then.
+type CallRecorder interface {
+	RecordCall(ctx context.Context, c *CallInfo) error
+}
+
 // EngineObserver is an Observer that wants to know of the engine itself,
 // once, when New makes it (a gauge of what it buffers).
 type EngineObserver interface {
@@ -162,6 +177,42 @@ func (m multi) CallEnded(ctx context.Context, c *CallInfo, res *toolwirev1.CallR
 	for _, o := range m {
 		o.CallEnded(ctx, c, res)
 	}
+}
+
+// recorderOf returns the CallRecorders among o (one Observer, or
+// Observers' list) as one, or nil when there is none.
+func recorderOf(o Observer) CallRecorder {
+	var rs recorders
+	switch o := o.(type) {
+	case multi:
+		for _, x := range o {
+			if r, ok := x.(CallRecorder); ok {
+				rs = append(rs, r)
+			}
+		}
+	case CallRecorder:
+		return o
+	}
+	switch len(rs) {
+	case 0:
+		return nil
+	case 1:
+		return rs[0]
+	}
+	return rs
+}
+
+// recorders asks each of its CallRecorders in order; the first refusal
+// refuses the call.
+type recorders []CallRecorder
+
+func (rs recorders) RecordCall(ctx context.Context, c *CallInfo) error {
+	for _, r := range rs {
+		if err := r.RecordCall(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (m multi) EngineStarted(e EngineInfo) {
