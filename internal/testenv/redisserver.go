@@ -66,6 +66,24 @@ func (s *RedisServer) Start() {
 	}
 }
 
+// Flush empties the server (FLUSHALL), as a restart without persistence
+// would leave it.
+func (s *RedisServer) Flush() {
+	s.tb.Helper()
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("FLUSHALL\r\n")); err != nil {
+		s.tb.Fatal(err)
+	}
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "+OK\r\n" {
+		s.tb.Fatalf("FLUSHALL: %q %v", line, err)
+	}
+}
+
 // ping tells whether the server answers PING.
 func (s *RedisServer) ping() bool {
 	c, err := net.DialTimeout("tcp", s.Addr, time.Second)

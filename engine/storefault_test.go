@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/store/redis"
+)
+
+// The fault tests run against a redis-server of their own, which they
+// stop, restart, freeze (SIGSTOP) and thaw (SIGCONT): the faults an
+// operator's store has.
+
+// openRedis opens a store (a replica's client) on srv, with a short
+// breaker cool-down so that a restarted server is used again soon.
+func openRedis(tb testing.TB, srv *testenv.RedisServer) *redis.Store {
+	tb.Helper()
+	st, err := redis.Open(context.Background(), srv.URL(), redis.Options{BreakerCooldown: 100 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st
+}
+
+// idempotencyNote is details.idempotency of res; nil without one.
+func idempotencyNote(tb testing.TB, res *toolwirev1.CallResult) map[string]any {
+	tb.Helper()
+	if res.GetDetails() == "" {
+		return nil
+	}
+	var det struct {
+		Idempotency map[string]any `json:"idempotency"`
+	}
+	if err := json.Unmarshal([]byte(res.GetDetails()), &det); err != nil {
+		tb.Fatalf("details %q: %v", res.GetDetails(), err)
+	}
+	return det.Idempotency
+}
+
+// TestKeyedCallsSurviveStoreOutage: Redis stops while keyed calls run and
+// is restarted after they have finished. Their callers get their results
+// (saying the record is held, not yet written); a resend on the same
+// replica meanwhile replays the held record, one to a second replica does
+// not run; once Redis is back the records land, and resends to either
+// replica are replayed. Nothing runs twice.
+func TestKeyedCallsSurviveStoreOutage(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := newCounter()
+	c.started = make(chan int, 16)
+	bump := c.tool("bump")
+	bump.Annotations.ReadOnly = true // one lane: the calls run at once
+	replica := func() *testBed {
+		st := openRedis(t, srv)
+		return newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, bump)
+	}
+	a, b := replica(), replica()
+
+	const n = 3
+	req := func(prefix string) *toolwirev1.ExecuteBatchRequest {
+		r := &toolwirev1.ExecuteBatchRequest{Options: &toolwirev1.BatchOptions{MaxParallel: n}}
+		for i := range n {
+			r.Calls = append(r.Calls, keyed(fmt.Sprint(prefix, i), "bump", fmt.Sprintf(`{"n":%d,"wait":true}`, i), fmt.Sprint("k", i)))
+		}
+		return r
+	}
+	first := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+	go func() {
+		events, _ := a.runErr(context.Background(), req("a"))
+		first <- events
+	}()
+	for range n {
+		<-c.started // every call runs, holding its claim
+	}
+	srv.Stop() // the store goes away mid-call
+	close(c.gate)
+	got := results(t, <-first)
+	for i := range n {
+		res := got[fmt.Sprint("a", i)]
+		if res.GetIsError() {
+			t.Fatalf("call %d: %v", i, res)
+		}
+		note := idempotencyNote(t, res)
+		if note["recorded"] != false || note["held"] != true {
+			t.Errorf("call %d's details.idempotency = %v; want it to say the record is held, not yet written", i, note)
+		}
+	}
+	if h := a.e.Stats().HeldRecords; h != n {
+		t.Errorf("replica A holds %d records, want %d", h, n)
+	}
+
+	// During the outage: a resend to A replays what A holds; one to B
+	// cannot claim its key and does not run.
+	again := results(t, a.run(t, req("r")))
+	for i := range n {
+		if res := again[fmt.Sprint("r", i)]; !res.GetReplayed() {
+			t.Errorf("resend to A during the outage, call %d: %v; want it replayed from the held record", i, res)
+		}
+	}
+	other := results(t, b.run(t, req("b")))
+	for i := range n {
+		if res := other[fmt.Sprint("b", i)]; res.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL {
+			t.Errorf("resend to B during the outage, call %d: %v; want INTERNAL, not run", i, res)
+		}
+	}
+
+	srv.Start()
+	waitFor(t, func() bool { return a.e.Stats().HeldRecords == 0 })
+	for _, te := range []*testBed{a, b} {
+		after := results(t, te.run(t, req("z")))
+		for i := range n {
+			if res := after[fmt.Sprint("z", i)]; !res.GetReplayed() {
+				t.Errorf("resend after the outage, call %d: %v; want it replayed", i, res)
+			}
+		}
+	}
+	for i := range n {
+		if runs := c.count(i); runs != 1 {
+			t.Errorf("call %d ran %d times, want 1", i, runs)
+		}
+	}
+}
+
+// TestKeyedCallOutlivesItsStoresMemory: Redis is restarted having lost
+// everything (no persistence) while a keyed call runs: the claim is gone,
+// so the record is written under a new claim of the same owner, and a
+// resend is replayed, not run again.
+func TestKeyedCallOutlivesItsStoresMemory(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := newCounter()
+	c.started = make(chan int, 1)
+	st := openRedis(t, srv)
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, c.tool("bump"))
+	done := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+	go func() {
+		events, _ := te.runErr(context.Background(), one(keyed("a", "bump", `{"n":1,"wait":true}`, "k")))
+		done <- events
+	}()
+	<-c.started
+	srv.Flush() // what a restart without persistence leaves
+	close(c.gate)
+	if res := results(t, <-done)["a"]; res.GetIsError() || idempotencyNote(t, res) != nil {
+		t.Fatalf("first call: %v; want a success, recorded", res)
+	}
+	if res := results(t, te.run(t, one(keyed("b", "bump", `{"n":1,"wait":true}`, "k"))))["b"]; !res.GetReplayed() {
+		t.Fatalf("resend: %v; want it replayed", res)
+	}
+	if runs := c.count(1); runs != 1 {
+		t.Errorf("the call ran %d times, want 1", runs)
+	}
+}
