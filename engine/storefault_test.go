@@ -4,11 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/bolt"
+	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
 )
 
@@ -152,5 +156,85 @@ func TestKeyedCallOutlivesItsStoresMemory(t *testing.T) {
 	}
 	if runs := c.count(1); runs != 1 {
 		t.Errorf("the call ran %d times, want 1", runs)
+	}
+}
+
+// TestDetachedBatchesRideOutAStoreStall: Redis freezes (SIGSTOP) for less
+// than the batches' lease while their calls finish. The owner buffers
+// what the store does not take and writes it once Redis answers again:
+// every batch ends with its calls' own results, none cancelled as owner
+// lost, and every stream gets BatchFinished.
+func TestDetachedBatchesRideOutAStoreStall(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	c := newCounter()
+	c.started = make(chan int, 16)
+	te := newTestBedWith(t, Config{BatchLease: 10 * time.Second}, Deps{Idempotency: st, Vars: st, EventLog: st}, c.tool("bump"))
+	const n = 4
+	var live []*liveBatch
+	for i := range n {
+		lb := startDetached(t, as("alice"), te, one(call(fmt.Sprint("c", i), "bump", fmt.Sprintf(`{"n":%d,"wait":true}`, i))))
+		<-c.started
+		live = append(live, lb)
+	}
+	srv.Freeze()
+	close(c.gate) // the calls finish while the store does not answer
+	// The stall: several lease renewals' worth (each tick is 500ms), well
+	// short of the lease.
+	time.Sleep(2 * time.Second)
+	srv.Thaw()
+	for i, lb := range live {
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatalf("batch %d's stream: %v", i, err)
+		}
+		res := results(t, events)[fmt.Sprint("c", i)]
+		if res.GetIsError() || text(res) != fmt.Sprintf("ran n=%d (run 1)", i) {
+			t.Errorf("batch %d's call: %v; want its own result", i, res)
+		}
+		if f := finishedOf(events); f.GetSucceeded() != 1 || f.GetCancelled() != 0 {
+			t.Errorf("batch %d: last event %v; want BatchFinished, 1 succeeded", i, events[len(events)-1])
+		}
+	}
+}
+
+// TestAttachAfterTheLastEvent: attaching to a finished batch after its
+// last event (BatchFinished) ends cleanly with nothing to send, on every
+// store.
+func TestAttachAfterTheLastEvent(t *testing.T) {
+	stores := map[string]func(t *testing.T) store.Store{
+		"memory": func(*testing.T) store.Store { return memory.New(memory.Options{}) },
+		"bolt": func(t *testing.T) store.Store {
+			s, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), bolt.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		"redis": func(t *testing.T) store.Store { return openRedis(t, testenv.StartRedis(t)) },
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st, EventLog: st})
+			var first recorder
+			req := one(call("e", "echo", `{"text":"hi"}`))
+			req.Options = &toolwirev1.BatchOptions{Detach: true}
+			if err := te.e.Run(as("alice"), te.reg.Snapshot(), req, &first); err != nil {
+				t.Fatal(err)
+			}
+			last := first.events[len(first.events)-1]
+			if last.GetFinished() == nil {
+				t.Fatalf("last event %v, want BatchFinished", last)
+			}
+			var rec recorder
+			if err := te.e.Attach(as("alice"), batchIDOf(t, first.events), last.GetSeq(), &rec); err != nil {
+				t.Fatalf("Attach after the last event: %v; want it to end with nothing to send", err)
+			}
+			if len(rec.events) != 0 {
+				t.Errorf("Attach after the last event sent %v", rec.events)
+			}
+		})
 	}
 }
