@@ -80,7 +80,7 @@ const startedVar = "started"
 // a timer renews, and returns it.
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
-	ctx, cancel := context.WithTimeout(b.callerCtx, storeTimeout)
+	ctx, cancel := context.WithTimeout(b.callerCtx, appendTimeout)
 	defer cancel()
 	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
 		return nil, err
