@@ -76,6 +76,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 			}
 			return b.replay(i, r.stored)
 		}
+		attempt := time.Now()
 		actx, acancel := context.WithTimeout(waitCtx, claimTimeout)
 		got, err := deps.Idempotency.Claim(actx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
 		acancel()
@@ -90,7 +91,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 			// The store did not answer: try again for a while, never run
 			// the call without its claim.
 			if failing.IsZero() {
-				failing = time.Now()
+				failing = attempt
 			}
 			if time.Since(failing) < claimPatience {
 				t := time.NewTimer(100 * time.Millisecond)
