@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -236,5 +239,77 @@ func TestAttachAfterTheLastEvent(t *testing.T) {
 				t.Errorf("Attach after the last event sent %v", rec.events)
 			}
 		})
+	}
+}
+
+// failingIdem is a memory store whose Complete and Claim can be made to
+// fail, for the outcomes a real store's outage rarely produces on cue.
+type failingIdem struct {
+	store.Idempotency
+	complete func() error         // nil: the store's own
+	claim    func() (bool, error) // replaces Claims after the first when set: (in flight?, error)
+	claims   atomic.Int64
+}
+
+func (f *failingIdem) Complete(ctx context.Context, key, owner string, result []byte, ttl time.Duration) error {
+	if f.complete != nil {
+		return f.complete()
+	}
+	return f.Idempotency.Complete(ctx, key, owner, result, ttl)
+}
+
+func (f *failingIdem) Claim(ctx context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
+	if f.claims.Add(1) > 1 && f.claim != nil {
+		inFlight, err := f.claim()
+		if err != nil {
+			return store.Claim{}, err
+		}
+		if inFlight {
+			return store.Claim{State: store.InFlight}, nil
+		}
+	}
+	return f.Idempotency.Claim(ctx, key, fp, owner, lease, ttl)
+}
+
+// TestRecordTakenOverSaysNotRecorded: a call whose key another replica
+// took over while it ran cannot be recorded, and its result says a retry
+// may run it again; nothing is held.
+func TestRecordTakenOverSaysNotRecorded(t *testing.T) {
+	t.Parallel()
+	f := &failingIdem{Idempotency: memory.New(memory.Options{})}
+	f.complete = func() error { return store.ErrLeaseLost }
+	f.claim = func() (bool, error) { return true, nil } // another owner's live claim
+	c := newCounter()
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: f}, c.tool("bump"))
+	res := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
+	note := idempotencyNote(t, res)
+	if res.GetIsError() || note["recorded"] != false || note["held"] != false ||
+		!strings.Contains(fmt.Sprint(note["note"]), "a retry may run again") {
+		t.Fatalf("result %v; want a success whose details.idempotency says it is not recorded and a retry may run again", res)
+	}
+	if h := te.e.Stats().HeldRecords; h != 0 {
+		t.Errorf("%d records held; a record that can never be written is not held", h)
+	}
+}
+
+// TestHeldRecordsAreBounded: past maxHeldRecords, a record the store does
+// not take is not held, and its result says it is lost.
+func TestHeldRecordsAreBounded(t *testing.T) {
+	t.Parallel()
+	f := &failingIdem{Idempotency: memory.New(memory.Options{})}
+	f.complete = func() error { return errors.New("the store does not answer") }
+	c := newCounter()
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: f}, c.tool("bump"))
+	for i := range maxHeldRecords {
+		if !te.e.heldRecs.hold(&heldRecord{key: fmt.Sprint("filler", i), stored: []byte("x"), at: time.Now()}) {
+			t.Fatalf("record %d was not held", i)
+		}
+	}
+	res := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
+	if note := idempotencyNote(t, res); note["recorded"] != false || note["held"] != false {
+		t.Fatalf("result %v; want details.idempotency saying it is not recorded, not held", res)
+	}
+	if h := te.e.Stats().HeldRecords; h != maxHeldRecords {
+		t.Errorf("%d records held, want the bound, %d", h, maxHeldRecords)
 	}
 }
