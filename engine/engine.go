@@ -113,6 +113,7 @@ type Engine struct {
 	seq       sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
 	held      approvals          // calls held for approval on this engine; see approval.go
 	catalog   catalog            // SearchTools' index of the last snapshot searched; see listing.go
+	heldRecs  heldRecords        // idempotency records the store has not taken yet; see records.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the
@@ -131,6 +132,7 @@ func New(cfg Config, deps Deps) *Engine {
 		runners:  runners.New(10 * time.Second),
 	}
 	e.budget = outbox.NewBudget(e.cfg.MaxBufferedBytes)
+	e.heldRecs.init(e)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = slots.New(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
 	if e.cfg.RatePerCaller > 0 {
@@ -353,9 +355,14 @@ func (e *Engine) CancelCalls() {
 	}
 }
 
-// Close lets the engine's idle goroutines exit. It does not wait for
-// running batches; Drain does.
-func (e *Engine) Close() { e.runners.Close() }
+// Close lets the engine's idle goroutines exit, after one last attempt to
+// write the idempotency records it holds because the store did not take
+// them (at most settleTimeout each). It does not wait for running
+// batches; Drain does.
+func (e *Engine) Close() {
+	e.runners.Close()
+	e.heldRecs.close()
+}
 
 // Stats is a snapshot of what an engine is doing.
 type Stats struct {
@@ -369,6 +376,7 @@ type Stats struct {
 	BufferedPeak    int64 // the most BufferedBytes has been, ever
 	EndedOverBudget int64 // streams ended because BufferedBytes passed MaxBufferedBytes, ever
 	SessionWaiting  int   // calls waiting for their turn in their session (Sequence)
+	HeldRecords     int   // idempotency records held until the store takes them (see docs/retries.md)
 }
 
 // Stats returns what the engine is doing now.
@@ -384,6 +392,7 @@ func (e *Engine) Stats() Stats {
 		EndedOverBudget: e.shedCount.Load(),
 
 		SessionWaiting: e.seq.Waiting(),
+		HeldRecords:    e.heldRecs.Len(),
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine/internal/coalesce"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -32,55 +34,119 @@ import (
 func logName(caller, batchID string) string { return strconv.Quote(caller) + "/" + batchID }
 
 // batchLog is a detached batch's log as its writer keeps it.
+//
+// A store that stalls does not end the batch: an event it does not take
+// is buffered (bounded: maxPendingEvents, maxPendingBytes) and appended,
+// in order, as soon as it answers, by the next append or lease renewal;
+// the lease goes on being renewed. Only a lost lease (another replica
+// took the log over after it had really run out), a vanished log, or a
+// buffer past its bounds ends the batch (lost).
 type batchLog struct {
 	e      *Engine
 	b      *batch
 	name   string
-	failed atomic.Bool // a write failed or the lease was lost: nothing more is written
+	failed atomic.Bool // a write failed for good or the lease was lost: nothing more is written
 
 	coal coalesce.Coalescer
 
 	mu      sync.Mutex
 	ticker  *time.Timer // renews the lease and reads the control requests
 	stopped bool
+
+	wmu          sync.Mutex     // the appends: the writer's and the renewals' flushes
+	pending      []pendingEntry // numbered events the store has not taken yet, in order
+	pendingBytes int
+	unsure       bool // the last failed append may have landed: Stat before the next
 }
+
+type pendingEntry struct {
+	seq  uint64
+	data []byte
+}
+
+// Bounds of the events a detached batch buffers while the store does not
+// take them; past them the batch is lost.
+const (
+	maxPendingEvents = 4096
+	maxPendingBytes  = 16 << 20
+)
+
+// startedVar names the variable, in the batch's log scope of Vars, that
+// holds when the batch started (RFC 3339, ns), so that a reader that ends
+// it after its replica was lost reports its real duration.
+const startedVar = "started"
 
 // openLog creates the batch's log, owned by this engine under a lease that
 // a timer renews, and returns it.
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
-	ctx, cancel := context.WithTimeout(b.callerCtx, storeTimeout)
+	ctx, cancel := context.WithTimeout(b.callerCtx, appendTimeout)
 	defer cancel()
 	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
 		return nil, err
 	}
+	// Best effort: without it, a takeover reports a duration of 0.
+	started, _ := json.Marshal(b.start.Format(time.RFC3339Nano))
+	_ = e.deps.Vars.SetVar(ctx, cancelScope(l.name), startedVar, started, e.cfg.BatchTTL+24*time.Hour)
 	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
 	l.ticker = time.AfterFunc(l.tick(), l.renew)
 	return l, nil
 }
 
+// startedAt is when the batch of log name started, as openLog noted it;
+// false when it is not known.
+func (e *Engine) startedAt(ctx context.Context, name string) (time.Time, bool) {
+	v, ok, err := e.deps.Vars.GetVar(ctx, cancelScope(name), startedVar)
+	if err != nil || !ok {
+		return time.Time{}, false
+	}
+	var text string
+	if json.Unmarshal(v, &text) != nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, text)
+	return t, err == nil
+}
+
 // tick is how often the owner renews its lease and looks for requests.
 func (l *batchLog) tick() time.Duration { return min(l.e.cfg.BatchLease/3, 500*time.Millisecond) }
 
-// renew renews the lease and carries out a cancellation requested on
-// another replica; then it runs again, until stop.
+// renew renews the lease, appends what the store did not take before, and
+// carries out a cancellation requested on another replica; then it runs
+// again, until stop. A store that does not answer is asked again next
+// tick: the lease it holds outlasts a stall shorter than it.
 func (l *batchLog) renew() {
 	e := l.e
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
 	if !l.failed.Load() {
-		if err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+		err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease)
+		cancel()
+		if lostFor(err) {
 			l.lost(err)
+		} else if err != nil {
+			e.deps.Logger.Warn("could not renew a detached batch's lease; trying again", "batch_id", l.b.id, "error", err)
+		} else {
+			l.wmu.Lock()
+			l.flush()
+			l.wmu.Unlock()
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
 	if reason, ok := (cancelMail{e.deps.Vars}).requested(ctx, l.name); ok {
 		l.b.cancel(&errCancelRequested{reason: reason})
 	}
+	cancel()
 	l.mu.Lock()
 	if !l.stopped {
 		l.ticker.Reset(l.tick())
 	}
 	l.mu.Unlock()
+}
+
+// lostFor tells whether err from an owner's write means the log is no
+// longer this owner's to write.
+func lostFor(err error) bool {
+	return errors.Is(err, store.ErrLeaseLost) || errors.Is(err, store.ErrLogNotFound)
 }
 
 // errLogLost is the cause of a detached batch's cancellation when its log
@@ -120,7 +186,8 @@ func (l *batchLog) write(ev *toolwirev1.ExecuteBatchResponse) {
 	l.append(ev)
 }
 
-// append numbers ev and appends it to the log.
+// append numbers ev and appends it to the log, after what the store has
+// not taken yet.
 func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
 	b := l.b
 	b.seq++
@@ -133,26 +200,111 @@ func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
 		l.lost(err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	i, err := l.e.deps.EventLog.Append(ctx, l.name, l.e.deps.Replica, data)
-	switch {
-	case err != nil:
-		l.lost(err)
-	case i != b.seq:
-		l.lost(errors.New("the log's numbering differs from the batch's: entry " + strconv.FormatUint(i, 10) + " for event " + strconv.FormatUint(b.seq, 10)))
-	}
-}
-
-// finish ends the log after BatchFinished: it lives BatchTTL more.
-func (l *batchLog) finish() {
-	l.stop()
-	if l.failed.Load() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if len(l.pending) >= maxPendingEvents || l.pendingBytes+len(data) > maxPendingBytes {
+		l.lost(errors.New("the store took no event for longer than the batch can buffer (" +
+			strconv.Itoa(len(l.pending)) + " events, " + strconv.Itoa(l.pendingBytes) + " bytes)"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-	defer cancel()
-	if err := l.e.deps.EventLog.Finish(ctx, l.name, l.e.deps.Replica, l.e.cfg.BatchTTL); err != nil {
-		l.e.deps.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
+	l.pending = append(l.pending, pendingEntry{seq: b.seq, data: data})
+	l.pendingBytes += len(data)
+	l.flush()
+}
+
+// flush appends the pending events in order; it stops at the first the
+// store does not take, and returns that error. Its caller holds wmu.
+func (l *batchLog) flush() error {
+	e := l.e
+	if l.failed.Load() {
+		return errLogLost
+	}
+	if len(l.pending) > 0 && l.unsure {
+		// An append whose answer was lost may have landed: skip what did.
+		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+		info, err := e.deps.EventLog.Stat(ctx, l.name)
+		cancel()
+		if err != nil {
+			if errors.Is(err, store.ErrLogNotFound) {
+				l.lost(err)
+			}
+			return err
+		}
+		l.unsure = false
+		for len(l.pending) > 0 && l.pending[0].seq <= info.Last {
+			l.pendingBytes -= len(l.pending[0].data)
+			l.pending = l.pending[1:]
+		}
+	}
+	for len(l.pending) > 0 {
+		p := l.pending[0]
+		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+		i, err := e.deps.EventLog.Append(ctx, l.name, e.deps.Replica, p.data)
+		cancel()
+		switch {
+		case lostFor(err):
+			l.lost(err)
+			return err
+		case err != nil:
+			l.unsure = true
+			return err
+		case i != p.seq:
+			err := errors.New("the log's numbering differs from the batch's: entry " + strconv.FormatUint(i, 10) + " for event " + strconv.FormatUint(p.seq, 10))
+			l.lost(err)
+			return err
+		}
+		l.pendingBytes -= len(p.data)
+		l.pending[0] = pendingEntry{}
+		l.pending = l.pending[1:]
+	}
+	return nil
+}
+
+// finish ends the log after BatchFinished: once the store has taken every
+// event, it is finished, to live BatchTTL more. While the store does not
+// answer it tries again, renewing the lease, for up to two leases; past
+// that the log is left to its readers, who end it as owner lost.
+func (l *batchLog) finish() {
+	l.stop()
+	e := l.e
+	giveUp := time.Now().Add(2 * e.cfg.BatchLease)
+	backoff := 50 * time.Millisecond
+	for {
+		if l.failed.Load() {
+			return
+		}
+		l.wmu.Lock()
+		err := l.flush()
+		l.wmu.Unlock()
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+			err = e.deps.EventLog.Finish(ctx, l.name, e.deps.Replica, e.cfg.BatchTTL)
+			if lostFor(err) {
+				// A Finish whose answer was lost may have landed.
+				if info, serr := e.deps.EventLog.Stat(ctx, l.name); serr == nil && info.Finished {
+					err = nil
+				}
+			}
+			cancel()
+			if err == nil {
+				return
+			}
+			if lostFor(err) {
+				e.deps.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
+				return
+			}
+		}
+		if time.Now().After(giveUp) {
+			e.deps.Logger.Error("the store did not take a detached batch's last events; its readers will end it as owner lost",
+				"batch_id", l.b.id, "pending", len(l.pending), "error", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+		if err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease); lostFor(err) {
+			l.lost(err)
+		}
+		cancel()
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
 	}
 }

@@ -164,10 +164,33 @@ func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, si
 // until BatchFinished; see Attach.
 func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink) error {
 	el := e.deps.EventLog
+	// A store that does not answer is asked again, backing off, for as
+	// long as the batch's lease outlasts a stall: the batch goes on, and
+	// so does its reader. Past that the reader ends with the error.
+	var failing time.Time
+	storeFailed := func(err error) error {
+		if ctx.Err() != nil || errors.Is(err, store.ErrLogNotFound) || errors.Is(err, store.ErrDropped) {
+			return logReadError(ctx, err)
+		}
+		if failing.IsZero() {
+			failing = time.Now()
+		}
+		if time.Since(failing) > e.cfg.BatchLease {
+			return logReadError(ctx, err)
+		}
+		select {
+		case <-time.After(recoverRetry):
+			return nil
+		case <-ctx.Done():
+			return contextError(ctx.Err())
+		}
+	}
 	for {
+		var readErr error
 		for ent, err := range el.After(ctx, name, seq) {
 			if err != nil {
-				return logReadError(ctx, err)
+				readErr = err
+				break
 			}
 			ev := &toolwirev1.ExecuteBatchResponse{}
 			if err := proto.Unmarshal(ent.Data, ev); err != nil {
@@ -181,13 +204,30 @@ func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink
 				return nil
 			}
 		}
+		if readErr != nil {
+			if err := storeFailed(readErr); err != nil {
+				return err
+			}
+			continue
+		}
 		info, err := el.Stat(ctx, name)
+		if err == nil {
+			failing = time.Time{}
+		}
 		switch {
 		case err != nil:
-			return logReadError(ctx, err)
+			if err := storeFailed(err); err != nil {
+				return err
+			}
+			continue
 		case info.Last > seq:
 			continue
 		case info.Finished:
+			if e.endsFinished(ctx, name, info.Last) {
+				// The reader asked for what follows the last event,
+				// BatchFinished: there is nothing to send.
+				return nil
+			}
 			return errorf(Internal, "the batch's log ended without BatchFinished")
 		case !info.Owned:
 			if !e.recoverLost(ctx, name) {
@@ -202,12 +242,31 @@ func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink
 			continue
 		}
 		if err := el.WaitLog(ctx, name, seq); err != nil {
-			return logReadError(ctx, err)
+			if err := storeFailed(err); err != nil {
+				return err
+			}
+			continue
 		}
+		failing = time.Time{}
 		if ctx.Err() != nil {
 			return contextError(ctx.Err())
 		}
 	}
+}
+
+// endsFinished tells whether entry last of the log name is BatchFinished.
+func (e *Engine) endsFinished(ctx context.Context, name string, last uint64) bool {
+	if last == 0 {
+		return false
+	}
+	for ent, err := range e.deps.EventLog.After(ctx, name, last-1) {
+		if err != nil {
+			return false
+		}
+		ev := &toolwirev1.ExecuteBatchResponse{}
+		return proto.Unmarshal(ent.Data, ev) == nil && ev.GetFinished() != nil
+	}
+	return false
 }
 
 // logReadError is the *Error for a failed read of a batch's log.
@@ -288,7 +347,12 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 			i++
 		}
 	}
-	ev, f := finishedEventFor(accepted.GetBatchId(), 0)
+	// Its real duration, up to now, when openLog noted its start.
+	var d time.Duration
+	if t, ok := e.startedAt(ctx, name); ok {
+		d = time.Since(t)
+	}
+	ev, f := finishedEventFor(accepted.GetBatchId(), d)
 	for _, r := range results {
 		count(f, r)
 	}

@@ -362,6 +362,10 @@ func TestLostReplicasBatchEndsOwnerLost(t *testing.T) {
 	if f == nil || f.GetSucceeded() != 1 || f.GetCancelled() != 1 {
 		t.Errorf("last event %v, want BatchFinished: 1 succeeded, 1 cancelled", rec.events[len(rec.events)-1])
 	}
+	// It ran at least until its lease ran out: its duration says so.
+	if d := f.GetDuration().AsDuration(); d < 300*time.Millisecond {
+		t.Errorf("BatchFinished of the batch ended by takeover says it lasted %v; it lasted at least its lease, 300ms", d)
+	}
 	got, err = b.e.GetBatch(as("alice"), id)
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// storeTimeout bounds one write to the store made after a call has run, on a
-// context detached from the batch's: a cancelled batch must still record or
-// release what it claimed.
+// storeTimeout bounds a write to the store whose caller has no tighter
+// deadline of its own (opening a detached batch's log, approvals).
 const storeTimeout = 5 * time.Second
 
 // idemClaim is a running call's hold on its idempotency key: the lease is
@@ -30,6 +29,7 @@ const storeTimeout = 5 * time.Second
 type idemClaim struct {
 	b     *batch
 	key   string // scoped by caller and tool
+	fp    string // the arguments' fingerprint
 	owner string
 	stop  chan struct{}
 	done  sync.WaitGroup
@@ -66,11 +66,40 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	waitCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	start := time.Now()
+	var failing time.Time // when the store began failing to answer; zero while it answers
 	for {
-		got, err := deps.Idempotency.Claim(waitCtx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
+		if r, ok := b.e.heldRecs.get(scoped); ok {
+			// This replica ran the call and holds its record, which the
+			// store has not taken yet: the same answer it will give.
+			if r.fp != fp {
+				return b.conflict(i, key)
+			}
+			return b.replay(i, r.stored)
+		}
+		attempt := time.Now()
+		actx, acancel := context.WithTimeout(waitCtx, claimTimeout)
+		got, err := deps.Idempotency.Claim(actx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
+		acancel()
 		if err == nil && got.State == store.InFlight {
 			err = deps.Idempotency.Wait(waitCtx, scoped)
 			if err == nil {
+				failing = time.Time{}
+				continue
+			}
+		}
+		if err != nil && ctx.Err() == nil && waitCtx.Err() == nil {
+			// The store did not answer: try again for a while, never run
+			// the call without its claim.
+			if failing.IsZero() {
+				failing = attempt
+			}
+			if time.Since(failing) < claimPatience {
+				t := time.NewTimer(100 * time.Millisecond)
+				select {
+				case <-t.C:
+				case <-waitCtx.Done():
+					t.Stop()
+				}
 				continue
 			}
 		}
@@ -79,7 +108,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 		}
 		switch got.State {
 		case store.Claimed:
-			c := &idemClaim{b: b, key: scoped, owner: owner, stop: make(chan struct{})}
+			c := &idemClaim{b: b, key: scoped, fp: fp, owner: owner, stop: make(chan struct{})}
 			c.done.Add(1)
 			go c.renew()
 			b.calls[i].claim = c
@@ -87,13 +116,19 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 		case store.Completed:
 			return b.replay(i, got.Result)
 		default: // store.Conflict
-			res := b.newResult(i)
-			errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT, fmt.Sprintf(
-				"idempotency key %q was used before for a %q call with different arguments; nothing was run. Use a new key for new arguments.",
-				key, t.Name))
-			return res
+			return b.conflict(i, key)
 		}
 	}
+}
+
+// conflict is the result of call i, whose key was used with other
+// arguments.
+func (b *batch) conflict(i int, key string) *toolwirev1.CallResult {
+	res := b.newResult(i)
+	errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_IDEMPOTENCY_CONFLICT, fmt.Sprintf(
+		"idempotency key %q was used before for a %q call with different arguments; nothing was run. Use a new key for new arguments.",
+		key, b.calls[i].tool.Name))
+	return res
 }
 
 // deriveKey asks the tool for the key of a call sent without one; "" when
@@ -138,7 +173,8 @@ func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, wai
 		// Running without the store could run the call twice: refuse.
 		b.e.deps.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
-			"the idempotency store failed, so the call with key %q was not run: %v", key, err))
+			"the idempotency store did not answer for %s, so the call with key %q was not run (running it without its record could run it twice); send it again later: %v",
+			waited.Round(time.Millisecond), key, err))
 	}
 	return res
 }
@@ -185,34 +221,58 @@ func (c *idemClaim) renew() {
 // settle records res as the result of the claimed call, before it is sent.
 // A call that timed out or was cancelled is not recorded: its key is
 // released, so a retry runs it again rather than replaying the failure.
+//
+// A record the store does not take within settleTimeout is held by the
+// engine (heldRecords) and written as soon as the store answers, and res
+// says it is not recorded yet; one that can never be written (another
+// replica took the key over, or the held records are full) is said on res
+// to be not recorded, so its caller knows a retry may run it again.
 func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	if c == nil {
 		return
 	}
 	close(c.stop)
 	c.done.Wait()
-	cfg, deps := &c.b.e.cfg, &c.b.e.deps
-	// Detached from the batch: a cancelled batch must still settle its claims.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.callerCtx), storeTimeout)
-	defer cancel()
-	var err error
+	e, deps := c.b.e, &c.b.e.deps
 	switch res.GetErrorKind() {
 	case toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, toolwirev1.ErrorKind_ERROR_KIND_CANCELLED:
-		err = deps.Idempotency.Release(ctx, c.key, c.owner)
-	default:
-		// The record holds the result without the call's ID and index.
-		id, index := res.CallId, res.Index
-		res.CallId, res.Index = "", 0
-		var stored []byte
-		stored, err = proto.Marshal(res)
-		res.CallId, res.Index = id, index
-		if err == nil {
-			err = deps.Idempotency.Complete(ctx, c.key, c.owner, stored, cfg.IdempotencyTTL)
+		// Detached from the batch: a cancelled batch must still release
+		// its claims. One that fails runs out with its lease.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.callerCtx), settleTimeout)
+		defer cancel()
+		if err := deps.Idempotency.Release(ctx, c.key, c.owner); err != nil {
+			deps.Logger.Warn("could not release an idempotency key; a retry waits for its lease to run out",
+				"batch_id", c.b.id, "call_id", res.GetCallId(), "key", c.key, "error", err)
 		}
+		return
 	}
+	// The record holds the result without the call's ID and index.
+	id, index := res.CallId, res.Index
+	res.CallId, res.Index = "", 0
+	stored, err := proto.Marshal(res)
+	res.CallId, res.Index = id, index
 	if err != nil {
-		deps.Logger.Warn("could not settle an idempotency record", "batch_id", c.b.id, "call_id", res.GetCallId(),
-			"key", c.key, "error", err)
+		deps.Logger.Error("could not encode an idempotency record", "batch_id", c.b.id, "call_id", id, "error", err)
+		noteNotRecorded(res, false, "its result could not be encoded")
+		return
+	}
+	r := &heldRecord{key: c.key, fp: c.fp, owner: c.owner, stored: stored, at: time.Now()}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.callerCtx), settleTimeout)
+	defer cancel()
+	switch err := e.record(ctx, r); {
+	case err == nil:
+	case errors.Is(err, errRecordLost):
+		deps.Logger.Error("could not record a keyed call's result: its key was taken over; a retry may run it again",
+			"batch_id", c.b.id, "call_id", id, "key", c.key)
+		noteNotRecorded(res, false, "the call outlived its claim on the key, which another replica took over")
+	case e.heldRecs.hold(r):
+		deps.Logger.Warn("the store did not take a keyed call's record; holding it until it does",
+			"batch_id", c.b.id, "call_id", id, "key", c.key, "error", err)
+		noteNotRecorded(res, true, "the idempotency store did not answer")
+	default:
+		deps.Logger.Error("the store did not take a keyed call's record, and no more can be held; a retry may run it again",
+			"batch_id", c.b.id, "call_id", id, "key", c.key, "error", err)
+		noteNotRecorded(res, false, "the idempotency store did not answer, and this replica holds as many unwritten records as it may")
 	}
 }
 

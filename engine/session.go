@@ -33,6 +33,8 @@ func (b *batch) session(ctx context.Context) tools.Session {
 }
 
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
 	v, ok, err := s.st.GetVar(ctx, s.scope, name)
 	if err != nil {
 		return nil, false, fmt.Errorf("session variable %q: %w", name, err)
@@ -50,6 +52,8 @@ func (s *session) Set(ctx context.Context, name string, value json.RawMessage) e
 	if !json.Valid(value) {
 		return fmt.Errorf("session variable %q: the value is not JSON", name)
 	}
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
 	if err := s.st.SetVar(ctx, s.scope, name, value, s.ttl); err != nil {
 		return fmt.Errorf("session variable %q: %w", name, err)
 	}
@@ -57,6 +61,8 @@ func (s *session) Set(ctx context.Context, name string, value json.RawMessage) e
 }
 
 func (s *session) Delete(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
+	defer cancel()
 	if err := s.st.DeleteVar(ctx, s.scope, name); err != nil {
 		return fmt.Errorf("session variable %q: %w", name, err)
 	}

@@ -197,6 +197,12 @@ var ErrLeaseLost = errors.New("store: the claim's lease was lost to another owne
 // ErrClosed is returned by a store's methods after Close.
 var ErrClosed = errors.New("store: closed")
 
+// ErrUnavailable is returned, wrapped, by a shared store that has stopped
+// sending to its server for a short cool-down after it kept failing to
+// answer (a circuit breaker): the operation was not attempted. Callers
+// treat it as they treat a timeout.
+var ErrUnavailable = errors.New("store: unavailable (it kept failing to answer; not asked again until a short cool-down passes)")
+
 // ScopedName joins a session scope and a variable name into one string no
 // other pair produces, for backends that keep one flat key space.
 func ScopedName(scope, name string) string {

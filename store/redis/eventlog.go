@@ -223,6 +223,10 @@ func entryIndex(id string) (uint64, error) {
 // lost owner or a done context is seen within it.
 const maxBlock = time.Second
 
+// blockMargin is how long before its context's deadline a block of
+// WaitLog ends.
+const blockMargin = 50 * time.Millisecond
+
 // WaitLog implements store.EventLog.
 func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
 	info, err := s.Stat(ctx, name)
@@ -234,7 +238,10 @@ func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
 	}
 	block := maxBlock
 	if dl, ok := ctx.Deadline(); ok {
-		block = min(block, time.Until(dl))
+		// Short of the deadline, so that the server's answer to a block
+		// that ran its course is not taken for a timeout (which the
+		// breaker would count against the server).
+		block = min(block, time.Until(dl)-blockMargin)
 	}
 	if block < time.Millisecond {
 		return ctx.Err()

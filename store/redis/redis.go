@@ -17,9 +17,11 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -37,7 +39,23 @@ type Options struct {
 	// trimmed to it): past it, the oldest go, and reading from before them
 	// is store.ErrDropped. Default DefaultMaxLogEntries.
 	MaxLogEntries int
+	// BreakerFailures is how many commands in a row must go unanswered
+	// (timed out, refused) before a store made by Open stops sending for
+	// BreakerCooldown, failing each operation at once with
+	// store.ErrUnavailable. Defaults 3 and 1s; a negative BreakerFailures
+	// turns the breaker off. New, over the caller's client, has none.
+	BreakerFailures int
+	BreakerCooldown time.Duration
 }
+
+// Timeouts Open gives a client whose URL does not set them (go-redis's
+// read_timeout, write_timeout, dial_timeout and max_retries parameters).
+// Each operation's own context deadline, which the engine sets to suit
+// its caller, bounds it sooner (ContextTimeoutEnabled).
+const (
+	defaultReadTimeout = 2 * time.Second
+	defaultDialTimeout = 2 * time.Second
+)
 
 // Store keeps records and variables in Redis.
 type Store struct {
@@ -57,7 +75,11 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis store: %w", err)
 	}
+	setDefaults(o, url)
 	c := goredis.NewClient(o)
+	if opts.BreakerFailures >= 0 {
+		c.AddHook(newBreaker(cmp.Or(opts.BreakerFailures, 3), cmp.Or(opts.BreakerCooldown, time.Second)))
+	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("redis store %s: %w", o.Addr, err)
@@ -65,6 +87,36 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := New(c, opts)
 	s.own = true
 	return s, nil
+}
+
+// setDefaults bounds what a client made from url waits for when the URL
+// does not say: without ContextTimeoutEnabled go-redis ignores a context's
+// deadline while it reads (a frozen server held a 500 ms rate check for
+// 5 s), and its default retries send a command again after a timeout —
+// which multiplies the wait under a hang, and may run a script whose
+// answer was lost twice. A command is retried by its caller, which knows
+// whether it may be.
+func setDefaults(o *goredis.Options, url string) {
+	o.ContextTimeoutEnabled = true
+	q := neturl.Values{}
+	if u, err := neturl.Parse(url); err == nil {
+		q = u.Query()
+	}
+	if !q.Has("read_timeout") {
+		o.ReadTimeout = defaultReadTimeout
+	}
+	if !q.Has("write_timeout") {
+		o.WriteTimeout = o.ReadTimeout
+	}
+	if !q.Has("dial_timeout") {
+		o.DialTimeout = defaultDialTimeout
+	}
+	if !q.Has("pool_timeout") {
+		o.PoolTimeout = o.ReadTimeout
+	}
+	if !q.Has("max_retries") {
+		o.MaxRetries = -1
+	}
 }
 
 // New returns a store over c, which the caller keeps and closes.

@@ -70,6 +70,34 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		}
 	})
 
+	// A reader that has the last entry of a finished log (AttachBatch with
+	// after_seq at BatchFinished) finds nothing after it, no error, and
+	// no reason to wait: the log says it is finished.
+	t.Run("AfterTheLastOfAFinishedLog", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long))
+		appendN(t, s, "l", "a", 1, 3)
+		must(t, s.Finish(ctx, "l", "a", long))
+		got, err := after(t, s, "l", 3)
+		must(t, err)
+		if len(got) != 0 {
+			t.Fatalf("After(3) of a finished log of 3 yielded %d entries", len(got))
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		must(t, s.WaitLog(wctx, "l", 3))
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if info != (store.LogInfo{Last: 3, Finished: true}) {
+			t.Fatalf("Stat = %+v, want Last 3, finished", info)
+		}
+		last, err := after(t, s, "l", 2)
+		must(t, err)
+		if len(last) != 1 || last[0].Index != 3 {
+			t.Fatalf("After(2) = %v, want entry 3", last)
+		}
+	})
+
 	t.Run("AfterStopsWhenTold", func(t *testing.T) {
 		s := open(t)
 		must(t, s.Open(ctx, "l", "a", long, long))

@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/bolt"
+	"github.com/toolwire/toolwire/store/memory"
+	"github.com/toolwire/toolwire/store/redis"
+)
+
+// The fault tests run against a redis-server of their own, which they
+// stop, restart, freeze (SIGSTOP) and thaw (SIGCONT): the faults an
+// operator's store has.
+
+// openRedis opens a store (a replica's client) on srv, with a short
+// breaker cool-down so that a restarted server is used again soon.
+func openRedis(tb testing.TB, srv *testenv.RedisServer) *redis.Store {
+	tb.Helper()
+	st, err := redis.Open(context.Background(), srv.URL(), redis.Options{BreakerCooldown: 100 * time.Millisecond})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st
+}
+
+// idempotencyNote is details.idempotency of res; nil without one.
+func idempotencyNote(tb testing.TB, res *toolwirev1.CallResult) map[string]any {
+	tb.Helper()
+	if res.GetDetails() == "" {
+		return nil
+	}
+	var det struct {
+		Idempotency map[string]any `json:"idempotency"`
+	}
+	if err := json.Unmarshal([]byte(res.GetDetails()), &det); err != nil {
+		tb.Fatalf("details %q: %v", res.GetDetails(), err)
+	}
+	return det.Idempotency
+}
+
+// TestKeyedCallsSurviveStoreOutage: Redis stops while keyed calls run and
+// is restarted after they have finished. Their callers get their results
+// (saying the record is held, not yet written); a resend on the same
+// replica meanwhile replays the held record, one to a second replica does
+// not run; once Redis is back the records land, and resends to either
+// replica are replayed. Nothing runs twice.
+func TestKeyedCallsSurviveStoreOutage(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := newCounter()
+	c.started = make(chan int, 16)
+	bump := c.tool("bump")
+	bump.Annotations.ReadOnly = true // one lane: the calls run at once
+	replica := func() *testBed {
+		st := openRedis(t, srv)
+		return newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, bump)
+	}
+	a, b := replica(), replica()
+
+	const n = 3
+	req := func(prefix string) *toolwirev1.ExecuteBatchRequest {
+		r := &toolwirev1.ExecuteBatchRequest{Options: &toolwirev1.BatchOptions{MaxParallel: n}}
+		for i := range n {
+			r.Calls = append(r.Calls, keyed(fmt.Sprint(prefix, i), "bump", fmt.Sprintf(`{"n":%d,"wait":true}`, i), fmt.Sprint("k", i)))
+		}
+		return r
+	}
+	first := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+	go func() {
+		events, _ := a.runErr(context.Background(), req("a"))
+		first <- events
+	}()
+	for range n {
+		<-c.started // every call runs, holding its claim
+	}
+	srv.Stop() // the store goes away mid-call
+	close(c.gate)
+	got := results(t, <-first)
+	for i := range n {
+		res := got[fmt.Sprint("a", i)]
+		if res.GetIsError() {
+			t.Fatalf("call %d: %v", i, res)
+		}
+		note := idempotencyNote(t, res)
+		if note["recorded"] != false || note["held"] != true {
+			t.Errorf("call %d's details.idempotency = %v; want it to say the record is held, not yet written", i, note)
+		}
+	}
+	if h := a.e.Stats().HeldRecords; h != n {
+		t.Errorf("replica A holds %d records, want %d", h, n)
+	}
+
+	// During the outage: a resend to A replays what A holds; one to B
+	// cannot claim its key and does not run.
+	again := results(t, a.run(t, req("r")))
+	for i := range n {
+		if res := again[fmt.Sprint("r", i)]; !res.GetReplayed() {
+			t.Errorf("resend to A during the outage, call %d: %v; want it replayed from the held record", i, res)
+		}
+	}
+	other := results(t, b.run(t, req("b")))
+	for i := range n {
+		if res := other[fmt.Sprint("b", i)]; res.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL {
+			t.Errorf("resend to B during the outage, call %d: %v; want INTERNAL, not run", i, res)
+		}
+	}
+
+	srv.Start()
+	waitFor(t, func() bool { return a.e.Stats().HeldRecords == 0 })
+	for _, te := range []*testBed{a, b} {
+		after := results(t, te.run(t, req("z")))
+		for i := range n {
+			if res := after[fmt.Sprint("z", i)]; !res.GetReplayed() {
+				t.Errorf("resend after the outage, call %d: %v; want it replayed", i, res)
+			}
+		}
+	}
+	for i := range n {
+		if runs := c.count(i); runs != 1 {
+			t.Errorf("call %d ran %d times, want 1", i, runs)
+		}
+	}
+}
+
+// TestKeyedCallOutlivesItsStoresMemory: Redis is restarted having lost
+// everything (no persistence) while a keyed call runs: the claim is gone,
+// so the record is written under a new claim of the same owner, and a
+// resend is replayed, not run again.
+func TestKeyedCallOutlivesItsStoresMemory(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := newCounter()
+	c.started = make(chan int, 1)
+	st := openRedis(t, srv)
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, c.tool("bump"))
+	done := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+	go func() {
+		events, _ := te.runErr(context.Background(), one(keyed("a", "bump", `{"n":1,"wait":true}`, "k")))
+		done <- events
+	}()
+	<-c.started
+	srv.Flush() // what a restart without persistence leaves
+	close(c.gate)
+	if res := results(t, <-done)["a"]; res.GetIsError() || idempotencyNote(t, res) != nil {
+		t.Fatalf("first call: %v; want a success, recorded", res)
+	}
+	if res := results(t, te.run(t, one(keyed("b", "bump", `{"n":1,"wait":true}`, "k"))))["b"]; !res.GetReplayed() {
+		t.Fatalf("resend: %v; want it replayed", res)
+	}
+	if runs := c.count(1); runs != 1 {
+		t.Errorf("the call ran %d times, want 1", runs)
+	}
+}
+
+// TestDetachedBatchesRideOutAStoreStall: Redis freezes (SIGSTOP) for less
+// than the batches' lease while their calls finish. The owner buffers
+// what the store does not take and writes it once Redis answers again:
+// every batch ends with its calls' own results, none cancelled as owner
+// lost, and every stream gets BatchFinished.
+func TestDetachedBatchesRideOutAStoreStall(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	c := newCounter()
+	c.started = make(chan int, 16)
+	te := newTestBedWith(t, Config{BatchLease: 10 * time.Second}, Deps{Idempotency: st, Vars: st, EventLog: st}, c.tool("bump"))
+	const n = 4
+	var live []*liveBatch
+	for i := range n {
+		lb := startDetached(t, as("alice"), te, one(call(fmt.Sprint("c", i), "bump", fmt.Sprintf(`{"n":%d,"wait":true}`, i))))
+		<-c.started
+		live = append(live, lb)
+	}
+	srv.Freeze()
+	close(c.gate) // the calls finish while the store does not answer
+	// The stall: several lease renewals' worth (each tick is 500ms), well
+	// short of the lease.
+	time.Sleep(2 * time.Second)
+	srv.Thaw()
+	for i, lb := range live {
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatalf("batch %d's stream: %v", i, err)
+		}
+		res := results(t, events)[fmt.Sprint("c", i)]
+		if res.GetIsError() || text(res) != fmt.Sprintf("ran n=%d (run 1)", i) {
+			t.Errorf("batch %d's call: %v; want its own result", i, res)
+		}
+		if f := finishedOf(events); f.GetSucceeded() != 1 || f.GetCancelled() != 0 {
+			t.Errorf("batch %d: last event %v; want BatchFinished, 1 succeeded", i, events[len(events)-1])
+		}
+	}
+}
+
+// TestAttachAfterTheLastEvent: attaching to a finished batch after its
+// last event (BatchFinished) ends cleanly with nothing to send, on every
+// store.
+func TestAttachAfterTheLastEvent(t *testing.T) {
+	stores := map[string]func(t *testing.T) store.Store{
+		"memory": func(*testing.T) store.Store { return memory.New(memory.Options{}) },
+		"bolt": func(t *testing.T) store.Store {
+			s, err := bolt.Open(filepath.Join(t.TempDir(), "s.db"), bolt.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		},
+		"redis": func(t *testing.T) store.Store { return openRedis(t, testenv.StartRedis(t)) },
+	}
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			st := open(t)
+			te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st, EventLog: st})
+			var first recorder
+			req := one(call("e", "echo", `{"text":"hi"}`))
+			req.Options = &toolwirev1.BatchOptions{Detach: true}
+			if err := te.e.Run(as("alice"), te.reg.Snapshot(), req, &first); err != nil {
+				t.Fatal(err)
+			}
+			last := first.events[len(first.events)-1]
+			if last.GetFinished() == nil {
+				t.Fatalf("last event %v, want BatchFinished", last)
+			}
+			var rec recorder
+			if err := te.e.Attach(as("alice"), batchIDOf(t, first.events), last.GetSeq(), &rec); err != nil {
+				t.Fatalf("Attach after the last event: %v; want it to end with nothing to send", err)
+			}
+			if len(rec.events) != 0 {
+				t.Errorf("Attach after the last event sent %v", rec.events)
+			}
+		})
+	}
+}
+
+// failingIdem is a memory store whose Complete and Claim can be made to
+// fail, for the outcomes a real store's outage rarely produces on cue.
+type failingIdem struct {
+	store.Idempotency
+	complete func() error         // nil: the store's own
+	claim    func() (bool, error) // replaces Claims after the first when set: (in flight?, error)
+	claims   atomic.Int64
+}
+
+func (f *failingIdem) Complete(ctx context.Context, key, owner string, result []byte, ttl time.Duration) error {
+	if f.complete != nil {
+		return f.complete()
+	}
+	return f.Idempotency.Complete(ctx, key, owner, result, ttl)
+}
+
+func (f *failingIdem) Claim(ctx context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
+	if f.claims.Add(1) > 1 && f.claim != nil {
+		inFlight, err := f.claim()
+		if err != nil {
+			return store.Claim{}, err
+		}
+		if inFlight {
+			return store.Claim{State: store.InFlight}, nil
+		}
+	}
+	return f.Idempotency.Claim(ctx, key, fp, owner, lease, ttl)
+}
+
+// TestRecordTakenOverSaysNotRecorded: a call whose key another replica
+// took over while it ran cannot be recorded, and its result says a retry
+// may run it again; nothing is held.
+func TestRecordTakenOverSaysNotRecorded(t *testing.T) {
+	t.Parallel()
+	f := &failingIdem{Idempotency: memory.New(memory.Options{})}
+	f.complete = func() error { return store.ErrLeaseLost }
+	f.claim = func() (bool, error) { return true, nil } // another owner's live claim
+	c := newCounter()
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: f}, c.tool("bump"))
+	res := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
+	note := idempotencyNote(t, res)
+	if res.GetIsError() || note["recorded"] != false || note["held"] != false ||
+		!strings.Contains(fmt.Sprint(note["note"]), "a retry may run again") {
+		t.Fatalf("result %v; want a success whose details.idempotency says it is not recorded and a retry may run again", res)
+	}
+	if h := te.e.Stats().HeldRecords; h != 0 {
+		t.Errorf("%d records held; a record that can never be written is not held", h)
+	}
+}
+
+// TestHeldRecordsAreBounded: past maxHeldRecords, a record the store does
+// not take is not held, and its result says it is lost.
+func TestHeldRecordsAreBounded(t *testing.T) {
+	t.Parallel()
+	f := &failingIdem{Idempotency: memory.New(memory.Options{})}
+	f.complete = func() error { return errors.New("the store does not answer") }
+	c := newCounter()
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: f}, c.tool("bump"))
+	for i := range maxHeldRecords {
+		if !te.e.heldRecs.hold(&heldRecord{key: fmt.Sprint("filler", i), stored: []byte("x"), at: time.Now()}) {
+			t.Fatalf("record %d was not held", i)
+		}
+	}
+	res := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
+	if note := idempotencyNote(t, res); note["recorded"] != false || note["held"] != false {
+		t.Fatalf("result %v; want details.idempotency saying it is not recorded, not held", res)
+	}
+	if h := te.e.Stats().HeldRecords; h != maxHeldRecords {
+		t.Errorf("%d records held, want the bound, %d", h, maxHeldRecords)
+	}
+}

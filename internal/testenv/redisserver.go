@@ -1,0 +1,146 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RedisServer is a redis-server of a test's own, on a loopback port, for
+// fault tests that stop, restart, freeze and thaw it. It persists to an
+// append-only file (fsync always) in a temporary directory, as a store
+// that survives restarts would, so a restart keeps what was written.
+type RedisServer struct {
+	tb   testing.TB
+	Addr string
+	dir  string
+	port int
+	cmd  *exec.Cmd
+}
+
+// StartRedis starts a redis-server (skipping as Missing when there is
+// none) and stops it when the test ends, thawing it first if the test
+// froze it.
+func StartRedis(tb testing.TB) *RedisServer {
+	tb.Helper()
+	LookPath(tb, "redis-server")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	s := &RedisServer{tb: tb, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: tb.TempDir(), port: port}
+	s.Start()
+	tb.Cleanup(s.kill)
+	return s
+}
+
+// Start starts the server (again, after Stop), and returns once it
+// accepts connections.
+func (s *RedisServer) Start() {
+	s.tb.Helper()
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.tb.Fatal(err)
+	}
+	s.cmd = cmd
+	for i := 0; ; i++ {
+		if s.ping() {
+			return
+		}
+		if i == 500 {
+			s.tb.Fatalf("redis-server on %s did not answer PING", s.Addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Flush empties the server (FLUSHALL), as a restart without persistence
+// would leave it.
+func (s *RedisServer) Flush() {
+	s.tb.Helper()
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte("FLUSHALL\r\n")); err != nil {
+		s.tb.Fatal(err)
+	}
+	if line, err := bufio.NewReader(c).ReadString('\n'); err != nil || line != "+OK\r\n" {
+		s.tb.Fatalf("FLUSHALL: %q %v", line, err)
+	}
+}
+
+// ping tells whether the server answers PING.
+func (s *RedisServer) ping() bool {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return err == nil && line == "+PONG\r\n"
+}
+
+// Stop stops the server (SIGTERM: it shuts down as an operator's restart
+// would) and waits for it to exit: connections are refused until Start.
+func (s *RedisServer) Stop() {
+	s.tb.Helper()
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		s.tb.Fatal(err)
+	}
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Freeze stops the server's process (SIGSTOP): connections stay open and
+// new ones are accepted by the kernel, but nothing is answered until Thaw.
+func (s *RedisServer) Freeze() { s.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (s *RedisServer) Thaw() { s.signal(syscall.SIGCONT) }
+
+func (s *RedisServer) signal(sig os.Signal) {
+	s.tb.Helper()
+	if s.cmd == nil {
+		s.tb.Fatal("redis-server is not running")
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// kill ends the server for good, thawed first so that it can die.
+func (s *RedisServer) kill() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// URL is the server's redis:// URL.
+func (s *RedisServer) URL() string { return fmt.Sprintf("redis://%s/0", s.Addr) }
