@@ -49,8 +49,9 @@ var keysOwnedElsewhere = []string{"auth.oidc", "policies", "audit_log", "rate_pe
 var unknownKey = regexp.MustCompile(`unknown key "([^"]+)"`)
 
 func TestHelmConfigBootsServer(t *testing.T) {
+	t.Parallel()
 	bin := helmBin(t)
-	server := buildToolwire(t)
+	server := imageBinary(t) // the pod's binary
 	issuer := startTestIssuer(t)
 
 	for _, tc := range []struct {
@@ -259,18 +260,6 @@ func deleteKey(cfg map[string]any, path []string) {
 		cfg = sub
 	}
 	delete(cfg, path[len(path)-1])
-}
-
-// buildToolwire builds cmd/toolwire into a temporary folder.
-func buildToolwire(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "toolwire")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/toolwire")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // testIssuer is an OIDC issuer on loopback (HTTPS, discovery and a JWKS),

@@ -5,8 +5,6 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,13 +66,7 @@ func TestImageBinaryIsStatic(t *testing.T) {
 	if !strings.Contains(run, `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/toolwire ./cmd/toolwire`) {
 		t.Fatalf("the Dockerfile's build changed; update this test's copy of it: %s", run)
 	}
-	bin := filepath.Join(t.TempDir(), "toolwire")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/toolwire")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := imageBinary(t)
 
 	f, err := elf.Open(bin)
 	if err != nil {

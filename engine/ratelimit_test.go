@@ -13,12 +13,16 @@ import (
 // allowance covers their calls; past it a batch is refused, before
 // anything runs, with ResourceExhausted and a RetryInfo that is enough to
 // wait; a batch larger than the burst can never fit and is
-// InvalidArgument; other callers have allowances of their own. (The
-// buckets' own test, in engine/internal/rates, runs on a clock of its own;
-// here the refill interval, 500ms, is long beside a batch of echo calls.)
+// InvalidArgument; other callers have allowances of their own. The
+// buckets read a clock the test steps: on the wall clock, a first batch
+// that took longer than the refill interval (a loaded machine) let the
+// next one through.
 func TestRateLimitPerCaller(t *testing.T) {
 	t.Parallel()
 	te := newTestBed(t, Config{RatePerCaller: 2, RateBurst: 3})
+	var clock atomic.Int64 // Unix nanoseconds
+	clock.Store(time.Now().UnixNano())
+	te.e.rates.SetClock(func() time.Time { return time.Unix(0, clock.Load()) })
 	echo := func(n int) []string {
 		var cs []string
 		for range n {
@@ -52,7 +56,7 @@ func TestRateLimitPerCaller(t *testing.T) {
 	if err := run("bob", 3); err != nil {
 		t.Errorf("bob's own allowance: %v", err)
 	}
-	time.Sleep(d)
+	clock.Add(int64(d))
 	if err := run("alice", 1); err != nil {
 		t.Errorf("after the RetryInfo's delay: %v", err)
 	}

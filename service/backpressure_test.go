@@ -90,44 +90,71 @@ func TestSlowReaderStopsItsBatchStartingCalls(t *testing.T) {
 	}
 }
 
+// TestSendTimeoutEndsAStreamNobodyReads: the send watchdog ends every
+// stream whose client reads nothing for SendTimeout, with
+// DEADLINE_EXCEEDED, and cancels its calls, "held" too.
 func TestSendTimeoutEndsAStreamNobodyReads(t *testing.T) {
 	t.Parallel()
 	s := newServedServer(t, engine.Config{SendTimeout: 300 * time.Millisecond, MaxStreamBufferBytes: 128 << 10})
-	req := bigEchoes("k", 16, 100<<10, true)
-	req.Calls = append(req.Calls, call("held", "hold", "")) // ends only when cancelled
+	var reqs []*toolwirev1.ExecuteBatchRequest
+	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
 	start := time.Now()
-	stream := stalled(t, s.slowClient(t), req)
+	for i := range 2 {
+		req := bigEchoes(fmt.Sprintf("k%d-", i), 16, 100<<10, true)
+		req.Calls = append(req.Calls, call("held", "hold", "")) // ends only when cancelled
+		reqs = append(reqs, req)
+		streams = append(streams, stalled(t, s.slowClient(t), req))
+	}
 	waitFor(t, func() bool { return s.srv.running() == 0 }) // every call, "held" too, was ended
 	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Errorf("stream ended after %s, before the send timeout", d)
+		t.Errorf("streams ended after %s, before the send timeout", d)
 	}
-	_, err := drain(stream)
-	if status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("the stalled stream ended with %v, want DEADLINE_EXCEEDED", err)
+	for i, stream := range streams {
+		if _, err := drain(stream); status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("stalled stream %d ended with %v, want DEADLINE_EXCEEDED", i, err)
+		}
 	}
 	// Keyed calls that ran before the end are recorded: a retry replays them.
-	events := (&testServer{client: s.client(t)}).run(t, &toolwirev1.ExecuteBatchRequest{Calls: req.Calls[:1]})
-	if r := results(t, events)["k0"]; !r.GetReplayed() || r.GetIsError() {
+	events := (&testServer{client: s.client(t)}).run(t, &toolwirev1.ExecuteBatchRequest{Calls: reqs[0].Calls[:1]})
+	if r := results(t, events)["k0-0"]; !r.GetReplayed() || r.GetIsError() {
 		t.Errorf("retried keyed call: replayed %v error %v; want its recorded result replayed", r.GetReplayed(), r.GetIsError())
 	}
 }
 
+// TestSlowStreamsDoNotHurtOtherCallers: callers that read are served, none
+// refused, beside ten streams whose clients read nothing and which stay
+// stalled the whole time; once those clients go, their calls, "held" too,
+// are ended and nothing is left behind. The send timeout is long: only the
+// test ends the slow streams (TestSendTimeoutEndsAStreamNobodyReads has the
+// watchdog end them), so no clock runs while the slow streams are set up
+// on a loaded machine. MaxQueueWait is only reached if the slow streams
+// held what the normal callers need.
 func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 	// Not parallel: it counts goroutines.
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, before) }) // runs last, after the server's cleanup
 	s := newServedServer(t, engine.Config{
-		SendTimeout:          5 * time.Second, // long enough to set up all the slow streams first
+		SendTimeout:          time.Hour,
 		MaxStreamBufferBytes: 256 << 10,
 		MaxConcurrentCalls:   16,
-		MaxQueueWait:         time.Second,
+		MaxQueueWait:         30 * time.Second,
 	})
 	slow := s.slowClient(t)
 	var streams []grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse]
+	var leave []context.CancelFunc
 	for i := range 10 {
 		req := bigEchoes(fmt.Sprintf("s%d-", i), 32, 32<<10, false)
 		req.Calls = append(req.Calls, call("held", "hold", ""))
-		streams = append(streams, stalled(t, slow, req))
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		stream, err := slow.ExecuteBatch(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		streams, leave = append(streams, stream), append(leave, cancel)
 	}
 	waitFor(t, func() bool { return s.srv.waitingToReport() == 10 })
 
@@ -157,11 +184,17 @@ func TestSlowStreamsDoNotHurtOtherCallers(t *testing.T) {
 	for err := range errs {
 		t.Errorf("normal caller beside slow streams: %v", err)
 	}
+	if n := s.srv.waitingToReport(); n != 10 {
+		t.Errorf("%d slow streams still stalled after the normal callers; want all 10 (the test proves nothing otherwise)", n)
+	}
 
+	for _, cancel := range leave {
+		cancel()
+	}
 	waitFor(t, func() bool { return s.srv.running() == 0 }) // their "held" calls were cancelled
 	for i, stream := range streams {
-		if _, err := drain(stream); status.Code(err) != codes.DeadlineExceeded {
-			t.Errorf("slow stream %d ended with %v, want DEADLINE_EXCEEDED", i, err)
+		if _, err := drain(stream); status.Code(err) != codes.Canceled {
+			t.Errorf("slow stream %d ended with %v, want CANCELED (its client left)", i, err)
 		}
 	}
 }

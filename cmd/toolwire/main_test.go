@@ -15,7 +15,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(removingBuilt{m})
 }
 
 // testTimeout bounds waits for things that must happen; it only fails a

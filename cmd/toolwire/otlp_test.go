@@ -221,12 +221,8 @@ func TestOTLPExport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs a collector")
 	}
+	bin := buildToolwire(t)
 	t.Parallel()
-	gobin := testenv.LookPath(t, "go")
-	bin := filepath.Join(t.TempDir(), "toolwire")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	for _, protocol := range []string{"http/protobuf", "grpc"} {
 		t.Run(protocol, func(t *testing.T) {
 			t.Parallel()

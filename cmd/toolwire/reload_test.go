@@ -94,23 +94,6 @@ func TestServeInvalidConfig(t *testing.T) {
 	}
 }
 
-// buildToolwire builds the toolwire binary for a test that runs it.
-func buildToolwire(t *testing.T) string {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command:", err)
-	}
-	bin := filepath.Join(t.TempDir(), "toolwire")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // TestReloadBinary runs "toolwire serve --config" as a child process and
 // changes its config under it: WatchTools sees each new revision, ListTools
 // the new tools, an invalid file is logged and changes nothing, SIGHUP

@@ -1,10 +1,17 @@
 package runners
 
 import (
+	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
 
+// TestRunnersReuseIdleGoroutines: a function given once a runner is idle
+// runs on it. Each function is given once the runner waits for work: a
+// runner is idle only once it is back in its select after the function
+// returned, which on a loaded machine can take longer than any sleep.
 func TestRunnersReuseIdleGoroutines(t *testing.T) {
 	t.Parallel()
 	r := New(time.Minute)
@@ -13,11 +20,27 @@ func TestRunnersReuseIdleGoroutines(t *testing.T) {
 		done := make(chan struct{})
 		r.Go(func() { close(done) })
 		<-done
-		time.Sleep(time.Millisecond) // let the runner go idle
+		waitFor(t, func() bool { return idleRunners(r) > 0 })
 	}
 	if n := r.Live(); n != 1 {
 		t.Errorf("%d runners for 20 functions run one after another, want 1", n)
 	}
+}
+
+// idleRunners counts p's runners waiting for work, from the goroutines'
+// stacks (the loop's first argument is p).
+func idleRunners(p *Pool) int {
+	loop := fmt.Sprintf("github.com/toolwire/toolwire/engine/internal/runners.(*Pool).loop(%p", p)
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, frames, _ := strings.Cut(g, "\n")
+		if strings.Contains(header, "[select") && strings.HasPrefix(frames, loop) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestRunnersExitWhenIdleOrClosed(t *testing.T) {
