@@ -11,6 +11,7 @@
 package configfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -59,6 +60,17 @@ func Decode(file string, data []byte, v any) error {
 				return fmt.Errorf("%s: %w", file, err)
 			}
 		}
+	}
+	if json.Valid(data) {
+		// A JSON document the checks left as it is (a generated catalog of
+		// thousands of tools): encoding/json reads it as sigs.k8s.io/yaml
+		// would, without converting it to YAML and back first.
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.DisallowUnknownFields()
+		if err := d.Decode(v); err != nil {
+			return fmt.Errorf("%s: %w", file, err) // the checks above should have caught it
+		}
+		return nil
 	}
 	if err := sigsyaml.UnmarshalStrict(data, v); err != nil {
 		return fmt.Errorf("%s: %w", file, err) // the checks above should have caught it
@@ -188,6 +200,13 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 // decoded, and explains a failure in YAML words.
 func (c *yamlChecker) decodeLeaf(n *yaml.Node, ptr any, key string) error {
 	t := reflect.TypeOf(ptr).Elem()
+	// A quoted scalar for a plain string is that string, whatever it
+	// holds: nothing to check (and a catalog of thousands of tools in a
+	// JSON file holds thousands of them).
+	if t.Kind() == reflect.String && n.Kind == yaml.ScalarNode && (n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle) &&
+		!reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return nil
+	}
 	// A plain scalar is decoded from its own text, so that sigs.k8s.io/yaml
 	// reads it as it will in the whole document (YAML 1.1: yes is true).
 	b := []byte(n.Value)
