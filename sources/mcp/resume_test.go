@@ -162,8 +162,11 @@ func TestResumeHeldHeaders(t *testing.T) {
 	if r := call(t, context.Background(), snap, "held_poll", `{"retry_ms":50}`, nil); r.IsError || text(r) != "resumed" {
 		t.Errorf("call: %q (error %v), want \"resumed\"", text(r), r.IsError)
 	}
-	if resumes, pings := len(srv.requestsMatching(isResume)), len(srv.requestsMatching(isPing)); resumes != 1 || pings != 1 {
-		t.Errorf("%d reconnects and %d pings, want one of each", resumes, pings)
+	// One reconnect, answered by a ping; a second ping comes when the
+	// client saw the poll's stream end as broken (broke), which depends on
+	// how the close reached it.
+	if resumes, pings := len(srv.requestsMatching(isResume)), len(srv.requestsMatching(isPing)); resumes != 1 || pings < 1 || pings > 2 {
+		t.Errorf("%d reconnects and %d pings, want one reconnect and one or two pings", resumes, pings)
 	}
 }
 
