@@ -200,7 +200,7 @@ func builtinsServer(tb testing.TB) (*engine.Engine, *client.Client) {
 		hugeLines = 20_000 // 2 MiB: still 2 million matches, without the race detector's uncancellable checks of 10 MiB ranges
 	}
 	e.Write(tb, "edit/huge.txt", strings.Repeat(strings.Repeat("a", 99)+"\n", hugeLines))
-	sparse(tb, filepath.Join(e.Dir, "sparse.txt"), 4<<30)                               // one 4 GiB line
+	sparse(tb, filepath.Join(e.Dir, "sparse.txt"), 4<<30) // one 4 GiB line
 	for i := range 5000 {
 		e.Write(tb, fmt.Sprintf("wide/f%05d", i), "")
 	}
