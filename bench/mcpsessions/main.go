@@ -26,11 +26,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolwire/toolwire/bench/internal/proc"
 )
 
 func main() {
@@ -195,65 +196,17 @@ func start(ctx context.Context, bin string, extra []string) (*server, error) {
 	}
 }
 
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-	}
-	s.cmd.Wait()
-}
+func (s *server) stop() { proc.Stop(s.cmd, s.done) }
 
 // rss is the process's resident set size, from /proc.
-func (s *server) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func (s *server) rss() int64 { return proc.RSS(s.cmd.Process.Pid) }
 
 // settledRSS waits until RSS holds within 2% for d (at most 20 d) and
 // returns it.
-func (s *server) settledRSS(d time.Duration) int64 {
-	deadline := time.Now().Add(20 * d)
-	last, since := s.rss(), time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(d / 10)
-		now := s.rss()
-		if diff := now - last; diff > last/50 || -diff > last/50 {
-			last, since = now, time.Now()
-			continue
-		}
-		if time.Since(since) >= d {
-			return now
-		}
-	}
-	return s.rss()
-}
+func (s *server) settledRSS(d time.Duration) int64 { return proc.SettledRSS(s.cmd.Process.Pid, d) }
 
 // metric returns a Prometheus gauge's value from the admin listener, or
 // "n/a".
-func (s *server) metric(name string) string {
-	resp, err := http.Get("http://" + s.admin + "/metrics")
-	if err != nil {
-		return "n/a"
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "n/a"
-}
+func (s *server) metric(name string) string { return proc.Metric(s.admin, name) }
 
 func mb(n int64) float64 { return float64(n) / 1e6 }

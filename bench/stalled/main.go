@@ -49,12 +49,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/toolwire/toolwire/bench/internal/proc"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -320,49 +320,14 @@ func startServer(ctx context.Context, o options, dir, logPath string) (*server, 
 	}
 }
 
-func (s *server) stop() {
-	s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-	}
-	s.cmd.Wait()
-}
+func (s *server) stop() { proc.Stop(s.cmd, s.done) }
 
 // rss is the process's resident set size, from /proc.
-func (s *server) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
+func (s *server) rss() int64 { return proc.RSS(s.cmd.Process.Pid) }
 
 // settledRSS waits until RSS holds within 2% for d (at most 20 d) and
 // returns it.
-func (s *server) settledRSS(d time.Duration) int64 {
-	deadline := time.Now().Add(20 * d)
-	last, since := s.rss(), time.Now()
-	for time.Now().Before(deadline) {
-		time.Sleep(d / 10)
-		now := s.rss()
-		if diff := now - last; diff > last/50 || -diff > last/50 {
-			last, since = now, time.Now()
-			continue
-		}
-		if time.Since(since) >= d {
-			return now
-		}
-	}
-	return s.rss()
-}
+func (s *server) settledRSS(d time.Duration) int64 { return proc.SettledRSS(s.cmd.Process.Pid, d) }
 
 // watchPeak samples RSS every 50ms until the returned function is called,
 // which returns the largest sample.
@@ -427,30 +392,7 @@ func (s *server) heapProfile(path string) error {
 }
 
 // metric returns the sum of a Prometheus counter's samples, or "n/a".
-func (s *server) metric(name string) string {
-	resp, err := http.Get("http://" + s.admin + "/metrics")
-	if err != nil {
-		return "n/a"
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var sum float64
-	found := false
-	for line := range strings.Lines(string(b)) {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		f := strings.Fields(line)
-		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			sum += v
-			found = true
-		}
-	}
-	if !found {
-		return "n/a"
-	}
-	return strconv.FormatFloat(sum, 'f', -1, 64)
-}
+func (s *server) metric(name string) string { return proc.Metric(s.admin, name) }
 
 // stalledStreams are streams whose client reads nothing after the first
 // event.
