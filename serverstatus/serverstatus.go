@@ -43,6 +43,9 @@ type Source struct {
 	State string    // "up", "down", "retrying" or "static"
 	Err   string    // why its last connection failed or ended
 	Since time.Time // when State last changed
+	// Skipped counts what it declares and could not offer (an OpenAPI
+	// document's operations that did not become tools).
+	Skipped int
 }
 
 // Config configures a View; the zero value reports no declared sources and
@@ -115,7 +118,7 @@ func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
 	if v.cfg.Sources != nil {
 		http := map[string]bool{} // HTTP tools share one owner: count each tool once, by its name
 		for _, s := range v.cfg.Sources() {
-			st := &toolwirev1.SourceStatus{Kind: s.Kind, Name: s.Name, State: state(s.State), ToolCount: counts[s.Owner], Tools: names[s.Owner]}
+			st := &toolwirev1.SourceStatus{Kind: s.Kind, Name: s.Name, State: state(s.State), ToolCount: counts[s.Owner], Tools: names[s.Owner], Skipped: int32(s.Skipped)}
 			if s.Kind == "http_tools" {
 				st.ToolCount, st.Tools = 0, nil
 				if owner, ok := v.reg.Owner(s.Name); ok && owner == s.Owner && !http[s.Name] {

@@ -70,7 +70,7 @@ func TestStatus(t *testing.T) {
 	sources := func() []Source {
 		return []Source{
 			{Kind: "mcp_servers", Name: "files", Owner: "mcp:files", State: "up", Err: "dial tcp: refused", Since: since},
-			{Kind: "remotes", Name: "far", Owner: "remote:far", State: "retrying", Err: "no route"},
+			{Kind: "remotes", Name: "far", Owner: "remote:far", State: "retrying", Err: "no route", Skipped: 2},
 		}
 	}
 	running(t, eng, reg, as("alice"))
@@ -117,8 +117,8 @@ func TestStatus(t *testing.T) {
 			if f := src[1]; f.GetState() != toolwirev1.SourceState_SOURCE_STATE_UP || f.GetToolCount() != 1 || !f.GetSince().AsTime().Equal(since) {
 				t.Errorf("files %v, want up with 1 tool since %v", f, since)
 			}
-			if f := src[2]; f.GetState() != toolwirev1.SourceState_SOURCE_STATE_RETRYING || f.GetToolCount() != 0 || f.GetSince() != nil {
-				t.Errorf("far %v, want retrying with no tools", f)
+			if f := src[2]; f.GetState() != toolwirev1.SourceState_SOURCE_STATE_RETRYING || f.GetToolCount() != 0 || f.GetSince() != nil || f.GetSkipped() != 2 || src[1].GetSkipped() != 0 {
+				t.Errorf("far %v, want retrying with no tools, 2 skipped", f)
 			}
 			if !slices.Equal(src[0].GetTools(), []string{"echo", "fail", "sleep"}) || !slices.Equal(src[1].GetTools(), []string{"files_read"}) || len(src[2].GetTools()) != 0 {
 				t.Errorf("tools by source %q, %q, %q; want the diag tools, files_read, none", src[0].GetTools(), src[1].GetTools(), src[2].GetTools())

@@ -101,7 +101,7 @@ func sourceStatus(srcs *sources.Set) func() []serverstatus.Source {
 		list := srcs.Status()
 		out := make([]serverstatus.Source, len(list))
 		for i, s := range list {
-			out[i] = serverstatus.Source{Kind: s.Kind, Name: s.Name, Owner: s.Owner, State: s.State, Err: s.Err, Since: s.Since}
+			out[i] = serverstatus.Source{Kind: s.Kind, Name: s.Name, Owner: s.Owner, State: s.State, Err: s.Err, Since: s.Since, Skipped: s.Skipped}
 		}
 		return out
 	}

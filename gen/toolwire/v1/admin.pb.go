@@ -254,7 +254,11 @@ type SourceStatus struct {
 	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
 	// The names of its tools the caller may call, sorted, so a client can
 	// group tools by the source that serves them.
-	Tools         []string `protobuf:"bytes,7,rep,name=tools,proto3" json:"tools,omitempty"`
+	Tools []string `protobuf:"bytes,7,rep,name=tools,proto3" json:"tools,omitempty"`
+	// What it declares and could not offer: for an OpenAPI document, the
+	// operations that could not become tools (serve logged each with its
+	// reason when it loaded the document). 0 for other kinds.
+	Skipped       int32 `protobuf:"varint,8,opt,name=skipped,proto3" json:"skipped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +340,13 @@ func (x *SourceStatus) GetTools() []string {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *SourceStatus) GetSkipped() int32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
 }
 
 // BatchInFlight is one batch running now.
@@ -664,7 +675,7 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"allCallers\x12;\n" +
 	"\vserver_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12\x1b\n" +
-	"\tcaller_id\x18\b \x01(\tR\bcallerId\"\xec\x01\n" +
+	"\tcaller_id\x18\b \x01(\tR\bcallerId\"\x86\x02\n" +
 	"\fSourceStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
@@ -674,7 +685,8 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x120\n" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
-	"\x05tools\x18\a \x03(\tR\x05tools\"\xd5\x02\n" +
+	"\x05tools\x18\a \x03(\tR\x05tools\x12\x18\n" +
+	"\askipped\x18\b \x01(\x05R\askipped\"\xd5\x02\n" +
 	"\rBatchInFlight\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\tR\abatchId\x12\x1b\n" +
 	"\tcaller_id\x18\x02 \x01(\tR\bcallerId\x12\x1d\n" +

@@ -94,11 +94,12 @@ class GetServerStatusResponse(_message.Message):
     def __init__(self, revision: _Optional[str] = ..., tool_count: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., batches: _Optional[_Iterable[_Union[BatchInFlight, _Mapping]]] = ..., engine: _Optional[_Union[EngineStats, _Mapping]] = ..., all_callers: bool = ..., server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., caller_id: _Optional[str] = ...) -> None: ...
 
 class SourceStatus(_message.Message):
-    __slots__ = ["kind", "last_error", "name", "since", "state", "tool_count", "tools"]
+    __slots__ = ["kind", "last_error", "name", "since", "skipped", "state", "tool_count", "tools"]
     KIND_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     TOOL_COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -106,10 +107,11 @@ class SourceStatus(_message.Message):
     last_error: str
     name: str
     since: _timestamp_pb2.Timestamp
+    skipped: int
     state: SourceState
     tool_count: int
     tools: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[SourceState, str]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, kind: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[_Union[SourceState, str]] = ..., tool_count: _Optional[int] = ..., last_error: _Optional[str] = ..., since: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tools: _Optional[_Iterable[str]] = ..., skipped: _Optional[int] = ...) -> None: ...
 
 class SourceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

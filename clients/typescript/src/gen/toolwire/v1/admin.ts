@@ -152,6 +152,12 @@ export interface SourceStatus {
    * group tools by the source that serves them.
    */
   tools: string[];
+  /**
+   * What it declares and could not offer: for an OpenAPI document, the
+   * operations that could not become tools (serve logged each with its
+   * reason when it loaded the document). 0 for other kinds.
+   */
+  skipped: number;
 }
 
 /** BatchInFlight is one batch running now. */
@@ -481,7 +487,7 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
 };
 
 function createBaseSourceStatus(): SourceStatus {
-  return { kind: "", name: "", state: 0, toolCount: 0, lastError: "", since: undefined, tools: [] };
+  return { kind: "", name: "", state: 0, toolCount: 0, lastError: "", since: undefined, tools: [], skipped: 0 };
 }
 
 export const SourceStatus: MessageFns<SourceStatus> = {
@@ -506,6 +512,9 @@ export const SourceStatus: MessageFns<SourceStatus> = {
     }
     for (const v of message.tools) {
       writer.uint32(58).string(v!);
+    }
+    if (message.skipped !== 0) {
+      writer.uint32(64).int32(message.skipped);
     }
     return writer;
   },
@@ -579,6 +588,14 @@ export const SourceStatus: MessageFns<SourceStatus> = {
             message.tools.push(reader.string());
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.skipped = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -608,6 +625,7 @@ export const SourceStatus: MessageFns<SourceStatus> = {
         : "",
       since: isSet(object.since) ? fromJsonTimestamp(object.since) : undefined,
       tools: globalThis.Array.isArray(object?.tools) ? object.tools.map((e: any) => globalThis.String(e)) : [],
+      skipped: isSet(object.skipped) ? globalThis.Number(object.skipped) : 0,
     };
   },
 
@@ -634,6 +652,9 @@ export const SourceStatus: MessageFns<SourceStatus> = {
     if (message.tools?.length) {
       obj.tools = message.tools;
     }
+    if (message.skipped !== 0) {
+      obj.skipped = Math.round(message.skipped);
+    }
     return obj;
   },
 
@@ -649,6 +670,7 @@ export const SourceStatus: MessageFns<SourceStatus> = {
     message.lastError = object.lastError ?? "";
     message.since = object.since ?? undefined;
     message.tools = object.tools?.map((e) => e) || [];
+    message.skipped = object.skipped ?? 0;
     return message;
   },
 };
