@@ -95,12 +95,14 @@ type Engine struct {
 	cfg  Config
 	deps Deps
 
-	mu       sync.Mutex
-	draining bool
-	batches  map[string]*batch // running batches by ID; at most MaxConcurrentBatches (see handle.go)
-	active   sync.WaitGroup    // running batches
-	stopping chan struct{}     // closed when draining begins
-	watching bool              // watchSends is running
+	mu        sync.Mutex
+	draining  bool
+	batches   map[string]*batch // running batches by ID; at most MaxConcurrentBatches (see handle.go)
+	active    sync.WaitGroup    // running batches
+	stopping  chan struct{}     // closed when draining begins
+	closed    chan struct{}     // closed by Close: retries in the background give up
+	closeOnce sync.Once
+	watching  bool // watchSends is running
 
 	abandoned atomic.Int64
 	budget    *outbox.Budget     // the events waiting for slow readers, all batches'
@@ -129,6 +131,7 @@ func New(cfg Config, deps Deps) *Engine {
 		deps:     deps.withDefaults(),
 		batches:  make(map[string]*batch),
 		stopping: make(chan struct{}),
+		closed:   make(chan struct{}),
 		runners:  runners.New(10 * time.Second),
 	}
 	e.budget = outbox.NewBudget(e.cfg.MaxBufferedBytes)
@@ -360,6 +363,7 @@ func (e *Engine) CancelCalls() {
 // them (at most settleTimeout each). It does not wait for running
 // batches; Drain does.
 func (e *Engine) Close() {
+	e.closeOnce.Do(func() { close(e.closed) })
 	e.runners.Close()
 	e.heldRecs.close()
 }

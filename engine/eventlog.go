@@ -304,7 +304,13 @@ func (l *batchLog) finish() {
 			l.lost(err)
 		}
 		cancel()
-		time.Sleep(backoff)
+		select {
+		case <-time.After(backoff):
+		case <-e.closed:
+			e.deps.Logger.Error("the engine closed before the store took a detached batch's last events; its readers will end it as owner lost",
+				"batch_id", l.b.id, "pending", len(l.pending), "error", err)
+			return
+		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
