@@ -108,7 +108,7 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, conn, stop := tcpServer(t, engine.Config{DrainTimeout: tt.drain})
+			srv, conn, stop := tcpServer(t, engine.Config{DrainTimeout: tt.drain})
 			client := toolwirev1.NewToolServiceClient(conn)
 			health := healthpb.NewHealthClient(conn)
 			ctx := context.Background()
@@ -122,6 +122,9 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 				resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
 				return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
 			})
+			// Health says NOT_SERVING first (routing stops), then the
+			// engine drains: a batch sent in between is still served.
+			<-srv.engine.Draining()
 			_, err := (&testServer{client: client}).runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("n", "echo", `{"text":"x"}`)}})
 			if status.Code(err) != codes.Unavailable {
 				t.Errorf("new batch while draining: %v, want Unavailable", err)
