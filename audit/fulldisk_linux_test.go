@@ -11,17 +11,18 @@ import (
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testenv"
 )
 
 // smallFS mounts a tmpfs of size bytes on a new directory, unmounted when
 // the test ends, and returns the directory: a real filesystem that fills.
 // It skips the test where mounting is not permitted (not root, or a
-// container without CAP_SYS_ADMIN).
+// container without CAP_SYS_ADMIN), unless CI requires every part.
 func smallFS(t *testing.T, size int) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Skipf("a %d-byte tmpfs cannot be mounted here (%v): the full-disk tests need root with mount permission", size, err)
+		testenv.Missing(t, fmt.Sprintf("permission to mount a %d-byte tmpfs (%v: the full-disk tests need root with mount permission)", size, err))
 	}
 	// Registered after TempDir's removal, so it runs before it.
 	t.Cleanup(func() {
