@@ -12,6 +12,7 @@ package configfile
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -105,6 +106,7 @@ type rewriteAt struct {
 
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 	durationType    = reflect.TypeFor[time.Duration]()
 )
 
@@ -200,11 +202,12 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 // decoded, and explains a failure in YAML words.
 func (c *yamlChecker) decodeLeaf(n *yaml.Node, ptr any, key string) error {
 	t := reflect.TypeOf(ptr).Elem()
-	// A quoted scalar for a plain string is that string, whatever it
-	// holds: nothing to check (and a catalog of thousands of tools in a
-	// JSON file holds thousands of them).
-	if t.Kind() == reflect.String && n.Kind == yaml.ScalarNode && (n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle) &&
-		!reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+	// A quoted scalar for a plain string (no unmarshaler of its own that
+	// could refuse it) is that string, whatever it holds: nothing to check
+	// (and a catalog of thousands of tools in a JSON file holds thousands
+	// of them).
+	if pt := reflect.PointerTo(t); t.Kind() == reflect.String && n.Kind == yaml.ScalarNode &&
+		(n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle) && !pt.Implements(jsonUnmarshaler) && !pt.Implements(textUnmarshaler) {
 		return nil
 	}
 	// A plain scalar is decoded from its own text, so that sigs.k8s.io/yaml
@@ -220,7 +223,8 @@ func (c *yamlChecker) decodeLeaf(n *yaml.Node, ptr any, key string) error {
 	if err == nil {
 		return nil
 	}
-	if want, ok := kindWords[t.Kind()]; ok && !reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+	if pt := reflect.PointerTo(t); kindWords[t.Kind()] != "" && !pt.Implements(jsonUnmarshaler) && !pt.Implements(textUnmarshaler) {
+		want := kindWords[t.Kind()]
 		return c.errorf(n, key, "want %s, not %s", want, describe(n))
 	}
 	// A type's own message (such as Duration's): without the JSON wrapping.

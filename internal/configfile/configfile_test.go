@@ -2,6 +2,7 @@ package configfile
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,35 @@ func TestEditDistance(t *testing.T) {
 		if got := editDistance(tt.a, tt.b); got != tt.want {
 			t.Errorf("editDistance(%q, %q) = %d; want %d", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// level is a string type that refuses what it does not know, as a
+// TextUnmarshaler.
+type level string
+
+func (l *level) UnmarshalText(b []byte) error {
+	if string(b) != "debug" && string(b) != "info" {
+		return fmt.Errorf("unknown level %q", b)
+	}
+	*l = level(b)
+	return nil
+}
+
+// TestQuotedStringsOfCheckedTypes: a quoted value for a string type with
+// an unmarshaler of its own is still checked, with its place in the file;
+// a quoted value for a plain string is taken as written.
+func TestQuotedStringsOfCheckedTypes(t *testing.T) {
+	t.Parallel()
+	var v struct {
+		Level level  `json:"level"`
+		Name  string `json:"name"`
+	}
+	err := Decode("c.yaml", []byte("name: \"x\"\nlevel: \"loud\"\n"), &v)
+	if err == nil || !strings.Contains(err.Error(), "c.yaml:2") || !strings.Contains(err.Error(), "unknown level") {
+		t.Errorf("a quoted unknown level: %v; want the unmarshaler's error at c.yaml:2", err)
+	}
+	if err := Decode("c.json", []byte(`{"name": "x: y", "level": "info"}`), &v); err != nil || v.Name != "x: y" || v.Level != "info" {
+		t.Errorf("JSON document: %+v, %v", v, err)
 	}
 }
