@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // smallFS mounts a tmpfs of size bytes on a new directory, unmounted when

@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
-	"github.com/toolwire/toolwire/internal/testpki"
+	"github.com/toolwire/toolwire/internal/testing/testpki"
 )
 
 const (

@@ -16,7 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
-	"github.com/toolwire/toolwire/internal/testpki"
+	"github.com/toolwire/toolwire/internal/testing/testpki"
 )
 
 var discard = slog.New(slog.DiscardHandler)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
-	"github.com/toolwire/toolwire/internal/testoidc"
-	"github.com/toolwire/toolwire/internal/testpki"
+	"github.com/toolwire/toolwire/internal/testing/testoidc"
+	"github.com/toolwire/toolwire/internal/testing/testpki"
 	"github.com/toolwire/toolwire/policy"
 )
 

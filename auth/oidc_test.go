@@ -21,7 +21,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
-	"github.com/toolwire/toolwire/internal/testoidc"
+	"github.com/toolwire/toolwire/internal/testing/testoidc"
 )
 
 // oidcVerifier accepts JWTs as cfg says, and no other credentials.

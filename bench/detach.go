@@ -12,7 +12,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
 	"github.com/toolwire/toolwire/store/memory"
@@ -46,7 +46,7 @@ type replica struct {
 
 func newReplica(reg *tools.Registry, st store.Store, name string) (*replica, error) {
 	eng := engine.New(engine.Config{BatchTTL: 10 * time.Minute}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Idempotency: st, Vars: st, EventLog: st, Replica: name})
-	srv := service.New(eng, reg, service.Config{})
+	srv := grpcserve.New(eng, reg, grpcserve.Config{})
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)
 	conn, err := serve(gs)

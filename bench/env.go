@@ -12,13 +12,13 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/connectserve"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/gen/toolwire/v1/toolwirev1connect"
-	"github.com/toolwire/toolwire/httpserve"
-	"github.com/toolwire/toolwire/mcpserve"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/connectserve"
+	"github.com/toolwire/toolwire/service/grpcserve"
+	"github.com/toolwire/toolwire/service/httpserve"
+	"github.com/toolwire/toolwire/service/mcpserve"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -38,7 +38,7 @@ type env struct {
 
 	gs   *grpc.Server // toolwire, with the options its Serve uses
 	eng  *engine.Engine
-	srv  *service.Server
+	srv  *grpcserve.Server
 	conn *grpc.ClientConn
 	tw   toolwirev1.ToolServiceClient
 
@@ -103,7 +103,7 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	}, engine.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	e.srv = service.New(e.eng, reg, service.Config{})
+	e.srv = grpcserve.New(e.eng, reg, grpcserve.Config{})
 	// toolwire as Serve runs it (its telemetry and limits), on a server of
 	// its own; the floor is a bare gRPC server with nothing added.
 	opts := append(append(e.srv.TelemetryOptions(), grpc.ChainStreamInterceptor(e.noteClose)),

@@ -15,7 +15,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -47,7 +47,7 @@ func startReplicas(t *testing.T, n int) *manual.Resolver {
 		}
 		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 		t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-		srv := service.New(eng, reg, service.Config{})
+		srv := grpcserve.New(eng, reg, grpcserve.Config{})
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ctx, lis) }()

@@ -13,7 +13,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -89,7 +89,7 @@ func serveDiag(t *testing.T) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- service.New(eng, reg, service.Config{}).Serve(ctx, lis) }()
+	go func() { served <- grpcserve.New(eng, reg, grpcserve.Config{}).Serve(ctx, lis) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {

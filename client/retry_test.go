@@ -11,7 +11,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -29,7 +29,7 @@ func rateLimitedServer(t *testing.T) string {
 	}
 	eng := engine.New(engine.Config{RatePerCaller: 5, RateBurst: 1}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
-	srv := service.New(eng, reg, service.Config{})
+	srv := grpcserve.New(eng, reg, grpcserve.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -39,7 +39,7 @@ func newTestServer(tb testing.TB, transport string, ts []tools.Tool, opts ...grp
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	tb.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv := service.New(eng, reg, service.Config{})
+	srv := grpcserve.New(eng, reg, grpcserve.Config{})
 
 	var (
 		lis    net.Listener

@@ -19,8 +19,8 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
-	"github.com/toolwire/toolwire/service"
-	grpcauth "github.com/toolwire/toolwire/service/auth"
+	"github.com/toolwire/toolwire/service/grpcserve"
+	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"
@@ -49,7 +49,7 @@ func serveWithToken(t *testing.T, cert *tls.Certificate) string {
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv := service.New(eng, reg, service.Config{})
+	srv := grpcserve.New(eng, reg, grpcserve.Config{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"golang.org/x/net/dns/dnsmessage"
 	"google.golang.org/grpc"
@@ -113,7 +113,7 @@ func startPods(t *testing.T, addrs []string) string {
 			t.Fatal(err)
 		}
 		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		srv := service.New(eng, reg, service.Config{})
+		srv := grpcserve.New(eng, reg, grpcserve.Config{})
 		wg.Go(func() {
 			defer eng.Close()
 			if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

@@ -27,7 +27,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // The manifests are checked by a real kube-apiserver (with etcd) on

@@ -56,13 +56,13 @@ func TestImportRulesCatchBreaks(t *testing.T) {
 	t.Parallel()
 	imports := moduleImports(t, "..")
 	found := false
-	for _, p := range imports[module+"service"] {
+	for _, p := range imports[module+"service/grpcserve"] {
 		if matches("engine/...", p) {
 			found = true
 		}
 	}
 	if !found {
-		t.Fatal("service's imports do not include engine: the walk is broken")
+		t.Fatal("service/grpcserve's imports do not include engine: the walk is broken")
 	}
 	if !matches("google.golang.org/grpc/...", "google.golang.org/grpc/codes") || matches("engine/...", module+"enginex") {
 		t.Fatal("matches is broken")

@@ -1,6 +1,6 @@
 // Command catalog measures what listing and searching a large catalog
 // costs (issue 31): a real gRPC surface on a loopback port serving
-// --tools tools shaped like GitHub's (internal/gencatalog, about 4.5 KB of
+// --tools tools shaped like GitHub's (internal/testing/gencatalog, about 4.5 KB of
 // declaration each), and a client in the same process. It times, each
 // --runs times, alternating the cases call by call so the noise of a
 // shared machine falls on all of them:
@@ -40,8 +40,8 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/gencatalog"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/gencatalog"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	defer eng.Close()
-	srv := service.New(eng, reg, service.Config{})
+	srv := grpcserve.New(eng, reg, grpcserve.Config{})
 	addr, stopServe, err := listen(ctx, func(lis net.Listener) error { return srv.Serve(ctx, lis) })
 	if err != nil {
 		return err

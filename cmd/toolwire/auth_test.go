@@ -21,7 +21,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/policy"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 )
 
 const (
@@ -77,9 +77,9 @@ keepalive_timeout: 10s
 	type limits struct {
 		MaxConcurrentCalls, MaxCallsPerCaller, MaxMessageBytes int
 		MaxQueueWait                                           time.Duration
-		service.Limits
+		grpcserve.Limits
 	}
-	wantLimits := limits{50, 10, 1 << 20, 2 * time.Second, service.Limits{
+	wantLimits := limits{50, 10, 1 << 20, 2 * time.Second, grpcserve.Limits{
 		MaxConnectionAge: 10 * time.Minute, MaxConnectionAgeGrace: time.Minute,
 		KeepaliveMinTime: 20 * time.Second, KeepaliveTime: 2 * time.Minute, KeepaliveTimeout: 10 * time.Second,
 	}}

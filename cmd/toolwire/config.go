@@ -11,7 +11,7 @@ import (
 	"github.com/toolwire/toolwire/internal/configfile"
 	"github.com/toolwire/toolwire/internal/logging"
 	"github.com/toolwire/toolwire/policy"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/store/storeurl"
 	"github.com/toolwire/toolwire/tools/workspacetools"
 )
@@ -59,7 +59,7 @@ type EngineConfig = engine.Config
 
 // ServiceConfig is service.Config under a name of its own, for the same
 // reason.
-type ServiceConfig = service.Config
+type ServiceConfig = grpcserve.Config
 
 // SecurityConfig is auth.ServerConfig under a name of its own, for the
 // same reason.
@@ -75,7 +75,7 @@ type StoreConfig = storeurl.Config
 
 // defaultAddr is where serve listens and the client commands connect by
 // default.
-const defaultAddr = service.DefaultListen
+const defaultAddr = grpcserve.DefaultListen
 
 func defaultServeConfig() serveConfig {
 	var cfg serveConfig

@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/google/go-cmp/cmp"
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // catalogSize is how many generated operations the large catalog's
@@ -177,7 +177,7 @@ func (u *upstream) body(t *testing.T, route string) any {
 func TestConsoleLargeCatalog(t *testing.T) {
 	browser := testenv.LookPath(t, "chromium")
 	up := newUpstream(t)
-	celSchema, err := os.ReadFile("../../console/testdata/cel-eval.schema.json")
+	celSchema, err := os.ReadFile("../../service/console/testdata/cel-eval.schema.json")
 	if err != nil {
 		t.Fatal(err)
 	}

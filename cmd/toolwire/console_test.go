@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // consoleConfig declares an HTTP tool whose description holds HTML (it must

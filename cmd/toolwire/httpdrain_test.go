@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolwire/toolwire/mcpserve"
+	"github.com/toolwire/toolwire/service/mcpserve"
 )
 
 // TestServeHTTPDrain: shutting down with a call in flight on the HTTP

@@ -7,11 +7,11 @@ import (
 	"sync"
 
 	"github.com/toolwire/toolwire/auth"
-	"github.com/toolwire/toolwire/connectserve"
-	"github.com/toolwire/toolwire/console"
-	"github.com/toolwire/toolwire/httpserve"
-	"github.com/toolwire/toolwire/mcpserve"
-	"github.com/toolwire/toolwire/serverstatus"
+	"github.com/toolwire/toolwire/service/connectserve"
+	"github.com/toolwire/toolwire/service/console"
+	"github.com/toolwire/toolwire/service/httpserve"
+	"github.com/toolwire/toolwire/service/mcpserve"
+	"github.com/toolwire/toolwire/service/serverstatus"
 )
 
 // HTTPConfig is httpserve.Config under a name of its own, so that it can

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/internal/testenv"
-	"github.com/toolwire/toolwire/internal/testoidc"
-	"github.com/toolwire/toolwire/mcpserve"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testoidc"
+	"github.com/toolwire/toolwire/service/mcpserve"
 )
 
 // httpAddr returns the address in the HTTP port's listening line.
@@ -178,9 +178,9 @@ func curlCallTool(t *testing.T, addr, token string) (*http.Response, string) {
 
 // connectClients is the folder of the Node.js Connect clients (npm ci
 // there; .ci/run does).
-const connectClients = "../../connectserve/testdata/tsclient"
+const connectClients = "../../service/connectserve/testdata/tsclient"
 
-// TestServeConnectTypeScript runs connectserve/testdata/tsclient/client.mjs
+// TestServeConnectTypeScript runs service/connectserve/testdata/tsclient/client.mjs
 // against "serve --diag --http-listen" with a token: a browser-style fetch
 // of CallTool in Connect's JSON (and 401 without the token), and
 // @connectrpc/connect's clients over connect-web's fetch transport (JSON)
@@ -190,7 +190,7 @@ func TestServeConnectTypeScript(t *testing.T) {
 	t.Parallel()
 	testenv.LookPath(t, "node")
 	if _, err := os.Stat(filepath.Join(connectClients, "node_modules", "@connectrpc", "connect-web")); err != nil {
-		testenv.Missing(t, "the Node.js clients of the Connect surface (npm ci in connectserve/testdata/tsclient)")
+		testenv.Missing(t, "the Node.js clients of the Connect surface (npm ci in service/connectserve/testdata/tsclient)")
 	}
 	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
 	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--tokens-file", tokens, "--log-level", "debug")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/testoidc"
+	"github.com/toolwire/toolwire/internal/testing/testoidc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )

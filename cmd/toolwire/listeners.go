@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 )
 
 // A listener is one of serve's ports, listening, with what serves on it.
@@ -71,7 +71,7 @@ func (s *serveRun) serveAll(ctx context.Context, ls []listener) error {
 
 // grpcServer serves the gRPC surface with the security's options.
 type grpcServer struct {
-	srv  *service.Server
+	srv  *grpcserve.Server
 	opts []grpc.ServerOption
 }
 
@@ -83,7 +83,7 @@ func (g grpcServer) Serve(ctx context.Context, lis net.Listener) error {
 // service alone, in plaintext, so that probes reach it when the tool
 // service requires TLS or client certificates. It is late: probes see
 // NOT_SERVING while the server drains.
-func (s *serveRun) healthListener(srv *service.Server) (listener, error) {
+func (s *serveRun) healthListener(srv *grpcserve.Server) (listener, error) {
 	if s.cfg.Health == "" {
 		return listener{}, nil
 	}
@@ -96,7 +96,7 @@ func (s *serveRun) healthListener(srv *service.Server) (listener, error) {
 }
 
 // healthServer serves a gRPC server's health service alone.
-type healthServer struct{ srv *service.Server }
+type healthServer struct{ srv *grpcserve.Server }
 
 func (h healthServer) Serve(ctx context.Context, lis net.Listener) error {
 	gs := grpc.NewServer()

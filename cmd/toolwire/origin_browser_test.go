@@ -14,7 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // attacksJS runs, in a page of another origin, every way a page has to

@@ -14,7 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolwire/toolwire/mcpserve"
+	"github.com/toolwire/toolwire/service/mcpserve"
 )
 
 // writeFileCall is CallTool of write_file in Connect's JSON, the call a

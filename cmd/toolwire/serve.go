@@ -14,9 +14,9 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/policy"
-	"github.com/toolwire/toolwire/serverstatus"
-	"github.com/toolwire/toolwire/service"
-	grpcauth "github.com/toolwire/toolwire/service/auth"
+	"github.com/toolwire/toolwire/service/grpcserve"
+	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
+	"github.com/toolwire/toolwire/service/serverstatus"
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -215,7 +215,7 @@ func (s *serveRun) buildSurfaces() ([]listener, error) {
 	// The read-only server view (AdminService), on both ports.
 	view := serverstatus.New(s.eng, s.reg, serverstatus.Config{Sources: sourceStatus(s.srcs), Open: !verifier.Enabled()})
 	svcCfg.Admin = view
-	srv := service.New(s.eng, s.reg, svcCfg)
+	srv := grpcserve.New(s.eng, s.reg, svcCfg)
 	var ls []listener
 	add := func(l listener, err error) error {
 		if err == nil && l.srv != nil {
@@ -252,10 +252,10 @@ func serveSecurity(cfg SecurityConfig, log *slog.Logger, getenv func(string) str
 }
 
 // grpcPort listens on the gRPC surface's address (listen).
-func (s *serveRun) grpcPort(srv *service.Server, opts []grpc.ServerOption) (listener, error) {
+func (s *serveRun) grpcPort(srv *grpcserve.Server, opts []grpc.ServerOption) (listener, error) {
 	addr := s.cfg.ServiceConfig.Listen
 	if addr == "" {
-		addr = service.DefaultListen
+		addr = grpcserve.DefaultListen
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"slices"
 
 	"github.com/toolwire/toolwire/policy"
-	"github.com/toolwire/toolwire/serverstatus"
+	"github.com/toolwire/toolwire/service/serverstatus"
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/sources/reload"
 )

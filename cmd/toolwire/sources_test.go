@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources"
 	mcpsource "github.com/toolwire/toolwire/sources/mcp"
 	"github.com/toolwire/toolwire/sources/remote"
@@ -79,7 +79,7 @@ func TestServeSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := loopback.Serve(t, regB, service.Config{})
+	b := loopback.Serve(t, regB, grpcserve.Config{})
 
 	m := mcp.NewServer(&mcp.Implementation{Name: "test"}, nil)
 	mcp.AddTool(m, &mcp.Tool{Name: "ping", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},

@@ -28,8 +28,8 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/engine/otelobserver"
-	"github.com/toolwire/toolwire/httpserve"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
+	"github.com/toolwire/toolwire/service/httpserve"
 )
 
 // telemetry is the OpenTelemetry setup of "toolwire serve": the SDK
@@ -147,7 +147,7 @@ func plainRefuse(w http.ResponseWriter, _ *http.Request, status int, _, message 
 }
 
 // apply puts the providers into the server's configuration.
-func (t *telemetry) apply(cfg *service.Config) {
+func (t *telemetry) apply(cfg *grpcserve.Config) {
 	if t.tp != nil {
 		cfg.TracerProvider = t.tp
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/gencatalog"
+	"github.com/toolwire/toolwire/internal/testing/gencatalog"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 

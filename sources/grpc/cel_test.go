@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	confpb "google.golang.org/genproto/googleapis/api/expr/conformance/v1alpha1"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -131,7 +131,7 @@ func TestCELConformance(t *testing.T) {
 		t.Errorf("PrimitiveType's values are not defined once in Check's input schema")
 	}
 
-	srv := loopback.Serve(t, reg, service.Config{})
+	srv := loopback.Serve(t, reg, grpcserve.Config{})
 	parse := func(src string) json.RawMessage {
 		res := callTool(t, srv, "cel_ConformanceService_Parse", fmt.Sprintf(`{"celSource":%q}`, src))
 		var out struct{ ParsedExpr json.RawMessage }

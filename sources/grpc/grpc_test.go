@@ -19,8 +19,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -492,7 +492,7 @@ func TestToolService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := loopback.Serve(t, inner, service.Config{})
+	srv := loopback.Serve(t, inner, grpcserve.Config{})
 	s, reg, _ := newServices(t)
 	if err := s.Sync(t.Context(), []Config{{Name: "tw", Target: srv.Addr, Insecure: true, Include: []string{"toolwire.v1.ToolService/*"}}}); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	httpsource "github.com/toolwire/toolwire/sources/http"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
@@ -67,7 +67,7 @@ func serve(t *testing.T, specsYAML string, log io.Writer) *client.Client {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	srv := service.New(eng, reg, service.Config{})
+	srv := grpcserve.New(eng, reg, grpcserve.Config{})
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	srv.Register(gs)

@@ -11,8 +11,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
@@ -75,7 +75,7 @@ func BenchmarkForwardedEcho(b *testing.B) {
 		b.Fatal(err)
 	}
 	tool, _ := sourcetest.WaitTools(b, reg, "ev_echo", sourcetest.Has("ev_echo")).Lookup("ev_echo")
-	tw := loopback.Serve(b, reg, service.Config{}).Client
+	tw := loopback.Serve(b, reg, grpcserve.Config{}).Client
 
 	args := `{"message":"hello"}`
 	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("e", "ev_echo", args)}}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
 )
@@ -22,7 +22,7 @@ func TestEndToEnd(t *testing.T) {
 		SlowCancelled: func() { cancelled <- struct{}{} },
 	})
 	g, reg := newGateway(t)
-	c := loopback.Serve(t, reg, service.Config{}).Client
+	c := loopback.Serve(t, reg, grpcserve.Config{}).Client
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "m", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
 	"github.com/toolwire/toolwire/tools"

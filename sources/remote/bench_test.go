@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 )
@@ -17,7 +17,7 @@ func BenchmarkCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srvB := loopback.Serve(b, regB, service.Config{})
+	srvB := loopback.Serve(b, regB, grpcserve.Config{})
 	reg, _ := tools.NewRegistry()
 	m := New(reg, nil)
 	defer m.Close()

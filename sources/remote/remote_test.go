@@ -15,8 +15,8 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -154,11 +154,11 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvB := loopback.Serve(t, regB, service.Config{}, grpc.StreamInterceptor(b.recordAuth))
+	srvB := loopback.Serve(t, regB, grpcserve.Config{}, grpc.StreamInterceptor(b.recordAuth))
 
 	t.Setenv("REMOTE_TEST_TOKEN", "tok-b")
 	mounts, regA := newMounts(t)
-	a := loopback.Serve(t, regA, service.Config{})
+	a := loopback.Serve(t, regA, grpcserve.Config{})
 	if err := mounts.Sync(context.Background(), []Config{{Name: "b", Target: srvB.Addr, Insecure: true, Token: "{{REMOTE_TEST_TOKEN}}"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func TestDownAtStart(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
-	loopback.ServeOn(t, lis, regB, service.Config{})
+	loopback.ServeOn(t, lis, regB, grpcserve.Config{})
 	snap := sourcetest.WaitTools(t, reg, "the tools once B is up", sourcetest.Has("late_echo"))
 	if snap.Revision() == before.Revision() {
 		t.Error("revision unchanged")

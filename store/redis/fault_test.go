@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/redis"
 )

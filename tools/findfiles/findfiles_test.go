@@ -208,7 +208,7 @@ func TestFindFilesAlternatives(t *testing.T) {
 // TestFindFilesDeepTree searches a workspace holding a chain of 2,000
 // folders: the walk passes over what lies below MaxDepth and says so,
 // instead of resolving ever longer paths (2,000 levels cost 2 million
-// look-ups; the 20,000 of the repro, internal/e2e's case, 200
+// look-ups; the 20,000 of the repro, internal/testing/e2e's case, 200
 // million). The context's deadline only keeps a regression from hanging
 // the test.
 func TestFindFilesDeepTree(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 // its call's context ends, for a running command (sleep) and for one whose
 // child ignores SIGTERM, sandboxed and off, alternated in one process. The
 // service abandons a built-in that takes longer than its abandon grace
-// (100 ms in internal/e2e's cancellation test); this is that figure's
+// (100 ms in internal/testing/e2e's cancellation test); this is that figure's
 // measurement, which tests do not time.
 func BenchmarkCancelLatency(b *testing.B) {
 	e := wt.New(b, nil)

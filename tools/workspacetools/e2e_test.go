@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/internal/loopback"
-	"github.com/toolwire/toolwire/service"
+	"github.com/toolwire/toolwire/internal/testing/loopback"
+	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/workspace"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
@@ -44,7 +44,7 @@ func serveAddr(t *testing.T, ws workspace.Resolver, opts workspacetools.Options)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := loopback.Serve(t, reg, service.Config{})
+	s := loopback.Serve(t, reg, grpcserve.Config{})
 	return s.Client, s.Addr
 }
 

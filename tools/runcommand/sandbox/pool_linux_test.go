@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolwire/toolwire/internal/testenv"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // run runs argv under sb and returns the supervisor's PID, how the command

@@ -1,0 +1,33 @@
+package connectserve
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/gen/toolwire/v1/toolwirev1connect"
+	"github.com/toolwire/toolwire/service/serverstatus"
+)
+
+// AdminPath is the path prefix of toolwire.v1.AdminService's procedures.
+const AdminPath = "/" + toolwirev1connect.AdminServiceName + "/"
+
+// adminServer is toolwire.v1.AdminService over Connect: package serverstatus's
+// read-only view, for the caller the HTTP port's middleware authenticated.
+type adminServer struct {
+	toolwirev1connect.UnimplementedAdminServiceHandler
+	view *serverstatus.View
+}
+
+// NewAdmin returns the handler of AdminService for AdminPath: the view of
+// v, behind the same middleware as the ToolService's (the caller wraps it).
+func NewAdmin(v *serverstatus.View) http.Handler {
+	_, h := toolwirev1connect.NewAdminServiceHandler(adminServer{view: v})
+	return h
+}
+
+// GetServerStatus implements toolwire.v1.AdminService.
+func (a adminServer) GetServerStatus(ctx context.Context, _ *connect.Request[toolwirev1.GetServerStatusRequest]) (*connect.Response[toolwirev1.GetServerStatusResponse], error) {
+	return connect.NewResponse(a.view.Status(ctx)), nil
+}
