@@ -19,7 +19,7 @@ import (
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/service/httpserve"
 	"github.com/toolwire/toolwire/service/mcpserve"
-	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"google.golang.org/grpc"

@@ -8,7 +8,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/tools"
 )
 

@@ -1,8 +1,8 @@
 // Package sources owns the tools that come from outside the binary and are
-// declared in the config file: HTTP APIs (sources/http), MCP servers
-// (sources/mcp), other toolwire servers (sources/remote), OpenAPI
+// declared in the config file: HTTP APIs (sources/httpsource), MCP servers
+// (sources/mcpsource), other toolwire servers (sources/remote), OpenAPI
 // documents (sources/openapi) and gRPC services by reflection
-// (sources/grpc). Each is a
+// (sources/grpcsource). Each is a
 // Source of its part of Config; Set is all of them, the Source of the
 // whole Config that sources/reload keeps in step with the file. A source
 // owns its tools in the registry as tools.Registry.Source(id), which also
@@ -23,9 +23,9 @@ import (
 	"sync"
 	"time"
 
-	grpcsource "github.com/toolwire/toolwire/sources/grpc"
-	httpsource "github.com/toolwire/toolwire/sources/http"
-	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	grpcsource "github.com/toolwire/toolwire/sources/grpcsource"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
+	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"github.com/toolwire/toolwire/sources/openapi"
 	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
-	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
 )

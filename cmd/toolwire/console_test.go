@@ -302,12 +302,12 @@ func TestServeConsole(t *testing.T) {
 // (4.5:1, 3:1 for large text) against what is behind it, on every page.
 func TestConsoleImagesOutputAndContrast(t *testing.T) {
 	browser := testenv.LookPath(t, "chromium")
-	everything, err := filepath.Abs("../../sources/mcp/testdata/everything/node_modules/.bin/mcp-server-everything")
+	everything, err := filepath.Abs("../../sources/mcpsource/testdata/everything/node_modules/.bin/mcp-server-everything")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(everything); err != nil {
-		testenv.Missing(t, "@modelcontextprotocol/server-everything (npm ci in sources/mcp/testdata/everything)")
+		testenv.Missing(t, "@modelcontextprotocol/server-everything (npm ci in sources/mcpsource/testdata/everything)")
 	}
 	tokens := writeFile(t, "tokens", "alice: token-of-alice-0123456789\n")
 	config := writeFile(t, "toolwire.yaml", "mcp_servers:\n  - name: ev\n    command: "+everything+"\n    args: [stdio]\n")

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	grpcsource "github.com/toolwire/toolwire/sources/grpc"
-	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	grpcsource "github.com/toolwire/toolwire/sources/grpcsource"
+	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"

@@ -15,8 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	httpsource "github.com/toolwire/toolwire/sources/http"
-	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
+	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"github.com/toolwire/toolwire/sources/remote"
 )
 

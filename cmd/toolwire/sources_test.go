@@ -13,7 +13,7 @@ import (
 	"github.com/toolwire/toolwire/internal/testing/loopback"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources"
-	mcpsource "github.com/toolwire/toolwire/sources/mcp"
+	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"github.com/toolwire/toolwire/sources/remote"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"

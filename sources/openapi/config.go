@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 )
 

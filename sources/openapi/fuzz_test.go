@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/tools"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 )
 
 // Parameters are written as OpenAPI 3.1 defines each style (its table of

@@ -3,7 +3,7 @@
 // named "<name>_<operationId>", whose input schema merges the operation's
 // path, query and header parameters and its request body (JSON or a
 // form), whose output schema is its 2xx JSON response's, and whose calls
-// are HTTP requests made with sources/http's request layer (escaping,
+// are HTTP requests made with sources/httpsource's request layer (escaping,
 // secrets from the environment at call time, bounded responses,
 // cancellation). Each document's tools are the registry source
 // "openapi:<name>".
@@ -31,7 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/tools"
 )

@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/toolname"
 	"github.com/toolwire/toolwire/tools"
 )

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	toolwireBin = filepath.Join(dir, "toolwire")
 	countserverBin = filepath.Join(dir, "countserver")
 	mcpServerBin = filepath.Join(dir, "mcptestserver")
-	for bin, pkg := range map[string]string{toolwireBin: "../../../cmd/toolwire", countserverBin: "./countserver", mcpServerBin: "../../../sources/mcp/internal/testserver/stdio"} {
+	for bin, pkg := range map[string]string{toolwireBin: "../../../cmd/toolwire", countserverBin: "./countserver", mcpServerBin: "../../../sources/mcpsource/internal/testserver/stdio"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, out)
 			os.RemoveAll(dir)

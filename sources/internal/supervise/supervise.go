@@ -1,7 +1,7 @@
 // Package supervise keeps a set of named background connections running:
 // one loop per configuration, started, stopped and restarted as the set is
 // synced to a new list, each reconnecting with capped exponential backoff.
-// The MCP gateway (sources/mcp) and the remote mounts (sources/remote) are
+// The MCP gateway (sources/mcpsource) and the remote mounts (sources/remote) are
 // built on it.
 //
 // It imports only the standard library; it knows nothing of tools or the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
-	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
+	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -201,7 +201,7 @@ func everything(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
-		testenv.Missing(tb, "@modelcontextprotocol/server-everything (npm ci in sources/mcp/testdata/everything)")
+		testenv.Missing(tb, "@modelcontextprotocol/server-everything (npm ci in sources/mcpsource/testdata/everything)")
 	}
 	return bin
 }

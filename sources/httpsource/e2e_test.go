@@ -18,7 +18,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/service/grpcserve"
-	httpsource "github.com/toolwire/toolwire/sources/http"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"

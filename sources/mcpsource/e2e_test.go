@@ -11,7 +11,7 @@ import (
 	"github.com/toolwire/toolwire/internal/testing/loopback"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
-	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
+	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 )
 
 // TestEndToEnd runs MCP tools through ExecuteBatch on a real toolwire server.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
-	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
+	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
 )
 

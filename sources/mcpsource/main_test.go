@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
+	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
-	"github.com/toolwire/toolwire/sources/mcp/internal/testserver"
+	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 )
 
 // TestUpstreamOutputMismatch: an MCP server's answer that does not match
