@@ -46,7 +46,10 @@ type replica struct {
 
 func newReplica(reg *tools.Registry, st store.Store, name string) (*replica, error) {
 	eng := engine.New(engine.Config{BatchTTL: 10 * time.Minute}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Idempotency: st, Vars: st, EventLog: st, Replica: name})
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		panic(err)
+	}
 	gs := grpc.NewServer(srv.ServerOptions()...)
 	srv.Register(gs)
 	conn, err := serve(gs)

@@ -103,7 +103,9 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	}, engine.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	e.srv = grpcserve.New(e.eng, reg, grpcserve.Config{})
+	if e.srv, err = grpcserve.New(e.eng, reg, grpcserve.Config{}); err != nil {
+		return nil, err
+	}
 	// toolwire as Serve runs it (its telemetry and limits), on a server of
 	// its own; the floor is a bare gRPC server with nothing added.
 	opts := append(append(e.srv.TelemetryOptions(), grpc.ChainStreamInterceptor(e.noteClose)),
@@ -207,7 +209,10 @@ func (e *env) startMCP(ctx context.Context) error {
 // server runs, and connects a go-sdk client as the MCP server's is
 // connected (the newest revision, 2026-07-28: stateless).
 func (e *env) startSurface(ctx context.Context, reg *tools.Registry) error {
-	e.surface = mcpserve.New(e.eng, reg, nil)
+	var err error
+	if e.surface, err = mcpserve.New(e.eng, reg, mcpserve.Options{}); err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", e.surface)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -226,7 +231,7 @@ func (e *env) startSurface(ctx context.Context, reg *tools.Registry) error {
 // gRPC server runs, on an HTTP port of its own, and makes a Connect client
 // of it.
 func (e *env) startConnect(reg *tools.Registry) error {
-	srv, err := connectserve.New(e.eng, reg, nil)
+	srv, err := connectserve.New(e.eng, reg, connectserve.Options{})
 	if err != nil {
 		return err
 	}

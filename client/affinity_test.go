@@ -47,7 +47,10 @@ func startReplicas(t *testing.T, n int) *manual.Resolver {
 		}
 		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 		t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-		srv := grpcserve.New(eng, reg, grpcserve.Config{})
+		srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
 		go func() { served <- srv.Serve(ctx, lis) }()

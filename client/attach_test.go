@@ -89,7 +89,11 @@ func serveDiag(t *testing.T) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- grpcserve.New(eng, reg, grpcserve.Config{}).Serve(ctx, lis) }()
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { served <- srv.Serve(ctx, lis) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {

@@ -28,7 +28,10 @@ import (
 func serveRegistry(t *testing.T, reg *tools.Registry) string {
 	t.Helper()
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return serveGRPC(t, func(gs *grpc.Server) { srv.Register(gs) }, srv.ServerOptions()...)
 }
 

@@ -29,7 +29,10 @@ func rateLimitedServer(t *testing.T) string {
 	}
 	eng := engine.New(engine.Config{RatePerCaller: 5, RateBurst: 1}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close)
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,10 @@ func newTestServer(tb testing.TB, transport string, ts []tools.Tool, opts ...grp
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	tb.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 
 	var (
 		lis    net.Listener

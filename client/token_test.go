@@ -49,7 +49,10 @@ func serveWithToken(t *testing.T, cert *tls.Certificate) string {
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -113,7 +113,10 @@ func startPods(t *testing.T, addrs []string) string {
 			t.Fatal(err)
 		}
 		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		srv := grpcserve.New(eng, reg, grpcserve.Config{})
+		srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Go(func() {
 			defer eng.Close()
 			if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

@@ -92,7 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	defer eng.Close()
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		panic(err)
+	}
 	addr, stopServe, err := listen(ctx, func(lis net.Listener) error { return srv.Serve(ctx, lis) })
 	if err != nil {
 		return err

@@ -85,7 +85,7 @@ keepalive_timeout: 10s
 	}}
 	gotLimits := limits{ec.MaxConcurrentCalls, ec.MaxCallsPerCaller, ec.MaxMessageBytes, ec.MaxQueueWait, sc.Limits}
 	if diff := cmp.Diff(wantLimits, gotLimits); diff != "" {
-		t.Errorf("limits in engine.Config and service.Config (-want +got):\n%s", diff)
+		t.Errorf("limits in engine.Config and grpcserve.Config (-want +got):\n%s", diff)
 	}
 	rules, err := cfg.admission(nil)
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // The gRPC port gzips large listings for clients that accept gzip
-// (service.Server's ListTools and SearchTools). At gzip's fastest level a
+// (grpcserve.Server's ListTools and SearchTools). At gzip's fastest level a
 // GitHub-shaped catalog shrinks to about a quarter, at its default a
 // fifth, but the default takes about three times the CPU (bench/catalog:
 // 10,000 tools, 45 MB, in 2.3 s against 6.6 s on a busy 2-core machine),

@@ -57,7 +57,7 @@ type PolicyConfig = policy.Config
 // named after its type).
 type EngineConfig = engine.Config
 
-// ServiceConfig is service.Config under a name of its own, for the same
+// ServiceConfig is grpcserve.Config under a name of its own, for the same
 // reason.
 type ServiceConfig = grpcserve.Config
 

@@ -208,7 +208,7 @@ func TestDeployGracePeriod(t *testing.T) {
 	}
 	drain := time.Duration(cfg.EngineConfig.DrainTimeout)
 	if drain == 0 {
-		drain = 30 * time.Second // service.Config's default
+		drain = 30 * time.Second // grpcserve.Config's default
 	}
 	sleep := spec.Containers[i].Lifecycle.PreStop.Sleep
 	if sleep == nil || sleep.Seconds <= 0 {

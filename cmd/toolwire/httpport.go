@@ -82,7 +82,7 @@ type httpPort struct {
 // handle makes the surfaces and hands their handlers to the port.
 func (p *httpPort) handle(s *serveRun, view *serverstatus.View, v *auth.Verifier, tel connectserve.Options) (err error) {
 	authenticate := auth.RequireCredentials(v, s.log)
-	if p.rpc, err = connectserve.New(s.eng, s.reg, &tel); err != nil {
+	if p.rpc, err = connectserve.New(s.eng, s.reg, tel); err != nil {
 		return err
 	}
 	p.port.Handle(connectserve.Path, authenticate(p.rpc), nil)
@@ -96,7 +96,9 @@ func (p *httpPort) handle(s *serveRun, view *serverstatus.View, v *auth.Verifier
 		p.port.Handle(auth.ResourceMetadataPath+"/mcp", meta, nil)
 	}
 	if !s.cfg.MCPConfig.Off {
-		p.mcp = mcpserve.New(s.eng, s.reg, s.cfg.MCPConfig.Options(s.log, version()))
+		if p.mcp, err = mcpserve.New(s.eng, s.reg, s.cfg.MCPConfig.Options(s.log, version())); err != nil {
+			return err
+		}
 		s.onClose(p.mcp.Close) // closed by Shutdown once served
 		p.port.Handle("/mcp", authenticate(p.mcp), mcpserve.Refuse)
 	}

@@ -215,7 +215,10 @@ func (s *serveRun) buildSurfaces() ([]listener, error) {
 	// The read-only server view (AdminService), on both ports.
 	view := serverstatus.New(s.eng, s.reg, serverstatus.Config{Sources: sourceStatus(s.srcs), Open: !verifier.Enabled()})
 	svcCfg.Admin = view
-	srv := grpcserve.New(s.eng, s.reg, svcCfg)
+	srv, err := grpcserve.New(s.eng, s.reg, svcCfg)
+	if err != nil {
+		panic(err)
+	}
 	var ls []listener
 	add := func(l listener, err error) error {
 		if err == nil && l.srv != nil {

@@ -132,7 +132,7 @@ func TestServeConfigToService(t *testing.T) {
 		t.Errorf("engine.Config (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(ServiceConfig{Listen: "127.0.0.1:0"}, cfg.ServiceConfig); diff != "" {
-		t.Errorf("service.Config (-want +got):\n%s", diff)
+		t.Errorf("grpcserve.Config (-want +got):\n%s", diff)
 	}
 }
 

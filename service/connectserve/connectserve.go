@@ -54,7 +54,7 @@ const Path = "/" + toolwirev1connect.ToolServiceName + "/"
 // Options configure a Server; nil means every default.
 type Options struct {
 	// TracerProvider makes the spans of the surface's RPCs, as the gRPC
-	// surface's service.Config.TracerProvider does. nil, or OpenTelemetry's
+	// surface's grpcserve.Config.TracerProvider does. nil, or OpenTelemetry's
 	// no-op provider, records none (the global provider is never used).
 	TracerProvider trace.TracerProvider
 	// MeterProvider makes the metrics of the surface's RPCs; nil records
@@ -63,7 +63,7 @@ type Options struct {
 }
 
 // records reports whether o's providers record anything; the test is the
-// gRPC surface's (service.Config.records).
+// gRPC surface's (grpcserve.Config.records).
 func (o Options) records() bool {
 	return rpctelemetry.Records(o.TracerProvider, o.MeterProvider)
 }
@@ -84,11 +84,7 @@ var _ toolwirev1connect.ToolServiceHandler = (*Server)(nil)
 // made by the caller and shared with the other surfaces; Shutdown drains
 // it, and closing it is its maker's job. Requests and responses are bounded
 // by the engine's MaxMessageBytes, as the gRPC surface's are.
-func New(eng *engine.Engine, reg *tools.Registry, opts *Options) (*Server, error) {
-	var o Options
-	if opts != nil {
-		o = *opts
-	}
+func New(eng *engine.Engine, reg *tools.Registry, o Options) (*Server, error) {
 	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, "Connect response", eng.Logger())}
 	maxMsg := eng.Config().MaxMessageBytes
 	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg)}

@@ -73,7 +73,7 @@ func serveSurface(t testing.TB, eng *engine.Engine, reg *tools.Registry, callers
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := connectserve.New(eng, reg, nil)
+	srv, err := connectserve.New(eng, reg, connectserve.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

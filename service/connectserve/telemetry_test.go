@@ -45,7 +45,7 @@ func TestTelemetry(t *testing.T) {
 			if rpcSpans {
 				opts.TracerProvider = tp
 			}
-			srv, err := connectserve.New(eng, reg, &opts)
+			srv, err := connectserve.New(eng, reg, opts)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,7 +23,10 @@ func TestAdminService(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{})
-	srv := New(eng, reg, Config{Admin: serverstatus.New(eng, reg, serverstatus.Config{Open: true})})
+	srv, err := New(eng, reg, Config{Admin: serverstatus.New(eng, reg, serverstatus.Config{Open: true})})
+	if err != nil {
+		t.Fatal(err)
+	}
 	gs, conn := serveBufconn(t, srv)
 	t.Cleanup(func() { conn.Close(); gs.Stop(); eng.Close() })
 

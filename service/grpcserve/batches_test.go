@@ -32,7 +32,10 @@ func serveTCP(tb testing.TB, admission ...engine.Admission) (dial func() toolwir
 		deps.Admission = admission[0]
 	}
 	eng := engine.New(engine.Config{}, deps)
-	srv := New(eng, reg, Config{})
+	srv, err := New(eng, reg, Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

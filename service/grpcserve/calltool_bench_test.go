@@ -104,7 +104,10 @@ func BenchmarkCallToolInProcess(b *testing.B) {
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	b.Cleanup(eng.Close)
-	srv := New(eng, reg, Config{})
+	srv, err := New(eng, reg, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
 	for _, name := range []string{"echo", "unknown"} {
 		b.Run(name, func(b *testing.B) {

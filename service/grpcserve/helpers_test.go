@@ -60,7 +60,11 @@ func newSurface(tb testing.TB, reg *tools.Registry, ec engine.Config, deps engin
 	}
 	eng := engine.New(ec, deps)
 	tb.Cleanup(eng.Close)
-	return New(eng, reg, Config{})
+	srv, err := New(eng, reg, Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return srv
 }
 
 func newTestServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) *testServer {
@@ -70,7 +74,10 @@ func newTestServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) *testSe
 		tb.Fatal(err)
 	}
 	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	srv := New(eng, reg, Config{})
+	srv, err := New(eng, reg, Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	gs, conn := serveBufconn(tb, srv)
 	tb.Cleanup(func() {
 		conn.Close()

@@ -49,7 +49,10 @@ func newServedSurface(tb testing.TB, ec engine.Config, cfg Config, extra ...tool
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Observer: otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false),
 	})
-	srv := New(eng, reg, cfg)
+	srv, err := New(eng, reg, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

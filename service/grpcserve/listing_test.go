@@ -42,7 +42,10 @@ func serveCatalog(t testing.TB, ec engine.Config, ts []tools.Tool) string {
 		t.Fatal(err)
 	}
 	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/toolwire/toolwire/engine"
@@ -40,6 +41,9 @@ type Server struct {
 	log    *slog.Logger // the engine's
 	health *health.Server
 	conns  *connSet // what Serve accepted; see conns.go
+
+	mu      sync.Mutex
+	servers []*grpc.Server // what Register registered on; Shutdown stops them
 }
 
 var _ toolwirev1.ToolServiceServer = (*Server)(nil)
@@ -49,8 +53,9 @@ var _ toolwirev1.ToolServiceServer = (*Server)(nil)
 // may be shared with other surfaces; the surface logs on eng's logger.
 // Shutdown drains eng, since a process stops its surfaces together
 // (draining twice is harmless); closing eng is its maker's job, once every
-// surface on it has stopped.
-func New(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
+// surface on it has stopped. Every surface has this shape: New(engine,
+// registry, its options) (*Server, error), and Shutdown().
+func New(eng *engine.Engine, reg *tools.Registry, cfg Config) (*Server, error) {
 	ec := eng.Config()
 	s := &Server{
 		cfg:    cfg.withDefaults(ec.MaxCallTimeout),
@@ -61,12 +66,15 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) *Server {
 	}
 	s.conns = newConnSet(s.log)
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	return s
+	return s, nil
 }
 
 // Register registers the tool service, the standard health service and
-// server reflection on gs.
+// server reflection on gs, which Shutdown then stops.
 func (s *Server) Register(gs *grpc.Server) {
+	s.mu.Lock()
+	s.servers = append(s.servers, gs)
+	s.mu.Unlock()
 	toolwirev1.RegisterToolServiceServer(gs, s)
 	if s.cfg.Admin != nil {
 		toolwirev1.RegisterAdminServiceServer(gs, adminServer{view: s.cfg.Admin})
@@ -207,7 +215,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		return err
 	case <-ctx.Done():
 	}
-	s.Shutdown(gs)
+	s.Shutdown()
 	// A shutdown that came before gs.Serve began makes it return
 	// ErrServerStopped: the stop asked for, not a failure.
 	if err := <-errc; !errors.Is(err, grpc.ErrServerStopped) {
@@ -216,16 +224,28 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	return nil
 }
 
-// Shutdown drains and stops gs; see Serve.
-func (s *Server) Shutdown(gs *grpc.Server) {
+// Shutdown turns health NOT_SERVING, drains the engine, and stops every
+// grpc.Server the surface was registered on (Serve's among them):
+// gracefully, then forcibly after 5 s; see Serve. Calling it again is
+// harmless.
+func (s *Server) Shutdown() {
 	s.health.Shutdown()
 	s.engine.Drain()
-	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(5 * time.Second):
-		gs.Stop()
-		<-stopped
+	s.mu.Lock()
+	servers := s.servers
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, gs := range servers {
+		wg.Go(func() {
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-time.After(5 * time.Second):
+				gs.Stop()
+				<-stopped
+			}
+		})
 	}
+	wg.Wait()
 }

@@ -29,7 +29,10 @@ func tcpServer(tb testing.TB, ec engine.Config, extra ...tools.Tool) (*Server, *
 		tb.Fatal(err)
 	}
 	eng := engine.New(ec, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	srv := New(eng, reg, Config{})
+	srv, err := New(eng, reg, Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -225,8 +228,15 @@ func TestSurfacesShareAnEngine(t *testing.T) {
 		t.Cleanup(func() { conn.Close(); gs.Stop() })
 		return gs, toolwirev1.NewToolServiceClient(conn)
 	}
-	a, b := New(eng, reg, Config{}), New(eng, reg, Config{})
-	gsA, clientA := dial(a)
+	a, err := New(eng, reg, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(eng, reg, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clientA := dial(a)
 	_, clientB := dial(b)
 
 	stream, err := clientA.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("s", "sleep", `{"ms":60000}`)}})
@@ -243,7 +253,7 @@ func TestSurfacesShareAnEngine(t *testing.T) {
 		t.Fatalf("B's ListTools: %v, %d tools", err, len(resp.GetTools()))
 	}
 	done := make(chan struct{})
-	go func() { a.Shutdown(gsA); close(done) }()
+	go func() { a.Shutdown(); close(done) }()
 	<-eng.Draining()
 	streamB, err := clientB.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("e", "echo", `{"text":"x"}`)}})
 	if err == nil {

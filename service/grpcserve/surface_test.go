@@ -48,7 +48,10 @@ func newGRPCSurface(t *testing.T, cfg surfacetest.Config) surfacetest.Surface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpcserve.New(cfg.Engine, cfg.Registry, grpcserve.Config{})
+	srv, err := grpcserve.New(cfg.Engine, cfg.Registry, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -175,7 +175,11 @@ func newSurface(t *testing.T, reg *tools.Registry, ec engine.Config, cfg grpcser
 		Observer: otelobserver.New(cfg.TracerProvider, cfg.MeterProvider, false),
 	})
 	t.Cleanup(eng.Close)
-	return grpcserve.New(eng, reg, cfg)
+	srv, err := grpcserve.New(eng, reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 // serveOverBufconn runs srv.Serve, stats handler and all, on an in-memory

@@ -117,7 +117,10 @@ func newObserved(t *testing.T, ec engine.Config, traceContent bool, copts ...cli
 		Logger:   slog.New(slog.NewJSONHandler(o.log, nil)),
 	})
 	t.Cleanup(eng.Close) // after the server's cleanup below
-	srv := grpcserve.New(eng, reg, grpcserve.Config{TracerProvider: serverTP, MeterProvider: mp})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{TracerProvider: serverTP, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)

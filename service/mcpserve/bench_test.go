@@ -39,7 +39,10 @@ func toolwireEcho(b *testing.B) http.Handler {
 		b.Fatal(err)
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
-	s := New(eng, reg, nil)
+	s, err := New(eng, reg, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.Cleanup(func() { s.Close(); eng.Close() })
 	return s
 }

@@ -49,6 +49,6 @@ func (c Config) Validate() error {
 }
 
 // Options are the Server options c sets, with log and version.
-func (c Config) Options(log *slog.Logger, version string) *Options {
-	return &Options{Logger: log, Version: version, SessionTimeout: c.SessionIdleTimeout, MaxSessions: c.MaxSessions, MaxSessionsPerCaller: c.MaxSessionsPerCaller}
+func (c Config) Options(log *slog.Logger, version string) Options {
+	return Options{Logger: log, Version: version, SessionTimeout: c.SessionIdleTimeout, MaxSessions: c.MaxSessions, MaxSessionsPerCaller: c.MaxSessionsPerCaller}
 }

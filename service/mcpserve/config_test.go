@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // TestConfig: the flags set the sessions' bounds, Options carries them to
@@ -20,11 +23,14 @@ func TestConfig(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	o := c.Options(nil, "v1").withDefaults()
+	o, err := c.Options(nil, "v1").withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if o.MaxSessions != 7 || o.MaxSessionsPerCaller != 3 || o.SessionTimeout != 2*time.Minute || o.Version != "v1" {
 		t.Errorf("options %+v", o)
 	}
-	if d := (Config{}).Options(nil, "").withDefaults(); d.MaxSessions != DefaultMaxSessions || d.MaxSessionsPerCaller != DefaultMaxSessionsPerCaller || d.SessionTimeout != DefaultSessionTimeout {
+	if d, err := (Config{}).Options(nil, "").withDefaults(); err != nil || d.MaxSessions != DefaultMaxSessions || d.MaxSessionsPerCaller != DefaultMaxSessionsPerCaller || d.SessionTimeout != DefaultSessionTimeout {
 		t.Errorf("defaults %+v", d)
 	}
 	for key, bad := range map[string]Config{
@@ -36,4 +42,27 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%+v: %v, want an error naming %s", bad, err, key)
 		}
 	}
+}
+
+// TestNewRefusesOptionsItCannotUse checks that New says which option it
+// cannot use, as every surface's New does, rather than serve with another.
+func TestNewRefusesOptionsItCannotUse(t *testing.T) {
+	t.Parallel()
+	eng := engine.New(engine.Config{}, engine.Deps{})
+	t.Cleanup(eng.Close)
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []Options{{PageSize: engine.MaxPageSize + 1}, {MaxSessions: -1}, {MaxSessionsPerCaller: -5}} {
+		if s, err := New(eng, reg, o); err == nil {
+			s.Close()
+			t.Errorf("New(%+v) = nil error; want the option named", o)
+		}
+	}
+	s, err := New(eng, reg, Options{MaxSessions: 2})
+	if err != nil {
+		t.Fatalf("New with a total below the per-caller default: %v", err)
+	}
+	s.Close()
 }

@@ -431,7 +431,10 @@ func serveConformance(t *testing.T) string {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
-	srv := New(eng, reg, nil)
+	srv, err := New(eng, reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	port := httpserve.New(httpserve.Config{}, nil, nil)
 	port.Handle("/mcp", cutAfterPriming(srv), Refuse)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -195,7 +195,13 @@ func newTestServer(t testing.TB, opts *Options) *testServer {
 		t.Fatal(err)
 	}
 	ts.eng = engine.New(engine.Config{DrainTimeout: time.Second}, engine.Deps{Admission: bobMayNot, Logger: slog.New(slog.DiscardHandler)})
-	ts.mcp = New(ts.eng, reg, opts)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if ts.mcp, err = New(ts.eng, reg, o); err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", testAuth(ts.mcp)) // as the HTTP port serves it
 	ts.http = httptest.NewServer(mux)

@@ -39,6 +39,7 @@ package mcpserve
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -72,7 +73,7 @@ const (
 	RevisionSessions = "2025-11-25"
 )
 
-// Options configure a Server; nil means every default.
+// Options configure a Server; the zero value means every default.
 type Options struct {
 	// Logger receives the SDK's and the surface's logs. Default: discard.
 	Logger *slog.Logger
@@ -110,10 +111,14 @@ type Options struct {
 	ResumeRetry time.Duration
 }
 
-func (o *Options) withDefaults() Options {
-	var c Options
-	if o != nil {
-		c = *o
+// withDefaults fills in o's defaults, or says why o cannot be used.
+func (o Options) withDefaults() (Options, error) {
+	c := o
+	if c.MaxSessions < 0 || c.MaxSessionsPerCaller < 0 {
+		return c, fmt.Errorf("mcpserve: MaxSessions %d and MaxSessionsPerCaller %d cannot be negative (0: the default)", c.MaxSessions, c.MaxSessionsPerCaller)
+	}
+	if c.PageSize > engine.MaxPageSize {
+		return c, fmt.Errorf("mcpserve: PageSize %d is more than a page holds (%d)", c.PageSize, engine.MaxPageSize)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -142,7 +147,7 @@ func (o *Options) withDefaults() Options {
 	if c.ResumeRetry <= 0 {
 		c.ResumeRetry = defaultResumeRetry
 	}
-	return c
+	return c, nil
 }
 
 // Server is the MCP surface of an engine: an http.Handler for /mcp.
@@ -171,10 +176,15 @@ type Server struct {
 
 var _ http.Handler = (*Server)(nil)
 
-// New returns the MCP surface of eng, serving the tools of reg. It starts
-// one goroutine, which watches reg for changes; Close or Shutdown stops it.
-func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
-	s := &Server{eng: eng, reg: reg, opts: opts.withDefaults(), stop: make(chan struct{})}
+// New returns the MCP surface of eng, serving the tools of reg, or an
+// error naming the option it cannot use. It starts one goroutine, which
+// watches reg for changes; Close or Shutdown stops it.
+func New(eng *engine.Engine, reg *tools.Registry, opts Options) (*Server, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{eng: eng, reg: reg, opts: o, stop: make(chan struct{})}
 	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout, s.opts.Logger)
 	s.writes = writewatch.New(eng.Config().SendTimeout, "MCP response", s.opts.Logger)
 	sdkLog := sdkLogger(s.opts.Logger)
@@ -206,7 +216,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts *Options) *Server {
 	s.handler = auth.RequireBearerToken(bindCaller, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(s.route))
 	s.stopped.Add(1)
 	go s.watch()
-	return s
+	return s, nil
 }
 
 // ServeHTTP serves MCP's streamable HTTP transport.

@@ -29,7 +29,10 @@ func TestPortRefusalIsAJSONRPCError(t *testing.T) {
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	defer eng.Close()
-	srv := New(eng, reg, nil)
+	srv, err := New(eng, reg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	port := httpserve.New(httpserve.Config{MaxBodyBytes: 64 << 10}, nil, nil)
 	port.Handle("/mcp", srv, Refuse)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -510,7 +510,10 @@ func BenchmarkResume(b *testing.B) {
 				b.Fatal(err)
 			}
 			eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
-			s := New(eng, reg, &Options{ResumeBytes: tc.bytes})
+			s, err := New(eng, reg, Options{ResumeBytes: tc.bytes})
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.Cleanup(func() { s.Close(); eng.Close() })
 			benchEcho(b, s, RevisionSessions)
 			if s.events != nil {

@@ -67,7 +67,10 @@ func newSlowBed(t *testing.T, cfg engine.Config, opts *Options) *slowBed {
 		opts = &Options{}
 	}
 	opts.Logger = log
-	b.mcp = New(b.eng, reg, opts)
+
+	if b.mcp, err = New(b.eng, reg, *opts); err != nil {
+		t.Fatal(err)
+	}
 	port := httpserve.New(httpserve.Config{}, nil, log)
 	port.Handle("/mcp", testAuth(b.mcp), Refuse)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -105,7 +105,10 @@ func newMCPSurface(t *testing.T, cfg surfacetest.Config, rev string) *mcpSurface
 	}
 	log := slog.New(slog.DiscardHandler)
 	port := httpserve.New(httpserve.Config{MaxBodyBytes: int64(cfg.Engine.Config().MaxMessageBytes), DrainTimeout: 5 * time.Second}, nil, log)
-	srv := mcpserve.New(cfg.Engine, cfg.Registry, &mcpserve.Options{Logger: log})
+	srv, err := mcpserve.New(cfg.Engine, cfg.Registry, mcpserve.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	port.Handle("/mcp", auth.RequireCredentials(v, log)(srv), mcpserve.Refuse)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -67,7 +67,10 @@ func serve(t *testing.T, specsYAML string, log io.Writer) *client.Client {
 		t.Fatal(err)
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	srv.Register(gs)

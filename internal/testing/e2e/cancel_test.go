@@ -298,7 +298,10 @@ func mountRemote(t testing.TB, reg *tools.Registry) {
 		t.Fatal(err)
 	}
 	reng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
-	rsrv := grpcserve.New(reng, rreg, grpcserve.Config{})
+	rsrv, err := grpcserve.New(reng, rreg, grpcserve.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- rsrv.Serve(ctx, lis) }()

@@ -46,7 +46,10 @@ func Serve(tb testing.TB, reg *tools.Registry, cfg grpcserve.Config, opts ...grp
 func ServeOn(tb testing.TB, lis net.Listener, reg *tools.Registry, cfg grpcserve.Config, opts ...grpc.ServerOption) *Server {
 	tb.Helper()
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	srv := grpcserve.New(eng, reg, cfg)
+	srv, err := grpcserve.New(eng, reg, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ctx, lis, opts...) }()

@@ -45,7 +45,7 @@ func ServerOptions(c auth.ServerConfig, v *auth.Verifier, log *slog.Logger) ([]g
 // Interceptors returns the interceptors that authenticate every RPC but
 // the open ones (health checks and reflection, which probes and tools use
 // unauthenticated) with v, as options for grpc.NewServer or
-// service.Server.Serve; none when v checks nothing. log receives a line
+// grpcserve.Server.Serve; none when v checks nothing. log receives a line
 // for each refused RPC; nil means slog.Default().
 func Interceptors(v *auth.Verifier, log *slog.Logger) []grpc.ServerOption {
 	if !v.Enabled() {

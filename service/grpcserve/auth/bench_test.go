@@ -122,7 +122,10 @@ func benchServe(b *testing.B, opts []grpc.ServerOption, creds credentials.Transp
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	b.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -91,7 +91,10 @@ func run(ctx context.Context) error {
 	deps.Idempotency, deps.Vars = st, st
 	eng := engine.New(cfg, deps)
 	defer eng.Close()
-	srv := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	if err != nil {
+		panic(err)
+	}
 	lis, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
