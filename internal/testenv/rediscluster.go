@@ -37,7 +37,6 @@ func RedisClusterURL(tb testing.TB) string {
 // replicas, each a redis-server on a loopback port with its files in a
 // temporary directory, for tests that kill or fail over its nodes.
 type RedisCluster struct {
-	tb    testing.TB
 	Nodes []*RedisNode
 }
 
@@ -59,7 +58,7 @@ func StartRedisCluster(tb testing.TB) *RedisCluster {
 	tb.Helper()
 	LookPath(tb, "redis-server")
 	cli := LookPath(tb, "redis-cli")
-	c := &RedisCluster{tb: tb}
+	c := &RedisCluster{}
 	tb.Cleanup(c.stop)
 	var addrs []string
 	for i := range 6 {
@@ -81,8 +80,17 @@ func StartRedisCluster(tb testing.TB) *RedisCluster {
 	if out, err := create.CombinedOutput(); err != nil {
 		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
+	// cluster_state:ok can come before every node knows the replicas, and
+	// a replica serves a failover only once it has synced.
 	for _, n := range c.Nodes {
-		waitUntil(tb, "cluster_state:ok on "+n.Addr, func() bool { return n.stateOK() })
+		waitUntil(tb, "cluster_state:ok and 3 replicas on "+n.Addr, func() bool {
+			nodes, err := command(n.Addr, "CLUSTER", "NODES")
+			return err == nil && n.stateOK() && strings.Count(nodes, "slave") == 3
+		})
+		waitUntil(tb, n.Addr+" in sync", func() bool {
+			info, err := command(n.Addr, "INFO", "replication")
+			return err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up"))
+		})
 	}
 	return c
 }
@@ -119,34 +127,34 @@ func (c *RedisCluster) URL() string {
 
 // MasterOf returns the node that serves key's slot now, as a live node
 // sees the cluster.
-func (c *RedisCluster) MasterOf(key string) *RedisNode {
-	c.tb.Helper()
-	n := c.live()
+func (c *RedisCluster) MasterOf(tb testing.TB, key string) *RedisNode {
+	tb.Helper()
+	n := c.live(tb)
 	slot, err := command(n.Addr, "CLUSTER", "KEYSLOT", key)
 	if err != nil {
-		c.tb.Fatal(err)
+		tb.Fatal(err)
 	}
 	s, _ := strconv.Atoi(slot)
-	addr := n.masterOf(c.tb, s)
+	addr := n.masterOf(tb, s)
 	for _, m := range c.Nodes {
 		if m.Addr == addr {
 			return m
 		}
 	}
-	c.tb.Fatalf("slot %d is served by %q, not a node of this cluster", s, addr)
+	tb.Fatalf("slot %d is served by %q, not a node of this cluster", s, addr)
 	return nil
 }
 
 // WaitFailover waits until the cluster serves every slot again with old no
 // longer among its masters (a replica promoted in its place), as every
 // live node sees it.
-func (c *RedisCluster) WaitFailover(old *RedisNode) {
-	c.tb.Helper()
+func (c *RedisCluster) WaitFailover(tb testing.TB, old *RedisNode) {
+	tb.Helper()
 	for _, n := range c.Nodes {
 		if n.cmd == nil {
 			continue
 		}
-		waitUntil(c.tb, n.Addr+" to see "+old.Addr+" replaced", func() bool {
+		waitUntil(tb, n.Addr+" to see "+old.Addr+" replaced", func() bool {
 			nodes, err := command(n.Addr, "CLUSTER", "NODES")
 			if err != nil || !n.stateOK() {
 				return false
@@ -160,6 +168,77 @@ func (c *RedisCluster) WaitFailover(old *RedisNode) {
 			return true
 		})
 	}
+}
+
+// Failover has master's replica take its place by CLUSTER FAILOVER (the
+// graceful kind an operator starts: the replica catches up first, then
+// the old master turns replica and answers MOVED), and waits until the
+// cluster agrees.
+func (c *RedisCluster) Failover(tb testing.TB, master *RedisNode) {
+	tb.Helper()
+	r := c.replicaOf(tb, master)
+	if _, err := command(r.Addr, "CLUSTER", "FAILOVER"); err != nil {
+		tb.Fatal(err)
+	}
+	c.WaitFailover(tb, master)
+}
+
+// WaitReplicated waits until every replica of master has acknowledged all
+// that master has written (INFO replication), so that killing master
+// then loses nothing: Redis replicates asynchronously, and a crash loses
+// what its replica had not yet received.
+func (c *RedisCluster) WaitReplicated(tb testing.TB, master *RedisNode) {
+	tb.Helper()
+	waitUntil(tb, "the replicas of "+master.Addr+" to catch up", func() bool {
+		info, err := command(master.Addr, "INFO", "replication")
+		if err != nil {
+			return false
+		}
+		var offset string
+		replicas := 0
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				offset = v
+			}
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "offset=") {
+				replicas++
+				if !strings.Contains(line, ",offset="+offset+",") {
+					return false
+				}
+			}
+		}
+		return replicas > 0 && offset != ""
+	})
+}
+
+// replicaOf returns a running replica of master.
+func (c *RedisCluster) replicaOf(tb testing.TB, master *RedisNode) *RedisNode {
+	tb.Helper()
+	nodes, err := command(master.Addr, "CLUSTER", "NODES")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var id string
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "myself") {
+			id = f[0]
+		}
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[3] == id && strings.Contains(f[2], "slave") {
+			addr, _, _ := strings.Cut(f[1], "@")
+			for _, n := range c.Nodes {
+				if n.Addr == addr && n.cmd != nil {
+					return n
+				}
+			}
+		}
+	}
+	tb.Fatalf("%s has no running replica:\n%s", master.Addr, nodes)
+	return nil
 }
 
 // Kill ends the node at once (SIGKILL), as a crash would.
@@ -179,13 +258,13 @@ func (c *RedisCluster) stop() {
 }
 
 // live is a node still running.
-func (c *RedisCluster) live() *RedisNode {
+func (c *RedisCluster) live(tb testing.TB) *RedisNode {
 	for _, n := range c.Nodes {
 		if n.cmd != nil {
 			return n
 		}
 	}
-	c.tb.Fatal("no node of the cluster is running")
+	tb.Fatal("no node of the cluster is running")
 	return nil
 }
 

@@ -163,6 +163,13 @@ func (e *lostAnswer) Is(target error) bool {
 	return (target == context.DeadlineExceeded || target == context.Canceled) && errors.Is(e.err, target)
 }
 
+// noAnswer is unanswered, also for a lostAnswer: a command's error can be
+// another's lost answer (the handshake of the connection it was to use).
+func noAnswer(err error) bool {
+	var la *lostAnswer
+	return errors.As(err, &la) || unanswered(err)
+}
+
 // maybeSent tells whether a command that failed with err may have reached
 // the server: anything but a connection never made.
 func maybeSent(err error) bool {
@@ -207,9 +214,13 @@ func (g *nodeGuard) admit(cmds ...goredis.Cmder) (probe bool, err error) {
 // settle records the outcome and makes a lost answer final.
 func (g *nodeGuard) settle(err error, probe bool, cmds ...goredis.Cmder) error {
 	if g.breaker != nil {
-		g.breaker.done(err, probe)
+		raw := err
+		if la := (*lostAnswer)(nil); errors.As(err, &la) {
+			raw = la.err // the breaker judges the failure under it
+		}
+		g.breaker.done(raw, probe)
 	}
-	if !unanswered(err) {
+	if !noAnswer(err) {
 		return err
 	}
 	// CLUSTER SLOTS is the reload's own command: a node that does not
@@ -217,11 +228,12 @@ func (g *nodeGuard) settle(err error, probe bool, cmds ...goredis.Cmder) error {
 	if len(cmds) != 1 || cmds[0].Name() != "cluster" {
 		g.reload()
 	}
-	if !maybeSent(err) || errors.Is(err, context.Canceled) {
+	var la *lostAnswer
+	if errors.As(err, &la) || !maybeSent(err) || errors.Is(err, context.Canceled) {
 		return err
 	}
 	for _, c := range cmds {
-		if ce := c.Err(); ce != nil && unanswered(ce) && maybeSent(ce) {
+		if ce := c.Err(); ce != nil && unanswered(ce) && maybeSent(ce) && !errors.As(ce, &la) {
 			c.SetErr(&lostAnswer{ce})
 		}
 	}
