@@ -70,7 +70,7 @@ func TestClusterFailover(t *testing.T) {
 				<-c.started
 			}
 			id := batchIDOf(t, lb.snapshot())
-			master := cl.MasterOf(t, prefix + "log:{" + id + "}")
+			master := cl.MasterOf(t, prefix+"log:{"+id+"}")
 
 			// Keys whose records live on the same master (store/redis's
 			// layout: the record of key k of caller c's tool t is
