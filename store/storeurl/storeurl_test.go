@@ -2,6 +2,7 @@ package storeurl_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -121,6 +122,27 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Validate(%q) = %v, want nil", tc.url, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("Validate(%q) = %v, want an error containing %q", tc.url, err, tc.want)
+		}
+	}
+}
+
+// TestSchemesDocumented: docs/configuration.md's store row names every
+// kind of URL Validate takes.
+func TestSchemesDocumented(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for line := range strings.Lines(string(page)) {
+		if strings.HasPrefix(line, "| `store` |") {
+			row = line
+		}
+	}
+	for _, u := range []string{"memory", "bolt:///", "redis://", "rediss://", "redis+cluster://", "rediss+cluster://"} {
+		if !strings.Contains(row, "`"+u) {
+			t.Errorf("docs/configuration.md's store row does not name %s URLs:\n%s", u, row)
 		}
 	}
 }
