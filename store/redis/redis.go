@@ -1,5 +1,7 @@
 // Package redis is a store in Redis (github.com/redis/go-redis/v9), so
-// replicas share idempotency records and session variables.
+// replicas share idempotency records and session variables: one Redis, or
+// a Redis Cluster (cluster.go: its URL, redirects and retries; keys.go:
+// the rule that keeps each command's keys in one slot).
 //
 // A record is a hash (fingerprint, owner, state, result) with the record's
 // TTL, beside a lease key that Redis expires itself (SET PX): liveness is
