@@ -11,21 +11,21 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testenv"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // TestReplicasShareARedisCluster: two real "toolwire serve"s on the shared
 // Redis Cluster (--store redis+cluster://…). A detached batch on A is read
 // and cancelled through B; a keyed call run on A is replayed when sent
-// again to B; and the per-caller rate limit is one allowance for both.
+// again to B. (The rate limit shared through the cluster is
+// store/redis's TestTakeRateRedisCluster: a serve's keys have no prefix of
+// the test's own, so an allowance would outlive one run.)
 func TestReplicasShareARedisCluster(t *testing.T) {
 	url := testenv.RedisClusterURL(t)
 	bin := buildToolwire(t)
 	t.Parallel()
 	start := func() *child {
 		return startChild(t, exec.Command(bin, "serve", "--diag", "--listen", "127.0.0.1:0", "--no-workspace",
-			"--store", url, "--batch-lease", "2s", "--rate-per-caller", "0.001", "--rate-burst", "4"))
+			"--store", url, "--batch-lease", "2s"))
 	}
 	a, b := start(), start()
 	waitLog(t, a.log, `"store":"redis-cluster"`)
@@ -84,15 +84,5 @@ func TestReplicasShareARedisCluster(t *testing.T) {
 	again := runBatchOn(t, cb, ctx, calls, func(*toolwirev1.ExecuteBatchResponse) {})
 	if len(first) != 1 || first[0].GetReplayed() || len(again) != 1 || !again[0].GetReplayed() {
 		t.Fatalf("keyed call on A then B: %v then %v; want run, then replayed", first, again)
-	}
-
-	// 3. One rate allowance for both (a burst of 4, then one call in 1000
-	// s): the calls above, 2 on A and 1 on each, spent it, so the next is
-	// refused on either replica.
-	for _, c := range []*client.Client{ca, cb} {
-		_, err = c.ToolService().CallTool(ctx, &toolwirev1.CallToolRequest{Call: client.Call("x", "echo", map[string]string{"text": "over"})})
-		if status.Code(err) != codes.ResourceExhausted {
-			t.Errorf("a fifth call within the burst of 4: %v; want RESOURCE_EXHAUSTED (one allowance for both replicas)", err)
-		}
 	}
 }
