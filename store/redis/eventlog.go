@@ -27,7 +27,7 @@ const DefaultMaxLogEntries = 100_000
 
 // logKeys returns the log's stream, state and lease keys.
 func (s *Store) logKeys(name string) []string {
-	k := s.prefix + "log:{" + name + "}"
+	k := s.tagged("log", name)
 	return []string{k, k + ":m", k + ":lease"}
 }
 

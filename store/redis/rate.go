@@ -38,7 +38,7 @@ func (s *Store) TakeRate(ctx context.Context, key string, n int, perSecond float
 		return 0, fmt.Errorf("redis store: rate %g", perSecond)
 	}
 	interval := 1000 / perSecond
-	res, err := rateScript.Run(ctx, s.c, []string{s.prefix + "rate:{" + key + "}"},
+	res, err := rateScript.Run(ctx, s.c, []string{s.tagged("rate", key)},
 		strconv.FormatFloat(interval, 'f', -1, 64), burst, n).Text()
 	if err != nil {
 		return 0, fmt.Errorf("redis store: rate: %w", err)

@@ -1,5 +1,7 @@
 // Package redis is a store in Redis (github.com/redis/go-redis/v9), so
-// replicas share idempotency records and session variables.
+// replicas share idempotency records and session variables: one Redis, or
+// a Redis Cluster (cluster.go: its URL, redirects and retries; keys.go:
+// the rule that keeps each command's keys in one slot).
 //
 // A record is a hash (fingerprint, owner, state, result) with the record's
 // TTL, beside a lease key that Redis expires itself (SET PX): liveness is
@@ -22,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -69,24 +72,75 @@ type Store struct {
 var _ store.Store = (*Store)(nil)
 
 // Open connects to the Redis server at url (redis://[user:pass@]host:port/db
-// or rediss:// for TLS) and checks that it answers.
+// or rediss:// for TLS), or to the Redis Cluster at
+// redis+cluster://[user:pass@]host:port,host:port,… (rediss+cluster:// for
+// TLS; see ParseClusterURL), and checks that it answers.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
-	o, err := goredis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redis store: %w", err)
+	if strings.ContainsAny(opts.Prefix, "{}") {
+		return nil, fmt.Errorf("redis store: prefix %q: a brace would take over the keys' hash tags", opts.Prefix)
 	}
-	setDefaults(o, url)
-	c := goredis.NewClient(o)
-	if opts.BreakerFailures >= 0 {
-		c.AddHook(newBreaker(cmp.Or(opts.BreakerFailures, 3), cmp.Or(opts.BreakerCooldown, time.Second)))
+	failures := cmp.Or(opts.BreakerFailures, 3)
+	opts.BreakerCooldown = cmp.Or(opts.BreakerCooldown, time.Second)
+	var c goredis.UniversalClient
+	var where string
+	if IsClusterURL(url) {
+		cc, err := openCluster(url, opts, failures)
+		if err != nil {
+			return nil, fmt.Errorf("redis store: %w", err)
+		}
+		c, where = cc, "cluster "+strings.Join(cc.Options().Addrs, ",")
+	} else {
+		o, err := goredis.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redis store: %w", err)
+		}
+		setDefaults(o, url)
+		sc := goredis.NewClient(o)
+		if failures > 0 {
+			sc.AddHook(newBreaker(failures, opts.BreakerCooldown))
+		}
+		c, where = sc, o.Addr
 	}
-	if err := c.Ping(ctx).Err(); err != nil {
+	if err := checkKind(ctx, c); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("redis store %s: %w", o.Addr, err)
+		return nil, fmt.Errorf("redis store %s: %w", where, err)
 	}
 	s := New(c, opts)
 	s.own = true
 	return s, nil
+}
+
+// checkKind pings the server and checks that it is of the kind the URL
+// said: a cluster node reached through redis:// would answer MOVED for
+// most keys, and a single Redis named by redis+cluster:// answers no
+// CLUSTER SLOTS.
+func checkKind(ctx context.Context, c goredis.UniversalClient) error {
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		if err := cc.Ping(ctx).Err(); err != nil {
+			return err
+		}
+		info, err := cc.ClusterInfo(ctx).Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return errors.New("the cluster's state is not ok (CLUSTER INFO): are all its slots served?")
+		}
+		return nil
+	}
+	if err := c.Ping(ctx).Err(); err != nil {
+		return err
+	}
+	info, err := c.Info(ctx, "cluster").Result()
+	if err != nil {
+		// A server that hides INFO (renamed command, ACL) is taken as
+		// what the URL says.
+		return nil
+	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		return errors.New("this server is a Redis Cluster node: name the cluster as redis+cluster://host:port,host:port,…")
+	}
+	return nil
 }
 
 // setDefaults bounds what a client made from url waits for when the URL
@@ -138,7 +192,7 @@ func New(c goredis.UniversalClient, opts Options) *Store {
 
 // keys returns the record's key and its lease's.
 func (s *Store) keys(key string) []string {
-	k := s.prefix + "idem:{" + key + "}"
+	k := s.tagged("idem", key)
 	return []string{k, k + ":lease"}
 }
 
@@ -264,7 +318,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 }
 
 func (s *Store) varKey(scope, name string) string {
-	return s.prefix + "session:{" + scope + "}:" + name
+	return s.tagged("session", scope) + ":" + name
 }
 
 // GetVar implements store.Vars.

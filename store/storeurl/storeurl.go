@@ -1,5 +1,6 @@
 // Package storeurl opens a store.Store from the URL an operator writes in
-// --store: "memory", "bolt:///path/to/file.db" or "redis://host:port/db".
+// --store: "memory", "bolt:///path/to/file.db", "redis://host:port/db" or
+// "redis+cluster://host:port,host:port,…".
 // It lives apart from package store because it imports every backend.
 package storeurl
 
@@ -19,14 +20,16 @@ import (
 // Config is the store setting of serve's config file: the key "store",
 // the flag --store.
 type Config struct {
-	// URL names the store: memory (default), bolt:///path/to/file.db or
-	// redis://host:port/db.
+	// URL names the store: memory (default), bolt:///path/to/file.db,
+	// redis://host:port/db or, for a Redis Cluster,
+	// redis+cluster://host:port,host:port,… (rediss:// and rediss+cluster://
+	// for TLS).
 	URL string `json:"store"`
 }
 
 // Flags registers --store on fs, writing into c.
 func (c *Config) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.URL, "store", c.URL, "idempotency and session `store`: memory, bolt:///path/to/file.db or redis://host:port/db (default memory)")
+	fs.StringVar(&c.URL, "store", c.URL, "idempotency and session `store`: memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,… (default memory)")
 }
 
 // Validate checks that the URL names a kind of store and has that kind's
@@ -39,7 +42,8 @@ func (c Config) Validate() error {
 // Open opens the configured store.
 func (c Config) Open(ctx context.Context) (store.Store, error) { return Open(ctx, c.URL) }
 
-// Kind names the kind of store c opens, for logs: memory, bolt or redis.
+// Kind names the kind of store c opens, for logs: memory, bolt, redis or
+// redis-cluster.
 // The URL itself may hold a password, so it is not for logs.
 func (c Config) Kind() string {
 	scheme, _, ok := strings.Cut(c.URL, ":")
@@ -51,6 +55,8 @@ func (c Config) Kind() string {
 		return "memory"
 	case "rediss":
 		return "redis"
+	case "redis+cluster", "rediss+cluster":
+		return "redis-cluster"
 	}
 	return scheme
 }
@@ -64,18 +70,27 @@ func Open(ctx context.Context, rawURL string) (store.Store, error) {
 	switch kind {
 	case "bolt":
 		return bolt.Open(path, bolt.Options{})
-	case "redis":
+	case "redis", "redis-cluster":
 		return redis.Open(ctx, rawURL, redis.Options{})
 	}
 	return memory.New(memory.Options{}), nil
 }
 
-// parse returns the kind of store rawURL names (memory, bolt or redis) and,
+// parse returns the kind of store rawURL names (memory, bolt, redis or
+// redis-cluster) and,
 // for bolt, the file's path.
 func parse(rawURL string) (kind, path string, err error) {
 	switch rawURL {
 	case "", "memory", "memory:", "memory://":
 		return "memory", "", nil
+	}
+	if redis.IsClusterURL(rawURL) {
+		// Checked whole, as Open will read it (a node list is no URL host
+		// for net/url), so a bad one is refused before anything is opened.
+		if _, err := redis.ParseClusterURL(rawURL); err != nil {
+			return "", "", fmt.Errorf("store: %w", err)
+		}
+		return "redis-cluster", "", nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -95,6 +110,6 @@ func parse(rawURL string) (kind, path string, err error) {
 	case "redis", "rediss":
 		return "redis", "", nil
 	default:
-		return "", "", fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db or redis://host:port/db", rawURL)
+		return "", "", fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,…", rawURL)
 	}
 }

@@ -2,11 +2,13 @@ package storeurl_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store/bolt"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
@@ -64,6 +66,8 @@ func TestOpenErrors(t *testing.T) {
 		{"bolt:///", "want bolt:///path"},
 		{"bolt://" + filepath.Join(t.TempDir(), "no", "such", "dir", "a.db"), "no such file"},
 		{"redis://127.0.0.1:1/0", "redis store"},
+		{"redis+cluster://127.0.0.1:1,127.0.0.1:2", "redis store cluster 127.0.0.1:1,127.0.0.1:2"},
+		{"redis+cluster://127.0.0.1:1/3", "a cluster has one database, 0"},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
 			s, err := storeurl.Open(ctx, tc.url)
@@ -78,6 +82,23 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestOpenCluster: redis+cluster:// opens the store on a real Redis
+// Cluster, which Kind names for logs.
+func TestOpenCluster(t *testing.T) {
+	url := testenv.RedisClusterURL(t)
+	s, err := storeurl.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, ok := s.(*redis.Store); !ok {
+		t.Fatalf("Open(%q) = %T, want *redis.Store", url, s)
+	}
+	if k := (storeurl.Config{URL: "rediss+cluster://u:secret@a:1,b:2"}).Kind(); k != "redis-cluster" {
+		t.Errorf("Kind = %q, want redis-cluster", k)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ url, want string }{
@@ -86,6 +107,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bolt:///var/lib/toolwire.db", ""},
 		{"redis://127.0.0.1:6379/0", ""},
 		{"rediss://redis:6380/0", ""},
+		{"redis+cluster://a:7000,b:7001,c:7002", ""},
+		{"rediss+cluster://user:pass@[::1]:7000,[::1]:7001/0?read_timeout=1s", ""},
+		{"redis+cluster://a:7000,b", `node "b": want host:port`},
+		{"redis+cluster://a:7000?max_redirect=1", "unexpected option"},
 		{"mongodb://x", "unknown kind"},
 		{"bolt://host/file.db", "want bolt:///path"},
 		{"bolt:///", "want bolt:///path"},
@@ -97,6 +122,27 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Validate(%q) = %v, want nil", tc.url, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("Validate(%q) = %v, want an error containing %q", tc.url, err, tc.want)
+		}
+	}
+}
+
+// TestSchemesDocumented: docs/configuration.md's store row names every
+// kind of URL Validate takes.
+func TestSchemesDocumented(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row string
+	for line := range strings.Lines(string(page)) {
+		if strings.HasPrefix(line, "| `store` |") {
+			row = line
+		}
+	}
+	for _, u := range []string{"memory", "bolt:///", "redis://", "rediss://", "redis+cluster://", "rediss+cluster://"} {
+		if !strings.Contains(row, "`"+u) {
+			t.Errorf("docs/configuration.md's store row does not name %s URLs:\n%s", u, row)
 		}
 	}
 }

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store/redis"
+)
+
+// TestClusterFailover: two replicas share a Redis Cluster of their own (3
+// masters, 3 replicas). A detached batch and a batch of keyed calls run on
+// A, their calls blocked, with the batch's event log and the calls'
+// records on one master; that master fails over — gracefully (CLUSTER
+// FAILOVER on its replica: MOVED answers) and then by a crash (SIGKILL: no
+// answers until the cluster promotes the replica) — and the calls finish
+// meanwhile. Nothing is lost: the detached batch ends normally with every
+// call's own result, and every event its client was sent is read back
+// through B (AttachBatch). Nothing runs twice: each call ran once, and the
+// keyed calls sent again to B are replayed.
+func TestClusterFailover(t *testing.T) {
+	cl := testenv.StartRedisCluster(t)
+	for _, tc := range []struct {
+		name string
+		fail func(t *testing.T, master *testenv.RedisNode)
+	}{
+		{"graceful", func(t *testing.T, m *testenv.RedisNode) { cl.Failover(t, m) }},
+		{"crash", func(t *testing.T, m *testenv.RedisNode) {
+			// A crash loses what the replica had not yet received (Redis
+			// replicates asynchronously): this test is about the client
+			// side, so it kills the master once the replica has it all.
+			cl.WaitReplicated(t, m)
+			m.Kill()
+			cl.WaitFailover(t, m)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := fmt.Sprintf("%s%d:", tc.name, time.Now().UnixNano())
+			open := func() *redis.Store {
+				st, err := redis.Open(context.Background(), cl.URL(), redis.Options{Prefix: prefix, BreakerCooldown: 100 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				return st
+			}
+			c := newCounter()
+			c.started = make(chan int, 16)
+			bump := c.tool("bump")
+			bump.Annotations.ReadOnly = true // one lane: the calls run at once
+			replica := func(name string) *testBed {
+				st := open()
+				return newTestBedWith(t, Config{BatchLease: 20 * time.Second}, Deps{Idempotency: st, Vars: st, EventLog: st, Replica: name}, bump)
+			}
+			a, b := replica("a"), replica("b")
+
+			const n = 3
+			detached := &toolwirev1.ExecuteBatchRequest{}
+			for i := range n {
+				detached.Calls = append(detached.Calls, call(fmt.Sprint("d", i), "bump", fmt.Sprintf(`{"n":%d,"wait":true}`, i)))
+			}
+			lb := startDetached(t, as("alice"), a, detached)
+			for range n {
+				<-c.started
+			}
+			id := batchIDOf(t, lb.snapshot())
+			master := cl.MasterOf(t, prefix+"log:{"+id+"}")
+
+			// Keys whose records live on the same master (store/redis's
+			// layout: the record of key k of caller c's tool t is
+			// idem:{"c"/"t"/k}).
+			var keys []string
+			for i := 0; len(keys) < n; i++ {
+				k := fmt.Sprint("k", i)
+				if cl.MasterOf(t, prefix+"idem:{"+strconv.Quote("alice")+"/"+strconv.Quote("bump")+"/"+k+"}") == master {
+					keys = append(keys, k)
+				}
+			}
+			keyedReq := func(prefix string) *toolwirev1.ExecuteBatchRequest {
+				r := &toolwirev1.ExecuteBatchRequest{Options: &toolwirev1.BatchOptions{MaxParallel: n}}
+				for i, k := range keys {
+					r.Calls = append(r.Calls, keyed(fmt.Sprint(prefix, i), "bump", fmt.Sprintf(`{"n":%d,"wait":true}`, 10+i), k))
+				}
+				return r
+			}
+			keyedDone := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+			go func() {
+				events, _ := a.runErr(as("alice"), keyedReq("a"))
+				keyedDone <- events
+			}()
+			for range n {
+				<-c.started
+			}
+
+			tc.fail(t, master)
+			close(c.gate) // the calls finish; their events and records go to the new master
+
+			events, err := drain(lb)
+			if err != nil {
+				t.Fatalf("the detached batch's stream: %v", err)
+			}
+			got := results(t, events)
+			for i := range n {
+				if res := got[fmt.Sprint("d", i)]; res.GetIsError() || text(res) != fmt.Sprintf("ran n=%d (run 1)", i) {
+					t.Errorf("detached call %d: %v; want its own result", i, res)
+				}
+			}
+			if f := finishedOf(events); f.GetSucceeded() != n {
+				t.Fatalf("the detached batch's last event %v; want BatchFinished, %d succeeded", events[len(events)-1], n)
+			}
+			// Every event the client was sent is in the store, in order,
+			// read through the other replica.
+			var again recorder
+			if err := b.e.Attach(as("alice"), id, 0, &again); err != nil {
+				t.Fatalf("Attach on B: %v", err)
+			}
+			if len(again.events) != len(events) {
+				t.Fatalf("Attach on B read %d events, the client was sent %d", len(again.events), len(events))
+			}
+			for i := range events {
+				if !proto.Equal(events[i], again.events[i]) {
+					t.Errorf("event %d: the client was sent %v, the store holds %v", i, events[i], again.events[i])
+				}
+			}
+
+			for i, res := range results(t, <-keyedDone) {
+				if res.GetIsError() {
+					t.Errorf("keyed call %s: %v", i, res)
+				}
+			}
+			// What A could not write while the master was gone, it writes
+			// once the new one answers.
+			waitFor(t, func() bool { return a.e.Stats().HeldRecords == 0 })
+			resent := results(t, b.runAs(t, "alice", keyedReq("b")))
+			for i := range n {
+				if res := resent[fmt.Sprint("b", i)]; !res.GetReplayed() {
+					t.Errorf("keyed call %d sent again to B: %v; want it replayed", i, res)
+				}
+			}
+			for i := range n {
+				if runs := c.count(i); runs != 1 {
+					t.Errorf("detached call %d ran %d times, want 1", i, runs)
+				}
+				if runs := c.count(10 + i); runs != 1 {
+					t.Errorf("keyed call %d ran %d times, want 1", i, runs)
+				}
+			}
+		})
+	}
+}

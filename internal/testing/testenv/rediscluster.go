@@ -1,0 +1,357 @@
+package testenv
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// RedisClusterAddrsVar names the environment variable that gives tests the
+// seed addresses (host:port,host:port,…) of a real Redis Cluster they may
+// use; .ci/run starts one of 3 masters and 3 replicas.
+const RedisClusterAddrsVar = "TOOLWIRE_TEST_REDIS_CLUSTER_ADDRS"
+
+// RedisClusterURL returns the redis+cluster:// URL of the shared Redis
+// Cluster tests may use, or reports it Missing. Tests that stop or fail
+// over nodes start their own (StartRedisCluster) and leave this one be.
+func RedisClusterURL(tb testing.TB) string {
+	tb.Helper()
+	addrs := os.Getenv(RedisClusterAddrsVar)
+	if addrs == "" {
+		Missing(tb, "a Redis Cluster ("+RedisClusterAddrsVar+")")
+	}
+	return "redis+cluster://" + addrs
+}
+
+// RedisCluster is a Redis Cluster of a test's own: 3 masters and 3
+// replicas, each a redis-server on a loopback port with its files in a
+// temporary directory, for tests that kill or fail over its nodes.
+type RedisCluster struct {
+	Nodes []*RedisNode
+}
+
+// RedisNode is one redis-server of a RedisCluster.
+type RedisNode struct {
+	Addr string
+	cmd  *exec.Cmd
+}
+
+// nodeTimeout is the test cluster's cluster-node-timeout: how long a node
+// must not answer before the others fail it over. Short, so a test waits
+// little; long enough that a busy machine does not fail nodes over itself.
+const nodeTimeout = 2 * time.Second
+
+// StartRedisCluster starts a cluster of 3 masters and 3 replicas (skipping
+// as Missing without redis-server and redis-cli), waits until it serves
+// every slot, and stops its nodes when the test ends.
+func StartRedisCluster(tb testing.TB) *RedisCluster {
+	tb.Helper()
+	LookPath(tb, "redis-server")
+	cli := LookPath(tb, "redis-cli")
+	c := &RedisCluster{}
+	tb.Cleanup(c.stop)
+	var addrs []string
+	for i := range 6 {
+		dir := filepath.Join(tb.TempDir(), strconv.Itoa(i))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			tb.Fatal(err)
+		}
+		n, err := startNode(dir)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.Nodes = append(c.Nodes, n)
+		addrs = append(addrs, n.Addr)
+	}
+	for _, n := range c.Nodes {
+		waitUntil(tb, "redis-server on "+n.Addr+" to answer PING", func() bool { pong, err := command(n.Addr, "PING"); return err == nil && pong == "PONG" })
+	}
+	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...)
+	if out, err := create.CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	// cluster_state:ok can come before every node knows the replicas, and
+	// a replica serves a failover only once it has synced.
+	for _, n := range c.Nodes {
+		waitUntil(tb, "cluster_state:ok and 3 replicas on "+n.Addr, func() bool {
+			nodes, err := command(n.Addr, "CLUSTER", "NODES")
+			return err == nil && n.stateOK() && strings.Count(nodes, "slave") == 3
+		})
+		waitUntil(tb, n.Addr+" in sync", func() bool {
+			info, err := command(n.Addr, "INFO", "replication")
+			return err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up"))
+		})
+	}
+	return c
+}
+
+// startNode starts one cluster-enabled redis-server in dir, on a free port.
+func startNode(dir string) (*RedisNode, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--cluster-node-timeout", strconv.Itoa(int(nodeTimeout.Milliseconds())),
+		// A replica takes over however long it was apart from its master.
+		"--cluster-replica-validity-factor", "0",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &RedisNode{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}, nil
+}
+
+// URL is the cluster's redis+cluster:// URL, naming every node.
+func (c *RedisCluster) URL() string {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	return "redis+cluster://" + strings.Join(addrs, ",")
+}
+
+// MasterOf returns the node that serves key's slot now, as a live node
+// sees the cluster.
+func (c *RedisCluster) MasterOf(tb testing.TB, key string) *RedisNode {
+	tb.Helper()
+	n := c.live(tb)
+	slot, err := command(n.Addr, "CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, _ := strconv.Atoi(slot)
+	addr := n.masterOf(tb, s)
+	for _, m := range c.Nodes {
+		if m.Addr == addr {
+			return m
+		}
+	}
+	tb.Fatalf("slot %d is served by %q, not a node of this cluster", s, addr)
+	return nil
+}
+
+// WaitFailover waits until the cluster serves every slot again with old no
+// longer among its masters (a replica promoted in its place), as every
+// live node sees it.
+func (c *RedisCluster) WaitFailover(tb testing.TB, old *RedisNode) {
+	tb.Helper()
+	for _, n := range c.Nodes {
+		if n.cmd == nil {
+			continue
+		}
+		waitUntil(tb, n.Addr+" to see "+old.Addr+" replaced", func() bool {
+			nodes, err := command(n.Addr, "CLUSTER", "NODES")
+			if err != nil || !n.stateOK() {
+				return false
+			}
+			for _, line := range strings.Split(nodes, "\n") {
+				f := strings.Fields(line)
+				if len(f) > 8 && strings.HasPrefix(f[1], old.Addr+"@") && strings.Contains(f[2], "master") && !strings.Contains(f[2], "fail") {
+					return false // still a master with slots the others trust
+				}
+			}
+			return true
+		})
+	}
+}
+
+// Failover has master's replica take its place by CLUSTER FAILOVER (the
+// graceful kind an operator starts: the replica catches up first, then
+// the old master turns replica and answers MOVED), and waits until the
+// cluster agrees.
+func (c *RedisCluster) Failover(tb testing.TB, master *RedisNode) {
+	tb.Helper()
+	r := c.replicaOf(tb, master)
+	if _, err := command(r.Addr, "CLUSTER", "FAILOVER"); err != nil {
+		tb.Fatal(err)
+	}
+	c.WaitFailover(tb, master)
+}
+
+// WaitReplicated waits until every replica of master has acknowledged all
+// that master has written (INFO replication), so that killing master
+// then loses nothing: Redis replicates asynchronously, and a crash loses
+// what its replica had not yet received.
+func (c *RedisCluster) WaitReplicated(tb testing.TB, master *RedisNode) {
+	tb.Helper()
+	waitUntil(tb, "the replicas of "+master.Addr+" to catch up", func() bool {
+		info, err := command(master.Addr, "INFO", "replication")
+		if err != nil {
+			return false
+		}
+		var offset string
+		replicas := 0
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				offset = v
+			}
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "offset=") {
+				replicas++
+				if !strings.Contains(line, ",offset="+offset+",") {
+					return false
+				}
+			}
+		}
+		return replicas > 0 && offset != ""
+	})
+}
+
+// replicaOf returns a running replica of master.
+func (c *RedisCluster) replicaOf(tb testing.TB, master *RedisNode) *RedisNode {
+	tb.Helper()
+	nodes, err := command(master.Addr, "CLUSTER", "NODES")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var id string
+	for _, line := range strings.Split(nodes, "\n") {
+		if f := strings.Fields(line); len(f) > 2 && strings.Contains(f[2], "myself") {
+			id = f[0]
+		}
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[3] == id && strings.Contains(f[2], "slave") {
+			addr, _, _ := strings.Cut(f[1], "@")
+			for _, n := range c.Nodes {
+				if n.Addr == addr && n.cmd != nil {
+					return n
+				}
+			}
+		}
+	}
+	tb.Fatalf("%s has no running replica:\n%s", master.Addr, nodes)
+	return nil
+}
+
+// Kill ends the node at once (SIGKILL), as a crash would.
+func (n *RedisNode) Kill() {
+	if n.cmd == nil {
+		return
+	}
+	n.cmd.Process.Kill()
+	n.cmd.Wait()
+	n.cmd = nil
+}
+
+func (c *RedisCluster) stop() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+}
+
+// live is a node still running.
+func (c *RedisCluster) live(tb testing.TB) *RedisNode {
+	for _, n := range c.Nodes {
+		if n.cmd != nil {
+			return n
+		}
+	}
+	tb.Fatal("no node of the cluster is running")
+	return nil
+}
+
+// stateOK tells whether the node says cluster_state:ok.
+func (n *RedisNode) stateOK() bool {
+	info, err := command(n.Addr, "CLUSTER", "INFO")
+	return err == nil && strings.Contains(info, "cluster_state:ok")
+}
+
+// masterOf reads CLUSTER NODES on n for the address of slot's master.
+func (n *RedisNode) masterOf(tb testing.TB, slot int) string {
+	tb.Helper()
+	nodes, err := command(n.Addr, "CLUSTER", "NODES")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 9 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		for _, r := range f[8:] {
+			lo, hi, ok := strings.Cut(r, "-")
+			if !ok {
+				hi = lo
+			}
+			a, err1 := strconv.Atoi(lo)
+			b, err2 := strconv.Atoi(hi)
+			if err1 == nil && err2 == nil && a <= slot && slot <= b {
+				addr, _, _ := strings.Cut(f[1], "@")
+				return addr
+			}
+		}
+	}
+	tb.Fatalf("no master serves slot %d:\n%s", slot, nodes)
+	return ""
+}
+
+// command sends one command to addr and returns its answer: a status,
+// an integer or a bulk string, as text; an error reply is an error.
+func command(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	req := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		req += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(req)); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	switch {
+	case line == "":
+		return "", errors.New("empty reply")
+	case line[0] == '+', line[0] == ':':
+		return line[1:], nil
+	case line[0] == '-':
+		return "", fmt.Errorf("%s %v: %s", addr, args, line[1:])
+	case line[0] == '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", fmt.Errorf("%s %v: reply %q", addr, args, line)
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return "", fmt.Errorf("%s %v: reply %q", addr, args, line)
+}
+
+// waitFor polls cond every 20 ms, failing the test after a minute.
+func waitUntil(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			tb.Fatalf("waited a minute for %s", what)
+		}
+	}
+}

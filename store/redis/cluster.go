@@ -1,0 +1,269 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	neturl "net/url"
+	"strconv"
+	"strings"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// A Redis Cluster is named by redis+cluster:// (rediss+cluster:// for TLS)
+// and a list of seed nodes: redis+cluster://[user:pass@]host:port,host:port
+// [?query]. The client (go-redis's ClusterClient) learns the rest of the
+// cluster from them, so one live seed is enough to start.
+//
+// Which of go-redis's cluster retries a store keeps:
+//
+//   - MOVED and ASK are followed (MaxRedirects, go-redis's default 3, or the
+//     URL's max_redirects), and so are CLUSTERDOWN, TRYAGAIN, LOADING and
+//     READONLY (a master turned replica by a failover): each is the server's
+//     word that it did not run the command, so sending it elsewhere cannot
+//     run it twice.
+//   - A connection that could not be made (dial) is tried again: nothing was
+//     sent.
+//   - A command that was written and got no answer (a timeout, a connection
+//     reset or closed) is never sent again: it may have run, and a script
+//     run twice appends an event twice or takes a rate twice. go-redis would
+//     resend it to the same node and then another; nodeGuard stops that,
+//     as MaxRetries -1 does for a single Redis. The caller, which knows
+//     whether the operation may be repeated, decides.
+//
+// Each node has a breaker of its own (nodeGuard): a dead master fails its
+// own slots' commands at once while the other masters' are served. A node
+// that does not answer also makes the client reload the cluster's layout
+// (CLUSTER SLOTS), so that a replica promoted in a dead master's place is
+// used as soon as the cluster has promoted it: a dead master answers no
+// MOVED, and go-redis would otherwise learn of the change only on its
+// periodic reload (every 60 s).
+
+// Schemes of a cluster's URL.
+const (
+	clusterScheme    = "redis+cluster"
+	clusterTLSScheme = "rediss+cluster"
+)
+
+// IsClusterURL tells whether url names a Redis Cluster.
+func IsClusterURL(url string) bool {
+	scheme, _, _ := strings.Cut(url, "://")
+	return scheme == clusterScheme || scheme == clusterTLSScheme
+}
+
+// ParseClusterURL reads redis+cluster://[user:pass@]host:port[,host:port…][/0][?query]
+// (rediss+cluster:// for TLS) into go-redis's cluster options, with the
+// store's defaults for what the query does not set. The query takes
+// go-redis's cluster parameters (read_timeout, max_redirects, …); a path
+// may only name database 0, the one database a cluster has.
+func ParseClusterURL(url string) (*goredis.ClusterOptions, error) {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok || (scheme != clusterScheme && scheme != clusterTLSScheme) {
+		return nil, fmt.Errorf("not a cluster URL: want %s://host:port,host:port,…", clusterScheme)
+	}
+	auth, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		auth, tail = rest[:i], rest[i:]
+	}
+	user, hosts := "", auth
+	if i := strings.LastIndex(auth, "@"); i >= 0 {
+		user, hosts = auth[:i+1], auth[i+1:]
+	}
+	if hosts == "" {
+		return nil, fmt.Errorf("%s://: no nodes; want %s://host:port,host:port,…", scheme, scheme)
+	}
+	var addrs []string
+	for _, a := range strings.Split(hosts, ",") {
+		h, p, err := net.SplitHostPort(a)
+		if err != nil || h == "" {
+			return nil, fmt.Errorf("%s://: node %q: want host:port", scheme, a)
+		}
+		if n, err := strconv.Atoi(p); err != nil || n <= 0 || n > 65535 {
+			return nil, fmt.Errorf("%s://: node %q: the port must be a number from 1 to 65535", scheme, a)
+		}
+		addrs = append(addrs, a)
+	}
+	// The rest is an ordinary URL on the first node, which go-redis reads.
+	u, err := neturl.Parse(strings.TrimSuffix(scheme, "+cluster") + "://" + user + addrs[0] + tail)
+	if err != nil {
+		return nil, err
+	}
+	switch strings.Trim(u.Path, "/") {
+	case "", "0":
+	default:
+		return nil, fmt.Errorf("%s://: path %q: a cluster has one database, 0", scheme, u.Path)
+	}
+	u.Path, u.RawPath, u.Fragment = "", "", ""
+	q := u.Query()
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	u.RawQuery = q.Encode()
+	o, err := goredis.ParseClusterURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	setClusterDefaults(o, q)
+	return o, nil
+}
+
+// setClusterDefaults gives a cluster's client the timeouts setDefaults
+// gives a single Redis's, for the same reasons. MaxRetries is per node:
+// go-redis's cluster default, -1, is kept unless the URL sets it.
+func setClusterDefaults(o *goredis.ClusterOptions, q neturl.Values) {
+	o.ContextTimeoutEnabled = true
+	if !q.Has("read_timeout") {
+		o.ReadTimeout = defaultReadTimeout
+	}
+	if !q.Has("write_timeout") {
+		o.WriteTimeout = o.ReadTimeout
+	}
+	if !q.Has("dial_timeout") {
+		o.DialTimeout = defaultDialTimeout
+	}
+	if !q.Has("pool_timeout") {
+		o.PoolTimeout = o.ReadTimeout
+	}
+	if !q.Has("max_retries") {
+		o.MaxRetries = -1
+	}
+}
+
+// openCluster makes the client of the cluster url names, each node guarded
+// as the package's comment says.
+func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient, error) {
+	o, err := ParseClusterURL(url)
+	if err != nil {
+		return nil, err
+	}
+	c := goredis.NewClusterClient(o)
+	c.OnNewNode(func(node *goredis.Client) {
+		g := &nodeGuard{reload: func() { c.ReloadState(context.Background()) }}
+		if failures > 0 {
+			g.breaker = newBreaker(failures, opts.BreakerCooldown)
+		}
+		node.AddHook(g)
+	})
+	return c, nil
+}
+
+// lostAnswer is the error of a command that was sent and got no answer,
+// so whether it ran is unknown. It does not unwrap to the network error
+// under it, so go-redis's cluster client does not take it for one it may
+// send again; context errors still match errors.Is.
+type lostAnswer struct{ err error }
+
+func (e *lostAnswer) Error() string {
+	return "no answer, so whether the command ran is unknown (it is not sent again): " + e.err.Error()
+}
+
+func (e *lostAnswer) Is(target error) bool {
+	return (target == context.DeadlineExceeded || target == context.Canceled) && errors.Is(e.err, target)
+}
+
+// noAnswer is unanswered, also for a lostAnswer: a command's error can be
+// another's lost answer (the handshake of the connection it was to use).
+func noAnswer(err error) bool {
+	var la *lostAnswer
+	return errors.As(err, &la) || unanswered(err)
+}
+
+// maybeSent tells whether a command that failed with err may have reached
+// the server: anything but a connection never made.
+func maybeSent(err error) bool {
+	var op *net.OpError
+	return !(errors.As(err, &op) && op.Op == "dial")
+}
+
+// nodeGuard is the hook on each node's client of a cluster: its breaker,
+// the layout's reload when the node does not answer, and the rule that a
+// command whose answer was lost is not sent again.
+type nodeGuard struct {
+	breaker *breaker // nil: none
+	reload  func()
+}
+
+var _ goredis.Hook = (*nodeGuard)(nil)
+
+// DialHook implements goredis.Hook.
+func (g *nodeGuard) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+// admit tells whether cmds may go to the node now: not when one of them
+// already lost its answer (this is go-redis resending it) or the breaker
+// is open. It returns the error to give them when not.
+func (g *nodeGuard) admit(cmds ...goredis.Cmder) (probe bool, err error) {
+	for _, c := range cmds {
+		var la *lostAnswer
+		if errors.As(c.Err(), &la) {
+			return false, la
+		}
+	}
+	if g.breaker == nil {
+		return false, nil
+	}
+	ok, probe := g.breaker.allow()
+	if !ok {
+		g.reload()
+		return false, errOpen
+	}
+	return probe, nil
+}
+
+// settle records the outcome and makes a lost answer final.
+func (g *nodeGuard) settle(err error, probe bool, cmds ...goredis.Cmder) error {
+	if g.breaker != nil {
+		raw := err
+		if la := (*lostAnswer)(nil); errors.As(err, &la) {
+			raw = la.err // the breaker judges the failure under it
+		}
+		g.breaker.done(raw, probe)
+	}
+	if !noAnswer(err) {
+		return err
+	}
+	// CLUSTER SLOTS is the reload's own command: a node that does not
+	// answer it must not start another reload.
+	if len(cmds) != 1 || cmds[0].Name() != "cluster" {
+		g.reload()
+	}
+	var la *lostAnswer
+	if errors.As(err, &la) || !maybeSent(err) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	for _, c := range cmds {
+		if ce := c.Err(); ce != nil && unanswered(ce) && maybeSent(ce) && !errors.As(ce, &la) {
+			c.SetErr(&lostAnswer{ce})
+		}
+	}
+	return &lostAnswer{err}
+}
+
+// ProcessHook implements goredis.Hook.
+func (g *nodeGuard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		probe, err := g.admit(cmd)
+		if err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return g.settle(next(ctx, cmd), probe, cmd)
+	}
+}
+
+// ProcessPipelineHook implements goredis.Hook. go-redis decides to resend
+// a pipeline's commands before this hook sees their errors, so the resend
+// is refused when it comes back through admit.
+func (g *nodeGuard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		probe, err := g.admit(cmds...)
+		if err != nil {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return g.settle(next(ctx, cmds), probe, cmds...)
+	}
+}
