@@ -209,7 +209,8 @@ func (s *serveRun) buildSurfaces() ([]listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.log.Info("serving tools", "tools", s.reg.Snapshot().Names(), "revision", s.reg.Snapshot().Revision())
+	snap := s.reg.Snapshot()
+	s.log.Info("serving tools", append(toolNames(snap.Names()), "revision", snap.Revision())...)
 	svcCfg := s.cfg.ServiceConfig
 	s.tel.apply(&svcCfg)
 	// The read-only server view (AdminService), on both ports.
@@ -266,4 +267,18 @@ func (s *serveRun) grpcPort(srv *grpcserve.Server, opts []grpc.ServerOption) (li
 	}
 	s.log.Info("toolwire listening on "+lis.Addr().String(), "addr", lis.Addr().String())
 	return listener{lis: lis, srv: grpcServer{srv, opts}}, nil
+}
+
+// loggedToolNames is the most tool names one log line lists: a catalog of
+// thousands would make the line megabytes long; `toolwire tools` lists them.
+const loggedToolNames = 100
+
+// toolNames are the log attributes naming names: how many, the first
+// loggedToolNames of them, and how many the line leaves out.
+func toolNames(names []string) []any {
+	attrs := []any{"count", len(names)}
+	if len(names) <= loggedToolNames {
+		return append(attrs, "tools", names)
+	}
+	return append(attrs, "tools", names[:loggedToolNames], "more", len(names)-loggedToolNames)
 }

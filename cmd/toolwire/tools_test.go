@@ -34,6 +34,26 @@ func TestToolsLargeCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startServe(t, "--config", writeFile(t, "toolwire.yaml", string(b)))
+	// The log names the first tools and counts the rest, rather than a
+	// line as long as the catalog.
+	seen := false
+	for line := range strings.Lines(s.stderr.String()) {
+		var l struct {
+			Msg         string
+			Count, More int
+			Tools       []string
+		}
+		if json.Unmarshal([]byte(line), &l) != nil || l.Msg != "serving tools" {
+			continue
+		}
+		seen = true
+		if l.Count < 1200 || len(l.Tools) != loggedToolNames || l.More != l.Count-loggedToolNames || len(line) > 4096 {
+			t.Errorf("the serving tools line (%d bytes) does not count and cap the names: count %d, %d named, more %d", len(line), l.Count, len(l.Tools), l.More)
+		}
+	}
+	if !seen {
+		t.Error("serve logged no serving tools line")
+	}
 
 	got := runCmd(t, s.addr, "tools")
 	if got.err != nil {
