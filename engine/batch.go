@@ -212,6 +212,11 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 	return b
 }
 
+// alone reports whether the batch is one call that ends with its stream
+// (not detached), whose end may then end the batch: the call's context is
+// the batch's (see callRun.run).
+func (b *batch) alone() bool { return len(b.calls) == 1 && !b.detached }
+
 // accepted is the batch's first event.
 func (b *batch) accepted() *toolwirev1.ExecuteBatchResponse {
 	if len(b.req.GetCalls()) == 1 {

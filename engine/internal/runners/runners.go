@@ -37,11 +37,22 @@ func (p *Pool) Go(f func()) {
 
 func (p *Pool) loop(f func()) {
 	defer p.live.Add(-1)
-	idle := time.NewTimer(p.idle)
-	defer idle.Stop()
+	// The idle timer is made when the runner first goes idle, not before:
+	// a runner busy with a call that waits (most of the calls in flight
+	// on a busy server) holds no timer.
+	var idle *time.Timer
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
 	for {
 		f()
-		idle.Reset(p.idle)
+		if idle == nil {
+			idle = time.NewTimer(p.idle)
+		} else {
+			idle.Reset(p.idle)
+		}
 		select {
 		case f = <-p.work:
 		case <-idle.C:
