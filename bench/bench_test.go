@@ -183,12 +183,12 @@ func BenchmarkMCP(b *testing.B) {
 	}
 }
 
-// BenchmarkMCPRatios runs the command's MCP measurement alone (the paths
+// BenchmarkGatewayRatios runs the command's MCP measurement alone (the paths
 // alternating in blocks) and reports each path's p50 against its direct
 // call:
 //
-//	go test -run NONE -bench MCPRatios -benchtime 1x ./bench
-func BenchmarkMCPRatios(b *testing.B) {
+//	go test -run NONE -bench GatewayRatios -benchtime 1x ./bench
+func BenchmarkGatewayRatios(b *testing.B) {
 	e, err := newEnv(context.Background())
 	if err != nil {
 		b.Fatal(err)
