@@ -14,6 +14,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	serveStdioIfAsked() // the stdio MCP server the measurements start is this binary
 	goleak.VerifyTestMain(m,
 		// net/http's idle connections end on their own after the clients close.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
@@ -61,8 +62,9 @@ func TestMeasure(t *testing.T) {
 	if len(rep.Sizes) != len(tinyScale.Sizes) || rep.Sizes[1].PerCall <= 0 {
 		t.Errorf("sizes: %+v", rep.Sizes)
 	}
-	if g := rep.Gateway; g.Direct.P50 <= 0 || g.Forwarded.P50 <= 0 || g.Surface.P50 <= 0 {
-		t.Errorf("gateway: %+v, want the direct, the forwarded and the surface's call timed", g)
+	if g := rep.Gateway; g.Direct.P50 <= 0 || g.Forwarded.P50 <= 0 || g.Surface.P50 <= 0 ||
+		g.StdioDirect.P50 <= 0 || g.StdioForwarded.P50 <= 0 || g.StdioSurface.P50 <= 0 {
+		t.Errorf("gateway: %+v, want the direct, the forwarded and the surface's call timed, over HTTP and stdio", g)
 	}
 	if len(rep.Detach) < 2 {
 		t.Fatalf("detach: %+v, want memory and bolt rows", rep.Detach)
@@ -72,8 +74,8 @@ func TestMeasure(t *testing.T) {
 			t.Errorf("detach: %+v, want both timed, and an attachment on every store but bolt", d)
 		}
 	}
-	if got := len(rep.targets()); got != 9 {
-		t.Errorf("%d targets checked, want 9", got)
+	if got := len(rep.targets()); got != 10 {
+		t.Errorf("%d targets checked, want 10", got)
 	}
 }
 
@@ -87,7 +89,8 @@ func TestRunWritesOutputs(t *testing.T) {
 	var table bytes.Buffer
 	rep.print(&table)
 	for _, want := range []string{"grpc-unary", "toolwire", "toolwire-calltool", "toolwire-connect", "mcp", "sleep_unsafe", "cancel → stream closed", "1.5× bare unary", "8 KiB", "toolwire → mcp", "1.3× direct",
-		"CallTool p50 ≤ 1.3× bare unary", "CallTool throughput ≥ 0.75× bare unary", "toolwire /mcp", "1.0× the go-sdk"} {
+		"CallTool p50 ≤ 1.3× bare unary", "CallTool throughput ≥ 0.75× bare unary", "toolwire /mcp", "1.0× the go-sdk",
+		"mcp stdio direct", "toolwire → mcp stdio", "MCP client → /mcp → mcp stdio", "2.5× direct stdio"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -143,5 +146,65 @@ func TestQuickWritesNoFiles(t *testing.T) {
 	}
 	if o, _ := parseArgs([]string{"--quick"}, &bytes.Buffer{}); o.scale.Serial != quickScale.Serial {
 		t.Errorf("--quick runs at scale %+v; want the quick scale", o.scale)
+	}
+}
+
+// BenchmarkMCP times each MCP path of the bench alone, for profiles
+// (-cpuprofile, -memprofile); the command's own measurement alternates
+// them, for ratios:
+//
+//	go test -run NONE -bench MCP/surface-stdio -cpuprofile cpu.out ./bench
+func BenchmarkMCP(b *testing.B) {
+	e, err := newEnv(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	for _, s := range []struct {
+		name string
+		call func(context.Context) error
+	}{
+		{"direct-http", e.mcpEcho},
+		{"forwarded-http", e.gatewayEcho},
+		{"surface", e.surfaceEcho},
+		{"direct-stdio", e.stdioEcho},
+		{"forwarded-stdio", e.gatewayStdioEcho},
+		{"surface-stdio", e.surfaceStdioEcho},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.call(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGatewayRatios runs the command's MCP measurement alone (the paths
+// alternating in blocks) and reports each path's p50 against its direct
+// call:
+//
+//	go test -run NONE -bench GatewayRatios -benchtime 1x ./bench
+func BenchmarkGatewayRatios(b *testing.B) {
+	e, err := newEnv(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	for b.Loop() {
+		var rep report
+		if err := measureGateway(context.Background(), e, scale{Serial: 3000}, &rep); err != nil {
+			b.Fatal(err)
+		}
+		g := rep.Gateway
+		b.ReportMetric(float64(g.StdioDirect.P50.Microseconds()), "stdio-direct-µs")
+		b.ReportMetric(float64(g.StdioSurface.P50)/float64(g.StdioDirect.P50), "mcp-in-front-of-stdio/direct")
+		b.ReportMetric(float64(g.StdioForwarded.P50)/float64(g.StdioDirect.P50), "grpc-to-stdio/direct")
+		b.ReportMetric(float64(g.Direct.P50.Microseconds()), "http-direct-µs")
+		b.ReportMetric(float64(g.Forwarded.P50)/float64(g.Direct.P50), "grpc-to-http/direct")
+		b.ReportMetric(float64(g.Surface.P50)/float64(g.Direct.P50), "surface/sdk-server")
 	}
 }

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -45,7 +47,8 @@ type env struct {
 	httpSrv *http.Server
 	mcpURL  string
 	mcp     *mcp.ClientSession
-	gw      *mcpsource.Gateway // offers the MCP server's tools in toolwire's registry
+	stdio   *mcp.ClientSession // the same echo served over stdio by a child process
+	gw      *mcpsource.Gateway // offers both MCP servers' tools in toolwire's registry
 
 	// toolwire's own MCP surface (/mcp) on the engine of srv, and a go-sdk
 	// client of it speaking 2026-07-28.
@@ -126,6 +129,9 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	if err := e.startMCP(ctx); err != nil {
 		return nil, err
 	}
+	if err := e.startStdio(ctx); err != nil {
+		return nil, err
+	}
 	if err := e.startGateway(ctx, reg); err != nil {
 		return nil, err
 	}
@@ -138,23 +144,34 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	return e, nil
 }
 
-// startGateway has toolwire's MCP gateway offer the MCP server's echo in
-// reg, as mcp_echo, and waits until it does.
+// startGateway has toolwire's MCP gateway offer the echo of the MCP
+// server over streamable HTTP in reg, as mcp_echo, and that of a second
+// process of the stdio MCP server, as stdio_echo, and waits until it does.
 func (e *env) startGateway(ctx context.Context, reg *tools.Registry) error {
+	exe, err := stdioCommand()
+	if err != nil {
+		return err
+	}
 	e.gw = mcpsource.New(reg, nil)
-	if err := e.gw.Sync(ctx, []mcpsource.ServerConfig{{Name: "mcp", URL: e.mcpURL}}); err != nil {
+	if err := e.gw.Sync(ctx, []mcpsource.ServerConfig{
+		{Name: "mcp", URL: e.mcpURL},
+		{Name: "stdio", Command: exe, Env: map[string]string{stdioEnv: "1"}},
+	}); err != nil {
 		return err
 	}
 	limit := time.After(30 * time.Second)
 	for {
 		changed := reg.Changed()
-		if _, ok := reg.Snapshot().Lookup(gatewayTool); ok {
+		snap := reg.Snapshot()
+		_, http := snap.Lookup(gatewayTool)
+		_, stdio := snap.Lookup(gatewayStdioTool)
+		if http && stdio {
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-limit:
-			return errors.New("the MCP gateway did not offer " + gatewayTool + " within 30s")
+			return errors.New("the MCP gateway did not offer " + gatewayTool + " and " + gatewayStdioTool + " within 30s")
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -177,17 +194,7 @@ func serve(gs *grpc.Server) (*grpc.ClientConn, error) {
 // startMCP serves the echo tool with the MCP go-sdk over streamable HTTP,
 // stateless with JSON responses (its fastest mode), and connects a client.
 func (e *env) startMCP(ctx context.Context) error {
-	type echoIn struct {
-		Text string `json:"text" jsonschema:"the text to return"`
-	}
-	type echoOut struct {
-		Text string `json:"text"`
-	}
-	server := mcp.NewServer(&mcp.Implementation{Name: "bench", Version: "v1"}, nil)
-	mcp.AddTool(server, &mcp.Tool{Name: "echo", Description: "Returns the given text unchanged."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
-			return nil, echoOut(in), nil
-		})
+	server := echoServer()
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -269,6 +276,9 @@ func (e *env) close() {
 	}
 	if e.mcp != nil {
 		_ = e.mcp.Close()
+	}
+	if e.stdio != nil {
+		_ = e.stdio.Close()
 	}
 	if e.httpSrv != nil {
 		_ = e.httpSrv.Close()
@@ -368,23 +378,30 @@ func (e *env) connectEcho(ctx context.Context) error {
 // gatewayEcho calls the MCP server's echo through toolwire: a one-call
 // batch of the tool the gateway forwards to it.
 func (e *env) gatewayEcho(ctx context.Context) error {
-	_, err := e.batch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: gatewayTool, Arguments: echoArgs}}})
+	_, err := e.batch(ctx, oneCall(gatewayTool))
 	return err
+}
+
+// oneCall is a batch of one call of tool with echo's arguments.
+func oneCall(tool string) *toolwirev1.ExecuteBatchRequest {
+	return &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: tool, Arguments: echoArgs}}}
 }
 
 // surfaceEcho calls echo through toolwire's /mcp.
 func (e *env) surfaceEcho(ctx context.Context) error {
-	res, err := e.surfaceMCP.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
-	if err == nil && res.IsError {
-		err = errors.New("toolwire /mcp echo returned an error result")
-	}
-	return err
+	return mcpCall(ctx, e.surfaceMCP, "echo")
 }
 
 func (e *env) mcpEcho(ctx context.Context) error {
-	res, err := e.mcp.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "hello"}})
+	return mcpCall(ctx, e.mcp, "echo")
+}
+
+// mcpCall calls tool with echo's arguments through cs; an error result is
+// an error.
+func mcpCall(ctx context.Context, cs *mcp.ClientSession, tool string) error {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": "hello"}})
 	if err == nil && res.IsError {
-		err = errors.New("mcp echo returned an error result")
+		err = fmt.Errorf("MCP call of %s returned an error result: %s", tool, errorText(res))
 	}
 	return err
 }
@@ -412,4 +429,15 @@ func (e *env) batch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest) ([
 			results = append(results, r)
 		}
 	}
+}
+
+// errorText is the text of an MCP error result.
+func errorText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }

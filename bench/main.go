@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	serveStdioIfAsked()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {

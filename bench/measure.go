@@ -99,13 +99,15 @@ func measureSerial(ctx context.Context, e *env, sc scale, rep *report) error {
 	return nil
 }
 
-// measureGateway times the MCP server's echo called directly with the
-// go-sdk client, forwarded through toolwire (a one-call batch of the
-// gateway's mcp_echo), and toolwire's own echo called through its MCP
-// surface (/mcp) with the same client, taking turns in blocks as
-// measureSerial does.
+// measureGateway times the MCP calls, taking turns in blocks as
+// measureSerial does: the MCP server's echo over streamable HTTP called
+// directly with the go-sdk client and forwarded through toolwire (a
+// one-call batch of the gateway's mcp_echo); toolwire's own echo called
+// through its MCP surface (/mcp) with the same client; and the stdio MCP
+// server's echo called directly, forwarded through toolwire's gRPC port,
+// and through /mcp (MCP in front of MCP).
 func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
-	sys := []func(context.Context) error{e.mcpEcho, e.gatewayEcho, e.surfaceEcho}
+	sys := []func(context.Context) error{e.mcpEcho, e.gatewayEcho, e.surfaceEcho, e.stdioEcho, e.gatewayStdioEcho, e.surfaceStdioEcho}
 	lat := make([][]time.Duration, len(sys))
 	for _, call := range sys {
 		for range 100 {
@@ -126,7 +128,8 @@ func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
 			}
 		}
 	}
-	rep.Gateway = gatewayFigures{Direct: summarize(lat[0]), Forwarded: summarize(lat[1]), Surface: summarize(lat[2])}
+	rep.Gateway = gatewayFigures{Direct: summarize(lat[0]), Forwarded: summarize(lat[1]), Surface: summarize(lat[2]),
+		StdioDirect: summarize(lat[3]), StdioForwarded: summarize(lat[4]), StdioSurface: summarize(lat[5])}
 	return nil
 }
 

@@ -26,11 +26,17 @@ type report struct {
 
 // gatewayFigures compare an MCP tool called directly with the go-sdk
 // client, forwarded through toolwire's MCP gateway, and toolwire's own
-// echo called with the same client through toolwire's MCP surface (/mcp).
+// echo called with the same client through toolwire's MCP surface (/mcp);
+// then the same echo served over stdio by a child process, called
+// directly, forwarded through toolwire's gRPC port, and called through /mcp.
 type gatewayFigures struct {
 	Direct    latency `json:"direct"`
 	Forwarded latency `json:"forwarded"`
 	Surface   latency `json:"surface"`
+
+	StdioDirect    latency `json:"stdio_direct"`
+	StdioForwarded latency `json:"stdio_forwarded"`
+	StdioSurface   latency `json:"stdio_surface"`
 }
 
 type echoRow struct {
@@ -125,6 +131,8 @@ func (r *report) targets() []target {
 	ts = append(ts, target{"forwarded MCP call p50 ≤ 1.3× direct", fmt.Sprintf("%.2f×", fwd), fwd > 0 && fwd <= 1.3})
 	srf := ratio(float64(r.Gateway.Surface.P50), float64(r.Gateway.Direct.P50))
 	ts = append(ts, target{"toolwire /mcp call p50 ≤ 1.0× the go-sdk's server", fmt.Sprintf("%.2f×", srf), srf > 0 && srf <= 1.0})
+	mim := ratio(float64(r.Gateway.StdioSurface.P50), float64(r.Gateway.StdioDirect.P50))
+	ts = append(ts, target{"MCP client → /mcp → stdio MCP server p50 ≤ 2.5× direct stdio", fmt.Sprintf("%.2f×", mim), mim > 0 && mim <= 2.5})
 	return ts
 }
 
@@ -165,6 +173,9 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "mcp direct\t%s\t%s\t\t\t\t\t\t\n", us(g.Direct.P50), us(g.Direct.P99))
 	fmt.Fprintf(tw, "toolwire → mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Forwarded.P50), us(g.Forwarded.P99), ratio(float64(g.Forwarded.P50), float64(g.Direct.P50)))
 	fmt.Fprintf(tw, "toolwire /mcp\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.Surface.P50), us(g.Surface.P99), ratio(float64(g.Surface.P50), float64(g.Direct.P50)))
+	fmt.Fprintf(tw, "mcp stdio direct\t%s\t%s\t\t\t\t\t\t\n", us(g.StdioDirect.P50), us(g.StdioDirect.P99))
+	fmt.Fprintf(tw, "toolwire → mcp stdio\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.StdioForwarded.P50), us(g.StdioForwarded.P99), ratio(float64(g.StdioForwarded.P50), float64(g.StdioDirect.P50)))
+	fmt.Fprintf(tw, "MCP client → /mcp → mcp stdio\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.StdioSurface.P50), us(g.StdioSurface.P99), ratio(float64(g.StdioSurface.P50), float64(g.StdioDirect.P50)))
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
 	fmt.Fprintf(tw, "detached batches (one echo)\tplain p50\tdetach p50\t×plain\tattach on B: first event p50\t\t\t\t\n")
 	for _, d := range r.Detach {

@@ -131,6 +131,11 @@ type callSink struct {
 	handoff chan<- *mcp.CallToolResult // to the handler; nil: keep the result
 	written <-chan struct{}            // closed once the response is done
 	w       *writewatch.Writer         // the response
+
+	// A call the fast path serves (fastcall.go) writes its progress and
+	// its result to the response itself, answering id.
+	stream *sseWriter
+	id     jsonrpc.ID
 }
 
 // mcpWeight is what /mcp holds of a call's result while writing it, in
@@ -148,6 +153,15 @@ func (k *callSink) Send(ev *toolwirev1.ExecuteBatchResponse) error {
 	switch e := ev.GetEvent().(type) {
 	case *toolwirev1.ExecuteBatchResponse_Result:
 		k.result = e.Result
+		if k.stream != nil {
+			// Written while the engine's budget counts it, and ended by its
+			// watchdog (k.w is the batch's Stopper) for a client that
+			// stops reading.
+			if err := k.stream.result(k.id, mcpResult(e.Result)); err != nil || k.w.Stopped() {
+				return writewatch.ErrStopped
+			}
+			return nil
+		}
 		if k.handoff != nil {
 			k.handoff <- mcpResult(e.Result)
 			<-k.written
@@ -156,7 +170,7 @@ func (k *callSink) Send(ev *toolwirev1.ExecuteBatchResponse) error {
 			}
 		}
 	case *toolwirev1.ExecuteBatchResponse_Progress:
-		if k.token == nil || k.session == nil {
+		if k.token == nil || (k.session == nil && k.stream == nil) {
 			return nil
 		}
 		pr := e.Progress
@@ -184,6 +198,10 @@ func (k *callSink) Send(ev *toolwirev1.ExecuteBatchResponse) error {
 		}
 		// Progress is best effort: a client that cannot take it still gets
 		// the result, and a call is never failed for it.
+		if k.stream != nil {
+			_ = k.stream.progress(n)
+			return nil
+		}
 		_ = k.session.NotifyProgress(k.ctx, n)
 	}
 	return nil

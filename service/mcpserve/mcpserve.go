@@ -156,6 +156,7 @@ type Server struct {
 	reg  *tools.Registry
 	opts Options
 	sdk  *mcp.Server
+	impl *mcp.Implementation // the server as clients see it
 
 	stateless http.Handler // 2026-07-28
 	stateful  http.Handler // 2025-11-25 and older
@@ -169,6 +170,8 @@ type Server struct {
 
 	rev     atomic.Pointer[revision] // the registry's revision as the watcher last saw it
 	calls   atomic.Uint64            // numbers calls that name no call_id
+	fast    atomic.Uint64            // stateless tools/calls the fast path answered (fastcall.go)
+	sdkOnly bool                     // tests: the SDK answers every request
 	stop    chan struct{}            // closed by Close: the watcher returns
 	stopped sync.WaitGroup
 	closing sync.Once
@@ -188,7 +191,8 @@ func New(eng *engine.Engine, reg *tools.Registry, opts Options) (*Server, error)
 	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout, s.opts.Logger)
 	s.writes = writewatch.New(eng.Config().SendTimeout, "MCP response", s.opts.Logger)
 	sdkLog := sdkLogger(s.opts.Logger)
-	s.sdk = mcp.NewServer(&mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}, &mcp.ServerOptions{
+	s.impl = &mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}
+	s.sdk = mcp.NewServer(s.impl, &mcp.ServerOptions{
 		Logger:       sdkLog,
 		Capabilities: capabilities(), // tools only (capabilities.go)
 	})

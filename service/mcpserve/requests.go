@@ -65,6 +65,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		unsupportedVersion(ww, body, version)
 		return
 	}
+	if s.serveFast(rw, ww, r, version) { // a stateless tools/call (fastcall.go)
+		return
+	}
 	key := strconv.FormatUint(s.requests.Add(1), 36)
 	r.Header.Set(requestHeader, key)
 	rq := &request{w: ww, done: make(chan struct{})}
