@@ -64,6 +64,7 @@ type Store struct {
 	pollMin, pollMax time.Duration
 	maxLog           int
 	own              bool // Close closes c
+	sig              signaller
 }
 
 var _ store.Store = (*Store)(nil)
@@ -77,8 +78,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	setDefaults(o, url)
 	c := goredis.NewClient(o)
+	var brk *breaker
 	if opts.BreakerFailures >= 0 {
-		c.AddHook(newBreaker(cmp.Or(opts.BreakerFailures, 3), cmp.Or(opts.BreakerCooldown, time.Second)))
+		brk = newBreaker(cmp.Or(opts.BreakerFailures, 3), cmp.Or(opts.BreakerCooldown, time.Second))
+		c.AddHook(brk)
 	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
@@ -86,6 +89,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := New(c, opts)
 	s.own = true
+	s.sig.breaker = brk
 	return s, nil
 }
 
@@ -295,8 +299,10 @@ func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
 	return nil
 }
 
-// Close implements io.Closer: it closes the client Open made.
+// Close implements io.Closer: it ends the store's subscription to its
+// notices (signals.go) and closes the client Open made.
 func (s *Store) Close() error {
+	s.sig.close()
 	if !s.own {
 		return nil
 	}
