@@ -21,7 +21,8 @@ import (
 //     other than the one running a detached batch, under `batch:<log>`.
 //
 // The scopes, names and values are the store's format, which replicas of
-// different versions share: change them only with a migration.
+// different versions share: change them only with a migration. So are the
+// topics of the notices that follow a write to a mailbox (signals.go).
 
 // sessionScope is the scope of the variables of caller's session id.
 func sessionScope(caller, id string) string { return strconv.Quote(caller) + "/" + id }
@@ -70,8 +71,9 @@ func (m approvalMail) clear(ctx context.Context, batchID, callID string) {
 }
 
 // cancelMail is where Cancel, on a replica other than the one running a
-// detached batch, asks its owner to cancel it; the owner looks each time
-// it renews its lease (batchLog.renew).
+// detached batch, asks its owner to cancel it; the owner, notified
+// (signals.go), looks at once, and also now and then as it renews its
+// lease (batchLog.renew).
 type cancelMail struct{ vars store.Vars }
 
 // cancelScope is the scope of the requests to the owner of the batch

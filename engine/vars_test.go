@@ -63,6 +63,14 @@ func TestVarsUsersKeepTheirFormat(t *testing.T) {
 		t.Errorf("cancel request read back: %q %v", r, ok)
 	}
 
+	// The notices that follow a mailbox's write name it so (signals.go).
+	if got := cancelTopic(log); got != `cancel:"alice"/b2` {
+		t.Errorf("cancel topic %s", got)
+	}
+	if got := approvalTopic("b1", "c1"); got != "approval:b1/c1" {
+		t.Errorf("approval topic %s", got)
+	}
+
 	for _, c := range [][2]string{{"alice", "s1"}, {"", "approval:b1"}, {"batch:", "x"}, {`"`, `"`}} {
 		s := sessionScope(c[0], c[1])
 		if !strings.HasPrefix(s, `"`) || strings.HasPrefix(s, "approval:") || strings.HasPrefix(s, "batch:") {
