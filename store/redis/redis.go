@@ -11,6 +11,9 @@
 // pub/sub message would wake waiters sooner, but it cannot announce a lease
 // that runs out because its owner died, so polling would still be needed;
 // keyspace notifications could, but must be enabled in the server's config.
+// The notices of store.Signals, which need no such announcement (their
+// mailbox is the record, and the engine looks at it now and then), do go
+// over pub/sub: see signals.go.
 //
 // Like every backend it imports only store/ and its driver: never tools/,
 // engine/, service/, sources/ or gen/.
