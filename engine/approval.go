@@ -117,7 +117,8 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	poll := time.NewTicker(e.poll(watched, approvalPoll))
+	every := e.poll(watched, approvalPoll)
+	poll := time.NewTicker(every)
 	defer poll.Stop()
 	var d decision
 	for decided := false; !decided; {
@@ -142,8 +143,17 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		}
 		if look {
 			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			d, decided = mail.decision(sctx, b.id, call.GetCallId())
+			var err error
+			d, decided, err = mail.decision(sctx, b.id, call.GetCallId())
 			cancel()
+			// A look the store did not answer is taken again soon, not
+			// left to the fallback poll: a wake that came as the store came
+			// back (a resubscription) must not be wasted.
+			if err != nil {
+				poll.Reset(min(every, approvalPoll))
+			} else {
+				poll.Reset(every)
+			}
 		}
 	}
 	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)

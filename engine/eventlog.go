@@ -55,10 +55,11 @@ type batchLog struct {
 
 	// The cancel mailbox is watched (signals.go): woken, the batch looks
 	// at once; renew looks only every fallbackPoll then.
-	unwatch func()
-	watched bool
-	wakes   atomic.Int32 // wakes not yet looked after; see woken
-	looked  time.Time    // renew's last look at the mailbox
+	unwatch   func()
+	watched   bool
+	wakes     atomic.Int32 // wakes not yet looked after; see woken
+	lookAgain atomic.Bool  // a look failed: renew looks at its next tick
+	looked    time.Time    // renew's last look at the mailbox
 
 	wmu          sync.Mutex     // the appends: the writer's and the renewals' flushes
 	pending      []pendingEntry // numbered events the store has not taken yet, in order
@@ -126,9 +127,10 @@ func (l *batchLog) tick() time.Duration { return min(l.e.cfg.BatchLease/3, 500*t
 
 // renew renews the lease, appends what the store did not take before, and
 // carries out a cancellation requested on another replica (each time when
-// nothing notifies the batch of one, else every fallbackPoll: see
-// signals.go); then it runs again, until stop. A store that does not answer is asked again next
-// tick: the lease it holds outlasts a stall shorter than it.
+// nothing notifies the batch of one, else every fallbackPoll, or after a
+// look that failed: see signals.go); then it runs again, until stop. A
+// store that does not answer is asked again next tick: the lease it holds
+// outlasts a stall shorter than it.
 func (l *batchLog) renew() {
 	e := l.e
 	if !l.failed.Load() {
@@ -145,7 +147,7 @@ func (l *batchLog) renew() {
 			l.wmu.Unlock()
 		}
 	}
-	if now := time.Now(); now.Sub(l.looked) >= e.poll(l.watched, 0) {
+	if now := time.Now(); l.lookAgain.Swap(false) || now.Sub(l.looked) >= e.poll(l.watched, 0) {
 		l.looked = now
 		l.checkCancel()
 	}

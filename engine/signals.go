@@ -98,11 +98,17 @@ func (l *batchLog) woken() {
 }
 
 // checkCancel cancels the batch when a cancellation was asked for it on
-// another replica.
+// another replica. A look the store did not answer is taken again at the
+// next lease renewal (renew), not left to the fallback poll: a wake that
+// came as the store came back (a resubscription) must not be wasted.
 func (l *batchLog) checkCancel() {
 	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
 	defer cancel()
-	if reason, ok := (cancelMail{l.e.deps.Vars}).requested(ctx, l.name); ok {
+	reason, ok, err := (cancelMail{l.e.deps.Vars}).requested(ctx, l.name)
+	switch {
+	case err != nil:
+		l.lookAgain.Store(true)
+	case ok:
 		l.b.cancel(&errCancelRequested{reason: reason})
 	}
 }

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,5 +227,59 @@ func TestCancelArrivesAcrossARedisRestart(t *testing.T) {
 	r = results(t, ended(t, lb, "cancelled after a restart"))["h"]
 	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED || !strings.Contains(text(r), "after the restart") {
 		t.Errorf("result %v, want CANCELLED with the reason", r)
+	}
+}
+
+// flakyVars fails its first looks at the mailboxes (a cancel, a
+// decision), as a store coming back from an outage does.
+type flakyVars struct {
+	store.Store
+	fails atomic.Int32
+}
+
+func (f *flakyVars) GetVar(ctx context.Context, scope, name string) ([]byte, bool, error) {
+	if (name == "cancel" || strings.HasPrefix(name, "decision:")) && f.fails.Add(-1) >= 0 {
+		return nil, false, errors.New("the store did not answer")
+	}
+	return f.Store.GetVar(ctx, scope, name)
+}
+
+// TestFailedLookIsTakenAgain: when the look a notice wakes fails (the
+// store did not answer), the owner looks again soon (at its next lease
+// renewal, or approvalPoll), not at its fallback poll an hour away.
+func TestFailedLookIsTakenAgain(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"cancel", "approve"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			m := memory.New(memory.Options{})
+			t.Cleanup(func() { m.Close() })
+			flaky := &flakyVars{Store: m}
+			flaky.fails.Store(2)
+			cfg := Config{Approvers: []string{"carol"}}
+			deps := Deps{Idempotency: m, EventLog: m, Signals: m, Admission: holdWrites}
+			da, db := deps, deps
+			da.Vars, da.Replica = flaky, "a"
+			db.Vars, db.Replica = m, "b"
+			a, b := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db)
+			a.e.fallbackPoll = noPoll
+			if kind == "cancel" {
+				lb := startDetached(t, as("alice"), a, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
+				if err := b.e.Cancel(as("alice"), batchIDOf(t, lb.snapshot()), "look again"); err != nil {
+					t.Fatal(err)
+				}
+				if r := results(t, ended(t, lb, "cancelled, its first look failed"))["h"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED {
+					t.Errorf("result %v, want CANCELLED", r)
+				}
+				return
+			}
+			lb, id := startHeld(t, a, true)
+			if err := b.e.ResolveApproval(as("carol"), id, "w", true, "", ""); err != nil {
+				t.Fatal(err)
+			}
+			if r := results(t, ended(t, lb, "approved, its first look failed"))["w"]; r.GetIsError() {
+				t.Errorf("result %v, want the call run", r)
+			}
+		})
 	}
 }

@@ -56,11 +56,12 @@ func (m approvalMail) decide(ctx context.Context, batchID, callID string, d deci
 	return m.vars.SetVar(ctx, approvalScope(batchID), "decision:"+callID, v, time.Hour)
 }
 
-// decision returns the decision left for the call; false when none is.
-func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool) {
+// decision returns the decision left for the call; false when none is,
+// or the store did not answer (err).
+func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool, error) {
 	var d decision
 	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), "decision:"+callID)
-	return d, err == nil && ok && json.Unmarshal(v, &d) == nil
+	return d, err == nil && ok && json.Unmarshal(v, &d) == nil, err
 }
 
 // clear removes the call's announcement and decision once it waits no
@@ -88,13 +89,14 @@ func (m cancelMail) request(ctx context.Context, log, reason string, ttl time.Du
 }
 
 // requested returns the reason of a cancellation asked for the batch
-// whose log is named log; false when none is.
-func (m cancelMail) requested(ctx context.Context, log string) (string, bool) {
+// whose log is named log; false when none is, or the store did not
+// answer (err).
+func (m cancelMail) requested(ctx context.Context, log string) (string, bool, error) {
 	v, ok, err := m.vars.GetVar(ctx, cancelScope(log), "cancel")
 	if err != nil || !ok {
-		return "", false
+		return "", false, err
 	}
 	var reason string
 	_ = json.Unmarshal(v, &reason)
-	return reason, true
+	return reason, true, nil
 }
