@@ -26,12 +26,14 @@ import (
 //
 // The wait is announced in the store (the approval mailbox in Deps.Vars,
 // see vars.go), so that a replica other than the batch's can check the
-// resolver and hand the decision over; the waiting call looks for it
-// there every approvalPoll, and takes a decision made on its own replica
-// at once.
+// resolver and hand the decision over; that replica then signals it
+// (signals.go), and the waiting call, which watches for it, looks for the
+// decision at once; it also looks every fallbackPoll, in case a notice
+// was lost (every approvalPoll when nothing notifies it). A decision made
+// on its own replica it takes at once.
 
 // approvalPoll is how often a waiting call looks in the store for a
-// decision taken on another replica.
+// decision taken on another replica when no notice can tell it.
 const approvalPoll = 250 * time.Millisecond
 
 // decision is a person's answer to a held call.
@@ -83,6 +85,16 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		delete(e.held.waiting, key)
 		e.held.mu.Unlock()
 	}()
+	// Watched before it is announced, so that no decision taken on another
+	// replica comes unnoticed.
+	woken := make(chan struct{}, 1)
+	unwatch, watched := e.watch(approvalTopic(b.id, call.GetCallId()), func() {
+		select {
+		case woken <- struct{}{}:
+		default: // a look is due already
+		}
+	})
+	defer unwatch()
 	mail := approvalMail{e.deps.Vars}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	err := mail.announce(sctx, b.id, call.GetCallId(), pendingApproval{Caller: caller, Tool: call.GetName()}, wait+time.Minute)
@@ -105,17 +117,19 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	poll := time.NewTicker(approvalPoll)
+	every := e.poll(watched, approvalPoll)
+	poll := time.NewTicker(every)
 	defer poll.Stop()
 	var d decision
 	for decided := false; !decided; {
+		look := false
 		select {
 		case d = <-h.decided:
 			decided = true
+		case <-woken:
+			look = true
 		case <-poll.C:
-			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			d, decided = mail.decision(sctx, b.id, call.GetCallId())
-			cancel()
+			look = true
 		case <-timer.C:
 			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
@@ -126,6 +140,20 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			}
 			kind, msg := cancelled(ctx)
 			return b.failure(i, kind, msg+" while the call waited for approval; nothing was run")
+		}
+		if look {
+			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+			var err error
+			d, decided, err = mail.decision(sctx, b.id, call.GetCallId())
+			cancel()
+			// A look the store did not answer is taken again soon, not
+			// left to the fallback poll: a wake that came as the store came
+			// back (a resubscription) must not be wasted.
+			if err != nil {
+				poll.Reset(min(every, approvalPoll))
+			} else {
+				poll.Reset(every)
+			}
 		}
 	}
 	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
@@ -192,6 +220,7 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 	if err := mail.decide(ctx, batchID, callID, d); err != nil {
 		return storeError(ctx, err)
 	}
+	e.signal(ctx, approvalTopic(batchID, callID))
 	return nil
 }
 

@@ -167,6 +167,12 @@ type Deps struct {
 	// for whichever is unset, which the engine does not share.
 	Idempotency store.Idempotency
 	Vars        store.Vars
+	// Signals carries the notices that wake the owner of a batch at once
+	// when a cancel or an approval is left in its mailbox (Vars) on
+	// another replica (see signals.go); without it the owner only polls
+	// its mailboxes. Default: Vars, when it is a store.Signals too (every
+	// store backend is).
+	Signals store.Signals
 	// EventLog keeps the events of detached batches (BatchOptions.detach),
 	// written before they are sent, so that AttachBatch and GetBatch work
 	// on any replica sharing it; the caller closes it after the engine has
@@ -312,6 +318,9 @@ func (d Deps) withDefaults() Deps {
 		if d.Vars == nil {
 			d.Vars = m
 		}
+	}
+	if d.Signals == nil {
+		d.Signals, _ = d.Vars.(store.Signals)
 	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()

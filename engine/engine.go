@@ -116,6 +116,8 @@ type Engine struct {
 	held      approvals          // calls held for approval on this engine; see approval.go
 	catalog   catalog            // SearchTools' index of the last snapshot searched; see listing.go
 	heldRecs  heldRecords        // idempotency records the store has not taken yet; see records.go
+
+	fallbackPoll time.Duration // tests' stand-in for the const fallbackPoll when set; see signals.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the

@@ -53,6 +53,14 @@ type batchLog struct {
 	ticker  *time.Timer // renews the lease and reads the control requests
 	stopped bool
 
+	// The cancel mailbox is watched (signals.go): woken, the batch looks
+	// at once; renew looks only every fallbackPoll then.
+	unwatch   func()
+	watched   bool
+	wakes     atomic.Int32 // wakes not yet looked after; see woken
+	lookAgain atomic.Bool  // a look failed: renew looks at its next tick
+	looked    time.Time    // renew's last look at the mailbox
+
 	wmu          sync.Mutex     // the appends: the writer's and the renewals' flushes
 	pending      []pendingEntry // numbered events the store has not taken yet, in order
 	pendingBytes int
@@ -80,9 +88,14 @@ const startedVar = "started"
 // a timer renews, and returns it.
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
+	// Watched before the log exists, so that no cancel asked once another
+	// replica can see it comes unnoticed.
+	l.unwatch, l.watched = e.watch(cancelTopic(l.name), l.woken)
+	l.looked = time.Now() // nothing can be asked of a log not yet open
 	ctx, cancel := context.WithTimeout(b.callerCtx, appendTimeout)
 	defer cancel()
 	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
+		l.unwatch()
 		return nil, err
 	}
 	// Best effort: without it, a takeover reports a duration of 0.
@@ -108,13 +121,16 @@ func (e *Engine) startedAt(ctx context.Context, name string) (time.Time, bool) {
 	return t, err == nil
 }
 
-// tick is how often the owner renews its lease and looks for requests.
+// tick is how often the owner renews its lease (and looks for requests
+// when nothing notifies it of them: see renew).
 func (l *batchLog) tick() time.Duration { return min(l.e.cfg.BatchLease/3, 500*time.Millisecond) }
 
 // renew renews the lease, appends what the store did not take before, and
-// carries out a cancellation requested on another replica; then it runs
-// again, until stop. A store that does not answer is asked again next
-// tick: the lease it holds outlasts a stall shorter than it.
+// carries out a cancellation requested on another replica (each time when
+// nothing notifies the batch of one, else every fallbackPoll, or after a
+// look that failed: see signals.go); then it runs again, until stop. A
+// store that does not answer is asked again next tick: the lease it holds
+// outlasts a stall shorter than it.
 func (l *batchLog) renew() {
 	e := l.e
 	if !l.failed.Load() {
@@ -131,11 +147,10 @@ func (l *batchLog) renew() {
 			l.wmu.Unlock()
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-	if reason, ok := (cancelMail{e.deps.Vars}).requested(ctx, l.name); ok {
-		l.b.cancel(&errCancelRequested{reason: reason})
+	if now := time.Now(); l.lookAgain.Swap(false) || now.Sub(l.looked) >= e.poll(l.watched, 0) {
+		l.looked = now
+		l.checkCancel()
 	}
-	cancel()
 	l.mu.Lock()
 	if !l.stopped {
 		l.ticker.Reset(l.tick())
@@ -169,6 +184,7 @@ func (l *batchLog) stop() {
 	l.stopped = true
 	l.ticker.Stop()
 	l.mu.Unlock()
+	l.unwatch()
 }
 
 // write is the writer's: it numbers ev and appends it, after coalescing

@@ -99,8 +99,8 @@ const MaxReasonBytes = 1024
 // not detached does: its calls that had not ended get CANCELLED results
 // saying the reason, nothing new starts, and the batch ends with
 // BatchFinished. A detached batch running on another replica is cancelled
-// through the store, within a fraction of a second of its owner's next
-// look (see batchLog.renew). It returns once the cancellation is made or
+// through the store: its owner is notified at once (signals.go), or finds
+// the request at its next look. It returns once the cancellation is made or
 // asked for, not when the batch has ended; NotFound when no such batch of
 // this caller runs.
 func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
@@ -122,6 +122,7 @@ func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
 	if err := (cancelMail{e.deps.Vars}).request(ctx, name, reason, e.cfg.BatchTTL); err != nil {
 		return storeError(ctx, err)
 	}
+	e.signal(ctx, cancelTopic(name))
 	return nil
 }
 

@@ -21,7 +21,8 @@ import (
 //     other than the one running a detached batch, under `batch:<log>`.
 //
 // The scopes, names and values are the store's format, which replicas of
-// different versions share: change them only with a migration.
+// different versions share: change them only with a migration. So are the
+// topics of the notices that follow a write to a mailbox (signals.go).
 
 // sessionScope is the scope of the variables of caller's session id.
 func sessionScope(caller, id string) string { return strconv.Quote(caller) + "/" + id }
@@ -55,11 +56,12 @@ func (m approvalMail) decide(ctx context.Context, batchID, callID string, d deci
 	return m.vars.SetVar(ctx, approvalScope(batchID), "decision:"+callID, v, time.Hour)
 }
 
-// decision returns the decision left for the call; false when none is.
-func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool) {
+// decision returns the decision left for the call; false when none is,
+// or the store did not answer (err).
+func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool, error) {
 	var d decision
 	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), "decision:"+callID)
-	return d, err == nil && ok && json.Unmarshal(v, &d) == nil
+	return d, err == nil && ok && json.Unmarshal(v, &d) == nil, err
 }
 
 // clear removes the call's announcement and decision once it waits no
@@ -70,8 +72,9 @@ func (m approvalMail) clear(ctx context.Context, batchID, callID string) {
 }
 
 // cancelMail is where Cancel, on a replica other than the one running a
-// detached batch, asks its owner to cancel it; the owner looks each time
-// it renews its lease (batchLog.renew).
+// detached batch, asks its owner to cancel it; the owner, notified
+// (signals.go), looks at once, and also now and then as it renews its
+// lease (batchLog.renew).
 type cancelMail struct{ vars store.Vars }
 
 // cancelScope is the scope of the requests to the owner of the batch
@@ -86,13 +89,14 @@ func (m cancelMail) request(ctx context.Context, log, reason string, ttl time.Du
 }
 
 // requested returns the reason of a cancellation asked for the batch
-// whose log is named log; false when none is.
-func (m cancelMail) requested(ctx context.Context, log string) (string, bool) {
+// whose log is named log; false when none is, or the store did not
+// answer (err).
+func (m cancelMail) requested(ctx context.Context, log string) (string, bool, error) {
 	v, ok, err := m.vars.GetVar(ctx, cancelScope(log), "cancel")
 	if err != nil || !ok {
-		return "", false
+		return "", false, err
 	}
 	var reason string
 	_ = json.Unmarshal(v, &reason)
-	return reason, true
+	return reason, true, nil
 }

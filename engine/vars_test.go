@@ -40,14 +40,14 @@ func TestVarsUsersKeepTheirFormat(t *testing.T) {
 	if got := get("approval:b1", "decision:c1"); got != `{"approved":true,"by":"carol"}` {
 		t.Errorf("decision %s", got)
 	}
-	if d, ok := approvals.decision(ctx, "b1", "c1"); !ok || !d.Approved || d.By != "carol" {
+	if d, ok, _ := approvals.decision(ctx, "b1", "c1"); !ok || !d.Approved || d.By != "carol" {
 		t.Errorf("decision read back: %+v %v", d, ok)
 	}
 	approvals.clear(ctx, "b1", "c1")
 	if _, ok, _ := approvals.pending(ctx, "b1", "c1"); ok {
 		t.Error("the announcement outlived clear")
 	}
-	if _, ok := approvals.decision(ctx, "b1", "c1"); ok {
+	if _, ok, _ := approvals.decision(ctx, "b1", "c1"); ok {
 		t.Error("the decision outlived clear")
 	}
 
@@ -59,8 +59,16 @@ func TestVarsUsersKeepTheirFormat(t *testing.T) {
 	if got := get(`batch:"alice"/b2`, "cancel"); got != `"stop"` {
 		t.Errorf("cancel request %s", got)
 	}
-	if r, ok := cancels.requested(ctx, log); !ok || r != "stop" {
+	if r, ok, _ := cancels.requested(ctx, log); !ok || r != "stop" {
 		t.Errorf("cancel request read back: %q %v", r, ok)
+	}
+
+	// The notices that follow a mailbox's write name it so (signals.go).
+	if got := cancelTopic(log); got != `cancel:"alice"/b2` {
+		t.Errorf("cancel topic %s", got)
+	}
+	if got := approvalTopic("b1", "c1"); got != "approval:b1/c1" {
+		t.Errorf("approval topic %s", got)
 	}
 
 	for _, c := range [][2]string{{"alice", "s1"}, {"", "approval:b1"}, {"batch:", "x"}, {`"`, `"`}} {

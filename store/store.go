@@ -3,8 +3,9 @@
 // an at-least-once runtime sends again replayed, not run twice), Vars
 // (scoped variables with a TTL: the engine keeps session variables, and
 // the mailboxes of approvals and cross-replica cancels, in them) and
-// EventLog (detached batches' events). Backends live
-// in subpackages and implement all three plus io.Closer, which Store
+// EventLog (detached batches' events), with Signals beside Vars (a notice
+// that wakes the replica waiting on a mailbox at once). Backends live
+// in subpackages and implement all four plus io.Closer, which Store
 // composes: memory (the default), bolt (a file, for
 // one replica across restarts) and redis (shared by replicas); storeurl
 // opens one from a URL, and storetest holds the contract suites every
@@ -74,6 +75,35 @@ type Vars interface {
 	SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error
 	// DeleteVar removes the variable; deleting a missing one is no error.
 	DeleteVar(ctx context.Context, scope, name string) error
+}
+
+// Signals carries notices between the handles of one store, that is
+// between the replicas sharing it: a replica that writes another's
+// mailbox (a variable in Vars) signals the mailbox's topic, and the
+// replica watching that topic is woken at once instead of at its next
+// look. A notice carries nothing but its topic; the variable is the
+// record.
+//
+// A notice is a hint and may be lost: a shared store's subscription can
+// drop, its server restart, a message go missing while it reconnects. So
+// a watcher still looks at its mailbox now and then (slowly), and the
+// store wakes every watcher whenever it may have missed notices (when its
+// subscription is established again), so that one look then covers them.
+// Every method is safe for concurrent use.
+type Signals interface {
+	// Signal wakes the watchers of topic on every handle of the store
+	// (every replica sharing it), this one included. An error means the
+	// notice may not have gone out; the watchers' own looks cover it.
+	Signal(ctx context.Context, topic string) error
+	// Watch calls wake each time topic is signalled, and whenever notices
+	// may have been missed, until stop is called; wake may run once more
+	// while stop returns. wake runs on the store's own goroutine (or the
+	// signaller's): it must return at once, handing the work off. Watch
+	// never waits for the store's server. ok is false, and wake never
+	// called, when the store already watches as many topics as it keeps
+	// (a bound, so that watchers cannot grow without one): the caller
+	// looks at its mailbox as often as it would without notices.
+	Watch(topic string, wake func()) (stop func(), ok bool)
 }
 
 // EventLog keeps append-only logs of opaque entries, in the shape of the
@@ -148,13 +178,14 @@ var (
 	ErrDropped     = errors.New("store: entries of the log were dropped")
 )
 
-// Store is a backend: the three interfaces, and Close, which releases its
+// Store is a backend: the four interfaces, and Close, which releases its
 // resources (the store must not be used afterwards). It is what storeurl
 // opens and what the binary hands, once per interface, to the code that
 // needs each.
 type Store interface {
 	Idempotency
 	Vars
+	Signals
 	EventLog
 	io.Closer
 }

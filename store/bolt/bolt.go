@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/internal/fanout"
 	"github.com/toolwire/toolwire/store/internal/record"
 	bbolt "go.etcd.io/bbolt"
 )
@@ -49,6 +50,8 @@ type Store struct {
 
 	maxLog     int
 	logWaiters record.Waiters
+
+	signals fanout.Hub // see signals.go
 }
 
 var _ store.Store = (*Store)(nil)
@@ -314,6 +317,7 @@ func (s *Store) Close() error {
 	s.once.Do(func() {
 		close(s.stop)
 		s.swept.Wait()
+		s.signals.Close()
 		err = s.db.Close()
 	})
 	return err

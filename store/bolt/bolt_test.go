@@ -32,6 +32,9 @@ func TestContract(t *testing.T) {
 	}
 	storetest.Idempotency(t, fresh)
 	storetest.Vars(t, fresh)
+	// One process holds a bolt file (it is locked): the engines sharing
+	// it share the Store.
+	storetest.Signals(t, func(t *testing.T) (*bolt.Store, *bolt.Store) { s := fresh(t); return s, s })
 	storetest.EventLog(t, func(t *testing.T) *bolt.Store {
 		s, err := bolt.Open(filepath.Join(t.TempDir(), "toolwire.db"), bolt.Options{MaxLogEntries: 5})
 		if err != nil {

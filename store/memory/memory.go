@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/internal/fanout"
 	"github.com/toolwire/toolwire/store/internal/record"
 )
 
@@ -49,6 +50,8 @@ type Store struct {
 	logs       map[string]*memLog // event logs by name; see eventlog.go
 	swept      time.Time          // when expired logs were last swept
 	logWaiters record.Waiters
+
+	signals fanout.Hub // see signals.go
 }
 
 type entry struct {
@@ -268,5 +271,6 @@ func (s *Store) Close() error {
 	s.entries = nil
 	s.logs = nil
 	s.order.Init()
+	s.signals.Close()
 	return nil
 }

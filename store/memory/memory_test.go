@@ -22,6 +22,8 @@ func TestContract(t *testing.T) {
 	}
 	storetest.Idempotency(t, open)
 	storetest.Vars(t, open)
+	// One process holds a memory store: both "replicas" share the value.
+	storetest.Signals(t, func(t *testing.T) (*memory.Store, *memory.Store) { s := open(t); return s, s })
 }
 
 func TestBounded(t *testing.T) {
@@ -53,6 +55,12 @@ func TestClosed(t *testing.T) {
 	s.Close()
 	if _, err := s.Claim(context.Background(), "k", "fp", "o", time.Hour, time.Hour); err != store.ErrClosed {
 		t.Fatalf("Claim after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Signal(context.Background(), "t"); err != store.ErrClosed {
+		t.Fatalf("Signal after Close = %v, want ErrClosed", err)
+	}
+	if _, ok := s.Watch("t", func() {}); ok {
+		t.Fatal("Watch after Close took a watcher")
 	}
 }
 

@@ -68,6 +68,13 @@ func (b *breaker) done(err error, probe bool) {
 	if probe {
 		b.probing = false
 	}
+	if errors.Is(err, store.ErrUnavailable) {
+		// A breaker's own refusal says nothing of the server: it reaches
+		// here when a command's connection handshake (whose commands pass
+		// the same hooks) was refused, and must not count as an answer
+		// that closes the breaker again.
+		return
+	}
 	if !unanswered {
 		b.failed = 0
 		return
@@ -102,12 +109,15 @@ func (b *breaker) DialHook(next goredis.DialHook) goredis.DialHook { return next
 // ProcessHook implements goredis.Hook.
 func (b *breaker) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
+		if b.nested(ctx) {
+			return next(ctx, cmd)
+		}
 		ok, probe := b.allow()
 		if !ok {
 			cmd.SetErr(errOpen)
 			return errOpen
 		}
-		err := next(ctx, cmd)
+		err := next(b.within(ctx), cmd)
 		b.done(err, probe)
 		return err
 	}
@@ -116,6 +126,9 @@ func (b *breaker) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 // ProcessPipelineHook implements goredis.Hook.
 func (b *breaker) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if b.nested(ctx) {
+			return next(ctx, cmds)
+		}
 		ok, probe := b.allow()
 		if !ok {
 			for _, c := range cmds {
@@ -123,8 +136,26 @@ func (b *breaker) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.
 			}
 			return errOpen
 		}
-		err := next(ctx, cmds)
+		err := next(b.within(ctx), cmds)
 		b.done(err, probe)
 		return err
 	}
+}
+
+// admittedKey marks the context of a command a breaker let through.
+type admittedKey struct{}
+
+// within returns ctx marked as a command b let through. go-redis sends a
+// new connection's handshake (HELLO, CLIENT SETINFO, …) through the same
+// hooks, on the context of the command that needs the connection: those
+// are part of that command, counted with it, and never refused on their
+// own (a probe's handshake refused because a probe is in flight would
+// keep the breaker open for good).
+func (b *breaker) within(ctx context.Context) context.Context {
+	return context.WithValue(ctx, admittedKey{}, b)
+}
+
+// nested tells whether ctx is a command's that b let through.
+func (b *breaker) nested(ctx context.Context) bool {
+	return ctx.Value(admittedKey{}) == b
 }

@@ -8,6 +8,7 @@ import (
 	neturl "net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -139,10 +140,21 @@ func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient
 		return nil, err
 	}
 	c := goredis.NewClusterClient(o)
+	// A node is its address: go-redis may make another client for one it
+	// had (a layout reloaded, a client closed and made again), and that
+	// client must find the node's breaker as it was, open or not.
+	var mu sync.Mutex
+	breakers := map[string]*breaker{}
 	c.OnNewNode(func(node *goredis.Client) {
 		g := &nodeGuard{reload: func() { c.ReloadState(context.Background()) }}
 		if failures > 0 {
-			g.breaker = newBreaker(failures, opts.BreakerCooldown)
+			addr := node.Options().Addr
+			mu.Lock()
+			if breakers[addr] == nil {
+				breakers[addr] = newBreaker(failures, opts.BreakerCooldown)
+			}
+			g.breaker = breakers[addr]
+			mu.Unlock()
 		}
 		node.AddHook(g)
 	})
@@ -193,14 +205,14 @@ func (g *nodeGuard) DialHook(next goredis.DialHook) goredis.DialHook { return ne
 // admit tells whether cmds may go to the node now: not when one of them
 // already lost its answer (this is go-redis resending it) or the breaker
 // is open. It returns the error to give them when not.
-func (g *nodeGuard) admit(cmds ...goredis.Cmder) (probe bool, err error) {
+func (g *nodeGuard) admit(ctx context.Context, cmds ...goredis.Cmder) (probe bool, err error) {
 	for _, c := range cmds {
 		var la *lostAnswer
 		if errors.As(c.Err(), &la) {
 			return false, la
 		}
 	}
-	if g.breaker == nil {
+	if g.breaker == nil || g.breaker.nested(ctx) {
 		return false, nil
 	}
 	ok, probe := g.breaker.allow()
@@ -209,6 +221,14 @@ func (g *nodeGuard) admit(cmds ...goredis.Cmder) (probe bool, err error) {
 		return false, errOpen
 	}
 	return probe, nil
+}
+
+// within marks ctx as a command g's breaker let through (breaker.within).
+func (g *nodeGuard) within(ctx context.Context) context.Context {
+	if g.breaker == nil {
+		return ctx
+	}
+	return g.breaker.within(ctx)
 }
 
 // settle records the outcome and makes a lost answer final.
@@ -243,12 +263,15 @@ func (g *nodeGuard) settle(err error, probe bool, cmds ...goredis.Cmder) error {
 // ProcessHook implements goredis.Hook.
 func (g *nodeGuard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 	return func(ctx context.Context, cmd goredis.Cmder) error {
-		probe, err := g.admit(cmd)
+		if g.breaker != nil && g.breaker.nested(ctx) { // a handshake: see breaker.within
+			return next(ctx, cmd)
+		}
+		probe, err := g.admit(ctx, cmd)
 		if err != nil {
 			cmd.SetErr(err)
 			return err
 		}
-		return g.settle(next(ctx, cmd), probe, cmd)
+		return g.settle(next(g.within(ctx), cmd), probe, cmd)
 	}
 }
 
@@ -257,13 +280,16 @@ func (g *nodeGuard) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
 // is refused when it comes back through admit.
 func (g *nodeGuard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []goredis.Cmder) error {
-		probe, err := g.admit(cmds...)
+		if g.breaker != nil && g.breaker.nested(ctx) { // a handshake: see breaker.within
+			return next(ctx, cmds)
+		}
+		probe, err := g.admit(ctx, cmds...)
 		if err != nil {
 			for _, c := range cmds {
 				c.SetErr(err)
 			}
 			return err
 		}
-		return g.settle(next(ctx, cmds), probe, cmds...)
+		return g.settle(next(g.within(ctx), cmds), probe, cmds...)
 	}
 }

@@ -33,6 +33,20 @@ func TestContractRedisCluster(t *testing.T) {
 	open := func(t *testing.T) *redis.Store { return openWith(t, redis.Options{}) }
 	storetest.Idempotency(t, open)
 	storetest.Vars(t, open)
+	// Two handles of one prefix, as two replicas hold them: the notices go
+	// by sharded pub/sub to the node of their channel's slot.
+	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
+		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
+		pair := func() *redis.Store {
+			s, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		return pair(), pair()
+	})
 	storetest.EventLog(t, func(t *testing.T) *redis.Store {
 		return openWith(t, redis.Options{MaxLogEntries: 5})
 	}, storetest.WithMaxLogEntries(5))

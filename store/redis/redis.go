@@ -13,6 +13,9 @@
 // pub/sub message would wake waiters sooner, but it cannot announce a lease
 // that runs out because its owner died, so polling would still be needed;
 // keyspace notifications could, but must be enabled in the server's config.
+// The notices of store.Signals, which need no such announcement (their
+// mailbox is the record, and the engine looks at it now and then), do go
+// over pub/sub: see signals.go.
 //
 // Like every backend it imports only store/ and its driver: never tools/,
 // engine/, service/, sources/ or gen/.
@@ -67,6 +70,7 @@ type Store struct {
 	pollMin, pollMax time.Duration
 	maxLog           int
 	own              bool // Close closes c
+	sig              signaller
 }
 
 var _ store.Store = (*Store)(nil)
@@ -83,6 +87,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	opts.BreakerCooldown = cmp.Or(opts.BreakerCooldown, time.Second)
 	var c goredis.UniversalClient
 	var where string
+	// The single server's breaker also paces the signals' subscription; a
+	// cluster's are per node (cluster.go), and the subscription there goes
+	// by its own deadlines and backoff.
+	var brk *breaker
 	if IsClusterURL(url) {
 		cc, err := openCluster(url, opts, failures)
 		if err != nil {
@@ -97,7 +105,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		setDefaults(o, url)
 		sc := goredis.NewClient(o)
 		if failures > 0 {
-			sc.AddHook(newBreaker(failures, opts.BreakerCooldown))
+			brk = newBreaker(failures, opts.BreakerCooldown)
+			sc.AddHook(brk)
 		}
 		c, where = sc, o.Addr
 	}
@@ -107,6 +116,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := New(c, opts)
 	s.own = true
+	s.sig.breaker = brk
 	return s, nil
 }
 
@@ -349,8 +359,10 @@ func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
 	return nil
 }
 
-// Close implements io.Closer: it closes the client Open made.
+// Close implements io.Closer: it ends the store's subscription to its
+// notices (signals.go) and closes the client Open made.
 func (s *Store) Close() error {
+	s.sig.close()
 	if !s.own {
 		return nil
 	}

@@ -30,6 +30,14 @@ func TestContractMiniredis(t *testing.T) {
 	advance := storetest.WithAdvance(mr.FastForward)
 	storetest.Idempotency(t, open, advance)
 	storetest.Vars(t, open, advance)
+	// miniredis knows no sharded pub/sub: the stores fall back to PUBLISH
+	// and SUBSCRIBE, as on a Redis before 7.0.
+	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
+		prefix := fmt.Sprintf("t%d:", n.Add(1))
+		a, b := redis.New(c, redis.Options{Prefix: prefix}), redis.New(goredis.NewClient(&goredis.Options{Addr: mr.Addr()}), redis.Options{Prefix: prefix})
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	})
 	storetest.EventLog(t, func(t *testing.T) *redis.Store {
 		return redis.New(c, redis.Options{Prefix: fmt.Sprintf("t%d:", n.Add(1)), MaxLogEntries: 5})
 	}, advance, storetest.WithMaxLogEntries(5))
@@ -49,6 +57,10 @@ func TestContractRealRedis(t *testing.T) {
 	}
 	storetest.Idempotency(t, open)
 	storetest.Vars(t, open)
+	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
+		prefix := fmt.Sprintf("%s%d:", run, n.Add(1))
+		return openAt(t, "redis://"+addr+"/0", prefix), openAt(t, "redis://"+addr+"/0", prefix)
+	})
 	storetest.EventLog(t, func(t *testing.T) *redis.Store {
 		s, err := redis.Open(context.Background(), "redis://"+addr+"/0", redis.Options{Prefix: fmt.Sprintf("%s%d:", run, n.Add(1)), MaxLogEntries: 5})
 		if err != nil {

@@ -1,6 +1,6 @@
 // Package storetest holds the contracts store backends pass, one suite per
-// interface: Idempotency for store.Idempotency, Vars for store.Vars
-// and EventLog for store.EventLog. A backend's tests run the suite of every interface it
+// interface: Idempotency for store.Idempotency, Vars for store.Vars,
+// Signals for store.Signals and EventLog for store.EventLog. A backend's tests run the suite of every interface it
 // implements. It imports no backend.
 package storetest
 
@@ -22,6 +22,7 @@ type Option func(*config)
 type config struct {
 	advance    func(time.Duration)
 	maxEntries int
+	restart    func()
 }
 
 // WithMaxLogEntries tells the EventLog suite that open makes stores keeping

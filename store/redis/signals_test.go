@@ -1,0 +1,129 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store/redis"
+	"github.com/toolwire/toolwire/store/storetest"
+)
+
+// openAt opens a store (a replica's client) at url with prefix, closed
+// when the test ends.
+func openAt(t *testing.T, url, prefix string) *redis.Store {
+	t.Helper()
+	s, err := redis.Open(context.Background(), url, redis.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// TestSignalsAcrossARestart: the notices' contract on a redis-server of the
+// test's own, which it restarts (SIGTERM, then a new process on the same
+// port) while a watcher waits: the store subscribes again and wakes its
+// watchers, since what was sent meanwhile is lost, and notices reach them
+// again.
+func TestSignalsAcrossARestart(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	var n int
+	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
+		n++
+		prefix := fmt.Sprintf("r%d:", n)
+		return openAt(t, srv.URL(), prefix), openAt(t, srv.URL(), prefix)
+	}, storetest.WithRestart(func() { srv.Stop(); srv.Start() }))
+}
+
+// TestSignalsSharded: on Redis 7 the notices go over sharded pub/sub
+// (SPUBLISH, SSUBSCRIBE), which a cluster keeps on one shard: a plain
+// SUBSCRIBE to the channel hears nothing of them, a SSUBSCRIBE does.
+func TestSignalsSharded(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	ctx := context.Background()
+	prefix := fmt.Sprintf("sharded%d:", time.Now().UnixNano())
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	plain := c.Subscribe(ctx, prefix+"signals")
+	defer plain.Close()
+	sharded := c.SSubscribe(ctx, prefix+"signals")
+	defer sharded.Close()
+	for _, ps := range []*goredis.PubSub{plain, sharded} {
+		if _, err := ps.Receive(ctx); err != nil { // the confirmation
+			t.Fatal(err)
+		}
+	}
+	s := openAt(t, "redis://"+addr+"/0", prefix)
+	if err := s.Signal(ctx, "batch:x"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sharded.ReceiveMessage(ctx)
+	if err != nil || m.Payload != "batch:x" {
+		t.Fatalf("SSUBSCRIBE got %v, %v; want the notice batch:x", m, err)
+	}
+	// Sent after the sharded notice, a plain one arrives first on the
+	// plain subscription unless the store sent its notice plainly too.
+	if err := c.Publish(ctx, prefix+"signals", "marker").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := plain.ReceiveMessage(ctx); err != nil || m.Payload != "marker" {
+		t.Fatalf("SUBSCRIBE got %v, %v; want only the marker (the notice went over sharded pub/sub)", m, err)
+	}
+}
+
+// TestSignalsSurviveAFrozenRedis: a server that stops answering without
+// closing its connections (SIGSTOP) is noticed by the subscription's
+// health check (a PING unanswered), which drops it; once the server
+// answers again the store subscribes again, wakes its watchers, and
+// notices reach them.
+func TestSignalsSurviveAFrozenRedis(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	a, b := openAt(t, srv.URL(), "f:"), openAt(t, srv.URL(), "f:")
+	ctx := context.Background()
+	woken := make(chan struct{}, 16)
+	stop, _ := b.Watch("batch:x", func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	<-woken // subscribed
+	srv.Freeze()
+	// Wait for the health check to give the subscription up: a state the
+	// store reports, not a time.
+	for {
+		if _, why := b.Subscriptions(); why != "" {
+			break
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the subscription to a frozen server was never given up")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	srv.Thaw()
+	select {
+	case <-woken:
+	case <-t.Context().Done():
+		t.Fatal("the watcher was not woken once the server answered again")
+	}
+	if n, _ := b.Subscriptions(); n < 2 {
+		t.Fatalf("%d subscriptions established; want a second after the freeze", n)
+	}
+	for len(woken) > 0 {
+		<-woken
+	}
+	if err := a.Signal(ctx, "batch:x"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-t.Context().Done():
+		t.Fatal("a notice after the freeze did not arrive")
+	}
+}
