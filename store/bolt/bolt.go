@@ -49,6 +49,7 @@ type Store struct {
 
 	maxLog     int
 	logWaiters record.Waiters
+	gc         committer // the event logs' writes, grouped into shared commits
 }
 
 var _ store.Store = (*Store)(nil)
