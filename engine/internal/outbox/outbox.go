@@ -252,6 +252,13 @@ func (o *Outbox) Close() {
 	}
 }
 
+// Queued is how many events wait for the writer to take them.
+func (o *Outbox) Queued() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queue) - o.head
+}
+
 // Waiting reports whether calls wait for room to report.
 func (o *Outbox) Waiting() bool {
 	o.mu.Lock()
