@@ -37,10 +37,10 @@ type recordingLog struct {
 	writes  []logWrite
 	appends int // Appends and Finishes
 
-	holdWrite int      // the Append or Finish to hold; 0: none
-	held      []uint64 // the seqs it carries, once reached
-	entered    chan struct{} // closed when the held Append is reached
-	release    chan struct{} // closed to let it go on
+	holdWrite int           // the Append or Finish to hold; 0: none
+	held      []uint64      // the seqs it carries, once reached
+	entered   chan struct{} // closed when the held Append is reached
+	release   chan struct{} // closed to let it go on
 
 	// fail says what the n-th Append or Finish (from 1) returns: an error
 	// before writing, an error after writing (an answer lost), or nil.
