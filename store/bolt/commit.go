@@ -34,6 +34,8 @@ type committer struct {
 	busy  bool         // a leader is committing; the queue's first becomes the next
 
 	commits atomic.Uint64 // transactions committed or rolled back, for Commits
+
+	beforeCommit func() // a test's: runs as a leader starts its group's commit, the group taken
 }
 
 type commitReq struct {
@@ -68,6 +70,9 @@ func (s *Store) grouped(fn func(tx *bbolt.Tx) error) error {
 	group := c.queue
 	c.queue = nil
 	c.mu.Unlock()
+	if c.beforeCommit != nil {
+		c.beforeCommit() // the next group queues meanwhile
+	}
 
 	s.commitGroup(group)
 
