@@ -15,9 +15,11 @@ import (
 
 // An event log is a Redis stream of its entries (XADD with the entry's
 // index as its ID, "i-0", trimmed to MaxLogEntries), a hash of its state
-// (owner, last, finished, ttl) and a lease key that Redis expires itself,
-// as an idempotency record's: liveness is judged by the server's clock.
-// The three share a hash tag. Readers wait with XREAD BLOCK, so an entry
+// (owner, last, finished, ttl, opened) and a lease key that Redis expires
+// itself, as an idempotency record's: liveness is judged by the server's
+// clock. The three share a hash tag, so one script writes a group of
+// entries with the state (Open, Append and Finish each take a group: one
+// round trip). Readers wait with XREAD BLOCK, so an entry
 // appended on one replica reaches a reader on another at once; finishing
 // and a lost lease are seen when the block times out (at most a second).
 
