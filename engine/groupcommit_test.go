@@ -354,3 +354,50 @@ func TestConcurrentDetachedBatchesStayInOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowOwnStreamReadsTheStore: the batch's own stream, stuck while the
+// batch writes more than is kept for it, reads what it missed from the
+// store, then follows: every event once, in order.
+func TestSlowOwnStreamReadsTheStore(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: m, Vars: m, EventLog: m})
+	var calls []*toolwirev1.ToolCall
+	for i := range 2 * maxKeptEvents {
+		calls = append(calls, call(fmt.Sprint("c", i), "read", ""))
+	}
+	stuck := make(chan struct{})
+	var mu sync.Mutex
+	var events []*toolwirev1.ExecuteBatchResponse
+	done := make(chan error, 1)
+	go func() {
+		done <- te.e.Run(as("alice"), te.reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: calls, Options: &toolwirev1.BatchOptions{Detach: true}},
+			SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+				if ev.GetSeq() == 2 {
+					<-stuck
+				}
+				mu.Lock()
+				events = append(events, ev)
+				mu.Unlock()
+				return nil
+			}))
+	}()
+	// The batch runs to its end while its stream is stuck at its second event.
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(events) == 0 {
+			return false
+		}
+		info, err := m.Stat(context.Background(), logName("alice", events[0].GetAccepted().GetBatchId()))
+		return err == nil && info.Finished
+	})
+	close(stuck)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, m, "alice", events)
+	if n := len(results(t, events)); n != len(calls) {
+		t.Fatalf("%d results, want %d", n, len(calls))
+	}
+}
