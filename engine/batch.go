@@ -285,13 +285,9 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 }
 
 // send numbers ev (its seq) and sends it to the batch's reader, marking the time
-// the Send began for the send watchdog; a detached batch's event is kept
-// in its log for its attachments instead.
+// the Send began for the send watchdog. (A detached batch's writer is
+// batchLog.run, which writes its events to its log in groups.)
 func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
-	if b.log != nil {
-		b.log.write(ev) // numbers it
-		return nil
-	}
 	b.seq++
 	ev.Seq = b.seq
 	b.sending.Store(time.Now().UnixNano())

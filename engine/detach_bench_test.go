@@ -77,6 +77,46 @@ func BenchmarkDetach(b *testing.B) {
 	}
 }
 
+// BenchmarkDetachParallel is BenchmarkDetach's detached batch sent by 16
+// callers at once on each store: what grouping the writes of many
+// batches (bolt: one commit for all that queued meanwhile) saves. On bolt
+// it reports the commits per batch.
+func BenchmarkDetachParallel(b *testing.B) {
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, open := range benchStores(b) {
+		b.Run(name, func(b *testing.B) {
+			s := open(b)
+			e := New(Config{BatchTTL: time.Minute}, Deps{Logger: slog.New(slog.DiscardHandler), EventLog: s, Vars: s, Idempotency: s})
+			b.Cleanup(e.Close)
+			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: `{"text":"hi"}`}},
+				Options: &toolwirev1.BatchOptions{Detach: true}}
+			sink := SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error { return nil })
+			bs, _ := s.(*bolt.Store)
+			var before uint64
+			if bs != nil {
+				before = bs.Commits()
+			}
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := e.Run(context.Background(), reg.Snapshot(), req, sink); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			if bs != nil {
+				b.ReportMetric(float64(bs.Commits()-before)/float64(b.N), "commits/batch")
+			}
+		})
+	}
+}
+
 // BenchmarkAttachFirstEvent is the time from AttachBatch on replica B to
 // its first event, for a batch running on replica A, both on one store.
 func BenchmarkAttachFirstEvent(b *testing.B) {

@@ -192,7 +192,7 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	e.runners.Go(func() { b.run(runCtx) })
 	if b.detached {
 		e.runners.Go(b.writeLog)
-		return e.readLog(ctx, b.log.name, 0, b.sink)
+		return b.log.read(ctx, b.log.first, b.sink)
 	}
 	defer func() { b.end(err) }()
 	return b.stream(ctx)

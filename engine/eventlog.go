@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/engine/internal/coalesce"
+	"github.com/toolwire/toolwire/engine/internal/outbox"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store"
 	"google.golang.org/protobuf/proto"
@@ -34,6 +35,21 @@ import (
 func logName(caller, batchID string) string { return strconv.Quote(caller) + "/" + batchID }
 
 // batchLog is a detached batch's log as its writer keeps it.
+//
+// The writer appends in groups (group commit): it takes every event the
+// batch's calls have queued meanwhile (Outbox.Take) and appends them in
+// one write, one Redis script or one bolt transaction; the events the
+// calls emit while that write is under way queue in the outbox and go in
+// the next one. Nothing waits for company, so a lone event is written at
+// once, and the outbox's bounds still hold the calls back while a slow
+// store writes. BatchAccepted goes in the write that opens the log,
+// BatchFinished with the last group in the write that finishes it.
+//
+// What the store has taken is kept a while in memory for this replica's
+// readers, the batch's own stream first (read): they read it from there
+// rather than back from the store, and only once it is stored. A reader
+// that falls behind what is kept, or whose writer stopped without
+// finishing the log, reads the store as any attachment does.
 //
 // A store that stalls does not end the batch: an event it does not take
 // is buffered (bounded: maxPendingEvents, maxPendingBytes) and appended,
@@ -64,13 +80,29 @@ type batchLog struct {
 	wmu          sync.Mutex     // the appends: the writer's and the renewals' flushes
 	pending      []pendingEntry // numbered events the store has not taken yet, in order
 	pendingBytes int
-	unsure       bool // the last failed append may have landed: Stat before the next
+	unsure       bool     // the last failed write may have landed: Stat before the next
+	group        [][]byte // the data of the group being written, reused
+
+	// What the store has taken, for this replica's readers.
+	kmu       sync.Mutex
+	stored    uint64         // the seq of the last event the store has taken
+	kept      []pendingEntry // the last events taken, while a reader may want them
+	keptBytes int
+	readers   []*keptReader
+	wake      chan struct{} // closed, and replaced, when stored grows or the writer stops
+	done      bool          // the writer has stopped
+	complete  bool          // … having finished the log
+	first     *keptReader   // the batch's own stream, joined before anything is stored
 }
 
 type pendingEntry struct {
 	seq  uint64
 	data []byte
 }
+
+// keptReader is a reader of the events kept in memory: the seq of the
+// last it sent.
+type keptReader struct{ seq uint64 }
 
 // Bounds of the events a detached batch buffers while the store does not
 // take them; past them the batch is lost.
@@ -79,36 +111,61 @@ const (
 	maxPendingBytes  = 16 << 20
 )
 
+// Bounds of one write of a detached batch's events: a longer backlog (the
+// store came back after a stall) goes in several.
+const (
+	maxGroupEvents = 512
+	maxGroupBytes  = 4 << 20
+)
+
+// Bounds of the events kept for this replica's readers past what the
+// slowest has read; a reader further behind reads the store.
+const (
+	maxKeptEvents = 256
+	maxKeptBytes  = 256 << 10
+)
+
 // startedVar names the variable, in the batch's log scope of Vars, that
-// holds when the batch started (RFC 3339, ns), so that a reader that ends
-// it after its replica was lost reports its real duration.
+// held when the batch started, for logs opened by replicas before the
+// store noted it (LogInfo.Opened); it is read, no longer written.
 const startedVar = "started"
 
 // openLog creates the batch's log, owned by this engine under a lease that
-// a timer renews, and returns it.
+// a timer renews, with BatchAccepted as its first event, and returns it.
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
-	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id)}
+	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id), wake: make(chan struct{})}
 	// Watched before the log exists, so that no cancel asked once another
 	// replica can see it comes unnoticed.
 	l.unwatch, l.watched = e.watch(cancelTopic(l.name), l.woken)
 	l.looked = time.Now() // nothing can be asked of a log not yet open
-	ctx, cancel := context.WithTimeout(b.callerCtx, appendTimeout)
-	defer cancel()
-	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL); err != nil {
+	l.first = l.join(0)
+	acc := b.accepted()
+	b.seq++
+	acc.Seq = b.seq
+	data, err := proto.Marshal(acc)
+	if err != nil {
 		l.unwatch()
 		return nil, err
 	}
-	// Best effort: without it, a takeover reports a duration of 0.
-	started, _ := json.Marshal(b.start.Format(time.RFC3339Nano))
-	_ = e.deps.Vars.SetVar(ctx, cancelScope(l.name), startedVar, started, e.cfg.BatchTTL+24*time.Hour)
+	ctx, cancel := context.WithTimeout(b.callerCtx, appendTimeout)
+	defer cancel()
+	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL, data); err != nil {
+		l.unwatch()
+		return nil, err
+	}
+	l.took([]pendingEntry{{seq: acc.Seq, data: data}}, false)
 	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
 	l.ticker = time.AfterFunc(l.tick(), l.renew)
 	return l, nil
 }
 
-// startedAt is when the batch of log name started, as openLog noted it;
-// false when it is not known.
+// startedAt is when the batch of log name started: when its log was
+// opened, with BatchAccepted (or, for a log opened by an older replica,
+// the start it noted in Vars); false when it is not known.
 func (e *Engine) startedAt(ctx context.Context, name string) (time.Time, bool) {
+	if info, err := e.deps.EventLog.Stat(ctx, name); err == nil && !info.Opened.IsZero() {
+		return info.Opened, true
+	}
 	v, ok, err := e.deps.Vars.GetVar(ctx, cancelScope(name), startedVar)
 	if err != nil || !ok {
 		return time.Time{}, false
@@ -187,7 +244,37 @@ func (l *batchLog) stop() {
 	l.unwatch()
 }
 
-// write is the writer's: it numbers ev and appends it, after coalescing
+// run is a detached batch's writer (batch.writeLog): it takes the events
+// the calls have queued, a group at a time, and appends each group in one
+// write, until the lanes have ended; then it finishes the log with
+// BatchFinished.
+func (l *batchLog) run() {
+	b := l.b
+	var group []outbox.Pending
+	for {
+		var open bool
+		group, open = b.out.Take(group[:0])
+		for _, p := range group {
+			l.write(p.Event)
+		}
+		if open {
+			l.wmu.Lock()
+			l.flush()
+			l.wmu.Unlock()
+		}
+		for i, p := range group {
+			b.out.Sent(p)
+			group[i] = outbox.Pending{}
+		}
+		if !open {
+			break
+		}
+	}
+	l.write(b.finished())
+	l.finish()
+}
+
+// write numbers ev and queues it for the next write, after coalescing
 // progress (see coalesce).
 func (l *batchLog) write(ev *toolwirev1.ExecuteBatchResponse) {
 	if ev.GetProgress() != nil {
@@ -196,15 +283,14 @@ func (l *batchLog) write(ev *toolwirev1.ExecuteBatchResponse) {
 		}
 	} else if r := ev.GetResult(); r != nil {
 		if p := l.coal.Flush(int(r.GetIndex())); p != nil {
-			l.append(p)
+			l.queue(p)
 		}
 	}
-	l.append(ev)
+	l.queue(ev)
 }
 
-// append numbers ev and appends it to the log, after what the store has
-// not taken yet.
-func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
+// queue numbers ev and queues it after what the store has not taken yet.
+func (l *batchLog) queue(ev *toolwirev1.ExecuteBatchResponse) {
 	b := l.b
 	b.seq++
 	ev.Seq = b.seq
@@ -225,37 +311,78 @@ func (l *batchLog) append(ev *toolwirev1.ExecuteBatchResponse) {
 	}
 	l.pending = append(l.pending, pendingEntry{seq: b.seq, data: data})
 	l.pendingBytes += len(data)
-	l.flush()
 }
 
-// flush appends the pending events in order; it stops at the first the
-// store does not take, and returns that error. Its caller holds wmu.
+// nextGroup returns how many of the pending events go in the next write,
+// and their data (in l.group). Its caller holds wmu.
+func (l *batchLog) nextGroup() int {
+	n, size := 0, 0
+	l.group = l.group[:0]
+	for _, p := range l.pending {
+		if n > 0 && (n == maxGroupEvents || size+len(p.data) > maxGroupBytes) {
+			break
+		}
+		l.group = append(l.group, p.data)
+		n++
+		size += len(p.data)
+	}
+	return n
+}
+
+// taken drops the first n pending events, which the store has taken. Its
+// caller holds wmu.
+func (l *batchLog) taken(n int, finished bool) {
+	l.took(l.pending[:n], finished)
+	for i := range n {
+		l.pendingBytes -= len(l.pending[i].data)
+		l.pending[i] = pendingEntry{}
+	}
+	l.pending = l.pending[n:]
+	clear(l.group)
+}
+
+// skipLanded drops the pending events that an earlier write whose answer
+// was lost did append, as Stat tells; it returns what Stat said. Its
+// caller holds wmu.
+func (l *batchLog) skipLanded() (store.LogInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	info, err := l.e.deps.EventLog.Stat(ctx, l.name)
+	cancel()
+	if err != nil {
+		if errors.Is(err, store.ErrLogNotFound) {
+			l.lost(err)
+		}
+		return info, err
+	}
+	l.unsure = false
+	n := 0
+	for n < len(l.pending) && l.pending[n].seq <= info.Last {
+		n++
+	}
+	if n > 0 {
+		l.taken(n, info.Finished)
+	}
+	return info, nil
+}
+
+// flush appends the pending events in order, a group per write; it stops
+// at the first write the store does not take, and returns that error. Its
+// caller holds wmu.
 func (l *batchLog) flush() error {
 	e := l.e
 	if l.failed.Load() {
 		return errLogLost
 	}
 	if len(l.pending) > 0 && l.unsure {
-		// An append whose answer was lost may have landed: skip what did.
-		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-		info, err := e.deps.EventLog.Stat(ctx, l.name)
-		cancel()
-		if err != nil {
-			if errors.Is(err, store.ErrLogNotFound) {
-				l.lost(err)
-			}
+		if _, err := l.skipLanded(); err != nil {
 			return err
-		}
-		l.unsure = false
-		for len(l.pending) > 0 && l.pending[0].seq <= info.Last {
-			l.pendingBytes -= len(l.pending[0].data)
-			l.pending = l.pending[1:]
 		}
 	}
 	for len(l.pending) > 0 {
-		p := l.pending[0]
+		n := l.nextGroup()
+		last := l.pending[n-1].seq
 		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-		i, err := e.deps.EventLog.Append(ctx, l.name, e.deps.Replica, p.data)
+		i, err := e.deps.EventLog.Append(ctx, l.name, e.deps.Replica, l.group...)
 		cancel()
 		switch {
 		case lostFor(err):
@@ -264,16 +391,60 @@ func (l *batchLog) flush() error {
 		case err != nil:
 			l.unsure = true
 			return err
-		case i != p.seq:
-			err := errors.New("the log's numbering differs from the batch's: entry " + strconv.FormatUint(i, 10) + " for event " + strconv.FormatUint(p.seq, 10))
+		case i != last:
+			err := errors.New("the log's numbering differs from the batch's: entry " + strconv.FormatUint(i, 10) + " for event " + strconv.FormatUint(last, 10))
 			l.lost(err)
 			return err
 		}
-		l.pendingBytes -= len(p.data)
-		l.pending[0] = pendingEntry{}
-		l.pending = l.pending[1:]
+		l.taken(n, false)
 	}
 	return nil
+}
+
+// flushFinish appends the pending events, the last group (BatchFinished
+// with it) in the write that finishes the log. Its caller holds wmu.
+func (l *batchLog) flushFinish() error {
+	e := l.e
+	if l.failed.Load() {
+		return errLogLost
+	}
+	if l.unsure {
+		info, err := l.skipLanded()
+		if err != nil {
+			return err
+		}
+		if info.Finished && len(l.pending) == 0 {
+			return nil // the Finish whose answer was lost landed
+		}
+	}
+	for len(l.pending) > maxGroupEvents {
+		if err := l.flush(); err != nil {
+			return err
+		}
+	}
+	n := l.nextGroup()
+	if n < len(l.pending) {
+		if err := l.flush(); err != nil {
+			return err
+		}
+		n = l.nextGroup()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	defer cancel()
+	err := e.deps.EventLog.Finish(ctx, l.name, e.deps.Replica, e.cfg.BatchTTL, l.group...)
+	if lostFor(err) {
+		// A Finish whose answer was lost, and was sent again, may have landed.
+		if info, serr := e.deps.EventLog.Stat(ctx, l.name); serr == nil && info.Finished && (n == 0 || info.Last >= l.pending[n-1].seq) {
+			err = nil
+		}
+	}
+	switch {
+	case err == nil:
+		l.taken(n, true)
+	case !lostFor(err):
+		l.unsure = true
+	}
+	return err
 }
 
 // finish ends the log after BatchFinished: once the store has taken every
@@ -282,6 +453,7 @@ func (l *batchLog) flush() error {
 // that the log is left to its readers, who end it as owner lost.
 func (l *batchLog) finish() {
 	l.stop()
+	defer l.writerDone()
 	e := l.e
 	giveUp := time.Now().Add(2 * e.cfg.BatchLease)
 	backoff := 50 * time.Millisecond
@@ -290,25 +462,14 @@ func (l *batchLog) finish() {
 			return
 		}
 		l.wmu.Lock()
-		err := l.flush()
+		err := l.flushFinish()
 		l.wmu.Unlock()
 		if err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-			err = e.deps.EventLog.Finish(ctx, l.name, e.deps.Replica, e.cfg.BatchTTL)
-			if lostFor(err) {
-				// A Finish whose answer was lost may have landed.
-				if info, serr := e.deps.EventLog.Stat(ctx, l.name); serr == nil && info.Finished {
-					err = nil
-				}
-			}
-			cancel()
-			if err == nil {
-				return
-			}
-			if lostFor(err) {
-				e.deps.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
-				return
-			}
+			return
+		}
+		if lostFor(err) {
+			e.deps.Logger.Error("could not finish a detached batch's event log", "batch_id", l.b.id, "error", err)
+			return
 		}
 		if time.Now().After(giveUp) {
 			e.deps.Logger.Error("the store did not take a detached batch's last events; its readers will end it as owner lost",
@@ -328,5 +489,131 @@ func (l *batchLog) finish() {
 			return
 		}
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// join adds a reader of the kept events that has read up to seq.
+func (l *batchLog) join(seq uint64) *keptReader {
+	r := &keptReader{seq: seq}
+	l.kmu.Lock()
+	l.readers = append(l.readers, r)
+	l.kmu.Unlock()
+	return r
+}
+
+// leave removes r; what only it wanted is no longer kept.
+func (l *batchLog) leave(r *keptReader) {
+	l.kmu.Lock()
+	defer l.kmu.Unlock()
+	for i, x := range l.readers {
+		if x == r {
+			l.readers = append(l.readers[:i], l.readers[i+1:]...)
+			break
+		}
+	}
+	l.trim()
+}
+
+// took records that the store has taken ps (finishing the log with them,
+// when finished): they are kept for the readers, who are woken.
+func (l *batchLog) took(ps []pendingEntry, finished bool) {
+	l.kmu.Lock()
+	if len(ps) > 0 {
+		l.stored = ps[len(ps)-1].seq
+	}
+	if len(l.readers) > 0 {
+		for _, p := range ps {
+			l.kept = append(l.kept, p)
+			l.keptBytes += len(p.data)
+		}
+	}
+	l.complete = l.complete || finished
+	l.trim()
+	close(l.wake)
+	l.wake = make(chan struct{})
+	l.kmu.Unlock()
+}
+
+// writerDone records that the writer has stopped, finished or not, and wakes
+// the readers.
+func (l *batchLog) writerDone() {
+	l.kmu.Lock()
+	l.done = true
+	close(l.wake)
+	l.wake = make(chan struct{})
+	l.kmu.Unlock()
+}
+
+// trim drops the kept events every reader has read, and the oldest past
+// the bounds. Its caller holds kmu.
+func (l *batchLog) trim() {
+	read := l.stored
+	for _, r := range l.readers {
+		read = min(read, r.seq)
+	}
+	n := 0
+	for n < len(l.kept) && (l.kept[n].seq <= read || len(l.kept)-n > maxKeptEvents || l.keptBytes > maxKeptBytes) {
+		l.keptBytes -= len(l.kept[n].data)
+		l.kept[n] = pendingEntry{}
+		n++
+	}
+	l.kept = l.kept[n:]
+	if len(l.kept) == 0 {
+		l.kept = nil
+	}
+}
+
+// read sends sink the batch's events after r's seq, then its live ones,
+// until BatchFinished, as readLog does (its errors are readLog's), for a
+// reader on the batch's own replica: from the events kept once the store
+// took them, and from the store when they are no longer kept or the
+// writer stopped without finishing the log.
+func (l *batchLog) read(ctx context.Context, r *keptReader, sink Sink) error {
+	defer l.leave(r)
+	var batch []pendingEntry
+	for {
+		l.kmu.Lock()
+		seq := r.seq
+		behind := seq < l.stored && (len(l.kept) == 0 || l.kept[0].seq > seq+1)
+		if behind || (l.done && !l.complete && seq >= l.stored) {
+			l.kmu.Unlock()
+			l.leave(r)
+			return l.e.readLog(ctx, l.name, seq, sink)
+		}
+		batch = batch[:0]
+		for _, p := range l.kept {
+			if p.seq > seq {
+				batch = append(batch, p)
+			}
+		}
+		wake := l.wake
+		l.kmu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return contextError(ctx.Err())
+			}
+		}
+		for i, p := range batch {
+			ev := &toolwirev1.ExecuteBatchResponse{}
+			if err := proto.Unmarshal(p.data, ev); err != nil {
+				return errorf(Internal, "event %d of the batch's log cannot be read: %v", p.seq, err)
+			}
+			batch[i] = pendingEntry{}
+			if err := sink.Send(ev); err != nil {
+				return err
+			}
+			if ev.GetFinished() != nil {
+				return nil
+			}
+			l.kmu.Lock()
+			r.seq = p.seq
+			l.kmu.Unlock()
+		}
+		l.kmu.Lock()
+		l.trim()
+		l.kmu.Unlock()
 	}
 }

@@ -440,9 +440,7 @@ func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetB
 // (start), and with Unavailable when the store cannot open its log.
 func (b *batch) writeLog() {
 	defer b.end(nil)
-	_ = b.write(b.cancel) // a detached batch's writer only appends: it cannot fail
-	b.log.write(b.finished())
-	b.log.finish()
+	b.log.run()
 }
 
 // cancelRequested is what a call's result says when Cause is Cancel's.

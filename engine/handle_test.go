@@ -258,11 +258,11 @@ type dyingLog struct {
 
 var errDead = errors.New("this replica is dead")
 
-func (d *dyingLog) Append(ctx context.Context, name, owner string, data []byte) (uint64, error) {
+func (d *dyingLog) Append(ctx context.Context, name, owner string, data ...[]byte) (uint64, error) {
 	if d.dead.Load() {
 		return 0, errDead
 	}
-	return d.EventLog.Append(ctx, name, owner, data)
+	return d.EventLog.Append(ctx, name, owner, data...)
 }
 
 func (d *dyingLog) RenewLog(ctx context.Context, name, owner string, lease time.Duration) error {
@@ -272,11 +272,11 @@ func (d *dyingLog) RenewLog(ctx context.Context, name, owner string, lease time.
 	return d.EventLog.RenewLog(ctx, name, owner, lease)
 }
 
-func (d *dyingLog) Finish(ctx context.Context, name, owner string, ttl time.Duration) error {
+func (d *dyingLog) Finish(ctx context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
 	if d.dead.Load() {
 		return errDead
 	}
-	return d.EventLog.Finish(ctx, name, owner, ttl)
+	return d.EventLog.Finish(ctx, name, owner, ttl, data...)
 }
 
 // twoReplicas returns two engines sharing one in-memory store, the first's

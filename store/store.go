@@ -124,14 +124,19 @@ type Signals interface {
 // rather than skip them.
 type EventLog interface {
 	// Open creates the log name for owner, holding a lease of the given
-	// length; the log lives ttl past the lease. ErrLogExists when a log of
+	// length, with data as its first entries (numbered from 1), in one
+	// write; the log lives ttl past the lease. ErrLogExists when a log of
 	// that name exists.
-	Open(ctx context.Context, name, owner string, lease, ttl time.Duration) error
-	// Append appends data as the log's next entry and returns its index.
-	// Only the owner of an unfinished log appends: ErrLeaseLost otherwise
-	// (another owner took it over, or it is finished); ErrLogNotFound when
-	// it does not exist or has expired.
-	Append(ctx context.Context, name, owner string, data []byte) (uint64, error)
+	Open(ctx context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error
+	// Append appends data, in order, as the log's next entries and returns
+	// the index of the last (with no data, it appends nothing and returns
+	// the last index). The entries go in one write (one transaction, one
+	// round trip): an error means none of them was appended, or, when the
+	// answer was lost (a timeout), that all of them may have been, which
+	// Stat tells. Only the owner of an unfinished log appends:
+	// ErrLeaseLost otherwise (another owner took it over, or it is
+	// finished); ErrLogNotFound when it does not exist or has expired.
+	Append(ctx context.Context, name, owner string, data ...[]byte) (uint64, error)
 	// After iterates over the entries after index, in order, up to the last
 	// one appended when it is called; it does not wait for more (WaitLog
 	// does). Once it yields an error it stops: ErrLogNotFound, or
@@ -150,9 +155,10 @@ type EventLog interface {
 	// lease is live or the log is finished. One of several replicas trying
 	// at once succeeds.
 	TakeOver(ctx context.Context, name, owner string, lease time.Duration) error
-	// Finish ends owner's log: no entry follows, and it lives ttl more.
+	// Finish appends data as the log's last entries and ends it, in one
+	// write, as Append writes: no entry follows, and it lives ttl more.
 	// ErrLeaseLost when owner no longer holds it.
-	Finish(ctx context.Context, name, owner string, ttl time.Duration) error
+	Finish(ctx context.Context, name, owner string, ttl time.Duration, data ...[]byte) error
 	// Stat returns what is known of the log; ErrLogNotFound when it does
 	// not exist or has expired.
 	Stat(ctx context.Context, name string) (LogInfo, error)
@@ -169,6 +175,9 @@ type LogInfo struct {
 	Last     uint64 // the index of the last entry appended; 0 before the first
 	Finished bool   // Finish was called
 	Owned    bool   // unfinished, and its owner's lease is live
+	// Opened is when Open created the log, by the clock of the process
+	// that opened it (zero when the store does not know).
+	Opened time.Time
 }
 
 // Errors of an EventLog.

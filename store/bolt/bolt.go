@@ -50,6 +50,7 @@ type Store struct {
 
 	maxLog     int
 	logWaiters record.Waiters
+	gc         committer // the event logs' writes, grouped into shared commits
 
 	signals fanout.Hub // see signals.go
 }

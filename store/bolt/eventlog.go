@@ -55,8 +55,8 @@ func writeLog(b *bbolt.Bucket, l *record.Log) error {
 }
 
 // Open implements store.EventLog.
-func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration) error {
-	return s.db.Update(func(tx *bbolt.Tx) error {
+func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
+	err := s.grouped(func(tx *bbolt.Tx) error {
 		logs := tx.Bucket(logsBucket)
 		now := time.Now()
 		l, err := readLog(logs.Bucket([]byte(name)), now)
@@ -71,13 +71,22 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 		if err != nil {
 			return err
 		}
-		return writeLog(b, record.NewLog(owner, now, lease, ttl))
+		l = record.NewLog(owner, now, lease, ttl)
+		if err := s.appendEntries(b, l, data); err != nil {
+			return err
+		}
+		return writeLog(b, l)
 	})
+	if err == nil && len(data) > 0 {
+		s.logWaiters.Wake(name)
+	}
+	return err
 }
 
-// update runs fn on owner's writable log name and writes its state back.
+// updateLog runs fn on owner's writable log name and writes its state
+// back, in a transaction shared with the writes queued beside it.
 func (s *Store) updateLog(name, owner string, fn func(b *bbolt.Bucket, l *record.Log, now time.Time) error) error {
-	return s.db.Update(func(tx *bbolt.Tx) error {
+	return s.grouped(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(logsBucket).Bucket([]byte(name))
 		now := time.Now()
 		l, err := readLog(b, now)
@@ -96,23 +105,37 @@ func (s *Store) updateLog(name, owner string, fn func(b *bbolt.Bucket, l *record
 	})
 }
 
-// Append implements store.EventLog.
-func (s *Store) Append(_ context.Context, name, owner string, data []byte) (uint64, error) {
-	var i uint64
-	err := s.updateLog(name, owner, func(b *bbolt.Bucket, l *record.Log, _ time.Time) error {
-		var drop int
-		i, drop = l.Append(s.maxLog)
+// appendEntries puts data as l's next entries in b, deleting the oldest
+// past the bound.
+func (s *Store) appendEntries(b *bbolt.Bucket, l *record.Log, data [][]byte) error {
+	for _, d := range data {
+		i, drop := l.Append(s.maxLog)
 		for k := range drop {
 			if err := b.Delete(entryKey(l.First - uint64(drop) + uint64(k))); err != nil {
 				return err
 			}
 		}
-		return b.Put(entryKey(i), data)
+		if err := b.Put(entryKey(i), d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Append implements store.EventLog.
+func (s *Store) Append(_ context.Context, name, owner string, data ...[]byte) (uint64, error) {
+	var i uint64
+	err := s.updateLog(name, owner, func(b *bbolt.Bucket, l *record.Log, _ time.Time) error {
+		err := s.appendEntries(b, l, data)
+		i = l.Last
+		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	s.logWaiters.Wake(name)
+	if len(data) > 0 {
+		s.logWaiters.Wake(name)
+	}
 	return i, nil
 }
 
@@ -186,7 +209,7 @@ func (s *Store) RenewLog(_ context.Context, name, owner string, lease time.Durat
 
 // TakeOver implements store.EventLog.
 func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Duration) error {
-	return s.db.Update(func(tx *bbolt.Tx) error {
+	return s.grouped(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(logsBucket).Bucket([]byte(name))
 		now := time.Now()
 		l, err := readLog(b, now)
@@ -205,8 +228,11 @@ func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Durat
 }
 
 // Finish implements store.EventLog.
-func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration) error {
-	err := s.updateLog(name, owner, func(_ *bbolt.Bucket, l *record.Log, now time.Time) error {
+func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
+	err := s.updateLog(name, owner, func(b *bbolt.Bucket, l *record.Log, now time.Time) error {
+		if err := s.appendEntries(b, l, data); err != nil {
+			return err
+		}
 		l.Finish(now, ttl)
 		return nil
 	})
@@ -228,7 +254,7 @@ func (s *Store) Stat(_ context.Context, name string) (store.LogInfo, error) {
 		case l == nil:
 			return store.ErrLogNotFound
 		}
-		info = store.LogInfo{Last: l.Last, Finished: l.Finished, Owned: l.Owned(now)}
+		info = l.Info(now)
 		return nil
 	})
 	return info, err

@@ -41,16 +41,22 @@ func (s *Store) liveLog(name string, now time.Time) *memLog {
 }
 
 // Open implements store.EventLog.
-func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration) error {
+func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
-	defer s.mu.Unlock()
 	now := time.Now()
 	if s.liveLog(name, now) != nil {
+		s.mu.Unlock()
 		return store.ErrLogExists
 	}
-	s.logs[name] = &memLog{meta: *record.NewLog(owner, now, lease, ttl)}
+	l := &memLog{meta: *record.NewLog(owner, now, lease, ttl)}
+	s.logs[name] = l
+	s.appendLocked(l, data)
+	s.mu.Unlock()
+	if len(data) > 0 {
+		s.logWaiters.Wake(name)
+	}
 	return nil
 }
 
@@ -66,8 +72,21 @@ func (s *Store) owned(name, owner string) (*memLog, error) {
 	return l, nil
 }
 
+// appendLocked appends data to l, dropping the oldest entries past the
+// bound; s.mu is held.
+func (s *Store) appendLocked(l *memLog, data [][]byte) {
+	for _, d := range data {
+		_, drop := l.meta.Append(s.maxLog)
+		l.entries = append(l.entries, append([]byte(nil), d...))
+		if drop > 0 {
+			clear(l.entries[:drop])
+			l.entries = l.entries[drop:]
+		}
+	}
+}
+
 // Append implements store.EventLog.
-func (s *Store) Append(_ context.Context, name, owner string, data []byte) (uint64, error) {
+func (s *Store) Append(_ context.Context, name, owner string, data ...[]byte) (uint64, error) {
 	if err := s.lock(); err != nil {
 		return 0, err
 	}
@@ -76,14 +95,12 @@ func (s *Store) Append(_ context.Context, name, owner string, data []byte) (uint
 		s.mu.Unlock()
 		return 0, err
 	}
-	i, drop := l.meta.Append(s.maxLog)
-	l.entries = append(l.entries, append([]byte(nil), data...))
-	if drop > 0 {
-		clear(l.entries[:drop])
-		l.entries = l.entries[drop:]
-	}
+	s.appendLocked(l, data)
+	i := l.meta.Last
 	s.mu.Unlock()
-	s.logWaiters.Wake(name)
+	if len(data) > 0 {
+		s.logWaiters.Wake(name)
+	}
 	return i, nil
 }
 
@@ -174,7 +191,7 @@ func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Durat
 }
 
 // Finish implements store.EventLog.
-func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration) error {
+func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -183,6 +200,7 @@ func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration)
 		s.mu.Unlock()
 		return err
 	}
+	s.appendLocked(l, data)
 	l.meta.Finish(time.Now(), ttl)
 	s.mu.Unlock()
 	s.logWaiters.Wake(name)
@@ -200,7 +218,7 @@ func (s *Store) Stat(_ context.Context, name string) (store.LogInfo, error) {
 	if l == nil {
 		return store.LogInfo{}, store.ErrLogNotFound
 	}
-	return store.LogInfo{Last: l.meta.Last, Finished: l.meta.Finished, Owned: l.meta.Owned(now)}, nil
+	return l.meta.Info(now), nil
 }
 
 // Logs returns how many event logs the store holds, expired ones included

@@ -15,9 +15,11 @@ import (
 
 // An event log is a Redis stream of its entries (XADD with the entry's
 // index as its ID, "i-0", trimmed to MaxLogEntries), a hash of its state
-// (owner, last, finished, ttl) and a lease key that Redis expires itself,
-// as an idempotency record's: liveness is judged by the server's clock.
-// The three share a hash tag. Readers wait with XREAD BLOCK, so an entry
+// (owner, last, finished, ttl, opened) and a lease key that Redis expires
+// itself, as an idempotency record's: liveness is judged by the server's
+// clock. The three share a hash tag, so one script writes a group of
+// entries with the state (Open, Append and Finish each take a group: one
+// round trip). Readers wait with XREAD BLOCK, so an entry
 // appended on one replica reaches a reader on another at once; finishing
 // and a lost lease are seen when the block times out (at most a second).
 
@@ -31,13 +33,33 @@ func (s *Store) logKeys(name string) []string {
 	return []string{k, k + ":m", k + ":lease"}
 }
 
-// openLogScript: ARGV owner, lease ms, ttl ms. 0: exists.
+// appendEntries is the Lua that appends ARGV[from..] as the log's next
+// entries, trimmed to ARGV[max] (an index of ARGV), and leaves the last
+// index in i: the scripts that write entries write them all in one.
+const appendEntries = `
+local i = tonumber(redis.call('HGET', KEYS[2], 'last'))
+local n = #ARGV - from + 1
+if n > 0 then
+  for k = from, #ARGV do
+    i = i + 1
+    redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[max], i .. '-0', 'd', ARGV[k])
+  end
+  redis.call('HSET', KEYS[2], 'last', i)
+  local pt = redis.call('PTTL', KEYS[2])
+  if pt > 0 then redis.call('PEXPIRE', KEYS[1], pt) end
+end
+`
+
+// openLogScript: ARGV owner, lease ms, ttl ms, opened (Unix ms), max
+// entries, then the first entries. 0: exists.
 var openLogScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 redis.call('DEL', KEYS[1], KEYS[3])
-redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'last', 0, 'finished', 0, 'ttl', ARGV[3])
+redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'last', 0, 'finished', 0, 'ttl', ARGV[3], 'opened', ARGV[4])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[3]))
 redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+local from, max = 6, 5
+` + appendEntries + `
 return 1
 `)
 
@@ -55,12 +77,11 @@ local function expire(ms)
 end
 `
 
-// appendLogScript: ARGV owner, data, max entries. Returns the index.
+// appendLogScript: ARGV owner, max entries, then the entries. Returns the
+// index of the last.
 var appendLogScript = goredis.NewScript(ownedLog + `
-local i = redis.call('HINCRBY', KEYS[2], 'last', 1)
-redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[3], i .. '-0', 'd', ARGV[2])
-local pt = redis.call('PTTL', KEYS[2])
-if pt > 0 then redis.call('PEXPIRE', KEYS[1], pt) end
+local from, max = 3, 2
+` + appendEntries + `
 return i
 `)
 
@@ -71,8 +92,11 @@ expire(tonumber(ARGV[2]) + ttl)
 return 1
 `)
 
-// finishLogScript: ARGV owner, ttl ms.
+// finishLogScript: ARGV owner, ttl ms, max entries, then the last
+// entries.
 var finishLogScript = goredis.NewScript(ownedLog + `
+local from, max = 4, 3
+` + appendEntries + `
 redis.call('HSET', KEYS[2], 'finished', 1)
 redis.call('DEL', KEYS[3])
 expire(tonumber(ARGV[2]))
@@ -92,11 +116,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], ms) en
 return 1
 `)
 
-// statScript: {last, finished, lease live}, or false when there is no log.
+// statScript: {last, finished, lease live, opened (Unix ms, 0 when not
+// noted)}, or false when there is no log.
 var statScript = goredis.NewScript(`
-local m = redis.call('HMGET', KEYS[2], 'last', 'finished')
+local m = redis.call('HMGET', KEYS[2], 'last', 'finished', 'opened')
 if not m[1] then return false end
-return {tonumber(m[1]), tonumber(m[2]), redis.call('EXISTS', KEYS[3])}
+return {tonumber(m[1]), tonumber(m[2]), redis.call('EXISTS', KEYS[3]), tonumber(m[3] or '0')}
 `)
 
 // logResult maps an owner script's answer to the contract's errors.
@@ -112,9 +137,20 @@ func logResult(what string, n int64, err error) error {
 	return nil
 }
 
+// entryArgs are a script's arguments followed by the entries.
+func entryArgs(data [][]byte, args ...any) []any {
+	out := make([]any, 0, len(args)+len(data))
+	out = append(out, args...)
+	for _, d := range data {
+		out = append(out, d)
+	}
+	return out
+}
+
 // Open implements store.EventLog.
-func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Duration) error {
-	n, err := openLogScript.Run(ctx, s.c, s.logKeys(name), owner, ms(lease), ms(ttl)).Int64()
+func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
+	args := entryArgs(data, owner, ms(lease), ms(ttl), time.Now().UnixMilli(), s.maxLog)
+	n, err := openLogScript.Run(ctx, s.c, s.logKeys(name), args...).Int64()
 	if err != nil {
 		return fmt.Errorf("redis store: open log: %w", err)
 	}
@@ -125,8 +161,8 @@ func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Du
 }
 
 // Append implements store.EventLog.
-func (s *Store) Append(ctx context.Context, name, owner string, data []byte) (uint64, error) {
-	n, err := appendLogScript.Run(ctx, s.c, s.logKeys(name), owner, data, s.maxLog).Int64()
+func (s *Store) Append(ctx context.Context, name, owner string, data ...[]byte) (uint64, error) {
+	n, err := appendLogScript.Run(ctx, s.c, s.logKeys(name), entryArgs(data, owner, s.maxLog)...).Int64()
 	if err := logResult("append", n, err); err != nil {
 		return 0, err
 	}
@@ -146,8 +182,8 @@ func (s *Store) TakeOver(ctx context.Context, name, owner string, lease time.Dur
 }
 
 // Finish implements store.EventLog.
-func (s *Store) Finish(ctx context.Context, name, owner string, ttl time.Duration) error {
-	n, err := finishLogScript.Run(ctx, s.c, s.logKeys(name), owner, ms(ttl)).Int64()
+func (s *Store) Finish(ctx context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
+	n, err := finishLogScript.Run(ctx, s.c, s.logKeys(name), entryArgs(data, owner, ms(ttl), s.maxLog)...).Int64()
 	return logResult("finish log", n, err)
 }
 
@@ -161,7 +197,11 @@ func (s *Store) Stat(ctx context.Context, name string) (store.LogInfo, error) {
 		return store.LogInfo{}, fmt.Errorf("redis store: stat log: %w", err)
 	}
 	finished := v[1] == 1
-	return store.LogInfo{Last: uint64(v[0]), Finished: finished, Owned: !finished && v[2] == 1}, nil
+	info := store.LogInfo{Last: uint64(v[0]), Finished: finished, Owned: !finished && v[2] == 1}
+	if len(v) > 3 && v[3] > 0 {
+		info.Opened = time.UnixMilli(v[3])
+	}
+	return info, nil
 }
 
 // afterPage is how many entries After reads per XRANGE.

@@ -193,3 +193,60 @@ func BenchmarkTakeRate(b *testing.B) {
 		}
 	}
 }
+
+// commandCounter is a go-redis hook that counts the commands sent, each
+// command of a pipeline one.
+type commandCounter struct{ n atomic.Int64 }
+
+func (c *commandCounter) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+func (c *commandCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *commandCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestAGroupIsOneCommand: Open, Append and Finish write a group of
+// entries with one command (one script, one round trip), on a real Redis.
+func TestAGroupIsOneCommand(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	s := redis.New(c, redis.Options{Prefix: fmt.Sprintf("group%d:", time.Now().UnixNano())})
+	ctx := context.Background()
+	// Load the scripts first: a script's first run may cost a second
+	// command (EVALSHA, then EVAL when the server does not have it yet).
+	if err := s.Open(ctx, "warm", "o", time.Hour, time.Hour, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "warm", "o", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ctx, "warm", "o", time.Hour, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	var cc commandCounter
+	c.AddHook(&cc)
+	data := [][]byte{[]byte("e1"), []byte("e2"), []byte("e3")}
+	if err := s.Open(ctx, "l", "o", time.Hour, time.Hour, data...); err != nil {
+		t.Fatal(err)
+	}
+	if i, err := s.Append(ctx, "l", "o", data...); err != nil || i != 6 {
+		t.Fatalf("Append = %d, %v; want 6", i, err)
+	}
+	if err := s.Finish(ctx, "l", "o", time.Hour, data...); err != nil {
+		t.Fatal(err)
+	}
+	if n := cc.n.Load(); n != 3 {
+		t.Fatalf("%d commands for three writes of three entries each, want 3", n)
+	}
+	if info, err := s.Stat(ctx, "l"); err != nil || info.Last != 9 || !info.Finished {
+		t.Fatalf("Stat = %+v, %v; want 9 entries, finished", info, err)
+	}
+}

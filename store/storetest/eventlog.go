@@ -65,7 +65,7 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		}
 		info, err := s.Stat(ctx, "l")
 		must(t, err)
-		if info != (store.LogInfo{Last: 3, Owned: true}) {
+		if !infoIs(info, store.LogInfo{Last: 3, Owned: true}) {
 			t.Fatalf("Stat = %+v", info)
 		}
 	})
@@ -88,7 +88,7 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		must(t, s.WaitLog(wctx, "l", 3))
 		info, err := s.Stat(ctx, "l")
 		must(t, err)
-		if info != (store.LogInfo{Last: 3, Finished: true}) {
+		if !infoIs(info, store.LogInfo{Last: 3, Finished: true}) {
 			t.Fatalf("Stat = %+v, want Last 3, finished", info)
 		}
 		last, err := after(t, s, "l", 2)
@@ -147,7 +147,7 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		isErr(t, "TakeOver of a finished log", s.TakeOver(ctx, "l", "b", long), store.ErrLeaseLost)
 		info, err := s.Stat(ctx, "l")
 		must(t, err)
-		if info != (store.LogInfo{Last: 2, Finished: true}) {
+		if !infoIs(info, store.LogInfo{Last: 2, Finished: true}) {
 			t.Fatalf("Stat after Finish = %+v", info)
 		}
 		got, err := after(t, s, "l", 0)
@@ -265,7 +265,175 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		}
 	})
 
+	entries := func(from, n int) [][]byte {
+		var data [][]byte
+		for i := from; i < from+n; i++ {
+			data = append(data, []byte(fmt.Sprint("e", i)))
+		}
+		return data
+	}
+	// wantEntries checks that the log holds e1 … en, in order (those it
+	// keeps, when it keeps at most c.maxEntries).
+	wantEntries := func(t *testing.T, s S, name string, n int) {
+		t.Helper()
+		from := 0
+		if c.maxEntries > 0 && n > c.maxEntries {
+			from = n - c.maxEntries
+		}
+		got, err := after(t, s, name, uint64(from))
+		must(t, err)
+		if len(got) != n-from {
+			t.Fatalf("After(%d) yielded %d entries, want %d", from, len(got), n-from)
+		}
+		for k, e := range got {
+			if i := from + k + 1; e.Index != uint64(i) || string(e.Data) != fmt.Sprint("e", i) {
+				t.Fatalf("entry %d = %d %q, want %d %q", k, e.Index, e.Data, i, fmt.Sprint("e", i))
+			}
+		}
+	}
+
+	// Open, Append and Finish each write a group of entries at once: the
+	// group commit of detached batches' events.
+	t.Run("GroupsOfEntries", func(t *testing.T) {
+		s := open(t)
+		before := time.Now()
+		must(t, s.Open(ctx, "l", "a", long, long, entries(1, 2)...))
+		idx, err := s.Append(ctx, "l", "a", entries(3, 2)...)
+		must(t, err)
+		if idx != 4 {
+			t.Fatalf("Append of 2 after 2 returned %d, want 4 (the last)", idx)
+		}
+		idx, err = s.Append(ctx, "l", "a")
+		must(t, err)
+		if idx != 4 {
+			t.Fatalf("Append of none returned %d, want 4", idx)
+		}
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if !infoIs(info, store.LogInfo{Last: 4, Owned: true}) {
+			t.Fatalf("Stat = %+v", info)
+		}
+		// Opened is the opener's clock, which the store may keep in ms.
+		if info.Opened.Before(before.Add(-time.Millisecond)) || info.Opened.After(time.Now().Add(time.Millisecond)) {
+			t.Fatalf("Stat's Opened = %v, want between %v and now", info.Opened, before)
+		}
+		must(t, s.Finish(ctx, "l", "a", long, entries(5, 1)...))
+		wantEntries(t, s, "l", 5)
+		info, err = s.Stat(ctx, "l")
+		must(t, err)
+		if !infoIs(info, store.LogInfo{Last: 5, Finished: true}) {
+			t.Fatalf("Stat after Finish = %+v", info)
+		}
+		_, err = s.Append(ctx, "l", "a", entries(6, 2)...)
+		isErr(t, "Append of a group after Finish", err, store.ErrLeaseLost)
+		wantEntries(t, s, "l", 5)
+	})
+
+	// A group the store refuses leaves nothing of it behind.
+	t.Run("RefusedGroupsWriteNothing", func(t *testing.T) {
+		s := open(t)
+		must(t, s.Open(ctx, "l", "a", long, long, entries(1, 1)...))
+		_, err := s.Append(ctx, "l", "b", entries(2, 3)...)
+		isErr(t, "Append of a group by another owner", err, store.ErrLeaseLost)
+		isErr(t, "Finish with a group by another owner", s.Finish(ctx, "l", "b", long, entries(2, 3)...), store.ErrLeaseLost)
+		isErr(t, "Open of an open log with a group", s.Open(ctx, "l", "b", long, long, entries(2, 3)...), store.ErrLogExists)
+		_, err = s.Append(ctx, "none", "a", entries(1, 2)...)
+		isErr(t, "Append of a group to no log", err, store.ErrLogNotFound)
+		wantEntries(t, s, "l", 1)
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if !infoIs(info, store.LogInfo{Last: 1, Owned: true}) {
+			t.Fatalf("Stat = %+v", info)
+		}
+		_, err = s.Stat(ctx, "none")
+		isErr(t, "Stat of no log after a refused group", err, store.ErrLogNotFound)
+	})
+
+	// Many logs written at once (each by its own owner, groups of varied
+	// sizes), and one log whose owner appends from several goroutines:
+	// every log's entries are dense and in order, and each group's entries
+	// are contiguous. A store that groups concurrent writes into shared
+	// transactions must keep all of this.
+	t.Run("ConcurrentGroups", func(t *testing.T) {
+		s := open(t)
+		const logs, groups = 16, 12
+		var wg sync.WaitGroup
+		for l := range logs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name, owner := fmt.Sprint("log", l), fmt.Sprint("o", l)
+				if err := s.Open(ctx, name, owner, long, long, entries(1, 1)...); err != nil {
+					t.Errorf("Open %s: %v", name, err)
+					return
+				}
+				next := 2
+				for g := range groups {
+					n := 1 + (l+g)%4
+					idx, err := s.Append(ctx, name, owner, entries(next, n)...)
+					if err != nil || idx != uint64(next+n-1) {
+						t.Errorf("Append to %s of %d from %d = %d, %v", name, n, next, idx, err)
+						return
+					}
+					next += n
+				}
+				if err := s.Finish(ctx, name, owner, long, entries(next, 2)...); err != nil {
+					t.Errorf("Finish %s: %v", name, err)
+				}
+			}()
+		}
+		must(t, s.Open(ctx, "shared", "a", long, long))
+		var mu sync.Mutex
+		lasts := map[uint64]bool{}
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range groups {
+					idx, err := s.Append(ctx, "shared", "a", entries(0, 3)...)
+					if err != nil {
+						t.Errorf("Append to shared: %v", err)
+						return
+					}
+					mu.Lock()
+					lasts[idx] = true
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		for l := range logs {
+			n := 1 + 2
+			for g := range groups {
+				n += 1 + (l+g)%4
+			}
+			wantEntries(t, s, fmt.Sprint("log", l), n)
+		}
+		// Groups of 3 that were never cut in two end at 3, 6, 9, …
+		for k := uint64(1); k <= 8*groups; k++ {
+			if !lasts[3*k] {
+				t.Fatalf("no group of the shared log ended at %d (the groups' last entries: %v)", 3*k, lasts)
+			}
+		}
+	})
+
 	if c.maxEntries > 0 {
+		// A group larger than the bound keeps its newest entries.
+		t.Run("GroupPastTheBound", func(t *testing.T) {
+			s := open(t)
+			n := c.maxEntries + 2
+			must(t, s.Open(ctx, "l", "a", long, long, entries(1, n)...))
+			_, err := after(t, s, "l", 0)
+			isErr(t, "After(0) of a group past the bound", err, store.ErrDropped)
+			got, err := after(t, s, "l", 2)
+			must(t, err)
+			if len(got) != c.maxEntries || got[0].Index != 3 || string(got[len(got)-1].Data) != fmt.Sprint("e", n) {
+				t.Fatalf("After(2) = %v, want %d entries from 3 to %d", got, c.maxEntries, n)
+			}
+		})
 		t.Run("Dropped", func(t *testing.T) {
 			s := open(t)
 			must(t, s.Open(ctx, "l", "a", long, long))
@@ -283,4 +451,11 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 			}
 		})
 	}
+}
+
+// infoIs compares a log's state but for Opened, which Stat reports but a
+// test cannot predict.
+func infoIs(got, want store.LogInfo) bool {
+	got.Opened, want.Opened = time.Time{}, time.Time{}
+	return got == want
 }

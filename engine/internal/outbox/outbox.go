@@ -178,6 +178,31 @@ func (o *Outbox) Next() (Pending, bool) {
 	}
 }
 
+// Take waits for an event, then takes every event queued, in order,
+// appended to buf: what a writer that writes groups (a detached batch's,
+// to its store) writes at once. open is false once the outbox is closed
+// and nothing follows the events taken. Give each back with Sent once it
+// is written (or dropped).
+func (o *Outbox) Take(buf []Pending) (ps []Pending, open bool) {
+	for {
+		o.mu.Lock()
+		if o.head < len(o.queue) {
+			buf = append(buf, o.queue[o.head:]...)
+			clear(o.queue[o.head:])
+			o.queue, o.head = o.queue[:0], 0
+			open = !o.closed
+			o.mu.Unlock()
+			return buf, open
+		}
+		if o.closed {
+			o.mu.Unlock()
+			return buf, false
+		}
+		o.mu.Unlock()
+		<-o.doorbell
+	}
+}
+
 // Sent gives back the budget an event held, once Send has returned.
 func (o *Outbox) Sent(p Pending) {
 	o.mu.Lock()
@@ -225,6 +250,13 @@ func (o *Outbox) Close() {
 	case o.doorbell <- struct{}{}:
 	default:
 	}
+}
+
+// Queued is how many events wait for the writer to take them.
+func (o *Outbox) Queued() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queue) - o.head
 }
 
 // Waiting reports whether calls wait for room to report.

@@ -119,3 +119,51 @@ func TestBudgetSignalsTheCrossingOnly(t *testing.T) {
 		t.Error("a budget without a bound is over it")
 	}
 }
+
+// Take hands the writer every event queued at once, in order, holding
+// their budget until each is Sent, and says when nothing follows them.
+func TestTakeTakesWhatIsQueued(t *testing.T) {
+	t.Parallel()
+	ev := func(i int) *toolwirev1.ExecuteBatchResponse {
+		return &toolwirev1.ExecuteBatchResponse{Seq: uint64(i)}
+	}
+	var o Outbox
+	o.Init(1000, 10, nil)
+	for i := 1; i <= 3; i++ {
+		o.Put(nil, ev(i), 10, false)
+	}
+	got, open := o.Take(nil)
+	if !open || len(got) != 3 {
+		t.Fatalf("Take = %d events, open %v; want 3, open", len(got), open)
+	}
+	for k, p := range got {
+		if p.Event.GetSeq() != uint64(k+1) {
+			t.Fatalf("Take[%d] is event %d", k, p.Event.GetSeq())
+		}
+	}
+	if o.bytes != 30 || o.count != 3 {
+		t.Fatalf("after Take the outbox holds %d bytes in %d events, want 30 in 3 until Sent", o.bytes, o.count)
+	}
+	for _, p := range got {
+		o.Sent(p)
+	}
+	// An empty outbox: Take waits for the next event.
+	taken := make(chan []Pending)
+	go func() {
+		ps, _ := o.Take(nil)
+		taken <- ps
+	}()
+	o.Put(nil, ev(4), 10, false)
+	if ps := <-taken; len(ps) != 1 || ps[0].Event.GetSeq() != 4 {
+		t.Fatalf("Take after waiting = %v, want event 4", ps)
+	}
+	o.Put(nil, ev(5), 10, false)
+	o.Close()
+	got, open = o.Take(got[:0])
+	if open || len(got) != 1 || got[0].Event.GetSeq() != 5 {
+		t.Fatalf("Take of a closed outbox = %v, open %v; want event 5, closed", got, open)
+	}
+	if got, open = o.Take(got[:0]); open || len(got) != 0 {
+		t.Fatalf("Take of a closed, empty outbox = %v, open %v", got, open)
+	}
+}

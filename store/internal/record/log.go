@@ -1,6 +1,10 @@
 package record
 
-import "time"
+import (
+	"time"
+
+	"github.com/toolwire/toolwire/store"
+)
 
 // Log is the state of an event log (store.EventLog) as the memory and bolt
 // stores keep it beside its entries.
@@ -12,11 +16,12 @@ type Log struct {
 	Expires    int64  `json:"e"` // Unix ns
 	First      uint64 `json:"a"` // the index of the first entry kept; 0 while none is
 	Last       uint64 `json:"z"` // the index of the last entry appended
+	Opened     int64  `json:"s"` // Unix ns: when it was opened
 }
 
 // NewLog is a log opened now by owner.
 func NewLog(owner string, now time.Time, lease, ttl time.Duration) *Log {
-	l := &Log{Owner: owner, TTL: int64(ttl)}
+	l := &Log{Owner: owner, TTL: int64(ttl), Opened: now.UnixNano()}
 	l.Lease(now, lease)
 	return l
 }
@@ -32,6 +37,15 @@ func (l *Log) Finish(now time.Time, ttl time.Duration) {
 	l.Finished = true
 	l.LeaseUntil = 0
 	l.Expires = now.Add(ttl).UnixNano()
+}
+
+// Info is the log's store.LogInfo at now.
+func (l *Log) Info(now time.Time) store.LogInfo {
+	info := store.LogInfo{Last: l.Last, Finished: l.Finished, Owned: l.Owned(now)}
+	if l.Opened != 0 {
+		info.Opened = time.Unix(0, l.Opened)
+	}
+	return info
 }
 
 // Expired reports whether the log is gone at now.
