@@ -119,3 +119,34 @@ func TestBudgetSignalsTheCrossingOnly(t *testing.T) {
 		t.Error("a budget without a bound is over it")
 	}
 }
+
+// TestHasRoomIsWaitRoomsCondition: HasRoom answers what WaitRoom waits for,
+// by bytes and by count, and WaitRoom returns at once when it says yes.
+func TestHasRoomIsWaitRoomsCondition(t *testing.T) {
+	t.Parallel()
+	ev := &toolwirev1.ExecuteBatchResponse{}
+	var o Outbox
+	o.Init(100, 2, nil)
+	never := make(chan struct{})
+	if !o.HasRoom() {
+		t.Fatal("an empty outbox has no room")
+	}
+	o.WaitRoom(never) // returns: there is room
+	o.Put(never, ev, 60, false)
+	if !o.HasRoom() {
+		t.Fatal("60 of 100 bytes, 1 of 2 events: no room")
+	}
+	o.Put(never, ev, 30, false)
+	if o.HasRoom() {
+		t.Fatal("2 of 2 events queued: room")
+	}
+	p, _ := o.Next()
+	o.Sent(p)
+	if !o.HasRoom() {
+		t.Fatal("30 of 100 bytes, 1 of 2 events: no room")
+	}
+	o.Put(never, ev, 80, true) // forced, over the budget
+	if o.HasRoom() {
+		t.Fatal("110 of 100 bytes queued: room")
+	}
+}
