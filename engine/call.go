@@ -98,8 +98,8 @@ func validArguments(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
 // roomToReport waits while the client leaves the batch's events unread:
 // the call's result could only wait too.
 func roomToReport(ctx context.Context, b *batch, _ int) *toolwirev1.CallResult {
-	if b.unary {
-		return nil // it reports nothing
+	if b.unary || b.out.HasRoom() {
+		return nil // a unary batch reports nothing
 	}
 	b.out.WaitRoom(ctx.Done())
 	return nil

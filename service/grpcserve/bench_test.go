@@ -37,14 +37,21 @@ func (unaryEcho) UnaryCall(_ context.Context, req *testpb.SimpleRequest) (*testp
 
 const echoArgs = `{"text":"hello"}`
 
-func benchConn(b *testing.B) *grpc.ClientConn {
+// benchConn serves toolwire and the unary echo on one server: a bare one,
+// or with served, toolwire's own options as Serve sets them (its tap handle,
+// codec and limits), which the floor's call then passes through as well.
+func benchConn(b *testing.B, served bool) *grpc.ClientConn {
 	b.Helper()
 	reg, err := tools.NewRegistry(diag.Tools()...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	srv := newSurface(b, reg, engine.Config{}, engine.Deps{})
-	gs := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if served {
+		opts = srv.ServerOptions()
+	}
+	gs := grpc.NewServer(opts...)
 	srv.Register(gs)
 	testpb.RegisterTestServiceServer(gs, unaryEcho{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -86,9 +93,18 @@ func batchCall(ctx context.Context, c toolwirev1.ToolServiceClient) error {
 
 // BenchmarkEcho measures both kinds of call in one loop, alternating, so the
 // noise of a shared machine falls on both alike; it reports each one's p50
-// and p99 and the ratio of the p50s.
-func BenchmarkEcho(b *testing.B) {
-	conn := benchConn(b)
+// and p99 and the ratio of the p50s. Its server is a bare grpc.Server;
+// BenchmarkEchoServed's has toolwire's ServerOptions.
+func BenchmarkEcho(b *testing.B) { benchEcho(b, false) }
+
+// BenchmarkEchoServed is BenchmarkEcho on a server with toolwire's
+// ServerOptions, as Serve and go run ./bench build it: what the tap handle
+// that makes each ExecuteBatch stream's context stoppable, and the codec,
+// add to a batch.
+func BenchmarkEchoServed(b *testing.B) { benchEcho(b, true) }
+
+func benchEcho(b *testing.B, served bool) {
+	conn := benchConn(b, served)
 	unary, tw := testpb.NewTestServiceClient(conn), toolwirev1.NewToolServiceClient(conn)
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {

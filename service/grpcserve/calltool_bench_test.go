@@ -36,7 +36,7 @@ func callToolEcho(ctx context.Context, c toolwirev1.ToolServiceClient) error {
 // floor's, and the ratio of the p50s (serial); and each one's calls per
 // second at 64 callers, in windows that take turns, with their ratio.
 func BenchmarkCallTool(b *testing.B) {
-	conn := benchConn(b)
+	conn := benchConn(b, false)
 	unary, tw := testpb.NewTestServiceClient(conn), toolwirev1.NewToolServiceClient(conn)
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {

@@ -44,6 +44,9 @@ func (c messageCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return c.CodecV2.Marshal(v)
 	}
 	size := proto.Size(m)
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		return marshalSmall(m, size)
+	}
 	if size <= 32<<10 {
 		return c.CodecV2.Marshal(v)
 	}
@@ -57,4 +60,27 @@ func (c messageCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	*buf = out
 	return mem.BufferSlice{mem.NewBuffer(buf, messageBuffers)}, nil
+}
+
+// smallMessage is a small message's encoding as gRPC takes it, a
+// BufferSlice of one SliceBuffer, in one allocation: gRPC's own codec
+// makes the slice and boxes the SliceBuffer separately, and sizes the
+// message again. Most events are small (a CallStarted is a few dozen
+// bytes), and each is one of these.
+type smallMessage struct {
+	slice [1]mem.Buffer
+	data  mem.SliceBuffer
+}
+
+// marshalSmall encodes m, whose proto.Size is size, below gRPC's pooling
+// threshold: into a buffer of exactly its size, as gRPC's codec does (it
+// pools no buffer that small either).
+func marshalSmall(m proto.Message, size int) (mem.BufferSlice, error) {
+	out, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(make([]byte, 0, size), m)
+	if err != nil {
+		return nil, err
+	}
+	s := &smallMessage{data: out}
+	s.slice[0] = &s.data // a pointer to a field: no allocation for the interface
+	return s.slice[:], nil
 }

@@ -1,6 +1,7 @@
 package grpcserve
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"runtime"
@@ -56,6 +57,66 @@ func TestMessageCodecBufferFitsMessage(t *testing.T) {
 		if diff := cmp.Diff(ev, got, protocmp.Transform()); diff != "" {
 			t.Errorf("%d bytes: round trip (-want +got):\n%s", size, diff)
 		}
+	}
+}
+
+// TestMessageCodecSmallEvents: an event below gRPC's pooling threshold
+// (most are: a CallStarted is a few dozen bytes) is encoded as gRPC's codec
+// encodes it, the same bytes in a buffer of its size, in two allocations
+// where gRPC's codec makes three (and sizes the message twice).
+func TestMessageCodecSmallEvents(t *testing.T) {
+	codec, grpcCodec := messageCodec{defaultProtoCodec()}, defaultProtoCodec()
+	events := []*toolwirev1.ExecuteBatchResponse{
+		{}, // encodes to nothing
+		{Seq: 2, Event: &toolwirev1.ExecuteBatchResponse_Started{Started: &toolwirev1.CallStarted{CallId: "call-1"}}},
+	}
+	// Around the threshold (gRPC's: 1 KiB), on both sides of it.
+	const threshold = 1 << 10
+	if !mem.IsBelowBufferPoolingThreshold(threshold) || mem.IsBelowBufferPoolingThreshold(threshold+1) {
+		t.Fatal("gRPC's pooling threshold is no longer 1 KiB; move the sizes below")
+	}
+	for n := threshold - 30; n <= threshold; n++ {
+		events = append(events, &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: &toolwirev1.CallResult{
+			CallId:  "c",
+			Content: []*toolwirev1.Content{{Block: &toolwirev1.Content_Text{Text: &toolwirev1.TextContent{Text: strings.Repeat("x", n)}}}},
+		}}})
+	}
+	small, atThreshold := 0, false
+	for _, ev := range events {
+		want, err := grpcCodec.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := codec.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := proto.Size(ev)
+		if !bytes.Equal(got.Materialize(), want.Materialize()) {
+			t.Errorf("a %d-byte event: encoded as %x, gRPC's codec: %x", n, got.Materialize(), want.Materialize())
+		}
+		if got.Len() != n {
+			t.Errorf("a %d-byte event: encoding is %d bytes", n, got.Len())
+		}
+		if !mem.IsBelowBufferPoolingThreshold(n) {
+			continue
+		}
+		small++
+		atThreshold = atThreshold || n == threshold
+		if held := heldBytes(got); held != n {
+			t.Errorf("a %d-byte event holds %d bytes", n, held)
+		}
+		got.Free() // a SliceBuffer's: nothing to give back, and harmless
+		if allocs := testing.AllocsPerRun(100, func() {
+			if _, err := codec.Marshal(ev); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs > 2 {
+			t.Errorf("a %d-byte event: %v allocations to encode, want at most 2", n, allocs)
+		}
+	}
+	if small < 4 || small == len(events) || !atThreshold {
+		t.Fatalf("%d of %d events are below the threshold (one at it: %v); the test needs some on each side", small, len(events), atThreshold)
 	}
 }
 

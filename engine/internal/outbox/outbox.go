@@ -217,6 +217,20 @@ func (o *Outbox) Sent(p Pending) {
 	o.charge(-p.n)
 }
 
+// HasRoom reports whether the outbox has room now: what WaitRoom waits
+// for. Asking first spares a caller with room its context's Done channel,
+// which a context makes when first asked for it.
+func (o *Outbox) HasRoom() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.hasRoom()
+}
+
+// hasRoom is HasRoom with o.mu held.
+func (o *Outbox) hasRoom() bool {
+	return len(o.waiters) == 0 && o.bytes < o.maxBytes && o.count < o.maxCount
+}
+
 // WaitRoom waits while the outbox is full (its budget spent, or calls
 // waiting to report) or until done closes. A batch starts a call only after
 // it: the result of a call started while the client reads nothing would
@@ -224,7 +238,7 @@ func (o *Outbox) Sent(p Pending) {
 func (o *Outbox) WaitRoom(done <-chan struct{}) {
 	for {
 		o.mu.Lock()
-		if len(o.waiters) == 0 && o.bytes < o.maxBytes && o.count < o.maxCount {
+		if o.hasRoom() {
 			o.mu.Unlock()
 			return
 		}

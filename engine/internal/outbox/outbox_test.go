@@ -167,3 +167,34 @@ func TestTakeTakesWhatIsQueued(t *testing.T) {
 		t.Fatalf("Take of a closed, empty outbox = %v, open %v", got, open)
 	}
 }
+
+// TestHasRoomIsWaitRoomsCondition: HasRoom answers what WaitRoom waits for,
+// by bytes and by count, and WaitRoom returns at once when it says yes.
+func TestHasRoomIsWaitRoomsCondition(t *testing.T) {
+	t.Parallel()
+	ev := &toolwirev1.ExecuteBatchResponse{}
+	var o Outbox
+	o.Init(100, 2, nil)
+	never := make(chan struct{})
+	if !o.HasRoom() {
+		t.Fatal("an empty outbox has no room")
+	}
+	o.WaitRoom(never) // returns: there is room
+	o.Put(never, ev, 60, false)
+	if !o.HasRoom() {
+		t.Fatal("60 of 100 bytes, 1 of 2 events: no room")
+	}
+	o.Put(never, ev, 30, false)
+	if o.HasRoom() {
+		t.Fatal("2 of 2 events queued: room")
+	}
+	p, _ := o.Next()
+	o.Sent(p)
+	if !o.HasRoom() {
+		t.Fatal("30 of 100 bytes, 1 of 2 events: no room")
+	}
+	o.Put(never, ev, 80, true) // forced, over the budget
+	if o.HasRoom() {
+		t.Fatal("110 of 100 bytes queued: room")
+	}
+}
