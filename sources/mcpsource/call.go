@@ -28,9 +28,13 @@ import (
 // HTTP it sets headers from the tool's schema; those calls keep going
 // through CallTool.
 
+// sdkCalls sends every call through the SDK, for benchmarks comparing the
+// two paths.
+var sdkCalls = false
+
 // directCalls reports whether cs's plain tools/calls go through callDirect.
 func directCalls(cs *mcp.ClientSession, hs *httpSession) bool {
-	if hs != nil {
+	if hs != nil || sdkCalls {
 		return false
 	}
 	ir := cs.InitializeResult()
