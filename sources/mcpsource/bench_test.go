@@ -50,6 +50,38 @@ func BenchmarkCall(b *testing.B) {
 	}
 }
 
+// BenchmarkEverythingCall times the gateway's handler calling
+// server-everything's echo over stdio, through the SDK's CallTool and on the
+// gateway's own JSON-RPC (see call.go), one after the other in each run.
+func BenchmarkEverythingCall(b *testing.B) {
+	reg, _ := tools.NewRegistry()
+	g := New(reg, nil)
+	defer g.Close()
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "ev", Command: everything(b), Args: []string{"stdio"}}}); err != nil {
+		b.Fatal(err)
+	}
+	tool, _ := sourcetest.WaitTools(b, reg, "ev_echo", sourcetest.Has("ev_echo")).Lookup("ev_echo")
+	args := []byte(`{"message":"hello"}`)
+	for range 300 { // warm up, so the first path does not pay for it
+		if _, err := tool.Handler(context.Background(), tools.NewCall("c", "ev_echo", args, nil)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, sdk := range []bool{true, false} {
+		b.Run(map[bool]string{true: "sdk", false: "direct"}[sdk], func(b *testing.B) {
+			sdkCalls = sdk
+			defer func() { sdkCalls = false }()
+			b.ReportAllocs()
+			for b.Loop() {
+				r, err := tool.Handler(context.Background(), tools.NewCall("c", "ev_echo", args, nil))
+				if err != nil || r.IsError || len(r.Content) != 1 || r.Content[0].Text != "Echo: hello" {
+					b.Fatal(err, r)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkForwardedEcho compares server-everything's echo over stdio called
 // directly with the go-sdk client and through toolwire: a one-call
 // ExecuteBatch over loopback gRPC, forwarded by the gateway to a second

@@ -99,14 +99,16 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
-// close closes a session whose tools are gone (the SDK lets its calls in
-// flight finish first), waits until it has ended, and calls cleanup. A
+// close closes a session whose tools are gone once its calls in flight
+// have finished (the SDK's own, and the gateway's on r), waits until it
+// has ended, and calls cleanup. A
 // session that was stopped (stopped is true) is closed in the background,
 // so that a new session of the same name can start meanwhile.
-func (g *Gateway) close(cs *mcp.ClientSession, ended <-chan struct{}, stopped bool, cleanup func()) {
+func (g *Gateway) close(cs *mcp.ClientSession, r *rpc, ended <-chan struct{}, stopped bool, cleanup func()) {
 	g.closing.Add(1)
 	finish := func() {
 		defer g.closing.Done()
+		r.drain() // they end at once if the session has
 		_ = cs.Close()
 		<-ended
 		cleanup()

@@ -111,9 +111,10 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		// (they fail at once if the session has broken).
 		s.offered.Set(nil, s.log)
 		s.mu.Lock()
+		r := s.rpc
 		s.session, s.rpc, s.conn, s.http = nil, nil, nil, nil
 		s.mu.Unlock()
-		s.g.close(cs, ended, ctx.Err() != nil, cleanup)
+		s.g.close(cs, r, ended, ctx.Err() != nil, cleanup)
 	}()
 	s.log.Info("MCP server connected")
 	supervise.Up(ctx)
@@ -263,6 +264,9 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		}()
 		if task {
 			return s.callTask(ctx, rpc, hs, remote, call.Arguments, token, fwd)
+		}
+		if directCalls(cs, hs) {
+			return s.callDirect(ctx, rpc, remote, call.Arguments, token)
 		}
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)

@@ -46,7 +46,43 @@ type rpc struct {
 	mu      sync.Mutex
 	seq     uint64
 	waiting map[string]chan *jsonrpc.Response
+	calls   int           // callDirect's calls in flight
+	idle    chan struct{} // closed when calls drops to 0, for drain
 }
+
+// begin and end bracket a call the session's close waits for (drain).
+func (r *rpc) begin() {
+	r.mu.Lock()
+	r.calls++
+	r.mu.Unlock()
+}
+
+func (r *rpc) end() {
+	r.mu.Lock()
+	r.calls--
+	if r.calls == 0 && r.idle != nil {
+		close(r.idle)
+		r.idle = nil
+	}
+	r.mu.Unlock()
+}
+
+// drain returns once no call begun is in flight: they finish on the
+// session, as the SDK's own calls do before it closes.
+func (r *rpc) drain() {
+	r.mu.Lock()
+	if r.calls == 0 {
+		r.mu.Unlock()
+		return
+	}
+	idle := make(chan struct{})
+	r.idle = idle
+	r.mu.Unlock()
+	<-idle
+}
+
+// errClosed is why a request got no response: the session ended.
+var errClosed = errors.New("the connection closed")
 
 func newRPC(conn mcp.Connection, ended <-chan struct{}) *rpc {
 	return &rpc{conn: conn, ended: ended, waiting: map[string]chan *jsonrpc.Response{}}
@@ -67,13 +103,19 @@ func (r *rpc) call(ctx context.Context, method string, params, result any) error
 // send sends a request and returns the server's response, an error
 // response included.
 func (r *rpc) send(ctx context.Context, method string, params any) (*jsonrpc.Response, error) {
+	resp, _, err := r.sendID(ctx, method, params)
+	return resp, err
+}
+
+// sendID is send, also returning the request's ID once it was made.
+func (r *rpc) sendID(ctx context.Context, method string, params any) (_ *jsonrpc.Response, id string, _ error) {
 	p, err := json.Marshal(params)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	r.mu.Lock()
 	r.seq++
-	id := fmt.Sprintf("%s%d", rpcIDPrefix, r.seq)
+	id = fmt.Sprintf("%s%d", rpcIDPrefix, r.seq)
 	ch := make(chan *jsonrpc.Response, 1)
 	r.waiting[id] = ch
 	r.mu.Unlock()
@@ -84,18 +126,18 @@ func (r *rpc) send(ctx context.Context, method string, params any) (*jsonrpc.Res
 	}()
 	jid, err := jsonrpc.MakeID(id)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := r.conn.Write(ctx, &jsonrpc.Request{ID: jid, Method: method, Params: p}); err != nil {
-		return nil, fmt.Errorf("sending %s: %w", method, err)
+		return nil, "", fmt.Errorf("sending %s: %w", method, err)
 	}
 	select {
 	case resp := <-ch:
-		return resp, nil
+		return resp, id, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, id, ctx.Err()
 	case <-r.ended:
-		return nil, fmt.Errorf("%s: the connection closed", method)
+		return nil, id, fmt.Errorf("%s: %w", method, errClosed)
 	}
 }
 

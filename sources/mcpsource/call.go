@@ -1,0 +1,139 @@
+package mcpsource
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// A plain tools/call to a stdio server is sent by the gateway itself, on
+// the session's connection (rpc, as tasks.go does), rather than by the
+// SDK's ClientSession.CallTool. CallTool decodes each response twice more
+// after the connection has (the result into a map, then into
+// CallToolResult), each decode with a decoder of its own holding a 32 KiB
+// buffer: most of what a forwarded call allocated, and the garbage
+// collector's work with it. Here the result is decoded once, with
+// encoding/json, and structured content is kept as the server wrote it.
+//
+// Only where nothing else of the SDK's is needed: a stdio connection
+// (which the gateway reads whole, see wire.go) that negotiated a protocol
+// before 2026-07-28. From that version on the SDK adds per-request _meta
+// (SEP-2575) and handles multi-round-trip results, and over streamable
+// HTTP it sets headers from the tool's schema; those calls keep going
+// through CallTool.
+
+// sdkCalls sends every call through the SDK, for benchmarks comparing the
+// two paths.
+var sdkCalls = false
+
+// directCalls reports whether cs's plain tools/calls go through callDirect.
+func directCalls(cs *mcp.ClientSession, hs *httpSession) bool {
+	if hs != nil || sdkCalls {
+		return false
+	}
+	ir := cs.InitializeResult()
+	return ir != nil && ir.ProtocolVersion < "2026-07-28"
+}
+
+// callParams are a tools/call request's params.
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Meta      struct {
+		ProgressToken string `json:"progressToken"`
+	} `json:"_meta"`
+}
+
+// callDirect forwards one call of remote as a tools/call request of the
+// gateway's own. When ctx ends first the server is told, with
+// notifications/cancelled, as the SDK would.
+func (s *server) callDirect(ctx context.Context, r *rpc, remote string, args json.RawMessage, token string) (*tools.Result, error) {
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	r.begin()
+	defer r.end()
+	p := callParams{Name: remote, Arguments: args}
+	p.Meta.ProgressToken = token
+	resp, id, err := r.sendID(ctx, "tools/call", &p)
+	if err != nil {
+		if ctx.Err() != nil && id != "" {
+			r.cancelled(context.WithoutCancel(ctx), id, ctx.Err())
+		}
+		if errors.Is(err, errClosed) {
+			err = errClosed // not which request: it is the call
+		}
+		return s.failed(ctx, nil, err)
+	}
+	if resp.Error != nil {
+		return s.failed(ctx, nil, resp.Error)
+	}
+	out, err := decodeResult(resp.Result)
+	if err != nil {
+		return tools.Errorf("MCP server %q answered the call with a result that cannot be read: %v", s.cfg.Name, err), nil
+	}
+	return out, nil
+}
+
+// cancelled tells the server that the request id is cancelled.
+func (r *rpc) cancelled(ctx context.Context, id string, why error) {
+	jid, err := jsonrpc.MakeID(id)
+	if err != nil {
+		return
+	}
+	p, _ := json.Marshal(map[string]any{"requestId": jid.Raw(), "reason": why.Error()})
+	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
+	defer cancel()
+	_ = r.conn.Write(ctx, &jsonrpc.Request{Method: "notifications/cancelled", Params: p})
+}
+
+// wireContent is the part of a content block the common kinds need.
+type wireContent struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Data     []byte `json:"data"`
+	MIMEType string `json:"mimeType"`
+}
+
+// decodeResult converts a tools/call result. Text and image blocks are
+// decoded here; a result with any other kind of block is decoded by the
+// SDK's CallToolResult, as before, and converted by result.
+func decodeResult(raw json.RawMessage) (*tools.Result, error) {
+	var w struct {
+		Content           []wireContent   `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("decoding the tools/call result: %w", err)
+	}
+	out := &tools.Result{IsError: w.IsError}
+	for _, c := range w.Content {
+		switch c.Type {
+		case "text":
+			out.Content = append(out.Content, tools.Content{Text: c.Text})
+		case "image":
+			out.Content = append(out.Content, tools.Content{Data: c.Data, MIMEType: c.MIMEType})
+		default:
+			var r mcp.CallToolResult
+			if err := json.Unmarshal(raw, &r); err != nil {
+				return nil, fmt.Errorf("decoding the tools/call result: %w", err)
+			}
+			return result(&r), nil
+		}
+	}
+	if len(w.StructuredContent) > 0 && !bytes.Equal(w.StructuredContent, []byte("null")) {
+		var b bytes.Buffer
+		if err := json.Compact(&b, w.StructuredContent); err != nil {
+			return nil, errors.New("decoding the tools/call result: structured content is not JSON")
+		}
+		out.StructuredContent = b.Bytes()
+	}
+	return out, nil
+}

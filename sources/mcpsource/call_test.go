@@ -1,0 +1,147 @@
+package mcpsource
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestDecodeResult: the direct path's decoding gives what the SDK's
+// CallToolResult and result gave, except that structured content keeps
+// the server's order of keys.
+func TestDecodeResult(t *testing.T) {
+	for _, tc := range []struct{ name, raw string }{
+		{"text", `{"content":[{"type":"text","text":"hi"},{"type":"text","text":""}]}`},
+		{"error", `{"content":[{"type":"text","text":"bad"}],"isError":true}`},
+		{"image", `{"content":[{"type":"image","data":"aGVsbG8=","mimeType":"image/png"}]}`},
+		{"resource link", `{"content":[{"type":"text","text":"a"},{"type":"resource_link","uri":"file:///x","name":"x"}]}`},
+		{"embedded", `{"content":[{"type":"resource","resource":{"uri":"file:///x","mimeType":"text/plain","text":"body"}}]}`},
+		{"structured", `{"content":[],"structuredContent":{"a":1,"b":[true,null]}}`},
+		{"null structured", `{"content":[{"type":"text","text":"x"}],"structuredContent":null}`},
+		{"empty", `{}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeResult(json.RawMessage(tc.raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r mcp.CallToolResult
+			if err := json.Unmarshal([]byte(tc.raw), &r); err != nil {
+				t.Fatal(err)
+			}
+			want := result(&r)
+			g, _ := json.Marshal(got)
+			w, _ := json.Marshal(want)
+			if string(g) != string(w) {
+				t.Errorf("decodeResult: %s\nthe SDK's: %s", g, w)
+			}
+		})
+	}
+	// The server's order of keys is kept, compacted.
+	got, err := decodeResult(json.RawMessage(`{"content":[],"structuredContent":{ "z": 1, "a": {"y":2, "b":3} }}`))
+	if err != nil || string(got.StructuredContent) != `{"z":1,"a":{"y":2,"b":3}}` {
+		t.Errorf("structured content: %s, %v", got.StructuredContent, err)
+	}
+	for _, raw := range []string{`[]`, `{"content":"x"}`, `{"content":[{"type":"mystery"}]}`} {
+		if r, err := decodeResult(json.RawMessage(raw)); err == nil {
+			t.Errorf("decodeResult(%s) = %+v, want an error", raw, r)
+		}
+	}
+}
+
+// TestCallDirect sends calls on the gateway's own JSON-RPC to a go-sdk
+// server that negotiated 2025-11-25: a result, an error from the server,
+// and a call cancelled while running, which the server must see cancelled.
+func TestCallDirect(t *testing.T) {
+	ctx := context.Background()
+	started, cancelled := make(chan struct{}, 1), make(chan struct{}, 1)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "read"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, struct {
+		Text string `json:"text"`
+	}, error) {
+		return nil, struct {
+			Text string `json:"text"`
+		}{in.Text}, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		cancelled <- struct{}{}
+		return nil, nil, ctx.Err()
+	})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	conn, err := ct.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ended := make(chan struct{})
+	r := newRPC(conn, ended)
+	go func() {
+		defer close(ended)
+		for {
+			msg, err := conn.Read(ctx)
+			if err != nil {
+				return
+			}
+			if resp, ok := msg.(*jsonrpc.Response); ok {
+				r.deliver(resp)
+			}
+		}
+	}()
+	var init struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	if err := r.call(ctx, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]string{"name": "test", "version": "1"}}, &init); err != nil || init.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("initialize: %v, %+v", err, init)
+	}
+	if err := conn.Write(ctx, &jsonrpc.Request{Method: "notifications/initialized", Params: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cfg: ServerConfig{Name: "t"}}
+
+	res, err := s.callDirect(ctx, r, "read", json.RawMessage(`{"text":"hi"}`), "tok-1")
+	if err != nil || res.IsError || string(res.StructuredContent) != `{"text":"hi"}` || len(res.Content) != 1 || res.Content[0].Text != `{"text":"hi"}` {
+		t.Errorf("read: %+v, %v", res, err)
+	}
+	res, err = s.callDirect(ctx, r, "nonesuch", nil, "tok-2")
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].Text, `MCP server "t"`) {
+		t.Errorf("an unknown tool: %+v, %v", res, err)
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.callDirect(cctx, r, "slow", nil, "tok-3")
+		done <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(waitLimit):
+		t.Fatal("the slow call did not start")
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled call: %v", err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(waitLimit):
+		t.Fatal("the server did not see the call cancelled (no notifications/cancelled)")
+	}
+	r.drain() // nothing in flight: returns
+}
