@@ -240,15 +240,16 @@ func TestMovedTrail(t *testing.T) {
 		// be read as soon as its call returns. (Only up to its last newline:
 		// an outcome line may be being written meanwhile; the files are
 		// parsed whole once the trail is closed.)
-		requested := func(file, id string) bool {
+		has := func(file, id, stage string) bool {
 			b, _ := os.ReadFile(file)
 			for _, l := range parseLines(t, file, b[:bytes.LastIndexByte(b, '\n')+1]) {
-				if l.CallID == id && l.Stage == StageRequest {
+				if l.CallID == id && l.Stage == stage {
 					return true
 				}
 			}
 			return false
 		}
+		requested := func(file, id string) bool { return has(file, id, StageRequest) }
 		run(t, e, reg, "alice", tc("a", "ran", `{}`))
 		if err := os.Rename(path, path+".1"); err != nil {
 			t.Fatal(err)
@@ -264,6 +265,9 @@ func TestMovedTrail(t *testing.T) {
 		if !requested(path, "c") {
 			t.Errorf("after the file was deleted, the entry of the next call is not in a new file at its path")
 		}
+		// c's outcome line is written after its result: once it is, nothing
+		// writes in the folder while it is removed.
+		waitFor(t, func() bool { return has(path, "c", StageOutcome) })
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}

@@ -49,6 +49,12 @@ func TestServeAuditRequired(t *testing.T) {
 	if diff := cmp.Diff([]string{"a:UNSPECIFIED", "b:UNSPECIFIED"}, batch("a", "b")); diff != "" {
 		t.Errorf("calls with the trail written (-want +got):\n%s", diff)
 	}
+	// An outcome line is written after the result is sent: wait for both,
+	// or the writer may make the file again while the folder is removed.
+	waitFor(t, "a's and b's outcome lines", func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Count(string(b), `"stage":"outcome"`) >= 2
+	})
 	if err := os.RemoveAll(logs); err != nil {
 		t.Fatal(err)
 	}

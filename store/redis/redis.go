@@ -316,6 +316,11 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 		case <-t.C:
 		}
 		n, err := s.c.Exists(ctx, lease).Result()
+		if err != nil && ctx.Err() != nil {
+			// The deadline came during the command: its error is the
+			// socket's timeout, but the caller's deadline is why.
+			return ctx.Err()
+		}
 		if err != nil {
 			return fmt.Errorf("redis store: wait: %w", err)
 		}
