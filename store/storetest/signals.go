@@ -89,15 +89,21 @@ func (w *watcher) drain() {
 func Signals[S store.Signals](t *testing.T, open func(t *testing.T) (S, S), opts ...Option) {
 	c := newConfig(opts)
 	ctx := context.Background()
-	// settle returns once b's watchers are sure to get what a signals: a
-	// store that subscribes wakes everyone once it has, and a notice sent
-	// before would be lost, so wait for the first wake of a topic of its
-	// own and start from there.
+	// settle returns once b's watchers are sure to get what a signals,
+	// and nothing from before reaches them: a store that subscribes wakes
+	// everyone once it has (and a notice sent before would be lost), so
+	// wait for the first wake of a topic of its own. That wake may be the
+	// wake-everyone itself, still handing out to ws after it; a second
+	// topic, watched only now and signalled, is woken after it is over
+	// (a store hands out its notices in order).
 	settle := func(t *testing.T, a, b S, ws ...*watcher) {
 		t.Helper()
 		s := watch(t, b, "settle")
 		must(t, a.Signal(ctx, "settle"))
 		s.next(t, "settling")
+		s2 := watch(t, b, "settled")
+		must(t, a.Signal(ctx, "settled"))
+		s2.next(t, "settled")
 		for _, w := range ws {
 			w.drain()
 		}

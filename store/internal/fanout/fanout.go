@@ -7,7 +7,10 @@
 // while it was down.
 package fanout
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // DefaultMax bounds the watchers of a Hub whose Max is unset. A replica
 // watches one topic per detached batch it runs and per call it holds for
@@ -26,7 +29,10 @@ type Hub struct {
 	closed bool
 }
 
-type watcher struct{ wake func() }
+type watcher struct {
+	wake    func()
+	stopped atomic.Bool
+}
 
 // Watch adds wake as a watcher of topic, and returns the function that
 // removes it; false (and a no-op stop) when the hub holds Max watchers
@@ -52,6 +58,7 @@ func (h *Hub) Watch(topic string, wake func()) (stop func(), ok bool) {
 }
 
 func (h *Hub) remove(topic string, w *watcher) {
+	w.stopped.Store(true)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ws := h.topics[topic]
@@ -70,36 +77,36 @@ func (h *Hub) remove(topic string, w *watcher) {
 }
 
 // Wake calls the wake functions of topic's watchers, outside the hub's
-// lock, so that they may watch or stop.
+// lock, so that they may watch or stop. A watcher stopped while a wake is
+// handed out is skipped unless its turn had already come.
 func (h *Hub) Wake(topic string) {
 	h.mu.Lock()
 	ws := h.topics[topic]
-	var wake []func()
+	var wake []*watcher
 	if len(ws) > 0 {
-		wake = make([]func(), len(ws))
-		for i, w := range ws {
-			wake[i] = w.wake
-		}
+		wake = append(wake, ws...)
 	}
 	h.mu.Unlock()
-	for _, f := range wake {
-		f()
-	}
+	call(wake)
 }
 
 // WakeAll calls every watcher's wake function: notices may have been
 // missed.
 func (h *Hub) WakeAll() {
 	h.mu.Lock()
-	wake := make([]func(), 0, h.n)
+	wake := make([]*watcher, 0, h.n)
 	for _, ws := range h.topics {
-		for _, w := range ws {
-			wake = append(wake, w.wake)
-		}
+		wake = append(wake, ws...)
 	}
 	h.mu.Unlock()
-	for _, f := range wake {
-		f()
+	call(wake)
+}
+
+func call(ws []*watcher) {
+	for _, w := range ws {
+		if !w.stopped.Load() {
+			w.wake()
+		}
 	}
 }
 

@@ -91,3 +91,17 @@ func TestWakeMayWatch(t *testing.T) {
 	}
 	h.WakeAll()
 }
+
+// TestStoppedDuringAWakeIsSkipped: a watcher stopped while a wake is being
+// handed out (here by the watcher woken before it) is not woken by it.
+func TestStoppedDuringAWakeIsSkipped(t *testing.T) {
+	var h Hub
+	var stop2 func()
+	woken2 := 0
+	h.Watch("x", func() { stop2() })
+	stop2, _ = h.Watch("x", func() { woken2++ })
+	h.Wake("x")
+	if woken2 != 0 {
+		t.Fatalf("a watcher stopped by the one woken before it was woken %d times", woken2)
+	}
+}
