@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"go.uber.org/goleak"
 )
 
@@ -28,7 +30,7 @@ var tinyScale = scale{Serial: 30, Callers: 8, Window: 30 * time.Millisecond, Rou
 // produced figures: every system answered, nothing failed, every section
 // is filled in. It checks no speed: that is what the command reports.
 func TestMeasure(t *testing.T) {
-	rep, err := measure(context.Background(), tinyScale, &bytes.Buffer{})
+	rep, err := measure(context.Background(), tinyScale, "", &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +84,7 @@ func TestMeasure(t *testing.T) {
 // TestRunWritesOutputs checks the command's outputs from a report: the
 // table names every target, the JSON reads back, the SVG has every panel.
 func TestRunWritesOutputs(t *testing.T) {
-	rep, err := measure(context.Background(), tinyScale, &bytes.Buffer{})
+	rep, err := measure(context.Background(), tinyScale, "", &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +115,52 @@ func TestRunWritesOutputs(t *testing.T) {
 	svg := string(rep.svg())
 	if !strings.HasPrefix(svg, "<svg") || strings.Count(svg, "<rect") != 1+len(rep.Echo)+len(rep.Sizes) {
 		t.Errorf("svg has %d rects, want a background and one bar per figure:\n%s", strings.Count(svg, "<rect"), svg)
+	}
+}
+
+// TestSupergatewayRow times the stdio MCP server's echo through real
+// supergateways (bench/testdata/supergateway, npm ci there) beside /mcp:
+// both rows are filled in, printed, and checked against their target, and
+// supergateway and the stdio servers it started are gone after close.
+func TestSupergatewayRow(t *testing.T) {
+	sg := findSupergateway()
+	if sg == "" {
+		testenv.Missing(t, "supergateway (npm ci in bench/testdata/supergateway)")
+	}
+	e, err := newEnv(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.startSupergateways(context.Background(), sg); err != nil {
+		e.close()
+		t.Fatal(err)
+	}
+	rep := report{}
+	err = measureGateway(context.Background(), e, scale{Serial: 10}, &rep)
+	gone := []*supergateway{e.sgStateful, e.sgDefault}
+	e.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range map[string]*latency{"stateful": rep.Gateway.StdioSupergateway, "default": rep.Gateway.StdioSupergatewayDefault} {
+		if g == nil || g.P50 <= 0 {
+			t.Errorf("supergateway %s row: %+v, want it timed", name, g)
+		}
+	}
+	var table bytes.Buffer
+	rep.print(&table)
+	for _, want := range []string{"supergateway → mcp stdio", "supergateway --stateful → mcp stdio", "3× faster than supergateway"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	for _, s := range gone {
+		if err := syscall.Kill(s.cmd.Process.Pid, 0); err == nil {
+			t.Errorf("supergateway (pid %d) still runs after close", s.cmd.Process.Pid)
+		}
+		if left := testenv.Processes(s.marker); len(left) > 0 {
+			t.Errorf("the stdio servers supergateway started outlived it: %v", left)
+		}
 	}
 }
 
@@ -194,6 +242,11 @@ func BenchmarkGatewayRatios(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer e.close()
+	if sg := findSupergateway(); sg != "" {
+		if err := e.startSupergateways(context.Background(), sg); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for b.Loop() {
 		var rep report
 		if err := measureGateway(context.Background(), e, scale{Serial: 3000}, &rep); err != nil {
@@ -206,5 +259,11 @@ func BenchmarkGatewayRatios(b *testing.B) {
 		b.ReportMetric(float64(g.Direct.P50.Microseconds()), "http-direct-µs")
 		b.ReportMetric(float64(g.Forwarded.P50)/float64(g.Direct.P50), "grpc-to-http/direct")
 		b.ReportMetric(float64(g.Surface.P50)/float64(g.Direct.P50), "surface/sdk-server")
+		if sg := g.StdioSupergateway; sg != nil {
+			b.ReportMetric(float64(sg.P50)/float64(g.StdioSurface.P50), "supergateway-stateful/mcp-in-front-of-stdio")
+		}
+		if sg := g.StdioSupergatewayDefault; sg != nil {
+			b.ReportMetric(float64(sg.P50)/float64(g.StdioSurface.P50), "supergateway/mcp-in-front-of-stdio")
+		}
 	}
 }

@@ -56,6 +56,10 @@ type env struct {
 	surfaceSrv *http.Server
 	surfaceMCP *mcp.ClientSession
 
+	// supergateway in front of the stdio MCP server, when the run has it
+	// (supergateway.go): --stateful, and as its README starts it.
+	sgStateful, sgDefault *supergateway
+
 	// toolwire's Connect surface on the same engine, on the HTTP port as
 	// serve runs it (httpserve), and a generated Connect client of it
 	// (the Connect protocol, binary, over HTTP/1.1).
@@ -257,6 +261,8 @@ func (e *env) startConnect(reg *tools.Registry) error {
 }
 
 func (e *env) close() {
+	e.sgStateful.stop()
+	e.sgDefault.stop()
 	if e.stopPort != nil {
 		e.connectHC.CloseIdleConnections()
 		e.stopPort()

@@ -56,6 +56,9 @@ type options struct {
 	scale     scale
 	quick     bool
 	json, svg string // files to write the figures to; "" writes none
+	// supergateway is the command of supergateway to time in front of the
+	// stdio MCP server; "" leaves its row out.
+	supergateway string
 }
 
 // Where a full run writes its figures: the files the repository commits.
@@ -73,13 +76,14 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	quick := fs.Bool("quick", false, "a reduced run of everything, under a minute; writes no files unless --json or --svg is given")
 	jsonPath := fs.String("json", committedJSON, "write the figures as JSON to `file` (empty: don't; --quick: only when given)")
 	svgPath := fs.String("svg", committedSVG, "draw the figures as SVG to `file` (empty: don't; --quick: only when given)")
+	sgw := fs.String("supergateway", findSupergateway(), "time MCP client → supergateway `command` → the stdio MCP server beside /mcp (default: bench/testdata/supergateway's, after npm ci there; empty: leave the row out)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
 		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	o := options{scale: fullScale, quick: *quick, json: *jsonPath, svg: *svgPath}
+	o := options{scale: fullScale, quick: *quick, json: *jsonPath, svg: *svgPath, supergateway: *sgw}
 	if *quick {
 		o.scale = quickScale
 		set := map[string]bool{}
@@ -99,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep, err := measure(ctx, o.scale, stderr)
+	rep, err := measure(ctx, o.scale, o.supergateway, stderr)
 	if err != nil {
 		return err
 	}

@@ -15,12 +15,17 @@ import (
 )
 
 // measure runs every measurement at scale sc, logging progress to log.
-func measure(ctx context.Context, sc scale, log io.Writer) (*report, error) {
+func measure(ctx context.Context, sc scale, supergateway string, log io.Writer) (*report, error) {
 	e, err := newEnv(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
+	if supergateway != "" {
+		if err := e.startSupergateways(ctx, supergateway); err != nil {
+			return nil, err
+		}
+	}
 	rep := &report{Go: runtime.Version(), CPUs: runtime.NumCPU(), Callers: sc.Callers}
 	steps := []struct {
 		name string
@@ -105,9 +110,13 @@ func measureSerial(ctx context.Context, e *env, sc scale, rep *report) error {
 // one-call batch of the gateway's mcp_echo); toolwire's own echo called
 // through its MCP surface (/mcp) with the same client; and the stdio MCP
 // server's echo called directly, forwarded through toolwire's gRPC port,
-// and through /mcp (MCP in front of MCP).
+// and through /mcp (MCP in front of MCP); and, when the run has it, through
+// supergateway.
 func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
 	sys := []func(context.Context) error{e.mcpEcho, e.gatewayEcho, e.surfaceEcho, e.stdioEcho, e.gatewayStdioEcho, e.surfaceStdioEcho}
+	if e.sgStateful != nil {
+		sys = append(sys, e.sgStateful.echo)
+	}
 	lat := make([][]time.Duration, len(sys))
 	for _, call := range sys {
 		for range 100 {
@@ -130,6 +139,23 @@ func measureGateway(ctx context.Context, e *env, sc scale, rep *report) error {
 	}
 	rep.Gateway = gatewayFigures{Direct: summarize(lat[0]), Forwarded: summarize(lat[1]), Surface: summarize(lat[2]),
 		StdioDirect: summarize(lat[3]), StdioForwarded: summarize(lat[4]), StdioSurface: summarize(lat[5])}
+	if e.sgStateful != nil {
+		sg := summarize(lat[6])
+		rep.Gateway.StdioSupergateway = &sg
+	}
+	if e.sgDefault != nil {
+		// A child per request: a few calls, after the others.
+		var l []time.Duration
+		for range max(5, sc.Serial/500) {
+			start := time.Now()
+			if err := e.sgDefault.echo(ctx); err != nil {
+				return err
+			}
+			l = append(l, time.Since(start))
+		}
+		sg := summarize(l)
+		rep.Gateway.StdioSupergatewayDefault = &sg
+	}
 	return nil
 }
 

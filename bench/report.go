@@ -28,7 +28,8 @@ type report struct {
 // client, forwarded through toolwire's MCP gateway, and toolwire's own
 // echo called with the same client through toolwire's MCP surface (/mcp);
 // then the same echo served over stdio by a child process, called
-// directly, forwarded through toolwire's gRPC port, and called through /mcp.
+// directly, forwarded through toolwire's gRPC port, and called through /mcp,
+// and through supergateway when the run had it.
 type gatewayFigures struct {
 	Direct    latency `json:"direct"`
 	Forwarded latency `json:"forwarded"`
@@ -37,6 +38,11 @@ type gatewayFigures struct {
 	StdioDirect    latency `json:"stdio_direct"`
 	StdioForwarded latency `json:"stdio_forwarded"`
 	StdioSurface   latency `json:"stdio_surface"`
+
+	// supergateway --stateful at 2025-11-25 (alternated with the others),
+	// and as its README starts it (a few calls).
+	StdioSupergateway        *latency `json:"stdio_supergateway,omitempty"`
+	StdioSupergatewayDefault *latency `json:"stdio_supergateway_default,omitempty"`
 }
 
 type echoRow struct {
@@ -133,6 +139,11 @@ func (r *report) targets() []target {
 	ts = append(ts, target{"toolwire /mcp call p50 ≤ 1.0× the go-sdk's server", fmt.Sprintf("%.2f×", srf), srf > 0 && srf <= 1.0})
 	mim := ratio(float64(r.Gateway.StdioSurface.P50), float64(r.Gateway.StdioDirect.P50))
 	ts = append(ts, target{"MCP client → /mcp → stdio MCP server p50 ≤ 2.5× direct stdio", fmt.Sprintf("%.2f×", mim), mim > 0 && mim <= 2.5})
+	if sg, st := r.Gateway.StdioSupergatewayDefault, r.Gateway.StdioSupergateway; sg != nil && st != nil {
+		f := ratio(float64(sg.P50), float64(r.Gateway.StdioSurface.P50))
+		fs := ratio(float64(st.P50), float64(r.Gateway.StdioSurface.P50))
+		ts = append(ts, target{"/mcp in front of stdio p50 ≥ 3× faster than supergateway's", fmt.Sprintf("%.0f× (--stateful: %.2f×)", f, fs), f >= 3})
+	}
 	return ts
 }
 
@@ -176,6 +187,12 @@ func (r *report) print(w io.Writer) {
 	fmt.Fprintf(tw, "mcp stdio direct\t%s\t%s\t\t\t\t\t\t\n", us(g.StdioDirect.P50), us(g.StdioDirect.P99))
 	fmt.Fprintf(tw, "toolwire → mcp stdio\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.StdioForwarded.P50), us(g.StdioForwarded.P99), ratio(float64(g.StdioForwarded.P50), float64(g.StdioDirect.P50)))
 	fmt.Fprintf(tw, "MCP client → /mcp → mcp stdio\t%s\t%s\t%.2f\t\t\t\t\t\n", us(g.StdioSurface.P50), us(g.StdioSurface.P99), ratio(float64(g.StdioSurface.P50), float64(g.StdioDirect.P50)))
+	if sg := g.StdioSupergatewayDefault; sg != nil {
+		fmt.Fprintf(tw, "supergateway → mcp stdio\t%s\t%s\t%.2f\t\t\t\t\t\n", us(sg.P50), us(sg.P99), ratio(float64(sg.P50), float64(g.StdioDirect.P50)))
+	}
+	if sg := g.StdioSupergateway; sg != nil {
+		fmt.Fprintf(tw, "supergateway --stateful → mcp stdio\t%s\t%s\t%.2f\t\t\t\t\t\n", us(sg.P50), us(sg.P99), ratio(float64(sg.P50), float64(g.StdioDirect.P50)))
+	}
 	fmt.Fprintf(tw, "\t\t\t\t\t\t\t\t\n")
 	fmt.Fprintf(tw, "detached batches (one echo)\tplain p50\tdetach p50\t×plain\tattach on B: first event p50\t\t\t\t\n")
 	for _, d := range r.Detach {
