@@ -183,3 +183,43 @@ func TestServeExposure(t *testing.T) {
 		})
 	}
 }
+
+// TestServeGRPCExposure: the gRPC port holds the same rule as the HTTP
+// port. serve refuses to listen beyond loopback (every address form that
+// means all interfaces) with authentication off, naming the way out,
+// before it serves anything; --allow-unauthenticated or its config key
+// (with a warning), tokens, or a loopback name let it start.
+func TestServeGRPCExposure(t *testing.T) {
+	t.Parallel()
+	// Refused before it serves, so a context already ended changes nothing;
+	// it stops a serve that wrongly starts at once rather than never.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
+		var stderr bytes.Buffer
+		err := run(ended, []string{"serve", "--listen", addr, "--no-workspace", "--diag"}, io.Discard, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "--allow-unauthenticated") || !strings.Contains(err.Error(), "gRPC port") {
+			t.Errorf("serve --listen %s without authentication: %v; want a refusal naming --allow-unauthenticated", addr, err)
+		}
+	}
+	tokens := writeFile(t, "tokens", "alice: secret-token-of-alice\n")
+	optIn := writeFile(t, "config.yaml", "allow_unauthenticated: true\n")
+	for _, c := range []struct {
+		name string
+		args []string
+		warn bool
+	}{
+		{"with the opt-in", []string{"--listen", "0.0.0.0:0", "--allow-unauthenticated"}, true},
+		{"with the opt-in in the config file", []string{"--config", optIn, "--listen", "0.0.0.0:0"}, true},
+		{"with tokens", []string{"--listen", "0.0.0.0:0", "--tokens-file", tokens}, false},
+		{"on a loopback name", []string{"--listen", "localhost:0"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServe(t, append([]string{"--diag"}, c.args...)...)
+			if got := strings.Contains(s.stderr.String(), "authentication off (allow_unauthenticated)"); got != c.warn {
+				t.Errorf("the warning logged: %v; want %v\n%s", got, c.warn, s.stderr)
+			}
+		})
+	}
+}

@@ -234,7 +234,7 @@ func (s *serveRun) buildSurfaces() ([]listener, error) {
 	if err := add(s.httpPort(view, verifier, svcCfg)); err != nil {
 		return nil, err
 	}
-	if err := add(s.grpcPort(srv, opts)); err != nil {
+	if err := add(s.grpcPort(srv, opts, verifier.Enabled())); err != nil {
 		return nil, err
 	}
 	return ls, add(s.adminListener())
@@ -255,8 +255,10 @@ func serveSecurity(cfg SecurityConfig, log *slog.Logger, getenv func(string) str
 	return v, opts, nil
 }
 
-// grpcPort listens on the gRPC surface's address (listen).
-func (s *serveRun) grpcPort(srv *grpcserve.Server, opts []grpc.ServerOption) (listener, error) {
+// grpcPort listens on the gRPC surface's address (listen). It refuses to
+// listen beyond loopback with authentication off unless
+// allow_unauthenticated (grpcserve.Config.CheckExposure).
+func (s *serveRun) grpcPort(srv *grpcserve.Server, opts []grpc.ServerOption, authenticated bool) (listener, error) {
 	addr := s.cfg.ServiceConfig.Listen
 	if addr == "" {
 		addr = grpcserve.DefaultListen
@@ -264,6 +266,13 @@ func (s *serveRun) grpcPort(srv *grpcserve.Server, opts []grpc.ServerOption) (li
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return listener{}, err
+	}
+	if err := s.cfg.ServiceConfig.CheckExposure(lis.Addr(), authenticated); err != nil {
+		lis.Close()
+		return listener{}, err
+	}
+	if !authenticated && !isLoopback(lis.Addr().String()) {
+		s.log.Warn("the gRPC port listens beyond loopback with authentication off (allow_unauthenticated): anyone who reaches it may call every tool", "addr", lis.Addr().String())
 	}
 	s.log.Info("toolwire listening on "+lis.Addr().String(), "addr", lis.Addr().String())
 	return listener{lis: lis, srv: grpcServer{srv, opts}}, nil

@@ -2,10 +2,12 @@ package grpcserve
 
 import (
 	"flag"
-	"github.com/toolwire/toolwire/internal/rpctelemetry"
-	"github.com/toolwire/toolwire/service/serverstatus"
+	"fmt"
+	"net"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/rpctelemetry"
+	"github.com/toolwire/toolwire/service/serverstatus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -22,6 +24,10 @@ type Config struct {
 	// Listen is the address ListenAndServe listens on. Default
 	// DefaultListen.
 	Listen string `json:"listen"`
+	// AllowUnauthenticated lets the port listen beyond loopback with
+	// authentication off; without it serve refuses to start so
+	// (CheckExposure).
+	AllowUnauthenticated bool `json:"allow_unauthenticated"`
 	// Limits bounds the transport's connections; see Limits for each field
 	// and its default.
 	Limits
@@ -49,7 +55,22 @@ const DefaultListen = "127.0.0.1:50051"
 // applies the rest. The engine's flags are engine.Config's.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "`address` to listen on; port 0 picks a free port")
+	fs.BoolVar(&c.AllowUnauthenticated, "allow-unauthenticated", c.AllowUnauthenticated, "let the gRPC port listen beyond loopback with authentication off (unsafe: anyone who reaches it may call every tool)")
 	c.Limits.Flags(fs)
+}
+
+// CheckExposure refuses a port listening at addr beyond loopback while
+// authentication is off, unless AllowUnauthenticated: anyone who could
+// reach it could call every tool. (The HTTP port's rule is the same:
+// httpserve.Config.CheckExposure.)
+func (c Config) CheckExposure(addr net.Addr, authenticated bool) error {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsLoopback() || authenticated || c.AllowUnauthenticated {
+		return nil
+	}
+	return fmt.Errorf("listen %s: the gRPC port would listen beyond this machine (on %s) with authentication off, so anyone who reaches it could call every tool. "+
+		"Configure callers (--tokens-file, --oidc-issuer or --client-ca; docs/auth.md), listen on a loopback address (127.0.0.1:%d), "+
+		"or accept it with --allow-unauthenticated (allow_unauthenticated: true)", c.Listen, tcp.IP, tcp.Port)
 }
 
 // records reports whether c's providers record anything: the OpenTelemetry
