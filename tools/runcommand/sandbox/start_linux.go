@@ -373,7 +373,7 @@ func (s *Sandbox) spawn() (*supervisorProc, error) {
 	// Only the setup: the command's environment travels in its Spec. One P:
 	// the supervisor has one thing to do at a time, and its Go runtime
 	// starts (and idles) cheaper without more.
-	cmd.Env = []string{supervisor.SetupEnv + "=" + string(s.setup), "GOMAXPROCS=1"}
+	cmd.Env = []string{supervisor.SetupEnv + "=" + string(s.setup), "GOMAXPROCS=2"}
 	cmd.ExtraFiles = []*os.File{theirs} // supervisor.ConnFD
 	// A process group of its own, which commands cannot join (seccomp
 	// refuses setpgid into an existing group). Not a session of its own: a
