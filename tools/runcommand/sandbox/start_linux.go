@@ -370,10 +370,11 @@ func (s *Sandbox) spawn() (*supervisorProc, error) {
 	theirs := os.NewFile(uintptr(pair[1]), "sandbox-supervisor")
 	defer theirs.Close() // the supervisor has its copy once started
 	cmd := exec.Command(s.exe, Command)
-	// Only the setup: the command's environment travels in its Spec. One P:
-	// the supervisor has one thing to do at a time, and its Go runtime
-	// starts (and idles) cheaper without more.
-	cmd.Env = []string{supervisor.SetupEnv + "=" + string(s.setup), "GOMAXPROCS=1"}
+	// Only the setup: the command's environment travels in its Spec. Two
+	// Ps: one for the supervisor's work, while its receiver of seccomp
+	// notifications waits in a system call holding the other (see
+	// supervisor's mediator.serve); more would only cost at start and idle.
+	cmd.Env = []string{supervisor.SetupEnv + "=" + string(s.setup), "GOMAXPROCS=2"}
 	cmd.ExtraFiles = []*os.File{theirs} // supervisor.ConnFD
 	// A process group of its own, which commands cannot join (seccomp
 	// refuses setpgid into an existing group). Not a session of its own: a

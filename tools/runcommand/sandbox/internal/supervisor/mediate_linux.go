@@ -169,12 +169,26 @@ func newMediator(fd int, setup Setup, sp Spec, l *ledger, p *procLimit) *mediato
 
 // serve takes notifications until the listener fails (no process is left
 // under the filter, or the supervisor is exiting), answering each on a
-// goroutine of its own: an operation such as connect may block. It waits
-// for them in the runtime's poller, not in a blocking ioctl: a supervisor
-// runs on one P, which a thread blocked in a system call would hold until
-// the runtime's monitor took it back, delaying everything else. It closes
+// goroutine of its own: an operation such as connect may block. It closes
 // the listener when it returns.
+//
+// How soon it takes one matters as much as the answer. Until the
+// supervisor has received a notification, the kernel lets any signal the
+// caller catches interrupt its wait (SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+// protects it only from then on), and the system call then fails with
+// EINTR unless the handler has SA_RESTART: a fork, an unlink or a chmod,
+// which never fail so natively, and which callers do not retry. dash's
+// SIGCHLD handler has no SA_RESTART, so in "a | b" the first child's exit,
+// landing while the second fork waited to be received, made the shell say
+// "Cannot fork" (about one pipeline in a hundred on a loaded machine). So
+// serve receives in a system call of its own thread, which the kernel
+// wakes on the caller's CPU as the caller goes to sleep (receiveBlocking);
+// only where the kernel cannot do that (before Linux 6.6) does it wait in
+// the runtime's poller, whose wake-up goes through the Go scheduler first.
 func (m *mediator) serve() {
+	if m.receiveBlocking() {
+		return
+	}
 	// Non-blocking before os.NewFile, which then puts it in the poller.
 	err := unix.SetNonblock(m.fd, true)
 	f := os.NewFile(uintptr(m.fd), "seccomp-listener")
@@ -211,6 +225,59 @@ func (m *mediator) serve() {
 		case e == unix.EINTR || e == unix.ENOENT: // interrupted, or the caller went before it was taken
 		default:
 			return
+		}
+	}
+}
+
+// receiveBlocking takes notifications in SECCOMP_IOCTL_NOTIF_RECV, blocked
+// in the kernel on a thread of its own, until no process is left under the
+// filter; it reports false, having taken none, where the kernel lacks
+// SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6, which also ends a blocked
+// receive when the filter's last process is gone; before it, a receive
+// would wait forever then). With that flag a notification wakes this
+// thread on the caller's CPU just as the caller sleeps, so it is received
+// within microseconds, without the Go scheduler between; the supervisor
+// runs on two Ps, so that this thread's system call holds none the
+// answers need.
+func (m *mediator) receiveBlocking() bool {
+	if unix.SetNonblock(m.fd, false) != nil {
+		return false
+	}
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m.fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP); e != 0 {
+		return false
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer unix.Close(m.fd)
+	for {
+		var n notif
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n)))
+		switch e {
+		case 0:
+			m.busy.Add(1)
+			go m.answer(n)
+		case unix.EINTR:
+		case unix.ENOENT:
+			// The caller went before it was taken (killed, or a signal
+			// interrupted its wait), or none is left: the filter has no
+			// process, and the listener says so.
+			if hungUp(m.fd) {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+}
+
+// hungUp reports whether the listener fd says no process is left under its
+// filter.
+func hungUp(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(pfd, 0)
+		if err != unix.EINTR {
+			return err != nil || pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 && pfd[0].Revents&unix.POLLIN == 0
 		}
 	}
 }

@@ -97,6 +97,19 @@ func TestProcLimit(t *testing.T) {
 		t.Error("refused once the pending clone's thread left the call (and the tree holds 1)")
 	}
 
+	// A thread on a CPU when looked at may be making the clone right now:
+	// it counts as in the call (the kernel shows no number then).
+	for text, in := range map[string]bool{
+		"running\n": true,
+		"56 0x1200011 0x0 0x0 0x0 0x7f0 0x0 0x7ffc 0x7f1\n":   true,
+		"61 0xffffffff 0x7ffc 0x0 0x0 0x0 0x0 0x7ffc 0x7f1\n": false, // waiting for the child
+		"-1 0x7ffc 0x55d\n": false, // preempted in user space
+	} {
+		if got := inSyscallText([]byte(text), 56); got != in {
+			t.Errorf("in clone (56) by %q: %v, want %v", text, got, in)
+		}
+	}
+
 	// A clone seen made after the watchdog began its count may be missing
 	// from it: it stays counted.
 	p = newProcLimit(10, func() uint64 { return 1 })
