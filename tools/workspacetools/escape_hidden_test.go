@@ -483,19 +483,28 @@ func TestEscapeOutsideChanges(t *testing.T) {
 	}
 }
 
-// hog starts 60 sleeps, or as many as it may, then becomes sleep 7426.
-const hog = `python3 -c '
+// hog starts 60 sleeps, or as many as it may, then becomes a sleep
+// itself: sleep 7425.PID and 7426.PID, PID this test binary's, so that the
+// processes it counts are its own and not those of another run of these
+// tests on the machine.
+var (
+	hogTag    = fmt.Sprint(os.Getpid())
+	hogSleeps = "sleep\x007425." + hogTag + "\x00"
+	hogBecame = "sleep\x007426." + hogTag + "\x00"
+	hog       = fmt.Sprintf(hogScript, hogTag, hogTag)
+	hogScript = `python3 -c '
 import os, subprocess
 held = []
 for i in range(60):
     try:
-        held.append(subprocess.Popen(["sleep", "7425"]))
+        held.append(subprocess.Popen(["sleep", "7425.%s"]))
     except OSError as e:
         print("refused:", e)
         break
 print("started", len(held), flush=True)
-os.execvp("sleep", ["sleep", "7426"])
+os.execvp("sleep", ["sleep", "7426.%s"])
 '`
+)
 
 // TestEscapeProcessShare checks one call's processes cannot starve
 // another's (issue 30, part 3): with one uid for every session (the
@@ -527,12 +536,12 @@ func TestEscapeProcessShare(t *testing.T) {
 				}
 			}()
 			// The hog holds its share: it stops at max_processes.
-			for deadline := time.Now().Add(30 * time.Second); len(testenv.Processes("sleep\x007426")) == 0; time.Sleep(10 * time.Millisecond) {
+			for deadline := time.Now().Add(30 * time.Second); len(testenv.Processes(hogBecame)) == 0; time.Sleep(10 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the hog did not get going")
 				}
 			}
-			if n := len(testenv.Processes("sleep\x007425")); n < 30 || n > 40 {
+			if n := len(testenv.Processes(hogSleeps)); n < 30 || n > 40 {
 				t.Errorf("the hog holds %d sleeps; want it stopped near max_processes 40", n)
 			}
 			res := r.run(t.Context(), "other", "true | true; echo piped")
@@ -544,7 +553,7 @@ func TestEscapeProcessShare(t *testing.T) {
 			if held != nil {
 				t.Errorf("the hog ended on its own: %s", client.Text(held))
 			}
-			if left := processesLeft("sleep\x00742"); len(left) > 0 {
+			if left := append(processesLeft(hogSleeps), processesLeft(hogBecame)...); len(left) > 0 {
 				t.Errorf("the hog's processes outlived it: %q", left)
 			}
 		})
