@@ -153,6 +153,9 @@ type mediator struct {
 	procs  *procLimit
 	locks  lockGuard
 	busy   sync.WaitGroup // answers in flight
+	// receive is how serve takes notifications (Exit.Receive), once it
+	// has chosen.
+	receive atomic.Value
 }
 
 func newMediator(fd int, setup Setup, sp Spec, l *ledger, p *procLimit) *mediator {
@@ -189,6 +192,7 @@ func (m *mediator) serve() {
 	if m.receiveBlocking() {
 		return
 	}
+	m.receive.Store(ReceivePoller)
 	// Non-blocking before os.NewFile, which then puts it in the poller.
 	err := unix.SetNonblock(m.fd, true)
 	f := os.NewFile(uintptr(m.fd), "seccomp-listener")
@@ -246,6 +250,7 @@ func (m *mediator) receiveBlocking() bool {
 	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m.fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP); e != 0 {
 		return false
 	}
+	m.receive.Store(ReceiveBlocking)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer unix.Close(m.fd)

@@ -160,7 +160,23 @@ type Exit struct {
 	// connection: nothing of this one is left, and its uid (the
 	// session's, or the server's) is the same for the next.
 	Again bool `json:"again,omitempty"`
+	// Receive says how the supervisor took the command's mediated system
+	// calls: ReceiveBlocking or ReceivePoller; empty when it mediated
+	// none.
+	Receive string `json:"receive,omitempty"`
 }
+
+// How a supervisor receives the notifications of mediated system calls
+// (Exit.Receive).
+const (
+	// ReceiveBlocking: in a system call of a thread of its own, which the
+	// kernel wakes on the caller's CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+	// Linux 6.6): within microseconds.
+	ReceiveBlocking = "blocking"
+	// ReceivePoller: in the Go runtime's poller, whose wake-up goes
+	// through the Go scheduler first (older kernels).
+	ReceivePoller = "poller"
+)
 
 // Proc names one process of the command's tree: its PID and its start time
 // (clock ticks after boot), so a PID used again is not mistaken for it.

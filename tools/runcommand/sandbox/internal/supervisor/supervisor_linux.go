@@ -300,8 +300,9 @@ func supervise(setup Setup, s *spare, sp Spec, fds []int) (e Exit, again bool) {
 	select {
 	case <-idle:
 	case <-time.After(time.Second):
-		return e, false
+		clean = false
 	}
+	e.Receive, _ = m.receive.Load().(string)
 	return e, clean && e.Error == ""
 }
 
