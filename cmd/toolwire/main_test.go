@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 
 // testTimeout bounds waits for things that must happen; it only fails a
 // test that would otherwise hang.
-const testTimeout = 20 * time.Second
+const testTimeout = time.Minute
 
 // syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
 type syncBuffer struct {

@@ -174,7 +174,7 @@ const (
 	maxArgBytes    = 16 << 10
 	maxMsgBytes    = 128 << 10
 	maxResultBytes = 2000
-	deadlineMargin = time.Second // what a loaded machine under -race needs to send a result in time
+	deadlineMargin = 3 * time.Second // what a loaded machine (load 15 and more, under -race) needs to send a result in time
 	abandonGrace   = 100 * time.Millisecond
 )
 
