@@ -164,7 +164,9 @@ func TestReplicasShareDetachedBatches(t *testing.T) {
 	calls := func() []*toolwirev1.ToolCall {
 		e := client.Call("fast", "echo", map[string]string{"text": "ran once"})
 		e.IdempotencyKey = key + "-fast"
-		s := client.Call("slow", "sleep", map[string]int{"ms": 300})
+		// Long enough that A is surely killed while it sleeps, however
+		// loaded the machine (300 ms was not: A once finished it first).
+		s := client.Call("slow", "sleep", map[string]int{"ms": 600000})
 		s.IdempotencyKey = key + "-slow"
 		return []*toolwirev1.ToolCall{e, s}
 	}
@@ -215,8 +217,21 @@ func TestReplicasShareDetachedBatches(t *testing.T) {
 
 	// The runtime sends the batch again, with the same keys, to B: the
 	// fast call is replayed (approval comes before idempotency, so it is
-	// asked again, and approved), the slow one runs.
-	again := runBatchOn(t, cb, ctx, calls(), func(*toolwirev1.ExecuteBatchResponse) {})
+	// asked again, and approved), the slow one runs: it starts, rather than
+	// being replayed, and is cancelled then rather than slept out.
+	var againID string
+	slowStarted := false
+	again := runBatchOn(t, cb, ctx, calls(), func(ev *toolwirev1.ExecuteBatchResponse) {
+		if a := ev.GetAccepted(); a != nil {
+			againID = a.GetBatchId()
+		}
+		if ev.GetStarted().GetCallId() == "slow" {
+			slowStarted = true
+			if _, err := cb.ToolService().CancelBatch(ctx, &toolwirev1.CancelBatchRequest{BatchId: againID, Reason: "it ran"}); err != nil {
+				t.Errorf("CancelBatch of the resent batch: %v", err)
+			}
+		}
+	})
 	if len(again) != 2 {
 		t.Fatalf("the resent batch has %d results, want 2", len(again))
 	}
@@ -227,8 +242,8 @@ func TestReplicasShareDetachedBatches(t *testing.T) {
 				t.Errorf("fast resent: %v, want replayed", r)
 			}
 		case "slow":
-			if r.GetIsError() || r.GetReplayed() {
-				t.Errorf("slow resent: %v, want run", r)
+			if !slowStarted || r.GetReplayed() || r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED {
+				t.Errorf("slow resent: %v (started: %v), want it run (started, not replayed) until cancelled", r, slowStarted)
 			}
 		}
 	}
