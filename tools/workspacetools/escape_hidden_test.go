@@ -544,9 +544,17 @@ func TestEscapeProcessShare(t *testing.T) {
 			if n := len(testenv.Processes(hogSleeps)); n < 30 || n > 40 {
 				t.Errorf("the hog holds %d sleeps; want it stopped near max_processes 40", n)
 			}
-			res := r.run(t.Context(), "other", "true | true; echo piped")
-			if res.GetIsError() || !strings.Contains(client.Text(res), "piped") {
-				t.Errorf("another session beside the hog: %s", client.Text(res))
+			// The pipeline runs in bash, whose SIGCHLD handler restarts an
+			// interrupted system call (SA_RESTART): in dash, the first
+			// child's exit can interrupt the second fork before the
+			// supervisor has taken it, a kernel limit of mediated calls
+			// that has nothing to do with the hog (docs/security.md, "What
+			// it does not enforce"), which CI hit under load. bash retries
+			// a fork refused for want of processes (EAGAIN), saying
+			// "retry", so a share the hog starved still fails here.
+			res := r.run(t.Context(), "other", "exec bash -c 'true | true; echo piped'")
+			if text := client.Text(res); res.GetIsError() || !strings.Contains(text, "piped") || strings.Contains(text, "retry") {
+				t.Errorf("another session beside the hog: %s", text)
 			}
 			cancel()
 			wg.Wait()
