@@ -150,7 +150,10 @@ func TestSessionsBusyAreKept(t *testing.T) {
 // session and its place at once.
 func TestSessionsIdle(t *testing.T) {
 	t.Parallel()
-	const idle = 100 * time.Millisecond
+	// Long enough that no session goes idle while the test opens it (an
+	// initialize, then its notification) or its stream: 100 ms was not,
+	// on a loaded machine.
+	const idle = 2 * time.Second
 	ts := newTestServer(t, &Options{SessionTimeout: idle})
 	gone := ts.openSession(t, "alice-token")
 	held := ts.openSession(t, "alice-token")
@@ -174,7 +177,7 @@ func TestSessionsIdle(t *testing.T) {
 		r := ts.do(t, rawRequest{body: listBody, token: "alice-token", header: map[string]string{"Mcp-Session-Id": gone, "Mcp-Protocol-Version": RevisionSessions}})
 		return r.status == http.StatusNotFound
 	})
-	time.Sleep(5 * idle) // the stream's session stays through many timeouts
+	time.Sleep(2 * idle) // the stream's session stays through timeouts
 	if !ts.alive(t, "alice-token", held) {
 		t.Fatal("the session with an open GET stream was closed")
 	}
