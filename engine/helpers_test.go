@@ -3,15 +3,20 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/store/storetest"
 )
 
-// waitFor waits up to 10s for cond to hold.
+// waitFor waits for cond to hold, failing the test just before its own
+// deadline (storetest.Bound): what it waits for must happen, and a fixed
+// bound (it was 10s) is one a loaded machine can outlast.
 func waitFor(tb testing.TB, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	ctx, cancel := storetest.Bound(tb)
+	defer cancel()
 	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not met within 10s")
+		if ctx.Err() != nil {
+			tb.Fatal("condition not met by the test's deadline")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
