@@ -21,3 +21,12 @@ func waitFor(tb testing.TB, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// testDeadline closes just before the test's own deadline (storetest.Bound): the
+// bound of a select waiting for what must happen, where a fixed one (10s,
+// 5s) is a bet a loaded machine can lose.
+func testDeadline(tb testing.TB) <-chan struct{} {
+	ctx, cancel := storetest.Bound(tb)
+	tb.Cleanup(cancel)
+	return ctx.Done()
+}
