@@ -239,7 +239,7 @@ func TestFailedSendCancelsCallsWhoseResultsAreStillRecorded(t *testing.T) {
 		if !errors.Is(err, errSinkGone) {
 			t.Fatalf("Run: %v, want the sink's error", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-testDeadline(t):
 		t.Fatal("Run did not return after its sink failed: the held call was not cancelled")
 	}
 	if st := e.Stats(); st.Batches != 0 || st.CallsRunning != 0 {

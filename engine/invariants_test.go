@@ -131,7 +131,7 @@ func TestInvariant1_ClientCancelStartsNothingNew(t *testing.T) {
 		if id != "a" {
 			t.Errorf("cancelled call %q, want a", id)
 		}
-	case <-time.After(5 * time.Second):
+	case <-testDeadline(t):
 		t.Fatal("the running tool's context was not cancelled")
 	}
 	if _, err := drain(stream); CodeOf(err) != Canceled {

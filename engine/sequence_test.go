@@ -240,7 +240,7 @@ func TestSequenceCancelledWaiterLeaves(t *testing.T) {
 	select {
 	case d := <-readc:
 		d()
-	case <-time.After(5 * time.Second):
+	case <-testDeadline(t):
 		t.Fatal("the read behind the cancelled write did not start")
 	}
 }

@@ -122,8 +122,8 @@ func startBatch(tb testing.TB, ctx context.Context, te *testBed, req *toolwirev1
 		return lb
 	case err := <-lb.done:
 		tb.Fatalf("the batch ended before a call started: %v", err)
-	case <-time.After(10 * time.Second):
-		tb.Fatal("no call started within 10s")
+	case <-testDeadline(tb):
+		tb.Fatal("no call started by the test's deadline")
 	}
 	return nil
 }

@@ -96,11 +96,15 @@ func TestDetachedBatchCommands(t *testing.T) {
 	}
 }
 
-// replica is a "toolwire serve" child process on the shared Redis.
+// replica is a "toolwire serve" child process on the shared Redis. Its
+// batch lease is 5s: a live replica renews it every 500ms, and one whose
+// renewals a loaded machine holds up past the lease (1s was little margin)
+// would have its batch taken over by the other replica reading it, as if
+// it had died.
 func startReplica(t *testing.T, bin, redisAddr, config string) *child {
 	t.Helper()
 	return startChild(t, exec.Command(bin, "serve", "--diag", "--listen", "127.0.0.1:0", "--no-workspace",
-		"--store", "redis://"+redisAddr+"/0", "--batch-lease", "1s", "--config", config))
+		"--store", "redis://"+redisAddr+"/0", "--batch-lease", "5s", "--config", config))
 }
 
 // TestReplicasShareDetachedBatches: two real replicas on one real Redis.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -50,14 +51,24 @@ func TestSandboxSurvivesNoServerKill(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
+	// The sleeps are 7401.PID … 7404.PID seconds, PID this test binary's,
+	// so that the processes it looks for are its own, not another run's of
+	// this test on the machine (whose "sleep 7401" would have kept it
+	// waiting, and failed it).
+	tag := fmt.Sprint(os.Getpid())
+	var markers []string
+	for i := 1; i <= 4; i++ {
+		markers = append(markers, fmt.Sprintf("sleep\x00740%d.%s\x00", i, tag))
+	}
 	started := make(chan error, 1)
 	go func() {
 		_, err := client.Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
-			client.Call("c", "run_command", map[string]any{"command": "sleep 7401 & setsid sleep 7402 & (sleep 7403 &); sleep 7404; echo late > late.txt"}),
+			client.Call("c", "run_command", map[string]any{"command": fmt.Sprintf(
+				"sleep 7401.%[1]s & setsid sleep 7402.%[1]s & (sleep 7403.%[1]s &); sleep 7404.%[1]s; echo late > late.txt", tag)}),
 		}}))
 		started <- err
 	}()
-	for _, m := range []string{"sleep\x007401", "sleep\x007402", "sleep\x007403", "sleep\x007404"} {
+	for _, m := range markers {
 		waitFor(t, m, func() bool { return len(testenv.Processes(m)) > 0 })
 	}
 	if err := cmd.Process.Kill(); err != nil {
@@ -68,7 +79,10 @@ func TestSandboxSurvivesNoServerKill(t *testing.T) {
 	<-started // the RPC fails with the server gone
 	deadline := time.Now().Add(testTimeout)
 	for {
-		left := testenv.Processes("sleep\x00740")
+		var left []string
+		for _, m := range markers {
+			left = append(left, testenv.Processes(m)...)
+		}
 		left = append(left, testenv.Processes(bin+"\x00"+sandbox.Command)...)
 		if len(left) == 0 {
 			break

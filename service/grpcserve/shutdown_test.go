@@ -105,7 +105,9 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 		sleepMS  string
 		wantKind toolwirev1.ErrorKind
 	}{
-		{"running batch finishes within the drain timeout", 5 * time.Second, "300", kindNone},
+		// A drain timeout far past the sleep: the batch finishing within it
+		// is what must happen, not a speed claim (5s once bet it would).
+		{"running batch finishes within the drain timeout", time.Minute, "300", kindNone},
 		{"calls past the drain timeout are cancelled with results", 200 * time.Millisecond, "60000", kindCancelled},
 	}
 	for _, tt := range tests {
@@ -118,17 +120,30 @@ func TestGracefulShutdownDrainsThenCancels(t *testing.T) {
 			stream := startBatch(t, ctx, client, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 				call("s", "sleep", `{"ms":`+tt.sleepMS+`}`), call("after", "echo", `{"text":"x"}`),
 			}, Options: &toolwirev1.BatchOptions{Sequential: true}})
+			// Health is watched from before the stop: its NOT_SERVING is pushed
+			// to the watch, however long the test takes to read it, where
+			// polling Check had to land between the status change and the
+			// server's end (the sleep, or the drain timeout: 200ms).
+			watchCtx, stopWatch := context.WithCancel(ctx)
+			defer stopWatch()
+			watch, err := health.Watch(watchCtx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp, err := watch.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("health before the stop: %v %v, want SERVING", resp.GetStatus(), err)
+			}
 			stopped := make(chan error, 1)
 			go func() { stopped <- stop() }()
 
-			waitFor(t, func() bool {
-				resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-				return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
-			})
+			if resp, err := watch.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+				t.Fatalf("health once stopping: %v %v, want NOT_SERVING", resp.GetStatus(), err)
+			}
+			stopWatch() // the graceful stop waits for every RPC, this watch too
 			// Health says NOT_SERVING first (routing stops), then the
 			// engine drains: a batch sent in between is still served.
 			<-srv.engine.Draining()
-			_, err := (&testServer{client: client}).runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("n", "echo", `{"text":"x"}`)}})
+			_, err = (&testServer{client: client}).runErr(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("n", "echo", `{"text":"x"}`)}})
 			if status.Code(err) != codes.Unavailable {
 				t.Errorf("new batch while draining: %v, want Unavailable", err)
 			}

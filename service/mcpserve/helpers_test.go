@@ -287,13 +287,27 @@ func text(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// waitFor waits up to 10s for cond.
+// testDeadline is when a wait for what must happen gives up: just before
+// the test's own deadline (as store/storetest's Bound), or in two minutes
+// when it has none.
+func testDeadline(t testing.TB) time.Time {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			return dl.Add(-time.Until(dl) / 10)
+		}
+	}
+	return time.Now().Add(2 * time.Minute)
+}
+
+// waitFor waits for cond, failing the test just before its own deadline:
+// what it waits for must happen, and a fixed bound (it was 10s) is one a
+// loaded machine can outlast.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := testDeadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
+			t.Fatalf("waited until the test's deadline for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -147,7 +147,11 @@ func TestTakeRateRealRedis(t *testing.T) {
 	ctx := context.Background()
 	take := func(s *redis.Store, key string, n int) time.Duration {
 		t.Helper()
-		d, err := s.TakeRate(ctx, key, n, 10, 5) // 10 a second, 5 at once
+		// One a second, 5 at once: the call after the burst must come
+		// within one interval of it to be told to wait, and a loaded
+		// machine can take longer than 100ms (10 a second) between two
+		// round trips.
+		d, err := s.TakeRate(ctx, key, n, 1, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,8 +161,8 @@ func TestTakeRateRealRedis(t *testing.T) {
 		t.Fatalf("the burst: wait %v, want none", d)
 	}
 	d := take(b, "alice", 1) // the other replica sees it
-	if d <= 0 || d > 100*time.Millisecond {
-		t.Fatalf("after the burst, on the other replica: wait %v, want (0, 100ms]", d)
+	if d <= 0 || d > time.Second {
+		t.Fatalf("after the burst, on the other replica: wait %v, want (0, 1s]", d)
 	}
 	if d2 := take(a, "alice", 1); d2 <= 0 || d2 > d+5*time.Millisecond {
 		t.Errorf("a refusal took something: wait %v after %v", d2, d)
@@ -172,8 +176,8 @@ func TestTakeRateRealRedis(t *testing.T) {
 	}
 	c := goredis.NewClient(&goredis.Options{Addr: addr})
 	defer c.Close()
-	if ttl := c.PTTL(ctx, prefix+`rate:{alice}`).Val(); ttl <= 0 || ttl > 2*time.Second {
-		t.Errorf("the key's TTL is %v; want it to expire once the allowance is full again (about 1.5s)", ttl)
+	if ttl := c.PTTL(ctx, prefix+`rate:{alice}`).Val(); ttl <= 0 || ttl > 7*time.Second {
+		t.Errorf("the key's TTL is %v; want it to expire once the allowance is full again (about 6s)", ttl)
 	}
 }
 

@@ -293,7 +293,7 @@ func (r sessionRunner) runAttempts(t *testing.T, attempts []attempt) {
 				t.Errorf("the supervisor died:\n%s", text)
 			}
 			for _, m := range []string{"sleep\x00742", "hide.py"} {
-				if left := processesLeft(m); len(left) > 0 {
+				if left := processesLeft(t, m); len(left) > 0 {
 					t.Errorf("processes outlived the call: %q", left)
 				}
 			}
@@ -307,14 +307,26 @@ func (r sessionRunner) runAttempts(t *testing.T, attempts []attempt) {
 
 // processesLeft lists the processes whose command line holds marker, once
 // they have had a moment to go (the supervisor reports before the last
-// ones are reaped by the kernel).
-func processesLeft(marker string) []string {
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+// ones are reaped by the kernel): it waits for them until just before the
+// test's deadline, since they must go, and a fixed while (it was 5s) is
+// one a loaded machine can outlast.
+func processesLeft(t *testing.T, marker string) []string {
+	for deadline := testDeadline(t); ; time.Sleep(10 * time.Millisecond) {
 		left := testenv.Processes(marker)
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
 	}
+}
+
+// testDeadline is when a wait for what must happen gives up: just before
+// the test's own deadline (as store/storetest's Bound), or in two minutes
+// when it has none.
+func testDeadline(t *testing.T) time.Time {
+	if dl, ok := t.Deadline(); ok {
+		return dl.Add(-time.Until(dl) / 10)
+	}
+	return time.Now().Add(2 * time.Minute)
 }
 
 // removeTree removes dir with all it holds whatever its folders' modes, as
@@ -561,7 +573,7 @@ func TestEscapeProcessShare(t *testing.T) {
 			if held != nil {
 				t.Errorf("the hog ended on its own: %s", client.Text(held))
 			}
-			if left := append(processesLeft(hogSleeps), processesLeft(hogBecame)...); len(left) > 0 {
+			if left := append(processesLeft(t, hogSleeps), processesLeft(t, hogBecame)...); len(left) > 0 {
 				t.Errorf("the hog's processes outlived it: %q", left)
 			}
 		})

@@ -291,9 +291,10 @@ var supervisorMarker = func() string {
 // supervisorsLeft lists this test binary's supervisors that are more than
 // a sandbox keeps (its spares and warm ones), or that have a child; those
 // it keeps have none. A used supervisor it does not keep reports its
-// command's end before it exits, so it may take a moment to go.
-func supervisorsLeft() []string {
-	deadline := time.Now().Add(5 * time.Second)
+// command's end before it exits, so it may take a moment to go: it waits
+// until just before the test's deadline (testDeadline) for them to.
+func supervisorsLeft(t *testing.T) []string {
+	deadline := testDeadline(t)
 	for {
 		sups := testenv.Processes(supervisorMarker)
 		pids := map[string]bool{}
@@ -619,11 +620,11 @@ func TestEscapeCorpus(t *testing.T) {
 				t.Errorf("another process of the uid changed:\n%s\nwas\n%s", after, victimState)
 			}
 			for _, m := range []string{"sleep\x00730", "sleep\x007310", "toolwire-fork-bomb"} {
-				if left := testenv.Processes(m); len(left) > 0 {
+				if left := processesLeft(t, m); len(left) > 0 {
 					t.Errorf("processes outlived the call: %q", left)
 				}
 			}
-			if left := supervisorsLeft(); len(left) > 0 {
+			if left := supervisorsLeft(t); len(left) > 0 {
 				t.Errorf("supervisors outlived the call: %q", left)
 			}
 			if n := admin.accepted.Load() + unixLn.accepted.Load() + appSock.accepted.Load(); n > 0 {
