@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -277,10 +278,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // is one a loaded machine can outlast.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	if dl, ok := t.Deadline(); ok {
-		deadline = dl.Add(-time.Until(dl) / 10)
-	}
+	deadline := testenv.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met by the test's deadline")

@@ -34,6 +34,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store/storetest"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -750,14 +751,10 @@ func text(r *toolwirev1.CallResult) string {
 // and a fixed bound (it was 10s) is one a loaded machine can outlast.
 func waitFor(tb testing.TB, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := d.Deadline(); ok {
-			deadline = dl.Add(-time.Until(dl) / 10)
-		}
-	}
+	ctx, cancel := storetest.Bound(tb)
+	defer cancel()
 	for !cond() {
-		if time.Now().After(deadline) {
+		if ctx.Err() != nil {
 			tb.Fatal("condition not met by the test's deadline")
 		}
 		time.Sleep(5 * time.Millisecond)

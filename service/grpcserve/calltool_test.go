@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
@@ -316,7 +317,7 @@ func TestCallToolClientCancels(t *testing.T) {
 	}()
 	select {
 	case <-s.entered:
-	case <-time.After(time.Until(testDeadline(t))):
+	case <-time.After(time.Until(testenv.Deadline(t))):
 		t.Fatal("block was not called")
 	}
 	cancel()
@@ -325,7 +326,7 @@ func TestCallToolClientCancels(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("block's context ended with %v; want context.Canceled", err)
 		}
-	case <-time.After(time.Until(testDeadline(t))):
+	case <-time.After(time.Until(testenv.Deadline(t))):
 		t.Fatal("the tool's context did not end after the client cancelled")
 	}
 	if err := <-errc; status.Code(err) != codes.Canceled {
@@ -336,22 +337,12 @@ func TestCallToolClientCancels(t *testing.T) {
 	})
 }
 
-// testDeadline is when a wait for what must happen gives up: just before
-// the test's own deadline (as store/storetest's Bound), or in two minutes
-// when it has none.
-func testDeadline(t *testing.T) time.Time {
-	if dl, ok := t.Deadline(); ok {
-		return dl.Add(-time.Until(dl) / 10)
-	}
-	return time.Now().Add(2 * time.Minute)
-}
-
 // waitFor polls cond, failing the test just before its own deadline: what
 // it waits for must happen, and a fixed bound (it was 5s) is one a loaded
 // machine can outlast.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := testDeadline(t)
+	deadline := testenv.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met by the test's deadline")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
 	"go.uber.org/goleak"
@@ -175,12 +176,7 @@ func text(r *toolwirev1.CallResult) string {
 // is one a loaded machine can outlast.
 func waitFor(tb testing.TB, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := d.Deadline(); ok {
-			deadline = dl.Add(-time.Until(dl) / 10)
-		}
-	}
+	deadline := testenv.Deadline(tb)
 	for !cond() {
 		if time.Now().After(deadline) {
 			tb.Fatal("condition not met by the test's deadline")

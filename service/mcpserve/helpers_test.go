@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -287,24 +288,12 @@ func text(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// testDeadline is when a wait for what must happen gives up: just before
-// the test's own deadline (as store/storetest's Bound), or in two minutes
-// when it has none.
-func testDeadline(t testing.TB) time.Time {
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := d.Deadline(); ok {
-			return dl.Add(-time.Until(dl) / 10)
-		}
-	}
-	return time.Now().Add(2 * time.Minute)
-}
-
 // waitFor waits for cond, failing the test just before its own deadline:
 // what it waits for must happen, and a fixed bound (it was 10s) is one a
 // loaded machine can outlast.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := testDeadline(t)
+	deadline := testenv.Deadline(t)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("waited until the test's deadline for %s", what)

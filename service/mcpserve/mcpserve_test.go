@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -243,7 +244,7 @@ func TestCancel(t *testing.T) {
 			if id != "held" {
 				t.Errorf("cancelled %q, want held", id)
 			}
-		case <-time.After(time.Until(testDeadline(t))): // must happen; 5s was a bet
+		case <-time.After(time.Until(testenv.Deadline(t))): // must happen; 5s was a bet
 			t.Fatal("the tool was not cancelled by the test's deadline")
 		}
 	})
@@ -309,7 +310,7 @@ func TestListChanged(t *testing.T) {
 		}
 		select {
 		case <-changed:
-		case <-time.After(time.Until(testDeadline(t))): // must happen; 5s was a bet
+		case <-time.After(time.Until(testenv.Deadline(t))): // must happen; 5s was a bet
 			t.Fatal("no list-changed notice by the test's deadline")
 		}
 		after, err := cs.ListTools(ctx, nil)

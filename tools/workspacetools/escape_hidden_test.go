@@ -311,22 +311,12 @@ func (r sessionRunner) runAttempts(t *testing.T, attempts []attempt) {
 // test's deadline, since they must go, and a fixed while (it was 5s) is
 // one a loaded machine can outlast.
 func processesLeft(t *testing.T, marker string) []string {
-	for deadline := testDeadline(t); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := testenv.Deadline(t); ; time.Sleep(10 * time.Millisecond) {
 		left := testenv.Processes(marker)
 		if len(left) == 0 || time.Now().After(deadline) {
 			return left
 		}
 	}
-}
-
-// testDeadline is when a wait for what must happen gives up: just before
-// the test's own deadline (as store/storetest's Bound), or in two minutes
-// when it has none.
-func testDeadline(t *testing.T) time.Time {
-	if dl, ok := t.Deadline(); ok {
-		return dl.Add(-time.Until(dl) / 10)
-	}
-	return time.Now().Add(2 * time.Minute)
 }
 
 // removeTree removes dir with all it holds whatever its folders' modes, as

@@ -294,7 +294,7 @@ var supervisorMarker = func() string {
 // command's end before it exits, so it may take a moment to go: it waits
 // until just before the test's deadline (testDeadline) for them to.
 func supervisorsLeft(t *testing.T) []string {
-	deadline := testDeadline(t)
+	deadline := testenv.Deadline(t)
 	for {
 		sups := testenv.Processes(supervisorMarker)
 		pids := map[string]bool{}

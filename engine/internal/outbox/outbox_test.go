@@ -8,6 +8,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 func TestOutboxBoundsPendingBytes(t *testing.T) {
@@ -80,10 +81,7 @@ func TestOutboxBoundsPendingBytes(t *testing.T) {
 // is one a loaded machine can outlast.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	if dl, ok := t.Deadline(); ok {
-		deadline = dl.Add(-time.Until(dl) / 10)
-	}
+	deadline := testenv.Deadline(t)
 	for ; !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met by the test's deadline")

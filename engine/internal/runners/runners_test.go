@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // TestRunnersReuseIdleGoroutines: a function given once a runner is idle
@@ -73,10 +75,7 @@ func TestRunnersExitWhenIdleOrClosed(t *testing.T) {
 // is one a loaded machine can outlast.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	if dl, ok := t.Deadline(); ok {
-		deadline = dl.Add(-time.Until(dl) / 10)
-	}
+	deadline := testenv.Deadline(t)
 	for ; !cond(); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not met by the test's deadline")
