@@ -73,6 +73,7 @@ type signaller struct {
 	done      chan struct{}
 	ps        *goredis.PubSub // the subscription being made or held, for close to break
 	resubs    atomic.Int64    // subscriptions established, for tests
+	failures  atomic.Int64    // attempts to subscribe that failed, for tests
 	lastError atomic.Value    // string: why the last subscription ended or failed
 }
 
@@ -114,6 +115,10 @@ func (s *Store) Subscriptions() (int64, string) {
 	why, _ := s.sig.lastError.Load().(string)
 	return s.sig.resubs.Load(), why
 }
+
+// FailedSubscriptions returns how many attempts to subscribe to the
+// store's notices have failed; for tests and diagnostics.
+func (s *Store) FailedSubscriptions() int64 { return s.sig.failures.Load() }
 
 func (g *signaller) start(s *Store) {
 	g.mu.Lock()
@@ -167,6 +172,9 @@ func (g *signaller) run(s *Store) {
 			if g.breaker != nil {
 				g.breaker.done(err, probe)
 			}
+			if err != nil {
+				g.failures.Add(1)
+			}
 			if err == nil {
 				g.resubs.Add(1)
 				// Notices sent while there was no subscription are lost:
@@ -183,6 +191,7 @@ func (g *signaller) run(s *Store) {
 			g.mu.Unlock()
 			if err != nil {
 				g.lastError.Store(err.Error())
+				reloadSlots(s.c)
 			}
 		}
 		if unknownCommand(err) && !g.plain.Load() {
@@ -271,6 +280,18 @@ func (g *signaller) listen(ps *goredis.PubSub) error {
 				return errors.New(unsubscribed)
 			}
 		}
+	}
+}
+
+// reloadSlots has a cluster client learn the cluster's slots again, in
+// the background, after a subscription failed or ended: go-redis learns
+// them again when a command is answered MOVED or its node fails, but not
+// when a subscription's does, and until then it would subscribe again, and
+// again, on the node that is gone (a minute on the test cluster) while
+// the notices go to its replica, promoted.
+func reloadSlots(c goredis.UniversalClient) {
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
 	}
 }
 
