@@ -18,7 +18,9 @@ import (
 // masters, 3 replicas). A detached batch and a batch of keyed calls run on
 // A, their calls blocked, with the batch's event log and the calls'
 // records on one master; that master fails over — gracefully (CLUSTER
-// FAILOVER on its replica: MOVED answers) and then by a crash (SIGKILL: no
+// FAILOVER on its replica: MOVED answers), frozen (SIGSTOP: no answers,
+// and none sent again, until the cluster promotes the replica; the old
+// master, let go on, turns replica) and by a crash (SIGKILL: no
 // answers until the cluster promotes the replica) — and the calls finish
 // meanwhile. Nothing is lost: the detached batch ends normally with every
 // call's own result, and every event its client was sent is read back
@@ -28,15 +30,33 @@ func TestClusterFailover(t *testing.T) {
 	cl := testenv.StartRedisCluster(t)
 	for _, tc := range []struct {
 		name string
-		fail func(t *testing.T, master *testenv.RedisNode)
+		// fail fails master over, calling meanwhile while the master's
+		// slots cannot be written, if there is such a time.
+		fail func(t *testing.T, master *testenv.RedisNode, meanwhile func())
 	}{
-		{"graceful", func(t *testing.T, m *testenv.RedisNode) { cl.Failover(t, m) }},
-		{"crash", func(t *testing.T, m *testenv.RedisNode) {
+		{"graceful", func(t *testing.T, m *testenv.RedisNode, meanwhile func()) {
+			cl.Failover(t, m)
+			meanwhile()
+		}},
+		{"freeze", func(t *testing.T, m *testenv.RedisNode, meanwhile func()) {
+			// A master that stops answering without closing its
+			// connections (SIGSTOP): what is sent to it gets no answer,
+			// so it is not sent again; once its replica is promoted it
+			// goes on, turned replica (so its shard keeps a replica: the
+			// crash, which leaves none, comes last).
+			cl.WaitReplicated(t, m)
+			m.Freeze()
+			meanwhile()
+			cl.WaitFailover(t, m)
+			m.Thaw()
+		}},
+		{"crash", func(t *testing.T, m *testenv.RedisNode, meanwhile func()) {
 			// A crash loses what the replica had not yet received (Redis
 			// replicates asynchronously): this test is about the client
 			// side, so it kills the master once the replica has it all.
 			cl.WaitReplicated(t, m)
 			m.Kill()
+			meanwhile()
 			cl.WaitFailover(t, m)
 		}},
 	} {
@@ -98,8 +118,10 @@ func TestClusterFailover(t *testing.T) {
 				<-c.started
 			}
 
-			tc.fail(t, master)
-			close(c.gate) // the calls finish; their events and records go to the new master
+			// The calls finish while the master cannot be written (after
+			// the graceful failover: at once); their events and records
+			// go to the new master.
+			tc.fail(t, master, func() { close(c.gate) })
 
 			events, err := drain(lb)
 			if err != nil {

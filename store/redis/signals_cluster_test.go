@@ -16,6 +16,8 @@ import (
 //
 //   - graceful: CLUSTER FAILOVER on its replica; the old master turns
 //     replica and ends its sharded subscriptions;
+//   - freeze: the master stops answering (SIGSTOP) without closing its
+//     connections, and the cluster promotes its replica;
 //   - crash: the master, which holds the watcher's subscription, is killed
 //     (SIGKILL) and the cluster promotes its replica.
 //
@@ -33,6 +35,10 @@ func TestSignalsAcrossAClusterFailover(t *testing.T) {
 		fail func(master *testenv.RedisNode)
 	}{
 		{"graceful", func(m *testenv.RedisNode) { cl.Failover(t, m) }},
+		// Frozen, the subscription's health check gives it up; let go on
+		// once its replica is promoted, it turns replica (and its shard
+		// keeps one for the crash).
+		{"freeze", func(m *testenv.RedisNode) { m.Freeze(); cl.WaitFailover(t, m); m.Thaw() }},
 		{"crash", func(m *testenv.RedisNode) { m.Kill(); cl.WaitFailover(t, m) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

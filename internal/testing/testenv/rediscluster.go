@@ -42,8 +42,9 @@ type RedisCluster struct {
 
 // RedisNode is one redis-server of a RedisCluster.
 type RedisNode struct {
-	Addr string
-	cmd  *exec.Cmd
+	Addr   string
+	cmd    *exec.Cmd
+	frozen bool // SIGSTOPped: running, but answers nothing
 }
 
 // nodeTimeout is the test cluster's cluster-node-timeout: how long a node
@@ -151,7 +152,7 @@ func (c *RedisCluster) MasterOf(tb testing.TB, key string) *RedisNode {
 func (c *RedisCluster) WaitFailover(tb testing.TB, old *RedisNode) {
 	tb.Helper()
 	for _, n := range c.Nodes {
-		if n.cmd == nil {
+		if !n.answers() {
 			continue
 		}
 		waitUntil(tb, n.Addr+" to see "+old.Addr+" replaced", func() bool {
@@ -231,7 +232,7 @@ func (c *RedisCluster) replicaOf(tb testing.TB, master *RedisNode) *RedisNode {
 		if len(f) > 3 && f[3] == id && strings.Contains(f[2], "slave") {
 			addr, _, _ := strings.Cut(f[1], "@")
 			for _, n := range c.Nodes {
-				if n.Addr == addr && n.cmd != nil {
+				if n.Addr == addr && n.answers() {
 					return n
 				}
 			}
@@ -241,6 +242,28 @@ func (c *RedisCluster) replicaOf(tb testing.TB, master *RedisNode) *RedisNode {
 	return nil
 }
 
+// Freeze stops the node (SIGSTOP) without closing its connections, as a
+// stalled machine would: what is sent to it waits unanswered, until Thaw.
+func (n *RedisNode) Freeze() {
+	if n.cmd != nil && !n.frozen {
+		n.cmd.Process.Signal(syscall.SIGSTOP)
+		n.frozen = true
+	}
+}
+
+// Thaw lets a frozen node go on (SIGCONT): it answers what waited, then
+// learns from the others what happened meanwhile (a master failed over
+// in its absence turns replica).
+func (n *RedisNode) Thaw() {
+	if n.cmd != nil && n.frozen {
+		n.cmd.Process.Signal(syscall.SIGCONT)
+		n.frozen = false
+	}
+}
+
+// answers tells whether the node is running and not frozen.
+func (n *RedisNode) answers() bool { return n.cmd != nil && !n.frozen }
+
 // Kill ends the node at once (SIGKILL), as a crash would.
 func (n *RedisNode) Kill() {
 	if n.cmd == nil {
@@ -248,7 +271,7 @@ func (n *RedisNode) Kill() {
 	}
 	n.cmd.Process.Kill()
 	n.cmd.Wait()
-	n.cmd = nil
+	n.cmd, n.frozen = nil, false
 }
 
 func (c *RedisCluster) stop() {
@@ -257,10 +280,10 @@ func (c *RedisCluster) stop() {
 	}
 }
 
-// live is a node still running.
+// live is a node still running and not frozen.
 func (c *RedisCluster) live(tb testing.TB) *RedisNode {
 	for _, n := range c.Nodes {
-		if n.cmd != nil {
+		if n.answers() {
 			return n
 		}
 	}
@@ -346,12 +369,13 @@ func command(addr string, args ...string) (string, error) {
 	return "", fmt.Errorf("%s %v: reply %q", addr, args, line)
 }
 
-// waitFor polls cond every 20 ms, failing the test after a minute.
+// waitUntil polls cond every 20 ms, failing the test just before its
+// deadline (Deadline).
 func waitUntil(tb testing.TB, what string, cond func() bool) {
 	tb.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(20 * time.Millisecond) {
+	for deadline := Deadline(tb); !cond(); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			tb.Fatalf("waited a minute for %s", what)
+			tb.Fatalf("gave up waiting for %s", what)
 		}
 	}
 }
