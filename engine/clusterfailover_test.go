@@ -90,7 +90,7 @@ func TestClusterFailover(t *testing.T) {
 				<-c.started
 			}
 			id := batchIDOf(t, lb.snapshot())
-			master := cl.MasterOf(t, prefix+"log:{"+id+"}")
+			master := cl.MasterOf(t, prefix+"log:{"+logName("alice", id)+"}")
 
 			// Keys whose records live on the same master (store/redis's
 			// layout: the record of key k of caller c's tool t is
@@ -174,5 +174,146 @@ func TestClusterFailover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClusterReshard: the slot that holds a detached batch's event log
+// and the records of keyed calls moves to another master (as
+// redis-cli --cluster reshard moves slots when a master is added) while
+// the batches run: their writes meet the slot half moved, their keys
+// moved one at a time, and are answered ASK (a key already gone) or
+// TRYAGAIN (a script's keys split between the two masters). Nothing is
+// lost: the detached batch ends with every call's own result, a reader
+// that followed it live on B (AttachBatch) read what its client was sent,
+// and the keyed calls succeed. Nothing runs twice: each call ran once and
+// the keyed calls sent again to B are replayed.
+func TestClusterReshard(t *testing.T) {
+	cl := testenv.StartRedisCluster(t)
+	prefix := fmt.Sprintf("reshard%d:", time.Now().UnixNano())
+	c := newCounter()
+	c.started = make(chan int, 256)
+	bump := c.tool("bump")
+	replica := func(name string) *testBed {
+		st, err := redis.Open(context.Background(), cl.URL(), redis.Options{Prefix: prefix, BreakerCooldown: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return newTestBedWith(t, Config{BatchLease: 20 * time.Second}, Deps{Idempotency: st, Vars: st, EventLog: st, Replica: name}, bump)
+	}
+	a, b := replica("a"), replica("b")
+
+	// The detached batch: calls one after another, each a few milliseconds,
+	// so that its events are written all through the move.
+	const n = 40
+	detached := &toolwirev1.ExecuteBatchRequest{}
+	for i := range n {
+		// The last waits for the move to end: the batch is still
+		// writing then, and finishes on the new master.
+		detached.Calls = append(detached.Calls, call(fmt.Sprint("d", i), "bump", fmt.Sprintf(`{"n":%d,"ms":15,"wait":%v}`, i, i == n-1)))
+	}
+	lb := startDetached(t, as("alice"), a, detached)
+	id := batchIDOf(t, lb.snapshot())
+	slot := testenv.KeySlot(prefix + "log:{" + logName("alice", id) + "}")
+
+	// Keys whose records live in the same slot (store/redis's layout: the
+	// record of key k of caller c's tool t is idem:{"c"/"t"/k}).
+	var keys []string
+	for i := 0; len(keys) < 4; i++ {
+		k := fmt.Sprint("k", i)
+		if testenv.KeySlot(prefix+"idem:{"+strconv.Quote("alice")+"/"+strconv.Quote("bump")+"/"+k+"}") == slot {
+			keys = append(keys, k)
+		}
+	}
+	keyedReq := func(prefix string) *toolwirev1.ExecuteBatchRequest {
+		r := &toolwirev1.ExecuteBatchRequest{}
+		for i, k := range keys {
+			r.Calls = append(r.Calls, keyed(fmt.Sprint(prefix, i), "bump", fmt.Sprintf(`{"n":%d,"ms":40,"wait":%v}`, 1000+i, i == len(keys)-1), k))
+		}
+		return r
+	}
+	keyedDone := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+	go func() {
+		events, _ := a.runErr(as("alice"), keyedReq("a"))
+		keyedDone <- events
+	}()
+	// A reader on B from the start, following the batch live.
+	var live recorder
+	liveDone := make(chan error, 1)
+	go func() { liveDone <- b.e.Attach(as("alice"), id, 0, &live) }()
+
+	from := cl.MasterOf(t, prefix+"log:{"+logName("alice", id)+"}")
+	var to *testenv.RedisNode
+	for _, m := range cl.Masters(t) {
+		if m != from {
+			to = m
+			break
+		}
+	}
+	moved := 0
+	cl.MigrateSlot(t, slot, to, func() { moved++; time.Sleep(30 * time.Millisecond) })
+	if moved < 3 {
+		t.Fatalf("%d keys moved; want at least the log's three", moved)
+	}
+	if now := cl.MasterOf(t, prefix+"log:{"+logName("alice", id)+"}"); now != to {
+		t.Fatalf("the slot is on %s after the move, want %s", now.Addr, to.Addr)
+	}
+	close(c.gate)
+
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatalf("the detached batch's stream: %v", err)
+	}
+	got := results(t, events)
+	for i := range n {
+		if res := got[fmt.Sprint("d", i)]; res.GetIsError() || text(res) != fmt.Sprintf("ran n=%d (run 1)", i) {
+			t.Errorf("detached call %d: %v; want its own result", i, res)
+		}
+	}
+	if f := finishedOf(events); f.GetSucceeded() != n {
+		t.Fatalf("the detached batch's last event %v; want BatchFinished, %d succeeded", events[len(events)-1], n)
+	}
+	if err := <-liveDone; err != nil {
+		t.Fatalf("the reader on B: %v", err)
+	}
+	for name, read := range map[string][]*toolwirev1.ExecuteBatchResponse{"the live reader on B": live.events, "a reader on B afterwards": nil} {
+		if read == nil {
+			var again recorder
+			if err := b.e.Attach(as("alice"), id, 0, &again); err != nil {
+				t.Fatalf("Attach on B: %v", err)
+			}
+			read = again.events
+		}
+		if len(read) != len(events) {
+			t.Fatalf("%s read %d events, the client was sent %d", name, len(read), len(events))
+		}
+		for i := range events {
+			if !proto.Equal(events[i], read[i]) {
+				t.Errorf("%s: event %d: the client was sent %v, the reader %v", name, i, events[i], read[i])
+			}
+		}
+	}
+
+	for i, res := range results(t, <-keyedDone) {
+		if res.GetIsError() {
+			t.Errorf("keyed call %s: %v", i, res)
+		}
+	}
+	waitFor(t, func() bool { return a.e.Stats().HeldRecords == 0 })
+	resent := results(t, b.runAs(t, "alice", keyedReq("b")))
+	for i := range keys {
+		if res := resent[fmt.Sprint("b", i)]; !res.GetReplayed() {
+			t.Errorf("keyed call %d sent again to B: %v; want it replayed", i, res)
+		}
+	}
+	for i := range n {
+		if runs := c.count(i); runs != 1 {
+			t.Errorf("detached call %d ran %d times, want 1", i, runs)
+		}
+	}
+	for i := range keys {
+		if runs := c.count(1000 + i); runs != 1 {
+			t.Errorf("keyed call %d ran %d times, want 1", i, runs)
+		}
 	}
 }

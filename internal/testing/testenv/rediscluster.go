@@ -130,20 +130,7 @@ func (c *RedisCluster) URL() string {
 // sees the cluster.
 func (c *RedisCluster) MasterOf(tb testing.TB, key string) *RedisNode {
 	tb.Helper()
-	n := c.live(tb)
-	slot, err := command(n.Addr, "CLUSTER", "KEYSLOT", key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s, _ := strconv.Atoi(slot)
-	addr := n.masterOf(tb, s)
-	for _, m := range c.Nodes {
-		if m.Addr == addr {
-			return m
-		}
-	}
-	tb.Fatalf("slot %d is served by %q, not a node of this cluster", s, addr)
-	return nil
+	return c.masterOfSlot(tb, KeySlot(key))
 }
 
 // WaitFailover waits until the cluster serves every slot again with old no
@@ -182,6 +169,131 @@ func (c *RedisCluster) Failover(tb testing.TB, master *RedisNode) {
 		tb.Fatal(err)
 	}
 	c.WaitFailover(tb, master)
+}
+
+// KeySlot is key's hash slot, as Redis Cluster computes it: CRC16
+// (XMODEM) of the key's hash tag (what its first braces hold, when they
+// hold something) or of the whole key, modulo 16384.
+func KeySlot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
+// MigrateSlot moves slot from its master to the master to, as
+// redis-cli --cluster reshard moves each slot it moves: to IMPORTING,
+// its master MIGRATING, the slot's keys moved (MIGRATE) one at a time with
+// between called after each, so that what a test runs meanwhile meets the
+// slot half moved (ASK for a key already gone, TRYAGAIN for a command
+// whose keys are split); then the slot given to to on every master, and
+// waited for until every node agrees.
+func (c *RedisCluster) MigrateSlot(tb testing.TB, slot int, to *RedisNode, between func()) {
+	tb.Helper()
+	s := strconv.Itoa(slot)
+	from := c.masterOfSlot(tb, slot)
+	if from == to {
+		tb.Fatalf("slot %d is already %s's", slot, to.Addr)
+	}
+	fromID, toID := from.id(tb), to.id(tb)
+	must := func(n *RedisNode, args ...string) string {
+		tb.Helper()
+		out, err := command(n.Addr, args...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return out
+	}
+	must(to, "CLUSTER", "SETSLOT", s, "IMPORTING", fromID)
+	must(from, "CLUSTER", "SETSLOT", s, "MIGRATING", toID)
+	host, port, _ := net.SplitHostPort(to.Addr)
+	for {
+		key := must(from, "CLUSTER", "GETKEYSINSLOT", s, "1")
+		if key == "" {
+			break
+		}
+		// A key that expired or moved meanwhile answers NOKEY: not an error.
+		if out, err := command(from.Addr, "MIGRATE", host, port, "", "0", "5000", "KEYS", key); err != nil && !strings.Contains(err.Error(), "NOKEY") {
+			tb.Fatalf("MIGRATE %q: %v", key, err)
+		} else if out != "OK" && out != "NOKEY" {
+			tb.Fatalf("MIGRATE %q: %q", key, out)
+		}
+		between()
+	}
+	// The new owner first, then the old (which then answers MOVED), then
+	// the others, as redis-cli does.
+	must(to, "CLUSTER", "SETSLOT", s, "NODE", toID)
+	must(from, "CLUSTER", "SETSLOT", s, "NODE", toID)
+	for _, n := range c.Masters(tb) {
+		if n != to && n != from && n.answers() {
+			must(n, "CLUSTER", "SETSLOT", s, "NODE", toID)
+		}
+	}
+	for _, n := range c.Nodes {
+		if n.answers() {
+			waitUntil(tb, n.Addr+" to see slot "+s+" on "+to.Addr, func() bool { return n.masterOf(tb, slot) == to.Addr })
+		}
+	}
+}
+
+// Masters returns the nodes that are masters now, as a live node sees the
+// cluster.
+func (c *RedisCluster) Masters(tb testing.TB) []*RedisNode {
+	tb.Helper()
+	nodes, err := command(c.live(tb).Addr, "CLUSTER", "NODES")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var out []*RedisNode
+	for _, line := range strings.Split(nodes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || !strings.Contains(f[2], "master") || strings.Contains(f[2], "fail") {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		for _, n := range c.Nodes {
+			if n.Addr == addr {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// masterOfSlot is the node serving slot now.
+func (c *RedisCluster) masterOfSlot(tb testing.TB, slot int) *RedisNode {
+	tb.Helper()
+	addr := c.live(tb).masterOf(tb, slot)
+	for _, n := range c.Nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	tb.Fatalf("slot %d is served by %q, not a node of this cluster", slot, addr)
+	return nil
+}
+
+// id is the node's cluster ID (CLUSTER MYID).
+func (n *RedisNode) id(tb testing.TB) string {
+	tb.Helper()
+	id, err := command(n.Addr, "CLUSTER", "MYID")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return id
 }
 
 // WaitReplicated waits until every replica of master has acknowledged all
@@ -356,17 +468,41 @@ func command(addr string, args ...string) (string, error) {
 	case line[0] == '-':
 		return "", fmt.Errorf("%s %v: %s", addr, args, line[1:])
 	case line[0] == '$':
+		return bulk(r, line, addr, args)
+	case line[0] == '*':
+		// An array of bulk strings (CLUSTER GETKEYSINSLOT), a line each.
 		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
+		if err != nil {
 			return "", fmt.Errorf("%s %v: reply %q", addr, args, line)
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+		var items []string
+		for range n {
+			head, err := r.ReadString('\n')
+			if err != nil {
+				return "", err
+			}
+			item, err := bulk(r, strings.TrimSuffix(head, "\r\n"), addr, args)
+			if err != nil {
+				return "", err
+			}
+			items = append(items, item)
 		}
-		return string(buf[:n]), nil
+		return strings.Join(items, "\n"), nil
 	}
 	return "", fmt.Errorf("%s %v: reply %q", addr, args, line)
+}
+
+// bulk reads the bulk string whose header is line.
+func bulk(r *bufio.Reader, line, addr string, args []string) (string, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
+	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
+		return "", fmt.Errorf("%s %v: reply %q", addr, args, line)
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // waitUntil polls cond every 20 ms, failing the test just before its
