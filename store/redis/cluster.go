@@ -139,6 +139,9 @@ func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient
 	if err != nil {
 		return nil, err
 	}
+	if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS); err != nil {
+		return nil, err
+	}
 	c := goredis.NewClusterClient(o)
 	// A node is its address: go-redis may make another client for one it
 	// had (a layout reloaded, a client closed and made again), and that

@@ -24,6 +24,7 @@ package redis
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	neturl "net/url"
@@ -52,6 +53,13 @@ type Options struct {
 	// turns the breaker off. New, over the caller's client, has none.
 	BreakerFailures int
 	BreakerCooldown time.Duration
+	// TLS, for a rediss:// or rediss+cluster:// URL, is the TLS settings
+	// of Open's connections: the CAs to trust (RootCAs; the system's when
+	// nil) and a client certificate for a server that asks for one. Its
+	// ServerName, when empty, is the URL's host (a cluster's first node:
+	// every node's certificate must name it, as go-redis checks). Open
+	// refuses TLS settings for a URL without TLS.
+	TLS *tls.Config
 }
 
 // Timeouts Open gives a client whose URL does not set them (go-redis's
@@ -103,6 +111,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redis store: %w", err)
 		}
 		setDefaults(o, url)
+		if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS); err != nil {
+			return nil, fmt.Errorf("redis store: %w", err)
+		}
 		sc := goredis.NewClient(o)
 		if failures > 0 {
 			brk = newBreaker(failures, opts.BreakerCooldown)
@@ -181,6 +192,23 @@ func setDefaults(o *goredis.Options, url string) {
 	if !q.Has("max_retries") {
 		o.MaxRetries = -1
 	}
+}
+
+// withTLS is the TLS settings of a client whose URL gave parsed (nil
+// for a URL without TLS) once opts, Options.TLS, is applied.
+func withTLS(parsed, opts *tls.Config) (*tls.Config, error) {
+	switch {
+	case opts == nil:
+		return parsed, nil
+	case parsed == nil:
+		return nil, errors.New("TLS settings (a CA, a client certificate) need a rediss:// or rediss+cluster:// URL")
+	}
+	t := opts.Clone()
+	if t.ServerName == "" {
+		t.ServerName = parsed.ServerName
+	}
+	t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
+	return t, nil
 }
 
 // New returns a store over c, which the caller keeps and closes.

@@ -6,9 +6,13 @@ package storeurl
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	"github.com/toolwire/toolwire/store"
@@ -25,22 +29,75 @@ type Config struct {
 	// redis+cluster://host:port,host:port,… (rediss:// and rediss+cluster://
 	// for TLS).
 	URL string `json:"store"`
+	// TLSCA, TLSCert and TLSKey are PEM files for a Redis reached over TLS
+	// (rediss://, rediss+cluster://): the CA whose certificates the
+	// server's must chain to (instead of the system's), and the client
+	// certificate and key for a server that requires one (Redis's
+	// tls-auth-clients, on by default).
+	TLSCA   string `json:"store_tls_ca"`
+	TLSCert string `json:"store_tls_cert"`
+	TLSKey  string `json:"store_tls_key"`
 }
 
 // Flags registers --store on fs, writing into c.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.URL, "store", c.URL, "idempotency and session `store`: memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,… (default memory)")
+	fs.StringVar(&c.TLSCA, "store-tls-ca", c.TLSCA, "PEM `file` of the CA a rediss:// store's certificate must chain to (default: the system's)")
+	fs.StringVar(&c.TLSCert, "store-tls-cert", c.TLSCert, "PEM client certificate `file` for a rediss:// store that requires one (with --store-tls-key)")
+	fs.StringVar(&c.TLSKey, "store-tls-key", c.TLSKey, "PEM private key `file` of --store-tls-cert")
 }
 
 // Validate checks that the URL names a kind of store and has that kind's
 // shape, without opening it.
 func (c Config) Validate() error {
-	_, _, err := parse(c.URL)
+	if _, _, err := parse(c.URL); err != nil {
+		return err
+	}
+	_, err := c.tls()
 	return err
 }
 
 // Open opens the configured store.
-func (c Config) Open(ctx context.Context) (store.Store, error) { return Open(ctx, c.URL) }
+func (c Config) Open(ctx context.Context) (store.Store, error) {
+	t, err := c.tls()
+	if err != nil {
+		return nil, err
+	}
+	return open(ctx, c.URL, t)
+}
+
+// tls reads the TLS files into the settings a Redis store's connections
+// take; nil when none is set. The files go with a URL with TLS.
+func (c Config) tls() (*tls.Config, error) {
+	if c.TLSCA == "" && c.TLSCert == "" && c.TLSKey == "" {
+		return nil, nil
+	}
+	if !strings.HasPrefix(c.URL, "rediss://") && !strings.HasPrefix(c.URL, "rediss+cluster://") {
+		return nil, errors.New("store_tls_ca, store_tls_cert and store_tls_key are for a Redis reached over TLS: a rediss:// or rediss+cluster:// store")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("store_tls_cert and store_tls_key go together")
+	}
+	t := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCA != "" {
+		pem, err := os.ReadFile(c.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("store_tls_ca: %w", err)
+		}
+		t.RootCAs = x509.NewCertPool()
+		if !t.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("store_tls_ca: %s holds no PEM certificate", c.TLSCA)
+		}
+	}
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("store_tls_cert, store_tls_key: %w", err)
+		}
+		t.Certificates = []tls.Certificate{cert}
+	}
+	return t, nil
+}
 
 // Kind names the kind of store c opens, for logs: memory, bolt, redis or
 // redis-cluster.
@@ -62,7 +119,11 @@ func (c Config) Kind() string {
 }
 
 // Open opens the store rawURL names; "" means memory.
-func Open(ctx context.Context, rawURL string) (store.Store, error) {
+func Open(ctx context.Context, rawURL string) (store.Store, error) { return open(ctx, rawURL, nil) }
+
+// open opens the store rawURL names, a Redis one with the TLS settings t
+// (nil: the URL's alone).
+func open(ctx context.Context, rawURL string, t *tls.Config) (store.Store, error) {
 	kind, path, err := parse(rawURL)
 	if err != nil {
 		return nil, err
@@ -71,7 +132,7 @@ func Open(ctx context.Context, rawURL string) (store.Store, error) {
 	case "bolt":
 		return bolt.Open(path, bolt.Options{})
 	case "redis", "redis-cluster":
-		return redis.Open(ctx, rawURL, redis.Options{})
+		return redis.Open(ctx, rawURL, redis.Options{TLS: t})
 	}
 	return memory.New(memory.Options{}), nil
 }

@@ -2,6 +2,8 @@ package testenv
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -38,13 +40,15 @@ func RedisClusterURL(tb testing.TB) string {
 // temporary directory, for tests that kill or fail over its nodes.
 type RedisCluster struct {
 	Nodes []*RedisNode
+	tls   bool
 }
 
 // RedisNode is one redis-server of a RedisCluster.
 type RedisNode struct {
-	Addr   string
-	cmd    *exec.Cmd
-	frozen bool // SIGSTOPped: running, but answers nothing
+	Addr    string // plain TCP, for the test's own commands
+	TLSAddr string // TLS, on a cluster started by StartRedisClusterTLS
+	cmd     *exec.Cmd
+	frozen  bool // SIGSTOPped: running, but answers nothing
 }
 
 // nodeTimeout is the test cluster's cluster-node-timeout: how long a node
@@ -55,11 +59,28 @@ const nodeTimeout = 2 * time.Second
 // StartRedisCluster starts a cluster of 3 masters and 3 replicas (skipping
 // as Missing without redis-server and redis-cli), waits until it serves
 // every slot, and stops its nodes when the test ends.
-func StartRedisCluster(tb testing.TB) *RedisCluster {
+func StartRedisCluster(tb testing.TB) *RedisCluster { return startRedisCluster(tb, nil) }
+
+// StartRedisClusterTLS starts a cluster as StartRedisCluster does whose
+// nodes also take TLS connections, on the TLSAddr that URL names (with
+// rediss+cluster://), and speak TLS among themselves: each presents
+// certFile and keyFile, and requires of its clients a certificate that
+// caFile's CA signed (tls-auth-clients yes), as clientCert and clientKey
+// are (what nodes present to each other, and redis-cli to create the
+// cluster).
+func StartRedisClusterTLS(tb testing.TB, certFile, keyFile, caFile, clientCert, clientKey string) *RedisCluster {
+	return startRedisCluster(tb, []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", caFile, "--tls-auth-clients", "yes", "--tls-cluster", "yes", "--tls-replication", "yes",
+		// What a node presents to another, on the bus and to replicate.
+		"--tls-client-cert-file", clientCert, "--tls-client-key-file", clientKey},
+		"--tls", "--cacert", caFile, "--cert", clientCert, "--key", clientKey)
+}
+
+func startRedisCluster(tb testing.TB, tlsArgs []string, cliTLS ...string) *RedisCluster {
 	tb.Helper()
 	LookPath(tb, "redis-server")
 	cli := LookPath(tb, "redis-cli")
-	c := &RedisCluster{}
+	c := &RedisCluster{tls: tlsArgs != nil}
 	tb.Cleanup(c.stop)
 	var addrs []string
 	for i := range 6 {
@@ -67,17 +88,22 @@ func StartRedisCluster(tb testing.TB) *RedisCluster {
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			tb.Fatal(err)
 		}
-		n, err := startNode(dir)
+		n, err := startNode(dir, tlsArgs)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		c.Nodes = append(c.Nodes, n)
-		addrs = append(addrs, n.Addr)
+		// The cluster's bus is on the port of the nodes' addresses that
+		// redis-cli joins: the TLS one when the bus speaks TLS.
+		addrs = append(addrs, cmp.Or(n.TLSAddr, n.Addr))
 	}
 	for _, n := range c.Nodes {
 		waitUntil(tb, "redis-server on "+n.Addr+" to answer PING", func() bool { pong, err := command(n.Addr, "PING"); return err == nil && pong == "PONG" })
 	}
-	create := exec.Command(cli, append(append([]string{"--cluster", "create"}, addrs...), "--cluster-replicas", "1", "--cluster-yes")...)
+	// redis-cli waits for the nodes to join for as long as it takes.
+	ctx, cancel := context.WithDeadline(context.Background(), Deadline(tb))
+	defer cancel()
+	create := exec.CommandContext(ctx, cli, append(append(append(cliTLS, "--cluster", "create"), addrs...), "--cluster-replicas", "1", "--cluster-yes")...)
 	if out, err := create.CombinedOutput(); err != nil {
 		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -96,32 +122,60 @@ func StartRedisCluster(tb testing.TB) *RedisCluster {
 	return c
 }
 
-// startNode starts one cluster-enabled redis-server in dir, on a free port.
-func startNode(dir string) (*RedisNode, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// startNode starts one cluster-enabled redis-server in dir, on a free
+// port, and with tlsArgs on another for TLS.
+func startNode(dir string, tlsArgs []string) (*RedisNode, error) {
+	port, err := listenable()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	n := &RedisNode{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	if tlsArgs != nil {
+		tlsPort, err := listenable()
+		if err != nil {
+			return nil, err
+		}
+		n.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+		tlsArgs = append([]string{"--tls-port", strconv.Itoa(tlsPort)}, tlsArgs...)
+	}
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 		"--cluster-node-timeout", strconv.Itoa(int(nodeTimeout.Milliseconds())),
 		// A replica takes over however long it was apart from its master.
 		"--cluster-replica-validity-factor", "0",
 		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	cmd.Args = append(cmd.Args, tlsArgs...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &RedisNode{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd}, nil
+	n.cmd = cmd
+	return n, nil
 }
 
-// URL is the cluster's redis+cluster:// URL, naming every node.
+// listenable returns a loopback port nothing listened on a moment ago.
+func listenable() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// URL is the cluster's redis+cluster:// URL, naming every node
+// (rediss+cluster:// and their TLS addresses for StartRedisClusterTLS's).
 func (c *RedisCluster) URL() string {
 	var addrs []string
 	for _, n := range c.Nodes {
-		addrs = append(addrs, n.Addr)
+		if c.tls {
+			addrs = append(addrs, n.TLSAddr)
+		} else {
+			addrs = append(addrs, n.Addr)
+		}
+	}
+	if c.tls {
+		return "rediss+cluster://" + strings.Join(addrs, ",")
 	}
 	return "redis+cluster://" + strings.Join(addrs, ",")
 }

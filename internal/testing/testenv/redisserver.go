@@ -22,25 +22,46 @@ type RedisServer struct {
 	Addr string
 	dir  string
 	port int
+	args []string // more of redis-server's arguments
 	cmd  *exec.Cmd
 }
 
 // StartRedis starts a redis-server (skipping as Missing when there is
 // none) and stops it when the test ends, thawing it first if the test
 // froze it.
-func StartRedis(tb testing.TB) *RedisServer {
+func StartRedis(tb testing.TB) *RedisServer { return startRedis(tb) }
+
+// StartRedisTLS starts a redis-server as StartRedis does that also takes
+// TLS connections, at the address it returns: its certificate and key in
+// certFile and keyFile, and it requires a client certificate that caFile's
+// CA signed (Redis's default, tls-auth-clients yes). Addr stays plain, for
+// the test's own commands.
+func StartRedisTLS(tb testing.TB, certFile, keyFile, caFile string) (s *RedisServer, tlsAddr string) {
+	tb.Helper()
+	port := freePort(tb)
+	s = startRedis(tb, "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile,
+		"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "yes")
+	return s, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+func startRedis(tb testing.TB, args ...string) *RedisServer {
 	tb.Helper()
 	LookPath(tb, "redis-server")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	s := &RedisServer{tb: tb, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: tb.TempDir(), port: port}
+	port := freePort(tb)
+	s := &RedisServer{tb: tb, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: tb.TempDir(), port: port, args: args}
 	s.Start()
 	tb.Cleanup(s.kill)
 	return s
+}
+
+// freePort returns a loopback port nothing listened on a moment ago.
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	port, err := listenable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return port
 }
 
 // Start starts the server (again, after Stop), and returns once it
@@ -50,6 +71,7 @@ func (s *RedisServer) Start() {
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"))
+	cmd.Args = append(cmd.Args, s.args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		s.tb.Fatal(err)
