@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 )
 
 // ServerTLS returns the TLS configuration of a server whose certificate and
@@ -25,11 +25,11 @@ import (
 // health checks, and is told why it is refused instead of getting a bare
 // TLS alert. v may be nil: no client certificates.
 func ServerTLS(certFile, keyFile string, v *Verifier) (*tls.Config, error) {
-	kp := &keyPair{certFile: certFile, keyFile: keyFile}
-	if _, err := kp.get(nil); err != nil {
+	kp, err := tlsfiles.Load(certFile, keyFile)
+	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.get}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: kp.GetCertificate}
 	if v != nil && v.AcceptsCertificates() {
 		cfg.ClientAuth = tls.RequestClientCert
 	}
@@ -106,51 +106,4 @@ func readCertPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("client CA %s: no PEM certificate in it", file)
 	}
 	return roots, nil
-}
-
-// keyPair is a certificate and key read from files, read again when either
-// file's modification time changes.
-type keyPair struct {
-	certFile, keyFile string
-
-	mu       sync.Mutex
-	cert     *tls.Certificate
-	modified [2]time.Time
-	checked  time.Time
-}
-
-// recheck is how often handshakes look at the files.
-const recheck = 10 * time.Second
-
-func (k *keyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	now := time.Now()
-	if k.cert != nil && now.Sub(k.checked) < recheck {
-		return k.cert, nil
-	}
-	k.checked = now
-	var mod [2]time.Time
-	for i, f := range []string{k.certFile, k.keyFile} {
-		st, err := os.Stat(f)
-		if err != nil {
-			if k.cert != nil {
-				return k.cert, nil // keep serving the last good pair during a rotation
-			}
-			return nil, fmt.Errorf("TLS certificate: %w", err)
-		}
-		mod[i] = st.ModTime()
-	}
-	if k.cert != nil && mod == k.modified {
-		return k.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
-	if err != nil {
-		if k.cert != nil {
-			return k.cert, nil // a half-written pair: try again at the next check
-		}
-		return nil, fmt.Errorf("TLS certificate: %w", err)
-	}
-	k.cert, k.modified = &cert, mod
-	return k.cert, nil
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
 	"github.com/toolwire/toolwire/store/memory"
@@ -33,7 +34,7 @@ type Config struct {
 	// (rediss://, rediss+cluster://): the CA whose certificates the
 	// server's must chain to (instead of the system's), and the client
 	// certificate and key for a server that requires one (Redis's
-	// tls-auth-clients, on by default).
+	// tls-auth-clients, on by default), read again when they change.
 	TLSCA   string `json:"store_tls_ca"`
 	TLSCert string `json:"store_tls_cert"`
 	TLSKey  string `json:"store_tls_key"`
@@ -90,11 +91,13 @@ func (c Config) tls() (*tls.Config, error) {
 		}
 	}
 	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		// Read again when the files change: a rotated certificate is
+		// presented on the next connection, without a restart.
+		kp, err := tlsfiles.Load(c.TLSCert, c.TLSKey)
 		if err != nil {
 			return nil, fmt.Errorf("store_tls_cert, store_tls_key: %w", err)
 		}
-		t.Certificates = []tls.Certificate{cert}
+		t.GetClientCertificate = kp.GetClientCertificate
 	}
 	return t, nil
 }

@@ -2,6 +2,8 @@ package storeurl_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,5 +144,30 @@ func TestRedisClusterOverTLS(t *testing.T) {
 		if again, err := st.Claim(ctx, key, "fp", "other", time.Minute, time.Minute); err != nil || string(again.Result) != key {
 			t.Fatalf("record %s read back: %+v, %v", key, again, err)
 		}
+	}
+}
+
+// TestClientCertificateFollowsItsFiles: the client certificate is read
+// through tlsfiles (which reads a rotated pair again: its own test), not
+// once into the settings, so a rotated certificate reaches the next
+// connection to Redis without a restart.
+func TestClientCertificateFollowsItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.New(t, "CA")
+	cert, key := testpki.WritePEM(t, dir, "client", ca.Issue(t, testpki.Client("first")))
+	settings, err := storeurl.TLSSettings(storeurl.Config{URL: "rediss://r:6380/0", TLSCert: cert, TLSKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(settings.Certificates) != 0 || settings.GetClientCertificate == nil {
+		t.Fatalf("the client certificate is fixed in the settings (%d certificates, GetClientCertificate %v); want it read from its files", len(settings.Certificates), settings.GetClientCertificate != nil)
+	}
+	got, err := settings.GetClientCertificate(&tls.CertificateRequestInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(got.Certificate[0])
+	if err != nil || leaf.Subject.CommonName != "first" {
+		t.Fatalf("client certificate %v (%v); want the file's, first", leaf.Subject, err)
 	}
 }
