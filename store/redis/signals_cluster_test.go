@@ -17,7 +17,8 @@ import (
 //   - graceful: CLUSTER FAILOVER on its replica; the old master turns
 //     replica and ends its sharded subscriptions;
 //   - freeze: the master stops answering (SIGSTOP) without closing its
-//     connections, and the cluster promotes its replica;
+//     connections, the subscription's health check gives it up, and the
+//     cluster promotes its replica;
 //   - crash: the master, which holds the watcher's subscription, is killed
 //     (SIGKILL) and the cluster promotes its replica.
 //
@@ -32,14 +33,30 @@ func TestSignalsAcrossAClusterFailover(t *testing.T) {
 	cl := testenv.StartRedisCluster(t)
 	for _, tc := range []struct {
 		name string
-		fail func(master *testenv.RedisNode)
+		fail func(master *testenv.RedisNode, watcher *redis.Store)
 	}{
-		{"graceful", func(m *testenv.RedisNode) { cl.Failover(t, m) }},
-		// Frozen, the subscription's health check gives it up; let go on
-		// once its replica is promoted, it turns replica (and its shard
-		// keeps one for the crash).
-		{"freeze", func(m *testenv.RedisNode) { m.Freeze(); cl.WaitFailover(t, m); m.Thaw() }},
-		{"crash", func(m *testenv.RedisNode) { m.Kill(); cl.WaitFailover(t, m) }},
+		{"graceful", func(m *testenv.RedisNode, _ *redis.Store) { cl.Failover(t, m) }},
+		{"freeze", func(m *testenv.RedisNode, w *redis.Store) {
+			// Frozen until the subscription's health check has given it up
+			// (a PING unanswered: a state the store reports, not a time;
+			// a promotion quicker than the check would leave the
+			// subscription on the old master, turned replica, which still
+			// passes notices on), then let go on once its replica is
+			// promoted: it turns replica, and its shard keeps one for the
+			// crash.
+			m.Freeze()
+			for deadline := testenv.Deadline(t); ; time.Sleep(50 * time.Millisecond) {
+				if _, why := w.Subscriptions(); why != "" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the subscription to a frozen master was never given up")
+				}
+			}
+			cl.WaitFailover(t, m)
+			m.Thaw()
+		}},
+		{"crash", func(m *testenv.RedisNode, _ *redis.Store) { m.Kill(); cl.WaitFailover(t, m) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := tc.name + ":"
@@ -55,7 +72,7 @@ func TestSignalsAcrossAClusterFailover(t *testing.T) {
 			}
 			before, _ := b.Subscriptions()
 			x.drain()
-			tc.fail(master)
+			tc.fail(master, b)
 			failed := b.FailedSubscriptions()
 			x.wait(t, "the wake after the failover", b)
 			if n, why := b.Subscriptions(); n <= before {
