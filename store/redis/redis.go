@@ -207,6 +207,7 @@ func withTLS(parsed, opts *tls.Config) (*tls.Config, error) {
 	if t.ServerName == "" {
 		t.ServerName = parsed.ServerName
 	}
+	t.InsecureSkipVerify = t.InsecureSkipVerify || parsed.InsecureSkipVerify // the URL's skip_verify
 	t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
 	return t, nil
 }

@@ -53,6 +53,15 @@ func TestRedisOverTLS(t *testing.T) {
 		t.Fatalf("the record read back over TLS: %+v, %v", again, err)
 	}
 
+	// The URL's own TLS parameters still count beside the files: go-redis's
+	// skip_verify (no check of the server's certificate) with a client
+	// certificate.
+	if st, err := (storeurl.Config{URL: url + "?skip_verify=true", TLSCert: cliCert, TLSKey: cliKey}).Open(ctx); err != nil {
+		t.Errorf("Open with skip_verify and a client certificate: %v", err)
+	} else {
+		st.Close()
+	}
+
 	for _, tc := range []struct {
 		name string
 		cfg  storeurl.Config
