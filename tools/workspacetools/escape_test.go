@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -675,6 +674,9 @@ func TestEscapeAcrossSessions(t *testing.T) {
 	}
 }
 
+// sleepMarkers numbers the long sleeps escapeAcrossSessions names.
+var sleepMarkers atomic.Int64
+
 func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 	// A read-only path holding a file only the server's uid may read.
 	ro := searchableTempDir(t)
@@ -699,7 +701,9 @@ func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 	}
 	alice := filepath.Join(root, s.FolderName("", "alice"))
 	// Alice's command runs while bob tries.
-	marker := fmt.Sprintf("73%02d", rand.IntN(100))
+	// Named for this subtest alone: the profiles' subtests run at once,
+	// and another run of these tests may be on the machine.
+	marker := fmt.Sprintf("73%d.%d", sleepMarkers.Add(1), os.Getpid())
 	aliceCtx, stopAlice := context.WithCancel(t.Context())
 	aliceDone := make(chan error, 1)
 	go func() {
@@ -709,9 +713,13 @@ func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 		aliceDone <- err
 	}()
 	var victim int
-	for deadline := time.Now().Add(10 * time.Second); victim == 0; time.Sleep(10 * time.Millisecond) {
-		if procs := testenv.Processes("sleep\x007" + marker); len(procs) == 1 {
+	for deadline := testenv.Deadline(t); victim == 0; time.Sleep(10 * time.Millisecond) {
+		switch procs := testenv.Processes("sleep\x007" + marker + "\x00"); len(procs) {
+		case 0:
+		case 1:
 			victim, _ = strconv.Atoi(strings.SplitN(procs[0], ":", 2)[0])
+		default:
+			t.Fatalf("more than one process is alice's command: %q", procs)
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("alice's command did not start")
@@ -779,7 +787,7 @@ func escapeAcrossSessions(t *testing.T, cfg sandbox.Config) {
 	if err := <-aliceDone; status.Code(err) != codes.Canceled {
 		t.Errorf("alice's cancelled batch: %v", err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); len(testenv.Processes("sleep\x007"+marker)) > 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := testenv.Deadline(t); len(testenv.Processes("sleep\x007"+marker+"\x00")) > 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("alice's command outlived her cancelled call")
 		}
