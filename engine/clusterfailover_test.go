@@ -123,56 +123,15 @@ func TestClusterFailover(t *testing.T) {
 			// go to the new master.
 			tc.fail(t, master, func() { close(c.gate) })
 
-			events, err := drain(lb)
-			if err != nil {
-				t.Fatalf("the detached batch's stream: %v", err)
-			}
-			got := results(t, events)
-			for i := range n {
-				if res := got[fmt.Sprint("d", i)]; res.GetIsError() || text(res) != fmt.Sprintf("ran n=%d (run 1)", i) {
-					t.Errorf("detached call %d: %v; want its own result", i, res)
-				}
-			}
-			if f := finishedOf(events); f.GetSucceeded() != n {
-				t.Fatalf("the detached batch's last event %v; want BatchFinished, %d succeeded", events[len(events)-1], n)
-			}
+			events := ownResults(t, lb, n)
 			// Every event the client was sent is in the store, in order,
 			// read through the other replica.
-			var again recorder
-			if err := b.e.Attach(as("alice"), id, 0, &again); err != nil {
-				t.Fatalf("Attach on B: %v", err)
-			}
-			if len(again.events) != len(events) {
-				t.Fatalf("Attach on B read %d events, the client was sent %d", len(again.events), len(events))
-			}
-			for i := range events {
-				if !proto.Equal(events[i], again.events[i]) {
-					t.Errorf("event %d: the client was sent %v, the store holds %v", i, events[i], again.events[i])
-				}
-			}
-
-			for i, res := range results(t, <-keyedDone) {
-				if res.GetIsError() {
-					t.Errorf("keyed call %s: %v", i, res)
-				}
-			}
+			sameEvents(t, "Attach on B", events, attachAll(t, b, id))
 			// What A could not write while the master was gone, it writes
 			// once the new one answers.
-			waitFor(t, func() bool { return a.e.Stats().HeldRecords == 0 })
-			resent := results(t, b.runAs(t, "alice", keyedReq("b")))
-			for i := range n {
-				if res := resent[fmt.Sprint("b", i)]; !res.GetReplayed() {
-					t.Errorf("keyed call %d sent again to B: %v; want it replayed", i, res)
-				}
-			}
-			for i := range n {
-				if runs := c.count(i); runs != 1 {
-					t.Errorf("detached call %d ran %d times, want 1", i, runs)
-				}
-				if runs := c.count(10 + i); runs != 1 {
-					t.Errorf("keyed call %d ran %d times, want 1", i, runs)
-				}
-			}
+			keyedOnce(t, a, b, <-keyedDone, keyedReq("b"), n)
+			ranOnce(t, c, "detached call", 0, n)
+			ranOnce(t, c, "keyed call", 10, n)
 		})
 	}
 }
@@ -260,6 +219,22 @@ func TestClusterReshard(t *testing.T) {
 	}
 	close(c.gate)
 
+	events := ownResults(t, lb, n)
+	if err := <-liveDone; err != nil {
+		t.Fatalf("the reader on B: %v", err)
+	}
+	sameEvents(t, "the live reader on B", events, live.events)
+	sameEvents(t, "a reader on B afterwards", events, attachAll(t, b, id))
+	keyedOnce(t, a, b, <-keyedDone, keyedReq("b"), len(keys))
+	ranOnce(t, c, "detached call", 0, n)
+	ranOnce(t, c, "keyed call", 1000, len(keys))
+}
+
+// ownResults waits for the detached batch lb of n calls ("d0"…) of bump to
+// end and returns its events, failing unless each call has its own
+// result, from its first run, and the batch finished with all n.
+func ownResults(t *testing.T, lb *liveBatch, n int) []*toolwirev1.ExecuteBatchResponse {
+	t.Helper()
 	events, err := drain(lb)
 	if err != nil {
 		t.Fatalf("the detached batch's stream: %v", err)
@@ -270,50 +245,61 @@ func TestClusterReshard(t *testing.T) {
 			t.Errorf("detached call %d: %v; want its own result", i, res)
 		}
 	}
-	if f := finishedOf(events); f.GetSucceeded() != n {
+	if f := finishedOf(events); f.GetSucceeded() != uint32(n) {
 		t.Fatalf("the detached batch's last event %v; want BatchFinished, %d succeeded", events[len(events)-1], n)
 	}
-	if err := <-liveDone; err != nil {
-		t.Fatalf("the reader on B: %v", err)
-	}
-	for name, read := range map[string][]*toolwirev1.ExecuteBatchResponse{"the live reader on B": live.events, "a reader on B afterwards": nil} {
-		if read == nil {
-			var again recorder
-			if err := b.e.Attach(as("alice"), id, 0, &again); err != nil {
-				t.Fatalf("Attach on B: %v", err)
-			}
-			read = again.events
-		}
-		if len(read) != len(events) {
-			t.Fatalf("%s read %d events, the client was sent %d", name, len(read), len(events))
-		}
-		for i := range events {
-			if !proto.Equal(events[i], read[i]) {
-				t.Errorf("%s: event %d: the client was sent %v, the reader %v", name, i, events[i], read[i])
-			}
-		}
-	}
+	return events
+}
 
-	for i, res := range results(t, <-keyedDone) {
+// attachAll reads batch id's events on te from the start, as alice.
+func attachAll(t *testing.T, te *testBed, id string) []*toolwirev1.ExecuteBatchResponse {
+	t.Helper()
+	var r recorder
+	if err := te.e.Attach(as("alice"), id, 0, &r); err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	return r.events
+}
+
+// sameEvents fails t unless who read exactly the events the client was
+// sent, in order.
+func sameEvents(t *testing.T, who string, sent, read []*toolwirev1.ExecuteBatchResponse) {
+	t.Helper()
+	if len(read) != len(sent) {
+		t.Fatalf("%s read %d events, the client was sent %d", who, len(read), len(sent))
+	}
+	for i := range sent {
+		if !proto.Equal(sent[i], read[i]) {
+			t.Errorf("%s: event %d: the client was sent %v, it read %v", who, i, sent[i], read[i])
+		}
+	}
+}
+
+// keyedOnce checks the n keyed calls of a batch on a (its events done):
+// each succeeded, and once a has written their records, the same calls
+// sent to b (resend) are replayed.
+func keyedOnce(t *testing.T, a, b *testBed, done []*toolwirev1.ExecuteBatchResponse, resend *toolwirev1.ExecuteBatchRequest, n int) {
+	t.Helper()
+	for i, res := range results(t, done) {
 		if res.GetIsError() {
 			t.Errorf("keyed call %s: %v", i, res)
 		}
 	}
 	waitFor(t, func() bool { return a.e.Stats().HeldRecords == 0 })
-	resent := results(t, b.runAs(t, "alice", keyedReq("b")))
-	for i := range keys {
-		if res := resent[fmt.Sprint("b", i)]; !res.GetReplayed() {
+	resent := results(t, b.runAs(t, "alice", resend))
+	for i := range n {
+		if res := resent[resend.Calls[i].GetCallId()]; !res.GetReplayed() {
 			t.Errorf("keyed call %d sent again to B: %v; want it replayed", i, res)
 		}
 	}
+}
+
+// ranOnce fails t unless bump ran once for each n from first to first+n-1.
+func ranOnce(t *testing.T, c *counter, what string, first, n int) {
+	t.Helper()
 	for i := range n {
-		if runs := c.count(i); runs != 1 {
-			t.Errorf("detached call %d ran %d times, want 1", i, runs)
-		}
-	}
-	for i := range keys {
-		if runs := c.count(1000 + i); runs != 1 {
-			t.Errorf("keyed call %d ran %d times, want 1", i, runs)
+		if runs := c.count(first + i); runs != 1 {
+			t.Errorf("%s %d ran %d times, want 1", what, i, runs)
 		}
 	}
 }

@@ -11,43 +11,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store/storetest"
 )
-
-// slot is Redis Cluster's slot of key: CRC16 (XMODEM) of its hash tag, the
-// text in its first braces when they hold something, else of the whole key.
-func slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
-
-func TestSlot(t *testing.T) {
-	t.Parallel()
-	// Figures from the cluster specification and CLUSTER KEYSLOT's page.
-	for key, want := range map[string]int{"123456789": 12739, "somekey": 11058, "foo{hash_tag}": 2515, "hash_tag": 2515} {
-		if got := slot(key); got != want {
-			t.Errorf("slot(%q) = %d, want %d", key, got, want)
-		}
-	}
-	if slot("{}a") == slot("{}b") {
-		t.Error("an empty tag must hash the whole key")
-	}
-}
 
 // keysRecorder is a go-redis hook that records the keys of every command
 // the store sends, grouped by command.
@@ -163,8 +129,8 @@ func TestKeysShareASlot(t *testing.T) {
 			continue
 		}
 		for _, k := range keys[1:] {
-			if slot(k) != slot(keys[0]) {
-				t.Errorf("%s over %q: %q is in slot %d, %q in %d", name, keys, keys[0], slot(keys[0]), k, slot(k))
+			if testenv.KeySlot(k) != testenv.KeySlot(keys[0]) {
+				t.Errorf("%s over %q: %q is in slot %d, %q in %d", name, keys, keys[0], testenv.KeySlot(keys[0]), k, testenv.KeySlot(k))
 			}
 		}
 	}
@@ -188,8 +154,8 @@ func TestTagNeverEmpty(t *testing.T) {
 	for _, name := range []string{"", "}", "}}", "}x", "%", "%}", "%%", "x", "{", "{}", "a}b", "{a}", `"alice"/"t"/k`} {
 		for _, keys := range [][]string{s.keys(name), s.logKeys(name)} {
 			for _, k := range keys[1:] {
-				if slot(k) != slot(keys[0]) {
-					t.Errorf("name %q: %q and %q are in slots %d and %d", name, keys[0], k, slot(keys[0]), slot(k))
+				if testenv.KeySlot(k) != testenv.KeySlot(keys[0]) {
+					t.Errorf("name %q: %q and %q are in slots %d and %d", name, keys[0], k, testenv.KeySlot(keys[0]), testenv.KeySlot(k))
 				}
 			}
 		}

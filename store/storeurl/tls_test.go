@@ -17,6 +17,27 @@ import (
 	"github.com/toolwire/toolwire/store/storeurl"
 )
 
+// tlsFiles are the PEM files of a throwaway CA, a server certificate
+// for 127.0.0.1 and a client certificate, all the CA's, in dir.
+type tlsFiles struct {
+	dir, ca               string
+	caPKI                 *testpki.CA
+	serverCert, serverKey string
+	clientCert, clientKey string
+}
+
+func newTLSFiles(t *testing.T) tlsFiles {
+	t.Helper()
+	f := tlsFiles{dir: t.TempDir(), caPKI: testpki.New(t, "redis CA")}
+	f.ca = filepath.Join(f.dir, "ca.crt")
+	if err := os.WriteFile(f.ca, f.caPKI.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.serverCert, f.serverKey = testpki.WritePEM(t, f.dir, "server", f.caPKI.Issue(t, testpki.Server))
+	f.clientCert, f.clientKey = testpki.WritePEM(t, f.dir, "client", f.caPKI.Issue(t, testpki.Client("toolwire")))
+	return f
+}
+
 // TestRedisOverTLS: a real redis-server that takes TLS only from clients
 // with a certificate its CA signed (Redis's default, tls-auth-clients
 // yes), reached through the store's configuration as serve reads it: with
@@ -24,15 +45,9 @@ import (
 // certificate, or trusting the system's CAs instead of the server's, Open
 // fails and says why.
 func TestRedisOverTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca := testpki.New(t, "redis CA")
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srvCert, srvKey := testpki.WritePEM(t, dir, "server", ca.Issue(t, testpki.Server))
-	cliCert, cliKey := testpki.WritePEM(t, dir, "client", ca.Issue(t, testpki.Client("toolwire")))
-	_, addr := testenv.StartRedisTLS(t, srvCert, srvKey, caFile)
+	f := newTLSFiles(t)
+	caFile, cliCert, cliKey := f.ca, f.clientCert, f.clientKey
+	_, addr := testenv.StartRedisTLS(t, f.serverCert, f.serverKey, caFile)
 	url := "rediss://" + addr + "/0"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,17 +98,12 @@ func TestRedisOverTLS(t *testing.T) {
 // TestTLSConfigErrors: the TLS files are checked with the URL before
 // anything is opened, each error naming the setting.
 func TestTLSConfigErrors(t *testing.T) {
-	dir := t.TempDir()
-	ca := testpki.New(t, "CA")
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f := newTLSFiles(t)
+	dir, caFile, cert, key := f.dir, f.ca, f.clientCert, f.clientKey
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cert, key := testpki.WritePEM(t, dir, "client", ca.Issue(t, testpki.Client("toolwire")))
 	for _, tc := range []struct {
 		cfg  storeurl.Config
 		want string // "" when valid
@@ -124,15 +134,9 @@ func TestTLSConfigErrors(t *testing.T) {
 // among themselves, reached as rediss+cluster:// with the CA and a client
 // certificate: records on every master are written and read back.
 func TestRedisClusterOverTLS(t *testing.T) {
-	dir := t.TempDir()
-	ca := testpki.New(t, "redis CA")
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srvCert, srvKey := testpki.WritePEM(t, dir, "server", ca.Issue(t, testpki.Server))
-	cliCert, cliKey := testpki.WritePEM(t, dir, "client", ca.Issue(t, testpki.Client("toolwire")))
-	cl := testenv.StartRedisClusterTLS(t, srvCert, srvKey, caFile, cliCert, cliKey)
+	f := newTLSFiles(t)
+	caFile, cliCert, cliKey := f.ca, f.clientCert, f.clientKey
+	cl := testenv.StartRedisClusterTLS(t, f.serverCert, f.serverKey, caFile, cliCert, cliKey)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	st, err := storeurl.Config{URL: cl.URL(), TLSCA: caFile, TLSCert: cliCert, TLSKey: cliKey}.Open(ctx)
@@ -161,9 +165,8 @@ func TestRedisClusterOverTLS(t *testing.T) {
 // once into the settings, so a rotated certificate reaches the next
 // connection to Redis without a restart.
 func TestClientCertificateFollowsItsFiles(t *testing.T) {
-	dir := t.TempDir()
-	ca := testpki.New(t, "CA")
-	cert, key := testpki.WritePEM(t, dir, "client", ca.Issue(t, testpki.Client("first")))
+	f := newTLSFiles(t)
+	cert, key := testpki.WritePEM(t, f.dir, "first", f.caPKI.Issue(t, testpki.Client("first")))
 	settings, err := storeurl.TLSSettings(storeurl.Config{URL: "rediss://r:6380/0", TLSCert: cert, TLSKey: key})
 	if err != nil {
 		t.Fatal(err)

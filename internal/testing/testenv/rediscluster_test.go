@@ -6,9 +6,24 @@ import (
 	"testing"
 )
 
-// TestKeySlot: KeySlot computes what the cluster's CLUSTER KEYSLOT
+// TestKeySlot: KeySlot computes the figures of the cluster specification
+// and CLUSTER KEYSLOT's page, and what a real cluster's CLUSTER KEYSLOT
 // answers, hash tags and their edge cases included.
 func TestKeySlot(t *testing.T) {
+	t.Run("spec", func(t *testing.T) {
+		for key, want := range map[string]int{"123456789": 12739, "somekey": 11058, "foo{hash_tag}": 2515, "hash_tag": 2515} {
+			if got := KeySlot(key); got != want {
+				t.Errorf("KeySlot(%q) = %d, want %d", key, got, want)
+			}
+		}
+		if KeySlot("{}a") == KeySlot("{}b") {
+			t.Error("an empty tag must hash the whole key")
+		}
+	})
+	t.Run("cluster", func(t *testing.T) { keySlotsOfTheCluster(t) })
+}
+
+func keySlotsOfTheCluster(t *testing.T) {
 	addr, _, _ := strings.Cut(strings.TrimPrefix(RedisClusterURL(t), "redis+cluster://"), ",")
 	for _, k := range []string{"", "a", "foo", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}", `p:log:{"alice"/abc}`, "{}x", "x}{y", "%"} {
 		out, err := command(addr, "CLUSTER", "KEYSLOT", k)
