@@ -557,7 +557,7 @@ func TestHelmEveryValue(t *testing.T) {
 		}
 		want := []string{
 			"UDP/53 to null", "TCP/53 to null", // DNS
-			"TCP/6380 to null",                                                                     // the Redis store
+			"TCP/6380 to null", "TCP/6390 to null", // the Redis store: its URL's port and storeEgressPorts
 			"TCP/4317 to [{\"namespaceSelector\":{}}]", "TCP/4318 to [{\"namespaceSelector\":{}}]", // OTLP
 			"TCP/443 to null", "TCP/6443 to null", // the API server as issuer
 			"TCP/443 to [{\"ipBlock\":{\"cidr\":\"203.0.113.0/24\"}}]", // extraEgress
@@ -743,17 +743,65 @@ func TestHelmRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		"short token":            {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
-		"relative audit log":     {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
-		"audit log in workspace": {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
-		"audit log in /tmp":      {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
-		"audit log at the root":  {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
+		"short token":             {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
+		"relative audit log":      {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
+		"audit log in workspace":  {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
+		"audit log in /tmp":       {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
+		"audit log at the root":   {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
+		"store port out of range": {[]string{"--set", "store=redis://r:65536/0"}, `"65536" is not a TCP port`},
+		"store port not a number": {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `"redis" is not a TCP port`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, err := runHelm(t, bin, append([]string{"template", release, chartDir}, tc.args...)...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("helm template %q: %v; want an error saying %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmStorePorts: the NetworkPolicy lets the pods reach every port the
+// store URL names, each node of a cluster's, 6379 for a host that names
+// none, and storeEgressPorts (and the single storeEgressPort of older
+// values files), once each, in order; and no store port when the store is
+// not Redis.
+func TestHelmStorePorts(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, tc := range []struct {
+		store string
+		more  string // values YAML added
+		want  []float64
+	}{
+		{"redis://redis.store:6380/1", "", []float64{6380}},
+		{"redis://redis.store", "", []float64{6379}},
+		{"rediss://user:p%40ss@[fd00::1]:6390/0?dial_timeout=2s", "", []float64{6390}},
+		{"redis+cluster://a:7000,b:7001,c:7002", "", []float64{7000, 7001, 7002}},
+		{"rediss+cluster://u:p@a:7002,b,[fd00::2]:7000/0?max_redirects=3", "storeEgressPorts: [7005, \"7003\", 7000]", []float64{6379, 7000, 7002, 7003, 7005}},
+		{"redis://r:6380/0", "storeEgressPort: 6381", []float64{6380, 6381}},
+		{"bolt:///data/toolwire.db", "storeEgressPorts: [7000]", nil},
+		{"memory", "", nil},
+	} {
+		// helm -f splits its argument at commas: the subtest's name, in
+		// its temporary folder's, has none.
+		t.Run(strings.ReplaceAll(tc.store, ",", " "), func(t *testing.T) {
+			t.Parallel()
+			values := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(values, fmt.Appendf(nil, "store: %q\n%s\n", tc.store, tc.more), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			m := helmTemplate(t, bin, release, "-f", values)
+			var got []float64
+			for _, rule := range get(m.obj(t, "NetworkPolicy/toolwire"), "spec", "egress").([]any) {
+				for _, p := range get(rule, "ports").([]any) {
+					if port := get(p, "port").(float64); port != 53 {
+						got = append(got, port)
+					}
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("store %q, %s: egress to ports %v, want %v", tc.store, tc.more, got, tc.want)
 			}
 		})
 	}

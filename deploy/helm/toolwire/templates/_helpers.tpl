@@ -99,3 +99,37 @@ section, and the settings that are rendered only when set.
 {{- $dir }}
 {{- end }}
 {{- end }}
+
+{{/*
+The TCP ports of the Redis store, as a JSON array of numbers in ascending
+order: the port of each host the store URL names (redis://, rediss://,
+redis+cluster://a:7000,b:7001,…; 6379 for a host without one), with
+storeEgressPorts (the ports of nodes a cluster announces beyond those its
+URL lists) and storeEgressPort (one more port, as older values files set
+it). [] when the store is not Redis.
+*/}}
+{{- define "toolwire.storePorts" -}}
+{{- $store := .Values.store | default "" }}
+{{- $padded := list }}
+{{- if regexMatch "^rediss?(\\+cluster)?://" $store }}
+{{- $ports := list }}
+{{- $hosts := regexReplaceAll "^[a-z+]+://" $store "" }}
+{{- $hosts = regexReplaceAll "^[^@/?#]*@" $hosts "" }}
+{{- $hosts = regexReplaceAll "[/?#].*$" $hosts "" }}
+{{- range splitList "," $hosts }}
+{{- $port := regexFind ":[0-9]+$" . }}
+{{- $ports = append $ports (ternary (trimPrefix ":" $port) "6379" (ne $port "")) }}
+{{- end }}
+{{- range concat (.Values.storeEgressPorts | default list) (compact (list .Values.storeEgressPort)) }}
+{{- $ports = append $ports (toString .) }}
+{{- end }}
+{{- range $ports }}
+{{- $n := atoi . }}
+{{- if or (lt $n 1) (gt $n 65535) (not (regexMatch "^[0-9]+$" .)) }}{{ fail (printf "store %q, storeEgressPorts %v: %q is not a TCP port" $store $.Values.storeEgressPorts .) }}{{ end }}
+{{- $padded = append $padded (printf "%05d" $n) }}
+{{- end }}
+{{- end }}
+{{- $out := list }}
+{{- range $padded | uniq | sortAlpha }}{{ $out = append $out (atoi .) }}{{ end }}
+{{- toJson $out }}
+{{- end }}
