@@ -22,6 +22,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/redact"
 )
 
 // OIDCConfig is the "auth.oidc" section: bearer JWTs from an OpenID
@@ -127,7 +128,7 @@ func (c *OIDCConfig) check() error {
 		}
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
-			return fmt.Errorf("auth.oidc.%s %q: want an https URL (http only on loopback)", key, raw)
+			return fmt.Errorf("auth.oidc.%s %q: want an https URL (http only on loopback)", key, redact.URL(raw))
 		}
 	}
 	return nil

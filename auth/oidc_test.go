@@ -207,6 +207,8 @@ func TestOIDCConfig(t *testing.T) {
 		{auth.OIDCConfig{Audience: "a"}, "auth.oidc.issuer is required"},
 		{auth.OIDCConfig{Issuer: "https://i.example"}, "auth.oidc.audience is required"},
 		{auth.OIDCConfig{Issuer: "http://i.example", Audience: "a"}, "want an https URL (http only on loopback)"},
+		// The credentials of a URL it refuses stay out of the message.
+		{auth.OIDCConfig{Issuer: "https://i.example", Audience: "a", JWKSURL: "http://u:s3cret@i.example/k"}, `auth.oidc.jwks_url "http://xxxxx@i.example/k": want an https URL`},
 		{auth.OIDCConfig{Issuer: "https://i.example", Audience: "a", JWKSURL: "https://i.example/k", JWKSFile: "k.json"}, "exclusive"},
 		{auth.OIDCConfig{Issuer: "https://i.example", Audience: "a", JWKSFile: filepath.Join(t.TempDir(), "missing.json")}, "auth.oidc.jwks_file"},
 	} {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/toolwire/toolwire/internal/redact"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 )
@@ -77,7 +78,7 @@ func (c Config) Validate() error {
 	}
 	if strings.Contains(c.Spec, "://") {
 		if u, err := url.Parse(c.Spec); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fail("spec %q: want a file path or an absolute http or https URL", c.Spec)
+			return fail("spec %q: want a file path or an absolute http or https URL", redact.URL(c.Spec))
 		}
 	}
 	if c.BaseURL != "" {
@@ -105,10 +106,10 @@ func (c Config) Validate() error {
 func checkBaseURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return err
+		return redact.Error(err, raw)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q: want an absolute http or https URL", raw)
+		return fmt.Errorf("%q: want an absolute http or https URL", redact.URL(raw))
 	}
 	if u.User != nil {
 		return fmt.Errorf("credentials in the URL would show in results and logs; send them in a header from {{ENV_VAR}}")

@@ -489,6 +489,46 @@ func TestBroken(t *testing.T) {
 	}
 }
 
+// TestSpecCredentialsHidden: a spec URL may carry credentials (the
+// document is fetched with them, as basic auth), and no error about the
+// document, its fetch or the URL itself shows them.
+func TestSpecCredentialsHidden(t *testing.T) {
+	t.Parallel()
+	const user, secret = "docs", "s3cret-token"
+	var authorized sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); ok && u == user && p == secret {
+			authorized.Store(r.URL.Path, true)
+		}
+		switch r.URL.Path {
+		case "/broken.yaml":
+			io.WriteString(w, "openapi: 3.1.0\ninfo: {title: x, version: '1'}\n")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	withCreds := strings.Replace(srv.URL, "http://", "http://"+user+":"+secret+"@", 1)
+	for _, tc := range []struct{ spec, want string }{
+		{withCreds + "/missing.yaml", "HTTP 404"},
+		{withCreds + "/broken.yaml", "no paths"},
+		{"http://" + user + ":" + secret + "@[::1/x.yaml", "want a file path or an absolute http or https URL"},
+	} {
+		_, err := Load(t.Context(), Config{Name: "private", Spec: tc.spec, BaseURL: "http://127.0.0.1:9"}, nil, nil)
+		if err == nil {
+			t.Fatalf("%s: loaded", tc.spec)
+		}
+		if msg := err.Error(); strings.Contains(msg, secret) || !strings.Contains(msg, tc.want) || !strings.Contains(msg, "xxxxx@") {
+			t.Errorf("Load(%s) = %q: want it to say %q, with the credentials masked", tc.spec, msg, tc.want)
+		}
+	}
+	for _, path := range []string{"/missing.yaml", "/broken.yaml"} {
+		if _, ok := authorized.Load(path); !ok {
+			t.Errorf("GET %s did not carry the URL's credentials", path)
+		}
+	}
+}
+
 // TestReload: a document served over HTTP and re-read on every Sync; when
 // it breaks, the previous tools stay and the error says where, and the
 // next good version replaces them in one update.

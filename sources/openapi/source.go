@@ -31,6 +31,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/toolwire/toolwire/internal/redact"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/tools"
@@ -112,7 +113,7 @@ func fetch(ctx context.Context, c Config, client *http.Client) ([]byte, error) {
 	}
 	data, err := read(ctx, client, c.Spec)
 	if err != nil {
-		return nil, fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err)
+		return nil, redact.Error(fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err), c.Spec)
 	}
 	return data, nil
 }
@@ -132,7 +133,7 @@ func key(c Config, data []byte) [32]byte {
 // load parses data, c's document, and makes its tools.
 func load(c Config, data []byte, client *http.Client) (*loaded, error) {
 	fail := func(err error) (*loaded, error) {
-		return nil, fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err)
+		return nil, redact.Error(fmt.Errorf("openapi %q: spec %s: %w", c.Name, c.Spec, err), c.Spec)
 	}
 	d, err := parse(data)
 	if err != nil {

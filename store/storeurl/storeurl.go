@@ -15,6 +15,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
@@ -52,7 +53,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // shape, without opening it.
 func (c Config) Validate() error {
 	if _, _, err := parse(c.URL); err != nil {
-		return err
+		return redact.Error(err, c.URL)
 	}
 	_, err := c.tls()
 	return err
@@ -64,7 +65,8 @@ func (c Config) Open(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(ctx, c.URL, t)
+	st, err := open(ctx, c.URL, t)
+	return st, redact.Error(err, c.URL)
 }
 
 // tls reads the TLS files into the settings a Redis store's connections
@@ -122,7 +124,10 @@ func (c Config) Kind() string {
 }
 
 // Open opens the store rawURL names; "" means memory.
-func Open(ctx context.Context, rawURL string) (store.Store, error) { return open(ctx, rawURL, nil) }
+func Open(ctx context.Context, rawURL string) (store.Store, error) {
+	st, err := open(ctx, rawURL, nil)
+	return st, redact.Error(err, rawURL)
+}
 
 // open opens the store rawURL names, a Redis one with the TLS settings t
 // (nil: the URL's alone).

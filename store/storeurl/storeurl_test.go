@@ -2,6 +2,8 @@ package storeurl_test
 
 import (
 	"context"
+	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,5 +146,46 @@ func TestSchemesDocumented(t *testing.T) {
 		if !strings.Contains(row, "`"+u) {
 			t.Errorf("docs/configuration.md's store row does not name %s URLs:\n%s", u, row)
 		}
+	}
+}
+
+// TestErrorsHideThePassword: an error about a store URL, from this
+// package, url.Parse or go-redis, never shows the URL's password (or its
+// user information, which may be one), however the URL is malformed; the
+// error still says what is wrong and keeps its chain.
+func TestErrorsHideThePassword(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cret"
+	for _, tc := range []struct{ url, want string }{
+		{"redis://:s3cret@[::1/0", "missing ']' in host"},
+		{"redis://user:s3cret@h:port/0", "invalid port"},
+		{"redis://user:s3/cret@h:1/0", "invalid port"}, // a "/" in the password, not escaped
+		{"redis://user:s3cret\"@h:port/0", "invalid port"},
+		{"mongodb://u:s3cret@x", "unknown kind"},
+		{"bolt://u:s3cret@host/file.db", "want bolt:///path"},
+		{"redis+cluster://u:s3cret@a:7000/%zz", "invalid URL escape"},
+		{"redis+cluster://s3cret@a:7000,b", `node "b": want host:port`},
+		{"rediss+cluster://u:s3cret@a:7000/2", "a cluster has one database, 0"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			validated := storeurl.Config{URL: tc.url}.Validate()
+			s, opened := storeurl.Open(t.Context(), tc.url)
+			if opened == nil {
+				s.Close()
+			}
+			for name, err := range map[string]error{"Validate": validated, "Open": opened} {
+				if err == nil {
+					t.Fatalf("%s(%q) succeeded", name, tc.url)
+				}
+				if msg := err.Error(); strings.Contains(msg, secret) || strings.Contains(msg, "s3/cret") || !strings.Contains(msg, tc.want) {
+					t.Errorf("%s(%q) = %q: want it to say %q and not the password", name, tc.url, msg, tc.want)
+				}
+			}
+		})
+	}
+	// The chain is kept: a caller can still tell what went wrong.
+	err := storeurl.Config{URL: "redis://:s3cret@[::1/0"}.Validate()
+	if _, ok := errors.AsType[*url.Error](err); !ok {
+		t.Errorf("Validate's error %v does not wrap url.Parse's *url.Error", err)
 	}
 }
