@@ -35,7 +35,7 @@ func TestError(t *testing.T) {
 		"redis://:s3cret@[::1/0",
 		"https://user:s3cret@h:port/x",
 		"https://user:s3\"cret@h:port/x", // %q escapes the quote
-		"https://user:s3cr/et@h:1/x", // url.Parse quotes ":s3cr" as the port
+		"https://user:s3cr/et@h:1/x",     // url.Parse quotes ":s3cr" as the port
 		"https://s3cret:@h:port/x",
 	} {
 		_, perr := url.Parse(raw)
