@@ -117,9 +117,12 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	every := e.poll(watched, approvalPoll)
-	poll := time.NewTicker(every)
+	// The ticker runs at approvalPoll; a tick looks when a look is due:
+	// at once after a look the store did not answer, else after
+	// e.poll, the fallback while notices are heard.
+	poll := time.NewTicker(min(approvalPoll, e.fallback()))
 	defer poll.Stop()
+	looked, again := time.Now(), false
 	var d decision
 	for decided := false; !decided; {
 		look := false
@@ -128,8 +131,8 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			decided = true
 		case <-woken:
 			look = true
-		case <-poll.C:
-			look = true
+		case now := <-poll.C:
+			look = again || now.Sub(looked) >= e.poll(watched, approvalPoll)
 		case <-timer.C:
 			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
@@ -146,14 +149,10 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			var err error
 			d, decided, err = mail.decision(sctx, b.id, call.GetCallId())
 			cancel()
-			// A look the store did not answer is taken again soon, not
-			// left to the fallback poll: a wake that came as the store came
-			// back (a resubscription) must not be wasted.
-			if err != nil {
-				poll.Reset(min(every, approvalPoll))
-			} else {
-				poll.Reset(every)
-			}
+			// A look the store did not answer is taken again at the next
+			// tick, not left to the fallback poll: a wake that came as the
+			// store came back (a resubscription) must not be wasted.
+			looked, again = time.Now(), err != nil
 		}
 	}
 	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)

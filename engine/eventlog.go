@@ -155,7 +155,11 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	}
 	l.took([]pendingEntry{{seq: acc.Seq, data: data}}, false)
 	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
+	// Set under mu, which renew holds to read it: the timer may fire
+	// before the assignment would otherwise be seen.
+	l.mu.Lock()
 	l.ticker = time.AfterFunc(l.tick(), l.renew)
+	l.mu.Unlock()
 	return l, nil
 }
 

@@ -17,9 +17,11 @@ import (
 // restarted); the store then wakes every watcher once it watches again,
 // and the owner still looks at each mailbox every fallbackPoll, slowly,
 // for what nothing covers (a notice that could not be sent after the
-// mailbox was written). Without Signals, or past the store's bound on
-// watchers, the owner polls as before notices existed: a held call every
-// approvalPoll, a detached batch at each lease renewal (batchLog.tick).
+// mailbox was written). Without Signals, past the store's bound on
+// watchers, or while the store cannot receive notices (Listening: its
+// subscription is down, or refused by its server), the owner polls as
+// before notices existed: a held call every approvalPoll, a detached
+// batch at each lease renewal (batchLog.tick).
 //
 // The topics are the store's format, shared by replicas of different
 // versions like the mailboxes': change them only with a migration.
@@ -51,13 +53,21 @@ func (e *Engine) watch(topic string, wake func()) (stop func(), watched bool) {
 	return e.deps.Signals.Watch(topic, wake)
 }
 
-// poll is how often a watcher looks at its mailbox: unwatched, as often
-// as it must (without); watched, every fallbackPoll (or what a test set).
+// poll is how often a watcher looks at its mailbox now: unwatched, or
+// while the store hears no notices, as often as it must (without);
+// watched and listening, every fallbackPoll (or what a test set). It is
+// asked again before each look, the store's listening being a state that
+// comes and goes.
 func (e *Engine) poll(watched bool, without time.Duration) time.Duration {
-	switch {
-	case !watched:
+	if !watched || !e.deps.Signals.Listening() {
 		return without
-	case e.fallbackPoll > 0:
+	}
+	return e.fallback()
+}
+
+// fallback is the slow look of a watcher that hears notices.
+func (e *Engine) fallback() time.Duration {
+	if e.fallbackPoll > 0 {
 		return e.fallbackPoll
 	}
 	return fallbackPoll
@@ -74,7 +84,7 @@ func (e *Engine) signal(ctx context.Context, topic string) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), signalTimeout)
 	defer cancel()
 	if err := e.deps.Signals.Signal(sctx, topic); err != nil {
-		e.deps.Logger.WarnContext(ctx, "could not notify the replica that owns a batch of a cancel or approval left for it; it will find it at its next look", "error", err, "within", e.poll(true, 0))
+		e.deps.Logger.WarnContext(ctx, "could not notify the replica that owns a batch of a cancel or approval left for it; it will find it at its next look", "error", err, "within", e.fallback())
 	}
 }
 

@@ -149,11 +149,12 @@ func TestCancelAndApproveThroughAnotherReplica(t *testing.T) {
 }
 
 // deafSignals is a store's Signals whose notices are all lost: it takes
-// watchers and never wakes them.
+// watchers and never wakes them, and says it listens.
 type deafSignals struct{}
 
 func (deafSignals) Signal(context.Context, string) error { return nil }
 func (deafSignals) Watch(string, func()) (func(), bool)  { return func() {}, true }
+func (deafSignals) Listening() bool                      { return true }
 
 // TestLostNoticesAreCoveredByTheFallbackPoll: when every notice is lost
 // (A's Signals hears nothing), a cancel and an approval left through B
@@ -180,6 +181,57 @@ func TestLostNoticesAreCoveredByTheFallbackPoll(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r := results(t, ended(t, lb, "approved, its notice lost"))["w"]; r.GetIsError() {
+			t.Errorf("result %v, want the call run", r)
+		}
+	})
+}
+
+// TestRefusedNoticesFallBackToPolling: A's Redis user may not use the
+// notices' channel (an ACL user of Redis 7 has none unless given: NOPERM),
+// so A never hears a notice and B cannot send one. A's store says it is
+// not listening, and A looks at its mailboxes as often as it would
+// without notices (each lease renewal, every approvalPoll), not at the
+// fallback poll (an hour here): a cancel and an approval through B arrive.
+func TestRefusedNoticesFallBackToPolling(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	srv.Do("ACL", "SETUSER", "nochannels", "on", ">pw", "~*", "+@all", "resetchannels")
+	open := func(t *testing.T) (store.Store, store.Store) {
+		a, err := redis.Open(context.Background(), "redis://nochannels:pw@"+srv.Addr+"/0", redis.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a, openRedis(t, srv)
+	}
+	refused := func(t *testing.T, p replicaPair) {
+		t.Helper()
+		waitFor(t, func() bool { return p.sub.FailedSubscriptions() > 0 })
+		if p.sub.Listening() {
+			t.Fatal("A's store says it listens, its subscription refused")
+		}
+	}
+	t.Run("cancel", func(t *testing.T) {
+		t.Parallel()
+		p := pairOn(t, Config{}, Deps{}, noPoll, open)
+		lb := startDetached(t, as("alice"), p.a, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
+		refused(t, p)
+		if err := p.b.e.Cancel(as("alice"), batchIDOf(t, lb.snapshot()), "no notices"); err != nil {
+			t.Fatalf("Cancel on B: %v", err)
+		}
+		if r := results(t, ended(t, lb, "cancelled through B without notices"))["h"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED {
+			t.Errorf("result %v, want CANCELLED", r)
+		}
+	})
+	t.Run("approve", func(t *testing.T) {
+		t.Parallel()
+		p := pairOn(t, Config{Approvers: []string{"carol"}}, Deps{Admission: holdWrites}, noPoll, open)
+		lb, id := startHeld(t, p.a, true)
+		refused(t, p)
+		if err := p.b.e.ResolveApproval(as("carol"), id, "w", true, "", ""); err != nil {
+			t.Fatalf("ResolveApproval on B: %v", err)
+		}
+		if r := results(t, ended(t, lb, "approved through B without notices"))["w"]; r.GetIsError() {
 			t.Errorf("result %v, want the call run", r)
 		}
 	})

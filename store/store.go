@@ -104,6 +104,13 @@ type Signals interface {
 	// (a bound, so that watchers cannot grow without one): the caller
 	// looks at its mailbox as often as it would without notices.
 	Watch(topic string, wake func()) (stop func(), ok bool)
+	// Listening tells whether a notice signalled now would reach this
+	// handle's watchers: false while the store cannot receive notices
+	// (its subscription is being made again, or its server refuses it: a
+	// Redis user without the channel's permission, a proxy without
+	// pub/sub). Its watchers then look at their mailboxes as often as
+	// they would without notices, not at the slow fallback.
+	Listening() bool
 }
 
 // EventLog keeps append-only logs of opaque entries, in the shape of the

@@ -26,3 +26,6 @@ func (s *Store) Signal(_ context.Context, topic string) error {
 func (s *Store) Watch(topic string, wake func()) (stop func(), ok bool) {
 	return s.signals.Watch(topic, wake)
 }
+
+// Listening implements store.Signals: no notice is ever lost.
+func (s *Store) Listening() bool { return true }

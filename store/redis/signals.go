@@ -72,6 +72,7 @@ type signaller struct {
 	stop      chan struct{}
 	done      chan struct{}
 	ps        *goredis.PubSub // the subscription being made or held, for close to break
+	live      atomic.Bool     // a subscription is established: Listening
 	resubs    atomic.Int64    // subscriptions established, for tests
 	failures  atomic.Int64    // attempts to subscribe that failed, for tests
 	lastError atomic.Value    // string: why the last subscription ended or failed
@@ -107,6 +108,13 @@ func (s *Store) Watch(topic string, wake func()) (stop func(), ok bool) {
 	}
 	return stop, ok
 }
+
+// Listening implements store.Signals: true while the store's subscription
+// to its notices is established. It is not before the first Watch, nor
+// while the server refuses it (a user without permission for the
+// channel, NOPERM: Redis 7's ACL users have none unless given; a proxy
+// that does not carry pub/sub), nor while it is made again.
+func (s *Store) Listening() bool { return s.sig.live.Load() }
 
 // Subscriptions returns how many times the store's subscription to its
 // notices has been established, and why the last one ended or failed
@@ -177,11 +185,13 @@ func (g *signaller) run(s *Store) {
 			}
 			if err == nil {
 				g.resubs.Add(1)
+				g.live.Store(true)
 				// Notices sent while there was no subscription are lost:
 				// everyone looks once.
 				g.hub.WakeAll()
 				wait = retryMin
 				err = g.listen(ps)
+				g.live.Store(false)
 			}
 			if ps != nil {
 				ps.Close()

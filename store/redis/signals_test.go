@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,14 +107,17 @@ func TestSignalsSurviveAFrozenRedis(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	if b.Listening() {
+		t.Error("Listening is true with the subscription given up")
+	}
 	srv.Thaw()
 	select {
 	case <-woken:
 	case <-t.Context().Done():
 		t.Fatal("the watcher was not woken once the server answered again")
 	}
-	if n, _ := b.Subscriptions(); n < 2 {
-		t.Fatalf("%d subscriptions established; want a second after the freeze", n)
+	if n, _ := b.Subscriptions(); n < 2 || !b.Listening() {
+		t.Fatalf("%d subscriptions established, listening %v; want a second after the freeze, listening", n, b.Listening())
 	}
 	for len(woken) > 0 {
 		<-woken
@@ -125,5 +129,68 @@ func TestSignalsSurviveAFrozenRedis(t *testing.T) {
 	case <-woken:
 	case <-t.Context().Done():
 		t.Fatal("a notice after the freeze did not arrive")
+	}
+}
+
+// TestSignalsRefusedByTheServer: a Redis user without permission for the
+// notices' channel (Redis 7 gives an ACL user none unless told:
+// acl-pubsub-default is resetchannels) cannot subscribe or publish. The
+// store says it is not listening, so that its watchers poll as they would
+// without notices, and the reason is the server's NOPERM; once the user
+// is given the channel, it subscribes, listens and hears notices.
+func TestSignalsRefusedByTheServer(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	srv.Do("ACL", "SETUSER", "nochannels", "on", ">pw", "~*", "+@all", "resetchannels")
+	a := openAt(t, srv.URL(), "acl:")
+	b := openAt(t, "redis://nochannels:pw@"+srv.Addr+"/0", "acl:")
+	ctx := context.Background()
+	woken := make(chan struct{}, 16)
+	stop, ok := b.Watch("batch:x", func() {
+		select {
+		case woken <- struct{}{}:
+		default:
+		}
+	})
+	defer stop()
+	if !ok {
+		t.Fatal("Watch refused a watcher")
+	}
+	for b.FailedSubscriptions() < 2 {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("the store never tried to subscribe twice")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n, why := b.Subscriptions(); n != 0 || !strings.Contains(why, "NOPERM") || b.Listening() {
+		t.Fatalf("after %d refused subscriptions: %d established, listening %v, last error %q; want none, not listening, NOPERM", b.FailedSubscriptions(), n, b.Listening(), why)
+	}
+	if err := b.Signal(ctx, "batch:x"); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Errorf("Signal by a user without the channel: %v, want NOPERM", err)
+	}
+
+	srv.Do("ACL", "SETUSER", "nochannels", "allchannels")
+	for !b.Listening() {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("given the channel, the store never listened")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	select { // the wake-everyone of a subscription made
+	case <-woken:
+	case <-t.Context().Done():
+		t.Fatal("the watcher was not woken when the subscription was made")
+	}
+	for len(woken) > 0 {
+		<-woken
+	}
+	if err := a.Signal(ctx, "batch:x"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woken:
+	case <-t.Context().Done():
+		t.Fatal("a notice did not arrive once the user had the channel")
 	}
 }

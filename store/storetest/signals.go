@@ -112,6 +112,10 @@ func Signals[S store.Signals](t *testing.T, open func(t *testing.T) (S, S), opts
 		a, b := open(t)
 		x, y := watch(t, b, "batch:x"), watch(t, b, "batch:y")
 		settle(t, a, b, x, y)
+		// Notices reach b: it says so, and its watchers poll slowly.
+		if !b.Listening() {
+			t.Error("Listening is false on a handle that hears notices")
+		}
 		nx, ny := x.n.Load(), y.n.Load()
 		must(t, a.Signal(ctx, "batch:x"))
 		x.next(t, "signal x")

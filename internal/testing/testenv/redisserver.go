@@ -106,6 +106,17 @@ func (s *RedisServer) Flush() {
 	}
 }
 
+// Do sends the server one command and returns its answer as text (see
+// command); an error reply fails the test.
+func (s *RedisServer) Do(args ...string) string {
+	s.tb.Helper()
+	out, err := command(s.Addr, args...)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	return out
+}
+
 // ping tells whether the server answers PING.
 func (s *RedisServer) ping() bool {
 	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
