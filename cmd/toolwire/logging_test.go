@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/testenv"
+
 	goredis "github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 )
@@ -97,4 +99,15 @@ func TestStoreKind(t *testing.T) {
 	}
 	s := startServe(t)
 	waitLog(t, s.stderr, `"msg":"idempotency and session store","store":"memory"`)
+}
+
+// TestEvictingRedisWarned: serve on a Redis that evicts keys when full
+// says so in its log, as a warning naming the policy.
+func TestEvictingRedisWarned(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	srv.Do("CONFIG", "SET", "maxmemory", "64mb")
+	srv.Do("CONFIG", "SET", "maxmemory-policy", "volatile-lru")
+	s := startServe(t, "--store", srv.URL())
+	waitLog(t, s.stderr, `"level":"WARN"`, "maxmemory-policy volatile-lru", `"store":"redis"`)
 }

@@ -165,6 +165,12 @@ func (s *serveRun) buildEngine(ctx context.Context) error {
 	// One store keeps the idempotency records, the variables and the logs.
 	deps.Idempotency, deps.Vars, deps.EventLog = st, st, st
 	s.log.Info("idempotency and session store", "store", s.cfg.StoreConfig.Kind())
+	// What the store found that breaks promises (a Redis that evicts).
+	if w, ok := st.(interface{ Warnings() []string }); ok {
+		for _, msg := range w.Warnings() {
+			s.log.Warn(msg, "store", s.cfg.StoreConfig.Kind())
+		}
+	}
 	if s.cfg.RatePerCaller > 0 {
 		// A store every replica shares keeps the allowances too (Redis);
 		// otherwise each replica keeps its own.

@@ -79,6 +79,7 @@ type Store struct {
 	maxLog           int
 	own              bool // Close closes c
 	sig              signaller
+	warnings         []string // Open's: see Warnings
 }
 
 var _ store.Store = (*Store)(nil)
@@ -127,6 +128,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := New(c, opts)
 	s.own = true
+	s.warnings = evictionWarnings(ctx, c)
 	s.sig.breaker = brk
 	return s, nil
 }

@@ -408,6 +408,17 @@ func (c *RedisCluster) replicaOf(tb testing.TB, master *RedisNode) *RedisNode {
 	return nil
 }
 
+// Do sends the node one command and returns its answer as text (see
+// command); an error reply fails the test.
+func (n *RedisNode) Do(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := command(n.Addr, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
 // Freeze stops the node (SIGSTOP) without closing its connections, as a
 // stalled machine would: what is sent to it waits unanswered, until Thaw.
 func (n *RedisNode) Freeze() {
