@@ -25,6 +25,41 @@ func openAt(t *testing.T, url, prefix string) *redis.Store {
 	return s
 }
 
+// wakes watches topic on s until the test ends and returns the channel
+// its wakes land on (a wake finding it full is dropped: one is pending).
+func wakes(t *testing.T, s *redis.Store, topic string) chan struct{} {
+	t.Helper()
+	ch := make(chan struct{}, 16)
+	stop, ok := s.Watch(topic, func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	})
+	if !ok {
+		t.Fatal("Watch refused a watcher")
+	}
+	t.Cleanup(stop)
+	return ch
+}
+
+// woke waits for a wake on ch, failing the test with what at its deadline.
+func woke(t *testing.T, ch chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-t.Context().Done():
+		t.Fatal(what)
+	}
+}
+
+// drainWakes drops the wakes pending on ch.
+func drainWakes(ch chan struct{}) {
+	for len(ch) > 0 {
+		<-ch
+	}
+}
+
 // TestSignalsAcrossARestart: the notices' contract on a redis-server of the
 // test's own, which it restarts (SIGTERM, then a new process on the same
 // port) while a watcher waits: the store subscribes again and wakes its
@@ -85,15 +120,8 @@ func TestSignalsSurviveAFrozenRedis(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	a, b := openAt(t, srv.URL(), "f:"), openAt(t, srv.URL(), "f:")
 	ctx := context.Background()
-	woken := make(chan struct{}, 16)
-	stop, _ := b.Watch("batch:x", func() {
-		select {
-		case woken <- struct{}{}:
-		default:
-		}
-	})
-	defer stop()
-	<-woken // subscribed
+	woken := wakes(t, b, "batch:x")
+	woke(t, woken, "the watcher was not woken when the subscription was made")
 	srv.Freeze()
 	// Wait for the health check to give the subscription up: a state the
 	// store reports, not a time.
@@ -111,25 +139,15 @@ func TestSignalsSurviveAFrozenRedis(t *testing.T) {
 		t.Error("Listening is true with the subscription given up")
 	}
 	srv.Thaw()
-	select {
-	case <-woken:
-	case <-t.Context().Done():
-		t.Fatal("the watcher was not woken once the server answered again")
-	}
+	woke(t, woken, "the watcher was not woken once the server answered again")
 	if n, _ := b.Subscriptions(); n < 2 || !b.Listening() {
 		t.Fatalf("%d subscriptions established, listening %v; want a second after the freeze, listening", n, b.Listening())
 	}
-	for len(woken) > 0 {
-		<-woken
-	}
+	drainWakes(woken)
 	if err := a.Signal(ctx, "batch:x"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-woken:
-	case <-t.Context().Done():
-		t.Fatal("a notice after the freeze did not arrive")
-	}
+	woke(t, woken, "a notice after the freeze did not arrive")
 }
 
 // TestSignalsRefusedByTheServer: a Redis user without permission for the
@@ -144,17 +162,7 @@ func TestSignalsRefusedByTheServer(t *testing.T) {
 	a := openAt(t, srv.URL(), "acl:")
 	b := openAt(t, "redis://nochannels:pw@"+srv.Addr+"/0", "acl:")
 	ctx := context.Background()
-	woken := make(chan struct{}, 16)
-	stop, ok := b.Watch("batch:x", func() {
-		select {
-		case woken <- struct{}{}:
-		default:
-		}
-	})
-	defer stop()
-	if !ok {
-		t.Fatal("Watch refused a watcher")
-	}
+	woken := wakes(t, b, "batch:x")
 	for b.FailedSubscriptions() < 2 {
 		select {
 		case <-t.Context().Done():
@@ -177,20 +185,10 @@ func TestSignalsRefusedByTheServer(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	select { // the wake-everyone of a subscription made
-	case <-woken:
-	case <-t.Context().Done():
-		t.Fatal("the watcher was not woken when the subscription was made")
-	}
-	for len(woken) > 0 {
-		<-woken
-	}
+	woke(t, woken, "the watcher was not woken when the subscription was made")
+	drainWakes(woken)
 	if err := a.Signal(ctx, "batch:x"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-woken:
-	case <-t.Context().Done():
-		t.Fatal("a notice did not arrive once the user had the channel")
-	}
+	woke(t, woken, "a notice did not arrive once the user had the channel")
 }
