@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -71,3 +72,27 @@ func evictionWarning(addr, info string) string {
 // breaks toolwire's promises (a server that may evict keys), one line
 // each, for the operator: serve logs them.
 func (s *Store) Warnings() []string { return slices.Clone(s.warnings) }
+
+// probeScript writes a key that expires in 10 s: what every write of the
+// store's does (a script, writing a key under its prefix), once.
+var probeScript = goredis.NewScript(`redis.call('SET', KEYS[1], ARGV[1], 'PX', 10000) return 1`)
+
+// probeWrites has the server run a write script on a key of the store's
+// own and returns an error when it refuses for a reason that will not
+// pass: a user without the permission (NOPERM: a command, the scripts,
+// the prefix's keys; the ACL of a Redis 7 user starts with none) or a
+// server without the command (scripting disabled or renamed). Any other
+// failure (a full server, a read-only replica behind a failover, a
+// timeout) is left to the calls, which report the store as out, rather
+// than keep every replica from starting.
+func (s *Store) probeWrites(ctx context.Context) error {
+	err := probeScript.Run(ctx, s.c, []string{s.tagged("probe", "start")}, "1").Err()
+	var re goredis.Error
+	if err == nil || !errors.As(err, &re) {
+		return nil
+	}
+	if msg := re.Error(); strings.HasPrefix(msg, "NOPERM") || unknownCommand(err) {
+		return fmt.Errorf("the server refused a write script (%s): toolwire needs Lua scripts (EVALSHA, EVAL) that read and write keys under its prefix %q, and the channel %q (docs/deploy.md, the shared store)", msg, s.prefix+"*", s.prefix+signalChannel)
+	}
+	return nil
+}

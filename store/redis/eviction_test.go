@@ -1,10 +1,15 @@
 package redis_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store/redis"
+	"github.com/toolwire/toolwire/store/storetest"
 )
 
 // TestEvictionWarning: a Redis with a memory limit and a policy that
@@ -33,16 +38,63 @@ func TestEvictionWarning(t *testing.T) {
 	}
 }
 
-// TestEvictionWarningCluster: on a Redis Cluster every master is looked
-// at, and the one that evicts is named.
-func TestEvictionWarningCluster(t *testing.T) {
+// TestClusterAsALeastPrivilegedUser: on a Redis Cluster of the test's
+// own, as a user given only what docs/deploy.md says a cluster's user
+// needs (a single Redis's, and CLUSTER INFO and SLOTS), the store's whole
+// contract holds, and Open looks at every master: the one that evicts is
+// named in its Warnings.
+func TestClusterAsALeastPrivilegedUser(t *testing.T) {
 	c := testenv.StartRedisCluster(t)
-	masters := c.Masters(t)
-	evicting := masters[1]
+	for _, n := range c.Nodes {
+		n.Do(t, "ACL", "SETUSER", "toolwire", "on", ">pw", "resetkeys", "resetchannels", "~lp*", "&lp*",
+			"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+info", "+cluster|info", "+cluster|slots")
+	}
+	url := "redis+cluster://toolwire:pw@" + strings.TrimPrefix(c.URL(), "redis+cluster://")
+	evicting := c.Masters(t)[1]
 	evicting.Do(t, "CONFIG", "SET", "maxmemory", "64mb")
 	evicting.Do(t, "CONFIG", "SET", "maxmemory-policy", "allkeys-lfu")
-	w := openAt(t, c.URL(), "evict:").Warnings()
-	if len(w) != 1 || !strings.Contains(w[0], evicting.Addr) || !strings.Contains(w[0], "allkeys-lfu") {
+	if w := openAt(t, url, "lp0:").Warnings(); len(w) != 1 || !strings.Contains(w[0], evicting.Addr) || !strings.Contains(w[0], "allkeys-lfu") {
 		t.Errorf("warnings %q, want one naming %s and allkeys-lfu", w, evicting.Addr)
+	}
+	var n atomic.Int64
+	open := func(t *testing.T) *redis.Store { return openAt(t, url, fmt.Sprintf("lp%d:", n.Add(1))) }
+	storetest.Idempotency(t, open)
+	storetest.Vars(t, open)
+	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
+		prefix := fmt.Sprintf("lp%d:", n.Add(1))
+		return openAt(t, url, prefix), openAt(t, url, prefix)
+	})
+	storetest.EventLog(t, open)
+}
+
+// TestOpenRefusesAUserWhoCannotWrite: a Redis user the server will never
+// let do the store's work (no scripts, keys outside its patterns,
+// read-only) is refused at Open, with the server's NOPERM and what the
+// store needs, rather than at the first keyed call; one with what it
+// needs opens.
+func TestOpenRefusesAUserWhoCannotWrite(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	for user, rules := range map[string][]string{
+		"noscripts":  {"~*", "&*", "+@all", "-@scripting"},
+		"otherkeys":  {"~other:*", "&*", "+@all"},
+		"readonly":   {"%R~*", "&*", "+@all"},
+		"sufficient": {"~toolwire:*", "&toolwire:signals", "+@all"},
+	} {
+		srv.Do(append([]string{"ACL", "SETUSER", user, "on", ">pw"}, rules...)...)
+		s, err := redis.Open(context.Background(), "redis://"+user+":pw@"+srv.Addr+"/0", redis.Options{})
+		if user == "sufficient" {
+			if err != nil {
+				t.Errorf("%s (%q): %v", user, rules, err)
+			} else {
+				s.Close()
+			}
+			continue
+		}
+		if err == nil {
+			s.Close()
+			t.Errorf("%s (%q): Open succeeded", user, rules)
+		} else if !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), `"toolwire:*"`) {
+			t.Errorf("%s (%q): %v; want NOPERM and what the store needs", user, rules, err)
+		}
 	}
 }

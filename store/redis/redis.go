@@ -128,6 +128,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	}
 	s := New(c, opts)
 	s.own = true
+	if err := s.probeWrites(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("redis store %s: %w", where, err)
+	}
 	s.warnings = evictionWarnings(ctx, c)
 	s.sig.breaker = brk
 	return s, nil

@@ -71,6 +71,26 @@ func TestContractRealRedis(t *testing.T) {
 	}, storetest.WithMaxLogEntries(5))
 }
 
+// TestContractLeastPrivilege: the store's whole contract holds for a
+// Redis user given only what docs/deploy.md says a user of toolwire's
+// needs: its prefix's keys and channel, and the command categories
+// listed there.
+func TestContractLeastPrivilege(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	srv.Do("ACL", "SETUSER", "toolwire", "on", ">pw", "resetkeys", "resetchannels", "~lp*", "&lp*",
+		"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+info")
+	url := "redis://toolwire:pw@" + srv.Addr + "/0"
+	var n atomic.Int64
+	open := func(t *testing.T) *redis.Store { return openAt(t, url, fmt.Sprintf("lp%d:", n.Add(1))) }
+	storetest.Idempotency(t, open)
+	storetest.Vars(t, open)
+	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
+		prefix := fmt.Sprintf("lp%d:", n.Add(1))
+		return openAt(t, url, prefix), openAt(t, url, prefix)
+	})
+	storetest.EventLog(t, open)
+}
+
 func TestOpenUnreachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
