@@ -782,6 +782,7 @@ func TestHelmStorePorts(t *testing.T) {
 		{"redis://r:6380/0", "storeEgressPort: 6381", []float64{6380, 6381}},
 		{"bolt:///data/toolwire.db", "storeEgressPorts: [7000]", nil},
 		{"memory", "", nil},
+		{"", "config: {store: \"redis+cluster://a:7000,b:7001\"}", []float64{7000, 7001}}, // the URL in the config file instead
 	} {
 		// helm -f splits its argument at commas: the subtest's name, in
 		// its temporary folder's, has none.

@@ -102,14 +102,14 @@ section, and the settings that are rendered only when set.
 
 {{/*
 The TCP ports of the Redis store, as a JSON array of numbers in ascending
-order: the port of each host the store URL names (redis://, rediss://,
+order: the port of each host the store URL names (store, or config.store) (redis://, rediss://,
 redis+cluster://a:7000,b:7001,…; 6379 for a host without one), with
 storeEgressPorts (the ports of nodes a cluster announces beyond those its
 URL lists) and storeEgressPort (one more port, as older values files set
 it). [] when the store is not Redis.
 */}}
 {{- define "toolwire.storePorts" -}}
-{{- $store := .Values.store | default "" }}
+{{- $store := .Values.store | default (get (.Values.config | default dict) "store") | default "" }}
 {{- $padded := list }}
 {{- if regexMatch "^rediss?(\\+cluster)?://" $store }}
 {{- $ports := list }}
