@@ -14,25 +14,6 @@ import (
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
-// smallFS mounts a tmpfs of size bytes on a new directory, unmounted when
-// the test ends, and returns the directory: a real filesystem that fills.
-// It skips the test where mounting is not permitted (not root, or a
-// container without CAP_SYS_ADMIN), unless CI requires every part.
-func smallFS(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		testenv.Missing(t, fmt.Sprintf("permission to mount a %d-byte tmpfs (%v: the full-disk tests need root with mount permission)", size, err))
-	}
-	// Registered after TempDir's removal, so it runs before it.
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting the test's tmpfs %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
 // TestFullDisk fills a real filesystem under a required trail, with
 // batches of parallel calls whose lines are a few kilobytes: every call
 // that ran has its request entry in the file; once the entries cannot be
@@ -42,7 +23,7 @@ func smallFS(t *testing.T, size int) string {
 // room is made, calls run again.
 func TestFullDisk(t *testing.T) {
 	t.Parallel()
-	dir := smallFS(t, 64<<10)
+	dir := testenv.SmallFS(t, 64<<10)
 	filler := filepath.Join(dir, "filler")
 	if err := os.WriteFile(filler, make([]byte, 16<<10), 0o600); err != nil {
 		t.Fatal(err)
