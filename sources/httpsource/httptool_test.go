@@ -128,6 +128,8 @@ func TestLoadErrors(t *testing.T) {
 		{"placeholder in host", "- name: h\n  url: http://{id}.example.com/\n  " + params, []string{`"h"`, "not the host"}},
 		{"not http", "- name: f\n  url: file:///etc/passwd", []string{`"f"`, "http:// or https://"}},
 		{"credentials in the URL", "- name: c\n  url: https://user:pw@x/", []string{`"c"`, "credentials in the URL"}},
+		{"credentials in a URL of another scheme", "- name: c\n  url: ftp://user:pw@x/", []string{`"c"`, "http:// or https://", "xxxxx@x"}},
+		{"credentials and no host", "- name: c\n  url: https://user:pw@/x", []string{`"c"`}},
 		{"no host", "- name: f\n  url: http:///x", []string{`"f"`, "no host"}},
 		{"bad env var name", "- name: auth\n  url: http://x/\n  headers: {Authorization: 'Bearer {{1TOKEN}}'}", []string{`"auth"`, "{{1TOKEN}}", "environment variable names"}},
 		{"env var with dash", "- name: auth\n  url: http://x/\n  headers: {X-Key: '{{API-KEY}}'}", []string{`"auth"`, "{{API-KEY}}"}},

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/internal/configfile"
+	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -219,11 +220,11 @@ func parseURL(raw string, props map[string]json.RawMessage) (*urlTemplate, error
 	pathPart, query, _ := strings.Cut(rest, "?")
 	scheme, afterScheme, ok := strings.Cut(pathPart, "://")
 	if !ok || (scheme != "http" && scheme != "https") {
-		return nil, fmt.Errorf("%q: want an http:// or https:// URL", raw)
+		return nil, fmt.Errorf("%q: want an http:// or https:// URL", redact.URL(raw))
 	}
 	host, path, _ := strings.Cut(afterScheme, "/")
 	if host == "" {
-		return nil, fmt.Errorf("%q: no host", raw)
+		return nil, fmt.Errorf("%q: no host", redact.URL(raw))
 	}
 	if strings.Contains(host, "@") {
 		// Not quoted: the error is logged.

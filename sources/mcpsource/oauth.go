@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/internal/redact"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -79,7 +80,7 @@ func (o *OAuthConfig) equal(p *OAuthConfig) bool {
 func httpsOrLoopback(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return err
+		return redact.Error(err, raw)
 	}
 	switch {
 	case u.Scheme == "https" && u.Host != "":
@@ -89,9 +90,9 @@ func httpsOrLoopback(raw string) error {
 		if ip, err := netip.ParseAddr(host); host == "localhost" || (err == nil && ip.IsLoopback()) {
 			return nil
 		}
-		return fmt.Errorf("%q: credentials go only over https (or http to a loopback host)", raw)
+		return fmt.Errorf("%q: credentials go only over https (or http to a loopback host)", redact.URL(raw))
 	}
-	return fmt.Errorf("%q: want an absolute https URL", raw)
+	return fmt.Errorf("%q: want an absolute https URL", redact.URL(raw))
 }
 
 // oauthClient is the go-sdk transport's auth.OAuthHandler for one session:

@@ -281,6 +281,8 @@ func TestOAuthValidate(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h/mcp", OAuth: &OAuthConfig{ClientSecret: "{{S}}"}}, "client_id is required"},
 		{ServerConfig{Name: "a", URL: "http://h/mcp", OAuth: &OAuthConfig{ClientID: "c"}}, "client_secret is required"},
 		{ServerConfig{Name: "a", URL: "http://h/mcp", OAuth: &OAuthConfig{ClientID: "c", ClientSecret: "{{S}}", TokenURL: "http://auth.example/token"}}, "only over https"},
+		// A URL it refuses is quoted with its credentials masked.
+		{ServerConfig{Name: "a", URL: "http://h/mcp", OAuth: &OAuthConfig{ClientID: "c", ClientSecret: "{{S}}", TokenURL: "http://c:s3cret@auth.example/token"}}, `"http://xxxxx@auth.example/token": credentials go only over https`},
 		{ServerConfig{Name: "a", URL: "http://h/mcp", Headers: map[string]string{"authorization": "x"}, OAuth: &OAuthConfig{ClientID: "c", ClientSecret: "{{S}}"}}, "conflicts with oauth"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -115,7 +115,7 @@ func checkBaseURL(raw string) error {
 		return fmt.Errorf("credentials in the URL would show in results and logs; send them in a header from {{ENV_VAR}}")
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: a base URL takes no query or fragment", raw)
+		return fmt.Errorf("%q: a base URL takes no query or fragment", redact.URL(raw))
 	}
 	return nil
 }
