@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,8 +69,25 @@ func evictionWarning(addr, info string) string {
 	return fmt.Sprintf("the Redis at %s evicts keys when full (maxmemory %s, maxmemory-policy %s): it may delete toolwire's records, so that a keyed call sent again runs again, a detached batch is lost or a cancel never arrives; set maxmemory-policy noeviction (a full Redis then refuses writes, which toolwire reports as the store being out) or give toolwire a Redis of its own", addr, limit, policy)
 }
 
-// Warnings returns what Open found in the server's configuration that
-// breaks toolwire's promises (a server that may evict keys), one line
+// tlsWarnings warns of TLS that does not check the server's certificate
+// (the URL's skip_verify): anyone on the path can then read and change
+// what toolwire stores, the credentials it sends included.
+func tlsWarnings(c goredis.UniversalClient) []string {
+	var t *tls.Config
+	switch c := c.(type) {
+	case *goredis.ClusterClient:
+		t = c.Options().TLSConfig
+	case *goredis.Client:
+		t = c.Options().TLSConfig
+	}
+	if t == nil || !t.InsecureSkipVerify {
+		return nil
+	}
+	return []string{"the store's TLS does not check the Redis server's certificate (skip_verify in the URL): anyone on the network path can read and change what toolwire stores, and the password it sends; give the server's CA with store_tls_ca instead"}
+}
+
+// Warnings returns what Open found that breaks toolwire's promises (a
+// server that may evict keys, TLS that checks no certificate), one line
 // each, for the operator: serve logs them.
 func (s *Store) Warnings() []string { return slices.Clone(s.warnings) }
 

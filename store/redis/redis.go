@@ -132,7 +132,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		c.Close()
 		return nil, fmt.Errorf("redis store %s: %w", where, err)
 	}
-	s.warnings = evictionWarnings(ctx, c)
+	s.warnings = append(tlsWarnings(c), evictionWarnings(ctx, c)...)
 	s.sig.breaker = brk
 	return s, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
 	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/store/storeurl"
 )
 
@@ -70,11 +71,17 @@ func TestRedisOverTLS(t *testing.T) {
 
 	// The URL's own TLS parameters still count beside the files: go-redis's
 	// skip_verify (no check of the server's certificate) with a client
-	// certificate.
+	// certificate. The store warns of it; verified, it does not.
 	if st, err := (storeurl.Config{URL: url + "?skip_verify=true", TLSCert: cliCert, TLSKey: cliKey}).Open(ctx); err != nil {
 		t.Errorf("Open with skip_verify and a client certificate: %v", err)
 	} else {
+		if w := st.(*redis.Store).Warnings(); len(w) != 1 || !strings.Contains(w[0], "skip_verify") {
+			t.Errorf("warnings with skip_verify: %q, want one naming it", w)
+		}
 		st.Close()
+	}
+	if w := st.(*redis.Store).Warnings(); len(w) != 0 {
+		t.Errorf("warnings over verified TLS: %q, want none", w)
 	}
 
 	for _, tc := range []struct {
