@@ -12,6 +12,10 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// What Open checks of the server before the store is used: that it lets
+// the store write (probeWrites), whether it may evict the store's keys,
+// and whether its TLS checks a certificate (Warnings).
+//
 // A Redis with a memory limit and an eviction policy other than
 // noeviction deletes keys when it is full: every policy but noeviction
 // may take toolwire's, which all carry a TTL (volatile-*) and are keys
