@@ -117,10 +117,18 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
-	// The ticker runs at approvalPoll; a tick looks when a look is due:
-	// at once after a look the store did not answer, else after
-	// e.poll, the fallback while notices are heard.
-	poll := time.NewTicker(min(approvalPoll, e.fallback()))
+	// A tick looks when a look is due: at once after a look the store did
+	// not answer, else after e.poll (the fallback while notices are
+	// heard). It comes every approvalPoll while nothing is heard, and
+	// every second at most while notices are, so that a store that stops
+	// hearing them is polled within a second.
+	every := func() time.Duration {
+		if e.poll(watched, approvalPoll) == approvalPoll {
+			return approvalPoll
+		}
+		return min(time.Second, e.fallback())
+	}
+	poll := time.NewTicker(every())
 	defer poll.Stop()
 	looked, again := time.Now(), false
 	var d decision
@@ -133,6 +141,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			look = true
 		case now := <-poll.C:
 			look = again || now.Sub(looked) >= e.poll(watched, approvalPoll)
+			poll.Reset(every())
 		case <-timer.C:
 			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
