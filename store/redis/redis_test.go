@@ -77,9 +77,18 @@ func TestContractRealRedis(t *testing.T) {
 // listed there.
 func TestContractLeastPrivilege(t *testing.T) {
 	srv := testenv.StartRedis(t)
-	srv.Do("ACL", "SETUSER", "toolwire", "on", ">pw", "resetkeys", "resetchannels", "~lp*", "&lp*",
-		"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+info")
-	url := "redis://toolwire:pw@" + srv.Addr + "/0"
+	srv.Do(append([]string{"ACL", "SETUSER", "toolwire", "on", ">pw"}, leastPrivileged...)...)
+	contractAs(t, "redis://toolwire:pw@"+srv.Addr+"/0")
+}
+
+// leastPrivileged is the ACL docs/deploy.md gives a user of toolwire's,
+// for the prefixes lp…: keys, channel, command categories.
+var leastPrivileged = []string{"resetkeys", "resetchannels", "~lp*", "&lp*",
+	"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+info"}
+
+// contractAs runs the store's contract suites on stores opened at url,
+// each with a prefix lp1:, lp2:, ….
+func contractAs(t *testing.T, url string) {
 	var n atomic.Int64
 	open := func(t *testing.T) *redis.Store { return openAt(t, url, fmt.Sprintf("lp%d:", n.Add(1))) }
 	storetest.Idempotency(t, open)

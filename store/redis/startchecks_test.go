@@ -2,14 +2,11 @@ package redis_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store/redis"
-	"github.com/toolwire/toolwire/store/storetest"
 )
 
 // TestEvictionWarning: a Redis with a memory limit and a policy that
@@ -46,8 +43,7 @@ func TestEvictionWarning(t *testing.T) {
 func TestClusterAsALeastPrivilegedUser(t *testing.T) {
 	c := testenv.StartRedisCluster(t)
 	for _, n := range c.Nodes {
-		n.Do(t, "ACL", "SETUSER", "toolwire", "on", ">pw", "resetkeys", "resetchannels", "~lp*", "&lp*",
-			"-@all", "+@read", "+@write", "+@scripting", "+@pubsub", "+@connection", "+info", "+cluster|info", "+cluster|slots")
+		n.Do(t, append(append([]string{"ACL", "SETUSER", "toolwire", "on", ">pw"}, leastPrivileged...), "+cluster|info", "+cluster|slots")...)
 	}
 	url := "redis+cluster://toolwire:pw@" + strings.TrimPrefix(c.URL(), "redis+cluster://")
 	evicting := c.Masters(t)[1]
@@ -56,15 +52,7 @@ func TestClusterAsALeastPrivilegedUser(t *testing.T) {
 	if w := openAt(t, url, "lp0:").Warnings(); len(w) != 1 || !strings.Contains(w[0], evicting.Addr) || !strings.Contains(w[0], "allkeys-lfu") {
 		t.Errorf("warnings %q, want one naming %s and allkeys-lfu", w, evicting.Addr)
 	}
-	var n atomic.Int64
-	open := func(t *testing.T) *redis.Store { return openAt(t, url, fmt.Sprintf("lp%d:", n.Add(1))) }
-	storetest.Idempotency(t, open)
-	storetest.Vars(t, open)
-	storetest.Signals(t, func(t *testing.T) (*redis.Store, *redis.Store) {
-		prefix := fmt.Sprintf("lp%d:", n.Add(1))
-		return openAt(t, url, prefix), openAt(t, url, prefix)
-	})
-	storetest.EventLog(t, open)
+	contractAs(t, url)
 }
 
 // TestOpenRefusesAUserWhoCannotWrite: a Redis user the server will never
