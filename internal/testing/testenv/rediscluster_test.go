@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestKeySlot: KeySlot computes the figures of the cluster specification
@@ -33,5 +34,26 @@ func keySlotsOfTheCluster(t *testing.T) {
 		if got := KeySlot(k); strconv.Itoa(got) != out {
 			t.Errorf("KeySlot(%q) = %d; the cluster says %s", k, got, out)
 		}
+	}
+}
+
+// TestWaitFailoverTakesOverAStalledElection: a frozen master whose replica
+// will not start an election (cluster-replica-no-failover) is replaced
+// once WaitFailover's patience has passed: its replica takes over, and
+// every live node serves every slot again. (WaitFailover once returned
+// while the nodes only suspected the master, "fail?", with the replica
+// still a replica: this fails then.)
+func TestWaitFailoverTakesOverAStalledElection(t *testing.T) {
+	c := StartRedisCluster(t)
+	c.FailoverPatience = 3 * time.Second
+	m := c.Masters(t)[0]
+	r := c.replicaOf(t, m)
+	r.Do(t, "CONFIG", "SET", "cluster-replica-no-failover", "yes")
+	c.WaitReplicated(t, m)
+	m.Freeze()
+	defer m.Thaw()
+	c.WaitFailover(t, m)
+	if info := r.Do(t, "INFO", "replication"); !strings.Contains(info, "role:master") {
+		t.Fatalf("the replica %s did not take over:\n%s", r.Addr, info)
 	}
 }
