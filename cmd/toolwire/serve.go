@@ -171,6 +171,9 @@ func (s *serveRun) buildEngine(ctx context.Context) error {
 			s.log.Warn(msg, "store", s.cfg.StoreConfig.Kind())
 		}
 	}
+	if err := instrumentStore(s.tel.meterProvider(), st); err != nil {
+		s.log.Warn("the store's metric could not be registered", "error", err.Error())
+	}
 	if s.cfg.RatePerCaller > 0 {
 		// A store every replica shares keeps the allowances too (Redis);
 		// otherwise each replica keeps its own.

@@ -207,3 +207,25 @@ func version() string {
 	}
 	return "(devel)"
 }
+
+// instrumentStore reports, for a store whose notices go over a
+// subscription (Redis), the attempts to subscribe that failed, as the
+// observable counter toolwire.store.subscription_failures: while they
+// fail (a user without the channel, NOPERM; a proxy without pub/sub; a
+// server restarting) cancels and approvals across replicas are polled,
+// so a dashboard shows what would otherwise be a log line on another
+// replica.
+func instrumentStore(mp metric.MeterProvider, st any) error {
+	subs, ok := st.(interface{ FailedSubscriptions() int64 })
+	if mp == nil || !ok {
+		return nil
+	}
+	_, err := mp.Meter("github.com/toolwire/toolwire/store").Int64ObservableCounter("toolwire.store.subscription_failures",
+		metric.WithUnit("{attempt}"),
+		metric.WithDescription("Attempts to subscribe to the store's notices that failed; meanwhile cancels and approvals across replicas are polled."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(subs.FailedSubscriptions())
+			return nil
+		}))
+	return err
+}

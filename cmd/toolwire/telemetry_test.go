@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
 // adminAddr returns the address in the "admin listening on" log line.
@@ -160,4 +164,27 @@ func TestServeRejectsABadExporter(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "OTEL_TRACES_EXPORTER") {
 		t.Errorf("serve with OTEL_TRACES_EXPORTER=carrier-pigeon: %v; want an error naming the variable", err)
 	}
+}
+
+// TestStoreSubscriptionFailuresMetric: serve on a Redis whose user may not
+// use the notices' channel (NOPERM) counts its failed subscriptions in
+// /metrics once a detached batch watches for a cancel.
+func TestStoreSubscriptionFailuresMetric(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	srv.Do("ACL", "SETUSER", "nochannels", "on", ">pw", "~*", "+@all", "resetchannels")
+	s := startServe(t, "--diag", "--admin-listen", "127.0.0.1:0", "--store", "redis://nochannels:pw@"+srv.Addr+"/0", "--drain-timeout", "100ms")
+	addr, ok := adminAddr(s.stderr.String())
+	if !ok {
+		t.Fatalf("no admin listening line:\n%s", s.stderr)
+	}
+	startDetached(t, s.addr, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		client.Call("s", "sleep", map[string]int{"ms": 60000}),
+	}}, func(ev *toolwirev1.ExecuteBatchResponse) bool { return ev.GetStarted() != nil })
+	failures := regexp.MustCompile(`(?m)^toolwire_store_subscription_failures_total(\{[^}]*\})? ([0-9]+)$`)
+	waitFor(t, "a failed subscription counted in /metrics", func() bool {
+		_, body := httpGet(t, "http://"+addr+"/metrics")
+		m := failures.FindStringSubmatch(body)
+		return m != nil && m[2] != "0"
+	})
 }
