@@ -122,12 +122,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 	// heard). It comes every approvalPoll while nothing is heard, and
 	// every second at most while notices are, so that a store that stops
 	// hearing them is polled within a second.
-	every := func() time.Duration {
-		if e.poll(watched, approvalPoll) == approvalPoll {
-			return approvalPoll
-		}
-		return min(time.Second, e.fallback())
-	}
+	every := func() time.Duration { return min(e.poll(watched, approvalPoll), time.Second) }
 	poll := time.NewTicker(every())
 	defer poll.Stop()
 	looked, again := time.Now(), false

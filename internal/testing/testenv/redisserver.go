@@ -28,8 +28,9 @@ type RedisServer struct {
 
 // StartRedis starts a redis-server (skipping as Missing when there is
 // none) and stops it when the test ends, thawing it first if the test
-// froze it.
-func StartRedis(tb testing.TB) *RedisServer { return startRedis(tb) }
+// froze it. args are more of redis-server's arguments, after its own
+// (a later setting wins: "--appendonly", "no").
+func StartRedis(tb testing.TB, args ...string) *RedisServer { return startRedis(tb, args...) }
 
 // StartRedisTLS starts a redis-server as StartRedis does that also takes
 // TLS connections, at the address it returns: its certificate and key in
