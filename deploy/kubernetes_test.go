@@ -466,7 +466,7 @@ func startCluster(t *testing.T, bin string) *cluster {
 	c := &cluster{bin: bin, dir: dir, kubeconfig: filepath.Join(dir, "kubeconfig")}
 	pki := writePKI(t, dir)
 
-	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdClient, etcdPeer := testenv.FreePort(t), testenv.FreePort(t)
 	startProcess(t, dir, filepath.Join(bin, "etcd"),
 		"--name=test",
 		"--data-dir="+filepath.Join(dir, "etcd"),
@@ -479,7 +479,7 @@ func startCluster(t *testing.T, bin string) *cluster {
 		"--log-level=warn",
 	)
 
-	apiAddr := freePort(t)
+	apiAddr := testenv.FreePort(t)
 	_, port, _ := net.SplitHostPort(apiAddr)
 	apiserver := startProcess(t, dir, filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers=http://"+etcdClient,
@@ -633,18 +633,6 @@ func waitReady(t *testing.T, apiserver *process, url string, pki pki) {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// freePort returns a loopback address with a port that was free a moment
-// ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // pki holds the files of the throwaway credentials: a CA and the

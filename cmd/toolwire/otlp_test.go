@@ -74,15 +74,7 @@ func startCollector(t *testing.T) *collector {
 	if bin == "" {
 		testenv.Missing(t, "an OpenTelemetry Collector ("+otelcolVar+"; deploy/otelcol/build.sh builds one)")
 	}
-	freePort := func() string {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lis.Close() // the collector takes the port over
-		return lis.Addr().String()
-	}
-	endpoint, grpcEndpoint := freePort(), freePort()
+	endpoint, grpcEndpoint := testenv.FreePort(t), testenv.FreePort(t)
 	dir := t.TempDir()
 	c := &collector{endpoint: endpoint, grpcEndpoint: grpcEndpoint, tracesFile: filepath.Join(dir, "traces.jsonl"), metricsF: filepath.Join(dir, "metrics.jsonl")}
 	cfg := writeFile(t, "otelcol.yaml", fmt.Sprintf(collectorConfig, endpoint, c.tracesFile, c.metricsF, grpcEndpoint))

@@ -52,7 +52,7 @@ type RedisCluster struct {
 type RedisNode struct {
 	Addr    string // plain TCP, for the test's own commands
 	TLSAddr string // TLS, on a cluster started by StartRedisClusterTLS
-	cmd     *exec.Cmd
+	proc    *redisProcess
 	dir     string // its files: nodes.conf, redis.log
 	frozen  bool   // SIGSTOPped: running, but answers nothing
 }
@@ -94,7 +94,8 @@ func startRedisCluster(tb testing.TB, tlsArgs []string, cliTLS ...string) *Redis
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			tb.Fatal(err)
 		}
-		n, err := startNode(dir, tlsArgs)
+		var n *RedisNode
+		err := retryPorts(tb, func() (err error) { n, err = startNode(dir, tlsArgs); return err })
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -106,12 +107,9 @@ func startRedisCluster(tb testing.TB, tlsArgs []string, cliTLS ...string) *Redis
 		// TempDir's removal, so it runs before it).
 		tb.Cleanup(func() {
 			if tb.Failed() {
-				logTail(tb, n.Addr, filepath.Join(dir, "redis.log"), 60)
+				logTail(tb, n.Addr, logPath(dir), 60)
 			}
 		})
-	}
-	for _, n := range c.Nodes {
-		waitUntil(tb, "redis-server on "+n.Addr+" to answer PING", func() bool { pong, err := command(n.Addr, "PING"); return err == nil && pong == "PONG" })
 	}
 	// redis-cli waits for the nodes to join for as long as it takes.
 	ctx, cancel := context.WithDeadline(context.Background(), Deadline(tb))
@@ -135,10 +133,17 @@ func startRedisCluster(tb testing.TB, tlsArgs []string, cliTLS ...string) *Redis
 	return c
 }
 
-// startNode starts one cluster-enabled redis-server in dir, on a free
-// port, and with tlsArgs on another for TLS.
+// startNode starts one cluster-enabled redis-server in dir, on free ports
+// (its own, its cluster bus's, and with tlsArgs one for TLS), and returns
+// once it answers.
 func startNode(dir string, tlsArgs []string) (*RedisNode, error) {
 	port, err := listenable()
+	if err != nil {
+		return nil, err
+	}
+	// The bus's port is the node's plus 10,000 unless told: past the
+	// range for a node on a port above 55535, and nobody reserved it.
+	bus, err := listenable()
 	if err != nil {
 		return nil, err
 	}
@@ -151,29 +156,22 @@ func startNode(dir string, tlsArgs []string) (*RedisNode, error) {
 		n.TLSAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
 		tlsArgs = append([]string{"--tls-port", strconv.Itoa(tlsPort)}, tlsArgs...)
 	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	// A node that could not bind its bus may have written its nodes.conf
+	// first, naming the ports it failed on: each attempt starts without.
+	if err := os.Remove(filepath.Join(dir, "nodes.conf")); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	args := []string{"--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(bus), "--bind", "127.0.0.1",
 		"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 		"--cluster-node-timeout", strconv.Itoa(int(nodeTimeout.Milliseconds())),
 		// A replica takes over however long it was apart from its master.
 		"--cluster-replica-validity-factor", "0",
-		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
-	cmd.Args = append(cmd.Args, tlsArgs...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", logPath(dir)}
+	n.proc, err = launchRedis(n.Addr, logPath(dir), append(args, tlsArgs...))
+	if err != nil {
 		return nil, err
 	}
-	n.cmd = cmd
 	return n, nil
-}
-
-// listenable returns a loopback port nothing listened on a moment ago.
-func listenable() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // URL is the cluster's redis+cluster:// URL, naming every node
@@ -283,7 +281,7 @@ func (c *RedisCluster) takeOver(tb testing.TB, old *RedisNode) {
 			if n.Addr == addr && n.answers() {
 				tb.Logf("%s was not replaced in time; its replica %s is told to take over. The cluster as %s sees it:\n%s", old.Addr, addr, live.Addr, nodes)
 				if n.dir != "" {
-					logTail(tb, addr, filepath.Join(n.dir, "redis.log"), 40)
+					logTail(tb, addr, logPath(n.dir), 40)
 				}
 				if _, err := command(addr, "CLUSTER", "FAILOVER", "TAKEOVER"); err != nil {
 					tb.Fatal(err)
@@ -505,8 +503,8 @@ func (n *RedisNode) Do(tb testing.TB, args ...string) string {
 // Freeze stops the node (SIGSTOP) without closing its connections, as a
 // stalled machine would: what is sent to it waits unanswered, until Thaw.
 func (n *RedisNode) Freeze() {
-	if n.cmd != nil && !n.frozen {
-		n.cmd.Process.Signal(syscall.SIGSTOP)
+	if n.proc != nil && !n.frozen {
+		n.proc.signal(syscall.SIGSTOP)
 		n.frozen = true
 	}
 }
@@ -515,23 +513,22 @@ func (n *RedisNode) Freeze() {
 // learns from the others what happened meanwhile (a master failed over
 // in its absence turns replica).
 func (n *RedisNode) Thaw() {
-	if n.cmd != nil && n.frozen {
-		n.cmd.Process.Signal(syscall.SIGCONT)
+	if n.proc != nil && n.frozen {
+		n.proc.signal(syscall.SIGCONT)
 		n.frozen = false
 	}
 }
 
 // answers tells whether the node is running and not frozen.
-func (n *RedisNode) answers() bool { return n.cmd != nil && !n.frozen }
+func (n *RedisNode) answers() bool { return n.proc != nil && !n.frozen }
 
 // Kill ends the node at once (SIGKILL), as a crash would.
 func (n *RedisNode) Kill() {
-	if n.cmd == nil {
+	if n.proc == nil {
 		return
 	}
-	n.cmd.Process.Kill()
-	n.cmd.Wait()
-	n.cmd, n.frozen = nil, false
+	n.proc.kill()
+	n.proc, n.frozen = nil, false
 }
 
 func (c *RedisCluster) stop() {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -22,15 +20,19 @@ type RedisServer struct {
 	Addr string
 	dir  string
 	port int
-	args []string // more of redis-server's arguments
-	cmd  *exec.Cmd
+	// tlsPort takes TLS connections presenting tlsArgs's files, when
+	// tlsArgs is not nil.
+	tlsPort int
+	tlsArgs []string
+	args    []string // more of redis-server's arguments
+	proc    *redisProcess
 }
 
 // StartRedis starts a redis-server (skipping as Missing when there is
 // none) and stops it when the test ends, thawing it first if the test
 // froze it. args are more of redis-server's arguments, after its own
 // (a later setting wins: "--appendonly", "no").
-func StartRedis(tb testing.TB, args ...string) *RedisServer { return startRedis(tb, args...) }
+func StartRedis(tb testing.TB, args ...string) *RedisServer { return startRedis(tb, nil, args...) }
 
 // StartRedisTLS starts a redis-server as StartRedis does that also takes
 // TLS connections, at the address it returns: its certificate and key in
@@ -39,23 +41,32 @@ func StartRedis(tb testing.TB, args ...string) *RedisServer { return startRedis(
 // the test's own commands.
 func StartRedisTLS(tb testing.TB, certFile, keyFile, caFile string) (s *RedisServer, tlsAddr string) {
 	tb.Helper()
-	port := freePort(tb)
-	s = startRedis(tb, "--tls-port", strconv.Itoa(port), "--tls-cert-file", certFile,
-		"--tls-key-file", keyFile, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "yes")
-	return s, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s = startRedis(tb, []string{"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", caFile, "--tls-auth-clients", "yes"})
+	return s, net.JoinHostPort("127.0.0.1", strconv.Itoa(s.tlsPort))
 }
 
-func startRedis(tb testing.TB, args ...string) *RedisServer {
+func startRedis(tb testing.TB, tlsArgs []string, args ...string) *RedisServer {
 	tb.Helper()
 	LookPath(tb, "redis-server")
-	port := freePort(tb)
-	s := &RedisServer{tb: tb, Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: tb.TempDir(), port: port, args: args}
-	s.Start()
+	s := &RedisServer{tb: tb, dir: tb.TempDir(), tlsArgs: tlsArgs, args: args}
 	tb.Cleanup(s.kill)
+	err := retryPorts(tb, func() error {
+		s.port, s.tlsPort = freePort(tb), 0
+		if tlsArgs != nil {
+			s.tlsPort = freePort(tb)
+		}
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+		return s.start()
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return s
 }
 
-// freePort returns a loopback port nothing listened on a moment ago.
+// freePort returns a loopback port nothing listened on a moment ago that
+// this process has not handed out before.
 func freePort(tb testing.TB) int {
 	tb.Helper()
 	port, err := listenable()
@@ -65,28 +76,25 @@ func freePort(tb testing.TB) int {
 	return port
 }
 
-// Start starts the server (again, after Stop), and returns once it
-// accepts connections.
+// Start starts the server again after Stop, on its port, and returns once
+// it accepts connections.
 func (s *RedisServer) Start() {
 	s.tb.Helper()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir,
-		"--logfile", filepath.Join(s.dir, "redis.log"))
-	cmd.Args = append(cmd.Args, s.args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	if err := s.start(); err != nil {
 		s.tb.Fatal(err)
 	}
-	s.cmd = cmd
-	for i := 0; ; i++ {
-		if s.ping() {
-			return
-		}
-		if i == 500 {
-			s.tb.Fatalf("redis-server on %s did not answer PING", s.Addr)
-		}
-		time.Sleep(10 * time.Millisecond)
+}
+
+func (s *RedisServer) start() error {
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", s.dir,
+		"--logfile", logPath(s.dir)}
+	if s.tlsArgs != nil {
+		args = append(append(args, "--tls-port", strconv.Itoa(s.tlsPort)), s.tlsArgs...)
 	}
+	p, err := launchRedis(s.Addr, logPath(s.dir), append(args, s.args...))
+	s.proc = p
+	return err
 }
 
 // Flush empties the server (FLUSHALL), as a restart without persistence
@@ -118,34 +126,19 @@ func (s *RedisServer) Do(args ...string) string {
 	return out
 }
 
-// ping tells whether the server answers PING.
-func (s *RedisServer) ping() bool {
-	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && line == "+PONG\r\n"
-}
-
 // Stop stops the server (SIGTERM: it shuts down as an operator's restart
 // would) and waits for it to exit: connections are refused until Start.
 func (s *RedisServer) Stop() {
 	s.tb.Helper()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT)
-	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	s.proc.signal(syscall.SIGCONT)
+	if err := s.proc.signal(syscall.SIGTERM); err != nil {
 		s.tb.Fatal(err)
 	}
-	s.cmd.Wait()
-	s.cmd = nil
+	<-s.proc.exited
+	s.proc = nil
 }
 
 // Freeze stops the server's process (SIGSTOP): connections stay open and
@@ -157,23 +150,21 @@ func (s *RedisServer) Thaw() { s.signal(syscall.SIGCONT) }
 
 func (s *RedisServer) signal(sig os.Signal) {
 	s.tb.Helper()
-	if s.cmd == nil {
+	if s.proc == nil {
 		s.tb.Fatal("redis-server is not running")
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
+	if err := s.proc.signal(sig); err != nil {
 		s.tb.Fatal(err)
 	}
 }
 
 // kill ends the server for good, thawed first so that it can die.
 func (s *RedisServer) kill() {
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	s.cmd.Process.Signal(syscall.SIGCONT)
-	s.cmd.Process.Kill()
-	s.cmd.Wait()
-	s.cmd = nil
+	s.proc.kill()
+	s.proc = nil
 }
 
 // URL is the server's redis:// URL.
