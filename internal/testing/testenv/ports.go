@@ -15,18 +15,22 @@ import (
 	"time"
 )
 
-// handedOut is every port listenable gave this process. The kernel may
-// give a port closed a moment ago to the next listener, so two picks in a
-// row can be equal before either server has bound it: a cluster test once
-// started two of its nodes on one port, and built its cluster of the one
-// that answered.
+// handedOut is when listenable last gave this process each port. The
+// kernel may give a port closed a moment ago to the next listener, so two
+// picks in a row can be equal before either server has bound it: a cluster
+// test once started two of its nodes on one port, and built its cluster of
+// the one that answered. A port is held back for handedOutFor, long past
+// the bind of a server started on it (whose port the kernel then offers
+// no one).
 var handedOut = struct {
 	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
+	at map[int]time.Time
+}{at: map[int]time.Time{}}
+
+const handedOutFor = time.Minute
 
 // listenable returns a loopback port nothing listened on a moment ago that
-// this process has not handed out before.
+// this process has not handed out within handedOutFor.
 func listenable() (int, error) {
 	for range 1000 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -36,14 +40,17 @@ func listenable() (int, error) {
 		port := l.Addr().(*net.TCPAddr).Port
 		l.Close()
 		handedOut.Lock()
-		fresh := !handedOut.ports[port]
-		handedOut.ports[port] = true
+		last, held := handedOut.at[port]
+		fresh := !held || time.Since(last) > handedOutFor
+		if fresh {
+			handedOut.at[port] = time.Now()
+		}
 		handedOut.Unlock()
 		if fresh {
 			return port, nil
 		}
 	}
-	return 0, errors.New("every loopback port the kernel offers was handed out already")
+	return 0, errors.New("every loopback port the kernel offered in 1,000 tries was handed out within the last minute")
 }
 
 // FreePort returns a loopback address (127.0.0.1:port) for a server a test

@@ -87,10 +87,14 @@ func startRedisCluster(tb testing.TB, tlsArgs []string, cliTLS ...string) *Redis
 	LookPath(tb, "redis-server")
 	cli := LookPath(tb, "redis-cli")
 	c := &RedisCluster{tls: tlsArgs != nil}
+	// The nodes' directory first: its removal, registered first, runs
+	// after the nodes have stopped (cleanups run last first), not while
+	// they still write to it.
+	root := tb.TempDir()
 	tb.Cleanup(c.stop)
 	var addrs []string
 	for i := range 6 {
-		dir := filepath.Join(tb.TempDir(), strconv.Itoa(i))
+		dir := filepath.Join(root, strconv.Itoa(i))
 		if err := os.Mkdir(dir, 0o700); err != nil {
 			tb.Fatal(err)
 		}
