@@ -61,11 +61,13 @@ func TestHelmConfigBootsServer(t *testing.T) {
 		{"defaults", "toolwire", nil},
 		{"every value", "tw", []string{"-f", allValues}},
 		{"the service-account identity example", "toolwire", []string{"-f", exampleValues}},
+		// The grace period the chart computes for a longer drain.
+		{"a long drain", "toolwire", []string{"--set", "config.drain_timeout=2m", "--set", "extraArgs={--abandon-grace=1500ms}"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := helmTemplate(t, bin, release, tc.args...)
 			cfg := m.config(t, tc.fullname)
-			_, ctr := m.podSpec(t, tc.fullname)
+			spec, ctr := m.podSpec(t, tc.fullname)
 			enc, _ := get(m.obj(t, "Secret/"+tc.fullname+"-tokens"), "data", "tokens").(string)
 			tokens, err := base64.StdEncoding.DecodeString(enc)
 			if err != nil {
@@ -109,10 +111,12 @@ func TestHelmConfigBootsServer(t *testing.T) {
 				if err := os.WriteFile(files["/etc/toolwire/config.yaml"], b, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				refused, ok := bootServer(t, server, dir, args, env)
+				output, ok := bootServer(t, server, dir, args, env)
 				if ok {
+					checkGrace(t, spec, ctr, output)
 					return
 				}
+				refused := output
 				k := unknownKey.FindStringSubmatch(refused)
 				if k == nil || !slices.Contains(keysOwnedElsewhere, k[1]) || attempt > len(keysOwnedElsewhere) {
 					t.Fatalf("toolwire serve refused the chart's config or arguments:\n%s\nconfig.yaml:\n%s", refused, b)
@@ -121,6 +125,35 @@ func TestHelmConfigBootsServer(t *testing.T) {
 				deleteKey(cfg, strings.Split(k[1], "."))
 			}
 		})
+	}
+}
+
+// checkGrace checks that the pod's terminationGracePeriodSeconds is longer
+// than its preStop delay and the longest shutdown the server, booted from
+// the chart's render, says it makes (shutdown_bound_seconds, logged at
+// start): the kubelet's SIGKILL must not cut a drain or the audit trail's
+// flush short.
+func checkGrace(t *testing.T, spec, ctr map[string]any, output string) {
+	t.Helper()
+	bound := -1.0
+	for s := bufio.NewScanner(strings.NewReader(output)); s.Scan(); {
+		var line struct {
+			Bound *float64 `json:"shutdown_bound_seconds"`
+		}
+		if json.Unmarshal(s.Bytes(), &line) == nil && line.Bound != nil {
+			bound = *line.Bound
+		}
+	}
+	if bound < 0 {
+		t.Fatalf("the server logged no shutdown_bound_seconds:\n%s", output)
+	}
+	grace, _ := spec["terminationGracePeriodSeconds"].(float64)
+	sleep, _ := get(ctr, "lifecycle", "preStop", "sleep", "seconds").(float64)
+	if sleep <= 0 {
+		t.Fatal("the toolwire container has no preStop sleep")
+	}
+	if grace <= sleep+bound {
+		t.Errorf("terminationGracePeriodSeconds %v, want more than the preStop delay %vs and the longest shutdown %vs the server logged", grace, sleep, bound)
 	}
 }
 

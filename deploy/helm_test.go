@@ -508,7 +508,7 @@ func TestHelmEveryValue(t *testing.T) {
 			t.Errorf("workspace sizeLimit %v, want 2Gi", got)
 		}
 		for field, want := range map[string]any{
-			"terminationGracePeriodSeconds": 75.0,
+			"terminationGracePeriodSeconds": 120.0,
 			"serviceAccountName":            "toolwire-server",
 		} {
 			if spec[field] != want {
@@ -743,13 +743,15 @@ func TestHelmRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		"short token":             {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
-		"relative audit log":      {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
-		"audit log in workspace":  {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
-		"audit log in /tmp":       {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
-		"audit log at the root":   {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
-		"store port out of range": {[]string{"--set", "store=redis://r:65536/0"}, `"65536" is not a TCP port`},
-		"store port not a number": {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `"redis" is not a TCP port`},
+		"short token":                {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
+		"relative audit log":         {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
+		"audit log in workspace":     {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
+		"audit log in /tmp":          {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
+		"audit log at the root":      {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
+		"store port out of range":    {[]string{"--set", "store=redis://r:65536/0"}, `"65536" is not a TCP port`},
+		"store port not a number":    {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `"redis" is not a TCP port`},
+		"grace below the shutdown":   {[]string{"--set", "terminationGracePeriodSeconds=67"}, "terminationGracePeriodSeconds 67: the pod needs more than its preStop delay (5s) and the longest shutdown of its config"},
+		"grace below a longer drain": {[]string{"--set", "terminationGracePeriodSeconds=97", "--set", "config.drain_timeout=1m"}, "longest shutdown of its config (drain_timeout, abandon_grace, http_drain_timeout, then the stops and the flushes; docs/deploy.md): 97s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -758,6 +760,33 @@ func TestHelmRefuses(t *testing.T) {
 				t.Errorf("helm template %q: %v; want an error saying %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHelmGracePeriod: left unset, the pod's grace period is computed from
+// the config and extraArgs, as the server computes its longest shutdown
+// (TestHelmConfigBootsServer holds the two together): the preStop delay
+// (5s), max(drain_timeout + abandon_grace + 10s, http_drain_timeout),
+// 20s of stops and flushes, and 8s more; a value set is kept.
+func TestHelmGracePeriod(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, tc := range []struct {
+		args []string
+		want float64
+	}{
+		{nil, 5 + 42 + 20 + 8},
+		{[]string{"--set", "config.drain_timeout=2m"}, 5 + 132 + 20 + 8},
+		{[]string{"--set", "config.drain_timeout=1m30s", "--set", "extraArgs={--abandon-grace=1500ms}"}, 5 + 102 + 20 + 8},
+		{[]string{"--set", "extraArgs={--drain-timeout=45s}"}, 5 + 57 + 20 + 8},
+		{[]string{"--set", "config.http_drain_timeout=90s"}, 5 + 90 + 20 + 8},
+		{[]string{"--set", "config.drain_timeout=500ms"}, 5 + 30 + 20 + 8},
+		{[]string{"--set", "terminationGracePeriodSeconds=200"}, 200},
+	} {
+		spec, _ := helmTemplate(t, bin, release, tc.args...).podSpec(t, "toolwire")
+		if got := spec["terminationGracePeriodSeconds"]; got != tc.want {
+			t.Errorf("helm template %q: terminationGracePeriodSeconds %v, want %v", tc.args, got, tc.want)
+		}
 	}
 }
 

@@ -258,6 +258,13 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// DrainBound is the longest Drain takes with c: DrainTimeout, then
+// AbandonGrace and DrainAfterCancel for the calls it cancelled.
+func (c Config) DrainBound() time.Duration {
+	c = c.withDefaults()
+	return c.DrainTimeout + c.AbandonGrace + DrainAfterCancel
+}
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {

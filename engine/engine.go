@@ -321,10 +321,14 @@ type oneCallRequest struct {
 // their long-lived streams (WatchTools) on it.
 func (e *Engine) Draining() <-chan struct{} { return e.stopping }
 
+// DrainAfterCancel is how long Drain waits, past AbandonGrace, for the
+// batches whose calls it cancelled once DrainTimeout had passed.
+const DrainAfterCancel = 5 * time.Second
+
 // Drain refuses new batches (Unavailable), lets running ones finish for
 // Config.DrainTimeout, then cancels their calls, which still get results,
-// and waits up to AbandonGrace and 5s more for them. It returns once no
-// batch runs, or when that wait is over too.
+// and waits up to AbandonGrace and DrainAfterCancel more for them. It
+// returns once no batch runs, or when that wait is over too.
 func (e *Engine) Drain() {
 	e.mu.Lock()
 	if !e.draining {
@@ -343,7 +347,7 @@ func (e *Engine) Drain() {
 		e.CancelCalls()
 		select {
 		case <-drained:
-		case <-time.After(e.cfg.AbandonGrace + 5*time.Second):
+		case <-time.After(e.cfg.AbandonGrace + DrainAfterCancel):
 			log.Error("batches still running after cancellation; stopping anyway")
 		}
 	}

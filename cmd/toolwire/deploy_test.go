@@ -143,6 +143,9 @@ func TestDeployConfigParses(t *testing.T) {
 	}
 }
 
+// TestDeployArgsParse: the base's and each overlay's arguments parse, with
+// the config file, and the pod's grace period covers the longest shutdown
+// they make (checkGrace).
 func TestDeployArgsParse(t *testing.T) {
 	t.Parallel()
 	spec, i := baseServer(t)
@@ -193,23 +196,16 @@ func TestDeployArgsParse(t *testing.T) {
 			if cfg.ServiceConfig.Listen != "0.0.0.0:50051" {
 				t.Errorf("listen = %q, want 0.0.0.0:50051 (the probes' and Services' port)", cfg.ServiceConfig.Listen)
 			}
+			checkGrace(t, spec, i, cfg)
 		})
 	}
 }
 
-// TestDeployGracePeriod checks that Kubernetes waits for the preStop delay
-// and the whole drain before it kills the container.
-func TestDeployGracePeriod(t *testing.T) {
-	t.Parallel()
-	spec, i := baseServer(t)
-	cfg := defaultServeConfig()
-	if err := readConfigFile(filepath.Join(deployDir, "base", "config.yaml"), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	drain := time.Duration(cfg.EngineConfig.DrainTimeout)
-	if drain == 0 {
-		drain = 30 * time.Second // grpcserve.Config's default
-	}
+// checkGrace checks that Kubernetes waits for the preStop delay and the
+// longest shutdown serve can make with cfg (shutdownBound: the drain, the
+// stops, the closers' flushes) before it kills the container.
+func checkGrace(t *testing.T, spec podSpec, i int, cfg serveConfig) {
+	t.Helper()
 	sleep := spec.Containers[i].Lifecycle.PreStop.Sleep
 	if sleep == nil || sleep.Seconds <= 0 {
 		t.Fatal("the toolwire container has no preStop sleep")
@@ -218,7 +214,7 @@ func TestDeployGracePeriod(t *testing.T) {
 		t.Fatal("no terminationGracePeriodSeconds (the default 30s is not above the drain)")
 	}
 	grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
-	if need := drain + time.Duration(sleep.Seconds)*time.Second; grace <= need {
-		t.Errorf("terminationGracePeriodSeconds = %v, want more than preStop %ds + drain_timeout %v = %v", grace, sleep.Seconds, drain, need)
+	if need := shutdownBound(cfg) + time.Duration(sleep.Seconds)*time.Second; grace <= need {
+		t.Errorf("terminationGracePeriodSeconds = %v, want more than preStop %ds + the longest shutdown %v = %v", grace, sleep.Seconds, shutdownBound(cfg), need)
 	}
 }

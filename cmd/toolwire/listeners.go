@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"sync"
 
@@ -31,6 +32,8 @@ type listener struct {
 // serve serves every listener until ctx is done, then reports how the
 // engine's drain ended.
 func (s *serveRun) serve(ctx context.Context, ls []listener) error {
+	bound := shutdownBound(s.cfg)
+	s.log.Info("a shutdown takes at most "+bound.String()+": a pod's terminationGracePeriodSeconds must be longer, with its preStop delay", "shutdown_bound_seconds", int(math.Ceil(bound.Seconds())))
 	stopLog := context.AfterFunc(ctx, func() { s.log.Info("shutting down: draining running batches") })
 	defer stopLog()
 	if err := s.serveAll(ctx, ls); err != nil {

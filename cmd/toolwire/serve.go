@@ -70,6 +70,30 @@ func (s *serveRun) close() {
 	}
 }
 
+// shutdownBound is the longest serve's shutdown lasts with cfg, from the
+// signal to its exit: the gRPC surface's drain (the engine's, then gRPC's
+// graceful stop) or the HTTP port's, whichever is longer, as both run at
+// once; the admin listener's (adminDrain), which stops after them; then
+// the closers, last first: the held idempotency records' last attempt,
+// the audit trail's flush, the sources' stop (within closeMargin) and
+// telemetry's flush (flushTimeout). A pod's terminationGracePeriodSeconds
+// must exceed it plus the preStop delay, or the kubelet's SIGKILL may cut
+// the audit trail's flush short; serve logs it at start.
+func shutdownBound(cfg serveConfig) time.Duration {
+	drain := max(cfg.EngineConfig.DrainBound()+grpcserve.StopGrace, cfg.HTTPConfig.DrainBound())
+	if cfg.AdminListen != "" {
+		drain += adminDrain
+	}
+	return drain + closeMargin + flushTimeout
+}
+
+// closeMargin is what shutdownBound allows the closers but telemetry's:
+// a held record's last attempt takes at most a second when the store does
+// not answer (the rest are not tried), a stdio MCP server has 2 s to exit
+// once its stdin is closed and 2 s more after SIGTERM, and the trail's
+// flush is a local write.
+const closeMargin = 10 * time.Second
+
 // parseServe reads the command line and the config file, and refuses,
 // before anything starts, settings that cannot work (a malformed --store,
 // engine settings that contradict each other, a policy that cannot run);

@@ -131,7 +131,7 @@ func (s *serveRun) adminListener() (listener, error) {
 		return listener{}, fmt.Errorf("admin listener: %w", err)
 	}
 	log := s.log
-	port := httpserve.New(httpserve.Config{AllowedHosts: []string{"*"}, DrainTimeout: 5 * time.Second}, nil, log)
+	port := httpserve.New(httpserve.Config{AllowedHosts: []string{"*"}, DrainTimeout: adminDrain}, nil, log)
 	port.Handle("GET /metrics", promhttp.HandlerFor(s.tel.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}), plainRefuse)
 	for path, h := range map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline,
 		"/debug/pprof/profile": pprof.Profile, "/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace} {
@@ -176,10 +176,17 @@ func (t *telemetry) meterProvider() metric.MeterProvider {
 	return t.mp
 }
 
+// adminDrain is how long the admin listener, which stops once the ports
+// have drained, lets its requests (a scrape, a profile) finish.
+const adminDrain = 5 * time.Second
+
+// flushTimeout bounds telemetry's last flush at shutdown.
+const flushTimeout = 5 * time.Second
+
 // shutdown flushes the providers: spans and metrics of the last batches
-// still reach the collector.
+// still reach the collector, within flushTimeout.
 func (t *telemetry) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 	defer cancel()
 	if t.tp != nil {
 		if err := t.tp.Shutdown(ctx); err != nil {

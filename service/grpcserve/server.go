@@ -224,10 +224,14 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 	return nil
 }
 
+// StopGrace is how long Shutdown lets a gRPC server stop gracefully, once
+// the engine has drained, before it stops it forcibly.
+const StopGrace = 5 * time.Second
+
 // Shutdown turns health NOT_SERVING, drains the engine, and stops every
 // grpc.Server the surface was registered on (Serve's among them):
-// gracefully, then forcibly after 5 s; see Serve. Calling it again is
-// harmless.
+// gracefully, then forcibly after StopGrace; see Serve. Calling it again
+// is harmless.
 func (s *Server) Shutdown() {
 	s.health.Shutdown()
 	s.engine.Drain()
@@ -241,7 +245,7 @@ func (s *Server) Shutdown() {
 			go func() { gs.GracefulStop(); close(stopped) }()
 			select {
 			case <-stopped:
-			case <-time.After(5 * time.Second):
+			case <-time.After(StopGrace):
 				gs.Stop()
 				<-stopped
 			}

@@ -76,6 +76,10 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// DrainBound is the longest Serve takes, once its context is done, to
+// drain the requests in flight: DrainTimeout.
+func (c Config) DrainBound() time.Duration { return c.withDefaults().DrainTimeout }
+
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
 	for _, o := range c.CORSOrigins {

@@ -133,3 +133,40 @@ it). [] when the store is not Redis.
 {{- range $padded | uniq | sortAlpha }}{{ $out = append $out (atoi .) }}{{ end }}
 {{- toJson $out }}
 {{- end }}
+
+{{/*
+toolwire.seconds: a Go duration ("30s", "1m30s", "1500ms") in whole
+seconds, rounded up.
+*/}}
+{{- define "toolwire.seconds" -}}
+{{- $total := 0.0 }}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- range regexFindAll "[0-9]*\\.?[0-9]+(ns|us|µs|ms|h|m|s)" (toString .) -1 }}
+{{- $n := regexFind "^[0-9]*\\.?[0-9]+" . }}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n .))) }}
+{{- end }}
+{{- ceil $total | int }}
+{{- end }}
+
+{{/*
+toolwire.shutdownSeconds: the longest shutdown toolwire serve makes with
+the chart's config and extraArgs, as the server computes it
+(cmd/toolwire's shutdownBound, which it logs at start): the engine's drain
+(drain_timeout, then abandon_grace and 5s for the cancelled calls) and
+gRPC's graceful stop (5s), or the HTTP port's drain (http_drain_timeout)
+if longer; the metrics listener's drain (5s); the closers (10s) and
+telemetry's flush (5s). deploy's TestHelmConfigBootsServer holds the two
+together.
+*/}}
+{{- define "toolwire.shutdownSeconds" -}}
+{{- $c := .Values.config | default dict }}
+{{- $drain := get $c "drain_timeout" | default "30s" }}
+{{- $abandon := get $c "abandon_grace" | default "2s" }}
+{{- range .Values.extraArgs }}
+{{- if hasPrefix "--drain-timeout=" . }}{{ $drain = trimPrefix "--drain-timeout=" . }}{{ end }}
+{{- if hasPrefix "--abandon-grace=" . }}{{ $abandon = trimPrefix "--abandon-grace=" . }}{{ end }}
+{{- end }}
+{{- $engine := add (include "toolwire.seconds" $drain | int | default 30) (include "toolwire.seconds" $abandon | int | default 2) 5 5 }}
+{{- $http := include "toolwire.seconds" (get $c "http_drain_timeout" | default "30s") | int | default 30 }}
+{{- add (max $engine $http) 5 10 5 }}
+{{- end }}
