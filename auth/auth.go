@@ -37,6 +37,7 @@ import (
 	"strings"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 )
 
 // Config configures a Verifier. With neither tokens nor client CAs,
@@ -49,6 +50,11 @@ type Config struct {
 	// and allows client authentication name its caller (see
 	// CheckCertificate). Default nil: client certificates name nobody.
 	ClientCAs *x509.CertPool
+	// ClientCAFile, when set, is ClientCAs read from a file, and read
+	// again when it changes: a client CA rotated in place (a bundle with
+	// the new CA beside the old) is trusted without a restart. It takes
+	// ClientCAs' place.
+	ClientCAFile *tlsfiles.CAs
 	// CertificateCallerPrefix starts the ID of every caller a client
 	// certificate names ("cert:" makes the certificate for agent-7 the
 	// caller "cert:agent-7"); NoPrefix ("-") means none, on purpose. Unset
@@ -73,8 +79,8 @@ type Config struct {
 // for concurrent use, and every surface of a server shares one.
 type Verifier struct {
 	hashes [][sha256.Size]byte
-	ids    []*engine.Identity // the identity each token proves, made once
-	roots  *x509.CertPool
+	ids    []*engine.Identity    // the identity each token proves, made once
+	roots  func() *x509.CertPool // the client CAs as they are now; nil: none
 	groups map[string][]string
 	jwt    *jwtVerifier // nil without OIDC
 	ns     namespaces   // the ways callers are named
@@ -89,7 +95,13 @@ func New(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{roots: cfg.ClientCAs, groups: cfg.Groups, ns: ns, names: make(map[string]bool, len(cfg.Tokens))}
+	v := &Verifier{groups: cfg.Groups, ns: ns, names: make(map[string]bool, len(cfg.Tokens))}
+	switch {
+	case cfg.ClientCAFile != nil:
+		v.roots = cfg.ClientCAFile.Pool
+	case cfg.ClientCAs != nil:
+		v.roots = func() *x509.CertPool { return cfg.ClientCAs }
+	}
 	if cfg.OIDC != nil {
 		log := cfg.Logger
 		if log == nil {

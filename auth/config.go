@@ -2,7 +2,6 @@ package auth
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"github.com/toolwire/toolwire/policy"
 )
 
@@ -112,11 +112,13 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	var roots *x509.CertPool
+	var roots *tlsfiles.CAs
 	if c.ClientCA != "" {
 		var err error
-		if roots, err = readCertPool(c.ClientCA); err != nil {
-			return nil, err
+		// Read again when the file changes: a rotated client CA is
+		// trusted without a restart.
+		if roots, err = tlsfiles.LoadCAs(c.ClientCA); err != nil {
+			return nil, fmt.Errorf("client CA: %w", err)
 		}
 	}
 	tokens := append([]Token(nil), c.Auth.Tokens...)
@@ -138,7 +140,7 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 		tokens = append(tokens, more...)
 	}
-	v, err := New(Config{Tokens: tokens, ClientCAs: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC,
+	v, err := New(Config{Tokens: tokens, ClientCAFile: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC,
 		CertificateCallerPrefix: c.Auth.CertificateCallerPrefix, Logger: log})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "auth") {

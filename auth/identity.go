@@ -82,7 +82,7 @@ func newNamespaces(cfg Config) (namespaces, error) {
 	if len(cfg.Tokens) > 0 {
 		ns = append(ns, namespace{method: engine.MethodToken, what: "static tokens"})
 	}
-	if cfg.ClientCAs != nil {
+	if cfg.ClientCAs != nil || cfg.ClientCAFile != nil {
 		ns = append(ns, namespace{method: engine.MethodCertificate, what: "client certificates",
 			key: "auth.certificate_caller_prefix", prefix: cfg.CertificateCallerPrefix})
 	}

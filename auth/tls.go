@@ -4,8 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"os"
 	"time"
 
 	"github.com/toolwire/toolwire/engine"
@@ -68,7 +66,7 @@ func (v *Verifier) checkCertificate(chain []*x509.Certificate, now time.Time) Ce
 		inter.AddCert(c)
 	}
 	if _, err := chain[0].Verify(x509.VerifyOptions{
-		Roots: v.roots, Intermediates: inter, CurrentTime: now,
+		Roots: v.roots(), Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		out.Err = err
@@ -93,17 +91,4 @@ func certIdentity(c *x509.Certificate) string {
 		return c.DNSNames[0]
 	}
 	return ""
-}
-
-// readCertPool reads the PEM certificates in file.
-func readCertPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("client CA: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("client CA %s: no PEM certificate in it", file)
-	}
-	return roots, nil
 }

@@ -198,6 +198,67 @@ func TestServeMutualTLS(t *testing.T) {
 	}
 }
 
+// TestServeClientCARotation: the client CA file is read again when it
+// changes, so a running server accepts a client certificate of a new CA
+// once its bundle holds it, without a restart (within tlsfiles.Recheck,
+// 10 s), and still the old CA's.
+func TestServeClientCARotation(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caKey, caCert, caFile := newCA(t, dir)
+	srvCert, srvKey := issue(t, dir, "server", caKey, caCert, func(c *x509.Certificate) {
+		c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	})
+	clientAuth := func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} }
+	oldCert, oldKey := issue(t, dir, "agent-old", caKey, caCert, clientAuth)
+	dir2 := t.TempDir()
+	ca2Key, ca2Cert, ca2File := newCA(t, dir2)
+	newCert, newKey := issue(t, dir2, "agent-new", ca2Key, ca2Cert, clientAuth)
+	bundle := filepath.Join(t.TempDir(), "client-ca.crt")
+	copyTo := func(files ...string) {
+		t.Helper()
+		var b []byte
+		for _, f := range files {
+			more, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, more...)
+		}
+		if err := os.WriteFile(bundle, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Minute)
+		if err := os.Chtimes(bundle, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyTo(caFile)
+	s := startServe(t, "--diag", "--tls-cert", srvCert, "--tls-key", srvKey, "--client-ca", bundle)
+	call := func(cert, key string) result {
+		return runCmd(t, s.addr, "call", "--ca", caFile, "--cert", cert, "--key", key, "--token-env", "", "echo", `{"text":"rotated"}`)
+	}
+	if got := call(newCert, newKey); got.err == nil || !strings.Contains(got.err.Error(), "Unauthenticated") {
+		t.Fatalf("a certificate of a CA not in the bundle: %v, want Unauthenticated", got.err)
+	}
+	copyTo(caFile, ca2File)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := call(newCert, newKey)
+		if got.err == nil && strings.Contains(got.stdout, "rotated") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a certificate of the CA added to the bundle: %v, still refused 30 s later\n%s", got.err, got.stderr)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if got := call(oldCert, oldKey); got.err != nil {
+		t.Errorf("a certificate of the CA kept in the bundle: %v", got.err)
+	}
+}
+
 func newCA(t *testing.T, dir string) (*ecdsa.PrivateKey, *x509.Certificate, string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -1,37 +1,110 @@
-// Package tlsfiles keeps a certificate and its key read from PEM files,
-// and reads them again when the files change, so that a rotated
-// certificate (cert-manager's, say) takes effect for new connections
-// without a restart. The server's TLS (auth.ServerTLS) and the client
-// certificate a store presents to Redis (store/storeurl) share it.
+// Package tlsfiles keeps TLS material read from PEM files — a certificate
+// and its key, a bundle of CA certificates — and reads it again when the
+// files change, so that a rotation (cert-manager's certificates and trust
+// bundles, an updated Secret) takes effect for new connections without a
+// restart. The server's TLS and its client CA (auth), and the CA and
+// client certificate of a store reached over TLS (store/storeurl), share
+// it.
 package tlsfiles
 
 import (
 	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"time"
 )
 
-// recheck is how often a KeyPair looks at its files.
-const recheck = 10 * time.Second
+// Recheck is how often a file's modification time is looked at: 10 s.
+// Tests of other packages that rotate files lower it before anything
+// reads them.
+var Recheck = 10 * time.Second
 
-// KeyPair is a certificate and key read from files, read again when either
-// file's modification time changes (looked at once every 10 s at most).
-// While a new pair cannot be read (a file missing or half written during
+// followed is a value read from files, read again when one of their
+// modification times changes (looked at once every Recheck at most).
+// While a new value cannot be read (a file missing or half written during
 // a rotation) the last good one stays in use.
-type KeyPair struct {
-	certFile, keyFile string
+type followed[T any] struct {
+	files []string
+	read  func() (T, error)
 
 	mu       sync.Mutex
-	cert     *tls.Certificate
-	modified [2]time.Time
+	val      T
+	ok       bool
+	modified []time.Time
 	checked  time.Time
 }
 
+func follow[T any](read func() (T, error), files ...string) *followed[T] {
+	return &followed[T]{files: files, read: read}
+}
+
+// get returns the value as the files hold it now.
+func (f *followed[T]) get() (T, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now()
+	if f.ok && now.Sub(f.checked) < Recheck {
+		return f.val, nil
+	}
+	f.checked = now
+	mod := make([]time.Time, len(f.files))
+	for i, name := range f.files {
+		st, err := os.Stat(name)
+		if err != nil {
+			if f.ok {
+				return f.val, nil // keep the last good value during a rotation
+			}
+			var zero T
+			return zero, err
+		}
+		mod[i] = st.ModTime()
+	}
+	if f.ok && equal(mod, f.modified) {
+		return f.val, nil
+	}
+	v, err := f.read()
+	if err != nil {
+		if f.ok {
+			return f.val, nil // half written: try again at the next check
+		}
+		return v, err
+	}
+	f.val, f.ok, f.modified = v, true, mod
+	return v, nil
+}
+
+func equal(a, b []time.Time) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// recheck makes the next get look at the files at once.
+func (f *followed[T]) recheck() {
+	f.mu.Lock()
+	f.checked = time.Time{}
+	f.mu.Unlock()
+}
+
+// KeyPair is a certificate and key read from files, read again when either
+// file changes.
+type KeyPair struct{ f *followed[*tls.Certificate] }
+
 // Load reads the pair in certFile and keyFile, and fails when it cannot.
 func Load(certFile, keyFile string) (*KeyPair, error) {
-	k := &KeyPair{certFile: certFile, keyFile: keyFile}
+	k := &KeyPair{follow(func() (*tls.Certificate, error) {
+		c, err := tls.LoadX509KeyPair(certFile, keyFile)
+		return &c, err
+	}, certFile, keyFile)}
 	if _, err := k.Certificate(); err != nil {
 		return nil, err
 	}
@@ -40,36 +113,11 @@ func Load(certFile, keyFile string) (*KeyPair, error) {
 
 // Certificate returns the pair as the files hold it now.
 func (k *KeyPair) Certificate() (*tls.Certificate, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	now := time.Now()
-	if k.cert != nil && now.Sub(k.checked) < recheck {
-		return k.cert, nil
-	}
-	k.checked = now
-	var mod [2]time.Time
-	for i, f := range []string{k.certFile, k.keyFile} {
-		st, err := os.Stat(f)
-		if err != nil {
-			if k.cert != nil {
-				return k.cert, nil // keep the last good pair during a rotation
-			}
-			return nil, fmt.Errorf("TLS certificate: %w", err)
-		}
-		mod[i] = st.ModTime()
-	}
-	if k.cert != nil && mod == k.modified {
-		return k.cert, nil
-	}
-	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
+	c, err := k.f.get()
 	if err != nil {
-		if k.cert != nil {
-			return k.cert, nil // a half-written pair: try again at the next check
-		}
 		return nil, fmt.Errorf("TLS certificate: %w", err)
 	}
-	k.cert, k.modified = &cert, mod
-	return k.cert, nil
+	return c, nil
 }
 
 // GetCertificate is Certificate as tls.Config.GetCertificate, a server's.
@@ -85,8 +133,63 @@ func (k *KeyPair) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 
 // Recheck makes the next use look at the files at once rather than within
 // 10 s.
-func (k *KeyPair) Recheck() {
-	k.mu.Lock()
-	k.checked = time.Time{}
-	k.mu.Unlock()
+func (k *KeyPair) Recheck() { k.f.recheck() }
+
+// CAs is a bundle of CA certificates read from a PEM file, read again
+// when it changes. A bundle that holds the old CA and the new one while a
+// rotation is under way trusts both.
+type CAs struct{ f *followed[*x509.CertPool] }
+
+// LoadCAs reads the CA certificates in file, and fails when it cannot or
+// when the file holds none.
+func LoadCAs(file string) (*CAs, error) {
+	c := &CAs{follow(func() (*x509.CertPool, error) {
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", file)
+		}
+		return pool, nil
+	}, file)}
+	if _, err := c.f.get(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Pool returns the CAs as the file holds them now (the last good bundle
+// while it cannot be read).
+func (c *CAs) Pool() *x509.CertPool {
+	pool, _ := c.f.get() // an error only before the first read, which LoadCAs made
+	return pool
+}
+
+// Recheck makes the next use look at the file at once rather than within
+// 10 s.
+func (c *CAs) Recheck() { c.f.recheck() }
+
+// VerifyServer returns a tls.Config.VerifyConnection that checks a
+// server's certificate as crypto/tls does (its chain to the CAs, as the
+// file holds them at each connection, and the name serverName, a host name
+// or an IP address), for a client's tls.Config with InsecureSkipVerify
+// set so that this check replaces crypto/tls's own, whose RootCAs are
+// fixed. The name is the one given here, not the connection's: crypto/tls
+// sends no server name for an IP address, and would check none.
+func (c *CAs) VerifyServer(serverName string) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("tls: the server presented no certificate")
+		}
+		opts := x509.VerifyOptions{Roots: c.Pool(), DNSName: serverName, Intermediates: x509.NewCertPool()}
+		for _, cert := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(cert)
+		}
+		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+			return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+		}
+		return nil
+	}
 }

@@ -139,7 +139,7 @@ func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient
 	if err != nil {
 		return nil, err
 	}
-	if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS); err != nil {
+	if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS, opts.CAs); err != nil {
 		return nil, err
 	}
 	c := goredis.NewClusterClient(o)

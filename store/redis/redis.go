@@ -32,6 +32,7 @@ import (
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"github.com/toolwire/toolwire/store"
 )
 
@@ -60,6 +61,12 @@ type Options struct {
 	// every node's certificate must name it, as go-redis checks). Open
 	// refuses TLS settings for a URL without TLS.
 	TLS *tls.Config
+	// CAs, when set, are the CAs a server's certificate must chain to,
+	// read again from their file when it changes, in place of
+	// TLS.RootCAs: a CA rotated in place is trusted by the next
+	// connection, without a restart. The URL's skip_verify still skips
+	// the check.
+	CAs *tlsfiles.CAs
 }
 
 // Timeouts Open gives a client whose URL does not set them (go-redis's
@@ -112,7 +119,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redis store: %w", err)
 		}
 		setDefaults(o, url)
-		if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS); err != nil {
+		if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS, opts.CAs); err != nil {
 			return nil, fmt.Errorf("redis store: %w", err)
 		}
 		sc := goredis.NewClient(o)
@@ -201,19 +208,29 @@ func setDefaults(o *goredis.Options, url string) {
 }
 
 // withTLS is the TLS settings of a client whose URL gave parsed (nil
-// for a URL without TLS) once opts, Options.TLS, is applied.
-func withTLS(parsed, opts *tls.Config) (*tls.Config, error) {
+// for a URL without TLS) once opts and cas, Options.TLS and Options.CAs,
+// are applied.
+func withTLS(parsed, opts *tls.Config, cas *tlsfiles.CAs) (*tls.Config, error) {
 	switch {
-	case opts == nil:
+	case opts == nil && cas == nil:
 		return parsed, nil
 	case parsed == nil:
 		return nil, errors.New("TLS settings (a CA, a client certificate) need a rediss:// or rediss+cluster:// URL")
+	case opts == nil:
+		opts = &tls.Config{}
 	}
 	t := opts.Clone()
 	if t.ServerName == "" {
 		t.ServerName = parsed.ServerName
 	}
 	t.InsecureSkipVerify = t.InsecureSkipVerify || parsed.InsecureSkipVerify // the URL's skip_verify
+	if cas != nil && !t.InsecureSkipVerify {
+		// crypto/tls's own check would keep the CAs of the start: this
+		// one, checking the chain and the name as it does, asks cas at
+		// each connection.
+		t.RootCAs, t.InsecureSkipVerify = nil, true
+		t.VerifyConnection = cas.VerifyServer(t.ServerName)
+	}
 	t.MinVersion = max(t.MinVersion, tls.VersionTLS12)
 	return t, nil
 }

@@ -84,7 +84,9 @@ func tlsWarnings(c goredis.UniversalClient) []string {
 	case *goredis.Client:
 		t = c.Options().TLSConfig
 	}
-	if t == nil || !t.InsecureSkipVerify {
+	// A VerifyConnection checks what InsecureSkipVerify leaves out
+	// (Options.CAs: a CA file followed across rotations).
+	if t == nil || !t.InsecureSkipVerify || t.VerifyConnection != nil {
 		return nil
 	}
 	return []string{"the store's TLS does not check the Redis server's certificate (skip_verify in the URL): anyone on the network path can read and change what toolwire stores, and the password it sends; give the server's CA with store_tls_ca instead"}

@@ -7,12 +7,10 @@ package storeurl
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/toolwire/toolwire/internal/redact"
@@ -55,53 +53,48 @@ func (c Config) Validate() error {
 	if _, _, err := parse(c.URL); err != nil {
 		return redact.Error(err, c.URL)
 	}
-	_, err := c.tls()
+	_, _, err := c.tls()
 	return err
 }
 
 // Open opens the configured store.
 func (c Config) Open(ctx context.Context) (store.Store, error) {
-	t, err := c.tls()
+	t, cas, err := c.tls()
 	if err != nil {
 		return nil, err
 	}
-	st, err := open(ctx, c.URL, t)
+	st, err := open(ctx, c.URL, redis.Options{TLS: t, CAs: cas})
 	return st, redact.Error(err, c.URL)
 }
 
 // tls reads the TLS files into the settings a Redis store's connections
-// take; nil when none is set. The files go with a URL with TLS.
-func (c Config) tls() (*tls.Config, error) {
+// take: the client certificate's in t, the CAs apart; nil when none is
+// set. The files go with a URL with TLS. Both are read again when their
+// files change: a rotated certificate is presented, and a rotated CA
+// trusted, by the next connection, without a restart.
+func (c Config) tls() (t *tls.Config, cas *tlsfiles.CAs, err error) {
 	if c.TLSCA == "" && c.TLSCert == "" && c.TLSKey == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if !strings.HasPrefix(c.URL, "rediss://") && !strings.HasPrefix(c.URL, "rediss+cluster://") {
-		return nil, errors.New("store_tls_ca, store_tls_cert and store_tls_key are for a Redis reached over TLS: a rediss:// or rediss+cluster:// store")
+		return nil, nil, errors.New("store_tls_ca, store_tls_cert and store_tls_key are for a Redis reached over TLS: a rediss:// or rediss+cluster:// store")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return nil, errors.New("store_tls_cert and store_tls_key go together")
+		return nil, nil, errors.New("store_tls_cert and store_tls_key go together")
 	}
-	t := &tls.Config{MinVersion: tls.VersionTLS12}
 	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
-		if err != nil {
-			return nil, fmt.Errorf("store_tls_ca: %w", err)
-		}
-		t.RootCAs = x509.NewCertPool()
-		if !t.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("store_tls_ca: %s holds no PEM certificate", c.TLSCA)
+		if cas, err = tlsfiles.LoadCAs(c.TLSCA); err != nil {
+			return nil, nil, fmt.Errorf("store_tls_ca: %w", err)
 		}
 	}
 	if c.TLSCert != "" {
-		// Read again when the files change: a rotated certificate is
-		// presented on the next connection, without a restart.
 		kp, err := tlsfiles.Load(c.TLSCert, c.TLSKey)
 		if err != nil {
-			return nil, fmt.Errorf("store_tls_cert, store_tls_key: %w", err)
+			return nil, nil, fmt.Errorf("store_tls_cert, store_tls_key: %w", err)
 		}
-		t.GetClientCertificate = kp.GetClientCertificate
+		t = &tls.Config{MinVersion: tls.VersionTLS12, GetClientCertificate: kp.GetClientCertificate}
 	}
-	return t, nil
+	return t, cas, nil
 }
 
 // Kind names the kind of store c opens, for logs: memory, bolt, redis or
@@ -125,13 +118,13 @@ func (c Config) Kind() string {
 
 // Open opens the store rawURL names; "" means memory.
 func Open(ctx context.Context, rawURL string) (store.Store, error) {
-	st, err := open(ctx, rawURL, nil)
+	st, err := open(ctx, rawURL, redis.Options{})
 	return st, redact.Error(err, rawURL)
 }
 
-// open opens the store rawURL names, a Redis one with the TLS settings t
-// (nil: the URL's alone).
-func open(ctx context.Context, rawURL string, t *tls.Config) (store.Store, error) {
+// open opens the store rawURL names, a Redis one with ropts (its TLS
+// settings beside the URL's).
+func open(ctx context.Context, rawURL string, ropts redis.Options) (store.Store, error) {
 	kind, path, err := parse(rawURL)
 	if err != nil {
 		return nil, err
@@ -140,7 +133,7 @@ func open(ctx context.Context, rawURL string, t *tls.Config) (store.Store, error
 	case "bolt":
 		return bolt.Open(path, bolt.Options{})
 	case "redis", "redis-cluster":
-		return redis.Open(ctx, rawURL, redis.Options{TLS: t})
+		return redis.Open(ctx, rawURL, ropts)
 	}
 	return memory.New(memory.Options{}), nil
 }

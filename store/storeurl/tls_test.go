@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/store/storeurl"
@@ -189,4 +190,64 @@ func TestClientCertificateFollowsItsFiles(t *testing.T) {
 	if err != nil || leaf.Subject.CommonName != "first" {
 		t.Fatalf("client certificate %v (%v); want the file's, first", leaf.Subject, err)
 	}
+}
+
+// TestCARotation: the CA file is read again when it changes, so a store
+// that is running trusts a server whose certificate a new CA signed once
+// the file holds it, without a restart. A real redis-server over TLS
+// changes its certificate (CONFIG SET, as an operator's rotation does)
+// and drops its clients: until the file changes the store refuses the new
+// certificate; after, it reconnects and works.
+func TestCARotation(t *testing.T) {
+	restore := tlsfiles.Recheck
+	tlsfiles.Recheck = 0 // every connection looks at the file
+	t.Cleanup(func() { tlsfiles.Recheck = restore })
+	f := newTLSFiles(t)
+	srv, addr := testenv.StartRedisTLS(t, f.serverCert, f.serverKey, f.ca)
+	trust := filepath.Join(f.dir, "trust.crt")
+	if err := os.WriteFile(trust, f.caPKI.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := storeurl.Config{URL: "rediss://" + addr + "/0?max_retries=0", TLSCA: trust, TLSCert: f.clientCert, TLSKey: f.clientKey}.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	claim := func(key string) error {
+		_, err := st.Claim(ctx, key, "fp", "owner", time.Minute, time.Minute)
+		return err
+	}
+	if err := claim("before"); err != nil {
+		t.Fatalf("Claim before the rotation: %v", err)
+	}
+
+	// The server rotates to a certificate of a new CA and drops its
+	// clients, so the store's next command connects anew.
+	ca2 := testpki.New(t, "redis CA 2")
+	cert2, key2 := testpki.WritePEM(t, t.TempDir(), "server2", ca2.Issue(t, testpki.Server))
+	srv.Do("CONFIG", "SET", "tls-cert-file", cert2, "tls-key-file", key2)
+	srv.Do("CLIENT", "KILL", "TYPE", "normal")
+	if err := claim("unknown CA"); err == nil || !strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("Claim with the new CA not yet trusted: %v; want the certificate refused (unknown authority)", err)
+	}
+
+	// The trust bundle gets the new CA beside the old, as a rotation
+	// hands it out.
+	if err := os.WriteFile(trust, append(append([]byte(nil), f.caPKI.PEM...), ca2.PEM...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(trust, later, later); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	for range 50 { // the breaker may hold a few attempts back
+		if last = claim("after"); last == nil {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("Claim once the CA file trusts the new CA: %v", last)
 }
