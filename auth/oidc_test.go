@@ -1,7 +1,9 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -22,6 +24,8 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/testing/testoidc"
+	"github.com/toolwire/toolwire/internal/testing/testpki"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 )
 
 // oidcVerifier accepts JWTs as cfg says, and no other credentials.
@@ -607,5 +611,55 @@ func TestOIDCKeysFileIsReadAgain(t *testing.T) {
 	}
 	if iss.Fetches() != fetches {
 		t.Error("keys from a file were fetched")
+	}
+}
+
+// TestOIDCCAFileIsReadAgain: auth.oidc.ca_file is read again when it
+// changes, so an issuer whose certificate a new CA signed is trusted once
+// the file holds that CA, without a restart; until then its keys cannot be
+// fetched and a token of a new key is refused.
+func TestOIDCCAFileIsReadAgain(t *testing.T) {
+	t.Cleanup(tlsfiles.SetRecheck(0))
+	ca1, ca2 := testpki.New(t, "issuer CA 1"), testpki.New(t, "issuer CA 2")
+	var serving atomic.Pointer[tls.Certificate]
+	first := ca1.Issue(t, testpki.Server)
+	serving.Store(&first)
+	iss := testoidc.NewTLS(t, func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return serving.Load(), nil })
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	writeCA := func(pem ...[]byte) {
+		t.Helper()
+		if err := os.WriteFile(caFile, bytes.Join(pem, nil), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Hour)
+		if err := os.Chtimes(caFile, later, later); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeCA(ca1.PEM)
+	v := oidcVerifier(t, auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CAFile: caFile})
+	clock := auth.UseClock(v)
+	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
+	if _, err := verifyToken(v, iss.Token(t, "rsa-1", claims)); err != nil {
+		t.Fatalf("a token, the issuer's certificate of the CA in ca_file: %v", err)
+	}
+
+	// The issuer moves to a certificate of a new CA and a new key.
+	second := ca2.Issue(t, testpki.Server)
+	serving.Store(&second)
+	iss.DropConnections()
+	iss.AddKey(t, "rsa-2", jose.RS256, true)
+	clock.Add(10 * time.Second)
+	before := iss.Fetches()
+	if _, err := verifyToken(v, iss.Token(t, "rsa-2", claims)); err == nil {
+		t.Fatal("a token of a key fetched from an issuer whose CA ca_file does not hold was accepted")
+	}
+	if iss.Fetches() != before {
+		t.Fatal("the keys were fetched from an issuer whose certificate is not trusted")
+	}
+	writeCA(ca1.PEM, ca2.PEM)
+	clock.Add(10 * time.Second)
+	if id, err := verifyToken(v, iss.Token(t, "rsa-2", claims)); err != nil || id.ID != "a" {
+		t.Fatalf("the new key once ca_file holds the new CA: %+v, %v", id, err)
 	}
 }

@@ -8,22 +8,32 @@
 package tlsfiles
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Recheck is how often a file's modification time is looked at: 10 s.
-// Tests of other packages that rotate files lower it before anything
-// reads them.
-var Recheck = 10 * time.Second
+// recheck is how often a file's modification time is looked at: 10 s
+// unless SetRecheck says.
+var recheck atomic.Int64
+
+func init() { recheck.Store(int64(10 * time.Second)) }
+
+// SetRecheck sets how often the files are looked at, for tests that
+// rotate them, and returns what restores the interval before.
+func SetRecheck(d time.Duration) (restore func()) {
+	old := recheck.Swap(int64(d))
+	return func() { recheck.Store(old) }
+}
 
 // followed is a value read from files, read again when one of their
-// modification times changes (looked at once every Recheck at most).
+// modification times changes (looked at once every 10 s at most).
 // While a new value cannot be read (a file missing or half written during
 // a rotation) the last good one stays in use.
 type followed[T any] struct {
@@ -46,7 +56,7 @@ func (f *followed[T]) get() (T, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
-	if f.ok && now.Sub(f.checked) < Recheck {
+	if f.ok && now.Sub(f.checked) < time.Duration(recheck.Load()) {
 		return f.val, nil
 	}
 	f.checked = now
@@ -142,13 +152,21 @@ type CAs struct{ f *followed[*x509.CertPool] }
 
 // LoadCAs reads the CA certificates in file, and fails when it cannot or
 // when the file holds none.
-func LoadCAs(file string) (*CAs, error) {
+func LoadCAs(file string) (*CAs, error) { return loadCAs(file, false) }
+
+// LoadCAsBesideSystem is LoadCAs for CAs trusted beside the system's.
+func LoadCAsBesideSystem(file string) (*CAs, error) { return loadCAs(file, true) }
+
+func loadCAs(file string, system bool) (*CAs, error) {
 	c := &CAs{follow(func() (*x509.CertPool, error) {
 		pem, err := os.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
 		pool := x509.NewCertPool()
+		if sys, err := x509.SystemCertPool(); system && err == nil {
+			pool = sys // a copy of its own
+		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("%s holds no PEM certificate", file)
 		}
@@ -172,16 +190,24 @@ func (c *CAs) Pool() *x509.CertPool {
 func (c *CAs) Recheck() { c.f.recheck() }
 
 // VerifyServer returns a tls.Config.VerifyConnection that checks a
-// server's certificate as crypto/tls does (its chain to the CAs, as the
-// file holds them at each connection, and the name serverName, a host name
-// or an IP address), for a client's tls.Config with InsecureSkipVerify
-// set so that this check replaces crypto/tls's own, whose RootCAs are
-// fixed. The name is the one given here, not the connection's: crypto/tls
-// sends no server name for an IP address, and would check none.
-func (c *CAs) VerifyServer(serverName string) func(tls.ConnectionState) error {
+// server's certificate as crypto/tls does, its chain to the CAs as the
+// file holds them at each connection and its name, for a client's
+// tls.Config with InsecureSkipVerify set so that this check replaces
+// crypto/tls's own, whose RootCAs are fixed. The name is the one the
+// connection was made for (its ServerName, which a gRPC or HTTP client
+// sets per connection), or name where that is empty: crypto/tls sends no
+// server name for an IP address, so name must then be the address dialled
+// (a host name or an IP address).
+func (c *CAs) VerifyServer(name string) func(tls.ConnectionState) error {
 	return func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("tls: the server presented no certificate")
+		}
+		serverName := cmp.Or(cs.ServerName, name)
+		if serverName == "" {
+			// x509 would check the chain alone: any certificate of the CAs
+			// would pass for any server.
+			return errors.New("tls: no server name to check the certificate against")
 		}
 		opts := x509.VerifyOptions{Roots: c.Pool(), DNSName: serverName, Intermediates: x509.NewCertPool()}
 		for _, cert := range cs.PeerCertificates[1:] {

@@ -199,9 +199,7 @@ func TestClientCertificateFollowsItsFiles(t *testing.T) {
 // and drops its clients: until the file changes the store refuses the new
 // certificate; after, it reconnects and works.
 func TestCARotation(t *testing.T) {
-	restore := tlsfiles.Recheck
-	tlsfiles.Recheck = 0 // every connection looks at the file
-	t.Cleanup(func() { tlsfiles.Recheck = restore })
+	t.Cleanup(tlsfiles.SetRecheck(0)) // every connection looks at the file
 	f := newTLSFiles(t)
 	srv, addr := testenv.StartRedisTLS(t, f.serverCert, f.serverKey, f.ca)
 	trust := filepath.Join(f.dir, "trust.crt")

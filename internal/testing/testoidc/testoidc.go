@@ -11,6 +11,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -33,6 +34,7 @@ type Issuer struct {
 	cache     string         // the key set's Cache-Control header, when set
 	fetches   atomic.Int32
 	release   chan struct{}
+	srv       *httptest.Server
 }
 
 type key struct {
@@ -43,6 +45,31 @@ type key struct {
 // New starts an issuer with one published RS256 key, "rsa-1", and one
 // ES256 key, "ec-1".
 func New(t testing.TB) *Issuer {
+	t.Helper()
+	return start(t, (*httptest.Server).Start)
+}
+
+// NewTLS starts an issuer as New does that serves HTTPS with the
+// certificate getCert gives for each connection (a test can rotate it).
+func NewTLS(t testing.TB, getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *Issuer {
+	t.Helper()
+	return start(t, func(srv *httptest.Server) {
+		// httptest adds its own certificate to Certificates, which
+		// crypto/tls prefers to GetCertificate for a client that sends no
+		// server name (one dialling an IP address): a config per
+		// connection presents getCert's alone.
+		srv.TLS = &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := getCert(hello)
+			if err != nil {
+				return nil, err
+			}
+			return &tls.Config{Certificates: []tls.Certificate{*c}}, nil
+		}}
+		srv.StartTLS()
+	})
+}
+
+func start(t testing.TB, run func(*httptest.Server)) *Issuer {
 	t.Helper()
 	iss := &Issuer{keys: map[string]key{}, release: make(chan struct{})}
 	mux := http.NewServeMux()
@@ -77,7 +104,9 @@ func New(t testing.TB) *Issuer {
 		}
 		_ = json.NewEncoder(w).Encode(set)
 	})
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	run(srv)
+	iss.srv = srv
 	t.Cleanup(func() {
 		close(iss.release)
 		srv.Close()
@@ -131,6 +160,10 @@ func (iss *Issuer) CacheControl(v string) {
 func (iss *Issuer) Down() { iss.setMode("down") }
 func (iss *Issuer) Hang() { iss.setMode("hang") }
 func (iss *Issuer) Up()   { iss.setMode("") }
+
+// DropConnections closes the clients' connections, so that their next
+// request connects (and, over TLS, checks the certificate) anew.
+func (iss *Issuer) DropConnections() { iss.srv.CloseClientConnections() }
 
 func (iss *Issuer) setMode(m string) {
 	iss.mu.Lock()

@@ -6,16 +6,16 @@
 package grpcdial
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"strings"
 
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -53,7 +53,10 @@ func (s Settings) Validate(what string) error {
 }
 
 // Credentials returns the transport credentials and, with a token, the
-// per-RPC credentials (nil without one), reading s's files.
+// per-RPC credentials (nil without one), reading s's files. The files are
+// read again when they change (tlsfiles), so the connections a source
+// makes after a rotation of its CA or its client certificate (cert-manager
+// renews one long before it expires) use the new ones without a restart.
 func (s Settings) Credentials() (credentials.TransportCredentials, credentials.PerRPCCredentials, error) {
 	var per credentials.PerRPCCredentials
 	if s.Token != "" {
@@ -64,23 +67,42 @@ func (s Settings) Credentials() (credentials.TransportCredentials, credentials.P
 	}
 	tc := &tls.Config{ServerName: s.ServerName, MinVersion: tls.VersionTLS12}
 	if s.CAFile != "" {
-		pem, err := os.ReadFile(s.CAFile)
+		cas, err := tlsfiles.LoadCAs(s.CAFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("ca_file: %w", err)
 		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("ca_file %s: no PEM certificates", s.CAFile)
-		}
+		// gRPC sets the name per connection (server_name, else the
+		// target's host), which the check reads from the connection; for
+		// an IP address, which crypto/tls sends no name for, it is the
+		// same fallback.
+		tc.InsecureSkipVerify = true
+		tc.VerifyConnection = cas.VerifyServer(cmp.Or(s.ServerName, targetHost(s.Target)))
 	}
 	if s.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+		kp, err := tlsfiles.Load(s.CertFile, s.KeyFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("client certificate: %w", err)
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		tc.GetClientCertificate = kp.GetClientCertificate
 	}
 	return credentials.NewTLS(tc), per, nil
+}
+
+// targetHost is the host of a gRPC target (host:port, dns:///host:port,
+// passthrough:///host:port), as gRPC names the connection's authority.
+func targetHost(target string) string {
+	if i := strings.Index(target, ":///"); i >= 0 {
+		target = target[i+len(":///"):]
+	} else if rest, ok := strings.CutPrefix(target, "dns://"); ok {
+		if _, after, ok := strings.Cut(rest, "/"); ok {
+			target = after // dns://resolver/host:port
+		}
+	}
+	host, _, err := net.SplitHostPort(target)
+	if err != nil {
+		return target
+	}
+	return host
 }
 
 // IsLoopback reports whether target names this host: localhost, a
