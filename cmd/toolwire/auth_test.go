@@ -175,13 +175,8 @@ func TestServeMutualTLS(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	caKey, caCert, caFile := newCA(t, dir)
-	srvCert, srvKey := issue(t, dir, "server", caKey, caCert, func(c *x509.Certificate) {
-		c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	})
-	cliCert, cliKey := issue(t, dir, "agent-1", caKey, caCert, func(c *x509.Certificate) {
-		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	})
+	srvCert, srvKey := issue(t, dir, "server", caKey, caCert, serverAuth)
+	cliCert, cliKey := issue(t, dir, "agent-1", caKey, caCert, clientAuth)
 	s := startServe(t, "--diag", "--tls-cert", srvCert, "--tls-key", srvKey, "--client-ca", caFile)
 
 	got := runCmd(t, s.addr, "call", "--ca", caFile, "--cert", cliCert, "--key", cliKey, "echo", `{"text":"over mTLS"}`)
@@ -200,17 +195,13 @@ func TestServeMutualTLS(t *testing.T) {
 
 // TestServeClientCARotation: the client CA file is read again when it
 // changes, so a running server accepts a client certificate of a new CA
-// once its bundle holds it, without a restart (within tlsfiles.Recheck,
-// 10 s), and still the old CA's.
+// once its bundle holds it, without a restart (the file is looked at every
+// 10 s at most), and still the old CA's.
 func TestServeClientCARotation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	caKey, caCert, caFile := newCA(t, dir)
-	srvCert, srvKey := issue(t, dir, "server", caKey, caCert, func(c *x509.Certificate) {
-		c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-		c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	})
-	clientAuth := func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} }
+	srvCert, srvKey := issue(t, dir, "server", caKey, caCert, serverAuth)
 	oldCert, oldKey := issue(t, dir, "agent-old", caKey, caCert, clientAuth)
 	dir2 := t.TempDir()
 	ca2Key, ca2Cert, ca2File := newCA(t, dir2)
@@ -258,6 +249,15 @@ func TestServeClientCARotation(t *testing.T) {
 		t.Errorf("a certificate of the CA kept in the bundle: %v", got.err)
 	}
 }
+
+// serverAuth and clientAuth make issue's certificate a server's for
+// 127.0.0.1, or a client's.
+func serverAuth(c *x509.Certificate) {
+	c.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
+	c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+}
+
+func clientAuth(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} }
 
 func newCA(t *testing.T, dir string) (*ecdsa.PrivateKey, *x509.Certificate, string) {
 	t.Helper()
