@@ -34,9 +34,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/internal/tlsfiles"
 )
 
@@ -46,6 +50,12 @@ type Config struct {
 	// Tokens are the bearer tokens accepted. Several tokens may share a
 	// name, so a token can be rotated without downtime.
 	Tokens []Token
+	// TokensFile, when set, is a file of more tokens, "name: token" a line
+	// in the clear (ParseTokens), read again when it changes: a token
+	// removed from it is refused (revoked), one added accepted, without a
+	// restart, within 10 s. A change that cannot be read or does not parse
+	// keeps the tokens the file held before, and is logged.
+	TokensFile string
 	// ClientCAs, when set, make a client certificate that chains to them
 	// and allows client authentication name its caller (see
 	// CheckCertificate). Default nil: client certificates name nobody.
@@ -78,12 +88,18 @@ type Config struct {
 // Verifier checks a request's credentials and names its caller. It is safe
 // for concurrent use, and every surface of a server shares one.
 type Verifier struct {
-	hashes [][sha256.Size]byte
-	ids    []*engine.Identity    // the identity each token proves, made once
+	bearer bool                  // static tokens are configured (Tokens, TokensFile)
+	tokens func() *tokenSet      // the tokens as they are now
 	roots  func() *x509.CertPool // the client CAs as they are now; nil: none
 	groups map[string][]string
 	jwt    *jwtVerifier // nil without OIDC
 	ns     namespaces   // the ways callers are named
+}
+
+// tokenSet is the static tokens a Verifier accepts at one time.
+type tokenSet struct {
+	hashes [][sha256.Size]byte
+	ids    []*engine.Identity // the identity each token proves, made once
 	names  map[string]bool
 }
 
@@ -95,7 +111,7 @@ func New(cfg Config) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{groups: cfg.Groups, ns: ns, names: make(map[string]bool, len(cfg.Tokens))}
+	v := &Verifier{groups: cfg.Groups, ns: ns}
 	switch {
 	case cfg.ClientCAFile != nil:
 		v.roots = cfg.ClientCAFile.Pool
@@ -113,8 +129,27 @@ func New(cfg Config) (*Verifier, error) {
 		}
 		v.jwt = j
 	}
-	seen := make(map[[sha256.Size]byte]string, len(cfg.Tokens))
-	for i, t := range cfg.Tokens {
+	static, err := newTokenSet(cfg.Tokens, cfg.Groups)
+	if err != nil {
+		return nil, err
+	}
+	v.tokens = func() *tokenSet { return static }
+	v.bearer = len(cfg.Tokens) > 0
+	if cfg.TokensFile != "" {
+		v.bearer = true
+		if v.tokens, err = followTokens(cfg, static); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// newTokenSet checks tokens and makes the set of them, or says which
+// token is malformed or configured twice.
+func newTokenSet(tokens []Token, groups map[string][]string) (*tokenSet, error) {
+	set := &tokenSet{names: make(map[string]bool, len(tokens))}
+	seen := make(map[[sha256.Size]byte]string, len(tokens))
+	for i, t := range tokens {
 		if t.Name == "" {
 			return nil, fmt.Errorf("token %d has no name", i)
 		}
@@ -127,17 +162,60 @@ func New(cfg Config) (*Verifier, error) {
 			return nil, fmt.Errorf("tokens %q and %q are the same token", other, t.Name)
 		}
 		seen[h] = t.Name
-		v.names[t.Name] = true
-		v.hashes = append(v.hashes, h)
-		v.ids = append(v.ids, &engine.Identity{ID: t.Name, Groups: cfg.Groups[t.Name], Method: engine.MethodToken})
+		set.names[t.Name] = true
+		set.hashes = append(set.hashes, h)
+		set.ids = append(set.ids, &engine.Identity{ID: t.Name, Groups: groups[t.Name], Method: engine.MethodToken})
 	}
-	return v, nil
+	return set, nil
+}
+
+// followTokens reads cfg.TokensFile, beside the static tokens, and
+// returns what gives the tokens as the file holds them now: read again
+// when it changes (internal/follow), so a token removed from it is
+// refused and one added accepted without a restart. A file that cannot be
+// read or does not parse then keeps the tokens it last held, and says so
+// in the log.
+func followTokens(cfg Config, static *tokenSet) (func() *tokenSet, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	read := func() (*tokenSet, error) {
+		b, err := os.ReadFile(cfg.TokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth.tokens_file: %w", err)
+		}
+		more, err := ParseTokens(b)
+		if err != nil {
+			return nil, fmt.Errorf("auth.tokens_file %s: %w", cfg.TokensFile, err)
+		}
+		return newTokenSet(append(slices.Clip(cfg.Tokens), more...), cfg.Groups)
+	}
+	var loaded atomic.Bool
+	file := follow.New(func() (*tokenSet, error) {
+		set, err := read()
+		switch {
+		case err != nil && loaded.Load():
+			log.Error("the tokens file changed but cannot be read; the tokens it held before stay in force", "error", err.Error())
+		case err == nil && loaded.Load():
+			log.Info("the tokens file changed: its tokens are in force", "tokens_file", cfg.TokensFile, "tokens", len(set.hashes)-len(static.hashes))
+		}
+		return set, err
+	}, cfg.TokensFile)
+	if _, err := file.Get(); err != nil {
+		if strings.HasPrefix(err.Error(), "auth.") {
+			return nil, err
+		}
+		return nil, fmt.Errorf("auth.tokens_file %s: %w", cfg.TokensFile, err)
+	}
+	loaded.Store(true)
+	return func() *tokenSet { set, _ := file.Get(); return set }, nil
 }
 
 // Enabled reports whether v checks anything. When it does not, every
 // request is the anonymous caller's, and an adapter need not read any
 // credentials.
-func (v *Verifier) Enabled() bool { return len(v.hashes) > 0 || v.roots != nil || v.jwt != nil }
+func (v *Verifier) Enabled() bool { return v.bearer || v.roots != nil || v.jwt != nil }
 
 // AcceptsCertificates reports whether a client certificate can name a
 // caller: whether a server should ask its clients for one.
@@ -182,7 +260,7 @@ func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Ident
 			// refuse rather than authenticate by one and audit by another.
 			return nil, fmt.Errorf("%d authorization headers: send exactly one", len(vals))
 		}
-		if len(v.hashes) == 0 && v.jwt == nil {
+		if !v.bearer && v.jwt == nil {
 			return nil, errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
 		}
 		scheme, token, ok := strings.Cut(vals[0], " ")
@@ -210,7 +288,7 @@ func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Ident
 			return &engine.Identity{ID: cert.Identity, Groups: v.groups[cert.Identity], Method: engine.MethodCertificate}, nil
 		}
 	}
-	bearer := len(v.hashes) > 0 || v.jwt != nil
+	bearer := v.bearer || v.jwt != nil
 	switch {
 	case bearer && v.roots != nil:
 		return nil, errors.New(`missing credentials: send an "authorization: Bearer <token>" header or a client certificate`)
@@ -229,13 +307,14 @@ var anonymous = &engine.Identity{}
 // so the time taken tells nothing about which tokens exist.
 func (v *Verifier) lookup(token string) (*engine.Identity, bool) {
 	sum := sha256.Sum256([]byte(token))
+	set := v.tokens()
 	match := -1
-	for i := range v.hashes {
-		eq := subtle.ConstantTimeCompare(sum[:], v.hashes[i][:])
+	for i := range set.hashes {
+		eq := subtle.ConstantTimeCompare(sum[:], set.hashes[i][:])
 		match = subtle.ConstantTimeSelect(eq, i, match)
 	}
 	if match < 0 {
 		return nil, false
 	}
-	return v.ids[match], true
+	return set.ids[match], true
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -122,17 +121,6 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 	}
 	tokens := append([]Token(nil), c.Auth.Tokens...)
-	if c.Auth.TokensFile != "" {
-		b, err := os.ReadFile(c.Auth.TokensFile)
-		if err != nil {
-			return nil, err
-		}
-		more, err := ParseTokens(b)
-		if err != nil {
-			return nil, fmt.Errorf("tokens file %s: %w", c.Auth.TokensFile, err)
-		}
-		tokens = append(tokens, more...)
-	}
 	if env := getenv(TokensEnv); env != "" {
 		more, err := ParseTokens([]byte(env))
 		if err != nil {
@@ -140,7 +128,7 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 		tokens = append(tokens, more...)
 	}
-	v, err := New(Config{Tokens: tokens, ClientCAFile: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC,
+	v, err := New(Config{Tokens: tokens, TokensFile: c.Auth.TokensFile, ClientCAFile: roots, Groups: c.Auth.Groups, OIDC: c.Auth.OIDC,
 		CertificateCallerPrefix: c.Auth.CertificateCallerPrefix, Logger: log})
 	if err != nil {
 		if strings.HasPrefix(err.Error(), "auth") {
@@ -158,7 +146,7 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}{{"auth.permissions", slices.Collect(maps.Keys(c.Auth.Permissions))}, {"auth.groups", slices.Collect(maps.Keys(c.Auth.Groups))}} {
 			slices.Sort(section.names)
 			for _, name := range section.names {
-				if name != "*" && !v.ns.reaches(name, v.names) {
+				if name != "*" && !v.ns.reaches(name, v.tokens().names) {
 					log.Warn(section.key+" names a caller that no credential names: no token has that name, and certificates' and JWTs' callers start with their prefix",
 						"caller", name, "prefixes", v.ns.prefixes())
 				}
@@ -175,7 +163,7 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		if c.Auth.OIDC != nil {
 			issuer = c.Auth.OIDC.Issuer
 		}
-		log.Info("authentication on", "tokens", len(tokens), "client_certificates", c.ClientCA != "", "oidc_issuer", issuer)
+		log.Info("authentication on", "tokens", len(v.tokens().hashes), "client_certificates", c.ClientCA != "", "oidc_issuer", issuer)
 	case len(c.Auth.Permissions) > 0:
 		log.Warn(`permissions are configured but authentication is off: every caller is the anonymous caller "", to which the "" or "*" entry applies`)
 	}

@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/policy"
 )
 
@@ -74,4 +77,103 @@ func TestServerConfigVerifierReadsEveryTokenSource(t *testing.T) {
 			t.Errorf("logs lack %q:\n%s", want, logs.String())
 		}
 	}
+}
+
+// TestTokensFileIsReadAgain: the tokens file is read again when it
+// changes, so removing a token revokes it and adding one grants it without
+// a restart, beside the tokens of the config and the environment; a change
+// that does not parse, or the file's removal, keeps the tokens it held
+// before and is logged; a file that is bad at the start stops the server.
+func TestTokensFileIsReadAgain(t *testing.T) {
+	t.Cleanup(follow.SetRecheck(0))
+	file := filepath.Join(t.TempDir(), "tokens")
+	mod := time.Now()
+	write := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mod = mod.Add(time.Minute)
+		if err := os.Chtimes(file, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("bob: " + bobToken + "\n")
+	var logs syncBuilder
+	cfg := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: file, Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}}}
+	v, err := cfg.Verifier(slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	const carolToken = "carol-token-0123456789abcdef"
+	caller := func(token string) string {
+		t.Helper()
+		id, err := v.Verify(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + token}})
+		if err != nil {
+			return err.Error()
+		}
+		return id.ID
+	}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for token, id := range want {
+			if got := caller(token); got != id {
+				t.Errorf("%s: the token of %s is %q, want %q", when, id, got, id)
+			}
+		}
+	}
+	check("at the start", map[string]string{aliceToken: "alice", bobToken: "bob", carolToken: "invalid bearer token"})
+
+	write("carol: " + carolToken + "\n")
+	check("bob's token removed, carol's added", map[string]string{aliceToken: "alice", bobToken: "invalid bearer token", carolToken: "carol"})
+	if !strings.Contains(logs.String(), "the tokens file changed: its tokens are in force") {
+		t.Errorf("no log of the change:\n%s", logs.String())
+	}
+
+	for what, content := range map[string]string{
+		"a file that does not parse": "carol: [",
+		"a token too short":          "carol: short\n",
+		"the config's token again":   "dave: " + aliceToken + "\n",
+	} {
+		write(content)
+		check(what, map[string]string{aliceToken: "alice", bobToken: "invalid bearer token", carolToken: "carol"})
+	}
+	if !strings.Contains(logs.String(), "the tokens file changed but cannot be read; the tokens it held before stay in force") {
+		t.Errorf("no log of the bad change:\n%s", logs.String())
+	}
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	check("the file removed", map[string]string{carolToken: "carol"})
+
+	for what, content := range map[string]string{"missing": "", "not parsing": "bob: ["} {
+		bad := filepath.Join(t.TempDir(), "tokens")
+		if content != "" {
+			if err := os.WriteFile(bad, []byte(content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: bad}}
+		if _, err := cfg.Verifier(discard, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "auth.tokens_file") {
+			t.Errorf("a tokens file %s at the start: %v, want an error naming auth.tokens_file", what, err)
+		}
+	}
+}
+
+// syncBuilder is a strings.Builder safe for a logger's concurrent writes.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

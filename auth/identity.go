@@ -79,7 +79,7 @@ type namespaces []namespace
 // when two of them could name the same caller by accident.
 func newNamespaces(cfg Config) (namespaces, error) {
 	var ns namespaces
-	if len(cfg.Tokens) > 0 {
+	if len(cfg.Tokens) > 0 || cfg.TokensFile != "" {
 		ns = append(ns, namespace{method: engine.MethodToken, what: "static tokens"})
 	}
 	if cfg.ClientCAs != nil || cfg.ClientCAFile != nil {

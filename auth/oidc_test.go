@@ -23,9 +23,9 @@ import (
 	"github.com/go-jose/go-jose/v4"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/internal/testing/testoidc"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
-	"github.com/toolwire/toolwire/internal/tlsfiles"
 )
 
 // oidcVerifier accepts JWTs as cfg says, and no other credentials.
@@ -619,7 +619,7 @@ func TestOIDCKeysFileIsReadAgain(t *testing.T) {
 // the file holds that CA, without a restart; until then its keys cannot be
 // fetched and a token of a new key is refused.
 func TestOIDCCAFileIsReadAgain(t *testing.T) {
-	t.Cleanup(tlsfiles.SetRecheck(0))
+	t.Cleanup(follow.SetRecheck(0))
 	ca1, ca2 := testpki.New(t, "issuer CA 1"), testpki.New(t, "issuer CA 2")
 	var serving atomic.Pointer[tls.Certificate]
 	first := ca1.Issue(t, testpki.Server)

@@ -154,6 +154,46 @@ func TestServeWithTokensAndPermissions(t *testing.T) {
 	}
 }
 
+// TestServeRevokesARemovedToken: a token removed from the tokens file (a
+// Kubernetes Secret updated in place) is refused by the running server
+// within the file's 10 s look (one Verifier checks every surface), and one added
+// is accepted, without a restart.
+func TestServeRevokesARemovedToken(t *testing.T) {
+	t.Parallel()
+	tokens := writeFile(t, "tokens", "alice: "+aliceToken+"\nbob: "+bobToken+"\n")
+	s := startServe(t, "--diag", "--tokens-file", tokens)
+	call := func(token string) result {
+		return runCmd(t, s.addr, "call", "--token", token, "echo", `{"text":"hi"}`)
+	}
+	if got := call(aliceToken); got.err != nil {
+		t.Fatalf("alice before the change: %v", got.err)
+	}
+	const carolToken = "carol-token-0123456789abcdef"
+	if err := os.WriteFile(tokens, []byte("bob: "+bobToken+"\ncarol: "+carolToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(tokens, later, later); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := call(aliceToken)
+		if got.err != nil && strings.Contains(got.err.Error(), "Unauthenticated") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alice's removed token still accepted 30 s after the change: %v", got.err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, token := range []string{bobToken, carolToken} {
+		if got := call(token); got.err != nil {
+			t.Errorf("a token the file holds after the change: %v", got.err)
+		}
+	}
+}
+
 func TestClientRefusesPlaintextTokenToAnotherHost(t *testing.T) {
 	t.Parallel()
 	c := clientSecurity{token: aliceToken}

@@ -1,10 +1,10 @@
 // Package tlsfiles keeps TLS material read from PEM files — a certificate
 // and its key, a bundle of CA certificates — and reads it again when the
-// files change, so that a rotation (cert-manager's certificates and trust
-// bundles, an updated Secret) takes effect for new connections without a
-// restart. The server's TLS and its client CA (auth), and the CA and
-// client certificate of a store reached over TLS (store/storeurl), share
-// it.
+// files change (internal/follow), so that a rotation (cert-manager's
+// certificates and trust bundles, an updated Secret) takes effect for new
+// connections without a restart. The server's TLS and its client CA
+// (auth), the CA and client certificate of a store reached over TLS
+// (store/storeurl) and of gRPC sources, and OIDC's CA file share it.
 package tlsfiles
 
 import (
@@ -14,104 +14,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
-	"time"
+
+	"github.com/toolwire/toolwire/internal/follow"
 )
-
-// recheck is how often a file's modification time is looked at: 10 s
-// unless SetRecheck says.
-var recheck atomic.Int64
-
-func init() { recheck.Store(int64(10 * time.Second)) }
-
-// SetRecheck sets how often the files are looked at, for tests that
-// rotate them, and returns what restores the interval before.
-func SetRecheck(d time.Duration) (restore func()) {
-	old := recheck.Swap(int64(d))
-	return func() { recheck.Store(old) }
-}
-
-// followed is a value read from files, read again when one of their
-// modification times changes (looked at once every 10 s at most).
-// While a new value cannot be read (a file missing or half written during
-// a rotation) the last good one stays in use.
-type followed[T any] struct {
-	files []string
-	read  func() (T, error)
-
-	mu       sync.Mutex
-	val      T
-	ok       bool
-	modified []time.Time
-	checked  time.Time
-}
-
-func follow[T any](read func() (T, error), files ...string) *followed[T] {
-	return &followed[T]{files: files, read: read}
-}
-
-// get returns the value as the files hold it now.
-func (f *followed[T]) get() (T, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	now := time.Now()
-	if f.ok && now.Sub(f.checked) < time.Duration(recheck.Load()) {
-		return f.val, nil
-	}
-	f.checked = now
-	mod := make([]time.Time, len(f.files))
-	for i, name := range f.files {
-		st, err := os.Stat(name)
-		if err != nil {
-			if f.ok {
-				return f.val, nil // keep the last good value during a rotation
-			}
-			var zero T
-			return zero, err
-		}
-		mod[i] = st.ModTime()
-	}
-	if f.ok && equal(mod, f.modified) {
-		return f.val, nil
-	}
-	v, err := f.read()
-	if err != nil {
-		if f.ok {
-			return f.val, nil // half written: try again at the next check
-		}
-		return v, err
-	}
-	f.val, f.ok, f.modified = v, true, mod
-	return v, nil
-}
-
-func equal(a, b []time.Time) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !a[i].Equal(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// recheck makes the next get look at the files at once.
-func (f *followed[T]) recheck() {
-	f.mu.Lock()
-	f.checked = time.Time{}
-	f.mu.Unlock()
-}
 
 // KeyPair is a certificate and key read from files, read again when either
 // file changes.
-type KeyPair struct{ f *followed[*tls.Certificate] }
+type KeyPair struct {
+	f *follow.Files[*tls.Certificate]
+}
 
 // Load reads the pair in certFile and keyFile, and fails when it cannot.
 func Load(certFile, keyFile string) (*KeyPair, error) {
-	k := &KeyPair{follow(func() (*tls.Certificate, error) {
+	k := &KeyPair{follow.New(func() (*tls.Certificate, error) {
 		c, err := tls.LoadX509KeyPair(certFile, keyFile)
 		return &c, err
 	}, certFile, keyFile)}
@@ -123,7 +38,7 @@ func Load(certFile, keyFile string) (*KeyPair, error) {
 
 // Certificate returns the pair as the files hold it now.
 func (k *KeyPair) Certificate() (*tls.Certificate, error) {
-	c, err := k.f.get()
+	c, err := k.f.Get()
 	if err != nil {
 		return nil, fmt.Errorf("TLS certificate: %w", err)
 	}
@@ -143,12 +58,12 @@ func (k *KeyPair) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 
 // Recheck makes the next use look at the files at once rather than within
 // 10 s.
-func (k *KeyPair) Recheck() { k.f.recheck() }
+func (k *KeyPair) Recheck() { k.f.Recheck() }
 
 // CAs is a bundle of CA certificates read from a PEM file, read again
 // when it changes. A bundle that holds the old CA and the new one while a
 // rotation is under way trusts both.
-type CAs struct{ f *followed[*x509.CertPool] }
+type CAs struct{ f *follow.Files[*x509.CertPool] }
 
 // LoadCAs reads the CA certificates in file, and fails when it cannot or
 // when the file holds none.
@@ -158,7 +73,7 @@ func LoadCAs(file string) (*CAs, error) { return loadCAs(file, false) }
 func LoadCAsBesideSystem(file string) (*CAs, error) { return loadCAs(file, true) }
 
 func loadCAs(file string, system bool) (*CAs, error) {
-	c := &CAs{follow(func() (*x509.CertPool, error) {
+	c := &CAs{follow.New(func() (*x509.CertPool, error) {
 		pem, err := os.ReadFile(file)
 		if err != nil {
 			return nil, err
@@ -172,7 +87,7 @@ func loadCAs(file string, system bool) (*CAs, error) {
 		}
 		return pool, nil
 	}, file)}
-	if _, err := c.f.get(); err != nil {
+	if _, err := c.f.Get(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -181,13 +96,13 @@ func loadCAs(file string, system bool) (*CAs, error) {
 // Pool returns the CAs as the file holds them now (the last good bundle
 // while it cannot be read).
 func (c *CAs) Pool() *x509.CertPool {
-	pool, _ := c.f.get() // an error only before the first read, which LoadCAs made
+	pool, _ := c.f.Get() // an error only before the first read, which LoadCAs made
 	return pool
 }
 
 // Recheck makes the next use look at the file at once rather than within
 // 10 s.
-func (c *CAs) Recheck() { c.f.recheck() }
+func (c *CAs) Recheck() { c.f.Recheck() }
 
 // VerifyServer returns a tls.Config.VerifyConnection that checks a
 // server's certificate as crypto/tls does, its chain to the CAs as the

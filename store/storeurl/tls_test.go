@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
-	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/store/storeurl"
@@ -199,7 +199,7 @@ func TestClientCertificateFollowsItsFiles(t *testing.T) {
 // and drops its clients: until the file changes the store refuses the new
 // certificate; after, it reconnects and works.
 func TestCARotation(t *testing.T) {
-	t.Cleanup(tlsfiles.SetRecheck(0)) // every connection looks at the file
+	t.Cleanup(follow.SetRecheck(0)) // every connection looks at the file
 	f := newTLSFiles(t)
 	srv, addr := testenv.StartRedisTLS(t, f.serverCert, f.serverKey, f.ca)
 	trust := filepath.Join(f.dir, "trust.crt")

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
-	"github.com/toolwire/toolwire/internal/tlsfiles"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -31,7 +31,7 @@ import (
 // name is still checked, for an IP target (crypto/tls sends no name for
 // it) and for a DNS one.
 func TestCredentialsFollowTheirFiles(t *testing.T) {
-	t.Cleanup(tlsfiles.SetRecheck(0))
+	t.Cleanup(follow.SetRecheck(0))
 
 	serverCA1, serverCA2 := testpki.New(t, "upstream CA 1"), testpki.New(t, "upstream CA 2")
 	clientCA1, clientCA2 := testpki.New(t, "client CA 1"), testpki.New(t, "client CA 2")
