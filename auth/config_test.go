@@ -146,6 +146,22 @@ func TestTokensFileIsReadAgain(t *testing.T) {
 	}
 	check("the file removed", map[string]string{carolToken: "carol"})
 
+	// A tokens file that holds no token keeps authentication on.
+	empty := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: empty}}.Verifier(discard, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ev.Enabled() {
+		t.Error("an empty tokens file turned authentication off")
+	}
+	if id, err := ev.Verify(context.Background(), auth.Credentials{}); err == nil {
+		t.Errorf("no credentials with an empty tokens file: %+v, want refused", id)
+	}
+
 	for what, content := range map[string]string{"missing": "", "not parsing": "bob: ["} {
 		bad := filepath.Join(t.TempDir(), "tokens")
 		if content != "" {
