@@ -107,11 +107,26 @@ type tokenSet struct {
 // malformed or configured twice, or saying which caller prefix to set when
 // two ways of authenticating could name the same caller by accident.
 func New(cfg Config) (*Verifier, error) {
-	ns, err := newNamespaces(cfg)
+	static, err := newTokenSet(cfg.Tokens, cfg.Groups)
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{groups: cfg.Groups, ns: ns}
+	v := &Verifier{groups: cfg.Groups, bearer: len(cfg.Tokens) > 0}
+	v.tokens = func() *tokenSet { return static }
+	if cfg.TokensFile != "" {
+		// Authentication stays on while the file holds no token; tokens
+		// may be added to it later only where their names cannot be
+		// another way's callers'.
+		v.bearer = true
+		_, shared := newNamespaces(cfg, true)
+		if v.tokens, err = followTokens(cfg, static, shared); err != nil {
+			return nil, err
+		}
+	}
+	if v.ns, err = newNamespaces(cfg, len(v.tokens().hashes) > 0); err != nil {
+		return nil, err
+	}
+	ns := v.ns
 	switch {
 	case cfg.ClientCAFile != nil:
 		v.roots = cfg.ClientCAFile.Pool
@@ -128,18 +143,6 @@ func New(cfg Config) (*Verifier, error) {
 			return nil, err
 		}
 		v.jwt = j
-	}
-	static, err := newTokenSet(cfg.Tokens, cfg.Groups)
-	if err != nil {
-		return nil, err
-	}
-	v.tokens = func() *tokenSet { return static }
-	v.bearer = len(cfg.Tokens) > 0
-	if cfg.TokensFile != "" {
-		v.bearer = true
-		if v.tokens, err = followTokens(cfg, static); err != nil {
-			return nil, err
-		}
 	}
 	return v, nil
 }
@@ -174,8 +177,10 @@ func newTokenSet(tokens []Token, groups map[string][]string) (*tokenSet, error) 
 // when it changes (internal/follow), so a token removed from it is
 // refused and one added accepted without a restart. A file that cannot be
 // read or does not parse then keeps the tokens it last held, and says so
-// in the log.
-func followTokens(cfg Config, static *tokenSet) (func() *tokenSet, error) {
+// in the log; so does one that holds tokens where shared, when not nil,
+// says static tokens would share their callers' names with another way of
+// authenticating (a file empty at the start, beside unprefixed JWTs).
+func followTokens(cfg Config, static *tokenSet, shared error) (func() *tokenSet, error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -188,6 +193,9 @@ func followTokens(cfg Config, static *tokenSet) (func() *tokenSet, error) {
 		more, err := ParseTokens(b)
 		if err != nil {
 			return nil, fmt.Errorf("auth.tokens_file %s: %w", cfg.TokensFile, err)
+		}
+		if len(more) > 0 && shared != nil {
+			return nil, shared
 		}
 		return newTokenSet(append(slices.Clip(cfg.Tokens), more...), cfg.Groups)
 	}
@@ -203,7 +211,7 @@ func followTokens(cfg Config, static *tokenSet) (func() *tokenSet, error) {
 		return set, err
 	}, cfg.TokensFile)
 	if _, err := file.Get(); err != nil {
-		if strings.HasPrefix(err.Error(), "auth.") {
+		if strings.HasPrefix(err.Error(), "auth") {
 			return nil, err
 		}
 		return nil, fmt.Errorf("auth.tokens_file %s: %w", cfg.TokensFile, err)

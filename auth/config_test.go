@@ -193,3 +193,39 @@ func (s *syncBuilder) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestTokensAddedBesideUnprefixedJWTs: a tokens file empty at the start
+// beside JWTs without a caller prefix (the Helm chart's OIDC example) is
+// fine; tokens added to it later are refused, as they would have been at
+// the start (their names could be JWT callers'), and the log says what to
+// set.
+func TestTokensAddedBesideUnprefixedJWTs(t *testing.T) {
+	t.Cleanup(follow.SetRecheck(0))
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuilder
+	v, err := auth.New(auth.Config{TokensFile: file, OIDC: &auth.OIDCConfig{Issuer: "https://issuer.example", Audience: "toolwire"},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatalf("an empty tokens file beside unprefixed JWTs: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("alice: "+aliceToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(file, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := v.Verify(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + aliceToken}}); err == nil {
+		t.Errorf("a token added beside unprefixed JWTs: accepted as %+v", id)
+	}
+	if !strings.Contains(logs.String(), "auth.oidc.caller_prefix") {
+		t.Errorf("the log does not say what to set:\n%s", logs.String())
+	}
+	// At the start the same file is refused, as before.
+	if _, err := auth.New(auth.Config{TokensFile: file, OIDC: &auth.OIDCConfig{Issuer: "https://issuer.example", Audience: "toolwire"}}); err == nil || !strings.Contains(err.Error(), "caller_prefix") {
+		t.Errorf("tokens beside unprefixed JWTs at the start: %v, want the prefix asked for", err)
+	}
+}

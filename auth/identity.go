@@ -75,11 +75,12 @@ func (n namespace) effective() string {
 // namespaces are the ways a Verifier names callers.
 type namespaces []namespace
 
-// newNamespaces returns cfg's namespaces, or an error saying what to set
-// when two of them could name the same caller by accident.
-func newNamespaces(cfg Config) (namespaces, error) {
+// newNamespaces returns cfg's namespaces, static tokens among them when
+// tokens says there are some, or an error saying what to set when two of
+// them could name the same caller by accident.
+func newNamespaces(cfg Config, tokens bool) (namespaces, error) {
 	var ns namespaces
-	if len(cfg.Tokens) > 0 || cfg.TokensFile != "" {
+	if tokens {
 		ns = append(ns, namespace{method: engine.MethodToken, what: "static tokens"})
 	}
 	if cfg.ClientCAs != nil || cfg.ClientCAFile != nil {
