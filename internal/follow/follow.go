@@ -7,6 +7,7 @@
 package follow
 
 import (
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,7 @@ type Files[T any] struct {
 	read  func() (T, error)
 
 	cur     atomic.Pointer[T] // the last good value; nil before the first
-	checked atomic.Int64      // when the files were last looked at (Unix ns)
+	checked atomic.Int64      // when the files were last looked at (clock)
 
 	mu       sync.Mutex // one look at a time
 	modified []time.Time
@@ -48,17 +49,17 @@ func New[T any](read func() (T, error), files ...string) *Files[T] {
 // value when they cannot be read, and the error only when no read ever
 // succeeded. Between looks it costs an atomic load and a clock reading.
 func (f *Files[T]) Get() (T, error) {
-	now := time.Now()
-	if v := f.cur.Load(); v != nil && now.UnixNano()-f.checked.Load() < recheck.Load() {
+	now := clock()
+	if v := f.cur.Load(); v != nil && now-f.checked.Load() < recheck.Load() {
 		return *v, nil
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	v := f.cur.Load()
-	if v != nil && now.UnixNano()-f.checked.Load() < recheck.Load() {
+	if v != nil && now-f.checked.Load() < recheck.Load() {
 		return *v, nil // another caller just looked
 	}
-	f.checked.Store(now.UnixNano())
+	f.checked.Store(now)
 	mod := make([]time.Time, len(f.files))
 	for i, name := range f.files {
 		st, err := os.Stat(name)
@@ -99,4 +100,13 @@ func equal(a, b []time.Time) bool {
 }
 
 // Recheck makes the next Get look at the files at once.
-func (f *Files[T]) Recheck() { f.checked.Store(0) }
+func (f *Files[T]) Recheck() { f.checked.Store(math.MinInt64 / 2) }
+
+// start anchors clock to the monotonic clock, which a step of the wall
+// clock (an NTP correction, a VM resumed) does not move: a wall clock
+// set back an hour would otherwise leave the files unlooked at for an
+// hour.
+var start = time.Now()
+
+// clock is the monotonic time since start, in nanoseconds.
+func clock() int64 { return int64(time.Since(start)) }
