@@ -779,6 +779,7 @@ func TestHelmGracePeriod(t *testing.T) {
 		{[]string{"--set", "config.drain_timeout=2m"}, 5 + 132 + 20 + 8},
 		{[]string{"--set", "config.drain_timeout=1m30s", "--set", "extraArgs={--abandon-grace=1500ms}"}, 5 + 102 + 20 + 8},
 		{[]string{"--set", "extraArgs={--drain-timeout=45s}"}, 5 + 57 + 20 + 8},
+		{[]string{"--set", "extraArgs={--drain-timeout,45s,-abandon-grace,3s}"}, 5 + 58 + 20 + 8},
 		{[]string{"--set", "config.http_drain_timeout=90s"}, 5 + 90 + 20 + 8},
 		{[]string{"--set", "config.drain_timeout=500ms"}, 5 + 30 + 20 + 8},
 		{[]string{"--set", "terminationGracePeriodSeconds=200"}, 200},

@@ -162,9 +162,16 @@ together.
 {{- $c := .Values.config | default dict }}
 {{- $drain := get $c "drain_timeout" | default "30s" }}
 {{- $abandon := get $c "abandon_grace" | default "2s" }}
-{{- range .Values.extraArgs }}
-{{- if hasPrefix "--drain-timeout=" . }}{{ $drain = trimPrefix "--drain-timeout=" . }}{{ end }}
-{{- if hasPrefix "--abandon-grace=" . }}{{ $abandon = trimPrefix "--abandon-grace=" . }}{{ end }}
+{{- $args := .Values.extraArgs | default list }}
+{{- range $i, $a := $args }}
+{{- $next := "" }}
+{{- if lt (add1 $i) (len $args) }}{{ $next = index $args (add1 $i) | toString }}{{ end }}
+{{- range $flag := list "-drain-timeout" "--drain-timeout" "-abandon-grace" "--abandon-grace" }}
+{{- $value := "" }}
+{{- if hasPrefix (printf "%s=" $flag) (toString $a) }}{{ $value = trimPrefix (printf "%s=" $flag) (toString $a) }}{{ else if eq (toString $a) $flag }}{{ $value = $next }}{{ end }}
+{{- if and $value (hasSuffix "drain-timeout" $flag) }}{{ $drain = $value }}{{ end }}
+{{- if and $value (hasSuffix "abandon-grace" $flag) }}{{ $abandon = $value }}{{ end }}
+{{- end }}
 {{- end }}
 {{- $engine := add (include "toolwire.seconds" $drain | int | default 30) (include "toolwire.seconds" $abandon | int | default 2) 5 5 }}
 {{- $http := include "toolwire.seconds" (get $c "http_drain_timeout" | default "30s") | int | default 30 }}
