@@ -164,6 +164,9 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 			issuer = c.Auth.OIDC.Issuer
 		}
 		log.Info("authentication on", "tokens", len(v.tokens().hashes), "client_certificates", c.ClientCA != "", "oidc_issuer", issuer)
+		if len(v.tokens().hashes) == 0 && c.ClientCA == "" && c.Auth.OIDC == nil {
+			log.Warn("the tokens file holds no token: every request is refused until one is added to it (it is read again when it changes)", "tokens_file", c.Auth.TokensFile)
+		}
 	case len(c.Auth.Permissions) > 0:
 		log.Warn(`permissions are configured but authentication is off: every caller is the anonymous caller "", to which the "" or "*" entry applies`)
 	}

@@ -151,9 +151,13 @@ func TestTokensFileIsReadAgain(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ev, err := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: empty}}.Verifier(discard, func(string) string { return "" })
+	var emptyLogs syncBuilder
+	ev, err := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: empty}}.Verifier(slog.New(slog.NewTextHandler(&emptyLogs, nil)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(emptyLogs.String(), "the tokens file holds no token") {
+		t.Errorf("no warning of an empty tokens file:\n%s", emptyLogs.String())
 	}
 	if !ev.Enabled() {
 		t.Error("an empty tokens file turned authentication off")
