@@ -9,6 +9,7 @@ package follow
 import (
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,7 @@ func (f *Files[T]) Get() (T, error) {
 		}
 		mod[i] = st.ModTime()
 	}
-	if v != nil && equal(mod, f.modified) {
+	if v != nil && slices.EqualFunc(mod, f.modified, time.Time.Equal) {
 		return *v, nil
 	}
 	got, err := f.read()
@@ -85,18 +86,6 @@ func (f *Files[T]) Get() (T, error) {
 	f.cur.Store(&got)
 	f.modified = mod
 	return got, nil
-}
-
-func equal(a, b []time.Time) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if !a[i].Equal(b[i]) {
-			return false
-		}
-	}
-	return true
 }
 
 // Recheck makes the next Get look at the files at once.

@@ -79,8 +79,10 @@ func loadCAs(file string, system bool) (*CAs, error) {
 			return nil, err
 		}
 		pool := x509.NewCertPool()
-		if sys, err := x509.SystemCertPool(); system && err == nil {
-			pool = sys // a copy of its own
+		if system {
+			if sys, err := x509.SystemCertPool(); err == nil {
+				pool = sys // a copy of its own
+			}
 		}
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("%s holds no PEM certificate", file)
