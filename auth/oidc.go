@@ -22,6 +22,7 @@ import (
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/internal/tlsfiles"
 )
@@ -357,12 +358,11 @@ type keySet struct {
 	renew   time.Time           // past it, set is fetched again in the background (jwks_file: looked at again)
 	failing bool                // the last fetch failed: set is what was fetched before
 
-	fetching sync.Mutex // one fetch at a time; guards the fields below
-	jwksURL  string     // from the config or discovery
-	last     time.Time  // the last fetch attempt
-	lastErr  error      // its error
-	fileMod  time.Time  // jwks_file's modification time and size, when read
-	fileSize int64
+	fetching sync.Mutex   // one fetch at a time; guards the fields below
+	jwksURL  string       // from the config or discovery
+	last     time.Time    // the last fetch attempt
+	lastErr  error        // its error
+	fileSeen follow.Stamp // jwks_file as it was when read
 }
 
 // VerifySignature implements oidc.KeySet.
@@ -664,7 +664,7 @@ func (k *keySet) getJSON(ctx context.Context, url string, v any) (http.Header, e
 // readFile reads the set from jwks_file; k.fetching is held, or k is
 // not yet shared.
 func (k *keySet) readFile() error {
-	st, err := os.Stat(k.file)
+	seen, err := follow.Look(k.file)
 	if err != nil {
 		return err
 	}
@@ -676,7 +676,7 @@ func (k *keySet) readFile() error {
 	if err := json.Unmarshal(b, &set); err != nil || len(set.Keys) == 0 {
 		return fmt.Errorf("%s: not a JSON Web Key Set with keys (%v)", k.file, err)
 	}
-	k.fileMod, k.fileSize = st.ModTime(), st.Size()
+	k.fileSeen = seen
 	k.install(&set, time.Time{}, k.now().Add(jwksFileRecheck))
 	return nil
 }
@@ -696,8 +696,8 @@ func (k *keySet) recheckFile() {
 	}
 	k.renew = now.Add(jwksFileRecheck)
 	k.mu.Unlock()
-	st, err := os.Stat(k.file)
-	if err == nil && st.ModTime().Equal(k.fileMod) && st.Size() == k.fileSize {
+	seen, err := follow.Look(k.file)
+	if err == nil && seen.Same(k.fileSeen) {
 		k.fetching.Unlock()
 		return
 	}

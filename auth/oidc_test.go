@@ -609,6 +609,25 @@ func TestOIDCKeysFileIsReadAgain(t *testing.T) {
 	if id, err := verifyToken(v, iss.Token(t, "ec-1", claims)); err != nil || id.ID != "f" {
 		t.Errorf("a key still in the file: %+v, %v", id, err)
 	}
+
+	// Rewritten within the file system's clock tick of the last read, as
+	// long as before: its time and size are as they were, yet it is read
+	// again.
+	ec, _ := json.Marshal(jose.JSONWebKeySet{Keys: all.Key("ec-1")})
+	rsa, _ := json.Marshal(jose.JSONWebKeySet{Keys: all.Key("rsa-1")})
+	size := max(len(ec), len(rsa))
+	pad := func(b []byte) []byte { return append(b, bytes.Repeat([]byte(" "), size-len(b))...) }
+	tick := time.Now()
+	write(pad(ec), tick)
+	clock.Add(auth.JWKSFileRecheck)
+	if _, err := verifyToken(v, token); err == nil {
+		t.Error("rsa-1 accepted from a file that holds ec-1 only")
+	}
+	write(pad(rsa), tick)
+	clock.Add(auth.JWKSFileRecheck)
+	if _, err := verifyToken(v, token); err != nil {
+		t.Errorf("a key written in the same tick as the file read before: %v; want it read", err)
+	}
 	if iss.Fetches() != fetches {
 		t.Error("keys from a file were fetched")
 	}

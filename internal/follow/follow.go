@@ -1,9 +1,10 @@
 // Package follow keeps a value read from files and reads it again when
 // they change, so that what an operator rotates in place (a certificate,
 // a CA bundle, a tokens file, an updated Kubernetes Secret) takes effect
-// without a restart. A file's modification time is looked at once every
-// 10 s at most, on use; while the files cannot be read (missing, or half
-// written during a rotation) the last good value stays in use.
+// without a restart. A file's stamp (Look: its modification time, size
+// and identity) is looked at once every 10 s at most, on use; while the
+// files cannot be read (missing, or half written during a rotation) the
+// last good value stays in use.
 package follow
 
 import (
@@ -36,8 +37,8 @@ type Files[T any] struct {
 	cur     atomic.Pointer[T] // the last good value; nil before the first
 	checked atomic.Int64      // when the files were last looked at (clock)
 
-	mu       sync.Mutex // one look at a time
-	modified []time.Time
+	mu     sync.Mutex // one look at a time
+	stamps []Stamp    // the files' stamps when the value was read
 }
 
 // New follows files, whose value read returns. Nothing is read until Get.
@@ -46,7 +47,7 @@ func New[T any](read func() (T, error), files ...string) *Files[T] {
 }
 
 // Get returns the value as the files hold it now: read again when one of
-// their modification times changed since the last read, the last good
+// their stamps is not the Same as at the last read, the last good
 // value when they cannot be read, and the error only when no read ever
 // succeeded. Between looks it costs an atomic load and a clock reading.
 func (f *Files[T]) Get() (T, error) {
@@ -61,9 +62,9 @@ func (f *Files[T]) Get() (T, error) {
 		return *v, nil // another caller just looked
 	}
 	f.checked.Store(now)
-	mod := make([]time.Time, len(f.files))
+	stamps := make([]Stamp, len(f.files))
 	for i, name := range f.files {
-		st, err := os.Stat(name)
+		st, err := Look(name)
 		if err != nil {
 			if v != nil {
 				return *v, nil // keep the last good value during a rotation
@@ -71,9 +72,9 @@ func (f *Files[T]) Get() (T, error) {
 			var zero T
 			return zero, err
 		}
-		mod[i] = st.ModTime()
+		stamps[i] = st
 	}
-	if v != nil && slices.EqualFunc(mod, f.modified, time.Time.Equal) {
+	if v != nil && slices.EqualFunc(stamps, f.stamps, Stamp.Same) {
 		return *v, nil
 	}
 	got, err := f.read()
@@ -84,8 +85,47 @@ func (f *Files[T]) Get() (T, error) {
 		return got, err
 	}
 	f.cur.Store(&got)
-	f.modified = mod
+	f.stamps = stamps
 	return got, nil
+}
+
+// racy is how recent a modification time must be for a stamp to be racy:
+// more than a file system's clock tick (a few milliseconds on Linux's,
+// 1–2 s on some others).
+const racy = 3 * time.Second
+
+// A Stamp is what a look at a file saw: its modification time, size and
+// identity. A file rewritten in place changes its time; one renamed over
+// it (an editor's save, a Kubernetes Secret's update) is another file,
+// whatever its time. But a write within the file system's clock tick of
+// the look leaves the time as the look saw it: a file read between a
+// truncation and the write that follows would otherwise stay empty for
+// good. So a stamp taken within racy of its modification time, or before
+// it (a clock behind the file system's), is racy, and the Same as no
+// other: the file is read again at the next look, when the time has
+// settled.
+type Stamp struct {
+	info os.FileInfo
+	racy bool
+}
+
+// Look stamps the named file as it is now, following symbolic links.
+func Look(name string) (Stamp, error) {
+	now := time.Now()
+	info, err := os.Stat(name)
+	if err != nil {
+		return Stamp{}, err
+	}
+	return Stamp{info: info, racy: info.ModTime().After(now.Add(-racy))}, nil
+}
+
+// Same tells whether s and o stamp the same file, unchanged between them.
+// Neither may be racy or the zero Stamp.
+func (s Stamp) Same(o Stamp) bool {
+	if s.info == nil || o.info == nil || s.racy || o.racy {
+		return false
+	}
+	return s.info.ModTime().Equal(o.info.ModTime()) && s.info.Size() == o.info.Size() && os.SameFile(s.info, o.info)
 }
 
 // Recheck makes the next Get look at the files at once.

@@ -29,7 +29,7 @@ func TestFiles(t *testing.T) {
 	if _, err := f.Get(); err == nil {
 		t.Fatal("Get of a missing file before any read: want its error")
 	}
-	at := time.Now()
+	at := time.Now().Add(-time.Hour) // times that have settled (not racy)
 	write := func(s string, mod time.Duration) {
 		t.Helper()
 		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
@@ -89,4 +89,59 @@ func TestFiles(t *testing.T) {
 	if reads-n != 1 {
 		t.Errorf("800 Gets after a change read the file %d times, want once (then not again for 10 s)", reads-n)
 	}
+}
+
+// TestFilesRacyWrites: a file read in the same tick of the file system's
+// clock as a write that follows (a truncation, then the new content) keeps
+// its modification time, and its size when the content is as long; it is
+// read again at the next look all the same, and once its time has settled
+// it is not read again. A file renamed over it is read whatever its time
+// and size.
+func TestFilesRacyWrites(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "value")
+	reads := 0
+	f := follow.New(func() (string, error) {
+		reads++
+		b, err := os.ReadFile(file)
+		return string(b), err
+	}, file)
+	write := func(name, s string, mod time.Time) {
+		t.Helper()
+		if err := os.WriteFile(name, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(name, mod, mod); err != nil {
+			t.Fatal(err)
+		}
+		f.Recheck()
+	}
+	get := func(want string) {
+		t.Helper()
+		if v, err := f.Get(); err != nil || v != want {
+			t.Fatalf("Get = %q, %v; want %q", v, err, want)
+		}
+	}
+	tick := time.Now()
+	write(file, "aaaa", tick)
+	get("aaaa")
+	write(file, "bbbb", tick) // the same time and size: a write in the same tick
+	get("bbbb")
+
+	settled := time.Now().Add(-time.Hour)
+	write(file, "bbbb", settled)
+	get("bbbb")
+	n := reads
+	f.Recheck()
+	get("bbbb")
+	if reads != n {
+		t.Errorf("a settled, unchanged file was read %d more times, want none", reads-n)
+	}
+
+	next := filepath.Join(dir, "next")
+	write(next, "cccc", settled) // the same time and size, another file
+	if err := os.Rename(next, file); err != nil {
+		t.Fatal(err)
+	}
+	get("cccc")
 }
