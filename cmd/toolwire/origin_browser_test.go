@@ -75,10 +75,13 @@ func TestBrowserCannotDriveToolwire(t *testing.T) {
 	t.Parallel()
 	browser := testenv.LookPath(t, "chromium")
 	ws := t.TempDir()
-	s := startServe(t, "--diag", "--workspace", ws, "--http-listen", "127.0.0.1:0", "--log-level", "debug")
-	var addr string
+	s := startServe(t, "--diag", "--workspace", ws, "--http-listen", "127.0.0.1:0", "--log-level", "debug",
+		"--admin-listen", "127.0.0.1:0", "--http-allowed-hosts", "not-for-pages.example")
+	var addr, admin string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
+	waitFor(t, "the admin listener", func() bool { var ok bool; admin, ok = adminAddr(s.stderr.String()); return ok })
 	_, port, _ := net.SplitHostPort(addr)
+	_, adminPort, _ := net.SplitHostPort(admin)
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, "<!doctype html><title>a page of another site</title><p>nothing to see</p>")
@@ -170,6 +173,31 @@ func TestBrowserCannotDriveToolwire(t *testing.T) {
 	if len(sameOrigin) != 3 {
 		t.Errorf("rebound calls: %v", sameOrigin)
 	}
+	// The admin listener under the attacker's name: the page must not
+	// read the profiles, the metrics or the command line (which would
+	// show a --store URL's password; here a marker stands for it).
+	adminRebound := "http://evil.example:" + adminPort
+	resp = get(b, "open the admin listener under the attacker's name", chromedp.NavigateResponse(adminRebound+"/debug/pprof/"))
+	if resp.Status != http.StatusForbidden {
+		t.Errorf("/debug/pprof/ under the attacker's name: %d; want 403", resp.Status)
+	}
+	adminSeen := get(b, "read from the rebound admin page", chromedp.Evaluate[map[string]string](`(async () => {
+  const seen = {};
+  for (const path of ["/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2", "/metrics"]) {
+    const r = await fetch(path);
+    seen[path] = r.status + " " + (await r.text());
+  }
+  return seen;
+})()`, chromedp.EvalAwaitPromise))
+	for path, got := range adminSeen {
+		if !strings.HasPrefix(got, "403 ") || !strings.Contains(got, "admin_allowed_hosts") || strings.Contains(got, "not-for-pages") {
+			t.Errorf("the rebound admin page's %s: %.300s; want 403 naming admin_allowed_hosts", path, got)
+		}
+	}
+	if len(adminSeen) != 3 {
+		t.Errorf("rebound admin reads: %v", adminSeen)
+	}
+
 	if entries, _ := os.ReadDir(ws); len(entries) != 0 {
 		t.Errorf("the workspace after the attacks holds %v; want nothing written", entries)
 	}

@@ -119,9 +119,12 @@ func startTelemetry(ctx context.Context, adminAddr string, log *slog.Logger) (_ 
 }
 
 // adminListener listens on admin_listen, when set, for /metrics
-// (Prometheus) and /debug/pprof/: a second HTTP port, answering any Host
-// (scrapers name it as they find it), draining for 5s at most. It is
-// late: scrapes see the drain.
+// (Prometheus) and /debug/pprof/: a second HTTP port, answering to the
+// hosts the HTTP port would (localhost, IP addresses) and to
+// admin_allowed_hosts, draining for 5s at most. It is late: scrapes see
+// the drain. /debug/pprof/cmdline is not served: no profile needs it, and
+// it would show whatever secret the command line holds (a --store URL's
+// password).
 func (s *serveRun) adminListener() (listener, error) {
 	if s.cfg.AdminListen == "" {
 		return listener{}, nil
@@ -131,9 +134,9 @@ func (s *serveRun) adminListener() (listener, error) {
 		return listener{}, fmt.Errorf("admin listener: %w", err)
 	}
 	log := s.log
-	port := httpserve.New(httpserve.Config{AllowedHosts: []string{"*"}, DrainTimeout: adminDrain}, nil, log)
+	port := httpserve.New(s.cfg.adminPort(), nil, log)
 	port.Handle("GET /metrics", promhttp.HandlerFor(s.tel.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}), plainRefuse)
-	for path, h := range map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index, "/debug/pprof/cmdline": pprof.Cmdline,
+	for path, h := range map[string]http.HandlerFunc{"/debug/pprof/": pprof.Index,
 		"/debug/pprof/profile": pprof.Profile, "/debug/pprof/symbol": pprof.Symbol, "/debug/pprof/trace": pprof.Trace} {
 		port.Handle(path, h, plainRefuse)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -187,4 +188,47 @@ func TestStoreSubscriptionFailuresMetric(t *testing.T) {
 		m := failures.FindStringSubmatch(body)
 		return m != nil && m[2] != "0"
 	})
+}
+
+// TestAdminAllowedHosts: the admin listener answers to IP addresses and
+// localhost, as Prometheus finds it, and to the names in
+// admin_allowed_hosts; a request naming another host (a DNS-rebinding
+// page) gets 403 naming the setting; /debug/pprof/cmdline, which would
+// show the command line's secrets, is not served; and a setting that is
+// not a host name refuses the start.
+func TestAdminAllowedHosts(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--diag", "--admin-listen", "127.0.0.1:0", "--admin-allowed-hosts", "prom.example,*.monitoring.svc")
+	addr, ok := adminAddr(s.stderr.String())
+	if !ok {
+		t.Fatalf("no admin listening line:\n%s", s.stderr)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	for _, tc := range []struct {
+		host, path string
+		want       int
+	}{
+		{addr, "/metrics", http.StatusOK},
+		{"localhost:" + port, "/debug/pprof/heap", http.StatusOK},
+		{"prom.example:" + port, "/metrics", http.StatusOK},
+		{"scraper.monitoring.svc", "/metrics", http.StatusOK},
+		{"evil.example:" + port, "/metrics", http.StatusForbidden},
+		{"evil.example:" + port, "/debug/pprof/", http.StatusForbidden},
+		{"prom.example.evil.example", "/debug/pprof/goroutine", http.StatusForbidden},
+		{addr, "/debug/pprof/cmdline", http.StatusNotFound},
+	} {
+		resp, body := send(t, http.MethodGet, addr, tc.path, "", map[string]string{"Host": tc.host})
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s with Host %s: %d %.200s; want %d", tc.path, tc.host, resp.StatusCode, body, tc.want)
+		}
+		if tc.want == http.StatusForbidden && !strings.Contains(body, "admin_allowed_hosts (--admin-allowed-hosts)") {
+			t.Errorf("GET %s with Host %s: %q; want the refusal to name admin_allowed_hosts", tc.path, tc.host, body)
+		}
+	}
+
+	var stderr bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--diag", "--admin-listen", "127.0.0.1:0", "--admin-allowed-hosts", "http://prom.example"}, io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error()+stderr.String(), `admin_allowed_hosts: "http://prom.example" is not a host name`) {
+		t.Errorf("serve with a URL in --admin-allowed-hosts: %v, %s; want it refused, naming the setting", err, stderr.String())
+	}
 }

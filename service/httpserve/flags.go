@@ -13,6 +13,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AllowUnauthenticated, "http-allow-unauthenticated", c.AllowUnauthenticated, "let the HTTP port listen beyond loopback with authentication off (unsafe: anyone who reaches it may call every tool)")
 }
 
+// HostsFlag is the flag value of a comma-separated list of host names,
+// as --http-allowed-hosts takes them, writing into names; Config.Validate
+// (with the list as AllowedHosts) checks each.
+func HostsFlag(names *[]string) flag.Value { return hostList{names} }
+
 // hostList is the flag value of a comma-separated list of host names; a
 // flag replaces the file's list. Validate checks each name.
 type hostList struct{ names *[]string }

@@ -34,9 +34,10 @@ type hostPolicy struct {
 	suffixes []string        // ".example.com" for "*.example.com"
 }
 
-// parseHosts parses http_allowed_hosts; the first entry that is not a host
-// name, an address, "*.name" or "*" is an error.
-func parseHosts(entries []string) (hostPolicy, error) {
+// parseHosts parses http_allowed_hosts (or the setting named so); the
+// first entry that is not a host name, an address, "*.name" or "*" is an
+// error.
+func parseHosts(setting string, entries []string) (hostPolicy, error) {
 	p := hostPolicy{names: map[string]bool{}}
 	for _, e := range entries {
 		switch {
@@ -45,13 +46,13 @@ func parseHosts(entries []string) (hostPolicy, error) {
 		case strings.HasPrefix(e, "*."):
 			name, ok := entryName(e[2:])
 			if _, isAddr := addr(name); !ok || isAddr {
-				return p, fmt.Errorf("http_allowed_hosts: %q is not \"*.\" and a domain name", e)
+				return p, fmt.Errorf("%s: %q is not \"*.\" and a domain name", setting, e)
 			}
 			p.suffixes = append(p.suffixes, "."+name)
 		default:
 			name, ok := entryName(e)
 			if !ok {
-				return p, fmt.Errorf("http_allowed_hosts: %q is not a host name or an IP address (write it without a scheme, path or port)", e)
+				return p, fmt.Errorf("%s: %q is not a host name or an IP address (write it without a scheme, path or port)", setting, e)
 			}
 			p.names[name] = true
 		}
@@ -188,7 +189,7 @@ func (s *Server) hostRefusal(r *http.Request) string {
 	}
 	name, ok := hostName(r.Host)
 	if !ok {
-		return fmt.Sprintf("the request's Host %s is not a host name; this server answers to localhost and the names in http_allowed_hosts", quote(r.Host))
+		return fmt.Sprintf("the request's Host %s is not a host name; this server answers to localhost and the names in %s", quote(r.Host), s.cfg.HostsSetting)
 	}
 	if loopbackName(name) || s.hosts.allows(name) {
 		return ""
@@ -201,7 +202,8 @@ func (s *Server) hostRefusal(r *http.Request) string {
 	if !overLoopback {
 		answers = "localhost, IP addresses"
 	}
-	return fmt.Sprintf("this server does not answer to the host %s: it answers to %s and the names in http_allowed_hosts (--http-allowed-hosts), a guard against DNS rebinding; add the name there to serve it", quote(r.Host), answers)
+	setting := s.cfg.HostsSetting
+	return fmt.Sprintf("this server does not answer to the host %s: it answers to %s and the names in %s (--%s), a guard against DNS rebinding; add the name there to serve it", quote(r.Host), answers, setting, strings.ReplaceAll(setting, "_", "-"))
 }
 
 // newOriginCheck is the cross-origin check trusting origins (from

@@ -40,6 +40,10 @@ type Config struct {
 	// host. A request naming another host in its Host header gets 403, a
 	// guard against DNS rebinding. None by default.
 	AllowedHosts []string `json:"http_allowed_hosts"`
+	// HostsSetting names AllowedHosts's setting in errors and refusals:
+	// "http_allowed_hosts" unless set (the admin listener's is
+	// "admin_allowed_hosts"); its flag is the name with dashes.
+	HostsSetting string `json:"-"`
 	// AllowUnauthenticated lets the port listen beyond loopback with
 	// authentication off (flag --http-allow-unauthenticated); without it,
 	// serve refuses to start so (CheckExposure).
@@ -73,6 +77,9 @@ func (c Config) withDefaults() Config {
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
+	if c.HostsSetting == "" {
+		c.HostsSetting = "http_allowed_hosts"
+	}
 	return c
 }
 
@@ -90,7 +97,7 @@ func (c Config) Validate() error {
 	if _, err := newOriginCheck(c.CORSOrigins); err != nil {
 		return err
 	}
-	if _, err := parseHosts(c.AllowedHosts); err != nil {
+	if _, err := parseHosts(c.withDefaults().HostsSetting, c.AllowedHosts); err != nil {
 		return err
 	}
 	if c.MaxBodyBytes < 0 {
@@ -128,7 +135,7 @@ func New(cfg Config, tlsConfig *tls.Config, log *slog.Logger) *Server {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg.withDefaults(), tls: tlsConfig, log: log, mux: http.NewServeMux(), refuse: map[string]Refuse{}}
-	s.hosts, _ = parseHosts(cfg.AllowedHosts)
+	s.hosts, _ = parseHosts(s.cfg.HostsSetting, cfg.AllowedHosts)
 	s.origins, _ = newOriginCheck(cfg.CORSOrigins)
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	return s
