@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/h2raw"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -14,7 +15,8 @@ import (
 )
 
 // TestHealthListen checks that --health-listen serves the health service,
-// with the main listener's statuses, and nothing else.
+// with the main listener's statuses, and nothing else, and refuses
+// metadata past grpcserve.MaxHeaderBytes.
 func TestHealthListen(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--diag", "--health-listen", "127.0.0.1:0")
@@ -42,6 +44,10 @@ func TestHealthListen(t *testing.T) {
 		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("health of %q on the health listener: %v, %v; want SERVING", svc, resp, err)
 		}
+	}
+	// Its metadata is bounded as the gRPC port's is.
+	if got := h2raw.Headers(t, addr, healthpb.Health_Check_FullMethodName, 5, 16<<10); got == "served" || got == "no answer" {
+		t.Errorf("80 KiB of metadata on the health listener: %s; want it refused", got)
 	}
 	_, err = toolwirev1.NewToolServiceClient(conn).ListTools(t.Context(), &toolwirev1.ListToolsRequest{})
 	if status.Code(err) != codes.Unimplemented {

@@ -102,7 +102,7 @@ func (s *serveRun) healthListener(srv *grpcserve.Server) (listener, error) {
 type healthServer struct{ srv *grpcserve.Server }
 
 func (h healthServer) Serve(ctx context.Context, lis net.Listener) error {
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.MaxHeaderListSize(grpcserve.MaxHeaderBytes))
 	h.srv.RegisterHealth(gs)
 	stop := context.AfterFunc(ctx, gs.Stop)
 	defer stop()

@@ -5,8 +5,16 @@ import (
 	"google.golang.org/grpc/keepalive"
 )
 
+// MaxHeaderBytes bounds a request's metadata (HTTP/2's header list size:
+// names, values and 32 bytes a field), as the HTTP port's MaxHeaderBytes
+// bounds its headers. grpc-go's default, 16 MiB a stream, let one client
+// hold gigabytes in a few hundred streams' metadata, decoded before any
+// authentication; a bearer token, a trace context and a client's own
+// headers fit many times over.
+const MaxHeaderBytes = 64 << 10
+
 // ServerOptions returns the grpc.ServerOptions that enforce the transport's
-// limits: message sizes (the engine's MaxMessageBytes; sent ones up to its
+// limits: the request's metadata (MaxHeaderBytes), message sizes (the engine's MaxMessageBytes; sent ones up to its
 // ListLimit, for ListTools), keepalive and connection age, the codec
 // that keeps an encoded message's buffer near its size (messageCodec), and
 // the tap handle (grpc.InTapHandle) through which SendTimeout ends the
@@ -20,6 +28,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(s.stoppable),
 		newMessageCodec(),
+		grpc.MaxHeaderListSize(MaxHeaderBytes),
 		grpc.MaxRecvMsgSize(maxMsg),
 		// The engine bounds what is sent: events within maxMsg, and a
 		// ListTools response, which may list every tool at once for a

@@ -252,7 +252,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		ReadHeaderTimeout: min(s.cfg.ReadTimeout, 10*time.Second),
 		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    64 << 10, // as the gRPC port's (grpcserve.MaxHeaderBytes)
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		// Every request's context ends with the port's.
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },

@@ -1,0 +1,95 @@
+// Package h2raw sends what a hostile HTTP/2 client sends, past what
+// well-behaved clients (grpc-go's, net/http's) would refuse to send.
+package h2raw
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// Headers sends one gRPC request for path (a method taking an empty
+// message) with fields metadata fields of size bytes each over a raw
+// HTTP/2 connection to addr, as a client that ignores the server's
+// SETTINGS_MAX_HEADER_LIST_SIZE would, and says how
+// the server answered: "RST_STREAM <code>", "GOAWAY <code>", "closed",
+// "served" (response headers came), or "no answer" (none in 20 s).
+func Headers(t testing.TB, addr, path string, fields, size int) string {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range []hpack.HeaderField{
+		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: addr},
+		{Name: ":path", Value: path},
+		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+	} {
+		if err := enc.WriteField(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range fields {
+		if err := enc.WriteField(hpack.HeaderField{Name: fmt.Sprintf("x-pad-%d", i), Value: strings.Repeat("x", size)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written beside the reads: the server may answer, or close the
+	// connection, before the last fragment.
+	go func() {
+		const frag = 16 << 10 // the default SETTINGS_MAX_FRAME_SIZE
+		b := block.Bytes()
+		first := b[:min(frag, len(b))]
+		b = b[len(first):]
+		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: first, EndHeaders: len(b) == 0}) != nil {
+			return
+		}
+		for len(b) > 0 {
+			next := b[:min(frag, len(b))]
+			b = b[len(next):]
+			if fr.WriteContinuation(1, len(b) == 0, next) != nil {
+				return
+			}
+		}
+		_ = fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}) // the request: an empty message
+	}()
+	for {
+		f, err := fr.ReadFrame()
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			return "no answer"
+		}
+		if err != nil {
+			return "closed"
+		}
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				return "RST_STREAM " + f.ErrCode.String()
+			}
+		case *http2.HeadersFrame:
+			if f.StreamID == 1 {
+				return "served"
+			}
+		case *http2.GoAwayFrame:
+			return "GOAWAY " + f.ErrCode.String()
+		}
+	}
+}
