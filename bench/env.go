@@ -110,7 +110,8 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	}, engine.Deps{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
-	if e.srv, err = grpcserve.New(e.eng, reg, grpcserve.Config{}); err != nil {
+	// The in-flight measurement's 10,000 streams share one connection.
+	if e.srv, err = grpcserve.New(e.eng, reg, grpcserve.Config{Limits: grpcserve.Limits{MaxConcurrentStreams: 20000}}); err != nil {
 		return nil, err
 	}
 	// toolwire as Serve runs it (its telemetry and limits), on a server of

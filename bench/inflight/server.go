@@ -163,7 +163,8 @@ func newToolwire(g *gate, calls int) (*grpcserve.Server, func(), error) {
 		DefaultCallTimeout:   time.Hour,
 		MaxCallTimeout:       time.Hour,
 	}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	// --conns 1 puts every stream on one connection.
+	srv, err := grpcserve.New(eng, reg, grpcserve.Config{Limits: grpcserve.Limits{MaxConcurrentStreams: calls + 1024}})
 	if err != nil {
 		eng.Close()
 		return nil, nil, err

@@ -57,3 +57,45 @@ func TestMetadataOverTheHeaderLimit(t *testing.T) {
 		t.Errorf("a call after the refusals: %v", err)
 	}
 }
+
+// TestStreamsPerConnection: a connection holds at most
+// MaxConcurrentStreams RPCs at once. A client that ignores the limit has
+// the streams past it refused; grpc-go's client waits instead, and its
+// stream is served once another ends.
+func TestStreamsPerConnection(t *testing.T) {
+	t.Parallel()
+	s := newServedSurface(t, engine.Config{}, Config{Limits: Limits{MaxConcurrentStreams: 3}})
+	served, refused := h2raw.Streams(t, s.addr, toolwirev1.ToolService_WatchTools_FullMethodName, 5)
+	if served != 3 || refused != 2 {
+		t.Errorf("5 streams at once on one connection past a limit of 3: %d served, %d refused; want 3 and 2", served, refused)
+	}
+
+	c := s.client(t)
+	var cancels []context.CancelFunc
+	for range 3 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancels = append(cancels, cancel)
+		w, err := c.WatchTools(ctx, &toolwirev1.WatchToolsRequest{})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	fourth := make(chan error, 1)
+	go func() {
+		w, err := c.WatchTools(t.Context(), &toolwirev1.WatchToolsRequest{})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		fourth <- err
+	}()
+	cancels[0]()
+	if err := <-fourth; err != nil {
+		t.Errorf("a fourth stream once one of three ended: %v; want it served", err)
+	}
+	for _, cancel := range cancels {
+		cancel()
+	}
+}

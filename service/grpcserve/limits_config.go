@@ -33,7 +33,19 @@ type Limits struct {
 	// connection past its MaxConnectionAge. Default MaxCallTimeout, so a
 	// call started just before the GOAWAY can finish.
 	MaxConnectionAgeGrace time.Duration `json:"max_connection_age_grace"`
+	// MaxConcurrentStreams bounds the RPCs open at once on one client
+	// connection (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS): a client
+	// past it waits for one to end (grpc-go, grpc-js and grpcio queue), and
+	// a stream a client opens anyway is refused. Without it one connection
+	// could hold streams without end (about 11.5 KiB each; a WatchTools
+	// or AttachBatch stream is not a batch, which max_concurrent_batches
+	// bounds), and grpc-go bounds its handler goroutines per connection
+	// by it. Default 4096, max_concurrent_batches's default.
+	MaxConcurrentStreams int `json:"max_concurrent_streams"`
 }
+
+// DefaultMaxConcurrentStreams is Limits.MaxConcurrentStreams's default.
+const DefaultMaxConcurrentStreams = 4096
 
 // Flags registers --max-connection-age on fs, writing into l; the rest are
 // set in the config file.
@@ -55,5 +67,8 @@ func (l Limits) withDefaults(maxCallTimeout time.Duration) Limits {
 	defDur(&l.KeepaliveTimeout, 20*time.Second)
 	l.MaxConnectionAge = max(l.MaxConnectionAge, 0)
 	defDur(&l.MaxConnectionAgeGrace, maxCallTimeout)
+	if l.MaxConcurrentStreams <= 0 {
+		l.MaxConcurrentStreams = DefaultMaxConcurrentStreams
+	}
 	return l
 }

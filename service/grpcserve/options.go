@@ -1,6 +1,8 @@
 package grpcserve
 
 import (
+	"math"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 )
@@ -14,7 +16,8 @@ import (
 const MaxHeaderBytes = 64 << 10
 
 // ServerOptions returns the grpc.ServerOptions that enforce the transport's
-// limits: the request's metadata (MaxHeaderBytes), message sizes (the engine's MaxMessageBytes; sent ones up to its
+// limits: the request's metadata (MaxHeaderBytes), the streams open on a
+// connection (MaxConcurrentStreams), message sizes (the engine's MaxMessageBytes; sent ones up to its
 // ListLimit, for ListTools), keepalive and connection age, the codec
 // that keeps an encoded message's buffer near its size (messageCodec), and
 // the tap handle (grpc.InTapHandle) through which SendTimeout ends the
@@ -29,6 +32,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.InTapHandle(s.stoppable),
 		newMessageCodec(),
 		grpc.MaxHeaderListSize(MaxHeaderBytes),
+		grpc.MaxConcurrentStreams(uint32(min(c.MaxConcurrentStreams, math.MaxUint32))),
 		grpc.MaxRecvMsgSize(maxMsg),
 		// The engine bounds what is sent: events within maxMsg, and a
 		// ListTools response, which may list every tool at once for a

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +93,77 @@ func Headers(t testing.TB, addr, path string, fields, size int) string {
 			return "GOAWAY " + f.ErrCode.String()
 		}
 	}
+}
+
+// Streams opens n gRPC streams for path (a server-streaming method taking
+// an empty message) at once on one raw HTTP/2 connection to addr, as a
+// client that ignores the server's SETTINGS_MAX_CONCURRENT_STREAMS would,
+// and counts those the server answered with headers (served) and those
+// it reset (refused), once each has one or the other. It fails the test
+// when 20 s pass first.
+func Streams(t testing.TB, addr, path string, n int) (served, refused int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex // the framer's writes, from two goroutines
+	go func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range n {
+			var block bytes.Buffer
+			enc := hpack.NewEncoder(&block)
+			for _, f := range []hpack.HeaderField{
+				{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: addr},
+				{Name: ":path", Value: path}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			} {
+				_ = enc.WriteField(f)
+			}
+			id := uint32(2*i + 1)
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}) != nil {
+				return
+			}
+			if fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}) != nil {
+				return
+			}
+		}
+	}()
+	answered := map[uint32]bool{}
+	for len(answered) < n {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d served and %d refused of %d streams: %v", served, refused, n, err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				mu.Lock()
+				_ = fr.WriteSettingsAck()
+				mu.Unlock()
+			}
+		case *http2.HeadersFrame:
+			if !answered[f.StreamID] {
+				answered[f.StreamID] = true
+				served++
+			}
+		case *http2.RSTStreamFrame:
+			if !answered[f.StreamID] {
+				answered[f.StreamID] = true
+				refused++
+			}
+		case *http2.GoAwayFrame:
+			t.Fatalf("the server went away (%v) after %d served and %d refused of %d streams", f.ErrCode, served, refused, n)
+		}
+	}
+	return served, refused
 }
