@@ -454,8 +454,8 @@ func TestHelmEveryValue(t *testing.T) {
 		if got, want := ctr["image"], "registry.example.com/toolwire:v0.1.0"; got != want {
 			t.Errorf("image %v, want %v", got, want)
 		}
-		wantArgs := []string{"serve", "--config=/etc/toolwire/config.yaml", "--listen=0.0.0.0:50052", "--http-listen=0.0.0.0:8443",
-			"--health-listen=0.0.0.0:8082", "--admin-listen=0.0.0.0:9091", "--tokens-file=/etc/toolwire/tokens/tokens",
+		wantArgs := []string{"serve", "--config=/etc/toolwire/config.yaml", "--listen=:50052", "--http-listen=:8443",
+			"--health-listen=:8082", "--admin-listen=:9091", "--tokens-file=/etc/toolwire/tokens/tokens",
 			"--workspace=/workspace", "--store=redis://redis.toolwire-store:6380/1", "--max-connection-age=10m"}
 		if diff := cmp.Diff(wantArgs, strs(ctr["args"])); diff != "" {
 			t.Errorf("args (-want +got):\n%s", diff)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,8 +195,16 @@ func TestDeployArgsParse(t *testing.T) {
 			if err != nil || help {
 				t.Fatalf("parseServeArgs(%q) = help %v, error %v", kept, help, err)
 			}
-			if cfg.ServiceConfig.Listen != "0.0.0.0:50051" {
-				t.Errorf("listen = %q, want 0.0.0.0:50051 (the probes' and Services' port)", cfg.ServiceConfig.Listen)
+			if cfg.ServiceConfig.Listen != ":50051" {
+				t.Errorf("listen = %q, want :50051 (the probes' and Services' port)", cfg.ServiceConfig.Listen)
+			}
+			// Every port on all addresses of both families: an IPv6-only
+			// cluster's probes and Services reach the pod on IPv6.
+			for name, addr := range map[string]string{"listen": cfg.ServiceConfig.Listen, "http_listen": cfg.HTTPConfig.Listen,
+				"health_listen": cfg.Health, "admin_listen": cfg.AdminListen} {
+				if host, _, err := net.SplitHostPort(addr); err != nil || host != "" {
+					t.Errorf("%s = %q; want \":PORT\" (IPv4 and IPv6; 0.0.0.0 is IPv4 only)", name, addr)
+				}
 			}
 			checkGrace(t, spec, i, cfg)
 		})
@@ -216,5 +226,50 @@ func checkGrace(t *testing.T, spec podSpec, i int, cfg serveConfig) {
 	grace := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
 	if need := shutdownBound(cfg) + time.Duration(sleep.Seconds)*time.Second; grace <= need {
 		t.Errorf("terminationGracePeriodSeconds = %v, want more than preStop %ds + the longest shutdown %v = %v", grace, sleep.Seconds, shutdownBound(cfg), need)
+	}
+}
+
+// TestServeListensOnBothFamilies: the manifests' ":PORT" addresses take
+// connections over IPv4 and IPv6 alike, on every port, as kubelet's probes
+// and the Services of an IPv6-only or dual-stack cluster make them.
+func TestServeListensOnBothFamilies(t *testing.T) {
+	t.Parallel()
+	if lis, err := net.Listen("tcp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	} else {
+		lis.Close()
+	}
+	s := startServe(t, "--diag", "--listen", ":0", "--allow-unauthenticated", "--http-listen", ":0", "--http-allow-unauthenticated",
+		"--health-listen", ":0", "--admin-listen", ":0")
+	addrs := map[string]string{"listen": s.addr}
+	waitFor(t, "the other ports' listening lines", func() bool {
+		log := s.stderr.String()
+		addrs["http_listen"], _ = httpAddr(log)
+		addrs["admin_listen"], _ = adminAddr(log)
+		addrs["health_listen"] = ""
+		for line := range strings.Lines(log) {
+			var rec struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "health listening on ") {
+				addrs["health_listen"] = rec.Addr
+			}
+		}
+		return addrs["http_listen"] != "" && addrs["admin_listen"] != "" && addrs["health_listen"] != ""
+	})
+	for name, addr := range addrs {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", name, addr, err)
+		}
+		for _, to := range []string{"127.0.0.1", "::1"} {
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(to, port), 5*time.Second)
+			if err != nil {
+				t.Errorf("%s at %s: %v; want it to take connections on both families", name, net.JoinHostPort(to, port), err)
+				continue
+			}
+			conn.Close()
+		}
 	}
 }
