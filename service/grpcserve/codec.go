@@ -39,6 +39,9 @@ func defaultProtoCodec() encoding.CodecV2 {
 }
 
 func (c messageCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(encoded); ok {
+		return e.data, nil // noteUnary's (unary.go)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return c.CodecV2.Marshal(v)

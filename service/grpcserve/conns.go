@@ -26,17 +26,30 @@ const maxEndedStreams = 64
 // connSet is the connections Serve accepted, by remote address (what a
 // stream's peer names), with the streams ended on each.
 type connSet struct {
-	log *slog.Logger
-	max int // maxEndedStreams; tests lower it
+	log   *slog.Logger
+	max   int // maxEndedStreams; tests lower it
+	unary unaryWatch
 
-	mu     sync.Mutex
-	conns  map[string]*trackedConn
-	ended  int          // streams ended on the open connections
-	closed atomic.Int64 // connections closed for their ended streams, ever
+	mu           sync.Mutex
+	conns        map[string]*trackedConn
+	byAddr       map[net.Addr]*trackedConn // the same, by the RemoteAddr value gRPC's peer holds
+	ended        int                       // streams ended on the open connections
+	unaryRunning bool                      // lookAtUnary runs
+	closed       atomic.Int64              // connections closed for their ended streams or unread responses, ever
 }
 
-func newConnSet(log *slog.Logger) *connSet {
-	return &connSet{log: log, max: maxEndedStreams, conns: make(map[string]*trackedConn)}
+func newConnSet(log *slog.Logger, unary unaryWatch) *connSet {
+	return &connSet{log: log, max: maxEndedStreams, unary: unary, conns: make(map[string]*trackedConn), byAddr: make(map[net.Addr]*trackedConn)}
+}
+
+// conn is the open connection from addr, or nil.
+func (s *connSet) conn(addr net.Addr) *trackedConn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.byAddr[addr]; c != nil {
+		return c
+	}
+	return s.conns[addr.String()]
 }
 
 // listen returns lis with its connections kept in the set.
@@ -59,8 +72,9 @@ func (l trackedListener) Accept() (net.Conn, error) {
 	if _, dup := s.conns[key]; dup || key == "" || key == "@" {
 		return c, nil // an address that names no one connection (a Unix socket's): not kept
 	}
-	tc := &trackedConn{Conn: c, set: s, key: key}
+	tc := &trackedConn{Conn: c, set: s, key: key, addr: c.RemoteAddr()}
 	s.conns[key] = tc
+	s.byAddr[tc.addr] = tc
 	return tc, nil
 }
 
@@ -69,8 +83,18 @@ type trackedConn struct {
 	net.Conn
 	set   *connSet
 	key   string
-	ended int  // streams ended on it; set.mu
-	gone  bool // out of the set; set.mu
+	addr  net.Addr
+	wait  waiting // unary responses waiting for the client (unary.go)
+	ended int     // streams ended on it; set.mu
+	gone  bool    // out of the set; set.mu
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 && c.wait.bytes.Load() > 0 {
+		c.wait.wrote(n)
+	}
+	return n, err
 }
 
 func (c *trackedConn) Close() error {
@@ -79,6 +103,7 @@ func (c *trackedConn) Close() error {
 	if !c.gone {
 		c.gone = true
 		delete(s.conns, c.key)
+		delete(s.byAddr, c.addr)
 		s.ended -= c.ended
 	}
 	s.mu.Unlock()

@@ -64,7 +64,7 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) (*Server, error) {
 		log:    eng.Logger(),
 		health: health.NewServer(),
 	}
-	s.conns = newConnSet(s.log)
+	s.conns = newConnSet(s.log, unaryWatch{timeout: ec.SendTimeout, budget: int64(ec.MaxBufferedBytes), tick: 250 * time.Millisecond, stall: time.Second})
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }
@@ -205,7 +205,9 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 // connections it accepts, to close those whose clients leave the most
 // streams unread once such streams pile up (see conns.go).
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
-	gs := grpc.NewServer(append(append(s.TelemetryOptions(), s.ServerOptions()...), opts...)...)
+	// Its connections are kept (conns.go), and its unary responses noted
+	// on them (unary.go).
+	gs := grpc.NewServer(append(append(s.TelemetryOptions(), append(s.ServerOptions(), grpc.ChainUnaryInterceptor(s.conns.noteUnary))...), opts...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	lis = s.conns.listen(lis)

@@ -167,3 +167,75 @@ func Streams(t testing.TB, addr, path string, n int) (served, refused int) {
 	}
 	return served, refused
 }
+
+// Unread sends n gRPC requests for path (a method taking an empty message)
+// on one raw HTTP/2 connection to addr whose client grants no flow-control
+// window, so the server can send the responses' headers but none of their
+// data, and answers the server's pings, as a client that reads nothing
+// but keeps its connection alive would. It returns how many responses
+// began (their headers came) when the server closed the connection, and
+// fails the test when 20 s pass first.
+func Unread(t testing.TB, addr, path string, n int) (began int) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	var mu sync.Mutex // the framer's writes, from two goroutines
+	write := func(f func() error) error { mu.Lock(); defer mu.Unlock(); return f() }
+	if err := write(func() error { return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) }); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for i := range n {
+			var block bytes.Buffer
+			enc := hpack.NewEncoder(&block)
+			for _, f := range []hpack.HeaderField{
+				{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: addr},
+				{Name: ":path", Value: path}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+			} {
+				_ = enc.WriteField(f)
+			}
+			id := uint32(2*i + 1)
+			if write(func() error {
+				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+					return err
+				}
+				return fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
+			}) != nil {
+				return
+			}
+		}
+	}()
+	for {
+		f, err := fr.ReadFrame()
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the server kept the connection of a client that read nothing for 20 s (%d responses began)", began)
+		}
+		if err != nil {
+			return began
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = write(fr.WriteSettingsAck)
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = write(func() error { return fr.WritePing(true, f.Data) })
+			}
+		case *http2.HeadersFrame:
+			if f.StreamID%2 == 1 && !f.StreamEnded() {
+				began++
+			}
+		case *http2.GoAwayFrame:
+			return began
+		}
+	}
+}
