@@ -3,6 +3,7 @@ package grpcserve
 import (
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -35,11 +36,13 @@ type connSet struct {
 	byAddr       map[net.Addr]*trackedConn // the same, by the RemoteAddr value gRPC's peer holds
 	ended        int                       // streams ended on the open connections
 	unaryRunning bool                      // lookAtUnary runs
+	encoding     chan struct{}             // large responses being encoded (unary.go)
 	closed       atomic.Int64              // connections closed for their ended streams or unread responses, ever
 }
 
 func newConnSet(log *slog.Logger, unary unaryWatch) *connSet {
-	return &connSet{log: log, max: maxEndedStreams, unary: unary, conns: make(map[string]*trackedConn), byAddr: make(map[net.Addr]*trackedConn)}
+	return &connSet{log: log, max: maxEndedStreams, unary: unary, conns: make(map[string]*trackedConn), byAddr: make(map[net.Addr]*trackedConn),
+		encoding: make(chan struct{}, 2*runtime.GOMAXPROCS(0))}
 }
 
 // conn is the open connection from addr, or nil.

@@ -64,7 +64,7 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) (*Server, error) {
 		log:    eng.Logger(),
 		health: health.NewServer(),
 	}
-	s.conns = newConnSet(s.log, unaryWatch{timeout: ec.SendTimeout, budget: int64(ec.MaxBufferedBytes), tick: 250 * time.Millisecond, stall: time.Second})
+	s.conns = newConnSet(s.log, unaryWatch{timeout: ec.SendTimeout, budget: int64(ec.MaxBufferedBytes), tick: 250 * time.Millisecond, stall: 500 * time.Millisecond})
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -23,12 +24,12 @@ import (
 //
 // Serve notes each unary response's size on its connection (noteUnary),
 // and the connection counts down what it writes to the socket: what is
-// left is what waits for its client. A connection whose responses have
-// waited with nothing written for SendTimeout is closed, and so, while
-// the responses waiting on connections that wrote nothing for a second
-// pass MaxBufferedBytes, is the one with the most: a client reading a
-// large listing as fast as its link allows keeps writing, and is left
-// alone. Bytes the connection writes for other streams count as read too,
+// left is what waits for its client. Looked at every tick, a connection
+// makes progress when fewer bytes wait than at the look before. One that
+// made none for SendTimeout is closed, and so, while the responses waiting
+// on connections that made none for half a second pass MaxBufferedBytes,
+// is the one with the most: a client reading a large listing as fast as
+// its link allows makes progress, and is left alone. Bytes the connection writes for other streams count as read too,
 // so a client pins no more than it reads. What gRPC drops unwritten (a
 // response whose client cancelled it on its way) stays counted until the
 // connection writes as much again: an idle connection that cancelled a
@@ -48,7 +49,8 @@ type unaryWatch struct {
 // waiting for the client.
 type waiting struct {
 	bytes    atomic.Int64 // noted and not yet written (at least 0)
-	progress atomic.Int64 // clock() when bytes were last written, or began to wait
+	progress atomic.Int64 // clock() when bytes began to wait, or were last seen fewer than at the look before
+	last     int64        // bytes at the last look; connSet.mu
 }
 
 // noteUnary is the unary interceptor Serve installs, the outermost: it
@@ -72,6 +74,16 @@ func (s *connSet) noteUnary(ctx context.Context, req any, _ *grpc.UnaryServerInf
 	if c == nil {
 		return resp, nil
 	}
+	if proto.Size(m) >= largeResponse {
+		// Encoding is CPU work: more large responses at once than the
+		// CPUs can encode gains nothing and holds each one's memory.
+		select {
+		case s.encoding <- struct{}{}:
+			defer func() { <-s.encoding }()
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	data, err := messageCodec{defaultProtoCodec()}.Marshal(m)
 	if err != nil {
 		return resp, nil // gRPC's own encoding reports it
@@ -79,6 +91,12 @@ func (s *connSet) noteUnary(ctx context.Context, req any, _ *grpc.UnaryServerInf
 	s.queued(c, int64(data.Len()))
 	return encoded{data}, nil
 }
+
+// largeResponse is the size from which noteUnary encodes a response only
+// while fewer than twice GOMAXPROCS others are being encoded: 200
+// listings of a 2,000-tool catalog asked for at once held 2.9 GB while
+// they were encoded together.
+const largeResponse = 1 << 20
 
 // encoded is a response noteUnary has encoded, which messageCodec sends
 // as it is.
@@ -103,7 +121,6 @@ func (w *waiting) wrote(n int) {
 			return
 		}
 		if w.bytes.CompareAndSwap(b, max(0, b-int64(n))) {
-			w.progress.Store(clock())
 			return
 		}
 	}
@@ -147,9 +164,17 @@ func (s *connSet) closeStalled() (waiting bool) {
 	for _, c := range s.conns {
 		b := c.wait.bytes.Load()
 		if b <= 0 {
+			c.wait.last = 0
 			continue
 		}
 		waiting = true
+		// Progress is fewer bytes waiting than at the last look: a
+		// connection whose client asks for more than it reads makes none,
+		// though the requests' answers begin (their headers are writes).
+		if b < c.wait.last {
+			c.wait.progress.Store(now)
+		}
+		c.wait.last = b
 		idle := time.Duration(now - c.wait.progress.Load())
 		switch {
 		case s.unary.timeout > 0 && idle >= s.unary.timeout:

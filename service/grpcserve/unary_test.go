@@ -2,6 +2,10 @@ package grpcserve
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +14,10 @@ import (
 	"github.com/toolwire/toolwire/internal/testing/gencatalog"
 	"github.com/toolwire/toolwire/internal/testing/h2raw"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestUnreadUnaryResponses: a client that asks for large unary responses
@@ -62,4 +70,47 @@ func TestUnreadUnaryResponses(t *testing.T) {
 			t.Errorf("connections closed while their clients read: %d; want none", n)
 		}
 	})
+}
+
+// TestLargeResponsesEncodeFewAtOnce: a large unary response is encoded
+// only while a slot is free (twice GOMAXPROCS of them), waiting for one
+// as long as its client does; a small one never waits.
+func TestLargeResponsesEncodeFewAtOnce(t *testing.T) {
+	t.Parallel()
+	set := newConnSet(slog.New(slog.DiscardHandler), unaryWatch{timeout: -1, budget: -1, tick: time.Hour, stall: time.Hour})
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	c := &trackedConn{set: set, key: addr.String(), addr: addr}
+	set.conns[c.key], set.byAddr[addr] = c, c
+	large := &toolwirev1.ListToolsResponse{Tools: []*toolwirev1.Tool{{Name: "big", Description: strings.Repeat("x", largeResponse)}}}
+	small := &toolwirev1.ListToolsResponse{Tools: []*toolwirev1.Tool{{Name: "small"}}}
+	call := func(ctx context.Context, resp *toolwirev1.ListToolsResponse) (any, error) {
+		return set.noteUnary(peer.NewContext(ctx, &peer.Peer{Addr: addr}), nil, nil, func(context.Context, any) (any, error) { return resp, nil })
+	}
+	for range cap(set.encoding) { // every slot taken
+		set.encoding <- struct{}{}
+	}
+	if out, err := call(t.Context(), small); err != nil || out == nil {
+		t.Fatalf("a small response with every slot taken: %v, %v; want it encoded", out, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	waiting := make(chan error, 1)
+	go func() { _, err := call(ctx, large); waiting <- err }()
+	done := make(chan any, 1)
+	go func() { out, _ := call(t.Context(), large); done <- out }()
+	select {
+	case out := <-done:
+		t.Fatalf("a large response with every slot taken: %T; want it to wait", out)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	if err := <-waiting; err != nil && status.Code(err) != codes.Canceled {
+		t.Errorf("a large response whose client cancelled: %v; want it to stop waiting, CANCELED", err)
+	}
+	<-set.encoding // a slot frees
+	if out := <-done; reflect.TypeOf(out) != reflect.TypeFor[encoded]() {
+		t.Errorf("a large response once a slot freed: %T; want it encoded", out)
+	}
+	if got, want := c.wait.bytes.Load(), int64(proto.Size(small)+proto.Size(large)); got != want {
+		t.Errorf("bytes waiting on the connection: %d; want %d, the two responses encoded", got, want)
+	}
 }
