@@ -32,9 +32,12 @@ import (
 // ErrStopped is what a Writer's writes return once it was stopped.
 var ErrStopped = errors.New("the response was ended: its client read nothing for the send timeout")
 
-// Watch ends the writes that wait Timeout for their client.
+// Watch ends the writes that wait Timeout for their client, and, while
+// the writes that have waited budgetStall hold more than a budget of
+// bytes, the largest of them.
 type Watch struct {
 	timeout time.Duration
+	budget  int64 // bytes; negative: none
 	log     *slog.Logger
 	what    string // names the responses in the log
 
@@ -44,14 +47,23 @@ type Watch struct {
 	stopped atomic.Int64
 }
 
+// budgetStall is how long a write must have waited to count against the
+// budget: a client reading as fast as its link allows finishes each write
+// sooner.
+const budgetStall = 500 * time.Millisecond
+
 // New returns a Watch ending writes that wait longer than timeout (not
-// positive: none is ended). what names the responses in its log lines
+// positive: none is ended) and, while the writes that have waited half a
+// second hold more than budget bytes (negative: no bound; the engine's
+// max_buffered_bytes), the largest of them: a client that reads nothing
+// pins the response it was sent, and a few requests could otherwise pin
+// gigabytes for the timeout. what names the responses in its log lines
 // ("MCP response"), which go to log at warning level.
-func New(timeout time.Duration, what string, log *slog.Logger) *Watch {
+func New(timeout time.Duration, budget int, what string, log *slog.Logger) *Watch {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Watch{timeout: timeout, log: log, what: what, writers: map[*Writer]struct{}{}}
+	return &Watch{timeout: timeout, budget: int64(budget), log: log, what: what, writers: map[*Writer]struct{}{}}
 }
 
 // Stopped reports how many responses the Watch has ended.
@@ -61,7 +73,7 @@ func (wt *Watch) Stopped() int64 { return wt.stopped.Load() }
 // the log.
 func (wt *Watch) Wrap(w http.ResponseWriter, r *http.Request) *Writer {
 	ww := &Writer{ResponseWriter: w, watch: wt, path: r.URL.Path, remote: r.RemoteAddr}
-	if wt.timeout <= 0 {
+	if wt.timeout <= 0 && wt.budget < 0 {
 		return ww
 	}
 	wt.mu.Lock()
@@ -77,11 +89,16 @@ func (wt *Watch) Wrap(w http.ResponseWriter, r *http.Request) *Writer {
 // run looks at the writes under way every tick, while any response is
 // watched.
 func (wt *Watch) run() {
-	tick := time.NewTicker(min(max(wt.timeout/8, time.Millisecond), 250*time.Millisecond))
+	every := 250 * time.Millisecond
+	if wt.timeout > 0 {
+		every = min(max(wt.timeout/8, time.Millisecond), every)
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for range tick.C {
 		now := time.Now().UnixNano()
-		var late []*Writer
+		var late, stalled []*Writer
+		var held int64
 		wt.mu.Lock()
 		if len(wt.writers) == 0 {
 			wt.running = false
@@ -89,25 +106,49 @@ func (wt *Watch) run() {
 			return
 		}
 		for w := range wt.writers {
-			if since := w.since.Load(); since != 0 && w.engaged.Load() == 0 && time.Duration(now-since) >= wt.timeout {
+			since := w.since.Load()
+			if since == 0 || w.engaged.Load() != 0 || w.stopped.Load() {
+				continue
+			}
+			switch waited := time.Duration(now - since); {
+			case wt.timeout > 0 && waited >= wt.timeout:
 				late = append(late, w)
+			case waited >= budgetStall:
+				stalled = append(stalled, w)
+				held += w.size.Load()
 			}
 		}
 		wt.mu.Unlock()
 		for _, w := range late {
-			if w.stopped.Load() {
-				continue
-			}
-			// Counted and logged first: the handler sees its write fail
-			// as soon as Stop is called.
-			wt.stopped.Add(1)
-			wt.log.Warn(wt.what+": the client read nothing for the send timeout; ending the response",
-				"path", w.path, "remote", w.remote, "send_timeout", wt.timeout.String())
-			if !w.Stop() {
-				wt.log.Error(wt.what+": the response's write cannot be ended (its ResponseWriter has no write deadline); later writes fail",
-					"path", w.path, "remote", w.remote)
-			}
+			wt.end(w, "the client read nothing for the send timeout; ending the response", "send_timeout", wt.timeout.String())
 		}
+		for wt.budget >= 0 && held > wt.budget && len(stalled) > 0 {
+			most := 0
+			for i, w := range stalled {
+				if w.size.Load() > stalled[most].size.Load() {
+					most = i
+				}
+			}
+			w := stalled[most]
+			stalled = append(stalled[:most], stalled[most+1:]...)
+			held -= w.size.Load()
+			wt.end(w, "responses waiting for clients that read nothing passed max_buffered_bytes; ending the one that holds the most",
+				"held_bytes", w.size.Load(), "max_buffered_bytes", wt.budget)
+		}
+	}
+}
+
+// end stops w, counted and logged first: the handler sees its write fail
+// as soon as Stop is called.
+func (wt *Watch) end(w *Writer, msg string, attrs ...any) {
+	if w.stopped.Load() {
+		return
+	}
+	wt.stopped.Add(1)
+	wt.log.Warn(wt.what+": "+msg, append([]any{"path", w.path, "remote", w.remote}, attrs...)...)
+	if !w.Stop() {
+		wt.log.Error(wt.what+": the response's write cannot be ended (its ResponseWriter has no write deadline); later writes fail",
+			"path", w.path, "remote", w.remote)
 	}
 }
 
@@ -119,6 +160,7 @@ type Writer struct {
 	path    string
 	remote  string
 	since   atomic.Int64 // when the write under way began (Unix ns); 0 between writes
+	size    atomic.Int64 // the bytes of the write under way
 	engaged atomic.Int32 // > 0: the engine watches the writes
 	stopped atomic.Bool
 	done    atomic.Bool
@@ -164,6 +206,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if w.stopped.Load() {
 		return 0, ErrStopped
 	}
+	w.size.Store(int64(len(p)))
 	w.since.Store(time.Now().UnixNano())
 	n, err := w.ResponseWriter.Write(p)
 	w.since.Store(0)

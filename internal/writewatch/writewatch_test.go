@@ -25,9 +25,14 @@ const big = 64 << 20
 // timeout, reporting the handler's write error on the channel it returns.
 // Engaged, the response is engaged all along (as under the engine).
 func server(t *testing.T, timeout time.Duration, h2c, engaged bool) (*Watch, string, <-chan error, *syncBuffer) {
+	return budgetServer(t, timeout, -1, h2c, engaged)
+}
+
+// budgetServer is server with a Watch of that budget.
+func budgetServer(t *testing.T, timeout time.Duration, budget int, h2c, engaged bool) (*Watch, string, <-chan error, *syncBuffer) {
 	t.Helper()
 	log := &syncBuffer{}
-	wt := New(timeout, "test response", slog.New(slog.NewTextHandler(log, nil)))
+	wt := New(timeout, budget, "test response", slog.New(slog.NewTextHandler(log, nil)))
 	errc := make(chan error, 1)
 	chunk := bytes.Repeat([]byte("x"), 1<<20)
 	release := make(chan struct{})
@@ -111,6 +116,31 @@ func TestStalledWriteIsEnded(t *testing.T) {
 	}
 }
 
+// TestStalledWritesPastTheBudget: under a send timeout far off, a
+// response whose client reads nothing is ended once its write under way
+// has waited half a second holding more than the budget, over HTTP/1.1
+// and h2c; the Watch counts and logs it.
+func TestStalledWritesPastTheBudget(t *testing.T) {
+	for _, h2c := range []bool{false, true} {
+		t.Run(map[bool]string{false: "HTTP/1.1", true: "h2c"}[h2c], func(t *testing.T) {
+			t.Parallel()
+			wt, url, errc, log := budgetServer(t, time.Hour, 512<<10, h2c, false) // the handler writes 1 MiB at a time
+			stall(t, url, h2c)
+			select {
+			case err := <-errc:
+				if err == nil {
+					t.Fatal("the handler wrote 64 MiB to a client reading nothing")
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the stalled write past the budget was not ended")
+			}
+			if wt.Stopped() != 1 || !strings.Contains(log.String(), "passed max_buffered_bytes") {
+				t.Errorf("stopped %d; log:\n%s", wt.Stopped(), log)
+			}
+		})
+	}
+}
+
 // TestEngagedWriteIsLeftAlone: while something else watches a response
 // (Engage), the Watch does not end it; Stop, as the engine's Stopper
 // calls it, does, and every later write fails at once.
@@ -163,7 +193,7 @@ func TestEngagedWriteIsLeftAlone(t *testing.T) {
 // responses are watched (goleak checks the end of the test run too).
 func TestIdleWatchHasNoGoroutine(t *testing.T) {
 	t.Parallel()
-	wt := New(time.Second, "test", nil)
+	wt := New(time.Second, -1, "test", nil)
 	rec := httptest.NewRecorder()
 	w := wt.Wrap(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if _, err := w.Write([]byte("ok")); err != nil {

@@ -85,7 +85,7 @@ var _ toolwirev1connect.ToolServiceHandler = (*Server)(nil)
 // it, and closing it is its maker's job. Requests and responses are bounded
 // by the engine's MaxMessageBytes, as the gRPC surface's are.
 func New(eng *engine.Engine, reg *tools.Registry, o Options) (*Server, error) {
-	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, "Connect response", eng.Logger())}
+	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, eng.Config().MaxBufferedBytes, "Connect response", eng.Logger())}
 	maxMsg := eng.Config().MaxMessageBytes
 	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg)}
 	if o.records() {

@@ -189,7 +189,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts Options) (*Server, error)
 	}
 	s := &Server{eng: eng, reg: reg, opts: o, stop: make(chan struct{})}
 	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout, s.opts.Logger)
-	s.writes = writewatch.New(eng.Config().SendTimeout, "MCP response", s.opts.Logger)
+	s.writes = writewatch.New(eng.Config().SendTimeout, eng.Config().MaxBufferedBytes, "MCP response", s.opts.Logger)
 	sdkLog := sdkLogger(s.opts.Logger)
 	s.impl = &mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}
 	s.sdk = mcp.NewServer(s.impl, &mcp.ServerOptions{
