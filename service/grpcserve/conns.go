@@ -31,11 +31,11 @@ type connSet struct {
 	max   int // maxEndedStreams; tests lower it
 	unary unaryWatch
 
-	mu           sync.Mutex
+	mu           sync.RWMutex
 	conns        map[string]*trackedConn
 	byAddr       map[net.Addr]*trackedConn // the same, by the RemoteAddr value gRPC's peer holds
 	ended        int                       // streams ended on the open connections
-	unaryRunning bool                      // lookAtUnary runs
+	unaryRunning atomic.Bool               // lookAtUnary runs; set under mu
 	encoding     chan struct{}             // large responses being encoded (unary.go)
 	closed       atomic.Int64              // connections closed for their ended streams or unread responses, ever
 }
@@ -47,8 +47,8 @@ func newConnSet(log *slog.Logger, unary unaryWatch) *connSet {
 
 // conn is the open connection from addr, or nil.
 func (s *connSet) conn(addr net.Addr) *trackedConn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if c := s.byAddr[addr]; c != nil {
 		return c
 	}

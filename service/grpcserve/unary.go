@@ -129,12 +129,15 @@ func (w *waiting) wrote(n int) {
 // watchUnary starts the goroutine that looks at the waiting responses,
 // unless it runs; it stops once none waits.
 func (s *connSet) watchUnary() {
+	if s.unaryRunning.Load() {
+		return // the usual case: no lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.unaryRunning || (s.unary.timeout <= 0 && s.unary.budget < 0) {
+	if s.unaryRunning.Load() || (s.unary.timeout <= 0 && s.unary.budget < 0) {
 		return
 	}
-	s.unaryRunning = true
+	s.unaryRunning.Store(true)
 	go s.lookAtUnary()
 }
 
@@ -196,7 +199,17 @@ func (s *connSet) closeStalled() (waiting bool) {
 		stalls = append(stalls[:most], stalls[most+1:]...)
 	}
 	if !waiting {
-		s.unaryRunning = false
+		s.unaryRunning.Store(false)
+		// A response noted since the look above may have seen the watch
+		// running (watchUnary's unlocked path): look once more, after the
+		// store, so that it is watched.
+		for _, c := range s.conns {
+			if c.wait.bytes.Load() > 0 {
+				s.unaryRunning.Store(true)
+				waiting = true
+				break
+			}
+		}
 	}
 	s.mu.Unlock()
 	for _, v := range victims {
