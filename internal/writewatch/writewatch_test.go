@@ -93,51 +93,38 @@ func stall(t *testing.T, url string, h2c bool) {
 }
 
 // TestStalledWriteIsEnded: a response whose client reads nothing is ended
-// once one of its writes has waited the timeout, over HTTP/1.1 and h2c:
-// the handler's write returns an error and the Watch counts and logs it.
+// once one of its writes has waited the timeout, or, under a timeout far
+// off, once it has waited half a second holding more than the budget,
+// over HTTP/1.1 and h2c: the handler's write returns an error and the
+// Watch counts and logs it.
 func TestStalledWriteIsEnded(t *testing.T) {
-	for _, h2c := range []bool{false, true} {
-		t.Run(map[bool]string{false: "HTTP/1.1", true: "h2c"}[h2c], func(t *testing.T) {
-			t.Parallel()
-			wt, url, errc, log := server(t, 200*time.Millisecond, h2c, false)
-			stall(t, url, h2c)
-			select {
-			case err := <-errc:
-				if err == nil {
-					t.Fatal("the handler wrote 64 MiB to a client reading nothing")
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		budget  int
+		logged  string
+	}{
+		{"send timeout", 200 * time.Millisecond, -1, "read nothing for the send timeout"},
+		{"budget", time.Hour, 512 << 10, "passed max_buffered_bytes"}, // the handler writes 1 MiB at a time
+	} {
+		for _, h2c := range []bool{false, true} {
+			t.Run(tc.name+"/"+map[bool]string{false: "HTTP/1.1", true: "h2c"}[h2c], func(t *testing.T) {
+				t.Parallel()
+				wt, url, errc, log := budgetServer(t, tc.timeout, tc.budget, h2c, false)
+				stall(t, url, h2c)
+				select {
+				case err := <-errc:
+					if err == nil {
+						t.Fatal("the handler wrote 64 MiB to a client reading nothing")
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the stalled write was not ended")
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the stalled write was not ended")
-			}
-			if wt.Stopped() != 1 || !strings.Contains(log.String(), "read nothing for the send timeout") {
-				t.Errorf("stopped %d; log:\n%s", wt.Stopped(), log)
-			}
-		})
-	}
-}
-
-// TestStalledWritesPastTheBudget: under a send timeout far off, a
-// response whose client reads nothing is ended once its write under way
-// has waited half a second holding more than the budget, over HTTP/1.1
-// and h2c; the Watch counts and logs it.
-func TestStalledWritesPastTheBudget(t *testing.T) {
-	for _, h2c := range []bool{false, true} {
-		t.Run(map[bool]string{false: "HTTP/1.1", true: "h2c"}[h2c], func(t *testing.T) {
-			t.Parallel()
-			wt, url, errc, log := budgetServer(t, time.Hour, 512<<10, h2c, false) // the handler writes 1 MiB at a time
-			stall(t, url, h2c)
-			select {
-			case err := <-errc:
-				if err == nil {
-					t.Fatal("the handler wrote 64 MiB to a client reading nothing")
+				if wt.Stopped() != 1 || !strings.Contains(log.String(), tc.logged) {
+					t.Errorf("stopped %d; log:\n%s", wt.Stopped(), log)
 				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the stalled write past the budget was not ended")
-			}
-			if wt.Stopped() != 1 || !strings.Contains(log.String(), "passed max_buffered_bytes") {
-				t.Errorf("stopped %d; log:\n%s", wt.Stopped(), log)
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -16,70 +16,121 @@ import (
 	"golang.org/x/net/http2/hpack"
 )
 
-// Headers sends one gRPC request for path (a method taking an empty
-// message) with fields metadata fields of size bytes each over a raw
-// HTTP/2 connection to addr, as a client that ignores the server's
-// SETTINGS_MAX_HEADER_LIST_SIZE would, and says how
-// the server answered: "RST_STREAM <code>", "GOAWAY <code>", "closed",
-// "served" (response headers came), or "no answer" (none in 20 s).
-func Headers(t testing.TB, addr, path string, fields, size int) string {
+// conn is a raw HTTP/2 client connection whose writes may come from two
+// goroutines (the requests, and the answers to the server's SETTINGS and
+// PINGs).
+type conn struct {
+	net.Conn
+	fr *http2.Framer
+	mu sync.Mutex // the framer's writes
+}
+
+// dial opens a connection to addr that gives up 20 s after it began, sends
+// the client preface and settings.
+func dial(t testing.TB, addr string, settings ...http2.Setting) *conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	nc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+	t.Cleanup(func() { nc.Close() })
+	_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
+	c := &conn{Conn: nc, fr: http2.NewFramer(nc, nc)}
+	if err := c.write(func() error { return c.fr.WriteSettings(settings...) }); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func (c *conn) write(f func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f()
+}
+
+// request sends a gRPC request for path on stream id with the header
+// block given (requestHeaders), in frames of the default maximum size, and
+// an empty message.
+func (c *conn) request(id uint32, block []byte) error {
+	return c.write(func() error {
+		const frag = 16 << 10 // the default SETTINGS_MAX_FRAME_SIZE
+		first := block[:min(frag, len(block))]
+		rest := block[len(first):]
+		if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndHeaders: len(rest) == 0}); err != nil {
+			return err
+		}
+		for len(rest) > 0 {
+			next := rest[:min(frag, len(rest))]
+			rest = rest[len(next):]
+			if err := c.fr.WriteContinuation(id, len(rest) == 0, next); err != nil {
+				return err
+			}
+		}
+		return c.fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
+	})
+}
+
+// answer answers the server's SETTINGS and PINGs as a live client does.
+func (c *conn) answer(f http2.Frame) {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if !f.IsAck() {
+			_ = c.write(c.fr.WriteSettingsAck)
+		}
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			_ = c.write(func() error { return c.fr.WritePing(true, f.Data) })
+		}
+	}
+}
+
+// timedOut reports whether err is the connection's 20 s running out.
+func timedOut(err error) bool {
+	ne := net.Error(nil)
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// requestHeaders is the header block of a gRPC request for path to addr,
+// with fields metadata fields of size bytes each.
+func requestHeaders(addr, path string, fields, size int) []byte {
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
 	for _, f := range []hpack.HeaderField{
 		{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: addr},
-		{Name: ":path", Value: path},
-		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
+		{Name: ":path", Value: path}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 	} {
-		if err := enc.WriteField(f); err != nil {
-			t.Fatal(err)
-		}
+		_ = enc.WriteField(f) // writes to a bytes.Buffer do not fail
 	}
 	for i := range fields {
-		if err := enc.WriteField(hpack.HeaderField{Name: fmt.Sprintf("x-pad-%d", i), Value: strings.Repeat("x", size)}); err != nil {
-			t.Fatal(err)
-		}
+		_ = enc.WriteField(hpack.HeaderField{Name: fmt.Sprintf("x-pad-%d", i), Value: strings.Repeat("x", size)})
 	}
+	return block.Bytes()
+}
+
+// Headers sends one gRPC request for path (a method taking an empty
+// message) with fields metadata fields of size bytes each over a raw
+// HTTP/2 connection to addr, as a client that ignores the server's
+// SETTINGS_MAX_HEADER_LIST_SIZE would, and says how the server answered:
+// "RST_STREAM <code>", "GOAWAY <code>", "closed", "served" (response
+// headers came), or "no answer" (none in 20 s).
+func Headers(t testing.TB, addr, path string, fields, size int) string {
+	t.Helper()
+	c := dial(t, addr)
 	// Written beside the reads: the server may answer, or close the
 	// connection, before the last fragment.
-	go func() {
-		const frag = 16 << 10 // the default SETTINGS_MAX_FRAME_SIZE
-		b := block.Bytes()
-		first := b[:min(frag, len(b))]
-		b = b[len(first):]
-		if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: first, EndHeaders: len(b) == 0}) != nil {
-			return
-		}
-		for len(b) > 0 {
-			next := b[:min(frag, len(b))]
-			b = b[len(next):]
-			if fr.WriteContinuation(1, len(b) == 0, next) != nil {
-				return
-			}
-		}
-		_ = fr.WriteData(1, true, []byte{0, 0, 0, 0, 0}) // the request: an empty message
-	}()
+	go func() { _ = c.request(1, requestHeaders(addr, path, fields, size)) }()
 	for {
-		f, err := fr.ReadFrame()
-		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		f, err := c.fr.ReadFrame()
+		if timedOut(err) {
 			return "no answer"
 		}
 		if err != nil {
 			return "closed"
 		}
+		c.answer(f)
 		switch f := f.(type) {
 		case *http2.RSTStreamFrame:
 			if f.StreamID == 1 {
@@ -103,54 +154,22 @@ func Headers(t testing.TB, addr, path string, fields, size int) string {
 // when 20 s pass first.
 func Streams(t testing.TB, addr, path string, n int) (served, refused int) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex // the framer's writes, from two goroutines
+	c := dial(t, addr)
 	go func() {
-		mu.Lock()
-		defer mu.Unlock()
 		for i := range n {
-			var block bytes.Buffer
-			enc := hpack.NewEncoder(&block)
-			for _, f := range []hpack.HeaderField{
-				{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: addr},
-				{Name: ":path", Value: path}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-			} {
-				_ = enc.WriteField(f)
-			}
-			id := uint32(2*i + 1)
-			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}) != nil {
-				return
-			}
-			if fr.WriteData(id, true, []byte{0, 0, 0, 0, 0}) != nil {
+			if c.request(uint32(2*i+1), requestHeaders(addr, path, 0, 0)) != nil {
 				return
 			}
 		}
 	}()
 	answered := map[uint32]bool{}
 	for len(answered) < n {
-		f, err := fr.ReadFrame()
+		f, err := c.fr.ReadFrame()
 		if err != nil {
 			t.Fatalf("after %d served and %d refused of %d streams: %v", served, refused, n, err)
 		}
+		c.answer(f)
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				mu.Lock()
-				_ = fr.WriteSettingsAck()
-				mu.Unlock()
-			}
 		case *http2.HeadersFrame:
 			if !answered[f.StreamID] {
 				answered[f.StreamID] = true
@@ -177,59 +196,24 @@ func Streams(t testing.TB, addr, path string, n int) (served, refused int) {
 // fails the test when 20 s pass first.
 func Unread(t testing.TB, addr, path string, n int) (began int) {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	var mu sync.Mutex // the framer's writes, from two goroutines
-	write := func(f func() error) error { mu.Lock(); defer mu.Unlock(); return f() }
-	if err := write(func() error { return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}) }); err != nil {
-		t.Fatal(err)
-	}
+	c := dial(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	go func() {
 		for i := range n {
-			var block bytes.Buffer
-			enc := hpack.NewEncoder(&block)
-			for _, f := range []hpack.HeaderField{
-				{Name: ":method", Value: "POST"}, {Name: ":scheme", Value: "http"}, {Name: ":authority", Value: addr},
-				{Name: ":path", Value: path}, {Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
-			} {
-				_ = enc.WriteField(f)
-			}
-			id := uint32(2*i + 1)
-			if write(func() error {
-				if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
-					return err
-				}
-				return fr.WriteData(id, true, []byte{0, 0, 0, 0, 0})
-			}) != nil {
+			if c.request(uint32(2*i+1), requestHeaders(addr, path, 0, 0)) != nil {
 				return
 			}
 		}
 	}()
 	for {
-		f, err := fr.ReadFrame()
-		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+		f, err := c.fr.ReadFrame()
+		if timedOut(err) {
 			t.Fatalf("the server kept the connection of a client that read nothing for 20 s (%d responses began)", began)
 		}
 		if err != nil {
 			return began
 		}
+		c.answer(f)
 		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				_ = write(fr.WriteSettingsAck)
-			}
-		case *http2.PingFrame:
-			if !f.IsAck() {
-				_ = write(func() error { return fr.WritePing(true, f.Data) })
-			}
 		case *http2.HeadersFrame:
 			if f.StreamID%2 == 1 && !f.StreamEnded() {
 				began++
