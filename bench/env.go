@@ -38,11 +38,11 @@ type env struct {
 	floorConn *grpc.ClientConn
 	unary     testpb.TestServiceClient
 
-	gs   *grpc.Server // toolwire, with the options its Serve uses
-	eng  *engine.Engine
-	srv  *grpcserve.Server
-	conn *grpc.ClientConn
-	tw   toolwirev1.ToolServiceClient
+	stopTW func() // ends toolwire's Serve and waits for it
+	eng    *engine.Engine
+	srv    *grpcserve.Server
+	conn   *grpc.ClientConn
+	tw     toolwirev1.ToolServiceClient
 
 	httpSrv *http.Server
 	mcpURL  string
@@ -114,13 +114,18 @@ func newEnv(ctx context.Context) (_ *env, err error) {
 	if e.srv, err = grpcserve.New(e.eng, reg, grpcserve.Config{Limits: grpcserve.Limits{MaxConcurrentStreams: 20000}}); err != nil {
 		return nil, err
 	}
-	// toolwire as Serve runs it (its telemetry and limits), on a server of
-	// its own; the floor is a bare gRPC server with nothing added.
-	opts := append(append(e.srv.TelemetryOptions(), grpc.ChainStreamInterceptor(e.noteClose)),
-		e.srv.ServerOptions()...)
-	e.gs = grpc.NewServer(opts...)
-	e.srv.Register(e.gs)
-	if e.conn, err = serve(e.gs); err != nil {
+	// toolwire served by Serve, as serve's gRPC port is (its options,
+	// telemetry and limits, its connections kept and its unary responses
+	// watched); the floor is a bare gRPC server with nothing added.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	serveCtx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.srv.Serve(serveCtx, lis, grpc.ChainStreamInterceptor(e.noteClose)) }()
+	e.stopTW = func() { cancel(); <-served }
+	if e.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
 		return nil, err
 	}
 	e.tw = toolwirev1.NewToolServiceClient(e.conn)
@@ -295,10 +300,11 @@ func (e *env) close() {
 			_ = c.Close()
 		}
 	}
-	for _, gs := range []*grpc.Server{e.gs, e.floor} {
-		if gs != nil {
-			gs.Stop()
-		}
+	if e.floor != nil {
+		e.floor.Stop()
+	}
+	if e.stopTW != nil {
+		e.stopTW()
 	}
 	if e.eng != nil {
 		e.eng.Close()
