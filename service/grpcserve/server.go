@@ -64,7 +64,8 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) (*Server, error) {
 		log:    eng.Logger(),
 		health: health.NewServer(),
 	}
-	s.conns = newConnSet(s.log, unaryWatch{timeout: ec.SendTimeout, budget: int64(ec.MaxBufferedBytes), tick: 250 * time.Millisecond, stall: 500 * time.Millisecond})
+	s.conns = newConnSet(s.log, unaryWatch{timeout: ec.SendTimeout, budget: int64(ec.MaxBufferedBytes), tick: 250 * time.Millisecond, stall: 500 * time.Millisecond,
+		cap: 2 * int64(max(ec.MaxBufferedBytes, eng.ListLimit()))}) // two of the largest listing
 	s.health.SetServingStatus(toolwirev1.ToolService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }

@@ -25,22 +25,28 @@ import (
 // Serve notes each unary response's size on its connection (noteUnary),
 // and the connection counts down what it writes to the socket: what is
 // left is what waits for its client. Looked at every tick, a connection
-// makes progress when fewer bytes wait than at the look before. One that
-// made none for SendTimeout is closed, and so, while the responses waiting
-// on connections that made none for half a second pass MaxBufferedBytes,
-// is the one with the most: a client reading a large listing as fast as
-// its link allows makes progress, and is left alone. Bytes the connection writes for other streams count as read too,
-// so a client pins no more than it reads. What gRPC drops unwritten (a
-// response whose client cancelled it on its way) stays counted until the
-// connection writes as much again: an idle connection that cancelled a
-// large response on its way may be closed, and its client reconnects at
-// its next call.
+// makes progress when fewer bytes wait than at the look before, or when
+// it wrote as much since as was noted: a client asking for more than it
+// reads makes none, though the answers' headers are writes, and one that
+// keeps up makes it even while bytes gRPC dropped unwritten (a response
+// its client cancelled on its way) stay counted. A connection that made
+// none for SendTimeout is closed, and so, while the responses waiting on
+// connections that made none for half a second pass MaxBufferedBytes, is
+// the one with the most. Progress is counted per connection, not per
+// stream, so a client could read its small answers and leave its large
+// ones unread: a connection that keeps more than twice the largest
+// listing (or MaxBufferedBytes) waiting for half a second is closed
+// whatever its progress. What gRPC dropped unwritten on a connection that
+// then goes quiet counts against it: such a connection may be closed, and
+// its client reconnects at its next call.
 
 // unaryWatch is how the connections' waiting responses are looked at:
 // every tick, a connection stalled once nothing was written for stall.
 type unaryWatch struct {
 	timeout time.Duration // SendTimeout; not positive: none
 	budget  int64         // MaxBufferedBytes; negative: none
+	cap     int64         // most one connection may keep waiting for stall, progress or not; 0: none
+	clock   func() int64  // nil: clock; tests set their own
 	tick    time.Duration
 	stall   time.Duration
 }
@@ -49,8 +55,13 @@ type unaryWatch struct {
 // waiting for the client.
 type waiting struct {
 	bytes    atomic.Int64 // noted and not yet written (at least 0)
-	progress atomic.Int64 // clock() when bytes began to wait, or were last seen fewer than at the look before
-	last     int64        // bytes at the last look; connSet.mu
+	noted    atomic.Int64 // bytes noted, ever
+	written  atomic.Int64 // bytes written while some waited, ever
+	progress atomic.Int64 // clock() when bytes began to wait, or the connection last made progress
+
+	// At the last look; connSet.mu.
+	last, lastNoted, lastWritten, looked int64
+	over                                 time.Duration // how long bytes have stayed above the cap
 }
 
 // noteUnary is the unary interceptor Serve installs, the outermost: it
@@ -107,14 +118,16 @@ func (s *connSet) queued(c *trackedConn, n int64) {
 	if n <= 0 {
 		return
 	}
+	c.wait.noted.Add(n)
 	if c.wait.bytes.Add(n) == n {
-		c.wait.progress.Store(clock())
+		c.wait.progress.Store(s.unary.now())
 		s.watchUnary()
 	}
 }
 
 // wrote counts n bytes written on c against its waiting responses.
 func (w *waiting) wrote(n int) {
+	w.written.Add(int64(n))
 	for {
 		b := w.bytes.Load()
 		if b <= 0 {
@@ -155,7 +168,7 @@ func (s *connSet) lookAtUnary() {
 // hold too much, and reports whether any response still waits; when none
 // does it marks the watch stopped.
 func (s *connSet) closeStalled() (waiting bool) {
-	now := clock()
+	now := s.unary.now()
 	type stalled struct {
 		c     *trackedConn
 		bytes int64
@@ -167,19 +180,33 @@ func (s *connSet) closeStalled() (waiting bool) {
 	for _, c := range s.conns {
 		b := c.wait.bytes.Load()
 		if b <= 0 {
-			c.wait.last = 0
+			c.wait.last, c.wait.over = 0, 0
 			continue
 		}
 		waiting = true
-		// Progress is fewer bytes waiting than at the last look: a
-		// connection whose client asks for more than it reads makes none,
-		// though the requests' answers begin (their headers are writes).
-		if b < c.wait.last {
+		// Progress is fewer bytes waiting than at the last look, or as
+		// many written since as were noted: a connection whose client asks
+		// for more than it reads makes none, though the requests' answers
+		// begin (their headers are writes); one that keeps up makes it,
+		// though bytes gRPC dropped unwritten (a response cancelled on its
+		// way) stay counted.
+		noted, written := c.wait.noted.Load(), c.wait.written.Load()
+		if b < c.wait.last || (noted > c.wait.lastNoted && written-c.wait.lastWritten >= noted-c.wait.lastNoted) {
 			c.wait.progress.Store(now)
 		}
-		c.wait.last = b
+		// Above the cap, waiting as much or more for stall, a connection
+		// is closed whatever its progress: a client can read its small
+		// answers and leave its large ones unread.
+		if s.unary.cap > 0 && b > s.unary.cap && c.wait.last > s.unary.cap {
+			c.wait.over += time.Duration(now - c.wait.looked)
+		} else {
+			c.wait.over = 0
+		}
+		c.wait.last, c.wait.lastNoted, c.wait.lastWritten, c.wait.looked = b, noted, written, now
 		idle := time.Duration(now - c.wait.progress.Load())
 		switch {
+		case c.wait.over >= s.unary.stall:
+			victims = append(victims, stalled{c, b, c.wait.over})
 		case s.unary.timeout > 0 && idle >= s.unary.timeout:
 			victims = append(victims, stalled{c, b, idle})
 		case idle >= s.unary.stall:
@@ -219,6 +246,13 @@ func (s *connSet) closeStalled() (waiting bool) {
 		v.c.Close()
 	}
 	return waiting
+}
+
+func (w unaryWatch) now() int64 {
+	if w.clock != nil {
+		return w.clock()
+	}
+	return clock()
 }
 
 // start anchors clock to the monotonic clock.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +113,51 @@ func TestLargeResponsesEncodeFewAtOnce(t *testing.T) {
 	}
 	if got, want := c.wait.bytes.Load(), int64(proto.Size(small)+proto.Size(large)); got != want {
 		t.Errorf("bytes waiting on the connection: %d; want %d, the two responses encoded", got, want)
+	}
+}
+
+// TestUnaryWatchProgress: on its own clock, the watch closes a connection
+// whose waiting bytes make no progress for the send timeout, but not one
+// that keeps up with what it is sent while bytes gRPC dropped unwritten
+// stay counted; and it closes one that keeps more than its cap waiting
+// for half a second, however it reads its small answers.
+func TestUnaryWatchProgress(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	watch := unaryWatch{timeout: 30 * time.Second, budget: -1, cap: 8 << 20, tick: time.Hour, stall: 500 * time.Millisecond,
+		clock: func() int64 { return now.Load() }}
+	for _, tc := range []struct {
+		name      string
+		waiting   int64 // bytes left unwritten at the start
+		answer    bool  // an answer of 1 KiB noted and written between looks
+		looks     int   // 250 ms apart
+		wantClose bool
+	}{
+		{"a response dropped unwritten, the connection busy since", 6 << 20, true, 200, false},
+		{"a response dropped unwritten, the connection idle since", 6 << 20, false, 200, true},
+		{"more than the cap waiting, small answers read", 9 << 20, true, 3, true},
+		{"less than the cap waiting, small answers read", 7 << 20, true, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := newConnSet(slog.New(slog.DiscardHandler), watch)
+			set.unaryRunning.Store(true) // the test looks, not the watch's goroutine
+			a, b := net.Pipe()
+			defer b.Close()
+			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+			c := &trackedConn{Conn: a, set: set, key: addr.String(), addr: addr}
+			set.conns[c.key], set.byAddr[addr] = c, c
+			set.queued(c, tc.waiting)
+			for range tc.looks {
+				now.Add(int64(250 * time.Millisecond))
+				if tc.answer {
+					set.queued(c, 1<<10)
+					c.wait.wrote(1 << 10)
+				}
+				set.closeStalled()
+			}
+			if closed := set.closed.Load() == 1; closed != tc.wantClose {
+				t.Errorf("closed: %v; want %v", closed, tc.wantClose)
+			}
+		})
 	}
 }
