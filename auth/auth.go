@@ -188,11 +188,11 @@ func followTokens(cfg Config, static *tokenSet, shared error) (func() *tokenSet,
 	read := func() (*tokenSet, error) {
 		b, err := os.ReadFile(cfg.TokensFile)
 		if err != nil {
-			return nil, fmt.Errorf("auth.tokens_file: %w", err)
+			return nil, err
 		}
 		more, err := ParseTokens(b)
 		if err != nil {
-			return nil, fmt.Errorf("auth.tokens_file %s: %w", cfg.TokensFile, err)
+			return nil, err
 		}
 		if len(more) > 0 && shared != nil {
 			return nil, shared
@@ -204,16 +204,13 @@ func followTokens(cfg Config, static *tokenSet, shared error) (func() *tokenSet,
 		set, err := read()
 		switch {
 		case err != nil && loaded.Load():
-			log.Error("the tokens file changed but cannot be read; the tokens it held before stay in force", "error", err.Error())
+			log.Error("the tokens file changed but cannot be read; the tokens it held before stay in force", "tokens_file", cfg.TokensFile, "error", err.Error())
 		case err == nil && loaded.Load():
 			log.Info("the tokens file changed: its tokens are in force", "tokens_file", cfg.TokensFile, "tokens", len(set.hashes)-len(static.hashes))
 		}
 		return set, err
 	}, cfg.TokensFile)
 	if _, err := file.Get(); err != nil {
-		if strings.HasPrefix(err.Error(), "auth") {
-			return nil, err
-		}
 		return nil, fmt.Errorf("auth.tokens_file %s: %w", cfg.TokensFile, err)
 	}
 	loaded.Store(true)
