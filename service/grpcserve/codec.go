@@ -46,12 +46,16 @@ func (c messageCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return c.CodecV2.Marshal(v)
 	}
-	size := proto.Size(m)
+	return c.marshal(m, proto.Size(m))
+}
+
+// marshal encodes m, whose proto.Size is size.
+func (c messageCodec) marshal(m proto.Message, size int) (mem.BufferSlice, error) {
 	if mem.IsBelowBufferPoolingThreshold(size) {
 		return marshalSmall(m, size)
 	}
 	if size <= 32<<10 {
-		return c.CodecV2.Marshal(v)
+		return c.CodecV2.Marshal(m)
 	}
 	buf := messageBuffers.Get(size)
 	// UseCachedSize reuses the proto.Size just computed; the message is not

@@ -85,7 +85,8 @@ func (s *connSet) noteUnary(ctx context.Context, req any, _ *grpc.UnaryServerInf
 	if c == nil {
 		return resp, nil
 	}
-	if proto.Size(m) >= largeResponse {
+	size := proto.Size(m)
+	if size >= largeResponse {
 		// Encoding is CPU work: more large responses at once than the
 		// CPUs can encode gains nothing and holds each one's memory.
 		select {
@@ -95,7 +96,7 @@ func (s *connSet) noteUnary(ctx context.Context, req any, _ *grpc.UnaryServerInf
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
 	}
-	data, err := messageCodec{defaultProtoCodec()}.Marshal(m)
+	data, err := unaryCodec.marshal(m, size)
 	if err != nil {
 		return resp, nil // gRPC's own encoding reports it
 	}
@@ -108,6 +109,9 @@ func (s *connSet) noteUnary(ctx context.Context, req any, _ *grpc.UnaryServerInf
 // listings of a 2,000-tool catalog asked for at once held 2.9 GB while
 // they were encoded together.
 const largeResponse = 1 << 20
+
+// unaryCodec is the codec noteUnary encodes with: ServerOptions's.
+var unaryCodec = messageCodec{defaultProtoCodec()}
 
 // encoded is a response noteUnary has encoded, which messageCodec sends
 // as it is.
