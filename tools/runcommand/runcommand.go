@@ -206,6 +206,9 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		return tools.Errorf("argv is empty: give the program to run and its arguments"), nil
 	}
 	rel, dir, err := r.dir(args.Cwd)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return tools.Errorf("cwd %s is not a folder", args.Cwd), nil
+	}
 	if err != nil {
 		return workspace.Problem(args.Cwd, err), nil
 	}
@@ -322,7 +325,9 @@ func (r *runner) dir(cwd string) (rel, abs string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	f, err := r.ws.Root().Open(rel)
+	// O_DIRECTORY: a named pipe named as the folder is refused at once,
+	// where a plain open would wait for a writer.
+	f, err := r.ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
 		return "", "", err
 	}

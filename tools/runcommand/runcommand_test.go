@@ -52,7 +52,7 @@ func TestRunCommand(t *testing.T) {
 		{"killed by a signal", `{"argv":["sh","-c","kill -KILL $$"]}`, true, "killed by signal: killed\n(no output)\n", -1},
 		{"cwd outside", `{"argv":["pwd"],"cwd":".."}`, true, "path escapes the workspace: ..", 0},
 		{"cwd through a symlink outside", `{"argv":["pwd"],"cwd":"up"}`, true, "path escapes the workspace: up (a symlink or .. leads outside)", 0},
-		{"cwd is a file", `{"argv":["pwd"],"cwd":"sub/f.txt"}`, true, "not a folder: a parent of sub/f.txt is a file", 0},
+		{"cwd is a file", `{"argv":["pwd"],"cwd":"sub/f.txt"}`, true, "cwd sub/f.txt is not a folder", 0},
 		{"missing program", `{"argv":["no-such-program-xyz"]}`, true, `program "no-such-program-xyz" not found in PATH ` + runcommand.DefaultPath, 0},
 		{"empty program", `{"argv":[""]}`, true, "argv is empty: give the program to run and its arguments", 0},
 	}

@@ -138,6 +138,8 @@ func Describe(p string, err error) string {
 		return fmt.Sprintf("permission denied: %s", p)
 	case errors.Is(err, syscall.ELOOP):
 		return fmt.Sprintf("too many levels of symlinks: %s", p)
+	case errors.Is(err, ErrNotRegular):
+		return fmt.Sprintf("%s is or leads to a named pipe, socket or device, not a regular file", p)
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {

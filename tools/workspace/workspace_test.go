@@ -250,3 +250,123 @@ func TestWriteFileLeavesNoTempFile(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteThroughSymlinks writes through symlinks as write_file and
+// edit_file do: a chain of links to a file replaces the file atomically
+// (a write that fails leaves the old content, and no temporary file),
+// keeping the links; a link to a named pipe, a socket or a device is
+// refused at once rather than opened (opening a pipe for writing waits
+// for a reader: the call would hang past its deadline), and one leading
+// outside (to /dev/null) as ever; a link to nothing
+// creates its file; a link whose path through a symlinked folder and ..
+// the kernel resolves elsewhere than the joined path is refused, leaving
+// nothing behind.
+func TestWriteThroughSymlinks(t *testing.T) {
+	t.Parallel()
+	e := workspacetest.New(t, map[string]string{"target.txt": "old", "x/t": "x's", "x/y/keep": ""})
+	link := func(target, name string) {
+		t.Helper()
+		if err := os.Symlink(target, filepath.Join(e.Dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(e.Dir, "target.txt"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(e.Dir, "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link("target.txt", "one")
+	link("one", "two")
+	if err := syscall.Mknod(filepath.Join(e.Dir, "sock"), syscall.S_IFSOCK|0o644, 0); err != nil {
+		t.Fatal(err)
+	}
+	link("pipe", "topipe")
+	link("sock", "tosock")
+	link("/dev/null", "todev")
+	link("missing.txt", "dangling")
+	link("x/y", "d")
+	link("d/../t", "tricky") // the kernel: x/t; joined: t
+
+	workspace.SetRename(e.WS, func(*os.Root, string, string) error {
+		return &fs.PathError{Op: "renameat", Path: "x", Err: syscall.ENOSPC}
+	})
+	if _, err := e.WS.WriteFile("two", []byte("new")); !errors.Is(err, syscall.ENOSPC) || e.Read(t, "target.txt") != "old" {
+		t.Errorf("a failed write through two links: %v, the target holds %q; want ENOSPC and the old content", err, e.Read(t, "target.txt"))
+	}
+	workspace.SetRename(e.WS, nil)
+	if created, err := e.WS.WriteFile("two", []byte("new")); err != nil || created || e.Read(t, "target.txt") != "new" {
+		t.Errorf("write through two links: created %v, %v, the target holds %q", created, err, e.Read(t, "target.txt"))
+	}
+	if info, err := os.Stat(filepath.Join(e.Dir, "target.txt")); err != nil || info.Mode().Perm() != 0o640 {
+		t.Errorf("the target's mode: %v, %v; want 0640 kept", info.Mode(), err)
+	}
+	for _, name := range []string{"one", "two"} {
+		if info, err := os.Lstat(filepath.Join(e.Dir, name)); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("%s is no longer a symlink: %v", name, err)
+		}
+	}
+
+	for _, name := range []string{"topipe", "tosock"} {
+		_, err := e.WS.WriteFile(name, []byte("x"))
+		if got := workspace.Describe(name, err); !errors.Is(err, workspace.ErrNotRegular) || !strings.Contains(got, "not a regular file") {
+			t.Errorf("write through %s: %q", name, got)
+		}
+	}
+	if _, err := e.WS.WriteFile("todev", []byte("x")); !strings.Contains(workspace.Describe("todev", err), "path escapes the workspace") {
+		t.Errorf("write through a link to /dev/null: %v", err)
+	}
+
+	if created, err := e.WS.WriteFile("dangling", []byte("made")); err != nil || !created || e.Read(t, "missing.txt") != "made" {
+		t.Errorf("write through a link to nothing: created %v, %v", created, err)
+	}
+
+	_, err := e.WS.WriteFile("tricky", []byte("guess"))
+	if !errors.Is(err, workspace.ErrEscapes) || e.Read(t, "x/t") != "x's" {
+		t.Errorf("write through a link the joined path misreads: %v, x/t holds %q", err, e.Read(t, "x/t"))
+	}
+	if _, err := os.Lstat(filepath.Join(e.Dir, "t")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the misread path t was left: %v", err)
+	}
+
+	var names []string
+	_ = filepath.WalkDir(e.Dir, func(p string, d fs.DirEntry, _ error) error {
+		if strings.Contains(d.Name(), ".toolwire-") {
+			names = append(names, p)
+		}
+		return nil
+	})
+	if len(names) > 0 {
+		t.Errorf("temporary files left: %q", names)
+	}
+}
+
+// TestWriteFileKeepsOwner replaces a file that belongs to another user, as a
+// server running as root does: the new file keeps the old one's owner and
+// group (a root server editing a user's checkout must not take its files),
+// and its permissions without setuid and setgid.
+func TestWriteFileKeepsOwner(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user needs root")
+	}
+	e := workspacetest.New(t, map[string]string{"theirs.sh": "old"})
+	p := filepath.Join(e.Dir, "theirs.sh")
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, 0o755|fs.ModeSetuid|fs.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WS.WriteFile("theirs.sh", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := info.Sys().(*syscall.Stat_t)
+	if st.Uid != 65534 || st.Gid != 65534 || info.Mode() != 0o755 {
+		t.Errorf("replaced file: owner %d:%d, mode %v; want 65534:65534, -rwxr-xr-x", st.Uid, st.Gid, info.Mode())
+	}
+}

@@ -172,6 +172,10 @@ var cancelCases = []struct {
 	{"find_files slow content search", "find_files", `{"pattern":"big/*.txt","content":"(?:\\w+\\s*){1,9}z"}`, stopped, ""},
 	{"list_files wide folder", "list_files", `{"path":"wide"}`, either, ""},
 	{"read_file named pipe", "read_file", `{"path":"pipe"}`, result, "not a regular file"},
+	{"write_file symlink to a named pipe", "write_file", `{"path":"pipelink","content":"x"}`, result, "not a regular file"},
+	{"edit_file symlink to a named pipe", "edit_file", `{"path":"pipelink","old_text":"a","new_text":"b"}`, result, "not a regular file"},
+	{"run_command cwd a named pipe", "run_command", `{"argv":["true"],"cwd":"pipe"}`, result, "cwd pipe is not a folder"},
+	{"run_command cwd a symlink to a named pipe", "run_command", `{"argv":["true"],"cwd":"pipelink"}`, result, "cwd pipelink is not a folder"},
 	{"read_file 4 GiB line", "read_file", `{"path":"sparse.txt","offset":2}`, stopped, ""},
 	{"write_file 20,000 levels", "write_file", `{"path":"` + strings.Repeat("n/", 20_000) + `f","content":"x"}`, result, "more than write_file's limit of 64"},
 	{"edit_file 10 MiB", "edit_file", `{"path":"edit/huge.txt","old_text":"a","new_text":"b","replace_all":true}`, either, ""},
@@ -205,6 +209,9 @@ func builtinsServer(tb testing.TB) (*engine.Engine, *client.Client) {
 		e.Write(tb, fmt.Sprintf("wide/f%05d", i), "")
 	}
 	if err := syscall.Mkfifo(filepath.Join(e.Dir, "pipe"), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Symlink("pipe", filepath.Join(e.Dir, "pipelink")); err != nil {
 		tb.Fatal(err)
 	}
 
