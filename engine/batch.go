@@ -382,12 +382,14 @@ type callSummary struct {
 }
 
 // finish is the one place a call ends, whoever ends it (a step of its path,
-// its tool's return, its watchdog): the result is recorded under the call's
-// idempotency key before it is sent, held to MaxResultBytes and the message
-// size whatever produced it, counted (telemetry, the debug log, BatchFinished)
-// and handed to the writer.
+// its tool's return, its watchdog): the result is mended to UTF-8
+// (validUTF8), recorded under the call's idempotency key before it is
+// sent, held to MaxResultBytes and the message size whatever produced it,
+// counted (telemetry, the debug log, BatchFinished) and handed to the
+// writer.
 func (b *batch) finish(i int, res *toolwirev1.CallResult) {
 	c := &b.calls[i]
+	validUTF8(res)
 	c.claim.settle(res)
 	c.claim, c.args = nil, nil
 	bound(res, b.e.cfg.MaxResultBytes)

@@ -420,6 +420,6 @@ func (b *batch) deadline(i int, start time.Time) (deadline time.Time, timeout ti
 
 func progressEvent(callID string, i int, p tools.Progress) *toolwirev1.ExecuteBatchResponse {
 	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Progress{Progress: &toolwirev1.CallProgress{
-		CallId: callID, Index: uint32(i), Progress: p.Progress, Total: p.Total, Message: p.Message, Output: p.Output,
+		CallId: callID, Index: uint32(i), Progress: p.Progress, Total: p.Total, Message: mendUTF8(p.Message), Output: mendUTF8(p.Output),
 	}}}
 }

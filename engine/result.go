@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -123,6 +124,36 @@ func bound(res *toolwirev1.CallResult, limit int) {
 	res.StructuredContent, res.Details = "", ""
 	shape(tr, limit, res)
 	res.OriginalSize = max(res.OriginalSize, original)
+}
+
+// validUTF8 replaces what is not UTF-8 in res's strings with U+FFFD.
+// Protocol buffers' strings must be UTF-8: one that is not fails the
+// marshal of its event, ending the stream of every call in the batch, and
+// of the result's idempotency record and stored event. Tools pass on what
+// upstreams send (a status line, a body, a gRPC status message), so the
+// results are mended here, where every result goes through, rather than
+// at each source.
+func validUTF8(res *toolwirev1.CallResult) {
+	for _, c := range res.GetContent() {
+		switch b := c.GetBlock().(type) {
+		case *toolwirev1.Content_Text:
+			b.Text.Text = mendUTF8(b.Text.GetText())
+		case *toolwirev1.Content_Image:
+			b.Image.MimeType = mendUTF8(b.Image.GetMimeType())
+		}
+	}
+	res.StructuredContent = mendUTF8(res.StructuredContent)
+	res.Details = mendUTF8(res.Details)
+}
+
+// mendUTF8 returns s with each run of bytes that are not UTF-8 replaced by
+// U+FFFD (within JSON, such bytes can only be in a string, which stays
+// one), and s itself when it is UTF-8.
+func mendUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 // cutUTF8 returns the longest prefix of s of at most n bytes that does not

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -254,6 +256,14 @@ func (r *Registry) publish() {
 }
 
 // prepare validates a tool and returns a copy with its schemas compiled.
+// validJSONText returns b with what is not UTF-8 replaced by U+FFFD.
+func validJSONText(b json.RawMessage) json.RawMessage {
+	if utf8.Valid(b) {
+		return b
+	}
+	return bytes.ToValidUTF8(b, []byte("\uFFFD"))
+}
+
 func prepare(t Tool) (*Tool, error) { return (*SchemaCache)(nil).prepare(t) }
 
 func (c *SchemaCache) prepare(t Tool) (*Tool, error) {
@@ -269,6 +279,10 @@ func (c *SchemaCache) prepare(t Tool) (*Tool, error) {
 	if t.Source == 0 {
 		t.Source = SourceBuiltin
 	}
+	// What is not UTF-8 in a declaration (a gRPC upstream's comments are
+	// proto2 strings, unchecked) would fail ListTools for every caller.
+	t.Title, t.Description = strings.ToValidUTF8(t.Title, "\uFFFD"), strings.ToValidUTF8(t.Description, "\uFFFD")
+	t.InputSchema, t.OutputSchema = validJSONText(t.InputSchema), validJSONText(t.OutputSchema)
 	if len(t.InputSchema) == 0 {
 		t.InputSchema = json.RawMessage(`{"type":"object"}`)
 	}
