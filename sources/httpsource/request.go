@@ -60,7 +60,9 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
-	if req.URL.Host != via[0].URL.Host {
+	// Another host, or the same one over plain HTTP after HTTPS: the
+	// secrets would reach someone else, or anyone on the path.
+	if req.URL.Host != via[0].URL.Host || via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
 		names, _ := req.Context().Value(secretHeadersKey{}).([]string)
 		for _, name := range names {
 			req.Header.Del(name)

@@ -315,6 +315,7 @@ func TestServers(t *testing.T) {
 			"/plain":    map[string]any{"get": get("plain")},
 			"/uploads":  map[string]any{"servers": []any{map[string]any{"url": pathSrv.URL + "/up"}}, "get": get("pathLevel"), "put": get("opLevel", opSrv.URL+"/op/")},
 			"/relative": map[string]any{"get": get("relative", "v2")},
+			"/netpath":  map[string]any{"get": get("netpath", "//"+strings.TrimPrefix(pathSrv.URL, "http://")+"/np")},
 		}})
 	reg := loadRegistry(t, Config{Name: "s", Spec: spec})
 	for id, want := range map[string]struct {
@@ -325,6 +326,7 @@ func TestServers(t *testing.T) {
 		"pathLevel": {pathGot, "/up/uploads"},
 		"opLevel":   {opGot, "/op/uploads"},
 		"relative":  {docGot, "/api/v2/relative"},
+		"netpath":   {pathGot, "/np/netpath"},
 	} {
 		if res := call(t, reg, "s_"+id, `{}`); res.IsError {
 			t.Errorf("%s: %s", id, text(res))
@@ -335,12 +337,18 @@ func TestServers(t *testing.T) {
 		}
 	}
 	// base_url is where the config's secrets go: it replaces every server
-	// the document names, its operations' too, except those below it.
+	// the document names, its operations' too, except those below it (a
+	// network-path server, "//host/np", names a host: it is replaced too).
 	reg = loadRegistry(t, Config{Name: "s", Spec: spec, BaseURL: opSrv.URL + "/base", Headers: map[string]string{"Authorization": "Bearer x"}})
-	for id, uri := range map[string]string{"plain": "/base/plain", "pathLevel": "/base/uploads", "opLevel": "/base/uploads", "relative": "/base/v2/relative"} {
+	for id, uri := range map[string]string{"plain": "/base/plain", "pathLevel": "/base/uploads", "opLevel": "/base/uploads", "relative": "/base/v2/relative", "netpath": "/base/netpath"} {
 		call(t, reg, "s_"+id, `{}`)
-		if r := <-opGot; r.URI != uri {
-			t.Errorf("%s with base_url went to %s; want %s", id, r.URI, uri)
+		select { // the recorder hears a request before it answers
+		case r := <-opGot:
+			if r.URI != uri {
+				t.Errorf("%s with base_url went to %s; want %s", id, r.URI, uri)
+			}
+		default:
+			t.Errorf("%s with base_url did not go to base_url", id)
 		}
 	}
 	select {

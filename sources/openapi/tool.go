@@ -342,7 +342,7 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 
 // ownsServers reports whether base_url decides where an operation whose
 // own servers are these sends its requests: it does unless they are
-// relative (a path under it). The operator's base_url is where the
+// relative (a path under it, no host). The operator's base_url is where the
 // config's secrets go; a document naming another host for one operation
 // (GitHub's uploads) must not send them elsewhere, and for a GitHub
 // Enterprise base_url that host is github.com's, the wrong one anyway.
@@ -352,7 +352,10 @@ func (b *builder) ownsServers(servers []any) bool {
 	}
 	srv, _ := servers[0].(map[string]any)
 	u, err := url.Parse(expandServer(srv))
-	return err == nil && u.IsAbs()
+	// A network-path reference ("//host/x") names a host as surely as an
+	// absolute URL: resolved against base_url it would take base_url's
+	// scheme and the secrets to that host.
+	return err == nil && (u.IsAbs() || u.Host != "")
 }
 
 // opBase is the first of an operation's (or its path item's) servers.
