@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/sources/internal/toolname"
@@ -259,6 +261,80 @@ func (m *method) failed(ctx context.Context, err error, det callDetails) (*tools
 	return res, nil
 }
 
+// mendStrings replaces what is not UTF-8 in msg's strings, its nested
+// messages', lists' and maps' (keys too) with U+FFFD, and reports whether
+// it changed any.
+func mendStrings(msg protoreflect.Message) bool {
+	mend := func(v protoreflect.Value) (protoreflect.Value, bool) {
+		s := v.String()
+		if utf8.ValidString(s) {
+			return v, false
+		}
+		return protoreflect.ValueOfString(strings.ToValidUTF8(s, "\uFFFD")), true
+	}
+	changed := false
+	type set struct {
+		fd protoreflect.FieldDescriptor
+		v  protoreflect.Value
+	}
+	var sets []set // after Range: a message is not to be changed during it
+	msg.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList():
+			l := v.List()
+			for i := range l.Len() {
+				if fd.Kind() == protoreflect.StringKind {
+					if nv, ok := mend(l.Get(i)); ok {
+						l.Set(i, nv)
+						changed = true
+					}
+				} else if fd.Message() != nil {
+					changed = mendStrings(l.Get(i).Message()) || changed
+				}
+			}
+		case fd.IsMap():
+			mp := v.Map()
+			type entry struct {
+				old, key protoreflect.MapKey
+				v        protoreflect.Value
+			}
+			var mended []entry // after Range, as for the message
+			mp.Range(func(k protoreflect.MapKey, v protoreflect.Value) bool {
+				nk, kok := k.Value(), false
+				if fd.MapKey().Kind() == protoreflect.StringKind {
+					nk, kok = mend(nk)
+				}
+				nv, vok := v, false
+				if fd.MapValue().Kind() == protoreflect.StringKind {
+					nv, vok = mend(v)
+				} else if fd.MapValue().Message() != nil {
+					changed = mendStrings(v.Message()) || changed
+				}
+				if kok || vok {
+					mended = append(mended, entry{k, nk.MapKey(), nv})
+				}
+				return true
+			})
+			for _, e := range mended {
+				mp.Clear(e.old)
+				mp.Set(e.key, e.v)
+				changed = true
+			}
+		case fd.Kind() == protoreflect.StringKind:
+			if nv, ok := mend(v); ok {
+				sets = append(sets, set{fd, nv})
+			}
+		case fd.Message() != nil:
+			changed = mendStrings(v.Message()) || changed
+		}
+		return true
+	})
+	for _, s := range sets {
+		msg.Set(s.fd, s.v)
+	}
+	return changed || len(sets) > 0
+}
+
 // result is a successful result of JSON text js.
 func (m *method) result(js []byte, det callDetails) *tools.Result {
 	res := tools.Text(string(js))
@@ -270,8 +346,17 @@ func (m *method) result(js []byte, det callDetails) *tools.Result {
 }
 
 // marshal is msg's protojson, compacted: protojson varies its spacing.
+//
+// A proto2 upstream's strings are not checked for UTF-8 on the wire, and
+// protojson refuses one that is not: the call succeeded, so rather than
+// report it as failed (inviting the model to make it again), those strings
+// are mended (U+FFFD) and the answer shown.
 func (m *method) marshal(msg *dynamicpb.Message) ([]byte, error) {
-	js, err := (protojson.MarshalOptions{Resolver: m.types}).Marshal(msg)
+	opts := protojson.MarshalOptions{Resolver: m.types}
+	js, err := opts.Marshal(msg)
+	if err != nil && mendStrings(msg) {
+		js, err = opts.Marshal(msg)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encoding the response as JSON: %w", err)
 	}
