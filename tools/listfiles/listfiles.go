@@ -7,6 +7,7 @@
 package listfiles
 
 import (
+	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,10 @@ import (
 type Options struct {
 	MaxEntries int // most entries listed (default 1000)
 	MaxDepth   int // deepest recursion a call may ask for (default 10)
+	// MaxRead bounds the folder entries one listing reads; it stops
+	// reading there, lists what it read and says so (default 100,000, as
+	// find_files).
+	MaxRead int
 }
 
 func (o Options) withDefaults() Options {
@@ -37,6 +42,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxDepth <= 0 {
 		o.MaxDepth = 10
+	}
+	if o.MaxRead <= 0 {
+		o.MaxRead = 100_000
 	}
 	return o
 }
@@ -60,6 +68,11 @@ type Details struct {
 	Path      string  `json:"path"`
 	Entries   []Entry `json:"entries"`
 	Truncated bool    `json:"truncated"`
+	// Stopped is ["entry limit"] when the listing read MaxRead entries
+	// before the end of a folder: that folder is listed from the entries
+	// read, and no folder after it was entered. find_files's field of the
+	// same name says the same.
+	Stopped []string `json:"stopped,omitempty"`
 }
 
 // schema is written out rather than inferred (tools.Typed): its maximum
@@ -108,8 +121,9 @@ func list(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	case !info.IsDir():
 		return tools.Errorf("%s is a file, not a folder; use read_file to read it", args.Path), nil
 	}
-	l := lister{ws: ws, max: opts.MaxEntries, d: Details{Path: filepath.ToSlash(rel), Entries: []Entry{}}}
-	if err := l.walk(ctx, filepath.ToSlash(rel), min(max(args.Depth, 1), opts.MaxDepth)); err != nil {
+	depth := min(max(args.Depth, 1), opts.MaxDepth)
+	l := lister{ws: ws, max: opts.MaxEntries, maxRead: opts.MaxRead, d: Details{Path: filepath.ToSlash(rel), Entries: []Entry{}}}
+	if err := l.walk(ctx, filepath.ToSlash(rel), depth); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -135,6 +149,15 @@ func list(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	if l.d.Truncated {
 		fmt.Fprintf(&b, "[truncated: listed the first %d entries; list a subfolder or lower depth to see the rest]\n", len(l.d.Entries))
 	}
+	if l.cut != "" {
+		l.d.Stopped = []string{entryLimit}
+		after := ""
+		if depth > 1 {
+			after = ", and no folder after it was entered"
+		}
+		fmt.Fprintf(&b, "[stopped early: %s: read %d folder entries, list_files's limit, so %s is listed from the entries read, not all of them%s]\n",
+			entryLimit, l.maxRead, displayPath(l.cut), after)
+	}
 	// File names need not be UTF-8; protobuf strings must be.
 	res := tools.Text(strings.ToValidUTF8(b.String(), "\uFFFD"))
 	res.Details, err = json.Marshal(l.d)
@@ -148,73 +171,137 @@ func displayPath(p string) string {
 	return p
 }
 
+// entryLimit is the limit Details.Stopped names.
+const entryLimit = "entry limit"
+
 type lister struct {
-	ws  *workspace.Workspace
-	max int
-	d   Details
+	ws      *workspace.Workspace
+	max     int // Options.MaxEntries
+	maxRead int // Options.MaxRead
+	d       Details
+
+	read int    // folder entries read
+	cut  string // the folder whose reading maxRead cut short, if any
+	held int    // most entries one folder's reading kept at once, for the tests
 }
 
 // walk lists dir's entries and, depth permitting, those of its folders,
-// depth first in name order. It stops at the entry cap.
+// depth first in name order. It stops at the entry cap, and enters no
+// folder once maxRead has cut a reading short.
 func (l *lister) walk(ctx context.Context, dir string, depth int) error {
-	entries, err := l.readDir(ctx, dir)
+	names, more, err := l.readDir(ctx, dir, l.max-len(l.d.Entries))
 	if err != nil {
 		return err
 	}
-	for _, de := range entries {
+	for _, name := range names {
 		if len(l.d.Entries) == l.max {
 			l.d.Truncated = true
 			return nil
 		}
-		p := de.Name()
+		p := name
 		if dir != "." {
-			p = path.Join(dir, de.Name())
+			p = path.Join(dir, name)
 		}
-		e := Entry{Path: p, Type: kind(de.Type())}
+		info, err := l.ws.Root().Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // removed since it was read, as os.ReadDir passes over
+		case err != nil:
+			return err
+		}
+		e := Entry{Path: p, Type: kind(info.Mode())}
 		switch e.Type {
 		case "file":
-			if info, err := de.Info(); err == nil {
-				e.Size = info.Size()
-			}
+			e.Size = info.Size()
 		case "symlink":
 			e.Target, _ = l.ws.Root().Readlink(p)
 		}
 		l.d.Entries = append(l.d.Entries, e)
-		if e.Type == "dir" && depth > 1 {
+		if e.Type == "dir" && depth > 1 && l.cut == "" {
 			if err := l.walk(ctx, p, depth-1); err != nil {
 				return err
 			}
 		}
 	}
+	// Listing the keep names readDir kept took the listing to its cap.
+	if more {
+		l.d.Truncated = true
+	}
 	return nil
 }
 
-// readDir returns dir's entries in name order. It reads them in batches,
-// checking ctx between them, so a folder of millions of entries does not
-// keep a cancelled call reading; O_DIRECTORY makes a named pipe swapped in
-// for the folder fail at once instead of waiting for a writer.
-func (l *lister) readDir(ctx context.Context, dir string) ([]fs.DirEntry, error) {
+// readDir returns the first keep of dir's names in name order, and whether
+// dir has more. Only those can be listed before the cap, so only those are
+// kept, never the whole folder (200,000 long names held 125 MiB a call), and
+// only names are read: a folder opened in an os.Root reads each entry as a
+// DirEntry with an lstat, so walk looks up only what it lists. It reads in
+// batches, checking ctx between them, so a folder of millions of entries
+// does not keep a cancelled call reading, and stops at the listing's
+// maxRead, setting l.cut; O_DIRECTORY makes a named pipe swapped in for the
+// folder fail at once instead of waiting for a writer.
+func (l *lister) readDir(ctx context.Context, dir string, keep int) (names []string, more bool, err error) {
 	f, err := l.ws.Root().OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	var all []fs.DirEntry
+	first := firstNames{keep: keep}
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		batch, err := f.ReadDir(1024)
-		all = append(all, batch...)
-		if errors.Is(err, io.EOF) {
-			break
+		batch, err := f.Readdirnames(1024)
+		if left := l.maxRead - l.read; len(batch) > left {
+			batch, l.cut = batch[:left], dir
 		}
-		if err != nil {
-			return nil, err
+		l.read += len(batch)
+		for _, name := range batch {
+			if !first.add(name) {
+				more = true
+			}
+		}
+		l.held = max(l.held, first.Len())
+		switch {
+		case errors.Is(err, io.EOF) || l.cut != "" || (more && keep == 0):
+			// With nothing to keep, one name more is all there is to know.
+			slices.Sort(first.names)
+			return first.names, more, nil
+		case err != nil:
+			return nil, false, err
 		}
 	}
-	slices.SortFunc(all, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	return all, nil
+}
+
+// firstNames keeps the keep names first in order of those added: a
+// max-heap, so the last of them is at the top, replaced by any name before
+// it.
+type firstNames struct {
+	keep  int
+	names []string
+}
+
+// add adds name, and reports false if that left a name out: name itself,
+// or the one it took the place of.
+func (h *firstNames) add(name string) bool {
+	switch {
+	case len(h.names) < h.keep:
+		heap.Push(h, name)
+		return true
+	case h.keep > 0 && name < h.names[0]:
+		h.names[0] = name
+		heap.Fix(h, 0)
+	}
+	return false
+}
+
+func (h *firstNames) Len() int           { return len(h.names) }
+func (h *firstNames) Less(i, j int) bool { return h.names[i] > h.names[j] }
+func (h *firstNames) Swap(i, j int)      { h.names[i], h.names[j] = h.names[j], h.names[i] }
+func (h *firstNames) Push(x any)         { h.names = append(h.names, x.(string)) }
+func (h *firstNames) Pop() any {
+	last := h.names[len(h.names)-1]
+	h.names = h.names[:len(h.names)-1]
+	return last
 }
 
 func kind(m fs.FileMode) string {

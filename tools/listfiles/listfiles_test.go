@@ -1,10 +1,16 @@
 package listfiles_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/tools/listfiles"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
@@ -91,5 +97,122 @@ func TestListFilesEscapes(t *testing.T) {
 				t.Errorf("recursive listing:\n%s", text)
 			}
 		})
+	}
+}
+
+// TestListFilesReadLimit lists folders holding more than MaxRead entries:
+// the listing stops reading there, lists what it read in name order,
+// enters no folder after it, and says so in its text and details.
+func TestListFilesReadLimit(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"a/1": "", "a/2": "", "c/1": ""}
+	for i := range 100 {
+		files[fmt.Sprintf("b/%03d", i)] = ""
+	}
+	e := wt.New(t, files)
+	tool := listfiles.New(e.WS, listfiles.Options{MaxRead: 35})
+	for _, tt := range []struct {
+		name, args string
+		head       []string // the paths listed before b's entries
+		fromB      int      // how many of b's entries are listed
+		tail       []string // and after them
+		note       string
+	}{
+		{"depth 2", `{"depth":2}`, []string{"a", "a/1", "a/2", "b"}, 35 - 3 - 2, []string{"c"},
+			"[stopped early: entry limit: read 35 folder entries, list_files's limit, so b is listed from the entries read, not all of them, and no folder after it was entered]\n"},
+		{"depth 1", `{"path":"b"}`, nil, 35, nil,
+			"[stopped early: entry limit: read 35 folder entries, list_files's limit, so b is listed from the entries read, not all of them]\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res := wt.Call(t, tool, tt.args)
+			var d listfiles.Details
+			wt.Details(t, res, &d)
+			var paths []string
+			for _, e := range d.Entries {
+				paths = append(paths, e.Path)
+			}
+			text := wt.Text(res)
+			if res.IsError || len(paths) != len(tt.head)+tt.fromB+len(tt.tail) {
+				t.Fatalf("error %v, %d entries:\n%s\nwant %d", res.IsError, len(paths), text, len(tt.head)+tt.fromB+len(tt.tail))
+			}
+			head, b, tail := paths[:len(tt.head)], paths[len(tt.head):len(tt.head)+tt.fromB], paths[len(tt.head)+tt.fromB:]
+			if !slices.Equal(head, tt.head) || !slices.Equal(tail, tt.tail) || !slices.IsSorted(b) ||
+				slices.ContainsFunc(b, func(p string) bool { return !strings.HasPrefix(p, "b/") }) {
+				t.Errorf("listed %q\nwant %q, %d of b's entries in order, %q", paths, tt.head, tt.fromB, tt.tail)
+			}
+			if !strings.HasSuffix(text, tt.note) || !slices.Equal(d.Stopped, []string{"entry limit"}) || d.Truncated {
+				t.Errorf("stopped %q, truncated %v, text:\n%s\nwant it to end %q", d.Stopped, d.Truncated, text, tt.note)
+			}
+		})
+	}
+}
+
+// BenchmarkListFilesWideFolder lists a folder of 200,000 empty files with
+// 237-byte names, one call at a time and 8 at once (a read-only lane runs
+// 16), reporting the heap's peak above where it started, sampled every
+// millisecond, as peak-heap-MiB. What one call keeps is MaxEntries
+// entries; what it reads is MaxRead (100,000) of them. Make the folder on
+// tmpfs (TMPDIR=/dev/shm): 200,000 files take seconds to make on a disk.
+func BenchmarkListFilesWideFolder(b *testing.B) {
+	e := wt.New(b, nil)
+	wide := filepath.Join(e.Dir, "wide")
+	if err := os.Mkdir(wide, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	pad := strings.Repeat("x", 230)
+	for i := range 200_000 {
+		f, err := os.Create(filepath.Join(wide, fmt.Sprintf("%s%07d", pad, i)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	run := wt.Runner(b, listfiles.New(e.WS, listfiles.Options{}))
+	for _, calls := range []int{1, 8} {
+		b.Run(fmt.Sprintf("%d calls", calls), func(b *testing.B) {
+			b.ReportAllocs()
+			peak := heapPeak(b)
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for range calls {
+					wg.Go(func() {
+						if res := run(`{"path":"wide"}`); res.IsError {
+							b.Error(wt.Text(res))
+						}
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(peak())/(1<<20), "peak-heap-MiB")
+		})
+	}
+}
+
+// heapPeak samples the heap's live and unswept objects every millisecond
+// from now on; the function it returns stops and returns the most seen
+// above where it started.
+func heapPeak(b *testing.B) func() uint64 {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	start, most := read(), uint64(0)
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			most = max(most, read())
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-stopped
+		return max(most, start) - start
 	}
 }
