@@ -551,10 +551,17 @@ func (w *walkFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	var all []fs.DirEntry
 	for {
 		batch, err := dir.ReadDir(256)
-		all = append(all, batch...)
-		if err := w.check(name, len(batch)); err != nil {
-			return nil, err
+		if stop := w.check(name, len(batch)); errors.Is(stop, errStopped) {
+			// The entries within the limit are returned without the error,
+			// which would drop them all, so that the files among them are
+			// found before the next look-up ends the walk (a folder of
+			// 200,000 files was "no files match").
+			all = append(all, batch[:len(batch)-(w.entries-w.opts.MaxEntries)]...)
+			break
+		} else if stop != nil {
+			return nil, stop
 		}
+		all = append(all, batch...)
 		if err != nil || len(batch) == 0 {
 			break // io.EOF, or an unreadable folder: what was read is all there is
 		}

@@ -249,7 +249,8 @@ func TestFindFilesWorkLimits(t *testing.T) {
 		files int
 		want  string
 	}{
-		{"entries", findfiles.Options{MaxEntries: 5}, `{"pattern":"**/*.txt"}`, 0, "entry limit: the search looked at 5 files and folders, its limit"},
+		// The look-ups of "." leave none of its entries in the limit.
+		{"entries", findfiles.Options{MaxEntries: 2}, `{"pattern":"**/*.txt"}`, 0, "entry limit: the search looked at 2 files and folders, its limit"},
 		{"depth", findfiles.Options{MaxDepth: 3}, `{"pattern":"**/*.txt"}`, 10, "depth limit: paths more than 3 levels deep were not searched"},
 		{"content files", findfiles.Options{MaxScanFiles: 3}, `{"pattern":"*.txt","content":"match"}`, 3, "content file limit: the contents of 3 files were searched, the limit"},
 		{"content bytes", findfiles.Options{MaxScanBytes: 15}, `{"pattern":"*.txt","content":"match"}`, 2, "content byte limit: 15 bytes of content were searched, the limit"},
@@ -264,6 +265,34 @@ func TestFindFilesWorkLimits(t *testing.T) {
 				t.Errorf("error %v, %d files, stopped %q:\n%s\nwant %d files, stopped early at %q", res.IsError, len(d.Files), d.Stopped, text, tt.files, tt.want)
 			}
 		})
+	}
+}
+
+// TestFindFilesEntryLimitInAFolder searches a folder holding more entries
+// than the search may read: the files read before the limit are found and
+// the search says where it stopped. It said "no files match wide/*", as if
+// the folder were empty, when the limit fell inside the folder.
+func TestFindFilesEntryLimitInAFolder(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{}
+	for i := range 1000 {
+		files[fmt.Sprintf("wide/f%03d", i)] = ""
+	}
+	e := wt.New(t, files)
+	// 300 look-ups: wide, then 299 of its entries, read in batches of 256.
+	res := wt.Call(t, findfiles.New(e.WS, findfiles.Options{MaxEntries: 300}), `{"pattern":"wide/*"}`)
+	var d findfiles.Details
+	wt.Details(t, res, &d)
+	text := wt.Text(res)
+	if res.IsError || len(d.Files) != 299 || !slices.IsSorted(d.Files) || !slices.Equal(d.Stopped, []string{"entry limit"}) ||
+		!strings.HasPrefix(text, d.Files[0]+"\n") || strings.Contains(text, "no files match") ||
+		!strings.HasSuffix(text, "\n[stopped early: entry limit: the search looked at 300 files and folders, its limit; narrow the pattern to search the rest]\n") {
+		t.Fatalf("error %v, %d files, stopped %q:\n%s\nwant 299 files of wide, in order, stopped early at the entry limit", res.IsError, len(d.Files), d.Stopped, text)
+	}
+	for _, f := range d.Files {
+		if _, ok := files[f]; !ok {
+			t.Errorf("found %q, not a file of wide", f)
+		}
 	}
 }
 
