@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -41,8 +40,8 @@ import (
 // refuses it, as it always did. TestFastCallAnswersAsTheSDK holds the two
 // to the same bytes.
 
-// maxFastBody bounds the body the fast path reads; a larger one goes to
-// the SDK, which applies its own limit.
+// maxFastBody bounds the body the fast path answers; a larger one goes to
+// the SDK.
 const maxFastBody = 1 << 20
 
 // fastCall is a stateless tools/call as the fast path reads it.
@@ -57,16 +56,11 @@ type fastCall struct {
 	protocol string
 }
 
-// serveFast answers r, a request of revision version, when it is a plainly
-// valid stateless tools/call, and reports whether it did. When it did not,
-// r's body is as it was, for the SDK to read.
-func (s *Server) serveFast(w http.ResponseWriter, ww *writewatch.Writer, r *http.Request, version string) bool {
-	if s.sdkOnly || version != RevisionStateless || r.Method != http.MethodPost || !fastHeaders(r) {
-		return false
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxFastBody+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
-	if err != nil || len(body) > maxFastBody {
+// serveFast answers r, a request of revision version whose body is body
+// (read, and checked, by readBody), when it is a plainly valid stateless
+// tools/call, and reports whether it did.
+func (s *Server) serveFast(w http.ResponseWriter, ww *writewatch.Writer, r *http.Request, version string, body []byte) bool {
+	if s.sdkOnly || version != RevisionStateless || r.Method != http.MethodPost || !fastHeaders(r) || len(body) > maxFastBody {
 		return false
 	}
 	c, ok := parseFastCall(body, version)
@@ -76,13 +70,6 @@ func (s *Server) serveFast(w http.ResponseWriter, ww *writewatch.Writer, r *http
 	s.fast.Add(1)
 	s.runFast(w, ww, r, c)
 	return true
-}
-
-// readCloser reads from one reader and closes another: a body partly read
-// ahead, handed on whole.
-type readCloser struct {
-	io.Reader
-	io.Closer
 }
 
 // fastHeaders reports whether r's headers are those the SDK serves a

@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/writewatch"
@@ -180,8 +181,9 @@ type Server struct {
 var _ http.Handler = (*Server)(nil)
 
 // New returns the MCP surface of eng, serving the tools of reg, or an
-// error naming the option it cannot use. It starts one goroutine, which
-// watches reg for changes; Close or Shutdown stops it.
+// error naming the option it cannot use. It starts two goroutines, one
+// watching reg for changes, one closing sessions the bounds do not hold;
+// Close or Shutdown stops them.
 func New(eng *engine.Engine, reg *tools.Registry, opts Options) (*Server, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -218,8 +220,9 @@ func New(eng *engine.Engine, reg *tools.Registry, opts Options) (*Server, error)
 		s.stateful = withRetry(s.stateful, s.opts.ResumeRetry)
 	}
 	s.handler = auth.RequireBearerToken(bindCaller, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(http.HandlerFunc(s.route))
-	s.stopped.Add(1)
+	s.stopped.Add(2)
 	go s.watch()
+	go s.sweep() // closes sessions the bounds do not hold (sessions.go)
 	return s, nil
 }
 
@@ -288,6 +291,11 @@ func bearer(h string) bool {
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "initialize" {
+			ss, _ := req.GetSession().(*mcp.ServerSession)
+			if unreserved(ctx, ss) {
+				s.opts.Logger.Warn("refusing an initialize that took no place in the MCP sessions' bounds", "session_id", ss.ID())
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this initialize was not read as one before it reached the MCP server, so it cannot open a session; send it alone, as plain JSON"}
+			}
 			res, err := next(ctx, method, req)
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil {
 				s.initialized(ctx, ss) // counted in the sessions' bounds

@@ -1,10 +1,16 @@
 package mcpserve
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -65,8 +71,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		unsupportedVersion(ww, body, version)
 		return
 	}
-	if s.serveFast(rw, ww, r, version) { // a stateless tools/call (fastcall.go)
-		return
+	var b []byte
+	if r.Method == http.MethodPost {
+		var ok bool
+		if b, ok = readBody(ww, r, body); !ok {
+			return
+		}
+		if s.serveFast(rw, ww, r, version, b) { // a stateless tools/call (fastcall.go)
+			return
+		}
 	}
 	key := strconv.FormatUint(s.requests.Add(1), 36)
 	r.Header.Set(requestHeader, key)
@@ -80,7 +93,38 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.stateless.ServeHTTP(rw, r)
 		return
 	}
-	s.serveSessions(rw, r, body)
+	s.serveSessions(rw, r, b)
+}
+
+// readBody reads the body of r, a POST, and refuses it (reporting false)
+// when it is too large, is not one JSON value, or holds a message with a
+// member named twice (members.go). r's body is then b again, for the SDK.
+func readBody(w http.ResponseWriter, r *http.Request, body *capture) (b []byte, ok bool) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRefusal(w, http.StatusRequestEntityTooLarge, body.id(), CodeResourceExhausted, "resource_exhausted",
+				fmt.Sprintf("the request's body is over %d bytes, the most this server takes (http_max_body_bytes)", tooBig.Limit), nil)
+			return nil, false
+		}
+		writeRefusal(w, http.StatusBadRequest, body.id(), jsonrpc.CodeInvalidRequest, "invalid_argument", "reading the request's body: "+err.Error(), nil)
+		return nil, false
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	if len(b) == 0 {
+		return b, true // the SDK refuses it, saying what a POST needs
+	}
+	if !json.Valid(b) {
+		writeRefusal(w, http.StatusBadRequest, body.id(), jsonrpc.CodeParseError, "invalid_argument",
+			"malformed payload: the body is not one JSON value (a JSON-RPC message or batch) with nothing after it", nil)
+		return nil, false
+	}
+	if err := checkMembers(b); err != nil {
+		writeRefusal(w, http.StatusBadRequest, body.id(), jsonrpc.CodeInvalidRequest, "invalid_argument", err.Error(), nil)
+		return nil, false
+	}
+	return b, true
 }
 
 // requestOf is the request in flight that req came in, or nil.

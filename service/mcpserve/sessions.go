@@ -5,9 +5,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -311,6 +309,13 @@ func (t *sessions) remove(s *session) {
 	}
 }
 
+// known reports whether session id is in the bound.
+func (t *sessions) known(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.byID[id] != nil
+}
+
 // count reports the sessions open and held places.
 func (t *sessions) count() (sessions, total int) {
 	t.mu.Lock()
@@ -332,8 +337,8 @@ func (t *sessions) close() {
 // serveSessions serves a request of the handler with sessions (2025-11-25
 // and older): a request of a session is counted while in flight; a POST
 // naming none must open one with initialize (alone, not batched), within
-// the bounds.
-func (s *Server) serveSessions(w *refusing, r *http.Request, body *capture) {
+// the bounds. b is a POST's body, read and checked by readBody.
+func (s *Server) serveSessions(w *refusing, r *http.Request, b []byte) {
 	w.sessions = true
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		stream := r.Method == http.MethodGet
@@ -350,18 +355,6 @@ func (s *Server) serveSessions(w *refusing, r *http.Request, body *capture) {
 		s.stateful.ServeHTTP(w, r) // the SDK refuses it: no session named
 		return
 	}
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRefusal(w.ResponseWriter, http.StatusRequestEntityTooLarge, body.id(), CodeResourceExhausted, "resource_exhausted",
-				fmt.Sprintf("the request's body is over %d bytes, the most this server takes (http_max_body_bytes)", tooBig.Limit), nil)
-			return
-		}
-		writeRefusal(w.ResponseWriter, http.StatusBadRequest, body.id(), jsonrpc.CodeInvalidRequest, "invalid_argument", "reading the request's body: "+err.Error(), nil)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
 	switch m := firstMessages(b); {
 	case m.malformed:
 		// The SDK refuses it (a parse error, as JSON-RPC).
@@ -401,14 +394,12 @@ type messages struct {
 	id                                        json.RawMessage
 }
 
-// firstMessages reads the JSON-RPC message or batch b.
+// firstMessages reads the JSON-RPC message or batch b, valid JSON with no
+// member named twice (readBody), as the SDK reads it: names match exactly
+// (members.go).
 func firstMessages(b []byte) messages {
-	type message struct {
-		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
-	}
 	var m messages
-	var msgs []message
+	var msgs []map[string]json.RawMessage
 	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) > 0 && t[0] == '[' {
 		m.batch = true
 		if json.Unmarshal(b, &msgs) != nil || len(msgs) == 0 {
@@ -416,19 +407,24 @@ func firstMessages(b []byte) messages {
 			return m
 		}
 	} else {
-		var one message
+		var one map[string]json.RawMessage
 		if json.Unmarshal(b, &one) != nil {
 			m.malformed = true
 			return m
 		}
-		msgs = []message{one}
+		msgs = []map[string]json.RawMessage{one}
 	}
 	m.sessionless = true
 	for _, msg := range msgs {
-		if m.id == nil && len(msg.ID) > 0 && msg.ID[0] != 'n' {
-			m.id = msg.ID
+		if id := msg["id"]; m.id == nil && len(id) > 0 && id[0] != 'n' {
+			m.id = id
 		}
-		switch msg.Method {
+		var method string
+		if raw, ok := msg["method"]; ok && json.Unmarshal(raw, &method) != nil {
+			m.malformed = true
+			return m
+		}
+		switch method {
 		case "initialize":
 			m.initialize = true
 		case "ping", "server/discover":
@@ -444,5 +440,61 @@ func firstMessages(b []byte) messages {
 func (s *Server) initialized(ctx context.Context, ss *mcp.ServerSession) {
 	if r, ok := ctx.Value(reservationKey{}).(*reservation); ok && ss != nil && ss.ID() != "" {
 		s.sessions.opened(r, ss)
+	}
+}
+
+// unreserved reports whether an initialize of session ss, whose handler
+// has ctx, would open a session that holds no place in the bounds: one
+// the SDK opens (its ID is not empty) on a request that serveSessions did
+// not take for an initialize. Whatever made the two disagree, the
+// initialize is refused before it runs, and the SDK closes the session
+// initialize never opened when its request ends.
+func unreserved(ctx context.Context, ss *mcp.ServerSession) bool {
+	_, ok := ctx.Value(reservationKey{}).(*reservation)
+	return !ok && ss != nil && ss.ID() != ""
+}
+
+// A session the SDK holds that the bound does not is one nothing above
+// should let open (serveSessions reserves every initialize it sees, and
+// the middleware refuses any other, unreserved); were one opened all the
+// same, no bound would count it and no idle timeout would close it, and
+// the SDK's own SessionTimeout cannot stand in: it runs while a session's
+// GET stream is open, which here keeps a session. So sweepUntracked,
+// every SessionTimeout, closes each session with an ID (2025-11-25 and
+// older) that the bound did not know at this sweep or the last: one
+// found at a single sweep may still be opening (initialize in flight).
+
+// sweepUntracked closes the SDK's sessions that the bound knew at neither
+// this sweep nor the last (untracked: those it found at the last), and
+// returns those it found at this one.
+func (s *Server) sweepUntracked(untracked map[*mcp.ServerSession]bool) map[*mcp.ServerSession]bool {
+	found := map[*mcp.ServerSession]bool{}
+	for ss := range s.sdk.Sessions() {
+		if ss.ID() == "" || s.sessions.known(ss.ID()) {
+			continue
+		}
+		if !untracked[ss] {
+			found[ss] = true
+			continue
+		}
+		s.opts.Logger.Warn("closing an MCP session the sessions' bounds do not hold", "session_id", ss.ID())
+		_ = ss.Close()
+	}
+	return found
+}
+
+// sweep runs sweepUntracked every SessionTimeout until Close.
+func (s *Server) sweep() {
+	defer s.stopped.Done()
+	tick := time.NewTicker(s.opts.SessionTimeout)
+	defer tick.Stop()
+	var untracked map[*mcp.ServerSession]bool
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+			untracked = s.sweepUntracked(untracked)
+		}
 	}
 }
