@@ -23,9 +23,15 @@ type adminServer struct {
 // NewAdmin returns the handler of AdminService for AdminPath: the view of
 // v, behind the same middleware as the ToolService's (the caller wraps it).
 func NewAdmin(v *serverstatus.View) http.Handler {
-	_, h := toolwirev1connect.NewAdminServiceHandler(adminServer{view: v})
+	_, h := toolwirev1connect.NewAdminServiceHandler(adminServer{view: v},
+		connect.WithReadMaxBytes(adminReadMaxBytes), withGzip(adminReadMaxBytes))
 	return h
 }
+
+// adminReadMaxBytes bounds an AdminService request (GetServerStatus's is
+// empty). Without a bound connect-go reads a message whole, decompressed:
+// 4 MB of gzip would have been 4 GB held.
+const adminReadMaxBytes = 64 << 10
 
 // GetServerStatus implements toolwire.v1.AdminService.
 func (a adminServer) GetServerStatus(ctx context.Context, _ *connect.Request[toolwirev1.GetServerStatusRequest]) (*connect.Response[toolwirev1.GetServerStatusResponse], error) {

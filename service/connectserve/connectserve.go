@@ -87,7 +87,7 @@ var _ toolwirev1connect.ToolServiceHandler = (*Server)(nil)
 func New(eng *engine.Engine, reg *tools.Registry, o Options) (*Server, error) {
 	s := &Server{engine: eng, reg: reg, writes: writewatch.New(eng.Config().SendTimeout, eng.Config().MaxBufferedBytes, "Connect response", eng.Logger())}
 	maxMsg := eng.Config().MaxMessageBytes
-	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg)}
+	hopts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMsg), connect.WithSendMaxBytes(maxMsg), withGzip(int64(maxMsg))}
 	if o.records() {
 		tp, mp := rpctelemetry.OrNoop(o.TracerProvider, o.MeterProvider)
 		// The client's trace continues into the server, as otelgrpc's

@@ -1,9 +1,7 @@
 package connectserve
 
 import (
-	"compress/gzip"
 	"context"
-	"io"
 	"net/http"
 
 	"connectrpc.com/connect"
@@ -21,9 +19,9 @@ import (
 // that accepts gzip.
 func (s *Server) listHandler(hopts []connect.HandlerOption) http.Handler {
 	opts := append(hopts[:len(hopts):len(hopts)], connect.WithSendMaxBytes(0),
-		// gzip at its fastest, and only what gains from it, as the gRPC
-		// port does (cmd/toolwire's compression.go, service's listing.go).
-		connect.WithCompression("gzip", newGzipReader, newGzipWriter),
+		// gzip (withGzip, in hopts: at its fastest) only what gains from
+		// it, as the gRPC port does (cmd/toolwire's compression.go,
+		// service's listing.go).
 		connect.WithCompressMinBytes(compressAbove))
 	_, h := toolwirev1connect.NewToolServiceHandler(s, opts...)
 	return h
@@ -31,13 +29,6 @@ func (s *Server) listHandler(hopts []connect.HandlerOption) http.Handler {
 
 // compressAbove is the size from which a listing's response is gzipped.
 const compressAbove = 4 << 10
-
-func newGzipReader() connect.Decompressor { return new(gzip.Reader) }
-
-func newGzipWriter() connect.Compressor {
-	w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed) // a valid level: no error
-	return w
-}
 
 // ListTools implements toolwire.v1.ToolService (Engine.ListTools): the
 // caller's permitted tools, all at once or a page of them.

@@ -164,3 +164,20 @@ func TestCheckMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodedBodyRefused: /mcp decompresses no body: one sent with a
+// Content-Encoding is refused as such (415), not read as malformed JSON.
+func TestEncodedBodyRefused(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, nil)
+	for _, h := range []map[string]string{
+		{"Content-Encoding": "gzip"},
+		{"Content-Encoding": "gzip", "Mcp-Protocol-Version": RevisionStateless},
+	} {
+		r := ts.do(t, rawRequest{body: "\x1f\x8b\x08\x00\x00\x00\x00\x00", header: h})
+		var got rpcRefusal
+		if err := json.Unmarshal([]byte(r.body), &got); err != nil || r.status != http.StatusUnsupportedMediaType || !strings.Contains(got.Error.Message, "Content-Encoding: gzip") {
+			t.Errorf("%v: %d %s; want 415 naming the encoding", h, r.status, r.body)
+		}
+	}
+}

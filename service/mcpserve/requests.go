@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -100,6 +101,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 // when it is too large, is not one JSON value, or holds a message with a
 // member named twice (members.go). r's body is then b again, for the SDK.
 func readBody(w http.ResponseWriter, r *http.Request, body *capture) (b []byte, ok bool) {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Neither toolwire nor the SDK decompresses a body (so a gzip
+		// bomb costs nothing here); say so rather than call it malformed.
+		writeRefusal(w, http.StatusUnsupportedMediaType, nil, jsonrpc.CodeInvalidRequest, "invalid_argument",
+			fmt.Sprintf("the request's body is encoded (Content-Encoding: %s); /mcp takes bodies unencoded", ce), nil)
+		return nil, false
+	}
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
