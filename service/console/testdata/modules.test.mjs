@@ -44,8 +44,40 @@ test("validate names each field and why", () => {
     "name is required",
     "tags must have at most 2 items",
     "tags[1] must be string, not integer",
-    "user.city must match ^[A-Z]",
   ].sort());
+});
+
+// A schema's patterns come from the tool's source; JavaScript's regular
+// expressions backtrack, and ^(a+)+$ against 41 a's and a "!" held a tab
+// for over a minute. validate runs none of them (the server checks them),
+// so this returns at once; run in a worker, so that the old code fails at
+// the deadline rather than hang the runner.
+test("validate runs no pattern of the schema", { timeout: 30_000 }, async () => {
+  const { Worker } = await import("node:worker_threads");
+  const url = new URL("../static/js/schema.js", import.meta.url).href;
+  const w = new Worker(`
+    import { parentPort } from "node:worker_threads";
+    const { validate } = await import(${JSON.stringify(url)});
+    const evil = "^(a+)+$", v = "a".repeat(41) + "!";
+    const s = { type: "object", properties: {
+      s: { type: "string", pattern: evil },
+      m: { type: "object", patternProperties: { [evil]: { type: "integer" } }, additionalProperties: false },
+      n: { type: "object", propertyNames: { pattern: evil } },
+    } };
+    parentPort.postMessage(validate(s, { s: v, m: { [v]: "x" }, n: { [v]: 1 } }).map((p) => p.path + " " + p.message));
+  `, { eval: true, type: "module" });
+  let timer;
+  try {
+    const got = await Promise.race([
+      new Promise((resolve, reject) => { w.once("message", resolve); w.once("error", reject); }),
+      new Promise((_, reject) => { timer = setTimeout(() => reject(new Error("validate was still running a schema's pattern after 10s")), 10_000); }),
+    ]);
+    // The value of the one schema a key of m can have is still checked.
+    assert.deepEqual(got, [`m["${"a".repeat(41)}!"] must be integer, not string`]);
+  } finally {
+    clearTimeout(timer);
+    await w.terminate();
+  }
 });
 
 test("validate refuses arguments that are not an object", () => {
@@ -100,8 +132,12 @@ test("validate follows $ref into $defs, recursive ones too", () => {
     { constExpr: { int64Value: "1" } },
     { callExpr: { function: "f", args: [{ identExpr: { name: "x" } }, { constExpr: { int64Value: "x2" } }] } },
   ] } } } };
+  // "x2" breaks int64Value's pattern, which is the server's to check (no
+  // pattern runs here); 2 is not even a string.
+  assert.deepEqual(validate(cel, args), []);
+  args.parsedExpr.expr.callExpr.args[1].callExpr.args[1].constExpr.int64Value = 2;
   assert.deepEqual(validate(cel, args).map((p) => `${p.path} ${p.message}`), [
-    "parsedExpr.expr.callExpr.args[1].callExpr.args[1].constExpr.int64Value must be a 64-bit integer, as a decimal string",
+    "parsedExpr.expr.callExpr.args[1].callExpr.args[1].constExpr.int64Value must be string, not integer",
   ]);
   const self = { type: "object", properties: { next: { $ref: "#" }, n: { type: "integer" } } };
   assert.deepEqual(validate(self, { next: { next: { n: "x" } } }), [{ path: "next.next.n", message: "must be integer, not string" }]);
@@ -174,7 +210,6 @@ test("validate checks maps' keys and values", () => {
   assert.deepEqual(validate(s, { labels: { bug: "red", "help wanted": 3 }, ids: { 12: 1, x: 2, 7: "a" } }).map((p) => `${p.path} ${p.message}`), [
     'labels["help wanted"] must be string, not integer',
     'ids["7"] must be integer, not string',
-    "ids.x is not a key this map allows (keys must match ^[0-9]+$)",
   ]);
 });
 

@@ -318,11 +318,7 @@ function check(s, v, path, ctx) {
       const n = [...v].length;
       if (s.minLength !== undefined && n < s.minLength) out.push({ path: at, message: `must be at least ${s.minLength} characters` });
       if (s.maxLength !== undefined && n > s.maxLength) out.push({ path: at, message: `must be at most ${s.maxLength} characters` });
-      if (typeof s.pattern === "string" && !matches(s.pattern, v)) {
-        // A long pattern says less than the description beside it.
-        const d = typeof s.description === "string" ? s.description.trim() : "";
-        out.push({ path: at, message: s.pattern.length > 60 && d ? `must be ${d}` : `must match ${s.pattern}` });
-      }
+      // pattern is not checked here: see patternsNotRun.
     }
     if (typeof v === "number") {
       if (typeof s.minimum === "number" && v < s.minimum) out.push({ path: at, message: `must be ≥ ${s.minimum}` });
@@ -348,13 +344,15 @@ function check(s, v, path, ctx) {
   }
 }
 
-function matches(pattern, v) {
-  try {
-    return new RegExp(pattern, "u").test(v);
-  } catch {
-    return true; // a pattern JavaScript cannot read: the server checks it
-  }
-}
+// patternsNotRun: a schema's pattern and patternProperties come from the
+// tool's source (an upstream MCP server, an OpenAPI document), and
+// JavaScript's regular expressions backtrack: ^(a+)+$ against 41 a's and a
+// "!" held the tab for over a minute, run as a form was drawn. So the page
+// runs none of them. The server checks every pattern before a call runs
+// (Go's regexp, linear in its input) and its answer names the field; here
+// a key's pattern is never tested: a key outside properties is checked
+// against patternProperties' schema only when that is the one schema such
+// a key can have.
 
 function checkArray(s, v, path, at, ctx) {
   const out = ctx.out;
@@ -390,27 +388,20 @@ function checkObject(s, v, path, ctx) {
   if (s.minProperties !== undefined && keys.length < s.minProperties) out.push({ path: at, message: `must have at least ${s.minProperties} properties` });
   if (s.maxProperties !== undefined && keys.length > s.maxProperties) out.push({ path: at, message: `must have at most ${s.maxProperties} properties` });
   const props = s.properties && typeof s.properties === "object" ? s.properties : {};
-  const patterns = Object.entries(s.patternProperties && typeof s.patternProperties === "object" ? s.patternProperties : {});
+  const patterns = Object.values(s.patternProperties && typeof s.patternProperties === "object" ? s.patternProperties : {});
   for (const k of keys) {
     const p = join(path, k);
-    let known = false;
-    if (Object.prototype.hasOwnProperty.call(props, k)) {
-      known = true;
-      check(props[k], v[k], p, ctx);
-    }
-    for (const [pat, ps] of patterns) {
-      if (matches(pat, k)) {
-        known = true;
-        check(ps, v[k], p, ctx);
-      }
-    }
     if (s.propertyNames !== undefined && sub(s.propertyNames, k, "", ctx).length) out.push({ path: p, message: "is not a name this object allows" });
-    if (known) continue;
-    if (s.additionalProperties === false) {
-      out.push({ path: p, message: patterns.length && !Object.keys(props).length
-        ? `is not a key this map allows (keys must match ${patterns.map(([pat]) => pat).join(" or ")})`
-        : "is not a property of this tool's arguments" });
-    } else if (s.additionalProperties && typeof s.additionalProperties === "object") check(s.additionalProperties, v[k], p, ctx);
+    if (Object.prototype.hasOwnProperty.call(props, k)) {
+      check(props[k], v[k], p, ctx);
+      continue;
+    }
+    // Whether k matches a pattern is the server's to say (patternsNotRun).
+    const add = s.additionalProperties;
+    if (patterns.length === 1 && add === false) check(patterns[0], v[k], p, ctx);
+    else if (patterns.length) continue;
+    else if (add === false) out.push({ path: p, message: "is not a property of this tool's arguments" });
+    else if (add && typeof add === "object") check(add, v[k], p, ctx);
   }
   if (s.dependentRequired && typeof s.dependentRequired === "object") {
     for (const [k, needs] of Object.entries(s.dependentRequired)) {
@@ -485,17 +476,10 @@ function slotOf(obj, name, changed) {
 }
 
 // mapOf is the schema of s's entries beyond its properties, when it has
-// them: {any: schema for any key, patterns: [[RegExp, schema]]}; null when
-// it allows none or says nothing of them.
+// them: {any: schema for any key, patterns: [schema of each of
+// patternProperties]}; null when it allows none or says nothing of them.
 function mapOf(s) {
-  const patterns = [];
-  for (const [pat, ps] of Object.entries(s.patternProperties && typeof s.patternProperties === "object" ? s.patternProperties : {})) {
-    try {
-      patterns.push([new RegExp(pat, "u"), ps]);
-    } catch {
-      patterns.push([/(?:)/, ps]);
-    }
-  }
+  const patterns = Object.values(s.patternProperties && typeof s.patternProperties === "object" ? s.patternProperties : {});
   const add = s.additionalProperties;
   const any = add && typeof add === "object" ? add : null;
   if (!any && patterns.length === 0) return null;
@@ -773,10 +757,11 @@ function arrayField(s, name, required, path, slot, changed, ctx, desc) {
 // mapEditor edits the entries of obj beyond the properties known: a key
 // and a value each, the value's field from the schema its key gets.
 function mapEditor(map, known, obj, changed, path, ctx, name) {
-  const schemaFor = (key) => {
-    for (const [re, ps] of map.patterns) if (re.test(key)) return ps;
-    return map.any || (map.patterns[0] ? map.patterns[0][1] : {});
-  };
+  // A value's schema is the one an entry can have; where a key's pattern
+  // would choose among several, any JSON value, which the server checks
+  // (keys' patterns are not run here: patternsNotRun).
+  const all = map.any ? [...map.patterns, map.any] : map.patterns;
+  const sch = all.length === 1 ? all[0] : {};
   const rows = Object.keys(obj).filter((k) => !known.includes(k)).map((k) => ({ key: k, value: obj[k] }));
   const write = () => {
     for (const k of Object.keys(obj)) if (!known.includes(k)) delete obj[k];
@@ -792,7 +777,6 @@ function mapEditor(map, known, obj, changed, path, ctx, name) {
     rows.forEach((r, i) => {
       const keyID = uid("k");
       const key = el("input", { id: keyID, type: "text", class: "map-key", spellcheck: "false", dataset: { path: `${path}{key ${i + 1}}` }, value: r.key });
-      let sch = schemaFor(r.key);
       const valueBox = el("div", { class: "map-value" });
       const drawValue = () => {
         const slot = { get: () => r.value, set: (v) => { r.value = v; write(); } };
@@ -803,15 +787,7 @@ function mapEditor(map, known, obj, changed, path, ctx, name) {
         write();
         key.toggleAttribute("aria-invalid", !!r.dup);
         key.title = r.dup ? "this key is already set" : "";
-        // The value's paths name the key; a key of another pattern may
-        // take values of another schema.
-        const next = schemaFor(r.key);
-        if (next !== sch) {
-          sch = next;
-          r.value = initial(flat(sch, ctx.root), ctx.root);
-          write();
-        }
-        drawValue();
+        drawValue(); // the value's paths name the key
       });
       drawValue();
       const remove = el("button", { type: "button", class: "small", "aria-label": `remove ${name} entry ${i + 1}`, onclick: () => {
@@ -823,7 +799,7 @@ function mapEditor(map, known, obj, changed, path, ctx, name) {
     });
   };
   const add = el("button", { type: "button", class: "small add-entry", dataset: { path } , onclick: () => {
-    rows.push({ key: "", value: initial(flat(schemaFor(""), ctx.root), ctx.root) });
+    rows.push({ key: "", value: initial(flat(sch, ctx.root), ctx.root) });
     render();
     list.lastElementChild?.querySelector("input")?.focus();
   } }, `Add ${name} entry`);
