@@ -53,12 +53,14 @@ import (
 const defaultReconnectTimeout = 2 * time.Second
 
 // httpSession is the HTTP client side of one streamable HTTP session: it
-// adds the configured headers to every request, observes the messages of
+// adds the configured headers to every request to the server's origin
+// (see redirect.go), observes the messages of
 // every response (see wire.go), and gives the session up when the server is
 // gone (see above).
 type httpSession struct {
 	s       *server
 	headers map[string]string
+	origin  *url.URL // the server's URL: headers go to its origin only
 	base    http.RoundTripper
 	timeout time.Duration // ServerConfig.ReconnectTimeout, or its default
 
@@ -76,7 +78,7 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err := h.lostCause(); err != nil {
 		return nil, fmt.Errorf("the session was given up: %w", err)
 	}
-	if len(h.headers) > 0 {
+	if len(h.headers) > 0 && sameOrigin(r.URL, h.origin) {
 		r = r.Clone(r.Context())
 		for k, v := range h.headers {
 			r.Header.Set(k, v)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/envref"
+	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
@@ -158,16 +160,21 @@ func (s *server) transport() (wireTransport, func(), error) {
 	if err != nil {
 		return wireTransport{}, nil, fmt.Errorf("header %w", err)
 	}
+	endpoint, err := url.Parse(s.cfg.URL)
+	if err != nil {
+		return wireTransport{}, nil, redact.Error(err, s.cfg.URL) // Validate parsed it
+	}
 	hs := &httpSession{
-		s: s, headers: headers,
+		s: s, headers: headers, origin: endpoint,
 		// A transport of its own, so closing its idle connections at the end
 		// of the session leaves no goroutine behind.
 		base:    http.DefaultTransport.(*http.Transport).Clone(),
 		timeout: cmp.Or(s.cfg.ReconnectTimeout, defaultReconnectTimeout),
 	}
 	t := &mcp.StreamableClientTransport{
-		Endpoint:   s.cfg.URL,
-		HTTPClient: &http.Client{Transport: hs},
+		Endpoint: s.cfg.URL,
+		// Redirects stay within the endpoint's origin (see redirect.go).
+		HTTPClient: &http.Client{Transport: hs, CheckRedirect: withCredentialsRedirect},
 		// Retries stay on (the SDK's default, 5): they are how streams are
 		// resumed. hs gives the session up as soon as the server is gone,
 		// before the SDK's retries would (see resume.go).
