@@ -101,7 +101,7 @@ func httpsOrLoopback(raw string) error {
 type oauthClient struct {
 	cfg      OAuthConfig
 	endpoint string       // the server's URL: the resource, unless its metadata says otherwise
-	http     *http.Client // for metadata and token requests
+	http     *http.Client // for metadata and token requests; redirects within their origin only
 
 	mu sync.Mutex
 	ts *reuse // nil until the first Authorize (or made at once with token_url)
@@ -109,8 +109,13 @@ type oauthClient struct {
 
 var _ auth.OAuthHandler = (*oauthClient)(nil)
 
+// newOAuthClient returns the handler for the server at endpoint, sending
+// its metadata and token requests with a copy of client that follows
+// redirects only within a request's origin (see redirect.go).
 func newOAuthClient(cfg OAuthConfig, endpoint string, client *http.Client) *oauthClient {
-	return &oauthClient{cfg: cfg, endpoint: endpoint, http: client}
+	c := *client
+	c.CheckRedirect = sameOriginRedirect
+	return &oauthClient{cfg: cfg, endpoint: endpoint, http: &c}
 }
 
 // TokenSource implements auth.OAuthHandler: nil until a 401 has shown

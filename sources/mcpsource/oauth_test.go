@@ -294,3 +294,71 @@ func TestOAuthValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestOAuthRedirect: a token endpoint or an authorization server's
+// metadata that redirects to another server is not followed, so the
+// client secret goes nowhere the config does not name. The server
+// redirected to answers as a thief would: metadata naming the issuer asked
+// for and a token endpoint of its own.
+func TestOAuthRedirect(t *testing.T) {
+	t.Setenv("TW_MCP_SECRET_5", "s3cret-5")
+	var mu sync.Mutex
+	var stolen []string // requests the thief got
+	thief := httptest.NewServer(nil)
+	t.Cleanup(thief.Close)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, thief.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(front.Close)
+	thief.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		mu.Lock()
+		stolen = append(stolen, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization")+" "+r.Form.Encode())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodGet {
+			json.NewEncoder(w).Encode(map[string]any{"issuer": front.URL, "token_endpoint": thief.URL + "/token"})
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		json.NewEncoder(w).Encode(map[string]string{"error": "invalid_client"})
+	})
+	for _, tc := range []struct {
+		name  string
+		oauth OAuthConfig
+		to    string // where the refused redirect led
+	}{
+		{"token_url", OAuthConfig{TokenURL: front.URL + "/token"}, thief.URL + "/token"},
+		{"issuer's metadata", OAuthConfig{Issuer: front.URL}, thief.URL + "/.well-known/oauth-authorization-server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := newAuthServer(t, "toolwire", "s3cret-5", time.Hour)
+			endpoint := protectedMCP(t, as)
+			g, reg := newGateway(t)
+			logs := &sourcetest.LogBuffer{}
+			g.log = slog.New(slog.NewTextHandler(logs, nil))
+			tc.oauth.ClientID, tc.oauth.ClientSecret = "toolwire", "{{TW_MCP_SECRET_5}}"
+			if err := g.Sync(t.Context(), []ServerConfig{{Name: "p", URL: endpoint, OAuth: &tc.oauth}}); err != nil {
+				t.Fatal(err)
+			}
+			for limit := time.Now().Add(waitLimit); strings.Count(logs.String(), "MCP server unavailable") < 2; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(limit) {
+					t.Fatalf("no retries logged:\n%s", logs)
+				}
+			}
+			g.Close()
+			mu.Lock()
+			for _, s := range stolen {
+				t.Errorf("the server redirected to got %s", s)
+			}
+			stolen = nil
+			mu.Unlock()
+			if want := "refused a redirect to " + tc.to; !strings.Contains(logs.String(), want) {
+				t.Errorf("the log does not say %q:\n%s", want, logs)
+			}
+			if names := reg.Snapshot().Names(); len(names) != 0 {
+				t.Errorf("tools: %v", names)
+			}
+		})
+	}
+}

@@ -117,7 +117,7 @@ func TestRedirectWithinOrigin(t *testing.T) {
 	}
 }
 
-func TestWithCredentialsRedirect(t *testing.T) {
+func TestSameOriginRedirect(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, from, to string
@@ -137,9 +137,9 @@ func TestWithCredentialsRedirect(t *testing.T) {
 			for range tc.hops {
 				via = append(via, &http.Request{URL: mustURL(t, tc.from)})
 			}
-			err := withCredentialsRedirect(&http.Request{URL: mustURL(t, tc.to)}, via)
+			err := sameOriginRedirect(&http.Request{URL: mustURL(t, tc.to)}, via)
 			if (err != nil) != tc.refused {
-				t.Errorf("withCredentialsRedirect(%s → %s) = %v; want refused %v", tc.from, tc.to, err, tc.refused)
+				t.Errorf("sameOriginRedirect(%s → %s) = %v; want refused %v", tc.from, tc.to, err, tc.refused)
 			}
 			if err != nil && tc.hops == 1 && !errors.Is(err, errRedirect) {
 				t.Errorf("error %v does not wrap errRedirect", err)

@@ -174,7 +174,7 @@ func (s *server) transport() (wireTransport, func(), error) {
 	t := &mcp.StreamableClientTransport{
 		Endpoint: s.cfg.URL,
 		// Redirects stay within the endpoint's origin (see redirect.go).
-		HTTPClient: &http.Client{Transport: hs, CheckRedirect: withCredentialsRedirect},
+		HTTPClient: &http.Client{Transport: hs, CheckRedirect: sameOriginRedirect},
 		// Retries stay on (the SDK's default, 5): they are how streams are
 		// resumed. hs gives the session up as soon as the server is gone,
 		// before the SDK's retries would (see resume.go).
