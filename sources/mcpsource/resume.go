@@ -92,6 +92,7 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp, err = h.base.RoundTrip(r)
 	}
 	if err == nil {
+		h.bound(resp)
 		h.s.observeBody(resp, h)
 	}
 	return resp, err

@@ -128,7 +128,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		case <-ctx.Done():
 			return true, nil
 		case <-ended:
-			if cause := hs.lostCause(); cause != nil {
+			if cause := hs.lostCause(); errors.Is(cause, errResponseTooLarge) {
+				return true, fmt.Errorf("the session was given up: %w", cause)
+			} else if cause != nil {
 				return true, fmt.Errorf("the server is gone: %w", cause)
 			}
 			return true, errors.New("the connection closed (the server exited or went away)")

@@ -270,6 +270,9 @@ func (s *server) failed(ctx context.Context, hs *httpSession, err error) (*tools
 		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
 	}
 	if cause := hs.lostCause(); cause != nil {
+		if errors.Is(cause, errResponseTooLarge) {
+			return tools.Errorf("MCP server %q: %s; the session was given up, with its calls in flight", s.cfg.Name, cause), nil
+		}
 		err = cause // what the SDK says is the consequence: the connection closed
 	}
 	return tools.Errorf("MCP server %q went away during the call: no answer came, so the call may or may not have run (%s)", s.cfg.Name, shortCause(err)), nil
