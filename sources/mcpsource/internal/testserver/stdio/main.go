@@ -5,6 +5,13 @@
 // it serves streamable HTTP on a free loopback port instead, and writes its
 // URL there once it listens, so tests can kill a real HTTP server process.
 //
+// Helpers, for the tests of what a server leaves running: with
+// TESTSERVER_HELPER_PIDFILE set it starts a copy of itself that holds its
+// stdout and stderr, sleeps for two minutes and writes its own process ID
+// there, in the server's process group, or in a session of its own with
+// TESTSERVER_HELPER_SETSID set; with TESTSERVER_EXIT_TOOL set it also
+// offers the tool "exit", which ends the server (exit status 3) mid-call.
+//
 // It is for the gateway's tests; nothing imports it.
 package main
 
@@ -14,13 +21,23 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
+	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 )
 
 func main() {
+	if os.Getenv("TESTSERVER_HELPER") != "" {
+		helper()
+		return
+	}
+	if f := os.Getenv("TESTSERVER_HELPER_PIDFILE"); f != "" {
+		startHelper(f, os.Getenv("TESTSERVER_HELPER_SETSID") != "")
+	}
 	if f := os.Getenv("TESTSERVER_PIDFILE"); f != "" {
 		if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
 			log.Fatal(err)
@@ -31,6 +48,13 @@ func main() {
 		hooks.SlowCancelled = func() { _ = os.WriteFile(f, []byte("cancelled"), 0o600) }
 	}
 	srv := testserver.New(hooks)
+	if os.Getenv("TESTSERVER_EXIT_TOOL") != "" {
+		mcp.AddTool(srv, &mcp.Tool{Name: "exit", Description: "Ends the server."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				os.Exit(3)
+				return nil, nil, nil
+			})
+	}
 	if f := os.Getenv("TESTSERVER_URLFILE"); f != "" {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -49,4 +73,35 @@ func main() {
 	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		log.Print(err)
 	}
+}
+
+// startHelper starts a helper that inherits stdout and stderr, and waits
+// until it has written its process ID to pidfile.
+func startHelper(pidfile string, setsid bool) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "TESTSERVER_HELPER=1")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(pidfile); err == nil && len(b) > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// helper writes its process ID and sleeps, holding the stdout and stderr
+// it was given.
+func helper() {
+	f := os.Getenv("TESTSERVER_HELPER_PIDFILE")
+	if err := os.WriteFile(f+".tmp", []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Rename(f+".tmp", f); err != nil {
+		log.Fatal(err)
+	}
+	time.Sleep(2 * time.Minute)
 }
