@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -128,4 +129,103 @@ func TestLargeResponse(t *testing.T) {
 			}
 		}
 	})
+}
+
+// pager is a streamable HTTP MCP server, written by hand, whose tools/list
+// pages never end: each names a next cursor (from cursor(n), n the page's
+// number from 1) and holds perPage tools named after its page, each
+// described in describe bytes.
+type pager struct {
+	perPage  int
+	describe int
+	cursor   func(n int) string
+	lists    atomic.Int64 // tools/list requests
+}
+
+func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "no stream", http.StatusMethodNotAllowed)
+		return
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"params"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.ID == nil {
+		w.WriteHeader(http.StatusAccepted) // a notification
+		return
+	}
+	var result any
+	switch req.Method {
+	case "initialize":
+		result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}}, "serverInfo": map[string]any{"name": "pager", "version": "1"}}
+	case "tools/list":
+		n := int(p.lists.Add(1))
+		var list []any
+		for i := range p.perPage {
+			list = append(list, map[string]any{"name": "t" + strconv.Itoa(n) + "_" + strconv.Itoa(i), "description": strings.Repeat("d", p.describe), "inputSchema": map[string]any{"type": "object"}})
+		}
+		result = map[string]any{"tools": list, "nextCursor": p.cursor(n)}
+	default:
+		result = map[string]any{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+}
+
+// TestEndlessToolsList: a tools/list that never ends is cut short at the
+// bounds with an error logged, and the tools listed before the cut are
+// offered, once: the session stays up. The bounds are lowered, to keep
+// the test short; New's are the constants.
+func TestEndlessToolsList(t *testing.T) {
+	const desc = 10 << 10 // bytes of each description of the bytes case
+	bounds := listBounds{tools: 1000, bytes: 1 << 20, pages: 100}
+	bytesCut := bounds.bytes / (desc + len(`p_t1_1{"type":"object"}`))
+	for _, tc := range []struct {
+		name              string
+		perPage, describe int
+		cursor            func(n int) string
+		offered           int    // tools offered
+		pages             int    // tools/list requests
+		log               string // the error logged
+	}{
+		{"more tools than the bound", 100, 0, strconv.Itoa, bounds.tools, bounds.tools / 100, "the server lists more than 1000 tools"},
+		{"more bytes than the bound", 10, desc, strconv.Itoa, bytesCut, bytesCut/10 + 1, "the server's tools take more than 1 MiB"},
+		{"more pages than the bound", 1, 0, strconv.Itoa, bounds.pages, bounds.pages, "the server's listing goes on past 100 pages"},
+		{"a repeated cursor", 10, 0, func(int) string { return "again" }, 20, 2, `the server's listing repeats a page (cursor \"again\" after 2 pages)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := &pager{perPage: tc.perPage, describe: tc.describe, cursor: tc.cursor}
+			srv := httptest.NewServer(p)
+			t.Cleanup(srv.Close)
+			g, reg := newGateway(t)
+			if g.listBounds != (listBounds{maxListedTools, maxListedBytes, maxListPages}) {
+				t.Errorf("New's bounds %+v", g.listBounds)
+			}
+			g.listBounds = bounds
+			logs := &sourcetest.LogBuffer{}
+			g.log = slog.New(slog.NewTextHandler(logs, nil))
+			if err := g.Sync(context.Background(), []ServerConfig{{Name: "p", URL: srv.URL}}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the tools listed before the cut", func(names []string) bool { return len(names) > 0 })
+			if n := snap.Len(); n != tc.offered {
+				t.Errorf("%d tools offered; want %d", n, tc.offered)
+			}
+			if n := p.lists.Load(); n != int64(tc.pages) {
+				t.Errorf("%d pages asked for; want %d", n, tc.pages)
+			}
+			if !strings.Contains(logs.String(), "level=ERROR msg=\"MCP server's tools/list cut short; offering the tools listed before the cut\"") ||
+				!strings.Contains(logs.String(), tc.log) {
+				t.Errorf("the log does not say %q:\n%.2000s", tc.log, logs)
+			}
+			if strings.Contains(logs.String(), "unavailable") {
+				t.Errorf("the session did not stay up:\n%.2000s", logs)
+			}
+		})
+	}
 }

@@ -48,6 +48,8 @@ type Gateway struct {
 	// terminate is how long a stdio server may take to exit once its stdin
 	// is closed before it is signalled.
 	terminate time.Duration
+	// listBounds bound each tools/list (see bounds.go).
+	listBounds listBounds
 
 	// set runs a server per configuration; a stopped server's loop returns
 	// once its tools are removed, handing its session to close.
@@ -65,7 +67,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Gateway {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{reg: reg, log: logger, terminate: 2 * time.Second}
+	g := &Gateway{reg: reg, log: logger, terminate: 2 * time.Second, listBounds: defaultListBounds}
 	g.set = supervise.New(supervise.Hooks[ServerConfig]{
 		Name:     ServerConfig.name,
 		Equal:    ServerConfig.equal,

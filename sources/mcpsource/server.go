@@ -189,7 +189,9 @@ func (s *server) transport() (wireTransport, func(), error) {
 	return wireTransport{Transport: t, s: s, http: hs}, hs.close, nil
 }
 
-// refresh lists the server's tools and swaps them into the registry.
+// refresh lists the server's tools and swaps them into the registry. A
+// listing that goes on past the bounds (see bounds.go) is cut short with an
+// error logged, and the tools listed before the cut are offered.
 func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
@@ -198,21 +200,39 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	s.mu.Unlock()
 	var list []tools.Tool
 	seen := map[string]bool{}
-	for t, err := range cs.Tools(ctx, nil) {
+	l := listing{max: s.g.listBounds}
+	params := &mcp.ListToolsParams{}
+	for {
+		page, err := cs.ListTools(ctx, params)
 		if err != nil {
 			return err
 		}
-		if seen[t.Name] {
-			s.log.Warn("MCP server lists a tool twice; using the first", "tool", t.Name)
-			continue
+		for _, t := range page.Tools {
+			if !l.tool() {
+				break
+			}
+			if seen[t.Name] {
+				s.log.Warn("MCP server lists a tool twice; using the first", "tool", t.Name)
+				continue
+			}
+			seen[t.Name] = true
+			d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)))
+			if err != nil {
+				s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
+				continue
+			}
+			if !l.keep(d) {
+				break
+			}
+			list = append(list, d)
 		}
-		seen[t.Name] = true
-		d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)))
-		if err != nil {
-			s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
-			continue
+		if l.cut != nil || !l.next(page.NextCursor) {
+			break
 		}
-		list = append(list, d)
+		params = &mcp.ListToolsParams{Cursor: page.NextCursor}
+	}
+	if l.cut != nil {
+		s.log.Error("MCP server's tools/list cut short; offering the tools listed before the cut", "error", l.cut, "tools", len(list))
 	}
 	s.offered.Set(list, s.log)
 	return nil
