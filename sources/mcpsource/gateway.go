@@ -14,7 +14,12 @@
 //
 // A streamable HTTP server behind OAuth is signed in to with the client
 // credentials grant, its token endpoint discovered as the MCP
-// authorization specification says (see oauth.go).
+// authorization specification says (see oauth.go). Every HTTP request
+// follows redirects only within its origin, so no secret leaves the
+// server it was configured for (see redirect.go); what a server sends is
+// bounded before it is held: answers, and tool listings (see bounds.go).
+// A stdio server runs as a process group of its own that does not outlive
+// it (see process.go).
 //
 // Servers connect in the background. One that is down is retried with
 // exponential backoff, and its tools appear when it comes up; a server that
