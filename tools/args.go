@@ -17,18 +17,21 @@ import (
 
 var printer = message.NewPrinter(language.English)
 
-func compileSchema(schema json.RawMessage) (*jsonschema.Schema, error) {
+// compileSchema compiles a schema and returns it with the property names
+// it declares in more than one case (caseNames).
+func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return nil, fmt.Errorf("not JSON: %w", err)
+		return nil, nil, fmt.Errorf("not JSON: %w", err)
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	const url = "toolwire:///schema.json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.Compile(url)
+	compiled, err := c.Compile(url)
+	return compiled, caseNames(doc), err
 }
 
 // decodeJSON parses JSON text for validation. encoding/json's Unmarshal is
@@ -100,6 +103,9 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	}
 	if t.inputFlat != nil && t.inputFlat.valid(arguments) {
 		return json.RawMessage(arguments), nil
+	}
+	if first, second, ok := repeatedKey(arguments, t.inputCaseNames); ok {
+		return nil, &ArgumentError{Reason: repeatedReason(first, second)}
 	}
 	doc, err := decodeJSON(arguments)
 	if err != nil {

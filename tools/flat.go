@@ -279,12 +279,11 @@ func (f *flatSchema) valid(text string) bool {
 			if i, ok = f.p[idx].check(text, i); !ok {
 				return false
 			}
-		case f.closed:
-			return false
 		default:
-			if i, ok = skipValue(text, i, 0); !ok {
-				return false
-			}
+			// Not a property: refused by a closed schema, and left to
+			// the full validator by an open one, which also looks for a
+			// name repeated but for case (keys.go).
+			return false
 		}
 		i = skipSpace(text, i)
 		if i >= len(text) {

@@ -300,7 +300,7 @@ func (c *SchemaCache) prepare(t Tool) (*Tool, error) {
 		if cs.err != nil {
 			return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, cs.err)
 		}
-		t.input, t.inputFlat, t.inputSrc = cs.schema, cs.flat, t.InputSchema
+		t.input, t.inputFlat, t.inputCaseNames, t.inputSrc = cs.schema, cs.flat, cs.caseNames, t.InputSchema
 	}
 	switch {
 	case len(t.OutputSchema) == 0:
@@ -349,12 +349,15 @@ type compiledSchema struct {
 	once   sync.Once
 	schema *jsonschema.Schema
 	flat   *flatSchema
-	err    error // why it does not compile
+	// caseNames are the property names the schema declares in more
+	// than one case (keys.go).
+	caseNames map[string]bool
+	err       error // why it does not compile
 }
 
 func (cs *compiledSchema) get() *compiledSchema {
 	cs.once.Do(func() {
-		if cs.schema, cs.err = compileSchema(cs.text); cs.err == nil {
+		if cs.schema, cs.caseNames, cs.err = compileSchema(cs.text); cs.err == nil {
 			cs.flat = compileFlat(cs.text)
 		}
 	})

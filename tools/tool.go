@@ -83,6 +83,7 @@ type Tool struct {
 	// (SchemaCache.DeferOutput).
 	input, output         *jsonschema.Schema
 	inputFlat, outputFlat *flatSchema
+	inputCaseNames        map[string]bool // the input schema's names declared in several cases (keys.go)
 	inputSrc, outputSrc   json.RawMessage
 	outputLazy            *compiledSchema
 }
