@@ -94,10 +94,11 @@ func TestFastCallReadsAsTheSDK(t *testing.T) {
 		})
 	}
 	// Tool arguments are the engine's to read: names in them that differ
-	// by case are not refused.
+	// by case are not a refusal of the message but of the arguments, a
+	// tool result the model can act on.
 	r := ts.do(t, rawRequest{body: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x","Text":"y"},` + meta + `}}`, header: h})
-	if r.status != http.StatusOK || strings.Contains(r.body, "twice") || strings.Contains(r.body, "differ only by case") {
-		t.Errorf("arguments with names differing by case: %d %s", r.status, r.body)
+	if r.status != http.StatusOK || !strings.Contains(r.body, "INVALID_ARGUMENTS") || !strings.Contains(r.body, `members \"text\" and \"Text\"`) {
+		t.Errorf("arguments with names differing by case: %d %s; want a result refusing the arguments", r.status, r.body)
 	}
 }
 
