@@ -2,12 +2,15 @@ package remote
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -163,7 +166,7 @@ func (mt *mount) handler(remote string) tools.Handler {
 			// from it, so its result arrives before ours is decided.
 			tc.Timeout = durationpb.New(time.Until(dl))
 		}
-		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tc}, SessionId: call.SessionID}
+		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tc}, SessionId: remoteSession(call.Caller, call.SessionID)}
 		var res *toolwirev1.CallResult
 		for ev, err := range c.ExecuteBatch(ctx, req) {
 			if err != nil {
@@ -184,6 +187,23 @@ func (mt *mount) handler(remote string) tools.Handler {
 		}
 		return result(res), nil
 	}
+}
+
+// remoteSession is the session a call of caller's session is sent to the
+// remote in. A session is a caller's: two callers sending one session_id
+// have two (their workspaces, variables and order apart). Every call
+// reaches the remote as the mount, one caller, so the bare ID would make
+// one session there of all callers' sessions of that ID: a caller who
+// sent another's ID would read and write that caller's remote workspace.
+// The ID sent names both, hashed to stay within the contract's 256 bytes
+// and to keep callers' names off the remote; a caller's session keeps one
+// ID there, and no session stays none.
+func remoteSession(caller, session string) string {
+	if session == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(strconv.Quote(caller) + "/" + session))
+	return "tw-" + hex.EncodeToString(sum[:])
 }
 
 // result converts a remote's result, unchanged.

@@ -315,3 +315,43 @@ func TestDownAtStart(t *testing.T) {
 	}
 	sourcetest.WaitTools(t, reg, "the tools to go after Sync(nil)", empty)
 }
+
+// TestSessionsStayTheCallers calls a mounted tool as two callers sending
+// one session_id: the remote sees every call as the mount's, so each
+// caller's session must reach it as its own. It did not: the bare ID made
+// one remote session (one workspace) of both callers'. A caller's calls
+// keep one session there, and a call without a session has none.
+func TestSessionsStayTheCallers(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen []string
+	regB, err := tools.NewRegistry(tools.Tool{Name: "whoami", Handler: func(_ context.Context, c *tools.Call) (*tools.Result, error) {
+		mu.Lock()
+		seen = append(seen, c.SessionID)
+		mu.Unlock()
+		return tools.Text("ok"), nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvB := loopback.Serve(t, regB, grpcserve.Config{})
+	mounts, regA := newMounts(t)
+	if err := mounts.Sync(context.Background(), []Config{{Name: "b", Target: srvB.Addr, Insecure: true}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, regA, "B's tool on A", sourcetest.Has("b_whoami"))
+	tool, _ := snap.Lookup("b_whoami")
+	for _, c := range []struct{ caller, session string }{{"alice", "conv-1"}, {"bob", "conv-1"}, {"alice", "conv-1"}, {"alice", ""}} {
+		call := tools.NewCall("c", "b_whoami", json.RawMessage(`{}`), nil)
+		call.Caller, call.SessionID = c.caller, c.session
+		if res, err := tool.Handler(context.Background(), call); err != nil || res.IsError {
+			t.Fatalf("%+v: %v %+v", c, err, res)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	alice, bob := seen[0], seen[1]
+	if alice == bob || alice == "conv-1" || seen[2] != alice || seen[3] != "" || len(alice) > 256 {
+		t.Errorf("the remote saw sessions %q; want alice's and bob's apart, alice's the same twice, none for no session", seen)
+	}
+}
