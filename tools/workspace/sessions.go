@@ -35,6 +35,12 @@ type SessionOptions struct {
 	// session's call past it gets an error result until sweeps make room
 	// (default 100000).
 	MaxSessions int
+	// MaxSessionsPerCaller bounds the session folders one caller may hold,
+	// so that no caller can take the whole of MaxSessions (or of the uid
+	// range) and refuse every other caller's new sessions for a TTL; the
+	// anonymous caller (authentication off: one tenant) is bound by
+	// MaxSessions alone (default 1000).
+	MaxSessionsPerCaller int
 	// SweepEvery is how often idle folders are looked for (default a
 	// quarter of TTL, at most a minute).
 	SweepEvery time.Duration
@@ -69,6 +75,9 @@ func (o SessionOptions) withDefaults() SessionOptions {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 100000
+	}
+	if o.MaxSessionsPerCaller <= 0 {
+		o.MaxSessionsPerCaller = 1000
 	}
 	if o.SweepEvery <= 0 {
 		o.SweepEvery = min(o.TTL/4, time.Minute)
@@ -112,7 +121,13 @@ type Sessions struct {
 	dirty   bool                 // last differs from the record on disk
 	owners  map[uint32]string    // with UIDs: the folder each uid owns
 	folders int                  // session folders under the root, as last counted
-	closed  bool
+	// whose maps each folder made since the record began noting it to its
+	// caller's tag (callerTag), and held counts them by tag: what
+	// MaxSessionsPerCaller bounds. A folder of an older record is no
+	// one's.
+	whose  map[string]string
+	held   map[string]int
+	closed bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -151,7 +166,8 @@ func OpenSessions(dir string, opts SessionOptions) (*Sessions, error) {
 	}
 	s := &Sessions{
 		root: ws.root, dir: ws.real, opts: opts.withDefaults(), key: opts.Key,
-		open: map[string]*session{}, last: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{}),
+		open: map[string]*session{}, last: map[string]time.Time{}, whose: map[string]string{}, held: map[string]int{},
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if s.opts.UIDs != nil {
 		s.owners = map[uint32]string{}
@@ -243,9 +259,10 @@ func cmpOr(a, b string) string {
 }
 
 // record is the file recordName: when each folder's session was last used,
-// in Unix seconds.
+// in Unix seconds, and whose it is (callerTag).
 type record struct {
-	LastUsed map[string]int64 `json:"last_used"`
+	LastUsed map[string]int64  `json:"last_used"`
+	Callers  map[string]string `json:"callers,omitempty"`
 }
 
 // load reads the record; a missing one is empty.
@@ -266,9 +283,40 @@ func (s *Sessions) load() error {
 	for name, sec := range r.LastUsed {
 		if isFolderName(name) {
 			s.last[name] = time.Unix(sec, 0)
+			if tag, ok := r.Callers[name]; ok {
+				s.note(name, tag)
+			}
 		}
 	}
 	return nil
+}
+
+// callerTag names caller in the record without naming it: an HMAC under
+// the folders' key, as their names are.
+func (s *Sessions) callerTag(caller string) string {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte("caller:" + strconv.Quote(caller)))
+	return hex.EncodeToString(m.Sum(nil))[:folderLen]
+}
+
+// note records that folder name is the caller tag's. Called with s.mu
+// held (or before Sessions is shared).
+func (s *Sessions) note(name, tag string) {
+	if _, ok := s.whose[name]; ok {
+		return
+	}
+	s.whose[name] = tag
+	s.held[tag]++
+}
+
+// unnote forgets whose folder name was. Called with s.mu held.
+func (s *Sessions) unnote(name string) {
+	if tag, ok := s.whose[name]; ok {
+		delete(s.whose, name)
+		if s.held[tag]--; s.held[tag] <= 0 {
+			delete(s.held, tag)
+		}
+	}
 }
 
 // save writes the record if it changed, atomically. Called with s.mu held.
@@ -276,9 +324,12 @@ func (s *Sessions) save() {
 	if !s.dirty {
 		return
 	}
-	r := record{LastUsed: make(map[string]int64, len(s.last))}
+	r := record{LastUsed: make(map[string]int64, len(s.last)), Callers: make(map[string]string, len(s.whose))}
 	for name, t := range s.last {
 		r.LastUsed[name] = t.Unix()
+	}
+	for name, tag := range s.whose {
+		r.Callers[name] = tag
 	}
 	b, _ := json.Marshal(r)
 	tmp := recordName + ".tmp"
@@ -321,14 +372,26 @@ func (s *Sessions) Resolve(call *tools.Call) (*Workspace, func(), error) {
 		return nil, nil, errors.New("the session's workspace is unavailable: the server is shutting down")
 	}
 	e := s.open[name]
-	if e == nil && s.folders >= s.opts.MaxSessions && !s.hasFolder(name) {
-		return nil, nil, fmt.Errorf("this server holds %d sessions' workspaces, its limit: try again once idle sessions have been removed", s.folders)
+	tag := ""
+	if e == nil && !s.hasFolder(name) { // a new session
+		if call.Caller != "" {
+			tag = s.callerTag(call.Caller)
+			if n := s.held[tag]; n >= s.opts.MaxSessionsPerCaller {
+				return nil, nil, fmt.Errorf("you hold %d sessions' workspaces on this server, its limit for one caller: use a session you have, or try again once your idle ones have been removed", n)
+			}
+		}
+		if s.folders >= s.opts.MaxSessions {
+			return nil, nil, fmt.Errorf("this server holds %d sessions' workspaces, its limit: try again once idle sessions have been removed", s.folders)
+		}
 	}
 	if e == nil {
 		ws, err := s.openFolder(name)
 		if err != nil {
 			s.opts.Logger.Warn("cannot make a session's workspace", "folder", name, "error", err)
 			return nil, nil, fmt.Errorf("cannot make the session's workspace: %v", err)
+		}
+		if tag != "" {
+			s.note(name, tag)
 		}
 		e = &session{ws: ws}
 		s.open[name] = e
@@ -526,6 +589,7 @@ func (s *Sessions) Sweep() {
 		if _, err := s.root.Lstat(name); errors.Is(err, fs.ErrNotExist) {
 			delete(s.last, name)
 			s.disown(name)
+			s.unnote(name)
 			s.dirty = true
 		}
 	}
@@ -587,6 +651,7 @@ func (s *Sessions) sweepOne(name string) (kept bool) {
 	}
 	delete(s.last, name)
 	s.disown(name)
+	s.unnote(name)
 	s.dirty = true
 	var suffix [8]byte
 	_, _ = rand.Read(suffix[:])

@@ -552,6 +552,52 @@ func TestSessionsMaxSessions(t *testing.T) {
 	release()
 }
 
+// TestSessionsMaxSessionsPerCaller: one caller making sessions until
+// MaxSessions is reached refused every other caller's new sessions for a
+// TTL. A caller now holds at most its share (its own sessions still
+// served, a new one refused naming the caller's limit), other callers go
+// on, the share survives a restart (the record notes whose each folder
+// is), and a swept session frees its place. The anonymous caller is bound
+// by MaxSessions alone.
+func TestSessionsMaxSessionsPerCaller(t *testing.T) {
+	t.Parallel()
+	var clk clock
+	opts := workspace.SessionOptions{Now: clk.now, TTL: ttl, MaxSessions: 10, MaxSessionsPerCaller: 2, Key: []byte("0123456789abcdef0123456789abcdef")}
+	s, root := openSessions(t, opts)
+	for _, id := range []string{"a", "b"} {
+		_, release := resolve(t, s, "bob", id)
+		release()
+	}
+	if _, _, err := s.Resolve(sessionCall("bob", "c")); err == nil || !strings.Contains(err.Error(), "its limit for one caller") {
+		t.Errorf("bob's third session: %v; want an error naming the caller's limit", err)
+	}
+	_, release := resolve(t, s, "bob", "a") // his own: still served
+	release()
+	_, release = resolve(t, s, "alice", "a")
+	release()
+	for _, id := range []string{"1", "2", "3"} {
+		_, release := resolve(t, s, "", id)
+		release()
+	}
+
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.SweepEvery = 24 * time.Hour
+	s, err := workspace.OpenSessions(root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, _, err := s.Resolve(sessionCall("bob", "c")); err == nil {
+		t.Error("after a restart, bob's third session was made")
+	}
+	clk.advance(2 * ttl)
+	s.Sweep()
+	_, release = resolve(t, s, "bob", "c")
+	release()
+}
+
 // BenchmarkResolve measures what a per-session workspace adds to a small
 // file read: the shared workspace, a session's cached workspace, and a
 // session's first call (which makes and opens its folder).

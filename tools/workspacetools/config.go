@@ -28,6 +28,12 @@ type Config struct {
 	// toolwire makes, in .toolwire-key in the sessions' root. Replicas that
 	// share the root share the key there.
 	SessionKeyFile string `json:"session_key_file"`
+	// MaxSessions bounds the session folders (0: 100,000), and
+	// MaxSessionsPerCaller those of one authenticated caller (0: 1,000),
+	// so that no caller can fill the server and refuse every other
+	// caller's new sessions for a session_ttl.
+	MaxSessions          int `json:"workspace_max_sessions"`
+	MaxSessionsPerCaller int `json:"workspace_max_sessions_per_caller"`
 }
 
 // RunCommandConfig configures run_command, which is off unless enabled.
@@ -47,6 +53,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.NoWorkspace, "no-workspace", c.NoWorkspace, "offer no workspace tools")
 	fs.BoolVar(&c.PerSession, "workspace-per-session", c.PerSession, "give each session_id its own folder under --workspace, removed once idle for --session-ttl; workspace calls without a session_id are refused")
 	fs.StringVar(&c.SessionKeyFile, "session-key-file", c.SessionKeyFile, "`file` holding the key the session folders' names are keyed with (default: made in .toolwire-key under --workspace)")
+	fs.IntVar(&c.MaxSessions, "workspace-max-sessions", c.MaxSessions, "most session folders under --workspace with --workspace-per-session (0: 100000)")
+	fs.IntVar(&c.MaxSessionsPerCaller, "workspace-max-sessions-per-caller", c.MaxSessionsPerCaller, "most session folders one authenticated caller may hold (0: 1000)")
 	fs.BoolVar(&c.RunCommand.Enabled, "run-command", c.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
 	fs.BoolVar(&c.RunCommand.Shell, "run-command-shell", c.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
 	c.Sandbox.Flags(fs)
@@ -82,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionKeyFile != "" && !c.PerSession {
 		return errors.New("--session-key-file needs --workspace-per-session")
+	}
+	if c.MaxSessions < 0 || c.MaxSessionsPerCaller < 0 {
+		return errors.New("workspace_max_sessions and workspace_max_sessions_per_caller must not be negative (0: the default)")
 	}
 	return nil
 }

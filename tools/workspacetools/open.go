@@ -61,7 +61,8 @@ func Open(cfg Config, env Env) (*Set, error) {
 	}
 	s := &Set{}
 	opts := Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env, Allow: rc.Allow}}
-	sessions := workspace.SessionOptions{TTL: env.SessionTTL, KeyFile: cfg.SessionKeyFile, Logger: log}
+	sessions := workspace.SessionOptions{TTL: env.SessionTTL, KeyFile: cfg.SessionKeyFile, Logger: log,
+		MaxSessions: cfg.MaxSessions, MaxSessionsPerCaller: cfg.MaxSessionsPerCaller}
 	if rc.Enabled {
 		if cfg.PerSession {
 			warning, err := cfg.Sandbox.CheckSessionRoot(dir)
