@@ -126,12 +126,33 @@ LIST_RESTARTS = 3
 LIST_RECEIVE_BYTES = 64 << 20
 
 
+# Keepalive: a connection that dies silently (a NAT or load balancer that
+# forgets it, a host that goes away) sends no error, and without pings a
+# stream on it waits for its timeout, which a stream of a long batch may not
+# have, and reattach never hears of the drop. The client pings after 30 s
+# without reads (a server refuses pings more frequent than its
+# keepalive_min_time, 10 s by default) and drops the connection, failing its
+# calls with UNAVAILABLE, when a ping is not answered in 10 s. It pings only
+# while a call is open (an idle connection is the server's to close), and
+# goes on pinging however long a call stays quiet (a tool running for
+# minutes): grpc's default stops after 2 pings without data.
+KEEPALIVE_OPTIONS = (
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_pings_without_data", 0),
+)
+
+
 def channel_options(options):
     """options (grpc channel options, a sequence of (key, value)) with the
-    receive limit listings need, unless options set one."""
+    receive limit listings need and KEEPALIVE_OPTIONS, each unless options
+    set it."""
     options = list(options or ())
-    if not any(k == "grpc.max_receive_message_length" for k, _ in options):
-        options.append(("grpc.max_receive_message_length", LIST_RECEIVE_BYTES))
+    defaults = (("grpc.max_receive_message_length", LIST_RECEIVE_BYTES),) + KEEPALIVE_OPTIONS
+    for key, value in defaults:
+        if not any(k == key for k, _ in options):
+            options.append((key, value))
     return options
 
 

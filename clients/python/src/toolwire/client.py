@@ -31,7 +31,11 @@ class Client:
     reattach: (attempts, backoff seconds) to resume a detached batch's
     dropped stream (execute_batch with options.detach, attach_batch) with
     AttachBatch from the last seq seen; default None, a dropped stream
-    raises.
+    raises. The channel pings the server after 30 s without reads while a
+    call is open, and drops a connection whose ping is not answered in 10 s
+    (UNAVAILABLE, which reattach resumes): a connection that died silently
+    does not hold a stream until its timeout ("grpc.keepalive_time_ms" and
+    "grpc.keepalive_timeout_ms" in options override them).
 
     The channel receives messages of up to 64 MiB (a listing's size; an
     option "grpc.max_receive_message_length" in options overrides it)."""

@@ -1,0 +1,192 @@
+"""A batch's stream against servers in this process that do what a real
+server does only when something breaks: connections that die silently,
+streams that drop, end early or say too much."""
+
+import asyncio
+import socket
+import threading
+import time
+import unittest
+from concurrent import futures
+from unittest import mock
+
+import grpc
+
+import toolwire
+from toolwire import pb
+
+
+class BatchServer:
+    """A ToolService in this process whose ExecuteBatch and AttachBatch are
+    execute(request, context, n) and attach(request, context, n),
+    generators of events for their nth call (from 1). The server answers
+    pings however often they come."""
+
+    def __init__(self, execute=None, attach=None):
+        self.executes = 0
+        self.attaches = 0
+        self._lock = threading.Lock()
+
+        def counted(name, fn):
+            def handler(request, context):
+                with self._lock:
+                    setattr(self, name, getattr(self, name) + 1)
+                    n = getattr(self, name)
+                yield from fn(request, context, n)
+            return handler
+
+        handlers = {}
+        if execute:
+            handlers["ExecuteBatch"] = grpc.unary_stream_rpc_method_handler(
+                counted("executes", execute),
+                request_deserializer=pb.ExecuteBatchRequest.FromString,
+                response_serializer=pb.ExecuteBatchResponse.SerializeToString,
+            )
+        if attach:
+            handlers["AttachBatch"] = grpc.unary_stream_rpc_method_handler(
+                counted("attaches", attach),
+                request_deserializer=pb.AttachBatchRequest.FromString,
+                response_serializer=pb.ExecuteBatchResponse.SerializeToString,
+            )
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=[
+            ("grpc.http2.min_ping_interval_without_data_ms", 10),
+            ("grpc.http2.max_ping_strikes", 0),
+        ])
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("toolwire.v1.ToolService", handlers),))
+        self.addr = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop(None).wait()
+
+
+class FreezeProxy:
+    """A TCP proxy to target; freeze() stops forwarding on the connections
+    open now without closing them, as a connection that died silently
+    (later connections are forwarded)."""
+
+    def __init__(self, target):
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.lis = socket.create_server(("127.0.0.1", 0))
+        self.addr = "127.0.0.1:%d" % self.lis.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = []  # (down, up, frozen event)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                down, _ = self.lis.accept()
+            except OSError:
+                return
+            try:
+                up = socket.create_connection(self.target)
+            except OSError:
+                down.close()
+                continue
+            frozen = threading.Event()
+            with self.lock:
+                self.conns.append((down, up, frozen))
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pipe, args=(a, b, frozen), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a, b, frozen):
+        try:
+            while data := a.recv(65536):
+                if not frozen.is_set():
+                    b.sendall(data)
+        except OSError:
+            pass
+
+    def freeze(self):
+        with self.lock:
+            for _, _, frozen in self.conns:
+                frozen.set()
+
+    def close(self):
+        self.lis.close()
+        with self.lock:
+            for down, up, _ in self.conns:
+                for s in (down, up):
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    s.close()
+
+
+def event(seq=0, **kw):
+    return pb.ExecuteBatchResponse(seq=seq, **kw)
+
+
+def accepted(seq=0, *call_ids):
+    return event(seq, accepted=pb.BatchAccepted(batch_id="b1", lanes=[pb.Lane(call_ids=list(call_ids))]))
+
+
+def result(seq, call_id, index, text=""):
+    return event(seq, result=pb.CallResult(call_id=call_id, index=index, content=[pb.Content(text=pb.TextContent(text=text))]))
+
+
+def finished(seq=0):
+    return event(seq, finished=pb.BatchFinished())
+
+
+DETACH = pb.BatchOptions(detach=True)
+CALLS = [{"call_id": "a", "name": "echo"}]
+
+
+def quiet(context, seconds=30):
+    """Holds a stream open and quiet for seconds, or until it ends."""
+    end = time.monotonic() + seconds
+    while context.is_active() and time.monotonic() < end:
+        time.sleep(0.02)
+    return
+    yield
+
+
+class KeepaliveTest(unittest.TestCase):
+    def test_channels_ping_by_default_and_options_override(self):
+        want = {"grpc.keepalive_time_ms": 30000, "grpc.keepalive_timeout_ms": 10000, "grpc.keepalive_permit_without_calls": 0}
+        for module, make in ((grpc, lambda o: toolwire.Client("127.0.0.1:1", options=o).close()),
+                             (grpc.aio, lambda o: asyncio.run(self._async_client(o)))):
+            for options, expect in ((None, want), ([("grpc.keepalive_time_ms", 60000)], dict(want, **{"grpc.keepalive_time_ms": 60000}))):
+                with mock.patch.object(module, "insecure_channel", wraps=module.insecure_channel) as channel:
+                    make(options)
+                got = dict(channel.call_args.kwargs["options"])
+                self.assertEqual({k: got.get(k) for k in want}, expect, module.__name__)
+                self.assertEqual(len(channel.call_args.kwargs["options"]), len(got), "an option set twice")
+
+    @staticmethod
+    async def _async_client(options):
+        await toolwire.AsyncClient("127.0.0.1:1", options=options).close()
+
+    def test_a_silently_dead_connection_is_reattached(self):
+        def execute(req, ctx, n):
+            yield accepted(1, "a")
+            yield from quiet(ctx)
+
+        def attach(req, ctx, n):
+            yield result(2, "a", 0, "A")
+            yield finished(3)
+
+        # Pings every 0.2 s here (30 s by default), so that the test is short.
+        fast = [("grpc.keepalive_time_ms", 200), ("grpc.keepalive_timeout_ms", 300)]
+        with BatchServer(execute, attach) as server:
+            proxy = FreezeProxy(server.addr)
+            try:
+                with toolwire.Client(proxy.addr, options=fast, reattach=(3, 0.01)) as client:
+                    start, seqs = time.monotonic(), []
+                    for ev in client.execute_batch(CALLS, options=DETACH, timeout=20):
+                        seqs.append(ev.seq)
+                        if ev.HasField("accepted"):
+                            proxy.freeze()
+                    self.assertEqual(seqs, [1, 2, 3])
+                    self.assertLess(time.monotonic() - start, 5)
+                    self.assertEqual(server.attaches, 1)
+            finally:
+                proxy.close()
