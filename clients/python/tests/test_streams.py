@@ -190,3 +190,82 @@ class KeepaliveTest(unittest.TestCase):
                     self.assertEqual(server.attaches, 1)
             finally:
                 proxy.close()
+
+
+# What a server that ends a batch's stream early, or says too much, sends;
+# each with what collect must say and the results it keeps (call ID or None
+# in each slot). None: a complete batch.
+STREAMS = {
+    "complete, results out of order": (
+        [accepted(0, "a", "b", "c"), result(0, "c", 2, "C"), result(0, "a", 0, "A"), result(0, "b", 1, "B"), finished()],
+        None, ["a", "b", "c"]),
+    "no BatchFinished, a call without its result": (
+        [accepted(0, "a", "b", "c"), result(0, "a", 0, "A"), result(0, "c", 2, "C")],
+        'without results for calls ["b"]', ["a", None, "c"]),
+    "no BatchFinished": (
+        [accepted(0, "a"), result(0, "a", 0, "A")],
+        "without BatchFinished", ["a"]),
+    "nothing": ([], "without BatchAccepted", []),
+    "a second result for a call": (
+        [accepted(0, "a", "b"), result(0, "a", 0, "first"), result(0, "a", 0, "second"), result(0, "b", 1, "B"), finished()],
+        'second result for call "a"', ["a", None]),
+    "a result for a call not in the plan": (
+        [accepted(0, "a", "b"), result(0, "a", 0, "A"), result(0, "zz", 1, "?"), finished()],
+        'call "zz", which is not in the plan', ["a", None]),
+    "a result past the batch's calls": (
+        [accepted(0, "a"), result(0, "a", 0, "A"), result(0, "zz", 7, "?"), finished()],
+        'index 7; the batch has 1 calls', ["a"]),
+    "a result before BatchAccepted": (
+        [result(0, "a", 0, "A"), accepted(0, "a"), finished()],
+        "before BatchAccepted", []),
+}
+
+
+class CollectTest(unittest.TestCase):
+    """collect (Client's and AsyncClient's) returns a batch only when the
+    stream showed all of it: one result per planned call, in batch order,
+    and BatchFinished; else ToolwireError INTERNAL with what arrived."""
+
+    def check(self, name, collect):
+        events, err, slots = STREAMS[name]
+        if err is None:
+            batch = collect(events)
+        else:
+            with self.assertRaises(toolwire.ToolwireError) as cm:
+                collect(events)
+            self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL, name)
+            self.assertIn(err, str(cm.exception), name)
+            batch = cm.exception.batch
+            self.assertIsInstance(batch, toolwire.Batch, name)
+        self.assertEqual([r and r.call_id for r in batch.results], slots, name)
+        if "second" in name:
+            self.assertEqual(toolwire.result_text(batch.results[0]), "first")
+
+    def test_streams(self):
+        def serve(req, ctx, n):
+            yield from STREAMS[req.session_id][0]
+
+        with BatchServer(serve) as server, toolwire.Client(server.addr) as client:
+            for name in STREAMS:
+                self.check(name, lambda _: client.collect(client.execute_batch(CALLS, session_id=name)))
+
+            async def run(name):
+                async with toolwire.AsyncClient(server.addr) as aclient:
+                    return await aclient.collect(aclient.execute_batch(CALLS, session_id=name))
+
+            for name in STREAMS:
+                self.check(name, lambda _: asyncio.run(run(name)))
+            for name in STREAMS:
+                self.check(name, toolwire.Client.collect)  # a list of events
+
+    def test_a_failed_stream_keeps_what_arrived(self):
+        def serve(req, ctx, n):
+            yield accepted(0, "a", "b")
+            yield result(0, "b", 1, "B")
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "gone")
+
+        with BatchServer(serve) as server, toolwire.Client(server.addr) as client:
+            with self.assertRaises(toolwire.ToolwireError) as cm:
+                client.collect(client.execute_batch(CALLS))
+            self.assertEqual(cm.exception.code, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual([r and r.call_id for r in cm.exception.batch.results], [None, "b"])

@@ -71,21 +71,65 @@ def tool_message_text(result):
 
 @dataclass
 class Batch:
-    """What one ExecuteBatch stream showed."""
+    """What one ExecuteBatch stream showed: its plan, one result per planned
+    call in batch order (by CallResult.index; None for a call whose result
+    did not arrive), and its summary."""
 
     accepted: "pb.BatchAccepted | None" = None
     results: list = field(default_factory=list)  # in batch order
     finished: "pb.BatchFinished | None" = None
+    _planned: dict = field(default_factory=dict, repr=False, compare=False)  # call ID -> has a result
 
     def add(self, ev):
+        """Adds an event; a result that does not fit the plan (before
+        BatchAccepted, an index past the batch's calls, a call not in the
+        plan, a second result for a call) raises ToolwireError INTERNAL."""
         kind = ev.WhichOneof("event")
         if kind == "accepted":
             self.accepted = ev.accepted
+            self._planned = {i: False for lane in ev.accepted.lanes for i in lane.call_ids}
+            self.results = [None] * len(self._planned)
         elif kind == "result":
-            self.results.append(ev.result)
-            self.results.sort(key=lambda r: r.index)
+            r = ev.result
+            cid = json.dumps(r.call_id)
+            if self.accepted is None:
+                raise _bad(f"result for call {cid} before BatchAccepted")
+            if r.index >= len(self.results):
+                raise _bad(f"result for call {cid} has index {r.index}; the batch has {len(self.results)} calls")
+            done = self._planned.get(r.call_id)
+            if done is None:
+                raise _bad(f"result for call {cid}, which is not in the plan")
+            if done or self.results[r.index] is not None:
+                raise _bad(f"second result for call {cid}")
+            self._planned[r.call_id] = True
+            self.results[r.index] = r
         elif kind == "finished":
             self.finished = ev.finished
+
+    def check_complete(self):
+        """Raises ToolwireError INTERNAL unless the stream showed
+        BatchAccepted, a result for every planned call and BatchFinished."""
+        if self.accepted is None:
+            raise _bad("stream ended without BatchAccepted")
+        missing = sorted(i for i, done in self._planned.items() if not done)
+        if missing:
+            raise _bad(f"stream ended without results for calls {json.dumps(missing)}")
+        if self.finished is None:
+            raise _bad("stream ended without BatchFinished")
+
+
+def _bad(what):
+    return ToolwireError(grpc.StatusCode.INTERNAL, what)
+
+
+def collect_failed(batch, err, events):
+    """err, a ToolwireError that ends collect, carrying batch (what arrived);
+    events (the stream) is cancelled."""
+    err.batch = batch
+    cancel = getattr(events, "cancel", None)
+    if cancel is not None:
+        cancel()
+    return err
 
 
 class _Token(grpc.AuthMetadataPlugin):

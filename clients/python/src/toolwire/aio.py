@@ -11,7 +11,7 @@ import uuid
 
 import grpc
 
-from toolwire._calls import LIST_RESTARTS, Batch, add_page, batch_request, call_tool_request, channel_args, channel_options, list_request, to_call
+from toolwire._calls import LIST_RESTARTS, Batch, add_page, collect_failed, batch_request, call_tool_request, channel_args, channel_options, list_request, to_call
 from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -103,9 +103,16 @@ class AsyncClient:
 
     @staticmethod
     async def collect(events):
+        """Client.collect for asyncio: the events to the end as a Batch,
+        ToolwireError (with .batch, what arrived) when the stream fails or
+        is incomplete or a result does not fit the plan."""
         batch = Batch()
-        async for ev in events:
-            batch.add(ev)
+        try:
+            async for ev in events:
+                batch.add(ev)
+            batch.check_complete()
+        except ToolwireError as e:
+            raise collect_failed(batch, e, events)
         return batch
 
     async def call_tool(self, name, arguments=None, *, call_id="call", session_id="", idempotency_key="", call_timeout=None, timeout=None):

@@ -5,7 +5,7 @@ import time
 
 import grpc
 
-from toolwire._calls import LIST_RESTARTS, Batch, add_page, batch_request, call_tool_request, channel_args, channel_options, list_request
+from toolwire._calls import LIST_RESTARTS, Batch, add_page, collect_failed, batch_request, call_tool_request, channel_args, channel_options, list_request
 from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -138,10 +138,20 @@ class Client:
 
     @staticmethod
     def collect(events):
-        """Reads a batch's events into a Batch, results in batch order."""
+        """Reads a batch's events to the end into a Batch, one result per
+        call in batch order; progress events are dropped. It raises
+        ToolwireError when the stream fails, and INTERNAL when it ends
+        without BatchAccepted, a call's result or BatchFinished, or a result
+        does not fit the plan (a second one for a call, one for a call not
+        in it): the error's batch holds what arrived (None for a missing
+        result), and the stream is cancelled."""
         batch = Batch()
-        for ev in events:
-            batch.add(ev)
+        try:
+            for ev in events:
+                batch.add(ev)
+            batch.check_complete()
+        except ToolwireError as e:
+            raise collect_failed(batch, e, events)
         return batch
 
     def call_tool(self, name, arguments=None, *, call_id="call", session_id="", idempotency_key="", call_timeout=None, timeout=None):

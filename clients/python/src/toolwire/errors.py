@@ -25,9 +25,12 @@ class ToolwireError(Exception):
     bearer token". The grpc error it replaces is its __cause__. retry_delay:
     when the refusal says when to retry (a google.rpc.RetryInfo among its
     status details, as a server's rate limit sends with RESOURCE_EXHAUSTED),
-    the delay in seconds; else None."""
+    the delay in seconds; else None. batch: when collect raises it, the
+    toolwire.Batch of what arrived (None for the results that did not), so
+    a runtime can tell which calls did run; else None."""
 
     def __init__(self, code, details, retry_delay=None):
+        self.batch = None
         self.code = code
         self.details = " ".join(str(details).split())
         self.retry_delay = retry_delay
