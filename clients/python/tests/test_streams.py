@@ -269,3 +269,64 @@ class CollectTest(unittest.TestCase):
                 client.collect(client.execute_batch(CALLS))
             self.assertEqual(cm.exception.code, grpc.StatusCode.UNAVAILABLE)
             self.assertEqual([r and r.call_id for r in cm.exception.batch.results], [None, "b"])
+
+
+def dropping(after_each=0.3):
+    """ExecuteBatch and AttachBatch of a detached batch whose stream drops
+    after each event; an attach waits after_each seconds before its event.
+    Finished at seq 12."""
+
+    def execute(req, ctx, n):
+        yield accepted(1, "a")
+        ctx.abort(grpc.StatusCode.UNAVAILABLE, "dropped")
+
+    def attach(req, ctx, n):
+        time.sleep(after_each)
+        seq = req.after_seq + 1
+        if seq >= 12:
+            yield finished(seq)
+            return
+        yield event(seq, progress=pb.CallProgress(call_id="a", message=f"p{seq}"))
+        ctx.abort(grpc.StatusCode.UNAVAILABLE, "dropped")
+
+    return execute, attach
+
+
+class ReattachDeadlineTest(unittest.TestCase):
+    """timeout bounds a reattaching stream as a whole: each attach gets what
+    is left of it, and none starts past it."""
+
+    def check(self, run):
+        with BatchServer(*dropping()) as server:
+            start = time.monotonic()
+            with self.assertRaises(toolwire.ToolwireError) as cm:
+                run(server.addr)
+            took = time.monotonic() - start
+            self.assertIn(cm.exception.code, (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE), str(cm.exception))
+            self.assertGreater(took, 0.6)
+            self.assertLess(took, 1.5)  # each attach given a fresh second: 3.6 s
+            self.assertLessEqual(server.attaches, 4)
+
+    def test_sync(self):
+        def run(addr):
+            with toolwire.Client(addr, reattach=(100, 0.01)) as client:
+                for _ in client.execute_batch(CALLS, options=DETACH, timeout=1):
+                    pass
+
+        self.check(run)
+
+    def test_async(self):
+        async def run(addr):
+            async with toolwire.AsyncClient(addr, reattach=(100, 0.01)) as client:
+                async for _ in client.execute_batch(CALLS, options=DETACH, timeout=1):
+                    pass
+
+        self.check(lambda addr: asyncio.run(run(addr)))
+
+    def test_attach_batch(self):
+        def run(addr):
+            with toolwire.Client(addr, reattach=(100, 0.01)) as client:
+                for _ in client.attach_batch("b1", 1, timeout=1):
+                    pass
+
+        self.check(run)

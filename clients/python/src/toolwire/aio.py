@@ -80,7 +80,7 @@ class AsyncClient:
         task, ends the wait."""
         req = batch_request(calls, session_id, options)
         if self._reattach and req.options.detach:
-            return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
+            return self._follow(lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata), "", 0, timeout)
         return _AsyncStream(
             lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
             _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
@@ -91,7 +91,7 @@ class AsyncClient:
         after_seq, then its live ones (.cancel() ends only this reader);
         with reattach it resumes after a drop."""
         if self._reattach:
-            return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
+            return self._follow(lambda t: self._attach(batch_id, after_seq, t), batch_id, after_seq, timeout)
         return _AsyncStream(lambda _: self._attach(batch_id, after_seq, timeout))
 
     def _attach(self, batch_id, after_seq, timeout):
@@ -99,7 +99,10 @@ class AsyncClient:
 
     def _follow(self, open_stream, batch_id, after, timeout):
         attempts, backoff = self._reattach
-        return _AsyncReattaching(open_stream, lambda i, a: self._attach(i, a, timeout), batch_id, after, attempts, backoff)
+        # One deadline, timeout seconds from now, for every attach: each is
+        # given what is left of it.
+        retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
+        return _AsyncReattaching(open_stream, self._attach, batch_id, after, attempts, backoff, retries)
 
     @staticmethod
     async def collect(events):

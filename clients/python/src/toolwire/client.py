@@ -31,7 +31,8 @@ class Client:
     reattach: (attempts, backoff seconds) to resume a detached batch's
     dropped stream (execute_batch with options.detach, attach_batch) with
     AttachBatch from the last seq seen; default None, a dropped stream
-    raises. The channel pings the server after 30 s without reads while a
+    raises. The RPC's timeout covers the re-attaches: each gets what is
+    left of it, and none starts past it. The channel pings the server after 30 s without reads while a
     call is open, and drops a connection whose ping is not answered in 10 s
     (UNAVAILABLE, which reattach resumes): a connection that died silently
     does not hold a stream until its timeout ("grpc.keepalive_time_ms" and
@@ -113,7 +114,7 @@ class Client:
         waits too."""
         req = batch_request(calls, session_id, options)
         if self._reattach and req.options.detach:
-            return self._follow(lambda: self.stub.ExecuteBatch(req, timeout=timeout, metadata=self._metadata), "", 0, timeout)
+            return self._follow(lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata), "", 0, timeout)
         return _Stream(
             lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
             _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
@@ -126,7 +127,7 @@ class Client:
         .cancel() ends only this reader. NOT_FOUND for an unknown, expired or
         another caller's batch. With reattach it resumes after a drop."""
         if self._reattach:
-            return self._follow(lambda: self._attach(batch_id, after_seq, timeout), batch_id, after_seq, timeout)
+            return self._follow(lambda t: self._attach(batch_id, after_seq, t), batch_id, after_seq, timeout)
         return _Stream(lambda _: self._attach(batch_id, after_seq, timeout))
 
     def _attach(self, batch_id, after_seq, timeout):
@@ -134,7 +135,10 @@ class Client:
 
     def _follow(self, open_stream, batch_id, after, timeout):
         attempts, backoff = self._reattach
-        return _Reattaching(open_stream, lambda i, a: self._attach(i, a, timeout), batch_id, after, attempts, backoff)
+        # One deadline, timeout seconds from now, for every attach: each is
+        # given what is left of it.
+        retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
+        return _Reattaching(open_stream, self._attach, batch_id, after, attempts, backoff, retries)
 
     @staticmethod
     def collect(events):

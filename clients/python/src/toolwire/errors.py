@@ -201,14 +201,18 @@ DROPPED = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc
 class _Reattaching:
     """A detached batch's events from the stream open() makes, resumed after
     a dropped stream with AttachBatch from the last seq seen (attach(id,
-    after) opens it), up to attempts times in a row, sleeping backoff
-    seconds (doubling, up to 5) before each; events seen before a drop are
-    not yielded again. cancel() ends only this reader."""
+    after, timeout) opens it), up to attempts times in a row, sleeping
+    backoff seconds (doubling, up to 5) before each; events seen before a
+    drop are not yielded again. retries (a _Retries) holds the one deadline
+    of them all: each stream is opened (open(timeout)) with what is left of
+    it, and a drop whose backoff would end past it is raised. cancel() ends
+    only this reader."""
 
-    def __init__(self, open_stream, attach, batch_id, after, attempts, backoff):
+    def __init__(self, open_stream, attach, batch_id, after, attempts, backoff, retries):
         self._open, self._attach = open_stream, attach
         self._id, self._last = batch_id, after
         self._attempts, self._backoff = attempts, backoff
+        self._retries = retries
         self._call = None
         self._cancelled = False
         self._done = False
@@ -217,12 +221,10 @@ class _Reattaching:
         return self
 
     def __next__(self):
-        import time
-
         failures, backoff = 0, self._backoff
         while not self._done:
             if self._call is None:
-                self._call = self._open()
+                self._call = self._open(self._retries.timeout())
             try:
                 ev = next(self._call)
             except StopIteration:
@@ -230,14 +232,14 @@ class _Reattaching:
                 break
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
-                if self._cancelled or failures >= self._attempts or not self._id or err.code not in DROPPED:
+                if self._cancelled or failures >= self._attempts or not self._id or err.code not in DROPPED or self._past_deadline(backoff):
                     self._done = True
                     raise err from e
                 failures += 1
                 time.sleep(backoff)
                 backoff = min(2 * backoff, 5.0)
                 batch_id, after = self._id, self._last
-                self._open = lambda: self._attach(batch_id, after)
+                self._open = lambda t: self._attach(batch_id, after, t)
                 self._call = None
                 continue
             if ev.seq and ev.seq <= self._last:
@@ -250,6 +252,12 @@ class _Reattaching:
             return ev
         raise StopIteration
 
+    def _past_deadline(self, backoff):
+        """Whether an attach after backoff seconds would start past the
+        deadline."""
+        deadline = self._retries.deadline
+        return deadline is not None and time.monotonic() + backoff >= deadline
+
     def cancel(self):
         self._cancelled = True
         self._done = True
@@ -260,10 +268,11 @@ class _Reattaching:
 class _AsyncReattaching:
     """_Reattaching for grpc.aio."""
 
-    def __init__(self, open_stream, attach, batch_id, after, attempts, backoff):
+    def __init__(self, open_stream, attach, batch_id, after, attempts, backoff, retries):
         self._open, self._attach = open_stream, attach
         self._id, self._last = batch_id, after
         self._attempts, self._backoff = attempts, backoff
+        self._retries = retries
         self._call = None
         self._it = None
         self._cancelled = False
@@ -278,7 +287,7 @@ class _AsyncReattaching:
         failures, backoff = 0, self._backoff
         while not self._done:
             if self._call is None:
-                self._call = self._open()
+                self._call = self._open(self._retries.timeout())
                 self._it = self._call.__aiter__()
             try:
                 ev = await self._it.__anext__()
@@ -287,14 +296,14 @@ class _AsyncReattaching:
                 break
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
-                if self._cancelled or failures >= self._attempts or not self._id or err.code not in DROPPED:
+                if self._cancelled or failures >= self._attempts or not self._id or err.code not in DROPPED or self._past_deadline(backoff):
                     self._done = True
                     raise err from e
                 failures += 1
                 await asyncio.sleep(backoff)
                 backoff = min(2 * backoff, 5.0)
                 batch_id, after = self._id, self._last
-                self._open = lambda: self._attach(batch_id, after)
+                self._open = lambda t: self._attach(batch_id, after, t)
                 self._call = None
                 continue
             if ev.seq and ev.seq <= self._last:
@@ -306,6 +315,12 @@ class _AsyncReattaching:
                 self._done = True
             return ev
         raise StopAsyncIteration
+
+    def _past_deadline(self, backoff):
+        """Whether an attach after backoff seconds would start past the
+        deadline."""
+        deadline = self._retries.deadline
+        return deadline is not None and time.monotonic() + backoff >= deadline
 
     def cancel(self):
         self._cancelled = True
