@@ -330,3 +330,53 @@ class ReattachDeadlineTest(unittest.TestCase):
                     pass
 
         self.check(run)
+
+
+class ReattachCancelTest(unittest.TestCase):
+    """cancel() while waiting to re-attach ends the wait and the stream
+    with CANCELLED, so collect does not take what arrived for a batch."""
+
+    @staticmethod
+    def server():
+        def execute(req, ctx, n):
+            yield accepted(1, "a")
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "dropped")
+
+        def attach(req, ctx, n):
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "dropped again")
+            yield
+
+        return BatchServer(execute, attach)
+
+    def test_sync(self):
+        with self.server() as server, toolwire.Client(server.addr, reattach=(3, 3.0)) as client:
+            for collect in (False, True):
+                stream = client.execute_batch(CALLS, options=DETACH)
+                timer = threading.Timer(0.2, stream.cancel)
+                timer.start()
+                start = time.monotonic()
+                with self.assertRaises(toolwire.ToolwireError) as cm:
+                    if collect:
+                        client.collect(stream)
+                    else:
+                        for _ in stream:
+                            pass
+                timer.join()
+                self.assertEqual(cm.exception.code, grpc.StatusCode.CANCELLED, str(cm.exception))
+                self.assertLess(time.monotonic() - start, 2)  # not the 3 s backoff
+                with self.assertRaises(StopIteration):
+                    next(stream)
+
+    def test_async(self):
+        async def run(addr):
+            async with toolwire.AsyncClient(addr, reattach=(3, 3.0)) as client:
+                stream = client.execute_batch(CALLS, options=DETACH)
+                asyncio.get_running_loop().call_later(0.2, stream.cancel)
+                start = time.monotonic()
+                with self.assertRaises(toolwire.ToolwireError) as cm:
+                    await client.collect(stream)
+                self.assertEqual(cm.exception.code, grpc.StatusCode.CANCELLED, str(cm.exception))
+                self.assertLess(time.monotonic() - start, 2)
+
+        with self.server() as server:
+            asyncio.run(run(server.addr))

@@ -206,7 +206,8 @@ class _Reattaching:
     drop are not yielded again. retries (a _Retries) holds the one deadline
     of them all: each stream is opened (open(timeout)) with what is left of
     it, and a drop whose backoff would end past it is raised. cancel() ends
-    only this reader."""
+    only this reader: the stream, or the wait before a re-attach, then
+    raises CANCELLED."""
 
     def __init__(self, open_stream, attach, batch_id, after, attempts, backoff, retries):
         self._open, self._attach = open_stream, attach
@@ -214,7 +215,7 @@ class _Reattaching:
         self._attempts, self._backoff = attempts, backoff
         self._retries = retries
         self._call = None
-        self._cancelled = False
+        self._cancelled = threading.Event()
         self._done = False
 
     def __iter__(self):
@@ -223,8 +224,13 @@ class _Reattaching:
     def __next__(self):
         failures, backoff = 0, self._backoff
         while not self._done:
+            if self._cancelled.is_set():
+                self._done = True
+                raise _cancelled()
             if self._call is None:
                 self._call = self._open(self._retries.timeout())
+                if self._cancelled.is_set():
+                    self._call.cancel()
             try:
                 ev = next(self._call)
             except StopIteration:
@@ -232,11 +238,13 @@ class _Reattaching:
                 break
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
-                if self._cancelled or failures >= self._attempts or not self._id or err.code not in DROPPED or self._past_deadline(backoff):
+                if self._cancelled.is_set() or failures >= self._attempts or not self._id or err.code not in DROPPED or self._past_deadline(backoff):
                     self._done = True
                     raise err from e
                 failures += 1
-                time.sleep(backoff)
+                if self._cancelled.wait(backoff):
+                    self._done = True
+                    raise _cancelled() from e
                 backoff = min(2 * backoff, 5.0)
                 batch_id, after = self._id, self._last
                 self._open = lambda t: self._attach(batch_id, after, t)
@@ -259,10 +267,14 @@ class _Reattaching:
         return deadline is not None and time.monotonic() + backoff >= deadline
 
     def cancel(self):
-        self._cancelled = True
-        self._done = True
-        if self._call is not None:
-            self._call.cancel()
+        self._cancelled.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+
+def _cancelled():
+    return ToolwireError(grpc.StatusCode.CANCELLED, "the stream was cancelled")
 
 
 class _AsyncReattaching:
@@ -276,16 +288,18 @@ class _AsyncReattaching:
         self._call = None
         self._it = None
         self._cancelled = False
+        self._wake = None  # set while waiting to re-attach; cancel() sets it
         self._done = False
 
     def __aiter__(self):
         return self
 
     async def __anext__(self):
-        import asyncio
-
         failures, backoff = 0, self._backoff
         while not self._done:
+            if self._cancelled:
+                self._done = True
+                raise _cancelled()
             if self._call is None:
                 self._call = self._open(self._retries.timeout())
                 self._it = self._call.__aiter__()
@@ -300,7 +314,9 @@ class _AsyncReattaching:
                     self._done = True
                     raise err from e
                 failures += 1
-                await asyncio.sleep(backoff)
+                if not await self._wait(backoff):
+                    self._done = True
+                    raise _cancelled() from e
                 backoff = min(2 * backoff, 5.0)
                 batch_id, after = self._id, self._last
                 self._open = lambda t: self._attach(batch_id, after, t)
@@ -322,8 +338,20 @@ class _AsyncReattaching:
         deadline = self._retries.deadline
         return deadline is not None and time.monotonic() + backoff >= deadline
 
+    async def _wait(self, delay):
+        """Waits delay seconds; False when cancel() ended the wait first."""
+        self._wake = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+            return False
+        except asyncio.TimeoutError:
+            return not self._cancelled
+        finally:
+            self._wake = None
+
     def cancel(self):
         self._cancelled = True
-        self._done = True
+        if self._wake is not None:
+            self._wake.set()
         if self._call is not None:
             self._call.cancel()
