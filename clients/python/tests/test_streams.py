@@ -380,3 +380,66 @@ class ReattachCancelTest(unittest.TestCase):
 
         with self.server() as server:
             asyncio.run(run(server.addr))
+
+
+def refuse_with_retry_info(ctx, ms=200):
+    """Fails the RPC as a server's rate limit does: RESOURCE_EXHAUSTED with
+    a google.rpc.RetryInfo of ms milliseconds."""
+    from toolwire._retry import RETRY_INFO_TYPE_URL, _messages
+
+    status, retry_info = _messages()
+    ri = retry_info()
+    ri.retry_delay.FromMilliseconds(ms)
+    st = status(code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0], message="rate limit: slow down")
+    st.details.add(type_url=RETRY_INFO_TYPE_URL, value=ri.SerializeToString())
+    ctx.set_trailing_metadata([("grpc-status-details-bin", st.SerializeToString())])
+    ctx.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "rate limit: slow down")
+
+
+class ReattachRateLimitTest(unittest.TestCase):
+    """With reattach, a detached batch refused by a rate limit before any
+    event is sent again after the delay, as without it."""
+
+    @staticmethod
+    def server():
+        def execute(req, ctx, n):
+            if n == 1:
+                refuse_with_retry_info(ctx)
+            yield accepted(1, "a")
+            yield result(2, "a", 0, "A")
+            yield finished(3)
+
+        return BatchServer(execute)
+
+    def test_sync(self):
+        for retries in (3, 0):
+            waits = []
+            with self.server() as server, toolwire.Client(server.addr, reattach=(3, 0.1), rate_limit_retries=retries,
+                                                          on_rate_limit=lambda e, d: waits.append(d)) as client:
+                stream = client.execute_batch(CALLS, options=DETACH, timeout=10)
+                if retries:
+                    self.assertEqual(toolwire.result_text(client.collect(stream).results[0]), "A")
+                    self.assertEqual((server.executes, waits), (2, [0.2]))
+                else:
+                    with self.assertRaises(toolwire.ToolwireError) as cm:
+                        client.collect(stream)
+                    self.assertEqual((cm.exception.code, cm.exception.retry_delay), (grpc.StatusCode.RESOURCE_EXHAUSTED, 0.2))
+                    self.assertEqual((server.executes, waits), (1, []))
+
+    def test_async(self):
+        async def run(addr):
+            async with toolwire.AsyncClient(addr, reattach=(3, 0.1)) as client:
+                return await client.collect(client.execute_batch(CALLS, options=DETACH, timeout=10))
+
+        with self.server() as server:
+            self.assertEqual(toolwire.result_text(asyncio.run(run(server.addr)).results[0]), "A")
+            self.assertEqual(server.executes, 2)
+
+    def test_cancel_ends_the_wait(self):
+        streams = []
+        with self.server() as server, toolwire.Client(server.addr, reattach=(3, 0.1), on_rate_limit=lambda e, d: streams[0].cancel()) as client:
+            streams.append(client.execute_batch(CALLS, options=DETACH))
+            with self.assertRaises(toolwire.ToolwireError) as cm:
+                client.collect(streams[0])
+            self.assertEqual(cm.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(server.executes, 1)

@@ -205,15 +205,18 @@ class _Reattaching:
     backoff seconds (doubling, up to 5) before each; events seen before a
     drop are not yielded again. retries (a _Retries) holds the one deadline
     of them all: each stream is opened (open(timeout)) with what is left of
-    it, and a drop whose backoff would end past it is raised. cancel() ends
-    only this reader: the stream, or the wait before a re-attach, then
-    raises CANCELLED."""
+    it, and a drop whose backoff would end past it is raised. A refusal
+    before any event that retries says to wait out (a rate limit's) is
+    waited out and the stream opened again, as _Stream does; cancel() ends
+    that wait, raising the refusal. cancel() ends only this reader: the
+    stream, or the wait before a re-attach, then raises CANCELLED."""
 
     def __init__(self, open_stream, attach, batch_id, after, attempts, backoff, retries):
         self._open, self._attach = open_stream, attach
         self._id, self._last = batch_id, after
         self._attempts, self._backoff = attempts, backoff
         self._retries = retries
+        self._first, self._refusals = True, 0
         self._call = None
         self._cancelled = threading.Event()
         self._done = False
@@ -238,6 +241,16 @@ class _Reattaching:
                 break
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
+                # Refused before any event (a rate limit's refusal, with
+                # RetryInfo): nothing ran; sent again after the delay.
+                d = self._retries.delay(err, self._refusals) if self._first and not self._cancelled.is_set() else None
+                if d is not None:
+                    if self._cancelled.wait(d):
+                        self._done = True
+                        raise err from e
+                    self._refusals += 1
+                    self._call = None
+                    continue
                 if self._cancelled.is_set() or failures >= self._attempts or not self._id or err.code not in DROPPED or self._past_deadline(backoff):
                     self._done = True
                     raise err from e
@@ -250,6 +263,7 @@ class _Reattaching:
                 self._open = lambda t: self._attach(batch_id, after, t)
                 self._call = None
                 continue
+            self._first = False
             if ev.seq and ev.seq <= self._last:
                 continue
             self._last = ev.seq
@@ -285,6 +299,7 @@ class _AsyncReattaching:
         self._id, self._last = batch_id, after
         self._attempts, self._backoff = attempts, backoff
         self._retries = retries
+        self._first, self._refusals = True, 0
         self._call = None
         self._it = None
         self._cancelled = False
@@ -310,6 +325,16 @@ class _AsyncReattaching:
                 break
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
+                # Refused before any event (a rate limit's refusal, with
+                # RetryInfo): nothing ran; sent again after the delay.
+                d = self._retries.delay(err, self._refusals) if self._first and not self._cancelled else None
+                if d is not None:
+                    if not await self._wait(d):
+                        self._done = True
+                        raise err from e
+                    self._refusals += 1
+                    self._call = None
+                    continue
                 if self._cancelled or failures >= self._attempts or not self._id or err.code not in DROPPED or self._past_deadline(backoff):
                     self._done = True
                     raise err from e
@@ -322,6 +347,7 @@ class _AsyncReattaching:
                 self._open = lambda t: self._attach(batch_id, after, t)
                 self._call = None
                 continue
+            self._first = False
             if ev.seq and ev.seq <= self._last:
                 continue
             self._last = ev.seq
