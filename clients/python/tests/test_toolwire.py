@@ -618,6 +618,9 @@ class AdapterTest(unittest.TestCase):
                 "is_error": True,
             },
         )
+        empty = pb.CallResult(call_id="tu2", content=[pb.Content(text=pb.TextContent(text="")), pb.Content(text=pb.TextContent(text="ok")), pb.Content(text=pb.TextContent())])
+        self.assertEqual(toolwire.anthropic_tool_result(empty), {"type": "tool_result", "tool_use_id": "tu2", "content": [{"type": "text", "text": "ok"}]})
+        self.assertEqual(toolwire.anthropic_tool_result(pb.CallResult(call_id="tu3", content=[pb.Content(text=pb.TextContent())]))["content"], [])
         self.assertEqual(
             toolwire.openai_tool_message(r)["content"], "Error: bad\n[image (image/png, 4 bytes) left out: tool messages carry text only]"
         )

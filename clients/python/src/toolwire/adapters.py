@@ -69,11 +69,13 @@ def from_anthropic_tool_uses(content):
 def anthropic_tool_result(result):
     """A result as a tool_result block; the user message that follows a
     tool_use turn carries one per call: {"role": "user", "content": [...]}.
-    Images travel as image blocks, and is_error is set for failed calls."""
+    Images travel as image blocks, and is_error is set for failed calls.
+    Empty text blocks are left out: the API refuses them."""
     content = []
     for block in result.content:
         if block.HasField("text"):
-            content.append({"type": "text", "text": block.text.text})
+            if block.text.text:  # the API refuses an empty text block
+                content.append({"type": "text", "text": block.text.text})
         elif block.HasField("image"):
             content.append(
                 {
