@@ -20,7 +20,9 @@ import (
 // yielded twice. It tries up to attempts times in a row (an attempt that
 // yields events starts the count again), waiting backoff before the first
 // and doubling it, up to 5s, before the next. By default a dropped stream
-// is an error the iterator yields.
+// is an error the iterator yields. A connection that dies without closing
+// is noticed by the client's keepalive (WithKeepalive: by default within
+// 30s of silence and 10s more), which fails the stream so it re-attaches.
 func WithReattach(attempts int, backoff time.Duration) Option {
 	return func(o *options) { o.reattach, o.backoff = attempts, backoff }
 }

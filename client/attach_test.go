@@ -3,10 +3,10 @@ package client_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +22,13 @@ import (
 )
 
 // cutProxy forwards TCP connections to a server and cuts them all on
-// demand, as a proxy or a connection's max age does.
+// demand, as a proxy or a connection's max age does, or freezes them.
 type cutProxy struct {
 	lis    net.Listener
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
+	frozen []*atomic.Bool // one for each pair in conns
 	wg     sync.WaitGroup
 }
 
@@ -55,13 +56,46 @@ func (p *cutProxy) serve() {
 			c.Close()
 			continue
 		}
+		frozen := new(atomic.Bool)
 		p.mu.Lock()
 		p.conns = append(p.conns, c, s)
+		p.frozen = append(p.frozen, frozen)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go func() { defer p.wg.Done(); _, _ = io.Copy(s, c); s.Close() }()
-		go func() { defer p.wg.Done(); _, _ = io.Copy(c, s); c.Close() }()
+		go p.pipe(s, c, frozen)
+		go p.pipe(c, s, frozen)
 	}
+}
+
+// pipe copies src to dst until either fails, dropping what it reads once
+// frozen is set.
+func (p *cutProxy) pipe(dst, src net.Conn, frozen *atomic.Bool) {
+	defer p.wg.Done()
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !frozen.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// freeze makes the connections open so far forward nothing, with no FIN or
+// RST, as a frozen server or a path that drops packets does; new
+// connections are forwarded.
+func (p *cutProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, f := range p.frozen {
+		f.Store(true)
+	}
+	p.frozen = nil
 }
 
 // cut closes every connection through the proxy.
@@ -71,12 +105,17 @@ func (p *cutProxy) cut() {
 	for _, c := range p.conns {
 		c.Close()
 	}
-	p.conns = nil
+	p.conns, p.frozen = nil, nil
 }
 
 // serveDiag serves the diag tools on a loopback port and returns its
 // address.
 func serveDiag(t *testing.T) string {
+	return serveDiagWith(t, grpcserve.Config{})
+}
+
+// serveDiagWith is serveDiag with the server's cfg.
+func serveDiagWith(t *testing.T, cfg grpcserve.Config) string {
 	reg, err := tools.NewRegistry(diag.Tools()...)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +128,7 @@ func serveDiag(t *testing.T) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +192,46 @@ func TestReattachThroughCuts(t *testing.T) {
 	}
 	if len(b.Results) != 3 || evs[len(evs)-1].GetFinished().GetSucceeded() != 3 {
 		t.Errorf("results %v, last %v: want 3 calls that succeeded", b.Results, evs[len(evs)-1])
+	}
+}
+
+// TestReattachThroughFreeze: a proxy freezes a detached batch's connection
+// (it stays open but forwards nothing); the client's keepalive fails the
+// stream and it re-attaches on a new connection, where without pings it
+// waited for its deadline. 10s, gRPC's least keepalive time, is allowed by
+// the server's keepalive_min_time here as by its default.
+func TestReattachThroughFreeze(t *testing.T) {
+	t.Parallel()
+	proxy := newCutProxy(t, serveDiagWith(t, grpcserve.Config{Limits: grpcserve.Limits{KeepaliveMinTime: time.Second}}))
+	c, err := client.New(proxy.lis.Addr().String(), client.WithReattach(3, 20*time.Millisecond), client.WithKeepalive(10*time.Second, 500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	req := &toolwirev1.ExecuteBatchRequest{
+		Calls:   []*toolwirev1.ToolCall{client.Call("a", "sleep", map[string]int{"ms": 200})},
+		Options: &toolwirev1.BatchOptions{Detach: true},
+	}
+	start := time.Now()
+	var evs []*toolwirev1.ExecuteBatchResponse
+	for ev, err := range c.ExecuteBatch(ctx, req) {
+		if err != nil {
+			t.Fatalf("after %d events and %v: %v", len(evs), time.Since(start).Round(time.Second), err)
+		}
+		evs = append(evs, ev)
+		if len(evs) == 1 {
+			proxy.freeze()
+		}
+	}
+	for i, ev := range evs {
+		if ev.GetSeq() != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: lost or duplicated", i+1, ev.GetSeq())
+		}
+	}
+	if last := evs[len(evs)-1]; last.GetFinished().GetSucceeded() != 1 {
+		t.Errorf("last event %v, want BatchFinished with the call succeeded", last)
 	}
 }
 

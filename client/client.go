@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Client talks to one toolwire server. It is safe for concurrent use.
@@ -44,6 +45,8 @@ type options struct {
 	tel      telemetry
 	affinity bool
 
+	keepalive keepalive.ClientParameters
+
 	rateRetries int
 	reattach    int
 	backoff     time.Duration
@@ -67,7 +70,8 @@ func WithPerRPCCredentials(creds credentials.PerRPCCredentials) Option {
 // WithDialOptions appends gRPC dial options, for example
 // grpc.WithContextDialer for in-memory connections or a stats handler for
 // telemetry. They are applied after the options the other Options produce,
-// so they win. By default there are none.
+// so they win (grpc.WithKeepaliveParams over WithKeepalive). By default
+// there are none.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
 }
@@ -76,11 +80,19 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // (for example "localhost:50051" or "dns:///toolwire.agents:50051"). It does
 // not connect: the connection is made by the first RPC.
 func New(target string, opts ...Option) (*Client, error) {
-	o := options{creds: insecure.NewCredentials(), rateRetries: defaultRateLimitRetries, pageSize: defaultPageSize}
+	o := options{
+		creds:       insecure.NewCredentials(),
+		rateRetries: defaultRateLimitRetries,
+		pageSize:    defaultPageSize,
+		keepalive:   keepalive.ClientParameters{Time: defaultKeepaliveTime, Timeout: defaultKeepaliveTimeout},
+	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(o.creds)}
+	if o.keepalive.Time > 0 {
+		dialOpts = append(dialOpts, grpc.WithKeepaliveParams(o.keepalive))
+	}
 	if o.perRPC != nil {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(o.perRPC))
 	}
