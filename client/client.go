@@ -128,9 +128,10 @@ func (c *Client) ToolService() toolwirev1.ToolServiceClient {
 //
 // The RPC starts when iteration starts; each iteration runs the batch again.
 // Breaking out of the loop cancels the RPC, and with it the calls still
-// running on the server (unless the batch is detached). Collect gathers the
-// events into results in batch order. With WithReattach, a detached batch's
-// dropped stream is resumed with AttachBatch (see Attach).
+// running on the server (unless the batch is detached). CollectFor gathers
+// the events into results in batch order, checked against req. With
+// WithReattach, a detached batch's dropped stream is resumed with
+// AttachBatch (see Attach).
 func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchRequest, opts ...grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
 	if c.reattach > 0 && req.GetOptions().GetDetach() {
 		ctx := c.withSession(ctx, req.GetSessionId())

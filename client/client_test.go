@@ -306,11 +306,52 @@ func TestCollect(t *testing.T) {
 		{"unplanned call", events(nil, accepted([]string{"a"}), result("x", 0, "")), []string{""}, `"x", which is not in the plan`},
 		{"duplicate result", events(nil, accepted([]string{"a"}), result("a", 0, ""), result("a", 0, "")), []string{"a"}, "second result"},
 		{"result before accepted", events(nil, result("a", 0, "")), nil, "before BatchAccepted"},
+		{"swapped indexes", events(nil, accepted([]string{"a", "b"}), result("a", 1, "A"), result("b", 0, "B"), finished), []string{"", ""}, `call "a" has index 1; its position in the plan is 0`},
+		{"call planned twice", events(nil, accepted([]string{"a"}, []string{"a"})), nil, `lists call "a" twice`},
+		{"second accepted", events(nil, accepted([]string{"a"}), accepted([]string{"a", "b"})), []string{""}, "second BatchAccepted"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b, err := client.Collect(tt.seq)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("error %v; want one containing %q", err, tt.wantErr)
+			}
+			var got []string
+			for _, r := range b.Results {
+				got = append(got, r.GetCallId())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("results (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCollectFor: the plan is checked against the request's calls, so a
+// call the plan leaves out is an error, not a shorter batch.
+func TestCollectFor(t *testing.T) {
+	t.Parallel()
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		client.Call("a", "echo", nil), client.Call("b", "echo", nil), client.Call("c", "echo", nil),
+	}}
+	tests := []struct {
+		name    string
+		seq     iter.Seq2[*toolwirev1.ExecuteBatchResponse, error]
+		want    []string // call IDs of Results, "" for nil
+		wantErr string   // substring; "" means no error
+	}{
+		{"complete", events(nil, accepted([]string{"a", "b"}, []string{"c"}), result("c", 2, ""), result("a", 0, ""), result("b", 1, ""), finished), []string{"a", "b", "c"}, ""},
+		{"plan leaves out a call", events(nil, accepted([]string{"a", "b"}), result("a", 0, ""), result("b", 1, ""), finished), []string{"", "", ""}, `leaves out calls ["c"]`},
+		{"plan adds a call", events(nil, accepted([]string{"a", "b", "c", "d"})), []string{"", "", ""}, `calls ["d"] the request does not have`},
+		{"plan reorders", events(nil, accepted([]string{"b", "a"}, []string{"c"})), []string{"", "", ""}, `the plan lists the calls as ["b" "a" "c"]`},
+		{"swapped indexes", events(nil, accepted([]string{"a", "b", "c"}), result("a", 1, ""), result("b", 0, "")), []string{"", "", ""}, `call "a" has index 1`},
+		{"missing result", events(nil, accepted([]string{"a", "b", "c"}), result("a", 0, ""), result("c", 2, ""), finished), []string{"a", "", "c"}, `without results for calls ["b"]`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := client.CollectFor(req, tt.seq)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("error %v; want one containing %q", err, tt.wantErr)
 			}

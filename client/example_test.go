@@ -70,7 +70,7 @@ func Example() {
 		client.Call("call_3", "fail", map[string]string{"message": "disk full"}),
 		client.Call("call_4", "lookup", nil),
 	}}
-	batch, err := client.Collect(c.ExecuteBatch(ctx, req))
+	batch, err := client.CollectFor(req, c.ExecuteBatch(ctx, req))
 	if err != nil {
 		log.Fatal(err)
 	}

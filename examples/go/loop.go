@@ -84,7 +84,7 @@ type batchRecord struct {
 	accepted *toolwirev1.BatchAccepted
 	finished *toolwirev1.BatchFinished
 	perCall  map[string]*callRecord
-	results  []*toolwirev1.CallResult // batch order, from client.Collect
+	results  []*toolwirev1.CallResult // batch order, from client.CollectFor
 	status   *status.Status           // how the RPC ended
 	problems []string                 // broken rules that hold for every batch
 }
@@ -109,7 +109,8 @@ func runBatch(ctx context.Context, c *client.Client, calls []*toolwirev1.ToolCal
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 
-	events := c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: calls})
+	req := &toolwirev1.ExecuteBatchRequest{Calls: calls}
+	events := c.ExecuteBatch(ctx, req)
 	// Tap the events on their way to Collect: a UI would show progress here.
 	tapped := func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		for ev, err := range events {
@@ -127,7 +128,7 @@ func runBatch(ctx context.Context, c *client.Client, calls []*toolwirev1.ToolCal
 			}
 		}
 	}
-	batch, err := client.Collect(tapped)
+	batch, err := client.CollectFor(req, tapped)
 	rec.results = batch.Results
 	if s, ok := status.FromError(err); ok {
 		rec.status = s
