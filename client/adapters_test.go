@@ -171,6 +171,9 @@ func TestFromOpenAIToolCalls(t *testing.T) {
 		{"no arguments", `[{"id":"c","type":"function","function":{"name":"now"}}]`,
 			[]*toolwirev1.ToolCall{{CallId: "c", Name: "now"}}, ""},
 		{"empty", `[]`, []*toolwirev1.ToolCall{}, ""},
+		{"arguments object not UTF-8 mended", "[{\"id\":\"c\",\"function\":{\"name\":\"echo\",\"arguments\":{\"text\":\"a\xff\xfeb\"}}}]",
+			[]*toolwirev1.ToolCall{{CallId: "c", Name: "echo", Arguments: "{\"text\":\"a\uFFFDb\"}"}}, ""},
+		{"no id", `[{"id":"c1","type":"function","function":{"name":"echo","arguments":"{}"}},{"type":"function","function":{"name":"echo","arguments":"{}"}}]`, nil, "openai tool call 1: no id"},
 		{"other type", `[{"id":"c","type":"custom","custom":{"name":"x","input":"y"}}]`, nil, `type "custom" is not supported`},
 		{"not an array", `{"id":"c"}`, nil, "openai tool calls"},
 	}
@@ -207,6 +210,9 @@ func TestFromAnthropicToolUses(t *testing.T) {
 		{"no tool use", `[{"type":"text","text":"Done."}]`, nil, ""},
 		{"null input", `[{"type":"tool_use","id":"t","name":"now","input":null}]`,
 			[]*toolwirev1.ToolCall{{CallId: "t", Name: "now"}}, ""},
+		{"input not UTF-8 mended", "[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"echo\",\"input\":{\"text\":\"a\xff\xfeb\"}}]",
+			[]*toolwirev1.ToolCall{{CallId: "t", Name: "echo", Arguments: "{\"text\":\"a\uFFFDb\"}"}}, ""},
+		{"no id", `[{"type":"tool_use","id":"t","name":"now","input":{}},{"type":"tool_use","name":"echo","input":{}}]`, nil, `anthropic content block 1 (tool_use "echo"): no id`},
 		{"not an array", `"text"`, nil, "anthropic content blocks"},
 	}
 	for _, tt := range tests {
@@ -222,6 +228,34 @@ func TestFromAnthropicToolUses(t *testing.T) {
 }
 
 // checkErr fails t unless err contains want, or is nil when want is empty.
+// TestAdaptedCallsNotUTF8Run: calls converted from a model's message whose
+// arguments hold bytes that are not UTF-8 reach the server, mended, where
+// one such call failed the whole batch at the client's marshal.
+func TestAdaptedCallsNotUTF8Run(t *testing.T) {
+	t.Parallel()
+	c := newTestServer(t, "bufconn", nil)
+	anthropic, err := client.FromAnthropicToolUses([]byte("[{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"echo\",\"input\":{\"text\":\"a\xffb\"}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	openai, err := client.FromOpenAIToolCalls([]byte("[{\"id\":\"o\",\"function\":{\"name\":\"echo\",\"arguments\":{\"text\":\"c\xfed\"}}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &toolwirev1.ExecuteBatchRequest{Calls: append(anthropic, openai...)}
+	b, err := client.CollectFor(req, c.ExecuteBatch(testContext(t), req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range b.Results {
+		got = append(got, client.Text(r))
+	}
+	if diff := cmp.Diff([]string{"a\uFFFDb", "c\uFFFDd"}, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+}
+
 func checkErr(t *testing.T, err error, want string) {
 	t.Helper()
 	switch {

@@ -77,7 +77,10 @@ func AnthropicToolResult(r *toolwirev1.CallResult) AnthropicToolResultBlock {
 //
 //	{"type":"tool_use","id":"toolu_1","name":"echo","input":{"text":"hi"}}
 //
-// become calls; text, thinking and server-side tool blocks are skipped.
+// become calls; text, thinking and server-side tool blocks are skipped. The
+// input's bytes that are not UTF-8 become U+FFFD (a proto string must be
+// UTF-8: one such call failed the whole batch at its marshal), and a
+// tool_use without an ID is an error, because its tool_result names it.
 func FromAnthropicToolUses(data []byte) ([]*toolwirev1.ToolCall, error) {
 	var blocks []struct {
 		Type  string          `json:"type"`
@@ -89,11 +92,14 @@ func FromAnthropicToolUses(data []byte) ([]*toolwirev1.ToolCall, error) {
 		return nil, fmt.Errorf("anthropic content blocks: %w", err)
 	}
 	var out []*toolwirev1.ToolCall
-	for _, b := range blocks {
+	for i, b := range blocks {
 		if b.Type != "tool_use" {
 			continue
 		}
-		args := string(b.Input)
+		if b.ID == "" {
+			return nil, fmt.Errorf("anthropic content block %d (tool_use %q): no id", i, b.Name)
+		}
+		args := validUTF8(b.Input)
 		if args == "null" {
 			args = ""
 		}

@@ -79,9 +79,13 @@ func OpenAIToolMessage(r *toolwirev1.CallResult) OpenAIMessage {
 //
 //	[{"id":"call_1","type":"function","function":{"name":"echo","arguments":"{\"text\":\"hi\"}"}}]
 //
-// into toolwire calls, keeping the model's arguments text as it is. Calls of
-// a type other than "function" are an error rather than skipped, because
-// every tool call in the conversation needs an answer.
+// into toolwire calls, keeping the model's arguments text as it is, but for
+// bytes that are not UTF-8, which become U+FFFD (a proto string must be
+// UTF-8: one such call failed the whole batch at its marshal). Calls of a
+// type other than "function" are an error rather than skipped, because
+// every tool call in the conversation needs an answer; so is a call without
+// an ID, because its answer names it (tool_call_id), and toolwire refuses
+// a batch with a call without one.
 func FromOpenAIToolCalls(data []byte) ([]*toolwirev1.ToolCall, error) {
 	var calls []struct {
 		ID       string `json:"id"`
@@ -99,6 +103,9 @@ func FromOpenAIToolCalls(data []byte) ([]*toolwirev1.ToolCall, error) {
 		if c.Type != "" && c.Type != "function" || c.Function == nil {
 			return nil, fmt.Errorf("openai tool call %d (%q): type %q is not supported; want function", i, c.ID, c.Type)
 		}
+		if c.ID == "" {
+			return nil, fmt.Errorf("openai tool call %d: no id", i)
+		}
 		args, err := argumentsText(c.Function.Arguments)
 		if err != nil {
 			return nil, fmt.Errorf("openai tool call %d (%q): arguments: %w", i, c.ID, err)
@@ -109,19 +116,27 @@ func FromOpenAIToolCalls(data []byte) ([]*toolwirev1.ToolCall, error) {
 }
 
 // argumentsText returns the arguments as JSON text. OpenAI sends them as a
-// JSON string holding the text; some compatible servers send the object
-// itself, which is taken as it is.
+// JSON string holding the text (which encoding/json mends to UTF-8); some
+// compatible servers send the object itself, which is taken as it is, with
+// what is not UTF-8 mended.
 func argumentsText(raw json.RawMessage) (string, error) {
 	raw = json.RawMessage(strings.TrimSpace(string(raw)))
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
 	if raw[0] != '"' {
-		return string(raw), nil
+		return validUTF8(raw), nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", err
 	}
 	return s, nil
+}
+
+// validUTF8 returns raw JSON as text with each run of bytes that are not
+// UTF-8 replaced by U+FFFD, as encoding/json reads them in a string and the
+// server mends what a tool returns.
+func validUTF8(raw json.RawMessage) string {
+	return strings.ToValidUTF8(string(raw), "\uFFFD")
 }
