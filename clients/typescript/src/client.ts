@@ -36,13 +36,19 @@ export interface ClientOptions {
   /** TLS: true for the system's roots, or PEM buffers for a private CA and a
    * client certificate (mutual TLS). Default: plaintext. */
   tls?: true | { rootCerts?: Buffer; privateKey?: Buffer; certChain?: Buffer };
-  /** Extra @grpc/grpc-js channel options, e.g. {"grpc.service_config": …}. */
+  /** Extra @grpc/grpc-js channel options, e.g. {"grpc.service_config": …};
+   * they override the client's own: "grpc.keepalive_time_ms" (30000),
+   * "grpc.keepalive_timeout_ms" (10000), "grpc.keepalive_permit_without_calls"
+   * (0) and "grpc.max_receive_message_length" (64 MiB). */
   channelOptions?: grpc.ClientOptions;
   /** Re-attach automatically when a detached batch's stream drops
    * (UNAVAILABLE, INTERNAL, UNKNOWN, ABORTED): AttachBatch from the last seq
    * seen, up to attempts times in a row, waiting backoffMs (doubling, up to
    * 5 s) before each. Applies to executeBatch with options.detach and to
-   * attachBatch. Default: off, a dropped stream throws. */
+   * attachBatch. A connection that goes silent (a frozen server, a path
+   * that black-holes packets) counts as dropped once a keepalive ping goes
+   * unanswered: within 40 s by default (channelOptions' keepalive values).
+   * Default: off, a dropped stream throws. */
   reattach?: { attempts: number; backoffMs: number };
   /** How many times executeBatch and callTool (and so the StepBatcher and
    * the adapters) wait out a refusal that says when to retry
@@ -483,7 +489,7 @@ function channelOptions(opts: ClientOptions): grpc.ClientOptions {
   // default, grpc-js's own limit), but one holding a very large
   // declaration, or an old server's whole listing, may be as large as a
   // server sends in one (its max_list_bytes, 64 MiB by default).
-  const base = { "grpc.max_receive_message_length": LIST_RECEIVE_BYTES, ...opts.channelOptions };
+  const base = { "grpc.max_receive_message_length": LIST_RECEIVE_BYTES, ...KEEPALIVE, ...opts.channelOptions };
   if (!opts.token) return base;
   const header = `Bearer ${opts.token}`;
   const withToken: grpc.Interceptor = (options, next) =>
@@ -509,6 +515,20 @@ const LIST_RESTARTS = 3;
 /** The largest message the client receives unless channelOptions says
  * otherwise ("grpc.max_receive_message_length"). */
 const LIST_RECEIVE_BYTES = 64 << 20;
+
+/** The keepalive a client's channel has unless channelOptions says
+ * otherwise: while an RPC is open, a ping after 30 s without one, and the
+ * connection dropped when no answer comes within 10 s, so that a stream on
+ * a dead connection (a frozen server, a path that black-holes packets) ends
+ * as UNAVAILABLE, and reattach can resume it, instead of waiting for the
+ * RPC's deadline, or forever. 30 s is above a toolwire server's
+ * keepalive_min_time (10 s by default), which answers pings sent more often
+ * with GOAWAY too_many_pings; an idle connection is not pinged. */
+const KEEPALIVE = {
+  "grpc.keepalive_time_ms": 30_000,
+  "grpc.keepalive_timeout_ms": 10_000,
+  "grpc.keepalive_permit_without_calls": 0,
+};
 
 /** The status codes of a stream that dropped rather than failed. */
 const DROPPED = new Set<grpc.status>([grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.ABORTED]);

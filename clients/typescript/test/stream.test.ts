@@ -1,0 +1,121 @@
+// Streams against stub ToolServices in this process (grpc-js servers that
+// say what a test needs, also what a real server would not): keepalive
+// notices a connection gone silent, through a TCP proxy that stops
+// forwarding.
+
+import { test } from "node:test";
+import * as assert from "node:assert/strict";
+import { createServer, connect, type Socket } from "node:net";
+import * as grpc from "@grpc/grpc-js";
+import { AttachBatchRequest, BatchAccepted, BatchFinished, CallResult, ExecuteBatchRequest, ExecuteBatchResponse, ToolServiceService, ToolwireClient } from "@toolwire/client";
+
+type Stream = grpc.ServerWritableStream<ExecuteBatchRequest | AttachBatchRequest, ExecuteBatchResponse>;
+
+/** A stub ToolService with the streaming methods given (the others
+ * UNIMPLEMENTED). */
+async function stubServer(impl: { executeBatch?: (call: Stream) => void; attachBatch?: (call: Stream) => void }): Promise<{ addr: string; stop(): void }> {
+  const server = new grpc.Server();
+  server.addService(ToolServiceService, impl as unknown as grpc.UntypedServiceImplementation);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return { addr: `127.0.0.1:${port}`, stop: () => server.forceShutdown() };
+}
+
+/** A TCP proxy to target; freeze() makes its connections so far go silent
+ * (nothing forwarded either way, nothing closed), as a frozen server or a
+ * path that black-holes packets does; later connections are forwarded. */
+async function freezeProxy(target: string): Promise<{ addr: string; freeze(): void; close(): void }> {
+  const pairs = new Set<[Socket, Socket]>();
+  const [host, port] = [target.slice(0, target.lastIndexOf(":")), Number(target.slice(target.lastIndexOf(":") + 1))];
+  const server = createServer((down) => {
+    const up = connect(port, host);
+    const pair: [Socket, Socket] = [down, up];
+    pairs.add(pair);
+    for (const s of pair) {
+      s.on("error", () => {});
+      s.on("close", () => pairs.delete(pair));
+    }
+    down.pipe(up);
+    up.pipe(down);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port: p } = server.address() as { port: number };
+  const freeze = () => {
+    for (const [down, up] of pairs) {
+      down.unpipe(up);
+      up.unpipe(down);
+      down.pause();
+      up.pause();
+    }
+  };
+  const close = () => {
+    for (const pair of pairs) for (const s of pair) s.destroy();
+    server.close();
+  };
+  return { addr: `127.0.0.1:${p}`, freeze, close };
+}
+
+const ev = (seq: number, o: Pick<ExecuteBatchResponse, "accepted" | "result" | "finished">) => ({ ...ExecuteBatchResponse.fromPartial({ seq }), ...o });
+const accepted = (seq: number, ...ids: string[]) => ev(seq, { accepted: BatchAccepted.fromPartial({ batchId: "b1", lanes: [{ index: 0, callIds: ids, parallel: true }] }) });
+const result = (seq: number, callId: string, index: number) => ev(seq, { result: CallResult.fromPartial({ callId, index, content: [{ text: { text: callId } }] }) });
+const finished = (seq: number) => ev(seq, { finished: BatchFinished.fromPartial({ succeeded: 1 }) });
+const CALLS = [{ callId: "a", name: "echo" }];
+
+test("a client's channel has keepalive unless its channelOptions say otherwise", () => {
+  const seen = (channelOptions: grpc.ClientOptions = {}): grpc.ChannelOptions => {
+    let got: grpc.ChannelOptions = {};
+    const client = new ToolwireClient("127.0.0.1:1", {
+      channelOptions: {
+        ...channelOptions,
+        channelFactoryOverride: (address, credentials, options) => ((got = options), new grpc.Channel(address, credentials, options)),
+      },
+    });
+    client.close();
+    return got;
+  };
+  const defaults = seen();
+  assert.equal(defaults["grpc.keepalive_time_ms"], 30_000);
+  assert.equal(defaults["grpc.keepalive_timeout_ms"], 10_000);
+  assert.equal(defaults["grpc.keepalive_permit_without_calls"], 0);
+  const own = seen({ "grpc.keepalive_time_ms": 60_000, "grpc.keepalive_permit_without_calls": 1 });
+  assert.equal(own["grpc.keepalive_time_ms"], 60_000);
+  assert.equal(own["grpc.keepalive_timeout_ms"], 10_000);
+  assert.equal(own["grpc.keepalive_permit_without_calls"], 1);
+});
+
+test("a connection gone silent fails the stream when a keepalive ping goes unanswered, and reattach resumes it", { timeout: 20_000 }, async () => {
+  // The batch's stream sends BatchAccepted and then nothing; AttachBatch
+  // sends the rest. (grpc-js's server takes pings at any interval; a
+  // toolwire server refuses them more often than its keepalive_min_time.)
+  const attaches: number[] = [];
+  const stub = await stubServer({
+    executeBatch: (call) => void call.write(accepted(1, "a")),
+    attachBatch: (call) => {
+      attaches.push((call.request as AttachBatchRequest).afterSeq);
+      call.write(result(2, "a", 0));
+      call.write(finished(3));
+      call.end();
+    },
+  });
+  const proxy = await freezeProxy(stub.addr);
+  const client = new ToolwireClient(proxy.addr, {
+    reattach: { attempts: 3, backoffMs: 20 },
+    channelOptions: { "grpc.keepalive_time_ms": 200, "grpc.keepalive_timeout_ms": 200 },
+  });
+  try {
+    const start = Date.now();
+    const seqs: number[] = [];
+    for await (const e of client.executeBatch(CALLS, { options: { detach: true }, timeoutMs: 15_000 })) {
+      seqs.push(e.seq);
+      if (e.accepted) proxy.freeze();
+    }
+    assert.deepEqual(seqs, [1, 2, 3]);
+    assert.deepEqual(attaches, [1]);
+    assert.ok(Date.now() - start < 5_000, `the dead connection was noticed after ${Date.now() - start} ms`);
+  } finally {
+    client.close();
+    proxy.close();
+    stub.stop();
+  }
+});
