@@ -98,11 +98,21 @@ export interface CallToolOptions {
   callTimeoutMs?: number;
 }
 
-/** What one ExecuteBatch stream showed, results in batch order. */
+/** A whole batch as collect returns it: its plan, one result per call in
+ * batch order (results[i] is the result of the request's call i, whatever
+ * order the calls finished in), and its summary. */
 export interface Batch {
   accepted?: BatchAccepted;
-  /** Results in batch order; a cancelled stream leaves gaps filtered out. */
   results: CallResult[];
+  finished?: BatchFinished;
+}
+
+/** What had arrived of a batch when collect rejected (a ToolwireError's
+ * batch): results[i] is still call i's, undefined for a call without a
+ * result; accepted and finished are undefined when they did not arrive. */
+export interface PartialBatch {
+  accepted?: BatchAccepted;
+  results: (CallResult | undefined)[];
   finished?: BatchFinished;
 }
 
@@ -283,17 +293,50 @@ export class ToolwireClient {
     }
   }
 
-  /** Reads a batch's events into results in batch order. */
+  /** Reads a batch's events (from executeBatch, or attachBatch after seq 0) to the end
+   * and returns its results in batch order: results[i] is the result of the
+   * request's call i. Progress events are dropped. It rejects with a
+   * ToolwireError when the stream fails (that error's code), and with
+   * INTERNAL when the stream is not a whole batch: it ends without
+   * BatchAccepted, without a result for a call of the plan, or without
+   * BatchFinished, or it brings a result for a call not in the plan or a
+   * second result for a call. Either way the error's batch holds what had
+   * arrived (a PartialBatch), so that a runtime can tell which calls ran. */
   async collect(events: AsyncIterable<ExecuteBatchResponse>): Promise<Batch> {
-    const batch: Batch = { results: [] };
-    const byIndex: CallResult[] = [];
-    for await (const ev of events) {
-      if (ev.accepted) batch.accepted = ev.accepted;
-      else if (ev.result) byIndex[ev.result.index] = ev.result;
-      else if (ev.finished) batch.finished = ev.finished;
+    const batch: PartialBatch = { results: [] };
+    const planned = new Map<string, boolean>(); // call ID → has a result
+    const fail = (details: string) => new ToolwireError(grpc.status.INTERNAL, details, { batch });
+    try {
+      for await (const ev of events) {
+        if (ev.accepted) {
+          batch.accepted = ev.accepted;
+          planned.clear();
+          for (const lane of ev.accepted.lanes) for (const id of lane.callIds) planned.set(id, false);
+          batch.results = Array.from({ length: planned.size }, () => undefined);
+        } else if (ev.result) {
+          const r = ev.result;
+          if (!batch.accepted) throw fail(`result for call ${JSON.stringify(r.callId)} before BatchAccepted`);
+          if (!Number.isInteger(r.index) || r.index < 0 || r.index >= batch.results.length) {
+            throw fail(`result for call ${JSON.stringify(r.callId)} has index ${r.index}; the batch has ${batch.results.length} calls`);
+          }
+          const done = planned.get(r.callId);
+          if (done === undefined) throw fail(`result for call ${JSON.stringify(r.callId)}, which is not in the plan`);
+          if (done || batch.results[r.index]) throw fail(`second result for call ${JSON.stringify(r.callId)}`);
+          planned.set(r.callId, true);
+          batch.results[r.index] = r;
+        } else if (ev.finished) batch.finished = ev.finished;
+      }
+    } catch (err) {
+      const e = ToolwireError.from(err);
+      if (e.batch) throw e;
+      // The stream's own error, with what had arrived.
+      throw new ToolwireError(e.code, e.details, { cause: e, metadata: e.metadata, batch });
     }
-    batch.results = byIndex.filter((r) => r !== undefined);
-    return batch;
+    if (!batch.accepted) throw fail("the stream ended without BatchAccepted");
+    const missing = [...planned].filter(([, done]) => !done).map(([id]) => id);
+    if (missing.length > 0) throw fail(`the stream ended without results for calls ${JSON.stringify(missing.sort())}`);
+    if (!batch.finished) throw fail("the stream ended without BatchFinished");
+    return batch as Batch;
   }
 
   /** Runs one call with CallTool, the unary fast path (no progress events,
@@ -377,14 +420,17 @@ export class ToolwireError extends Error {
    * status details, as a server's rate limit sends with
    * RESOURCE_EXHAUSTED): the delay in milliseconds. */
   readonly retryDelayMs?: number;
+  /** When collect rejected: what had arrived of the batch. */
+  readonly batch?: PartialBatch;
 
-  constructor(code: grpc.status, details: string, opts: { cause?: unknown; metadata?: grpc.Metadata } = {}) {
+  constructor(code: grpc.status, details: string, opts: { cause?: unknown; metadata?: grpc.Metadata; batch?: PartialBatch } = {}) {
     const line = details.replace(/\s*\n\s*/g, " ").trim();
     super(`toolwire: ${grpc.status[code] ?? code}: ${line}`, { cause: opts.cause });
     this.code = code;
     this.details = line;
     this.metadata = opts.metadata;
     this.retryDelayMs = retryDelayOf(opts.metadata);
+    this.batch = opts.batch;
   }
 
   /** err as a ToolwireError: itself, or a grpc ServiceError wrapped (the

@@ -1,13 +1,13 @@
 // Streams against stub ToolServices in this process (grpc-js servers that
-// say what a test needs, also what a real server would not): keepalive
-// notices a connection gone silent, through a TCP proxy that stops
-// forwarding.
+// say what a test needs, also what a real server would not): collect checks
+// that a stream is a whole batch, and keepalive notices a connection gone
+// silent, through a TCP proxy that stops forwarding.
 
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
 import { createServer, connect, type Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { AttachBatchRequest, BatchAccepted, BatchFinished, CallResult, ExecuteBatchRequest, ExecuteBatchResponse, ToolServiceService, ToolwireClient } from "@toolwire/client";
+import { AttachBatchRequest, BatchAccepted, BatchFinished, CallResult, ExecuteBatchRequest, ExecuteBatchResponse, ToolServiceService, ToolwireClient, ToolwireError, status } from "@toolwire/client";
 
 type Stream = grpc.ServerWritableStream<ExecuteBatchRequest | AttachBatchRequest, ExecuteBatchResponse>;
 
@@ -116,6 +116,55 @@ test("a connection gone silent fails the stream when a keepalive ping goes unans
   } finally {
     client.close();
     proxy.close();
+    stub.stop();
+  }
+});
+
+test("collect returns a whole batch in batch order, and rejects a stream that is not one, with what arrived", async () => {
+  const dropped = Object.assign(new Error("dropped"), { code: status.UNAVAILABLE, details: "dropped", metadata: new grpc.Metadata() });
+  const cases: { name: string; events: (ExecuteBatchResponse | Error)[]; code?: status; error?: RegExp; got: (string | undefined)[] }[] = [
+    { name: "a whole batch, finished out of order", events: [accepted(1, "a", "b", "c"), result(2, "c", 2), result(3, "a", 0), result(4, "b", 1), finished(5)], got: ["a", "b", "c"] },
+    { name: "a call without a result, no BatchFinished", events: [accepted(1, "a", "b", "c"), result(2, "a", 0), result(3, "c", 2)], error: /without results for calls \["b"\]/, got: ["a", undefined, "c"] },
+    { name: "a call without a result", events: [accepted(1, "a", "b"), result(2, "b", 1), finished(3)], error: /without results for calls \["a"\]/, got: [undefined, "b"] },
+    { name: "a second result", events: [accepted(1, "a", "b"), result(2, "a", 0), result(3, "a", 0), result(4, "b", 1), finished(5)], error: /second result for call "a"/, got: ["a", undefined] },
+    { name: "a call not in the plan", events: [accepted(1, "a", "b"), result(2, "a", 0), result(3, "zz", 1), finished(4)], error: /"zz", which is not in the plan/, got: ["a", undefined] },
+    { name: "an index past the batch", events: [accepted(1, "a"), result(2, "a", 7), finished(3)], error: /index 7; the batch has 1 calls/, got: [undefined] },
+    { name: "no BatchFinished", events: [accepted(1, "a"), result(2, "a", 0)], error: /without BatchFinished/, got: ["a"] },
+    { name: "no BatchAccepted", events: [], error: /without BatchAccepted/, got: [] },
+    { name: "a result before BatchAccepted", events: [result(1, "a", 0)], error: /before BatchAccepted/, got: [] },
+    { name: "a stream that fails", events: [accepted(1, "a", "b"), result(2, "a", 0), dropped], code: status.UNAVAILABLE, error: /dropped/, got: ["a", undefined] },
+  ];
+  let events: (ExecuteBatchResponse | Error)[] = [];
+  const stub = await stubServer({
+    executeBatch: (call) => {
+      for (const e of events) {
+        if (e instanceof Error) return void call.emit("error", e);
+        call.write(e);
+      }
+      call.end();
+    },
+  });
+  const client = new ToolwireClient(stub.addr);
+  try {
+    for (const c of cases) {
+      events = c.events;
+      const got = client.collect(client.executeBatch(CALLS));
+      if (!c.error) {
+        const batch = await got;
+        assert.deepEqual(batch.results.map((r) => r.callId), c.got, c.name);
+        assert.ok(batch.accepted && batch.finished, c.name);
+        continue;
+      }
+      await assert.rejects(got, (err) => {
+        assert.ok(err instanceof ToolwireError, `${c.name}: ${String(err)}`);
+        assert.equal(err.code, c.code ?? status.INTERNAL, `${c.name}: ${err.message}`);
+        assert.match(err.message, c.error!, c.name);
+        assert.deepEqual(err.batch?.results.map((r) => r?.callId), c.got, c.name);
+        return true;
+      });
+    }
+  } finally {
+    client.close();
     stub.stop();
   }
 });
