@@ -44,7 +44,8 @@ export interface ClientOptions {
   /** Re-attach automatically when a detached batch's stream drops
    * (UNAVAILABLE, INTERNAL, UNKNOWN, ABORTED): AttachBatch from the last seq
    * seen, up to attempts times in a row, waiting backoffMs (doubling, up to
-   * 5 s) before each. Applies to executeBatch with options.detach and to
+   * 5 s) before each, within the RPC's timeoutMs, which bounds the whole
+   * of it. Applies to executeBatch with options.detach and to
    * attachBatch. A connection that goes silent (a frozen server, a path
    * that black-holes packets) counts as dropped once a keepalive ping goes
    * unanswered: within 40 s by default (channelOptions' keepalive values).
@@ -69,8 +70,11 @@ export interface CallOptions {
   /** Aborting cancels the RPC; for ExecuteBatch the server cancels the
    * batch's running calls. */
   signal?: AbortSignal;
-  /** The RPC's deadline as milliseconds from now. Default: none for streams,
-   * 30 s for ListTools. */
+  /** The RPC's deadline as milliseconds from now (for a stream, from when
+   * iteration starts). With the reattach option it is one deadline for the
+   * whole batch, re-attaches and the waits before them included: a stream
+   * re-attached gets what is left of it, and none is opened past it.
+   * Default: none for streams, 30 s for ListTools. */
   timeoutMs?: number;
 }
 
@@ -220,7 +224,7 @@ export class ToolwireClient {
         })
       : calls;
     if (this.reattach && req.options?.detach) {
-      return this.follow("", 0, () => this.raw.executeBatch(req, callOptions(opts)), opts);
+      return this.follow("", 0, (o) => this.raw.executeBatch(req, o), opts);
     }
     const self = this;
     return (async function* () {
@@ -245,20 +249,25 @@ export class ToolwireClient {
    * expired or another caller's batch. With the reattach option it resumes
    * after a dropped stream. */
   attachBatch(batchId: string, afterSeq = 0, opts: CallOptions = {}): AsyncIterable<ExecuteBatchResponse> {
-    const open = () => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId, afterSeq }), callOptions(opts));
-    return this.reattach ? this.follow(batchId, afterSeq, open, opts) : stream(open, opts.signal);
+    const open = (o: grpc.CallOptions) => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId, afterSeq }), o);
+    return this.reattach ? this.follow(batchId, afterSeq, open, opts) : stream(() => open(callOptions(opts)), opts.signal);
   }
 
   /** Yields a batch's events from the stream open makes, re-attaching with
    * AttachBatch from the last seq seen after a dropped stream, once the
-   * batch's ID is known; events seen before a drop are not yielded again. */
+   * batch's ID is known; events seen before a drop are not yielded again.
+   * opts.timeoutMs is one deadline for all of it, re-attaches and waits
+   * included, from when iteration starts: each stream opened gets what is
+   * left of it, and none is opened once it has passed. */
   private async *follow(
     batchId: string,
     last: number,
-    open: () => grpc.ClientReadableStream<ExecuteBatchResponse>,
+    open: (o: grpc.CallOptions) => grpc.ClientReadableStream<ExecuteBatchResponse>,
     opts: CallOptions,
   ): AsyncGenerator<ExecuteBatchResponse> {
     const { attempts, backoffMs } = this.reattach!;
+    const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
+    const within: grpc.CallOptions = deadline === undefined ? {} : { deadline };
     let failures = 0;
     let refusals = 0;
     let backoff = backoffMs;
@@ -267,9 +276,9 @@ export class ToolwireClient {
       // Refused before BatchAccepted (a rate limit's): nothing ran; send again.
       const retry = batchId || last
         ? undefined
-        : async (err: ToolwireError) => (retried = await this.waitToRetry(err, refusals++, opts.signal, undefined));
+        : async (err: ToolwireError) => (retried = await this.waitToRetry(err, refusals++, opts.signal, deadline));
       try {
-        for await (const ev of stream(open, opts.signal, retry)) {
+        for await (const ev of stream(() => open(within), opts.signal, retry)) {
           if (ev.seq !== 0 && ev.seq <= last) continue;
           last = ev.seq;
           if (ev.accepted && !batchId) batchId = ev.accepted.batchId;
@@ -283,12 +292,14 @@ export class ToolwireClient {
       } catch (err) {
         const e = ToolwireError.from(err);
         if (failures >= attempts || !batchId || opts.signal?.aborted || !DROPPED.has(e.code)) throw e;
+        // A re-attach that would start past the deadline is not waited for.
+        if (deadline !== undefined && Date.now() + backoff >= deadline) throw e;
         failures++;
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(2 * backoff, 5000);
         const id = batchId;
         const after = last;
-        open = () => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId: id, afterSeq: after }), callOptions(opts));
+        open = (o) => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId: id, afterSeq: after }), o);
       }
     }
   }

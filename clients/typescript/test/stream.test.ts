@@ -1,13 +1,14 @@
 // Streams against stub ToolServices in this process (grpc-js servers that
 // say what a test needs, also what a real server would not): collect checks
-// that a stream is a whole batch, and keepalive notices a connection gone
-// silent, through a TCP proxy that stops forwarding.
+// that a stream is a whole batch, keepalive notices a connection gone
+// silent (through a TCP proxy that stops forwarding), and reattach keeps
+// to one deadline.
 
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
 import { createServer, connect, type Socket } from "node:net";
 import * as grpc from "@grpc/grpc-js";
-import { AttachBatchRequest, BatchAccepted, BatchFinished, CallResult, ExecuteBatchRequest, ExecuteBatchResponse, ToolServiceService, ToolwireClient, ToolwireError, status } from "@toolwire/client";
+import { AttachBatchRequest, BatchAccepted, BatchFinished, CallProgress, CallResult, ExecuteBatchRequest, ExecuteBatchResponse, ToolServiceService, ToolwireClient, ToolwireError, status } from "@toolwire/client";
 
 type Stream = grpc.ServerWritableStream<ExecuteBatchRequest | AttachBatchRequest, ExecuteBatchResponse>;
 
@@ -56,9 +57,10 @@ async function freezeProxy(target: string): Promise<{ addr: string; freeze(): vo
   return { addr: `127.0.0.1:${p}`, freeze, close };
 }
 
-const ev = (seq: number, o: Pick<ExecuteBatchResponse, "accepted" | "result" | "finished">) => ({ ...ExecuteBatchResponse.fromPartial({ seq }), ...o });
+const ev = (seq: number, o: Pick<ExecuteBatchResponse, "accepted" | "progress" | "result" | "finished">) => ({ ...ExecuteBatchResponse.fromPartial({ seq }), ...o });
 const accepted = (seq: number, ...ids: string[]) => ev(seq, { accepted: BatchAccepted.fromPartial({ batchId: "b1", lanes: [{ index: 0, callIds: ids, parallel: true }] }) });
 const result = (seq: number, callId: string, index: number) => ev(seq, { result: CallResult.fromPartial({ callId, index, content: [{ text: { text: callId } }] }) });
+const progress = (seq: number) => ev(seq, { progress: CallProgress.fromPartial({ callId: "a", message: `p${seq}` }) });
 const finished = (seq: number) => ev(seq, { finished: BatchFinished.fromPartial({ succeeded: 1 }) });
 const CALLS = [{ callId: "a", name: "echo" }];
 
@@ -163,6 +165,56 @@ test("collect returns a whole batch in batch order, and rejects a stream that is
         return true;
       });
     }
+  } finally {
+    client.close();
+    stub.stop();
+  }
+});
+
+/** A ServiceError as a stub server emits it to end a stream. */
+const streamError = (code: status, details: string) => Object.assign(new Error(details), { code, details, metadata: new grpc.Metadata() });
+
+/** A detached batch whose every stream drops: ExecuteBatch after
+ * BatchAccepted, AttachBatch after one more event, sent after delayMs; the
+ * 12th event is BatchFinished. */
+async function droppingServer(delayMs: number): Promise<{ addr: string; stop(): void; attaches: number[] }> {
+  const attaches: number[] = [];
+  const start = Date.now();
+  const stub = await stubServer({
+    executeBatch: (call) => {
+      call.write(accepted(1, "a"));
+      setTimeout(() => call.emit("error", streamError(status.UNAVAILABLE, "dropped")), 20);
+    },
+    attachBatch: (call) => {
+      attaches.push(Date.now() - start);
+      const timer = setTimeout(() => {
+        const seq = Number((call.request as AttachBatchRequest).afterSeq) + 1;
+        if (seq >= 12) return void (call.write(finished(seq)), call.end());
+        call.write(progress(seq));
+        setTimeout(() => call.emit("error", streamError(status.UNAVAILABLE, "dropped")), 10);
+      }, delayMs);
+      call.on("cancelled", () => clearTimeout(timer));
+    },
+  });
+  return { ...stub, attaches };
+}
+
+test("reattach keeps to one deadline: timeoutMs bounds the batch, re-attaches included", { timeout: 20_000 }, async () => {
+  const stub = await droppingServer(300);
+  const client = new ToolwireClient(stub.addr, { reattach: { attempts: 2, backoffMs: 10 } });
+  try {
+    const start = Date.now();
+    let events = 0;
+    await assert.rejects(
+      (async () => {
+        for await (const _ of client.executeBatch(CALLS, { options: { detach: true }, timeoutMs: 1000 })) events++;
+      })(),
+      (err) => err instanceof ToolwireError && (err.code === status.DEADLINE_EXCEEDED || err.code === status.UNAVAILABLE),
+    );
+    const took = Date.now() - start;
+    assert.ok(took < 1500, `the batch of timeoutMs 1000 ended after ${took} ms, ${events} events, ${stub.attaches.length} AttachBatch`);
+    assert.ok(events >= 2, `${events} events`);
+    assert.ok(stub.attaches.every((t) => t < 1000), `AttachBatch opened at ${stub.attaches} ms`);
   } finally {
     client.close();
     stub.stop();
