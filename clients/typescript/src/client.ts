@@ -45,8 +45,9 @@ export interface ClientOptions {
    * (UNAVAILABLE, INTERNAL, UNKNOWN, ABORTED): AttachBatch from the last seq
    * seen, up to attempts times in a row, waiting backoffMs (doubling, up to
    * 5 s) before each, within the RPC's timeoutMs, which bounds the whole
-   * of it. Applies to executeBatch with options.detach and to
-   * attachBatch. A connection that goes silent (a frozen server, a path
+   * of it; aborting the RPC's signal ends a wait at once (CANCELLED).
+   * Applies to executeBatch with options.detach and to attachBatch. A
+   * connection that goes silent (a frozen server, a path
    * that black-holes packets) counts as dropped once a keepalive ping goes
    * unanswered: within 40 s by default (channelOptions' keepalive values).
    * Default: off, a dropped stream throws. */
@@ -295,7 +296,7 @@ export class ToolwireClient {
         // A re-attach that would start past the deadline is not waited for.
         if (deadline !== undefined && Date.now() + backoff >= deadline) throw e;
         failures++;
-        await new Promise((r) => setTimeout(r, backoff));
+        await pause(backoff, opts.signal);
         backoff = Math.min(2 * backoff, 5000);
         const id = batchId;
         const after = last;
@@ -600,6 +601,18 @@ export function onAbort(signal: AbortSignal | undefined, f: () => void): () => v
   }
   signal.addEventListener("abort", f, { once: true });
   return () => signal.removeEventListener("abort", f);
+}
+
+/** Waits ms, or rejects with CANCELLED as soon as signal aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let stop = () => {};
+    const timer = setTimeout(() => (stop(), resolve()), ms);
+    stop = onAbort(signal, () => {
+      clearTimeout(timer);
+      reject(new ToolwireError(grpc.status.CANCELLED, "the signal aborted while waiting to re-attach", { cause: signal?.reason }));
+    });
+  });
 }
 
 /** Adapts a grpc-js server stream to an async iterable that starts the RPC

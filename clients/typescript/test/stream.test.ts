@@ -2,7 +2,7 @@
 // say what a test needs, also what a real server would not): collect checks
 // that a stream is a whole batch, keepalive notices a connection gone
 // silent (through a TCP proxy that stops forwarding), and reattach keeps
-// to one deadline.
+// to one deadline and stops waiting when its signal aborts.
 
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
@@ -215,6 +215,30 @@ test("reattach keeps to one deadline: timeoutMs bounds the batch, re-attaches in
     assert.ok(took < 1500, `the batch of timeoutMs 1000 ended after ${took} ms, ${events} events, ${stub.attaches.length} AttachBatch`);
     assert.ok(events >= 2, `${events} events`);
     assert.ok(stub.attaches.every((t) => t < 1000), `AttachBatch opened at ${stub.attaches} ms`);
+  } finally {
+    client.close();
+    stub.stop();
+  }
+});
+
+test("aborting the signal while reattach waits to re-attach rejects with CANCELLED at once", { timeout: 20_000 }, async () => {
+  const stub = await droppingServer(0);
+  const client = new ToolwireClient(stub.addr, { reattach: { attempts: 3, backoffMs: 3000 } });
+  const abort = new AbortController();
+  try {
+    let aborted = 0;
+    await assert.rejects(
+      (async () => {
+        for await (const e of client.executeBatch(CALLS, { options: { detach: true }, signal: abort.signal })) {
+          // The stream drops 20 ms after BatchAccepted; the wait is then on.
+          if (e.accepted) setTimeout(() => ((aborted = Date.now()), abort.abort()), 200);
+        }
+      })(),
+      (err) => err instanceof ToolwireError && err.code === status.CANCELLED,
+    );
+    const took = Date.now() - aborted;
+    assert.ok(aborted > 0 && took < 500, `rejected ${took} ms after the abort`);
+    assert.deepEqual(stub.attaches, [], "AttachBatch opened after the abort");
   } finally {
     client.close();
     stub.stop();
