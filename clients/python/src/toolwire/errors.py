@@ -133,7 +133,31 @@ class _Stream:
         return getattr(self._call, name)
 
 
-class _AsyncStream:
+class _AsyncWaits:
+    """A wait before a retry or a re-attach that cancel() ends at once."""
+
+    _cancelled = False
+    _wake = None  # set while waiting; _end_wait() sets it
+
+    async def _wait(self, delay):
+        """Waits delay seconds; False when cancel() ended the wait first."""
+        self._wake = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._wake.wait(), delay)
+            return False
+        except asyncio.TimeoutError:
+            return not self._cancelled
+        finally:
+            self._wake = None
+
+    def _end_wait(self):
+        """Marks the stream cancelled and ends a wait under way."""
+        self._cancelled = True
+        if self._wake is not None:
+            self._wake.set()
+
+
+class _AsyncStream(_AsyncWaits):
     """_Stream for grpc.aio: async iteration and read() raise ToolwireError,
     and a refusal before any event is waited out as _Stream's is (cancel()
     ends the wait, as does cancelling the awaiting task)."""
@@ -141,8 +165,6 @@ class _AsyncStream:
     def __init__(self, start, retries=None):
         self._start = start
         self._retries = retries
-        self._cancelled = False
-        self._wake = None  # set while waiting to retry; cancel() sets it
         self._first = True
         self._attempt = 0
         self._call = start(retries.timeout() if retries else None)
@@ -171,21 +193,8 @@ class _AsyncStream:
             self._first = False
             return ev
 
-    async def _wait(self, delay):
-        """Waits delay seconds; False when cancel() ended the wait first."""
-        self._wake = asyncio.Event()
-        try:
-            await asyncio.wait_for(self._wake.wait(), delay)
-            return False
-        except asyncio.TimeoutError:
-            return not self._cancelled
-        finally:
-            self._wake = None
-
     def cancel(self):
-        self._cancelled = True
-        if self._wake is not None:
-            self._wake.set()
+        self._end_wait()
         return self._call.cancel()
 
     def __getattr__(self, name):
@@ -291,7 +300,7 @@ def _cancelled():
     return ToolwireError(grpc.StatusCode.CANCELLED, "the stream was cancelled")
 
 
-class _AsyncReattaching:
+class _AsyncReattaching(_AsyncWaits):
     """_Reattaching for grpc.aio."""
 
     def __init__(self, open_stream, attach, batch_id, after, attempts, backoff, retries):
@@ -302,8 +311,6 @@ class _AsyncReattaching:
         self._first, self._refusals = True, 0
         self._call = None
         self._it = None
-        self._cancelled = False
-        self._wake = None  # set while waiting to re-attach; cancel() sets it
         self._done = False
 
     def __aiter__(self):
@@ -364,20 +371,7 @@ class _AsyncReattaching:
         deadline = self._retries.deadline
         return deadline is not None and time.monotonic() + backoff >= deadline
 
-    async def _wait(self, delay):
-        """Waits delay seconds; False when cancel() ended the wait first."""
-        self._wake = asyncio.Event()
-        try:
-            await asyncio.wait_for(self._wake.wait(), delay)
-            return False
-        except asyncio.TimeoutError:
-            return not self._cancelled
-        finally:
-            self._wake = None
-
     def cancel(self):
-        self._cancelled = True
-        if self._wake is not None:
-            self._wake.set()
+        self._end_wait()
         if self._call is not None:
             self._call.cancel()
