@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/toolwire/toolwire/internal/jsonkeys"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -104,7 +105,7 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if t.inputFlat != nil && t.inputFlat.valid(arguments) {
 		return json.RawMessage(arguments), nil
 	}
-	if first, second, ok := repeatedKey(arguments, t.inputCaseNames); ok {
+	if first, second, ok := jsonkeys.Repeated(arguments, t.inputCaseNames); ok {
 		return nil, &ArgumentError{Reason: repeatedReason(first, second)}
 	}
 	doc, err := decodeJSON(arguments)
