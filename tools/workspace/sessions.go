@@ -372,26 +372,27 @@ func (s *Sessions) Resolve(call *tools.Call) (*Workspace, func(), error) {
 		return nil, nil, errors.New("the session's workspace is unavailable: the server is shutting down")
 	}
 	e := s.open[name]
-	tag := ""
-	if e == nil && !s.hasFolder(name) { // a new session
+	if e == nil {
+		// A folder whose handle is closed: a new session only if it is
+		// not there, which is looked up only when a bound is reached.
+		tag := ""
 		if call.Caller != "" {
 			tag = s.callerTag(call.Caller)
-			if n := s.held[tag]; n >= s.opts.MaxSessionsPerCaller {
-				return nil, nil, fmt.Errorf("you hold %d sessions' workspaces on this server, its limit for one caller: use a session you have, or try again once your idle ones have been removed", n)
-			}
 		}
-		if s.folders >= s.opts.MaxSessions {
+		mine, all := tag != "" && s.held[tag] >= s.opts.MaxSessionsPerCaller, s.folders >= s.opts.MaxSessions
+		if (mine || all) && !s.hasFolder(name) {
+			if mine {
+				return nil, nil, fmt.Errorf("you hold %d sessions' workspaces on this server, its limit for one caller: use a session you have, or try again once your idle ones have been removed", s.held[tag])
+			}
 			return nil, nil, fmt.Errorf("this server holds %d sessions' workspaces, its limit: try again once idle sessions have been removed", s.folders)
 		}
-	}
-	if e == nil {
 		ws, err := s.openFolder(name)
 		if err != nil {
 			s.opts.Logger.Warn("cannot make a session's workspace", "folder", name, "error", err)
 			return nil, nil, fmt.Errorf("cannot make the session's workspace: %v", err)
 		}
 		if tag != "" {
-			s.note(name, tag)
+			s.note(name, tag) // the caller's, if no record said whose before
 		}
 		e = &session{ws: ws}
 		s.open[name] = e
