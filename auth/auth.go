@@ -94,6 +94,9 @@ type Verifier struct {
 	groups map[string][]string
 	jwt    *jwtVerifier // nil without OIDC
 	ns     namespaces   // the ways callers are named
+	certs  certCache    // the client certificate chains checked lately
+
+	onCertVerify func() // tests: before each check of a chain against the client CAs
 }
 
 // tokenSet is the static tokens a Verifier accepts at one time.

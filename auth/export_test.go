@@ -3,6 +3,7 @@ package auth
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -52,3 +53,15 @@ const (
 	JWKSMaxAge      = jwksMaxAge
 	JWKSFileRecheck = jwksFileRecheck
 )
+
+// CountCertificateChecks makes v count each check of a client
+// certificate chain against its CAs, and returns the count.
+func CountCertificateChecks(v *Verifier) *atomic.Int64 {
+	var n atomic.Int64
+	v.onCertVerify = func() { n.Add(1) }
+	return &n
+}
+
+// MaxClientIntermediates is the most intermediate certificates a client's
+// chain may hold.
+const MaxClientIntermediates = maxClientIntermediates

@@ -22,8 +22,9 @@ import (
 // the anonymous caller "".
 //
 // The credentials are the Authorization headers and, over TLS, the client
-// certificate (http.Request.TLS.PeerCertificates, checked by v on each
-// request that relies on it; ServerTLS asks clients for one). Mount what
+// certificate (http.Request.TLS.PeerCertificates, which v checks against
+// its client CAs once per chain, not once per request of the connection
+// that presents it; ServerTLS asks clients for one). Mount what
 // must stay open, such as health checks, outside the middleware.
 //
 // Permissions are not checked here: they are per tool, so a surface asks
