@@ -486,11 +486,14 @@ func (k *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, err
 		k.fetching.Unlock()
 		return keys, nil // the fetch just waited for brought it
 	}
+	// Why a fetch failed (the key set's URL, an address, a TLS or DNS
+	// error) is the operator's to read, in the log (fetchLocked), not a
+	// caller's: the reason a caller gets says only that it failed.
 	if !k.last.IsZero() && k.now().Sub(k.last) < k.every {
 		lastErr := k.lastErr
 		k.fetching.Unlock()
 		if lastErr != nil {
-			return nil, fmt.Errorf("the issuer's keys could not be fetched: %v", lastErr)
+			return nil, errKeysUnavailable
 		}
 		return nil, fmt.Errorf("signed by key %q, which the issuer does not publish", kid)
 	}
@@ -499,15 +502,19 @@ func (k *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, err
 	k.loaded(err)
 	if err != nil {
 		if k.cached("") == nil {
-			return nil, fmt.Errorf("the issuer's keys could not be fetched: %v", err)
+			return nil, errKeysUnavailable
 		}
-		return nil, fmt.Errorf("signed by key %q, not among the cached keys, and the issuer's keys could not be fetched again: %v", kid, err)
+		return nil, fmt.Errorf("signed by key %q, not among the cached keys, and the issuer's keys could not be fetched again (the server's log says why)", kid)
 	}
 	if keys := k.cached(kid); len(keys) > 0 {
 		return keys, nil
 	}
 	return nil, fmt.Errorf("signed by key %q, which the issuer does not publish", kid)
 }
+
+// errKeysUnavailable is the reason a caller gets when its token needs keys
+// that could not be fetched; the log says why.
+var errKeysUnavailable = errors.New("the issuer's keys could not be fetched (the server's log says why)")
 
 // cached returns the cached keys for kid: the one with that ID, or every
 // key when the token names none.
@@ -536,9 +543,15 @@ func (k *keySet) fetchLocked(ctx context.Context) error {
 		stale, was := k.set != nil, k.failing
 		k.failing, k.renew = true, now.Add(k.every)
 		k.mu.Unlock()
-		if stale && !was {
+		switch {
+		case stale && !was:
 			k.log.Warn("the OIDC issuer's keys could not be fetched again: the keys fetched before stay in use, and are fetched again every "+k.every.String(),
 				"issuer", k.issuer, "error", err)
+		case !was:
+			k.log.Warn("the OIDC issuer's keys could not be fetched: JWTs are refused until they are, fetched again at most every "+k.every.String(),
+				"issuer", k.issuer, "error", err)
+		default:
+			k.log.Debug("the OIDC issuer's keys could not be fetched again", "issuer", k.issuer, "error", err)
 		}
 	} else {
 		k.install(set, now.Add(age), now.Add(age-age/4))
