@@ -128,10 +128,33 @@ func (c *OIDCConfig) check() error {
 		if raw == "" {
 			continue
 		}
-		u, err := url.Parse(raw)
-		if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
+		if u, err := url.Parse(raw); err != nil || !secureURL(u) {
 			return fmt.Errorf("auth.oidc.%s %q: want an https URL (http only on loopback)", key, redact.URL(raw))
 		}
+	}
+	return nil
+}
+
+// secureURL reports whether u is an https URL, or an http one on
+// loopback: where the issuer's documents and keys may come from, whoever
+// names it (the config, discovery's jwks_uri, a redirect), since whoever
+// can change keys fetched in the clear can sign any caller's token.
+func secureURL(u *url.URL) bool {
+	return u.Host != "" && (u.Scheme == "https" || u.Scheme == "http" && loopbackHost(u.Hostname()))
+}
+
+// maxRedirects is how many redirects a fetch of the issuer's documents
+// follows, as net/http's default.
+const maxRedirects = 10
+
+// checkRedirect is the key set client's CheckRedirect: a redirect is
+// followed only to a secureURL.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if !secureURL(req.URL) {
+		return fmt.Errorf("redirected to %q: want an https URL (http only on loopback)", redact.URL(req.URL.String()))
 	}
 	return nil
 }
@@ -172,7 +195,7 @@ func newJWTVerifier(cfg OIDCConfig, ns namespaces, groups map[string][]string, l
 	if cfg.GroupsClaim == "" {
 		cfg.GroupsClaim = "groups"
 	}
-	ks := &keySet{issuer: cfg.Issuer, jwksURL: cfg.JWKSURL, client: &http.Client{Timeout: jwksTimeout},
+	ks := &keySet{issuer: cfg.Issuer, jwksURL: cfg.JWKSURL, client: &http.Client{Timeout: jwksTimeout, CheckRedirect: checkRedirect},
 		every: jwksRefreshEvery, now: time.Now, log: log, file: cfg.JWKSFile}
 	if cfg.CAFile != "" {
 		// Read again when the file changes: an issuer whose CA is rotated
@@ -615,6 +638,9 @@ func (k *keySet) fetch(ctx context.Context) (*jose.JSONWebKeySet, time.Duration,
 		}
 		if disc.JWKSURI == "" {
 			return nil, 0, errors.New("discovery: the document names no jwks_uri")
+		}
+		if u, err := url.Parse(disc.JWKSURI); err != nil || !secureURL(u) {
+			return nil, 0, fmt.Errorf("discovery: jwks_uri %q: want an https URL (http only on loopback)", redact.URL(disc.JWKSURI))
 		}
 		k.jwksURL = disc.JWKSURI
 	}

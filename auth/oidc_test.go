@@ -560,6 +560,58 @@ func TestOIDCFetchFailuresAreLoggedNotSent(t *testing.T) {
 	}
 }
 
+// TestOIDCKeysOnlyOverHTTPS: the issuer's keys come over https (http only
+// on loopback) whoever names their URL: the config, discovery's jwks_uri
+// or a redirect. Anyone on the path of keys fetched in the clear could
+// put keys of their own in the set and sign any caller's token.
+func TestOIDCKeysOnlyOverHTTPS(t *testing.T) {
+	t.Parallel()
+	keys := testoidc.New(t) // signs the tokens; its key set is served below
+	var front *httptest.Server
+	var plain atomic.Int32
+	front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/.well-known/openid-configuration":
+			_ = json.NewEncoder(w).Encode(map[string]string{"issuer": front.URL, "jwks_uri": "http://keys.example/keys"})
+		case "/jwks":
+			http.Redirect(w, r, "http://keys.example/keys", http.StatusFound)
+		case "/jwks-on-loopback":
+			http.Redirect(w, r, front.URL+"/keys", http.StatusFound)
+		case "/keys":
+			if r.Host == "keys.example" {
+				plain.Add(1)
+			}
+			b, err := httpGet(keys.URL + "/keys")
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			_, _ = w.Write(b)
+		}
+	}))
+	t.Cleanup(front.Close)
+	claims := testoidc.Claims{"iss": front.URL, "sub": "a", "aud": "toolwire"}
+	for _, c := range []struct {
+		name, jwksURL string
+		ok            bool
+	}{
+		{"discovery names an http key set", "", false},
+		{"a redirect to http", front.URL + "/jwks", false},
+		{"a redirect to http on loopback", front.URL + "/jwks-on-loopback", true},
+	} {
+		v := oidcVerifier(t, auth.OIDCConfig{Issuer: front.URL, Audience: "toolwire", JWKSURL: c.jwksURL})
+		auth.DialKeysVia(v, strings.TrimPrefix(front.URL, "http://")) // keys.example is front
+		before := plain.Load()
+		_, err := verifyToken(v, keys.Token(t, "rsa-1", claims))
+		if c.ok && err != nil {
+			t.Errorf("%s: %v; want the token accepted", c.name, err)
+		}
+		if !c.ok && (err == nil || plain.Load() != before) {
+			t.Errorf("%s: %v, %d fetches in the clear; want none, and the token refused", c.name, err, plain.Load()-before)
+		}
+	}
+}
+
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
