@@ -150,6 +150,9 @@ func New(cfg Config) (*Verifier, error) {
 	return v, nil
 }
 
+// emptyTokenHash is the SHA-256 of the empty token, which no token may be.
+var emptyTokenHash = sha256.Sum256(nil)
+
 // newTokenSet checks tokens and makes the set of them, or says which
 // token is malformed or configured twice.
 func newTokenSet(tokens []Token, groups map[string][]string) (*tokenSet, error) {
@@ -163,6 +166,11 @@ func newTokenSet(tokens []Token, groups map[string][]string) (*tokenSet, error) 
 		var h [sha256.Size]byte
 		if n, err := hex.Decode(h[:], []byte(hexSum)); !ok || err != nil || n != sha256.Size || len(hexSum) != 2*sha256.Size {
 			return nil, fmt.Errorf("token %q: hash %q is not \"sha256:\" and 64 hex digits", t.Name, t.Hash)
+		}
+		if h == emptyTokenHash {
+			// What `printf %s "$TOKEN" | sha256sum` prints with TOKEN
+			// unset: a token anyone could send.
+			return nil, fmt.Errorf("token %q: %s is the hash of the empty token (was the token's variable unset when it was hashed?)", t.Name, t.Hash)
 		}
 		if other, dup := seen[h]; dup {
 			return nil, fmt.Errorf("tokens %q and %q are the same token", other, t.Name)
@@ -271,11 +279,14 @@ func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Ident
 		if !v.bearer && v.jwt == nil {
 			return nil, errors.New("this server does not accept bearer tokens; authenticate with a client certificate")
 		}
-		scheme, token, ok := strings.Cut(vals[0], " ")
-		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+		scheme, token, _ := strings.Cut(vals[0], " ")
+		// Trimmed before it is judged empty: "Bearer " and a space must
+		// not be the empty token, which no configuration names (see
+		// newTokenSet) but a hash of nothing would match.
+		token = strings.TrimSpace(token)
+		if !strings.EqualFold(scheme, "bearer") || token == "" {
 			return nil, errors.New(`malformed authorization header: want "Bearer <token>"`)
 		}
-		token = strings.TrimSpace(token)
 		if v.jwt != nil && looksLikeJWT(token) {
 			return v.jwt.verify(ctx, token)
 		}

@@ -62,6 +62,9 @@ func TestVerify(t *testing.T) {
 		{name: "token: missing", v: byToken, wantErr: `missing credentials: send an "authorization: Bearer <token>" header`},
 		{name: "token: not bearer", v: byToken, creds: auth.Credentials{Authorization: bearer("Basic " + aliceToken)}, wantErr: "malformed authorization header"},
 		{name: "token: empty bearer", v: byToken, creds: auth.Credentials{Authorization: bearer("Bearer ")}, wantErr: "malformed authorization header"},
+		{name: "token: bearer and spaces", v: byToken, creds: auth.Credentials{Authorization: bearer("Bearer   ")}, wantErr: "malformed authorization header"},
+		{name: "token: bearer and a tab", v: byToken, creds: auth.Credentials{Authorization: bearer("Bearer \t")}, wantErr: "malformed authorization header"},
+		{name: "token: bearer alone", v: byToken, creds: auth.Credentials{Authorization: bearer("Bearer")}, wantErr: "malformed authorization header"},
 		{name: "token: two, both valid", v: byToken, creds: auth.Credentials{Authorization: []string{"Bearer " + aliceToken, "Bearer " + bobToken}}, wantErr: "2 authorization headers"},
 		{name: "token: a certificate is no token", v: byToken, creds: auth.Credentials{PeerCertificates: agent7}, wantErr: "missing credentials"},
 
@@ -152,6 +155,9 @@ func TestNewRejectsBadTokens(t *testing.T) {
 		"not hex":      {{Name: "a", Hash: h[:len(h)-2] + "zz"}},
 		"same token":   {{Name: "a", Hash: h}, {Name: "b", Hash: h}},
 		"upper prefix": {{Name: "a", Hash: "SHA256:" + strings.TrimPrefix(h, "sha256:")}},
+		// printf %s "$TOKEN" | sha256sum with TOKEN unset: "Bearer " and
+		// a space would be that caller.
+		"the empty token": {{Name: "a", Hash: auth.HashToken("")}},
 	} {
 		if _, err := auth.New(auth.Config{Tokens: toks}); err == nil {
 			t.Errorf("%s: New accepted %v", name, toks)

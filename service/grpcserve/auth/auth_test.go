@@ -164,6 +164,7 @@ func TestBearerTokens(t *testing.T) {
 		{name: "wrong", authorization: "Bearer not-a-token-of-ours-at-all", wantMsg: "invalid bearer token"},
 		{name: "not bearer", authorization: "Basic " + aliceToken, wantMsg: "malformed authorization"},
 		{name: "empty bearer", authorization: "Bearer ", wantMsg: "malformed authorization"},
+		{name: "bearer and spaces", authorization: "Bearer   ", wantMsg: "malformed authorization"},
 		{name: "alice", authorization: "Bearer " + aliceToken, want: "caller=alice"},
 		{name: "bob, lower-case scheme", authorization: "bearer " + bobToken, want: "caller=bob"},
 		{name: "two headers, both valid", authorization: "Bearer " + aliceToken, second: "Bearer " + bobToken, wantMsg: "2 authorization headers"},
