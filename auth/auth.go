@@ -38,6 +38,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/follow"
@@ -267,6 +268,34 @@ type Credentials struct {
 // request is the anonymous caller (ID ""). The identity returned is shared:
 // it must not be changed.
 func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Identity, error) {
+	id, err := v.verify(ctx, creds)
+	if err != nil && len(err.Error()) > maxReasonBytes {
+		err = &cutReason{err}
+	}
+	return id, err
+}
+
+// maxReasonBytes bounds the reason Verify gives. It may quote what a
+// credential says (the names in a client's certificates, a token's
+// claims), and every surface logs and sends it on each refused request: a
+// client certificate naming its made-up issuer in 30 KiB would otherwise
+// cost 30 KiB of log and of response per request of its connection.
+const maxReasonBytes = 512
+
+// cutReason is a reason longer than maxReasonBytes, cut to it.
+type cutReason struct{ err error }
+
+func (e *cutReason) Error() string {
+	s := e.err.Error()[:maxReasonBytes]
+	for !utf8.ValidString(s) { // a rune cut in two: at most three bytes
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+func (e *cutReason) Unwrap() error { return e.err }
+
+func (v *Verifier) verify(ctx context.Context, creds Credentials) (*engine.Identity, error) {
 	if !v.Enabled() {
 		return anonymous, nil
 	}

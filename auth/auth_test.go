@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
@@ -257,4 +259,28 @@ func mustNew(t *testing.T, cfg auth.Config) *auth.Verifier {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestLongReasonsAreCut: Verify's reason is cut to a bound at a rune's
+// boundary, and still wraps what caused it.
+func TestLongReasonsAreCut(t *testing.T) {
+	t.Parallel()
+	ca := testpki.New(t, "toolwire test CA")
+	v := mustNew(t, auth.Config{ClientCAs: ca.Pool()})
+	// x509 names the candidate parent whose signature did not verify:
+	// here a made-up one named in 8 KiB of é's, as the leaf's issuer is.
+	long := strings.Repeat("é", 4096)
+	issuer, decoy := testpki.New(t, long), testpki.New(t, long)
+	_, err := v.Verify(context.Background(), auth.Credentials{PeerCertificates: []*x509.Certificate{issuer.Issue(t, testpki.Client("agent-7")).Leaf, decoy.Cert}})
+	if err == nil {
+		t.Fatal("a certificate of another CA was accepted")
+	}
+	msg := err.Error()
+	if len(msg) > 600 || !utf8.ValidString(msg) || !strings.HasSuffix(msg, "…") || !strings.HasPrefix(msg, "client certificate rejected: x509: certificate signed by unknown authority") {
+		t.Errorf("reason of %d bytes (valid UTF-8: %v): %.200q…", len(msg), utf8.ValidString(msg), msg)
+	}
+	var unknown x509.UnknownAuthorityError
+	if !errors.As(err, &unknown) {
+		t.Errorf("the cut reason %T no longer wraps x509's error", err)
+	}
 }

@@ -1,0 +1,88 @@
+package auth_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"log/slog"
+	"math/big"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/auth"
+	"github.com/toolwire/toolwire/internal/testing/testpki"
+	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+)
+
+type byteCounter struct{ n atomic.Int64 }
+
+func (c *byteCounter) Write(p []byte) (int, error) { c.n.Add(int64(len(p))); return len(p), nil }
+
+// TestRefusalReasonsAreBounded: a refusal's reason may quote what the
+// client's credentials say, here the 30 KiB name of a made-up issuer in
+// its certificate chain (x509 names the candidate parent it tried); each
+// RPC of the connection is refused and logged, so the reason is cut to
+// a bound rather than costing 30 KiB of log and of status per RPC.
+func TestRefusalReasonsAreBounded(t *testing.T) {
+	t.Parallel()
+	ca := testpki.New(t, "toolwire test CA")
+	certFile, keyFile := testpki.WritePEM(t, t.TempDir(), "server", ca.Issue(t, testpki.Server))
+	v, err := auth.New(auth.Config{ClientCAs: ca.Pool(), CertificateCallerPrefix: "cert:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := grpcauth.ServerCredentials(certFile, keyFile, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged byteCounter
+	addr := serve(t, v, nil, append([]grpc.ServerOption{grpc.Creds(creds)}, grpcauth.Interceptors(v, slog.New(slog.NewJSONHandler(&logged, nil)))...)...)
+
+	now := time.Now()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	decoyKey, leafKey := key(), key()
+	decoy := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: strings.Repeat("D", 30<<10)},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	decoyDER, err := x509.CreateCertificate(rand.Reader, decoy, decoy, &decoyKey.PublicKey, decoyKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "mallory"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, decoy, &leafKey.PublicKey, key()) // names decoy, signed by another key
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := dial(t, addr, credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(),
+		Certificates: []tls.Certificate{{Certificate: [][]byte{leafDER, decoyDER}, PrivateKey: leafKey}}}))
+
+	const rpcs = 20
+	for range rpcs {
+		_, err := callWhoami(context.Background(), conn)
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "unknown authority") {
+			t.Fatalf("err = %v; want UNAUTHENTICATED, unknown authority", err)
+		}
+		if n := len(status.Convert(err).Message()); n > 1024 {
+			t.Errorf("the status message is %d bytes; want it cut to a bound", n)
+		}
+	}
+	if n := logged.n.Load() / rpcs; n > 2048 {
+		t.Errorf("%d bytes logged per refused RPC; want the reason cut to a bound", n)
+	}
+}
