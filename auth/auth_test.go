@@ -78,6 +78,11 @@ func TestVerify(t *testing.T) {
 		{name: "certificate: DNS name", v: byCert, creds: auth.Credentials{PeerCertificates: chain(ca, testpki.Client("", func(c *x509.Certificate) {
 			c.DNSNames = []string{"agent.example.org"}
 		}))}, want: "agent.example.org"},
+		{name: "certificate: a URI as common name", v: byCert, creds: auth.Credentials{PeerCertificates: chain(ca, testpki.Client("spiffe://example.org/agent"))},
+			wantErr: `client certificate rejected: the certificate's common name "spiffe://example.org/agent" is a URI its URI SANs do not hold`},
+		{name: "certificate: a URI as common name and URI SAN", v: byCert, creds: auth.Credentials{PeerCertificates: chain(ca, testpki.Client("spiffe://example.org/agent", func(c *x509.Certificate) {
+			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "example.org", Path: "/agent"}}
+		}))}, want: "spiffe://example.org/agent"},
 		{name: "certificate: names nobody", v: byCert, creds: auth.Credentials{PeerCertificates: chain(ca, testpki.Client(""))}, wantErr: "client certificate rejected: the certificate names nobody"},
 		{name: "certificate: expired", v: byCert, creds: auth.Credentials{PeerCertificates: chain(ca, testpki.Client("agent-7", func(c *x509.Certificate) {
 			c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)

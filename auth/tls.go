@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +51,8 @@ type Certificate struct {
 // to one of them through the others and allow client authentication. The
 // caller it names is the leaf's subject common name, or when that is empty
 // its first URI SAN (a SPIFFE ID, say), or else its first DNS SAN, after
-// the certificates' caller prefix (Config.CertificateCallerPrefix). An
+// the certificates' caller prefix (Config.CertificateCallerPrefix); a
+// common name that looks like a URI must be one of its URI SANs. An
 // empty chain is a Certificate not Presented. A chain of more than
 // maxClientIntermediates intermediates is refused unchecked, and what a
 // chain was found to be is remembered for a while (certCacheTTL).
@@ -100,6 +102,11 @@ func (v *Verifier) checkCertificate(chain []*x509.Certificate, now time.Time) Ce
 		}
 	case certIdentity(chain[0]) == "":
 		out.Err = errors.New("the certificate names nobody: no subject common name, URI or DNS name")
+	case uriCommonName(chain[0]):
+		// The CN comes first, so it could name the caller of another's
+		// URI SAN (a SPIFFE ID), which the CAs that issue those check
+		// where they may not check a CN.
+		out.Err = fmt.Errorf("the certificate's common name %q is a URI its URI SANs do not hold: a URI names a caller only as a URI SAN", chain[0].Subject.CommonName)
 	default:
 		out.Identity, out.Err = v.ns.name(engine.MethodCertificate, certIdentity(chain[0]))
 		for _, c := range chains[0] {
@@ -173,6 +180,21 @@ func chainKey(chain []*x509.Certificate) [sha256.Size]byte {
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	return sum
+}
+
+// uriCommonName reports whether c's common name looks like a URI
+// ("spiffe://…") that none of its URI SANs is.
+func uriCommonName(c *x509.Certificate) bool {
+	cn := c.Subject.CommonName
+	if !strings.Contains(cn, "://") {
+		return false
+	}
+	for _, u := range c.URIs {
+		if u.String() == cn {
+			return false
+		}
+	}
+	return true
 }
 
 func certIdentity(c *x509.Certificate) string {
