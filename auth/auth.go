@@ -247,8 +247,10 @@ type Credentials struct {
 	Authorization []string
 	// Certificate is the client certificate of the request's connection
 	// as CheckCertificate found it, for a transport that checks it once
-	// per connection (service/auth's ServerCredentials does, after the
-	// handshake).
+	// per connection. What it found holds for as long as the connection
+	// lasts, past the certificate's expiry or its CA's removal: prefer
+	// PeerCertificates, which Verify checks for each request (a chain's
+	// check is remembered, so that costs a hash of it).
 	Certificate Certificate
 	// PeerCertificates is the certificate chain the client presented,
 	// leaf first and not yet checked (http.Request.TLS.PeerCertificates);

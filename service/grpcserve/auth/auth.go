@@ -2,8 +2,8 @@
 // (github.com/toolwire/toolwire/auth), which decides who a request comes
 // from the same way on every surface: interceptors that authenticate each
 // RPC with an auth.Verifier and put its caller into the RPC's context
-// (engine.WithCaller), and transport credentials that serve TLS and have
-// the Verifier check a client's certificate once per connection. It only
+// (engine.WithCaller), and transport credentials that serve TLS and ask
+// clients for a certificate, which the Verifier checks for each RPC. It only
 // reads the credentials off gRPC (the "authorization" metadata, the peer's
 // AuthInfo) and answers UNAUTHENTICATED with the Verifier's reason; what a
 // token or a certificate means is the Verifier's.
@@ -119,11 +119,14 @@ func (g *guard) authenticate(ctx context.Context, method string) (context.Contex
 	}
 	creds := auth.Credentials{Authorization: metadata.ValueFromIncomingContext(ctx, "authorization")}
 	if g.certs && len(creds.Authorization) == 0 {
-		// Checked once per connection, by ServerCredentials; a token,
-		// when there is one, decides alone.
+		// A token, when there is one, decides alone. The chain is
+		// checked again for each RPC, as on HTTP, so that a certificate
+		// that expired, or whose CA was dropped, stops naming its caller
+		// on the connections it opened before; the Verifier remembers a
+		// chain's check, so an RPC pays for a hash of it, not a check.
 		if p, ok := peer.FromContext(ctx); ok {
 			if info, ok := p.AuthInfo.(ClientCertInfo); ok {
-				creds.Certificate = info.Certificate
+				creds.PeerCertificates = info.State.PeerCertificates
 			}
 		}
 	}

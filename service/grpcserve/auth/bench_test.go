@@ -59,8 +59,9 @@ func BenchmarkTokenInterceptor(b *testing.B) {
 
 // BenchmarkAuthenticatedBatch measures a one-call ExecuteBatch of echo over
 // loopback TCP as toolwire serve runs it, authenticated by a bearer token
-// (plaintext) or by a client certificate (TLS, checked once per
-// connection): the native gRPC one-call path with authentication on.
+// (plaintext) or by a client certificate (TLS, checked for each RPC, its
+// check remembered by the Verifier): the native gRPC one-call path with
+// authentication on.
 //
 //	go test ./service/auth -run '^$' -bench AuthenticatedBatch -count 6
 func BenchmarkAuthenticatedBatch(b *testing.B) {

@@ -13,7 +13,9 @@ import (
 // takes effect for new connections without a restart).
 //
 // When v accepts client certificates, clients are asked for one, and v
-// checks it once per connection, after the handshake (see ClientCertInfo).
+// checks it after the handshake (see ClientCertInfo) and again for each
+// RPC (the interceptors), so that one that expires, or whose CA is
+// dropped, stops naming its caller on the connections already open.
 // A connection without one is still accepted, so that health probes get
 // through; the interceptors refuse its other RPCs with UNAUTHENTICATED, and
 // a certificate that fails the check (expired, from another CA) is refused
@@ -32,8 +34,10 @@ func ServerCredentials(certFile, keyFile string, v *auth.Verifier) (credentials.
 
 // ClientCertInfo is the AuthInfo of a connection whose client certificate
 // ServerCredentials had its Verifier check: the TLS state, and the
-// certificate as auth.Verifier.CheckCertificate found it (whether one was
-// presented, the caller it names or why it is not accepted).
+// certificate as auth.Verifier.CheckCertificate found it at the handshake
+// (whether one was presented, the caller it names or why it is not
+// accepted). The interceptors check the chain in the TLS state again for
+// each RPC.
 type ClientCertInfo struct {
 	credentials.TLSInfo
 	auth.Certificate

@@ -10,6 +10,8 @@ import (
 	"crypto/x509/pkix"
 	"log/slog"
 	"math/big"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
+	"github.com/toolwire/toolwire/internal/tlsfiles"
 	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -84,5 +87,66 @@ func TestRefusalReasonsAreBounded(t *testing.T) {
 	}
 	if n := logged.n.Load() / rpcs; n > 2048 {
 		t.Errorf("%d bytes logged per refused RPC; want the reason cut to a bound", n)
+	}
+}
+
+// TestCertificateCheckedForEachRPC: a client certificate names its caller
+// only while it passes the check, on connections already open as on new
+// ones (and as on HTTP, where each request is checked): one that expires,
+// or whose CA is dropped from the client CA file, is refused on the next
+// RPC of the connection it opened when it was good.
+func TestCertificateCheckedForEachRPC(t *testing.T) {
+	t.Parallel()
+	ca, other := testpki.New(t, "toolwire test CA"), testpki.New(t, "the next CA")
+	dir := t.TempDir()
+	certFile, keyFile := testpki.WritePEM(t, dir, "server", ca.Issue(t, testpki.Server))
+	caFile := filepath.Join(dir, "client-ca.crt")
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cas, err := tlsfiles.LoadCAs(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := auth.New(auth.Config{ClientCAFile: cas, CertificateCallerPrefix: "cert:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := grpcauth.ServerCredentials(certFile, keyFile, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serve(t, v, nil, grpc.Creds(creds))
+	connect := func(cert tls.Certificate) *grpc.ClientConn {
+		return dial(t, addr, credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cert}}))
+	}
+	whoami := func(conn *grpc.ClientConn) error {
+		_, err := callWhoami(context.Background(), conn)
+		return err
+	}
+
+	expiring := connect(ca.Issue(t, testpki.Client("agent-7", func(c *x509.Certificate) { c.NotAfter = time.Now().Add(time.Second) })))
+	lasting := connect(ca.Issue(t, testpki.Client("agent-8")))
+	for _, conn := range []*grpc.ClientConn{expiring, lasting} {
+		if err := whoami(conn); err != nil {
+			t.Fatalf("a valid certificate: %v", err)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if err := whoami(expiring); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("a certificate that expired, on its open connection: %v; want UNAUTHENTICATED, expired", err)
+	}
+	if err := whoami(lasting); err != nil {
+		t.Errorf("a certificate still valid: %v", err)
+	}
+
+	// The client CA is rotated out: its certificates stop working on
+	// their open connections.
+	if err := os.WriteFile(caFile, other.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cas.Recheck()
+	if err := whoami(lasting); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "unknown authority") {
+		t.Errorf("a certificate of a CA dropped from the file, on its open connection: %v; want UNAUTHENTICATED, unknown authority", err)
 	}
 }
