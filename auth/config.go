@@ -164,6 +164,14 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 			issuer = c.Auth.OIDC.Issuer
 		}
 		log.Info("authentication on", "tokens", len(v.tokens().hashes), "client_certificates", c.ClientCA != "", "oidc_issuer", issuer)
+		if o := c.Auth.OIDC; o != nil && o.GroupsPrefix == "" {
+			// As two ways of naming callers would share names (identity.go),
+			// the issuer's groups share the configuration's; unlike them,
+			// this does not stop the server, since the issuer's groups may
+			// be as the operator means them.
+			log.Warn(`auth.oidc.groups_prefix is unset: the groups the issuer's tokens name are the configuration's groups as they are, so whoever may create or join a group at the issuer named like one the configuration means (auth.groups, approvers, CEL rules, the server view's "admin") gets its rights; set groups_prefix (such as "idp:": the issuer's group "admin" is then "idp:admin"), or "-" if the issuer's groups are yours on purpose`,
+				"issuer", o.Issuer)
+		}
 		if len(v.tokens().hashes) == 0 && c.ClientCA == "" && c.Auth.OIDC == nil {
 			log.Warn("the tokens file holds no token: every request is refused until one is added to it (it is read again when it changes)", "tokens_file", c.Auth.TokensFile)
 		}

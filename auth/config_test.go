@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/internal/follow"
+	"github.com/toolwire/toolwire/internal/testing/testoidc"
 	"github.com/toolwire/toolwire/policy"
 )
 
@@ -231,5 +233,39 @@ func TestTokensAddedBesideUnprefixedJWTs(t *testing.T) {
 	// At the start the same file is refused, as before.
 	if _, err := auth.New(auth.Config{TokensFile: file, OIDC: &auth.OIDCConfig{Issuer: "https://issuer.example", Audience: "toolwire"}}); err == nil || !strings.Contains(err.Error(), "caller_prefix") {
 		t.Errorf("tokens beside unprefixed JWTs at the start: %v, want the prefix asked for", err)
+	}
+}
+
+// TestOIDCGroupsPrefix: the groups an issuer's tokens name are the
+// configuration's groups as they are unless groups_prefix says otherwise,
+// so a JWT in the issuer's group "admin" is an administrator of the
+// server view; the server warns of it at start, unless groups_prefix is
+// set, or is "-" (none, on purpose).
+func TestOIDCGroupsPrefix(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	token := iss.Token(t, "rsa-1", testoidc.Claims{"sub": "mallory", "aud": "toolwire", "groups": []string{"admin"}})
+	for _, c := range []struct {
+		prefix string
+		warn   bool
+		group  string
+	}{
+		{"", true, "admin"},
+		{"-", false, "admin"},
+		{"idp:", false, "idp:admin"},
+	} {
+		var logs syncBuilder
+		cfg := auth.ServerConfig{Auth: auth.CallerConfig{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", GroupsPrefix: c.prefix}}}
+		v, err := cfg.Verifier(slog.New(slog.NewTextHandler(&logs, nil)), noEnv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if warned := strings.Contains(logs.String(), "auth.oidc.groups_prefix is unset"); warned != c.warn {
+			t.Errorf("groups_prefix %q: warned %v; want %v:\n%s", c.prefix, warned, c.warn, logs.String())
+		}
+		id, err := v.Verify(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + token}})
+		if err != nil || !slices.Equal(id.Groups, []string{c.group}) {
+			t.Errorf("groups_prefix %q: %+v, %v; want the group %q", c.prefix, id, err, c.group)
+		}
 	}
 }

@@ -65,7 +65,9 @@ type OIDCConfig struct {
 	// makes the issuer's group "admins" "oidc:admins"), so that groups
 	// anyone able to create groups at the issuer names cannot pose as
 	// the groups the configuration means (auth.groups, the server view's
-	// group). Default none.
+	// group). Unset means none, and the server warns at start; NoPrefix
+	// ("-") means none, on purpose: the issuer's groups are the
+	// configuration's.
 	GroupsPrefix string `json:"groups_prefix"`
 	// Resource is the public URL of the server's MCP endpoint, as MCP
 	// clients reach it ("https://toolwire.example.com/mcp"), for the
@@ -194,6 +196,9 @@ func newJWTVerifier(cfg OIDCConfig, ns namespaces, groups map[string][]string, l
 	}
 	if cfg.GroupsClaim == "" {
 		cfg.GroupsClaim = "groups"
+	}
+	if cfg.GroupsPrefix == NoPrefix {
+		cfg.GroupsPrefix = ""
 	}
 	ks := &keySet{issuer: cfg.Issuer, jwksURL: cfg.JWKSURL, client: &http.Client{Timeout: jwksTimeout, CheckRedirect: checkRedirect},
 		every: jwksRefreshEvery, now: time.Now, log: log, file: cfg.JWKSFile}
