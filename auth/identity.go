@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/toolwire/toolwire/engine"
 )
@@ -165,6 +167,9 @@ func (ns namespaces) name(method, name string) (string, error) {
 	if len(name) > maxCallerNameBytes {
 		return "", fmt.Errorf("the caller's name is %d bytes long; at most %d", len(name), maxCallerNameBytes)
 	}
+	if i, r, bad := unprintable(name); bad {
+		return "", fmt.Errorf("the caller's name holds %U at byte %d: a caller's name is printable text, shown as it is in logs, the audit trail and the server view", r, i)
+	}
 	self := ns.of(method)
 	id := self.id(name)
 	for _, o := range ns {
@@ -173,6 +178,20 @@ func (ns namespaces) name(method, name string) (string, error) {
 		}
 	}
 	return id, nil
+}
+
+// unprintable finds the first rune of name that is not text as it is
+// shown: invalid UTF-8, a control character (a newline, NUL) or a
+// formatting one (U+202E, which shows "alice" for "ecila", a zero-width
+// space), so that a certificate or a token cannot name a caller that
+// reads as another in a log line or the server view.
+func unprintable(name string) (int, rune, bool) {
+	for i, r := range name {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return i, r, true
+		}
+	}
+	return 0, 0, false
 }
 
 // reaches reports whether some credential could name the caller id: a

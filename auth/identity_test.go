@@ -193,3 +193,39 @@ func TestServerConfigWarnsOfNamesNoCredentialProves(t *testing.T) {
 		t.Errorf("tokens and unprefixed JWTs: %v; want the collision refused", err)
 	}
 }
+
+// TestCallerNamesArePrintable: a caller's name, as a JWT's claim or a
+// certificate gives it, is printable text: a newline, a NUL, a bidi
+// override (U+202E shows "alice" for "ecila") or a zero-width character
+// would make one caller read as another in logs, the audit trail and the
+// server view. Any script is text.
+func TestCallerNamesArePrintable(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	ca := testpki.New(t, "ca")
+	v := mustNew(t, auth.Config{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"},
+		ClientCAs: ca.Pool(), CertificateCallerPrefix: "cert:"})
+	verify := func(creds auth.Credentials) (*engine.Identity, error) { return v.Verify(context.Background(), creds) }
+	jwt := func(sub string) auth.Credentials {
+		return auth.Credentials{Authorization: []string{"Bearer " + iss.Token(t, "ec-1", testoidc.Claims{"sub": sub, "aud": "toolwire"})}}
+	}
+	cert := func(cn string) auth.Credentials {
+		return auth.Credentials{PeerCertificates: []*x509.Certificate{ca.Issue(t, testpki.Client(cn)).Leaf}}
+	}
+	for _, name := range []string{"alice", "système", "名前", "system:serviceaccount:agents:builder", "a b"} {
+		if id, err := verify(jwt(name)); err != nil || id.ID != "oidc:"+name {
+			t.Errorf("JWT %q: %+v, %v", name, id, err)
+		}
+		if id, err := verify(cert(name)); err != nil || id.ID != "cert:"+name {
+			t.Errorf("certificate %q: %+v, %v", name, id, err)
+		}
+	}
+	for _, name := range []string{"ali\nce", "alice\x00", "\u202eecila", "al\u200bice", "alice\u2066"} {
+		if id, err := verify(jwt(name)); err == nil || !strings.Contains(err.Error(), "a caller's name is printable text") {
+			t.Errorf("JWT %q: %+v, %v; want it refused", name, id, err)
+		}
+		if id, err := verify(cert(name)); err == nil || !strings.Contains(err.Error(), "a caller's name is printable text") {
+			t.Errorf("certificate %q: %+v, %v; want it refused", name, id, err)
+		}
+	}
+}

@@ -272,6 +272,7 @@ func TestMutualTLS(t *testing.T) {
 		{name: "SPIFFE ID", certs: []tls.Certificate{ca.Issue(t, testpki.Client("", func(c *x509.Certificate) {
 			c.URIs = []*url.URL{{Scheme: "spiffe", Host: "example.org", Path: "/agent"}}
 		}))}, want: "caller=cert:spiffe://example.org/agent"},
+		{name: "a bidi override in the common name", certs: []tls.Certificate{ca.Issue(t, testpki.Client("\u202eecila"))}, wantMsg: "a caller's name is printable text"},
 		{name: "a SPIFFE ID as common name", certs: []tls.Certificate{ca.Issue(t, testpki.Client("spiffe://example.org/agent"))}, wantMsg: "is a URI its URI SANs do not hold"},
 		{name: "expired", certs: []tls.Certificate{ca.Issue(t, testpki.Client("agent-7", func(c *x509.Certificate) {
 			c.NotBefore, c.NotAfter = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
