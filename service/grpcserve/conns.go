@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/toolwire/toolwire/internal/connlimit"
 )
 
 // A stream the engine ends because its client does not read (its send
@@ -33,11 +35,12 @@ type connSet struct {
 
 	mu           sync.RWMutex
 	conns        map[string]*trackedConn
-	byAddr       map[net.Addr]*trackedConn // the same, by the RemoteAddr value gRPC's peer holds
-	ended        int                       // streams ended on the open connections
-	unaryRunning atomic.Bool               // lookAtUnary runs; set under mu
-	encoding     chan struct{}             // large responses being encoded (unary.go)
-	closed       atomic.Int64              // connections closed for their ended streams or unread responses, ever
+	byAddr       map[net.Addr]*trackedConn          // the same, by the RemoteAddr value gRPC's peer holds
+	ended        int                                // streams ended on the open connections
+	unaryRunning atomic.Bool                        // lookAtUnary runs; set under mu
+	encoding     chan struct{}                      // large responses being encoded (unary.go)
+	closed       atomic.Int64                       // connections closed for their ended streams or unread responses, ever
+	limit        atomic.Pointer[connlimit.Listener] // what Serve listens on, bounding the connections
 }
 
 func newConnSet(log *slog.Logger, unary unaryWatch) *connSet {
@@ -55,8 +58,21 @@ func (s *connSet) conn(addr net.Addr) *trackedConn {
 	return s.conns[addr.String()]
 }
 
-// listen returns lis with its connections kept in the set.
-func (s *connSet) listen(lis net.Listener) net.Listener { return trackedListener{lis, s} }
+// listen returns lis with its connections kept in the set, at most max at
+// once (max_connections; not positive: no bound).
+func (s *connSet) listen(lis net.Listener, max int) net.Listener {
+	l := connlimit.Listen(lis, max, "max_connections", s.log)
+	s.limit.Store(l)
+	return trackedListener{l, s}
+}
+
+// refusedCount is the connections closed for max_connections, ever.
+func (s *connSet) refusedCount() int64 {
+	if l := s.limit.Load(); l != nil {
+		return l.Refused()
+	}
+	return 0
+}
 
 type trackedListener struct {
 	net.Listener

@@ -42,7 +42,20 @@ type Limits struct {
 	// bounds), and grpc-go bounds its handler goroutines per connection
 	// by it. Default 4096, max_concurrent_batches's default.
 	MaxConcurrentStreams int `json:"max_concurrent_streams"`
+	// MaxConnections bounds the client connections open at once on the
+	// port; one accepted past it is closed at once (and logged), so its
+	// client tries again or another replica. Each open connection holds
+	// about 50 KiB and a file descriptor even when idle. Default 4096; -1:
+	// no bound. Serve applies it, not ServerOptions.
+	MaxConnections int `json:"max_connections"`
+	// HandshakeTimeout bounds how long a new connection may take to
+	// complete its TLS handshake and HTTP/2 preface; one that sends
+	// nothing is closed after it. Default 10s (gRPC's own is 120s).
+	HandshakeTimeout time.Duration `json:"handshake_timeout"`
 }
+
+// DefaultMaxConnections is Limits.MaxConnections's default.
+const DefaultMaxConnections = 4096
 
 // DefaultMaxConcurrentStreams is Limits.MaxConcurrentStreams's default.
 const DefaultMaxConcurrentStreams = 4096
@@ -70,5 +83,9 @@ func (l Limits) withDefaults(maxCallTimeout time.Duration) Limits {
 	if l.MaxConcurrentStreams <= 0 {
 		l.MaxConcurrentStreams = DefaultMaxConcurrentStreams
 	}
+	if l.MaxConnections == 0 {
+		l.MaxConnections = DefaultMaxConnections
+	}
+	defDur(&l.HandshakeTimeout, 10*time.Second)
 	return l
 }

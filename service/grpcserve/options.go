@@ -17,7 +17,8 @@ const MaxHeaderBytes = 64 << 10
 
 // ServerOptions returns the grpc.ServerOptions that enforce the transport's
 // limits: the request's metadata (MaxHeaderBytes), the streams open on a
-// connection (MaxConcurrentStreams), message sizes (the engine's MaxMessageBytes; sent ones up to its
+// connection (MaxConcurrentStreams), the time a new connection has for its
+// handshake (HandshakeTimeout), message sizes (the engine's MaxMessageBytes; sent ones up to its
 // ListLimit, for ListTools), keepalive and connection age, the codec
 // that keeps an encoded message's buffer near its size (messageCodec), and
 // the tap handle (grpc.InTapHandle) through which SendTimeout ends the
@@ -32,6 +33,7 @@ func (s *Server) ServerOptions() []grpc.ServerOption {
 		grpc.InTapHandle(s.stoppable),
 		newMessageCodec(),
 		grpc.MaxHeaderListSize(MaxHeaderBytes),
+		grpc.ConnectionTimeout(c.HandshakeTimeout),
 		grpc.MaxConcurrentStreams(uint32(min(c.MaxConcurrentStreams, math.MaxUint32))),
 		grpc.MaxRecvMsgSize(maxMsg),
 		// The engine bounds what is sent: events within maxMsg, and a

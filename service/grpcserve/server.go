@@ -203,15 +203,16 @@ func (s *Server) ListenAndServe(ctx context.Context, opts ...grpc.ServerOption) 
 // DrainTimeout to finish, then their calls are cancelled (and still get
 // results), then the gRPC server stops, forcibly if it must. The server's
 // TelemetryOptions and ServerOptions come before opts. It keeps the
-// connections it accepts, to close those whose clients leave the most
-// streams unread once such streams pile up (see conns.go).
+// connections it accepts, at most MaxConnections at once, to close those
+// whose clients leave the most streams unread once such streams pile up
+// (see conns.go).
 func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.ServerOption) error {
 	// Its connections are kept (conns.go), and its unary responses noted
 	// on them (unary.go).
 	gs := grpc.NewServer(append(append(s.TelemetryOptions(), append(s.ServerOptions(), grpc.ChainUnaryInterceptor(s.conns.noteUnary))...), opts...)...)
 	s.Register(gs)
 	errc := make(chan error, 1)
-	lis = s.conns.listen(lis)
+	lis = s.conns.listen(lis, s.cfg.MaxConnections)
 	go func() { errc <- gs.Serve(lis) }()
 	select {
 	case err := <-errc:

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/rs/cors"
+	"github.com/toolwire/toolwire/internal/connlimit"
 )
 
 // Config is the HTTP port's configuration; its keys sit at the top level
@@ -64,7 +65,14 @@ type Config struct {
 	// connections (default 30s); the port answers meanwhile, refusing new
 	// requests with 503.
 	DrainTimeout time.Duration `json:"http_drain_timeout"`
+	// MaxConnections bounds the client connections open at once on the
+	// port; one accepted past it is closed at once (and logged). Default
+	// 4096 (the admin listener's too); -1: no bound.
+	MaxConnections int `json:"http_max_connections"`
 }
+
+// DefaultMaxConnections is Config.MaxConnections's default.
+const DefaultMaxConnections = 4096
 
 // withDefaults fills in the zero values.
 func (c Config) withDefaults() Config {
@@ -79,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HostsSetting == "" {
 		c.HostsSetting = "http_allowed_hosts"
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	return c
 }
@@ -258,6 +269,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	errc := make(chan error, 1)
+	lis = connlimit.Listen(lis, s.cfg.MaxConnections, "http_max_connections", s.log)
 	go func() {
 		if s.tls != nil {
 			errc <- hs.ServeTLS(lis, "", "") // with ALPN for HTTP/2; the certificates are in TLSConfig
