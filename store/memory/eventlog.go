@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"container/list"
 	"context"
 	"iter"
 	"time"
@@ -12,9 +13,19 @@ import (
 // memLog is an event log: its state and the entries it keeps, entries[i]
 // with index First+i.
 type memLog struct {
-	meta    record.Log
-	entries [][]byte
+	name     string
+	meta     record.Log
+	entries  [][]byte
+	bytes    int           // what it holds, for MaxLogBytes
+	finished *list.Element // in Store.finished, once finished
 }
+
+// logOverhead and logEntryOverhead are what a log and each of its entries
+// cost beside their bytes, for MaxLogBytes.
+const (
+	logOverhead      = 256
+	logEntryOverhead = 96
+)
 
 // DefaultMaxLogEntries bounds each event log of a store whose Options leave
 // MaxLogEntries unset.
@@ -26,18 +37,42 @@ const DefaultMaxLogEntries = 100_000
 func (s *Store) liveLog(name string, now time.Time) *memLog {
 	if now.Sub(s.swept) >= time.Second {
 		s.swept = now
-		for n, l := range s.logs {
+		for _, l := range s.logs {
 			if l.meta.Expired(now) {
-				delete(s.logs, n)
+				s.dropLog(l)
 			}
 		}
 	}
 	l := s.logs[name]
 	if l != nil && l.meta.Expired(now) {
-		delete(s.logs, name)
+		s.dropLog(l)
 		return nil
 	}
 	return l
+}
+
+// dropLog forgets l; s.mu is held.
+func (s *Store) dropLog(l *memLog) {
+	delete(s.logs, l.name)
+	s.logBytes -= l.bytes
+	if l.finished != nil {
+		s.finished.Remove(l.finished)
+		l.finished = nil
+	}
+}
+
+// trimLogs drops the logs finished longest ago while the logs hold more
+// than MaxLogBytes; s.mu is held. A log being written is never dropped
+// (its reader would lose a running batch), nor the one finished last
+// (its reader is likely reading it now).
+func (s *Store) trimLogs() {
+	for s.logBytes > s.maxLogBytes {
+		front := s.finished.Front()
+		if front == nil || front == s.finished.Back() {
+			return
+		}
+		s.dropLog(front.Value.(*memLog))
+	}
 }
 
 // Open implements store.EventLog.
@@ -50,8 +85,9 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 		s.mu.Unlock()
 		return store.ErrLogExists
 	}
-	l := &memLog{meta: *record.NewLog(owner, now, lease, ttl)}
+	l := &memLog{name: name, meta: *record.NewLog(owner, now, lease, ttl), bytes: logOverhead + len(name)}
 	s.logs[name] = l
+	s.logBytes += l.bytes
 	s.appendLocked(l, data)
 	s.mu.Unlock()
 	if len(data) > 0 {
@@ -73,16 +109,23 @@ func (s *Store) owned(name, owner string) (*memLog, error) {
 }
 
 // appendLocked appends data to l, dropping the oldest entries past the
-// bound; s.mu is held.
+// bound, then the logs finished longest ago past MaxLogBytes; s.mu is held.
 func (s *Store) appendLocked(l *memLog, data [][]byte) {
+	n := l.bytes
 	for _, d := range data {
 		_, drop := l.meta.Append(s.maxLog)
 		l.entries = append(l.entries, append([]byte(nil), d...))
+		l.bytes += logEntryOverhead + len(d)
 		if drop > 0 {
+			for _, e := range l.entries[:drop] {
+				l.bytes -= logEntryOverhead + len(e)
+			}
 			clear(l.entries[:drop])
 			l.entries = l.entries[drop:]
 		}
 	}
+	s.logBytes += l.bytes - n
+	s.trimLogs()
 }
 
 // Append implements store.EventLog.
@@ -200,8 +243,9 @@ func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration,
 		s.mu.Unlock()
 		return err
 	}
-	s.appendLocked(l, data)
 	l.meta.Finish(time.Now(), ttl)
+	l.finished = s.finished.PushBack(l)
+	s.appendLocked(l, data)
 	s.mu.Unlock()
 	s.logWaiters.Wake(name)
 	return nil

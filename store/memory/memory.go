@@ -1,6 +1,6 @@
 // Package memory is the default store: idempotency records, session
-// variables and event logs in this process's memory, bounded in size, each
-// with a TTL. It
+// variables and event logs in this process's memory, bounded in count and
+// in bytes, each with a TTL. It
 // does not survive a restart and is not shared between replicas; use the
 // bolt or redis store for that.
 //
@@ -22,6 +22,17 @@ import (
 // DefaultMaxEntries bounds a store whose Options leave MaxEntries unset.
 const DefaultMaxEntries = 100_000
 
+// DefaultMaxBytes bounds the records and variables of a store whose
+// Options leave MaxBytes unset, and DefaultMaxLogBytes its event logs.
+const (
+	DefaultMaxBytes    = 256 << 20
+	DefaultMaxLogBytes = 256 << 20
+)
+
+// entryOverhead is what an entry costs beside its strings and bytes: its
+// map slot, list element, entry and record.
+const entryOverhead = 192
+
 // Options tune a Store; the zero value means the defaults.
 type Options struct {
 	// MaxEntries bounds the records and variables kept together. When it
@@ -34,22 +45,38 @@ type Options struct {
 	// oldest go, and reading from before them is store.ErrDropped. Default
 	// DefaultMaxLogEntries.
 	MaxLogEntries int
+	// MaxBytes bounds what the records and variables hold together (their
+	// keys, results and values, and about 200 bytes each besides), evicted
+	// as MaxEntries evicts: a count alone let 100,000 records of 256 KiB
+	// results hold 25 GiB. Default DefaultMaxBytes.
+	MaxBytes int
+	// MaxLogBytes bounds what every event log holds together (entries,
+	// names, and about 100 bytes an entry besides): past it, the logs
+	// finished longest ago are dropped before their TTL, as if expired. A
+	// log still being written is never dropped; what those hold is bounded
+	// by their writers (the engine's batches). Default DefaultMaxLogBytes.
+	MaxLogBytes int
 }
 
 // Store keeps records and variables in memory.
 type Store struct {
-	max     int
-	waiters record.Waiters
+	max      int
+	maxBytes int
+	waiters  record.Waiters
 
 	mu      sync.Mutex
 	closed  bool
 	entries map[string]*list.Element // of *entry; keys from idemKey or varKey
 	order   list.List                // least recently written first
+	bytes   int                      // what entries hold, by entry.size
 
-	maxLog     int
-	logs       map[string]*memLog // event logs by name; see eventlog.go
-	swept      time.Time          // when expired logs were last swept
-	logWaiters record.Waiters
+	maxLog      int
+	maxLogBytes int
+	logs        map[string]*memLog // event logs by name; see eventlog.go
+	logBytes    int                // what logs hold, by memLog.bytes
+	finished    list.List          // of *memLog: the finished logs, in the order they finished
+	swept       time.Time          // when expired logs were last swept
+	logWaiters  record.Waiters
 
 	signals fanout.Hub // see signals.go
 }
@@ -59,6 +86,15 @@ type entry struct {
 	rec     *record.Record // an idempotency record, or
 	value   []byte         // a session variable's value
 	expires time.Time
+}
+
+// size is what e holds, for MaxBytes.
+func (e *entry) size() int {
+	n := entryOverhead + len(e.key) + len(e.value)
+	if e.rec != nil {
+		n += len(e.rec.Fingerprint) + len(e.rec.Owner) + len(e.rec.Result)
+	}
+	return n
 }
 
 var _ store.Store = (*Store)(nil)
@@ -71,7 +107,14 @@ func New(opts Options) *Store {
 	if opts.MaxLogEntries <= 0 {
 		opts.MaxLogEntries = DefaultMaxLogEntries
 	}
-	return &Store{max: opts.MaxEntries, entries: make(map[string]*list.Element), maxLog: opts.MaxLogEntries, logs: make(map[string]*memLog)}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxLogBytes <= 0 {
+		opts.MaxLogBytes = DefaultMaxLogBytes
+	}
+	return &Store{max: opts.MaxEntries, maxBytes: opts.MaxBytes, entries: make(map[string]*list.Element),
+		maxLog: opts.MaxLogEntries, maxLogBytes: opts.MaxLogBytes, logs: make(map[string]*memLog)}
 }
 
 // Records and variables share one map; the prefix keeps them apart.
@@ -86,25 +129,32 @@ func (s *Store) get(k string, now time.Time) *entry {
 	}
 	e := el.Value.(*entry)
 	if !now.Before(e.expires) {
-		s.order.Remove(el)
-		delete(s.entries, k)
+		s.remove(el)
 		return nil
 	}
 	return e
 }
 
 // put stores e as the most recently written entry, evicting to stay within
-// the bound. s.mu is held.
+// the bounds, and drops the expired entries at the front of the write
+// order, so that what outlived its TTL goes at the next write rather than
+// only when a bound is reached. s.mu is held.
 func (s *Store) put(e *entry, now time.Time) {
 	if el, ok := s.entries[e.key]; ok {
+		s.bytes += e.size() - el.Value.(*entry).size()
 		el.Value = e
 		s.order.MoveToBack(el)
-		return
+	} else {
+		s.entries[e.key] = s.order.PushBack(e)
+		s.bytes += e.size()
 	}
-	for len(s.entries) >= s.max {
+	// e is at the back: the front is another entry while there are two.
+	for s.order.Len() > 1 && (len(s.entries) > s.max || s.bytes > s.maxBytes) {
 		s.evict(now)
 	}
-	s.entries[e.key] = s.order.PushBack(e)
+	for el := s.order.Front(); el != nil && !now.Before(el.Value.(*entry).expires); el = s.order.Front() {
+		s.remove(el)
+	}
 }
 
 // evict drops the expired entries at the front of the write order, or else
@@ -119,8 +169,10 @@ func (s *Store) evict(now time.Time) {
 }
 
 func (s *Store) remove(el *list.Element) {
+	e := el.Value.(*entry)
 	s.order.Remove(el)
-	delete(s.entries, el.Value.(*entry).key)
+	delete(s.entries, e.key)
+	s.bytes -= e.size()
 }
 
 func (s *Store) lock() error {
@@ -263,6 +315,14 @@ func (s *Store) Len() int {
 	return len(s.entries)
 }
 
+// Bytes returns what the records and variables hold, and what the event
+// logs hold, as MaxBytes and MaxLogBytes count them.
+func (s *Store) Bytes() (entries, logs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes, s.logBytes
+}
+
 // Close implements io.Closer.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -271,6 +331,8 @@ func (s *Store) Close() error {
 	s.entries = nil
 	s.logs = nil
 	s.order.Init()
+	s.finished.Init()
+	s.bytes, s.logBytes = 0, 0
 	s.signals.Close()
 	return nil
 }
