@@ -12,7 +12,7 @@
 // cannot be written is refused, not run; its outcome line follows when it
 // ends. Without it nothing waits for the disk.
 //
-// Lines go through a bounded queue to one writer, which appends whole
+// Lines go through a queue bounded in lines and in bytes to one writer, which appends whole
 // lines only to a file rotated by size (between lines, never inside one),
 // reopened when moved or deleted, or to standard output, and syncs every
 // SyncEvery, or at once for a request entry a call waits on; an outcome
@@ -44,6 +44,8 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Config is the audit trail's configuration; its keys sit at the top level
@@ -76,6 +78,12 @@ type Config struct {
 const (
 	// queueLines is how many lines wait for the writer at most.
 	queueLines = 8192
+	// queueBytes is how many bytes those lines hold at most: with
+	// Arguments a line holds its call's arguments (up to
+	// max_argument_bytes), and a writer stuck on the disk let 8,192 of
+	// them hold 8 GiB. A line past it waits, and is dropped, as one past
+	// queueLines does.
+	queueBytes = 64 << 20
 	// EnqueueWait is the longest a call's end waits for room in the queue
 	// (a writer stuck on a full disk); past it the line is dropped and
 	// counted.
@@ -135,6 +143,8 @@ type Trail struct {
 	log    *slog.Logger
 	out    io.WriteCloser
 	lines  chan entry
+	room   *semaphore.Weighted // the queue's bytes: taken by enqueue, given back as the writer takes each line
+	max    int64               // room's size
 	done   chan struct{}
 
 	// mu orders line sends before Close closes the queue: a call that
@@ -158,6 +168,11 @@ type entry struct {
 	line []byte
 	done chan<- error
 }
+
+// weight is what e takes of the queue's room: its bytes, and all of the
+// room for a line larger than the whole of it, which then waits for the
+// queue to empty rather than for ever.
+func (e entry) weight(max int64) int64 { return min(int64(len(e.line))+1, max) }
 
 var (
 	_ engine.Observer     = (*Trail)(nil)
@@ -183,7 +198,7 @@ func Open(cfg Config, log *slog.Logger) (*Trail, error) {
 		}
 		out = f
 	}
-	return start(cfg, out, log, queueLines), nil
+	return start(cfg, out, log, queueLines, queueBytes), nil
 }
 
 func orDefault(v, d int) int {
@@ -193,9 +208,11 @@ func orDefault(v, d int) int {
 	return d
 }
 
-// start runs a trail writing to out.
-func start(cfg Config, out io.WriteCloser, log *slog.Logger, queue int) *Trail {
-	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait}
+// start runs a trail writing to out, queueing at most queue lines and
+// queueBytes of them.
+func start(cfg Config, out io.WriteCloser, log *slog.Logger, queue int, queueBytes int64) *Trail {
+	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), room: semaphore.NewWeighted(queueBytes), max: queueBytes,
+		done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait}
 	t.healthy.Store(true)
 	go t.write()
 	return t
@@ -255,6 +272,7 @@ func (t *Trail) write() {
 		buf, n, waiters = buf[:0], 0, waiters[:0]
 	}
 	add := func(e entry) {
+		t.room.Release(e.weight(t.max))
 		buf = append(append(buf, e.line...), '\n')
 		n++
 		if e.done != nil {
@@ -344,26 +362,66 @@ var (
 	errStuck  = errors.New("the queue of lines is full: the writer is stuck")
 )
 
-// enqueue hands e to the writer, waiting for room until wait fires or
-// stop closes.
+// enqueue hands e to the writer, waiting for room, in lines and in bytes,
+// until wait fires or stop closes.
 func (t *Trail) enqueue(e entry, wait func() <-chan time.Time, stop <-chan struct{}) error {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if t.closed {
 		return errClosed
 	}
-	select {
-	case t.lines <- e:
-		return nil
-	default:
+	n := e.weight(t.max)
+	if t.room.TryAcquire(n) {
+		select {
+		case t.lines <- e:
+			return nil
+		default:
+		}
+	} else {
+		// Waiting for bytes: the semaphore takes a context, which ends
+		// when wait fires or stop closes.
+		waited := wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			select {
+			case <-waited:
+			case <-stop:
+			case <-ctx.Done():
+			}
+			cancel()
+		}()
+		err := t.room.Acquire(ctx, n)
+		cancel()
+		<-ended
+		if err != nil {
+			if isClosed(stop) {
+				return context.Canceled
+			}
+			return errStuck
+		}
+		wait = func() <-chan time.Time { return waited }
 	}
 	select {
 	case t.lines <- e:
 		return nil
 	case <-wait():
+		t.room.Release(n)
 		return errStuck
 	case <-stop:
+		t.room.Release(n)
 		return context.Canceled
+	}
+}
+
+// isClosed reports whether c is closed; a nil c never is.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -128,7 +129,7 @@ func tc(id, name, args string) *toolwirev1.ToolCall {
 func TestOneLinePerCall(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
-	trail := start(Config{Log: "mem", Arguments: true, Redact: []string{"card"}}, out, slog.New(slog.DiscardHandler), 64)
+	trail := start(Config{Log: "mem", Arguments: true, Redact: []string{"card"}}, out, slog.New(slog.DiscardHandler), 64, queueBytes)
 	e, reg := testEngine(t, trail)
 	run(t, e, reg, "alice",
 		tc("ok", "store", `{"text":"hi","password":"hunter2","nested":{"card":"4111","token":"tok-123"}}`),
@@ -188,7 +189,7 @@ func TestOneLinePerCall(t *testing.T) {
 func TestCanonicalHash(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
-	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 64)
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 64, queueBytes)
 	e, reg := testEngine(t, trail)
 	run(t, e, reg, "bob", tc("a", "store", `{"text":"x","z":1}`), tc("b", "store", "{ \"z\" : 1 ,\n \"text\":\"x\"}"), tc("c", "store", `{"text":"y","z":1}`))
 	trail.Close()
@@ -213,7 +214,7 @@ func TestUnwritableTrail(t *testing.T) {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
-	trail := start(Config{Log: "mem", Required: true}, out, log, 64)
+	trail := start(Config{Log: "mem", Required: true}, out, log, 64, queueBytes)
 	defer trail.Close()
 	rt := &ranTool{}
 	e, reg := testEngine(t, trail, rt.tool())
@@ -246,7 +247,7 @@ func TestUnwritableTrail(t *testing.T) {
 func TestStuckWriter(t *testing.T) {
 	t.Parallel()
 	out := &memOut{hang: make(chan struct{}), stuck: make(chan struct{})}
-	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 1)
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 1, queueBytes)
 	e, reg := testEngine(t, trail)
 	run(t, e, reg, "alice", tc("first", "echo", `{"text":"x"}`))
 	<-out.stuck // the writer's flush of the first line waits on the disk
@@ -260,6 +261,38 @@ func TestStuckWriter(t *testing.T) {
 	}
 	close(out.hang)
 	trail.Close()
+}
+
+// TestStuckWriterBytes: with the writer stuck, the queue holds at most its
+// bytes, however few lines those are: lines past them are dropped and
+// counted, as past its count. Before the bound, 200 lines of 512 KiB
+// arguments held 102 MiB behind a stuck writer, and 8,192 of 1 MiB would
+// hold 8 GiB; they now hold at most queueBytes (64 MiB).
+func TestStuckWriterBytes(t *testing.T) {
+	t.Parallel()
+	out := &memOut{hang: make(chan struct{}), stuck: make(chan struct{})}
+	trail := start(Config{Log: "mem", Arguments: true}, out, slog.New(slog.DiscardHandler), 64, 1<<20)
+	e, reg := testEngine(t, trail)
+	run(t, e, reg, "alice", tc("first", "echo", `{"text":"x"}`))
+	<-out.stuck // the writer's flush of the first line waits on the disk
+	args := `{"blob":"` + strings.Repeat("y", 200<<10) + `"}`
+	const calls = 20
+	for i := range calls {
+		run(t, e, reg, "alice", tc(fmt.Sprint(i), "store", args))
+	}
+	_, dropped, _ := trail.Stats()
+	// 1 MiB holds four lines of 200 KiB, and the writer took one.
+	if dropped < calls-6 {
+		t.Errorf("%d of %d lines of 200 KiB were dropped behind a stuck writer with 1 MiB of queue; want all but about five", dropped, calls)
+	}
+	close(out.hang)
+	trail.Close()
+	out.mu.Lock()
+	written := bytes.Count(out.buf.Bytes(), []byte("\n"))
+	out.mu.Unlock()
+	if got, want := written, 1+calls-int(dropped); got != want {
+		t.Errorf("%d lines written once the writer went on, want %d (the first and those queued)", got, want)
+	}
 }
 
 type lockedWriter struct {
@@ -293,7 +326,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestLinesAfterClose(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
-	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 4)
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 4, queueBytes)
 	e, reg := testEngine(t, trail)
 	if err := trail.Close(); err != nil {
 		t.Fatal(err)

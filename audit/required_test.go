@@ -118,7 +118,7 @@ func refusedForAudit(r *toolwirev1.CallResult) bool {
 func TestRequestBeforeRun(t *testing.T) {
 	t.Parallel()
 	out := &memOut{}
-	trail := start(Config{Log: "mem", Required: true}, out, slog.New(slog.DiscardHandler), 64)
+	trail := start(Config{Log: "mem", Required: true}, out, slog.New(slog.DiscardHandler), 64, queueBytes)
 	rt := &ranTool{}
 	rt.check = func(id string) error {
 		out.mu.Lock()
@@ -155,7 +155,7 @@ func TestRequestBeforeRun(t *testing.T) {
 func TestStuckWriterRefuses(t *testing.T) {
 	t.Parallel()
 	out := &memOut{hang: make(chan struct{}), stuck: make(chan struct{})}
-	trail := start(Config{Log: "mem", Required: true}, out, slog.New(slog.DiscardHandler), 64)
+	trail := start(Config{Log: "mem", Required: true}, out, slog.New(slog.DiscardHandler), 64, queueBytes)
 	trail.recordWait = 50 * time.Millisecond // a bound, not an assertion: the call waits it out either way
 	rt := &ranTool{}
 	e, reg := testEngine(t, trail, rt.tool())
@@ -338,7 +338,7 @@ func TestRedaction(t *testing.T) {
 		}
 	}
 	out := &memOut{}
-	trail := start(Config{Log: "mem", Arguments: true}, out, slog.New(slog.DiscardHandler), 64)
+	trail := start(Config{Log: "mem", Arguments: true}, out, slog.New(slog.DiscardHandler), 64, queueBytes)
 	e, reg := testEngine(t, trail)
 	run(t, e, reg, "alice", tc("a", "store", `{"url":"https://example.com","headers":[{"name":"Authorization","value":"Bearer s3cr3t-1"},{"name":"Accept","value":"text/plain"}],`+
 		`"auth":{"refreshToken":"s3cr3t-2"},"env":[{"key":"OPENAI_API_KEY","value":"s3cr3t-3"}],"config":{"x-api-key":"s3cr3t-4","clientSecret":"s3cr3t-5"}}`))
