@@ -208,7 +208,8 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 // open, so in-process wake-ups see every change; a lease that runs out (its
 // owner died with an earlier process) is waited for with a timer.
 func (s *Store) Wait(ctx context.Context, key string) error {
-	woken := s.waiters.Chan(key)
+	woken, done := s.waiters.Chan(key)
+	defer done()
 	var until time.Time
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		now := time.Now()

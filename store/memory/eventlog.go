@@ -183,7 +183,8 @@ func (s *Store) After(_ context.Context, name string, index uint64) iter.Seq2[st
 
 // WaitLog implements store.EventLog.
 func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
-	woken := s.logWaiters.Chan(name)
+	woken, done := s.logWaiters.Chan(name)
+	defer done()
 	if err := s.lock(); err != nil {
 		return err
 	}

@@ -256,7 +256,8 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 
 // Wait implements store.Idempotency.
 func (s *Store) Wait(ctx context.Context, key string) error {
-	woken := s.waiters.Chan(key)
+	woken, done := s.waiters.Chan(key)
+	defer done()
 	if err := s.lock(); err != nil {
 		return err
 	}

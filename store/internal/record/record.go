@@ -58,35 +58,61 @@ func Owned(r *Record, owner string) bool {
 	return r != nil && !r.Done && r.Owner == owner
 }
 
-// Waiters wakes goroutines waiting for a key's record to change.
+// Waiters wakes goroutines waiting for a key's record to change. A key
+// is kept while someone waits on it: a channel taken and never woken (the
+// record had changed already, the waiter gave up, the log expired) would
+// otherwise stay for good, one for each such key.
 type Waiters struct {
 	mu sync.Mutex
-	ch map[string]chan struct{}
+	ch map[string]*waiting
 }
 
-// Chan returns a channel closed at the next Wake of key.
-func (w *Waiters) Chan(key string) <-chan struct{} {
+// waiting is a key's channel and how many wait on it.
+type waiting struct {
+	c chan struct{}
+	n int
+}
+
+// Chan returns a channel closed at the next Wake of key, and done, which
+// the caller calls once it no longer waits on it.
+func (w *Waiters) Chan(key string) (c <-chan struct{}, done func()) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ch == nil {
-		w.ch = make(map[string]chan struct{})
+		w.ch = make(map[string]*waiting)
 	}
-	c, ok := w.ch[key]
-	if !ok {
-		c = make(chan struct{})
-		w.ch[key] = c
+	wt := w.ch[key]
+	if wt == nil {
+		wt = &waiting{c: make(chan struct{})}
+		w.ch[key] = wt
 	}
-	return c
+	wt.n++
+	return wt.c, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.ch[key] == wt { // not woken yet
+			if wt.n--; wt.n == 0 {
+				delete(w.ch, key)
+			}
+		}
+	}
 }
 
 // Wake wakes the waiters of key.
 func (w *Waiters) Wake(key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c, ok := w.ch[key]; ok {
-		close(c)
+	if wt, ok := w.ch[key]; ok {
+		close(wt.c)
 		delete(w.ch, key)
 	}
+}
+
+// Len is how many keys are waited on.
+func (w *Waiters) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ch)
 }
 
 // Wait waits for a Wake of key (on a channel taken before the record was
