@@ -178,6 +178,12 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 // (the anonymous caller excepted: without authentication everyone is it):
 // PermissionDenied too. NotFound when the call is not waiting.
 func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, approved bool, message, approver string) error {
+	if err := checkID("batch_id", batchID); err != nil {
+		return err
+	}
+	if err := checkID("call_id", callID); err != nil {
+		return err
+	}
 	by := CallerFrom(ctx)
 	if by != "" && !slices.Contains(e.cfg.Approvers, by) {
 		return errorf(PermissionDenied, "this caller may not resolve approvals (approvers: in the server's configuration)")

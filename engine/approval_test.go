@@ -116,6 +116,13 @@ func TestApprovals(t *testing.T) {
 		if err := te.e.ResolveApproval(as("carol"), id, "nope", true, "", ""); CodeOf(err) != NotFound {
 			t.Errorf("ResolveApproval of a call not waiting: %v, want NotFound", err)
 		}
+		long := strings.Repeat("x", MaxIDBytes+1)
+		if err := te.e.ResolveApproval(as("carol"), long, "w", true, "", ""); CodeOf(err) != InvalidArgument {
+			t.Errorf("ResolveApproval of a batch ID longer than any: %v, want InvalidArgument", err)
+		}
+		if err := te.e.ResolveApproval(as("carol"), id, long, true, "", ""); CodeOf(err) != InvalidArgument {
+			t.Errorf("ResolveApproval of a call ID longer than any: %v, want InvalidArgument", err)
+		}
 		if err := te.e.ResolveApproval(context.Background(), id, "w", false, "anonymous says no", ""); err != nil {
 			t.Errorf("ResolveApproval by the anonymous caller (authentication off): %v", err)
 		}

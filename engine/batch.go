@@ -91,6 +91,16 @@ const (
 
 // shorten quotes s for a message, cut to shownBytes with a marker when
 // longer.
+// checkID refuses, with InvalidArgument, an ID a request names (a batch's,
+// a call's) longer than any the server hands out or accepts, before it
+// reaches the store or a log.
+func checkID(what, id string) error {
+	if n := len(id); n > MaxIDBytes {
+		return errorf(InvalidArgument, "%s %s is %d bytes; the limit is %d", what, shorten(id), n, MaxIDBytes)
+	}
+	return nil
+}
+
 func shorten(s string) string {
 	if len(s) <= shownBytes {
 		return strconv.Quote(s)

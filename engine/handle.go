@@ -101,9 +101,13 @@ const MaxReasonBytes = 1024
 // BatchFinished. A detached batch running on another replica is cancelled
 // through the store: its owner is notified at once (signals.go), or finds
 // the request at its next look. It returns once the cancellation is made or
-// asked for, not when the batch has ended; NotFound when no such batch of
+// asked for, not when the batch has ended; InvalidArgument for a batchID
+// longer than MaxIDBytes; NotFound when no such batch of
 // this caller runs.
 func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
+	if err := checkID("batch_id", batchID); err != nil {
+		return err
+	}
 	if len(reason) > MaxReasonBytes {
 		reason = cutUTF8(reason, MaxReasonBytes) + "…"
 	}
@@ -146,8 +150,11 @@ func storeError(ctx context.Context, err error) error {
 // CANCELLED results, owner lost, and the batch ends. It returns NotFound
 // when no such batch is known (or it was not detached: its one reader is
 // its own stream), and InvalidArgument for an afterSeq past the last event
-// sent.
+// sent or a batchID longer than MaxIDBytes (no batch has one).
 func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, sink Sink) error {
+	if err := checkID("batch_id", batchID); err != nil {
+		return err
+	}
 	name := logName(CallerFrom(ctx), batchID)
 	info, err := e.deps.EventLog.Stat(ctx, name)
 	switch {
@@ -387,6 +394,9 @@ func count(f *toolwirev1.BatchFinished, r *toolwirev1.CallResult) {
 // server's shutdown, its replica lost); AWAITING_APPROVAL while a call
 // waits for approval; else RUNNING. NotFound as for Attach.
 func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetBatchResponse, error) {
+	if err := checkID("batch_id", batchID); err != nil {
+		return nil, err
+	}
 	name := logName(CallerFrom(ctx), batchID)
 	el := e.deps.EventLog
 	info, err := el.Stat(ctx, name)

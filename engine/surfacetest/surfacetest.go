@@ -237,6 +237,7 @@ var subtests = []struct {
 	{"ToolErrorsAndPanics", toolErrors},
 	{"Sessions", sessions},
 	{"Handles/DetachedBatchOutlivesItsRequest", detachedBatch},
+	{"Handles/LongBatchIDIsInvalid", longBatchID},
 	{"Lists/Pages", listPages},
 	{"Lists/PagesOfOneRevision", pagesOfOneRevision},
 	{"Lists/Search", searchTools},
@@ -895,6 +896,40 @@ func (st *toolState) tools() []tools.Tool {
 			Handler: func(_ context.Context, c *tools.Call) (*tools.Result, error) {
 				return tools.Text(c.Caller + " in " + c.SessionID), nil
 			}},
+	}
+}
+
+// longBatchID: a batch ID longer than any batch has (engine.MaxIDBytes) is
+// refused InvalidArgument by GetBatch, AttachBatch and CancelBatch before
+// it reaches the store, its message quoting only its start; one at the
+// bound is looked up (NotFound).
+func longBatchID(t *testing.T, v *env) {
+	skipIf(t, v.lacks.Batches, "Batches")
+	h, ok := v.s.(Handles)
+	if !ok {
+		t.Skip("the surface's adapter does not implement Handles")
+	}
+	bg := context.Background()
+	for _, tt := range []struct {
+		id   string
+		want Code
+	}{
+		{strings.Repeat("b", engine.MaxIDBytes), NotFound},
+		{strings.Repeat("b", engine.MaxIDBytes+1), InvalidArgument},
+		{strings.Repeat("b", 64<<10), InvalidArgument},
+	} {
+		errs := map[string]error{}
+		_, errs["GetBatch"] = h.Get(bg, alice, tt.id)
+		_, errs["AttachBatch"] = h.Attach(bg, alice, tt.id, 0)
+		errs["CancelBatch"] = h.CancelBatch(bg, alice, tt.id, "no")
+		for rpc, err := range errs {
+			if got := v.s.Code(err); got != tt.want {
+				t.Errorf("%s of a batch ID of %d bytes: %v (%v), want %v", rpc, len(tt.id), err, got, tt.want)
+			}
+			if err != nil && len(err.Error()) > 1024 {
+				t.Errorf("%s of a batch ID of %d bytes: an error of %d bytes, want the ID cut short", rpc, len(tt.id), len(err.Error()))
+			}
+		}
 	}
 }
 
