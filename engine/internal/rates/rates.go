@@ -42,8 +42,10 @@ type Buckets struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	mu    sync.Mutex
-	local map[string]*rate.Limiter
+	mu      sync.Mutex
+	local   map[string]*rate.Limiter
+	sweepAt int // len(local) at which the full allowances are next dropped
+	sweeps  int // how many times they were; for tests
 
 	logMu    sync.Mutex
 	loggedAt time.Time // when the shared store's failure was last logged
@@ -56,7 +58,7 @@ func New(perSecond float64, burst int, shared Store, log *slog.Logger) *Buckets 
 	if burst <= 0 {
 		burst = max(1, int(math.Ceil(perSecond)))
 	}
-	return &Buckets{perSecond: perSecond, burst: burst, shared: shared, log: log, now: time.Now, local: make(map[string]*rate.Limiter)}
+	return &Buckets{perSecond: perSecond, burst: burst, shared: shared, log: log, now: time.Now, local: make(map[string]*rate.Limiter), sweepAt: maxIdleLimiters}
 }
 
 // SetClock makes the allowances read the time from now instead of
@@ -129,12 +131,18 @@ func (r *Buckets) takeLocal(caller string, n int) time.Duration {
 	r.mu.Lock()
 	lim, ok := r.local[caller]
 	if !ok {
-		if len(r.local) >= maxIdleLimiters {
+		if len(r.local) >= r.sweepAt {
 			for k, l := range r.local {
 				if l.TokensAt(now) >= float64(r.burst) {
 					delete(r.local, k)
 				}
 			}
+			// The next sweep waits until the map has doubled: with many
+			// callers whose allowances are not full yet, sweeping at every
+			// new caller past the bound cost a scan of them all each
+			// (30,000 new callers at 0.1 a second: 15 s under the lock).
+			r.sweepAt = max(maxIdleLimiters, 2*len(r.local))
+			r.sweeps++
 		}
 		lim = rate.NewLimiter(rate.Limit(r.perSecond), r.burst)
 		r.local[caller] = lim
