@@ -99,10 +99,16 @@ type otelTelemetry struct {
 	ended     metric.Int64Counter
 
 	// Attribute sets of measurements, cached per tool and error kind so a
-	// call's measurements allocate nothing.
+	// call's measurements allocate nothing; at most maxAttrSets.
 	mu    sync.RWMutex
 	attrs map[attrKey]*measureOpts
 }
+
+// maxAttrSets bounds the cached attribute sets. Tools come and go (an MCP
+// server's list changes, a config is reloaded) and each name called kept
+// its sets for good: past the bound the cache starts again, and the tools
+// called since fill it.
+const maxAttrSets = 4096
 
 // measureOpts are the options of measurements with one attribute set, as
 // slices, because passing a single option to a variadic parameter would
@@ -188,6 +194,9 @@ func (t *otelTelemetry) measure(tool string, kind toolwirev1.ErrorKind) *measure
 	set := metric.WithAttributeSet(attribute.NewSet(kvs...))
 	opt = &measureOpts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
 	t.mu.Lock()
+	if len(t.attrs) >= maxAttrSets {
+		clear(t.attrs)
+	}
 	t.attrs[k] = opt
 	t.mu.Unlock()
 	return opt
