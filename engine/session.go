@@ -32,7 +32,19 @@ func (b *batch) session(ctx context.Context) tools.Session {
 	return &session{st: b.e.deps.Vars, scope: sessionScope(CallerFrom(ctx), id), ttl: b.e.cfg.SessionTTL}
 }
 
+// checkName refuses a variable name longer than MaxIDBytes: a name is part
+// of the store's key, and a tool may build one from what a model sent.
+func checkName(name string) error {
+	if len(name) > MaxIDBytes {
+		return fmt.Errorf("session variable %s: the name is %d bytes; the limit is %d", shorten(name), len(name), MaxIDBytes)
+	}
+	return nil
+}
+
 func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, error) {
+	if err := checkName(name); err != nil {
+		return nil, false, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
 	v, ok, err := s.st.GetVar(ctx, s.scope, name)
@@ -45,6 +57,9 @@ func (s *session) Get(ctx context.Context, name string) (json.RawMessage, bool, 
 func (s *session) Set(ctx context.Context, name string, value json.RawMessage) error {
 	if name == "" {
 		return errors.New("session variable: the name is empty")
+	}
+	if err := checkName(name); err != nil {
+		return err
 	}
 	if len(value) > maxSessionValue {
 		return fmt.Errorf("session variable %q: the value is %d bytes; the limit is %d", name, len(value), maxSessionValue)
@@ -61,6 +76,9 @@ func (s *session) Set(ctx context.Context, name string, value json.RawMessage) e
 }
 
 func (s *session) Delete(ctx context.Context, name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, sessionTimeout)
 	defer cancel()
 	if err := s.st.DeleteVar(ctx, s.scope, name); err != nil {

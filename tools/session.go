@@ -10,7 +10,8 @@ import (
 // JSON values that later calls of the same caller and session see, in this
 // batch and later ones, on this replica and (with a shared store) others.
 // Variables expire after the server's session TTL, counted from their last
-// Set.
+// Set. A name is at most 256 bytes and a value at most 1 MiB; the server
+// refuses more with an error.
 type Session interface {
 	// Get returns the variable's value; ok is false when it is not set.
 	Get(ctx context.Context, name string) (value json.RawMessage, ok bool, err error)
