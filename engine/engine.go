@@ -104,18 +104,20 @@ type Engine struct {
 	closeOnce sync.Once
 	watching  bool // watchSends is running
 
-	abandoned atomic.Int64
-	budget    *outbox.Budget     // the events waiting for slow readers, all batches'
-	shedCount atomic.Int64       // streams ended for the budget, ever; see shed
-	runners   *runners.Pool      // the goroutines batches run on
-	limits    *slots.Limiter     // call slots, server-wide and per caller
-	rates     *rates.Buckets     // nil without a rate limit
-	obs       Observer           // nil: none
-	rec       CallRecorder       // the CallRecorders among obs; nil: none
-	seq       sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
-	held      approvals          // calls held for approval on this engine; see approval.go
-	catalog   catalog            // SearchTools' index of the last snapshot searched; see listing.go
-	heldRecs  heldRecords        // idempotency records the store has not taken yet; see records.go
+	abandoned   atomic.Int64
+	budget      *outbox.Budget     // the events waiting for slow readers, all batches'
+	shedCount   atomic.Int64       // streams ended for the budget, ever; see shed
+	runners     *runners.Pool      // the goroutines batches run on
+	limits      *slots.Limiter     // call slots, server-wide and per caller
+	rates       *rates.Buckets     // nil without a rate limit
+	obs         Observer           // nil: none
+	rec         CallRecorder       // the CallRecorders among obs; nil: none
+	seq         sequence.Sequencer // the calls of sessions that arrive one at a time; see Sequence
+	held        approvals          // calls held for approval on this engine; see approval.go
+	catalog     catalog            // SearchTools' index of the last snapshot searched; see listing.go
+	heldRecs    heldRecords        // idempotency records the store has not taken yet; see records.go
+	unstored    atomic.Int64       // bytes of detached batches' events the store has not taken, all batches'; see eventlog.go
+	maxUnstored int64              // unstored's bound: maxUnstoredBytes, or a test's
 
 	fallbackPoll time.Duration // tests' stand-in for the const fallbackPoll when set; see signals.go
 }
@@ -129,12 +131,13 @@ type Engine struct {
 // are what it is given to work with (see Deps).
 func New(cfg Config, deps Deps) *Engine {
 	e := &Engine{
-		cfg:      cfg.withDefaults(),
-		deps:     deps.withDefaults(),
-		batches:  make(map[string]*batch),
-		stopping: make(chan struct{}),
-		closed:   make(chan struct{}),
-		runners:  runners.New(10 * time.Second),
+		cfg:         cfg.withDefaults(),
+		deps:        deps.withDefaults(),
+		batches:     make(map[string]*batch),
+		maxUnstored: maxUnstoredBytes,
+		stopping:    make(chan struct{}),
+		closed:      make(chan struct{}),
+		runners:     runners.New(10 * time.Second),
 	}
 	e.budget = outbox.NewBudget(e.cfg.MaxBufferedBytes)
 	e.heldRecs.init(e)

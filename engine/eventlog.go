@@ -105,10 +105,14 @@ type pendingEntry struct {
 type keptReader struct{ seq uint64 }
 
 // Bounds of the events a detached batch buffers while the store does not
-// take them; past them the batch is lost.
+// take them, and of those all batches buffer together; past them the batch
+// is lost. Without the second, a stall of the store let each running
+// detached batch hold 16 MiB (20 batches held 240 MiB within 4 s, and
+// max_concurrent_batches of them could hold 64 GiB).
 const (
 	maxPendingEvents = 4096
 	maxPendingBytes  = 16 << 20
+	maxUnstoredBytes = 256 << 20
 )
 
 // Bounds of one write of a detached batch's events: a longer backlog (the
@@ -313,6 +317,12 @@ func (l *batchLog) queue(ev *toolwirev1.ExecuteBatchResponse) {
 			strconv.Itoa(len(l.pending)) + " events, " + strconv.Itoa(l.pendingBytes) + " bytes)"))
 		return
 	}
+	if all := l.e.unstored.Add(int64(len(data))); all > l.e.maxUnstored {
+		l.e.unstored.Add(-int64(len(data)))
+		l.lost(errors.New("the store took no event for longer than the server can buffer (" +
+			strconv.FormatInt(all-int64(len(data)), 10) + " bytes of detached batches' events waiting for it)"))
+		return
+	}
 	l.pending = append(l.pending, pendingEntry{seq: b.seq, data: data})
 	l.pendingBytes += len(data)
 }
@@ -337,10 +347,13 @@ func (l *batchLog) nextGroup() int {
 // caller holds wmu.
 func (l *batchLog) taken(n int, finished bool) {
 	l.took(l.pending[:n], finished)
+	freed := 0
 	for i := range n {
-		l.pendingBytes -= len(l.pending[i].data)
+		freed += len(l.pending[i].data)
 		l.pending[i] = pendingEntry{}
 	}
+	l.pendingBytes -= freed
+	l.e.unstored.Add(-int64(freed))
 	l.pending = l.pending[n:]
 	clear(l.group)
 }
@@ -458,6 +471,7 @@ func (l *batchLog) flushFinish() error {
 func (l *batchLog) finish() {
 	l.stop()
 	defer l.writerDone()
+	defer l.dropPending()
 	e := l.e
 	giveUp := time.Now().Add(2 * e.cfg.BatchLease)
 	backoff := 50 * time.Millisecond
@@ -494,6 +508,16 @@ func (l *batchLog) finish() {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// dropPending forgets the events the store never took once the writer has
+// given up on them (the log lost, the store out past two leases, the
+// engine closed): its readers end the batch as owner lost.
+func (l *batchLog) dropPending() {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.e.unstored.Add(-int64(l.pendingBytes))
+	l.pending, l.pendingBytes = nil, 0
 }
 
 // join adds a reader of the kept events that has read up to seq.

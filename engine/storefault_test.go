@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -312,4 +313,50 @@ func TestHeldRecordsAreBounded(t *testing.T) {
 	if h := te.e.Stats().HeldRecords; h != maxHeldRecords {
 		t.Errorf("%d records held, want the bound, %d", h, maxHeldRecords)
 	}
+}
+
+// TestUnstoredEventsBounded: while the store does not answer, what all
+// detached batches buffer for it stays within the server's bound; the
+// batches past it are lost (their calls cancelled), the others ride the
+// stall out, and nothing stays counted once they have ended. Without the
+// bound, 20 batches of 60 results of 200 KiB held 240 MiB within 4 s of a
+// frozen Redis, each under its own 16 MiB.
+func TestUnstoredEventsBounded(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	te := newTestBedWith(t, Config{BatchLease: 30 * time.Second}, Deps{Idempotency: st, Vars: st, EventLog: st})
+	const bound = 32 << 20
+	te.e.maxUnstored = bound
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	var live []*liveBatch
+	for range 20 {
+		// The first call holds each batch until the store is frozen: its
+		// log is opened before.
+		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1500}`)}}
+		for i := range 60 {
+			req.Calls = append(req.Calls, call(fmt.Sprint(i), "big", `{"n":100000}`))
+		}
+		live = append(live, startDetached(t, as("alice"), te, req))
+	}
+	srv.Freeze()
+	time.Sleep(4 * time.Second)
+	held, n := heap()-before, te.e.unstored.Load()
+	srv.Thaw()
+	if n > bound {
+		t.Errorf("detached batches buffered %d bytes for the frozen store, over the bound of %d", n, bound)
+	}
+	if held > 3*bound {
+		t.Errorf("the heap grew by %d MiB while the store was frozen, with a bound of %d MiB", held>>20, bound>>20)
+	}
+	for _, lb := range live {
+		drain(lb)
+	}
+	waitFor(t, func() bool { return te.e.unstored.Load() == 0 })
+	t.Logf("heap +%d MiB while frozen, %d bytes waiting for the store", held>>20, n)
 }
