@@ -128,9 +128,9 @@ type Signals interface {
 //
 // A backend may keep a bounded number of entries per log (MaxEntries of its
 // Options): past it, the oldest are dropped, and After reports ErrDropped
-// rather than skip them. A backend in memory may also bound what all its
-// logs hold together: past it, finished logs go before their ttl, as if
-// expired; an unfinished log never does.
+// rather than skip them. A backend may also bound what all its logs hold
+// together (memory and bolt do): past it, finished logs go before their
+// ttl, as if expired; an unfinished log never does.
 type EventLog interface {
 	// Open creates the log name for owner, holding a lease of the given
 	// length, with data as its first entries (numbered from 1), in one

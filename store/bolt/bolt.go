@@ -1,12 +1,15 @@
 // Package bolt is a store in one file (go.etcd.io/bbolt), so a single
 // replica keeps its idempotency records and session variables across a
-// restart. The file is locked: one process at a time may open it.
+// restart. The file is locked: one process at a time may open it. What it
+// holds is bounded in bytes (Options.MaxBytes, MaxLogBytes; see bounds.go);
+// bbolt never shrinks the file, but reuses the pages freed.
 //
 // Like every backend it imports only store/ (with store/internal/record) and
 // its driver: never tools/, engine/, service/, sources/ or gen/.
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -38,6 +41,17 @@ type Options struct {
 	// oldest go, and reading from before them is store.ErrDropped. Default
 	// DefaultMaxLogEntries.
 	MaxLogEntries int
+	// MaxBytes bounds what the idempotency records and session variables
+	// hold together in the file (keys, results and values, and about 130
+	// bytes each besides): past it, the least recently written go first,
+	// as in the memory store. Default DefaultMaxBytes (256 MiB).
+	MaxBytes int64
+	// MaxLogBytes bounds what every event log holds together (entries and
+	// names, about 60 bytes an entry besides): past it, the logs finished
+	// longest ago are dropped before their TTL, as if expired. A log
+	// still being written is never dropped, nor the one finished last.
+	// Default DefaultMaxLogBytes (256 MiB).
+	MaxLogBytes int64
 }
 
 // Store keeps records and variables in a bbolt file.
@@ -47,6 +61,9 @@ type Store struct {
 	stop    chan struct{}
 	swept   sync.WaitGroup
 	once    sync.Once
+
+	maxBytes    int64 // Options.MaxBytes; see bounds.go
+	maxLogBytes int64 // Options.MaxLogBytes
 
 	maxLog     int
 	logWaiters record.Waiters
@@ -65,6 +82,12 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Minute
 	}
+	if opts.MaxBytes <= 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	if opts.MaxLogBytes <= 0 {
+		opts.MaxLogBytes = DefaultMaxLogBytes
+	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.LockTimeout})
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
@@ -79,7 +102,10 @@ func Open(path string, opts Options) (*Store, error) {
 		if _, err := tx.CreateBucketIfNotExists(logsBucket); err != nil {
 			return err
 		}
-		_, err := tx.CreateBucketIfNotExists(varsBucket)
+		if _, err := tx.CreateBucketIfNotExists(varsBucket); err != nil {
+			return err
+		}
+		_, err := checkBounds(tx, opts.MaxBytes, opts.MaxLogBytes)
 		return err
 	})
 	if err != nil {
@@ -89,7 +115,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.MaxLogEntries <= 0 {
 		opts.MaxLogEntries = DefaultMaxLogEntries
 	}
-	s := &Store{db: db, stop: make(chan struct{}), maxLog: opts.MaxLogEntries}
+	s := &Store{db: db, stop: make(chan struct{}), maxLog: opts.MaxLogEntries, maxBytes: opts.MaxBytes, maxLogBytes: opts.MaxLogBytes}
 	s.swept.Add(1)
 	go s.sweepEvery(opts.SweepInterval)
 	return s, nil
@@ -111,12 +137,14 @@ func readRecord(b *bbolt.Bucket, key string, now time.Time) (*record.Record, err
 	return &r, nil
 }
 
-func writeRecord(b *bbolt.Bucket, key string, r *record.Record) error {
+// writeRecord writes r at key as the most recently written entry, within
+// the bound in bytes.
+func (s *Store) writeRecord(tx *bbolt.Tx, key string, r *record.Record) error {
 	v, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return b.Put([]byte(key), v)
+	return putEntry(tx, kindRecord, []byte(key), v, s.maxBytes)
 }
 
 // Claim implements store.Idempotency. A completed or in-flight record is
@@ -147,7 +175,7 @@ func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.
 		if rec == nil {
 			return nil
 		}
-		return writeRecord(b, key, rec)
+		return s.writeRecord(tx, key, rec)
 	})
 	if err == nil && c.State == store.Claimed {
 		s.waiters.Wake(key)
@@ -169,9 +197,9 @@ func (s *Store) update(key, owner string, fn func(r *record.Record, now time.Tim
 			return store.ErrLeaseLost
 		}
 		if r = fn(r, now); r == nil {
-			return b.Delete([]byte(key))
+			return deleteEntry(tx, kindRecord, []byte(key))
 		}
-		return writeRecord(b, key, r)
+		return s.writeRecord(tx, key, r)
 	})
 }
 
@@ -246,14 +274,14 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(time.Now().Add(ttl).UnixNano()))
 	v = append(v, value...)
 	return s.db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(varsBucket).Put(varKey(scope, name), v)
+		return putEntry(tx, kindVar, varKey(scope, name), v, s.maxBytes)
 	})
 }
 
 // DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
-		return tx.Bucket(varsBucket).Delete(varKey(scope, name))
+		return deleteEntry(tx, kindVar, varKey(scope, name))
 	})
 }
 
@@ -282,7 +310,7 @@ func (s *Store) Sweep() error {
 		err := tx.Bucket(recordsBucket).ForEach(func(k, v []byte) error {
 			var r record.Record
 			if json.Unmarshal(v, &r) != nil || r.Expired(now) {
-				dead = append(dead, k)
+				dead = append(dead, bytes.Clone(k))
 			}
 			return nil
 		})
@@ -290,14 +318,14 @@ func (s *Store) Sweep() error {
 			return err
 		}
 		for _, k := range dead {
-			if err := tx.Bucket(recordsBucket).Delete(k); err != nil {
+			if err := deleteEntry(tx, kindRecord, k); err != nil {
 				return err
 			}
 		}
 		dead = dead[:0]
 		err = tx.Bucket(varsBucket).ForEach(func(k, v []byte) error {
 			if len(v) < 8 || now.UnixNano() >= int64(binary.BigEndian.Uint64(v)) {
-				dead = append(dead, k)
+				dead = append(dead, bytes.Clone(k))
 			}
 			return nil
 		})
@@ -305,12 +333,22 @@ func (s *Store) Sweep() error {
 			return err
 		}
 		for _, k := range dead {
-			if err := tx.Bucket(varsBucket).Delete(k); err != nil {
+			if err := deleteEntry(tx, kindVar, k); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// Bytes returns what the records and variables hold, and what the event
+// logs hold, as MaxBytes and MaxLogBytes count them.
+func (s *Store) Bytes() (entries, logs int64, err error) {
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		entries, logs = getCount(tx, bytesKey), getCount(tx, logBytesKey)
+		return nil
+	})
+	return entries, logs, err
 }
 
 // Close implements io.Closer.

@@ -140,9 +140,15 @@ func TestSweep(t *testing.T) {
 	defer db.Close()
 	var keys []string
 	err = db.View(func(tx *bbolt.Tx) error {
-		return tx.ForEach(func(_ []byte, b *bbolt.Bucket) error {
-			return b.ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil })
-		})
+		// The records, variables and logs (the other buckets are their
+		// counts and indexes, which TestBoundsSurviveReopen checks).
+		for _, name := range []string{"idempotency", "session", "eventlog"} {
+			err := tx.Bucket([]byte(name)).ForEach(func(k, _ []byte) error { keys = append(keys, string(k)); return nil })
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -66,13 +66,18 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 		if l != nil {
 			return store.ErrLogExists
 		}
-		_ = logs.DeleteBucket([]byte(name)) // an expired log of that name
+		if err := dropLog(tx, []byte(name)); err != nil { // an expired log of that name
+			return err
+		}
 		b, err := logs.CreateBucket([]byte(name))
 		if err != nil {
 			return err
 		}
+		if err := growLog(tx, []byte(name), logOverhead+int64(len(name))); err != nil {
+			return err
+		}
 		l = record.NewLog(owner, now, lease, ttl)
-		if err := s.appendEntries(b, l, data); err != nil {
+		if err := s.appendEntries(b, name, l, data); err != nil {
 			return err
 		}
 		return writeLog(b, l)
@@ -105,28 +110,39 @@ func (s *Store) updateLog(name, owner string, fn func(b *bbolt.Bucket, l *record
 	})
 }
 
-// appendEntries puts data as l's next entries in b, deleting the oldest
-// past the bound.
-func (s *Store) appendEntries(b *bbolt.Bucket, l *record.Log, data [][]byte) error {
+// appendEntries puts data as the next entries of l, the log name in b,
+// deleting the oldest past MaxLogEntries, then the logs finished longest
+// ago past MaxLogBytes.
+func (s *Store) appendEntries(b *bbolt.Bucket, name string, l *record.Log, data [][]byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	var delta int64
 	for _, d := range data {
 		i, drop := l.Append(s.maxLog)
 		for k := range drop {
-			if err := b.Delete(entryKey(l.First - uint64(drop) + uint64(k))); err != nil {
+			key := entryKey(l.First - uint64(drop) + uint64(k))
+			delta -= logEntryOverhead + int64(len(b.Get(key)))
+			if err := b.Delete(key); err != nil {
 				return err
 			}
 		}
 		if err := b.Put(entryKey(i), d); err != nil {
 			return err
 		}
+		delta += logEntryOverhead + int64(len(d))
 	}
-	return nil
+	if err := growLog(b.Tx(), []byte(name), delta); err != nil {
+		return err
+	}
+	return trimLogs(b.Tx(), s.maxLogBytes)
 }
 
 // Append implements store.EventLog.
 func (s *Store) Append(_ context.Context, name, owner string, data ...[]byte) (uint64, error) {
 	var i uint64
 	err := s.updateLog(name, owner, func(b *bbolt.Bucket, l *record.Log, _ time.Time) error {
-		err := s.appendEntries(b, l, data)
+		err := s.appendEntries(b, name, l, data)
 		i = l.Last
 		return err
 	})
@@ -231,7 +247,12 @@ func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Durat
 // Finish implements store.EventLog.
 func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
 	err := s.updateLog(name, owner, func(b *bbolt.Bucket, l *record.Log, now time.Time) error {
-		if err := s.appendEntries(b, l, data); err != nil {
+		// Last among the finished before its entries may push others out:
+		// the log finished last is never dropped.
+		if err := finishLog(b.Tx(), []byte(name)); err != nil {
+			return err
+		}
+		if err := s.appendEntries(b, name, l, data); err != nil {
 			return err
 		}
 		l.Finish(now, ttl)
@@ -276,7 +297,7 @@ func sweepLogs(tx *bbolt.Tx, now time.Time) error {
 		return err
 	}
 	for _, k := range dead {
-		if err := logs.DeleteBucket(k); err != nil {
+		if err := dropLog(tx, k); err != nil {
 			return err
 		}
 	}

@@ -1,6 +1,7 @@
 // Package storeurl opens a store.Store from the URL an operator writes in
 // --store: "memory", "bolt:///path/to/file.db", "redis://host:port/db" or
-// "redis+cluster://host:port,host:port,…".
+// "redis+cluster://host:port,host:port,…"; a bolt URL's query may bound
+// the file in bytes (bolt:///path/to/file.db?max_bytes=1GiB&max_log_bytes=1GiB).
 // It lives apart from package store because it imports every backend.
 package storeurl
 
@@ -10,7 +11,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/toolwire/toolwire/internal/redact"
@@ -50,7 +53,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // Validate checks that the URL names a kind of store and has that kind's
 // shape, without opening it.
 func (c Config) Validate() error {
-	if _, _, err := parse(c.URL); err != nil {
+	if _, _, _, err := parse(c.URL); err != nil {
 		return redact.Error(err, c.URL)
 	}
 	_, _, err := c.tls()
@@ -125,13 +128,13 @@ func Open(ctx context.Context, rawURL string) (store.Store, error) {
 // open opens the store rawURL names, a Redis one with ropts (its TLS
 // settings beside the URL's).
 func open(ctx context.Context, rawURL string, ropts redis.Options) (store.Store, error) {
-	kind, path, err := parse(rawURL)
+	kind, path, bopts, err := parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case "bolt":
-		return bolt.Open(path, bolt.Options{})
+		return bolt.Open(path, bopts)
 	case "redis", "redis-cluster":
 		return redis.Open(ctx, rawURL, ropts)
 	}
@@ -139,24 +142,24 @@ func open(ctx context.Context, rawURL string, ropts redis.Options) (store.Store,
 }
 
 // parse returns the kind of store rawURL names (memory, bolt, redis or
-// redis-cluster) and,
-// for bolt, the file's path.
-func parse(rawURL string) (kind, path string, err error) {
+// redis-cluster) and, for bolt, the file's path and the bounds its query
+// sets (max_bytes, max_log_bytes).
+func parse(rawURL string) (kind, path string, bopts bolt.Options, err error) {
 	switch rawURL {
 	case "", "memory", "memory:", "memory://":
-		return "memory", "", nil
+		return "memory", "", bopts, nil
 	}
 	if redis.IsClusterURL(rawURL) {
 		// Checked whole, as Open will read it (a node list is no URL host
 		// for net/url), so a bad one is refused before anything is opened.
 		if _, err := redis.ParseClusterURL(rawURL); err != nil {
-			return "", "", fmt.Errorf("store: %w", err)
+			return "", "", bopts, fmt.Errorf("store: %w", err)
 		}
-		return "redis-cluster", "", nil
+		return "redis-cluster", "", bopts, nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", "", fmt.Errorf("store %q: %w", rawURL, err)
+		return "", "", bopts, fmt.Errorf("store %q: %w", rawURL, err)
 	}
 	switch u.Scheme {
 	case "bolt":
@@ -166,12 +169,46 @@ func parse(rawURL string) (kind, path string, err error) {
 			path = u.Opaque
 		}
 		if u.Host != "" || path == "" || strings.HasSuffix(path, "/") {
-			return "", "", fmt.Errorf("store %q: want bolt:///path/to/file.db", rawURL)
+			return "", "", bopts, fmt.Errorf("store %q: want bolt:///path/to/file.db", rawURL)
 		}
-		return "bolt", path, nil
+		for name, values := range u.Query() {
+			var n *int64
+			switch name {
+			case "max_bytes":
+				n = &bopts.MaxBytes
+			case "max_log_bytes":
+				n = &bopts.MaxLogBytes
+			default:
+				return "", "", bopts, fmt.Errorf("store %q: unexpected option %q; a bolt store takes max_bytes and max_log_bytes", rawURL, name)
+			}
+			if *n, err = parseBytes(values[len(values)-1]); err != nil {
+				return "", "", bopts, fmt.Errorf("store %q: %s: %w", rawURL, name, err)
+			}
+		}
+		return "bolt", path, bopts, nil
 	case "redis", "rediss":
-		return "redis", "", nil
+		return "redis", "", bopts, nil
 	default:
-		return "", "", fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,…", rawURL)
+		return "", "", bopts, fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,…", rawURL)
 	}
+}
+
+// parseBytes reads a size: a positive number of bytes, or of KiB, MiB or
+// GiB with that suffix (256MiB).
+func parseBytes(s string) (int64, error) {
+	unit := int64(1)
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if rest, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, unit = rest, u.size
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/unit {
+		return 0, errors.New("want a positive number of bytes, or of KiB, MiB or GiB (256MiB)")
+	}
+	return n * unit, nil
 }

@@ -3,11 +3,13 @@ package storeurl_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
@@ -84,6 +86,34 @@ func TestOpenErrors(t *testing.T) {
 	}
 }
 
+// TestBoltBounds: a bolt URL's max_bytes and max_log_bytes bound the
+// store it opens.
+func TestBoltBounds(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s, err := storeurl.Open(ctx, "bolt://"+path+"?max_bytes=64KiB&max_log_bytes=32KiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		name := fmt.Sprint(i)
+		if err := s.SetVar(ctx, "s", name, make([]byte, 10<<10), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Open(ctx, name, "o", time.Hour, time.Hour, make([]byte, 10<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, name, "o", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, logs, err := s.(*bolt.Store).Bytes()
+	if err != nil || entries > 64<<10 || logs > 32<<10 {
+		t.Fatalf("the store holds %d and %d bytes (%v), want within 64 KiB and 32 KiB", entries, logs, err)
+	}
+}
+
 // TestOpenCluster: redis+cluster:// opens the store on a real Redis
 // Cluster, which Kind names for logs.
 func TestOpenCluster(t *testing.T) {
@@ -116,6 +146,10 @@ func TestConfigValidate(t *testing.T) {
 		{"mongodb://x", "unknown kind"},
 		{"bolt://host/file.db", "want bolt:///path"},
 		{"bolt:///", "want bolt:///path"},
+		{"bolt:///var/lib/toolwire.db?max_bytes=512MiB&max_log_bytes=1073741824", ""},
+		{"bolt:///var/lib/toolwire.db?max_bytes=0", "max_bytes: want a positive number"},
+		{"bolt:///var/lib/toolwire.db?max_log_bytes=1TB", "max_log_bytes: want a positive number"},
+		{"bolt:///var/lib/toolwire.db?max_entries=5", `unexpected option "max_entries"`},
 		{"redis://[::1", "store \"redis://[::1\""},
 	} {
 		err := storeurl.Config{URL: tc.url}.Validate()
