@@ -173,7 +173,7 @@ func (b *batch) claimFailed(ctx, waitCtx context.Context, i int, key string, wai
 		// Running without the store could run the call twice: refuse.
 		b.e.deps.Logger.Error("idempotency store failed", "batch_id", b.id, "call_id", res.GetCallId(), "error", err)
 		errorResult(res, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf(
-			"the idempotency store did not answer for %s, so the call with key %q was not run (running it without its record could run it twice); send it again later: %v",
+			"the idempotency store failed for %s (it did not answer, or refused the write), so the call with key %q was not run (running it without its record could run it twice); send it again later: %v",
 			waited.Round(time.Millisecond), key, err))
 	}
 	return res
@@ -246,6 +246,14 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 		}
 		return
 	}
+	// The note on res says a retry may run the call again: it must reach
+	// the caller, so it takes its room from the content (a result at
+	// MaxResultBytes would otherwise lose its details, the note with
+	// them, when finish bounds it).
+	note := func(held bool, why string) {
+		noteNotRecorded(res, held, why)
+		boundKeepingDetails(res, e.cfg.MaxResultBytes)
+	}
 	// The record holds the result without the call's ID and index.
 	id, index := res.CallId, res.Index
 	res.CallId, res.Index = "", 0
@@ -253,7 +261,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	res.CallId, res.Index = id, index
 	if err != nil {
 		deps.Logger.Error("could not encode an idempotency record", "batch_id", c.b.id, "call_id", id, "error", err)
-		noteNotRecorded(res, false, "its result could not be encoded")
+		note(false, "its result could not be encoded")
 		return
 	}
 	r := &heldRecord{key: c.key, fp: c.fp, owner: c.owner, stored: stored, at: time.Now()}
@@ -264,15 +272,15 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	case errors.Is(err, errRecordLost):
 		deps.Logger.Error("could not record a keyed call's result: its key was taken over; a retry may run it again",
 			"batch_id", c.b.id, "call_id", id, "key", c.key)
-		noteNotRecorded(res, false, "the call outlived its claim on the key, which another replica took over")
+		note(false, "the call outlived its claim on the key, which another replica took over")
 	case e.heldRecs.hold(r):
 		deps.Logger.Warn("the store did not take a keyed call's record; holding it until it does",
 			"batch_id", c.b.id, "call_id", id, "key", c.key, "error", err)
-		noteNotRecorded(res, true, "the idempotency store did not answer")
+		note(true, fmt.Sprintf("the idempotency store did not take it (%v)", err))
 	default:
 		deps.Logger.Error("the store did not take a keyed call's record, and no more can be held; a retry may run it again",
 			"batch_id", c.b.id, "call_id", id, "key", c.key, "error", err)
-		noteNotRecorded(res, false, "the idempotency store did not answer, and this replica holds as many unwritten records as it may")
+		note(false, fmt.Sprintf("the idempotency store did not take it (%v), and this replica holds as many unwritten records as it may", err))
 	}
 }
 

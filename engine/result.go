@@ -126,6 +126,20 @@ func bound(res *toolwirev1.CallResult, limit int) {
 	res.OriginalSize = max(res.OriginalSize, original)
 }
 
+// boundKeepingDetails is bound with res's details kept whole: their room
+// is taken from the content and structured content, which bound would
+// otherwise keep first. For details the server writes that the caller
+// must see (a result's idempotency note).
+func boundKeepingDetails(res *toolwirev1.CallResult, limit int) {
+	if payload(res) <= limit {
+		return
+	}
+	details := res.Details
+	res.Details = ""
+	bound(res, max(limit-len(details), 0))
+	res.Details = details
+}
+
 // validUTF8 replaces what is not UTF-8 in res's strings with U+FFFD.
 // Protocol buffers' strings must be UTF-8: one that is not fails the
 // marshal of its event, ending the stream of every call in the batch, and

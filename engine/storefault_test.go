@@ -18,6 +18,7 @@ import (
 	"github.com/toolwire/toolwire/store/bolt"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // The fault tests run against a redis-server of their own, which they
@@ -359,4 +360,34 @@ func TestUnstoredEventsBounded(t *testing.T) {
 	}
 	waitFor(t, func() bool { return te.e.unstored.Load() == 0 })
 	t.Logf("heap +%d MiB while frozen, %d bytes waiting for the store", held>>20, n)
+}
+
+// TestNotRecordedNoteSurvivesAFullResult: a result at max_result_bytes
+// whose record the store refuses keeps its details.idempotency note, its
+// room taken from the content; bounding it left the note out, so the
+// caller could not tell that a retry may run the call again.
+func TestNotRecordedNoteSurvivesAFullResult(t *testing.T) {
+	t.Parallel()
+	for _, held := range []bool{true, false} {
+		f := &failingIdem{Idempotency: memory.New(memory.Options{})}
+		f.complete = func() error { return errors.New("write toolwire.db: no space left on device") }
+		big := tools.Tool{Name: "big1m", Description: "returns 1 MiB", InputSchema: json.RawMessage(`{"type":"object"}`),
+			Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+				return tools.Text(strings.Repeat("x", 1<<20)), nil
+			}}
+		te := newTestBedWith(t, Config{}, Deps{Idempotency: f}, big)
+		if !held {
+			for i := range maxHeldRecords {
+				te.e.heldRecs.hold(&heldRecord{key: fmt.Sprint("filler", i), stored: []byte("x"), at: time.Now()})
+			}
+		}
+		res := results(t, te.run(t, one(keyed("a", "big1m", "", "k"))))["a"]
+		note := idempotencyNote(t, res)
+		if note["recorded"] != false || note["held"] != held || !strings.Contains(fmt.Sprint(note["note"]), "no space left on device") {
+			t.Fatalf("held %v: details %q; want details.idempotency saying it is not recorded, and why", held, res.GetDetails())
+		}
+		if limit := te.e.cfg.MaxResultBytes; payload(res) > limit || !res.GetTruncated() {
+			t.Errorf("held %v: %d bytes, truncated %v; want it truncated within %d", held, payload(res), res.GetTruncated(), limit)
+		}
+	}
 }
