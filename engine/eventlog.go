@@ -465,9 +465,14 @@ func (l *batchLog) flushFinish() error {
 }
 
 // finish ends the log after BatchFinished: once the store has taken every
-// event, it is finished, to live BatchTTL more. While the store does not
-// answer it tries again, renewing the lease, for up to two leases; past
-// that the log is left to its readers, who end it as owner lost.
+// event, it is finished, to live BatchTTL more. Until then it tries again,
+// renewing the lease. It gives up once the store has renewed no lease for
+// two leases (it does not answer): the log is left to its readers, who end
+// it as owner lost. A store that renews the lease but refuses the events
+// (a full disk refuses a large result and takes a renewal) keeps the
+// batch running until it takes them: the replica is not lost, and its
+// readers get the calls' own results rather than a cancellation that
+// invites running them again.
 func (l *batchLog) finish() {
 	l.stop()
 	defer l.writerDone()
@@ -495,7 +500,10 @@ func (l *batchLog) finish() {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-		if err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease); lostFor(err) {
+		switch err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease); {
+		case err == nil:
+			giveUp = time.Now().Add(2 * e.cfg.BatchLease)
+		case lostFor(err):
 			l.lost(err)
 		}
 		cancel()
@@ -511,8 +519,8 @@ func (l *batchLog) finish() {
 }
 
 // dropPending forgets the events the store never took once the writer has
-// given up on them (the log lost, the store out past two leases, the
-// engine closed): its readers end the batch as owner lost.
+// given up on them (the log lost, the store renewing no lease for two
+// leases, the engine closed): its readers end the batch as owner lost.
 func (l *batchLog) dropPending() {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()

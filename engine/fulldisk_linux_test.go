@@ -208,3 +208,64 @@ func TestKeyedCallsOnAFullDisk(t *testing.T) {
 		t.Errorf("a detached batch once there is room: %v", err)
 	}
 }
+
+// TestDetachedBatchOutlastsAFullDiskLongerThanItsLease: the disk stays
+// full for three leases after a detached batch's call has ended with a
+// result the store cannot take, while the lease's renewals (small) still
+// land. The owner is alive and says so: its batch waits for room and ends
+// with the call's own result. It used to give up two leases after the
+// call ended, so its readers ended it as owner lost, CANCELLED "the
+// replica running this batch was lost ... send it again", on the one
+// replica there is, the result thrown away and a resend inviting a second
+// run.
+func TestDetachedBatchOutlastsAFullDiskLongerThanItsLease(t *testing.T) {
+	dir := testenv.SmallFS(t, 4<<20)
+	st, err := bolt.Open(filepath.Join(dir, "toolwire.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() }) // before the unmount
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	var runs atomic.Int32
+	big := tools.Tool{
+		Name:        "bigwait",
+		Description: "waits, then returns 128 KiB",
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
+			runs.Add(1)
+			started <- struct{}{}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return tools.Text("done " + strings.Repeat("x", 128<<10)), nil
+		},
+	}
+	const lease = 2 * time.Second
+	te := newTestBedWith(t, Config{BatchLease: lease}, Deps{Idempotency: st, Vars: st, EventLog: st}, big)
+	lb := startDetached(t, as("alice"), te, one(call("c", "bigwait", `{}`)))
+	<-started
+	free := fill(t, dir)
+	close(gate)
+	time.Sleep(3 * lease)
+	if info, err := st.Stat(context.Background(), logName("alice", batchIDOf(t, lb.snapshot()))); err != nil || info.Finished || !info.Owned {
+		t.Fatalf("the batch's log after three leases of a full disk: %+v %v; want it running, owned", info, err)
+	}
+	free()
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := results(t, events)["c"]
+	if res.GetIsError() || !strings.HasPrefix(text(res), "done x") {
+		t.Fatalf("the call's result: %v %.200q; want its own", res.GetErrorKind(), text(res))
+	}
+	if f := finishedOf(events); f.GetSucceeded() != 1 {
+		t.Errorf("BatchFinished %v; want 1 succeeded", f)
+	}
+	sameEvents(t, "attachment", events, attachAll(t, te, batchIDOf(t, events)))
+	if n := runs.Load(); n != 1 {
+		t.Errorf("the call ran %d times", n)
+	}
+}
