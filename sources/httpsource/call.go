@@ -3,6 +3,7 @@ package httpsource
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -29,6 +30,9 @@ func (r *requester) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 	withBody := hasBody(r.method)
 	u, err := r.url.build(args, !withBody)
 	if err != nil {
+		if ae := (*ArgumentError)(nil); errors.As(err, &ae) {
+			return InvalidArguments(err), nil
+		}
 		return tools.Errorf("%v", err), nil
 	}
 	req := Request{Method: r.method, URL: u}

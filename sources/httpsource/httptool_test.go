@@ -225,7 +225,8 @@ func TestURL(t *testing.T) {
 	}{
 		{"escapes path and query", "get", `{"id":"a/b c?","q":"x&y=z é","limit":10}`,
 			"/users/a/b c?/posts", "/users/a%2Fb%20c%3F/posts", "q=x%26y%3Dz+%C3%A9&sort=new&limit=10&v=1", ""},
-		{"dot dot cannot climb", "get", `{"id":".."}`, "/users/../posts", "/users/%2E%2E/posts", "sort=new&v=1", ""},
+		{"dot dot cannot climb", "get", `{"id":".."}`, "", "", "", `argument "id": the URL path segment it fills reads ".."`},
+		{"dots inside a value are text", "get", `{"id":"v1..2"}`, "/users/v1..2/posts", "", "sort=new&v=1", ""},
 		{"absent optional query field is left out; array repeats", "get", `{"id":"7","tags":["a b","c"]}`,
 			"/users/7/posts", "", "tag=a+b&tag=c&sort=new&v=1", ""},
 		{"unused arguments of GET go to the query", "get", `{"id":"7","extra":"e&","flag":true}`,

@@ -3,11 +3,15 @@ package httpsource
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"slices"
 	"strings"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // urlTemplate is a checked URL with placeholders in its path and query.
@@ -22,20 +26,35 @@ type urlTemplate struct {
 // placeholder used go to the query string.
 func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 	var err error
-	path := placeholderRE.ReplaceAllStringFunc(t.path, func(m string) string {
-		f := m[1 : len(m)-1]
-		v, ok := args[f]
-		if !ok || v == nil {
-			if err == nil {
-				err = fmt.Errorf("argument %q is required: the URL path uses it", f)
-			}
-			return ""
+	segs := strings.Split(t.path, "/")
+	for i, seg := range segs {
+		fields := placeholderRE.FindAllStringSubmatch(seg, -1)
+		if fields == nil {
+			continue
 		}
-		return PathEscape(ArgText(v))
-	})
-	if err != nil {
-		return "", err
+		segs[i] = placeholderRE.ReplaceAllStringFunc(seg, func(m string) string {
+			f := m[1 : len(m)-1]
+			v, ok := args[f]
+			if !ok || v == nil {
+				if err == nil {
+					err = fmt.Errorf("argument %q is required: the URL path uses it", f)
+				}
+				return ""
+			}
+			return PathEscape(ArgText(v))
+		})
+		if err != nil {
+			return "", err
+		}
+		if err := CheckSegment(segs[i]); err != nil {
+			names := make([]string, len(fields))
+			for j, f := range fields {
+				names[j] = f[1]
+			}
+			return "", &ArgumentError{Names: names, Err: err}
+		}
 	}
+	path := strings.Join(segs, "/")
 	var q []string
 	for _, pair := range t.query {
 		key, value, _ := strings.Cut(pair, "=")
@@ -79,8 +98,9 @@ func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 	return u, nil
 }
 
-// PathEscape escapes one path segment's value; "/" becomes %2F and a value
-// of "." or ".." is escaped too, so an argument cannot climb the path.
+// PathEscape escapes one path segment's value; "/" becomes %2F. Escaping
+// alone does not keep an argument from climbing the path (RFC 3986 makes
+// %2E a "."): CheckSegment the filled segment.
 func PathEscape(s string) string {
 	switch s {
 	case ".":
@@ -89,6 +109,69 @@ func PathEscape(s string) string {
 		return "%2E%2E"
 	}
 	return url.PathEscape(s)
+}
+
+// CheckSegment says why a path segment filled from arguments (escaped, as
+// it will be sent) must not be sent, or returns nil. An empty segment
+// ("/users//x") is one that servers and proxies merge away, reaching
+// another resource ("/users/x"). A segment that, percent-decoded, is "."
+// or "..", or holds one between slashes or backslashes, climbs the path:
+// RFC 3986 makes %2E the same "." (nginx and WHATWG URL parsers remove
+// "%2E%2E" segments), and servers that decode %2F or %5C before
+// normalizing read "..%2Fadmin" as "../admin". No operation needs such a
+// value, so it is refused rather than escaped.
+func CheckSegment(seg string) error {
+	if seg == "" {
+		return errors.New("it leaves an empty segment in the URL path, which servers merge away, reaching another path")
+	}
+	dec := seg
+	// Decoded until it stops changing: a server or proxy may decode twice.
+	for range 4 {
+		d, err := url.PathUnescape(dec)
+		if err != nil || d == dec {
+			break
+		}
+		dec = d
+	}
+	for _, piece := range strings.FieldsFunc(dec, func(r rune) bool { return r == '/' || r == '\\' }) {
+		if strings.Trim(piece, ".") == "" && len(piece) <= 2 {
+			return fmt.Errorf("the URL path segment it fills reads %q once decoded, which climbs the path to another resource", dec)
+		}
+	}
+	if strings.Trim(dec, "/\\") == "" {
+		return errors.New("it leaves an empty segment in the URL path, which servers merge away, reaching another path")
+	}
+	return nil
+}
+
+// ArgumentError is an error in the arguments: the model can correct it.
+// Names are the arguments it concerns.
+type ArgumentError struct {
+	Names []string
+	Err   error
+}
+
+func (e *ArgumentError) Error() string {
+	q := make([]string, len(e.Names))
+	for i, n := range e.Names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	s := "argument "
+	if len(q) > 1 {
+		s = "arguments "
+	}
+	return s + strings.Join(q, ", ") + ": " + e.Err.Error()
+}
+
+func (e *ArgumentError) Unwrap() error { return e.Err }
+
+// InvalidArguments is an error result of kind INVALID_ARGUMENTS saying
+// what is wrong with the arguments, so the model fixes them rather than
+// retrying.
+func InvalidArguments(err error) *tools.Result {
+	res := tools.Errorf("%v", err)
+	res.ErrorKind = int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS)
+	return res
 }
 
 // ArgText is how an argument reads inside a URL or a longer string: a

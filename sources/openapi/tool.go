@@ -426,6 +426,35 @@ var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func validHeaderName(s string) bool { return headerNameRE.MatchString(s) }
 
+// checkPath checks each segment of the filled path whose template holds
+// a path parameter (httpsource.CheckSegment), naming the arguments that
+// filled it.
+func checkPath(tmpl, filled string, params []param) error {
+	ts, fs := strings.Split(tmpl, "/"), strings.Split(filled, "/")
+	if len(ts) != len(fs) {
+		// Values are escaped, so they add no slash; only a parameter
+		// name holding one would.
+		return errors.New("the path parameters do not fit the path")
+	}
+	for i, seg := range ts {
+		if !strings.Contains(seg, "{") {
+			continue
+		}
+		err := httpsource.CheckSegment(fs[i])
+		if err == nil {
+			continue
+		}
+		var names []string
+		for _, p := range params {
+			if p.in == "path" && strings.Contains(seg, "{"+p.name+"}") {
+				names = append(names, p.prop)
+			}
+		}
+		return &httpsource.ArgumentError{Names: names, Err: err}
+	}
+	return nil
+}
+
 // call runs one call: arguments into the path, query, headers and body,
 // the request through the HTTP request layer, the JSON response as the
 // result (and its structured content when there is an output schema).
@@ -471,6 +500,9 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 			}
 			header.Set(p.name, s)
 		}
+	}
+	if err := checkPath(o.path, path, o.params); err != nil {
+		return httpsource.InvalidArguments(err), nil
 	}
 	u := o.base + path
 	if len(query) > 0 {
