@@ -9,10 +9,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -36,14 +41,23 @@ const (
 // NewClient returns the HTTP client HTTP tools share: connections are pooled
 // across calls, and each call's context (not a client timeout) bounds it. A
 // redirect to another host drops the headers filled from the environment,
-// so a secret is only ever sent where the config says.
+// so a secret is only ever sent where the config says, and is not followed
+// to a loopback, private, link-local or otherwise internal address: the
+// tool's own host is the operator's choice, a redirect's is the upstream's
+// (or whoever wrote the open redirect a model's arguments reach).
 func NewClient() *http.Client {
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	guarded := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, ControlContext: refuseInternalDial}
 	tr := &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// The address a redirect led to is checked again as it is
+			// connected to: its name may resolve elsewhere by now.
+			if st, _ := ctx.Value(redirectsKey{}).(*redirects); st != nil && st.left(addr) {
+				return guarded.DialContext(ctx, network, addr)
+			}
+			return dialer.DialContext(ctx, network, addr)
+		},
 		ForceAttemptHTTP2:     true,
 		MaxIdleConns:          256,
 		MaxIdleConnsPerHost:   32,
@@ -56,17 +70,120 @@ func NewClient() *http.Client {
 
 type secretHeadersKey struct{}
 
+// redirectsKey holds a request's *redirects.
+type redirectsKey struct{}
+
+// redirects are the addresses (host:port) a request's redirects led to
+// away from its own host, which are dialed only to public addresses.
+type redirects struct {
+	mu    sync.Mutex
+	addrs map[string]bool
+}
+
+func (r *redirects) add(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.addrs == nil {
+		r.addrs = map[string]bool{}
+	}
+	r.addrs[addr] = true
+}
+
+func (r *redirects) left(addr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.addrs[addr]
+}
+
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return errors.New("stopped after 10 redirects")
 	}
-	// Another host, or the same one over plain HTTP after HTTPS: the
-	// secrets would reach someone else, or anyone on the path.
-	if req.URL.Host != via[0].URL.Host || via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
-		names, _ := req.Context().Value(secretHeadersKey{}).([]string)
-		for _, name := range names {
-			req.Header.Del(name)
+	if req.URL.Host == via[0].URL.Host {
+		// Same host: only the scheme may have changed.
+		if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+			dropSecrets(req)
 		}
+		return nil
+	}
+	// Another host: the secrets would reach someone else, and the
+	// answer, which goes to the model, must not come from inside.
+	dropSecrets(req)
+	if err := checkPublic(req.Context(), req.URL.Hostname()); err != nil {
+		return fmt.Errorf("refused a redirect to %s: %w; only the tool's own host may be internal", redact.URL(req.URL.String()), err)
+	}
+	if st, _ := req.Context().Value(redirectsKey{}).(*redirects); st != nil {
+		st.add(hostPort(req.URL))
+	}
+	return nil
+}
+
+func dropSecrets(req *http.Request) {
+	names, _ := req.Context().Value(secretHeadersKey{}).([]string)
+	for _, name := range names {
+		req.Header.Del(name)
+	}
+}
+
+// hostPort is u's host with its port, as the transport dials it.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// checkPublic says why host (a name or an address) is not a public
+// address, or returns nil. A name is resolved; every address it has must
+// be public.
+func checkPublic(ctx context.Context, host string) error {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return checkPublicAddr(ip)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return err
+	}
+	for _, ip := range ips {
+		if err := checkPublicAddr(ip); err != nil {
+			return fmt.Errorf("%s: %w", host, err)
+		}
+	}
+	return nil
+}
+
+// cgnat is the shared address space of RFC 6598, where some clouds keep
+// their metadata services (100.100.100.200).
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+func checkPublicAddr(ip netip.Addr) error {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		return fmt.Errorf("%s is a loopback address", ip)
+	case ip.IsPrivate(), cgnat.Contains(ip):
+		return fmt.Errorf("%s is a private address", ip)
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return fmt.Errorf("%s is a link-local address (cloud metadata services live there)", ip)
+	case ip.IsUnspecified(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast(), !ip.IsGlobalUnicast():
+		return fmt.Errorf("%s is not a public unicast address", ip)
+	}
+	return nil
+}
+
+// refuseInternalDial is the guarded dialer's check of the address it is
+// about to connect to.
+func refuseInternalDial(_ context.Context, _, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return err
+	}
+	if err := checkPublicAddr(ap.Addr()); err != nil {
+		return fmt.Errorf("refused to connect where a redirect led: %w", err)
 	}
 	return nil
 }
@@ -170,9 +287,11 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 			secret = append(secret, h.name)
 		}
 	}
+	rctx := context.WithValue(ctx, redirectsKey{}, &redirects{})
 	if len(secret) > 0 {
-		hr = hr.WithContext(context.WithValue(ctx, secretHeadersKey{}, secret))
+		rctx = context.WithValue(rctx, secretHeadersKey{}, secret)
 	}
+	hr = hr.WithContext(rctx)
 	client := s.Client
 	if client == nil {
 		client = http.DefaultClient
