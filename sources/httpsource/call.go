@@ -68,15 +68,15 @@ func (r *requester) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 	return resp.Result(tools.Text(resultText(selectPath(v, r.path)))), nil
 }
 
-// requestBody is the template filled from args, or else the arguments no
-// URL placeholder used.
+// requestBody is the template filled from args, or else the declared
+// arguments no URL placeholder used.
 func (r *requester) requestBody(args map[string]any) ([]byte, error) {
 	if r.body != nil {
 		return r.body.fill(args)
 	}
 	rest := make(map[string]any, len(args))
 	for k, v := range args {
-		if !r.url.used[k] {
+		if !r.url.used[k] && r.url.declared[k] {
 			rest[k] = v
 		}
 	}

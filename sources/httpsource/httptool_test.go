@@ -216,7 +216,7 @@ func TestURL(t *testing.T) {
       flag: {type: boolean}
 - name: plain
   url: `+up.URL+`/search
-  parameters: {type: object, properties: {q: {type: string}, n: {type: number}, opt: {type: [string, "null"]}}}
+  parameters: {type: object, properties: {q: {type: string}, "n": {type: number}, opt: {type: [string, "null"]}}}
 `)
 	tests := []struct {
 		name, tool, args string
@@ -231,6 +231,8 @@ func TestURL(t *testing.T) {
 			"/users/7/posts", "", "tag=a+b&tag=c&sort=new&v=1", ""},
 		{"unused arguments of GET go to the query", "get", `{"id":"7","extra":"e&","flag":true}`,
 			"/users/7/posts", "", "sort=new&v=1&extra=e%26&flag=true", ""},
+		{"arguments the schema does not declare are not sent", "get", `{"id":"7","access_token":"x","v":"2"}`,
+			"/users/7/posts", "", "sort=new&v=1", ""},
 		{"no placeholders", "plain", `{"q":"hi there","n":1.50,"opt":null}`, "/search", "", "n=1.50&q=hi+there", ""},
 		{"missing path field", "get", `{}`, "", "", "", `argument "id" is required: the URL path uses it`},
 	}
@@ -281,6 +283,7 @@ func TestBody(t *testing.T) {
 		{"absent fields drop members and are null in arrays", "template", `{"id":"7"}`, "POST",
 			`{"item":{"note":"id 7: ","tags":[null,"fixed"]},"v":2}`},
 		{"no template: the arguments the URL did not use", "args", `{"id":"7","title":"t","num":1}`, "PATCH", `{"num":1,"title":"t"}`},
+		{"no template: undeclared arguments are not sent", "args", `{"id":"7","title":"t","role":"admin"}`, "PATCH", `{"title":"t"}`},
 		{"DELETE sends no body", "del", `{"id":"7","title":"t"}`, "DELETE", ""},
 	}
 	for _, tt := range tests {

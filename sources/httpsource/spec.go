@@ -239,7 +239,10 @@ func parseURL(raw string, props map[string]json.RawMessage) (*urlTemplate, error
 	if _, err := url.Parse(probe); err != nil {
 		return nil, err
 	}
-	t := &urlTemplate{base: scheme + "://" + host, path: path, used: map[string]bool{}}
+	t := &urlTemplate{base: scheme + "://" + host, path: path, used: map[string]bool{}, declared: map[string]bool{}}
+	for p := range props {
+		t.declared[p] = true
+	}
 	fields, err := checkFields(path, props)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,10 @@ type urlTemplate struct {
 	path  string          // starts with /
 	query []string        // key=value pairs, as written
 	used  map[string]bool // fields the path or query use
+	// declared are the properties the tool's parameters declare: only
+	// they are sent beyond the placeholders (a schema that allows other
+	// properties does not make them part of the operation).
+	declared map[string]bool
 }
 
 // build fills the template from args. extra says whether the arguments no
@@ -77,7 +81,7 @@ func (t *urlTemplate) build(args map[string]any, extra bool) (string, error) {
 	}
 	if extra {
 		for _, f := range sortedKeys(args) {
-			if t.used[f] {
+			if t.used[f] || !t.declared[f] {
 				continue
 			}
 			vals := []any{args[f]}
