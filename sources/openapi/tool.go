@@ -40,6 +40,7 @@ type operation struct {
 	params       []param
 	body         bodyMode
 	bodyProp     string
+	bodyMembers  map[string]bool // a merged body's properties: only they are sent
 	bodySpec     *bodySpec
 	structured   bool // the tool declares an output schema
 	send         *httpsource.Sender
@@ -263,7 +264,7 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 	conv := d.requestConverter(maxDepth)
 	props := map[string]any{}
 	var required []string
-	o.params, o.body, o.bodyProp, o.bodySpec = nil, noBody, "", nil
+	o.params, o.body, o.bodyProp, o.bodySpec, o.bodyMembers = nil, noBody, "", nil, nil
 	if rb != nil {
 		// What a call needs of the body, not its schema: the tool keeps
 		// no part of the document.
@@ -304,8 +305,10 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 			o.bodySpec = nil
 		case mergeable(sm, props):
 			o.body = mergedBody
+			o.bodyMembers = map[string]bool{}
 			for k, v := range sm["properties"].(map[string]any) {
 				props[k] = v
+				o.bodyMembers[k] = true
 			}
 			if req, ok := sm["required"].([]string); ok && rb.required {
 				required = append(required, req...)
@@ -515,7 +518,9 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 	case mergedBody:
 		rest := map[string]any{}
 		for k, v := range args {
-			if !params[k] {
+			// The input schema allows more (additionalProperties is
+			// not false), but the operation's body has these members.
+			if !params[k] && o.bodyMembers[k] {
 				rest[k] = v
 			}
 		}
