@@ -333,13 +333,8 @@ func entriesCounted(tx *bbolt.Tx) (bool, error) {
 // variables. Their order is not known: they are placed by expiry, the
 // soonest first.
 func countEntries(tx *bbolt.Tx) error {
-	for _, name := range [][]byte{writtenBucket, seqBucket} {
-		if err := tx.DeleteBucket(name); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(name); err != nil {
-			return err
-		}
+	if err := emptyBuckets(tx, writtenBucket, seqBucket); err != nil {
+		return err
 	}
 	type entry struct {
 		id      []byte
@@ -433,13 +428,8 @@ func logsCounted(tx *bbolt.Tx) (bool, error) {
 // countLogs rebuilds every log's size, the finish order (by expiry: the
 // logs of one store share a TTL) and the logs' count.
 func countLogs(tx *bbolt.Tx) error {
-	for _, name := range [][]byte{logSizeBucket, finishedBucket} {
-		if err := tx.DeleteBucket(name); err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket(name); err != nil {
-			return err
-		}
+	if err := emptyBuckets(tx, logSizeBucket, finishedBucket); err != nil {
+		return err
 	}
 	type fin struct {
 		name    []byte
@@ -471,6 +461,19 @@ func countLogs(tx *bbolt.Tx) error {
 	for _, f := range done {
 		if err := finishLog(tx, f.name); err != nil {
 			return fmt.Errorf("log %q: %w", f.name, err)
+		}
+	}
+	return nil
+}
+
+// emptyBuckets replaces the buckets named with empty ones.
+func emptyBuckets(tx *bbolt.Tx, names ...[]byte) error {
+	for _, name := range names {
+		if err := tx.DeleteBucket(name); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
 		}
 	}
 	return nil
