@@ -1,7 +1,8 @@
 // Package storeurl opens a store.Store from the URL an operator writes in
 // --store: "memory", "bolt:///path/to/file.db", "redis://host:port/db" or
-// "redis+cluster://host:port,host:port,…"; a bolt URL's query may bound
-// the file in bytes (bolt:///path/to/file.db?max_bytes=1GiB&max_log_bytes=1GiB).
+// "redis+cluster://host:port,host:port,…"; a bolt or memory URL's query may
+// bound the store in bytes (bolt:///path/to/file.db?max_bytes=1GiB&max_log_bytes=1GiB,
+// memory://?max_bytes=1GiB).
 // It lives apart from package store because it imports every backend.
 package storeurl
 
@@ -128,40 +129,50 @@ func Open(ctx context.Context, rawURL string) (store.Store, error) {
 // open opens the store rawURL names, a Redis one with ropts (its TLS
 // settings beside the URL's).
 func open(ctx context.Context, rawURL string, ropts redis.Options) (store.Store, error) {
-	kind, path, bopts, err := parse(rawURL)
+	kind, path, b, err := parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case "bolt":
-		return bolt.Open(path, bopts)
+		return bolt.Open(path, bolt.Options{MaxBytes: b.maxBytes, MaxLogBytes: b.maxLogBytes})
 	case "redis", "redis-cluster":
 		return redis.Open(ctx, rawURL, ropts)
 	}
-	return memory.New(memory.Options{}), nil
+	return memory.New(memory.Options{MaxBytes: int(b.maxBytes), MaxLogBytes: int(b.maxLogBytes)}), nil
 }
 
+// bounds are what a memory or bolt URL's query sets: the most its records
+// and variables, and its event logs, may hold; 0: the store's default.
+type bounds struct{ maxBytes, maxLogBytes int64 }
+
 // parse returns the kind of store rawURL names (memory, bolt, redis or
-// redis-cluster) and, for bolt, the file's path and the bounds its query
-// sets (max_bytes, max_log_bytes).
-func parse(rawURL string) (kind, path string, bopts bolt.Options, err error) {
+// redis-cluster), for bolt the file's path, and for memory and bolt the
+// bounds its query sets (max_bytes, max_log_bytes).
+func parse(rawURL string) (kind, path string, b bounds, err error) {
 	switch rawURL {
 	case "", "memory", "memory:", "memory://":
-		return "memory", "", bopts, nil
+		return "memory", "", b, nil
 	}
 	if redis.IsClusterURL(rawURL) {
 		// Checked whole, as Open will read it (a node list is no URL host
 		// for net/url), so a bad one is refused before anything is opened.
 		if _, err := redis.ParseClusterURL(rawURL); err != nil {
-			return "", "", bopts, fmt.Errorf("store: %w", err)
+			return "", "", b, fmt.Errorf("store: %w", err)
 		}
-		return "redis-cluster", "", bopts, nil
+		return "redis-cluster", "", b, nil
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return "", "", bopts, fmt.Errorf("store %q: %w", rawURL, err)
+		return "", "", b, fmt.Errorf("store %q: %w", rawURL, err)
 	}
 	switch u.Scheme {
+	case "memory":
+		if u.Host != "" || u.Path != "" || u.Opaque != "" {
+			return "", "", b, fmt.Errorf("store %q: want memory, or memory://?max_bytes=…&max_log_bytes=…", rawURL)
+		}
+		b, err = parseBounds(rawURL, "a memory", u.Query())
+		return "memory", "", b, err
 	case "bolt":
 		// bolt:///abs/file.db has the path in Path; bolt:file.db in Opaque.
 		path := u.Path
@@ -169,28 +180,39 @@ func parse(rawURL string) (kind, path string, bopts bolt.Options, err error) {
 			path = u.Opaque
 		}
 		if u.Host != "" || path == "" || strings.HasSuffix(path, "/") {
-			return "", "", bopts, fmt.Errorf("store %q: want bolt:///path/to/file.db", rawURL)
+			return "", "", b, fmt.Errorf("store %q: want bolt:///path/to/file.db", rawURL)
 		}
-		for name, values := range u.Query() {
-			var n *int64
-			switch name {
-			case "max_bytes":
-				n = &bopts.MaxBytes
-			case "max_log_bytes":
-				n = &bopts.MaxLogBytes
-			default:
-				return "", "", bopts, fmt.Errorf("store %q: unexpected option %q; a bolt store takes max_bytes and max_log_bytes", rawURL, name)
-			}
-			if *n, err = parseBytes(values[len(values)-1]); err != nil {
-				return "", "", bopts, fmt.Errorf("store %q: %s: %w", rawURL, name, err)
-			}
-		}
-		return "bolt", path, bopts, nil
+		b, err = parseBounds(rawURL, "a bolt", u.Query())
+		return "bolt", path, b, err
 	case "redis", "rediss":
-		return "redis", "", bopts, nil
+		return "redis", "", b, nil
 	default:
-		return "", "", bopts, fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,…", rawURL)
+		return "", "", b, fmt.Errorf("store %q: unknown kind; want memory, bolt:///path/to/file.db, redis://host:port/db or redis+cluster://host:port,host:port,…", rawURL)
 	}
+}
+
+// parseBounds reads the bounds of a memory or bolt URL's query.
+func parseBounds(rawURL, kind string, q url.Values) (bounds, error) {
+	var b bounds
+	for name, values := range q {
+		var n *int64
+		switch name {
+		case "max_bytes":
+			n = &b.maxBytes
+		case "max_log_bytes":
+			n = &b.maxLogBytes
+		default:
+			return b, fmt.Errorf("store %q: unexpected option %q; %s store takes max_bytes and max_log_bytes", rawURL, name, kind)
+		}
+		var err error
+		if *n, err = parseBytes(values[len(values)-1]); err != nil {
+			return b, fmt.Errorf("store %q: %s: %w", rawURL, name, err)
+		}
+		if *n > math.MaxInt {
+			return b, fmt.Errorf("store %q: %s: too large", rawURL, name)
+		}
+	}
+	return b, nil
 }
 
 // parseBytes reads a size: a positive number of bytes, or of KiB, MiB or

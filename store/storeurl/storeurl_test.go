@@ -114,6 +114,33 @@ func TestBoltBounds(t *testing.T) {
 	}
 }
 
+// TestMemoryBounds: a memory URL's max_bytes and max_log_bytes bound the
+// store it opens, as a bolt URL's do.
+func TestMemoryBounds(t *testing.T) {
+	ctx := context.Background()
+	s, err := storeurl.Open(ctx, "memory://?max_bytes=64KiB&max_log_bytes=32KiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		name := fmt.Sprint(i)
+		if err := s.SetVar(ctx, "s", name, make([]byte, 10<<10), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Open(ctx, name, "o", time.Hour, time.Hour, make([]byte, 10<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, name, "o", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, logs := s.(*memory.Store).Bytes()
+	if entries > 64<<10 || logs > 32<<10 {
+		t.Fatalf("the store holds %d and %d bytes, want within 64 KiB and 32 KiB", entries, logs)
+	}
+}
+
 // TestOpenCluster: redis+cluster:// opens the store on a real Redis
 // Cluster, which Kind names for logs.
 func TestOpenCluster(t *testing.T) {
@@ -150,6 +177,10 @@ func TestConfigValidate(t *testing.T) {
 		{"bolt:///var/lib/toolwire.db?max_bytes=0", "max_bytes: want a positive number"},
 		{"bolt:///var/lib/toolwire.db?max_log_bytes=1TB", "max_log_bytes: want a positive number"},
 		{"bolt:///var/lib/toolwire.db?max_entries=5", `unexpected option "max_entries"`},
+		{"memory://?max_bytes=1GiB&max_log_bytes=512MiB", ""},
+		{"memory://?max_bytes=0", "max_bytes: want a positive number"},
+		{"memory://?max_entries=5", `unexpected option "max_entries"; a memory store takes max_bytes`},
+		{"memory://host", "want memory, or memory://?max_bytes"},
 		{"redis://[::1", "store \"redis://[::1\""},
 	} {
 		err := storeurl.Config{URL: tc.url}.Validate()
