@@ -13,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
@@ -96,6 +97,17 @@ func TestBoltBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	fill(t, s)
+	entries, logs, err := s.(*bolt.Store).Bytes()
+	if err != nil || entries > 64<<10 || logs > 32<<10 {
+		t.Fatalf("the store holds %d and %d bytes (%v), want within 64 KiB and 32 KiB", entries, logs, err)
+	}
+}
+
+// fill writes 20 variables and 20 finished event logs of 10 KiB each to s.
+func fill(t *testing.T, s store.Store) {
+	t.Helper()
+	ctx := context.Background()
 	for i := range 20 {
 		name := fmt.Sprint(i)
 		if err := s.SetVar(ctx, "s", name, make([]byte, 10<<10), time.Hour); err != nil {
@@ -107,10 +119,6 @@ func TestBoltBounds(t *testing.T) {
 		if err := s.Finish(ctx, name, "o", time.Hour); err != nil {
 			t.Fatal(err)
 		}
-	}
-	entries, logs, err := s.(*bolt.Store).Bytes()
-	if err != nil || entries > 64<<10 || logs > 32<<10 {
-		t.Fatalf("the store holds %d and %d bytes (%v), want within 64 KiB and 32 KiB", entries, logs, err)
 	}
 }
 
@@ -123,18 +131,7 @@ func TestMemoryBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for i := range 20 {
-		name := fmt.Sprint(i)
-		if err := s.SetVar(ctx, "s", name, make([]byte, 10<<10), time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Open(ctx, name, "o", time.Hour, time.Hour, make([]byte, 10<<10)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Finish(ctx, name, "o", time.Hour); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fill(t, s)
 	entries, logs := s.(*memory.Store).Bytes()
 	if entries > 64<<10 || logs > 32<<10 {
 		t.Fatalf("the store holds %d and %d bytes, want within 64 KiB and 32 KiB", entries, logs)
