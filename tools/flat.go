@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+
+	"github.com/toolwire/toolwire/internal/jsonkeys"
 )
 
 // flatSchema checks JSON text against the commonest kind of schema, an
@@ -250,7 +252,7 @@ func (f *flatSchema) valid(text string) bool {
 	if i >= len(text) || text[i] != '{' {
 		return false
 	}
-	i = skipSpace(text, i+1)
+	i = jsonkeys.SkipSpace(text, i+1)
 	var seen uint64
 	if i < len(text) && text[i] == '}' {
 		return f.required == 0 && i+1 == len(text)
@@ -264,11 +266,11 @@ func (f *flatSchema) valid(text string) bool {
 			return false // a key with escapes: left to the full validator
 		}
 		key := text[i+1 : end-1]
-		i = skipSpace(text, end)
+		i = jsonkeys.SkipSpace(text, end)
 		if i >= len(text) || text[i] != ':' {
 			return false
 		}
-		i = skipSpace(text, i+1)
+		i = jsonkeys.SkipSpace(text, i+1)
 		idx, known := f.props[key]
 		switch {
 		case known:
@@ -285,13 +287,13 @@ func (f *flatSchema) valid(text string) bool {
 			// name repeated but for case (keys.go).
 			return false
 		}
-		i = skipSpace(text, i)
+		i = jsonkeys.SkipSpace(text, i)
 		if i >= len(text) {
 			return false
 		}
 		switch text[i] {
 		case ',':
-			i = skipSpace(text, i+1)
+			i = jsonkeys.SkipSpace(text, i+1)
 		case '}':
 			return i+1 == len(text) && seen&f.required == f.required
 		default:
@@ -351,18 +353,6 @@ func (p *flatProp) check(text string, i int) (int, bool) {
 		return end, ok && p.types&kindNull != 0 && p.enum == nil
 	}
 	return i, false // an object or array, which a flat property never allows
-}
-
-func skipSpace(text string, i int) int {
-	for i < len(text) {
-		switch text[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
 }
 
 // scanString scans the string starting at text[i] == '"' and returns the
@@ -472,7 +462,7 @@ func skipValue(text string, i, depth int) (int, bool) {
 	case c == 't' || c == 'f' || c == 'n':
 		return skipLiteral(text, i)
 	case c == '[':
-		i = skipSpace(text, i+1)
+		i = jsonkeys.SkipSpace(text, i+1)
 		if i < len(text) && text[i] == ']' {
 			return i + 1, true
 		}
@@ -481,13 +471,13 @@ func skipValue(text string, i, depth int) (int, bool) {
 			if i, ok = skipValue(text, i, depth+1); !ok {
 				return i, false
 			}
-			i = skipSpace(text, i)
+			i = jsonkeys.SkipSpace(text, i)
 			if i >= len(text) {
 				return i, false
 			}
 			switch text[i] {
 			case ',':
-				i = skipSpace(text, i+1)
+				i = jsonkeys.SkipSpace(text, i+1)
 			case ']':
 				return i + 1, true
 			default:
@@ -495,7 +485,7 @@ func skipValue(text string, i, depth int) (int, bool) {
 			}
 		}
 	case c == '{':
-		i = skipSpace(text, i+1)
+		i = jsonkeys.SkipSpace(text, i+1)
 		if i < len(text) && text[i] == '}' {
 			return i + 1, true
 		}
@@ -507,20 +497,20 @@ func skipValue(text string, i, depth int) (int, bool) {
 			if !ok {
 				return end, false
 			}
-			i = skipSpace(text, end)
+			i = jsonkeys.SkipSpace(text, end)
 			if i >= len(text) || text[i] != ':' {
 				return i, false
 			}
-			if i, ok = skipValue(text, skipSpace(text, i+1), depth+1); !ok {
+			if i, ok = skipValue(text, jsonkeys.SkipSpace(text, i+1), depth+1); !ok {
 				return i, false
 			}
-			i = skipSpace(text, i)
+			i = jsonkeys.SkipSpace(text, i)
 			if i >= len(text) {
 				return i, false
 			}
 			switch text[i] {
 			case ',':
-				i = skipSpace(text, i+1)
+				i = jsonkeys.SkipSpace(text, i+1)
 			case '}':
 				return i + 1, true
 			default:

@@ -22,7 +22,7 @@ const maxDepth = 10_000
 // is none, and when text is not JSON (a decoder says why).
 func Repeated(text string, declared map[string]bool) (first, second string, ok bool) {
 	s := scan{text: text, declared: declared}
-	s.value(skipSpace(text, 0), 0)
+	s.value(SkipSpace(text, 0), 0)
 	return s.first, s.second, s.second != ""
 }
 
@@ -58,7 +58,7 @@ func (s *scan) value(i, depth int) int {
 }
 
 func (s *scan) array(i, depth int) int {
-	i = skipSpace(s.text, i+1)
+	i = SkipSpace(s.text, i+1)
 	if i < len(s.text) && s.text[i] == ']' {
 		return i + 1
 	}
@@ -78,12 +78,12 @@ func (s *scan) array(i, depth int) int {
 // JSON; nothing follows a comma at index 0). So -next-1 is where the
 // array or object ends, or -1.
 func (s *scan) next(i int, closing byte) int {
-	i = skipSpace(s.text, i)
+	i = SkipSpace(s.text, i)
 	switch {
 	case i >= len(s.text):
 		return 0
 	case s.text[i] == ',':
-		return skipSpace(s.text, i+1)
+		return SkipSpace(s.text, i+1)
 	case s.text[i] == closing:
 		return -(i + 1) - 1
 	}
@@ -99,7 +99,7 @@ func (s *scan) object(i, depth int) int {
 	var small [smallObject]string
 	names := small[:0]
 	var folded map[string][]string // past smallObject names, by lower case
-	i = skipSpace(s.text, i+1)
+	i = SkipSpace(s.text, i+1)
 	if i < len(s.text) && s.text[i] == '}' {
 		return i + 1
 	}
@@ -138,11 +138,11 @@ func (s *scan) object(i, depth int) int {
 			}
 			folded[lower] = append(folded[lower], name)
 		}
-		i = skipSpace(s.text, end)
+		i = SkipSpace(s.text, end)
 		if i >= len(s.text) || s.text[i] != ':' {
 			return -1
 		}
-		if i = s.value(skipSpace(s.text, i+1), depth+1); i < 0 {
+		if i = s.value(SkipSpace(s.text, i+1), depth+1); i < 0 {
 			return -1
 		}
 		if i = s.next(i, '}'); i <= 0 {
@@ -189,7 +189,9 @@ func unquote(quoted string) (string, bool) {
 	return v, err == nil
 }
 
-func skipSpace(text string, i int) int {
+// SkipSpace returns the index of the first byte from text[i] on that is
+// not JSON whitespace (space, tab, newline, carriage return).
+func SkipSpace(text string, i int) int {
 	for i < len(text) {
 		switch text[i] {
 		case ' ', '\t', '\n', '\r':
