@@ -79,7 +79,7 @@ func TestBrowserCannotDriveToolwire(t *testing.T) {
 		"--admin-listen", "127.0.0.1:0", "--http-allowed-hosts", "not-for-pages.example")
 	var addr, admin string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
-	waitFor(t, "the admin listener", func() bool { var ok bool; admin, ok = adminAddr(s.stderr.String()); return ok })
+	admin = waitAdminAddr(t, s)
 	_, port, _ := net.SplitHostPort(addr)
 	_, adminPort, _ := net.SplitHostPort(admin)
 	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

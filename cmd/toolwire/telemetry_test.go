@@ -17,6 +17,19 @@ import (
 )
 
 // adminAddr returns the address in the "admin listening on" log line.
+// waitAdminAddr waits for s's admin listener to be logged, which comes a
+// moment after the line startServe waits for, and returns its address.
+func waitAdminAddr(t *testing.T, s *server) string {
+	t.Helper()
+	var addr string
+	waitFor(t, "the admin listening line", func() bool {
+		var ok bool
+		addr, ok = adminAddr(s.stderr.String())
+		return ok
+	})
+	return addr
+}
+
 func adminAddr(log string) (string, bool) {
 	for line := range strings.Lines(log) {
 		var rec struct {
@@ -53,10 +66,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 func TestAdminMetrics(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--diag", "--admin-listen", "127.0.0.1:0")
-	addr, ok := adminAddr(s.stderr.String())
-	if !ok {
-		t.Fatalf("no admin listening line:\n%s", s.stderr)
-	}
+	addr := waitAdminAddr(t, s)
 	if got := runCmd(t, s.addr, "call", "echo", `{"text":"hi"}`); got.code != 0 {
 		t.Fatalf("call echo: exit %d, %s", got.code, got.stderr)
 	}
@@ -175,10 +185,7 @@ func TestStoreSubscriptionFailuresMetric(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	srv.Do("ACL", "SETUSER", "nochannels", "on", ">pw", "~*", "+@all", "resetchannels")
 	s := startServe(t, "--diag", "--admin-listen", "127.0.0.1:0", "--store", "redis://nochannels:pw@"+srv.Addr+"/0", "--drain-timeout", "100ms")
-	addr, ok := adminAddr(s.stderr.String())
-	if !ok {
-		t.Fatalf("no admin listening line:\n%s", s.stderr)
-	}
+	addr := waitAdminAddr(t, s)
 	startDetached(t, s.addr, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
 		client.Call("s", "sleep", map[string]int{"ms": 60000}),
 	}}, func(ev *toolwirev1.ExecuteBatchResponse) bool { return ev.GetStarted() != nil })
@@ -199,10 +206,7 @@ func TestStoreSubscriptionFailuresMetric(t *testing.T) {
 func TestAdminAllowedHosts(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--diag", "--admin-listen", "127.0.0.1:0", "--admin-allowed-hosts", "prom.example,*.monitoring.svc")
-	addr, ok := adminAddr(s.stderr.String())
-	if !ok {
-		t.Fatalf("no admin listening line:\n%s", s.stderr)
-	}
+	addr := waitAdminAddr(t, s)
 	_, port, _ := net.SplitHostPort(addr)
 	for _, tc := range []struct {
 		host, path string
