@@ -192,10 +192,12 @@ func TestServeOneCallerOneIdentity(t *testing.T) {
 	}
 
 	// An MCP session (2025-11-25) opened with the token is not the JWT's.
-	addr, ok := httpAddr(s.stderr.String())
-	if !ok {
-		t.Fatal("no HTTP port in the log")
-	}
+	var addr string
+	waitFor(t, "the HTTP port's listening line", func() bool {
+		var ok bool
+		addr, ok = httpAddr(s.stderr.String())
+		return ok
+	})
 	session := mcpInitialize(t, addr, aliceToken)
 	if got := mcpList(t, addr, aliceToken, session); got != http.StatusOK {
 		t.Errorf("tools/list on the token's MCP session with the token: %d", got)
