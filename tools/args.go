@@ -27,12 +27,27 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool,
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	c.UseLoader(noLoader{})
 	const url = "toolwire:///schema.json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, nil, err
 	}
 	compiled, err := c.Compile(url)
 	return compiled, caseNames(doc), err
+}
+
+// noLoader refuses every schema a $ref or $schema names outside the
+// schema itself. A tool's schema comes from whoever declares the tool (an
+// MCP server, an OpenAPI document, a remote toolwire), and the compiler's
+// default loader reads file: URLs: a schema could have had the server read
+// any local file (a key, a FIFO that blocks the tool's first call for
+// good) and, through a "const" there, show its text to the model in an
+// argument's error. The drafts' own metaschemas are built in and need no
+// loader.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schemas are self-contained here: %q is outside it (use $defs and a local $ref)", url)
 }
 
 // decodeJSON parses JSON text for validation. encoding/json's Unmarshal is

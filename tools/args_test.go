@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -183,5 +186,50 @@ func TestValidateArgumentsComparesNumbersExactly(t *testing.T) {
 		if _, err := tool.ValidateArguments(tt.args); (err == nil) != tt.ok {
 			t.Errorf("ValidateArguments(%s) = %v, want ok=%v", tt.args, err, tt.ok)
 		}
+	}
+}
+
+// A tool's schema comes from whoever declares the tool (an MCP server, an
+// OpenAPI document): a $ref or $schema naming anything outside the schema
+// is refused, never loaded. The compiler's default loader read file: URLs,
+// so a schema could show a local file's text to the model through "const"
+// (or block on a FIFO).
+func TestSchemasLoadNothingFromOutside(t *testing.T) {
+	t.Parallel()
+	secret := filepath.Join(t.TempDir(), "secret.json")
+	if err := os.WriteFile(secret, []byte(`{"const":"SECRET-VALUE"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fileURL := (&url.URL{Scheme: "file", Path: filepath.ToSlash(secret)}).String()
+	for _, schema := range []string{
+		`{"type":"object","properties":{"a":{"$ref":"` + fileURL + `"}}}`,
+		`{"type":"object","$defs":{"x":{"$ref":"` + fileURL + `#"}},"properties":{"a":{"$ref":"#/$defs/x"}}}`,
+		`{"$id":"` + strings.TrimSuffix(fileURL, "secret.json") + `schema.json","type":"object","properties":{"a":{"$ref":"secret.json"}}}`,
+		`{"$schema":"` + fileURL + `","type":"object"}`,
+		`{"type":"object","properties":{"a":{"$ref":"http://127.0.0.1:9/s.json"}}}`,
+	} {
+		for _, field := range []string{"input", "output"} {
+			tool := Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(schema)}
+			if field == "output" {
+				tool.InputSchema, tool.OutputSchema = nil, json.RawMessage(schema)
+			}
+			_, err := NewRegistry(tool)
+			if err == nil {
+				t.Errorf("%s schema %s: compiled, want it refused", field, schema)
+				continue
+			}
+			if strings.Contains(err.Error(), "SECRET-VALUE") || !strings.Contains(err.Error(), "self-contained") {
+				t.Errorf("%s schema %s: err = %v, want one saying schemas are self-contained", field, schema, err)
+			}
+		}
+	}
+	// What stays: a local $ref, and the drafts' own metaschemas.
+	if _, err := NewRegistry(Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(
+		`{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","$defs":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/$defs/s"}}}`)}); err != nil {
+		t.Errorf("a local $ref: %v", err)
+	}
+	if _, err := NewRegistry(Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(
+		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s"}}}`)}); err != nil {
+		t.Errorf("draft-07 with a local $ref: %v", err)
 	}
 }
