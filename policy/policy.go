@@ -20,15 +20,20 @@
 package policy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/interpreter"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/tools"
@@ -195,15 +200,16 @@ func (s *Set) Decide(_ context.Context, caller *engine.Identity, t *tools.Tool, 
 	if s == nil || len(s.rules) == 0 {
 		return engine.Verdict{}
 	}
-	vars, err := activation(caller, t, args)
+	vars, actErr := activation(caller, t, args)
 	var act interpreter.Activation
-	if err == nil {
+	if actErr == nil {
 		// One activation for every rule: Eval of a map would make one
 		// per rule.
-		act, err = interpreter.NewActivation(vars)
+		act, actErr = interpreter.NewActivation(vars)
 	}
 	for _, r := range s.rules {
-		var holds bool
+		// A call whose arguments no rule can read fails every rule alike.
+		holds, err := false, actErr
 		if err == nil {
 			holds, err = evalBool(r.prg, act)
 		}
@@ -211,8 +217,7 @@ func (s *Set) Decide(_ context.Context, caller *engine.Identity, t *tools.Tool, 
 			if r.Effect != Allow { // deny, or hold for approval: an error must not let the call through
 				return engine.Verdict{Effect: engine.Deny, Rule: r.Name, Reason: r.Message + " (the policy could not be evaluated: " + err.Error() + ")"}
 			}
-			err = nil // the next rule starts afresh
-			continue
+			continue // an allow rule that cannot be evaluated does not hold
 		}
 		if holds {
 			msg := r.Message
@@ -240,14 +245,9 @@ func evalBool(prg cel.Program, act interpreter.Activation) (bool, error) {
 
 // activation is what a rule sees of a call.
 func activation(caller *engine.Identity, t *tools.Tool, args json.RawMessage) (map[string]any, error) {
-	var a map[string]any
-	if len(args) > 0 {
-		if err := json.Unmarshal(args, &a); err != nil {
-			return nil, fmt.Errorf("the arguments are not a JSON object: %w", err)
-		}
-	}
-	if a == nil {
-		a = map[string]any{}
+	a, err := decodeArgs(args)
+	if err != nil {
+		return nil, err
 	}
 	groups := caller.Groups
 	if groups == nil {
@@ -265,6 +265,82 @@ func activation(caller *engine.Identity, t *tools.Tool, args json.RawMessage) (m
 		}},
 		"args": a,
 	}, nil
+}
+
+// decodeArgs decodes a call's arguments, a JSON object (empty: {}), as
+// a rule reads them: numbers are doubles, as in JSON, but a double must
+// not change the number a tool will read. An integer of magnitude 2^53 or
+// more, which a double may round to its neighbour, is a CEL int when it
+// is written as a plain integer within int64 (so a rule compares it
+// exactly), and any other number a double cannot hold (an integer beyond
+// int64 or written with a fraction or an exponent past 2^53, a number
+// beyond a double's range, or one that rounds to zero) is an error value:
+// a rule that reads it fails, so a deny rule denies, and a rule that does
+// not read it is unaffected.
+func decodeArgs(args json.RawMessage) (map[string]any, error) {
+	if len(args) == 0 {
+		return map[string]any{}, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(args))
+	d.UseNumber()
+	var a map[string]any
+	if err := d.Decode(&a); err != nil {
+		return nil, fmt.Errorf("the arguments are not a JSON object: %w", err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("the arguments are not a JSON object: text follows it")
+	}
+	if a == nil { // null
+		return map[string]any{}, nil
+	}
+	for k, v := range a {
+		a[k] = ruleValue(v)
+	}
+	return a, nil
+}
+
+// ruleValue is v, decoded with UseNumber, with its numbers as a rule
+// reads them (see decodeArgs).
+func ruleValue(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return ruleNumber(string(v))
+	case map[string]any:
+		for k, e := range v {
+			v[k] = ruleValue(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = ruleValue(e)
+		}
+	}
+	return v
+}
+
+// ruleNumber is the JSON number text as a rule reads it (see decodeArgs).
+func ruleNumber(text string) any {
+	f, err := strconv.ParseFloat(text, 64)
+	switch {
+	case err != nil:
+		return types.NewErr("the argument %s is a number beyond a double's range, which a rule cannot read", text)
+	case f == 0 && strings.ContainsAny(mantissa(text), "123456789"):
+		return types.NewErr("the argument %s is a number too small for a double, which a rule cannot read", text)
+	case math.Abs(f) < 1<<53:
+		return f
+	}
+	if i, err := strconv.ParseInt(text, 10, 64); err == nil {
+		return types.Int(i)
+	}
+	return types.NewErr("the argument %s is a number a double cannot hold exactly, which a rule cannot read: "+
+		"send an integer of magnitude 2^53 or more as a plain integer within int64, or as a string", text)
+}
+
+// mantissa is a JSON number's text before its exponent.
+func mantissa(text string) string {
+	if i := strings.IndexAny(text, "eE"); i >= 0 {
+		return text[:i]
+	}
+	return text
 }
 
 // Live is the Set in force, which Swap replaces (a config reload); Rules

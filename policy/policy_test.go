@@ -237,3 +237,64 @@ func TestRequireApproval(t *testing.T) {
 		t.Errorf("a small charge: %+v", v)
 	}
 }
+
+// TestNumbersADoubleCannotHold: a rule reads a number as the tool will,
+// or not at all. An integer past 2^53 that a double would round to its
+// neighbour (here an account ID, sent one off the allowed one) is
+// compared exactly, and a number no rule can read exactly fails the rules
+// that read it (a deny rule denies, an allow rule does not hold) and no
+// other.
+func TestNumbersADoubleCannotHold(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t,
+		policy.Rule{Name: "big-spender", Effect: policy.Allow, When: `tool.name == "payments_charge" && args.amount >= 100.0 && caller.id == "alice"`},
+		policy.Rule{Name: "one-account", Effect: policy.Deny, Message: "charge only account 1234567890123456789",
+			When: `tool.name == "payments_charge" && args.account != 1234567890123456789`},
+		policy.Rule{Name: "small", Effect: policy.Deny, Message: "amounts below 1 are refused", When: `args.amount < 1`})
+	for _, c := range []struct {
+		args string
+		who  *engine.Identity
+		rule string // "" when allowed
+		why  string // in the reason
+	}{
+		{`{"account":1234567890123456789,"amount":5}`, builder, "", ""},
+		{`{"account":1234567890123456788,"amount":5}`, builder, "one-account", ""}, // the same double as ...789
+		{`{"account":1234567890123456790,"amount":5}`, builder, "one-account", ""},
+		{`{"account":-1234567890123456789,"amount":5}`, builder, "one-account", ""},
+		{`{"account":12345678901234567890123,"amount":5}`, builder, "one-account", "cannot hold exactly"},
+		{`{"account":1.234567890123456789e18,"amount":5}`, builder, "one-account", "cannot hold exactly"},
+		{`{"account":1234567890123456789,"amount":1e400}`, builder, "small", "beyond a double's range"},
+		{`{"account":1234567890123456789,"amount":1e-400}`, builder, "small", "too small for a double"},
+		{`{"account":1234567890123456789,"amount":0.5}`, builder, "small", ""},
+		{`{"account":1234567890123456789,"amount":9007199254740993}`, builder, "", ""}, // compared with a double
+		// An allow rule that cannot read the amount does not hold.
+		{`{"account":1234567890123456788,"amount":1e400}`, alice, "one-account", ""},
+		{`{"account":1,"amount":1000}`, alice, "", ""},
+		{`{"account":1,"amount":9007199254740993}`, alice, "", ""}, // an int against 100.0
+	} {
+		v := s.Decide(context.Background(), c.who, payments, json.RawMessage(c.args))
+		if (v.Effect == engine.Deny) != (c.rule != "") || (c.rule != "" && v.Rule != c.rule) || !strings.Contains(v.Reason, c.why) {
+			t.Errorf("%s: %+v; want rule %q, a reason with %q", c.args, v, c.rule, c.why)
+		}
+	}
+	// A rule that does not read the number is not affected by it.
+	if v := s.Decide(context.Background(), builder, readFile, json.RawMessage(`{"amount":5,"n":1e400}`)); v.Effect != engine.Allow {
+		t.Errorf("a number no rule reads: %+v", v)
+	}
+}
+
+// TestArgumentsNoRuleCanRead: arguments that are not a JSON object fail
+// every rule alike, for the same reason, an allow rule before a deny rule
+// included.
+func TestArgumentsNoRuleCanRead(t *testing.T) {
+	t.Parallel()
+	s := mustCompile(t,
+		policy.Rule{Name: "allow", Effect: policy.Allow, When: `caller.id == "alice"`},
+		policy.Rule{Name: "deny", Effect: policy.Deny, Message: "no", When: `false`})
+	for _, args := range []string{`[1]`, `{"a":1} {}`, `{"a":`} {
+		v := s.Decide(context.Background(), alice, readFile, json.RawMessage(args))
+		if v.Effect != engine.Deny || v.Rule != "deny" || !strings.Contains(v.Reason, "not a JSON object") {
+			t.Errorf("%s: %+v; want rule deny, saying the arguments are not a JSON object", args, v)
+		}
+	}
+}

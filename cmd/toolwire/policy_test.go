@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolwire/toolwire/client"
@@ -127,5 +131,68 @@ func TestServeAuditLog(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"decision":"deny","rule":"no-secret"`) {
 		t.Errorf("the denied call's line:\n%s", b)
+	}
+}
+
+// TestPolicyReadsNumbersAsTheToolDoes: a policy allowing one account, by
+// an ID past 2^53, refuses a charge to its neighbour, which a double
+// cannot tell from it; the HTTP tool, which sends the arguments' numbers
+// as written, is never asked to charge it.
+func TestPolicyReadsNumbersAsTheToolDoes(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var charged []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		charged = append(charged, string(b))
+		mu.Unlock()
+		io.WriteString(w, `{"ok":true}`)
+	}))
+	defer up.Close()
+	config := writeFile(t, "toolwire.yaml", `http_tools:
+  - name: payments_charge
+    description: Charges an account.
+    method: POST
+    url: `+up.URL+`/charge
+    parameters:
+      type: object
+      properties:
+        account: {type: integer}
+        amount: {type: number}
+      required: [account, amount]
+policies:
+  - name: one-account
+    when: tool.name == "payments_charge" && args.account != 1234567890123456789
+    effect: deny
+    message: charge only account 1234567890123456789
+`)
+	s := startServe(t, "--config", config)
+	c, err := client.New(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		{CallId: "allowed", Name: "payments_charge", Arguments: `{"account":1234567890123456789,"amount":5}`},
+		{CallId: "neighbour", Name: "payments_charge", Arguments: `{"account":1234567890123456788,"amount":5}`},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[string]*toolwirev1.CallResult{}
+	for _, r := range b.Results {
+		res[r.GetCallId()] = r
+	}
+	if r := res["allowed"]; r.GetIsError() {
+		t.Errorf("the allowed account: %v %q", r.GetErrorKind(), client.Text(r))
+	}
+	if r := res["neighbour"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED || r.GetDetails() != `{"policy":"one-account"}` {
+		t.Errorf("the neighbouring account: %v %q; want NOT_PERMITTED by one-account", r.GetErrorKind(), client.Text(r))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(charged) != 1 || !strings.Contains(charged[0], "1234567890123456789") {
+		t.Errorf("the upstream charged %q; want only account 1234567890123456789", charged)
 	}
 }
