@@ -36,6 +36,11 @@ import (
 // decision taken on another replica when no notice can tell it.
 const approvalPoll = 250 * time.Millisecond
 
+// localDecisionLook bounds ResolveApproval's look, on the held call's own
+// replica, for a decision left through another: a stalled store must not
+// hold up an approver whose decision this replica can hand over itself.
+const localDecisionLook = time.Second
+
 // decision is a person's answer to a held call.
 type decision struct {
 	Approved bool   `json:"approved"`
@@ -58,7 +63,35 @@ type approvals struct {
 
 type heldCall struct {
 	caller  string
-	decided chan decision // buffered: one decision
+	decided chan decision // buffered: the one decision
+	over    bool          // under approvals.mu: decided, or waiting no more
+}
+
+// resolve hands d to h, unless h was decided already or waits no more:
+// false then, and d is dropped. The first decision stands.
+func (a *approvals) resolve(h *heldCall, d decision) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if h.over {
+		return false
+	}
+	h.over = true
+	h.decided <- d
+	return true
+}
+
+// end marks h as waiting no more, so that no decision is taken for it
+// from now on, and returns the one taken before, if any.
+func (a *approvals) end(h *heldCall) (decision, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	h.over = true
+	select {
+	case d := <-h.decided:
+		return d, true
+	default:
+		return decision{}, false
+	}
 }
 
 // awaitApproval holds call i until a decision, its timeout, or the batch's
@@ -138,9 +171,13 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			look = again || now.Sub(looked) >= e.poll(watched, approvalPoll)
 			poll.Reset(every())
 		case <-timer.C:
+			if d, decided = e.held.end(h); decided {
+				break // decided as the time ran out: the approver was told it stands
+			}
 			return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 				fmt.Sprintf("timed out: no one approved the call within %s (%s); nothing was run", wait.Round(time.Millisecond), reason))
 		case <-ctx.Done():
+			e.held.end(h) // cancellation outranks a decision taken meanwhile
 			if errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
 				return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT,
 					fmt.Sprintf("timed out: no one approved the call before its deadline (%s)", reason))
@@ -150,13 +187,17 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		}
 		if look {
 			sctx, cancel := context.WithTimeout(ctx, storeTimeout)
-			var err error
-			d, decided, err = mail.decision(sctx, b.id, call.GetCallId())
+			md, ok, err := mail.decision(sctx, b.id, call.GetCallId())
 			cancel()
 			// A look the store did not answer is taken again at the next
 			// tick, not left to the fallback poll: a wake that came as the
 			// store came back (a resubscription) must not be wasted.
 			looked, again = time.Now(), err != nil
+			if ok {
+				// Through h.decided, as a decision taken here is: the
+				// first of the two stands, and the next select takes it.
+				e.held.resolve(h, md)
+			}
 		}
 	}
 	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
@@ -176,7 +217,8 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 // authentication is off (the anonymous caller): else PermissionDenied. A
 // caller may not resolve its own call unless Config.ApproveOwnCalls is set
 // (the anonymous caller excepted: without authentication everyone is it):
-// PermissionDenied too. NotFound when the call is not waiting.
+// PermissionDenied too. NotFound when the call is not waiting, including
+// when it was resolved already: the first decision stands.
 func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, approved bool, message, approver string) error {
 	if err := checkID("batch_id", batchID); err != nil {
 		return err
@@ -201,6 +243,11 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		}
 		return nil
 	}
+	resolved := func() error {
+		return errorf(NotFound, "call %s of batch %s waits for approval no more: it was resolved already (the first decision stands), or its wait ended",
+			shorten(callID), shorten(batchID))
+	}
+	mail := approvalMail{e.deps.Vars}
 	key := batchID + "/" + callID
 	e.held.mu.Lock()
 	h := e.held.waiting[key]
@@ -209,13 +256,18 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		if err := own(h.caller); err != nil {
 			return err
 		}
-		select {
-		case h.decided <- d:
-		default: // decided already
+		// A decision left through another replica that the call has not
+		// looked at yet stands. A store that does not answer soon leaves
+		// the decision to this one, which the call takes before any it
+		// cannot read.
+		lctx, cancel := context.WithTimeout(ctx, localDecisionLook)
+		_, left, _ := mail.decision(lctx, batchID, callID)
+		cancel()
+		if left || !e.held.resolve(h, d) {
+			return resolved()
 		}
 		return nil
 	}
-	mail := approvalMail{e.deps.Vars}
 	p, ok, err := mail.pending(ctx, batchID, callID)
 	if err != nil {
 		return storeError(ctx, err)
@@ -225,6 +277,13 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 	}
 	if err := own(p.Caller); err != nil {
 		return err
+	}
+	// A decision left already stands: a second one would replace it
+	// unseen if the call has not looked yet.
+	if _, done, err := mail.decision(ctx, batchID, callID); err != nil {
+		return storeError(ctx, err)
+	} else if done {
+		return resolved()
 	}
 	if err := mail.decide(ctx, batchID, callID, d); err != nil {
 		return storeError(ctx, err)

@@ -217,6 +217,39 @@ func TestApprovalFromAnotherReplica(t *testing.T) {
 	}
 }
 
+// TestApprovalResolvedOnceAcrossReplicas: a call held on A is denied
+// through B, then approved through B and through A before A has looked:
+// each approval is NotFound (resolved already) and the denial stands,
+// where the approval used to replace it unseen, both answered OK.
+func TestApprovalResolvedOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	cfg := Config{Approvers: []string{"carol", "dave"}}
+	deps := Deps{Idempotency: m, Vars: m, EventLog: m, Admission: holdWrites}
+	da, db := deps, deps
+	da.Replica, db.Replica = "a", "b"
+	a, b := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db)
+	lb, id := startHeld(t, a, false)
+	if err := b.e.ResolveApproval(as("carol"), id, "w", false, "not this one", ""); err != nil {
+		t.Fatalf("the denial through B: %v", err)
+	}
+	for name, te := range map[string]*testBed{"B": b, "A": a} {
+		err := te.e.ResolveApproval(as("dave"), id, "w", true, "", "")
+		// NotFound: resolved already, or (A having looked meanwhile) the
+		// call waits no more.
+		if CodeOf(err) != NotFound {
+			t.Errorf("an approval through %s after the denial: %v; want NotFound", name, err)
+		}
+	}
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, events)["w"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED || text(r) != "not this one" {
+		t.Errorf("result %v; want DENIED, as decided first", r)
+	}
+}
+
 // TestToolAsksForApproval: a tool asks at run time through its Call; it
 // holds no slot while it waits, runs on once approved, and its result says
 // DENIED with the message when denied.

@@ -278,3 +278,64 @@ func runBatchOn(t *testing.T, c *client.Client, ctx context.Context, calls []*to
 	}
 	return out
 }
+
+// TestApprovalIsResolvedOnce: a held call's first decision stands, and a
+// second one is told so (NotFound) rather than accepted and dropped. The
+// store (a real Redis) freezes after the call is announced, which holds
+// the call's clean-up after the approval, the moment a second decision
+// was answered OK and dropped: here an approver denied a call another had
+// approved, was told the denial took effect, and the call ran.
+func TestApprovalIsResolvedOnce(t *testing.T) {
+	t.Parallel()
+	srv := testenv.StartRedis(t)
+	s := startServe(t, "--diag", "--store", srv.URL(), "--config", writeFile(t, "toolwire.yaml", approvalsConfig))
+	c, err := client.New(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	accepted, done := make(chan string, 1), make(chan []string, 1)
+	go func() {
+		var res []string
+		for ev, err := range c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+			client.Call("e", "echo", map[string]string{"text": "approved"}),
+		}}) {
+			switch {
+			case err != nil:
+				res = append(res, err.Error())
+			case ev.GetAwaitingApproval() != nil:
+				accepted <- ev.GetAwaitingApproval().GetCallId()
+			case ev.GetAccepted() != nil:
+				accepted <- ev.GetAccepted().GetBatchId()
+			case ev.GetResult() != nil:
+				res = append(res, ev.GetResult().GetErrorKind().String()+" "+client.Text(ev.GetResult()))
+			}
+		}
+		done <- res
+	}()
+	id, callID := <-accepted, <-accepted
+	srv.Freeze()
+	thawed := false
+	defer func() {
+		if !thawed {
+			srv.Thaw()
+		}
+	}()
+	resolve := func(approved bool) error {
+		_, err := c.ToolService().ResolveApproval(ctx, &toolwirev1.ResolveApprovalRequest{BatchId: id, CallId: callID, Approved: approved, Message: "no"})
+		return err
+	}
+	if err := resolve(true); err != nil {
+		t.Fatalf("the approval: %v", err)
+	}
+	if err := resolve(false); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "resolved already") {
+		t.Errorf("a denial after the approval: %v; want NotFound, resolved already", err)
+	}
+	srv.Thaw()
+	thawed = true
+	if res := <-done; !slices.Equal(res, []string{"ERROR_KIND_UNSPECIFIED approved"}) {
+		t.Errorf("the batch's results %q; want the call run, as approved first", res)
+	}
+}
