@@ -290,3 +290,55 @@ func TestToolAsksForApproval(t *testing.T) {
 		}
 	}
 }
+
+// TestDeniedAtRunTimeIsAskedAgain: a keyed call whose tool asked for
+// approval and was denied does not keep its key: sent again with the same
+// key, it asks again (as a call an approval rule holds does, which takes
+// no key until approved), rather than replaying the denial for the key's
+// TTL.
+func TestDeniedAtRunTimeIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	asker := tools.Tool{Name: "asker", Description: "asks for approval", Handler: func(ctx context.Context, c *tools.Call) (*tools.Result, error) {
+		if err := c.RequestApproval(ctx, "outside the allow-list"); err != nil {
+			return nil, err
+		}
+		return tools.Text("ran"), nil
+	}}
+	te := newTestBed(t, Config{Approvers: []string{"carol"}}, asker)
+	for i, approve := range []bool{false, true} {
+		lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+		keyed := call("x", "asker", "")
+		keyed.IdempotencyKey = "k"
+		go func() {
+			lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{keyed}}, lb)
+		}()
+		var asked bool
+		waitFor(t, func() bool {
+			for _, ev := range lb.snapshot() {
+				asked = asked || ev.GetAwaitingApproval() != nil
+				if asked || ev.GetResult() != nil {
+					return true
+				}
+			}
+			return false
+		})
+		if !asked {
+			events, _ := drain(lb)
+			t.Fatalf("send %d: the call did not ask for approval: %v", i+1, results(t, events)["x"])
+		}
+		if err := te.e.ResolveApproval(as("carol"), batchIDOf(t, lb.snapshot()), "x", approve, "not now", ""); err != nil {
+			t.Fatal(err)
+		}
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := results(t, events)["x"]
+		switch {
+		case !approve && r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED:
+			t.Errorf("denied: %v, want DENIED", r)
+		case approve && (r.GetIsError() || r.GetReplayed() || text(r) != "ran"):
+			t.Errorf("approved on the second send: %v, want the tool run", r)
+		}
+	}
+}

@@ -219,8 +219,11 @@ func (c *idemClaim) renew() {
 }
 
 // settle records res as the result of the claimed call, before it is sent.
-// A call that timed out or was cancelled is not recorded: its key is
-// released, so a retry runs it again rather than replaying the failure.
+// A call that timed out, was cancelled, or was denied by a person (its
+// tool asked for approval at run time) is not recorded: its key is
+// released, so a retry runs it again rather than replaying the failure;
+// a denied call's retry asks again, as one an approval rule holds does
+// (that one takes no key until approved).
 //
 // A record the store does not take within settleTimeout is held by the
 // engine (heldRecords) and written as soon as the store answers, and res
@@ -235,7 +238,7 @@ func (c *idemClaim) settle(res *toolwirev1.CallResult) {
 	c.done.Wait()
 	e, deps := c.b.e, &c.b.e.deps
 	switch res.GetErrorKind() {
-	case toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, toolwirev1.ErrorKind_ERROR_KIND_CANCELLED:
+	case toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT, toolwirev1.ErrorKind_ERROR_KIND_CANCELLED, toolwirev1.ErrorKind_ERROR_KIND_DENIED:
 		// Detached from the batch: a cancelled batch must still release
 		// its claims. One that fails runs out with its lease.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.b.callerCtx), settleTimeout)
