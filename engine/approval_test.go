@@ -342,3 +342,61 @@ func TestDeniedAtRunTimeIsAskedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestCallIDsDoNotCrossMailboxes: a held call's announcement and another
+// call's decision share the approval mailbox's names (a call "w" has its
+// decision under "decision:w"), so a batch whose call IDs are "w" and
+// "decision:w" must not have one read as the other. Here alice, an
+// approver who may not approve her own calls, resolves her call
+// "decision:w" through B after carol approved "w" there: the decision left
+// for "w" read as "decision:w"'s announcement named no caller, and her
+// approval went through.
+func TestCallIDsDoNotCrossMailboxes(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	cfg := Config{Approvers: []string{"alice", "carol"}}
+	holdReads := admit{decide: func(_ *Identity, t *tools.Tool, _ json.RawMessage) Verdict {
+		if t.Name == "read" {
+			return Verdict{Effect: Hold, Reason: "it reads"}
+		}
+		return Verdict{}
+	}}
+	deps := Deps{Idempotency: m, Vars: m, EventLog: m, Admission: holdReads}
+	da, db := deps, deps
+	da.Replica, db.Replica = "a", "b"
+	a, b := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db)
+	lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		lb.done <- a.e.Run(as("alice"), a.reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+			call("w", "read", `{"ms":1}`), call("decision:w", "read", `{"ms":1}`),
+		}}, lb)
+	}()
+	waitFor(t, func() bool {
+		n := 0
+		for _, ev := range lb.snapshot() {
+			if ev.GetAwaitingApproval() != nil {
+				n++
+			}
+		}
+		return n == 2
+	})
+	id := batchIDOf(t, lb.snapshot())
+	if err := b.e.ResolveApproval(as("carol"), id, "w", true, "", ""); err != nil {
+		t.Fatalf("carol approving w through B: %v", err)
+	}
+	if err := b.e.ResolveApproval(as("alice"), id, "decision:w", true, "", ""); err == nil {
+		t.Errorf("alice approving her own call decision:w through B: allowed")
+	}
+	if err := a.e.ResolveApproval(as("carol"), id, "decision:w", true, "", ""); err != nil {
+		t.Fatalf("carol approving decision:w on A: %v", err)
+	}
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range results(t, events) {
+		if r.GetIsError() {
+			t.Errorf("call %s: %v; want it run, as carol approved it", id, r)
+		}
+	}
+}

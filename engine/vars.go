@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/toolwire/toolwire/store"
@@ -34,8 +36,24 @@ type approvalMail struct{ vars store.Vars }
 
 func approvalScope(batchID string) string { return "approval:" + batchID }
 
+// decisionPrefix begins the name of a call's decision in its batch's
+// scope; its announcement's name is its call ID. So a call whose ID
+// begins with it is not announced: its announcement would have the name
+// of another call's decision (call "decision:w"'s, call "w"'s), and one
+// would be read, and cleared, as the other, a decision for "w" passing
+// for an announcement that names no caller. Such a call is resolved on
+// its batch's replica only; announcements and decisions never share a
+// name.
+const decisionPrefix = "decision:"
+
+// announced reports whether a call of this ID is announced in the mailbox.
+func announced(callID string) bool { return !strings.HasPrefix(callID, decisionPrefix) }
+
 // announce announces call callID of batch batchID as waiting, for ttl.
 func (m approvalMail) announce(ctx context.Context, batchID, callID string, p pendingApproval, ttl time.Duration) error {
+	if !announced(callID) {
+		return fmt.Errorf("the call's ID begins with %q, which names decisions in the store", decisionPrefix)
+	}
 	v, _ := json.Marshal(p)
 	return m.vars.SetVar(ctx, approvalScope(batchID), callID, v, ttl)
 }
@@ -43,6 +61,9 @@ func (m approvalMail) announce(ctx context.Context, batchID, callID string, p pe
 // pending returns what announce announced; false when nothing is.
 func (m approvalMail) pending(ctx context.Context, batchID, callID string) (pendingApproval, bool, error) {
 	var p pendingApproval
+	if !announced(callID) {
+		return p, false, nil
+	}
 	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), callID)
 	if err != nil || !ok {
 		return p, false, err
@@ -53,22 +74,24 @@ func (m approvalMail) pending(ctx context.Context, batchID, callID string) (pend
 // decide leaves d for the waiting call, for an hour.
 func (m approvalMail) decide(ctx context.Context, batchID, callID string, d decision) error {
 	v, _ := json.Marshal(d)
-	return m.vars.SetVar(ctx, approvalScope(batchID), "decision:"+callID, v, time.Hour)
+	return m.vars.SetVar(ctx, approvalScope(batchID), decisionPrefix+callID, v, time.Hour)
 }
 
 // decision returns the decision left for the call; false when none is,
 // or the store did not answer (err).
 func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool, error) {
 	var d decision
-	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), "decision:"+callID)
+	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), decisionPrefix+callID)
 	return d, err == nil && ok && json.Unmarshal(v, &d) == nil, err
 }
 
 // clear removes the call's announcement and decision once it waits no
 // more.
 func (m approvalMail) clear(ctx context.Context, batchID, callID string) {
-	_ = m.vars.DeleteVar(ctx, approvalScope(batchID), callID)
-	_ = m.vars.DeleteVar(ctx, approvalScope(batchID), "decision:"+callID)
+	if announced(callID) {
+		_ = m.vars.DeleteVar(ctx, approvalScope(batchID), callID)
+	}
+	_ = m.vars.DeleteVar(ctx, approvalScope(batchID), decisionPrefix+callID)
 }
 
 // cancelMail is where Cancel, on a replica other than the one running a
