@@ -215,7 +215,11 @@ func (s *Set) Decide(_ context.Context, caller *engine.Identity, t *tools.Tool, 
 		}
 		if err != nil {
 			if r.Effect != Allow { // deny, or hold for approval: an error must not let the call through
-				return engine.Verdict{Effect: engine.Deny, Rule: r.Name, Reason: r.Message + " (the policy could not be evaluated: " + err.Error() + ")"}
+				why := "the policy could not be evaluated: " + err.Error()
+				if r.Message != "" {
+					why = r.Message + " (" + why + ")"
+				}
+				return engine.Verdict{Effect: engine.Deny, Rule: r.Name, Reason: why}
 			}
 			continue // an allow rule that cannot be evaluated does not hold
 		}

@@ -236,6 +236,12 @@ func TestRequireApproval(t *testing.T) {
 	if v := s.Decide(context.Background(), alice, payments, json.RawMessage(`{"amount":5}`)); v.Effect != engine.Allow {
 		t.Errorf("a small charge: %+v", v)
 	}
+	// One that cannot be evaluated denies (no one is asked about what the
+	// rule could not read), saying why, though it has no message.
+	v := s.Decide(context.Background(), alice, payments, json.RawMessage(`{"amount":"5000"}`))
+	if v.Effect != engine.Deny || v.Rule != "big-charges" || !strings.HasPrefix(v.Reason, "the policy could not be evaluated: no such overload") {
+		t.Errorf("a charge the rule cannot read: %+v; want it denied, saying why", v)
+	}
 }
 
 // TestNumbersADoubleCannotHold: a rule reads a number as the tool will,
