@@ -199,7 +199,7 @@ func rpcID(raw json.RawMessage) (jsonrpc.ID, bool) {
 		return id, err == nil
 	case json.Number:
 		n, err := v.Int64()
-		if err != nil || n > 1<<53 || n < -(1<<53) { // the SDK reads a float64
+		if err != nil || n > maxExactID || n < -maxExactID { // the SDK reads a float64 (ids.go)
 			return jsonrpc.ID{}, false
 		}
 		id, err := jsonrpc.MakeID(float64(n))
@@ -221,11 +221,11 @@ func progressToken(raw json.RawMessage) (any, bool) {
 	case string:
 		return v, true
 	case json.Number:
-		if _, err := v.Int64(); err != nil {
+		n, err := v.Int64()
+		if err != nil || n > maxExactID || n < -maxExactID { // the SDK reads a float64 (ids.go)
 			return nil, false
 		}
-		f, err := v.Float64()
-		return f, err == nil
+		return float64(n), true
 	}
 	return nil, false
 }

@@ -81,6 +81,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if s.serveFast(rw, ww, r, version, b) { // a stateless tools/call (fastcall.go)
 			return
 		}
+		// What the fast path answers has IDs it keeps; the SDK may not
+		// (ids.go).
+		if e := checkIDs(b); e != nil {
+			writeRefusal(ww, http.StatusBadRequest, e.id, e.code, "invalid_argument", e.message, nil)
+			return
+		}
 	}
 	key := strconv.FormatUint(s.requests.Add(1), 36)
 	r.Header.Set(requestHeader, key)
