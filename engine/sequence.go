@@ -38,8 +38,9 @@ import (
 // A call with no sessionID is not ordered: Sequence returns at once, and
 // the call runs as its own batch of one. When ctx ends before the call's
 // turn, the call leaves the queue and Sequence returns Canceled or
-// DeadlineExceeded; when MaxCallsPerBatch calls of the session already
-// wait, it returns ResourceExhausted; a sessionID longer than MaxIDBytes
+// DeadlineExceeded; when MaxCallsPerBatch calls of the session, or of all
+// the caller's sessions together, already wait, it returns
+// ResourceExhausted; a sessionID longer than MaxIDBytes
 // is InvalidArgument, as in a batch.
 func (e *Engine) Sequence(ctx context.Context, snap *tools.Snapshot, sessionID, tool string) (done func(), err error) {
 	if sessionID == "" {
@@ -52,7 +53,8 @@ func (e *Engine) Sequence(ctx context.Context, snap *tools.Snapshot, sessionID, 
 	if t, ok := snap.Lookup(tool); ok && e.Permits(ctx, tool) {
 		safe = e.safe(t)
 	}
-	done, err = e.seq.Enter(ctx, strconv.Quote(CallerFrom(ctx))+"/"+sessionID, safe, e.cfg.MaxParallel, e.cfg.MaxCallsPerBatch)
+	caller := strconv.Quote(CallerFrom(ctx))
+	done, err = e.seq.Enter(ctx, caller, caller+"/"+sessionID, safe, e.cfg.MaxParallel, e.cfg.MaxCallsPerBatch)
 	var full *sequence.FullError
 	switch {
 	case errors.As(err, &full):
