@@ -86,10 +86,12 @@ type Options struct {
 	SessionTimeout time.Duration
 	// MaxSessions bounds the 2025-11-25 sessions open at once; a new one
 	// past it closes the session idle longest of the caller holding the
-	// most. Default 1000.
+	// most. It bounds the 2026-07-28 subscriptions/listen streams open at
+	// once apart, alike: one past it is refused. Default 1000.
 	MaxSessions int
 	// MaxSessionsPerCaller bounds one caller's sessions; a new one past it
-	// closes that caller's session idle longest. Default 100.
+	// closes that caller's session idle longest. It bounds one caller's
+	// subscriptions/listen streams apart, alike. Default 100.
 	MaxSessionsPerCaller int
 	// MaxListTTL caps the ttlMs hint of tools/list (2026-07-28). The hint is
 	// a tenth of how long the registry's revision has held on this
@@ -165,6 +167,7 @@ type Server struct {
 	events    *eventStore  // 2025-11-25 streams' events, for resumption; nil: none kept
 
 	sessions *sessions         // bounds the 2025-11-25 sessions (sessions.go)
+	listens  *listens          // bounds the 2026-07-28 subscriptions/listen streams (listens.go)
 	writes   *writewatch.Watch // ends the writes of clients that stop reading (requests.go)
 	requests atomic.Uint64     // numbers the requests in flight
 	inflight sync.Map          // the requests in flight by number: *request
@@ -191,6 +194,7 @@ func New(eng *engine.Engine, reg *tools.Registry, opts Options) (*Server, error)
 	}
 	s := &Server{eng: eng, reg: reg, opts: o, stop: make(chan struct{})}
 	s.sessions = newSessions(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller, s.opts.SessionTimeout, s.opts.Logger)
+	s.listens = newListens(s.opts.MaxSessions, s.opts.MaxSessionsPerCaller)
 	s.writes = writewatch.New(eng.Config().SendTimeout, eng.Config().MaxBufferedBytes, "MCP response", s.opts.Logger)
 	sdkLog := sdkLogger(s.opts.Logger)
 	s.impl = &mcp.Implementation{Name: "toolwire", Title: "toolwire", Version: s.opts.Version}

@@ -97,6 +97,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		close(rq.done)
 	}()
 	if version >= RevisionStateless {
+		if m := firstMessages(b); m.listen {
+			caller := engine.IdentityFrom(r.Context()).ID
+			release, err := s.listens.take(caller) // listens.go
+			if err != nil {
+				s.opts.Logger.Warn("refusing a subscriptions/listen stream: "+err.Error(), "caller", caller)
+				// 200, as for an initialize past the sessions' bounds
+				// (sessions.go): the answer to the request it names.
+				writeRefusal(ww, http.StatusOK, m.id, CodeResourceExhausted, "resource_exhausted", err.Error(), nil)
+				return
+			}
+			defer release()
+		}
 		s.stateless.ServeHTTP(rw, r)
 		return
 	}

@@ -388,10 +388,10 @@ func (s *Server) serveSessions(w *refusing, r *http.Request, b []byte) {
 
 // messages is what serveSessions needs to know of a body: whether it is a
 // batch, holds an initialize, holds only requests that need no session,
-// and the first request's ID.
+// opens a subscriptions/listen stream (serve), and the first request's ID.
 type messages struct {
-	malformed, batch, initialize, sessionless bool
-	id                                        json.RawMessage
+	malformed, batch, initialize, sessionless, listen bool
+	id                                                json.RawMessage
 }
 
 // firstMessages reads the JSON-RPC message or batch b, valid JSON with no
@@ -428,6 +428,8 @@ func firstMessages(b []byte) messages {
 		case "initialize":
 			m.initialize = true
 		case "ping", "server/discover":
+		case "subscriptions/listen":
+			m.listen, m.sessionless = true, false
 		default:
 			m.sessionless = false
 		}
