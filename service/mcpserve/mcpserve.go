@@ -300,6 +300,10 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 				s.opts.Logger.Warn("refusing an initialize that took no place in the MCP sessions' bounds", "session_id", ss.ID())
 				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this initialize was not read as one before it reached the MCP server, so it cannot open a session; send it alone, as plain JSON"}
 			}
+			if ss != nil && ss.InitializeParams() != nil {
+				// The SDK's own answer has no code (0).
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "this session is initialized already; to open another, send initialize without Mcp-Session-Id"}
+			}
 			res, err := next(ctx, method, req)
 			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && err == nil {
 				s.initialized(ctx, ss) // counted in the sessions' bounds

@@ -192,3 +192,27 @@ func TestRefusalReadByClient(t *testing.T) {
 		t.Errorf("a request of a closed session: %v; want a JSON-RPC error %d", err, CodeSessionNotFound)
 	}
 }
+
+// TestInitializeErrorsHaveCodes: an initialize the SDK would answer with
+// an error of code 0 (a second one on a session; params missing, null, or
+// of the wrong shape, for which it also sent an Mcp-Session-Id it then
+// closed) gets a JSON-RPC error a client can act on, and opens nothing.
+func TestInitializeErrorsHaveCodes(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, nil)
+	c := newRawClient(t, ts.url, "alice-token", RevisionSessions)
+	resp := c.post(initializeBody, nil)
+	body := readAll(t, resp)
+	if !strings.Contains(string(body), `"code":-32600`) || !strings.Contains(string(body), "initialized already") {
+		t.Errorf("a second initialize on a session: %s\n%s", resp.Status, body)
+	}
+	for _, params := range []string{`,"params":null`, `,"params":[1]`, `,"params":{"protocolVersion":5,"capabilities":{},"clientInfo":{"name":"x","version":"1"}}`, `,"params":{"protocolVersion":"2025-11-25","capabilities":"all"}`} {
+		r := ts.do(t, rawRequest{body: `{"jsonrpc":"2.0","id":1,"method":"initialize"` + params + `}`})
+		if r.status != http.StatusBadRequest || !strings.Contains(r.body, `"code":-32602`) || r.header.Get("Mcp-Session-Id") != "" {
+			t.Errorf("initialize%s: %d, session %q\n%s", params, r.status, r.header.Get("Mcp-Session-Id"), r.body)
+		}
+	}
+	if n, _ := ts.mcp.sessions.count(); n != 1 {
+		t.Errorf("%d sessions open, want the one", n)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -363,6 +364,10 @@ func (s *Server) serveSessions(w *refusing, r *http.Request, b []byte) {
 			"initialize must not be part of a JSON-RPC batch: send it alone", nil)
 		return
 	case m.initialize:
+		if err := checkInitialize(m.initParams); err != nil {
+			writeRefusal(w.ResponseWriter, http.StatusBadRequest, m.id, jsonrpc.CodeInvalidParams, "invalid_argument", err.Error(), nil)
+			return
+		}
 		caller := engine.IdentityFrom(r.Context()).ID
 		res, err := s.sessions.reserve(caller)
 		if err != nil {
@@ -392,6 +397,7 @@ func (s *Server) serveSessions(w *refusing, r *http.Request, b []byte) {
 type messages struct {
 	malformed, batch, initialize, sessionless, listen bool
 	id                                                json.RawMessage
+	initParams                                        json.RawMessage // the params of the initialize, if any
 }
 
 // firstMessages reads the JSON-RPC message or batch b, valid JSON with no
@@ -427,6 +433,7 @@ func firstMessages(b []byte) messages {
 		switch method {
 		case "initialize":
 			m.initialize = true
+			m.initParams = msg["params"]
 		case "ping", "server/discover":
 		case "subscriptions/listen":
 			m.listen, m.sessionless = true, false
@@ -435,6 +442,30 @@ func firstMessages(b []byte) messages {
 		}
 	}
 	return m
+}
+
+// checkInitialize refuses the params of an initialize that the SDK would
+// answer with an error of no code (0, which no JSON-RPC client can tell
+// from another), after opening a session it then closes: params missing,
+// null or not an object, or a protocolVersion that is not a string, or
+// capabilities or clientInfo that are not objects.
+func checkInitialize(raw json.RawMessage) error {
+	var p map[string]json.RawMessage
+	if json.Unmarshal(raw, &p) != nil || p == nil {
+		return errors.New(`initialize needs params, an object: {"protocolVersion":…,"capabilities":{…},"clientInfo":{…}}`)
+	}
+	kinds := map[string]byte{"protocolVersion": '"', "capabilities": '{', "clientInfo": '{'}
+	for name, kind := range kinds {
+		v := bytes.TrimSpace(p[name])
+		if len(v) > 0 && v[0] != kind && string(v) != "null" {
+			what := "an object"
+			if kind == '"' {
+				what = "a string"
+			}
+			return fmt.Errorf("initialize's params.%s must be %s", name, what)
+		}
+	}
+	return nil
 }
 
 // initialized registers the session an initialize opened, when that
