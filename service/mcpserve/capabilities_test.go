@@ -76,6 +76,12 @@ func TestDeclaresOnlyTools(t *testing.T) {
 				t.Errorf("%s: message %q does not name the method", u.method, resp.Error.Message)
 			}
 		}
+		// A method of no revision is Method not found too (it was -32600
+		// on 2025-11-25), in a refusal of the request (HTTP 400 there).
+		status, resp := c.call(30, "no/such", `{}`)
+		if resp.Error == nil || resp.Error.Code != -32601 || string(resp.ID) != "30" || !strings.Contains(resp.Error.Message, "no/such") || status < 400 {
+			t.Errorf("no/such: HTTP %d, %+v %+v; want -32601 naming it, answering id 30", status, resp, resp.Error)
+		}
 		// What is declared is still served.
 		if status, resp := c.call(40, "tools/list", ""); status != http.StatusOK || resp.Error != nil || !strings.Contains(string(resp.Result), `"echo"`) {
 			t.Errorf("tools/list: %d %+v", status, resp)

@@ -202,6 +202,10 @@ func (w *refusing) finish(body *capture) {
 		code, name = jsonrpc.CodeInternalError, "internal"
 	case strings.HasPrefix(text, "malformed payload"):
 		code = jsonrpc.CodeParseError
+	case strings.HasPrefix(text, "JSON RPC not handled"):
+		// A method no MCP revision has: JSON-RPC's Method not found, as
+		// 2026-07-28 and the undeclared capabilities' methods answer.
+		code, name = jsonrpc.CodeMethodNotFound, "unimplemented"
 	}
 	if message == "" {
 		message = http.StatusText(w.status)
