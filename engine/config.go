@@ -148,6 +148,16 @@ type Config struct {
 	// client to page. Pages stay within MaxMessageBytes. Default 64 MiB,
 	// and never less than MaxMessageBytes.
 	MaxListBytes int `json:"max_list_bytes"`
+	// MaxWatches bounds the WatchTools streams open at once on the engine,
+	// over every surface; one more is refused with ResourceExhausted. Each
+	// holds a goroutine and its stream for as long as its client keeps it,
+	// and no other bound counted them (a watch is not a batch). Default
+	// 1000, as mcp_max_sessions bounds /mcp's sessions and listen streams.
+	MaxWatches int `json:"max_watches"`
+	// MaxWatchesPerCaller bounds the WatchTools streams one caller (see
+	// CallerFrom) holds open at once; one more is refused with
+	// ResourceExhausted. Default 100, as mcp_max_sessions_per_caller.
+	MaxWatchesPerCaller int `json:"max_watches_per_caller"`
 }
 
 // Deps are what an Engine is given rather than configured with: the
@@ -301,6 +311,8 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxConcurrentCalls, 4096)
 	def(&c.MaxMessageBytes, 4<<20)
 	def(&c.MaxListBytes, 64<<20)
+	def(&c.MaxWatches, DefaultMaxWatches)
+	def(&c.MaxWatchesPerCaller, DefaultMaxWatchesPerCaller)
 	c.MaxListBytes = max(c.MaxListBytes, c.MaxMessageBytes)
 	defDur(&c.MaxQueueWait, 5*time.Second)
 	// A result must fit in a message with room to spare for its framing,

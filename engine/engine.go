@@ -116,6 +116,7 @@ type Engine struct {
 	held        approvals          // calls held for approval on this engine; see approval.go
 	catalog     catalog            // SearchTools' index of the last snapshot searched; see listing.go
 	heldRecs    heldRecords        // idempotency records the store has not taken yet; see records.go
+	watches     watches            // WatchTools streams open, by caller; see watches.go
 	unstored    atomic.Int64       // bytes of detached batches' events the store has not taken, all batches'; see eventlog.go
 	maxUnstored int64              // unstored's bound: maxUnstoredBytes, or a test's
 

@@ -189,6 +189,11 @@ func (s *Server) CallTool(ctx context.Context, req *connect.Request[toolwirev1.C
 // WatchTools implements toolwire.v1.ToolService: the registry's revision
 // now and on every change, until the client leaves or the server drains.
 func (s *Server) WatchTools(ctx context.Context, _ *connect.Request[toolwirev1.WatchToolsRequest], stream *connect.ServerStream[toolwirev1.WatchToolsResponse]) error {
+	release, err := s.engine.Watch(ctx) // per caller and in all
+	if err != nil {
+		return connectError(err)
+	}
+	defer release()
 	for snap := range s.reg.Watch(ctx, s.engine.Draining()) {
 		if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: snap.Revision()}); err != nil {
 			return err

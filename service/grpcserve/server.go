@@ -95,6 +95,11 @@ func (s *Server) RegisterHealth(gs *grpc.Server) {
 // WatchTools implements toolwire.v1.ToolService.
 func (s *Server) WatchTools(_ *toolwirev1.WatchToolsRequest, stream grpc.ServerStreamingServer[toolwirev1.WatchToolsResponse]) error {
 	ctx := stream.Context()
+	release, err := s.engine.Watch(ctx) // per caller and in all
+	if err != nil {
+		return grpcError(err)
+	}
+	defer release()
 	for snap := range s.reg.Watch(ctx, s.engine.Draining()) {
 		if err := stream.Send(&toolwirev1.WatchToolsResponse{Revision: snap.Revision()}); err != nil {
 			return err
