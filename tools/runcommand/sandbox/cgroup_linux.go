@@ -80,6 +80,14 @@ func delegated(mountinfo, self []byte, prefix string) (*cgroups, error) {
 		return nil, fmt.Errorf("the process's cgroup %s is outside the mounted cgroup2 (%s)", path, root)
 	}
 	dir := filepath.Join(prefix, mount, rel)
+	// The hierarchy's root cgroup (the kernel gives it no cgroup.type) is
+	// the machine's, never delegated: a server in it as root could write
+	// there, and claim would move every process of the machine (init
+	// among them) into its leaf. A cgroup namespace's root, as a container
+	// sees its own cgroup, is not the hierarchy's and has the file.
+	if _, err := os.Stat(filepath.Join(dir, "cgroup.type")); err != nil {
+		return nil, fmt.Errorf("the process's cgroup %s is the root of the cgroup v2 hierarchy (no cgroup.type), which is the machine's, not delegated", dir)
+	}
 	controllers, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ func fakeCgroup(t *testing.T, controllers string) (root string, mountinfo, self 
 		"cgroup.controllers":     controllers + "\n",
 		"cgroup.subtree_control": "\n",
 		"cgroup.procs":           "1\n57\n",
+		"cgroup.type":            "domain\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -112,6 +113,43 @@ func TestDelegatedCgroup(t *testing.T) {
 	os.Remove(filepath.Join(root, "sys/fs/cgroup/kubepods/pod-1/toolwire/cgroup.subtree_control"))
 	if _, err := delegated(mountinfo, self, root); err == nil || !strings.Contains(err.Error(), "not delegated") {
 		t.Errorf("without subtree_control: %v; want not delegated", err)
+	}
+}
+
+// TestRootCgroupNotDelegated checks that a server in the root cgroup of the
+// cgroup v2 hierarchy (as on a machine without systemd, or a VM whose init
+// is in it) does not take it for a delegated one: as root it could write
+// there, and claiming it would move every process of the machine, init
+// among them, into the server's leaf. The fake root is laid out as the
+// kernel shows it: no cgroup.type (nor cgroup.kill, cgroup.events).
+func TestRootCgroupNotDelegated(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "sys/fs/cgroup")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"cgroup.controllers":     "cpuset cpu io memory pids\n",
+		"cgroup.subtree_control": "\n",
+		"cgroup.procs":           "1\n2\n57\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mountinfo := []byte("31 30 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw\n")
+	cg, err := delegated(mountinfo, []byte("0::/\n"), root)
+	if err == nil {
+		cg.claim()
+		moved, _ := os.ReadFile(filepath.Join(dir, "toolwire-server/cgroup.procs"))
+		t.Fatalf("the hierarchy's root was taken as delegated (%s); claiming it moved processes into %s (the last: %q); want the watchdog", cg.dir, filepath.Join(cg.dir, "toolwire-server"), strings.TrimSpace(string(moved)))
+	}
+	if !strings.Contains(err.Error(), "root of the cgroup v2 hierarchy") {
+		t.Errorf("error %q; want it to say the cgroup is the hierarchy's root", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "toolwire-server")); err == nil {
+		t.Error("a toolwire-server leaf was made in the hierarchy's root")
 	}
 }
 
