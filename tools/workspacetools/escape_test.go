@@ -63,6 +63,8 @@ elif op == "netlink":
     socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
 elif op == "abstract":
     socket.socket(socket.AF_UNIX).connect("\0" + args[0])
+elif op == "abstract-bind":
+    s = socket.socket(socket.AF_UNIX); s.bind("\0" + args[0]); s.listen()
 elif op == "unix-connect":
     socket.socket(socket.AF_UNIX).connect(args[0])
 elif op == "unix-dgram":
@@ -469,6 +471,10 @@ func TestEscapeCorpus(t *testing.T) {
 		{"packet socket", "python3 probe.py packet", denied, nil},
 		{"netlink socket", "python3 probe.py netlink", denied, nil},
 		{"abstract Unix socket of the server", "python3 probe.py abstract " + abstract, denied, nil},
+		// Nothing in the sandbox can connect to an abstract name, so one
+		// bound there serves only processes outside: a host service's
+		// name squatted, its clients' connections taken.
+		{"bind an abstract Unix socket name", "python3 probe.py abstract-bind " + abstract + "-squat", denied, nil},
 		// Other processes.
 		{"ptrace the server", "python3 probe.py ptrace " + strconv.Itoa(server), denied, nil},
 		{"read the server's memory with process_vm_readv", "python3 probe.py vmread " + strconv.Itoa(server), denied, nil},

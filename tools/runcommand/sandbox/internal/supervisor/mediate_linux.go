@@ -834,8 +834,12 @@ func (t *target) connect(fd int32, addr, size uint64) (int64, unix.Errno) {
 // its folder (beneath the roots) under its last name only, bound from that
 // folder as working folder, so that the name the kernel keeps, which every
 // process reads in /proc/net/unix, holds no folder (a session's folder
-// name among them). Abstract and unnamed addresses are the command's own;
-// other families go through under network allow.
+// name among them). An abstract address is refused: no process of the
+// command can connect to it (connect refuses abstract addresses), so only
+// processes outside the sandbox could, and a command could squat a name a
+// host service uses and take its clients' connections, as a TCP listener
+// would. An unnamed address (autobind, a name the kernel picks) goes
+// through; other families go through under network allow.
 func (t *target) bind(fd int32, addr, size uint64) (int64, unix.Errno) {
 	if size < 2 || size > unix.SizeofSockaddrAny {
 		return 0, unix.EINVAL
@@ -857,8 +861,11 @@ func (t *target) bind(fd int32, addr, size uint64) (int64, unix.Errno) {
 		return 0, rawSockaddr(unix.SYS_BIND, sock, raw)
 	}
 	path := raw[2:]
-	if len(path) == 0 || path[0] == 0 {
-		return 0, rawSockaddr(unix.SYS_BIND, sock, raw) // autobind, or abstract
+	if len(path) == 0 {
+		return 0, rawSockaddr(unix.SYS_BIND, sock, raw) // autobind
+	}
+	if path[0] == 0 {
+		return 0, unix.EACCES // abstract
 	}
 	if i := strings.IndexByte(string(path), 0); i >= 0 {
 		path = path[:i]
