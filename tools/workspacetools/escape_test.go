@@ -17,9 +17,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -166,6 +168,10 @@ elif op == "flock":
     fcntl.flock(os.open(args[0], os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
 elif op == "shm":
     check(libc.shmget(0, 1 << 20, 0o1666), "shmget")
+elif op == "mq-open":  # mq_open(name, O_CREAT|O_RDWR, 0600, NULL): Landlock refuses the open, after the queue is made
+    check(libc.syscall(240, args[0].encode(), 0o102, 0o600, None), "mq_open")
+elif op == "mq-unlink":
+    check(libc.syscall(241, args[0].encode()), "mq_unlink")
 elif op == "msgq":
     check(libc.msgget(0, 0o1666), "msgget")
 elif op == "sem":
@@ -380,6 +386,14 @@ func TestEscapeCorpus(t *testing.T) {
 		admin6.Close()
 	}
 	redis := miniredis.RunT(t)
+	// A POSIX message queue of the server's uid, outside the sandbox.
+	mqName := fmt.Sprintf("toolwire-escape-%d", os.Getpid())
+	if fd, err := mqOpen(mqName, unix.O_CREAT); err != nil {
+		t.Fatalf("making a POSIX message queue: %v", err)
+	} else {
+		unix.Close(fd)
+	}
+	t.Cleanup(func() { mqUnlink(mqName) })
 	abstract := fmt.Sprintf("toolwire-escape-%d", os.Getpid())
 	unixLn := listen(t, "unix", "@"+abstract)
 	appSock := listen(t, "unix", filepath.Join(c.Parent, "app.sock")) // a database's or a container runtime's socket
@@ -524,6 +538,22 @@ func TestEscapeCorpus(t *testing.T) {
 		{"System V shared memory", "python3 probe.py shm", denied, nil},
 		{"System V message queue", "python3 probe.py msgq", denied, nil},
 		{"System V semaphore", "python3 probe.py sem", denied, nil},
+		// POSIX message queues: a uid's, outliving the call.
+		{"make a POSIX message queue", "python3 probe.py mq-open " + mqName + "-new", denied, func(t *testing.T) {
+			if fd, err := mqOpen(mqName+"-new", 0); err == nil {
+				unix.Close(fd)
+				mqUnlink(mqName + "-new")
+				t.Error("the command made a POSIX message queue, which outlives the call")
+			}
+		}},
+		{"remove another process's POSIX message queue", "python3 probe.py mq-unlink " + mqName, denied, func(t *testing.T) {
+			fd, err := mqOpen(mqName, 0)
+			if err != nil {
+				t.Errorf("the server's POSIX message queue: %v; want it still there", err)
+				return
+			}
+			unix.Close(fd)
+		}},
 		// Set-ID bits by creation.
 		{"create a set-user-ID file", "python3 probe.py suid-open", denied, noSetID},
 		{"mknod a set-ID file", "python3 probe.py suid-mknod", denied, noSetID},
@@ -913,4 +943,25 @@ func searchableTempDir(t *testing.T) string {
 		}
 	}
 	return dir
+}
+
+// mqOpen opens (with flags, unix.O_CREAT to make it) the POSIX message
+// queue name, as mq_open(3) does without its leading slash.
+func mqOpen(name string, flags int) (int, error) {
+	p, err := unix.BytePtrFromString(name)
+	if err != nil {
+		return -1, err
+	}
+	fd, _, e := unix.Syscall6(unix.SYS_MQ_OPEN, uintptr(unsafe.Pointer(p)), uintptr(flags|unix.O_RDWR|unix.O_CLOEXEC), 0o600, 0, 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
+}
+
+// mqUnlink removes the POSIX message queue name.
+func mqUnlink(name string) {
+	if p, err := unix.BytePtrFromString(name); err == nil {
+		unix.Syscall(unix.SYS_MQ_UNLINK, uintptr(unsafe.Pointer(p)), 0, 0)
+	}
 }

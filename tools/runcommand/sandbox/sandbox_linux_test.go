@@ -159,6 +159,8 @@ func TestFilter(t *testing.T) {
 		{"ioprio itself", native, "ioprio_set", []uint64{1, 0, 0}, allow},
 		{"System V shared memory", native, "shmget", nil, eperm},
 		{"System V semaphores", native, "semget", nil, eperm},
+		{"POSIX message queue made", native, "mq_open", []uint64{0, unix.O_CREAT | unix.O_RDWR, 0o600, 0}, eperm},
+		{"POSIX message queue removed", native, "mq_unlink", nil, eperm},
 		{"inet socket", native, "socket", []uint64{unix.AF_INET, unix.SOCK_STREAM}, eacces},
 		{"inet socket posing as Unix", native, "socket", []uint64{garbage | unix.AF_UNIX, unix.SOCK_STREAM}, allow},
 		{"unix socket", native, "socket", []uint64{unix.AF_UNIX, unix.SOCK_STREAM | unix.SOCK_CLOEXEC}, allow},

@@ -16,8 +16,8 @@ import (
 // default profile and Codex's Linux sandbox: debugging other processes
 // (ptrace altogether: the supervisor needs none), mounts and namespaces,
 // kernel keyrings, BPF, perf, modules, kexec, reboot, swap, clocks,
-// io_uring (whose operations seccomp cannot see), and stealing file
-// descriptors. They fail with EPERM.
+// io_uring (whose operations seccomp cannot see), stealing file
+// descriptors, and POSIX message queues. They fail with EPERM.
 var denied = []string{
 	"ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp",
 	"mount", "umount2", "pivot_root", "chroot", "unshare", "setns",
@@ -31,6 +31,12 @@ var denied = []string{
 	"io_uring_setup", "io_uring_enter", "io_uring_register",
 	"tkill",        // signals a thread by ID alone, which could be the supervisor's; tgkill is checked below
 	"memfd_secret", // memory no watchdog can measure (and, where enabled, no one can read)
+	// POSIX message queues: kernel objects shared by a uid that outlive
+	// the call and count against its RLIMIT_MSGQUEUE (a few queues exhaust
+	// it) and the machine's queues_max; Landlock refuses the open that
+	// follows mq_open's creation, not the creation, and not mq_unlink of
+	// any queue of the uid.
+	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
 }
 
 // sysvIPC are System V IPC's system calls: its objects are shared by every
