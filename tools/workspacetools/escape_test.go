@@ -168,6 +168,20 @@ elif op == "flock":
     fcntl.flock(os.open(args[0], os.O_RDONLY), fcntl.LOCK_EX | fcntl.LOCK_NB)
 elif op == "shm":
     check(libc.shmget(0, 1 << 20, 0o1666), "shmget")
+elif op == "inotify":  # watch a folder: every name made in it, and when
+    fd = libc.inotify_init1(0); check(fd, "inotify_init1")
+    check(libc.inotify_add_watch(fd, args[0].encode(), 0xfff), "inotify_add_watch")
+elif op == "inotify-here":
+    fd = libc.inotify_init1(0); check(fd, "inotify_init1")
+    check(libc.inotify_add_watch(fd, b".", 0x100), "inotify_add_watch")  # IN_CREATE
+    open("watched.txt", "w").close(); os.unlink("watched.txt")
+    ev = os.read(fd, 4096)
+    if b"watched.txt" in ev:
+        print("inotify in the workspace works"); sys.exit(0)
+    print("no event"); sys.exit(1)
+elif op == "fanotify":  # unprivileged: FAN_CLASS_NOTIF | FAN_REPORT_DFID_NAME, then an inode mark
+    fd = libc.fanotify_init(0xc00, 0); check(fd, "fanotify_init")
+    check(libc.fanotify_mark(fd, 1, ctypes.c_uint64(0x40000020), -100, args[0].encode()), "fanotify_mark")
 elif op == "mq-open":  # mq_open(name, O_CREAT|O_RDWR, 0600, NULL): Landlock refuses the open, after the queue is made
     check(libc.syscall(240, args[0].encode(), 0o102, 0o600, None), "mq_open")
 elif op == "mq-unlink":
@@ -432,7 +446,7 @@ func TestEscapeCorpus(t *testing.T) {
 	}
 	// The attempts whose command succeeds (printing one of want): what
 	// they do shows only in its effect.
-	succeeds := map[string]bool{"kill the supervisor with SIGIO": true, "a Unix socket in the workspace": true}
+	succeeds := map[string]bool{"kill the supervisor with SIGIO": true, "a Unix socket in the workspace": true, "inotify in the workspace": true}
 	noSetID := func(t *testing.T) {
 		for _, name := range []string{"suid", "sgid"} {
 			if info, err := os.Stat(filepath.Join(c.Dir, name)); err == nil && info.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
@@ -485,6 +499,15 @@ func TestEscapeCorpus(t *testing.T) {
 		{"packet socket", "python3 probe.py packet", denied, nil},
 		{"netlink socket", "python3 probe.py netlink", denied, nil},
 		{"abstract Unix socket of the server", "python3 probe.py abstract " + abstract, denied, nil},
+		// Watches need only read permission, which Landlock does not
+		// check: the folder holding the sessions' folders shows each new
+		// one's name, and a watch on it every name made there.
+		{"watch the folder holding the workspace with inotify", "python3 probe.py inotify " + P, denied, nil},
+		{"watch another session's folder with inotify", "python3 probe.py inotify ../ws-other", denied, nil},
+		{"watch the call's TMPDIR's parent with inotify", "python3 probe.py inotify $TMPDIR/..", denied, nil},
+		{"watch through a symlink with inotify", "ln -s " + P + " up-watch && python3 probe.py inotify up-watch", denied, nil},
+		{"watch a folder outside with fanotify", "python3 probe.py fanotify " + P, denied, nil},
+		{"inotify in the workspace", "python3 probe.py inotify-here", []string{"inotify in the workspace works"}, nil},
 		// Nothing in the sandbox can connect to an abstract name, so one
 		// bound there serves only processes outside: a host service's
 		// name squatted, its clients' connections taken.

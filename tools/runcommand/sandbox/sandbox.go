@@ -274,9 +274,10 @@ type Restrictions struct {
 	// Mediated: the supervisor performs, beneath the workspace and TMPDIR
 	// only, the calls Landlock does not govern: metadata changes (mode,
 	// owner, times, extended attributes, inode flags), connects and binds
-	// of Unix sockets by path, locks; and those that could hide a file
-	// from the accounting (memfd_create, O_TMPFILE, unlink, rename); and it
-	// counts the processes the command makes (seccomp user notification).
+	// of Unix sockets by path, locks, inotify watches; and those that
+	// could hide a file from the accounting (memfd_create, O_TMPFILE,
+	// unlink, rename); and it counts the processes the command makes
+	// (seccomp user notification).
 	Mediated bool `json:"mediated"`
 	// Scoped: Landlock stops signals and abstract Unix sockets reaching
 	// processes outside the command's domain, the supervisor's included.

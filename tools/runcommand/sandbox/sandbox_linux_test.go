@@ -105,6 +105,9 @@ func TestFilter(t *testing.T) {
 		{"rmdir by unlinkat does not", native, "unlinkat", []uint64{0, 0, unix.AT_REMOVEDIR}, allow},
 		{"rename goes to the supervisor", native, "renameat2", []uint64{0, 0, 0, 0, 0}, notify},
 		{"bind goes to the supervisor", native, "bind", nil, notify},
+		{"inotify_add_watch goes to the supervisor", native, "inotify_add_watch", []uint64{3, 0, unix.IN_ALL_EVENTS}, notify},
+		{"fanotify_init", native, "fanotify_init", []uint64{unix.FAN_CLASS_NOTIF | unix.FAN_REPORT_DFID_NAME, 0}, eperm},
+		{"fanotify_mark", native, "fanotify_mark", nil, eperm},
 		// ioctls: an allow-list; what the supervisor performs; the rest refused.
 		{"FIONREAD", native, "ioctl", []uint64{3, 0x541b, 0}, allow},
 		{"FIOCLEX", native, "ioctl", []uint64{3, 0x5451, 0}, allow},

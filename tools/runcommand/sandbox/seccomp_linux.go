@@ -37,6 +37,9 @@ var denied = []string{
 	// follows mq_open's creation, not the creation, and not mq_unlink of
 	// any queue of the uid.
 	"mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+	// fanotify marks, like inotify watches, need only read permission,
+	// which Landlock does not check; inotify's go to the supervisor.
+	"fanotify_init", "fanotify_mark",
 }
 
 // sysvIPC are System V IPC's system calls: its objects are shared by every
@@ -46,7 +49,7 @@ var sysvIPC = []string{"shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd",
 
 // mediated are the system calls the filter sends to the supervisor
 // whatever their arguments (package supervisor, mediate): what Landlock
-// does not govern (metadata, Unix sockets by path, locks), what could hide
+// does not govern (metadata, Unix sockets by path, locks, watches), what could hide
 // files from the call's accounting (memfds, names taken away), and
 // processes made past the call's share. The guard sends others depending
 // on their arguments: clone (without namespace flags), unlinkat (not of a
@@ -60,7 +63,7 @@ var mediated = []string{
 	supervisor.OpSetxattr, supervisor.OpLsetxattr, supervisor.OpFsetxattr,
 	supervisor.OpRemovexatt, supervisor.OpLremovexat, supervisor.OpFremovexat,
 	supervisor.OpMemfd, supervisor.OpUnlink, supervisor.OpRename, supervisor.OpRenameat, supervisor.OpRenameat2,
-	supervisor.OpFork, supervisor.OpVfork,
+	supervisor.OpFork, supervisor.OpVfork, supervisor.OpInotify,
 }
 
 // byArguments are the system calls the guard sends to the supervisor for

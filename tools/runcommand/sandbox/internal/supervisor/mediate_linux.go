@@ -32,6 +32,9 @@ import (
 //     ledger), so the watchdog measures it whoever holds it: a process
 //     that is not dumpable, a memory mapping, a descriptor in flight in a
 //     Unix socket.
+//   - Watching a file or folder (inotify_add_watch): beneath the roots
+//     only; a watch needs only read permission, which Landlock does not
+//     check, and shows the names and accesses of what a folder holds.
 //   - Starting a process or thread (clone, fork, vfork): refused past the
 //     call's max_processes, before the uid's RLIMIT_NPROC.
 //   - ioctls and fcntls outside the filter's allow-list that the
@@ -51,40 +54,41 @@ import (
 
 // Operations, the values of Setup.Notify.
 const (
-	OpConnect    = "connect"      // (fd, addr, len)
-	OpBind       = "bind"         // (fd, addr, len)
-	OpChmod      = "chmod"        // (path, mode)
-	OpFchmod     = "fchmod"       // (fd, mode)
-	OpFchmodat   = "fchmodat"     // (dirfd, path, mode)
-	OpFchmodat2  = "fchmodat2"    // (dirfd, path, mode, flags)
-	OpChown      = "chown"        // (path, uid, gid)
-	OpLchown     = "lchown"       // (path, uid, gid)
-	OpFchown     = "fchown"       // (fd, uid, gid)
-	OpFchownat   = "fchownat"     // (dirfd, path, uid, gid, flags)
-	OpUtime      = "utime"        // (path, *utimbuf)
-	OpUtimes     = "utimes"       // (path, *timeval[2])
-	OpFutimesat  = "futimesat"    // (dirfd, path, *timeval[2])
-	OpUtimensat  = "utimensat"    // (dirfd, path, *timespec[2], flags)
-	OpSetxattr   = "setxattr"     // (path, name, value, size, flags)
-	OpLsetxattr  = "lsetxattr"    // (path, name, value, size, flags)
-	OpFsetxattr  = "fsetxattr"    // (fd, name, value, size, flags)
-	OpRemovexatt = "removexattr"  // (path, name)
-	OpLremovexat = "lremovexattr" // (path, name)
-	OpFremovexat = "fremovexattr" // (fd, name)
-	OpIoctl      = "ioctl"        // (fd, one of MediatedIoctls, arg)
-	OpFcntl      = "fcntl"        // (fd, one of MediatedFcntls, arg)
-	OpFlock      = "flock"        // (fd, operation)
-	OpClone      = "clone"        // (flags, ...): no namespace flags
-	OpFork       = "fork"         // ()
-	OpVfork      = "vfork"        // ()
-	OpMemfd      = "memfd_create" // (name, flags)
-	OpOpen       = "open"         // (path, flags, mode): O_TMPFILE only
-	OpOpenat     = "openat"       // (dirfd, path, flags, mode): O_TMPFILE only
-	OpUnlink     = "unlink"       // (path)
-	OpUnlinkat   = "unlinkat"     // (dirfd, path, flags): not AT_REMOVEDIR
-	OpRename     = "rename"       // (old, new)
-	OpRenameat   = "renameat"     // (olddirfd, old, newdirfd, new)
-	OpRenameat2  = "renameat2"    // (olddirfd, old, newdirfd, new, flags)
+	OpConnect    = "connect"           // (fd, addr, len)
+	OpBind       = "bind"              // (fd, addr, len)
+	OpChmod      = "chmod"             // (path, mode)
+	OpFchmod     = "fchmod"            // (fd, mode)
+	OpFchmodat   = "fchmodat"          // (dirfd, path, mode)
+	OpFchmodat2  = "fchmodat2"         // (dirfd, path, mode, flags)
+	OpChown      = "chown"             // (path, uid, gid)
+	OpLchown     = "lchown"            // (path, uid, gid)
+	OpFchown     = "fchown"            // (fd, uid, gid)
+	OpFchownat   = "fchownat"          // (dirfd, path, uid, gid, flags)
+	OpUtime      = "utime"             // (path, *utimbuf)
+	OpUtimes     = "utimes"            // (path, *timeval[2])
+	OpFutimesat  = "futimesat"         // (dirfd, path, *timeval[2])
+	OpUtimensat  = "utimensat"         // (dirfd, path, *timespec[2], flags)
+	OpSetxattr   = "setxattr"          // (path, name, value, size, flags)
+	OpLsetxattr  = "lsetxattr"         // (path, name, value, size, flags)
+	OpFsetxattr  = "fsetxattr"         // (fd, name, value, size, flags)
+	OpRemovexatt = "removexattr"       // (path, name)
+	OpLremovexat = "lremovexattr"      // (path, name)
+	OpFremovexat = "fremovexattr"      // (fd, name)
+	OpIoctl      = "ioctl"             // (fd, one of MediatedIoctls, arg)
+	OpFcntl      = "fcntl"             // (fd, one of MediatedFcntls, arg)
+	OpFlock      = "flock"             // (fd, operation)
+	OpClone      = "clone"             // (flags, ...): no namespace flags
+	OpFork       = "fork"              // ()
+	OpVfork      = "vfork"             // ()
+	OpMemfd      = "memfd_create"      // (name, flags)
+	OpOpen       = "open"              // (path, flags, mode): O_TMPFILE only
+	OpOpenat     = "openat"            // (dirfd, path, flags, mode): O_TMPFILE only
+	OpUnlink     = "unlink"            // (path)
+	OpUnlinkat   = "unlinkat"          // (dirfd, path, flags): not AT_REMOVEDIR
+	OpRename     = "rename"            // (old, new)
+	OpRenameat   = "renameat"          // (olddirfd, old, newdirfd, new)
+	OpRenameat2  = "renameat2"         // (olddirfd, old, newdirfd, new, flags)
+	OpInotify    = "inotify_add_watch" // (fd, path, mask)
 )
 
 // Ioctl commands the filter sends to the supervisor, which performs them
@@ -403,6 +407,8 @@ func (m *mediator) handle(n *notif) (int64, unix.Errno) {
 		return t.onFD(int32(a[0]), chown(a[1], a[2]))
 	case OpUtime, OpUtimes, OpFutimesat, OpUtimensat:
 		return t.utimes(op, a)
+	case OpInotify:
+		return t.inotifyAddWatch(int32(a[0]), a[1], uint32(a[2]))
 	case OpSetxattr, OpLsetxattr, OpFsetxattr:
 		return t.setxattr(op, a)
 	case OpRemovexatt, OpLremovexat, OpFremovexat:
@@ -887,6 +893,37 @@ func (t *target) bind(fd int32, addr, size uint64) (int64, unix.Errno) {
 		return unix.Bind(sock, &unix.SockaddrUnix{Name: name})
 	})
 	return 0, errno(err)
+}
+
+// inotifyAddWatch adds the target's watch to its inotify instance for it,
+// on a file or folder beneath the roots only. Landlock does not govern
+// watches (a watch needs only the read permission the uid has), so a
+// command could otherwise watch the folder holding the sessions' folders,
+// learn a new session's folder name, and watch it: every name another
+// session's files get, and when each is read or written.
+func (t *target) inotifyAddWatch(fd int32, addr uint64, mask uint32) (int64, unix.Errno) {
+	path, e := t.str(addr)
+	if e != 0 {
+		return 0, e
+	}
+	in, e := t.fd(fd)
+	if e != 0 {
+		return 0, e
+	}
+	defer unix.Close(in)
+	f, e := t.resolve(unix.AT_FDCWD, path, mask&unix.IN_DONT_FOLLOW != 0, mask&unix.IN_ONLYDIR != 0)
+	if e != 0 {
+		return 0, e
+	}
+	defer unix.Close(f)
+	if e := t.check(f); e != 0 {
+		return 0, e
+	}
+	// Through the descriptor's link, which names what was resolved (a
+	// symlink itself under IN_DONT_FOLLOW, which must not apply to the
+	// link in /proc).
+	wd, err := unix.InotifyAddWatch(in, procFD(f), mask&^unix.IN_DONT_FOLLOW)
+	return int64(wd), errno(err)
 }
 
 // rawSockaddr makes connect or bind (call) with an address as the target
