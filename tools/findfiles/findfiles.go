@@ -232,11 +232,11 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	switch {
 	case re != nil:
 		for _, m := range f.d.Matches {
-			fmt.Fprintf(&b, "%s:%d: %s\n", m.Path, m.Line, m.Text)
+			fmt.Fprintf(&b, "%s:%d: %s\n", workspace.Display(m.Path), m.Line, m.Text)
 		}
 	default:
 		for _, p := range f.d.Files {
-			b.WriteString(p)
+			b.WriteString(workspace.Display(p))
 			b.WriteByte('\n')
 		}
 	}

@@ -64,6 +64,22 @@ func TestFindFiles(t *testing.T) {
 // TestFindFilesSkippedFiles: a content search whose files were all passed
 // over says how many and why, rather than only that no line matches (as
 // it did before); files passed over beside matches are counted too.
+// TestFindFilesNamesCannotForgeLines finds files whose names a command
+// made to forge lines of the result: each is shown quoted.
+func TestFindFilesNamesCannotForgeLines(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{
+		"a\nz.go":      "TODO\n",
+		"b\x1b]0;x.go": "TODO\n",
+	})
+	tool := findfiles.New(e.WS, findfiles.Options{})
+	wt.Expect(t, tool, `{"pattern":"*.go"}`, false, `"a\nz.go"`+"\n"+`"b\x1b]0;x.go"`+"\n",
+		findfiles.Details{Pattern: "*.go", Files: []string{"a\nz.go", "b\x1b]0;x.go"}})
+	wt.Expect(t, tool, `{"pattern":"*.go","content":"TODO"}`, false, `"a\nz.go":1: TODO`+"\n"+`"b\x1b]0;x.go":1: TODO`+"\n",
+		findfiles.Details{Pattern: "*.go", Content: "TODO", Files: []string{"a\nz.go", "b\x1b]0;x.go"},
+			Matches: []findfiles.Match{{Path: "a\nz.go", Line: 1, Text: "TODO"}, {Path: "b\x1b]0;x.go", Line: 1, Text: "TODO"}}})
+}
+
 func TestFindFilesSkippedFiles(t *testing.T) {
 	t.Parallel()
 	big := strings.Repeat("needle\n", 1<<20/7+1) // just over 1 MiB

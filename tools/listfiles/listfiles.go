@@ -132,15 +132,16 @@ func list(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 
 	var b strings.Builder
 	for _, e := range l.d.Entries {
+		path := workspace.Display(e.Path)
 		switch e.Type {
 		case "dir":
-			b.WriteString(e.Path + "/\n")
+			b.WriteString(path + "/\n")
 		case "file":
-			fmt.Fprintf(&b, "%s  %d\n", e.Path, e.Size)
+			fmt.Fprintf(&b, "%s  %d\n", path, e.Size)
 		case "symlink":
-			fmt.Fprintf(&b, "%s -> %s\n", e.Path, e.Target)
+			fmt.Fprintf(&b, "%s -> %s\n", path, workspace.Display(e.Target))
 		default:
-			fmt.Fprintf(&b, "%s  (%s)\n", e.Path, e.Type)
+			fmt.Fprintf(&b, "%s  (%s)\n", path, e.Type)
 		}
 	}
 	if len(l.d.Entries) == 0 {

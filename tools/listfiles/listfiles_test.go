@@ -62,6 +62,29 @@ func TestListFiles(t *testing.T) {
 	}
 }
 
+// TestListFilesNamesCannotForgeLines lists names a command can make: a
+// newline (which would forge an entry of its own), a terminal escape, a
+// byte that is not UTF-8. Each is shown quoted, on its one line; the
+// details keep the names as they are.
+func TestListFilesNamesCannotForgeLines(t *testing.T) {
+	t.Parallel()
+	e := wt.New(t, map[string]string{
+		"evil\nsecret.txt  999": "x",
+		"esc\x1b[31mred":        "",
+		"bad\xff":               "",
+		"plain é.txt":           "",
+	})
+	if err := os.Symlink("esc\x1b[31mred", filepath.Join(e.Dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	tool := listfiles.New(e.WS, listfiles.Options{})
+	wt.Expect(t, tool, `{}`, false,
+		`"bad\xff"  0`+"\n"+`"esc\x1b[31mred"  0`+"\n"+`"evil\nsecret.txt  999"  1`+"\n"+`link -> "esc\x1b[31mred"`+"\n"+"plain é.txt  0\n",
+		listfiles.Details{Path: ".", Entries: []listfiles.Entry{
+			{Path: "bad\uFFFD", Type: "file"}, {Path: "esc\x1b[31mred", Type: "file"}, {Path: "evil\nsecret.txt  999", Type: "file", Size: 1},
+			{Path: "link", Type: "symlink", Target: "esc\x1b[31mred"}, {Path: "plain é.txt", Type: "file"}}})
+}
+
 // TestListFilesDepthIsBounded asks for more depth than the schema allows.
 func TestListFilesDepthIsBounded(t *testing.T) {
 	t.Parallel()

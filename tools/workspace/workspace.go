@@ -22,8 +22,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/toolwire/toolwire/tools"
 )
@@ -109,6 +112,24 @@ func (w *Workspace) relAbs(p string) string {
 		}
 		if filepath.Clean(p) == dir {
 			return "."
+		}
+	}
+	return p
+}
+
+// Display is how a listing shows the name or path p to the model: as it
+// is, or, when it holds a control character (a newline, an escape, C1
+// codes) or bytes that are not UTF-8, quoted as Go quotes a string
+// ("evil\nsecret.txt  999"), so that a name a command made cannot forge
+// lines of the listing or carry terminal escapes; the model passes the
+// unquoted name back as a JSON string.
+func Display(p string) string {
+	if !utf8.ValidString(p) {
+		return strconv.Quote(p)
+	}
+	for _, r := range p {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return strconv.Quote(p)
 		}
 	}
 	return p
