@@ -338,14 +338,19 @@ func removeTree(t *testing.T, dir string) {
 // it passed, or fails with the command's own error, in every profile.
 func TestEscapeHiddenUsage(t *testing.T) {
 	testenv.LookPath(t, "python3")
-	for name, cfg := range profiles("300200-300299") {
+	for name, cfg := range profiles("300200-300249") {
 		// Not in parallel: each attempt looks for its processes by their
 		// command lines, which the profiles share.
 		t.Run(name, func(t *testing.T) {
 			cfg.MaxWorkspaceBytes = 32 << 20
 			cfg.MaxWorkspaceFiles = 2000
 			cfg.MaxFileBytes = 64 << 20
-			cfg.CPUSeconds = 2
+			// Not a tight CPU limit: the kernel's work for a command counts,
+			// and an ext4 without a journal (this project's machines)
+			// charges each file or folder made a scan past the inodes
+			// deleted in the last minute, by anyone: 3000 files cost a
+			// command 1.3-3.4 s. The supervisor's CPU has its own below.
+			cfg.CPUSeconds = 60
 			sb, s, root, c := serveSessions(t, cfg)
 			r := sessionRunner{t: t, sb: sb, s: s, root: root, c: c}
 			bytesLimit := limitOf("max_workspace_bytes")
@@ -386,6 +391,15 @@ func TestEscapeHiddenUsage(t *testing.T) {
 				{"bytes below a chain of folders no one may enter", "python3 hide.py deep 40 3 12 4 0000", bytesLimit, cleanDeep},
 				{"a TMPDIR left with a deep chain of unreadable folders", "cd $TMPDIR && python3 $OLDPWD/hide.py deep 22 200 1 3 0300", []string{"TMPDIR /"}, tmpdirGone},
 				{"a TMPDIR made unreadable", `echo "TMPDIR $TMPDIR"; mkdir -p $TMPDIR/a/b && touch $TMPDIR/a/b/f && chmod 0 $TMPDIR/a/b $TMPDIR/a $TMPDIR`, []string{"TMPDIR /"}, tmpdirGone},
+			})
+			cpu := cfg
+			cpu.CPUSeconds = 2
+			if cpu.UIDRange != "" {
+				cpu.UIDRange = "300250-300299"
+			}
+			sb, s, root, c = serveSessions(t, cpu)
+			r = sessionRunner{t: t, sb: sb, s: s, root: root, c: c}
+			r.runAttempts(t, []attempt{
 				{"the supervisor made to spend CPU", "for i in $(seq 16); do python3 hide.py chmod-loop 30000 & done; wait", []string{"supervisor spent"}, nil},
 			})
 		})
