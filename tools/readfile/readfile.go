@@ -106,7 +106,7 @@ func read(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	case info.IsDir():
 		return tools.Errorf("%s is a folder; use list_files to see what it holds", args.Path), nil
 	case !info.Mode().IsRegular():
-		return tools.Errorf("%s is not a regular file (%s)", args.Path, info.Mode().Type()), nil
+		return tools.Errorf("%s is not a regular file (%s)", args.Path, info.Mode()), nil
 	}
 	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {

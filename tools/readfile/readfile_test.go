@@ -10,6 +10,8 @@ import (
 	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -151,16 +153,34 @@ func TestReadFileEscapes(t *testing.T) {
 	}
 }
 
-// TestReadFileNotRegular refuses a named pipe rather than blocking on it.
+// TestReadFileNotRegular refuses a named pipe rather than blocking on it,
+// and a socket, naming each one's type and permissions.
 func TestReadFileNotRegular(t *testing.T) {
 	t.Parallel()
 	e := wt.New(t, nil)
 	if err := mkfifo(filepath.Join(e.Dir, "fifo")); err != nil {
 		t.Skip("mkfifo:", err)
 	}
+	if err := os.Chmod(filepath.Join(e.Dir, "fifo"), 0o640); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
 	res := wt.Call(t, readfile.New(e.WS, readfile.Options{}), `{"path":"fifo"}`)
-	if !res.IsError || !strings.Contains(wt.Text(res), "not a regular file") {
-		t.Errorf("fifo: %q", wt.Text(res))
+	if !res.IsError || !strings.Contains(wt.Text(res), "not a regular file (prw-r-----)") {
+		t.Errorf("fifo: %q; want its type and permissions, prw-r-----", wt.Text(res))
+	}
+	// A Unix socket, when the folder's path fits one.
+	l, err := net.Listen("unix", filepath.Join(e.Dir, "s.sock"))
+	if err != nil {
+		t.Logf("no socket: %v", err)
+		return
+	}
+	defer l.Close()
+	if err := os.Chmod(filepath.Join(e.Dir, "s.sock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res = wt.Call(t, readfile.New(e.WS, readfile.Options{}), `{"path":"s.sock"}`)
+	if !res.IsError || !strings.Contains(wt.Text(res), "not a regular file (Srwxr-xr-x)") {
+		t.Errorf("socket: %q; want its type and permissions, Srwxr-xr-x", wt.Text(res))
 	}
 }
 
