@@ -36,6 +36,7 @@ import (
 	"github.com/toolwire/toolwire/engine/internal/sequence"
 	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/holds"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -116,7 +117,7 @@ type Engine struct {
 	held        approvals          // calls held for approval on this engine; see approval.go
 	catalog     catalog            // SearchTools' index of the last snapshot searched; see listing.go
 	heldRecs    heldRecords        // idempotency records the store has not taken yet; see records.go
-	watches     watches            // WatchTools streams open, by caller; see watches.go
+	watches     holds.Counter      // WatchTools streams open, by caller; see watches.go
 	unstored    atomic.Int64       // bytes of detached batches' events the store has not taken, all batches'; see eventlog.go
 	maxUnstored int64              // unstored's bound: maxUnstoredBytes, or a test's
 
@@ -141,6 +142,7 @@ func New(cfg Config, deps Deps) *Engine {
 		runners:     runners.New(10 * time.Second),
 	}
 	e.budget = outbox.NewBudget(e.cfg.MaxBufferedBytes)
+	e.watches = holds.Counter{Max: e.cfg.MaxWatches, PerHolder: e.cfg.MaxWatchesPerCaller}
 	e.heldRecs.init(e)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = slots.New(e.cfg.MaxConcurrentCalls, perCaller, anonymous)

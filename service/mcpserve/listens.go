@@ -2,7 +2,8 @@ package mcpserve
 
 import (
 	"fmt"
-	"sync"
+
+	"github.com/toolwire/toolwire/internal/holds"
 )
 
 // A 2026-07-28 subscriptions/listen stream is the stateless revision's
@@ -20,44 +21,21 @@ import (
 // there.
 
 // listens counts the subscriptions/listen streams open, by caller.
-type listens struct {
-	max, perCaller int
-
-	mu      sync.Mutex
-	callers map[string]int
-	total   int
-}
+type listens struct{ holds.Counter }
 
 func newListens(max, perCaller int) *listens {
-	return &listens{max: max, perCaller: perCaller, callers: map[string]int{}}
+	return &listens{holds.Counter{Max: max, PerHolder: perCaller}}
 }
 
 // take takes a place for a stream of caller, and returns the function
 // that gives it back (call it once), or the error refusing it.
 func (l *listens) take(caller string) (release func(), err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := l.callers[caller]; n >= l.perCaller {
-		return nil, &errSessionBound{fmt.Sprintf("this caller has %d subscriptions/listen streams open (mcp_max_sessions_per_caller); end one before opening another", n)}
+	release, full := l.Take(caller)
+	switch {
+	case full == nil:
+		return release, nil
+	case full.Total:
+		return nil, &errSessionBound{fmt.Sprintf("the server has %d subscriptions/listen streams open (mcp_max_sessions); retry later", full.Held)}
 	}
-	if l.total >= l.max {
-		return nil, &errSessionBound{fmt.Sprintf("the server has %d subscriptions/listen streams open (mcp_max_sessions); retry later", l.total)}
-	}
-	l.callers[caller]++
-	l.total++
-	return sync.OnceFunc(func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.callers[caller]--; l.callers[caller] == 0 {
-			delete(l.callers, caller)
-		}
-		l.total--
-	}), nil
-}
-
-// open counts the streams open.
-func (l *listens) open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
+	return nil, &errSessionBound{fmt.Sprintf("this caller has %d subscriptions/listen streams open (mcp_max_sessions_per_caller); end one before opening another", full.Held)}
 }

@@ -65,7 +65,7 @@ func TestListenBounds(t *testing.T) {
 		return
 	}
 	first.Body.Close()
-	waitFor(t, "the closed stream's place", func() bool { return ts.mcp.listens.open() == 2 })
+	waitFor(t, "the closed stream's place", func() bool { return ts.mcp.listens.Held() == 2 })
 	if again, _ := listen("alice-token"); again == nil {
 		t.Error("a listen after one of alice's ended: refused")
 	}
