@@ -46,7 +46,7 @@ func TestSandboxResults(t *testing.T) {
 		isErr         bool
 		want          []string
 	}{
-		{"workspace and TMPDIR writable", `echo x > $TMPDIR/a && cat $TMPDIR/a; echo y > f && cat f; case $TMPDIR in /*toolwire-call-*) echo private;; esac`, false, []string{"x\ny\nprivate\n"}},
+		{"workspace and TMPDIR writable", `echo x > $TMPDIR/a && cat $TMPDIR/a; echo y > f && cat f; case $TMPDIR in /*/toolwire-calls-*/call-*) echo private;; esac`, false, []string{"x\ny\nprivate\n"}},
 		{"outside denied", `echo bad > ../outside.txt`, true, []string{"Permission denied", "the sandbox lets commands write, change file modes, owners and times, connect to Unix sockets and lock files only in the workspace and $TMPDIR"}},
 		{"network denied", `python3 -c 'import socket; socket.create_connection(("127.0.0.1", 22))'`, true, []string{"Permission denied", "the sandbox denies network access"}},
 		{"memory limit", `python3 -c "b = bytearray(1 << 30)"`, true, []string{"MemoryError", "sandbox.memory_bytes: 268435456"}},

@@ -75,7 +75,11 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 // roots the supervisor checks paths against) and, when the workspace has an
 // owner of its own, gives it to that owner, whose uid the command gets.
 func (r *runner) callTemp() (string, *sandbox.User, error) {
-	tmp, err := os.MkdirTemp("", "toolwire-call-")
+	parent, err := callsDir()
+	if err != nil {
+		return "", nil, fmt.Errorf("making the server's folder for calls' TMPDIRs: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, "call-")
 	if err != nil {
 		return "", nil, fmt.Errorf("making the call's TMPDIR: %w", err)
 	}
