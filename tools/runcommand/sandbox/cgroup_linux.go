@@ -129,7 +129,36 @@ func (c *cgroups) claim() error {
 			return fmt.Errorf("moving process %s into %s: %w", pid, leaf, err)
 		}
 	}
-	return writeCgroup(filepath.Join(c.dir, "cgroup.subtree_control"), "+memory +pids")
+	if err := writeCgroup(filepath.Join(c.dir, "cgroup.subtree_control"), "+memory +pids"); err != nil {
+		return err
+	}
+	c.sweep()
+	return nil
+}
+
+// sweep removes the call cgroups a server before this one left in the
+// delegated cgroup (killed mid-call, it removed none), killing what they
+// still hold, and numbers this server's calls past any it cannot remove,
+// so that no call finds its cgroup's name taken.
+func (c *cgroups) sweep() {
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n, ok := strings.CutPrefix(e.Name(), "toolwire-call-")
+		if !ok || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(c.dir, e.Name())
+		c.remove(dir)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if v, err := strconv.ParseUint(n, 10, 64); err == nil && v > c.n.Load() {
+			c.n.Store(v)
+		}
+	}
 }
 
 // call makes the cgroup of one call, with its limits, and returns its

@@ -48,6 +48,16 @@ func TestDelegatedCgroup(t *testing.T) {
 	if cg.dir != dir {
 		t.Errorf("cgroup folder %s; want %s", cg.dir, dir)
 	}
+	// A server killed mid-call left the cgroups of two calls (a fake
+	// folder's cannot be removed as the kernel's can: they hold files).
+	for _, left := range []string{"toolwire-call-1", "toolwire-call-7"} {
+		if err := os.MkdirAll(filepath.Join(dir, left), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, left, "memory.max"), []byte("max\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := cg.claim(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +79,11 @@ func TestDelegatedCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if filepath.Dir(call) != dir || !strings.HasPrefix(filepath.Base(call), "toolwire-call-") {
-		t.Errorf("call cgroup %s; want toolwire-call-N in %s", call, dir)
+	if filepath.Dir(call) != dir || filepath.Base(call) != "toolwire-call-8" {
+		t.Errorf("call cgroup %s; want toolwire-call-8 (past those left) in %s", call, dir)
+	}
+	if got := read("toolwire-call-7/cgroup.kill"); got != "1" {
+		t.Errorf("a left cgroup's cgroup.kill = %q; want what it holds killed", got)
 	}
 	for file, want := range map[string]string{"memory.max": "268435456", "memory.swap.max": "0", "pids.max": "64"} {
 		if got := read(filepath.Join(filepath.Base(call), file)); got != want {
