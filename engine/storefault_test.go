@@ -337,15 +337,19 @@ func TestUnstoredEventsBounded(t *testing.T) {
 	before := heap()
 	var live []*liveBatch
 	for range 20 {
-		// The first call holds each batch until the store is frozen: its
-		// log is opened before.
-		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1500}`)}}
+		// The first call holds each batch until the store is frozen (its
+		// log is opened before), so that no big result is stored before
+		// and handed to the test's own reader, whose copies are heap too.
+		// (A 1.5 s call held it once: on a loaded machine, starting 20
+		// batches took longer, and 112 MiB of results reached the test.)
+		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "hold", "")}}
 		for i := range 60 {
 			req.Calls = append(req.Calls, call(fmt.Sprint(i), "big", `{"n":100000}`))
 		}
 		live = append(live, startDetached(t, as("alice"), te, req))
 	}
 	srv.Freeze()
+	te.hold.releaseAll()
 	time.Sleep(4 * time.Second)
 	held, n := heap()-before, te.e.unstored.Load()
 	srv.Thaw()
