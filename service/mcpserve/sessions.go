@@ -113,16 +113,18 @@ func (t *sessions) reserve(caller string) (*reservation, error) {
 	if c.n >= t.perCaller {
 		v := c.oldestIdle(nil)
 		if v == nil {
+			n := c.n // read under t.mu: a release may change it
 			t.mu.Unlock()
-			return nil, &errSessionBound{fmt.Sprintf("this caller has %d MCP sessions open (mcp_max_sessions_per_caller), each with a request in flight; end one (DELETE) or wait for one's request to end, or use protocol version %s, which needs no session", c.n, RevisionStateless)}
+			return nil, &errSessionBound{fmt.Sprintf("this caller has %d MCP sessions open (mcp_max_sessions_per_caller), each with a request in flight; end one (DELETE) or wait for one's request to end, or use protocol version %s, which needs no session", n, RevisionStateless)}
 		}
 		victims = append(victims, v)
 	}
 	if t.total-len(victims) >= t.max {
 		v := t.fullestIdle(victims)
 		if v == nil {
+			n := t.total
 			t.mu.Unlock()
-			return nil, &errSessionBound{fmt.Sprintf("the server has %d MCP sessions open (mcp_max_sessions), each with a request in flight; retry later, or use protocol version %s, which needs no session", t.total, RevisionStateless)}
+			return nil, &errSessionBound{fmt.Sprintf("the server has %d MCP sessions open (mcp_max_sessions), each with a request in flight; retry later, or use protocol version %s, which needs no session", n, RevisionStateless)}
 		}
 		victims = append(victims, v)
 	}
