@@ -222,6 +222,12 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 		}
 	}
 
+	// A command needs room; what it takes of the workspace is measured
+	// again by the next write that needs to know.
+	if err := r.ws.CheckFree(0); err != nil {
+		return tools.Errorf("cannot start the command: %v", err), nil
+	}
+	defer r.ws.Changed()
 	if r.opts.Sandbox != nil {
 		return r.runSandboxed(ctx, call, argv, prog, rel, dir)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
+	"github.com/toolwire/toolwire/tools/workspace/usage"
 )
 
 // runSandboxed runs prog under the sandbox's supervisor, writable only in
@@ -21,6 +22,11 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	tmp, user, err := r.callTemp()
 	if err != nil {
 		return nil, err
+	}
+	minFree := r.ws.Limits().MinFreeBytes
+	if free, err := usage.Free(tmp); err == nil && free < minFree {
+		removeAll(tmp)
+		return tools.Errorf("cannot start the command: the disk holding its $TMPDIR has %d bytes left, and the server keeps %d of it free (workspace_min_free_bytes); try again once there is room", free, minFree), nil
 	}
 	pipe, err := newPump(call, r.opts)
 	if err != nil {
@@ -33,7 +39,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 		Env:      append(slices.Clone(r.env), "TMPDIR="+tmp),
 		Writable: []string{r.ws.Dir(), tmp},
 		Output:   pipe.w, Grace: r.opts.KillGrace,
-		User: user,
+		User: user, MinFreeBytes: minFree,
 	})
 	pipe.started(err) // the supervisor has its copy
 	if err != nil {
@@ -42,6 +48,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	}
 	return await(ctx, func() (*tools.Result, error) {
 		defer removeAll(tmp)
+		defer r.ws.Changed() // after its last process, which the supervisor has ended
 		exit, waitErr := p.Wait()
 		// The supervisor has ended every process that held the pipe, unless it
 		// was itself killed; then do not wait for them.
@@ -56,7 +63,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 		if exit.Error != "" {
 			// The supervisor could not start the command: under a small
 			// max_processes that is the limit, which the model cannot tell.
-			if note := sandboxNote(sb.Config(), sandbox.Exit{Code: -1}, exit.Error); note != "" {
+			if note := sandboxNote(sb.Config(), minFree, sandbox.Exit{Code: -1}, exit.Error); note != "" {
 				return tools.Errorf("%s\n%s", exit.Error, note), nil
 			}
 			return tools.Errorf("%s", exit.Error), nil
@@ -67,7 +74,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 			d.Signal = syscall.Signal(exit.Signal).String()
 		}
 		text, _, _ := pipe.out.result()
-		return finish(d, pipe.out, false, sandboxNote(sb.Config(), exit, text))
+		return finish(d, pipe.out, false, sandboxNote(sb.Config(), minFree, exit, text))
 	})
 }
 
@@ -99,8 +106,9 @@ func (r *runner) callTemp() (string, *sandbox.User, error) {
 
 // sandboxNote says what the sandbox did to a command that failed: the limit
 // that ended it, or, when its output reads like a denial, what the sandbox
-// allows, so the model does not retry blindly.
-func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
+// allows, so the model does not retry blindly. minFree is the room the
+// server keeps on the disk (workspace_min_free_bytes).
+func sandboxNote(cfg sandbox.Config, minFree uint64, exit sandbox.Exit, text string) string {
 	detail := ""
 	if exit.Detail != "" {
 		detail = " (" + exit.Detail + ")"
@@ -118,6 +126,8 @@ func sandboxNote(cfg sandbox.Config, exit sandbox.Exit, text string) string {
 		return fmt.Sprintf("the sandbox ended the command: it ran more processes and threads at once than the limit (sandbox.max_processes: %d)", cfg.MaxProcesses)
 	case "max_workspace_bytes":
 		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR grew past the limit (sandbox.max_workspace_bytes: %d bytes); remove files before trying again", cfg.MaxWorkspaceBytes)
+	case "workspace_min_free_bytes":
+		return fmt.Sprintf("the sandbox ended the command: it left the disk short of the room the server keeps free for everything else (workspace_min_free_bytes: %d bytes)%s; remove files you no longer need before trying again", minFree, detail)
 	case "max_workspace_files":
 		return fmt.Sprintf("the sandbox ended the command: the workspace and $TMPDIR hold more files and folders than the limit (sandbox.max_workspace_files: %d)%s; remove some before trying again", cfg.MaxWorkspaceFiles, detail)
 	}

@@ -52,7 +52,7 @@ func (w *Workspace) WriteFile(rel string, data []byte) (created bool, err error)
 		owner, must = w.ownerOf(info)
 	case errors.Is(err, fs.ErrNotExist):
 		created = true
-		if err := w.mkdirAll(filepath.Dir(rel)); err != nil {
+		if err := w.makeParents(filepath.Dir(rel)); err != nil {
 			return false, err
 		}
 	default:
@@ -72,8 +72,17 @@ func (w *Workspace) replace(rel string, data []byte, perm fs.FileMode, owner *Ow
 	}
 	defer dir.Close()
 	base := filepath.Base(rel)
+	old, files := uint64(0), uint64(1)
+	if info, err := dir.Lstat(base); err == nil {
+		old, files = allocated(info), 0
+	}
+	c, err := w.take(uint64(len(data)), old, files)
+	if err != nil {
+		return err
+	}
 	tmp, err := writeTemp(dir, base, data, perm, owner, must)
 	if err != nil {
+		c.undo()
 		return err
 	}
 	rename := (*os.Root).Rename
@@ -81,9 +90,41 @@ func (w *Workspace) replace(rel string, data []byte, perm fs.FileMode, owner *Ow
 		rename = w.rename
 	}
 	if err := rename(dir, tmp, base); err != nil {
+		c.undo()
 		if rerr := dir.Remove(tmp); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
+		return err
+	}
+	if info, err := dir.Lstat(base); err == nil {
+		c.settle(info)
+	}
+	return nil
+}
+
+// makeParents makes the folder rel and any missing parent, as mkdirAll
+// does, once the workspace's limits leave room for them (a folder is
+// charged a block).
+func (w *Workspace) makeParents(rel string) error {
+	if !w.bounded() && w.limits.MinFreeBytes == 0 {
+		return w.mkdirAll(rel)
+	}
+	missing := uint64(0)
+	for d := rel; d != "." && d != "/"; d = filepath.Dir(d) {
+		if _, err := w.root.Lstat(d); err == nil {
+			break
+		}
+		missing++
+	}
+	if missing == 0 {
+		return w.mkdirAll(rel)
+	}
+	c, err := w.take(missing*blockSize, 0, missing)
+	if err != nil {
+		return err
+	}
+	if err := w.mkdirAll(rel); err != nil {
+		c.undo()
 		return err
 	}
 	return nil

@@ -61,6 +61,9 @@ type SessionOptions struct {
 	// the workspace tools write in it; the session's commands run under it.
 	// The server must be allowed to chown (root, or CAP_CHOWN).
 	UIDs *IDRange
+	// Limits bound what each session's folder may take of its disk (zero
+	// values: none).
+	Limits Limits
 }
 
 // IDRange is a range of uids, each used as a session's uid and gid.
@@ -469,7 +472,7 @@ func (s *Sessions) openFolder(name string) (*Workspace, error) {
 		return nil, fmt.Errorf("%s changed while it was being opened", name)
 	}
 	dir := filepath.Join(s.dir, name)
-	return &Workspace{root: r, dir: dir, real: dir, owner: owner}, nil
+	return &Workspace{root: r, dir: dir, real: dir, owner: owner, limits: s.opts.Limits}, nil
 }
 
 // own gives the folder name a uid of its own: the one it has, when that is

@@ -40,6 +40,10 @@ type Workspace struct {
 	// owner, when set, is the uid and gid the folder and everything the
 	// workspace tools write in it belong to, and its commands run under.
 	owner *Owner
+	// limits bound what it may take of its disk; held is what its folder
+	// holds, as the writes that limits bound keep it (room.go).
+	limits Limits
+	held   held
 
 	rename func(dir *os.Root, oldname, newname string) error // nil: (*os.Root).Rename; tests interfere
 }
@@ -147,6 +151,8 @@ func Describe(p string, err error) string {
 	switch {
 	case errors.Is(err, ErrEscapes):
 		return err.Error()
+	case errors.Is(err, ErrNoRoom):
+		return fmt.Sprintf("cannot write %s: %v", p, err)
 	case escapes(err):
 		return fmt.Sprintf("%v: %s (a symlink or .. leads outside)", ErrEscapes, p)
 	case errors.Is(err, fs.ErrNotExist):

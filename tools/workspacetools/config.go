@@ -34,6 +34,27 @@ type Config struct {
 	// caller's new sessions for a session_ttl.
 	MaxSessions          int `json:"workspace_max_sessions"`
 	MaxSessionsPerCaller int `json:"workspace_max_sessions_per_caller"`
+	// MinFreeBytes is the room kept free on the workspace's file system
+	// for everything else on it (the store, the logs, other sessions): a
+	// write_file or edit_file that would leave less, and a command's
+	// start, are refused, and the sandbox ends a command that leaves less
+	// (0: DefaultMinFreeBytes; -1: none).
+	MinFreeBytes int64 `json:"workspace_min_free_bytes"`
+}
+
+// DefaultMinFreeBytes is the room kept free on the workspace's file system
+// unless the operator says otherwise: 1 GiB.
+const DefaultMinFreeBytes = 1 << 30
+
+// minFree is the room kept free, in bytes (0: none).
+func (c Config) minFree() uint64 {
+	switch {
+	case c.MinFreeBytes == 0:
+		return DefaultMinFreeBytes
+	case c.MinFreeBytes < 0:
+		return 0
+	}
+	return uint64(c.MinFreeBytes)
 }
 
 // RunCommandConfig configures run_command, which is off unless enabled.
@@ -55,6 +76,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SessionKeyFile, "session-key-file", c.SessionKeyFile, "`file` holding the key the session folders' names are keyed with (default: made in .toolwire-key under --workspace)")
 	fs.IntVar(&c.MaxSessions, "workspace-max-sessions", c.MaxSessions, "most session folders under --workspace with --workspace-per-session (0: 100000)")
 	fs.IntVar(&c.MaxSessionsPerCaller, "workspace-max-sessions-per-caller", c.MaxSessionsPerCaller, "most session folders one authenticated caller may hold (0: 1000)")
+	fs.Int64Var(&c.MinFreeBytes, "workspace-min-free-bytes", c.MinFreeBytes, "`bytes` kept free on the workspace's disk: writes and commands that would leave less are refused or ended (0: 1 GiB; -1: none)")
 	fs.BoolVar(&c.RunCommand.Enabled, "run-command", c.RunCommand.Enabled, "offer run_command, which runs programs in the workspace")
 	fs.BoolVar(&c.RunCommand.Shell, "run-command-shell", c.RunCommand.Shell, "run_command takes a shell command line (/bin/sh -c) instead of an argv")
 	c.Sandbox.Flags(fs)
@@ -90,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.SessionKeyFile != "" && !c.PerSession {
 		return errors.New("--session-key-file needs --workspace-per-session")
+	}
+	if c.MinFreeBytes < -1 {
+		return errors.New("workspace_min_free_bytes must be 0 (the default, 1 GiB), -1 (none) or a number of bytes")
 	}
 	if c.MaxSessions < 0 || c.MaxSessionsPerCaller < 0 {
 		return errors.New("workspace_max_sessions and workspace_max_sessions_per_caller must not be negative (0: the default)")

@@ -11,6 +11,7 @@ import (
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	"github.com/toolwire/toolwire/tools/workspace"
+	"github.com/toolwire/toolwire/tools/workspace/usage"
 )
 
 // Env is what Open is given beside its Config: what the server decides,
@@ -61,8 +62,14 @@ func Open(cfg Config, env Env) (*Set, error) {
 	}
 	s := &Set{}
 	opts := Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env, Allow: rc.Allow}}
+	// Every session's folder is bounded as its commands are; the shared
+	// workspace is the operator's folder, whose size is theirs to decide.
+	// Both keep the disk's room.
+	sbDefaults := cfg.Sandbox.WithDefaults()
+	limits := workspace.Limits{MinFreeBytes: cfg.minFree()}
 	sessions := workspace.SessionOptions{TTL: env.SessionTTL, KeyFile: cfg.SessionKeyFile, Logger: log,
-		MaxSessions: cfg.MaxSessions, MaxSessionsPerCaller: cfg.MaxSessionsPerCaller}
+		MaxSessions: cfg.MaxSessions, MaxSessionsPerCaller: cfg.MaxSessionsPerCaller,
+		Limits: workspace.Limits{MaxBytes: sbDefaults.MaxWorkspaceBytes, MaxFiles: sbDefaults.MaxWorkspaceFiles, MinFreeBytes: limits.MinFreeBytes}}
 	if rc.Enabled {
 		if cfg.PerSession {
 			warning, err := cfg.Sandbox.CheckSessionRoot(dir)
@@ -83,19 +90,22 @@ func Open(cfg Config, env Env) (*Set, error) {
 			sessions.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
 		}
 	}
-	ws, wsDir, err := s.open(dir, cfg.PerSession, sessions)
+	ws, wsDir, err := s.open(dir, cfg.PerSession, sessions, limits)
 	if err != nil {
 		s.sb.Close()
 		return nil, fmt.Errorf("%w (use --workspace to choose another folder or --no-workspace to serve none)", err)
+	}
+	if free, err := usage.Free(wsDir); err == nil && free < limits.MinFreeBytes {
+		log.Warn(fmt.Sprintf("the workspace's disk has %d bytes free, less than workspace_min_free_bytes (%d): write_file, edit_file and run_command are refused until there is room", free, limits.MinFreeBytes))
 	}
 	s.tools = Tools(ws, opts)
 	log.Info("serving workspace tools", "workspace", wsDir, "per_session", cfg.PerSession, "session_uids", sessions.UIDs != nil, "run_command", rc.Enabled, "shell", rc.Shell, "env", rc.Env)
 	return s, nil
 }
 
-// open opens the folder dir as one workspace every call shares, or, with
-// perSession, as the root of a folder per session.
-func (s *Set) open(dir string, perSession bool, opts workspace.SessionOptions) (workspace.Resolver, string, error) {
+// open opens the folder dir as one workspace every call shares (bounded by
+// shared), or, with perSession, as the root of a folder per session.
+func (s *Set) open(dir string, perSession bool, opts workspace.SessionOptions, shared workspace.Limits) (workspace.Resolver, string, error) {
 	if perSession {
 		ss, err := workspace.OpenSessions(dir, opts)
 		if err != nil {
@@ -108,6 +118,7 @@ func (s *Set) open(dir string, perSession bool, opts workspace.SessionOptions) (
 	if err != nil {
 		return nil, "", err
 	}
+	w.SetLimits(shared)
 	s.ws = w.Close
 	return w, w.Dir(), nil
 }

@@ -29,6 +29,8 @@ type Run struct {
 	Output   *os.File
 	Grace    time.Duration
 	User     *User
+	// MinFreeBytes: see the Linux Run.
+	MinFreeBytes uint64
 }
 
 // User is the uid and gid a session's commands run under.

@@ -142,6 +142,9 @@ type Run struct {
 	// User is the session's uid and gid (from the range of UIDs), nil for
 	// the server's.
 	User *User
+	// MinFreeBytes is the room the file systems of Writable must keep:
+	// the supervisor's watchdog ends a command that leaves less (0: none).
+	MinFreeBytes uint64
 }
 
 // User is the uid and gid a session's commands run under.
@@ -164,7 +167,7 @@ func (s *Sandbox) Start(ctx context.Context, run Run) (*Process, error) {
 	if run.User != nil && s.uids == nil {
 		return nil, errors.New("the sandbox gives commands no uid of their own (no sandbox.uid_range)")
 	}
-	sp := supervisor.Spec{Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, GraceMillis: run.Grace.Milliseconds(), User: run.User, Roots: run.Writable}
+	sp := supervisor.Spec{Path: run.Path, Argv: run.Argv, Dir: run.Dir, Env: run.Env, GraceMillis: run.Grace.Milliseconds(), User: run.User, Roots: run.Writable, MinFreeBytes: run.MinFreeBytes}
 	if s.cgroups != nil {
 		dir, err := s.cgroups.call()
 		if err != nil {

@@ -13,9 +13,10 @@
 // command ended; then, with nothing of the command left, it may wait for
 // the server's next command of the same uid.
 //
-// It imports nothing but the standard library and golang.org/x/sys/unix, so
-// that its init, which dispatches the hidden command, runs before the rest
-// of a large program initialises: the Landlock ruleset and the seccomp
+// It imports nothing but the standard library, golang.org/x/sys/unix and
+// tools/workspace/usage (the walk it shares with the workspace tools, which
+// imports no more), so that its init, which dispatches the hidden
+// command, runs before the rest of a large program initialises: the Landlock ruleset and the seccomp
 // program arrive ready-made from the server (package sandbox builds them),
 // the program in the environment at start (Setup), the ruleset with the
 // command on the connection (Spec, ConnFD).
@@ -143,6 +144,9 @@ type Spec struct {
 	// connecting to a Unix socket, locking a file. They are also what the
 	// workspace limits measure.
 	Roots []string `json:"roots"`
+	// MinFreeBytes is the room the roots' file systems must keep: the
+	// watchdog ends a command that leaves less (0: none).
+	MinFreeBytes uint64 `json:"min_free_bytes,omitempty"`
 	// Cgroup is the folder of the call's own cgroup (v2), which the
 	// command joins before it restricts itself; "" means none, and the
 	// supervisor's watchdog enforces the aggregate limits.
@@ -153,7 +157,7 @@ type Spec struct {
 type Exit struct {
 	Code   int    `json:"code"`             // -1 when a signal ended it
 	Signal int    `json:"signal,omitempty"` // the signal number
-	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes, memory_bytes, max_processes, max_workspace_bytes, max_workspace_files, outside_lock
+	Limit  string `json:"limit,omitempty"`  // the limit that ended it: cpu_seconds, max_file_bytes, memory_bytes, max_processes, max_workspace_bytes, max_workspace_files, workspace_min_free_bytes, outside_lock
 	Detail string `json:"detail,omitempty"` // more about the limit, when the name alone does not say it
 	Error  string `json:"error,omitempty"`  // the supervisor could not run it
 	// Again says the supervisor waits for another command on its

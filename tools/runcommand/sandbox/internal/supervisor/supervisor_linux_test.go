@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -128,5 +129,33 @@ func TestProcLimit(t *testing.T) {
 	p.sampled(1, at)
 	if p.counted != 2 {
 		t.Error("a watchdog's count begun before a fresher one replaced it")
+	}
+}
+
+// TestWatchMinFree checks the watchdog's look at the room left on the
+// roots' file systems, with statfs faked: a command that leaves a root's
+// file system less than the reserve is ended as past
+// workspace_min_free_bytes, naming the root; one that leaves it the
+// reserve, or runs without one, is not.
+func TestWatchMinFree(t *testing.T) {
+	roots := []string{t.TempDir(), t.TempDir()}
+	left := map[string]uint64{roots[0]: 10 << 30, roots[1]: 10 << 30}
+	w := newWatch(Setup{}, Spec{Roots: roots, MinFreeBytes: 1 << 30}, newLedger(0), nil, &lockGuard{})
+	w.free = func(path string) (uint64, error) { return left[path], nil }
+	if got := w.check(); got != "" {
+		t.Fatalf("10 GiB left on both, a 1 GiB reserve: check() = %q; want nothing", got)
+	}
+	left[roots[1]] = 1<<30 - 1
+	if got := w.check(); got != "workspace_min_free_bytes" || !strings.Contains(w.detail, roots[1]) {
+		t.Errorf("$TMPDIR's file system a byte short of the reserve: check() = %q (%s); want workspace_min_free_bytes naming %s", got, w.detail, roots[1])
+	}
+	left[roots[1]] = 1 << 30
+	if got := w.check(); got != "" {
+		t.Errorf("exactly the reserve left: check() = %q; want nothing", got)
+	}
+	none := newWatch(Setup{}, Spec{Roots: roots}, newLedger(0), nil, &lockGuard{})
+	none.free = func(string) (uint64, error) { return 0, nil }
+	if got := none.check(); got != "" {
+		t.Errorf("no reserve, a full disk: check() = %q; want nothing", got)
 	}
 }

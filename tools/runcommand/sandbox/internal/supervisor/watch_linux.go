@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/toolwire/toolwire/tools/workspace/usage"
 )
 
 // watch is the supervisor's watchdog over the command's whole tree: it
@@ -18,16 +20,20 @@ import (
 // under the call's roots (the workspace and its TMPDIR), with the files
 // without a name the tree holds (the ledger's, and any other a dumpable
 // process of the tree holds open); the CPU the supervisor spends on the
-// command's mediated system calls; and no record lock on a file outside
-// the roots.
+// command's mediated system calls; no record lock on a file outside the
+// roots; and the room left on the roots' file systems.
 type watch struct {
 	limits Limits
 	roots  []string
-	cgroup string
-	every  time.Duration
-	ledger *ledger
-	procs  *procLimit
-	locks  *lockGuard
+	// minFree is the room each root's file system must keep (0: none),
+	// looked at every sample with free (usage.Free; tests fake it).
+	minFree uint64
+	free    func(path string) (uint64, error)
+	cgroup  string
+	every   time.Duration
+	ledger  *ledger
+	procs   *procLimit
+	locks   *lockGuard
 
 	fsNext  time.Time     // when the roots are measured next
 	fsEvery time.Duration // how long after that: 20 times the last walk, one sample to 10 s
@@ -43,8 +49,8 @@ func newWatch(setup Setup, sp Spec, l *ledger, p *procLimit, g *lockGuard) *watc
 	if setup.WatchMillis > 0 {
 		every = time.Duration(setup.WatchMillis) * time.Millisecond
 	}
-	return &watch{limits: setup.Limits, roots: sp.Roots, cgroup: sp.Cgroup, every: every, ledger: l, procs: p, locks: g,
-		fsEvery: every, cpuStart: processCPU()}
+	return &watch{limits: setup.Limits, roots: sp.Roots, minFree: sp.MinFreeBytes, free: usage.Free, cgroup: sp.Cgroup, every: every,
+		ledger: l, procs: p, locks: g, fsEvery: every, cpuStart: processCPU()}
 }
 
 // processCPU is the CPU time the supervisor (every thread) has used.
@@ -102,21 +108,42 @@ func (w *watch) check() string {
 			return "outside_lock"
 		}
 	}
+	if w.minFree > 0 {
+		if limit := w.lowOnRoom(); limit != "" {
+			return limit
+		}
+	}
 	if (l.MaxWorkspaceBytes > 0 || l.MaxWorkspaceFiles > 0) && !time.Now().Before(w.fsNext) {
 		start := time.Now()
-		size, files, lost := usage(w.roots, l.MaxWorkspaceBytes, l.MaxWorkspaceFiles)
+		u := usage.Measure(w.roots, l.MaxWorkspaceBytes, l.MaxWorkspaceFiles)
+		size, files := u.Bytes, u.Files
 		ledgered, _, keys := w.ledger.measure(true)
 		size += ledgered + heldOpen(procs, keys)
 		w.fsEvery = min(max(20*time.Since(start), w.every), 10*time.Second)
 		w.fsNext = time.Now().Add(w.fsEvery)
 		switch {
-		case lost:
-			w.detail = "a folder nested deeper than " + strconv.Itoa(keepFDs) + " levels moved while the sandbox measured it"
+		case u.Lost:
+			w.detail = "a folder nested deeper than " + strconv.Itoa(usage.KeepFDs) + " levels moved while the sandbox measured it"
 			return "max_workspace_files"
 		case l.MaxWorkspaceBytes > 0 && size > l.MaxWorkspaceBytes:
 			return "max_workspace_bytes"
 		case l.MaxWorkspaceFiles > 0 && files > l.MaxWorkspaceFiles:
 			return "max_workspace_files"
+		}
+	}
+	return ""
+}
+
+// lowOnRoom returns "workspace_min_free_bytes" when the file system of a
+// root has less room left than minFree, naming the root and its room in
+// w.detail. A statfs costs a few microseconds, so every sample looks:
+// unlike a walk of the roots, it does not grow with what they hold.
+func (w *watch) lowOnRoom() string {
+	for _, root := range w.roots {
+		free, err := w.free(root)
+		if err == nil && free < w.minFree {
+			w.detail = fmt.Sprintf("the file system holding %s has %d bytes left", root, free)
+			return "workspace_min_free_bytes"
 		}
 	}
 	return ""

@@ -1,32 +1,38 @@
-package supervisor
+package usage
 
 import (
+	"strconv"
+
 	"golang.org/x/sys/unix"
 )
 
-// keepFDs is how many folders deep the walk keeps a descriptor of each
+// KeepFDs is how many folders deep the walk keeps a descriptor of each
 // folder it is in; deeper, it climbs back with "..", checking it comes
 // back to the folder it left.
-const keepFDs = 128
+const KeepFDs = 128
 
-// usage measures the roots: bytes allocated (a file with several links
+// Measure measures the roots: bytes allocated (a file with several links
 // once) and entries, stopping once past either limit. It walks by
 // descriptor (openat from each folder, never a path), so nothing nested
 // deeper than PATH_MAX hides from it; a folder its owner made unreadable
 // or unsearchable, which would hide what it holds, gets its owner's read
-// and search rights back first (the supervisor has the command's uid).
-// lost says a folder nested deeper than keepFDs moved while the walk was
+// and search rights back first (the walker is its owner: the supervisor
+// under the command's uid, or the server that owns the session folders).
+// Lost says a folder nested deeper than KeepFDs moved while the walk was
 // in it, so that the walk could not find its way back: what the tree
-// holds is then unknown, which the watchdog treats as past the limit.
-func usage(roots []string, maxBytes, maxFiles uint64) (size, files uint64, lost bool) {
+// holds is then unknown, which callers treat as past the limit. A limit
+// of 0 is none.
+func Measure(roots []string, maxBytes, maxFiles uint64) Usage {
 	u := &measure{maxBytes: maxBytes, maxFiles: maxFiles, seen: map[[2]uint64]bool{}}
 	for _, root := range roots {
 		if u.walk(root) {
 			break
 		}
 	}
-	return u.size, u.files, u.lost
+	return Usage{Bytes: u.size, Files: u.files, Lost: u.lost}
 }
+
+func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 type measure struct {
 	maxBytes, maxFiles uint64
@@ -42,7 +48,7 @@ func (u *measure) over() bool {
 
 // frame is a folder the walk is in.
 type frame struct {
-	fd    int // -1 while the walk is deeper than keepFDs below it
+	fd    int // -1 while the walk is deeper than KeepFDs below it
 	id    [2]uint64
 	names []string // its entries still to measure
 }
@@ -109,7 +115,7 @@ func (u *measure) walk(root string) bool {
 		if err != nil {
 			continue
 		}
-		if len(stack) >= keepFDs {
+		if len(stack) >= KeepFDs {
 			unix.Close(top.fd)
 			top.fd = -1
 		}
