@@ -15,6 +15,7 @@ import (
 	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	"github.com/toolwire/toolwire/tools/workspace"
+	"github.com/toolwire/toolwire/tools/workspace/usage"
 	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 )
 
@@ -99,6 +100,59 @@ func TestSandboxEnvironmentAndTmpdir(t *testing.T) {
 	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Errorf("the call's TMPDIR %s is still there after the call: %v", tmp, err)
+	}
+}
+
+// TestSandboxMinFree runs `sleep 5` under the sandbox asking it to keep 1
+// TiB more free on the workspace's disk than statfs says it has: the
+// watchdog ends the command at a sample, naming workspace_min_free_bytes
+// and the root. With no reserve the same command (shorter) ends on its
+// own.
+func TestSandboxMinFree(t *testing.T) {
+	t.Parallel()
+	sb := newSandbox(t, sandbox.Config{})
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := usage.Free(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	run := func(argv []string, minFree uint64) sandbox.Exit {
+		p, err := sb.Start(t.Context(), sandbox.Run{Path: "/bin/sleep", Argv: argv, Dir: dir, Writable: []string{dir},
+			Output: out, Grace: time.Second, MinFreeBytes: minFree})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exit, err := p.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exit
+	}
+	if e := run([]string{"sleep", "5"}, free+1<<40); e.Limit != "workspace_min_free_bytes" || !strings.Contains(e.Detail, dir) {
+		t.Errorf("a reserve past the disk's room: %+v; want the command ended as past workspace_min_free_bytes, naming %s", e, dir)
+	}
+	if e := run([]string{"sleep", "0.3"}, 0); e.Limit != "" || e.Code != 0 {
+		t.Errorf("no reserve: %+v; want exit 0", e)
+	}
+}
+
+// TestSandboxNoteMinFree checks the line a command the watchdog ended for
+// the disk's reserve gets: the setting, its value, where, and what to do.
+func TestSandboxNoteMinFree(t *testing.T) {
+	t.Parallel()
+	note := runcommand.SandboxNote(sandbox.Config{}, 1<<30, sandbox.Exit{Code: -1, Limit: "workspace_min_free_bytes", Detail: "the file system holding /ws has 5 bytes left"}, "")
+	for _, w := range []string{"workspace_min_free_bytes: 1073741824 bytes", "(the file system holding /ws has 5 bytes left)", "remove files"} {
+		if !strings.Contains(note, w) {
+			t.Errorf("note %q; want %q in it", note, w)
+		}
 	}
 }
 
