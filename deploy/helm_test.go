@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -438,7 +439,7 @@ func TestHelmEveryValue(t *testing.T) {
 			"max_parallel":     8.0,
 			"call_timeout":     "30s",
 			"max_call_timeout": "5m",
-			"sandbox":          map[string]any{"mode": "auto", "network": "deny", "read_only_paths": []any{"/usr", "/bin", "/lib", "/etc/ssl"}},
+			"sandbox":          map[string]any{"mode": "auto", "network": "deny", "max_workspace_bytes": float64(805306368), "read_only_paths": []any{"/usr", "/bin", "/lib", "/etc/ssl"}},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("config.yaml (-want +got):\n%s", diff)
@@ -888,4 +889,60 @@ func TestHelmExampleAsDocumented(t *testing.T) {
 	if diff := cmp.Diff(any(docVolumes.Volumes), podVolumes); diff != "" {
 		t.Errorf("the token volume of docs/deploy.md differs from agent-pod.yaml's (-page +file):\n%s", diff)
 	}
+}
+
+// TestWorkspaceBoundBelowVolumes: the base's and the chart's
+// sandbox.max_workspace_bytes, which holds write_file, edit_file and
+// commands (the workspace and a call's TMPDIR together), is below the
+// sizeLimit of the /workspace and /tmp emptyDirs, past which the kubelet
+// evicts the pod: the server cannot see that limit (statfs shows the
+// node's disk), so this bound is what keeps a model's writes from
+// evicting every caller's calls.
+func TestWorkspaceBoundBelowVolumes(t *testing.T) {
+	t.Parallel()
+	check := func(name string, spec, cfg map[string]any) {
+		bound, ok := get(cfg, "sandbox", "max_workspace_bytes").(float64)
+		if !ok {
+			t.Errorf("%s: no sandbox.max_workspace_bytes; its default (8 GiB) passes the volumes' sizeLimit", name)
+			return
+		}
+		volumes, _ := get(spec, "volumes").([]any)
+		seen := 0
+		for _, v := range volumes {
+			vol, _ := v.(map[string]any)
+			if vol["name"] != "workspace" && vol["name"] != "tmp" {
+				continue
+			}
+			seen++
+			limit := quantityBytes(t, fmt.Sprint(get(vol, "emptyDir", "sizeLimit")))
+			if int64(bound) >= limit {
+				t.Errorf("%s: sandbox.max_workspace_bytes %d is not below the %s volume's sizeLimit (%d bytes)", name, int64(bound), vol["name"], limit)
+			}
+		}
+		if seen != 2 {
+			t.Errorf("%s: %d of the workspace and tmp volumes found", name, seen)
+		}
+	}
+	base := readYAMLFile(t, "kubernetes/base/deployment.yaml")
+	spec, _ := get(base, "spec", "template", "spec").(map[string]any)
+	check("base", spec, readYAMLFile(t, "kubernetes/base/config.yaml"))
+	m := helmTemplate(t, helmBin(t), release)
+	spec, _ = m.podSpec(t, release)
+	check("chart", spec, m.config(t, release))
+}
+
+// quantityBytes reads a Kubernetes quantity with a binary suffix ("1Gi").
+func quantityBytes(t *testing.T, q string) int64 {
+	t.Helper()
+	for i, suffix := range []string{"Ki", "Mi", "Gi", "Ti"} {
+		if n, ok := strings.CutSuffix(q, suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("sizeLimit %q: %v", q, err)
+			}
+			return v << (10 * (i + 1))
+		}
+	}
+	t.Fatalf("sizeLimit %q: want a number with Ki, Mi, Gi or Ti", q)
+	return 0
 }

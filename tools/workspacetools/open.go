@@ -62,14 +62,16 @@ func Open(cfg Config, env Env) (*Set, error) {
 	}
 	s := &Set{}
 	opts := Options{RunCommand: rc.Enabled, Command: runcommand.Options{Shell: rc.Shell, Env: rc.Env, Allow: rc.Allow}}
-	// Every session's folder is bounded as its commands are; the shared
-	// workspace is the operator's folder, whose size is theirs to decide.
-	// Both keep the disk's room.
+	// The workspace, shared or each session's folder, is bounded for the
+	// workspace tools' writes as for its commands (whose bound measures the
+	// whole folder: one past it ends every command there already), and
+	// keeps the disk's room. A volume with a size limit the disk does not
+	// show (a Kubernetes emptyDir's sizeLimit) is kept within it only by
+	// this bound: the manifests set it below the volume's.
 	sbDefaults := cfg.Sandbox.WithDefaults()
-	limits := workspace.Limits{MinFreeBytes: cfg.minFree()}
+	limits := workspace.Limits{MaxBytes: sbDefaults.MaxWorkspaceBytes, MaxFiles: sbDefaults.MaxWorkspaceFiles, MinFreeBytes: cfg.minFree()}
 	sessions := workspace.SessionOptions{TTL: env.SessionTTL, KeyFile: cfg.SessionKeyFile, Logger: log,
-		MaxSessions: cfg.MaxSessions, MaxSessionsPerCaller: cfg.MaxSessionsPerCaller,
-		Limits: workspace.Limits{MaxBytes: sbDefaults.MaxWorkspaceBytes, MaxFiles: sbDefaults.MaxWorkspaceFiles, MinFreeBytes: limits.MinFreeBytes}}
+		MaxSessions: cfg.MaxSessions, MaxSessionsPerCaller: cfg.MaxSessionsPerCaller, Limits: limits}
 	if rc.Enabled {
 		if cfg.PerSession {
 			warning, err := cfg.Sandbox.CheckSessionRoot(dir)
