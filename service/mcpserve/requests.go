@@ -190,10 +190,29 @@ func (s *Server) run(ctx context.Context, snap *tools.Snapshot, batch *toolwirev
 		defer release()
 		ended <- s.eng.Run(ctx, snap, batch, sink)
 	}()
+	return awaitResult(handoff, ended)
+}
+
+// awaitResult returns the result the batch's Send hands off, or, when
+// the batch ended without one, the error of its end.
+//
+// Send hands the result off before Run returns, and, when the request has
+// ended already (its stream was cut: on 2025-11-25 the call runs on, and
+// its result goes to the event store for the client that resumes), it no
+// longer waits for a response to be written: Run can end before this
+// handler reaches its select, and select then picks either ready channel.
+// A result handed off is never dropped for the end that came after it: it
+// is the result the resumed stream is owed.
+func awaitResult(handoff <-chan *mcp.CallToolResult, ended <-chan error) (*mcp.CallToolResult, error) {
 	select {
 	case res := <-handoff:
 		return res, nil
 	case err := <-ended:
+		select {
+		case res := <-handoff: // handed off before Run returned
+			return res, nil
+		default:
+		}
 		if err != nil {
 			return nil, rpcError(err)
 		}
