@@ -27,15 +27,25 @@ import (
 // cutProxy is a TCP proxy between a client and a server that a test can
 // cut, one connection at a time, as a proxy's timeout or a network change
 // cuts a stream. While held, it accepts new connections but forwards none
-// until released.
+// until released: its client must open a connection for every request
+// (noKeepAlive), or a request on a pooled connection would pass the hold.
 type cutProxy struct {
 	t     testing.TB
 	lis   net.Listener
 	to    string
 	mu    sync.Mutex
-	conns map[string][2]net.Conn // by the upstream connection's local address: client side, server side
-	hold  chan struct{}          // non-nil while held; closed on release
+	conns map[string]*proxied // by the upstream connection's local address
+	hold  chan struct{}       // non-nil while held; closed on release
 	wg    sync.WaitGroup
+}
+
+// proxied is one connection through a cutProxy.
+type proxied struct {
+	client, server net.Conn
+	// cut is set by cutProxy.cut, which then closes the client's side
+	// itself, after the server's: the copy that ends when the server's
+	// side closes must not close it first.
+	cut atomic.Bool
 }
 
 func newCutProxy(t testing.TB, to string) *cutProxy {
@@ -43,15 +53,15 @@ func newCutProxy(t testing.TB, to string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{t: t, lis: lis, to: to, conns: map[string][2]net.Conn{}}
+	p := &cutProxy{t: t, lis: lis, to: to, conns: map[string]*proxied{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(func() {
 		lis.Close()
 		p.mu.Lock()
 		for _, c := range p.conns {
-			c[0].Close()
-			c[1].Close()
+			c.client.Close()
+			c.server.Close()
 		}
 		if p.hold != nil {
 			close(p.hold)
@@ -86,13 +96,20 @@ func (p *cutProxy) accept() {
 				client.Close()
 				return
 			}
+			c := &proxied{client: client, server: server}
 			p.mu.Lock()
-			p.conns[server.LocalAddr().String()] = [2]net.Conn{client, server}
+			p.conns[server.LocalAddr().String()] = c
 			p.mu.Unlock()
 			var copies sync.WaitGroup
 			copies.Add(2)
 			go func() { defer copies.Done(); io.Copy(server, client); server.Close() }()
-			go func() { defer copies.Done(); io.Copy(client, server); client.Close() }()
+			go func() {
+				defer copies.Done()
+				io.Copy(client, server)
+				if !c.cut.Load() {
+					client.Close()
+				}
+			}()
 			copies.Wait()
 		}()
 	}
@@ -125,9 +142,18 @@ func (p *cutProxy) cut(remote string, serverDone <-chan struct{}) {
 	if !ok {
 		p.t.Fatalf("no proxied connection from %s", remote)
 	}
-	c[1].Close()
+	c.cut.Store(true)
+	c.server.Close()
 	<-serverDone
-	c[0].Close()
+	c.client.Close()
+}
+
+// noKeepAlive is httpClient's client opening a connection for every
+// request, so that a cutProxy's hold holds each.
+func noKeepAlive(t testing.TB, token string) *http.Client {
+	c := httpClient(t, token)
+	c.Transport.(withToken).base.(*http.Transport).DisableKeepAlives = true
+	return c
 }
 
 // requestLog records the requests of an HTTP handler: each POST's remote
@@ -232,7 +258,7 @@ func TestResumeCutStream(t *testing.T) {
 				},
 			})
 			// The transport's default retries, as a client resuming streams has.
-			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + proxy.addr() + "/mcp", HTTPClient: httpClient(t, "alice-token")}, &mcp.ClientSessionOptions{ProtocolVersion: RevisionSessions})
+			cs, err := client.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: "http://" + proxy.addr() + "/mcp", HTTPClient: noKeepAlive(t, "alice-token")}, &mcp.ClientSessionOptions{ProtocolVersion: RevisionSessions})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,6 +293,9 @@ func TestResumeCutStream(t *testing.T) {
 			if when == "result while cut" {
 				releaseTool()
 				waitFor(t, "the result in the event store", func() bool { return ts.mcp.events.holds(`"done"`) })
+				if ids := log.resumes(); len(ids) != 0 {
+					t.Errorf("GETs with Last-Event-ID %q reached the server while the proxy held new connections; the result must be replayed from the store, not sent live", ids)
+				}
 				allow()
 			} else {
 				allow()
