@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/logcut"
 )
 
 // RequireCredentials returns the HTTP adapter of v: middleware that
@@ -47,7 +48,10 @@ func RequireCredentials(v *Verifier, log *slog.Logger) func(http.Handler) http.H
 			}
 			id, err := v.Verify(r.Context(), creds)
 			if err != nil {
-				log.Info("unauthenticated request refused", "method", r.Method, "path", r.URL.Path, "peer", r.RemoteAddr, "reason", err.Error())
+				// Method and path are the client's, up to the port's
+				// header limit: cut, as the reason is, so a refusal
+				// costs a bounded line.
+				log.Info("unauthenticated request refused", "method", logcut.String(r.Method), "path", logcut.String(r.URL.Path), "peer", r.RemoteAddr, "reason", err.Error())
 				challenge := "Bearer"
 				if v.jwt != nil {
 					// Where MCP clients learn whom to ask for a token

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -9,6 +10,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,4 +143,68 @@ func httpClient(ca *testpki.CA, cert *tls.Certificate) *http.Client {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// TestRequireCredentialsLogsABoundedLine: the line logged for a refused
+// request quotes its method and path cut to a bound, as it does the
+// reason. A 60 KB path made a 60 KB line for every unauthenticated request.
+func TestRequireCredentialsLogsABoundedLine(t *testing.T) {
+	t.Parallel()
+	var logged lockedBuffer
+	log := slog.New(slog.NewJSONHandler(&logged, nil))
+	v := mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	var calls atomic.Int32
+	srv := httptest.NewServer(auth.RequireCredentials(v, log)(whoami(&calls)))
+	t.Cleanup(srv.Close)
+
+	long := strings.Repeat("p", 60<<10)
+	for _, tc := range []struct{ name, method, path string }{
+		{"long path", http.MethodPost, "/toolwire.v1.ToolService/" + long},
+		{"long method", "M" + strings.Repeat("E", 60<<10), "/mcp"},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%s: status %d; want 401", tc.name, resp.StatusCode)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines logged; want 2:\n%.500s", len(lines), logged.String())
+	}
+	for _, line := range lines {
+		var l struct{ Msg, Method, Path string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("line %.200q: %v", line, err)
+		}
+		if len(line) > 2048 || l.Msg != "unauthenticated request refused" || !strings.Contains(l.Method+l.Path, "bytes)") {
+			t.Errorf("a line of %d bytes (want at most 2048, the long field cut and marked): %.300s…", len(line), line)
+		}
+	}
+	if calls.Load() != 0 {
+		t.Errorf("the handler was reached %d times", calls.Load())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a server's goroutines write to while a
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

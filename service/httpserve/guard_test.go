@@ -2,14 +2,17 @@ package httpserve_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -300,4 +303,53 @@ func BenchmarkGuard(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRefusalLogLineIsBounded: the debug line of a request the guard
+// refuses quotes what the client sent (method, path, Host, Origin,
+// Sec-Fetch-Site) cut to a bound, as the refusal's reason does; each could
+// be as long as the header limit, 64 KiB, and was copied whole.
+func TestRefusalLogLineIsBounded(t *testing.T) {
+	t.Parallel()
+	var logged lockedBuffer
+	s := httpserve.New(httpserve.Config{}, nil, slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	s.Handle("/rpc/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a refused request was served") }), nil)
+	url, _ := serve(t, s)
+	addr := strings.TrimPrefix(url, "http://")
+	long := strings.Repeat("x", 12<<10) // five of them stay below the 64 KiB header limit
+	resp, _ := raw(t, addr, "M"+long, "/rpc/"+long, "evil"+long+".example", map[string]string{"Origin": "http://" + long + ".example", "Sec-Fetch-Site": long})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %d; want 403", resp.StatusCode)
+	}
+	var line string
+	for l := range strings.SplitSeq(logged.String(), "\n") {
+		if strings.Contains(l, "refused a request from a web page") {
+			line = l
+		}
+	}
+	if line == "" {
+		t.Fatalf("no refusal line in the log:\n%.1000s", logged.String())
+	}
+	if len(line) > 4096 {
+		t.Errorf("the refusal's line is %d bytes; want at most 4096: %.600s…", len(line), line)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a server's goroutines write to while a
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/rs/cors"
 	"github.com/toolwire/toolwire/internal/connlimit"
+	"github.com/toolwire/toolwire/internal/logcut"
 )
 
 // Config is the HTTP port's configuration; its keys sit at the top level
@@ -232,8 +233,8 @@ func (s *Server) Handler() http.Handler {
 			why = s.originRefusal(r)
 		}
 		if why != "" {
-			s.log.Debug("HTTP port: refused a request from a web page", "reason", why, "method", r.Method, "path", r.URL.Path,
-				"host", r.Host, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"), "remote", r.RemoteAddr)
+			s.log.Debug("HTTP port: refused a request from a web page", "reason", why, "method", logcut.String(r.Method), "path", logcut.String(r.URL.Path),
+				"host", logcut.String(r.Host), "origin", logcut.String(r.Header.Get("Origin")), "sec_fetch_site", logcut.String(r.Header.Get("Sec-Fetch-Site")), "remote", r.RemoteAddr)
 			s.refuseFor(r)(w, r, http.StatusForbidden, "permission_denied", why)
 			return
 		}
