@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/tools"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 	"sigs.k8s.io/yaml"
 )
@@ -481,4 +483,48 @@ func TestEnvHeaders(t *testing.T) {
 func unsetEnv(t *testing.T, name string) {
 	t.Setenv(name, "") // restores the old value at the end
 	os.Unsetenv(name)
+}
+
+// TestTraceContinues: an HTTP tool's request carries the call's trace
+// (traceparent, tracestate), so the upstream's spans join it, as
+// docs/observability.md says of the requests tools make; never the
+// baggage the agent sent toolwire. A call with no trace sends neither.
+func TestTraceContinues(t *testing.T) {
+	up := newUpstream(t, nil)
+	reg := load(t, `
+- name: get
+  url: `+up.URL+`/x
+`)
+	tool, _ := reg.Snapshot().Lookup("get")
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0x0a, 0xf7, 1}, SpanID: trace.SpanID{0xb7, 2},
+		TraceFlags: trace.FlagsSampled, TraceState: must(trace.ParseTraceState("agent=1"))})
+	bag := must(baggage.Parse("tenant=acme,user.secret=s3cr3t"))
+	ctx := baggage.ContextWithBaggage(trace.ContextWithSpanContext(context.Background(), sc), bag)
+	if res, err := tool.Handler(ctx, tools.NewCall("c1", "get", json.RawMessage(`{}`), nil)); err != nil || res.IsError {
+		t.Fatalf("%v %v", err, res)
+	}
+	h := up.last(t).Header
+	if got, want := h.Get("Traceparent"), "00-"+sc.TraceID().String()+"-"+sc.SpanID().String()+"-01"; got != want {
+		t.Errorf("traceparent %q; want %q", got, want)
+	}
+	if got := h.Get("Tracestate"); got != "agent=1" {
+		t.Errorf("tracestate %q; want agent=1", got)
+	}
+	if got := h.Values("Baggage"); len(got) != 0 {
+		t.Errorf("the upstream saw the agent's baggage %q", got)
+	}
+
+	if res := call(t, reg, "get", `{}`); res.IsError {
+		t.Fatal(text(res))
+	}
+	if h := up.last(t).Header; h.Get("Traceparent") != "" || h.Get("Tracestate") != "" {
+		t.Errorf("a call without a trace sent traceparent %q, tracestate %q", h.Get("Traceparent"), h.Get("Tracestate"))
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

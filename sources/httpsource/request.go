@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/tools"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // The request layer: what every tool that makes one HTTP request per call
@@ -261,6 +262,11 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 	}
 	hr.Header.Set("Accept", "application/json")
 	hr.Header.Set("User-Agent", "toolwire")
+	// The caller's trace continues upstream: traceparent and tracestate of
+	// the call's span, as every source sends them; never the baggage an
+	// agent sent toolwire (docs/sources.md, "Traces"). Headers the
+	// request or the config names are set after, and win.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
 	if req.Body != nil {
 		ct := req.ContentType
 		if ct == "" {

@@ -159,6 +159,7 @@ type request struct {
 	method      string // GET, POST, DELETE
 	rpc         string // a POST's JSON-RPC method
 	lastEventID string
+	trace       http.Header // its traceparent, tracestate and baggage
 }
 
 func newHTTPServer(t testing.TB, hooks testserver.Hooks) *httpServer {
@@ -178,7 +179,12 @@ func serveHTTP(t testing.TB, hooks testserver.Hooks, opts *mcp.StreamableHTTPOpt
 	h := &httpServer{mcp: testserver.New(hooks), arrived: make(chan struct{}), release: make(chan struct{})}
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return h.mcp }, opts)
 	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req := request{at: time.Now(), method: r.Method, lastEventID: r.Header.Get("Last-Event-ID")}
+		req := request{at: time.Now(), method: r.Method, lastEventID: r.Header.Get("Last-Event-ID"), trace: http.Header{}}
+		for _, k := range []string{"Traceparent", "Tracestate", "Baggage"} {
+			if v := r.Header.Values(k); len(v) > 0 {
+				req.trace[k] = v
+			}
+		}
 		if r.Method == http.MethodPost {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))

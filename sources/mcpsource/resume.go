@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Streamable HTTP streams are resumed as MCP 2025-11-25 says
@@ -78,8 +79,21 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err := h.lostCause(); err != nil {
 		return nil, fmt.Errorf("the session was given up: %w", err)
 	}
-	if len(h.headers) > 0 && sameOrigin(r.URL, h.origin) {
+	// The caller's trace continues on the server: traceparent and
+	// tracestate of the call's span (the SDK makes a call's POST with
+	// its context), as every source sends them; never the baggage an
+	// agent sent toolwire (docs/sources.md, "Traces"). The configured
+	// headers are set after, and win.
+	trace := propagation.HeaderCarrier{}
+	propagation.TraceContext{}.Inject(r.Context(), trace)
+	ours := len(h.headers) > 0 && sameOrigin(r.URL, h.origin)
+	if ours || len(trace) > 0 {
 		r = r.Clone(r.Context())
+		for k, v := range trace {
+			r.Header[k] = v
+		}
+	}
+	if ours {
 		for k, v := range h.headers {
 			r.Header.Set(k, v)
 		}

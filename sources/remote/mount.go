@@ -19,6 +19,7 @@ import (
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
+	"go.opentelemetry.io/otel/baggage"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -167,6 +168,12 @@ func (mt *mount) handler(remote string) tools.Handler {
 			tc.Timeout = durationpb.New(time.Until(dl))
 		}
 		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tc}, SessionId: remoteSession(call.Caller, call.SessionID)}
+		// The caller's trace continues on the remote (the client sends
+		// traceparent and tracestate), but not the baggage the agent sent
+		// toolwire: its keys and values are the agent's choice, and the
+		// remote, which sees every call as the mount's, is no agent's to
+		// reach (docs/sources.md, "Traces").
+		ctx = baggage.ContextWithoutBaggage(ctx)
 		var res *toolwirev1.CallResult
 		for ev, err := range c.ExecuteBatch(ctx, req) {
 			if err != nil {

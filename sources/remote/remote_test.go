@@ -15,11 +15,14 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/rpctelemetry"
 	"github.com/toolwire/toolwire/internal/testing/loopback"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -353,5 +356,58 @@ func TestSessionsStayTheCallers(t *testing.T) {
 	alice, bob := seen[0], seen[1]
 	if alice == bob || alice == "conv-1" || seen[2] != alice || seen[3] != "" || len(alice) > 256 {
 		t.Errorf("the remote saw sessions %q; want alice's and bob's apart, alice's the same twice, none for no session", seen)
+	}
+}
+
+// TestTraceContinuesBaggageStays: a call forwarded to the remote carries
+// the caller's trace (traceparent, tracestate), as every source's request
+// does, but not the baggage the agent sent toolwire: baggage is whatever
+// the agent chose, and the remote, which sees every call as the mount's,
+// is reached by no agent. The client's default propagator sent it on.
+func TestTraceContinuesBaggageStays(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var seen metadata.MD
+	record := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if info.FullMethod == toolwirev1.ToolService_ExecuteBatch_FullMethodName {
+			md, _ := metadata.FromIncomingContext(ss.Context())
+			mu.Lock()
+			seen = md.Copy()
+			mu.Unlock()
+		}
+		return h(srv, ss)
+	}
+	regB, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvB := loopback.Serve(t, regB, grpcserve.Config{}, grpc.StreamInterceptor(record))
+	mounts, regA := newMounts(t)
+	if err := mounts.Sync(context.Background(), []Config{{Name: "b", Target: srvB.Addr, Insecure: true}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, regA, "B's tools on A", sourcetest.Has("b_echo"))
+	tool, _ := snap.Lookup("b_echo")
+
+	// The context a surface hands the call: the agent's trace and baggage.
+	const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	ctx := rpctelemetry.Extract(context.Background(), propagation.MapCarrier{
+		"traceparent": traceparent, "tracestate": "agent=1", "baggage": "tenant=acme,user.secret=s3cr3t"})
+	if baggage.FromContext(ctx).Len() != 2 {
+		t.Fatal("the agent's baggage is not in the call's context")
+	}
+	if res, err := tool.Handler(ctx, tools.NewCall("c", "b_echo", json.RawMessage(`{"text":"hi"}`), nil)); err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got := seen.Get("traceparent"); len(got) != 1 || !strings.HasPrefix(got[0], "00-0af7651916cd43dd8448eb211c80319c-") {
+		t.Errorf("the remote saw traceparent %q; want the agent's trace", got)
+	}
+	if got := seen.Get("tracestate"); len(got) != 1 || got[0] != "agent=1" {
+		t.Errorf("the remote saw tracestate %q; want the trace's", got)
+	}
+	if got := seen.Get("baggage"); len(got) != 0 {
+		t.Errorf("the remote saw the agent's baggage %q", got)
 	}
 }
