@@ -9,9 +9,11 @@ package otelobserver
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -74,6 +76,14 @@ const (
 	// models invent names, and each would be a new time series.
 	otherTool = "_OTHER"
 )
+
+// MaxContentBytes bounds each of gen_ai.tool.call.arguments and
+// gen_ai.tool.call.result, recorded with trace_content: a longer value is
+// cut at a rune's boundary and marked with its size. A span holds what it
+// records until it is exported, and the SDK keeps up to 2,048 of them
+// waiting for a collector; arguments of a megabyte each would hold
+// gigabytes, and make export requests a collector refuses.
+const MaxContentBytes = 8 << 10
 
 // durationBuckets span a fast in-process tool (a millisecond) to the longest
 // call timeout (10 minutes), in seconds.
@@ -359,7 +369,7 @@ func (t *otelTelemetry) CallStarted(ctx context.Context, c *engine.CallInfo) con
 		attrs = append(attrs, attrToolDesc.String(tool.Description))
 	}
 	if t.content {
-		attrs = append(attrs, attrToolArgs.String(call.GetArguments()))
+		attrs = append(attrs, attrToolArgs.String(content(call.GetArguments(), len(call.GetArguments()))))
 	}
 	ct.Context, ct.span = t.tracer.Start(ctx, spanToolPrefix+call.GetName(),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
@@ -456,7 +466,7 @@ func (t *otelTelemetry) CallEnded(ctx context.Context, c *engine.CallInfo, res *
 		span.SetAttributes(attrCallTruncated.Bool(true))
 	}
 	if t.content {
-		span.SetAttributes(attrToolResult.String(resultText(res)))
+		span.SetAttributes(attrToolResult.String(content(resultText(res))))
 	}
 	if res.GetIsError() {
 		et := errorType(kind)
@@ -475,19 +485,42 @@ func metricTool(c *engine.CallInfo) string {
 }
 
 // resultText is what gen_ai.tool.call.result records: the structured content
-// when there is some, else the text blocks.
-func resultText(res *toolwirev1.CallResult) string {
+// when there is some, else the text blocks, of which it joins no more than
+// content keeps; n is the full size.
+func resultText(res *toolwirev1.CallResult) (s string, n int) {
 	if s := res.GetStructuredContent(); s != "" {
-		return s
+		return s, len(s)
 	}
 	var sb strings.Builder
 	for _, c := range res.GetContent() {
 		if t := c.GetText(); t != nil {
-			if sb.Len() > 0 {
-				sb.WriteByte('\n')
+			if n > 0 {
+				n++
+				if sb.Len() <= MaxContentBytes {
+					sb.WriteByte('\n')
+				}
 			}
-			sb.WriteString(t.GetText())
+			text := t.GetText()
+			n += len(text)
+			if room := MaxContentBytes + utf8.UTFMax - sb.Len(); room > 0 {
+				sb.WriteString(text[:min(len(text), room)])
+			}
 		}
 	}
-	return sb.String()
+	return sb.String(), n
+}
+
+// content returns s, of n bytes in full (s may be a prefix of them), as
+// a span records it: whole when n is at most MaxContentBytes; else its
+// first MaxContentBytes, cut at a rune's boundary, in a string of its own
+// (a substring would keep all of s alive with the span), marked with n.
+func content(s string, n int) string {
+	if n <= MaxContentBytes {
+		return s
+	}
+	cut := min(len(s), MaxContentBytes)
+	for cut > 0 && cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "… [" + strconv.Itoa(n) + " bytes, cut to " + strconv.Itoa(cut) + "]"
 }

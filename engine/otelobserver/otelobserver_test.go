@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/engine/otelobserver"
@@ -150,4 +152,45 @@ func only(t *testing.T, spans []sdktrace.ReadOnlySpan, name string) sdktrace.Rea
 		t.Fatalf("%d spans named %q; want 1", len(found), name)
 	}
 	return found[0]
+}
+
+// TestContentIsBounded: with trace_content, a call's arguments and result
+// are recorded cut to MaxContentBytes, marked with their size, and in
+// memory of their own: a span kept the whole argument (512 KiB here) until
+// exported, and against a collector that did not answer, 700 batches of
+// three such calls held 4.5 GB in the exporter's queue.
+func TestContentIsBounded(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	big := `{"text":"` + strings.Repeat("é", 1<<18) + `"}`
+	req := calls(call("a", "echo", big), call("b", "echo", `{"text":"small"}`))
+	run(t, otelobserver.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), nil, true), req)
+	for _, sp := range rec.Ended() {
+		a := attrs(sp)
+		if sp.Name() != "execute_tool echo" {
+			continue
+		}
+		id := a["gen_ai.tool.call.id"].AsString()
+		for _, k := range []attribute.Key{"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} {
+			v := a[k].AsString()
+			switch {
+			case id == "b" && k == "gen_ai.tool.call.arguments" && v != `{"text":"small"}`:
+				t.Errorf("call b: %s %q; want the arguments whole", k, v)
+			case id == "a" && (len(v) > otelobserver.MaxContentBytes+100 || !utf8.ValidString(v) || !strings.Contains(v, "bytes")):
+				t.Errorf("call a: %s of %d bytes (UTF-8: %v), ending %q; want at most %d and the size marked",
+					k, len(v), utf8.ValidString(v), v[max(0, len(v)-60):], otelobserver.MaxContentBytes)
+			case id == "a" && k == "gen_ai.tool.call.arguments" && shares(v, req.Calls[0].Arguments):
+				t.Errorf("call a: %s points into the call's %d bytes of arguments, which the span keeps alive", k, len(req.Calls[0].Arguments))
+			}
+		}
+	}
+}
+
+// shares reports whether sub's bytes lie within s's.
+func shares(sub, s string) bool {
+	if len(sub) == 0 || len(s) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(unsafe.StringData(sub))), uintptr(unsafe.Pointer(unsafe.StringData(s)))
+	return p >= lo && p < lo+uintptr(len(s))
 }
