@@ -94,6 +94,11 @@ const (
 	// SyncEvery is how often the writer syncs the file while lines come
 	// that no call waits on.
 	SyncEvery = 100 * time.Millisecond
+	// CloseWait is the longest Close waits for the writer to write, sync
+	// and close what is queued. A writer stuck in its output (standard
+	// output a pipe nobody reads, a hung network filesystem) is left to
+	// finish if it ever can; the lines it holds are reported lost.
+	CloseWait = 5 * time.Second
 	// writeBytes is how many bytes of whole lines the writer gathers
 	// before it writes them, when no call waits.
 	writeBytes = 64 << 10
@@ -154,6 +159,8 @@ type Trail struct {
 	closed bool
 
 	recordWait time.Duration // RecordWait; tests shorten it
+	closeWait  time.Duration // CloseWait; tests shorten it
+	closeErr   error         // the output's Close, by the writer before done closes
 
 	written, dropped, failed atomic.Int64
 	healthy                  atomic.Bool
@@ -212,7 +219,7 @@ func orDefault(v, d int) int {
 // queueBytes of them.
 func start(cfg Config, out io.WriteCloser, log *slog.Logger, queue int, queueBytes int64) *Trail {
 	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), room: semaphore.NewWeighted(queueBytes), max: queueBytes,
-		done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait}
+		done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait, closeWait: CloseWait}
 	t.healthy.Store(true)
 	go t.write()
 	return t
@@ -229,10 +236,14 @@ type syncer interface{ Sync() error }
 // in one Write: at once, and synced, when a call waits on one of them (the
 // entries that wait meanwhile share the next Write and sync: a group
 // commit); otherwise once writeBytes are gathered, and every SyncEvery,
-// synced; and once more when the queue closes. Only whole lines reach the
-// output, so a rotation or a failed write never splits one.
+// synced; and once more when the queue closes, before it closes the
+// output. Only whole lines reach the output, so a rotation or a failed
+// write never splits one.
 func (t *Trail) write() {
 	defer close(t.done)
+	// The writer closes the output, after its last write: only it knows
+	// when no Write is under way (see Close).
+	defer func() { t.closeErr = t.out.Close() }()
 	var (
 		buf      []byte         // whole lines gathered, not yet written
 		n        int64          // how many
@@ -341,6 +352,10 @@ func (t *Trail) Stats() (written, dropped, failed int64) {
 
 // Close writes what is queued, syncs, and closes the file. Lines of calls
 // ending after Close are dropped; calls recorded after Close are refused.
+// It waits for the writer at most CloseWait: a writer stuck in its output
+// is left with the output open (closing a file under a Write could have
+// its descriptor reused, and lines written elsewhere), and Close logs and
+// returns an error saying how many lines were still queued.
 func (t *Trail) Close() error {
 	if t == nil {
 		return nil
@@ -353,8 +368,16 @@ func (t *Trail) Close() error {
 	t.closed = true
 	close(t.lines)
 	t.mu.Unlock()
-	<-t.done
-	return t.out.Close()
+	timer := time.NewTimer(t.closeWait)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return t.closeErr
+	case <-timer.C:
+	}
+	err := fmt.Errorf("the audit trail's writer is stuck in its output (a pipe nobody reads, a filesystem that does not answer) after %s: the lines it is writing and %d queued are not recorded", t.closeWait, len(t.lines))
+	t.log.Error(err.Error(), "audit_log", t.cfg.Log)
+	return err
 }
 
 var (

@@ -30,6 +30,7 @@ type memOut struct {
 	stuck   chan struct{} // closed when a Write first waits on hang
 	stuckMu sync.Once
 	synced  int // the length of buf at the last Sync
+	closed  bool
 }
 
 func (m *memOut) Write(p []byte) (int, error) {
@@ -48,7 +49,18 @@ func (m *memOut) Write(p []byte) (int, error) {
 	return m.buf.Write(p)
 }
 
-func (m *memOut) Close() error { return nil }
+func (m *memOut) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	return nil
+}
+
+func (m *memOut) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
 
 // Sync notes how much of the output is synced.
 func (m *memOut) Sync() error {

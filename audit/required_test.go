@@ -15,6 +15,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -352,5 +353,55 @@ func TestRedaction(t *testing.T) {
 		if !strings.Contains(out.buf.String(), kept) {
 			t.Errorf("the line lacks %s:\n%s", kept, out.buf.String())
 		}
+	}
+}
+
+// TestCloseGivesUpOnAStuckWriter: Close waits for the writer at most
+// closeWait; a writer stuck in its output (stdout a pipe nobody reads, a
+// hung network filesystem) is left, its output not closed under it (the
+// descriptor could be reused while it writes), and what it held is
+// reported. Close waited for ever: serve, which promises a shutdown bound
+// (45 s with --drain-timeout 1s), still ran 75 s after SIGTERM with
+// --audit-log - into an unread pipe.
+func TestCloseGivesUpOnAStuckWriter(t *testing.T) {
+	t.Parallel()
+	out := &memOut{hang: make(chan struct{}), stuck: make(chan struct{})}
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	trail := start(Config{Log: "-"}, out, slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &logMu}, nil)), 64, queueBytes)
+	trail.closeWait = 20 * time.Millisecond // a bound, not an assertion: Close waits it out either way
+	e, reg := testEngine(t, trail)
+	run(t, e, reg, "alice", tc("a", "echo", `{"text":"x"}`), tc("b", "echo", `{"text":"y"}`))
+	<-out.stuck
+
+	closed := make(chan error, 1)
+	go func() { closed <- trail.Close() }()
+	var err error
+	select {
+	case err = <-closed:
+	case <-time.After(time.Until(testenv.Deadline(t))):
+		close(out.hang)
+		t.Fatal("Close waits for a writer stuck in its output")
+	}
+	if err == nil || !strings.Contains(err.Error(), "stuck") {
+		t.Errorf("Close of a stuck trail: %v; want an error saying the writer is stuck", err)
+	}
+	if out.isClosed() {
+		t.Error("the output was closed while the writer was in a Write")
+	}
+	logMu.Lock()
+	if !strings.Contains(logged.String(), "stuck") {
+		t.Errorf("nothing logged of the stuck writer:\n%s", logged.String())
+	}
+	logMu.Unlock()
+
+	// Released, the writer finishes what it held, and closes the output.
+	close(out.hang)
+	<-trail.done
+	if !out.isClosed() {
+		t.Error("the output was not closed once the writer finished")
+	}
+	if n := len(out.lines(t)); n != 2 {
+		t.Errorf("%d lines written once the output took them; want 2", n)
 	}
 }

@@ -91,7 +91,8 @@ func shutdownBound(cfg serveConfig) time.Duration {
 // a held record's last attempt takes at most a second when the store does
 // not answer (the rest are not tried), a stdio MCP server has 2 s to exit
 // once its stdin is closed and 2 s more after SIGTERM, and the trail's
-// flush is a local write.
+// flush is waited for audit.CloseWait (5 s) at most, should its output
+// not take writes (an unread pipe, a hung filesystem).
 const closeMargin = 10 * time.Second
 
 // parseServe reads the command line and the config file, and refuses,
