@@ -186,8 +186,16 @@ func NoteOutputMismatch(res *Result, err error) *Result {
 	return &out
 }
 
+// MaxViolations bounds the violations an ArgumentError lists; past it the
+// last entry says how many more there were ("… and 9980 more"). Arguments
+// or an upstream's answer that break the schema in each element of a long
+// array would otherwise list every element, in the call's result, its
+// details and the server's log line.
+const MaxViolations = 20
+
 // violations flattens a validation error into its leaves, each naming the
-// offending location as a JSON pointer.
+// offending location as a JSON pointer: the first MaxViolations of them in
+// order, and the count of the rest.
 func violations(err error) []string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
@@ -207,7 +215,11 @@ func violations(err error) []string {
 	}
 	walk(ve)
 	slices.Sort(out)
-	return slices.Compact(out)
+	out = slices.Compact(out)
+	if n := len(out); n > MaxViolations {
+		out = append(out[:MaxViolations:MaxViolations], fmt.Sprintf("… and %d more", n-MaxViolations))
+	}
+	return out
 }
 
 func jsonKind(v any) string {
