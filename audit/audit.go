@@ -124,6 +124,9 @@ type Line struct {
 	Outcome    string          `json:"outcome,omitempty"`     // "ok" or the error kind, lower case
 	DurationMS *float64        `json:"duration_ms,omitempty"` // absent from a request entry
 	Replayed   bool            `json:"replayed,omitempty"`
+	Approval   string          `json:"approval,omitempty"`    // a call held for approval that a person decided: "approved" or "denied"
+	Approver   string          `json:"approver,omitempty"`    // who decided, as the decision named them
+	ResolvedBy string          `json:"resolved_by,omitempty"` // the authenticated caller who sent the decision
 	Sandbox    json.RawMessage `json:"sandbox,omitempty"`
 	SessionID  string          `json:"session_id,omitempty"`
 
@@ -559,6 +562,12 @@ func (t *Trail) newLine(c *engine.CallInfo) *Line {
 	if c.Tool != nil {
 		l.Source = c.Tool.Source.Name()
 	}
+	if a, ok := c.Approval(); ok {
+		l.Approval, l.Approver, l.ResolvedBy = "denied", a.Approver, a.By
+		if a.Approved {
+			l.Approval = "approved"
+		}
+	}
 	v, canon, err := canonical(c.Call.GetArguments())
 	if err == nil {
 		sum := sha256.Sum256(canon)
@@ -588,9 +597,12 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 	if d := res.GetDetails(); d != "" {
 		_ = json.Unmarshal([]byte(d), &details)
 	}
-	if res.GetErrorKind() == toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED {
+	switch res.GetErrorKind() {
+	case toolwirev1.ErrorKind_ERROR_KIND_NOT_PERMITTED:
 		l.Decision = "deny"
 		l.Rule = details.Policy // empty: the permissions refused it
+	case toolwirev1.ErrorKind_ERROR_KIND_DENIED:
+		l.Decision = "deny" // by a person: approval, approver and resolved_by say who
 	}
 	l.Sandbox = details.Sandbox
 	return l

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
@@ -349,5 +351,64 @@ func TestLinesAfterClose(t *testing.T) {
 	}
 	if err := trail.Close(); err != nil {
 		t.Errorf("a second Close: %v", err)
+	}
+}
+
+// TestApprovalsNamed: a call held for approval has its outcome line say
+// what the person decided and who: "approval", "approver" (as the decision
+// named them) and "resolved_by" (the authenticated caller); a denied
+// one's decision is "deny". Lines said "decision":"allow",
+// "outcome":"denied", and named no one.
+func TestApprovalsNamed(t *testing.T) {
+	t.Parallel()
+	out := &memOut{}
+	trail := start(Config{Log: "mem"}, out, slog.New(slog.DiscardHandler), 64, queueBytes)
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := policy.New(nil, nil, []policy.ApprovalRule{{Tools: []string{"echo"}, Reason: "a person looks first"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(engine.Config{Approvers: []string{"carol"}}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: trail, Admission: rules})
+	t.Cleanup(e.Close)
+
+	ctx := engine.WithIdentity(context.Background(), &engine.Identity{ID: "alice", Method: engine.MethodToken})
+	carol := engine.WithIdentity(context.Background(), &engine.Identity{ID: "carol", Method: engine.MethodToken})
+	err = e.Run(ctx, reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{tc("yes", "echo", `{"text":"a"}`), tc("no", "echo", `{"text":"b"}`), tc("plain", "sleep", `{"ms":1}`)}},
+		engine.SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+			if w := ev.GetAwaitingApproval(); w != nil {
+				batch := ""
+				for _, b := range e.Batches(ctx, false) {
+					batch = b.ID
+				}
+				// Resolved from another goroutine, as a person's RPC would be.
+				go func() {
+					if err := e.ResolveApproval(carol, batch, w.GetCallId(), w.GetCallId() == "yes", "not that", "Carol C."); err != nil {
+						t.Errorf("resolving %s: %v", w.GetCallId(), err)
+					}
+				}()
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trail.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Line{}
+	for _, l := range out.lines(t) {
+		l.Time, l.DurationMS, l.ArgsSHA256, l.BatchID = time.Time{}, nil, "", ""
+		got[l.CallID] = l
+	}
+	want := map[string]Line{
+		"yes":   {Stage: StageOutcome, Caller: "alice", AuthMethod: "token", CallID: "yes", Tool: "echo", Source: "builtin", Decision: "allow", Outcome: "ok", Approval: "approved", Approver: "Carol C.", ResolvedBy: "carol"},
+		"no":    {Stage: StageOutcome, Caller: "alice", AuthMethod: "token", CallID: "no", Index: 1, Tool: "echo", Source: "builtin", Decision: "deny", Outcome: "denied", Approval: "denied", Approver: "Carol C.", ResolvedBy: "carol"},
+		"plain": {Stage: StageOutcome, Caller: "alice", AuthMethod: "token", CallID: "plain", Index: 2, Tool: "sleep", Source: "builtin", Decision: "allow", Outcome: "ok"},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Line{})); diff != "" {
+		t.Errorf("audit lines (-want +got):\n%s", diff)
 	}
 }

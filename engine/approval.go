@@ -201,6 +201,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		}
 	}
 	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
+	b.calls[i].approval.Store(&Approval{Approved: d.Approved, Approver: d.Approver, By: d.By})
 	if d.Approved {
 		return nil
 	}

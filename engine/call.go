@@ -28,6 +28,9 @@ type callState struct {
 	ended   callSummary             // its result, as BatchFinished counts it
 	running atomic.Pointer[callRun] // while its tool runs: the send watchdog's abandonment, requestApproval, Batches
 	refused bool                    // the caller may not call the tool it names (Admission.Permitted, asked by newBatch)
+	// approval is the decision on the call, held for approval, once a
+	// person made it (awaitApproval); CallInfo.Approval reads it.
+	approval atomic.Pointer[Approval]
 }
 
 // The per-call path is an explicit chain (the MCP go-sdk's middleware

@@ -78,7 +78,7 @@ func (b *batch) obsCallStarted(ctx context.Context, lane, i int) context.Context
 		return ctx
 	}
 	c := &b.calls[i]
-	c.info = CallInfo{Batch: b.info, Index: i, Lane: lane, Call: b.req.GetCalls()[i], Tool: c.tool}
+	c.info = CallInfo{Batch: b.info, Index: i, Lane: lane, Call: b.req.GetCalls()[i], Tool: c.tool, approval: &c.approval}
 	ctx = o.CallStarted(ctx, &c.info)
 	c.obsCtx = ctx
 	return ctx

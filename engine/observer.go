@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -94,6 +95,32 @@ type CallInfo struct {
 	Lane  int // the lane that holds it
 	Call  *toolwirev1.ToolCall
 	Tool  *tools.Tool // nil when the name is unknown or not permitted
+
+	approval *atomic.Pointer[Approval] // the call's; see Approval
+}
+
+// Approval is a person's decision on a call held for approval
+// (ResolveApproval), as Observers see it: an audit trail names who let a
+// call run, or refused it.
+type Approval struct {
+	Approved bool
+	Approver string // who decided, as the decision named them (ResolveApproval's approver)
+	By       string // the authenticated caller who resolved it; "" with authentication off
+}
+
+// Approval returns the decision on the call when it was held for approval
+// and a person decided; ok is false for a call never held, or one whose
+// wait ended unanswered. It may be called from any of the Observer's
+// methods; a call its tool held (tools.Call.RequestApproval) has it from
+// the decision on.
+func (c *CallInfo) Approval() (a Approval, ok bool) {
+	if c.approval == nil {
+		return Approval{}, false
+	}
+	if p := c.approval.Load(); p != nil {
+		return *p, true
+	}
+	return Approval{}, false
 }
 
 // BatchCounts are a batch's calls by outcome when it ends.
