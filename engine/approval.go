@@ -143,7 +143,9 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 	// The slot the batch reserved for its first call is given back: a held
 	// call holds no slot; it takes one as any call does once approved.
 	b.dropReserved()
-	e.deps.Logger.InfoContext(ctx, "call waits for approval", "batch_id", b.id, "call_id", call.GetCallId(), "tool", call.GetName(), "reason", reason)
+	// batch_id, call_id and tool come from ctx (LogHandler): given here
+	// too, a JSON line would hold each twice.
+	e.deps.Logger.InfoContext(ctx, "call waits for approval", "reason", reason)
 	if !b.unary {
 		b.emit(awaitingEventFor(call, i, reason))
 	}
@@ -200,7 +202,7 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 			}
 		}
 	}
-	e.deps.Logger.InfoContext(ctx, "approval resolved", "batch_id", b.id, "call_id", call.GetCallId(), "approved", d.Approved, "approver", d.Approver, "by", d.By)
+	e.deps.Logger.InfoContext(ctx, "approval resolved", "approved", d.Approved, "approver", d.Approver, "by", d.By)
 	b.calls[i].approval.Store(&Approval{Approved: d.Approved, Approver: d.Approver, By: d.By})
 	if d.Approved {
 		return nil

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -398,5 +399,41 @@ func TestCallIDsDoNotCrossMailboxes(t *testing.T) {
 		if r.GetIsError() {
 			t.Errorf("call %s: %v; want it run, as carol approved it", id, r)
 		}
+	}
+}
+
+// TestApprovalLinesNameTheCallOnce: the "call waits for approval" and
+// "approval resolved" lines carry batch_id, call_id and tool once each,
+// from the call's context (LogHandler). They also passed them as
+// attributes, so each JSON line had "batch_id" and "call_id" twice: a
+// member name twice is a JSON object some parsers refuse.
+func TestApprovalLinesNameTheCallOnce(t *testing.T) {
+	t.Parallel()
+	var logged lockedBuffer
+	te := newTestBedWith(t, Config{Approvers: []string{"carol"}}, Deps{Admission: holdWrites, Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
+	lb, id := startHeld(t, te, false)
+	if err := te.e.ResolveApproval(as("carol"), id, "w", true, "", "Carol"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(lb); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(logged.String()), "\n") {
+		if !strings.Contains(line, "approval") {
+			continue
+		}
+		seen++
+		for _, key := range []string{`"batch_id":`, `"call_id":`, `"tool":`} {
+			if n := strings.Count(line, key); n != 1 {
+				t.Errorf("%s %d times in %s", key, n, line)
+			}
+		}
+		if !strings.Contains(line, `"batch_id":"`+id+`"`) || !strings.Contains(line, `"call_id":"w"`) {
+			t.Errorf("the line does not name the call: %s", line)
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d approval lines; want 2:\n%s", seen, logged.String())
 	}
 }
