@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"os"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/internal/configfile"
+	"github.com/toolwire/toolwire/internal/follow"
 	"github.com/toolwire/toolwire/internal/logging"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service/grpcserve"
@@ -109,6 +111,13 @@ Settings come from the --config file; flags set on the command line override it.
 // parseServeArgs parses the arguments of "toolwire serve": defaults, then
 // the --config file, then the flags actually set on the command line.
 func parseServeArgs(args []string, stderr io.Writer) (cfg serveConfig, help bool, err error) {
+	return parseServeArgsRead(args, stderr, os.ReadFile)
+}
+
+// parseServeArgsRead is parseServeArgs reading the config file with read:
+// os.ReadFile at start, which reads what it is given (a pipe such as
+// --config <(…) included), and rereadConfigFile on reload.
+func parseServeArgsRead(args []string, stderr io.Writer, read func(string) ([]byte, error)) (cfg serveConfig, help bool, err error) {
 	cfg = defaultServeConfig()
 	var path string
 	fs := serveFlags(&cfg, &path)
@@ -123,7 +132,11 @@ func parseServeArgs(args []string, stderr io.Writer) (cfg serveConfig, help bool
 		return cfg, false, nil
 	}
 	fileCfg := defaultServeConfig()
-	if err := readConfigFile(path, &fileCfg); err != nil {
+	b, err := read(path)
+	if err != nil {
+		return cfg, false, err
+	}
+	if err := configfile.Decode(path, b, &fileCfg); err != nil {
 		return cfg, false, err
 	}
 	// Replay the flags that were set onto the file's configuration, so they
@@ -146,6 +159,21 @@ func readConfigFile(path string, cfg *serveConfig) error {
 		return err
 	}
 	return configfile.Decode(path, b, cfg)
+}
+
+// rereadConfigFile reads the config file again for a reload, which must
+// neither block nor take a file caught between its writes for the config:
+// it reads only a regular file (a named pipe in its place would block the
+// reload, SIGHUP and shutdown for good; the pipe of --config <(…) would
+// read as empty), and refuses an empty one, which is a file truncated and
+// not yet written again (its writer's next write reloads it), not an
+// operator removing every tool: that config is written {}.
+func rereadConfigFile(path string) ([]byte, error) {
+	b, err := follow.ReadFile(path)
+	if err == nil && len(b) == 0 {
+		return nil, fmt.Errorf("%s is empty (truncated and not yet written again?); a config with no settings is written {}", path)
+	}
+	return b, err
 }
 
 // admission returns the server's one admission vocabulary: the security

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,9 +17,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/policy"
+	"github.com/toolwire/toolwire/sources"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
 	"github.com/toolwire/toolwire/sources/remote"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // httpToolsYAML is a config declaring one read-only HTTP tool, name, that
@@ -252,4 +257,98 @@ func TestDocsHTTPTools(t *testing.T) {
 	if len(ts) != 3 || !ts[0].Annotations.ReadOnly || ts[2].Annotations.ReadOnly {
 		t.Errorf("tools %+v", ts)
 	}
+}
+
+// TestReloadReadsOnlyAWholeFile: a reload reads the config file only when
+// it is a regular file that is not empty. A named pipe put in the file's
+// place is rejected at once rather than read (os.ReadFile blocked on it for
+// good: no later change, SIGHUP or shutdown got past it), a directory too,
+// and a file truncated before it is written again is rejected rather than
+// read as a config with no tools; the previous tools stay each time, and
+// the next whole file is applied.
+func TestReloadReadsOnlyAWholeFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolwire.yaml")
+	tool := func(name string) string { return httpToolsYAML(name, "http://127.0.0.1:9/"+name) }
+	if err := os.WriteFile(path, []byte(tool("one")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", path}
+	cfg, _, err := parseServeArgs(args, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	stop, err := startSources(t.Context(), args, cfg, sources.New(reg, log), &policy.Live{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reload blocked on the pipe would keep stop from returning: a writer
+	// opening the pipe's other name lets it go, so that the test can fail
+	// rather than hang.
+	fifo := filepath.Join(dir, "pipe")
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+		stop()
+	})
+	served := func(want ...string) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("the tools %v", want), func() bool { return cmp.Equal(reg.Snapshot().Names(), want) })
+	}
+	rejected := func(why string) {
+		t.Helper()
+		waitLog(t, logs, "config reload rejected", why)
+		if got := reg.Snapshot().Names(); !cmp.Equal(got, []string{"one"}) && !cmp.Equal(got, []string{"two"}) {
+			t.Fatalf("after a rejected reload (%s): tools %v", why, got)
+		}
+	}
+	served("one")
+
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(fifo, path); err != nil {
+		t.Fatal(err)
+	}
+	rejected("not a regular file but a named pipe")
+	served("one")
+	replaceFile(t, path, tool("two"))
+	served("two")
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rejected("not a regular file but a directory")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(tool("two")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Truncated, then written again: the empty file in between is not a
+	// config without tools.
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	rejected("is empty")
+	served("two")
+	if err := os.WriteFile(path, []byte(tool("three")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	served("three")
 }

@@ -28,8 +28,9 @@ func startSources(ctx context.Context, args []string, cfg serveConfig, srcs *sou
 	return reload.Start(ctx, srcs, cfg, reload.Options[serveConfig]{
 		Path: configPath(args),
 		Load: func() (serveConfig, error) {
-			// Read as at start: the file, then the command line's flags.
-			cfg, _, err := parseServeArgs(args, io.Discard)
+			// Read as at start: the file, then the command line's flags;
+			// but the file only when it is one that can be read again.
+			cfg, _, err := parseServeArgsRead(args, io.Discard, rereadConfigFile)
 			return cfg, err
 		},
 		Sources: func(cfg serveConfig) sources.Config { return cfg.Sources },
