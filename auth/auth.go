@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -198,7 +197,7 @@ func followTokens(cfg Config, static *tokenSet, shared error) (func() *tokenSet,
 		log = slog.Default()
 	}
 	read := func() (*tokenSet, error) {
-		b, err := os.ReadFile(cfg.TokensFile)
+		b, err := follow.ReadFile(cfg.TokensFile)
 		if err != nil {
 			return nil, err
 		}

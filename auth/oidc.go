@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -712,7 +711,7 @@ func (k *keySet) readFile() error {
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(k.file)
+	b, err := follow.ReadFile(k.file)
 	if err != nil {
 		return err
 	}

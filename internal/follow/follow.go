@@ -3,8 +3,9 @@
 // a CA bundle, a tokens file, an updated Kubernetes Secret) takes effect
 // without a restart. A file's stamp (Look: its modification time, size
 // and identity) is looked at once every 10 s at most, on use; while the
-// files cannot be read (missing, or half written during a rotation) the
-// last good value stays in use.
+// files cannot be read (missing, half written during a rotation, or not
+// a regular file) the last good value stays in use. ReadFile is how such
+// a file is read: it never blocks on a named pipe put in its place.
 package follow
 
 import (
@@ -109,12 +110,19 @@ type Stamp struct {
 	racy bool
 }
 
-// Look stamps the named file as it is now, following symbolic links.
+// Look stamps the named file as it is now, following symbolic links. A
+// file followed must be a regular file: anything else in its place (a
+// named pipe, whose read would block the look, and every Get behind it,
+// for good; a device; a directory) is an error, as a missing file is, so
+// the last good value stays in use.
 func Look(name string) (Stamp, error) {
 	now := time.Now()
 	info, err := os.Stat(name)
 	if err != nil {
 		return Stamp{}, err
+	}
+	if !info.Mode().IsRegular() {
+		return Stamp{}, notRegular(name, info.Mode())
 	}
 	return Stamp{info: info, racy: info.ModTime().After(now.Add(-racy))}, nil
 }

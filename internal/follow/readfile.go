@@ -27,7 +27,7 @@ func ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	if !info.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("not a regular file but %s", describeMode(info.Mode()))}
+		return nil, notRegular(name, info.Mode())
 	}
 	b := make([]byte, 0, info.Size()+1) // one buffer of the file's size
 	for {
@@ -43,6 +43,11 @@ func ReadFile(name string) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// notRegular is the error for name, of mode, not being a regular file.
+func notRegular(name string, mode fs.FileMode) error {
+	return &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("not a regular file but %s", describeMode(mode))}
 }
 
 // describeMode names the kind of file mode is, for errors.

@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/toolwire/toolwire/internal/follow"
 )
@@ -27,7 +26,15 @@ type KeyPair struct {
 // Load reads the pair in certFile and keyFile, and fails when it cannot.
 func Load(certFile, keyFile string) (*KeyPair, error) {
 	k := &KeyPair{follow.New(func() (*tls.Certificate, error) {
-		c, err := tls.LoadX509KeyPair(certFile, keyFile)
+		cert, err := follow.ReadFile(certFile)
+		if err != nil {
+			return nil, err
+		}
+		key, err := follow.ReadFile(keyFile)
+		if err != nil {
+			return nil, err
+		}
+		c, err := tls.X509KeyPair(cert, key)
 		return &c, err
 	}, certFile, keyFile)}
 	if _, err := k.Certificate(); err != nil {
@@ -74,7 +81,7 @@ func LoadCAsBesideSystem(file string) (*CAs, error) { return loadCAs(file, true)
 
 func loadCAs(file string, system bool) (*CAs, error) {
 	c := &CAs{follow.New(func() (*x509.CertPool, error) {
-		pem, err := os.ReadFile(file)
+		pem, err := follow.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
