@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -29,12 +30,22 @@ const (
 // an http(s) URL.
 func read(ctx context.Context, client *http.Client, spec string) ([]byte, error) {
 	if !strings.HasPrefix(spec, "http://") && !strings.HasPrefix(spec, "https://") {
-		f, err := os.Open(spec)
+		// Opened without blocking, and read only when a regular file: a
+		// named pipe in the document's place would block the load, and
+		// with it the reload or start, for good.
+		f, err := os.OpenFile(spec, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() <= maxDocumentBytes {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		}
+		if fi.Size() <= maxDocumentBytes {
 			// Read in one buffer of the file's size, not a growing one.
 			b := make([]byte, 0, fi.Size()+1)
 			return readBounded(f, b)

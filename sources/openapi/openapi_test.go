@@ -14,7 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
@@ -687,5 +689,40 @@ func TestReloadOnce(t *testing.T) {
 	reload()
 	if n := src.loads.Load(); n != 3 || !slices.Equal(reg.Snapshot().Names(), []string{"r_second"}) {
 		t.Errorf("a changed document: %d parses in all, tools %v", n, reg.Snapshot().Names())
+	}
+}
+
+// TestDocumentNotARegularFile: a named pipe (with no writer) or a directory
+// where the document was is an error at once, as an absent file is; the
+// pipe blocked Load, and with it a reload (and serve's shutdown behind it),
+// for good.
+func TestDocumentNotARegularFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "doc.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A writer lets a Load blocked on the pipe go when the test ends, so
+	// that the test fails rather than hangs.
+	defer func() {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	}()
+	for _, spec := range []string{fifo, dir} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Load(t.Context(), Config{Name: "b", Spec: spec, BaseURL: "http://127.0.0.1:9"}, nil, nil)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") || !strings.Contains(err.Error(), spec) {
+				t.Errorf("Load of %s: %v; want an error naming it, not a regular file", spec, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("Load of %s did not return", spec)
+		}
 	}
 }
