@@ -69,7 +69,7 @@ func BenchmarkSync(b *testing.B) {
 	for b.Loop() {
 		cfg := cfgs[i%2]
 		i++
-		if err := set.Check(cfg); err != nil {
+		if err := set.Check(b.Context(), cfg); err != nil {
 			b.Fatal(err)
 		}
 		if err := set.Sync(ctx, cfg); err != nil {

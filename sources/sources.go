@@ -36,8 +36,9 @@ import (
 type Source[C any] interface {
 	// Check reports whether cfg can be applied, changing nothing. Reload
 	// checks every source before it syncs any, so an invalid file changes
-	// nothing.
-	Check(cfg C) error
+	// nothing. ctx bounds what checking reads (an OpenAPI document
+	// fetched over HTTP): a reload's ends when serve stops.
+	Check(ctx context.Context, cfg C) error
 	// Sync makes the source serve what cfg declares: new tools come, tools
 	// no longer declared go, each source's in one registry update. It does
 	// not wait for connections, which live until Close or a later Sync;
@@ -120,7 +121,9 @@ type adapter[C any] struct {
 	name func(C) string // names an entry, for Status
 }
 
-func (a adapter[C]) Check(cfg Config) error                     { return a.src.Check(a.part(cfg)) }
+func (a adapter[C]) Check(ctx context.Context, cfg Config) error {
+	return a.src.Check(ctx, a.part(cfg))
+}
 func (a adapter[C]) Sync(ctx context.Context, cfg Config) error { return a.src.Sync(ctx, a.part(cfg)) }
 func (a adapter[C]) Close() error                               { return a.src.Close() }
 
@@ -182,10 +185,10 @@ func New(reg *tools.Registry, logger *slog.Logger) *Set {
 }
 
 // Check implements Source: every source checks its part of cfg.
-func (s *Set) Check(cfg Config) error {
+func (s *Set) Check(ctx context.Context, cfg Config) error {
 	errs := make([]error, len(s.srcs))
 	for i, src := range s.srcs {
-		errs[i] = src.Check(cfg)
+		errs[i] = src.Check(ctx, cfg)
 	}
 	return errors.Join(errs...)
 }

@@ -45,7 +45,7 @@ func TestNameClash(t *testing.T) {
 
 	server := []mcpsource.ServerConfig{{Name: "m", URL: web.URL}}
 	cfg := Config{HTTPTools: []httpsource.Spec{{Name: "m_ping", Description: "d", URL: web.URL}}, MCPServers: server}
-	if err := set.Check(cfg); err != nil {
+	if err := set.Check(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	if err := set.Sync(t.Context(), cfg); err != nil {
@@ -85,7 +85,7 @@ func TestNameClash(t *testing.T) {
 
 	for _, taken := range []string{"m_builtin", "m_other"} {
 		bad := Config{HTTPTools: []httpsource.Spec{{Name: taken, Description: "d", URL: web.URL}}, MCPServers: server}
-		if err := set.Check(bad); err == nil || !strings.Contains(err.Error(), `tool "`+taken+`": the name is taken by another tool`) {
+		if err := set.Check(t.Context(), bad); err == nil || !strings.Contains(err.Error(), `tool "`+taken+`": the name is taken by another tool`) {
 			t.Errorf("Check with an HTTP tool named %s: %v; want the name taken", taken, err)
 		}
 	}

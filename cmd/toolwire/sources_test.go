@@ -54,7 +54,7 @@ remotes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sources.New(reg, nil).Check(cfg.Sources); err != nil {
+	if err := sources.New(reg, nil).Check(t.Context(), cfg.Sources); err != nil {
 		t.Errorf("Check: %v", err)
 	}
 

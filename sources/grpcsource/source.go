@@ -71,7 +71,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Services {
 func (s *Services) Status() []supervise.Status { return s.set.Status() }
 
 // Check reports whether cfgs are a valid configuration, changing nothing.
-func (s *Services) Check(cfgs []Config) error { return ValidateAll(cfgs) }
+func (s *Services) Check(_ context.Context, cfgs []Config) error { return ValidateAll(cfgs) }
 
 // Sync makes the servers exactly cfgs, as remote mounts do, and has every
 // server that stays re-resolve its services, so a reload picks up what

@@ -33,7 +33,7 @@ func NewSource(reg *tools.Registry, logger *slog.Logger) *Source {
 // written in the same file as the rest of the config, so a clash is a
 // mistake to fix there, not a tool to hold back as the registry does for
 // names a server lists (see tools.Registry).
-func (s *Source) Check(specs []Spec) error {
+func (s *Source) Check(_ context.Context, specs []Spec) error {
 	ts, err := Tools(specs, s.client)
 	if err != nil {
 		return err

@@ -95,7 +95,7 @@ func (g *Gateway) Sync(ctx context.Context, cfgs []ServerConfig) error {
 func (g *Gateway) Status() []supervise.Status { return g.set.Status() }
 
 // Check reports whether cfgs are a valid configuration, changing nothing.
-func (g *Gateway) Check(cfgs []ServerConfig) error { return ValidateAll(cfgs) }
+func (g *Gateway) Check(_ context.Context, cfgs []ServerConfig) error { return ValidateAll(cfgs) }
 
 // Close stops every server, closing sessions and ending child processes,
 // removes their tools, and waits for all of it, calls in flight included.

@@ -184,7 +184,7 @@ func TestPetstore(t *testing.T) {
 		Exclude:    []string{"*User*", "logoutUser"},
 		Operations: map[string]Override{"DELETE /pet/{petId}": {Description: "Removes a pet for good."}, "getInventory": {ReadOnly: new(false)}},
 	}
-	if err := src.Check([]Config{cfg}); err != nil {
+	if err := src.Check(t.Context(), []Config{cfg}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.Sync(t.Context(), []Config{cfg}); err != nil {
@@ -567,7 +567,7 @@ func TestReload(t *testing.T) {
 	}
 	rev := reg.Snapshot().Revision()
 	set("openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: {operationId: second, responses: {'200': [\n")
-	if err := src.Check(cfgs); err == nil || !strings.Contains(err.Error(), "line 5") {
+	if err := src.Check(t.Context(), cfgs); err == nil || !strings.Contains(err.Error(), "line 5") {
 		t.Errorf("Check of a broken document: %v", err)
 	}
 	if err := src.Sync(t.Context(), cfgs); err == nil || !strings.Contains(err.Error(), "line 5") {
@@ -660,7 +660,7 @@ func TestReloadOnce(t *testing.T) {
 	cfgs := []Config{{Name: "r", Spec: spec, BaseURL: "http://127.0.0.1:9"}}
 	reload := func() {
 		t.Helper()
-		if err := src.Check(cfgs); err != nil {
+		if err := src.Check(t.Context(), cfgs); err != nil {
 			t.Fatal(err)
 		}
 		if err := src.Sync(t.Context(), cfgs); err != nil {

@@ -24,7 +24,7 @@ func TestPerOperation(t *testing.T) {
 	srv := echoServer(t)
 	src, reg, logs := newSource(t)
 	cfg := Config{Name: "ops", Spec: "testdata/operations.json", BaseURL: srv.URL + "/base", Exclude: []string{"excludedBroken"}}
-	if err := src.Check([]Config{cfg}); err != nil {
+	if err := src.Check(t.Context(), []Config{cfg}); err != nil {
 		t.Fatal(err)
 	}
 	if err := src.Sync(t.Context(), []Config{cfg}); err != nil {

@@ -137,7 +137,7 @@ func BenchmarkReloadUnchanged(b *testing.B) {
 	rev := reg.Snapshot().Revision()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := src.Check(cfgs); err != nil {
+		if err := src.Check(b.Context(), cfgs); err != nil {
 			b.Fatal(err)
 		}
 		if err := src.Sync(b.Context(), cfgs); err != nil {

@@ -177,13 +177,13 @@ func (l *loaded) log(logger *slog.Logger, name string) {
 // serves it without reading the document again: a reload parses each
 // document once, and one whose document and entry did not change (a key
 // of both says so) parses nothing.
-func (s *Source) Check(cfgs []Config) error {
+func (s *Source) Check(ctx context.Context, cfgs []Config) error {
 	if err := ValidateAll(cfgs); err != nil {
 		return err
 	}
 	var errs []error
 	for _, c := range cfgs {
-		l, err := s.check(c)
+		l, err := s.check(ctx, c)
 		s.checkedMu.Lock()
 		if err != nil {
 			delete(s.checked, c.Name)
@@ -198,8 +198,8 @@ func (s *Source) Check(cfgs []Config) error {
 
 // check loads c's document, or finds the load of its content served or
 // checked already.
-func (s *Source) check(c Config) (*loaded, error) {
-	data, err := fetch(context.Background(), c, s.client)
+func (s *Source) check(ctx context.Context, c Config) (*loaded, error) {
+	data, err := fetch(ctx, c, s.client)
 	if err != nil {
 		return nil, err
 	}

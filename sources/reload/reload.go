@@ -162,7 +162,7 @@ func (r *reloader[C]) Reload(force bool) error {
 // apply checks cfg's sources and, when they pass, syncs them. r.mu is held.
 func (r *reloader[C]) apply(cfg C) error {
 	sc := r.Sources(cfg)
-	if err := r.src.Check(sc); err != nil {
+	if err := r.src.Check(r.ctx, sc); err != nil {
 		return err
 	}
 	if r.Check != nil {

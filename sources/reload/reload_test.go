@@ -437,3 +437,51 @@ func TestIsDoc(t *testing.T) {
 		}
 	}
 }
+
+// TestStopEndsAReloadsChecks: stopping the reloader while a reload checks
+// an OpenAPI document whose server does not answer cancels the fetch; the
+// check used to fetch with a context of its own, so stop (and serve's
+// shutdown behind it) waited out the fetch's 30 s timeout, one document
+// after another.
+func TestStopEndsAReloadsChecks(t *testing.T) {
+	t.Parallel()
+	asked := make(chan struct{}, 1)
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+
+	path := filepath.Join(t.TempDir(), "toolwire.yaml")
+	if err := os.WriteFile(path, []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &sourcetest.LogBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, nil))
+	stop, err := Start(t.Context(), sources.New(reg, log), testConfig{}, testOptions(path, loadFile(path), log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replaceFile(t, path, "openapi:\n- {name: a, spec: '"+hang.URL+"/a.json'}\n- {name: b, spec: '"+hang.URL+"/b.json'}\n")
+	select {
+	case <-asked:
+	case <-time.After(testTimeout):
+		t.Fatal("the reload did not fetch the document")
+	}
+	stop()
+	if !hasLine(logs, "config reload rejected", "context canceled") || hasLine(logs, "deadline exceeded") {
+		t.Errorf("after stop during a reload's fetch, want the reload rejected as cancelled, not timed out; log:\n%s", logs)
+	}
+}

@@ -61,7 +61,7 @@ func (m *Mounts) Sync(ctx context.Context, cfgs []Config) error {
 func (m *Mounts) Status() []supervise.Status { return m.set.Status() }
 
 // Check reports whether cfgs are a valid configuration, changing nothing.
-func (m *Mounts) Check(cfgs []Config) error { return ValidateAll(cfgs) }
+func (m *Mounts) Check(_ context.Context, cfgs []Config) error { return ValidateAll(cfgs) }
 
 // Close stops every mount, removes its tools and waits for all of it.
 func (m *Mounts) Close() error {
