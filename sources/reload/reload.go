@@ -128,6 +128,7 @@ func (r *reloader[C]) start(ctx context.Context, cfg C) error {
 func (r *reloader[C]) Reload(force bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.rewatch()
 	cfg, err := r.Load()
 	if err == nil {
 		if !force && reflect.DeepEqual(cfg, r.last) {
@@ -294,18 +295,13 @@ func (r *reloader[C]) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan o
 	}
 }
 
-// watch watches the config file's directory, and the directory its
-// symlink points into when that is another one.
+// watch watches the directories configDirs names.
 func (r *reloader[C]) watch() (*fsnotify.Watcher, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, err
 	}
-	dirs := []string{filepath.Dir(r.Path)}
-	if real, err := filepath.EvalSymlinks(r.Path); err == nil && !slices.Contains(dirs, filepath.Dir(real)) {
-		dirs = append(dirs, filepath.Dir(real))
-	}
-	for _, d := range dirs {
+	for _, d := range configDirs(r.Path) {
 		if err := w.Add(d); err != nil {
 			w.Close()
 			return nil, err
@@ -313,3 +309,51 @@ func (r *reloader[C]) watch() (*fsnotify.Watcher, error) {
 	}
 	return w, nil
 }
+
+// rewatch adds the directories configDirs names now: a link on the way to
+// the file may point elsewhere since the last look (a Kubernetes ..data
+// swap makes a new directory the file's). A directory watched already is
+// no harm. r.mu is held.
+func (r *reloader[C]) rewatch() {
+	if r.w == nil {
+		return
+	}
+	for _, d := range configDirs(r.Path) {
+		if err := r.w.Add(d); err != nil {
+			r.Log.Debug("cannot watch a directory on the way to the config file", "dir", d, "error", err.Error())
+		}
+	}
+}
+
+// configDirs returns the directories where a change can change what path
+// reads: its own, that of each symbolic link it is reached through (where
+// the link is replaced: a link to a ConfigMap's file, ..data beside that
+// file), and that of the file it resolves to (where the file is edited).
+func configDirs(path string) []string {
+	dirs := []string{filepath.Dir(path)}
+	add := func(d string) {
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	p := path
+	for range maxLinks {
+		target, err := os.Readlink(p)
+		if err != nil {
+			break // not a link, or gone
+		}
+		add(filepath.Dir(p))
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(p), target)
+		}
+		p = target
+	}
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		add(filepath.Dir(real))
+	}
+	return dirs
+}
+
+// maxLinks bounds the links configDirs follows, as the kernel's own bound
+// (40) does a path's.
+const maxLinks = 40

@@ -2,6 +2,7 @@ package reload
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -483,5 +484,58 @@ func TestStopEndsAReloadsChecks(t *testing.T) {
 	stop()
 	if !hasLine(logs, "config reload rejected", "context canceled") || hasLine(logs, "deadline exceeded") {
 		t.Errorf("after stop during a reload's fetch, want the reload rejected as cancelled, not timed out; log:\n%s", logs)
+	}
+}
+
+// TestReloaderLinkToConfigMap: a config path that is a link to a mounted
+// ConfigMap's file (itself a link through ..data) follows every update of
+// the ConfigMap. Only the path's own directory and the file's first real
+// one were watched, so the first swap was seen (its directory went) and
+// every later one was not.
+func TestReloaderLinkToConfigMap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cm := filepath.Join(dir, "cm")
+	if err := os.Mkdir(cm, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	version := func(v, content string) {
+		t.Helper()
+		if err := os.Mkdir(filepath.Join(cm, v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cm, v, "toolwire.yaml"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", httpToolsYAML("v1", "http://127.0.0.1:1/"))
+	if err := os.Symlink("..v1", filepath.Join(cm, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "toolwire.yaml"), filepath.Join(cm, "toolwire.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "toolwire.yaml")
+	if err := os.Symlink(filepath.Join("cm", "toolwire.yaml"), path); err != nil {
+		t.Fatal(err)
+	}
+	reg, logs, _ := testReloader(t, path)
+	for i := 2; i <= 4; i++ {
+		v := fmt.Sprintf("v%d", i)
+		changed := reg.Changed()
+		version(".."+v, httpToolsYAML(v, "http://127.0.0.1:1/"))
+		if err := os.Symlink(".."+v, filepath.Join(cm, "..data_tmp")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(cm, "..data_tmp"), filepath.Join(cm, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.RemoveAll(filepath.Join(cm, fmt.Sprintf("..v%d", i-1))); err != nil {
+			t.Fatal(err)
+		}
+		waitChange(t, changed, logs, "swapping ..data to .."+v)
+		if diff := cmp.Diff([]string{v}, names(reg)); diff != "" {
+			t.Fatalf("after the swap to ..%s (-want +got):\n%s", v, diff)
+		}
 	}
 }
