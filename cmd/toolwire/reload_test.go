@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -285,7 +286,7 @@ func TestReloadReadsOnlyAWholeFile(t *testing.T) {
 	}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
-	stop, err := startSources(t.Context(), args, cfg, sources.New(reg, log), &policy.Live{}, log)
+	stop, err := startSources(t.Context(), args, cfg, sources.New(reg, log), &policy.Live{}, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,4 +352,30 @@ func TestReloadReadsOnlyAWholeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	served("three")
+}
+
+// TestReloadRejectedMetric: /metrics says whether the config file's last
+// reload put it in force: 1 at start, 0 after a file is rejected (the
+// previous tools still served), 1 again once a valid file is applied.
+func TestReloadRejectedMetric(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", httpToolsYAML("one", "http://127.0.0.1:9/one"))
+	s := startServe(t, "--admin-listen", "127.0.0.1:0", "--config", path)
+	addr := waitAdminAddr(t, s)
+	gauge := regexp.MustCompile(`(?m)^toolwire_config_last_reload_successful(\{[^}]*\})? ([0-9]+)$`)
+	waitGauge := func(want string) {
+		t.Helper()
+		waitFor(t, "toolwire_config_last_reload_successful "+want, func() bool {
+			_, body := httpGet(t, "http://"+addr+"/metrics")
+			m := gauge.FindStringSubmatch(body)
+			return m != nil && m[2] == want
+		})
+	}
+	waitGauge("1")
+	replaceFile(t, path, "http_tools:\n- {name: two, url: 'http://h/{nope}'}\n")
+	waitLog(t, s.stderr, "config reload rejected")
+	waitGauge("0")
+	replaceFile(t, path, httpToolsYAML("three", "http://127.0.0.1:9/three"))
+	waitLog(t, s.stderr, "config reloaded")
+	waitGauge("1")
 }

@@ -147,7 +147,7 @@ func (s *serveRun) buildTools(ctx context.Context, args []string) (err error) {
 		return err
 	}
 	s.srcs = sources.New(s.reg, s.log)
-	stopSources, err := startSources(ctx, args, s.cfg, s.srcs, s.policies, s.log)
+	stopSources, err := startSources(ctx, args, s.cfg, s.srcs, s.policies, s.tel.meterProvider(), s.log)
 	if err != nil {
 		return err
 	}

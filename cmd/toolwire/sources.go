@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service/serverstatus"
 	"github.com/toolwire/toolwire/sources"
 	"github.com/toolwire/toolwire/sources/reload"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Sources is the part of the serve configuration that declares tool
@@ -23,8 +26,12 @@ type Sources = sources.Config
 // config file, keeps them and the policies in force (policies) in step
 // with it until ctx is done (see sources/reload). stop waits for the
 // watcher and closes the sources.
-func startSources(ctx context.Context, args []string, cfg serveConfig, srcs *sources.Set, policies *policy.Live, log *slog.Logger) (stop func(), err error) {
+func startSources(ctx context.Context, args []string, cfg serveConfig, srcs *sources.Set, policies *policy.Live, mp metric.MeterProvider, log *slog.Logger) (stop func(), err error) {
 	var next *policy.Set // compiled by Check, put in force by Apply
+	var rejected atomic.Bool
+	if err := instrumentReload(mp, &rejected); err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
 	return reload.Start(ctx, srcs, cfg, reload.Options[serveConfig]{
 		Path: configPath(args),
 		Load: func() (serveConfig, error) {
@@ -44,6 +51,7 @@ func startSources(ctx context.Context, args []string, cfg serveConfig, srcs *sou
 			}
 		},
 		RestartOnly: restartOnly,
+		Outcome:     func(err error) { rejected.Store(err != nil) },
 		Log:         log,
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -216,6 +217,28 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
+}
+
+// instrumentReload reports whether the config file's last reload put it
+// in force, as the gauge toolwire.config.last_reload_successful (1, or 0
+// while rejected is set: the file on disk is not what is served), as
+// Prometheus reports its own (prometheus_config_last_reload_successful),
+// so that an alert sees a rejected ConfigMap rather than a log line.
+func instrumentReload(mp metric.MeterProvider, rejected *atomic.Bool) error {
+	if mp == nil {
+		return nil
+	}
+	_, err := mp.Meter("github.com/toolwire/toolwire/sources/reload").Int64ObservableGauge("toolwire.config.last_reload_successful",
+		metric.WithDescription("1 when the config file's last reload put it in force (or none happened yet), 0 when it was rejected and the previous config is still served."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			if rejected.Load() {
+				o.Observe(0)
+			} else {
+				o.Observe(1)
+			}
+			return nil
+		}))
+	return err
 }
 
 // instrumentStore reports, for a store whose notices go over a

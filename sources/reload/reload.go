@@ -47,6 +47,11 @@ type Options[C any] struct {
 	// RestartOnly names the settings outside Sources whose values differ
 	// between started and now; a reload logs them as needing a restart.
 	RestartOnly func(started, now C) []string
+	// Outcome, when set, is told how each reload of the file ended: nil
+	// when what the file says is in force (applied, or unchanged), the
+	// reason otherwise (the previous config still served). It is called
+	// with reloads serialised.
+	Outcome func(err error)
 	// Log receives reload's lines; nil discards.
 	Log *slog.Logger
 	// Debounce is the quiet time after a file event before the file is
@@ -125,9 +130,12 @@ func (r *reloader[C]) start(ctx context.Context, cfg C) error {
 // config equal to the last one applied is left alone, so file events that
 // change nothing (an editor's swap file, a touch) cost a read and no log
 // line.
-func (r *reloader[C]) Reload(force bool) error {
+func (r *reloader[C]) Reload(force bool) (err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.Outcome != nil {
+		defer func() { r.Outcome(err) }()
+	}
 	r.rewatch()
 	cfg, err := r.Load()
 	if err == nil {
