@@ -13,6 +13,7 @@ package reload
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -296,6 +297,12 @@ func (r *reloader[C]) run(ctx context.Context, w *fsnotify.Watcher, hup <-chan o
 			}
 		case err := <-errs:
 			r.Log.Warn("watching the config file", "config", r.Path, "error", err.Error())
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				// Events were dropped, a document's change perhaps among
+				// them: read everything again.
+				docChanged = true
+				timer.Reset(r.Debounce)
+			}
 		case <-timer.C:
 			_ = r.Reload(docChanged)
 			docChanged = false

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -538,4 +539,68 @@ func TestReloaderLinkToConfigMap(t *testing.T) {
 			t.Fatalf("after the swap to ..%s (-want +got):\n%s", v, diff)
 		}
 	}
+}
+
+// TestReloaderEventsLost: when the kernel drops the directories' events
+// (its queue overflowed while a reload ran: a busy directory, a slow
+// check), the reload that follows reads the documents again too, since
+// the event of a document's change may be among those lost. The events
+// that were not lost reloaded the config alone, which had not changed,
+// so the new document waited for its next event or SIGHUP.
+func TestReloaderEventsLost(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "toolwire.yaml")
+	doc := filepath.Join(dir, "api.yaml")
+	api := "openapi: 3.1.0\ninfo: {title: d, version: '1'}\npaths:\n  /a:\n    get: {operationId: first, responses: {'200': {description: ok}}}\n"
+	if err := os.WriteFile(doc, []byte(api), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("openapi:\n- {name: d, spec: '"+doc+"', base_url: 'http://127.0.0.1:9'}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &sourcetest.LogBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// A reload that takes its time (as a check fetching a document does)
+	// until released.
+	held, release := make(chan struct{}), make(chan struct{})
+	var hold sync.Once
+	load := func() (testConfig, error) {
+		hold.Do(func() { close(held); <-release })
+		return loadFile(path)()
+	}
+	src := sources.New(reg, log)
+	cfg, err := loadFile(path)()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := Start(t.Context(), src, cfg, testOptions(path, load, log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if got := names(reg); !slices.Equal(got, []string{"d_first"}) {
+		t.Fatalf("tools %v", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "touch"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	<-held
+	// More events than the kernel queues (fs.inotify.max_queued_events,
+	// 16384 by default) while the reload runs, then the document's change.
+	for i := range 20000 {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("busy-%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	replaceFile(t, doc, strings.ReplaceAll(api, "first", "second"))
+	close(release)
+	waitLog(t, logs, "queue or buffer overflow")
+	waitFor(t, "the tools of the changed document", func() bool { return slices.Equal(names(reg), []string{"d_second"}) })
 }
