@@ -174,7 +174,12 @@ func (mt *mount) handler(remote string) tools.Handler {
 		// remote, which sees every call as the mount's, is no agent's to
 		// reach (docs/sources.md, "Traces").
 		ctx = baggage.ContextWithoutBaggage(ctx)
-		var res *toolwirev1.CallResult
+		// Only events naming the call sent are its own; its result ends
+		// the call, whatever the remote sends or withholds after it
+		// (leaving the loop cancels the RPC). A result kept until the
+		// stream ended was lost to a remote that never ended it (the
+		// call timed out instead), and the last result of any call ID
+		// was taken as the call's.
 		for ev, err := range c.ExecuteBatch(ctx, req) {
 			if err != nil {
 				if ctx.Err() != nil {
@@ -182,17 +187,14 @@ func (mt *mount) handler(remote string) tools.Handler {
 				}
 				return tools.Errorf("remote toolwire %q failed the call: %s", mt.cfg.Name, status.Convert(err).Message()), nil
 			}
-			if p := ev.GetProgress(); p != nil {
+			if p := ev.GetProgress(); p != nil && p.GetCallId() == id {
 				call.Report(tools.Progress{Progress: p.Progress, Total: p.Total, Message: p.GetMessage(), Output: p.GetOutput()})
 			}
-			if r := ev.GetResult(); r != nil {
-				res = r
+			if r := ev.GetResult(); r != nil && r.GetCallId() == id {
+				return result(r), nil
 			}
 		}
-		if res == nil {
-			return tools.Errorf("remote toolwire %q ended the batch without a result", mt.cfg.Name), nil
-		}
-		return result(res), nil
+		return tools.Errorf("remote toolwire %q ended the batch without a result", mt.cfg.Name), nil
 	}
 }
 

@@ -1,0 +1,151 @@
+package remote
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc"
+)
+
+// fakeRemote is a ToolService that answers as its function fields say: a
+// remote toolwire that is broken or hostile. WatchTools sends one
+// revision and holds the stream; ListTools lists tools; ExecuteBatch
+// runs execute.
+type fakeRemote struct {
+	toolwirev1.UnimplementedToolServiceServer
+	list    func(*toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error)
+	execute func(*toolwirev1.ExecuteBatchRequest, grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error
+}
+
+func (f *fakeRemote) ListTools(_ context.Context, req *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
+	return f.list(req)
+}
+
+func (f *fakeRemote) WatchTools(_ *toolwirev1.WatchToolsRequest, s grpc.ServerStreamingServer[toolwirev1.WatchToolsResponse]) error {
+	if err := s.Send(&toolwirev1.WatchToolsResponse{Revision: "r1"}); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return s.Context().Err()
+}
+
+func (f *fakeRemote) ExecuteBatch(req *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+	return f.execute(req, s)
+}
+
+// serveFake serves f on a loopback TCP socket until the test ends and
+// returns its address.
+func serveFake(t *testing.T, f *fakeRemote) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	toolwirev1.RegisterToolServiceServer(gs, f)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	return lis.Addr().String()
+}
+
+// oneTool lists one tool, "t".
+func oneTool(*toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
+	return &toolwirev1.ListToolsResponse{Revision: "r1", Tools: []*toolwirev1.Tool{{Name: "t", InputSchema: `{"type":"object"}`}}}, nil
+}
+
+func textResult(id, text string) *toolwirev1.ExecuteBatchResponse {
+	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Result{Result: &toolwirev1.CallResult{
+		CallId: id, Content: []*toolwirev1.Content{{Block: &toolwirev1.Content_Text{Text: &toolwirev1.TextContent{Text: text}}}}}}}
+}
+
+// mountFake mounts the fake as "f" and returns its tool f_t.
+func mountFake(t *testing.T, f *fakeRemote) *tools.Tool {
+	t.Helper()
+	mounts, reg := newMounts(t)
+	if err := mounts.Sync(context.Background(), []Config{{Name: "f", Target: serveFake(t, f), Insecure: true}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, reg, "the fake's tool", sourcetest.Has("f_t"))
+	tool, _ := snap.Lookup("f_t")
+	return tool
+}
+
+func progress(id, msg string) *toolwirev1.ExecuteBatchResponse {
+	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Progress{Progress: &toolwirev1.CallProgress{CallId: id, Message: msg}}}
+}
+
+// TestResultsAreTheCallsOwn forwards a call to remotes whose batches carry
+// events of call IDs the call never had, results after its result, or a
+// result and then silence. The call's result is the one naming it, taken
+// as it arrives, and only its progress is reported: the last result of
+// any ID was taken (a foreign "wrong" after the call's "right" replaced
+// it; a foreign result alone was the call's), and a result followed by
+// silence was held until the call's deadline, which reported the call as
+// timed out.
+func TestResultsAreTheCallsOwn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// events are sent for a call of ID id; then the stream ends, or
+		// with hold it stays open until the client leaves.
+		events func(id string) []*toolwirev1.ExecuteBatchResponse
+		hold   bool
+		want   string
+	}{
+		{"foreign results around the call's", func(id string) []*toolwirev1.ExecuteBatchResponse {
+			return []*toolwirev1.ExecuteBatchResponse{textResult("other", "wrong"), textResult(id, "right"), textResult("other", "wrong")}
+		}, false, "right"},
+		{"results after the call's", func(id string) []*toolwirev1.ExecuteBatchResponse {
+			return []*toolwirev1.ExecuteBatchResponse{textResult(id, "right"), textResult(id, "wrong")}
+		}, false, "right"},
+		{"a foreign result only", func(id string) []*toolwirev1.ExecuteBatchResponse {
+			return []*toolwirev1.ExecuteBatchResponse{progress("other", "foreign"), textResult("other", "wrong")}
+		}, false, `remote toolwire "f" ended the batch without a result`},
+		{"the call's result, then silence", func(id string) []*toolwirev1.ExecuteBatchResponse {
+			return []*toolwirev1.ExecuteBatchResponse{progress(id, "own"), textResult(id, "right"), progress(id, "after")}
+		}, true, "right"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tool := mountFake(t, &fakeRemote{list: oneTool, execute: func(req *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+				for _, ev := range tc.events(req.GetCalls()[0].GetCallId()) {
+					if err := s.Send(ev); err != nil {
+						return err
+					}
+				}
+				if tc.hold {
+					<-s.Context().Done()
+				}
+				return nil
+			}})
+			// The deadline only keeps a broken handler from hanging.
+			ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+			defer cancel()
+			var mu sync.Mutex
+			var reported []string
+			res, err := tool.Handler(ctx, tools.NewCall("mine", "f_t", nil, func(p tools.Progress) {
+				mu.Lock()
+				reported = append(reported, p.Message)
+				mu.Unlock()
+			}))
+			if err != nil {
+				t.Fatalf("the call failed: %v", err)
+			}
+			if len(res.Content) != 1 || res.Content[0].Text != tc.want {
+				t.Errorf("result %+v, want the text %q", res, tc.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range reported {
+				if m != "own" {
+					t.Errorf("progress %q reported; only the call's own, before its result, belongs to it", m)
+				}
+			}
+		})
+	}
+}
