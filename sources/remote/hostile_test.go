@@ -2,11 +2,15 @@ package remote
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
@@ -145,6 +149,70 @@ func TestResultsAreTheCallsOwn(t *testing.T) {
 				if m != "own" {
 					t.Errorf("progress %q reported; only the call's own, before its result, belongs to it", m)
 				}
+			}
+		})
+	}
+}
+
+// TestListingIsBounded mounts remotes whose ListTools never ends (a new
+// page token on every page, each page's names after the last), cycles
+// through one token, lists a name twice, or declares more bytes than a
+// listing may hold. Each listing is cut at its first bound, the tools
+// before the cut offered: the endless one was read until the 30 s
+// listing timeout (901 pages of 1000 tools, 2 GiB of heap after 10 s, and
+// no tool offered), and a name listed twice failed the whole update.
+func TestListingIsBounded(t *testing.T) {
+	t.Parallel()
+	names := func(from, n int) []*toolwirev1.Tool {
+		var out []*toolwirev1.Tool
+		for i := range n {
+			out = append(out, &toolwirev1.Tool{Name: fmt.Sprintf("t%04d", from+i), InputSchema: `{"type":"object"}`})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		page      func(n int, token string) *toolwirev1.ListToolsResponse // the n-th page asked for, from 1
+		wantTools int
+		maxPages  int64
+	}{
+		{"endless pages", func(n int, _ string) *toolwirev1.ListToolsResponse {
+			return &toolwirev1.ListToolsResponse{Revision: "r1", Tools: names(10*n, 10), NextPageToken: fmt.Sprint(n)}
+		}, 50, 5},
+		{"one token again and again", func(n int, _ string) *toolwirev1.ListToolsResponse {
+			return &toolwirev1.ListToolsResponse{Revision: "r1", Tools: names(10*n, 10), NextPageToken: "again"}
+		}, 20, 2},
+		{"more tools than a listing holds", func(n int, _ string) *toolwirev1.ListToolsResponse {
+			return &toolwirev1.ListToolsResponse{Revision: "r1", Tools: names(0, 80)}
+		}, 60, 1},
+		{"more bytes than a listing holds", func(n int, _ string) *toolwirev1.ListToolsResponse {
+			tl := names(10*n, 10)
+			for _, x := range tl {
+				x.Description = strings.Repeat("d", 100<<10)
+			}
+			return &toolwirev1.ListToolsResponse{Revision: "r1", Tools: tl, NextPageToken: fmt.Sprint(n)}
+		}, 14, 2}, // 1500 KiB hold 14 of 100 KiB
+		{"a name twice", func(n int, _ string) *toolwirev1.ListToolsResponse {
+			return &toolwirev1.ListToolsResponse{Revision: "r1", Tools: append(names(0, 3), names(1, 1)...)}
+		}, 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var pages atomic.Int64
+			f := &fakeRemote{list: func(req *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
+				return tc.page(int(pages.Add(1)), req.GetPageToken()), nil
+			}}
+			mounts, reg := newMounts(t)
+			mounts.bounds = listing.Bounds{Tools: 60, Bytes: 1500 << 10, Pages: 5}
+			if err := mounts.Sync(context.Background(), []Config{{Name: "f", Target: serveFake(t, f), Insecure: true}}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the tools before the cut", func(n []string) bool { return len(n) > 0 })
+			if got := snap.Len(); got != tc.wantTools {
+				t.Errorf("%d tools offered, want %d", got, tc.wantTools)
+			}
+			if got := pages.Load(); got > tc.maxPages {
+				t.Errorf("%d pages read, want at most %d", got, tc.maxPages)
 			}
 		})
 	}

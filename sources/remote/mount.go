@@ -16,17 +16,29 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/baggage"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// listTimeout bounds each ListTools, so a remote that accepts the RPC and
-// then says nothing is retried, not waited for.
-const listTimeout = 30 * time.Second
+const (
+	// listTimeout bounds each listing, so a remote that accepts the RPC
+	// and then says nothing is retried, not waited for.
+	listTimeout = 30 * time.Second
+	// listPageSize, listRecvBytes and listRestarts are client.ListTools's:
+	// the tools asked for per page, the largest page received (a
+	// server's max_list_bytes), and how many times a listing whose tools
+	// changed between pages starts over.
+	listPageSize  = 1000
+	listRecvBytes = 64 << 20
+	listRestarts  = 3
+)
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
@@ -95,7 +107,7 @@ func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 			continue
 		}
 		lctx, lcancel := context.WithTimeout(ctx, listTimeout)
-		list, err := c.ListTools(lctx)
+		list, err := mt.list(lctx, c)
 		lcancel()
 		if err != nil {
 			return listed, fmt.Errorf("listing tools: %w", err)
@@ -105,47 +117,107 @@ func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 			supervise.Up(ctx)
 		}
 		listed, last = true, ev.GetRevision()
-		mt.offered.Set(mt.declarations(list.GetTools()), mt.log)
+		mt.offered.Set(list, mt.log)
 	}
 }
 
-// declarations converts the remote's declarations, skipping (with a log
-// line) any that cannot be offered locally.
-func (mt *mount) declarations(list []*toolwirev1.Tool) []tools.Tool {
-	var out []tools.Tool
-	for _, t := range list {
-		d := tools.Tool{
-			Name:         mt.cfg.Name + "_" + t.GetName(),
-			Title:        t.GetTitle(),
-			Description:  t.GetDescription(),
-			InputSchema:  json.RawMessage(t.GetInputSchema()),
-			OutputSchema: json.RawMessage(t.GetOutputSchema()),
-			Annotations: tools.Annotations{
-				ReadOnly:    t.GetAnnotations().GetReadOnly(),
-				Destructive: t.GetAnnotations().GetDestructive(),
-				Idempotent:  t.GetAnnotations().GetIdempotent(),
-				OpenWorld:   t.GetAnnotations().GetOpenWorld(),
-			},
-			Timeout: t.GetTimeout().AsDuration(),
-			Source:  tools.SourceRemote,
-			Handler: mt.handler(t.GetName()),
-		}
-		if len(d.OutputSchema) == 0 {
-			d.OutputSchema = nil
-		}
-		if !toolName.MatchString(d.Name) {
-			mt.log.Warn("skipping remote tool: prefixed name does not match [A-Za-z0-9_.-]{1,128}", "tool", t.GetName())
+// list lists the remote's tools as local declarations, all of one
+// revision: as client.ListTools does, a page at a time, starting over
+// (up to listRestarts times) when the tools change between pages. Unlike
+// client.ListTools, it holds a listing to listing.Default: a remote whose
+// pages never ended (a page token on every page, each page's names after
+// the last) was read until listTimeout, 2 GiB held after 10 s. A listing
+// past a bound is cut there with an error logged, and the tools before
+// the cut are offered, as an MCP server's are.
+func (mt *mount) list(ctx context.Context, c *client.Client) ([]tools.Tool, error) {
+	for restart := 0; ; restart++ {
+		list, err := mt.listPages(ctx, c)
+		if status.Code(err) == codes.Aborted && restart < listRestarts {
 			continue
 		}
-		// Compile it alone, so one bad tool is skipped rather than failing
-		// the update of all the remote's tools.
-		if _, err := tools.NewRegistry(d); err != nil {
-			mt.log.Warn("skipping remote tool", "tool", t.GetName(), "error", err)
-			continue
-		}
-		out = append(out, d)
+		return list, err
 	}
-	return out
+}
+
+// listPages lists the remote's tools from the first page, skipping (with a
+// log line) those that cannot be offered locally and a name listed twice.
+func (mt *mount) listPages(ctx context.Context, c *client.Client) ([]tools.Tool, error) {
+	var out []tools.Tool
+	seen := map[string]bool{}
+	l := listing.Listing{Max: mt.m.bounds}
+	req := &toolwirev1.ListToolsRequest{PageSize: listPageSize}
+	revision := ""
+	for page := 1; ; page++ {
+		resp, err := c.ToolService().ListTools(ctx, req, grpc.MaxCallRecvMsgSize(listRecvBytes))
+		if err != nil {
+			return nil, err
+		}
+		if page == 1 {
+			revision = resp.GetRevision()
+		} else if resp.GetRevision() != revision {
+			return nil, status.Errorf(codes.Aborted, "the tools changed between pages (revision %s, then %s)", revision, resp.GetRevision())
+		}
+		for _, t := range resp.GetTools() {
+			if !l.Tool() {
+				break
+			}
+			if seen[t.GetName()] {
+				mt.log.Warn("remote lists a tool twice; using the first", "tool", t.GetName())
+				continue
+			}
+			seen[t.GetName()] = true
+			d, err := mt.declaration(t)
+			if err != nil {
+				mt.log.Warn("skipping remote tool", "tool", t.GetName(), "error", err)
+				continue
+			}
+			if !l.Keep(d) {
+				break
+			}
+			out = append(out, d)
+		}
+		if l.Cut != nil || !l.Next(resp.GetNextPageToken()) {
+			break
+		}
+		req = &toolwirev1.ListToolsRequest{PageSize: listPageSize, PageToken: resp.GetNextPageToken()}
+	}
+	if l.Cut != nil {
+		mt.log.Error("remote's ListTools cut short; offering the tools listed before the cut", "error", l.Cut, "tools", len(out))
+	}
+	return out, nil
+}
+
+// declaration converts one of the remote's declarations, or says why it
+// cannot be offered locally.
+func (mt *mount) declaration(t *toolwirev1.Tool) (tools.Tool, error) {
+	d := tools.Tool{
+		Name:         mt.cfg.Name + "_" + t.GetName(),
+		Title:        t.GetTitle(),
+		Description:  t.GetDescription(),
+		InputSchema:  json.RawMessage(t.GetInputSchema()),
+		OutputSchema: json.RawMessage(t.GetOutputSchema()),
+		Annotations: tools.Annotations{
+			ReadOnly:    t.GetAnnotations().GetReadOnly(),
+			Destructive: t.GetAnnotations().GetDestructive(),
+			Idempotent:  t.GetAnnotations().GetIdempotent(),
+			OpenWorld:   t.GetAnnotations().GetOpenWorld(),
+		},
+		Timeout: t.GetTimeout().AsDuration(),
+		Source:  tools.SourceRemote,
+		Handler: mt.handler(t.GetName()),
+	}
+	if len(d.OutputSchema) == 0 {
+		d.OutputSchema = nil
+	}
+	if !toolName.MatchString(d.Name) {
+		return tools.Tool{}, errors.New("prefixed name does not match [A-Za-z0-9_.-]{1,128}")
+	}
+	// Compile it alone, so one bad tool is skipped rather than failing
+	// the update of all the remote's tools.
+	if _, err := tools.NewRegistry(d); err != nil {
+		return tools.Tool{}, err
+	}
+	return d, nil
 }
 
 // handler forwards calls of the remote's tool remote as one-call batches.

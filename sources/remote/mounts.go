@@ -18,14 +18,16 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
 
 // Mounts keeps the tools of a set of remote toolwire servers in a registry.
 type Mounts struct {
-	reg *tools.Registry
-	log *slog.Logger
+	reg    *tools.Registry
+	log    *slog.Logger
+	bounds listing.Bounds // of each listing; listing.Default unless a test lowers them
 
 	// set runs a mount per configuration; a stopped mount's loop returns
 	// once its tools are removed.
@@ -38,7 +40,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Mounts {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Mounts{reg: reg, log: logger}
+	m := &Mounts{reg: reg, log: logger, bounds: listing.Default}
 	m.set = supervise.New(supervise.Hooks[Config]{
 		Name:     Config.name,
 		Equal:    func(a, b Config) bool { return a == b },
