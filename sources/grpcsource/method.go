@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/toolname"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/propagation"
@@ -51,9 +52,20 @@ const maxStreamBytes = 1 << 20
 // server-streaming ones; client and bidirectional streaming ones are left
 // out with a log line, as are those whose request is not a JSON object.
 // A pattern of c's that matches no method is logged.
-func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, types resolver, holder connHolder, log *slog.Logger) []tools.Tool {
+//
+// The tools are held to bounds (listing.Default) as an MCP server's
+// listing is: a schema is bounded, but every method taking one large
+// message repeats it, so 154 KB of descriptors (one message of 7000
+// fields, ten methods) made 4.3 MB of declarations, and a few hundred
+// methods of a message with a long comment, gigabytes. Past a bound the
+// methods are cut with an error logged and the tools before the cut
+// offered. Each distinct schema text is compiled once (schemas), output
+// schemas when first used, as an OpenAPI document's are.
+func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, types resolver, holder connHolder, bounds listing.Bounds, log *slog.Logger) []tools.Tool {
 	taken := map[string]bool{}
 	sel := c.selector()
+	l := listing.Listing{Max: bounds}
+	schemas := &tools.SchemaCache{DeferOutput: true}
 	var out []tools.Tool
 	var names []string
 	for _, sd := range svcs {
@@ -69,20 +81,32 @@ func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, types resolver
 				log.Info("skipping gRPC method: client and bidirectional streaming are not offered", "method", full)
 				continue
 			}
-			t, err := methodTool(c, sd, md, types, holder, taken)
+			if l.Cut != nil || !l.Tool() {
+				break
+			}
+			t, err := methodTool(c, sd, md, types, holder, taken, schemas)
 			if err != nil {
 				log.Warn("skipping gRPC method", "method", full, "error", err)
 				continue
 			}
+			if !l.Keep(t) {
+				break
+			}
 			taken[t.Name] = true
 			out = append(out, t)
 		}
+		if l.Cut != nil {
+			break
+		}
+	}
+	if l.Cut != nil {
+		log.Error("gRPC server's methods cut short; offering the tools made before the cut", "error", l.Cut, "tools", len(out))
 	}
 	sel.logUnmatched(log, names)
 	return out
 }
 
-func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor, types resolver, holder connHolder, taken map[string]bool) (tools.Tool, error) {
+func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.MethodDescriptor, types resolver, holder connHolder, taken map[string]bool, schemas *tools.SchemaCache) (tools.Tool, error) {
 	full := string(sd.FullName()) + "/" + string(md.Name())
 	in := inputSchema(md.Input())
 	if in["type"] != "object" {
@@ -133,10 +157,7 @@ func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.Met
 		Source:  tools.SourceRemote,
 		Handler: m.call,
 	}
-	if _, err := tools.NewRegistry(t); err != nil {
-		return tools.Tool{}, err
-	}
-	return t, nil
+	return schemas.Compile(t)
 }
 
 // callDetails are a result's details: the method and, for an error, the

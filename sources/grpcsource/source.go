@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
@@ -43,9 +44,10 @@ const resolveTimeout = 30 * time.Second
 
 // Services keeps the tools of a set of gRPC servers in a registry.
 type Services struct {
-	reg *tools.Registry
-	log *slog.Logger
-	set *supervise.Set[Config]
+	reg    *tools.Registry
+	log    *slog.Logger
+	set    *supervise.Set[Config]
+	bounds listing.Bounds // of each server's tools; listing.Default unless a test lowers them
 
 	mu      sync.Mutex
 	runners map[string]*server // the running one of each name
@@ -57,7 +59,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Services {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{reg: reg, log: logger, runners: map[string]*server{}}
+	s := &Services{reg: reg, log: logger, runners: map[string]*server{}, bounds: listing.Default}
 	s.set = supervise.New(supervise.Hooks[Config]{
 		Name:     func(c Config) string { return c.Name },
 		Equal:    Config.equal,
@@ -115,6 +117,7 @@ func (s *Services) Close() error {
 type server struct {
 	cfg     Config
 	log     *slog.Logger
+	bounds  listing.Bounds
 	offered *offer.Tools
 	refresh chan struct{}
 
@@ -123,7 +126,7 @@ type server struct {
 }
 
 func (s *Services) newServer(c Config) supervise.Runner {
-	r := &server{cfg: c, log: s.log.With("grpc", c.Name, "target", c.Target),
+	r := &server{cfg: c, log: s.log.With("grpc", c.Name, "target", c.Target), bounds: s.bounds,
 		offered: offer.New(s.reg, "grpc:"+c.Name, "gRPC", "the gRPC server's"),
 		refresh: make(chan struct{}, 1)}
 	s.mu.Lock()
@@ -187,7 +190,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 			supervise.Up(ctx)
 		}
 		resolved = true
-		r.offered.Set(methodTools(r.cfg, svcs, types, r, r.log), r.log)
+		r.offered.Set(methodTools(r.cfg, svcs, types, r, r.bounds, r.log), r.log)
 		return nil
 	}
 	if err := resolveAndOffer(); err != nil {
