@@ -9,15 +9,20 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/descriptorpb"
 )
+
+// waitLimit only keeps a broken test from hanging; nothing is timed.
+const waitLimit = 30 * time.Second
 
 // fakeReflection is a reflection service (v1) answering from files, a
 // server broken or hostile as its files are: ListServices lists services,
@@ -169,5 +174,41 @@ func TestMethodsAreBounded(t *testing.T) {
 				t.Errorf("no line says the methods were cut:\n%s", logs)
 			}
 		})
+	}
+}
+
+// TestManyDependencies resolves a server whose file lists 200,000
+// dependencies it does not have (3 MB of descriptor): each missing name
+// was searched for in the list of those missing so far, quadratic work
+// that no deadline stopped (100,000 took 81 s with a context of 100 ms).
+// The resolution fails at the first file the server does not send, and
+// gives up when its context ends.
+func TestManyDependencies(t *testing.T) {
+	t.Parallel()
+	fd := wideService(1, 1, 0)
+	for i := range 200_000 {
+		fd.Dependency = append(fd.Dependency, fmt.Sprintf("d%06d.proto", i))
+	}
+	f := &fakeReflection{services: []string{"wide.Wide"}, files: map[string]*descriptorpb.FileDescriptorProto{"wide.proto": fd}}
+	cc, err := grpc.NewClient(serveReflection(t, f), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := resolve(context.Background(), cc)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if want := "file d000000.proto: the reflection service did not send it"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("resolve: %v, want %q", err, want)
+		}
+	case <-time.After(waitLimit):
+		t.Fatalf("resolve still running after %s", waitLimit)
+	}
+	if n := f.requests.Load(); n != 3 {
+		t.Errorf("the server was asked %d times, want 3 (the services, the file, the first dependency)", n)
 	}
 }

@@ -109,6 +109,7 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 		return nil, resolver{}, err
 	}
 	files := map[string]*descriptorpb.FileDescriptorProto{}
+	var unread []string // files whose dependencies are not looked at yet
 	size := 0
 	add := func(resp *rpb.ServerReflectionResponse) error {
 		for _, b := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
@@ -124,6 +125,7 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 					return fmt.Errorf("the server's descriptors span more than %d files", maxFiles)
 				}
 				files[fd.GetName()] = fd
+				unread = append(unread, fd.GetName())
 			}
 		}
 		return nil
@@ -144,20 +146,20 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 		}
 	}
 	// A server sends a file's dependencies along, once per stream; ask for
-	// any still missing.
-	for {
-		var missing []string
-		for _, fd := range files {
-			for _, dep := range fd.GetDependency() {
-				if _, ok := files[dep]; !ok && !slices.Contains(missing, dep) {
-					missing = append(missing, dep)
-				}
+	// any still missing. Each file's list is read once, as the file
+	// arrives: a file may list hundreds of thousands (a 1.5 MB descriptor,
+	// 100,000), which a search of the missing list for each made 81 s of
+	// work that no deadline stopped.
+	for len(unread) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, resolver{}, err
+		}
+		fd := files[unread[0]]
+		unread = unread[1:]
+		for _, dep := range fd.GetDependency() {
+			if _, ok := files[dep]; ok {
+				continue
 			}
-		}
-		if len(missing) == 0 {
-			break
-		}
-		for _, dep := range missing {
 			resp, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileByFilename{FileByFilename: dep}})
 			if err != nil {
 				return nil, resolver{}, fmt.Errorf("file %s: %w", dep, err)
