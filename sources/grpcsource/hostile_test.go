@@ -2,10 +2,12 @@ package grpcsource
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -210,5 +212,57 @@ func TestManyDependencies(t *testing.T) {
 	}
 	if n := f.requests.Load(); n != 3 {
 		t.Errorf("the server was asked %d times, want 3 (the services, the file, the first dependency)", n)
+	}
+}
+
+// collidingMethods returns two method names past toolname.MaxLen whose
+// tools' names, cut and ended with 8 hex digits of a hash of the method's
+// full name in service, are the same.
+func collidingMethods(service string) (string, string) {
+	seen := map[[4]byte]string{}
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("M%s%08d", strings.Repeat("x", 60), i)
+		sum := sha256.Sum256([]byte(service + "/" + name))
+		key := [4]byte(sum[:4])
+		if other, ok := seen[key]; ok {
+			return other, name
+		}
+		seen[key] = name
+	}
+}
+
+// TestNamesTwice resolves a server that lists its service three times,
+// and one with two methods whose tools' hashed names collide. Every other
+// method is offered once: both made one name twice, which failed the
+// update of all the server's tools (none offered).
+func TestNamesTwice(t *testing.T) {
+	t.Parallel()
+	a, b := collidingMethods("wide.Wide")
+	colliding := wideService(1, 1, 0)
+	for _, m := range []string{a, b} {
+		colliding.Service[0].Method = append(colliding.Service[0].Method, &descriptorpb.MethodDescriptorProto{
+			Name: proto.String(m), InputType: proto.String(".wide.Big"), OutputType: proto.String(".wide.Big")})
+	}
+	for _, tc := range []struct {
+		name     string
+		services []string
+		fd       *descriptorpb.FileDescriptorProto
+		want     int
+	}{
+		{"a service listed thrice", []string{"wide.Wide", "wide.Wide", "wide.Wide"}, wideService(1, 2, 0), 2},
+		{"hashed names that collide", []string{"wide.Wide"}, colliding, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, reg, logs := newServices(t)
+			addr := serveReflection(t, &fakeReflection{services: tc.services, files: map[string]*descriptorpb.FileDescriptorProto{"wide.proto": tc.fd}})
+			if err := s.Sync(context.Background(), []Config{{Name: "w", Target: addr, Insecure: true}}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the server's tools", func(n []string) bool { return len(n) > 0 })
+			if snap.Len() != tc.want || !slices.Contains(snap.Names(), "w_Wide_M00000") {
+				t.Errorf("tools %v, want %d with w_Wide_M00000\n%s", snap.Names(), tc.want, logs)
+			}
+		})
 	}
 }

@@ -89,6 +89,13 @@ func methodTools(c Config, svcs []protoreflect.ServiceDescriptor, types resolver
 				log.Warn("skipping gRPC method", "method", full, "error", err)
 				continue
 			}
+			if taken[t.Name] {
+				// toolname.Make's hashed name is taken too: a service
+				// listed twice, or two long names whose hashes collide. A
+				// name twice would fail the update of all the tools.
+				log.Warn("skipping gRPC method: its tool's name is taken by another method's", "method", full, "tool", t.Name)
+				continue
+			}
 			if !l.Keep(t) {
 				break
 			}

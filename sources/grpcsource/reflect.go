@@ -131,11 +131,13 @@ func resolveWith(ctx context.Context, conn grpc.ClientConnInterface, method stri
 		return nil
 	}
 	var names []string
+	listed := map[string]bool{} // a service listed twice is resolved once
 	for _, s := range list.GetListServicesResponse().GetService() {
 		name := s.GetName()
-		if name == "grpc.reflection.v1.ServerReflection" || name == "grpc.reflection.v1alpha.ServerReflection" {
+		if name == "grpc.reflection.v1.ServerReflection" || name == "grpc.reflection.v1alpha.ServerReflection" || listed[name] {
 			continue
 		}
+		listed[name] = true
 		names = append(names, name)
 		resp, err := ask(&rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: name}})
 		if err != nil {
