@@ -14,6 +14,8 @@ import (
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // fakeRemote is a ToolService that answers as its function fields say: a
@@ -213,6 +215,61 @@ func TestListingIsBounded(t *testing.T) {
 			}
 			if got := pages.Load(); got > tc.maxPages {
 				t.Errorf("%d pages read, want at most %d", got, tc.maxPages)
+			}
+		})
+	}
+}
+
+func started(id string) *toolwirev1.ExecuteBatchResponse {
+	return &toolwirev1.ExecuteBatchResponse{Event: &toolwirev1.ExecuteBatchResponse_Started{Started: &toolwirev1.CallStarted{CallId: id}}}
+}
+
+// TestResultsLostOrLarge forwards calls to remotes that send a result
+// larger than gRPC's default 4 MiB (a remote whose max_message_bytes
+// allows it), one past what a mount receives, a stream that ends after
+// the call started, and a refusal before it did. A 5 MiB result was
+// reported as the call failing ("received message larger than max");
+// it passes through. When the result is lost after the call started,
+// the error says the call may have run, where it said the remote failed
+// the call, inviting the model to make it again.
+func TestResultsLostOrLarge(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		send    func(id string, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error
+		isError bool
+		want    string // the result's text, or its start
+	}{
+		{"a result of 5 MiB", func(id string, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			s.Send(started(id))
+			return s.Send(textResult(id, strings.Repeat("x", 5<<20)))
+		}, false, strings.Repeat("x", 5<<20)},
+		{"a result past what a mount receives", func(id string, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			s.Send(started(id))
+			return s.Send(textResult(id, strings.Repeat("x", maxEventBytes)))
+		}, true, `remote toolwire "f" lost the call after it started there, so it may have run`},
+		{"the end of the stream after the call started", func(id string, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			return s.Send(started(id))
+		}, true, `remote toolwire "f" ended the batch without the call's result after it started there, so it may have run`},
+		{"a refusal before the call started", func(id string, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			return status.Error(codes.Unavailable, "draining")
+		}, true, `remote toolwire "f" failed the call: draining`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tool := mountFake(t, &fakeRemote{list: oneTool, execute: func(req *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+				return tc.send(req.GetCalls()[0].GetCallId(), s)
+			}})
+			res, err := tool.Handler(context.Background(), tools.NewCall("mine", "f_t", nil, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Content) != 1 || res.IsError != tc.isError || !strings.HasPrefix(res.Content[0].Text, tc.want) {
+				got := ""
+				if len(res.Content) > 0 {
+					got = res.Content[0].Text
+				}
+				t.Errorf("result is_error %v, %.200q; want is_error %v, %.200q", res.IsError, got, tc.isError, tc.want)
 			}
 		})
 	}

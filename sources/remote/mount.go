@@ -38,6 +38,12 @@ const (
 	listPageSize  = 1000
 	listRecvBytes = 64 << 20
 	listRestarts  = 3
+	// maxEventBytes is the largest ExecuteBatch event a forwarded call
+	// receives: a remote whose max_message_bytes is above gRPC's default
+	// 4 MiB sends results that large, which were refused here and
+	// reported as the call failing ("received message larger than max").
+	// 16 MiB, what an MCP server's answer may be.
+	maxEventBytes = 16 << 20
 )
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
@@ -252,19 +258,36 @@ func (mt *mount) handler(remote string) tools.Handler {
 		// stream ended was lost to a remote that never ended it (the
 		// call timed out instead), and the last result of any call ID
 		// was taken as the call's.
-		for ev, err := range c.ExecuteBatch(ctx, req) {
+		//
+		// Once the call has started there, a stream that fails or ends
+		// without its result may have lost the result of a call that ran:
+		// the error says so, so that the model does not simply make the
+		// call again.
+		started := false
+		for ev, err := range c.ExecuteBatch(ctx, req, grpc.MaxCallRecvMsgSize(maxEventBytes)) {
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
 				}
+				if started {
+					return tools.Errorf("remote toolwire %q lost the call after it started there, so it may have run; check before calling again: %s",
+						mt.cfg.Name, status.Convert(err).Message()), nil
+				}
 				return tools.Errorf("remote toolwire %q failed the call: %s", mt.cfg.Name, status.Convert(err).Message()), nil
 			}
+			if s := ev.GetStarted(); s != nil && s.GetCallId() == id {
+				started = true
+			}
 			if p := ev.GetProgress(); p != nil && p.GetCallId() == id {
+				started = true
 				call.Report(tools.Progress{Progress: p.Progress, Total: p.Total, Message: p.GetMessage(), Output: p.GetOutput()})
 			}
 			if r := ev.GetResult(); r != nil && r.GetCallId() == id {
 				return result(r), nil
 			}
+		}
+		if started {
+			return tools.Errorf("remote toolwire %q ended the batch without the call's result after it started there, so it may have run; check before calling again", mt.cfg.Name), nil
 		}
 		return tools.Errorf("remote toolwire %q ended the batch without a result", mt.cfg.Name), nil
 	}
