@@ -208,7 +208,7 @@ func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, err
 	det := callDetails{Method: m.full}
 	if !m.streaming {
 		resp := dynamicpb.NewMessage(m.out)
-		if err := conn.Invoke(ctx, m.full, req, resp); err != nil {
+		if err := conn.Invoke(ctx, m.full, req, resp, grpc.ForceCodecV2(newAnswerCodec())); err != nil {
 			return m.failed(ctx, err, det)
 		}
 		js, err := m.marshal(resp)
@@ -229,7 +229,7 @@ func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, err
 func (m *method) stream(ctx context.Context, conn grpc.ClientConnInterface, req *dynamicpb.Message, call *tools.Call, det callDetails) (*tools.Result, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.full)
+	stream, err := conn.NewStream(sctx, &grpc.StreamDesc{ServerStreams: true}, m.full, grpc.ForceCodecV2(newAnswerCodec()))
 	if err != nil {
 		return m.failed(ctx, err, det)
 	}
