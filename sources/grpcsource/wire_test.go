@@ -1,9 +1,11 @@
 package grpcsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -13,7 +15,9 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
 )
 
 // rawCodec sends []byte as it is, and anything else as the proto codec
@@ -121,4 +125,32 @@ func TestProto3StringsThatAreNotUTF8(t *testing.T) {
 	if diff := cmp.Diff(want, stream.Messages[0]); diff != "" {
 		t.Errorf("Watch (-want +got):\n%s", diff)
 	}
+}
+
+// FuzzMendWire reads any bytes as a p3.Rec: mendWire never panics, what
+// it mends needs no mending again, and a message whose only fault was a
+// string not UTF-8 reads once mended.
+func FuzzMendWire(f *testing.F) {
+	file, err := protodesc.NewFile(proto3File(), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	md := file.Messages().Get(0)
+	f.Add([]byte("\x0a\x04caf\xe9\x12\x01\xff\x1a\x06\x0a\x01\xfe\x12\x01\xfd\x22\x03\x0a\x01\xc0"))
+	f.Add([]byte("\x0a\x80"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		mended, changed := mendWire(b, md, 0)
+		if !changed {
+			return
+		}
+		if _, again := mendWire(mended, md, 0); again {
+			t.Errorf("mended %q into %q, which mends again", b, mended)
+		}
+		if bytes.Equal(bytes.ToValidUTF8(b, []byte("\uFFFD")), mended) {
+			// Only strings were mended, in place.
+			if err := proto.Unmarshal(mended, dynamicpb.NewMessage(md)); err != nil && strings.Contains(err.Error(), "UTF-8") {
+				t.Errorf("mended %q into %q, which is refused: %v", b, mended, err)
+			}
+		}
+	})
 }
