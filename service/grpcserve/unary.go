@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -99,6 +100,15 @@ func (s *connSet) noteUnary(ctx context.Context, req any, _ *grpc.UnaryServerInf
 	data, err := unaryCodec.marshal(m, size)
 	if err != nil {
 		return resp, nil // gRPC's own encoding reports it
+	}
+	if sc, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ SendCompress() string }); ok && sc.SendCompress() == grpcgzip.Name {
+		// Sent compressed: what waits is the compressed bytes (gzip.go).
+		z, err := gzipped(data)
+		data.Free()
+		if err != nil {
+			return resp, nil // gRPC's own compression reports it
+		}
+		data = z
 	}
 	s.queued(c, int64(data.Len()))
 	return encoded{data}, nil
