@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 )
@@ -182,8 +183,8 @@ func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the test short; New's are the constants.
 func TestEndlessToolsList(t *testing.T) {
 	const desc = 10 << 10 // bytes of each description of the bytes case
-	bounds := listBounds{tools: 1000, bytes: 1 << 20, pages: 100}
-	bytesCut := bounds.bytes / (desc + len(`p_t1_1{"type":"object"}`))
+	bounds := listing.Bounds{Tools: 1000, Bytes: 1 << 20, Pages: 100}
+	bytesCut := bounds.Bytes / (desc + len(`p_t1_1{"type":"object"}`))
 	for _, tc := range []struct {
 		name              string
 		perPage, describe int
@@ -192,9 +193,9 @@ func TestEndlessToolsList(t *testing.T) {
 		pages             int    // tools/list requests
 		log               string // the error logged
 	}{
-		{"more tools than the bound", 100, 0, strconv.Itoa, bounds.tools, bounds.tools / 100, "the server lists more than 1000 tools"},
+		{"more tools than the bound", 100, 0, strconv.Itoa, bounds.Tools, bounds.Tools / 100, "the server lists more than 1000 tools"},
 		{"more bytes than the bound", 10, desc, strconv.Itoa, bytesCut, bytesCut/10 + 1, "the server's tools take more than 1 MiB"},
-		{"more pages than the bound", 1, 0, strconv.Itoa, bounds.pages, bounds.pages, "the server's listing goes on past 100 pages"},
+		{"more pages than the bound", 1, 0, strconv.Itoa, bounds.Pages, bounds.Pages, "the server's listing goes on past 100 pages"},
 		{"a repeated cursor", 10, 0, func(int) string { return "again" }, 20, 2, `the server's listing repeats a page (cursor \"again\" after 2 pages)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -203,7 +204,7 @@ func TestEndlessToolsList(t *testing.T) {
 			srv := httptest.NewServer(p)
 			t.Cleanup(srv.Close)
 			g, reg := newGateway(t)
-			if g.listBounds != (listBounds{maxListedTools, maxListedBytes, maxListPages}) {
+			if g.listBounds != (listing.Bounds{Tools: 10_000, Bytes: 64 << 20, Pages: 1_000}) {
 				t.Errorf("New's bounds %+v", g.listBounds)
 			}
 			g.listBounds = bounds

@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -54,7 +55,7 @@ type Gateway struct {
 	// is closed before it is signalled.
 	terminate time.Duration
 	// listBounds bound each tools/list (see bounds.go).
-	listBounds listBounds
+	listBounds listing.Bounds
 
 	// set runs a server per configuration; a stopped server's loop returns
 	// once its tools are removed, handing its session to close.
@@ -72,7 +73,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Gateway {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gateway{reg: reg, log: logger, terminate: 2 * time.Second, listBounds: defaultListBounds}
+	g := &Gateway{reg: reg, log: logger, terminate: 2 * time.Second, listBounds: listing.Default}
 	g.set = supervise.New(supervise.Hooks[ServerConfig]{
 		Name:     ServerConfig.name,
 		Equal:    ServerConfig.equal,

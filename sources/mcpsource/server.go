@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/envref"
 	"github.com/toolwire/toolwire/internal/redact"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
 	"github.com/toolwire/toolwire/tools"
@@ -200,7 +201,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	s.mu.Unlock()
 	var list []tools.Tool
 	seen := map[string]bool{}
-	l := listing{max: s.g.listBounds}
+	l := listing.Listing{Max: s.g.listBounds}
 	params := &mcp.ListToolsParams{}
 	for {
 		page, err := cs.ListTools(ctx, params)
@@ -208,7 +209,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 			return err
 		}
 		for _, t := range page.Tools {
-			if !l.tool() {
+			if !l.Tool() {
 				break
 			}
 			if seen[t.Name] {
@@ -221,18 +222,18 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 				s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
 				continue
 			}
-			if !l.keep(d) {
+			if !l.Keep(d) {
 				break
 			}
 			list = append(list, d)
 		}
-		if l.cut != nil || !l.next(page.NextCursor) {
+		if l.Cut != nil || !l.Next(page.NextCursor) {
 			break
 		}
 		params = &mcp.ListToolsParams{Cursor: page.NextCursor}
 	}
-	if l.cut != nil {
-		s.log.Error("MCP server's tools/list cut short; offering the tools listed before the cut", "error", l.cut, "tools", len(list))
+	if l.Cut != nil {
+		s.log.Error("MCP server's tools/list cut short; offering the tools listed before the cut", "error", l.Cut, "tools", len(list))
 	}
 	s.offered.Set(list, s.log)
 	return nil

@@ -2,8 +2,9 @@
 // tools: how many tools, the bytes of their declarations, and how many
 // pages, with no page cursor twice. A listing past a bound is cut there,
 // so an upstream that lists without end, or declarations too large to
-// hold, costs a bounded amount of memory whatever it sends. The remote
-// mounts and the gRPC sources use it; it imports only tools.
+// hold, costs a bounded amount of memory whatever it sends. The MCP
+// servers, the remote mounts and the gRPC sources use it; it imports only
+// tools.
 package listing
 
 import (
