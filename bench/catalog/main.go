@@ -45,7 +45,6 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/stats"
 )
@@ -72,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 || *n < 1 || *runs < 1 {
 		return fmt.Errorf("usage: catalog [--tools N] [--runs N] [--light] [--gzip-level L]")
 	}
-	if err := gzip.SetLevel(*level); err != nil {
+	if err := grpcserve.SetGzipLevel(*level); err != nil {
 		return err
 	}
 

@@ -3,7 +3,7 @@ package main
 import (
 	stdgzip "compress/gzip"
 
-	"google.golang.org/grpc/encoding/gzip"
+	"github.com/toolwire/toolwire/service/grpcserve"
 )
 
 // The gRPC port gzips large listings for clients that accept gzip
@@ -16,7 +16,7 @@ import (
 // binary that serves sets it here; package service leaves the process's
 // choice alone.
 func init() {
-	if err := gzip.SetLevel(stdgzip.BestSpeed); err != nil {
+	if err := grpcserve.SetGzipLevel(stdgzip.BestSpeed); err != nil {
 		panic(err) // a constant level
 	}
 }

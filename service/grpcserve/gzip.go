@@ -2,9 +2,7 @@ package grpcserve
 
 import (
 	"bytes"
-	"compress/gzip"
 	"io"
-	"sync"
 
 	"google.golang.org/grpc/encoding"
 	grpcgzip "google.golang.org/grpc/encoding/gzip"
@@ -23,10 +21,26 @@ import (
 // is. It can tell: a gzip stream begins 0x1f 0x8b, and no protobuf
 // message does (0x1f is field 3 with wire type 7, which does not exist).
 // Anything else, a client's request in this process among it, it
-// compresses as gRPC's does; decompressing is gRPC's.
+// compresses as gRPC's does; decompressing is gRPC's. gRPC's compressor
+// does the compressing either way, at the level the program chose with
+// SetGzipLevel.
+
+// grpcGzip is gRPC's gzip compressor, which precompressed stands in for.
+var grpcGzip = encoding.GetCompressor(grpcgzip.Name)
 
 func init() {
-	encoding.RegisterCompressor(&precompressed{grpc: encoding.GetCompressor(grpcgzip.Name)})
+	encoding.RegisterCompressor(&precompressed{grpc: grpcGzip})
+}
+
+// SetGzipLevel sets the level gRPC's gzip compressor compresses at, in
+// this process, as grpc-go's gzip.SetLevel does: call it only from an
+// init function or before any RPC. Call it rather than gzip.SetLevel,
+// which, with package grpcserve linked, finds this package's compressor
+// registered under "gzip" and panics.
+func SetGzipLevel(level int) error {
+	encoding.RegisterCompressor(grpcGzip)
+	defer encoding.RegisterCompressor(&precompressed{grpc: grpcGzip})
+	return grpcgzip.SetLevel(level)
 }
 
 type precompressed struct{ grpc encoding.Compressor }
@@ -93,16 +107,15 @@ type nopCloser struct{ io.Writer }
 
 func (nopCloser) Close() error { return nil }
 
-var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
-
-// gzipped compresses data as gRPC's gzip compressor would (the default
-// level), into a buffer of its own.
+// gzipped compresses data with gRPC's gzip compressor (the level the
+// program set), into a buffer of its own.
 func gzipped(data mem.BufferSlice) (mem.BufferSlice, error) {
 	var buf bytes.Buffer
 	buf.Grow(data.Len() / 4)
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
-	zw.Reset(&buf)
+	zw, err := grpcGzip.Compress(&buf)
+	if err != nil {
+		return nil, err
+	}
 	for _, b := range data {
 		if _, err := zw.Write(b.ReadOnlyData()); err != nil {
 			return nil, err
