@@ -41,6 +41,7 @@ func RequireCredentials(v *Verifier, log *slog.Logger) func(http.Handler) http.H
 		if !v.Enabled() {
 			return next
 		}
+		var refusals logcut.Limit
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			creds := Credentials{Authorization: r.Header.Values("Authorization")}
 			if r.TLS != nil {
@@ -50,8 +51,12 @@ func RequireCredentials(v *Verifier, log *slog.Logger) func(http.Handler) http.H
 			if err != nil {
 				// Method and path are the client's, up to the port's
 				// header limit: cut, as the reason is, so a refusal
-				// costs a bounded line.
-				log.Info("unauthenticated request refused", "method", logcut.String(r.Method), "path", logcut.String(r.URL.Path), "peer", r.RemoteAddr, "reason", err.Error())
+				// costs a bounded line; and at most 10 lines every 10 s,
+				// so a client refused as fast as it sends does not
+				// write the log as fast.
+				if ok, held := refusals.Allow(); ok {
+					log.Info("unauthenticated request refused", "method", logcut.String(r.Method), "path", logcut.String(r.URL.Path), "peer", r.RemoteAddr, "reason", err.Error(), "not_logged_before", held)
+				}
 				challenge := "Bearer"
 				if v.jwt != nil {
 					// Where MCP clients learn whom to ask for a token

@@ -208,3 +208,33 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestRefusalLinesAreLimited: a client refused as fast as it sends gets at
+// most 10 lines logged every 10 s, not one per request; the requests are
+// refused all the same.
+func TestRefusalLinesAreLimited(t *testing.T) {
+	t.Parallel()
+	var logged lockedBuffer
+	v := mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	var calls atomic.Int32
+	srv := httptest.NewServer(auth.RequireCredentials(v, slog.New(slog.NewJSONHandler(&logged, nil)))(whoami(&calls)))
+	t.Cleanup(srv.Close)
+	for i := range 200 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", nil)
+		req.Header.Set("Authorization", "Bearer wrong")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("request %d: status %d; want 401", i, resp.StatusCode)
+		}
+	}
+	if n := strings.Count(logged.String(), "unauthenticated request refused"); n != 10 {
+		t.Errorf("%d lines logged for 200 refused requests; want 10", n)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("the handler was reached %d times", calls.Load())
+	}
+}

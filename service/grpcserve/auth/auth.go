@@ -20,6 +20,7 @@ import (
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/logcut"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -94,6 +95,8 @@ type guard struct {
 	v     *auth.Verifier
 	log   *slog.Logger
 	certs bool // v.AcceptsCertificates()
+
+	refusals logcut.Limit // the lines logged for refused RPCs
 }
 
 func newGuard(v *auth.Verifier, log *slog.Logger) *guard {
@@ -136,7 +139,9 @@ func (g *guard) authenticate(ctx context.Context, method string) (context.Contex
 		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 			addr = p.Addr.String()
 		}
-		g.log.Info("unauthenticated RPC refused", "method", method, "peer", addr, "reason", err.Error())
+		if ok, held := g.refusals.Allow(); ok { // at most 10 lines every 10 s
+			g.log.Info("unauthenticated RPC refused", "method", method, "peer", addr, "reason", err.Error(), "not_logged_before", held)
+		}
 		return nil, status.Error(codes.Unauthenticated, err.Error())
 	}
 	return engine.WithIdentity(ctx, id), nil

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -85,8 +86,43 @@ func TestRefusalReasonsAreBounded(t *testing.T) {
 			t.Errorf("the status message is %d bytes; want it cut to a bound", n)
 		}
 	}
-	if n := logged.n.Load() / rpcs; n > 2048 {
-		t.Errorf("%d bytes logged per refused RPC; want the reason cut to a bound", n)
+	// 10 of the 20 refusals are logged (TestRefusalLinesAreLimited).
+	if n := logged.n.Load() / 10; n > 2048 {
+		t.Errorf("%d bytes logged per refused RPC's line; want the reason cut to a bound", n)
+	}
+}
+
+// lineCounter counts the lines written to it that hold a text.
+type lineCounter struct {
+	text string
+	n    atomic.Int64
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	c.n.Add(int64(strings.Count(string(p), c.text)))
+	return len(p), nil
+}
+
+// TestRefusalLinesAreLimited: a client refused as fast as it sends gets at
+// most 10 lines logged every 10 s, not one per RPC (a line per refusal
+// let a client without a token write the server's log as fast as it
+// sent); the RPCs are refused all the same.
+func TestRefusalLinesAreLimited(t *testing.T) {
+	t.Parallel()
+	v, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := &lineCounter{text: "unauthenticated RPC refused"}
+	addr := serve(t, v, nil, grpcauth.Interceptors(v, slog.New(slog.NewJSONHandler(logged, nil)))...)
+	conn := dial(t, addr, insecure.NewCredentials())
+	for i := range 200 {
+		if _, err := callWhoami(withAuthorization("Bearer wrong"), conn); status.Code(err) != codes.Unauthenticated {
+			t.Fatalf("RPC %d: %v; want UNAUTHENTICATED", i, err)
+		}
+	}
+	if n := logged.n.Load(); n != 10 {
+		t.Errorf("%d lines logged for 200 refused RPCs; want 10", n)
 	}
 }
 
