@@ -41,6 +41,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -61,7 +62,7 @@ type Config struct {
 	// never holds (with Arguments), matched without regard to case or
 	// separators ("card_number" also names "cardNumber" and "Card-Number").
 	// Fields whose names end in a secret's name (password, token, secret,
-	// api_key, private_key, cookie, credentials, …: see DefaultRedacted)
+	// api_key, private_key, cookie, credentials, …: see redact.SecretNames)
 	// always are.
 	Redact []string `json:"audit_redact"`
 	// Required records each call before it runs, written and synced, and
@@ -147,7 +148,7 @@ const RuleRequired = "audit_required"
 // Config.Required an engine.CallRecorder.
 type Trail struct {
 	cfg    Config
-	redact redactor
+	redact redact.Fields
 	log    *slog.Logger
 	out    io.WriteCloser
 	lines  chan entry
@@ -222,7 +223,7 @@ func orDefault(v, d int) int {
 // queueBytes of them.
 func start(cfg Config, out io.WriteCloser, log *slog.Logger, queue int, queueBytes int64) *Trail {
 	t := &Trail{cfg: cfg, log: log, out: out, lines: make(chan entry, queue), room: semaphore.NewWeighted(queueBytes), max: queueBytes,
-		done: make(chan struct{}), redact: newRedactor(cfg.Redact), recordWait: RecordWait, closeWait: CloseWait}
+		done: make(chan struct{}), redact: redact.NewFields(cfg.Redact), recordWait: RecordWait, closeWait: CloseWait}
 	t.healthy.Store(true)
 	go t.write()
 	return t
@@ -573,7 +574,7 @@ func (t *Trail) newLine(c *engine.CallInfo) *Line {
 		sum := sha256.Sum256(canon)
 		l.ArgsSHA256 = hex.EncodeToString(sum[:])
 		if t.cfg.Arguments {
-			l.Arguments, _ = json.Marshal(t.redact.apply(v))
+			l.Arguments, _ = json.Marshal(t.redact.Apply(v))
 		}
 	} else {
 		sum := sha256.Sum256([]byte(c.Call.GetArguments()))
@@ -610,7 +611,7 @@ func (t *Trail) line(c *engine.CallInfo, res *toolwirev1.CallResult) *Line {
 
 // canonical parses args and writes them as canonical JSON: object keys
 // sorted, no spaces, so equal arguments hash equal however sent. It
-// returns the parsed value too, which redactor.apply may then change.
+// returns the parsed value too, which Fields.Apply may then change.
 func canonical(args string) (any, []byte, error) {
 	if strings.TrimSpace(args) == "" {
 		args = "{}"

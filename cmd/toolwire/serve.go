@@ -179,7 +179,7 @@ func (s *serveRun) buildEngine(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	deps := engine.Deps{Logger: s.log, Admission: rules, Observer: s.tel.observer(s.cfg.TraceContent)}
+	deps := engine.Deps{Logger: s.log, Admission: rules, Observer: s.tel.observer(s.cfg.TraceContent, s.cfg.AuditConfig.Redact)}
 	openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	st, err := s.cfg.StoreConfig.Open(openCtx)
 	cancel()

@@ -161,13 +161,15 @@ func (t *telemetry) apply(cfg *grpcserve.Config) {
 }
 
 // observer is the engine's telemetry: OpenTelemetry on the providers
-// installed here, or none (nil) when no SDK was, at no cost to any call.
-func (t *telemetry) observer(content bool) engine.Observer {
+// installed here, or none (nil) when no SDK was, at no cost to any call;
+// with content, spans record arguments and results with the fields
+// redact.SecretNames and redactNames (audit_redact) name redacted.
+func (t *telemetry) observer(content bool, redactNames []string) engine.Observer {
 	var tp trace.TracerProvider
 	if t.tp != nil {
 		tp = t.tp
 	}
-	return otelobserver.New(tp, t.meterProvider(), content)
+	return otelobserver.New(tp, t.meterProvider(), content, redactNames...)
 }
 
 // meterProvider is the meter provider installed here, or nil (not a nil

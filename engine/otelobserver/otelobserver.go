@@ -8,6 +8,7 @@ package otelobserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/redact"
 )
 
 // Attribute keys. The gen_ai.* and error.type keys are OpenTelemetry's GenAI
@@ -95,9 +97,10 @@ var internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInte
 
 // otelTelemetry is the OpenTelemetry Observer: a tracer and instruments.
 type otelTelemetry struct {
-	tracer  trace.Tracer // nil: no tracer provider, no spans
-	metrics bool         // a meter provider was given: measure
-	content bool         // record arguments and results in spans
+	tracer  trace.Tracer  // nil: no tracer provider, no spans
+	metrics bool          // a meter provider was given: measure
+	content bool          // record arguments and results in spans
+	redact  redact.Fields // what content leaves out of them
 	meter   metric.Meter
 
 	duration  metric.Float64Histogram
@@ -137,12 +140,14 @@ type attrKey struct {
 // (one per batch, one execute_tool span per call, with the GenAI semantic
 // conventions) and its metrics on mp (gen_ai.execute_tool.duration and
 // toolwire's own), with content recording each call's arguments and result
-// in its span. A nil provider, or OpenTelemetry's no-op one
+// in its span, the values of secret fields redacted as the audit trail's
+// are (redact.SecretNames, and the names in more: audit_redact). A nil
+// provider, or OpenTelemetry's no-op one
 // (trace/noop, metric/noop), records nothing of its signal; with neither
 // recording, New returns nil: no telemetry at all. The program
 // passes the providers of the SDK it installed; nothing is looked up in
 // OpenTelemetry's globals.
-func New(tp trace.TracerProvider, mp metric.MeterProvider, content bool) engine.Observer {
+func New(tp trace.TracerProvider, mp metric.MeterProvider, content bool, more ...string) engine.Observer {
 	if _, ok := tp.(tracenoop.TracerProvider); ok {
 		tp = nil
 	}
@@ -153,6 +158,9 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider, content bool) engine.
 		return nil
 	}
 	t := &otelTelemetry{content: content, attrs: make(map[attrKey]*measureOpts)}
+	if content {
+		t.redact = redact.NewFields(more)
+	}
 	if tp != nil {
 		t.tracer = tp.Tracer(engine.ScopeName)
 	}
@@ -369,7 +377,7 @@ func (t *otelTelemetry) CallStarted(ctx context.Context, c *engine.CallInfo) con
 		attrs = append(attrs, attrToolDesc.String(tool.Description))
 	}
 	if t.content {
-		attrs = append(attrs, attrToolArgs.String(content(call.GetArguments(), len(call.GetArguments()))))
+		attrs = append(attrs, attrToolArgs.String(content(t.redacted(call.GetArguments()))))
 	}
 	ct.Context, ct.span = t.tracer.Start(ctx, spanToolPrefix+call.GetName(),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
@@ -466,7 +474,11 @@ func (t *otelTelemetry) CallEnded(ctx context.Context, c *engine.CallInfo, res *
 		span.SetAttributes(attrCallTruncated.Bool(true))
 	}
 	if t.content {
-		span.SetAttributes(attrToolResult.String(content(resultText(res))))
+		text, n := resultText(res)
+		if s := res.GetStructuredContent(); s != "" {
+			text, n = t.redacted(s)
+		}
+		span.SetAttributes(attrToolResult.String(content(text, n)))
 	}
 	if res.GetIsError() {
 		et := errorType(kind)
@@ -508,6 +520,26 @@ func resultText(res *toolwirev1.CallResult) (s string, n int) {
 		}
 	}
 	return sb.String(), n
+}
+
+// redacted returns the JSON text s with the values of its secret fields
+// redacted, and its length; text that is not JSON is not recorded (its
+// secrets cannot be told apart), only its length.
+func (t *otelTelemetry) redacted(s string) (string, int) {
+	if strings.TrimSpace(s) == "" {
+		return s, len(s)
+	}
+	var v any
+	d := json.NewDecoder(strings.NewReader(s))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil || d.More() {
+		return "[not JSON: " + strconv.Itoa(len(s)) + " bytes, not recorded]", 0
+	}
+	b, err := json.Marshal(t.redact.Apply(v))
+	if err != nil {
+		return "[" + strconv.Itoa(len(s)) + " bytes, not recorded]", 0
+	}
+	return string(b), len(b)
 }
 
 // content returns s, of n bytes in full (s may be a prefix of them), as

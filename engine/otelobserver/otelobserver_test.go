@@ -2,6 +2,7 @@ package otelobserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strings"
 	"testing"
@@ -193,4 +194,58 @@ func shares(sub, s string) bool {
 	}
 	p, lo := uintptr(unsafe.Pointer(unsafe.StringData(sub))), uintptr(unsafe.Pointer(unsafe.StringData(s)))
 	return p >= lo && p < lo+uintptr(len(s))
+}
+
+// TestContentRedactsSecrets: with trace_content, a call's arguments and
+// its structured result are recorded with the values of secret fields
+// redacted, as the audit trail records arguments (redact.SecretNames, at
+// any depth and in name/value pairs, and audit_redact's names), and text
+// that is not JSON is not recorded at all.
+func TestContentRedactsSecrets(t *testing.T) {
+	t.Parallel()
+	mirror := tools.Tool{Name: "mirror", Description: "returns its arguments as its structured result",
+		InputSchema: json.RawMessage(`{"type":"object"}`), OutputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(_ context.Context, call *tools.Call) (*tools.Result, error) {
+			return &tools.Result{StructuredContent: call.Arguments}, nil
+		}}
+	reg, err := tools.NewRegistry(mirror)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := tracetest.NewSpanRecorder()
+	obs := otelobserver.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), nil, true, "card_number")
+	e := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Observer: obs})
+	defer e.Close()
+	args := `{"url":"https://example.com","config":{"api_key":"s3cr3t-1"},"headers":[{"name":"Authorization","value":"Bearer s3cr3t-2"}],"cardNumber":"s3cr3t-3","n":12345678901234567890}`
+	req := calls(call("a", "mirror", args), call("b", "mirror", `not json s3cr3t-4`))
+	if err := e.Run(context.Background(), reg.Snapshot(), req, engine.SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, sp := range rec.Ended() {
+		if sp.Name() != "execute_tool mirror" {
+			continue
+		}
+		a := attrs(sp)
+		for _, k := range []attribute.Key{"gen_ai.tool.call.arguments", "gen_ai.tool.call.result"} {
+			v, ok := a[k]
+			if !ok {
+				continue
+			}
+			seen++
+			if strings.Contains(v.AsString(), "s3cr3t") {
+				t.Errorf("call %s: %s holds a secret: %s", a["gen_ai.tool.call.id"].AsString(), k, v.AsString())
+			}
+			if a["gen_ai.tool.call.id"].AsString() == "a" {
+				for _, kept := range []string{`"url":"https://example.com"`, `"api_key":"[redacted]"`, `"value":"[redacted]"`, `12345678901234567890`} {
+					if !strings.Contains(v.AsString(), kept) {
+						t.Errorf("call a: %s lacks %s: %s", k, kept, v.AsString())
+					}
+				}
+			}
+		}
+	}
+	if seen < 3 {
+		t.Errorf("%d content attributes recorded; want the arguments of both calls and a's result", seen)
+	}
 }

@@ -1,8 +1,12 @@
-package audit
+package redact
 
 import "strings"
 
-// DefaultRedacted are the names secrets commonly travel under, gathered
+// What follows keeps secrets out of what records a call's arguments: the
+// audit trail (audit_arguments) and spans (trace_content). A field is
+// taken for a secret by its name; its value is replaced by "[redacted]".
+
+// SecretNames are the names secrets commonly travel under, gathered
 // from what gitleaks' rules key on, the OWASP logging cheat sheet's list
 // of what never to log, and HTTP's credential headers. A field whose name,
 // lower-cased and with everything but letters and digits left out, ends in
@@ -10,7 +14,7 @@ import "strings"
 // and user-password; "token" names access_token,
 // refresh_token, id_token, GITHUB_TOKEN and X-Auth-Token; "apikey" names
 // api_key, apiKey, api-key and x-api-key.
-var DefaultRedacted = []string{
+var SecretNames = []string{
 	"password", "passwd", "passphrase",
 	"secret",           // client_secret, secret, webhook_secret
 	"token",            // access_token, refresh_token, id_token, bearer_token, session_token, csrf_token
@@ -37,14 +41,17 @@ var notSecret = map[string]bool{
 	"pagetoken": true, "nextpagetoken": true, "continuationtoken": true, "maxtokens": true,
 }
 
-// redactor replaces the values of secret fields.
-type redactor struct {
-	suffixes []string        // DefaultRedacted
+// Fields replaces the values of secret fields: those named by SecretNames
+// and by the names given to NewFields.
+type Fields struct {
+	suffixes []string        // SecretNames
 	exact    map[string]bool // the configured names, normalized
 }
 
-func newRedactor(more []string) redactor {
-	r := redactor{suffixes: DefaultRedacted, exact: map[string]bool{}}
+// NewFields returns what redacts the fields SecretNames names, and those
+// named more (exactly, but for case and separators).
+func NewFields(more []string) Fields {
+	r := Fields{suffixes: SecretNames, exact: map[string]bool{}}
 	for _, s := range more {
 		if n := normalize(s); n != "" {
 			r.exact[n] = true
@@ -71,7 +78,7 @@ func normalize(name string) string {
 }
 
 // secret tells whether a field named name holds a secret.
-func (r redactor) secret(name string) bool {
+func (r Fields) secret(name string) bool {
 	n := normalize(name)
 	if n == "" || notSecret[n] {
 		return false
@@ -95,17 +102,17 @@ var valueKeys = [...]string{"value", "values"}
 // pairNameKeys are the fields that name such a pair.
 var pairNameKeys = [...]string{"name", "key", "header"}
 
-// apply replaces, in place, the values of the secret fields of v at any
-// depth, and the value of a name/value pair whose name is a secret's, and
-// returns v.
-func (r redactor) apply(v any) any {
+// Apply replaces, in place, the values of the secret fields of v (a value
+// encoding/json decoded) at any depth, and the value of a name/value pair
+// whose name is a secret's, and returns v.
+func (r Fields) Apply(v any) any {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, x := range v {
 			if r.secret(k) {
 				v[k] = "[redacted]"
 			} else {
-				v[k] = r.apply(x)
+				v[k] = r.Apply(x)
 			}
 		}
 		for _, nk := range pairNameKeys {
@@ -119,7 +126,7 @@ func (r redactor) apply(v any) any {
 		}
 	case []any:
 		for i, x := range v {
-			v[i] = r.apply(x)
+			v[i] = r.Apply(x)
 		}
 	}
 	return v
