@@ -1,6 +1,7 @@
 package follow
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -16,7 +17,12 @@ import (
 // (holding a reload, or a lock every request waits on), and read a device
 // such as /dev/zero without end. The file is opened without blocking, so
 // swapping a pipe in after a look cannot make the read block either.
-func ReadFile(name string) ([]byte, error) {
+func ReadFile(name string) ([]byte, error) { return ReadFileAtMost(name, -1) }
+
+// ReadFileAtMost is ReadFile of a file that may hold at most max bytes (no
+// bound when max is negative): a larger one is an error, after reading at
+// most max+1 bytes of it, however it grows while read.
+func ReadFileAtMost(name string, max int64) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -29,12 +35,18 @@ func ReadFile(name string) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, notRegular(name, info.Mode())
 	}
-	b := make([]byte, 0, info.Size()+1) // one buffer of the file's size
+	size := info.Size()
+	var r io.Reader = f
+	if max >= 0 {
+		size = min(size, max)
+		r = io.LimitReader(f, max+1)
+	}
+	b := make([]byte, 0, size+1) // one buffer of the file's size
 	for {
-		n, err := f.Read(b[len(b):cap(b)])
+		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err == io.EOF {
-			return b, nil
+			break
 		}
 		if err != nil {
 			return nil, err
@@ -43,7 +55,14 @@ func ReadFile(name string) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+	if max >= 0 && int64(len(b)) > max {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("%w: more than %d bytes", ErrTooLarge, max)}
+	}
+	return b, nil
 }
+
+// ErrTooLarge is ReadFileAtMost's error for a file past its bound.
+var ErrTooLarge = errors.New("file too large")
 
 // notRegular is the error for name, of mode, not being a regular file.
 func notRegular(name string, mode fs.FileMode) error {

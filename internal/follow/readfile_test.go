@@ -1,6 +1,7 @@
 package follow_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,23 @@ func TestReadFile(t *testing.T) {
 		if b, err := follow.ReadFile(name); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), name) {
 			t.Errorf("ReadFile(%s) = %d bytes, %v; want an error naming it: %s", name, len(b), err, want)
 		}
+	}
+}
+
+// TestReadFileAtMost: a file within the bound is read whole, one past it
+// is ErrTooLarge naming it, and a negative bound is none.
+func TestReadFileAtMost(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, []byte("0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, max := range []int64{10, 11, -1} {
+		if b, err := follow.ReadFileAtMost(file, max); err != nil || string(b) != "0123456789" {
+			t.Errorf("ReadFileAtMost(%d) = %q, %v; want the file", max, b, err)
+		}
+	}
+	if b, err := follow.ReadFileAtMost(file, 9); !errors.Is(err, follow.ErrTooLarge) || !strings.Contains(err.Error(), file) {
+		t.Errorf("ReadFileAtMost(9) = %q, %v; want ErrTooLarge naming the file", b, err)
 	}
 }
 

@@ -9,11 +9,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/follow"
 	"sigs.k8s.io/yaml"
 )
 
@@ -30,27 +29,14 @@ const (
 // an http(s) URL.
 func read(ctx context.Context, client *http.Client, spec string) ([]byte, error) {
 	if !strings.HasPrefix(spec, "http://") && !strings.HasPrefix(spec, "https://") {
-		// Opened without blocking, and read only when a regular file: a
-		// named pipe in the document's place would block the load, and
-		// with it the reload or start, for good.
-		f, err := os.OpenFile(spec, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			return nil, err
+		// Read only when a regular file (follow.ReadFileAtMost): a named
+		// pipe in the document's place would block the load, and with it
+		// the reload or start, for good.
+		b, err := follow.ReadFileAtMost(spec, maxDocumentBytes)
+		if errors.Is(err, follow.ErrTooLarge) {
+			return nil, fmt.Errorf("the document is larger than %d bytes", maxDocumentBytes)
 		}
-		defer f.Close()
-		fi, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
-		}
-		if fi.Size() <= maxDocumentBytes {
-			// Read in one buffer of the file's size, not a growing one.
-			b := make([]byte, 0, fi.Size()+1)
-			return readBounded(f, b)
-		}
-		return readBounded(f, nil)
+		return b, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()
@@ -67,25 +53,14 @@ func read(ctx context.Context, client *http.Client, spec string) ([]byte, error)
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s: HTTP %s", spec, resp.Status)
 	}
-	return readBounded(resp.Body, nil)
+	return readBounded(resp.Body)
 }
 
-// readBounded reads r into buf (which may be nil) up to the bound.
-func readBounded(r io.Reader, buf []byte) ([]byte, error) {
-	lr := io.LimitReader(r, maxDocumentBytes+1)
-	b := buf
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := lr.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+// readBounded reads r up to the bound.
+func readBounded(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxDocumentBytes+1))
+	if err != nil {
+		return nil, err
 	}
 	if len(b) > maxDocumentBytes {
 		return nil, fmt.Errorf("the document is larger than %d bytes", maxDocumentBytes)

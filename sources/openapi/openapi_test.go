@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -724,5 +725,30 @@ func TestDocumentNotARegularFile(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatalf("Load of %s did not return", spec)
 		}
+	}
+}
+
+// TestDocumentTooLarge: a document file past maxDocumentBytes is refused,
+// from a file as from a URL, saying so.
+func TestDocumentTooLarge(t *testing.T) {
+	t.Parallel()
+	big := bytes.Repeat([]byte{' '}, maxDocumentBytes+1)
+	file := filepath.Join(t.TempDir(), "doc.yaml")
+	if err := os.WriteFile(file, big, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(big) }))
+	defer srv.Close()
+	for _, spec := range []string{file, srv.URL} {
+		if _, err := read(t.Context(), srv.Client(), spec); err == nil || !strings.Contains(err.Error(), "larger than") {
+			t.Errorf("read of %s: %v; want larger than %d bytes", spec, err, maxDocumentBytes)
+		}
+	}
+	small := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(small, big[:100], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := read(t.Context(), srv.Client(), small); err != nil || len(b) != 100 {
+		t.Errorf("a small document: %d bytes, %v", len(b), err)
 	}
 }
