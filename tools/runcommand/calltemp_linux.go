@@ -33,25 +33,27 @@ const callsPrefix = "toolwire-calls-"
 // the folders of servers that no longer run removed) on first use.
 func callsDir() (string, error) {
 	calls.once.Do(func() {
-		calls.dir, calls.lock, calls.err = makeCallsDir(os.TempDir())
+		calls.dir, calls.lock, _, calls.err = makeCallsDir(os.TempDir())
 	})
 	return calls.dir, calls.err
 }
 
 // makeCallsDir makes a folder for one server's calls in base, locks it, and
-// removes the folders there of servers that no longer run.
-func makeCallsDir(base string) (string, *os.File, error) {
-	dir, err := os.MkdirTemp(base, callsPrefix)
+// removes the folders there of servers that no longer run, on a goroutine
+// of its own (swept is closed after): what a killed server left may be
+// large, and the first call, which makes the folder, does not wait for it.
+func makeCallsDir(base string) (dir string, lock *os.File, swept <-chan struct{}, err error) {
+	dir, err = os.MkdirTemp(base, callsPrefix)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	// Searchable by the sessions' uids (each call's TMPDIR is theirs), not
 	// listable: a command cannot learn the other calls' folder names.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		_ = os.Remove(dir)
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err = os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err == nil {
 		err = unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 	}
@@ -60,10 +62,14 @@ func makeCallsDir(base string) (string, *os.File, error) {
 			lock.Close()
 		}
 		_ = os.RemoveAll(dir)
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	sweepCalls(base, filepath.Base(dir))
-	return dir, lock, nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sweepCalls(base, filepath.Base(dir))
+	}()
+	return dir, lock, done, nil
 }
 
 // sweepCalls removes the folders in base of servers that no longer run:

@@ -18,7 +18,7 @@ func init() {
 	if base == "" {
 		return
 	}
-	dir, _, err := makeCallsDir(base)
+	dir, _, _, err := makeCallsDir(base)
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(2)
@@ -98,11 +98,12 @@ func TestCallsOfAKilledServerAreRemoved(t *testing.T) {
 		}
 	}
 
-	own, lock, err := makeCallsDir(base)
+	own, lock, swept, err := makeCallsDir(base)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Close()
+	<-swept
 
 	gone := func(p string) bool { _, err := os.Lstat(p); return os.IsNotExist(err) }
 	if !gone(filepath.Dir(killedTmp)) {
