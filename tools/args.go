@@ -25,6 +25,9 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool,
 	if err != nil {
 		return nil, nil, fmt.Errorf("not JSON: %w", err)
 	}
+	if countSubschemas(doc, MaxSubschemas) > MaxSubschemas {
+		return nil, nil, fmt.Errorf("more than %s subschemas; a schema here holds at most that many (compiling costs the square of their number)", printer.Sprint(MaxSubschemas))
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})

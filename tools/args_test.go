@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -231,5 +232,50 @@ func TestSchemasLoadNothingFromOutside(t *testing.T) {
 	if _, err := NewRegistry(Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(
 		`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s"}}}`)}); err != nil {
 		t.Errorf("draft-07 with a local $ref: %v", err)
+	}
+}
+
+// The compiler's cost grows with the square of a schema's subschemas, so
+// one tool's schema from an upstream could hold a core for as long as it
+// liked: past MaxSubschemas a schema is refused, however it hides them.
+func TestSchemaSubschemasBounded(t *testing.T) {
+	t.Parallel()
+	props := func(n int, sub string) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"p%d":%s`, i, sub)
+		}
+		return b.String()
+	}
+	over := props(MaxSubschemas, `{"type":"string"}`) // with the root, one past
+	for name, schema := range map[string]string{
+		"properties":              `{"type":"object","properties":{` + over + `}}`,
+		"booleans":                `{"type":"object","properties":{` + props(MaxSubschemas, `true`) + `}}`,
+		"under a keyword's name":  `{"type":"object","properties":{"const":{"type":"object","properties":{` + over + `}}}}`,
+		"allOf":                   `{"type":"object","allOf":[` + strings.Repeat(`{"type":"object"},`, MaxSubschemas) + `{}]}`,
+		"where only a $ref looks": `{"type":"object","x-hidden":{"properties":{` + over + `}},"properties":{"a":{"$ref":"#/x-hidden"}}}`,
+	} {
+		for _, field := range []string{"input", "output"} {
+			tool := Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(schema)}
+			if field == "output" {
+				tool.InputSchema, tool.OutputSchema = nil, json.RawMessage(schema)
+			}
+			if _, err := NewRegistry(tool); err == nil || !strings.Contains(err.Error(), "subschemas") {
+				t.Errorf("%s, %s schema: err = %v, want it refused for its subschemas", name, field, err)
+			}
+		}
+	}
+	// What stays: a schema at the bound, and values (an enum of objects)
+	// however many.
+	for name, schema := range map[string]string{
+		"at the bound":      `{"type":"object","properties":{` + props(MaxSubschemas-1, `{"type":"string"}`) + `}}`,
+		"an enum of values": `{"type":"object","properties":{"a":{"enum":[` + strings.Repeat(`{"k":1},`, 2*MaxSubschemas) + `{}]}}}`,
+	} {
+		if _, err := NewRegistry(Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(schema)}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
