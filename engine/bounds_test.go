@@ -327,3 +327,24 @@ func checkFits(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limit i
 		}
 	}
 }
+
+// A panic's value may quote whatever the tool held: the log line and the
+// message quote its first bytes, not a megabyte of it.
+func TestPanicValueIsCut(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	te := newTestBedWith(t, Config{}, Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))}, boundsTools()...)
+	events := te.run(t, calls(call("a", "panic_big", `{"n":1048576}`)))
+	if r := results(t, events)["a"]; !strings.Contains(text(r), "panic: ppp") || len(text(r)) > 1000 {
+		t.Errorf("result of %d bytes: %.200q; want the panic's first bytes", len(text(r)), text(r))
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"tool panicked"`) {
+			line = l
+		}
+	}
+	if line == "" || len(line) > 64<<10 { // the stack besides
+		t.Errorf("the panic's log line is %d bytes; want one, cut", len(line))
+	}
+}

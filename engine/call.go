@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/logcut"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -324,8 +325,12 @@ func (r *callRun) decide(o outcome, abandoned bool) {
 func (r *callRun) invoke() (o outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.b.e.deps.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %v)", p)}
+			// A panic's value may quote whatever the tool held (its
+			// arguments, an upstream's answer): cut, in the log and the
+			// message alike.
+			v := logcut.String(fmt.Sprint(p))
+			r.b.e.deps.Logger.ErrorContext(r.callCtx, "tool panicked", "panic", v, "stack", string(debug.Stack()))
+			o = outcome{err: fmt.Errorf("the tool failed unexpectedly (panic: %s)", v)}
 		}
 	}()
 	res, err := r.b.calls[r.i].tool.Handler(r.callCtx, r.handle)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/logcut"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/proto"
@@ -137,9 +138,10 @@ func (b *batch) conflict(i int, key string) *toolwirev1.CallResult {
 func (b *batch) deriveKey(t *tools.Tool, args json.RawMessage) (key string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			v := logcut.String(fmt.Sprint(r)) // as a tool's panic (call.go)
 			b.e.deps.Logger.Error("tool's idempotency key function panicked", "batch_id", b.id, "tool", t.Name,
-				"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			key, err = "", fmt.Errorf("the tool failed to derive its idempotency key (panic: %v)", r)
+				"panic", v, "stack", string(debug.Stack()))
+			key, err = "", fmt.Errorf("the tool failed to derive its idempotency key (panic: %s)", v)
 		}
 	}()
 	key, ok := t.IdempotencyKey(args)
