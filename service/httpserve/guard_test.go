@@ -333,6 +333,26 @@ func TestRefusalLogLineIsBounded(t *testing.T) {
 	if len(line) > 4096 {
 		t.Errorf("the refusal's line is %d bytes; want at most 4096: %.600s…", len(line), line)
 	}
+	// And a page sending refusals as fast as it can writes 10 lines each
+	// 10 s, not one per request.
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	for range 100 {
+		req, _ := http.NewRequest(http.MethodPost, url+"/rpc/x", nil)
+		req.Header.Set("Origin", "https://evil.example")
+		req.Header.Set("Sec-Fetch-Site", "cross-site")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("status %d; want 403", resp.StatusCode)
+		}
+	}
+	if n := strings.Count(logged.String(), "refused a request from a web page"); n > 10 {
+		t.Errorf("101 refused requests logged %d lines; want at most 10", n)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer a server's goroutines write to while a

@@ -129,6 +129,9 @@ type Server struct {
 	hosts   hostPolicy
 	origins *http.CrossOriginProtection // nil: any origin may call
 	work    work
+	// pages limits the lines logged for web pages' refused requests: a
+	// page can send them as fast as a browser will.
+	pages logcut.Limit
 }
 
 // Refuse writes one of the port's own refusals in a surface's protocol:
@@ -233,8 +236,11 @@ func (s *Server) Handler() http.Handler {
 			why = s.originRefusal(r)
 		}
 		if why != "" {
-			s.log.Debug("HTTP port: refused a request from a web page", "reason", why, "method", logcut.String(r.Method), "path", logcut.String(r.URL.Path),
-				"host", logcut.String(r.Host), "origin", logcut.String(r.Header.Get("Origin")), "sec_fetch_site", logcut.String(r.Header.Get("Sec-Fetch-Site")), "remote", r.RemoteAddr)
+			if ok, held := s.pages.Allow(); ok { // at most 10 lines every 10 s
+				s.log.Debug("HTTP port: refused a request from a web page", "reason", why, "method", logcut.String(r.Method), "path", logcut.String(r.URL.Path),
+					"host", logcut.String(r.Host), "origin", logcut.String(r.Header.Get("Origin")), "sec_fetch_site", logcut.String(r.Header.Get("Sec-Fetch-Site")), "remote", r.RemoteAddr,
+					"not_logged_before", held)
+			}
 			s.refuseFor(r)(w, r, http.StatusForbidden, "permission_denied", why)
 			return
 		}
