@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -86,6 +87,12 @@ func (s *Server) callTool(ctx context.Context, req *mcp.CallToolRequest, name st
 	if args == "null" {
 		args = ""
 	}
+
+	var header http.Header
+	if req.Extra != nil {
+		header = req.Extra.Header
+	}
+	ctx = clientTrace(ctx, metaTrace(p.Meta), header)
 
 	snap := s.reg.Snapshot()
 	done, err := s.eng.Sequence(ctx, snap, session, name)

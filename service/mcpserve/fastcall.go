@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/writewatch"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // A stateless tools/call (2026-07-28), the request an agent sends most,
@@ -54,6 +55,7 @@ type fastCall struct {
 	key      string
 	callID   string
 	protocol string
+	trace    propagation.MapCarrier // the trace context in _meta, nil when none
 }
 
 // serveFast answers r, a request of revision version whose body is body
@@ -176,6 +178,7 @@ func parseFastCall(body []byte, version string) (fastCall, bool) {
 			return c, false
 		}
 	}
+	c.trace = traceMeta(meta)
 	for key, to := range map[string]*string{MetaSessionID: &c.session, MetaIdempotencyKey: &c.key, MetaCallID: &c.callID} {
 		if raw, ok := meta[key]; ok && string(raw) != "null" && json.Unmarshal(raw, to) != nil {
 			return c, false // callTool's error, through the SDK
@@ -248,7 +251,7 @@ func strictJSON(raw json.RawMessage, v any) bool {
 // does: SSE events of JSON-RPC messages, or, for the errors MCP gives an
 // HTTP status, that status and the error alone.
 func (s *Server) runFast(w http.ResponseWriter, ww *writewatch.Writer, r *http.Request, c fastCall) {
-	ctx := r.Context() // the request is the call: a client that goes away cancels it
+	ctx := clientTrace(r.Context(), c.trace, r.Header) // the request is the call: a client that goes away cancels it
 	if c.callID == "" {
 		c.callID = "mcp-" + strconv.FormatUint(s.calls.Add(1), 10)
 	}
