@@ -88,11 +88,16 @@ func known(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
 	return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_UNKNOWN_TOOL, b.unknownTool(i, b.req.GetCalls()[i]))
 }
 
-// validArguments checks the call's arguments against its tool's schema.
-func validArguments(_ context.Context, b *batch, i int) *toolwirev1.CallResult {
+// validArguments checks the call's arguments against its tool's schema. A
+// keyed call whose arguments the schema refuses gets the result recorded
+// under its key for those arguments, if there is one (replayRefused).
+func validArguments(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 	c := &b.calls[i]
 	args, err := c.tool.ValidateArguments(b.req.GetCalls()[i].GetArguments())
 	if err != nil {
+		if res := replayRefused(ctx, b, i); res != nil {
+			return res
+		}
 		return b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS, fmt.Sprintf("invalid arguments for %q: %v", c.tool.Name, err))
 	}
 	c.args = args

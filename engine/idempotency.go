@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,7 +59,7 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 		return nil
 	}
 	cfg, deps := &b.e.cfg, &b.e.deps
-	scoped := strconv.Quote(CallerFrom(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
+	scoped := scopedKey(ctx, t, key)
 	fp := fingerprint(args)
 	owner := newID() + newID()
 
@@ -120,6 +121,74 @@ func idempotent(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
 			return b.conflict(i, key)
 		}
 	}
+}
+
+// replayRefused returns the recorded result of call i, whose arguments
+// its tool's schema refuses, when its idempotency key holds one for the
+// same arguments; nil otherwise. The call may have run before a reload
+// changed the schema (a tool's new required field, say) and be sent again
+// now: refused as invalid, its caller would never get the result of what
+// ran, and might make the call again under a new key. Only a completed
+// record of the same caller, tool, key and arguments answers; a call with
+// them in flight is waited for as idempotent waits. A free key is claimed
+// only to be released at once; a store that does not answer leaves the
+// refusal as it is. Admission is not asked again: the answer is one the
+// caller was given already.
+func replayRefused(ctx context.Context, b *batch, i int) *toolwirev1.CallResult {
+	key := b.req.GetCalls()[i].GetIdempotencyKey()
+	if key == "" {
+		return nil // a derived key needs arguments its tool can read
+	}
+	cfg, deps := &b.e.cfg, &b.e.deps
+	scoped := scopedKey(ctx, b.calls[i].tool, key)
+	args := strings.TrimSpace(b.req.GetCalls()[i].GetArguments())
+	if args == "" {
+		args = "{}" // as ValidateArguments reads it
+	}
+	fp := fingerprint(json.RawMessage(args))
+	owner := newID() + newID()
+	deadline, _, _ := b.deadline(i, time.Now())
+	waitCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for waitCtx.Err() == nil {
+		if r, ok := b.e.heldRecs.get(scoped); ok {
+			if r.fp != fp {
+				return nil
+			}
+			return b.replay(i, r.stored)
+		}
+		actx, acancel := context.WithTimeout(waitCtx, claimTimeout)
+		got, err := deps.Idempotency.Claim(actx, scoped, fp, owner, cfg.IdempotencyLease, cfg.IdempotencyTTL)
+		acancel()
+		if err != nil {
+			return nil
+		}
+		switch got.State {
+		case store.Completed:
+			return b.replay(i, got.Result)
+		case store.InFlight:
+			if deps.Idempotency.Wait(waitCtx, scoped) != nil {
+				return nil
+			}
+		case store.Claimed:
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			if err := deps.Idempotency.Release(rctx, scoped, owner); err != nil {
+				deps.Logger.Warn("could not release an idempotency key looked at for a refused call; a retry waits for its lease to run out",
+					"batch_id", b.id, "key", scoped, "error", err)
+			}
+			rcancel()
+			return nil
+		default: // store.Conflict: other arguments; the refusal says why
+			return nil
+		}
+	}
+	return nil
+}
+
+// scopedKey is key as the store keeps it: a caller's keys are its own,
+// and each tool's.
+func scopedKey(ctx context.Context, t *tools.Tool, key string) string {
+	return strconv.Quote(CallerFrom(ctx)) + "/" + strconv.Quote(t.Name) + "/" + key
 }
 
 // conflict is the result of call i, whose key was used with other

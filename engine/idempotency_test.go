@@ -557,3 +557,62 @@ func TestPanickingKeyFunctionIsAToolError(t *testing.T) {
 		t.Fatalf("a call with its own key: %q", text(r))
 	}
 }
+
+// A keyed call sent again after a reload changed its tool's schema (a new
+// required field, say) gets the result recorded under its key, not
+// INVALID_ARGUMENTS: refused, its caller would never get the result of
+// what ran, and might run it again under a new key. Only the same
+// arguments replay; a key used before with other arguments, or never,
+// leaves the refusal, and the key free.
+func TestRefusedArgumentsReplayTheirRecord(t *testing.T) {
+	t.Parallel()
+	c := newCounter()
+	bump := c.tool("bump")
+	te := newTestBed(t, Config{}, bump)
+	first := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k1"))))["a"]
+	if first.GetIsError() {
+		t.Fatalf("first call: %v", first)
+	}
+	// Another keyed call, still running when the schema changes.
+	c.started = make(chan int, 10)
+	running := make(chan *toolwirev1.CallResult, 1)
+	go func() { running <- results(t, te.run(t, one(keyed("r", "bump", `{"n":3,"wait":true}`, "k3"))))["r"] }()
+	<-c.started
+	// A reload: bump now needs "m" too.
+	stricter := bump
+	stricter.InputSchema = json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"m":{"type":"integer"}},"required":["n","m"]}`)
+	if err := te.reg.Update([]string{"bump"}, stricter); err != nil {
+		t.Fatal(err)
+	}
+	again := results(t, te.run(t, one(keyed("b", "bump", ` {"n":1} `, "k1"))))["b"]
+	if !again.GetReplayed() || again.GetCallId() != "b" {
+		t.Fatalf("sent again after the reload: %v %q; want its recorded result replayed", again.GetErrorKind(), text(again))
+	}
+	sameOutcome(t, first, again)
+	// Sent again while it runs: waits for it, and gets its result.
+	joined := make(chan *toolwirev1.CallResult, 1)
+	go func() { joined <- results(t, te.run(t, one(keyed("j", "bump", `{"n":3,"wait":true}`, "k3"))))["j"] }()
+	close(c.gate)
+	ran, j := <-running, <-joined
+	if ran.GetIsError() || !j.GetReplayed() || c.count(3) != 1 {
+		t.Errorf("a call sent again while it ran: %v %q (replayed %v), runs %d; want its result, run once", j.GetErrorKind(), text(j), j.GetReplayed(), c.count(3))
+	}
+	for _, tc := range []struct{ name, key, args string }{
+		{"other arguments under the key", "k1", `{"n":2}`},
+		{"a key never used", "k2", `{"n":2}`},
+		{"no key", "", `{"n":1}`},
+	} {
+		r := results(t, te.run(t, one(keyed("c", "bump", tc.args, tc.key))))["c"]
+		if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS || r.GetReplayed() {
+			t.Errorf("%s: %v %q; want INVALID_ARGUMENTS", tc.name, r.GetErrorKind(), text(r))
+		}
+	}
+	// The key looked at stays free: valid arguments under it run.
+	r := results(t, te.run(t, one(keyed("d", "bump", `{"n":2,"m":1}`, "k2"))))["d"]
+	if r.GetIsError() || r.GetReplayed() || c.count(2) != 1 {
+		t.Errorf("k2 after its refused use: %v %q, runs %d; want it run once", r.GetErrorKind(), text(r), c.count(2))
+	}
+	if n := c.count(1); n != 1 {
+		t.Errorf("the first call ran %d times, want 1", n)
+	}
+}
