@@ -47,6 +47,8 @@ type decision struct {
 	Message  string `json:"message,omitempty"`
 	Approver string `json:"approver,omitempty"` // as the request named them
 	By       string `json:"by"`                 // the authenticated caller who resolved it
+	// Over marks no decision: the call waits no more (approvalMail.clear).
+	Over bool `json:"over,omitempty"`
 }
 
 // pendingApproval is a held call, as the store announces it.
@@ -259,14 +261,15 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		if err := own(h.caller); err != nil {
 			return err
 		}
-		// A decision left through another replica that the call has not
-		// looked at yet stands. A store that does not answer soon leaves
-		// the decision to this one, which the call takes before any it
-		// cannot read.
+		// The decision goes to the mailbox first, where one left through
+		// another replica at the same moment would be: the first there
+		// stands, and the other decider is told so. A store that does not
+		// answer soon leaves the decision to this replica, which the call
+		// takes before any it cannot read.
 		lctx, cancel := context.WithTimeout(ctx, localDecisionLook)
-		_, left, _ := mail.decision(lctx, batchID, callID)
+		added, err := mail.decide(lctx, batchID, callID, d)
 		cancel()
-		if left || !e.held.resolve(h, d) {
+		if (err == nil && !added) || !e.held.resolve(h, d) {
 			return resolved()
 		}
 		return nil
@@ -281,15 +284,14 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 	if err := own(p.Caller); err != nil {
 		return err
 	}
-	// A decision left already stands: a second one would replace it
-	// unseen if the call has not looked yet.
-	if _, done, err := mail.decision(ctx, batchID, callID); err != nil {
+	// A decision left already stands, even one left at this moment
+	// through another replica: a second would replace it unseen if the
+	// call has not looked yet, and both deciders would be told theirs was
+	// taken.
+	if added, err := mail.decide(ctx, batchID, callID, d); err != nil {
 		return storeError(ctx, err)
-	} else if done {
+	} else if !added {
 		return resolved()
-	}
-	if err := mail.decide(ctx, batchID, callID, d); err != nil {
-		return storeError(ctx, err)
 	}
 	e.signal(ctx, approvalTopic(batchID, callID))
 	return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,6 +249,85 @@ func TestApprovalResolvedOnceAcrossReplicas(t *testing.T) {
 	}
 	if r := results(t, events)["w"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_DENIED || text(r) != "not this one" {
 		t.Errorf("result %v; want DENIED, as decided first", r)
+	}
+}
+
+// slowVars is a store whose variables take a while to answer, as a
+// shared store across a network does: two deciders then look at the
+// mailbox, and write to it, at the same time.
+type slowVars struct{ *memory.Store }
+
+func (s slowVars) GetVar(ctx context.Context, scope, name string) ([]byte, bool, error) {
+	time.Sleep(5 * time.Millisecond)
+	return s.Store.GetVar(ctx, scope, name)
+}
+
+func (s slowVars) SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error {
+	time.Sleep(5 * time.Millisecond)
+	return s.Store.SetVar(ctx, scope, name, value, ttl)
+}
+
+func (s slowVars) AddVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) (bool, error) {
+	time.Sleep(5 * time.Millisecond)
+	return s.Store.AddVar(ctx, scope, name, value, ttl)
+}
+
+// TestConcurrentDecisionsOneStands: three people decide one held call at
+// the same moment, through the owner A and through B and C: one is told
+// its decision was taken, the others that it was resolved already, and
+// the call ends as the one told decided. Each used to be told OK while
+// only one decision was taken.
+func TestConcurrentDecisionsOneStands(t *testing.T) {
+	t.Parallel()
+	m := memory.New(memory.Options{})
+	st := slowVars{m}
+	cfg := Config{Approvers: []string{"carol", "dave", "erin"}}
+	deps := Deps{Idempotency: m, Vars: st, EventLog: m, Admission: holdWrites}
+	da, db, dc := deps, deps, deps
+	da.Replica, db.Replica, dc.Replica = "a", "b", "c"
+	a, b, c := newTestBedWith(t, cfg, da), newTestBedWith(t, cfg, db), newTestBedWith(t, cfg, dc)
+	for round := range 10 {
+		lb, id := startHeld(t, a, true)
+		deciders := []struct {
+			te      *testBed
+			who     string
+			approve bool
+		}{{a, "carol", false}, {b, "dave", true}, {c, "erin", false}}
+		errs := make([]error, len(deciders))
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i, d := range deciders {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[i] = d.te.e.ResolveApproval(as(d.who), id, "w", d.approve, "by "+d.who, "")
+			}()
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Errorf("round %d: %s and %s were both told their decision was taken", round, deciders[winner].who, deciders[i].who)
+			case err == nil:
+				winner = i
+			case CodeOf(err) != NotFound:
+				t.Errorf("round %d: %s: %v; want OK or NotFound", round, deciders[i].who, err)
+			}
+		}
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: nobody's decision was taken: %v", round, errs)
+		}
+		r := results(t, events)["w"]
+		if w := deciders[winner]; w.approve == r.GetIsError() || (!w.approve && text(r) != "by "+w.who) {
+			t.Errorf("round %d: %s's decision was taken, but the call ended %v %q", round, w.who, r.GetErrorKind(), text(r))
+		}
 	}
 }
 

@@ -54,6 +54,11 @@ func (m approvalMail) announce(ctx context.Context, batchID, callID string, p pe
 	if !announced(callID) {
 		return fmt.Errorf("the call's ID begins with %q, which names decisions in the store", decisionPrefix)
 	}
+	// What a wait of this call before left (its tool may ask more than
+	// once) is no decision for this one.
+	if err := m.vars.DeleteVar(ctx, approvalScope(batchID), decisionPrefix+callID); err != nil {
+		return err
+	}
 	v, _ := json.Marshal(p)
 	return m.vars.SetVar(ctx, approvalScope(batchID), callID, v, ttl)
 }
@@ -71,27 +76,37 @@ func (m approvalMail) pending(ctx context.Context, batchID, callID string) (pend
 	return p, json.Unmarshal(v, &p) == nil, nil
 }
 
-// decide leaves d for the waiting call, for an hour.
-func (m approvalMail) decide(ctx context.Context, batchID, callID string, d decision) error {
+// decide leaves d for the waiting call, for an hour, unless a decision
+// was left already (false): the first decision stands, whichever replica
+// took it.
+func (m approvalMail) decide(ctx context.Context, batchID, callID string, d decision) (bool, error) {
 	v, _ := json.Marshal(d)
-	return m.vars.SetVar(ctx, approvalScope(batchID), decisionPrefix+callID, v, time.Hour)
+	return m.vars.AddVar(ctx, approvalScope(batchID), decisionPrefix+callID, v, time.Hour)
 }
 
-// decision returns the decision left for the call; false when none is,
-// or the store did not answer (err).
+// decision returns the decision left for the call; false when none is
+// (or only the mark of a wait that ended), or the store did not answer
+// (err).
 func (m approvalMail) decision(ctx context.Context, batchID, callID string) (decision, bool, error) {
 	var d decision
 	v, ok, err := m.vars.GetVar(ctx, approvalScope(batchID), decisionPrefix+callID)
-	return d, err == nil && ok && json.Unmarshal(v, &d) == nil, err
+	return d, err == nil && ok && json.Unmarshal(v, &d) == nil && !d.Over, err
 }
 
-// clear removes the call's announcement and decision once it waits no
-// more.
+// overMark is what clear leaves in place of a decision, for as long as a
+// decider who saw the announcement may still be on its way to decide.
+const overMark = time.Minute
+
+// clear removes the call's announcement once it waits no more, and
+// leaves in place of its decision a mark that it is over: a decider who
+// read the announcement just before is then told the call was resolved
+// already or waits no more, where it would have added a decision nobody
+// takes and been told it was.
 func (m approvalMail) clear(ctx context.Context, batchID, callID string) {
 	if announced(callID) {
 		_ = m.vars.DeleteVar(ctx, approvalScope(batchID), callID)
 	}
-	_ = m.vars.DeleteVar(ctx, approvalScope(batchID), decisionPrefix+callID)
+	_ = m.vars.SetVar(ctx, approvalScope(batchID), decisionPrefix+callID, []byte(`{"over":true}`), overMark)
 }
 
 // cancelMail is where Cancel, on a replica other than the one running a

@@ -34,8 +34,11 @@ func TestVarsUsersKeepTheirFormat(t *testing.T) {
 	if got := get("approval:b1", "c1"); got != `{"caller":"alice","tool":"write"}` {
 		t.Errorf("announcement %s", got)
 	}
-	if err := approvals.decide(ctx, "b1", "c1", decision{Approved: true, By: "carol"}); err != nil {
-		t.Fatal(err)
+	if added, err := approvals.decide(ctx, "b1", "c1", decision{Approved: true, By: "carol"}); err != nil || !added {
+		t.Fatal(added, err)
+	}
+	if added, err := approvals.decide(ctx, "b1", "c1", decision{By: "dave"}); err != nil || added {
+		t.Fatalf("a second decision: added %v, %v; want the first to stand", added, err)
 	}
 	if got := get("approval:b1", "decision:c1"); got != `{"approved":true,"by":"carol"}` {
 		t.Errorf("decision %s", got)

@@ -73,6 +73,11 @@ type Vars interface {
 	GetVar(ctx context.Context, scope, name string) ([]byte, bool, error)
 	// SetVar sets the variable to value (JSON) for ttl.
 	SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error
+	// AddVar sets the variable to value for ttl only if it is not set
+	// (or has expired), atomically, and reports whether it did: of two
+	// replicas adding one variable at once, one adds it and the other
+	// learns that it was first.
+	AddVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) (bool, error)
 	// DeleteVar removes the variable; deleting a missing one is no error.
 	DeleteVar(ctx context.Context, scope, name string) error
 }

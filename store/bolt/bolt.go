@@ -278,6 +278,22 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	})
 }
 
+// AddVar implements store.Vars.
+func (s *Store) AddVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) (added bool, err error) {
+	now := time.Now()
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(now.Add(ttl).UnixNano()))
+	v = append(v, value...)
+	err = s.db.Update(func(tx *bbolt.Tx) error {
+		k := varKey(scope, name)
+		if old := tx.Bucket(varsBucket).Get(k); len(old) >= 8 && now.UnixNano() < int64(binary.BigEndian.Uint64(old)) {
+			return nil
+		}
+		added = true
+		return putEntry(tx, kindVar, k, v, s.maxBytes)
+	})
+	return added && err == nil, err
+}
+
 // DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {

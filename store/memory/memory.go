@@ -296,6 +296,21 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 	return nil
 }
 
+// AddVar implements store.Vars.
+func (s *Store) AddVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) (bool, error) {
+	if err := s.lock(); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	now := time.Now()
+	k := varKey(scope, name)
+	if s.get(k, now) != nil {
+		return false, nil
+	}
+	s.put(&entry{key: k, value: append([]byte(nil), value...), expires: now.Add(ttl)}, now)
+	return true, nil
+}
+
 // DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
 	if err := s.lock(); err != nil {

@@ -408,6 +408,15 @@ func (s *Store) SetVar(ctx context.Context, scope, name string, value []byte, tt
 	return nil
 }
 
+// AddVar implements store.Vars.
+func (s *Store) AddVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) (bool, error) {
+	added, err := s.c.SetNX(ctx, s.varKey(scope, name), value, ttl).Result()
+	if err != nil {
+		return false, fmt.Errorf("redis store: set if absent: %w", err)
+	}
+	return added, nil
+}
+
 // DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(ctx context.Context, scope, name string) error {
 	if err := s.c.Del(ctx, s.varKey(scope, name)).Err(); err != nil {

@@ -9,7 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,6 +280,44 @@ func Vars[S store.Vars](t *testing.T, open func(t *testing.T) S, opts ...Option)
 		must(t, s.DeleteVar(ctx, "s", "x"))
 		if _, ok := get("s", "x"); ok {
 			t.Fatal("deleted variable is still set")
+		}
+	})
+	t.Run("AddVar", func(t *testing.T) {
+		s := open(t)
+		add := func(v string) bool {
+			t.Helper()
+			added, err := s.AddVar(ctx, "s", "x", []byte(v), short)
+			must(t, err)
+			return added
+		}
+		if !add(`1`) {
+			t.Fatal("AddVar of an unset variable did not add it")
+		}
+		if add(`2`) {
+			t.Fatal("AddVar of a set variable added it")
+		}
+		if v, _, err := s.GetVar(ctx, "s", "x"); err != nil || string(v) != `1` {
+			t.Fatalf("after a second AddVar the variable is %q (%v); want the first, 1", v, err)
+		}
+		c.advance(3 * short)
+		if !add(`3`) {
+			t.Fatal("AddVar of an expired variable did not add it")
+		}
+		// Of many adding at once, one adds it.
+		var wg sync.WaitGroup
+		var n atomic.Int32
+		for i := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if added, err := s.AddVar(ctx, "race", "x", []byte(strconv.Itoa(i)), long); err == nil && added {
+					n.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if n.Load() != 1 {
+			t.Fatalf("16 AddVars at once: %d added; want 1", n.Load())
 		}
 	})
 	t.Run("VarExpires", func(t *testing.T) {
