@@ -55,8 +55,12 @@ func (r *requester) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 	// text, with why in details, never an error (the request may have
 	// done what it was asked; a retry would do it twice).
 	if resp.Truncated {
+		why := fmt.Sprintf("the response is larger than %d bytes, too large to select response_path from", resp.MaxBytes)
+		if resp.CutOff != "" {
+			why = "the response was cut off, so response_path does not apply"
+		}
 		res := resp.Text()
-		res.Details = resp.detailsWith(fmt.Sprintf("the response is larger than %d bytes, too large to select response_path from", resp.MaxBytes))
+		res.Details = resp.detailsWith(why)
 		return res, nil
 	}
 	v, err := decodeJSON(resp.Body)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/tools"
@@ -527,4 +528,66 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// TestCutOffAnswerIsTheAnswer: a 2xx response whose body is cut off (the
+// connection lost, the call's time up) says the server did what was
+// asked: it is the result, with what came and a marker, never an error
+// or a timeout, which a model would retry into doing it twice. A non-2xx
+// one stays an error.
+func TestCutOffAnswerIsTheAnswer(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	lose := func(status int) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(status)
+			io.WriteString(w, `{"id":42,"`)
+			w.(http.Flusher).Flush()
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}
+	}
+	up := newUpstream(t, map[string]http.HandlerFunc{
+		"/lost": lose(http.StatusCreated),
+		"/fail": lose(http.StatusInternalServerError),
+		"/slow": func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, `{"id":7`)
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		},
+	})
+	reg := load(t, `
+- {name: raw, method: POST, url: `+up.URL+`/lost}
+- {name: path, method: POST, url: `+up.URL+`/lost, response_path: id}
+- {name: fail, method: POST, url: `+up.URL+`/fail}
+- {name: slow, method: POST, url: `+up.URL+`/slow}
+`)
+	for _, name := range []string{"raw", "path"} {
+		res := call(t, reg, name, `{}`)
+		var det details
+		json.Unmarshal(res.Details, &det)
+		if res.IsError || !strings.HasPrefix(text(res), `{"id":42,"`) || !strings.Contains(text(res), "[response cut off after 10 bytes") ||
+			!strings.Contains(text(res), "201 Created") || det.Status != 201 || det.CutOff == "" {
+			t.Errorf("%s: error %v %q, details %s; want the answer so far, marked as cut off", name, res.IsError, text(res), res.Details)
+		}
+	}
+	if res := call(t, reg, "fail", `{}`); !res.IsError || !strings.Contains(text(res), "reading the response") {
+		t.Errorf("a 500 cut off: error %v %q; want an error", res.IsError, text(res))
+	}
+	tool, _ := reg.Snapshot().Lookup("slow")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res, err := tool.Handler(ctx, tools.NewCall("c1", "slow", json.RawMessage(`{}`), nil))
+	if err != nil || res.IsError || !strings.HasPrefix(text(res), `{"id":7`) || !strings.Contains(text(res), "time ran out") {
+		t.Errorf("a 200 whose body outlasted the call: %v, %+v; want the answer so far, marked", err, res)
+	}
 }

@@ -228,9 +228,13 @@ type Response struct {
 	ContentLength int64  // as sent; -1 when unknown
 	Header        http.Header
 	Body          []byte // at most MaxBytes
-	Truncated     bool   // the body was longer than MaxBytes
+	Truncated     bool   // the body was longer than MaxBytes, or cut off (CutOff)
 	MaxBytes      int64  // the bound it was read with
-	details       details
+	// CutOff says why a 2xx response's body ended early (the connection
+	// lost, the call's deadline): Body is what came before. "" when it
+	// was read to its end.
+	CutOff  string
+	details details
 }
 
 // details is what a result's details say about the request, for user
@@ -241,6 +245,7 @@ type details struct {
 	Status    int    `json:"status,omitempty"`
 	Bytes     int    `json:"bytes"`
 	Truncated bool   `json:"truncated,omitempty"`
+	CutOff    string `json:"cut_off,omitempty"` // why a 2xx body ended early
 }
 
 // Send makes req under ctx and reads its response. A request that could
@@ -318,13 +323,25 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 	defer resp.Body.Close()
 	det.Status = resp.StatusCode
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
-	if err != nil {
+	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
+	out := &Response{Status: resp.StatusCode, StatusLine: resp.Status, ContentLength: resp.ContentLength, Header: resp.Header, MaxBytes: maxBytes}
+	switch {
+	case err != nil && ok:
+		// The server said it did what was asked; only the rest of its
+		// answer was lost. An error (or the deadline's timeout) would
+		// tell the model the call failed, and a retry would do it twice:
+		// the answer is what came, marked as cut off.
+		out.CutOff = err.Error()
 		if ctx.Err() != nil {
-			return nil, nil, context.Cause(ctx)
+			out.CutOff = fmt.Sprintf("the call's time ran out while the response was read (%v)", context.Cause(ctx))
 		}
+		det.CutOff = out.CutOff
+		out.Truncated = true
+	case err != nil && ctx.Err() != nil:
+		return nil, nil, context.Cause(ctx)
+	case err != nil:
 		return nil, errorResult(det, "%s %s: reading the response: %v", req.Method, req.URL, err), nil
 	}
-	out := &Response{Status: resp.StatusCode, StatusLine: resp.Status, ContentLength: resp.ContentLength, Header: resp.Header, MaxBytes: maxBytes}
 	if int64(len(data)) > maxBytes {
 		data, out.Truncated = data[:maxBytes], true
 	}
@@ -349,7 +366,10 @@ func (r *Response) Errorf(format string, args ...any) *tools.Result {
 // Text is the response body as the result's text, marked when it was cut.
 func (r *Response) Text() *tools.Result {
 	text := strings.ToValidUTF8(string(r.Body), "\uFFFD")
-	if r.Truncated {
+	switch {
+	case r.CutOff != "":
+		text += fmt.Sprintf("\n[response cut off after %d bytes: %s. The server had answered %s, so the request was done: sending it again would do it again]", len(r.Body), r.CutOff, r.StatusLine)
+	case r.Truncated:
 		text += fmt.Sprintf("\n[response truncated: only the first %d bytes were read]", r.MaxBytes)
 	}
 	return r.Result(tools.Text(text))
@@ -364,6 +384,11 @@ func (r *Response) Text() *tools.Result {
 // say why it has no structured content ("unstructured"), never an error
 // result, since the request may have done what it was asked.
 func (r *Response) Structured(structured bool) *tools.Result {
+	if r.CutOff != "" {
+		res := r.Text()
+		res.Details = r.detailsWith("the response was cut off")
+		return res
+	}
 	if len(bytes.TrimSpace(r.Body)) == 0 {
 		return r.Result(tools.Text(fmt.Sprintf("HTTP %d %s", r.Status, http.StatusText(r.Status))))
 	}
