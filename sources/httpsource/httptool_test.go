@@ -3,6 +3,7 @@ package httpsource
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -533,8 +534,9 @@ func must[T any](v T, err error) T {
 // TestCutOffAnswerIsTheAnswer: a 2xx response whose body is cut off (the
 // connection lost, the call's time up) says the server did what was
 // asked: it is the result, with what came and a marker, never an error
-// or a timeout, which a model would retry into doing it twice. A non-2xx
-// one stays an error.
+// or a timeout, which a model would retry into doing it twice; a GET's
+// deadline stays a timeout, since sending it again does no harm. A
+// non-2xx one stays an error.
 func TestCutOffAnswerIsTheAnswer(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -570,6 +572,7 @@ func TestCutOffAnswerIsTheAnswer(t *testing.T) {
 - {name: path, method: POST, url: `+up.URL+`/lost, response_path: id}
 - {name: fail, method: POST, url: `+up.URL+`/fail}
 - {name: slow, method: POST, url: `+up.URL+`/slow}
+- {name: slow_get, url: `+up.URL+`/slow}
 `)
 	for _, name := range []string{"raw", "path"} {
 		res := call(t, reg, name, `{}`)
@@ -588,6 +591,13 @@ func TestCutOffAnswerIsTheAnswer(t *testing.T) {
 	defer cancel()
 	res, err := tool.Handler(ctx, tools.NewCall("c1", "slow", json.RawMessage(`{}`), nil))
 	if err != nil || res.IsError || !strings.HasPrefix(text(res), `{"id":7`) || !strings.Contains(text(res), "time ran out") {
-		t.Errorf("a 200 whose body outlasted the call: %v, %+v; want the answer so far, marked", err, res)
+		t.Errorf("a POST's 200 whose body outlasted the call: %v, %+v; want the answer so far, marked", err, res)
+	}
+	// A GET sent again does no harm: its deadline is a timeout, as it was.
+	tool, _ = reg.Snapshot().Lookup("slow_get")
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if res, err := tool.Handler(ctx, tools.NewCall("c2", "slow_get", json.RawMessage(`{}`), nil)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a GET's 200 whose body outlasted the call: %v, %+v; want the deadline", err, res)
 	}
 }

@@ -326,11 +326,16 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 	ok := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	out := &Response{Status: resp.StatusCode, StatusLine: resp.Status, ContentLength: resp.ContentLength, Header: resp.Header, MaxBytes: maxBytes}
 	switch {
+	case err != nil && ok && ctx.Err() != nil && idempotent(req.Method):
+		// Sending it again does no harm: the timeout or cancellation
+		// says what happened.
+		return nil, nil, context.Cause(ctx)
 	case err != nil && ok:
 		// The server said it did what was asked; only the rest of its
-		// answer was lost. An error (or the deadline's timeout) would
-		// tell the model the call failed, and a retry would do it twice:
-		// the answer is what came, marked as cut off.
+		// answer was lost. An error (or, for a POST or PATCH, the
+		// deadline's timeout) would tell the model the call failed, and
+		// a retry would do it twice: the answer is what came, marked as
+		// cut off.
 		out.CutOff = err.Error()
 		if ctx.Err() != nil {
 			out.CutOff = fmt.Sprintf("the call's time ran out while the response was read (%v)", context.Cause(ctx))
@@ -352,6 +357,16 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 		return nil, errorResult(det, "%s %s: HTTP %s: %s", req.Method, req.URL, resp.Status, excerpt(data, errorExcerptBytes)), nil
 	}
 	return out, nil, nil
+}
+
+// idempotent reports whether sending a request of method twice has the
+// effect of sending it once (RFC 9110, 9.2.2).
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
 }
 
 // Result is res with the response's details: method, URL, status, bytes.
