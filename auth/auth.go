@@ -276,6 +276,28 @@ func (v *Verifier) Verify(ctx context.Context, creds Credentials) (*engine.Ident
 	return id, err
 }
 
+// ErrWouldWait is VerifyNow's answer when deciding would have waited for
+// the network: an issuer's keys to fetch, which it has started. Verify
+// decides.
+var ErrWouldWait = errors.New("deciding needs the issuer's keys, which are being fetched")
+
+// VerifyNow is Verify for a caller that must not wait, as a gRPC
+// connection's reader may not (it decides each stream's credentials
+// before the stream's message is read): it decides from what the
+// Verifier holds, and answers ErrWouldWait where Verify would wait for an
+// issuer's keys, having started to fetch them.
+func (v *Verifier) VerifyNow(ctx context.Context, creds Credentials) (*engine.Identity, error) {
+	if v.jwt == nil {
+		return v.Verify(ctx, creds) // nothing to wait for
+	}
+	nw := &noWait{}
+	id, err := v.Verify(context.WithValue(ctx, noWaitKey{}, nw), creds)
+	if nw.would {
+		return nil, ErrWouldWait
+	}
+	return id, err
+}
+
 // maxReasonBytes bounds the reason Verify gives. It may quote what a
 // credential says (the names in a client's certificates, a token's
 // claims), and every surface logs and sends it on each refused request: a

@@ -440,6 +440,11 @@ func (k *keySet) maintain(ctx context.Context, now time.Time) uint64 {
 	case k.file != "":
 		k.recheckFile()
 	case expired && !failing:
+		if nw := noWaitFrom(ctx); nw != nil {
+			nw.would = true
+			k.refreshInBackground()
+			return gen
+		}
 		k.refreshExpired(ctx)
 	default:
 		k.refreshInBackground()
@@ -508,7 +513,13 @@ func (k *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, err
 	}
 	// One fetch at a time: concurrent requests for unknown keys wait for
 	// it (bounded by jwksTimeout) rather than each starting their own.
-	k.fetching.Lock()
+	nw := noWaitFrom(ctx)
+	if nw == nil {
+		k.fetching.Lock()
+	} else if !k.fetching.TryLock() {
+		nw.would = true // a fetch is under way
+		return nil, errKeysUnavailable
+	}
 	if keys := k.cached(kid); len(keys) > 0 {
 		k.fetching.Unlock()
 		return keys, nil // the fetch just waited for brought it
@@ -524,6 +535,17 @@ func (k *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, err
 		}
 		return nil, fmt.Errorf("signed by key %q, which the issuer does not publish", kid)
 	}
+	if nw != nil {
+		// The fetch goes on without this request, which says it would
+		// have waited; the lock taken here goes with the fetch.
+		nw.would = true
+		go func() {
+			err := k.fetchLocked(context.Background()) // bounded by jwksTimeout
+			k.fetching.Unlock()
+			k.loaded(err)
+		}()
+		return nil, errKeysUnavailable
+	}
 	err := k.fetchLocked(ctx)
 	k.fetching.Unlock()
 	k.loaded(err)
@@ -537,6 +559,18 @@ func (k *keySet) lookup(ctx context.Context, kid string) ([]jose.JSONWebKey, err
 		return keys, nil
 	}
 	return nil, fmt.Errorf("signed by key %q, which the issuer does not publish", kid)
+}
+
+// noWait, in a request's context (Verifier.VerifyNow), asks the key set
+// not to make the request wait for a fetch: where it would, it starts the
+// fetch in the background and sets would.
+type noWait struct{ would bool }
+
+type noWaitKey struct{}
+
+func noWaitFrom(ctx context.Context) *noWait {
+	nw, _ := ctx.Value(noWaitKey{}).(*noWait)
+	return nw
 }
 
 // errKeysUnavailable is the reason a caller gets when its token needs keys

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -777,5 +778,63 @@ func TestOIDCCAFileIsReadAgain(t *testing.T) {
 	clock.Add(10 * time.Second)
 	if id, err := verifyToken(v, iss.Token(t, "rsa-2", claims)); err != nil || id.ID != "a" {
 		t.Fatalf("the new key once ca_file holds the new CA: %+v, %v", id, err)
+	}
+}
+
+// TestVerifyNowNeverWaits: VerifyNow, which a gRPC connection's reader
+// calls before it reads a stream's request, decides from what it holds
+// and never waits for the issuer: where Verify would (the first token,
+// an unknown key that may be fetched, keys past their age) it answers
+// ErrWouldWait and starts the fetch; once the keys are in, it decides.
+// Static tokens and refusals are decided at once.
+func TestVerifyNowNeverWaits(t *testing.T) {
+	t.Parallel()
+	iss := testoidc.New(t)
+	iss.AddKey(t, "rsa-2", jose.RS256, false)
+	v := mustNew(t, auth.Config{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", CallerPrefix: "oidc:"}, Logger: discard,
+		Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	loaded := keysLoaded(t, v)
+	now := func(token string) (*engine.Identity, error) {
+		return v.VerifyNow(context.Background(), auth.Credentials{Authorization: []string{"Bearer " + token}})
+	}
+	claims := testoidc.Claims{"sub": "a", "aud": "toolwire"}
+	token := iss.Token(t, "rsa-1", claims)
+
+	iss.Hang() // a fetch now waits out its bound
+	if _, err := now(token); !errors.Is(err, auth.ErrWouldWait) {
+		t.Fatalf("the first token, keys not fetched: %v; want ErrWouldWait", err)
+	}
+	if _, err := now(token); !errors.Is(err, auth.ErrWouldWait) {
+		t.Errorf("the first token while the fetch hangs: %v; want ErrWouldWait", err)
+	}
+	if id, err := now(aliceToken); err != nil || id.ID != "alice" {
+		t.Errorf("a static token: %+v, %v", id, err)
+	}
+	if _, err := now("not-a-token"); err == nil || errors.Is(err, auth.ErrWouldWait) {
+		t.Errorf("an unknown static token: %v; want it refused at once", err)
+	}
+	if err := loaded(); err == nil {
+		t.Fatal("the hanging fetch succeeded")
+	}
+	iss.Up()
+	auth.SetJWKSRefresh(v, 0)
+	if _, err := now(token); !errors.Is(err, auth.ErrWouldWait) {
+		t.Fatalf("after a failed fetch, fetching again: %v; want ErrWouldWait", err)
+	}
+	if err := loaded(); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := now(token); err != nil || id.ID != "oidc:a" {
+		t.Fatalf("with the keys in: %+v, %v", id, err)
+	}
+	// An unknown key when the keys may not be fetched again yet: refused,
+	// not waited for.
+	auth.SetJWKSRefresh(v, time.Hour)
+	if _, err := now(iss.Token(t, "rsa-2", claims)); err == nil || errors.Is(err, auth.ErrWouldWait) {
+		t.Errorf("an unpublished key within the interval: %v; want it refused", err)
+	}
+	// Verify still waits, and decides.
+	if id, err := verifyToken(v, token); err != nil || id.ID != "oidc:a" {
+		t.Errorf("Verify: %+v, %v", id, err)
 	}
 }

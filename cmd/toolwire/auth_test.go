@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/testing/h2raw"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service/grpcserve"
 )
@@ -151,6 +152,10 @@ func TestServeWithTokensAndPermissions(t *testing.T) {
 	got = runCmd(t, s.addr, "tools", "--token-env", "")
 	if got.code != 1 || !strings.Contains(got.err.Error(), "Unauthenticated") {
 		t.Errorf("no token: exit %d, %v; want Unauthenticated", got.code, got.err)
+	}
+	// Refused before its request is read: one announced and never sent.
+	if code, msg := h2raw.Unsent(t, s.addr, "/toolwire.v1.ToolService/CallTool", ""); code != "16" {
+		t.Errorf("a CallTool without a token whose request never comes: grpc-status %q (%s); want 16 at once", code, msg)
 	}
 }
 

@@ -250,6 +250,9 @@ func (s *serveRun) buildSurfaces() ([]listener, error) {
 	// The read-only server view (AdminService), on both ports.
 	view := serverstatus.New(s.eng, s.reg, serverstatus.Config{Sources: sourceStatus(s.srcs), Open: !verifier.Enabled()})
 	svcCfg.Admin = view
+	// Credentials are decided as each stream opens, before its request
+	// is read, then by the interceptors (opts) where that would wait.
+	svcCfg.Admit = grpcauth.Admit(verifier, s.log)
 	srv, err := grpcserve.New(s.eng, s.reg, svcCfg)
 	if err != nil {
 		panic(err)

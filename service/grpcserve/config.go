@@ -1,6 +1,7 @@
 package grpcserve
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"github.com/toolwire/toolwire/service/serverstatus"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/metadata"
 )
 
 // Config tunes the gRPC surface: its listener, its connections' limits and
@@ -44,6 +46,16 @@ type Config struct {
 	// read-only server view) beside the ToolService, behind the same
 	// authentication. Default nil: not served.
 	Admin *serverstatus.View `json:"-"`
+	// Admit, when not nil, decides each RPC's credentials as its stream
+	// opens, before its first message is read (grpc-go reads a unary
+	// request whole, up to MaxMessageBytes, before any interceptor runs:
+	// an unauthenticated client held 4 MiB a stream, 800 MB from one
+	// connection in 25 s). It runs on the connection's reader and must
+	// not wait (auth.Verifier.VerifyNow); its error, a status, refuses
+	// the stream; the context it returns is the RPC's. Package
+	// service/grpcserve/auth's Admit is the one to use with its
+	// interceptors. Default nil: streams open as they come.
+	Admit func(ctx context.Context, method string, md metadata.MD) (context.Context, error) `json:"-"`
 }
 
 // DefaultListen is the address a server listens on unless Config.Listen

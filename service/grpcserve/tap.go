@@ -32,9 +32,16 @@ type stoppableStream struct {
 	peer            net.Addr // the client's address, naming its connection; nil if unknown
 }
 
-// stoppable is the tap handle ServerOptions installs: it makes the context
-// of each ExecuteBatch stream one that the send watchdog can end.
+// stoppable is the tap handle ServerOptions installs: it admits each
+// stream (Config.Admit), and makes the context of each ExecuteBatch
+// stream one that the send watchdog can end.
 func (s *Server) stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if s.cfg.Admit != nil {
+		var err error
+		if ctx, err = s.cfg.Admit(ctx, info.FullMethodName, info.Header); err != nil {
+			return nil, err
+		}
+	}
 	if info.FullMethodName != toolwirev1.ToolService_ExecuteBatch_FullMethodName {
 		return ctx, nil
 	}

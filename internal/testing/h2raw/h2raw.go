@@ -4,6 +4,7 @@ package h2raw
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -220,6 +221,76 @@ func Unread(t testing.TB, addr, path string, n int) (began int) {
 			}
 		case *http2.GoAwayFrame:
 			return began
+		}
+	}
+}
+
+// Unsent opens a stream of method on a raw HTTP/2 connection to
+// addr, announces a 4 MiB message and sends none of it, and returns the
+// grpc-status and grpc-message of the server's answer: "" if none came
+// within a bound far past any refusal's.
+func Unsent(t *testing.T, addr, method, authorization string) (code, msg string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	fields := [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method}, {":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}}
+	if authorization != "" {
+		fields = append(fields, [2]string{"authorization", authorization})
+	}
+	for _, f := range fields {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	prefix := make([]byte, 5)
+	binary.BigEndian.PutUint32(prefix[1:], 4<<20-100)
+	fr.WriteData(1, false, prefix)
+	conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	dec := hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return "", err.Error()
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.HeadersFrame:
+			if f.StreamID != 1 {
+				continue
+			}
+			hf, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hf {
+				switch h.Name {
+				case "grpc-status":
+					code = h.Value
+				case "grpc-message":
+					msg = h.Value
+				}
+			}
+			if code != "" {
+				return code, msg
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				return "", "reset: " + f.ErrCode.String()
+			}
+		case *http2.GoAwayFrame:
+			return "", "goaway"
 		}
 	}
 }

@@ -15,6 +15,7 @@ package auth
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 
@@ -57,6 +58,38 @@ func Interceptors(v *auth.Verifier, log *slog.Logger) []grpc.ServerOption {
 		grpc.ChainStreamInterceptor(StreamInterceptor(v, log)),
 	}
 }
+
+// Admit returns the function for grpcserve.Config.Admit: it decides each
+// RPC's credentials with v as its stream opens, before its message is
+// read, so that a client without valid credentials cannot make the
+// server hold its requests (a unary request is read whole before any
+// interceptor runs). It decides without waiting (auth.Verifier.VerifyNow);
+// where that would have waited (an issuer's keys to fetch), it lets the
+// stream open and the interceptors decide, as they decide every RPC of a
+// server without Admit. An RPC it admitted is not checked again. nil when
+// v checks nothing.
+func Admit(v *auth.Verifier, log *slog.Logger) func(ctx context.Context, method string, md metadata.MD) (context.Context, error) {
+	if !v.Enabled() {
+		return nil
+	}
+	g := newGuard(v, log)
+	return func(ctx context.Context, method string, md metadata.MD) (context.Context, error) {
+		if open(method) {
+			return ctx, nil
+		}
+		id, err := g.v.VerifyNow(ctx, g.credentials(ctx, md["authorization"]))
+		switch {
+		case errors.Is(err, auth.ErrWouldWait):
+			return ctx, nil // the interceptor waits
+		case err != nil:
+			return nil, g.refuse(ctx, method, err)
+		}
+		return context.WithValue(engine.WithIdentity(ctx, id), admitted{}, true), nil
+	}
+}
+
+// admitted marks, in an RPC's context, that Admit authenticated it.
+type admitted struct{}
 
 // UnaryInterceptor authenticates a unary RPC with v; see Interceptors.
 func UnaryInterceptor(v *auth.Verifier, log *slog.Logger) grpc.UnaryServerInterceptor {
@@ -117,10 +150,20 @@ func open(method string) bool {
 // authenticate returns ctx carrying the caller's identity, or an
 // UNAUTHENTICATED status with the Verifier's reason.
 func (g *guard) authenticate(ctx context.Context, method string) (context.Context, error) {
-	if !g.v.Enabled() || open(method) {
+	if !g.v.Enabled() || open(method) || ctx.Value(admitted{}) != nil {
 		return ctx, nil
 	}
-	creds := auth.Credentials{Authorization: metadata.ValueFromIncomingContext(ctx, "authorization")}
+	id, err := g.v.Verify(ctx, g.credentials(ctx, metadata.ValueFromIncomingContext(ctx, "authorization")))
+	if err != nil {
+		return nil, g.refuse(ctx, method, err)
+	}
+	return engine.WithIdentity(ctx, id), nil
+}
+
+// credentials are what the RPC presents: its authorization metadata,
+// else the client certificate of its connection.
+func (g *guard) credentials(ctx context.Context, authorization []string) auth.Credentials {
+	creds := auth.Credentials{Authorization: authorization}
 	if g.certs && len(creds.Authorization) == 0 {
 		// A token, when there is one, decides alone. The chain is
 		// checked again for each RPC, as on HTTP, so that a certificate
@@ -133,16 +176,18 @@ func (g *guard) authenticate(ctx context.Context, method string) (context.Contex
 			}
 		}
 	}
-	id, err := g.v.Verify(ctx, creds)
-	if err != nil {
-		addr := ""
-		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
-			addr = p.Addr.String()
-		}
-		if ok, held := g.refusals.Allow(); ok { // at most 10 lines every 10 s
-			g.log.Info("unauthenticated RPC refused", "method", method, "peer", addr, "reason", err.Error(), "not_logged_before", held)
-		}
-		return nil, status.Error(codes.Unauthenticated, err.Error())
+	return creds
+}
+
+// refuse logs the refusal of an RPC (at most 10 lines every 10 s) and
+// returns its UNAUTHENTICATED status, with the Verifier's reason.
+func (g *guard) refuse(ctx context.Context, method string, err error) error {
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		addr = p.Addr.String()
 	}
-	return engine.WithIdentity(ctx, id), nil
+	if ok, held := g.refusals.Allow(); ok {
+		g.log.Info("unauthenticated RPC refused", "method", logcut.String(method), "peer", addr, "reason", err.Error(), "not_logged_before", held)
+	}
+	return status.Error(codes.Unauthenticated, err.Error())
 }

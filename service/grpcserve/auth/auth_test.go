@@ -61,6 +61,12 @@ func describe(id *engine.Identity) string {
 // by v, on real TCP, until the test ends; it returns the address.
 func serve(t *testing.T, v *auth.Verifier, perms policy.Permissions, opts ...grpc.ServerOption) string {
 	t.Helper()
+	return serveConfig(t, v, perms, grpcserve.Config{}, opts...)
+}
+
+// serveConfig is serve with the surface's cfg.
+func serveConfig(t *testing.T, v *auth.Verifier, perms policy.Permissions, cfg grpcserve.Config, opts ...grpc.ServerOption) string {
+	t.Helper()
 	reg, err := tools.NewRegistry(append(diag.Tools(), whoami, identity)...)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +77,7 @@ func serve(t *testing.T, v *auth.Verifier, perms policy.Permissions, opts ...grp
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler), Admission: rules})
 	t.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
