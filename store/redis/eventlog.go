@@ -292,8 +292,8 @@ func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
 		Block:   block,
 	}).Result()
 	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
+	case doneErr(ctx) != nil:
+		return doneErr(ctx)
 	case err == nil, errors.Is(err, goredis.Nil):
 		return nil
 	}

@@ -354,6 +354,21 @@ func (s *Store) Release(ctx context.Context, key, owner string) error {
 	return s.owned(ctx, "release", releaseScript, key, owner)
 }
 
+// doneErr is ctx's error once its deadline has passed, even before its
+// own timer has said so: go-redis sets a command's socket deadline to the
+// context's, and on a loaded machine the socket's timeout can come first
+// (Wait answered "i/o timeout" for a 50 ms deadline while ctx.Err() was
+// still nil).
+func doneErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // Wait implements store.Idempotency: it polls, backing off, until the lease key
 // is gone (the call completed, was released, or its owner died).
 func (s *Store) Wait(ctx context.Context, key string) error {
@@ -368,10 +383,10 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 		case <-t.C:
 		}
 		n, err := s.c.Exists(ctx, lease).Result()
-		if err != nil && ctx.Err() != nil {
+		if err != nil && doneErr(ctx) != nil {
 			// The deadline came during the command: its error is the
 			// socket's timeout, but the caller's deadline is why.
-			return ctx.Err()
+			return doneErr(ctx)
 		}
 		if err != nil {
 			return fmt.Errorf("redis store: wait: %w", err)
