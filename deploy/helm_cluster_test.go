@@ -39,6 +39,7 @@ func helmAgainstAPIServer(t *testing.T, c *cluster) {
 		{"defaults", "toolwire", nil},
 		{"every value", "tw", []string{"-f", allValues}},
 		{"the service-account identity example", "toolwire", []string{"-f", exampleValues}},
+		{"a bolt store (Recreate)", "toolwire", []string{"--set", "store=bolt:///data/toolwire.db"}},
 	} {
 		t.Run("accepts "+tc.name, func(t *testing.T) {
 			m := helmTemplate(t, bin, release, tc.args...)

@@ -744,15 +744,20 @@ func TestHelmRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		"short token":                {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
-		"relative audit log":         {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
-		"audit log in workspace":     {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
-		"audit log in /tmp":          {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
-		"audit log at the root":      {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
-		"store port out of range":    {[]string{"--set", "store=redis://r:65536/0"}, `"65536" is not a TCP port`},
-		"store port not a number":    {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `"redis" is not a TCP port`},
-		"grace below the shutdown":   {[]string{"--set", "terminationGracePeriodSeconds=67"}, "terminationGracePeriodSeconds 67: the pod needs more than its preStop delay (5s) and the longest shutdown of its config"},
-		"grace below a longer drain": {[]string{"--set", "terminationGracePeriodSeconds=97", "--set", "config.drain_timeout=1m"}, "longest shutdown of its config (drain_timeout, abandon_grace, http_drain_timeout, then the stops and the flushes; docs/deploy.md): 97s"},
+		"short token":                       {[]string{"--set", "tokens.callers.ci=short"}, "tokens.callers.ci: a token needs at least 16 characters"},
+		"relative audit log":                {[]string{"--set", "audit_log=audit.log"}, "audit_log: want an absolute path"},
+		"audit log in workspace":            {[]string{"--set", "audit_log=/workspace/audit.log"}, "not under /workspace"},
+		"audit log in /tmp":                 {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
+		"audit log at the root":             {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
+		"store port out of range":           {[]string{"--set", "store=redis://r:65536/0"}, `"65536" is not a TCP port`},
+		"store port not a number":           {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `"redis" is not a TCP port`},
+		"grace below the shutdown":          {[]string{"--set", "terminationGracePeriodSeconds=67"}, "terminationGracePeriodSeconds 67: the pod needs more than its preStop delay (5s) and the longest shutdown of its config"},
+		"replicas with the memory store":    {[]string{"--set", "replicas=3"}, `replicas 3: the memory store (store "") is each pod's own`},
+		"replicas with a memory URL":        {[]string{"--set", "replicas=2", "--set", "config.store=memory://?max_bytes=1000"}, `replicas 2: the memory store`},
+		"replicas with a bolt file":         {[]string{"--set", "replicas=2", "--set", "store=bolt:///data/toolwire.db"}, `replicas 2: the bolt store (store "bolt:///data/toolwire.db") is each pod's own`},
+		"autoscaling with the memory store": {[]string{"--set", "autoscaling.enabled=true"}, "autoscaling.enabled: the memory store"},
+		"autoscaling with a bolt file":      {[]string{"--set", "autoscaling.enabled=true", "--set", "config.store=bolt:///data/toolwire.db"}, "autoscaling.enabled: the bolt store"},
+		"grace below a longer drain":        {[]string{"--set", "terminationGracePeriodSeconds=97", "--set", "config.drain_timeout=1m"}, "longest shutdown of its config (drain_timeout, abandon_grace, http_drain_timeout, then the stops and the flushes; docs/deploy.md): 97s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -761,6 +766,34 @@ func TestHelmRefuses(t *testing.T) {
 				t.Errorf("helm template %q: %v; want an error saying %q", tc.args, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHelmRollout: a store in a pod (bolt) rolls by Recreate, since a
+// second pod finds the file locked and exits (with RollingUpdate and
+// maxUnavailable 0 the rollout never ends); the other stores roll a new
+// pod in before an old one goes; a shared store takes replicas.
+func TestHelmRollout(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, tc := range []struct {
+		args     []string
+		strategy string
+	}{
+		{nil, "RollingUpdate"},
+		{[]string{"--set", "store=memory"}, "RollingUpdate"},
+		{[]string{"--set", "store=bolt:///data/toolwire.db"}, "Recreate"},
+		{[]string{"--set", "config.store=bolt:///data/toolwire.db"}, "Recreate"},
+		{[]string{"--set", "store=redis://redis:6379/0", "--set", "replicas=3"}, "RollingUpdate"},
+		{[]string{"--set", "store=redis+cluster://a:7000", "--set", "autoscaling.enabled=true"}, "RollingUpdate"},
+	} {
+		d := helmTemplate(t, bin, release, tc.args...).obj(t, "Deployment/toolwire")
+		if got := get(d, "spec", "strategy", "type"); got != tc.strategy {
+			t.Errorf("helm template %q: strategy %v, want %s", tc.args, got, tc.strategy)
+		}
+		if tc.strategy == "Recreate" && get(d, "spec", "strategy", "rollingUpdate") != nil {
+			t.Errorf("helm template %q: Recreate with rollingUpdate %v, which the API server refuses", tc.args, get(d, "spec", "strategy", "rollingUpdate"))
+		}
 	}
 }
 

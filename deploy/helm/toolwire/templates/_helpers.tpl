@@ -100,6 +100,27 @@ section, and the settings that are rendered only when set.
 {{- end }}
 {{- end }}
 
+{{/* The store's URL: store, or config.store where serve's config file takes it; "" for the default (memory). */}}
+{{- define "toolwire.store" -}}
+{{- .Values.store | default (get (.Values.config | default dict) "store") | default "" }}
+{{- end }}
+
+{{/*
+"memory" or "bolt" when the store lives in one pod (serve's memory store, or a
+bbolt file that one process may open at a time), else "". Such a store is
+each replica's own: a retried call that reaches another replica runs again
+(its idempotency record is not there), a detached batch cannot be attached
+or cancelled through another replica, and rate limits count per pod; and a
+second pod cannot open a bolt file the first holds. The Deployment refuses
+more than one replica with it, and rolls a bolt store's pod by Recreate.
+*/}}
+{{- define "toolwire.podStore" -}}
+{{- $store := include "toolwire.store" . }}
+{{- if or (eq $store "") (eq $store "memory") (hasPrefix "memory:" $store) }}memory
+{{- else if hasPrefix "bolt:" $store }}bolt
+{{- end }}
+{{- end }}
+
 {{/*
 The TCP ports of the Redis store, as a JSON array of numbers in ascending
 order: the port of each host the store URL names (store, or config.store) (redis://, rediss://,
@@ -109,7 +130,7 @@ URL lists) and storeEgressPort (one more port, as older values files set
 it). [] when the store is not Redis.
 */}}
 {{- define "toolwire.storePorts" -}}
-{{- $store := .Values.store | default (get (.Values.config | default dict) "store") | default "" }}
+{{- $store := include "toolwire.store" . }}
 {{- $padded := list }}
 {{- if regexMatch "^rediss?(\\+cluster)?://" $store }}
 {{- $ports := list }}
