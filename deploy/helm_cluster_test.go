@@ -40,6 +40,7 @@ func helmAgainstAPIServer(t *testing.T, c *cluster) {
 		{"every value", "tw", []string{"-f", allValues}},
 		{"the service-account identity example", "toolwire", []string{"-f", exampleValues}},
 		{"a bolt store (Recreate)", "toolwire", []string{"--set", "store=bolt:///data/toolwire.db"}},
+		{"a store URL from a Secret, three replicas", "toolwire", []string{"--set", "storeSecret.name=redis-url", "--set", "replicas=3"}},
 	} {
 		t.Run("accepts "+tc.name, func(t *testing.T) {
 			m := helmTemplate(t, bin, release, tc.args...)

@@ -521,10 +521,8 @@ func TestHelmEveryValue(t *testing.T) {
 				t.Errorf("the pod spec lacks %s", field)
 			}
 		}
-		for _, a := range []string{"checksum/config", "checksum/tokens"} {
-			if s, _ := get(d, "spec", "template", "metadata", "annotations", a).(string); len(s) != 64 {
-				t.Errorf("pod annotation %s = %q, want a SHA-256 that rolls the pods when it changes", a, s)
-			}
+		if s, _ := get(d, "spec", "template", "metadata", "annotations", "checksum/config").(string); len(s) != 64 {
+			t.Errorf("pod annotation checksum/config = %q, want a SHA-256 that rolls the pods when it changes", s)
 		}
 		if get(d, "spec", "template", "metadata", "labels", "toolwire.dev/tier") != "tools" || get(d, "spec", "template", "metadata", "annotations", "example.com/scrape") != "yes" {
 			t.Error("podLabels or podAnnotations missing")
@@ -769,6 +767,145 @@ func TestHelmRefuses(t *testing.T) {
 	}
 }
 
+// TestHelmSecretsStayInSecrets: what is secret (the callers' tokens, the
+// one the chart generates, a store URL with its password) reaches the
+// Secrets alone. Every other object (the Deployment, its pod template,
+// the ConfigMap) renders the same whatever the secrets are, so nothing in
+// them is a secret or derived from one (a SHA-256 of the tokens in a pod
+// annotation was: anyone who may get a Deployment, ReplicaSet or Pod read
+// it); and a URL with a password in a value that lands outside a Secret
+// fails the render without echoing the password.
+func TestHelmSecretsStayInSecrets(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, values := range [][]string{
+		nil, // a generated token
+		{"-f", allValues, "--set", "tokens.callers.ci=%s"},
+		{"--set", "tokens.callers.ci=%s", "--set", "storeSecret.name=redis-url", "--set", "replicas=3"},
+	} {
+		var renders []manifest
+		for _, token := range []string{"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"} {
+			args := slices.Clone(values)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "%s", token)
+			}
+			renders = append(renders, helmTemplate(t, bin, release, args...))
+		}
+		for key, obj := range renders[0].objs {
+			if obj["kind"] == "Secret" {
+				continue
+			}
+			if diff := cmp.Diff(obj, renders[1].objs[key]); diff != "" {
+				t.Errorf("helm template %q: %s changes with the tokens (-one +other):\n%s", values, key, diff)
+			}
+		}
+		if len(renders[0].objs) != len(renders[1].objs) {
+			t.Errorf("helm template %q: %d objects, then %d", values, len(renders[0].objs), len(renders[1].objs))
+		}
+	}
+
+	for _, tc := range []struct{ name, args, want string }{
+		{"store", "store=redis://:s3cret-pw@redis:6379/0", "store holds a URL with a password (redis://:xxxxx@)"},
+		{"config.store", "config.store=rediss://toolwire:s3cret-pw@redis:6380/0", "config holds a URL with a password (rediss://toolwire:xxxxx@)"},
+		{"extraArgs", "extraArgs={--store=redis+cluster://u:s3cret-pw@a:7000}", "extraArgs holds a URL with a password"},
+		{"extraEnv", "extraEnv[0].name=REDIS,extraEnv[0].value=redis://:s3cret-pw@r", "extraEnv holds a URL with a password"},
+		{"otlp.endpoint", "otlp.endpoint=https://user:s3cret-pw@otel.example.com:4318", "otlp.endpoint holds a URL with a password"},
+		{"store and storeSecret", "store=redis://r:6379,storeSecret.name=redis-url", "storeSecret.name and store (or config.store): give the store's URL in one place"},
+	} {
+		t.Run("refuses a password in "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := runHelm(t, bin, "template", release, chartDir, "--set", tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: %v; want an error saying %q", tc.args, err, tc.want)
+			}
+			// What helm printed, after runHelm's line naming the arguments.
+			if _, printed, _ := strings.Cut(fmt.Sprint(err), "\n"); strings.Contains(printed, "s3cret-pw") {
+				t.Errorf("the error prints the password: %s", printed)
+			}
+		})
+	}
+}
+
+// TestHelmStoreSecret: with storeSecret the store's URL reaches the server
+// from the Secret through the container's environment, as the kubelet
+// expands $(TOOLWIRE_STORE) in the arguments, and the NetworkPolicy opens
+// the ports it cannot read from the URL: storeEgressPorts, or 6379.
+func TestHelmStoreSecret(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, tc := range []struct {
+		args  []string
+		ports []float64
+	}{
+		{[]string{"--set", "storeSecret.name=redis-url", "--set", "replicas=3"}, []float64{6379}},
+		{[]string{"--set", "storeSecret.name=redis-url", "--set", "storeSecret.key=store", "--set", "storeEgressPorts={7000,7001}", "--set", "autoscaling.enabled=true"}, []float64{7000, 7001}},
+	} {
+		m := helmTemplate(t, bin, release, tc.args...)
+		spec, ctr := m.podSpec(t, release)
+		if got := strs(ctr["args"]); !slices.Contains(got, "--store=$(TOOLWIRE_STORE)") {
+			t.Errorf("helm template %q: args %q, want --store=$(TOOLWIRE_STORE)", tc.args, got)
+		}
+		key := "url"
+		if slices.Contains(tc.args, "storeSecret.key=store") {
+			key = "store"
+		}
+		var ref any
+		for _, e := range ctr["env"].([]any) {
+			if get(e, "name") == "TOOLWIRE_STORE" {
+				ref = get(e, "valueFrom", "secretKeyRef")
+			}
+		}
+		if diff := cmp.Diff(map[string]any{"name": "redis-url", "key": key}, ref); diff != "" {
+			t.Errorf("helm template %q: TOOLWIRE_STORE (-want +got):\n%s", tc.args, diff)
+		}
+		if get(spec, "strategy") != nil {
+			t.Fatal("strategy is the Deployment's, not the pod's")
+		}
+		if got := get(m.obj(t, "Deployment/toolwire"), "spec", "strategy", "type"); got != "RollingUpdate" {
+			t.Errorf("helm template %q: strategy %v, want RollingUpdate", tc.args, got)
+		}
+		var got []float64
+		for _, rule := range get(m.obj(t, "NetworkPolicy/toolwire"), "spec", "egress").([]any) {
+			for _, p := range get(rule, "ports").([]any) {
+				if port := get(p, "port").(float64); port != 53 {
+					got = append(got, port)
+				}
+			}
+		}
+		if !slices.Equal(got, tc.ports) {
+			t.Errorf("helm template %q: egress to ports %v, want %v", tc.args, got, tc.ports)
+		}
+		checkVarRefs(t, ctr)
+	}
+}
+
+// checkVarRefs: each $(NAME) in the container's arguments and variables
+// names one of its variables (defined before it, for a variable's value),
+// as the kubelet expands them; it leaves an unknown one as it is, and the
+// server would be handed "$(NAME)".
+func checkVarRefs(t *testing.T, ctr map[string]any) {
+	t.Helper()
+	ref := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	defined := map[string]bool{}
+	for _, e := range ctr["env"].([]any) {
+		if v, ok := get(e, "value").(string); ok {
+			for _, m := range ref.FindAllStringSubmatch(v, -1) {
+				if !defined[m[1]] {
+					t.Errorf("variable %v refers to $(%s), not defined before it", get(e, "name"), m[1])
+				}
+			}
+		}
+		defined[fmt.Sprint(get(e, "name"))] = true
+	}
+	for _, a := range strs(ctr["args"]) {
+		for _, m := range ref.FindAllStringSubmatch(a, -1) {
+			if !defined[m[1]] {
+				t.Errorf("argument %q refers to $(%s), which the container does not define", a, m[1])
+			}
+		}
+	}
+}
+
 // TestHelmRollout: a store in a pod (bolt) rolls by Recreate, since a
 // second pod finds the file locked and exits (with RollingUpdate and
 // maxUnavailable 0 the rollout never ends); the other stores roll a new
@@ -840,9 +977,9 @@ func TestHelmStorePorts(t *testing.T) {
 	}{
 		{"redis://redis.store:6380/1", "", []float64{6380}},
 		{"redis://redis.store", "", []float64{6379}},
-		{"rediss://user:p%40ss@[fd00::1]:6390/0?dial_timeout=2s", "", []float64{6390}},
+		{"rediss://user@[fd00::1]:6390/0?dial_timeout=2s", "", []float64{6390}},
 		{"redis+cluster://a:7000,b:7001,c:7002", "", []float64{7000, 7001, 7002}},
-		{"rediss+cluster://u:p@a:7002,b,[fd00::2]:7000/0?max_redirects=3", "storeEgressPorts: [7005, \"7003\", 7000]", []float64{6379, 7000, 7002, 7003, 7005}},
+		{"rediss+cluster://u@a:7002,b,[fd00::2]:7000/0?max_redirects=3", "storeEgressPorts: [7005, \"7003\", 7000]", []float64{6379, 7000, 7002, 7003, 7005}},
 		{"redis://r:6380/0", "storeEgressPort: 6381", []float64{6380, 6381}},
 		{"bolt:///data/toolwire.db", "storeEgressPorts: [7000]", nil},
 		{"memory", "", nil},

@@ -100,9 +100,29 @@ section, and the settings that are rendered only when set.
 {{- end }}
 {{- end }}
 
-{{/* The store's URL: store, or config.store where serve's config file takes it; "" for the default (memory). */}}
+{{/* The store's URL: store, or config.store where serve's config file takes it; "" for the default (memory), or storeSecret's. */}}
 {{- define "toolwire.store" -}}
 {{- .Values.store | default (get (.Values.config | default dict) "store") | default "" }}
+{{- end }}
+
+{{/*
+toolwire.noPasswords fails the render when a URL with a password (a
+store's redis://user:PASSWORD@host, an OTLP endpoint's) is in a value that
+lands outside a Secret: the Deployment's arguments and environment and the
+ConfigMap are read by anyone who may read those objects (kubectl get
+deployment, configmap, replicaset, pod), a wider circle than Secrets'. A
+store's URL with a password goes in a Secret of its own (storeSecret).
+*/}}
+{{- define "toolwire.noPasswords" -}}
+{{- $withPassword := `[a-z][a-z0-9+.-]*://[^@/?#\s"']*:[^@/?#\s"']*@` }}
+{{- if and .Values.storeSecret.name (or .Values.store (get (.Values.config | default dict) "store")) }}
+{{- fail "storeSecret.name and store (or config.store): give the store's URL in one place" }}
+{{- end }}
+{{- range $where, $v := dict "store" (.Values.store | default "") "config" (toYaml (.Values.config | default dict)) "extraArgs" (toYaml (.Values.extraArgs | default list)) "extraEnv" (toYaml (.Values.extraEnv | default list)) "otlp.endpoint" (.Values.otlp.endpoint | default "") }}
+{{- if regexMatch $withPassword $v }}
+{{- fail (printf "%s holds a URL with a password (%s), which would be rendered into the Deployment or the ConfigMap for anyone who may read them: put a store's URL in a Secret named by storeSecret, other credentials in extraEnv from a Secret (valueFrom.secretKeyRef) (docs/deploy.md)" $where (regexReplaceAll ":[^:/]*@$" (regexFind $withPassword $v) ":xxxxx@")) }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -116,7 +136,8 @@ more than one replica with it, and rolls a bolt store's pod by Recreate.
 */}}
 {{- define "toolwire.podStore" -}}
 {{- $store := include "toolwire.store" . }}
-{{- if or (eq $store "") (eq $store "memory") (hasPrefix "memory:" $store) }}memory
+{{- if .Values.storeSecret.name }}
+{{- else if or (eq $store "") (eq $store "memory") (hasPrefix "memory:" $store) }}memory
 {{- else if hasPrefix "bolt:" $store }}bolt
 {{- end }}
 {{- end }}
@@ -132,7 +153,18 @@ it). [] when the store is not Redis.
 {{- define "toolwire.storePorts" -}}
 {{- $store := include "toolwire.store" . }}
 {{- $padded := list }}
-{{- if regexMatch "^rediss?(\\+cluster)?://" $store }}
+{{- if .Values.storeSecret.name }}
+{{- /* The URL is in the Secret: storeEgressPorts, or Redis's 6379. */}}
+{{- $ports := list }}
+{{- range concat (.Values.storeEgressPorts | default list) (compact (list .Values.storeEgressPort)) }}
+{{- $ports = append $ports (toString .) }}
+{{- end }}
+{{- range $ports | default (list "6379") }}
+{{- $n := atoi . }}
+{{- if or (lt $n 1) (gt $n 65535) (not (regexMatch "^[0-9]+$" .)) }}{{ fail (printf "storeEgressPorts %v: %q is not a TCP port" $.Values.storeEgressPorts .) }}{{ end }}
+{{- $padded = append $padded (printf "%05d" $n) }}
+{{- end }}
+{{- else if regexMatch "^rediss?(\\+cluster)?://" $store }}
 {{- $ports := list }}
 {{- $hosts := regexReplaceAll "^[a-z+]+://" $store "" }}
 {{- $hosts = regexReplaceAll "^[^@/?#]*@" $hosts "" }}
