@@ -1101,6 +1101,60 @@ func TestWorkspaceBoundBelowVolumes(t *testing.T) {
 	check("chart", spec, m.config(t, release))
 }
 
+// TestGoMemLimit: the pods' GOMEMLIMIT is nine tenths of their memory
+// limit, in the base and as the chart computes it from
+// resources.limits.memory in any unit; none without a limit, and the
+// operator's own through extraEnv. Without it the heap grows to twice
+// what is live, past the limit (the server reported a memory limit of
+// math.MaxInt64, go_gc_gomemlimit_bytes 9.22e18, under the 512Mi one).
+// TestHelmConfigBootsServer starts the server with the variable, which Go
+// refuses to start with if it does not parse.
+func TestGoMemLimit(t *testing.T) {
+	t.Parallel()
+	env := func(ctr map[string]any, name string) []string {
+		var vals []string
+		for _, e := range ctr["env"].([]any) {
+			if get(e, "name") == name {
+				vals = append(vals, fmt.Sprint(get(e, "value")))
+			}
+		}
+		return vals
+	}
+	base := readYAMLFile(t, "kubernetes/base/deployment.yaml")
+	ctr, _ := get(base, "spec", "template", "spec", "containers", 0).(map[string]any)
+	limit := quantityBytes(t, fmt.Sprint(get(ctr, "resources", "limits", "memory")))
+	if got, want := env(ctr, "GOMEMLIMIT"), []string{fmt.Sprintf("%dMiB", limit*9/10>>20)}; !slices.Equal(got, want) {
+		t.Errorf("base: GOMEMLIMIT %q, want %q (nine tenths of limits.memory, %d bytes)", got, want, limit)
+	}
+
+	bin := helmBin(t)
+	for _, tc := range []struct {
+		values string
+		want   []string
+	}{
+		{"", []string{"460MiB"}},
+		{"resources: {limits: {memory: 1Gi}}", []string{"921MiB"}},
+		{"resources: {limits: {memory: 1.5Gi}}", []string{"1382MiB"}},
+		{"resources: {limits: {memory: 2G}}", []string{"1716MiB"}},
+		{"resources: {limits: {memory: 536870912}}", []string{"460MiB"}},
+		{"resources: {limits: {memory: null}}", nil},
+		{"resources: null", nil},
+		{"extraEnv: [{name: GOMEMLIMIT, value: 300MiB}]", []string{"300MiB"}},
+	} {
+		values := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(values, []byte(tc.values), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, ctr := helmTemplate(t, bin, release, "-f", values).podSpec(t, release)
+		if got := env(ctr, "GOMEMLIMIT"); !slices.Equal(got, tc.want) {
+			t.Errorf("values %q: GOMEMLIMIT %q, want %q", tc.values, got, tc.want)
+		}
+	}
+	if _, err := runHelm(t, bin, "template", release, chartDir, "--set", "resources.limits.memory=lots"); err == nil || !strings.Contains(err.Error(), `resources.limits.memory "lots": want a number of bytes`) {
+		t.Errorf("a memory limit that is not a quantity: %v", err)
+	}
+}
+
 // quantityBytes reads a Kubernetes quantity with a binary suffix ("1Gi").
 func quantityBytes(t *testing.T, q string) int64 {
 	t.Helper()

@@ -230,3 +230,29 @@ together.
 {{- $http := include "toolwire.seconds" (get $c "http_drain_timeout" | default "30s") | int | default 30 }}
 {{- add (max $engine $http) 5 10 5 }}
 {{- end }}
+
+{{/*
+toolwire.goMemLimit: GOMEMLIMIT for the pods, nine tenths of
+resources.limits.memory in MiB ("460MiB" for 512Mi), or "" when there is
+no memory limit or extraEnv sets GOMEMLIMIT itself. Without it Go's
+collector lets the heap grow to twice what is live, past the container's
+limit, and the kernel kills the pod with every call in it; the tenth left
+is for what Go does not count and for run_command's commands, which share
+the limit. deploy's TestGoMemLimit holds it.
+*/}}
+{{- define "toolwire.goMemLimit" -}}
+{{- $raw := get (get (.Values.resources | default dict) "limits" | default dict) "memory" | default "" }}
+{{- $limit := ternary ($raw | int64 | toString) (toString $raw) (kindIs "float64" $raw) }}
+{{- $own := false }}
+{{- range .Values.extraEnv | default list }}{{ if eq (toString .name) "GOMEMLIMIT" }}{{ $own = true }}{{ end }}{{ end }}
+{{- if and $limit (not $own) }}
+{{- $m := regexFindAll "^([0-9]+(\\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$" $limit 1 }}
+{{- if not $m }}{{ fail (printf "resources.limits.memory %q: want a number of bytes with Ki, Mi, Gi, Ti, k, M, G or T, or none" $limit) }}{{ end }}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" $limit }}
+{{- $unit := trimPrefix $n $limit }}
+{{- $scale := get (dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0) $unit }}
+{{- $mib := floor (divf (mulf (float64 $n) $scale 0.9) 1048576.0) | int64 }}
+{{- if lt $mib 1 }}{{ fail (printf "resources.limits.memory %q: too little for the server" $limit) }}{{ end }}
+{{- printf "%dMiB" $mib }}
+{{- end }}
+{{- end }}
