@@ -748,7 +748,7 @@ func TestHelmRefuses(t *testing.T) {
 		"audit log in /tmp":                 {[]string{"--set", "audit_log=/tmp/audit/audit.log"}, "not under /tmp"},
 		"audit log at the root":             {[]string{"--set", "audit_log=/audit.log"}, "not at the root"},
 		"store port out of range":           {[]string{"--set", "store=redis://r:65536/0"}, `"65536" is not a TCP port`},
-		"store port not a number":           {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `"redis" is not a TCP port`},
+		"store port not a number":           {[]string{"--set", "store=redis://r:6379", "--set", "storeEgressPorts={redis}"}, `'redis' does not match pattern '^[0-9]+$'`},
 		"grace below the shutdown":          {[]string{"--set", "terminationGracePeriodSeconds=67"}, "terminationGracePeriodSeconds 67: the pod needs more than its preStop delay (5s) and the longest shutdown of its config"},
 		"replicas with the memory store":    {[]string{"--set", "replicas=3"}, `replicas 3: the memory store (store "") is each pod's own`},
 		"replicas with a memory URL":        {[]string{"--set", "replicas=2", "--set", "config.store=memory://?max_bytes=1000"}, `replicas 2: the memory store`},
@@ -902,6 +902,78 @@ func checkVarRefs(t *testing.T, ctr map[string]any) {
 			if !defined[m[1]] {
 				t.Errorf("argument %q refers to $(%s), which the container does not define", a, m[1])
 			}
+		}
+	}
+}
+
+// TestHelmSchema: values.schema.json refuses the values an operator gets
+// wrong, which the chart rendered without a word before (a misspelt key
+// was ignored, "false" as a string turned a switch on, a
+// PodDisruptionBudget of 0 blocked every node drain, an unknown sandbox
+// mode stopped the pods at start), and it names every value of
+// values.yaml and no other, so a value added to one is added to the other.
+func TestHelmSchema(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, tc := range []struct{ name, want string }{
+		{"replica=3", "additional properties 'replica' not allowed"},
+		{"tokens.caller.ci=0123456789abcdef0123", "at '/tokens': additional properties 'caller' not allowed"},
+		{"podDisruptionBudget.maxUnavailable=0", "at '/podDisruptionBudget/maxUnavailable': minimum: got 0, want 1"},
+		{"podDisruptionBudget.maxUnavailable=0%", "at '/podDisruptionBudget/maxUnavailable'"},
+		{"sandbox.mode=strict", "at '/sandbox/mode': value must be one of 'auto', 'required', 'off'"},
+		{"replicas=-1", "at '/replicas': minimum: got -1, want 0"},
+		{"ports.grpc=70000", "at '/ports/grpc': maximum: got 70,000, want 65,535"},
+		{"image.pullPolicy=Sometimes", "at '/image/pullPolicy'"},
+		{"autoscaling.targetCPUUtilizationPercentage=170", "at '/autoscaling/targetCPUUtilizationPercentage'"},
+		{"workspace.sizeLimit=lots", "at '/workspace/sizeLimit'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := runHelm(t, bin, "template", release, chartDir, "--set", tc.name)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("helm template --set %s: %v; want an error saying %q", tc.name, err, tc.want)
+			}
+		})
+	}
+	for _, set := range []string{"http.enabled=false", "headlessService.enabled=false"} {
+		if _, err := runHelm(t, bin, "template", release, chartDir, "--set-string", set); err == nil || !strings.Contains(err.Error(), "got string, want boolean") {
+			t.Errorf("helm template --set-string %s: %v; want the schema's refusal of a string", set, err)
+		}
+	}
+
+	// Every key of values.yaml has its entry in the schema, down to the
+	// objects the schema leaves open (config, resources, …); and the
+	// schema names no top-level value that values.yaml does not.
+	var schema map[string]any
+	b, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	values := readYAMLFile(t, filepath.Join(chartDir, "values.yaml"))
+	var walk func(path string, v, node map[string]any)
+	walk = func(path string, v, node map[string]any) {
+		props, ok := node["properties"].(map[string]any)
+		if !ok {
+			return // an object the schema leaves open
+		}
+		for k, vv := range v {
+			sub, ok := props[k].(map[string]any)
+			if !ok {
+				t.Errorf("values.yaml's %s%s is not in values.schema.json", path, k)
+				continue
+			}
+			if m, ok := vv.(map[string]any); ok {
+				walk(path+k+".", m, sub)
+			}
+		}
+	}
+	walk("", values, schema)
+	for k := range schema["properties"].(map[string]any) {
+		if _, ok := values[k]; !ok && k != "global" && k != "storeEgressPort" {
+			t.Errorf("values.schema.json names %s, which values.yaml does not", k)
 		}
 	}
 }
