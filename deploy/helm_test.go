@@ -978,6 +978,36 @@ func TestHelmSchema(t *testing.T) {
 	}
 }
 
+// TestHelmSpread: with more than one replica, or autoscaling, and no
+// topologySpreadConstraints of the operator's, the pods spread as the
+// replicated overlay's do (maxSkew 1 over nodes and over zones), selected
+// by the chart's own labels; one replica gets none, as the base; the
+// operator's replace them.
+func TestHelmSpread(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	overlay := readYAMLFile(t, "kubernetes/overlays/replicated/deployment.yaml")
+	want, _ := get(overlay, "spec", "template", "spec", "topologySpreadConstraints").([]any)
+	for _, c := range want { // the chart selects its release's pods
+		get(c, "labelSelector", "matchLabels").(map[string]any)["app.kubernetes.io/instance"] = release
+	}
+	for _, tc := range []struct {
+		args []string
+		want any
+	}{
+		{nil, nil},
+		{[]string{"--set", "store=redis://r:6379/0", "--set", "replicas=3"}, want},
+		{[]string{"--set", "store=redis://r:6379/0", "--set", "autoscaling.enabled=true"}, want},
+		{[]string{"--set", "store=redis://r:6379/0", "--set", "replicas=3", "--set-json", `topologySpreadConstraints=[{"maxSkew":2,"topologyKey":"kubernetes.io/hostname","whenUnsatisfiable":"DoNotSchedule"}]`},
+			[]any{map[string]any{"maxSkew": 2.0, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}}},
+	} {
+		spec, _ := helmTemplate(t, bin, release, tc.args...).podSpec(t, release)
+		if diff := cmp.Diff(tc.want, spec["topologySpreadConstraints"]); diff != "" {
+			t.Errorf("helm template %q: topologySpreadConstraints (-want +got):\n%s", tc.args, diff)
+		}
+	}
+}
+
 // TestHelmRollout: a store in a pod (bolt) rolls by Recreate, since a
 // second pod finds the file locked and exits (with RollingUpdate and
 // maxUnavailable 0 the rollout never ends); the other stores roll a new
