@@ -1257,6 +1257,40 @@ func TestGoMemLimit(t *testing.T) {
 	}
 }
 
+// TestStartupProbe: liveness does not restart a pod that is still
+// starting. The health port listens once serve has opened its store and
+// loaded its sources, each fetched at start for up to 30 s, one after
+// another (two OpenAPI documents served 20 s late: health listening 40 s
+// in), while the liveness probe's third failure comes 25 s in. A startup
+// probe on the health port holds liveness and readiness back for 300 s,
+// in the base and in the chart (whose pod spec TestHelmDefaults holds to
+// the base's; here, its ports follow ports.health).
+func TestStartupProbe(t *testing.T) {
+	t.Parallel()
+	check := func(name string, ctr map[string]any, port float64) {
+		num := func(probe, field string, def float64) float64 {
+			if v, ok := get(ctr, probe, field).(float64); ok {
+				return v
+			}
+			return def // the API server's default
+		}
+		if got := get(ctr, "startupProbe", "grpc", "port"); got != port {
+			t.Errorf("%s: startupProbe on the gRPC health port %v, want %v", name, got, port)
+			return
+		}
+		liveness := num("livenessProbe", "initialDelaySeconds", 0) + num("livenessProbe", "periodSeconds", 10)*num("livenessProbe", "failureThreshold", 3)
+		startup := num("startupProbe", "periodSeconds", 10) * num("startupProbe", "failureThreshold", 3)
+		if startup < 300 || startup <= liveness {
+			t.Errorf("%s: the startup probe waits %vs (liveness alone %vs); want 300s at least", name, startup, liveness)
+		}
+	}
+	base := readYAMLFile(t, "kubernetes/base/deployment.yaml")
+	ctr, _ := get(base, "spec", "template", "spec", "containers", 0).(map[string]any)
+	check("base", ctr, 8081)
+	_, ctr = helmTemplate(t, helmBin(t), release, "--set", "ports.health=8091").podSpec(t, release)
+	check("chart", ctr, 8091)
+}
+
 // quantityBytes reads a Kubernetes quantity with a binary suffix ("1Gi").
 func quantityBytes(t *testing.T, q string) int64 {
 	t.Helper()

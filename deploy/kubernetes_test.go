@@ -344,6 +344,7 @@ func checkServerDeployment(t *testing.T, objs []object, name string) {
 						Name           string
 						ReadinessProbe struct{ GRPC *struct{ Port int } }
 						LivenessProbe  struct{ GRPC *struct{ Port int } }
+						StartupProbe   struct{ GRPC *struct{ Port int } }
 						Lifecycle      struct {
 							PreStop struct{ Sleep *struct{ Seconds int } }
 						}
@@ -361,7 +362,7 @@ func checkServerDeployment(t *testing.T, objs []object, name string) {
 			if s := ctr.Lifecycle.PreStop.Sleep; s == nil || s.Seconds <= 0 {
 				t.Error("the server dropped the preStop sleep action")
 			}
-			if ctr.ReadinessProbe.GRPC == nil || ctr.LivenessProbe.GRPC == nil {
+			if ctr.ReadinessProbe.GRPC == nil || ctr.LivenessProbe.GRPC == nil || ctr.StartupProbe.GRPC == nil {
 				t.Error("the server dropped a gRPC probe")
 			}
 			return
