@@ -7,10 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -79,6 +83,12 @@ func servedBy(t *testing.T, target string, n, enough int, opts ...client.Option)
 // server's whoami tool answering its address, and returns the port.
 func startPods(t *testing.T, addrs []string) string {
 	t.Helper()
+	return startPodsWith(t, addrs, grpcserve.Config{})
+}
+
+// startPodsWith is startPods with each server's config.
+func startPodsWith(t *testing.T, addrs []string, cfg grpcserve.Config) string {
+	t.Helper()
 	var lis []net.Listener
 	for try := 0; len(lis) < len(addrs); try++ {
 		if try == 10 {
@@ -113,7 +123,7 @@ func startPods(t *testing.T, addrs []string) string {
 			t.Fatal(err)
 		}
 		eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+		srv, err := grpcserve.New(eng, reg, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,6 +143,13 @@ func startPods(t *testing.T, addrs []string) string {
 // server's address.
 func startDNS(t *testing.T, name string, addrs []string) string {
 	t.Helper()
+	return startDNSOf(t, name, func() []string { return addrs })
+}
+
+// startDNSOf is startDNS answering with what addrs returns at the time of
+// each query, as a headless Service's answer follows its ready pods.
+func startDNSOf(t *testing.T, name string, addrs func() []string) string {
+	t.Helper()
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +163,7 @@ func startDNS(t *testing.T, name string, addrs []string) string {
 			if err != nil {
 				return // closed
 			}
-			if resp, err := answerDNS(buf[:n], name, addrs); err == nil {
+			if resp, err := answerDNS(buf[:n], name, addrs()); err == nil {
 				_, _ = conn.WriteTo(resp, from)
 			}
 		}
@@ -185,4 +202,83 @@ func answerDNS(query []byte, name string, addrs []string) ([]byte, error) {
 		}
 	}
 	return b.Finish()
+}
+
+// TestScaleOutReachesConnectedClients: a client of the headless Service
+// resolves it again only when one of its connections closes, so a replica
+// the autoscaler adds gets no calls from clients already connected, however
+// long they run (the overloaded replicas stay so and the autoscaler adds
+// more, as idle). The servers' max_connection_age closes connections after
+// a while, and the clients, reconnecting, find the new replica: with it,
+// a client connected while DNS named one pod reaches the second once DNS
+// names both. The replicated overlay and the chart with more than one
+// replica set it; one replica leaves it unset, as the base.
+func TestScaleOutReachesConnectedClients(t *testing.T) {
+	t.Parallel()
+	t.Run("the manifests age connections when replicated", func(t *testing.T) {
+		ages := map[string]string{}
+		b, err := os.ReadFile("kubernetes/overlays/replicated/kustomization.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := regexp.MustCompile(`value: --max-connection-age=(\S+)`).FindSubmatch(b); m != nil {
+			ages["replicated overlay"] = string(m[1])
+		}
+		bin := helmBin(t)
+		for name, args := range map[string][]string{
+			"chart, 3 replicas":   {"--set", "store=redis://r:6379/0", "--set", "replicas=3"},
+			"chart, autoscaling":  {"--set", "store=redis://r:6379/0", "--set", "autoscaling.enabled=true"},
+			"chart, one replica":  nil,
+			"chart, operator's":   {"--set", "store=redis://r:6379/0", "--set", "replicas=3", "--set", "config.max_connection_age=30m"},
+			"chart, by extraArgs": {"--set", "store=redis://r:6379/0", "--set", "replicas=3", "--set", "extraArgs={--max-connection-age,20m}"},
+		} {
+			if age, ok := helmTemplate(t, bin, release, args...).config(t, release)["max_connection_age"].(string); ok {
+				ages[name] = age
+			}
+		}
+		want := map[string]string{"replicated overlay": "10m", "chart, 3 replicas": "10m", "chart, autoscaling": "10m", "chart, operator's": "30m"}
+		if diff := cmp.Diff(want, ages); diff != "" {
+			t.Errorf("max_connection_age (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("an aged connection leads its client to a new pod", func(t *testing.T) {
+		pods := []string{"127.0.0.3", "127.0.0.4"}
+		port := startPodsWith(t, pods, grpcserve.Config{Limits: grpcserve.Limits{MaxConnectionAge: 300 * time.Millisecond}})
+		var mu sync.Mutex
+		ready := pods[:1] // the headless Service's answer: one pod, then both
+		dnsAddr := startDNSOf(t, headlessName+".", func() []string { mu.Lock(); defer mu.Unlock(); return ready })
+		c, err := client.New(fmt.Sprintf("dns://%s/%s:%s", dnsAddr, headlessName, port),
+			client.WithDialOptions(grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		call := func() string {
+			b, err := client.Collect(c.ExecuteBatch(t.Context(), &toolwirev1.ExecuteBatchRequest{
+				Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "whoami"}},
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Trim(client.Text(b.Results[0]), `"`) // whoami's JSON string
+		}
+		if got := call(); got != pods[0] {
+			t.Fatalf("the first call reached %s, want %s, the one pod DNS names", got, pods[0])
+		}
+		mu.Lock()
+		ready = pods
+		mu.Unlock()
+		// Calls until the new pod answers; each connection lasts 300 ms.
+		for i := 0; ; i++ {
+			if call() == pods[1] {
+				t.Logf("the new pod answered call %d", i)
+				return
+			}
+			if i == 2000 {
+				t.Fatalf("2000 calls after DNS named %s too, none reached it", pods[1])
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 }

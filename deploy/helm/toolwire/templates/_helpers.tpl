@@ -76,6 +76,10 @@ section, and the settings that are rendered only when set.
 {{- end }}
 {{- $_ := set $cfg "http_allowed_hosts" (concat $hosts (.Values.http.allowedHosts | default list)) }}
 {{- end }}
+{{- /* More than one replica: connections age, so that clients, which resolve the headless Service again only when one closes, reach the replicas added since (docs/deploy.md). */}}
+{{- if and (or .Values.autoscaling.enabled (gt (int .Values.replicas) 1)) (not (hasKey $cfg "max_connection_age")) (not (regexMatch `(^|\s)--?max-connection-age(=|\s|$)` (join " " (.Values.extraArgs | default list)))) }}
+{{- $_ := set $cfg "max_connection_age" "10m" }}
+{{- end }}
 {{- if .Values.policies }}{{ $_ := set $cfg "policies" .Values.policies }}{{ end }}
 {{- if .Values.audit_log }}{{ $_ := set $cfg "audit_log" .Values.audit_log }}{{ end }}
 {{- /* Numbers, also when --set made them strings ("0.5"). */}}
