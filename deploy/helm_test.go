@@ -754,6 +754,7 @@ func TestHelmRefuses(t *testing.T) {
 		"replicas with a memory URL":        {[]string{"--set", "replicas=2", "--set", "config.store=memory://?max_bytes=1000"}, `replicas 2: the memory store`},
 		"replicas with a bolt file":         {[]string{"--set", "replicas=2", "--set", "store=bolt:///data/toolwire.db"}, `replicas 2: the bolt store (store "bolt:///data/toolwire.db") is each pod's own`},
 		"autoscaling with the memory store": {[]string{"--set", "autoscaling.enabled=true"}, "autoscaling.enabled: the memory store"},
+		"autoscaling without a CPU request": {[]string{"--set", "autoscaling.enabled=true", "--set", "store=redis://r:6379/0", "--set", "resources=null"}, "autoscaling.enabled: the autoscaler scales on CPU use as a share of the pods' CPU request"},
 		"autoscaling with a bolt file":      {[]string{"--set", "autoscaling.enabled=true", "--set", "config.store=bolt:///data/toolwire.db"}, "autoscaling.enabled: the bolt store"},
 		"grace below a longer drain":        {[]string{"--set", "terminationGracePeriodSeconds=97", "--set", "config.drain_timeout=1m"}, "longest shutdown of its config (drain_timeout, abandon_grace, http_drain_timeout, then the stops and the flushes; docs/deploy.md): 97s"},
 	} {
