@@ -1199,9 +1199,36 @@ func TestWorkspaceBoundBelowVolumes(t *testing.T) {
 	base := readYAMLFile(t, "kubernetes/base/deployment.yaml")
 	spec, _ := get(base, "spec", "template", "spec").(map[string]any)
 	check("base", spec, readYAMLFile(t, "kubernetes/base/config.yaml"))
-	m := helmTemplate(t, helmBin(t), release)
+	bin := helmBin(t)
+	m := helmTemplate(t, bin, release)
 	spec, _ = m.podSpec(t, release)
 	check("chart", spec, m.config(t, release))
+
+	// The chart holds the values an operator sets to the same rule: a
+	// smaller volume, or the bound left to the server's 8 GiB, rendered a
+	// pod that a model's writes evict.
+	for _, tc := range []struct{ args, want string }{
+		{"workspace.sizeLimit=512Mi", "sandbox.max_workspace_bytes 805306368 (8 GiB when unset) is not below workspace.sizeLimit 512Mi (536870912 bytes)"},
+		{"workspace.sizeLimit=805306368", "is not below workspace.sizeLimit 805306368 (805306368 bytes)"},
+		{"sandbox.max_workspace_bytes=null", "sandbox.max_workspace_bytes 8589934592 (8 GiB when unset) is not below workspace.sizeLimit 1Gi"},
+	} {
+		_, err := runHelm(t, bin, "template", release, chartDir, "--set", tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("helm template --set %s: %v; want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--set", "workspace.sizeLimit=10Gi", "--set", "sandbox.max_workspace_bytes=null"},
+		{"--set", "workspace.sizeLimit=1536Mi", "--set", "sandbox.max_workspace_bytes=1073741824"},
+	} {
+		m := helmTemplate(t, bin, release, args...)
+		spec, _ := m.podSpec(t, release)
+		cfg := m.config(t, release)
+		if _, ok := get(cfg, "sandbox", "max_workspace_bytes").(float64); !ok {
+			get(cfg, "sandbox").(map[string]any)["max_workspace_bytes"] = float64(8 << 30) // the server's default
+		}
+		check(fmt.Sprintf("chart %q", args), spec, cfg)
+	}
 }
 
 // TestGoMemLimit: the pods' GOMEMLIMIT is nine tenths of their memory

@@ -236,6 +236,19 @@ together.
 {{- end }}
 
 {{/*
+toolwire.bytes: a Kubernetes quantity ("512Mi", "1.5Gi", "2G", a number of
+bytes) in bytes, as an integer; it fails, naming what (.what), on anything
+else. Call it with (dict "q" QUANTITY "what" "the value's name").
+*/}}
+{{- define "toolwire.bytes" -}}
+{{- $q := ternary (.q | int64 | toString) (toString .q) (kindIs "float64" .q) }}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$" $q) }}{{ fail (printf "%s %q: want a number of bytes with Ki, Mi, Gi, Ti, k, M, G or T, or none" .what $q) }}{{ end }}
+{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" $q }}
+{{- $scale := get (dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0) (trimPrefix $n $q) }}
+{{- mulf (float64 $n) $scale | floor | int64 }}
+{{- end }}
+
+{{/*
 toolwire.goMemLimit: GOMEMLIMIT for the pods, nine tenths of
 resources.limits.memory in MiB ("460MiB" for 512Mi), or "" when there is
 no memory limit or extraEnv sets GOMEMLIMIT itself. Without it Go's
@@ -245,18 +258,31 @@ is for what Go does not count and for run_command's commands, which share
 the limit. deploy's TestGoMemLimit holds it.
 */}}
 {{- define "toolwire.goMemLimit" -}}
-{{- $raw := get (get (.Values.resources | default dict) "limits" | default dict) "memory" | default "" }}
-{{- $limit := ternary ($raw | int64 | toString) (toString $raw) (kindIs "float64" $raw) }}
+{{- $limit := get (get (.Values.resources | default dict) "limits" | default dict) "memory" | default "" }}
 {{- $own := false }}
 {{- range .Values.extraEnv | default list }}{{ if eq (toString .name) "GOMEMLIMIT" }}{{ $own = true }}{{ end }}{{ end }}
 {{- if and $limit (not $own) }}
-{{- $m := regexFindAll "^([0-9]+(\\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$" $limit 1 }}
-{{- if not $m }}{{ fail (printf "resources.limits.memory %q: want a number of bytes with Ki, Mi, Gi, Ti, k, M, G or T, or none" $limit) }}{{ end }}
-{{- $n := regexFind "^[0-9]+(\\.[0-9]+)?" $limit }}
-{{- $unit := trimPrefix $n $limit }}
-{{- $scale := get (dict "" 1.0 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "k" 1000.0 "M" 1000000.0 "G" 1000000000.0 "T" 1000000000000.0) $unit }}
-{{- $mib := floor (divf (mulf (float64 $n) $scale 0.9) 1048576.0) | int64 }}
-{{- if lt $mib 1 }}{{ fail (printf "resources.limits.memory %q: too little for the server" $limit) }}{{ end }}
+{{- $mib := div (mul (include "toolwire.bytes" (dict "q" $limit "what" "resources.limits.memory") | int64) 9) 10485760 }}
+{{- if lt $mib 1 }}{{ fail (printf "resources.limits.memory %v: too little for the server" $limit) }}{{ end }}
 {{- printf "%dMiB" $mib }}
+{{- end }}
+{{- end }}
+
+{{/*
+toolwire.checkWorkspace fails the render when sandbox.max_workspace_bytes
+(the server's 8 GiB when unset) is not below workspace.sizeLimit, the
+workspace's and /tmp's emptyDirs': past it the kubelet evicts the pod,
+every caller's calls with it, where the bound refuses the one write_file
+or ends the one command that would pass it (the server cannot see the
+emptyDir's limit: statfs shows the node's disk). deploy's
+TestWorkspaceBoundBelowVolumes holds it.
+*/}}
+{{- define "toolwire.checkWorkspace" -}}
+{{- with .Values.workspace.sizeLimit }}
+{{- $volume := include "toolwire.bytes" (dict "q" . "what" "workspace.sizeLimit") | int64 }}
+{{- $bound := $.Values.sandbox.max_workspace_bytes | default 8589934592 | int64 }}
+{{- if ge $bound $volume }}
+{{- fail (printf "sandbox.max_workspace_bytes %d (8 GiB when unset) is not below workspace.sizeLimit %v (%d bytes), past which the kubelet evicts the pod with every call in it: keep the bound below the volumes (docs/workspace-tools.md#room-on-disk)" $bound . $volume) }}
+{{- end }}
 {{- end }}
 {{- end }}
