@@ -41,6 +41,7 @@ func helmAgainstAPIServer(t *testing.T, c *cluster) {
 		{"the service-account identity example", "toolwire", []string{"-f", exampleValues}},
 		{"a bolt store (Recreate)", "toolwire", []string{"--set", "store=bolt:///data/toolwire.db"}},
 		{"a store URL from a Secret, three replicas", "toolwire", []string{"--set", "storeSecret.name=redis-url", "--set", "replicas=3"}},
+		{"a LoadBalancer Service", "toolwire", []string{"--set", "service.type=LoadBalancer"}},
 	} {
 		t.Run("accepts "+tc.name, func(t *testing.T) {
 			m := helmTemplate(t, bin, release, tc.args...)

@@ -1009,6 +1009,42 @@ func TestHelmSpread(t *testing.T) {
 	}
 }
 
+// TestHelmAdminPortStaysInside: the admin port (/metrics, and
+// /debug/pprof/'s profiles and traces, which answer anyone who reaches
+// them) is on no Service reachable from outside the cluster. With
+// service.type LoadBalancer the chart put port 9090 on the load balancer
+// beside gRPC and HTTP, kept from the internet only by the NetworkPolicy,
+// where the cluster enforces one. A NodePort or LoadBalancer Service now
+// leaves it out, and the headless Service carries it (and the
+// prometheus.io annotations) for scrapes.
+func TestHelmAdminPortStaysInside(t *testing.T) {
+	t.Parallel()
+	bin := helmBin(t)
+	for _, typ := range []string{"ClusterIP", "NodePort", "LoadBalancer"} {
+		m := helmTemplate(t, bin, release, "--set", "service.type="+typ)
+		scraped := 0
+		for _, key := range []string{"Service/toolwire", "Service/toolwire-headless"} {
+			svc := m.obj(t, key)
+			ports := portsByName(get(svc, "spec", "ports"), "port")
+			_, metrics := ports["metrics"]
+			inside := get(svc, "spec", "type") == nil || get(svc, "spec", "type") == "ClusterIP"
+			if metrics && !inside {
+				t.Errorf("service.type %s: %s, of type %v, carries the metrics port", typ, key, get(svc, "spec", "type"))
+			}
+			annotated := get(svc, "metadata", "annotations", "prometheus.io/port") != nil
+			if annotated != metrics {
+				t.Errorf("service.type %s: %s has the metrics port %v but prometheus.io annotations %v", typ, key, metrics, annotated)
+			}
+			if metrics {
+				scraped++
+			}
+		}
+		if scraped != 1 {
+			t.Errorf("service.type %s: %d Services carry the metrics port, want 1", typ, scraped)
+		}
+	}
+}
+
 // TestHelmRollout: a store in a pod (bolt) rolls by Recreate, since a
 // second pod finds the file locked and exits (with RollingUpdate and
 // maxUnavailable 0 the rollout never ends); the other stores roll a new
