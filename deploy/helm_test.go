@@ -755,6 +755,10 @@ func TestHelmRefuses(t *testing.T) {
 		"replicas with a bolt file":         {[]string{"--set", "replicas=2", "--set", "store=bolt:///data/toolwire.db"}, `replicas 2: the bolt store (store "bolt:///data/toolwire.db") is each pod's own`},
 		"autoscaling with the memory store": {[]string{"--set", "autoscaling.enabled=true"}, "autoscaling.enabled: the memory store"},
 		"autoscaling without a CPU request": {[]string{"--set", "autoscaling.enabled=true", "--set", "store=redis://r:6379/0", "--set", "resources=null"}, "autoscaling.enabled: the autoscaler scales on CPU use as a share of the pods' CPU request"},
+		"extraArgs moving the health port":  {[]string{"--set", "extraArgs={--health-listen=:9999}"}, "extraArgs --health-listen: the chart sets --health-listen itself, from ports.health"},
+		"extraArgs moving the gRPC port":    {[]string{"--set", "extraArgs={-listen,:6000}"}, "extraArgs -listen: the chart sets --listen itself, from ports.grpc"},
+		"extraArgs giving the store":        {[]string{"--set", "extraArgs={--store=memory}", "--set", "store=redis://r:6379/0", "--set", "replicas=3"}, "extraArgs --store: the chart sets --store itself, from store or storeSecret"},
+		"extraArgs giving the tokens file":  {[]string{"--set", "extraArgs={--tokens-file=/tmp/t}"}, "extraArgs --tokens-file: the chart sets --tokens-file itself"},
 		"autoscaling with a bolt file":      {[]string{"--set", "autoscaling.enabled=true", "--set", "config.store=bolt:///data/toolwire.db"}, "autoscaling.enabled: the bolt store"},
 		"grace below a longer drain":        {[]string{"--set", "terminationGracePeriodSeconds=97", "--set", "config.drain_timeout=1m"}, "longest shutdown of its config (drain_timeout, abandon_grace, http_drain_timeout, then the stops and the flushes; docs/deploy.md): 97s"},
 	} {

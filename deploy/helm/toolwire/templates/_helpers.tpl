@@ -286,3 +286,20 @@ TestWorkspaceBoundBelowVolumes holds it.
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+toolwire.checkExtraArgs fails the render when extraArgs gives a flag the
+chart sets itself: serve takes the last of a flag given twice, so
+--health-listen=:9999 there moved the health port away from the probes
+(the pod restarted for ever), --listen away from the Services, and
+--store past the check of replicas against the store.
+*/}}
+{{- define "toolwire.checkExtraArgs" -}}
+{{- $owned := dict "config" "the ConfigMap" "listen" "ports.grpc" "http-listen" "ports.http and http.enabled" "health-listen" "ports.health" "admin-listen" "ports.metrics" "tokens-file" "tokens" "workspace" "workspace" "store" "store or storeSecret" }}
+{{- range .Values.extraArgs | default list }}
+{{- $name := regexReplaceAll "=.*$" (trimPrefix "-" (trimPrefix "-" (toString .))) "" }}
+{{- if and (hasPrefix "-" (toString .)) (hasKey $owned $name) }}
+{{- fail (printf "extraArgs %s: the chart sets --%s itself, from %s, and the probes, Services and checks follow it; serve would take the later one. Set the value instead" (regexReplaceAll "=.*$" (toString .) "") $name (get $owned $name)) }}
+{{- end }}
+{{- end }}
+{{- end }}
