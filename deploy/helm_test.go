@@ -759,6 +759,8 @@ func TestHelmRefuses(t *testing.T) {
 		"extraArgs moving the gRPC port":    {[]string{"--set", "extraArgs={-listen,:6000}"}, "extraArgs -listen: the chart sets --listen itself, from ports.grpc"},
 		"extraArgs giving the store":        {[]string{"--set", "extraArgs={--store=memory}", "--set", "store=redis://r:6379/0", "--set", "replicas=3"}, "extraArgs --store: the chart sets --store itself, from store or storeSecret"},
 		"extraArgs giving the tokens file":  {[]string{"--set", "extraArgs={--tokens-file=/tmp/t}"}, "extraArgs --tokens-file: the chart sets --tokens-file itself"},
+		"callers beside an existing Secret": {[]string{"--set", "tokens.existingSecret=mine", "--set", "tokens.callers.ci=0123456789abcdef0123"}, "tokens.callers and tokens.existingSecret: the pods mount the Secret"},
+		"callers beside OIDC, no prefix":    {[]string{"--set", "auth.oidc.issuer=https://issuer.example.com", "--set", "tokens.callers.ci=0123456789abcdef0123"}, "tokens.callers beside auth.oidc: set auth.oidc.caller_prefix"},
 		"autoscaling with a bolt file":      {[]string{"--set", "autoscaling.enabled=true", "--set", "config.store=bolt:///data/toolwire.db"}, "autoscaling.enabled: the bolt store"},
 		"grace below a longer drain":        {[]string{"--set", "terminationGracePeriodSeconds=97", "--set", "config.drain_timeout=1m"}, "longest shutdown of its config (drain_timeout, abandon_grace, http_drain_timeout, then the stops and the flushes; docs/deploy.md): 97s"},
 	} {

@@ -303,3 +303,20 @@ chart sets itself: serve takes the last of a flag given twice, so
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+toolwire.checkAuth fails the render on tokens and auth values that serve
+refuses at start, or that would be ignored: tokens.callers beside
+tokens.existingSecret (the chart mounts the Secret and renders none), and
+static tokens beside OIDC without auth.oidc.caller_prefix (serve refuses a
+JWT and a token that could name the same caller: the pods would not start).
+*/}}
+{{- define "toolwire.checkAuth" -}}
+{{- if and .Values.tokens.existingSecret .Values.tokens.callers }}
+{{- fail "tokens.callers and tokens.existingSecret: the pods mount the Secret tokens.existingSecret names and the chart renders no tokens of its own, so tokens.callers would be ignored; put the callers in that Secret, or leave existingSecret empty" }}
+{{- end }}
+{{- $oidc := include "toolwire.oidc" . | fromYaml }}
+{{- if and $oidc .Values.tokens.callers (not (get $oidc "caller_prefix")) }}
+{{- fail "tokens.callers beside auth.oidc: set auth.oidc.caller_prefix (\"oidc:\", or \"-\" to share the names on purpose), as serve refuses a JWT and a static token that could name the same caller and the pods would not start (docs/auth.md)" }}
+{{- end }}
+{{- end }}
