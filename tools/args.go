@@ -28,6 +28,9 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool,
 	if countSubschemas(doc, MaxSubschemas) > MaxSubschemas {
 		return nil, nil, fmt.Errorf("more than %s subschemas; a schema here holds at most that many (compiling costs the square of their number)", printer.Sprint(MaxSubschemas))
 	}
+	if schemaChecks(doc, MaxSchemaChecks) > MaxSchemaChecks {
+		return nil, nil, fmt.Errorf("a part of a value could be checked against more than %s of its subschemas in place (through anyOf, allOf, oneOf, $ref, …), each on every call; a schema here allows at most that many", printer.Sprint(MaxSchemaChecks))
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})

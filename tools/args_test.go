@@ -279,3 +279,49 @@ func TestSchemaSubschemasBounded(t *testing.T) {
 		}
 	}
 }
+
+// The validator checks a value against every subschema it reaches in
+// place, each as often as it is reached, so a schema whose in-place paths
+// multiply (a chain of definitions, each an anyOf of the next one twice:
+// 20 of them are 1.3 KB and 2^20 checks, 18 s of CPU on each call) is
+// refused, wherever in the schema it is; a chain of 10 (1,024 checks), a
+// recursive schema and a tree of properties (each part of a value meets
+// one schema) are not.
+func TestSchemaChecksBounded(t *testing.T) {
+	t.Parallel()
+	chain := func(n int, kw string) string {
+		var b strings.Builder
+		b.WriteString(`{"type":"object","properties":{"a":{"$ref":"#/$defs/d0"}},"$defs":{`)
+		for i := range n {
+			if kw == "properties" {
+				fmt.Fprintf(&b, `"d%d":{"type":"object","properties":{"x":{"$ref":"#/$defs/d%d"},"y":{"$ref":"#/$defs/d%d"}}},`, i, i+1, i+1)
+				continue
+			}
+			fmt.Fprintf(&b, `"d%d":{"%s":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]},`, i, kw, i+1, i+1)
+		}
+		fmt.Fprintf(&b, `"d%d":{"type":"string"}}}`, n)
+		return b.String()
+	}
+	for _, schema := range []string{chain(20, "anyOf"), chain(20, "allOf"), chain(17, "oneOf"),
+		// Met deeper in a value: the same checks.
+		strings.Replace(chain(20, "anyOf"), `"properties":{"a":{"$ref":"#/$defs/d0"}}`, `"properties":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/d0"}}}}`, 1)} {
+		for _, field := range []string{"input", "output"} {
+			tool := Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(schema)}
+			if field == "output" {
+				tool.InputSchema, tool.OutputSchema = nil, json.RawMessage(schema)
+			}
+			if _, err := NewRegistry(tool); err == nil || !strings.Contains(err.Error(), "in place") {
+				t.Errorf("%s schema %.80s…: err = %v; want it refused for its checks", field, schema, err)
+			}
+		}
+	}
+	for name, schema := range map[string]string{
+		"a chain of 10":      chain(10, "anyOf"),
+		"a tree of 20 types": chain(20, "properties"),
+		"a recursive schema": `{"type":"object","properties":{"tree":{"$ref":"#/$defs/node"}},"$defs":{"node":{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}}}`,
+	} {
+		if _, err := NewRegistry(Tool{Name: "t", Handler: nop, InputSchema: json.RawMessage(schema)}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
