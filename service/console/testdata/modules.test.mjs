@@ -80,6 +80,57 @@ test("validate runs no pattern of the schema", { timeout: 30_000 }, async () => 
   }
 });
 
+// A small schema can ask for exponential work: the root twice in an allOf
+// (2^256 checks), or a chain of 40 definitions each an anyOf of the next
+// one twice (2^40). Each once held the tab for good. Run in a worker, so a
+// page that would hang ends the test rather than the runner.
+test("validate and the forms' questions end on schemas that ask for exponential work", { timeout: 60_000 }, async () => {
+  const { Worker } = await import("node:worker_threads");
+  const url = new URL("../static/js/schema.js", import.meta.url).href;
+  const w = new Worker(`
+    import { parentPort } from "node:worker_threads";
+    const { branches, enumOf, initial, maxCheckSteps, resolve, validate } = await import(${JSON.stringify(url)});
+    const twice = { type: "object", allOf: [{ $ref: "#" }, { $ref: "#" }] };
+    const defs = {};
+    for (let i = 0; i < 40; i++) defs["d" + i] = { anyOf: [{ $ref: "#/$defs/d" + (i + 1) }, { $ref: "#/$defs/d" + (i + 1) }] };
+    defs.d40 = { required: ["zz"] };
+    const chain = { type: "object", $defs: defs, allOf: [{ $ref: "#/$defs/d0" }] };
+    // allOf 60 wide and 8 deep: 60^8 merges, drawn whole.
+    const wide = { type: "object", $defs: { l8: { properties: { a: { type: "string" } } } }, allOf: [{ $ref: "#/$defs/l0" }] };
+    for (let i = 0; i < 8; i++) wide.$defs["l" + i] = { allOf: Array.from({ length: 60 }, () => ({ $ref: "#/$defs/l" + (i + 1) })) };
+    // A choice whose first branch is itself.
+    const self = { $defs: { a: { oneOf: [{ $ref: "#/$defs/a" }, { type: "string" }] } }, type: "object" };
+    parentPort.postMessage({
+      maxCheckSteps,
+      twice: validate(twice, {}), chain: validate(chain, { zz: 1, x: [1, 2] }),
+      wide: [branches({ oneOf: [{ $ref: "#/$defs/l0" }, { type: "string" }] }, wide).length, enumOf({ $ref: "#/$defs/l0" }, wide) === undefined, validate(wide, { a: 1 }).length > 0],
+      self: initial(resolve({ $ref: "#/$defs/a" }, self), self),
+    });
+  `, { eval: true, type: "module" });
+  let timer;
+  try {
+    const got = await Promise.race([
+      new Promise((resolve, reject) => { w.once("message", resolve); w.once("error", reject); }),
+      new Promise((_, reject) => { timer = setTimeout(() => reject(new Error("still checking a schema after 40s: its work is not bounded")), 40_000); }),
+    ]);
+    const unchecked = [{ path: "(the arguments)", message: `were not checked here: their schema takes more than ${got.maxCheckSteps} steps to check (the server checks them)`, unchecked: true }];
+    assert.deepEqual(got.twice, unchecked);
+    assert.deepEqual(got.chain, unchecked);
+    assert.deepEqual(got.wide, [2, true, true]);
+    assert.equal(got.self, null);
+  } finally {
+    clearTimeout(timer);
+    await w.terminate();
+  }
+});
+
+test("validate still checks a large value of a plain schema", () => {
+  const s = { type: "object", properties: { rows: { type: "array", items: { type: "object", properties: { id: { type: "integer" }, name: { type: "string" } }, required: ["id"] } } } };
+  const rows = Array.from({ length: 5000 }, (_, i) => ({ id: i, name: "n" + i }));
+  rows[4321] = { name: "no id" };
+  assert.deepEqual(validate(s, { rows }), [{ path: "rows[4321].id", message: "is required" }]);
+});
+
 test("validate refuses arguments that are not an object", () => {
   assert.equal(validate(schema, [1])[0].message, "must be object, not array");
 });

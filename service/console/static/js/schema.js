@@ -16,11 +16,34 @@ import { render as markdown } from "./markdown.js";
 const maxHops = 32; // a chain of $refs that point at $refs
 const maxCheckDepth = 256; // schemas nested while checking one value
 
+// A tool's schema comes from its source (an upstream MCP server, an OpenAPI
+// document, a remote toolwire), and a small one can ask for work that grows
+// exponentially: {"allOf": [{"$ref": "#"}, {"$ref": "#"}]} is 53 bytes and
+// 2^256 checks of any value, and a chain of 40 definitions, each an anyOf of
+// the next one twice, 2^40; either held a tab for good. So the work is
+// bounded, as patterns are never run (patternsNotRun): checking one value
+// visits at most maxCheckSteps schemas, after which the value is said to be
+// left to the server; merging a schema's allOf visits at most maxFlatSteps.
+export const maxCheckSteps = 50_000;
+const maxFlatSteps = 2_000;
+
 // ---- schemas ----------------------------------------------------------------
+
+// pointers remembers, for each root schema, what its references name:
+// checking a value follows the same few references again and again.
+const pointers = new WeakMap();
 
 /** pointer is what the local reference ref ("#", "#/$defs/x") names in root. */
 export function pointer(root, ref) {
   if (typeof ref !== "string" || !ref.startsWith("#")) return undefined;
+  if (root === null || typeof root !== "object") return follow(root, ref);
+  let known = pointers.get(root);
+  if (!known) pointers.set(root, (known = new Map()));
+  if (!known.has(ref)) known.set(ref, follow(root, ref));
+  return known.get(ref);
+}
+
+function follow(root, ref) {
   let frag;
   try {
     frag = decodeURIComponent(ref.slice(1));
@@ -99,12 +122,16 @@ function merge(a, b) {
   return out;
 }
 
-/** flat is s resolved, with its allOf merged in: the schema a form draws. */
-function flat(s, root, depth = 0) {
+/**
+ * flat is s resolved, with its allOf merged in: the schema a form draws.
+ * work ({steps}) bounds the schemas it visits, shared by the calls one
+ * question makes; past it, what is left is not merged.
+ */
+function flat(s, root, work = { steps: maxFlatSteps }, depth = 0) {
   s = resolve(s, root);
-  if (!s || typeof s !== "object" || !Array.isArray(s.allOf) || depth > 8) return s;
+  if (!s || typeof s !== "object" || !Array.isArray(s.allOf) || depth > 8 || (work.steps -= s.allOf.length) < 0) return s;
   const { allOf, ...rest } = s;
-  return allOf.reduce((acc, part) => merge(acc, flat(part, root, depth + 1)), rest);
+  return allOf.reduce((acc, part) => merge(acc, flat(part, root, work, depth + 1)), rest);
 }
 
 /** equal compares JSON values. */
@@ -121,14 +148,15 @@ function equal(a, b) {
  * of constants only is no choice: it is an enum (see enumOf).
  */
 export function branches(s, root) {
-  s = flat(s, root);
+  const work = { steps: maxFlatSteps };
+  s = flat(s, root, work);
   if (!s || typeof s !== "object") return null;
   const list = Array.isArray(s.oneOf) ? s.oneOf : Array.isArray(s.anyOf) ? s.anyOf : null;
   if (!list || list.length === 0) return null;
   const { oneOf, anyOf, title, description, ...outer } = s;
   const bare = Object.keys(outer).length === 0;
   const out = list.map((raw, i) => {
-    let b = flat(raw, root);
+    let b = flat(raw, root, work);
     if (!b || typeof b !== "object") b = b === false ? false : {};
     const schema = b === false ? false : bare ? b : merge(outer, b);
     return { label: schema === false ? "" : branchLabel(raw, schema, i), schema };
@@ -165,14 +193,15 @@ function branchLabel(raw, s, i) {
  * const, or a oneOf/anyOf of constants; undefined otherwise.
  */
 export function enumOf(s, root) {
-  s = flat(s, root);
+  const work = { steps: maxFlatSteps };
+  s = flat(s, root, work);
   if (!s || typeof s !== "object") return undefined;
   if (Array.isArray(s.enum)) return s.enum;
   const list = s.oneOf || s.anyOf;
   if (Array.isArray(list) && list.length) {
     const vals = [];
     for (const raw of list) {
-      const b = flat(raw, root);
+      const b = flat(raw, root, work);
       if (!b || typeof b !== "object" || b.properties) return undefined;
       if ("const" in b) vals.push(b.const);
       else if (Array.isArray(b.enum)) vals.push(...b.enum);
@@ -268,14 +297,21 @@ export function exclusiveGroups(s) {
 
 // ---- validation -------------------------------------------------------------
 
-/** validate returns the problems of value against schema: [{path, message}]. */
+/**
+ * validate returns the problems of value against schema: [{path,
+ * message}]. When checking would take more than maxCheckSteps, it returns
+ * one problem marked unchecked: the value is the server's to check.
+ */
 export function validate(schema, value) {
   return problems(schema, value, "", schema);
 }
 
 function problems(s, v, path, root) {
-  const ctx = { root, out: [], depth: 0 };
+  const ctx = { root, out: [], depth: 0, work: { steps: maxCheckSteps } };
   check(s, v, path, ctx);
+  if (ctx.work.steps < 0) {
+    return [{ path: path || "(the arguments)", message: `were not checked here: their schema takes more than ${maxCheckSteps} steps to check (the server checks them)`, unchecked: true }];
+  }
   return ctx.out;
 }
 
@@ -286,7 +322,7 @@ function join(path, key) {
 }
 
 function sub(s, v, path, ctx) {
-  const c = { root: ctx.root, out: [], depth: ctx.depth };
+  const c = { root: ctx.root, out: [], depth: ctx.depth, work: ctx.work };
   check(s, v, path, c);
   return c.out;
 }
@@ -299,7 +335,7 @@ function check(s, v, path, ctx) {
     out.push({ path: at, message: "is not allowed here" });
     return;
   }
-  if (typeof s !== "object" || ctx.depth >= maxCheckDepth) return;
+  if (typeof s !== "object" || ctx.depth >= maxCheckDepth || --ctx.work.steps < 0) return;
   ctx.depth++;
   try {
     if (typeof s.$ref === "string") {
@@ -807,15 +843,19 @@ function mapEditor(map, known, obj, changed, path, ctx, name) {
   return el("div", { class: "map" }, list, add);
 }
 
-/** initial is a new value of schema s (resolved): its default, its first allowed value, or its type's zero. */
-export function initial(s, root) {
-  if (!s || typeof s !== "object") return null;
+/**
+ * initial is a new value of schema s (resolved): its default, its first
+ * allowed value, or its type's zero. A choice whose first branch is a
+ * choice again is followed maxHops deep (a schema may name itself so).
+ */
+export function initial(s, root, depth = 0) {
+  if (!s || typeof s !== "object" || depth > maxHops) return null;
   if (s.default !== undefined) return structuredClone(s.default);
   if ("const" in s) return s.const;
   const values = enumOf(s, root);
   if (values && values.length) return values[0];
   const bs = branches(s, root);
-  if (bs && bs.length) return initial(bs[0].schema, root);
+  if (bs && bs.length) return initial(bs[0].schema, root, depth + 1);
   switch (typeOf(s)) {
     case "string": return "";
     case "number":
