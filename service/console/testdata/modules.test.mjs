@@ -11,6 +11,7 @@ process.env.TZ = "Asia/Kolkata";
 import assert from "node:assert/strict";
 import { existsSync, readFileSync } from "node:fs";
 import { test } from "node:test";
+import { maxStreamed, streamed } from "../static/js/dom.js";
 import { parse, safeHref, summary } from "../static/js/markdown.js";
 import { search, sourceText, terms } from "../static/js/match.js";
 import { RPCError, frames, listAll } from "../static/js/rpc.js";
@@ -152,6 +153,19 @@ function frame(flags, text) {
   out.set(data, 5);
   return out;
 }
+
+test("streamed keeps a call's last output and counts what came before", () => {
+  let out;
+  for (const chunk of ["ab", "cd", "efg"]) out = streamed(out, chunk, 4);
+  assert.deepEqual(out, { text: "defg", dropped: 3 });
+  // However much streams, what is kept stays at the bound.
+  out = undefined;
+  const line = "x".repeat(59_999) + "\n";
+  for (let i = 0; i < 500; i++) out = streamed(out, line);
+  assert.equal(out.text.length, maxStreamed);
+  assert.equal(out.dropped, 500 * line.length - maxStreamed);
+  assert.equal(streamed(undefined, "short").text, "short");
+});
 
 test("frames reads frames split anywhere across chunks", async () => {
   const all = new Uint8Array([...frame(0, '{"a":1}'), ...frame(0, ""), ...frame(2, "{}")]);

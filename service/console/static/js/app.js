@@ -1,6 +1,6 @@
 // The console's pages over the public contract (rpc.js): Tools, Try it,
 // Watch it run and Server. Everything the server sends is shown as text.
-import { el, fmtSeconds, pretty, seconds, uid } from "./dom.js";
+import { el, fmtSeconds, pretty, seconds, streamed, uid } from "./dom.js";
 import { render as markdown, summary } from "./markdown.js";
 import { search, sourceText } from "./match.js";
 import { picker } from "./picker.js";
@@ -178,22 +178,47 @@ function summaryOf(t) {
   return t.title || summary(t.description);
 }
 
+// The Tools page draws at most toolRows rows at a time, more as the user
+// asks: a registry holds up to 10,000 tools from each MCP server, and
+// 10,003 rows took the tab 5 to 7 s of layout for each key typed in the
+// search. What the search finds is counted whole.
+const toolRows = 200;
+let toolsDrawn = toolRows;
+
 function renderTools() {
   const list = $("tool-list");
   list.replaceChildren();
   const shown = find($("tool-search").value);
-  $("tool-count").textContent = `${shown.length} of ${state.tools.length} tools`;
+  const drawn = shown.slice(0, toolsDrawn);
+  $("tool-count").textContent = `${shown.length} of ${state.tools.length} tools` + (drawn.length < shown.length ? ` (the first ${drawn.length} shown)` : "");
+  const counts = new Map();
+  for (const t of shown) counts.set(groupOf(t), (counts.get(groupOf(t)) || 0) + 1);
   const groups = new Map();
-  for (const t of shown) {
+  for (const t of drawn) {
     const g = groupOf(t);
     if (!groups.has(g)) groups.set(g, []);
     groups.get(g).push(t);
   }
   for (const [g, ts] of groups) {
-    const section = el("section", { class: "group", "aria-label": g }, el("h3", {}, `${g} (${ts.length})`));
+    const section = el("section", { class: "group", "aria-label": g }, el("h3", {}, `${g} (${counts.get(g)})`));
     for (const t of ts) section.append(toolCard(t));
     list.append(section);
   }
+  const rest = shown.length - drawn.length;
+  if (rest > 0) {
+    list.append(el("p", { class: "bar more" }, `${rest} more not shown: narrow the search, or `,
+      el("button", { type: "button", id: "more-tools", onclick: () => {
+        toolsDrawn += toolRows;
+        renderTools();
+        list.querySelectorAll("details.tool > summary")[drawn.length]?.focus();
+      } }, `show ${Math.min(rest, toolRows)} more`)));
+  }
+}
+
+/** searchTools draws the tools the search finds, from the first. */
+function searchTools() {
+  toolsDrawn = toolRows;
+  renderTools();
 }
 
 // toolCard is a tool's row; its body (the description, the schemas) is
@@ -465,9 +490,9 @@ function onEvent(run, ev) {
     }
     if (p.message) row.outcome.textContent = p.message;
     if (p.output) {
-      c.output = (c.output || "") + p.output;
+      c.output = streamed(c.output, p.output);
       row.output.hidden = false;
-      row.output.textContent = c.output;
+      row.output.textContent = (c.output.dropped ? `[${c.output.dropped} characters of output before these not shown]\n` : "") + c.output.text;
     }
   } else if (ev.awaitingApproval) {
     const a = ev.awaitingApproval;
@@ -719,7 +744,7 @@ function start() {
   $("signin").addEventListener("submit", signIn);
   $("signout").addEventListener("click", signOut);
   for (const p of pages) $(`nav-${p}`).addEventListener("click", () => show(p));
-  $("tool-search").addEventListener("input", renderTools);
+  $("tool-search").addEventListener("input", searchTools);
   addPicker = toolPicker({ id: "add-tool", placeholder: "name, title, description or source", onPick: addCall });
   $("add-tool-slot").replaceWith(addPicker.box);
   $("add-call").addEventListener("click", addChosen);

@@ -50,3 +50,26 @@ export function fmtSeconds(s) {
   if (s < 120) return `${s.toFixed(s < 10 ? 2 : 1)} s`;
   return `${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
 }
+
+/**
+ * The characters of a call's streamed output the page keeps: its last 64 Ki.
+ * A command may stream for as long as its timeout allows (run_command sends
+ * up to 64 KiB every 100 ms); kept whole, 27 MB of it stalled the tab for
+ * 33 s, each chunk redrawing all that came before.
+ */
+export const maxStreamed = 64 << 10;
+
+/**
+ * streamed adds chunk to out ({text, dropped}, or undefined for none yet),
+ * a call's streamed output as the page keeps it: its last max characters,
+ * and how many came before them.
+ */
+export function streamed(out, chunk, max = maxStreamed) {
+  let text = (out ? out.text : "") + chunk;
+  let dropped = out ? out.dropped : 0;
+  if (text.length > max) {
+    dropped += text.length - max;
+    text = text.slice(text.length - max);
+  }
+  return { text, dropped };
+}
