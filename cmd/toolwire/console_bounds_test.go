@@ -12,7 +12,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/client"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TestConsoleBoundsWhatItDraws drives the console in headless Chromium
@@ -23,7 +26,10 @@ import (
 //     rows, says how many the search found, and draws 200 more when asked;
 //     a search draws from its first match again;
 //   - run_command streaming about 2.4 MB of output: the page keeps the last
-//     64 Ki characters (dom.js maxStreamed) and says how many came before.
+//     64 Ki characters (dom.js maxStreamed) and says how many came before;
+//   - 105 batches in flight, one of them running 25 calls: the Server page
+//     draws the oldest 100, and 20 running calls of each, and counts the
+//     rest.
 func TestConsoleBoundsWhatItDraws(t *testing.T) {
 	t.Parallel()
 	browser := testenv.LookPath(t, "chromium")
@@ -39,7 +45,7 @@ func TestConsoleBoundsWhatItDraws(t *testing.T) {
 	t.Cleanup(web.Close)
 	config := writeFile(t, "toolwire.yaml", "mcp_servers:\n  - name: many\n    url: "+web.URL+"\n")
 	s := startServe(t, "--diag", "--http-listen", "127.0.0.1:0", "--config", config,
-		"--workspace", t.TempDir(), "--run-command", "--sandbox", "off")
+		"--workspace", t.TempDir(), "--run-command", "--sandbox", "off", "--max-parallel", "32", "--call-timeout", "10m")
 	var addr string
 	waitFor(t, "the HTTP port", func() bool { var ok bool; addr, ok = httpAddr(s.stderr.String()); return ok })
 	last := fmt.Sprintf("many_t%04d", many-1)
@@ -79,6 +85,46 @@ func TestConsoleBoundsWhatItDraws(t *testing.T) {
 	b.until("one match, no more to show", `document.querySelectorAll("details.tool").length === 1 && !document.querySelector("#more-tools") && document.querySelector("#tool-count").textContent === "1 of `+fmt.Sprint(all)+` tools"`)
 	_ = get(b, "clear the search", chromedp.Evaluate[bool](`(s => { s.value = ""; return s.dispatchEvent(new Event("input")); })(document.querySelector("#tool-search"))`))
 	b.until("200 rows again", `document.querySelectorAll("details.tool").length === 200`)
+
+	// The Server page: 105 detached batches of sleeps, the first of 25 calls.
+	c, err := client.New(s.addr, client.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var ids []string
+	t.Cleanup(func() {
+		// Else serve's drain waits for them. One that has ended is not
+		// found, which is as good.
+		for _, id := range ids {
+			_, _ = c.ToolService().CancelBatch(context.Background(), &toolwirev1.CancelBatchRequest{BatchId: id})
+		}
+	})
+	detach := func(calls int) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel() // the batch is detached: it runs on
+		req := &toolwirev1.ExecuteBatchRequest{Options: &toolwirev1.BatchOptions{Detach: true}}
+		for i := range calls {
+			req.Calls = append(req.Calls, client.Call(fmt.Sprintf("c%d", i), "sleep", map[string]any{"ms": 600_000}))
+		}
+		for ev, err := range c.ExecuteBatch(ctx, req) {
+			if err != nil {
+				t.Fatalf("a detached batch: %v", err)
+			}
+			if ev.GetAccepted() != nil {
+				ids = append(ids, ev.GetAccepted().GetBatchId())
+				return
+			}
+		}
+	}
+	detach(25)
+	for range 104 {
+		detach(1)
+	}
+	b.do("open the server page", chromedp.Click(css("#nav-server")))
+	b.until("the oldest 100 batches drawn, the rest counted", `document.querySelectorAll("#server-batches tbody tr").length === 100 && document.querySelector("#server-batches-more")?.textContent === "The oldest 100 shown; 5 more not shown."`)
+	b.until("20 running calls of the first batch drawn, the rest counted", `(r => r.querySelectorAll("li.mono").length === 20 && r.querySelector("li.more")?.textContent === "and 5 more")(document.querySelector("#server-batches tbody tr ul.running"))`)
 
 	// A command's streamed output: 40 lines of 60,000 characters, 50 ms
 	// apart (each line one chunk), then its last line.
