@@ -85,6 +85,10 @@ func Handler() http.Handler {
 		h.Set("Content-Security-Policy", policy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
+		// frame-ancestors 'none' says the same to browsers that read it;
+		// this, to those that predate it: no page may frame the console's
+		// Approve button.
+		h.Set("X-Frame-Options", "DENY")
 		h.Set("Cache-Control", "no-cache")
 		files.ServeHTTP(w, r)
 	})

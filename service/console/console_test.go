@@ -36,6 +36,10 @@ func TestHandler(t *testing.T) {
 			if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || rec.Header().Get("X-Content-Type-Options") != "nosniff" {
 				t.Errorf("%s: Content-Security-Policy %q, nosniff %q; want same-origin scripts only", c.path, csp, rec.Header().Get("X-Content-Type-Options"))
 			}
+			// No page may frame it, in browsers old or new.
+			if !strings.Contains(csp, "frame-ancestors 'none'") || rec.Header().Get("X-Frame-Options") != "DENY" || rec.Header().Get("Referrer-Policy") != "no-referrer" {
+				t.Errorf("%s: frame-ancestors in %q, X-Frame-Options %q, Referrer-Policy %q; want 'none', DENY, no-referrer", c.path, csp, rec.Header().Get("X-Frame-Options"), rec.Header().Get("Referrer-Policy"))
+			}
 		}
 	}
 }
