@@ -123,6 +123,13 @@ func TestConsoleInBrowser(t *testing.T) {
 	if imgs != 0 || title == "pwned" {
 		t.Errorf("the description was rendered as HTML: %d images, title %q", imgs, title)
 	}
+	// Were a script of the page ever to hand text to an HTML sink, the
+	// browser would refuse it (Trusted Types, no policy).
+	for _, sink := range []string{`document.createElement("div").innerHTML = "<img src=x>"`, `document.body.insertAdjacentHTML("beforeend", "<b>x</b>")`, `document.createElement("script").src = "/x.js"`} {
+		if got := get(b, "try an HTML sink", chromedp.Evaluate[string](`(() => { try { `+sink+`; return "allowed"; } catch (e) { return e.name; } })()`)); got != "TypeError" {
+			t.Errorf("%s: %s; want a TypeError (Trusted Types)", sink, got)
+		}
+	}
 	run("search", chromedp.SendKeys(css("#tool-search"), "slee"))
 	until("the search narrows the list", `document.querySelectorAll("details.tool").length === 1 && !!document.querySelector('details.tool[data-name="sleep"]')`)
 	_ = get(b, "clear the search", chromedp.Evaluate[bool](`(s => { s.value = ""; return s.dispatchEvent(new Event("input")); })(document.querySelector("#tool-search"))`))
