@@ -66,8 +66,12 @@ func BenchmarkTokenInterceptor(b *testing.B) {
 //	go test ./service/auth -run '^$' -bench AuthenticatedBatch -count 6
 func BenchmarkAuthenticatedBatch(b *testing.B) {
 	const token = "bench-token-0123456789abcdef"
-	for _, mode := range []string{"token", "certificate"} {
-		b.Run(mode, func(b *testing.B) {
+	for _, run := range []struct {
+		mode  string
+		admit bool // as serve runs it: decided as the stream opens
+	}{{"token", false}, {"token", true}, {"certificate", false}, {"certificate", true}} {
+		mode := run.mode
+		b.Run(fmt.Sprintf("%s/admit=%v", mode, run.admit), func(b *testing.B) {
 			ca := testpki.New(b, "bench CA")
 			certFile, keyFile := testpki.WritePEM(b, b.TempDir(), "server", ca.Issue(b, testpki.Server))
 			vcfg := auth.Config{Tokens: []auth.Token{{Name: "agent", Hash: auth.HashToken(token)}}}
@@ -89,7 +93,11 @@ func BenchmarkAuthenticatedBatch(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			c := toolwirev1.NewToolServiceClient(benchServe(b, opts, creds))
+			var sc grpcserve.Config
+			if run.admit {
+				sc.Admit = grpcauth.Admit(v, slog.New(slog.DiscardHandler))
+			}
+			c := toolwirev1.NewToolServiceClient(benchServe(b, sc, opts, creds))
 			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{{CallId: "1", Name: "echo", Arguments: `{"text":"hello"}`}}}
 			b.ReportAllocs()
 			for b.Loop() {
@@ -116,14 +124,14 @@ func BenchmarkAuthenticatedBatch(b *testing.B) {
 
 // benchServe serves the diag tools with Serve and opts on loopback TCP
 // until the benchmark ends, and returns a connection to it made with creds.
-func benchServe(b *testing.B, opts []grpc.ServerOption, creds credentials.TransportCredentials) *grpc.ClientConn {
+func benchServe(b *testing.B, sc grpcserve.Config, opts []grpc.ServerOption, creds credentials.TransportCredentials) *grpc.ClientConn {
 	reg, err := tools.NewRegistry(diag.Tools()...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.DiscardHandler)})
 	b.Cleanup(eng.Close) // after Serve has returned: cleanups run last first
-	srv, err := grpcserve.New(eng, reg, grpcserve.Config{})
+	srv, err := grpcserve.New(eng, reg, sc)
 	if err != nil {
 		b.Fatal(err)
 	}
