@@ -29,10 +29,12 @@ type Client struct {
 	svc      toolwirev1.ToolServiceClient
 	affinity bool // send the session in SessionHeader (WithSessionAffinity)
 
-	rateRetries int // see WithRateLimitRetries
-	reattach    int // WithReattach's attempts; 0: none
-	backoff     time.Duration
-	pageSize    int32 // see WithListPageSize
+	rateRetries  int // see WithRateLimitRetries
+	reattach     int // WithReattach's attempts; 0: none
+	backoff      time.Duration
+	pageSize     int32 // see WithListPageSize
+	maxListBytes int   // see WithListLimits
+	maxListPages int
 }
 
 // An Option configures a Client.
@@ -47,10 +49,12 @@ type options struct {
 
 	keepalive keepalive.ClientParameters
 
-	rateRetries int
-	reattach    int
-	backoff     time.Duration
-	pageSize    int32
+	rateRetries  int
+	reattach     int
+	backoff      time.Duration
+	pageSize     int32
+	maxListBytes int
+	maxListPages int
 }
 
 // WithTransportCredentials sets the connection's transport security, such as
@@ -81,10 +85,12 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // not connect: the connection is made by the first RPC.
 func New(target string, opts ...Option) (*Client, error) {
 	o := options{
-		creds:       insecure.NewCredentials(),
-		rateRetries: defaultRateLimitRetries,
-		pageSize:    defaultPageSize,
-		keepalive:   keepalive.ClientParameters{Time: defaultKeepaliveTime, Timeout: defaultKeepaliveTimeout},
+		creds:        insecure.NewCredentials(),
+		rateRetries:  defaultRateLimitRetries,
+		pageSize:     defaultPageSize,
+		maxListBytes: defaultListBytes,
+		maxListPages: defaultListPages,
+		keepalive:    keepalive.ClientParameters{Time: defaultKeepaliveTime, Timeout: defaultKeepaliveTimeout},
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -104,7 +110,7 @@ func New(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries, reattach: o.reattach, backoff: o.backoff, pageSize: o.pageSize}, nil
+	return &Client{conn: conn, svc: toolwirev1.NewToolServiceClient(conn), affinity: o.affinity, rateRetries: o.rateRetries, reattach: o.reattach, backoff: o.backoff, pageSize: o.pageSize, maxListBytes: o.maxListBytes, maxListPages: o.maxListPages}, nil
 }
 
 // Close closes the connection. RPCs in flight fail.

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	_ "google.golang.org/grpc/encoding/gzip" // accept gzip, which the server answers large listings with
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -24,7 +25,31 @@ const (
 	// listRestarts is how many times ListTools starts over when the tools
 	// change between its pages.
 	listRestarts = 3
+	// defaultListBytes and defaultListPages bound one listing unless
+	// WithListLimits says otherwise: what a server's largest listing in one
+	// response may carry (its max_list_bytes default), and pages enough for
+	// ten million tools at the default page size.
+	defaultListBytes = 64 << 20
+	defaultListPages = 10_000
 )
+
+// WithListLimits bounds what one ListTools reads: maxBytes of responses
+// (their encoded size, summed over the pages) and maxPages pages. A server
+// whose pages go on past either, or that sends a page token twice, gets an
+// error rather than a client that reads, and holds, for as long as it
+// sends. Default 64 MiB (a server's max_list_bytes default, the most it
+// lists in one response) and 10,000 pages; a value of 0 or less keeps its
+// default.
+func WithListLimits(maxBytes, maxPages int) Option {
+	return func(o *options) {
+		if maxBytes > 0 {
+			o.maxListBytes = maxBytes
+		}
+		if maxPages > 0 {
+			o.maxListPages = maxPages
+		}
+	}
+}
 
 // WithListPageSize sets how many tools ListTools asks for per page. Default
 // (and for n of 0 or less) 1000, the most a server's page holds; a server
@@ -61,10 +86,15 @@ func (c *Client) ListTools(ctx context.Context, opts ...grpc.CallOption) (*toolw
 // listPages lists every tool, a page at a time, from the first page.
 func (c *Client) listPages(ctx context.Context, opts []grpc.CallOption) (*toolwirev1.ListToolsResponse, error) {
 	all := &toolwirev1.ListToolsResponse{}
+	read := 0
+	tokens := map[string]bool{}
 	for page := 1; ; page++ {
 		resp, err := c.svc.ListTools(ctx, &toolwirev1.ListToolsRequest{PageSize: c.pageSize, PageToken: all.GetNextPageToken()}, opts...)
 		if err != nil {
 			return nil, err
+		}
+		if read += proto.Size(resp); read > c.maxListBytes {
+			return nil, status.Errorf(codes.ResourceExhausted, "toolwire: ListTools read %d pages, more than %d MiB, without reaching the last: the listing is larger than the client's bound (WithListLimits)", page, c.maxListBytes>>20)
 		}
 		if page == 1 {
 			all.Revision = resp.GetRevision()
@@ -82,6 +112,13 @@ func (c *Client) listPages(ctx context.Context, opts []grpc.CallOption) (*toolwi
 		all.Tools = append(all.Tools, resp.GetTools()...)
 		if all.NextPageToken = resp.GetNextPageToken(); all.NextPageToken == "" {
 			return all, nil
+		}
+		if tokens[all.NextPageToken] {
+			return nil, fmt.Errorf("toolwire: page %d of ListTools names a page token it named before: the server's pages do not advance", page)
+		}
+		tokens[all.NextPageToken] = true
+		if page >= c.maxListPages {
+			return nil, status.Errorf(codes.ResourceExhausted, "toolwire: ListTools read %d pages without reaching the last: the listing is longer than the client's bound (WithListLimits)", page)
 		}
 	}
 }
