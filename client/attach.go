@@ -17,7 +17,8 @@ import (
 // and Attach re-attach automatically when the stream drops (the server or
 // a proxy between went away: UNAVAILABLE, INTERNAL, UNKNOWN or ABORTED),
 // with AttachBatch from the last seq seen, so that no event is lost or
-// yielded twice. It tries up to attempts times in a row (an attempt that
+// yielded twice: an event seen before is skipped, and one out of order (a
+// seq that is not the next) ends the sequence with an INTERNAL error. It tries up to attempts times in a row (an attempt that
 // yields events starts the count again), waiting backoff before the first
 // and doubling it, up to 5s, before the next. By default a dropped stream
 // is an error the iterator yields. A connection that dies without closing
@@ -42,7 +43,10 @@ func (c *Client) Attach(ctx context.Context, batchID string, afterSeq uint64, op
 
 // follow yields a batch's events from the stream open makes, re-attaching
 // with AttachBatch after a dropped stream when the client re-attaches and
-// the batch's ID is known (from batchID, or its BatchAccepted).
+// the batch's ID is known (from batchID, or its BatchAccepted). It yields
+// each seq once, in order: an event seen before is skipped, and one that is
+// not the next (a server that skipped or reordered events, or left one
+// unnumbered) ends the sequence with an INTERNAL error.
 func (c *Client) follow(ctx context.Context, batchID string, last uint64, open func(context.Context) (grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse], error), opts []grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
 	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
@@ -56,8 +60,13 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 				if ev, err = stream.Recv(); err != nil {
 					break
 				}
-				if ev.GetSeq() != 0 && ev.GetSeq() <= last {
+				if seq := ev.GetSeq(); seq != 0 && seq <= last {
 					continue // seen before a drop
+				} else if seq != last+1 {
+					// Events are numbered one after another: one that is not
+					// the next means the server skipped or reordered some.
+					yield(nil, status.Errorf(codes.Internal, "toolwire: the server sent event seq %d after seq %d: the batch's events are not in order (an event would be lost)", seq, last))
+					return
 				}
 				last = ev.GetSeq()
 				if a := ev.GetAccepted(); a != nil && batchID == "" {
@@ -68,6 +77,7 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 					return
 				}
 				if ev.GetFinished() != nil {
+					endStream(stream, cancel)
 					return
 				}
 			}

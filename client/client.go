@@ -133,7 +133,9 @@ func (c *Client) ToolService() toolwirev1.ToolServiceClient {
 // batch sent again, up to WithRateLimitRetries times.
 //
 // The RPC starts when iteration starts; each iteration runs the batch again.
-// Breaking out of the loop cancels the RPC, and with it the calls still
+// The sequence ends after BatchFinished, the batch's last event: a server
+// that holds the stream open after it is given a second, then the RPC is
+// cancelled. Breaking out of the loop cancels the RPC, and with it the calls still
 // running on the server (unless the batch is detached). CollectFor gathers
 // the events into results in batch order, checked against req. With
 // WithReattach, a detached batch's dropped stream is resumed with
@@ -172,6 +174,10 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 				if !yield(ev, nil) {
 					return
 				}
+				if ev.GetFinished() != nil {
+					endStream(stream, cancel)
+					return
+				}
 			}
 		}
 	}
@@ -196,4 +202,18 @@ func (c *Client) CallTool(ctx context.Context, req *toolwirev1.CallToolRequest, 
 			return nil, err
 		}
 	}
+}
+
+// finishGrace is how long a stream may stay open after BatchFinished, its
+// last event, before the client ends it.
+const finishGrace = time.Second
+
+// endStream waits for the end of a stream whose BatchFinished has arrived:
+// its status follows at once from a server that keeps the contract, and
+// reading it lets the RPC end as it succeeded, not cancelled by the client.
+// One that holds the stream open is cancelled after finishGrace.
+func endStream(stream grpc.ClientStream, cancel context.CancelFunc) {
+	t := time.AfterFunc(finishGrace, cancel)
+	defer t.Stop()
+	_ = stream.RecvMsg(new(toolwirev1.ExecuteBatchResponse))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -100,5 +103,147 @@ func TestListToolsEndlessPages(t *testing.T) {
 				t.Errorf("%v after %d pages; want an error saying %q after at most %d", err, pages.Load(), tt.want, tt.maxPages)
 			}
 		})
+	}
+}
+
+// collectEvents reads seq to its end, returning its events and the error
+// that ended it.
+func collectEvents(seq func(func(*toolwirev1.ExecuteBatchResponse, error) bool)) ([]*toolwirev1.ExecuteBatchResponse, error) {
+	var evs []*toolwirev1.ExecuteBatchResponse
+	for ev, err := range seq {
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
+}
+
+// TestReattachToAHostileServer: after a dropped stream, a server that
+// resends events seen before is not followed into yielding them twice, and
+// one that skips an event or sends them out of order is an error, not an
+// event lost without a word.
+func TestReattachToAHostileServer(t *testing.T) {
+	t.Parallel()
+	acc := accepted([]string{"a", "b", "c"})
+	first := []*toolwirev1.ExecuteBatchResponse{seqd(1, acc), seqd(2, result("a", 0, "A"))}
+	tests := []struct {
+		name    string
+		resumed []*toolwirev1.ExecuteBatchResponse // AttachBatch's answer
+		want    []uint64                           // seqs yielded
+		wantErr string
+	}{
+		{"events again", []*toolwirev1.ExecuteBatchResponse{seqd(1, acc), seqd(2, result("a", 0, "A")), seqd(3, result("b", 1, "B")), seqd(2, result("a", 0, "A")), seqd(4, result("c", 2, "C")), seqd(5, finished)}, []uint64{1, 2, 3, 4, 5}, ""},
+		{"out of order", []*toolwirev1.ExecuteBatchResponse{seqd(4, result("c", 2, "C")), seqd(3, result("b", 1, "B")), seqd(5, finished)}, []uint64{1, 2}, "seq 4"},
+		{"an event skipped", []*toolwirev1.ExecuteBatchResponse{seqd(3, result("b", 1, "B")), seqd(5, finished)}, []uint64{1, 2, 3}, "seq 5"},
+		{"unnumbered", []*toolwirev1.ExecuteBatchResponse{seqd(0, result("b", 1, "B")), seqd(3, result("b", 1, "B"))}, []uint64{1, 2}, "seq 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var attaches atomic.Int32
+			c := serveHostile(t, &hostile{
+				execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+					for _, ev := range first {
+						if err := s.Send(ev); err != nil {
+							return err
+						}
+					}
+					return status.Error(codes.Unavailable, "cut")
+				},
+				attach: func(req *toolwirev1.AttachBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+					if attaches.Add(1) > 1 {
+						return status.Error(codes.Unavailable, "gone")
+					}
+					for _, ev := range tt.resumed {
+						if err := s.Send(ev); err != nil {
+							return err
+						}
+					}
+					return status.Error(codes.Unavailable, "cut again")
+				},
+			}, client.WithReattach(3, time.Millisecond))
+			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil), client.Call("b", "x", nil), client.Call("c", "x", nil)}, Options: &toolwirev1.BatchOptions{Detach: true}}
+			evs, err := collectEvents(c.ExecuteBatch(testContext(t), req))
+			var got []uint64
+			for _, ev := range evs {
+				got = append(got, ev.GetSeq())
+			}
+			if !slices.Equal(got, tt.want) || (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("yielded seqs %v, then %v; want %v, then an error saying %q", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestStreamEndsAtBatchFinished: BatchFinished is a batch's last event, so
+// a server that holds the stream open after it (for ever here) does not
+// hold the client's loop, or Collect, with it.
+func TestStreamEndsAtBatchFinished(t *testing.T) {
+	t.Parallel()
+	held := make(chan struct{}, 1)
+	c := serveHostile(t, &hostile{execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+		for _, ev := range []*toolwirev1.ExecuteBatchResponse{seqd(1, accepted([]string{"a"})), seqd(2, result("a", 0, "A")), seqd(3, finished)} {
+			if err := s.Send(ev); err != nil {
+				return err
+			}
+		}
+		<-s.Context().Done() // until the client lets go
+		held <- struct{}{}
+		return nil
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}}
+	b, err := client.CollectFor(req, c.ExecuteBatch(ctx, req))
+	if err != nil || client.Text(b.Results[0]) != "A" {
+		t.Fatalf("Collect of a stream held open after BatchFinished: %v", err)
+	}
+	<-held // the RPC was cancelled when the loop ended
+}
+
+// TestReattachGivesUp: a server that answers every AttachBatch with
+// UNAVAILABLE is asked attempts times, backing off, then the error is
+// yielded.
+func TestReattachGivesUp(t *testing.T) {
+	t.Parallel()
+	var attaches atomic.Int32
+	c := serveHostile(t, &hostile{
+		execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			if err := s.Send(seqd(1, accepted([]string{"a"}))); err != nil {
+				return err
+			}
+			return status.Error(codes.Unavailable, "cut")
+		},
+		attach: func(*toolwirev1.AttachBatchRequest, grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			attaches.Add(1)
+			return status.Error(codes.Unavailable, "still cut")
+		},
+	}, client.WithReattach(4, time.Millisecond))
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}, Options: &toolwirev1.BatchOptions{Detach: true}}
+	evs, err := collectEvents(c.ExecuteBatch(testContext(t), req))
+	if len(evs) != 1 || status.Code(err) != codes.Unavailable || attaches.Load() != 4 {
+		t.Errorf("%d events, %v, after %d AttachBatch; want 1, UNAVAILABLE, 4", len(evs), err, attaches.Load())
+	}
+}
+
+// TestLargeEventRefused: a 100 MB event is refused by the client's receive
+// limit, RESOURCE_EXHAUSTED, rather than read.
+func TestLargeEventRefused(t *testing.T) {
+	t.Parallel()
+	c := serveHostile(t, &hostile{execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+		if err := s.Send(seqd(1, accepted([]string{"a"}))); err != nil {
+			return err
+		}
+		return s.Send(seqd(2, result("a", 0, strings.Repeat("x", 100<<20))))
+	}})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}}
+	evs, err := collectEvents(c.ExecuteBatch(testContext(t), req))
+	runtime.ReadMemStats(&after)
+	t.Logf("%d events, %v; %d MiB allocated in all (the server's included)", len(evs), err, (after.TotalAlloc-before.TotalAlloc)>>20)
+	if len(evs) != 1 || status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("%d events, then %v; want 1, then RESOURCE_EXHAUSTED", len(evs), err)
 	}
 }
