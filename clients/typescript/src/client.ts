@@ -20,6 +20,7 @@ import {
   Tool,
   ToolCall,
   ToolServiceClient,
+  ToolServiceService,
   WatchToolsRequest,
   WatchToolsResponse,
 } from "./gen/toolwire/v1/toolwire.js";
@@ -77,6 +78,19 @@ export interface CallOptions {
    * re-attached gets what is left of it, and none is opened past it.
    * Default: none for streams, 30 s for ListTools. */
   timeoutMs?: number;
+}
+
+/** What listTools takes besides CallOptions. */
+export interface ListOptions {
+  /** Tools asked for per page. Default (and for 0 or less) 1000, the most
+   * a server's page holds. */
+  pageSize?: number;
+  /** The most one listing reads, in bytes of responses. Default (and for 0
+   * or less) 64 MiB. */
+  maxBytes?: number;
+  /** The most pages one listing reads. Default (and for 0 or less)
+   * 10,000. */
+  maxPages?: number;
 }
 
 /** A call as a caller writes it. */
@@ -148,8 +162,13 @@ export class ToolwireClient {
    * tools change between its pages (the server answers ABORTED) it starts
    * over, up to three times, so that every tool belongs to the one revision
    * it returns. A server that predates paging answers the first request
-   * with every tool. timeoutMs (default 30 s) bounds each page. */
-  async listTools(opts: CallOptions & { pageSize?: number } = {}): Promise<ListToolsResponse> {
+   * with every tool. timeoutMs (default 30 s) bounds each page. One
+   * listing reads at most maxBytes of responses (default 64 MiB, a
+   * server's max_list_bytes default) and maxPages pages (default 10,000),
+   * and rejects with RESOURCE_EXHAUSTED past either: a server whose pages
+   * never end costs a bounded amount; a page token named twice rejects at
+   * once. */
+  async listTools(opts: CallOptions & ListOptions = {}): Promise<ListToolsResponse> {
     for (let restart = 0; ; restart++) {
       try {
         return await this.listPages(opts);
@@ -160,11 +179,21 @@ export class ToolwireClient {
   }
 
   /** Every tool, a page at a time, from the first page. */
-  private async listPages(opts: CallOptions & { pageSize?: number }): Promise<ListToolsResponse> {
+  private async listPages(opts: CallOptions & ListOptions): Promise<ListToolsResponse> {
     const all = ListToolsResponse.fromPartial({});
+    const maxBytes = opts.maxBytes && opts.maxBytes > 0 ? opts.maxBytes : DEFAULT_LIST_BYTES;
+    const maxPages = opts.maxPages && opts.maxPages > 0 ? opts.maxPages : DEFAULT_LIST_PAGES;
+    const tokens = new Set<string>();
+    // The bytes of the responses as received, counted as they are decoded.
+    let read = 0;
+    const { path, requestSerialize, responseDeserialize } = ToolServiceService.listTools;
+    const decode = (b: Buffer) => ((read += b.length), responseDeserialize(b));
     for (let page = 1; ; page++) {
       const req = ListToolsRequest.fromPartial({ pageSize: opts.pageSize && opts.pageSize > 0 ? opts.pageSize : DEFAULT_PAGE_SIZE, pageToken: all.nextPageToken });
-      const resp = await this.unary<ListToolsRequest, ListToolsResponse>((req, md, o, cb) => this.raw.listTools(req, md, o, cb), req, opts);
+      const resp = await this.unary<ListToolsRequest, ListToolsResponse>((req, md, o, cb) => this.raw.makeUnaryRequest(path, requestSerialize, decode, req, md, o, (err, res) => cb(err, res!)), req, opts);
+      if (read > maxBytes) {
+        throw new ToolwireError(grpc.status.RESOURCE_EXHAUSTED, `ListTools read ${page} pages, more than ${maxBytes >> 20} MiB, without reaching the last: the listing is larger than the client's bound (maxBytes)`);
+      }
       if (page === 1) all.revision = resp.revision;
       else if (resp.revision !== all.revision) {
         throw new ToolwireError(grpc.status.ABORTED, `the tools changed between pages (revision ${all.revision}, then ${resp.revision})`);
@@ -178,6 +207,13 @@ export class ToolwireClient {
       all.tools.push(...resp.tools);
       all.nextPageToken = resp.nextPageToken;
       if (!all.nextPageToken) return all;
+      if (tokens.has(all.nextPageToken)) {
+        throw new ToolwireError(grpc.status.INTERNAL, `page ${page} of ListTools names a page token it named before: the server's pages do not advance`);
+      }
+      tokens.add(all.nextPageToken);
+      if (page >= maxPages) {
+        throw new ToolwireError(grpc.status.RESOURCE_EXHAUSTED, `ListTools read ${page} pages without reaching the last: the listing is longer than the client's bound (maxPages)`);
+      }
     }
   }
 
@@ -234,10 +270,15 @@ export class ToolwireClient {
       const deadline = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
       for (let attempt = 0; ; attempt++) {
         let retry = false;
-        yield* stream(() => self.raw.executeBatch(req, deadline === undefined ? {} : { deadline }), opts.signal, async (err) => {
-          retry = await self.waitToRetry(err, attempt, opts.signal, deadline);
-          return retry;
-        });
+        yield* stream(
+          () => self.raw.executeBatch(req, deadline === undefined ? {} : { deadline }),
+          opts.signal,
+          async (err) => {
+            retry = await self.waitToRetry(err, attempt, opts.signal, deadline);
+            return retry;
+          },
+          isFinished,
+        );
         if (!retry) return;
       }
     })();
@@ -251,12 +292,13 @@ export class ToolwireClient {
    * after a dropped stream. */
   attachBatch(batchId: string, afterSeq = 0, opts: CallOptions = {}): AsyncIterable<ExecuteBatchResponse> {
     const open = (o: grpc.CallOptions) => this.raw.attachBatch(AttachBatchRequest.fromPartial({ batchId, afterSeq }), o);
-    return this.reattach ? this.follow(batchId, afterSeq, open, opts) : stream(() => open(callOptions(opts)), opts.signal);
+    return this.reattach ? this.follow(batchId, afterSeq, open, opts) : stream(() => open(callOptions(opts)), opts.signal, undefined, isFinished);
   }
 
   /** Yields a batch's events from the stream open makes, re-attaching with
    * AttachBatch from the last seq seen after a dropped stream, once the
-   * batch's ID is known; events seen before a drop are not yielded again.
+   * batch's ID is known; events seen before a drop are not yielded again,
+   * and one out of order (not the next seq) throws INTERNAL.
    * opts.timeoutMs is one deadline for all of it, re-attaches and waits
    * included, from when iteration starts: each stream opened gets what is
    * left of it, and none is opened once it has passed. */
@@ -279,8 +321,13 @@ export class ToolwireClient {
         ? undefined
         : async (err: ToolwireError) => (retried = await this.waitToRetry(err, refusals++, opts.signal, deadline));
       try {
-        for await (const ev of stream(() => open(within), opts.signal, retry)) {
-          if (ev.seq !== 0 && ev.seq <= last) continue;
+        for await (const ev of stream(() => open(within), opts.signal, retry, isFinished)) {
+          if (ev.seq !== 0 && ev.seq <= last) continue; // seen before a drop
+          if (ev.seq !== last + 1) {
+            // Events are numbered one after another: one that is not the
+            // next means the server skipped or reordered some.
+            throw new ToolwireError(grpc.status.INTERNAL, `the server sent event seq ${ev.seq} after seq ${last}: the batch's events are not in order (an event would be lost)`, { cause: OUT_OF_ORDER });
+          }
           last = ev.seq;
           if (ev.accepted && !batchId) batchId = ev.accepted.batchId;
           failures = 0;
@@ -292,7 +339,7 @@ export class ToolwireClient {
         return;
       } catch (err) {
         const e = ToolwireError.from(err);
-        if (failures >= attempts || !batchId || opts.signal?.aborted || !DROPPED.has(e.code)) throw e;
+        if (failures >= attempts || !batchId || opts.signal?.aborted || !DROPPED.has(e.code) || e.cause === OUT_OF_ORDER) throw e;
         // A re-attach that would start past the deadline is not waited for.
         if (deadline !== undefined && Date.now() + backoff >= deadline) throw e;
         failures++;
@@ -570,6 +617,11 @@ const DEFAULT_PAGE_SIZE = 1000;
 /** How many times listTools starts over when the tools change between its
  * pages. */
 const LIST_RESTARTS = 3;
+/** What one listing reads at most unless listTools is told otherwise: the
+ * most a server lists in one response (its max_list_bytes default), and
+ * pages enough for ten million tools at the default page size. */
+const DEFAULT_LIST_BYTES = 64 << 20;
+const DEFAULT_LIST_PAGES = 10_000;
 /** The largest message the client receives unless channelOptions says
  * otherwise ("grpc.max_receive_message_length"). */
 const LIST_RECEIVE_BYTES = 64 << 20;
@@ -615,19 +667,45 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** The cause of the error an event out of order throws, which no
+ * re-attach mends. */
+const OUT_OF_ORDER = new Error("events out of order");
+
+/** Whether ev is BatchFinished, a batch's last event. */
+const isFinished = (ev: ExecuteBatchResponse) => ev.finished !== undefined;
+
+/** How long a stream may stay open after its last event (BatchFinished)
+ * before the client cancels it. */
+const FINISH_GRACE_MS = 1000;
+
 /** Adapts a grpc-js server stream to an async iterable that starts the RPC
  * when iteration starts (an iterable never read opens nothing) and cancels
  * it when the consumer stops early or the signal aborts. An error before
  * any event that retry resolves true for ends the iteration quietly (the
- * caller starts the RPC again). */
-async function* stream<T>(start: () => grpc.ClientReadableStream<T>, signal?: AbortSignal, retry?: (err: ToolwireError) => Promise<boolean>): AsyncGenerator<T> {
+ * caller starts the RPC again). An event isLast says is the stream's last
+ * ends it: the stream's status, which a server keeping the contract sends
+ * at once, is waited for FINISH_GRACE_MS at most, then the RPC is
+ * cancelled, so a server that holds the stream open holds nothing. */
+async function* stream<T>(
+  start: () => grpc.ClientReadableStream<T>,
+  signal?: AbortSignal,
+  retry?: (err: ToolwireError) => Promise<boolean>,
+  isLast?: (ev: T) => boolean,
+): AsyncGenerator<T> {
   const call = start();
+  const ended = new Promise<void>((resolve) => call.on("status", () => resolve()));
   const stop = onAbort(signal, () => call.cancel());
   let first = true;
   try {
     for await (const ev of call) {
       first = false;
       yield ev as T;
+      if (isLast?.(ev as T)) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, FINISH_GRACE_MS)))]);
+        clearTimeout(timer);
+        return;
+      }
     }
   } catch (err) {
     const e = ToolwireError.from(err);

@@ -1,0 +1,187 @@
+// The client against servers that break the contract, each a real grpc-js
+// server on a loopback port: listings that never end, a resumed stream
+// whose events come again or out of order, a stream held open after its
+// last event, a re-attach refused for ever, an event larger than the
+// client receives. None needs a toolwire server.
+
+import { test } from "node:test";
+import * as assert from "node:assert/strict";
+import * as grpc from "@grpc/grpc-js";
+import {
+  AttachBatchRequest,
+  ExecuteBatchRequest,
+  ExecuteBatchResponse,
+  ListToolsRequest,
+  ListToolsResponse,
+  StepBatcher,
+  ToolServiceService,
+  ToolwireClient,
+  ToolwireError,
+  status,
+} from "@toolwire/client";
+
+type Stream = grpc.ServerWritableStream<ExecuteBatchRequest | AttachBatchRequest, ExecuteBatchResponse>;
+
+interface Hostile {
+  listTools?: (req: ListToolsRequest, n: number) => ListToolsResponse;
+  executeBatch?: (call: Stream) => void;
+  attachBatch?: (call: Stream, n: number) => void;
+}
+
+/** Serves h on a loopback port; counts its RPCs. */
+async function serve(h: Hostile): Promise<{ addr: string; calls: { list: number; attach: number }; stop(): void }> {
+  const server = new grpc.Server();
+  const calls = { list: 0, attach: 0 };
+  const unimplemented = (_: unknown, cb: grpc.sendUnaryData<unknown>) => cb({ code: status.UNIMPLEMENTED, details: "no" } as grpc.ServiceError);
+  server.addService(ToolServiceService, {
+    listTools: (call: grpc.ServerUnaryCall<ListToolsRequest, ListToolsResponse>, cb: grpc.sendUnaryData<ListToolsResponse>) => cb(null, h.listTools!(call.request, ++calls.list)),
+    executeBatch: (call: Stream) => h.executeBatch!(call),
+    attachBatch: (call: Stream) => h.attachBatch!(call, ++calls.attach),
+    searchTools: unimplemented,
+    callTool: unimplemented,
+    getBatch: unimplemented,
+    cancelBatch: unimplemented,
+    resolveApproval: unimplemented,
+    watchTools: (call: Stream) => call.end(),
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  return { addr: `127.0.0.1:${port}`, calls, stop: () => server.forceShutdown() };
+}
+
+/** Writes evs, then ends the stream with code (OK: ends it; undefined:
+ * leaves it open). */
+function send(call: Stream, evs: ExecuteBatchResponse[], code?: status): void {
+  for (const ev of evs) call.write(ev);
+  if (code === status.OK) call.end();
+  else if (code !== undefined) call.emit("error", { code, details: "cut" });
+}
+
+// fromJSON: the events as JSON objects, without fromPartial's exact types.
+const ev = (seq: number, e: object) => ExecuteBatchResponse.fromJSON({ seq, ...e });
+const accepted = (seq: number, ...ids: string[]) => ev(seq, { accepted: { batchId: "b1", lanes: ids.map((id, index) => ({ index, callIds: [id] })) } });
+const result = (seq: number, callId: string, index: number) => ev(seq, { result: { callId, index, content: [{ text: { text: callId.toUpperCase() } }] } });
+const finished = (seq: number) => ev(seq, { finished: { batchId: "b1" } });
+
+/** The seqs of a stream's events, and the error that ended it. */
+async function drain(events: AsyncIterable<ExecuteBatchResponse>): Promise<{ seqs: number[]; err?: ToolwireError }> {
+  const seqs: number[] = [];
+  try {
+    for await (const e of events) seqs.push(e.seq);
+  } catch (err) {
+    return { seqs, err: ToolwireError.from(err) };
+  }
+  return { seqs };
+}
+
+test("listTools stops at its bounds against pages that never end", async () => {
+  const desc = "d".repeat(1000);
+  const pageOf = (tools: number, token: (n: number) => string) => (_: ListToolsRequest, n: number) =>
+    ListToolsResponse.fromPartial({
+      revision: "r",
+      nextPageToken: token(n),
+      tools: Array.from({ length: tools }, (_, i) => ({ name: `t${String(n).padStart(9, "0")}-${String(i).padStart(4, "0")}`, description: desc })),
+    });
+  const cases = [
+    { name: "pages of 1 MB", page: pageOf(1000, (n) => `p${n}`), opts: {}, maxCalls: 66, want: /more than 64 MiB/ },
+    { name: "small pages", page: pageOf(1, (n) => `p${n}`), opts: { maxPages: 100 }, maxCalls: 100, want: /read 100 pages/ },
+    { name: "a token twice", page: pageOf(1, () => "more"), opts: {}, maxCalls: 2, want: /token it named before/ },
+  ];
+  for (const c of cases) {
+    const server = await serve({ listTools: c.page });
+    const client = new ToolwireClient(server.addr);
+    try {
+      const signal = AbortSignal.timeout(20_000);
+      await assert.rejects(client.listTools({ ...c.opts, signal }), (err) => err instanceof ToolwireError && c.want.test(err.message), c.name);
+      assert.ok(server.calls.list <= c.maxCalls, `${c.name}: ${server.calls.list} pages read`);
+    } finally {
+      client.close();
+      server.stop();
+    }
+  }
+});
+
+test("a resumed stream yields each seq once, in order, or fails", async () => {
+  const first = [accepted(1, "a", "b", "c"), result(2, "a", 0)];
+  const cases = [
+    { name: "events again", resumed: [accepted(1, "a", "b", "c"), result(2, "a", 0), result(3, "b", 1), result(2, "a", 0), result(4, "c", 2), finished(5)], want: [1, 2, 3, 4, 5], err: undefined },
+    { name: "out of order", resumed: [result(4, "c", 2), result(3, "b", 1), finished(5)], want: [1, 2], err: /seq 4/ },
+    { name: "an event skipped", resumed: [result(3, "b", 1), finished(5)], want: [1, 2, 3], err: /seq 5/ },
+    { name: "unnumbered", resumed: [result(0, "b", 1), result(3, "b", 1)], want: [1, 2], err: /seq 0/ },
+  ];
+  for (const c of cases) {
+    const server = await serve({
+      executeBatch: (call) => send(call, first, status.UNAVAILABLE),
+      attachBatch: (call, n) => (n > 1 ? send(call, [], status.UNAVAILABLE) : send(call, c.resumed, status.UNAVAILABLE)),
+    });
+    const client = new ToolwireClient(server.addr, { reattach: { attempts: 3, backoffMs: 1 } });
+    try {
+      const calls = ["a", "b", "c"].map((callId) => ({ callId, name: "x" }));
+      const { seqs, err } = await drain(client.executeBatch(calls, { options: { detach: true }, timeoutMs: 20_000 }));
+      assert.deepEqual(seqs, c.want, c.name);
+      if (c.err) assert.match(err?.message ?? "no error", c.err, c.name);
+      else assert.equal(err, undefined, c.name);
+    } finally {
+      client.close();
+      server.stop();
+    }
+  }
+});
+
+test("a batch's stream ends at BatchFinished, held open or not", async () => {
+  let open: Stream | undefined;
+  const server = await serve({
+    executeBatch: (call) => {
+      open = call;
+      send(call, [accepted(1, "a"), result(2, "a", 0), finished(3)]); // and never ends it
+    },
+  });
+  const client = new ToolwireClient(server.addr);
+  try {
+    const signal = AbortSignal.timeout(10_000);
+    const batch = await client.collect(client.executeBatch([{ callId: "a", name: "x" }], { signal }));
+    assert.equal(batch.results[0].callId, "a");
+    // And the StepBatcher lets go of its RPC too.
+    const batcher = new StepBatcher(client);
+    const r = await batcher.execute({ callId: "a", name: "x" }, { signal });
+    assert.equal(r.callId, "a");
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    assert.ok(open?.cancelled, "the RPC held open after BatchFinished is still open");
+  } finally {
+    client.close();
+    server.stop();
+  }
+});
+
+test("re-attaching gives up after its attempts", async () => {
+  const server = await serve({
+    executeBatch: (call) => send(call, [accepted(1, "a")], status.UNAVAILABLE),
+    attachBatch: (call) => send(call, [], status.UNAVAILABLE),
+  });
+  const client = new ToolwireClient(server.addr, { reattach: { attempts: 4, backoffMs: 1 } });
+  try {
+    const { seqs, err } = await drain(client.executeBatch([{ callId: "a", name: "x" }], { options: { detach: true }, timeoutMs: 20_000 }));
+    assert.deepEqual(seqs, [1]);
+    assert.equal(err?.code, status.UNAVAILABLE);
+    assert.equal(server.calls.attach, 4);
+  } finally {
+    client.close();
+    server.stop();
+  }
+});
+
+test("an event of 100 MB is refused, not read", async () => {
+  const server = await serve({
+    executeBatch: (call) => send(call, [accepted(1, "a"), ev(2, { result: { callId: "a", index: 0, content: [{ text: { text: "x".repeat(100 << 20) } }] } })], status.OK),
+  });
+  const client = new ToolwireClient(server.addr);
+  try {
+    const { seqs, err } = await drain(client.executeBatch([{ callId: "a", name: "x" }], { timeoutMs: 20_000 }));
+    assert.deepEqual(seqs, [1]);
+    assert.equal(err?.code, status.RESOURCE_EXHAUSTED);
+  } finally {
+    client.close();
+    server.stop();
+  }
+});
