@@ -206,6 +206,57 @@ def list_request(page_size, page_token):
     return pb.ListToolsRequest(page_size=page_size if page_size and page_size > 0 else DEFAULT_PAGE_SIZE, page_token=page_token)
 
 
+# What one listing reads at most unless list_tools is told otherwise: the
+# most a server lists in one response (its max_list_bytes default), and
+# pages enough for ten million tools at the default page size.
+DEFAULT_LIST_BYTES = 64 << 20
+DEFAULT_LIST_PAGES = 10_000
+
+
+class Pages:
+    """One listing's pages put together in listing (a pb.ListToolsResponse),
+    within its bounds: max_bytes of responses and max_pages pages (their
+    defaults when None or 0 or less), and no page token twice."""
+
+    def __init__(self, page_size=None, max_bytes=None, max_pages=None):
+        self.listing = pb.ListToolsResponse()
+        self.page_size = page_size
+        self.max_bytes = max_bytes if max_bytes and max_bytes > 0 else DEFAULT_LIST_BYTES
+        self.max_pages = max_pages if max_pages and max_pages > 0 else DEFAULT_LIST_PAGES
+        self.page = 0
+        self.read = 0
+        self.tokens = set()
+
+    def request(self):
+        """The next page's request."""
+        return list_request(self.page_size, self.listing.next_page_token)
+
+    def add(self, resp):
+        """Adds the next page, resp; returns whether there are more (see
+        add_page). Past a bound it raises RESOURCE_EXHAUSTED; a page token
+        named before raises INTERNAL."""
+        self.page += 1
+        self.read += resp.ByteSize()
+        if self.read > self.max_bytes:
+            raise ToolwireError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"ListTools read {self.page} pages, more than {self.max_bytes >> 20} MiB, without reaching the last: "
+                "the listing is larger than the client's bound (max_bytes)",
+            )
+        if not add_page(self.listing, resp, self.page):
+            return False
+        token = self.listing.next_page_token
+        if token in self.tokens:
+            raise ToolwireError(grpc.StatusCode.INTERNAL, f"page {self.page} of ListTools names a page token it named before: the server's pages do not advance")
+        self.tokens.add(token)
+        if self.page >= self.max_pages:
+            raise ToolwireError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"ListTools read {self.page} pages without reaching the last: the listing is longer than the client's bound (max_pages)",
+            )
+        return True
+
+
 def add_page(listing, resp, page):
     """Adds page number page (from 1), resp, to listing, a
     pb.ListToolsResponse of the pages before it; returns whether there are

@@ -11,8 +11,8 @@ import uuid
 
 import grpc
 
-from toolwire._calls import LIST_RESTARTS, Batch, add_page, collect_failed, batch_request, call_tool_request, channel_args, channel_options, list_request, to_call
-from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries
+from toolwire._calls import LIST_RESTARTS, Batch, Pages, collect_failed, batch_request, call_tool_request, channel_args, channel_options, to_call
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries, is_finished
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -43,26 +43,24 @@ class AsyncClient:
     async def __aexit__(self, *exc):
         await self.close()
 
-    async def list_tools(self, timeout=30, *, page_size=None):
+    async def list_tools(self, timeout=30, *, page_size=None, max_bytes=None, max_pages=None):
         """Every tool the caller may call and the registry's revision, a
-        page at a time, as Client.list_tools."""
+        page at a time, within the same bounds, as Client.list_tools."""
         for restart in itertools.count():
             try:
-                return await self._list_pages(timeout, page_size)
+                return await self._list_pages(timeout, Pages(page_size, max_bytes, max_pages))
             except ToolwireError as e:
                 if e.code != grpc.StatusCode.ABORTED or restart >= LIST_RESTARTS:
                     raise
 
-    async def _list_pages(self, timeout, page_size):
-        listing = pb.ListToolsResponse()
-        for page in itertools.count(1):
-            req = list_request(page_size, listing.next_page_token)
+    async def _list_pages(self, timeout, pages):
+        while True:
             try:
-                resp = await self.stub.ListTools(req, timeout=timeout, metadata=self._metadata)
+                resp = await self.stub.ListTools(pages.request(), timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as e:
                 raise ToolwireError.from_rpc(e) from e
-            if not add_page(listing, resp, page):
-                return listing
+            if not pages.add(resp):
+                return pages.listing
 
     async def search_tools(self, query, *, max_results=0, timeout=30):
         """The tools that match query, best first, as Client.search_tools."""
@@ -84,6 +82,7 @@ class AsyncClient:
         return _AsyncStream(
             lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
             _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
+            last=is_finished,
         )
 
     def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
@@ -92,7 +91,7 @@ class AsyncClient:
         with reattach it resumes after a drop."""
         if self._reattach:
             return self._follow(lambda t: self._attach(batch_id, after_seq, t), batch_id, after_seq, timeout)
-        return _AsyncStream(lambda _: self._attach(batch_id, after_seq, timeout))
+        return _AsyncStream(lambda _: self._attach(batch_id, after_seq, timeout), last=is_finished)
 
     def _attach(self, batch_id, after_seq, timeout):
         return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)

@@ -5,8 +5,8 @@ import time
 
 import grpc
 
-from toolwire._calls import LIST_RESTARTS, Batch, add_page, collect_failed, batch_request, call_tool_request, channel_args, channel_options, list_request
-from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream
+from toolwire._calls import LIST_RESTARTS, Batch, Pages, collect_failed, batch_request, call_tool_request, channel_args, channel_options
+from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream, is_finished
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
 
@@ -62,7 +62,7 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def list_tools(self, timeout=30, *, page_size=None):
+    def list_tools(self, timeout=30, *, page_size=None, max_bytes=None, max_pages=None):
         """Every tool the caller may call, sorted by name, and the
         registry's revision, as one pb.ListToolsResponse however large the
         catalog: it asks for them a page at a time (page_size tools, default
@@ -71,24 +71,26 @@ class Client:
         ABORTED) it starts over, up to three times, so that every tool
         belongs to the one revision it returns. A server that predates
         paging answers the first request with every tool. timeout (seconds)
-        bounds each page."""
+        bounds each page. One listing reads at most max_bytes of responses
+        (default 64 MiB, a server's max_list_bytes default) and max_pages
+        pages (default 10,000), and raises RESOURCE_EXHAUSTED past either:
+        a server whose pages never end costs a bounded amount; a page token
+        named twice raises INTERNAL at once."""
         for restart in itertools.count():
             try:
-                return self._list_pages(timeout, page_size)
+                return self._list_pages(timeout, Pages(page_size, max_bytes, max_pages))
             except ToolwireError as e:
                 if e.code != grpc.StatusCode.ABORTED or restart >= LIST_RESTARTS:
                     raise
 
-    def _list_pages(self, timeout, page_size):
-        listing = pb.ListToolsResponse()
-        for page in itertools.count(1):
-            req = list_request(page_size, listing.next_page_token)
+    def _list_pages(self, timeout, pages):
+        while True:
             try:
-                resp = self.stub.ListTools(req, timeout=timeout, metadata=self._metadata)
+                resp = self.stub.ListTools(pages.request(), timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as e:
                 raise ToolwireError.from_rpc(e) from e
-            if not add_page(listing, resp, page):
-                return listing
+            if not pages.add(resp):
+                return pages.listing
 
     def search_tools(self, query, *, max_results=0, timeout=30):
         """The tools the caller may call that match query, best first, at
@@ -118,6 +120,7 @@ class Client:
         return _Stream(
             lambda t: self.stub.ExecuteBatch(req, timeout=t, metadata=self._metadata),
             _Retries(self.rate_limit_retries, self.on_rate_limit, timeout),
+            last=is_finished,
         )
 
     def attach_batch(self, batch_id, after_seq=0, *, timeout=None):
@@ -128,7 +131,7 @@ class Client:
         another caller's batch. With reattach it resumes after a drop."""
         if self._reattach:
             return self._follow(lambda t: self._attach(batch_id, after_seq, t), batch_id, after_seq, timeout)
-        return _Stream(lambda _: self._attach(batch_id, after_seq, timeout))
+        return _Stream(lambda _: self._attach(batch_id, after_seq, timeout), last=is_finished)
 
     def _attach(self, batch_id, after_seq, timeout):
         return self.stub.AttachBatch(pb.AttachBatchRequest(batch_id=batch_id, after_seq=after_seq), timeout=timeout, metadata=self._metadata)

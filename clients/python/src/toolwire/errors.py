@@ -89,16 +89,55 @@ class _Retries:
         return d
 
 
+# How long a stream may stay open after its last event (BatchFinished)
+# before the client cancels it.
+FINISH_GRACE = 1.0
+
+
+def is_finished(ev):
+    """Whether ev is BatchFinished, a batch's last event."""
+    return ev.HasField("finished")
+
+
+def _end_call(call):
+    """Ends a stream whose last event has arrived: its status, which a
+    server keeping the contract sends at once, is waited for FINISH_GRACE
+    seconds at most, then the call is cancelled, so that a server holding
+    the stream open holds nothing."""
+    done = threading.Event()
+    call.add_done_callback(lambda _: done.set())
+    if not done.wait(FINISH_GRACE):
+        call.cancel()
+
+
+async def _end_async_call(call):
+    """_end_call for grpc.aio."""
+    try:
+        await asyncio.wait_for(call.code(), FINISH_GRACE)
+    except asyncio.TimeoutError:
+        call.cancel()
+
+
+def _out_of_order(seq, last):
+    return ToolwireError(
+        grpc.StatusCode.INTERNAL,
+        f"the server sent event seq {seq} after seq {last}: the batch's events are not in order (an event would be lost)",
+    )
+
+
 class _Stream:
     """A grpc response stream whose RPC error is raised as a ToolwireError;
     everything else (code(), metadata) is the grpc call's. start(timeout)
     makes the call; a refusal before any event that retries (a _Retries)
     says to wait out is waited out and the call made again. cancel() cancels
-    the call, or ends such a wait with the refusal."""
+    the call, or ends such a wait with the refusal. An event last(ev) says
+    is the stream's last ends it (see _end_call)."""
 
-    def __init__(self, start, retries=None):
+    def __init__(self, start, retries=None, last=None):
         self._start = start
         self._retries = retries
+        self._last = last
+        self._ended = False
         self._cancelled = threading.Event()
         self._first = True
         self._attempt = 0
@@ -108,6 +147,9 @@ class _Stream:
         return self
 
     def __next__(self):
+        if self._ended:
+            _end_call(self._call)
+            raise StopIteration
         while True:
             try:
                 ev = next(self._call)
@@ -123,6 +165,7 @@ class _Stream:
                     self._call.cancel()
                 continue
             self._first = False
+            self._ended = self._last is not None and self._last(ev)
             return ev
 
     def cancel(self):
@@ -162,9 +205,11 @@ class _AsyncStream(_AsyncWaits):
     and a refusal before any event is waited out as _Stream's is (cancel()
     ends the wait, as does cancelling the awaiting task)."""
 
-    def __init__(self, start, retries=None):
+    def __init__(self, start, retries=None, last=None):
         self._start = start
         self._retries = retries
+        self._last = last
+        self._ended = False
         self._first = True
         self._attempt = 0
         self._call = start(retries.timeout() if retries else None)
@@ -179,6 +224,9 @@ class _AsyncStream(_AsyncWaits):
         return ev
 
     async def read(self):
+        if self._ended:
+            await _end_async_call(self._call)
+            return grpc.aio.EOF
         while True:
             try:
                 ev = await self._call.read()
@@ -191,6 +239,7 @@ class _AsyncStream(_AsyncWaits):
                 self._call = self._start(self._retries.timeout())
                 continue
             self._first = False
+            self._ended = ev is not grpc.aio.EOF and self._last is not None and self._last(ev)
             return ev
 
     def cancel(self):
@@ -212,13 +261,15 @@ class _Reattaching:
     a dropped stream with AttachBatch from the last seq seen (attach(id,
     after, timeout) opens it), up to attempts times in a row, sleeping
     backoff seconds (doubling, up to 5) before each; events seen before a
-    drop are not yielded again. retries (a _Retries) holds the one deadline
+    drop are not yielded again, and one out of order (not the next seq)
+    raises INTERNAL. retries (a _Retries) holds the one deadline
     of them all: each stream is opened (open(timeout)) with what is left of
     it, and a drop whose backoff would end past it is raised. A refusal
     before any event that retries says to wait out (a rate limit's) is
     waited out and the stream opened again, as _Stream does; cancel() ends
     that wait, raising the refusal. cancel() ends only this reader: the
-    stream, or the wait before a re-attach, then raises CANCELLED."""
+    stream, or the wait before a re-attach, then raises CANCELLED. The
+    stream ends at BatchFinished (see _end_call)."""
 
     def __init__(self, open_stream, attach, batch_id, after, attempts, backoff, retries):
         self._open, self._attach = open_stream, attach
@@ -228,12 +279,15 @@ class _Reattaching:
         self._first, self._refusals = True, 0
         self._call = None
         self._cancelled = threading.Event()
-        self._done = False
+        self._done = self._finished = False
 
     def __iter__(self):
         return self
 
     def __next__(self):
+        if self._done and self._call is not None and self._finished:
+            self._finished = False
+            _end_call(self._call)
         failures, backoff = 0, self._backoff
         while not self._done:
             if self._cancelled.is_set():
@@ -274,12 +328,18 @@ class _Reattaching:
                 continue
             self._first = False
             if ev.seq and ev.seq <= self._last:
-                continue
+                continue  # seen before a drop
+            if ev.seq != self._last + 1:
+                # Events are numbered one after another: one that is not
+                # the next means the server skipped or reordered some.
+                self._done = True
+                self._call.cancel()
+                raise _out_of_order(ev.seq, self._last)
             self._last = ev.seq
             if ev.HasField("accepted") and not self._id:
                 self._id = ev.accepted.batch_id
             if ev.HasField("finished"):
-                self._done = True
+                self._done = self._finished = True
             return ev
         raise StopIteration
 
@@ -311,12 +371,15 @@ class _AsyncReattaching(_AsyncWaits):
         self._first, self._refusals = True, 0
         self._call = None
         self._it = None
-        self._done = False
+        self._done = self._finished = False
 
     def __aiter__(self):
         return self
 
     async def __anext__(self):
+        if self._done and self._call is not None and self._finished:
+            self._finished = False
+            await _end_async_call(self._call)
         failures, backoff = 0, self._backoff
         while not self._done:
             if self._cancelled:
@@ -356,12 +419,18 @@ class _AsyncReattaching(_AsyncWaits):
                 continue
             self._first = False
             if ev.seq and ev.seq <= self._last:
-                continue
+                continue  # seen before a drop
+            if ev.seq != self._last + 1:
+                # Events are numbered one after another: one that is not
+                # the next means the server skipped or reordered some.
+                self._done = True
+                self._call.cancel()
+                raise _out_of_order(ev.seq, self._last)
             self._last = ev.seq
             if ev.HasField("accepted") and not self._id:
                 self._id = ev.accepted.batch_id
             if ev.HasField("finished"):
-                self._done = True
+                self._done = self._finished = True
             return ev
         raise StopAsyncIteration
 

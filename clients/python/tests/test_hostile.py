@@ -1,0 +1,259 @@
+"""The clients against servers in this process that break the contract:
+listings that never end, a resumed stream whose events come again or out
+of order, a stream held open after its last event, a re-attach refused
+for ever, an event larger than the client receives. None needs a toolwire
+server."""
+
+import asyncio
+import threading
+import time
+import unittest
+from concurrent import futures
+
+import grpc
+
+import toolwire
+from toolwire import pb
+
+from test_streams import DETACH, BatchServer, accepted, event, finished, result
+
+DESC = "d" * 1000
+
+
+class ListServer:
+    """A ToolService in this process whose ListTools answers page(n) for
+    its nth call (from 1)."""
+
+    def __init__(self, page):
+        self.calls = 0
+        lock = threading.Lock()
+
+        def list_tools(request, context):
+            with lock:
+                self.calls += 1
+                n = self.calls
+            return page(n)
+
+        handlers = {"ListTools": grpc.unary_unary_rpc_method_handler(
+            list_tools,
+            request_deserializer=pb.ListToolsRequest.FromString,
+            response_serializer=pb.ListToolsResponse.SerializeToString,
+        )}
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("toolwire.v1.ToolService", handlers),))
+        self.addr = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop(None).wait()
+
+
+def pages(tools, same_token=False):
+    """Pages of tools tools each that never end, each going on from the
+    last, with a new token unless same_token."""
+    def page(n):
+        resp = pb.ListToolsResponse(revision="r", next_page_token="more" if same_token else f"p{n}")
+        for i in range(tools):
+            resp.tools.add(name=f"t{n:09d}-{i:04d}", description=DESC)
+        return resp
+    return page
+
+
+LIST_CASES = (
+    # name, page, list_tools kwargs, most calls, what the error says
+    ("pages of 1 MB", pages(1000), {}, 66, "more than 64 MiB"),
+    ("small pages", pages(1), {"max_pages": 100}, 100, "read 100 pages"),
+    ("a token twice", pages(1, same_token=True), {}, 2, "token it named before"),
+)
+
+
+class EndlessListTest(unittest.TestCase):
+    """list_tools stops at its bounds against pages that never end."""
+
+    def check(self, list_tools):
+        for name, page, kwargs, most, says in LIST_CASES:
+            with self.subTest(name), ListServer(page) as server:
+                with self.assertRaises(toolwire.ToolwireError) as cm:
+                    list_tools(server.addr, kwargs)
+                self.assertIn(says, str(cm.exception))
+                self.assertLessEqual(server.calls, most)
+
+    def test_sync(self):
+        def run(addr, kwargs):
+            with toolwire.Client(addr) as client:
+                client.list_tools(timeout=20, **kwargs)
+
+        self.check(run)
+
+    def test_async(self):
+        async def run(addr, kwargs):
+            async with toolwire.AsyncClient(addr) as client:
+                await client.list_tools(timeout=20, **kwargs)
+
+        loop = asyncio.new_event_loop()
+        try:
+            self.check(lambda addr, kwargs: loop.run_until_complete(run(addr, kwargs)))
+        finally:
+            loop.close()
+
+
+FIRST = (accepted(1, "a", "b", "c"), result(2, "a", 0))
+RESUMED_CASES = (
+    # name, AttachBatch's first answer, seqs yielded, what the error says
+    ("events again", (*FIRST, result(3, "b", 1), result(2, "a", 0), result(4, "c", 2), finished(5)), [1, 2, 3, 4, 5], None),
+    ("out of order", (result(4, "c", 2), result(3, "b", 1), finished(5)), [1, 2], "seq 4"),
+    ("an event skipped", (result(3, "b", 1), finished(5)), [1, 2, 3], "seq 5"),
+    ("unnumbered", (result(0, "b", 1), result(3, "b", 1)), [1, 2], "seq 0"),
+)
+CALLS3 = [{"call_id": c, "name": "x"} for c in "abc"]
+
+
+def resumed_server(resumed):
+    def execute(req, ctx, n):
+        yield from FIRST
+        ctx.abort(grpc.StatusCode.UNAVAILABLE, "cut")
+
+    def attach(req, ctx, n):
+        if n == 1:
+            yield from resumed
+        ctx.abort(grpc.StatusCode.UNAVAILABLE, "cut again")
+
+    return BatchServer(execute, attach)
+
+
+class ResumedOrderTest(unittest.TestCase):
+    """A resumed stream yields each seq once, in order, or raises."""
+
+    def check(self, drain):
+        for name, resumed, want, says in RESUMED_CASES:
+            with self.subTest(name), resumed_server(resumed) as server:
+                seqs, err = drain(server.addr)
+                self.assertEqual(seqs, want)
+                if says is None:
+                    self.assertIsNone(err)
+                else:
+                    self.assertIsNotNone(err, "no error")
+                    self.assertEqual(err.code, grpc.StatusCode.INTERNAL, str(err))
+                    self.assertIn(says, str(err))
+
+    def test_sync(self):
+        def drain(addr):
+            seqs = []
+            with toolwire.Client(addr, reattach=(3, 0.001)) as client:
+                try:
+                    for ev in client.execute_batch(CALLS3, options=DETACH, timeout=20):
+                        seqs.append(ev.seq)
+                except toolwire.ToolwireError as e:
+                    return seqs, e
+            return seqs, None
+
+        self.check(drain)
+
+    def test_async(self):
+        async def drain(addr):
+            seqs = []
+            async with toolwire.AsyncClient(addr, reattach=(3, 0.001)) as client:
+                try:
+                    async for ev in client.execute_batch(CALLS3, options=DETACH, timeout=20):
+                        seqs.append(ev.seq)
+                except toolwire.ToolwireError as e:
+                    return seqs, e
+            return seqs, None
+
+        # One event loop for every case: grpc.aio keeps to the loop it
+        # first ran on.
+        loop = asyncio.new_event_loop()
+        try:
+            self.check(lambda addr: loop.run_until_complete(drain(addr)))
+        finally:
+            loop.close()
+
+
+def held_open(ended):
+    """ExecuteBatch and AttachBatch that send a whole batch, then hold the
+    stream open until the client lets go (then set ended)."""
+    def stream(req, ctx, n):
+        yield accepted(1, "a")
+        yield result(2, "a", 0, "A")
+        yield finished(3)
+        while ctx.is_active():
+            time.sleep(0.01)
+        ended.set()
+
+    return BatchServer(stream, stream)
+
+
+class HeldOpenTest(unittest.TestCase):
+    """A batch's stream ends at BatchFinished: a server that holds it open
+    after it does not hold collect, and the RPC is let go."""
+
+    def test_sync(self):
+        for name, reattach, options in (("plain", None, None), ("detached, reattaching", (3, 0.01), DETACH)):
+            ended = threading.Event()
+            with self.subTest(name), held_open(ended) as server, toolwire.Client(server.addr, reattach=reattach) as client:
+                batch = client.collect(client.execute_batch([{"call_id": "a", "name": "x"}], options=options, timeout=10))
+                self.assertEqual(toolwire.result_text(batch.results[0]), "A")
+                self.assertTrue(ended.wait(5), "the stream held open after BatchFinished is still open")
+
+    def test_async(self):
+        async def run(addr, reattach, options):
+            async with toolwire.AsyncClient(addr, reattach=reattach) as client:
+                return await client.collect(client.execute_batch([{"call_id": "a", "name": "x"}], options=options, timeout=10))
+
+        loop = asyncio.new_event_loop()
+        try:
+            for name, reattach, options in (("plain", None, None), ("detached, reattaching", (3, 0.01), DETACH)):
+                ended = threading.Event()
+                with self.subTest(name), held_open(ended) as server:
+                    batch = loop.run_until_complete(run(server.addr, reattach, options))
+                    self.assertEqual(toolwire.result_text(batch.results[0]), "A")
+                    self.assertTrue(ended.wait(5), "the stream held open after BatchFinished is still open")
+        finally:
+            loop.close()
+
+
+class GiveUpTest(unittest.TestCase):
+    """Re-attaching stops after its attempts against a server that answers
+    every AttachBatch with UNAVAILABLE."""
+
+    def test_sync(self):
+        def execute(req, ctx, n):
+            yield accepted(1, "a")
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "cut")
+
+        def attach(req, ctx, n):
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "still cut")
+            yield
+
+        with BatchServer(execute, attach) as server, toolwire.Client(server.addr, reattach=(4, 0.001)) as client:
+            seqs = []
+            with self.assertRaises(toolwire.ToolwireError) as cm:
+                for ev in client.execute_batch([{"call_id": "a", "name": "x"}], options=DETACH, timeout=20):
+                    seqs.append(ev.seq)
+            self.assertEqual(cm.exception.code, grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(seqs, [1])
+            self.assertEqual(server.attaches, 4)
+
+
+class LargeEventTest(unittest.TestCase):
+    """An event of 100 MB is refused by the receive limit, not read."""
+
+    def test_sync(self):
+        def execute(req, ctx, n):
+            yield accepted(1, "a")
+            yield result(2, "a", 0, "x" * (100 << 20))
+
+        with BatchServer(execute) as server, toolwire.Client(server.addr) as client:
+            seqs = []
+            with self.assertRaises(toolwire.ToolwireError) as cm:
+                for ev in client.execute_batch([{"call_id": "a", "name": "x"}], timeout=20):
+                    seqs.append(ev.seq)
+            self.assertEqual(cm.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED, str(cm.exception))
+            self.assertEqual(seqs, [1])
+
+
+if __name__ == "__main__":
+    unittest.main()
