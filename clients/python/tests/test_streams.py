@@ -212,6 +212,15 @@ STREAMS = {
     "a result for a call not in the plan": (
         [accepted(0, "a", "b"), result(0, "a", 0, "A"), result(0, "zz", 1, "?"), finished()],
         'call "zz", which is not in the plan', ["a", None]),
+    "indexes swapped": (
+        [accepted(0, "a", "b"), result(0, "b", 0, "B"), result(0, "a", 1, "A"), finished()],
+        'call "b" has index 0; its place in the plan is 1', [None, None]),
+    "two plans": (
+        [accepted(0, "a", "b"), result(0, "a", 0, "A"), accepted(0, "a", "b"), result(0, "a", 0, "A"), result(0, "b", 1, "B"), finished()],
+        "a second BatchAccepted", ["a", None]),
+    "a call planned twice": (
+        [accepted(0, "a", "a", "b"), result(0, "a", 0, "A"), result(0, "b", 1, "B"), finished()],
+        'the plan lists call "a" twice', []),
     "a result past the batch's calls": (
         [accepted(0, "a"), result(0, "a", 0, "A"), result(0, "zz", 7, "?"), finished()],
         'index 7; the batch has 1 calls', ["a"]),

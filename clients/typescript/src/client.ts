@@ -358,19 +358,27 @@ export class ToolwireClient {
    * ToolwireError when the stream fails (that error's code), and with
    * INTERNAL when the stream is not a whole batch: it ends without
    * BatchAccepted, without a result for a call of the plan, or without
-   * BatchFinished, or it brings a result for a call not in the plan or a
-   * second result for a call. Either way the error's batch holds what had
+   * BatchFinished, or it brings a result for a call not in the plan, at
+   * an index other than its call's place in the plan, or a second result
+   * for a call, or a second BatchAccepted. Either way the error's batch holds what had
    * arrived (a PartialBatch), so that a runtime can tell which calls ran. */
   async collect(events: AsyncIterable<ExecuteBatchResponse>): Promise<Batch> {
     const batch: PartialBatch = { results: [] };
-    const planned = new Map<string, boolean>(); // call ID → has a result
+    // call ID → its place in the plan (its lanes in order: batch order),
+    // and whether its result has come
+    const planned = new Map<string, { place: number; done: boolean }>();
     const fail = (details: string) => new ToolwireError(grpc.status.INTERNAL, details, { batch });
     try {
       for await (const ev of events) {
         if (ev.accepted) {
+          if (batch.accepted) throw fail("a second BatchAccepted");
           batch.accepted = ev.accepted;
-          planned.clear();
-          for (const lane of ev.accepted.lanes) for (const id of lane.callIds) planned.set(id, false);
+          for (const lane of ev.accepted.lanes) {
+            for (const id of lane.callIds) {
+              if (planned.has(id)) throw fail(`the plan lists call ${JSON.stringify(id)} twice`);
+              planned.set(id, { place: planned.size, done: false });
+            }
+          }
           batch.results = Array.from({ length: planned.size }, () => undefined);
         } else if (ev.result) {
           const r = ev.result;
@@ -378,10 +386,13 @@ export class ToolwireClient {
           if (!Number.isInteger(r.index) || r.index < 0 || r.index >= batch.results.length) {
             throw fail(`result for call ${JSON.stringify(r.callId)} has index ${r.index}; the batch has ${batch.results.length} calls`);
           }
-          const done = planned.get(r.callId);
-          if (done === undefined) throw fail(`result for call ${JSON.stringify(r.callId)}, which is not in the plan`);
-          if (done || batch.results[r.index]) throw fail(`second result for call ${JSON.stringify(r.callId)}`);
-          planned.set(r.callId, true);
+          const p = planned.get(r.callId);
+          if (p === undefined) throw fail(`result for call ${JSON.stringify(r.callId)}, which is not in the plan`);
+          // A result is its call's by its ID: one whose index says another
+          // place would be read as another call's.
+          if (r.index !== p.place) throw fail(`result for call ${JSON.stringify(r.callId)} has index ${r.index}; its place in the plan is ${p.place}`);
+          if (p.done) throw fail(`second result for call ${JSON.stringify(r.callId)}`);
+          p.done = true;
           batch.results[r.index] = r;
         } else if (ev.finished) batch.finished = ev.finished;
       }
@@ -392,7 +403,7 @@ export class ToolwireClient {
       throw new ToolwireError(e.code, e.details, { cause: e, metadata: e.metadata, batch });
     }
     if (!batch.accepted) throw fail("the stream ended without BatchAccepted");
-    const missing = [...planned].filter(([, done]) => !done).map(([id]) => id);
+    const missing = [...planned].filter(([, p]) => !p.done).map(([id]) => id);
     if (missing.length > 0) throw fail(`the stream ended without results for calls ${JSON.stringify(missing.sort())}`);
     if (!batch.finished) throw fail("the stream ended without BatchFinished");
     return batch as Batch;

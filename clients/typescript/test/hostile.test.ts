@@ -185,3 +185,24 @@ test("an event of 100 MB is refused, not read", async () => {
     server.stop();
   }
 });
+
+test("collect puts each result at its call's place in the plan, or rejects", async () => {
+  const cases = [
+    { name: "indexes swapped", evs: [accepted(1, "a", "b"), result(2, "b", 0), result(3, "a", 1), finished(4)], err: /index 0; its place in the plan is 1/ },
+    { name: "a call not in the plan", evs: [accepted(1, "a", "b"), result(2, "c", 1), finished(3)], err: /not in the plan/ },
+    { name: "a result twice", evs: [accepted(1, "a", "b"), result(2, "a", 0), result(3, "a", 0), finished(4)], err: /second result/ },
+    { name: "a second plan", evs: [accepted(1, "a", "b"), result(2, "a", 0), accepted(3, "a", "b"), result(4, "a", 0), result(5, "b", 1), finished(6)], err: /second BatchAccepted/ },
+    { name: "a call planned twice", evs: [accepted(1, "a", "a", "b"), result(2, "a", 0), result(3, "b", 1), finished(4)], err: /lists call "a" twice/ },
+  ];
+  for (const c of cases) {
+    const server = await serve({ executeBatch: (call) => send(call, c.evs, status.OK) });
+    const client = new ToolwireClient(server.addr);
+    try {
+      const events = client.executeBatch([{ callId: "a", name: "x" }, { callId: "b", name: "x" }], { timeoutMs: 20_000 });
+      await assert.rejects(client.collect(events), (err) => err instanceof ToolwireError && err.code === status.INTERNAL && c.err.test(err.message), c.name);
+    } finally {
+      client.close();
+      server.stop();
+    }
+  }
+});

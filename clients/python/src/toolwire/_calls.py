@@ -78,16 +78,25 @@ class Batch:
     accepted: "pb.BatchAccepted | None" = None
     results: list = field(default_factory=list)  # in batch order
     finished: "pb.BatchFinished | None" = None
-    _planned: dict = field(default_factory=dict, repr=False, compare=False)  # call ID -> has a result
+    # call ID -> its place in the plan (its lanes in order: batch order)
+    _planned: dict = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, ev):
         """Adds an event; a result that does not fit the plan (before
         BatchAccepted, an index past the batch's calls, a call not in the
-        plan, a second result for a call) raises ToolwireError INTERNAL."""
+        plan, an index other than its call's place in the plan, a second
+        result for a call), a second BatchAccepted or a plan that lists a
+        call twice raises ToolwireError INTERNAL."""
         kind = ev.WhichOneof("event")
         if kind == "accepted":
+            if self.accepted is not None:
+                raise _bad("a second BatchAccepted")
             self.accepted = ev.accepted
-            self._planned = {i: False for lane in ev.accepted.lanes for i in lane.call_ids}
+            for lane in ev.accepted.lanes:
+                for i in lane.call_ids:
+                    if i in self._planned:
+                        raise _bad(f"the plan lists call {json.dumps(i)} twice")
+                    self._planned[i] = len(self._planned)
             self.results = [None] * len(self._planned)
         elif kind == "result":
             r = ev.result
@@ -96,12 +105,15 @@ class Batch:
                 raise _bad(f"result for call {cid} before BatchAccepted")
             if r.index >= len(self.results):
                 raise _bad(f"result for call {cid} has index {r.index}; the batch has {len(self.results)} calls")
-            done = self._planned.get(r.call_id)
-            if done is None:
+            place = self._planned.get(r.call_id)
+            if place is None:
                 raise _bad(f"result for call {cid}, which is not in the plan")
-            if done or self.results[r.index] is not None:
+            # A result is its call's by its ID: one whose index says another
+            # place would be read as another call's.
+            if r.index != place:
+                raise _bad(f"result for call {cid} has index {r.index}; its place in the plan is {place}")
+            if self.results[r.index] is not None:
                 raise _bad(f"second result for call {cid}")
-            self._planned[r.call_id] = True
             self.results[r.index] = r
         elif kind == "finished":
             self.finished = ev.finished
@@ -111,7 +123,7 @@ class Batch:
         BatchAccepted, a result for every planned call and BatchFinished."""
         if self.accepted is None:
             raise _bad("stream ended without BatchAccepted")
-        missing = sorted(i for i, done in self._planned.items() if not done)
+        missing = sorted(i for i, place in self._planned.items() if self.results[place] is None)
         if missing:
             raise _bad(f"stream ended without results for calls {json.dumps(missing)}")
         if self.finished is None:
