@@ -12,10 +12,12 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // hostile is a ToolService whose RPCs do what its function fields say: a
@@ -25,6 +27,11 @@ type hostile struct {
 	list    func(*toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error)
 	execute func(*toolwirev1.ExecuteBatchRequest, grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error
 	attach  func(*toolwirev1.AttachBatchRequest, grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error
+	call    func(*toolwirev1.CallToolRequest) (*toolwirev1.CallToolResponse, error)
+}
+
+func (h *hostile) CallTool(_ context.Context, req *toolwirev1.CallToolRequest) (*toolwirev1.CallToolResponse, error) {
+	return h.call(req)
 }
 
 func (h *hostile) ListTools(_ context.Context, req *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
@@ -245,5 +252,40 @@ func TestLargeEventRefused(t *testing.T) {
 	t.Logf("%d events, %v; %d MiB allocated in all (the server's included)", len(evs), err, (after.TotalAlloc-before.TotalAlloc)>>20)
 	if len(evs) != 1 || status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("%d events, then %v; want 1, then RESOURCE_EXHAUSTED", len(evs), err)
+	}
+}
+
+// TestRetryDelayOfDays: a refusal whose RetryInfo says to wait 30 days is
+// returned at once, its delay readable, rather than waited out (until the
+// caller's deadline, or for ever without one).
+func TestRetryDelayOfDays(t *testing.T) {
+	t.Parallel()
+	const days = 30 * 24 * time.Hour
+	st, err := status.New(codes.ResourceExhausted, "come back next month").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(days)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	c := serveHostile(t, &hostile{
+		call: func(*toolwirev1.CallToolRequest) (*toolwirev1.CallToolResponse, error) {
+			calls.Add(1)
+			return nil, st.Err()
+		},
+		execute: func(*toolwirev1.ExecuteBatchRequest, grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			calls.Add(1)
+			return st.Err()
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = c.CallTool(ctx, &toolwirev1.CallToolRequest{Call: client.Call("a", "x", nil)})
+	_, berr := collectEvents(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}}))
+	for _, err := range []error{err, berr} {
+		if d, _ := client.RetryDelay(err); status.Code(err) != codes.ResourceExhausted || d != days {
+			t.Errorf("%v (delay %v); want RESOURCE_EXHAUSTED with the server's delay", err, d)
+		}
+	}
+	if ctx.Err() != nil || calls.Load() != 2 {
+		t.Errorf("after %d calls the context has %v: the client waited for the server's %v", calls.Load(), ctx.Err(), days)
 	}
 }

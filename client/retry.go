@@ -13,12 +13,19 @@ import (
 // limit's refusal unless WithRateLimitRetries says otherwise.
 const defaultRateLimitRetries = 3
 
+// maxRetryWait is the longest delay a refusal's RetryInfo may give for the
+// client to wait it out: a longer one (a server's say-so of days) is
+// returned at once, its delay readable with RetryDelay, rather than
+// holding the call for it.
+const maxRetryWait = time.Minute
+
 // WithRateLimitRetries sets how many times the client waits out a refusal
 // that says when to retry (RESOURCE_EXHAUSTED with a google.rpc.RetryInfo,
 // what a server's rate limit sends) and sends the batch or call again:
 // such a refusal comes before anything ran, so sending it again is safe.
-// It waits the delay the server gave, or until the context ends. Default
-// 3; 0 returns the refusal at once.
+// It waits the delay the server gave, or until the context ends; a delay
+// over a minute is not waited for, and the refusal is returned at once.
+// Default 3; 0 returns the refusal at once.
 func WithRateLimitRetries(n int) Option {
 	return func(o *options) { o.rateRetries = max(n, 0) }
 }
@@ -47,7 +54,7 @@ func (c *Client) waitToRetry(ctx context.Context, err error, attempt int) bool {
 		return false
 	}
 	d, ok := RetryDelay(err)
-	if !ok {
+	if !ok || d > maxRetryWait {
 		return false
 	}
 	t := time.NewTimer(d)

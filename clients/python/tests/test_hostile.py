@@ -15,7 +15,7 @@ import grpc
 import toolwire
 from toolwire import pb
 
-from test_streams import DETACH, BatchServer, accepted, event, finished, result
+from test_streams import DETACH, BatchServer, accepted, finished, refuse_with_retry_info, result
 
 DESC = "d" * 1000
 
@@ -253,6 +253,53 @@ class LargeEventTest(unittest.TestCase):
                     seqs.append(ev.seq)
             self.assertEqual(cm.exception.code, grpc.StatusCode.RESOURCE_EXHAUSTED, str(cm.exception))
             self.assertEqual(seqs, [1])
+
+
+class RetryDelayOfDaysTest(unittest.TestCase):
+    """A refusal whose RetryInfo says to wait 30 days is raised at once,
+    its delay in retry_delay, rather than waited out (for ever without a
+    timeout)."""
+
+    DAYS = 30 * 24 * 3600
+
+    def test_sync(self):
+        def execute(req, ctx, n):
+            refuse_with_retry_info(ctx, self.DAYS * 1000)
+            yield
+
+        with BatchServer(execute) as server, toolwire.Client(server.addr) as client:
+            got = []
+
+            def run():
+                try:
+                    list(client.execute_batch([{"call_id": "a", "name": "x"}]))
+                except toolwire.ToolwireError as e:
+                    got.append(e)
+
+            t = threading.Thread(target=run, daemon=True)  # a wait of 30 days must not hold the tests' exit
+            t.start()
+            t.join(10)
+            self.assertFalse(t.is_alive(), "waiting for the server's 30 days")
+            self.assertEqual(got[0].code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(got[0].retry_delay, self.DAYS)
+            self.assertEqual(server.executes, 1)
+
+    def test_async(self):
+        def execute(req, ctx, n):
+            refuse_with_retry_info(ctx, self.DAYS * 1000)
+            yield
+
+        async def run(addr):
+            async with toolwire.AsyncClient(addr) as client:
+                with self.assertRaises(toolwire.ToolwireError) as cm:
+                    await asyncio.wait_for(client.collect(client.execute_batch([{"call_id": "a", "name": "x"}])), 10)
+                return cm.exception
+
+        with BatchServer(execute) as server:
+            err = asyncio.run(run(server.addr))
+            self.assertEqual(err.code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(err.retry_delay, self.DAYS)
+            self.assertEqual(server.executes, 1)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,8 @@ export interface ClientOptions {
    * limit sends) and send the batch or call again: such a refusal comes
    * before anything ran, so sending it again is safe. The wait ends early,
    * with the refusal, when the RPC's signal aborts, and is not begun when
-   * the retry would start past its deadline (timeoutMs). Default 3; 0
+   * the retry would start past its deadline (timeoutMs) or the delay is
+   * over a minute. Default 3; 0
    * rejects with the refusal at once (see retryDelay). */
   rateLimitRetries?: number;
   /** Called before each such wait, with the refusal and the delay in ms
@@ -450,7 +451,7 @@ export class ToolwireClient {
    * signal aborted first. */
   private waitToRetry(err: ToolwireError, attempt: number, signal: AbortSignal | undefined, deadline: number | undefined): Promise<boolean> {
     const delay = err.retryDelayMs;
-    if (attempt >= this.rateLimitRetries || err.code !== grpc.status.RESOURCE_EXHAUSTED || delay === undefined || signal?.aborted) return Promise.resolve(false);
+    if (attempt >= this.rateLimitRetries || err.code !== grpc.status.RESOURCE_EXHAUSTED || delay === undefined || delay > MAX_RETRY_WAIT_MS || signal?.aborted) return Promise.resolve(false);
     if (deadline !== undefined && Date.now() + delay >= deadline) return Promise.resolve(false);
     this.onRateLimit?.(err, delay);
     return new Promise((resolve) => {
@@ -528,6 +529,11 @@ export class ToolwireError extends Error {
 /** How many times a client waits out a rate limit's refusal unless
  * ClientOptions.rateLimitRetries says otherwise. */
 export const DEFAULT_RATE_LIMIT_RETRIES = 3;
+
+/** The longest delay a refusal's RetryInfo may give for the client to wait
+ * it out: a longer one (a server's say-so of days, past what setTimeout
+ * can wait) rejects at once with the refusal, its delay in retryDelayMs. */
+const MAX_RETRY_WAIT_MS = 60_000;
 
 /** The delay in milliseconds that err's google.rpc.RetryInfo gives (a
  * ToolwireError's retryDelayMs, also found among err's causes, or a grpc-js

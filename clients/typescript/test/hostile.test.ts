@@ -7,8 +7,10 @@
 import { test } from "node:test";
 import * as assert from "node:assert/strict";
 import * as grpc from "@grpc/grpc-js";
+import { BinaryWriter } from "@bufbuild/protobuf/wire";
 import {
   AttachBatchRequest,
+  CallToolResponse,
   ExecuteBatchRequest,
   ExecuteBatchResponse,
   ListToolsRequest,
@@ -26,19 +28,20 @@ interface Hostile {
   listTools?: (req: ListToolsRequest, n: number) => ListToolsResponse;
   executeBatch?: (call: Stream) => void;
   attachBatch?: (call: Stream, n: number) => void;
+  callTool?: (cb: grpc.sendUnaryData<CallToolResponse>) => void;
 }
 
 /** Serves h on a loopback port; counts its RPCs. */
 async function serve(h: Hostile): Promise<{ addr: string; calls: { list: number; attach: number }; stop(): void }> {
   const server = new grpc.Server();
   const calls = { list: 0, attach: 0 };
-  const unimplemented = (_: unknown, cb: grpc.sendUnaryData<unknown>) => cb({ code: status.UNIMPLEMENTED, details: "no" } as grpc.ServiceError);
+  const unimplemented = (_: unknown, cb: (err: grpc.ServiceError) => void) => cb({ code: status.UNIMPLEMENTED, details: "no" } as grpc.ServiceError);
   server.addService(ToolServiceService, {
     listTools: (call: grpc.ServerUnaryCall<ListToolsRequest, ListToolsResponse>, cb: grpc.sendUnaryData<ListToolsResponse>) => cb(null, h.listTools!(call.request, ++calls.list)),
     executeBatch: (call: Stream) => h.executeBatch!(call),
     attachBatch: (call: Stream) => h.attachBatch!(call, ++calls.attach),
     searchTools: unimplemented,
-    callTool: unimplemented,
+    callTool: (call: unknown, cb: grpc.sendUnaryData<CallToolResponse>) => (h.callTool ? h.callTool(cb) : unimplemented(call, cb)),
     getBatch: unimplemented,
     cancelBatch: unimplemented,
     resolveApproval: unimplemented,
@@ -204,5 +207,35 @@ test("collect puts each result at its call's place in the plan, or rejects", asy
       client.close();
       server.stop();
     }
+  }
+});
+
+test("a refusal that says to retry in 30 days rejects at once", async () => {
+  const days = 30 * 24 * 3600;
+  // google.rpc.Status { code 8, details: [Any { RetryInfo { retry_delay: days } }] }
+  const duration = new BinaryWriter().uint32(8).int64(days).finish();
+  const retryInfo = new BinaryWriter().uint32(10).bytes(duration).finish();
+  const any = new BinaryWriter().uint32(10).string("type.googleapis.com/google.rpc.RetryInfo").uint32(18).bytes(retryInfo).finish();
+  const st = new BinaryWriter().uint32(8).int32(status.RESOURCE_EXHAUSTED).uint32(26).bytes(any).finish();
+  const refusal = () => {
+    const metadata = new grpc.Metadata();
+    metadata.set("grpc-status-details-bin", Buffer.from(st));
+    return { code: status.RESOURCE_EXHAUSTED, details: "come back next month", metadata };
+  };
+  let calls = 0;
+  const server = await serve({
+    callTool: (cb) => (calls++, cb(refusal())),
+    executeBatch: (call) => (calls++, call.emit("error", refusal())),
+  });
+  const client = new ToolwireClient(server.addr);
+  try {
+    const signal = AbortSignal.timeout(10_000);
+    const refused = (err: unknown) => err instanceof ToolwireError && err.code === status.RESOURCE_EXHAUSTED && err.retryDelayMs === days * 1000;
+    await assert.rejects(client.callTool("x", {}, { signal }), refused);
+    await assert.rejects(drain(client.executeBatch([{ callId: "a", name: "x" }], { signal })).then((r) => Promise.reject(r.err)), refused);
+    assert.equal(calls, 2, "sent again at once, or waited for the delay");
+  } finally {
+    client.close();
+    server.stop();
   }
 });

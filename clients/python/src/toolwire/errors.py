@@ -13,6 +13,11 @@ from toolwire._retry import retry_delay_of, trailing_metadata
 # rate_limit_retries says otherwise.
 DEFAULT_RATE_LIMIT_RETRIES = 3
 
+# The longest delay (seconds) a refusal's RetryInfo may give for the client
+# to wait it out: a longer one (a server's say-so of days) is raised at
+# once, its delay in retry_delay, rather than holding the call for it.
+MAX_RETRY_WAIT = 60.0
+
 
 class ToolwireError(Exception):
     """An RPC to toolwire that failed: what the runtime must fix (a wrong or
@@ -78,9 +83,10 @@ class _Retries:
     def delay(self, err, attempt):
         """How long to wait before sending the attempt-th refused RPC (from
         0) again, or None when it is not to be: not a rate limit's refusal,
-        the retries spent, or a retry that would start past the deadline."""
+        the retries spent, a delay over MAX_RETRY_WAIT, or a retry that
+        would start past the deadline."""
         d = err.retry_delay
-        if attempt >= self.retries or err.code != grpc.StatusCode.RESOURCE_EXHAUSTED or d is None:
+        if attempt >= self.retries or err.code != grpc.StatusCode.RESOURCE_EXHAUSTED or d is None or d > MAX_RETRY_WAIT:
             return None
         if self.deadline is not None and time.monotonic() + d >= self.deadline:
             return None
