@@ -18,8 +18,9 @@ import (
 // a proxy between went away: UNAVAILABLE, INTERNAL, UNKNOWN or ABORTED),
 // with AttachBatch from the last seq seen, so that no event is lost or
 // yielded twice: an event seen before is skipped, and one out of order (a
-// seq that is not the next) ends the sequence with an INTERNAL error. It tries up to attempts times in a row (an attempt that
-// yields events starts the count again), waiting backoff before the first
+// seq that is not the next) ends the sequence with an INTERNAL error. It
+// tries up to attempts times in a row (an attempt that yields events
+// starts the count again), waiting backoff before the first
 // and doubling it, up to 5s, before the next. By default a dropped stream
 // is an error the iterator yields. A connection that dies without closing
 // is noticed by the client's keepalive (WithKeepalive: by default within
