@@ -333,8 +333,7 @@ export class ToolwireClient {
           if (ev.accepted && !batchId) batchId = ev.accepted.batchId;
           failures = 0;
           backoff = backoffMs;
-          yield ev;
-          if (ev.finished) return;
+          yield ev; // after BatchFinished the stream ends itself
         }
         if (retried) continue;
         return;
