@@ -18,9 +18,11 @@ import (
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 )
 
 // Client talks to one toolwire server. It is safe for concurrent use.
@@ -190,13 +192,14 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 // status.FromError) is what the runtime must fix, INVALID_ARGUMENT for a
 // malformed call among them. Cancelling ctx cancels the call on the server.
 // A refusal that says when to retry (a rate limit's) is waited out and the
-// call sent again, up to WithRateLimitRetries times.
+// call sent again, up to WithRateLimitRetries times. A response without a
+// result, or with another call's (call_id), is an INTERNAL error.
 func (c *Client) CallTool(ctx context.Context, req *toolwirev1.CallToolRequest, opts ...grpc.CallOption) (*toolwirev1.CallResult, error) {
 	ctx = c.withSession(ctx, req.GetSessionId())
 	for attempt := 0; ; attempt++ {
 		resp, err := c.svc.CallTool(ctx, req, opts...)
 		if err == nil {
-			return resp.GetResult(), nil
+			return callResult(req, resp)
 		}
 		if !c.waitToRetry(ctx, err, attempt) {
 			return nil, err
@@ -216,4 +219,18 @@ func endStream(stream grpc.ClientStream, cancel context.CancelFunc) {
 	t := time.AfterFunc(finishGrace, cancel)
 	defer t.Stop()
 	_ = stream.RecvMsg(new(toolwirev1.ExecuteBatchResponse))
+}
+
+// callResult is resp's result, the answer to req's call: an error when
+// there is none, or when it names another call, which a runtime would
+// hand its model as the answer to that one.
+func callResult(req *toolwirev1.CallToolRequest, resp *toolwirev1.CallToolResponse) (*toolwirev1.CallResult, error) {
+	r := resp.GetResult()
+	switch {
+	case r == nil:
+		return nil, status.Errorf(codes.Internal, "toolwire: CallTool for call %q returned no result", req.GetCall().GetCallId())
+	case r.GetCallId() != req.GetCall().GetCallId():
+		return nil, status.Errorf(codes.Internal, "toolwire: CallTool for call %q returned the result of call %q", req.GetCall().GetCallId(), r.GetCallId())
+	}
+	return r, nil
 }

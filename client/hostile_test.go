@@ -289,3 +289,30 @@ func TestRetryDelayOfDays(t *testing.T) {
 		t.Errorf("after %d calls the context has %v: the client waited for the server's %v", calls.Load(), ctx.Err(), days)
 	}
 }
+
+// TestCallToolAnswersItsCall: CallTool's result must be the call's: a
+// response without one, or with another call's, is an error, not an empty
+// success or an answer the runtime would hand the model for another call.
+func TestCallToolAnswersItsCall(t *testing.T) {
+	t.Parallel()
+	for name, resp := range map[string]*toolwirev1.CallToolResponse{
+		"no result":           {},
+		"another call's":      {Result: &toolwirev1.CallResult{CallId: "other", Content: []*toolwirev1.Content{textBlock("hi")}}},
+		"the call's, nothing": {Result: &toolwirev1.CallResult{CallId: "a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := serveHostile(t, &hostile{call: func(*toolwirev1.CallToolRequest) (*toolwirev1.CallToolResponse, error) { return resp, nil }})
+			r, err := c.CallTool(testContext(t), &toolwirev1.CallToolRequest{Call: client.Call("a", "x", nil)})
+			if resp.GetResult().GetCallId() == "a" {
+				if err != nil || r.GetCallId() != "a" {
+					t.Errorf("the call's own result: %v, %v", r, err)
+				}
+				return
+			}
+			if status.Code(err) != codes.Internal || r != nil {
+				t.Errorf("%v, %v; want INTERNAL and no result", r, err)
+			}
+		})
+	}
+}

@@ -302,5 +302,58 @@ class RetryDelayOfDaysTest(unittest.TestCase):
             self.assertEqual(server.executes, 1)
 
 
+class CallServer:
+    """A ToolService in this process whose CallTool answers resp."""
+
+    def __init__(self, resp):
+        handlers = {"CallTool": grpc.unary_unary_rpc_method_handler(
+            lambda request, context: resp,
+            request_deserializer=pb.CallToolRequest.FromString,
+            response_serializer=pb.CallToolResponse.SerializeToString,
+        )}
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("toolwire.v1.ToolService", handlers),))
+        self.addr = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop(None).wait()
+
+
+CALL_CASES = (
+    ("no result", pb.CallToolResponse(), "returned no result"),
+    ("another call's", pb.CallToolResponse(result=pb.CallResult(call_id="other", content=[pb.Content(text=pb.TextContent(text="hi"))])),
+     'returned the result of call "other"'),
+)
+
+
+class CallToolAnswersItsCallTest(unittest.TestCase):
+    """call_tool's result is its call's: a response without one, or with
+    another call's, raises INTERNAL rather than being an empty success or
+    an answer the runtime would hand its model for another call."""
+
+    def test_sync_and_async(self):
+        async def acall(addr):
+            async with toolwire.AsyncClient(addr) as client:
+                return await client.call_tool("x", call_id="a", timeout=20)
+
+        loop = asyncio.new_event_loop()
+        try:
+            for name, resp, says in CALL_CASES:
+                with CallServer(resp) as server, toolwire.Client(server.addr) as client:
+                    for how, call in (("sync", lambda: client.call_tool("x", call_id="a", timeout=20)),
+                                      ("async", lambda: loop.run_until_complete(acall(server.addr)))):
+                        with self.subTest(f"{name}, {how}"):
+                            with self.assertRaises(toolwire.ToolwireError) as cm:
+                                call()
+                            self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL)
+                            self.assertIn(says, str(cm.exception))
+        finally:
+            loop.close()
+
+
 if __name__ == "__main__":
     unittest.main()

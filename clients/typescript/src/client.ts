@@ -416,7 +416,9 @@ export class ToolwireClient {
    * opts.timeoutMs is the RPC's deadline (default: none), callTimeoutMs the
    * call's own timeout. Aborting opts.signal cancels the call on the server.
    * A refusal that says when to retry (a rate limit's) is waited out and
-   * the call sent again, up to rateLimitRetries times (see ClientOptions). */
+   * the call sent again, up to rateLimitRetries times (see ClientOptions).
+   * A response without a result, or with another call's, rejects with
+   * INTERNAL. */
   async callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & CallToolOptions = {}): Promise<CallResult> {
     const req = CallToolRequest.fromPartial({
       call: toCall({ callId: opts.callId ?? "call", name, arguments: args, idempotencyKey: opts.idempotencyKey, timeoutMs: opts.callTimeoutMs }),
@@ -437,7 +439,10 @@ export class ToolwireClient {
       const call = this.raw.callTool(req, new grpc.Metadata(), deadline === undefined ? {} : { deadline }, (err, res) => {
         if (err) reject(ToolwireError.from(err));
         else if (!res?.result) reject(new ToolwireError(grpc.status.INTERNAL, `CallTool for ${JSON.stringify(name)} returned no result`));
-        else resolve(res.result);
+        // Another call's result would reach the model as this call's answer.
+        else if (res.result.callId !== req.call?.callId) {
+          reject(new ToolwireError(grpc.status.INTERNAL, `CallTool for call ${JSON.stringify(req.call?.callId)} returned the result of call ${JSON.stringify(res.result.callId)}`));
+        } else resolve(res.result);
       });
       const stop = onAbort(signal, () => call.cancel());
       call.on("status", stop);

@@ -239,3 +239,20 @@ test("a refusal that says to retry in 30 days rejects at once", async () => {
     server.stop();
   }
 });
+
+test("callTool's result is its call's, or it rejects", async () => {
+  const cases = [
+    { name: "no result", res: CallToolResponse.fromJSON({}), err: /returned no result/ },
+    { name: "another call's", res: CallToolResponse.fromJSON({ result: { callId: "other", content: [{ text: { text: "hi" } }] } }), err: /returned the result of call "other"/ },
+  ];
+  for (const c of cases) {
+    const server = await serve({ callTool: (cb) => cb(null, c.res) });
+    const client = new ToolwireClient(server.addr);
+    try {
+      await assert.rejects(client.callTool("x", {}, { callId: "a", timeoutMs: 20_000 }), (err) => err instanceof ToolwireError && err.code === status.INTERNAL && c.err.test(err.message), c.name);
+    } finally {
+      client.close();
+      server.stop();
+    }
+  }
+});

@@ -130,6 +130,18 @@ class Batch:
             raise _bad("stream ended without BatchFinished")
 
 
+def call_result(req, resp):
+    """resp's result, the answer to req's call; a response without one, or
+    with another call's (which a runtime would hand its model as that
+    call's answer), raises ToolwireError INTERNAL."""
+    cid = json.dumps(req.call.call_id)
+    if not resp.HasField("result"):
+        raise _bad(f"CallTool for call {cid} returned no result")
+    if resp.result.call_id != req.call.call_id:
+        raise _bad(f"CallTool for call {cid} returned the result of call {json.dumps(resp.result.call_id)}")
+    return resp.result
+
+
 def _bad(what):
     return ToolwireError(grpc.StatusCode.INTERNAL, what)
 

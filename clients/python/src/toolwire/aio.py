@@ -11,7 +11,7 @@ import uuid
 
 import grpc
 
-from toolwire._calls import LIST_RESTARTS, Batch, Pages, collect_failed, batch_request, call_tool_request, channel_args, channel_options, to_call
+from toolwire._calls import LIST_RESTARTS, Batch, Pages, batch_request, call_result, call_tool_request, channel_args, channel_options, collect_failed, to_call
 from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _AsyncReattaching, _AsyncStream, _Retries, is_finished
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -125,13 +125,15 @@ class AsyncClient:
         retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
         for attempt in itertools.count():
             try:
-                return (await self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata)).result
+                resp = await self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata)
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
                 d = retries.delay(err, attempt)
                 if d is None:
                     raise err from e
-            await asyncio.sleep(d)
+                await asyncio.sleep(d)
+                continue
+            return call_result(req, resp)
 
     def watch_tools(self, timeout=None):
         return _AsyncStream(lambda _: self.stub.WatchTools(pb.WatchToolsRequest(), timeout=timeout, metadata=self._metadata))

@@ -5,7 +5,7 @@ import time
 
 import grpc
 
-from toolwire._calls import LIST_RESTARTS, Batch, Pages, collect_failed, batch_request, call_tool_request, channel_args, channel_options
+from toolwire._calls import LIST_RESTARTS, Batch, Pages, batch_request, call_result, call_tool_request, channel_args, channel_options, collect_failed
 from toolwire.errors import DEFAULT_RATE_LIMIT_RETRIES, ToolwireError, _Reattaching, _Retries, _Stream, is_finished
 from toolwire.v1 import toolwire_pb2 as pb
 from toolwire.v1 import toolwire_pb2_grpc as pb_grpc
@@ -169,18 +169,21 @@ class Client:
         call_timeout is the call's own timeout and timeout the RPC's, in
         seconds, waits included. A refusal that says when to retry (a rate
         limit's) is waited out and the call sent again, up to
-        rate_limit_retries times."""
+        rate_limit_retries times. A response without a result, or with
+        another call's, raises INTERNAL."""
         req = call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout)
         retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
         for attempt in itertools.count():
             try:
-                return self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata).result
+                resp = self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata)
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
                 d = retries.delay(err, attempt)
                 if d is None:
                     raise err from e
-            time.sleep(d)
+                time.sleep(d)
+                continue
+            return call_result(req, resp)
 
     def watch_tools(self, timeout=None):
         """The registry's revision now and at every change: a stream of
