@@ -15,7 +15,8 @@ import (
 
 // WithReattach makes ExecuteBatch of a detached batch (BatchOptions.detach)
 // and Attach re-attach automatically when the stream drops (the server or
-// a proxy between went away: UNAVAILABLE, INTERNAL, UNKNOWN or ABORTED),
+// a proxy between went away: UNAVAILABLE, INTERNAL, UNKNOWN or ABORTED, or
+// the stream ended before BatchFinished having brought events),
 // with AttachBatch from the last seq seen, so that no event is lost or
 // yielded twice: an event seen before is skipped, and one out of order (a
 // seq that is not the next) ends the sequence with an INTERNAL error. It
@@ -56,6 +57,7 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 		backoff := c.backoff
 		for {
 			stream, err := open(ctx)
+			fresh := 0 // events this stream brought
 			for err == nil {
 				var ev *toolwirev1.ExecuteBatchResponse
 				if ev, err = stream.Recv(); err != nil {
@@ -74,6 +76,7 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 					batchID = a.GetBatchId()
 				}
 				failures, backoff = 0, c.backoff
+				fresh++
 				if !yield(ev, nil) {
 					return
 				}
@@ -83,7 +86,15 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 				}
 			}
 			if errors.Is(err, io.EOF) {
-				return
+				// A stream that brought events and ended without
+				// BatchFinished was cut short (a proxy or server that
+				// ended it as if done): a re-attach has the rest. One
+				// that brought nothing ends here (nothing follows, as
+				// after Attach from the last seq).
+				if c.reattach == 0 || batchID == "" || fresh == 0 {
+					return
+				}
+				err = status.Error(codes.Unavailable, "toolwire: the stream ended before BatchFinished")
 			}
 			if batchID == "" && last == 0 && c.waitToRetry(ctx, err, refusals) {
 				refusals++ // refused before BatchAccepted (a rate limit's): nothing ran; send again

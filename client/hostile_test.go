@@ -316,3 +316,38 @@ func TestCallToolAnswersItsCall(t *testing.T) {
 		})
 	}
 }
+
+// TestReattachAfterAQuietEnd: a detached batch's stream that a server ends
+// as if done, before BatchFinished, is re-attached from the last seq (the
+// rest of the batch is not dropped without a word); a re-attach that
+// brings nothing ends the sequence.
+func TestReattachAfterAQuietEnd(t *testing.T) {
+	t.Parallel()
+	var attaches atomic.Int32
+	c := serveHostile(t, &hostile{
+		execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			for _, ev := range []*toolwirev1.ExecuteBatchResponse{seqd(1, accepted([]string{"a"})), seqd(2, result("a", 0, "A"))} {
+				if err := s.Send(ev); err != nil {
+					return err
+				}
+			}
+			return nil // ended as if done
+		},
+		attach: func(req *toolwirev1.AttachBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			if attaches.Add(1) == 1 && req.GetAfterSeq() == 2 {
+				return s.Send(seqd(3, finished))
+			}
+			return nil
+		},
+	}, client.WithReattach(3, time.Millisecond))
+	req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}, Options: &toolwirev1.BatchOptions{Detach: true}}
+	_, err := client.CollectFor(req, c.ExecuteBatch(testContext(t), req))
+	if err != nil || attaches.Load() != 1 {
+		t.Errorf("%v after %d AttachBatch; want the batch whole after 1", err, attaches.Load())
+	}
+	// Attach from the last seq of a finished batch: nothing follows.
+	evs, err := collectEvents(c.Attach(testContext(t), "b", 3))
+	if len(evs) != 0 || err != nil || attaches.Load() != 2 {
+		t.Errorf("Attach after the last event: %d events, %v, %d AttachBatch; want none, no error, 2", len(evs), err, attaches.Load())
+	}
+}

@@ -355,5 +355,45 @@ class CallToolAnswersItsCallTest(unittest.TestCase):
             loop.close()
 
 
+class QuietEndTest(unittest.TestCase):
+    """A detached batch's stream that a server ends as if done, before
+    BatchFinished, is re-attached from the last seq; a re-attach that
+    brings nothing ends the stream (as attach_batch from the last seq)."""
+
+    def server(self):
+        def execute(req, ctx, n):
+            yield accepted(1, "a")
+            yield result(2, "a", 0, "A")  # and ends as if done
+
+        def attach(req, ctx, n):
+            self.afters.append(req.after_seq)
+            if n == 1 and req.after_seq == 2:
+                yield finished(3)
+
+        self.afters = []
+        return BatchServer(execute, attach)
+
+    def test_sync(self):
+        with self.server() as server, toolwire.Client(server.addr, reattach=(3, 0.001)) as client:
+            batch = client.collect(client.execute_batch([{"call_id": "a", "name": "x"}], options=DETACH, timeout=20))
+            self.assertEqual(toolwire.result_text(batch.results[0]), "A")
+            self.assertEqual(self.afters, [2])
+            self.assertEqual(list(client.attach_batch("b1", 3, timeout=20)), [])
+            self.assertEqual(self.afters, [2, 3])
+
+    def test_async(self):
+        async def run(addr):
+            async with toolwire.AsyncClient(addr, reattach=(3, 0.001)) as client:
+                batch = await client.collect(client.execute_batch([{"call_id": "a", "name": "x"}], options=DETACH, timeout=20))
+                rest = [ev async for ev in client.attach_batch("b1", 3, timeout=20)]
+                return batch, rest
+
+        with self.server() as server:
+            batch, rest = asyncio.run(run(server.addr))
+            self.assertEqual(toolwire.result_text(batch.results[0]), "A")
+            self.assertEqual(rest, [])
+            self.assertEqual(self.afters, [2, 3])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -321,6 +321,8 @@ export class ToolwireClient {
       const retry = batchId || last
         ? undefined
         : async (err: ToolwireError) => (retried = await this.waitToRetry(err, refusals++, opts.signal, deadline));
+      let fresh = 0; // events this stream brought
+      let finished = false;
       try {
         for await (const ev of stream(() => open(within), opts.signal, retry, isFinished)) {
           if (ev.seq !== 0 && ev.seq <= last) continue; // seen before a drop
@@ -333,10 +335,17 @@ export class ToolwireClient {
           if (ev.accepted && !batchId) batchId = ev.accepted.batchId;
           failures = 0;
           backoff = backoffMs;
+          fresh++;
+          finished = ev.finished !== undefined;
           yield ev; // after BatchFinished the stream ends itself
         }
         if (retried) continue;
-        return;
+        // A stream that brought events and ended without BatchFinished was
+        // cut short (a proxy or server that ended it as if done): a
+        // re-attach has the rest. One that brought nothing ends here
+        // (nothing follows, as after attachBatch from the last seq).
+        if (finished || fresh === 0 || !batchId) return;
+        throw new ToolwireError(grpc.status.UNAVAILABLE, "the stream ended before BatchFinished");
       } catch (err) {
         const e = ToolwireError.from(err);
         if (failures >= attempts || !batchId || opts.signal?.aborted || !DROPPED.has(e.code) || e.cause === OUT_OF_ORDER) throw e;

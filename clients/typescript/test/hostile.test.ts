@@ -256,3 +256,29 @@ test("callTool's result is its call's, or it rejects", async () => {
     }
   }
 });
+
+test("a stream ended as if done before BatchFinished is re-attached", async () => {
+  const afters: number[] = [];
+  const server = await serve({
+    executeBatch: (call) => send(call, [accepted(1, "a"), result(2, "a", 0)], status.OK),
+    attachBatch: (call) => {
+      const after = (call.request as AttachBatchRequest).afterSeq;
+      afters.push(after);
+      send(call, after === 2 && afters.length === 1 ? [finished(3)] : [], status.OK);
+    },
+  });
+  const client = new ToolwireClient(server.addr, { reattach: { attempts: 3, backoffMs: 1 } });
+  try {
+    const batch = await client.collect(client.executeBatch([{ callId: "a", name: "x" }], { options: { detach: true }, timeoutMs: 20_000 }));
+    assert.equal(batch.finished?.batchId, "b1");
+    assert.deepEqual(afters, [2]);
+    // attachBatch from the last seq of a finished batch: nothing follows.
+    const { seqs, err } = await drain(client.attachBatch("b1", 3, { timeoutMs: 20_000 }));
+    assert.deepEqual(seqs, []);
+    assert.equal(err, undefined);
+    assert.deepEqual(afters, [2, 3]);
+  } finally {
+    client.close();
+    server.stop();
+  }
+});

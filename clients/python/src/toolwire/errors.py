@@ -286,6 +286,7 @@ class _Reattaching:
         self._call = None
         self._cancelled = threading.Event()
         self._done = self._finished = False
+        self._fresh = 0  # events the stream open now brought
 
     def __iter__(self):
         return self
@@ -301,13 +302,16 @@ class _Reattaching:
                 raise _cancelled()
             if self._call is None:
                 self._call = self._open(self._retries.timeout())
+                self._fresh = 0
                 if self._cancelled.is_set():
                     self._call.cancel()
             try:
-                ev = next(self._call)
-            except StopIteration:
-                self._done = True
-                break
+                ev = next(self._call, None)
+                if ev is None:
+                    if not self._fresh or not self._id:
+                        self._done = True
+                        break
+                    raise _EndedEarly()
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
                 # Refused before any event (a rate limit's refusal, with
@@ -344,6 +348,7 @@ class _Reattaching:
             self._last = ev.seq
             if ev.HasField("accepted") and not self._id:
                 self._id = ev.accepted.batch_id
+            self._fresh += 1
             if ev.HasField("finished"):
                 self._done = self._finished = True
             return ev
@@ -362,6 +367,19 @@ class _Reattaching:
             call.cancel()
 
 
+class _EndedEarly(grpc.RpcError):
+    """A stream that brought events and ended without BatchFinished: cut
+    short (a proxy or server that ended it as if done), so a re-attach
+    has the rest. One that brought nothing ends the iteration (nothing
+    follows, as after attach_batch from the last seq)."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "the stream ended before BatchFinished"
+
+
 def _cancelled():
     return ToolwireError(grpc.StatusCode.CANCELLED, "the stream was cancelled")
 
@@ -378,6 +396,7 @@ class _AsyncReattaching(_AsyncWaits):
         self._call = None
         self._it = None
         self._done = self._finished = False
+        self._fresh = 0  # events the stream open now brought
 
     def __aiter__(self):
         return self
@@ -394,11 +413,14 @@ class _AsyncReattaching(_AsyncWaits):
             if self._call is None:
                 self._call = self._open(self._retries.timeout())
                 self._it = self._call.__aiter__()
+                self._fresh = 0
             try:
-                ev = await self._it.__anext__()
-            except StopAsyncIteration:
-                self._done = True
-                break
+                ev = await anext(self._it, None)
+                if ev is None:
+                    if not self._fresh or not self._id:
+                        self._done = True
+                        break
+                    raise _EndedEarly()
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
                 # Refused before any event (a rate limit's refusal, with
@@ -435,6 +457,7 @@ class _AsyncReattaching(_AsyncWaits):
             self._last = ev.seq
             if ev.HasField("accepted") and not self._id:
                 self._id = ev.accepted.batch_id
+            self._fresh += 1
             if ev.HasField("finished"):
                 self._done = self._finished = True
             return ev
