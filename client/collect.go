@@ -116,7 +116,7 @@ func collect(seq iter.Seq2[*toolwirev1.ExecuteBatchResponse, error], sent []stri
 		}
 	}
 	if len(missing) > 0 {
-		return b, fmt.Errorf("toolwire: stream ended without results for calls %q", missing)
+		return b, fmt.Errorf("toolwire: stream ended without results for calls %s", listed(missing))
 	}
 	if b.Finished == nil {
 		return b, errors.New("toolwire: stream ended without BatchFinished")
@@ -151,6 +151,18 @@ func samePlan(sent, planned []string, pos map[string]int) error {
 		return fmt.Errorf("toolwire: the plan lists calls %q the request does not have", added)
 	}
 	return fmt.Errorf("toolwire: the plan lists the calls as %q; the request as %q", planned, sent)
+}
+
+// maxListed is how many call IDs an error names; a plan is the server's,
+// and one of a million calls would make a message of megabytes.
+const maxListed = 20
+
+// listed is ids quoted, the first maxListed of them and how many more.
+func listed(ids []string) string {
+	if len(ids) <= maxListed {
+		return fmt.Sprintf("%q", ids)
+	}
+	return fmt.Sprintf("%q and %d more", ids[:maxListed], len(ids)-maxListed)
 }
 
 // Text returns the text blocks of a result joined by newlines; image blocks

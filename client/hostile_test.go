@@ -351,3 +351,21 @@ func TestReattachAfterAQuietEnd(t *testing.T) {
 		t.Errorf("Attach after the last event: %d events, %v, %d AttachBatch; want none, no error, 2", len(evs), err, attaches.Load())
 	}
 }
+
+// TestMissingResultsNamedBriefly: a plan of 100,000 calls none of which
+// gets a result makes an error naming 20 of them and counting the rest,
+// not a message of megabytes.
+func TestMissingResultsNamedBriefly(t *testing.T) {
+	t.Parallel()
+	ids := make([]string, 100_000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("call-%06d", i)
+	}
+	c := serveHostile(t, &hostile{execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+		return s.Send(seqd(1, accepted(ids)))
+	}})
+	_, err := client.Collect(c.ExecuteBatch(testContext(t), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}}))
+	if err == nil || len(err.Error()) > 1000 || !strings.Contains(err.Error(), "and 99980 more") {
+		t.Errorf("an error of %d bytes: %.200s", len(fmt.Sprint(err)), err)
+	}
+}

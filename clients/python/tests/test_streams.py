@@ -221,6 +221,9 @@ STREAMS = {
     "a call planned twice": (
         [accepted(0, "a", "a", "b"), result(0, "a", 0, "A"), result(0, "b", 1, "B"), finished()],
         'the plan lists call "a" twice', []),
+    "10,000 calls without results": (
+        [accepted(0, *(f"c{i:05d}" for i in range(10_000)))],
+        '"c00019"] and 9980 more', [None] * 10_000),
     "a result past the batch's calls": (
         [accepted(0, "a"), result(0, "a", 0, "A"), result(0, "zz", 7, "?"), finished()],
         'index 7; the batch has 1 calls', ["a"]),

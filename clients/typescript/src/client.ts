@@ -413,7 +413,7 @@ export class ToolwireClient {
     }
     if (!batch.accepted) throw fail("the stream ended without BatchAccepted");
     const missing = [...planned].filter(([, p]) => !p.done).map(([id]) => id);
-    if (missing.length > 0) throw fail(`the stream ended without results for calls ${JSON.stringify(missing.sort())}`);
+    if (missing.length > 0) throw fail(`the stream ended without results for calls ${listed(missing.sort())}`);
     if (!batch.finished) throw fail("the stream ended without BatchFinished");
     return batch as Batch;
   }
@@ -700,6 +700,15 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
 /** The cause of the error an event out of order throws, which no
  * re-attach mends. */
 const OUT_OF_ORDER = new Error("events out of order");
+
+/** How many call IDs an error names: a plan is the server's, and one of
+ * a million calls would make a message of megabytes. */
+const MAX_LISTED = 20;
+
+/** ids as JSON, the first MAX_LISTED of them and how many more. */
+function listed(ids: string[]): string {
+  return ids.length <= MAX_LISTED ? JSON.stringify(ids) : `${JSON.stringify(ids.slice(0, MAX_LISTED))} and ${ids.length - MAX_LISTED} more`;
+}
 
 /** Whether ev is BatchFinished, a batch's last event. */
 const isFinished = (ev: ExecuteBatchResponse) => ev.finished !== undefined;

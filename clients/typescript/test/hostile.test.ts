@@ -282,3 +282,18 @@ test("a stream ended as if done before BatchFinished is re-attached", async () =
     server.stop();
   }
 });
+
+test("calls without results are named briefly", async () => {
+  const ids = Array.from({ length: 10_000 }, (_, i) => `call-${String(i).padStart(6, "0")}`);
+  const server = await serve({ executeBatch: (call) => send(call, [accepted(1, ...ids)], status.OK) });
+  const client = new ToolwireClient(server.addr);
+  try {
+    await assert.rejects(client.collect(client.executeBatch([{ callId: "a", name: "x" }], { timeoutMs: 20_000 })), (err) => {
+      assert.ok(err instanceof ToolwireError && err.message.length < 1000 && /and 9980 more/.test(err.message), String(err).slice(0, 200));
+      return true;
+    });
+  } finally {
+    client.close();
+    server.stop();
+  }
+});

@@ -125,7 +125,7 @@ class Batch:
             raise _bad("stream ended without BatchAccepted")
         missing = sorted(i for i, place in self._planned.items() if self.results[place] is None)
         if missing:
-            raise _bad(f"stream ended without results for calls {json.dumps(missing)}")
+            raise _bad(f"stream ended without results for calls {_listed(missing)}")
         if self.finished is None:
             raise _bad("stream ended without BatchFinished")
 
@@ -140,6 +140,18 @@ def call_result(req, resp):
     if resp.result.call_id != req.call.call_id:
         raise _bad(f"CallTool for call {cid} returned the result of call {json.dumps(resp.result.call_id)}")
     return resp.result
+
+
+# How many call IDs an error names: a plan is the server's, and one of a
+# million calls would make a message of megabytes.
+MAX_LISTED = 20
+
+
+def _listed(ids):
+    """ids as JSON, the first MAX_LISTED of them and how many more."""
+    if len(ids) <= MAX_LISTED:
+        return json.dumps(ids)
+    return f"{json.dumps(ids[:MAX_LISTED])} and {len(ids) - MAX_LISTED} more"
 
 
 def _bad(what):
