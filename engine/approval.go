@@ -267,9 +267,17 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 		// answer soon leaves the decision to this replica, which the call
 		// takes before any it cannot read.
 		lctx, cancel := context.WithTimeout(ctx, localDecisionLook)
+		defer cancel()
 		added, err := mail.decide(lctx, batchID, callID, d)
-		cancel()
-		if (err == nil && !added) || !e.held.resolve(h, d) {
+		if err == nil && !added {
+			// A decision stands, unless what is there is the mark a wait
+			// of this call before left, which announcing this one could
+			// not clear (the store was out then): the call waits still.
+			if _, left, err := mail.decision(lctx, batchID, callID); left || err != nil || mail.replace(lctx, batchID, callID, d) != nil {
+				return resolved()
+			}
+		}
+		if !e.held.resolve(h, d) {
 			return resolved()
 		}
 		return nil

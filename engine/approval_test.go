@@ -372,6 +372,54 @@ func TestToolAsksForApproval(t *testing.T) {
 	}
 }
 
+// TestToolAsksTwice: a tool that asks twice in one call is asked twice,
+// through its own replica or another: the mark the first wait leaves in
+// the mailbox (so that a late decider is told it waits no more) is no
+// answer to the second.
+func TestToolAsksTwice(t *testing.T) {
+	t.Parallel()
+	asker := tools.Tool{Name: "asker", Description: "asks twice", Handler: func(ctx context.Context, c *tools.Call) (*tools.Result, error) {
+		for _, why := range []string{"first", "second"} {
+			if err := c.RequestApproval(ctx, why); err != nil {
+				return nil, err
+			}
+		}
+		return tools.Text("ran"), nil
+	}}
+	m := memory.New(memory.Options{})
+	cfg := Config{Approvers: []string{"carol"}}
+	deps := Deps{Idempotency: m, Vars: m, EventLog: m}
+	da, db := deps, deps
+	da.Replica, db.Replica = "a", "b"
+	a, b := newTestBedWith(t, cfg, da, asker), newTestBedWith(t, cfg, db, asker)
+	for name, through := range map[string]*testBed{"its own replica": a, "another replica": b} {
+		lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+		go func() {
+			lb.done <- a.e.Run(as("alice"), a.reg.Snapshot(), &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("x", "asker", "")}}, lb)
+		}()
+		for _, why := range []string{"first", "second"} {
+			waitFor(t, func() bool {
+				for _, ev := range lb.snapshot() {
+					if w := ev.GetAwaitingApproval(); w != nil && w.GetReason() == why {
+						return true
+					}
+				}
+				return false
+			})
+			if err := through.e.ResolveApproval(as("carol"), batchIDOf(t, lb.snapshot()), "x", true, "", ""); err != nil {
+				t.Fatalf("%s, the %s ask: %v", name, why, err)
+			}
+		}
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := results(t, events)["x"]; r.GetIsError() || text(r) != "ran" {
+			t.Errorf("%s: %v, want the tool to run on after both", name, r)
+		}
+	}
+}
+
 // TestDeniedAtRunTimeIsAskedAgain: a keyed call whose tool asked for
 // approval and was denied does not keep its key: sent again with the same
 // key, it asks again (as a call an approval rule holds does, which takes

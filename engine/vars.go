@@ -84,6 +84,12 @@ func (m approvalMail) decide(ctx context.Context, batchID, callID string, d deci
 	return m.vars.AddVar(ctx, approvalScope(batchID), decisionPrefix+callID, v, time.Hour)
 }
 
+// replace leaves d for the waiting call in place of what is there.
+func (m approvalMail) replace(ctx context.Context, batchID, callID string, d decision) error {
+	v, _ := json.Marshal(d)
+	return m.vars.SetVar(ctx, approvalScope(batchID), decisionPrefix+callID, v, time.Hour)
+}
+
 // decision returns the decision left for the call; false when none is
 // (or only the mark of a wait that ended), or the store did not answer
 // (err).
