@@ -176,6 +176,9 @@ func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink
 	// long as the batch's lease outlasts a stall: the batch goes on, and
 	// so does its reader. Past that the reader ends with the error.
 	var failing time.Time
+	// Since when the store has refused to let this reader end a log whose
+	// owner was lost (zero: it has not).
+	var unended time.Time
 	storeFailed := func(err error) error {
 		if ctx.Err() != nil || errors.Is(err, store.ErrLogNotFound) || errors.Is(err, store.ErrDropped) {
 			return logReadError(ctx, err)
@@ -207,7 +210,7 @@ func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink
 			if err := sink.Send(ev); err != nil {
 				return err
 			}
-			seq = ent.Index
+			seq, unended = ent.Index, time.Time{}
 			if ev.GetFinished() != nil {
 				return nil
 			}
@@ -238,9 +241,31 @@ func (e *Engine) readLog(ctx context.Context, name string, seq uint64, sink Sink
 			}
 			return errorf(Internal, "the batch's log ended without BatchFinished")
 		case !info.Owned:
-			if !e.recoverLost(ctx, name) {
-				// Another reader is ending it, or the store failed: look
-				// again shortly rather than at once.
+			err := e.recoverLost(ctx, name)
+			switch {
+			case err == nil:
+				unended = time.Time{}
+			case errors.Is(err, store.ErrLeaseLost):
+				// Another reader is ending it: look again shortly
+				// rather than at once.
+				select {
+				case <-time.After(recoverRetry):
+				case <-ctx.Done():
+					return contextError(ctx.Err())
+				}
+			default:
+				// The store answers reads but refuses, or does not
+				// answer, the writes that would end the log (a full
+				// Redis, a full disk): no one can end it until it takes
+				// them, so its readers wait a lease for that, as for a
+				// store that does not answer, then end UNAVAILABLE
+				// rather than ask again for ever.
+				if unended.IsZero() {
+					unended = time.Now()
+				}
+				if time.Since(unended) > e.cfg.BatchLease {
+					return logReadError(ctx, err)
+				}
 				select {
 				case <-time.After(recoverRetry):
 				case <-ctx.Done():
@@ -302,12 +327,16 @@ const recoverRetry = 100 * time.Millisecond
 // before it finished: it takes the log over (one reader of all that may
 // notice at once does), gives every call without a result a CANCELLED one,
 // owner lost, and ends it with BatchFinished. A reader that does not win
-// the takeover reads what the winner writes. It reports whether it ended
-// the log.
-func (e *Engine) recoverLost(ctx context.Context, name string) bool {
+// the takeover reads what the winner writes. It returns nil once it ended
+// the log, store.ErrLeaseLost (or ErrLogNotFound) when another took it
+// over or it ended meanwhile, else the store's error.
+func (e *Engine) recoverLost(ctx context.Context, name string) error {
 	el := e.deps.EventLog
 	if err := el.TakeOver(ctx, name, e.deps.Replica, e.cfg.BatchLease); err != nil {
-		return false
+		if errors.Is(err, store.ErrLogNotFound) {
+			return store.ErrLeaseLost
+		}
+		return err
 	}
 	var accepted *toolwirev1.BatchAccepted
 	var results []*toolwirev1.CallResult
@@ -328,14 +357,14 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 			results = append(results, ev.GetResult())
 		}
 	}
-	write := func(ev *toolwirev1.ExecuteBatchResponse) bool {
+	write := func(ev *toolwirev1.ExecuteBatchResponse) error {
 		last++
 		ev.Seq = last
 		data, err := proto.Marshal(ev)
 		if err == nil {
 			_, err = el.Append(ctx, name, e.deps.Replica, data)
 		}
-		return err == nil
+		return err
 	}
 	ended := make(map[string]bool, len(results))
 	for _, r := range results {
@@ -347,8 +376,8 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 			if !ended[id] {
 				r := &toolwirev1.CallResult{CallId: id, Index: uint32(i), IsError: true, ErrorKind: toolwirev1.ErrorKind_ERROR_KIND_CANCELLED,
 					Content: []*toolwirev1.Content{textBlock(ownerLostText)}}
-				if !write(resultEventFor(r)) {
-					return false
+				if err := write(resultEventFor(r)); err != nil {
+					return err
 				}
 				results = append(results, r)
 			}
@@ -364,7 +393,10 @@ func (e *Engine) recoverLost(ctx context.Context, name string) bool {
 	for _, r := range results {
 		count(f, r)
 	}
-	return write(ev) && el.Finish(ctx, name, e.deps.Replica, e.cfg.BatchTTL) == nil
+	if err := write(ev); err != nil {
+		return err
+	}
+	return el.Finish(ctx, name, e.deps.Replica, e.cfg.BatchTTL)
 }
 
 // count counts r in f, as BatchFinished counts results.

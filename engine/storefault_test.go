@@ -19,6 +19,7 @@ import (
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/protobuf/proto"
 )
 
 // The fault tests run against a redis-server of their own, which they
@@ -393,5 +394,99 @@ func TestNotRecordedNoteSurvivesAFullResult(t *testing.T) {
 		if limit := te.e.cfg.MaxResultBytes; payload(res) > limit || !res.GetTruncated() {
 			t.Errorf("held %v: %d bytes, truncated %v; want it truncated within %d", held, payload(res), res.GetTruncated(), limit)
 		}
+	}
+}
+
+// fullRedis makes srv full (maxmemory below what it holds, with
+// noeviction: it refuses what would grow its memory) and returns a func
+// that gives it room again.
+func fullRedis(tb testing.TB, srv *testenv.RedisServer) (free func()) {
+	tb.Helper()
+	srv.Do("CONFIG", "SET", "maxmemory-policy", "noeviction")
+	srv.Do("CONFIG", "SET", "maxmemory", "1")
+	return func() { srv.Do("CONFIG", "SET", "maxmemory", "0") }
+}
+
+// TestDetachedBatchOutlastsAFullRedis: Redis fills (maxmemory, noeviction)
+// while a detached batch's call runs, for three leases. The batch stays
+// its owner's (the lease renewal grows nothing, and a full Redis takes
+// it), its events wait in the owner's memory, and once Redis has room its
+// stream gets the call's own result: it is not ended as owner lost, its
+// call marked to be sent again. A new detached batch is refused
+// UNAVAILABLE while Redis is full, and opens no log. Redis used to refuse
+// the renewal and take the opening: the batch was ended as owner lost two
+// leases in, and a new batch opened a log it could not write.
+func TestDetachedBatchOutlastsAFullRedis(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	c := newCounter()
+	c.started = make(chan int, 16)
+	const lease = time.Second
+	te := newTestBedWith(t, Config{BatchLease: lease}, Deps{Idempotency: st, Vars: st, EventLog: st}, c.tool("bump"))
+	lb := startDetached(t, as("alice"), te, one(call("c", "bump", `{"n":1,"wait":true}`)))
+	<-c.started
+	free := fullRedis(t, srv)
+	keys := srv.Do("DBSIZE")
+	req := one(call("e", "echo", `{"text":"hi"}`))
+	req.Options = &toolwirev1.BatchOptions{Detach: true}
+	if _, err := te.runErr(as("alice"), req); CodeOf(err) != Unavailable {
+		t.Errorf("a new detached batch on a full Redis: %v; want Unavailable", err)
+	}
+	if got := srv.Do("DBSIZE"); got != keys {
+		t.Errorf("keys in Redis: %s before the refused batch, %s after; want none added", keys, got)
+	}
+	close(c.gate) // the call ends while Redis takes no event
+	time.Sleep(3 * lease)
+	if evs := lb.snapshot(); len(results(t, evs)) > 0 {
+		t.Fatalf("the stream got a result while Redis was full: the fault was not met (%d events)", len(evs))
+	}
+	if info, err := st.Stat(context.Background(), logName("alice", batchIDOf(t, lb.snapshot()))); err != nil || info.Finished || !info.Owned {
+		t.Fatalf("the batch's log after three leases of a full Redis: %+v %v; want it running, owned", info, err)
+	}
+	free()
+	events, err := drain(lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := results(t, events)["c"]; res.GetIsError() || text(res) != "ran n=1 (run 1)" {
+		t.Errorf("the call's result: %v %q; want its own", res.GetErrorKind(), text(res))
+	}
+	if f := finishedOf(events); f.GetSucceeded() != 1 || f.GetCancelled() != 0 {
+		t.Errorf("BatchFinished %v; want 1 succeeded", f)
+	}
+	sameEvents(t, "attachment", events, attachAll(t, te, batchIDOf(t, events)))
+}
+
+// TestReaderOfAnUnendableLostBatchEnds: the replica running a detached
+// batch is lost, and Redis is full, so no reader can end its log (the
+// takeover and the owner-lost results are writes it refuses). An
+// attachment on another replica ends UNAVAILABLE once it has tried for a
+// lease, saying the store failed; it used to ask again every 100 ms for
+// as long as its client waited (a CLI's stream hung ten minutes, and on).
+func TestReaderOfAnUnendableLostBatchEnds(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	const lease = time.Second
+	te := newTestBedWith(t, Config{BatchLease: lease}, Deps{Idempotency: st, Vars: st, EventLog: st})
+	ctx := context.Background()
+	// The lost replica's log: opened with BatchAccepted, a short lease
+	// that no one renews.
+	accepted, _ := proto.Marshal(&toolwirev1.ExecuteBatchResponse{Seq: 1, Event: &toolwirev1.ExecuteBatchResponse_Accepted{
+		Accepted: &toolwirev1.BatchAccepted{BatchId: "b1", Lanes: []*toolwirev1.Lane{{CallIds: []string{"c"}}}}}})
+	name := logName("alice", "b1")
+	if err := st.Open(ctx, name, "lost-replica", 100*time.Millisecond, time.Hour, accepted); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { info, err := st.Stat(ctx, name); return err == nil && !info.Owned })
+	fullRedis(t, srv)
+	actx, cancel := context.WithTimeout(as("alice"), 60*time.Second)
+	defer cancel()
+	var rec recorder
+	err := te.e.Attach(actx, "b1", 0, &rec)
+	if CodeOf(err) != Unavailable || actx.Err() != nil {
+		t.Fatalf("Attach to a lost batch the store will not let end: %v; want Unavailable before the client gives up", err)
+	}
+	if len(rec.events) != 1 || rec.events[0].GetAccepted() == nil {
+		t.Errorf("Attach sent %v; want BatchAccepted", rec.events)
 	}
 }

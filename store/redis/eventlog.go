@@ -50,12 +50,23 @@ if n > 0 then
 end
 `
 
+// A full Redis (maxmemory with noeviction) refuses a command that may
+// grow its memory, but only as a script's first write: once a script has
+// written, Redis lets the rest run rather than stop it halfway. So each
+// script's first write says whether a full Redis takes it: opening a log
+// and appending to one begin with a write that grows memory (HSET,
+// XADD), and are refused whole; renewing a lease begins with PEXPIRE,
+// which grows nothing, and is taken, as a full disk under bolt takes a
+// renewal and refuses the events. A running batch therefore stays its
+// owner's while Redis is full, its events waiting in the owner's memory
+// (bounded, see batches.md), and no new log is opened.
+
 // openLogScript: ARGV owner, lease ms, ttl ms, opened (Unix ms), max
 // entries, then the first entries. 0: exists.
 var openLogScript = goredis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'last', 0, 'finished', 0, 'ttl', ARGV[3], 'opened', ARGV[4])
+redis.call('DEL', KEYS[1], KEYS[3])
 redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[2]) + tonumber(ARGV[3]))
 redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 local from, max = 6, 5
@@ -85,9 +96,11 @@ local from, max = 3, 2
 return i
 `)
 
-// renewLogScript: ARGV owner, lease ms.
+// renewLogScript: ARGV owner, lease ms. PEXPIRE first: see above.
 var renewLogScript = goredis.NewScript(ownedLog + `
-redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+if redis.call('PEXPIRE', KEYS[3], ARGV[2]) == 0 then
+  redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+end
 expire(tonumber(ARGV[2]) + ttl)
 return 1
 `)
