@@ -9,6 +9,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -53,9 +54,17 @@ type decision struct {
 
 // pendingApproval is a held call, as the store announces it.
 type pendingApproval struct {
-	Caller string `json:"caller"` // the batch's
-	Tool   string `json:"tool"`
+	Caller   string `json:"caller"` // the batch's
+	Tool     string `json:"tool"`
+	Detached bool   `json:"detached,omitempty"` // its batch has a log, logName(Caller, batch ID)
 }
+
+// announceLease is how long a held call's announcement lives unless its
+// replica renews it, which it does every third of it while the call
+// waits: a replica that dies leaves no announcement a decision could be
+// left against longer than this. At least 3 s, so that the waiting
+// call's tick (at most a second apart) renews it in time.
+func (e *Engine) announceLease() time.Duration { return max(e.cfg.BatchLease, 3*time.Second) }
 
 // approvals are the calls held on this replica, by approvalKey.
 type approvals struct {
@@ -131,12 +140,16 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 	})
 	defer unwatch()
 	mail := approvalMail{e.deps.Vars}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	err := mail.announce(sctx, b.id, call.GetCallId(), pendingApproval{Caller: caller, Tool: call.GetName()}, wait+time.Minute)
-	cancel()
-	if err != nil {
+	pending := pendingApproval{Caller: caller, Tool: call.GetName(), Detached: b.detached}
+	announce := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer cancel()
+		return mail.announce(sctx, b.id, call.GetCallId(), pending, e.announceLease())
+	}
+	if err := announce(); err != nil {
 		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
 	}
+	announced := time.Now()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 		defer cancel()
@@ -174,6 +187,13 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		case now := <-poll.C:
 			look = again || now.Sub(looked) >= e.poll(watched, approvalPoll)
 			poll.Reset(every())
+			if now.Sub(announced) >= e.announceLease()/3 {
+				// A renewal the store does not take is tried again at
+				// the next tick; the announcement lasts a lease.
+				if announce() == nil {
+					announced = now
+				}
+			}
 		case <-timer.C:
 			if d, decided = e.held.end(h); decided {
 				break // decided as the time ran out: the approver was told it stands
@@ -291,6 +311,19 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 	}
 	if err := own(p.Caller); err != nil {
 		return err
+	}
+	// A detached batch's replica may have died within the announcement's
+	// lease; once its own lease has run out (or its batch was ended as
+	// owner lost) no one takes a decision for it.
+	if p.Detached {
+		info, err := e.deps.EventLog.Stat(ctx, logName(p.Caller, batchID))
+		switch {
+		case errors.Is(err, store.ErrLogNotFound) || (err == nil && (info.Finished || !info.Owned)):
+			return errorf(NotFound, "call %s of batch %s waits for approval no more: its batch has ended, or the replica running it was lost (it ends as owner lost)",
+				shorten(callID), shorten(batchID))
+		case err != nil:
+			return storeError(ctx, err)
+		}
 	}
 	// A decision left already stands, even one left at this moment
 	// through another replica: a second would replace it unseen if the

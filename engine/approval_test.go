@@ -3,13 +3,18 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -563,5 +568,73 @@ func TestApprovalLinesNameTheCallOnce(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("%d approval lines; want 2:\n%s", seen, logged.String())
+	}
+}
+
+// severed is a replica's store that can be cut off, as a replica that
+// dies is from the store's view: once cut, every write and read of its
+// variables and logs fails, so nothing it held is renewed.
+type severed struct {
+	store.Store
+	cut atomic.Bool
+}
+
+var errSevered = errors.New("severed from the store")
+
+func (s *severed) GetVar(ctx context.Context, scope, name string) ([]byte, bool, error) {
+	if s.cut.Load() {
+		return nil, false, errSevered
+	}
+	return s.Store.GetVar(ctx, scope, name)
+}
+
+func (s *severed) SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error {
+	if s.cut.Load() {
+		return errSevered
+	}
+	return s.Store.SetVar(ctx, scope, name, value, ttl)
+}
+
+func (s *severed) RenewLog(ctx context.Context, name, owner string, lease time.Duration) error {
+	if s.cut.Load() {
+		return errSevered
+	}
+	return s.Store.RenewLog(ctx, name, owner, lease)
+}
+
+func (s *severed) Append(ctx context.Context, name, owner string, data ...[]byte) (uint64, error) {
+	if s.cut.Load() {
+		return 0, errSevered
+	}
+	return s.Store.Append(ctx, name, owner, data...)
+}
+
+// TestApprovalOfALostReplicasCall: the replica holding a call for
+// approval is lost (cut off from the store) and the batch's lease and the
+// call's announcement run out. An approval sent through another replica
+// is NotFound, for a detached batch and for a plain one, where it used to
+// be answered OK and left in the store for a call no one would run (the
+// announcement lived the approval timeout and a minute more).
+func TestApprovalOfALostReplicasCall(t *testing.T) {
+	for _, detach := range []bool{true, false} {
+		t.Run(fmt.Sprintf("detach=%v", detach), func(t *testing.T) {
+			t.Parallel()
+			srv := testenv.StartRedis(t)
+			sa, sb := &severed{Store: openRedis(t, srv)}, openRedis(t, srv)
+			cfg := Config{Approvers: []string{"carol"}, BatchLease: time.Second, ApprovalTimeout: 10 * time.Minute}
+			a := newTestBedWith(t, cfg, Deps{Idempotency: sa, Vars: sa, EventLog: sa, Signals: sa, Admission: holdWrites, Replica: "a"})
+			b := newTestBedWith(t, cfg, Deps{Idempotency: sb, Vars: sb, EventLog: sb, Signals: sb, Admission: holdWrites, Replica: "b"})
+			lb, id := startHeld(t, a, detach)
+			sa.cut.Store(true)
+			// Past the batch's lease (1 s) and the announcement's (3 s).
+			time.Sleep(4 * time.Second)
+			if err := b.e.ResolveApproval(as("carol"), id, "w", true, "", ""); CodeOf(err) != NotFound {
+				t.Errorf("an approval through B of a call its lost replica held: %v; want NotFound", err)
+			}
+			if err := a.e.Cancel(as("alice"), id, "the test is over"); err != nil {
+				t.Fatal(err)
+			}
+			drain(lb)
+		})
 	}
 }
