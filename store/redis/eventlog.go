@@ -289,26 +289,10 @@ func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
 		}
 		return err
 	}
-	block := maxBlock
-	if dl, ok := ctx.Deadline(); ok {
-		// Short of the deadline, so that the server's answer to a block
-		// that ran its course is not taken for a timeout (which the
-		// breaker would count against the server).
-		block = min(block, time.Until(dl)-blockMargin)
-	}
-	if block < time.Millisecond {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < blockMargin+time.Millisecond {
 		return ctx.Err()
 	}
-	_, err = s.c.XRead(ctx, &goredis.XReadArgs{
-		Streams: []string{s.logKeys(name)[0], strconv.FormatUint(index, 10) + "-0"},
-		Count:   1,
-		Block:   block,
-	}).Result()
-	switch {
-	case doneErr(ctx) != nil:
-		return doneErr(ctx)
-	case err == nil, errors.Is(err, goredis.Nil):
-		return nil
-	}
-	return fmt.Errorf("redis store: wait for log: %w", err)
+	// The block itself is shared (logwait.go), and has no deadline but
+	// maxBlock: a waiter whose deadline comes first leaves it then.
+	return s.waitShared(ctx, name, index)
 }

@@ -87,6 +87,7 @@ type Store struct {
 	own              bool // Close closes c
 	sig              signaller
 	warnings         []string // Open's: see Warnings
+	waits            logWaits // WaitLog's blocking reads (logwait.go)
 }
 
 var _ store.Store = (*Store)(nil)
