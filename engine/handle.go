@@ -159,7 +159,7 @@ func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, si
 	info, err := e.deps.EventLog.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound):
-		return errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, or expired)", shorten(batchID))
+		return errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, expired, or lost by the store)", shorten(batchID))
 	case err != nil:
 		return storeError(ctx, err)
 	case afterSeq > info.Last:
@@ -308,7 +308,7 @@ func logReadError(ctx context.Context, err error) error {
 	case ctx.Err() != nil:
 		return contextError(ctx.Err())
 	case errors.Is(err, store.ErrLogNotFound):
-		return errorf(NotFound, "the batch's events have expired")
+		return errorf(NotFound, "the batch's events are gone from the store: expired (batch_ttl), or lost by it (a Redis restarted without persistence), and a batch still running then is cancelled")
 	case errors.Is(err, store.ErrDropped):
 		return errorf(Internal, "events of the batch after the one asked for are no longer kept")
 	}
@@ -434,7 +434,7 @@ func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetB
 	info, err := el.Stat(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrLogNotFound):
-		return nil, errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, or expired)", shorten(batchID))
+		return nil, errorf(NotFound, "no detached batch %s is known for this caller (never sent with detach, expired, or lost by the store)", shorten(batchID))
 	case err != nil:
 		return nil, storeError(ctx, err)
 	case !info.Finished && !info.Owned:

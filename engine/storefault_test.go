@@ -490,3 +490,37 @@ func TestReaderOfAnUnendableLostBatchEnds(t *testing.T) {
 		t.Errorf("Attach sent %v; want BatchAccepted", rec.events)
 	}
 }
+
+// TestDetachedBatchWhoseLogTheStoreLoses: Redis loses every key (as one
+// restarted without persistence does) while a detached batch runs, with
+// an attachment on another replica. The owner cancels the batch (its
+// call sees its context end) and lets it go; the attachment and the
+// batch's own stream end NotFound saying the store lost the events, not
+// only that they expired; a cancel through either replica is NotFound.
+func TestDetachedBatchWhoseLogTheStoreLoses(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	sa, sb := openRedis(t, srv), openRedis(t, srv)
+	c := newCounter()
+	c.started = make(chan int, 16)
+	a := newTestBedWith(t, Config{}, Deps{Idempotency: sa, Vars: sa, EventLog: sa, Replica: "a"}, c.tool("bump"))
+	b := newTestBedWith(t, Config{}, Deps{Idempotency: sb, Vars: sb, EventLog: sb, Replica: "b"})
+	lb := startDetached(t, as("alice"), a, one(call("c", "bump", `{"n":1,"wait":true}`)))
+	<-c.started
+	id := batchIDOf(t, lb.snapshot())
+	attached := make(chan error, 1)
+	var rec recorder
+	go func() { attached <- b.e.Attach(as("alice"), id, 0, &rec) }()
+	waitFor(t, func() bool { return len(rec.get()) > 0 })
+	srv.Do("FLUSHALL")
+	for who, err := range map[string]error{"the attachment on B": <-attached, "the batch's own stream": <-lb.done} {
+		if CodeOf(err) != NotFound || !strings.Contains(err.Error(), "lost by it") {
+			t.Errorf("%s: %v; want NotFound saying the store lost the events", who, err)
+		}
+	}
+	waitFor(t, func() bool { return a.e.Stats().CallsRunning == 0 })
+	for name, te := range map[string]*testBed{"A": a, "B": b} {
+		if err := te.e.Cancel(as("alice"), id, ""); CodeOf(err) != NotFound {
+			t.Errorf("a cancel through %s: %v; want NotFound", name, err)
+		}
+	}
+}
