@@ -202,7 +202,9 @@ func (s *Store) Finish(ctx context.Context, name, owner string, ttl time.Duratio
 
 // Stat implements store.EventLog.
 func (s *Store) Stat(ctx context.Context, name string) (store.LogInfo, error) {
-	v, err := statScript.Run(ctx, s.c, s.logKeys(name)).Int64Slice()
+	v, err := s.stats.do(ctx, name, func(ctx context.Context) ([]int64, error) {
+		return statScript.Run(ctx, s.c, s.logKeys(name)).Int64Slice()
+	})
 	if errors.Is(err, goredis.Nil) {
 		return store.LogInfo{}, store.ErrLogNotFound
 	}
@@ -231,7 +233,10 @@ func (s *Store) After(ctx context.Context, name string, index uint64) iter.Seq2[
 		}
 		key := s.logKeys(name)[0]
 		for next := index + 1; next <= info.Last; {
-			msgs, err := s.c.XRangeN(ctx, key, strconv.FormatUint(next, 10)+"-0", strconv.FormatUint(info.Last, 10)+"-0", afterPage).Result()
+			from, to := strconv.FormatUint(next, 10)+"-0", strconv.FormatUint(info.Last, 10)+"-0"
+			msgs, err := s.ranges.do(ctx, key+" "+from+" "+to, func(ctx context.Context) ([]goredis.XMessage, error) {
+				return s.c.XRangeN(ctx, key, from, to, afterPage).Result()
+			})
 			if err != nil {
 				yield(store.Entry{}, fmt.Errorf("redis store: read log: %w", err))
 				return

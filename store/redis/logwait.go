@@ -22,7 +22,8 @@ import (
 // most half the pool's connections block at once, the other half left to
 // everything else. A wait that finds no connection of that half free
 // within maxBlock ends as a block that timed out does: its reader looks
-// at the log again.
+// at the log again. What the readers then read is shared too
+// (coalesce.go).
 
 // logWaits are a Store's blocking reads in flight.
 type logWaits struct {

@@ -111,3 +111,99 @@ func TestLogWaitsShareConnections(t *testing.T) {
 		}
 	})
 }
+
+// commandCalls is how many times srv ran each command since its last
+// CONFIG RESETSTAT, by name (INFO commandstats).
+func commandCalls(t *testing.T, srv *testenv.RedisServer) map[string]int {
+	t.Helper()
+	calls := map[string]int{}
+	for _, line := range strings.Split(srv.Do("INFO", "commandstats"), "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _, _ := strings.Cut(rest, ",")
+		calls[name], _ = strconv.Atoi(n)
+	}
+	return calls
+}
+
+// TestLogReadersShareReads: 200 readers of one log on one replica, each
+// waiting for the next entry and reading it (WaitLog, After), as the
+// attachments of one detached batch do. Per entry appended they cost
+// Redis a few reads between them, not a few each: the log's state and
+// its new entries are read once for all who ask at once. They used to
+// cost three round trips each, 600 an entry, the replica's writes
+// queued behind them.
+func TestLogReadersShareReads(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	s, err := redis.Open(context.Background(), srv.URL(), redis.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	const readers, entries = 200, 5
+	if err := s.Open(ctx, "log", "owner", time.Minute, time.Minute, []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen = map[uint64]int{} // readers that have read up to each index
+		wg   sync.WaitGroup
+	)
+	for range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := uint64(1); i < entries; {
+				if err := s.WaitLog(ctx, "log", i); err != nil {
+					t.Error(err)
+					return
+				}
+				for e, err := range s.After(ctx, "log", i) {
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if string(e.Data) != fmt.Sprint(e.Index) {
+						t.Errorf("entry %d reads %q", e.Index, e.Data)
+					}
+					i = e.Index
+					mu.Lock()
+					seen[i]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	all := func(i uint64) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return seen[i] == readers }
+	}
+	waitBlocked := func() {
+		for blockedClients(t, srv) == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitBlocked()
+	srv.Do("CONFIG", "RESETSTAT")
+	for i := uint64(2); i <= entries; i++ {
+		if _, err := s.Append(ctx, "log", "owner", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		for !all(i)() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if i < entries {
+			waitBlocked()
+		}
+	}
+	wg.Wait()
+	calls := commandCalls(t, srv)
+	appends := entries - 1
+	reads := calls["evalsha"] + calls["eval"] - appends + calls["xrange"] + calls["xread"]
+	t.Logf("%d reads for %d entries: %v", reads, appends, calls)
+	if reads > 20*appends {
+		t.Errorf("%d readers of one log made %d reads for %d entries appended (%v); want at most %d", readers, reads, appends, calls, 20*appends)
+	}
+}

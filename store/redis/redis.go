@@ -86,8 +86,10 @@ type Store struct {
 	maxLog           int
 	own              bool // Close closes c
 	sig              signaller
-	warnings         []string // Open's: see Warnings
-	waits            logWaits // WaitLog's blocking reads (logwait.go)
+	warnings         []string                      // Open's: see Warnings
+	waits            logWaits                      // WaitLog's blocking reads (logwait.go)
+	stats            coalescer[[]int64]            // Stat's reads (coalesce.go)
+	ranges           coalescer[[]goredis.XMessage] // After's pages
 }
 
 var _ store.Store = (*Store)(nil)
