@@ -77,6 +77,11 @@ type batchLog struct {
 	lookAgain atomic.Bool  // a look failed: renew looks at its next tick
 	looked    time.Time    // renew's last look at the mailbox
 
+	// Renewals the store has failed in a row, since when: renew logs the
+	// first and the recovery, not every tick between.
+	renewFailures int
+	renewFailing  time.Time
+
 	wmu          sync.Mutex     // the appends: the writer's and the renewals' flushes
 	pending      []pendingEntry // numbered events the store has not taken yet, in order
 	pendingBytes int
@@ -205,8 +210,20 @@ func (l *batchLog) renew() {
 		if lostFor(err) {
 			l.lost(err)
 		} else if err != nil {
-			e.deps.Logger.Warn("could not renew a detached batch's lease; trying again", "batch_id", l.b.id, "error", err)
+			// Logged once for the stall, not at every tick (twice a
+			// second a batch: a 20 s stall wrote 37 lines for one).
+			if l.renewFailures == 0 {
+				l.renewFailing = time.Now()
+				e.deps.Logger.Warn("could not renew a detached batch's lease; trying again at each tick, logging once it is renewed",
+					"batch_id", l.b.id, "error", err)
+			}
+			l.renewFailures++
 		} else {
+			if l.renewFailures > 0 {
+				e.deps.Logger.Info("renewed a detached batch's lease again", "batch_id", l.b.id,
+					"failed_renewals", l.renewFailures, "for", time.Since(l.renewFailing).Round(time.Millisecond).String())
+				l.renewFailures = 0
+			}
 			l.wmu.Lock()
 			l.flush()
 			l.wmu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -522,5 +523,36 @@ func TestDetachedBatchWhoseLogTheStoreLoses(t *testing.T) {
 		if err := te.e.Cancel(as("alice"), id, ""); CodeOf(err) != NotFound {
 			t.Errorf("a cancel through %s: %v; want NotFound", name, err)
 		}
+	}
+}
+
+// TestAStallLogsEachBatchOnce: Redis freezes for several lease renewals
+// while a detached batch runs. Its replica logs the failed renewal once
+// and the renewal that works again once, not each failure: at every tick
+// (500 ms), a 20 s stall wrote 37 warnings for one batch, a thousand
+// batches two thousand lines a second.
+func TestAStallLogsEachBatchOnce(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	c := newCounter()
+	c.started = make(chan int, 1)
+	var logs lockedBuffer
+	te := newTestBedWith(t, Config{BatchLease: 10 * time.Second},
+		Deps{Idempotency: st, Vars: st, EventLog: st, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, c.tool("bump"))
+	lb := startDetached(t, as("alice"), te, one(call("c", "bump", `{"n":1,"wait":true}`)))
+	<-c.started
+	srv.Freeze()
+	time.Sleep(3 * time.Second) // six ticks, short of the lease
+	srv.Thaw()
+	time.Sleep(2 * time.Second) // a renewal or more after the breaker's cool-down
+	close(c.gate)
+	if _, err := drain(lb); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "could not renew a detached batch's lease"); n != 1 {
+		t.Errorf("%d lines say a renewal failed; want 1\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "renewed a detached batch's lease again"); n != 1 {
+		t.Errorf("%d lines say the lease was renewed again; want 1\n%s", n, logs.String())
 	}
 }
