@@ -146,7 +146,15 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		defer cancel()
 		return mail.announce(sctx, b.id, call.GetCallId(), pending, e.announceLease())
 	}
-	if err := announce(); err != nil {
+	err := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+		defer cancel()
+		return mail.fresh(sctx, b.id, call.GetCallId())
+	}()
+	if err == nil {
+		err = announce()
+	}
+	if err != nil {
 		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
 	}
 	announced := time.Now()

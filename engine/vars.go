@@ -54,11 +54,6 @@ func (m approvalMail) announce(ctx context.Context, batchID, callID string, p pe
 	if !announced(callID) {
 		return fmt.Errorf("the call's ID begins with %q, which names decisions in the store", decisionPrefix)
 	}
-	// What a wait of this call before left (its tool may ask more than
-	// once) is no decision for this one.
-	if err := m.vars.DeleteVar(ctx, approvalScope(batchID), decisionPrefix+callID); err != nil {
-		return err
-	}
 	v, _ := json.Marshal(p)
 	return m.vars.SetVar(ctx, approvalScope(batchID), callID, v, ttl)
 }
@@ -82,6 +77,14 @@ func (m approvalMail) pending(ctx context.Context, batchID, callID string) (pend
 func (m approvalMail) decide(ctx context.Context, batchID, callID string, d decision) (bool, error) {
 	v, _ := json.Marshal(d)
 	return m.vars.AddVar(ctx, approvalScope(batchID), decisionPrefix+callID, v, time.Hour)
+}
+
+// fresh removes what a wait of the call before this one left (its tool
+// may ask more than once): the mark that it waits no more, which is no
+// decision for this one. Once, before the first announcement: a
+// renewal must not remove a decision left meanwhile.
+func (m approvalMail) fresh(ctx context.Context, batchID, callID string) error {
+	return m.vars.DeleteVar(ctx, approvalScope(batchID), decisionPrefix+callID)
 }
 
 // replace leaves d for the waiting call in place of what is there.

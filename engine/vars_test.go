@@ -40,6 +40,11 @@ func TestVarsUsersKeepTheirFormat(t *testing.T) {
 	if added, err := approvals.decide(ctx, "b1", "c1", decision{By: "dave"}); err != nil || added {
 		t.Fatalf("a second decision: added %v, %v; want the first to stand", added, err)
 	}
+	// The waiting call renews its announcement: a decision left
+	// meanwhile stays.
+	if err := approvals.announce(ctx, "b1", "c1", pendingApproval{Caller: "alice", Tool: "write"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if got := get("approval:b1", "decision:c1"); got != `{"approved":true,"by":"carol"}` {
 		t.Errorf("decision %s", got)
 	}
