@@ -55,13 +55,8 @@ func TestConsoleBoundsWhatItDraws(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	b := &browserTab{t: t, ctx: ctx}
+	b := newBrowserTab(t, browser)
+	ctx := b.ctx
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/console/")); err != nil {
 		t.Fatalf("open the console: %v", err)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -207,13 +206,8 @@ http_tools:
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	b := &browserTab{t: t, ctx: ctx}
+	b := newBrowserTab(t, browser)
+	ctx := b.ctx
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	eval := func(what, js string) any { t.Helper(); return get(b, what, chromedp.Evaluate[any](js)) }
 	text := func(sel string) string { t.Helper(); return get(b, "read "+sel, chromedp.Text(chromedp.CSS(sel))) }

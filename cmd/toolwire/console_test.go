@@ -72,13 +72,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	b := &browserTab{t: t, ctx: ctx}
+	b := newBrowserTab(t, browser)
+	ctx := b.ctx
 
 	run := b.do
 	until := b.until
@@ -226,6 +221,19 @@ type browserTab struct {
 	ctx context.Context
 }
 
+// newBrowserTab starts the browser at path (1280×800, a profile of the
+// test's own, with more options if given) and opens a tab, both closed
+// when the test ends.
+func newBrowserTab(t *testing.T, path string, more ...chromedp.ExecAllocatorOption) *browserTab {
+	opts := append(append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir())), more...)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	t.Cleanup(cancelTab)
+	return &browserTab{t: t, ctx: ctx}
+}
+
 // fail ends the test with what the page shows.
 func (b *browserTab) fail(what string, err error) {
 	b.t.Helper()
@@ -332,13 +340,8 @@ func TestConsoleImagesOutputAndContrast(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	b := &browserTab{t: t, ctx: ctx}
+	b := newBrowserTab(t, browser)
+	ctx := b.ctx
 	css := func(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+addr+"/console/")); err != nil {
 		t.Fatalf("open the console: %v", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -89,16 +88,10 @@ func TestBrowserCannotDriveToolwire(t *testing.T) {
 	defer evil.Close()
 	_, evilPort, _ := net.SplitHostPort(strings.TrimPrefix(evil.URL, "http://"))
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 800), chromedp.UserDataDir(t.TempDir()),
-		// evil.example is the attacker's name; here it leads to loopback,
-		// as a rebinding attacker's DNS makes it.
-		chromedp.Flag("host-resolver-rules", "MAP evil.example 127.0.0.1"))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(actx)
-	defer cancelTab()
-	b := &browserTab{t: t, ctx: ctx}
+	// evil.example is the attacker's name; here it leads to loopback, as
+	// a rebinding attacker's DNS makes it.
+	b := newBrowserTab(t, browser, chromedp.Flag("host-resolver-rules", "MAP evil.example 127.0.0.1"))
+	ctx := b.ctx
 
 	// What toolwire answered on the wire, whatever the page could read.
 	w := &wireLog{port: port, key: map[network.RequestID]string{}, status: map[network.RequestID]int64{}}
