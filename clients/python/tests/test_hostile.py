@@ -20,7 +20,24 @@ from test_streams import DETACH, BatchServer, accepted, finished, refuse_with_re
 DESC = "d" * 1000
 
 
-class ListServer:
+class FakeService:
+    """A ToolService in this process answering with the handlers given to
+    serve, until the with block it opens ends."""
+
+    def serve(self, handlers, workers):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("toolwire.v1.ToolService", handlers),))
+        self.addr = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.stop(None).wait()
+
+
+class ListServer(FakeService):
     """A ToolService in this process whose ListTools answers page(n) for
     its nth call (from 1)."""
 
@@ -39,16 +56,7 @@ class ListServer:
             request_deserializer=pb.ListToolsRequest.FromString,
             response_serializer=pb.ListToolsResponse.SerializeToString,
         )}
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("toolwire.v1.ToolService", handlers),))
-        self.addr = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
-        self.server.start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.server.stop(None).wait()
+        self.serve(handlers, workers=4)
 
 
 def pages(tools, same_token=False):
@@ -302,7 +310,7 @@ class RetryDelayOfDaysTest(unittest.TestCase):
             self.assertEqual(server.executes, 1)
 
 
-class CallServer:
+class CallServer(FakeService):
     """A ToolService in this process whose CallTool answers resp."""
 
     def __init__(self, resp):
@@ -311,16 +319,7 @@ class CallServer:
             request_deserializer=pb.CallToolRequest.FromString,
             response_serializer=pb.CallToolResponse.SerializeToString,
         )}
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("toolwire.v1.ToolService", handlers),))
-        self.addr = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
-        self.server.start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.server.stop(None).wait()
+        self.serve(handlers, workers=2)
 
 
 CALL_CASES = (
