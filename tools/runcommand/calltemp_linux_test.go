@@ -5,10 +5,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// heldLock is the played server's lock, held for its life as the real
+// server's is (calls.lock): an *os.File no longer referenced is closed by
+// its finalizer when the collector runs, which let its lock go and the
+// test's sweep remove a running server's folder (a flake under load).
+var heldLock *os.File
 
 // A test binary started with TOOLWIRE_TEST_CALLS_SERVER=base plays a server:
 // it makes its calls' folder in base and a call's TMPDIR with a file in it,
@@ -18,7 +25,8 @@ func init() {
 	if base == "" {
 		return
 	}
-	dir, _, _, err := makeCallsDir(base)
+	dir, lock, _, err := makeCallsDir(base)
+	heldLock = lock
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(2)
@@ -31,6 +39,7 @@ func init() {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(2)
 	}
+	runtime.GC() // the collector runs, as it may at any time
 	os.Stdout.WriteString(tmp + "\n")
 	time.Sleep(time.Hour)
 	os.Exit(0)
