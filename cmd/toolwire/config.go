@@ -151,12 +151,25 @@ func parseServeArgsRead(args []string, stderr io.Writer, read func(string) ([]by
 	return fileCfg, false, err
 }
 
+// maxConfigBytes bounds the config file: a path mistaken for it (a log, a
+// disk image) was read whole and decoded, 67 MB of YAML holding 471 MB at
+// its peak. A Kubernetes ConfigMap holds at most 1 MiB.
+const maxConfigBytes = 16 << 20
+
 // readConfigFile decodes the YAML file at path into cfg. Unknown keys are an
 // error, so a misspelt setting is not silently ignored.
 func readConfigFile(path string, cfg *serveConfig) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path) // a pipe too: --config <(…)
 	if err != nil {
 		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxConfigBytes {
+		return fmt.Errorf("%s is larger than %d MiB, more than a config file holds; is it the right file?", path, maxConfigBytes>>20)
 	}
 	return configfile.Decode(path, b, cfg)
 }
@@ -169,7 +182,7 @@ func readConfigFile(path string, cfg *serveConfig) error {
 // not yet written again (its writer's next write reloads it), not an
 // operator removing every tool: that config is written {}.
 func rereadConfigFile(path string) ([]byte, error) {
-	b, err := follow.ReadFile(path)
+	b, err := follow.ReadFileAtMost(path, maxConfigBytes)
 	if err == nil && len(b) == 0 {
 		return nil, fmt.Errorf("%s is empty (truncated and not yet written again?); a config with no settings is written {}", path)
 	}

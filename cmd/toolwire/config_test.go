@@ -165,3 +165,22 @@ mcp_servers:
 		t.Errorf("mcp_servers: %+v; want reconnect_timeout 500ms", cfg.MCPServers)
 	}
 }
+
+// TestConfigFileIsBounded: a file past maxConfigBytes (a log mistaken for
+// the config) is refused, at start and on a reload, rather than read
+// whole and decoded; one at the bound is read.
+func TestConfigFileIsBounded(t *testing.T) {
+	t.Parallel()
+	big := writeFile(t, "toolwire.yaml", "# "+strings.Repeat("x", maxConfigBytes)+"\n")
+	var cfg serveConfig
+	if err := readConfigFile(big, &cfg); err == nil || !strings.Contains(err.Error(), "larger than 16 MiB") {
+		t.Errorf("start: %v; want it refused as larger than 16 MiB", err)
+	}
+	if _, err := rereadConfigFile(big); err == nil || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("reload: %v; want it refused as too large", err)
+	}
+	atBound := writeFile(t, "ok.yaml", "listen: 127.0.0.1:0\n# "+strings.Repeat("x", maxConfigBytes-len("listen: 127.0.0.1:0\n# \n"))+"\n")
+	if err := readConfigFile(atBound, &cfg); err != nil {
+		t.Errorf("a file of %d bytes: %v", maxConfigBytes, err)
+	}
+}
