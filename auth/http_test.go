@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testpki"
 )
 
@@ -150,7 +149,7 @@ func httpClient(ca *testpki.CA, cert *tls.Certificate) *http.Client {
 // reason. A 60 KB path made a 60 KB line for every unauthenticated request.
 func TestRequireCredentialsLogsABoundedLine(t *testing.T) {
 	t.Parallel()
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logged, nil))
 	v := mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
 	var calls atomic.Int32
@@ -190,31 +189,12 @@ func TestRequireCredentialsLogsABoundedLine(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer a server's goroutines write to while a
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestRefusalLinesAreLimited: a client refused as fast as it sends gets at
 // most 10 lines logged every 10 s, not one per request; the requests are
 // refused all the same.
 func TestRefusalLinesAreLimited(t *testing.T) {
 	t.Parallel()
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	v := mustNew(t, auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
 	var calls atomic.Int32
 	srv := httptest.NewServer(auth.RequireCredentials(v, slog.New(slog.NewJSONHandler(&logged, nil)))(whoami(&calls)))

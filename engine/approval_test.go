@@ -13,6 +13,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/memory"
@@ -542,7 +543,7 @@ func TestCallIDsDoNotCrossMailboxes(t *testing.T) {
 // member name twice is a JSON object some parsers refuse.
 func TestApprovalLinesNameTheCallOnce(t *testing.T) {
 	t.Parallel()
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	te := newTestBedWith(t, Config{Approvers: []string{"carol"}}, Deps{Admission: holdWrites, Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
 	lb, id := startHeld(t, te, false)
 	if err := te.e.ResolveApproval(as("carol"), id, "w", true, "", "Carol"); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
@@ -165,7 +166,7 @@ func TestInvariant11_StoresNeverReceiveALongKey(t *testing.T) {
 
 func TestInvariant11_LongToolNameIsAnUnknownToolCutShort(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	te := newTestBedWith(t, Config{MaxResultBytes: 1000},
 		Deps{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	for _, n := range []int{129, 1 << 20, 3 << 20} {
@@ -332,7 +333,7 @@ func checkFits(tb testing.TB, events []*toolwirev1.ExecuteBatchResponse, limit i
 // message quote its first bytes, not a megabyte of it.
 func TestPanicValueIsCut(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	te := newTestBedWith(t, Config{}, Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))}, boundsTools()...)
 	events := te.run(t, calls(call("a", "panic_big", `{"n":1048576}`)))
 	if r := results(t, events)["a"]; !strings.Contains(text(r), "panic: ppp") || len(text(r)) > 1000 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 )
 
 // debugEngine returns an engine logging JSON at debug level, and a function
@@ -112,7 +113,7 @@ func TestDebugLogPerBatchAndCall(t *testing.T) {
 		call("b", "fail", `{"message":"no"}`),
 	}}
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		logs := &lockedBuffer{}
+		logs := &logbuf.Buffer{}
 		te := newTestBedWith(t, Config{}, Deps{Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))})
 		evs := te.run(t, req)
 		batchID := evs[0].GetAccepted().GetBatchId()

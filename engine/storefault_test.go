@@ -14,6 +14,7 @@ import (
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/bolt"
@@ -536,7 +537,7 @@ func TestAStallLogsEachBatchOnce(t *testing.T) {
 	st := openRedis(t, srv)
 	c := newCounter()
 	c.started = make(chan int, 1)
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	te := newTestBedWith(t, Config{BatchLease: 10 * time.Second},
 		Deps{Idempotency: st, Vars: st, EventLog: st, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, c.tool("bump"))
 	lb := startDetached(t, as("alice"), te, one(call("c", "bump", `{"n":1,"wait":true}`)))

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -333,22 +332,4 @@ func (h *holdTools) tools() []tools.Tool {
 		{Name: "hold", Description: "blocks until released", Annotations: tools.Annotations{ReadOnly: true}, Handler: hold(false)},
 		{Name: "hold_stubborn", Description: "blocks until released, ignoring cancellation", Annotations: tools.Annotations{ReadOnly: true}, Handler: hold(true)},
 	}
-}
-
-// lockedBuffer is a buffer an engine's goroutines may log to.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -6,14 +6,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 )
 
 // child is a toolwire binary running as a child process; its log (stdout
 // and stderr) is collected as it comes.
 type child struct {
 	cmd     *exec.Cmd
-	addr    string      // from its listening line
-	log     *syncBuffer // everything it has logged so far
+	addr    string         // from its listening line
+	log     *logbuf.Buffer // everything it has logged so far
 	logDone chan struct{}
 	stopped bool
 }
@@ -31,7 +33,7 @@ func startChild(t *testing.T, cmd *exec.Cmd) *child {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, log: &syncBuffer{}, logDone: make(chan struct{})}
+	c := &child{cmd: cmd, log: &logbuf.Buffer{}, logDone: make(chan struct{})}
 	t.Cleanup(func() {
 		if !c.stopped {
 			cmd.Process.Kill()

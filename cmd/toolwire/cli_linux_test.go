@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,7 +64,7 @@ func TestBinaryClient(t *testing.T) {
 	})
 
 	t.Run("Ctrl-C", func(t *testing.T) {
-		stderr := &syncBuffer{}
+		stderr := &logbuf.Buffer{}
 		cmd := exec.Command(bin, "call", "--addr", s.addr, "sleep", `{"ms":60000}`)
 		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
@@ -91,7 +92,7 @@ func TestBinaryClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		screen := &syncBuffer{}
+		screen := &logbuf.Buffer{}
 		go io.Copy(screen, pty)
 		waitFor(t, "the listening line", func() bool { return strings.Contains(screen.String(), "toolwire listening on") })
 		if got := screen.String(); !strings.HasPrefix(got, "time=") || strings.Contains(got, `{"time"`) {

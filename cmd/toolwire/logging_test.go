@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -60,7 +61,7 @@ func TestServeLogsRetryAsDuration(t *testing.T) {
 // plain lines. Both libraries keep their logger in a global, so this test
 // does not run in parallel with others that set it.
 func TestLibraryLogs(t *testing.T) {
-	var buf syncBuffer
+	var buf logbuf.Buffer
 	routeLibraryLogs(slog.New(slog.NewJSONHandler(&buf, nil)))
 	t.Cleanup(func() { routeLibraryLogs(slog.New(slog.DiscardHandler)) })
 

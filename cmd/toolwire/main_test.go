@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"go.uber.org/goleak"
 )
 
@@ -21,24 +22,6 @@ func TestMain(m *testing.M) {
 // testTimeout bounds waits for things that must happen; it only fails a
 // test that would otherwise hang.
 const testTimeout = time.Minute
-
-// syncBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // waitFor polls until cond holds, failing t after testTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -69,7 +52,7 @@ func listenAddr(log string) (string, bool) {
 // server is a "toolwire serve" running in-process.
 type server struct {
 	addr   string
-	stderr *syncBuffer
+	stderr *logbuf.Buffer
 	stop   func() error // cancels serve and returns run's error
 }
 
@@ -79,7 +62,7 @@ type server struct {
 func startServe(t *testing.T, args ...string) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{stderr: &syncBuffer{}}
+	s := &server{stderr: &logbuf.Buffer{}}
 	done := make(chan error, 1)
 	go func() {
 		base := []string{"serve", "--listen", "127.0.0.1:0"}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -80,7 +81,7 @@ func startCollector(t *testing.T) *collector {
 	cfg := writeFile(t, "otelcol.yaml", fmt.Sprintf(collectorConfig, endpoint, c.tracesFile, c.metricsF, grpcEndpoint))
 
 	cmd := exec.Command(bin, "--config", cfg)
-	stderr := &syncBuffer{}
+	stderr := &logbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/sources"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
@@ -46,7 +47,7 @@ func replaceFile(t *testing.T, path, content string) {
 }
 
 // waitLog waits for a log line containing every one of want.
-func waitLog(t *testing.T, log *syncBuffer, want ...string) {
+func waitLog(t *testing.T, log *logbuf.Buffer, want ...string) {
 	t.Helper()
 	waitFor(t, "a log line with "+strings.Join(want, ", "), func() bool {
 		for line := range strings.Lines(log.String()) {
@@ -63,7 +64,7 @@ func waitLog(t *testing.T, log *syncBuffer, want ...string) {
 }
 
 // countLines counts the log lines containing s.
-func countLines(log *syncBuffer, s string) int {
+func countLines(log *logbuf.Buffer, s string) int {
 	return strings.Count(log.String(), s)
 }
 
@@ -284,7 +285,7 @@ func TestReloadReadsOnlyAWholeFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	stop, err := startSources(t.Context(), args, cfg, sources.New(reg, log), &policy.Live{}, nil, log)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 )
 
@@ -164,7 +165,7 @@ func TestServeDrains(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--diag")
 	var callErr error
-	callStderr := &syncBuffer{}
+	callStderr := &logbuf.Buffer{}
 	var stdout bytes.Buffer
 	done := make(chan struct{})
 	go func() {

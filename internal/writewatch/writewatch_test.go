@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"go.uber.org/goleak"
 )
 
@@ -24,14 +24,14 @@ const big = 64 << 20
 // server serves a handler that writes big bytes through a Watch with
 // timeout, reporting the handler's write error on the channel it returns.
 // Engaged, the response is engaged all along (as under the engine).
-func server(t *testing.T, timeout time.Duration, h2c, engaged bool) (*Watch, string, <-chan error, *syncBuffer) {
+func server(t *testing.T, timeout time.Duration, h2c, engaged bool) (*Watch, string, <-chan error, *logbuf.Buffer) {
 	return budgetServer(t, timeout, -1, h2c, engaged)
 }
 
 // budgetServer is server with a Watch of that budget.
-func budgetServer(t *testing.T, timeout time.Duration, budget int, h2c, engaged bool) (*Watch, string, <-chan error, *syncBuffer) {
+func budgetServer(t *testing.T, timeout time.Duration, budget int, h2c, engaged bool) (*Watch, string, <-chan error, *logbuf.Buffer) {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &logbuf.Buffer{}
 	wt := New(timeout, budget, "test response", slog.New(slog.NewTextHandler(log, nil)))
 	errc := make(chan error, 1)
 	chunk := bytes.Repeat([]byte("x"), 1<<20)
@@ -203,21 +203,4 @@ func TestIdleWatchHasNoGoroutine(t *testing.T) {
 	if rec.Body.String() != "ok" {
 		t.Errorf("wrote %q", rec.Body)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

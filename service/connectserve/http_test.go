@@ -18,6 +18,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/engine/surfacetest"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/service/httpserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -311,24 +312,6 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestStuckStreamIsEnded: a client that opens ExecuteBatch and reads
 // nothing holds the server's write once the window or the socket's
 // buffers are full; after the engine's SendTimeout the surface's Stopper
@@ -357,7 +340,7 @@ func TestStuckStreamIsEnded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			log := &syncBuffer{}
+			log := &logbuf.Buffer{}
 			eng := engine.New(engine.Config{SendTimeout: 300 * time.Millisecond, DrainTimeout: time.Second}, engine.Deps{Logger: slog.New(slog.NewTextHandler(log, nil))})
 			t.Cleanup(eng.Close)
 			url := serveSurface(t, eng, reg, []surfacetest.Caller{{Name: "alice", Token: token}}, httpserve.Config{})

@@ -14,6 +14,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/engine/surfacetest"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/service/httpserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -34,7 +35,7 @@ func TestStalledCallToolIsEnded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
+	log := &logbuf.Buffer{}
 	eng := engine.New(engine.Config{SendTimeout: 300 * time.Millisecond, DrainTimeout: time.Second,
 		MaxMessageBytes: 64 << 20, MaxResultBytes: 32 << 20}, engine.Deps{Logger: slog.New(slog.NewTextHandler(log, nil))})
 	t.Cleanup(eng.Close)

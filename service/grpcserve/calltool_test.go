@@ -1,7 +1,6 @@
 package grpcserve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/policy"
 	"github.com/toolwire/toolwire/service/grpcserve"
@@ -47,15 +47,15 @@ const (
 // "count", which counts its runs.
 type callToolServer struct {
 	client  toolwirev1.ToolServiceClient
-	log     *syncBuffer   // the server's debug log, JSON
-	entered chan struct{} // block's calls, as they start
-	ended   chan error    // block's context errors
+	log     *logbuf.Buffer // the server's debug log, JSON
+	entered chan struct{}  // block's calls, as they start
+	ended   chan error     // block's context errors
 	runs    atomic.Int32
 }
 
 func newCallToolServer(t *testing.T) *callToolServer {
 	t.Helper()
-	s := &callToolServer{log: &syncBuffer{}, entered: make(chan struct{}, 1), ended: make(chan error, 1)}
+	s := &callToolServer{log: &logbuf.Buffer{}, entered: make(chan struct{}, 1), ended: make(chan error, 1)}
 	release := make(chan struct{})
 	var stubborn sync.WaitGroup
 	extra := []tools.Tool{
@@ -136,24 +136,6 @@ var onlyEchoForAlice = func() *policy.Rules {
 // as returns a context whose RPCs carry token.
 func as(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
-}
-
-// syncBuffer is a bytes.Buffer for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func callTool(id, name, args string) *toolwirev1.CallToolRequest {

@@ -1,7 +1,6 @@
 package grpcserve_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolwire/toolwire/engine"
 	"github.com/toolwire/toolwire/engine/otelobserver"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -46,25 +46,8 @@ type observed struct {
 	clientSpans  *tracetest.SpanRecorder
 	serverSpans  *tracetest.SpanRecorder
 	metrics      *sdkmetric.ManualReader
-	log          *lockedBuffer
+	log          *logbuf.Buffer
 	toolSpanCtxs sync.Map // call ID → the span context its tool's ctx carried
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // newObserved serves the tools the telemetry tests observe on an engine
@@ -76,7 +59,7 @@ func newObserved(t *testing.T, ec engine.Config, traceContent bool, copts ...cli
 		clientSpans: tracetest.NewSpanRecorder(),
 		serverSpans: tracetest.NewSpanRecorder(),
 		metrics:     sdkmetric.NewManualReader(),
-		log:         &lockedBuffer{},
+		log:         &logbuf.Buffer{},
 	}
 	o.clientTP = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.clientSpans))
 	serverTP := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(o.serverSpans))

@@ -2,7 +2,6 @@ package httpserve_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,10 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/service/httpserve"
 )
 
@@ -311,7 +310,7 @@ func BenchmarkGuard(b *testing.B) {
 // be as long as the header limit, 64 KiB, and was copied whole.
 func TestRefusalLogLineIsBounded(t *testing.T) {
 	t.Parallel()
-	var logged lockedBuffer
+	var logged logbuf.Buffer
 	s := httpserve.New(httpserve.Config{}, nil, slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	s.Handle("/rpc/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("a refused request was served") }), nil)
 	url, _ := serve(t, s)
@@ -353,23 +352,4 @@ func TestRefusalLogLineIsBounded(t *testing.T) {
 	if n := strings.Count(logged.String(), "refused a request from a web page"); n > 10 {
 		t.Errorf("101 refused requests logged %d lines; want at most 10", n)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a server's goroutines write to while a
-// test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,11 +1,11 @@
 package mcpserve
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 )
 
 // TestSDKLogsAtDebug: a normal call on each revision, and a session's
@@ -16,7 +16,7 @@ func TestSDKLogsAtDebug(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		t.Run(level.String(), func(t *testing.T) {
 			t.Parallel()
-			log := &lockedBuffer{}
+			log := &logbuf.Buffer{}
 			ts := newTestServer(t, &Options{Logger: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: level}))})
 			for _, rev := range revisions {
 				cs := connect(t, ts.url, "alice-token", rev, nil)
@@ -45,21 +45,4 @@ func TestSDKLogsAtDebug(t *testing.T) {
 			}
 		})
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

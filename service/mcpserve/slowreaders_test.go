@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/engine"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/service/httpserve"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -31,13 +32,13 @@ type slowBed struct {
 	mcp     *Server
 	url     string
 	addr    string
-	log     *lockedBuffer
+	log     *logbuf.Buffer
 	dripped chan struct{}
 }
 
 func newSlowBed(t *testing.T, cfg engine.Config, opts *Options) *slowBed {
 	t.Helper()
-	b := &slowBed{log: &lockedBuffer{}, dripped: make(chan struct{}, 10)}
+	b := &slowBed{log: &logbuf.Buffer{}, dripped: make(chan struct{}, 10)}
 	type blobArgs struct {
 		MiB int `json:"mib"`
 	}
