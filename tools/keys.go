@@ -28,31 +28,43 @@ func repeatedReason(first, second string) string {
 func caseNames(schema any) map[string]bool {
 	spellings := map[string]string{}
 	var out map[string]bool
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if props, ok := v["properties"].(map[string]any); ok {
-				for name := range props {
-					lower := strings.ToLower(name)
-					if prev, ok := spellings[lower]; ok && prev != name {
-						if out == nil {
-							out = map[string]bool{}
-						}
-						out[prev], out[name] = true, true
+	eachObject(schema, func(v map[string]any) bool {
+		if props, ok := v["properties"].(map[string]any); ok {
+			for name := range props {
+				lower := strings.ToLower(name)
+				if prev, ok := spellings[lower]; ok && prev != name {
+					if out == nil {
+						out = map[string]bool{}
 					}
-					spellings[lower] = name
+					out[prev], out[name] = true, true
 				}
+				spellings[lower] = name
 			}
-			for _, e := range v {
-				walk(e)
+		}
+		return true
+	})
+	return out
+}
+
+// eachObject calls visit with every object in v (decoded JSON), outer
+// ones first, until visit returns false.
+func eachObject(v any, visit func(map[string]any) bool) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		if !visit(v) {
+			return false
+		}
+		for _, e := range v {
+			if !eachObject(e, visit) {
+				return false
 			}
-		case []any:
-			for _, e := range v {
-				walk(e)
+		}
+	case []any:
+		for _, e := range v {
+			if !eachObject(e, visit) {
+				return false
 			}
 		}
 	}
-	walk(schema)
-	return out
+	return true
 }

@@ -150,24 +150,10 @@ func schemaChecks(doc any, limit int) int {
 	}
 	// Every object in doc may be a schema some part of a value meets.
 	most := 0
-	var each func(v any)
-	each = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			most = max(most, checks(v))
-			for _, sub := range v {
-				if most > limit {
-					return
-				}
-				each(sub)
-			}
-		case []any:
-			for _, sub := range v {
-				each(sub)
-			}
-		}
-	}
-	each(doc)
+	eachObject(doc, func(m map[string]any) bool {
+		most = max(most, checks(m))
+		return most <= limit
+	})
 	return most
 }
 
