@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/toolwire/toolwire/auth"
 	"github.com/toolwire/toolwire/internal/follow"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/testoidc"
 	"github.com/toolwire/toolwire/policy"
 )
@@ -101,7 +101,7 @@ func TestTokensFileIsReadAgain(t *testing.T) {
 		}
 	}
 	write("bob: " + bobToken + "\n")
-	var logs syncBuilder
+	var logs logbuf.Buffer
 	cfg := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: file, Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}}}
 	v, err := cfg.Verifier(slog.New(slog.NewTextHandler(&logs, nil)), func(string) string { return "" })
 	if err != nil {
@@ -153,7 +153,7 @@ func TestTokensFileIsReadAgain(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var emptyLogs syncBuilder
+	var emptyLogs logbuf.Buffer
 	ev, err := auth.ServerConfig{Auth: auth.CallerConfig{TokensFile: empty}}.Verifier(slog.New(slog.NewTextHandler(&emptyLogs, nil)), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -182,24 +182,6 @@ func TestTokensFileIsReadAgain(t *testing.T) {
 	}
 }
 
-// syncBuilder is a strings.Builder safe for a logger's concurrent writes.
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestTokensAddedBesideUnprefixedJWTs: a tokens file empty at the start
 // beside JWTs without a caller prefix (the Helm chart's OIDC example) is
 // fine; tokens added to it later are refused, as they would have been at
@@ -211,7 +193,7 @@ func TestTokensAddedBesideUnprefixedJWTs(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuilder
+	var logs logbuf.Buffer
 	v, err := auth.New(auth.Config{TokensFile: file, OIDC: &auth.OIDCConfig{Issuer: "https://issuer.example", Audience: "toolwire"},
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -254,7 +236,7 @@ func TestOIDCGroupsPrefix(t *testing.T) {
 		{"-", false, "admin"},
 		{"idp:", false, "idp:admin"},
 	} {
-		var logs syncBuilder
+		var logs logbuf.Buffer
 		cfg := auth.ServerConfig{Auth: auth.CallerConfig{OIDC: &auth.OIDCConfig{Issuer: iss.URL, Audience: "toolwire", GroupsPrefix: c.prefix}}}
 		v, err := cfg.Verifier(slog.New(slog.NewTextHandler(&logs, nil)), noEnv)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	mcpsource "github.com/toolwire/toolwire/sources/mcpsource"
@@ -39,7 +40,7 @@ func TestNameClash(t *testing.T) {
 	}
 	web := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, nil))
 	defer web.Close()
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	set := New(reg, slog.New(slog.NewJSONHandler(logs, nil)))
 	defer set.Close()
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/loopback"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
@@ -110,13 +111,13 @@ func startHealthProcess(t *testing.T, addr string) (string, func()) {
 	return strings.TrimSpace(line), kill
 }
 
-func newServices(t *testing.T) (*Services, *tools.Registry, *sourcetest.LogBuffer) {
+func newServices(t *testing.T) (*Services, *tools.Registry, *logbuf.Buffer) {
 	t.Helper()
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	s := New(reg, slog.New(slog.NewJSONHandler(logs, nil)))
 	s.set.MinBackoff, s.set.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { s.Close() })

@@ -1,7 +1,6 @@
 package httpsource_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/toolwire/toolwire/client"
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/tools"
@@ -30,24 +30,6 @@ import (
 
 // testTimeout only fails a test that would otherwise hang.
 const testTimeout = 20 * time.Second
-
-// logBuffer collects the server's log output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // serve runs a toolwire server over bufconn with the HTTP tools of
 // specsYAML, logging at debug level into log, and returns a client.
@@ -126,7 +108,7 @@ func TestBatchSecretsAndLanes(t *testing.T) {
 	}))
 	defer up.Close()
 
-	log := &logBuffer{}
+	log := &logbuf.Buffer{}
 	c := serve(t, `
 - name: list
   url: `+up.URL+`/items

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
@@ -59,7 +60,7 @@ func TestLargeResponse(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		g, reg := newGateway(t)
-		logs := &sourcetest.LogBuffer{}
+		logs := &logbuf.Buffer{}
 		g.log = slog.New(slog.NewTextHandler(logs, nil))
 		if err := g.Sync(context.Background(), []ServerConfig{{Name: "big", URL: srv.URL}}); err != nil {
 			t.Fatal(err)
@@ -107,7 +108,7 @@ func TestLargeResponse(t *testing.T) {
 			web.Close()
 		})
 		g, reg := newGateway(t)
-		logs := &sourcetest.LogBuffer{}
+		logs := &logbuf.Buffer{}
 		g.log = slog.New(slog.NewTextHandler(logs, nil))
 		g.set.MinBackoff, g.set.MaxBackoff = time.Minute, time.Minute // given up means gone for this test
 		if err := g.Sync(context.Background(), []ServerConfig{{Name: "big", URL: web.URL}}); err != nil {
@@ -208,7 +209,7 @@ func TestEndlessToolsList(t *testing.T) {
 				t.Errorf("New's bounds %+v", g.listBounds)
 			}
 			g.listBounds = bounds
-			logs := &sourcetest.LogBuffer{}
+			logs := &logbuf.Buffer{}
 			g.log = slog.New(slog.NewTextHandler(logs, nil))
 			if err := g.Sync(context.Background(), []ServerConfig{{Name: "p", URL: srv.URL}}); err != nil {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
@@ -238,7 +239,7 @@ func TestHTTPServer(t *testing.T) {
 	})
 	t.Setenv("MCPGW_TEST_TOKEN", "tok-123")
 	g, reg := newGateway(t)
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	defer func() {
 		if strings.Contains(logs.String(), "tok-123") {
@@ -334,7 +335,7 @@ func TestDownAtStart(t *testing.T) {
 	srv := newHTTPServer(t, testserver.Hooks{})
 	srv.down(true)
 	g, reg := newGateway(t)
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, nil))
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "late", URL: srv.URL}}); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -220,7 +221,7 @@ func TestOAuthWrongSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	g := New(reg, slog.New(slog.NewJSONHandler(logs, nil)))
 	g.set.MinBackoff, g.set.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	t.Cleanup(func() { g.Close() })
@@ -335,7 +336,7 @@ func TestOAuthRedirect(t *testing.T) {
 			as := newAuthServer(t, "toolwire", "s3cret-5", time.Hour)
 			endpoint := protectedMCP(t, as)
 			g, reg := newGateway(t)
-			logs := &sourcetest.LogBuffer{}
+			logs := &logbuf.Buffer{}
 			g.log = slog.New(slog.NewTextHandler(logs, nil))
 			tc.oauth.ClientID, tc.oauth.ClientSecret = "toolwire", "{{TW_MCP_SECRET_5}}"
 			if err := g.Sync(t.Context(), []ServerConfig{{Name: "p", URL: endpoint, OAuth: &tc.oauth}}); err != nil {

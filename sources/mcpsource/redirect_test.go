@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 )
@@ -29,7 +30,7 @@ func TestRedirectToAnotherOrigin(t *testing.T) {
 	}))
 	t.Cleanup(front.Close)
 	g, reg := newGateway(t)
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, nil))
 	err := g.Sync(context.Background(), []ServerConfig{{Name: "web", URL: front.URL + "/mcp", Headers: map[string]string{
 		"Authorization": "Bearer {{MCPGW_TEST_REDIRECT_TOKEN}}", "X-Api-Key": "{{MCPGW_TEST_REDIRECT_TOKEN}}"}}})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
@@ -179,7 +180,7 @@ func TestHandshakeGETSilent(t *testing.T) {
 	srv := newHTTPServer(t, testserver.Hooks{})
 	srv.silence(func(r *http.Request) bool { return r.Method == http.MethodGet })
 	g, _ := newGateway(t)
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	g.log = slog.New(slog.NewTextHandler(logs, nil))
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "h", URL: srv.URL, ReconnectTimeout: 100 * time.Millisecond}}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 )
@@ -25,7 +26,7 @@ func TestUpstreamOutputMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := sourcetest.WaitTools(t, reg, "the drift tool", sourcetest.Has("up_drift"))
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer eng.Close()
 	res, err := eng.Call(t.Context(), snap, &toolwirev1.ToolCall{CallId: "c1", Name: "up_drift"}, "")

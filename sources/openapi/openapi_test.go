@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
@@ -162,12 +163,12 @@ func text(res *tools.Result) string {
 	return b.String()
 }
 
-func newSource(t *testing.T) (*Source, *tools.Registry, *sourcetest.LogBuffer) {
+func newSource(t *testing.T) (*Source, *tools.Registry, *logbuf.Buffer) {
 	reg, err := tools.NewRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	src := New(reg, slog.New(slog.NewJSONHandler(logs, nil)))
 	t.Cleanup(func() { src.Close() })
 	return src, reg, logs
@@ -630,7 +631,7 @@ func TestNameTaken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	src := New(reg, slog.New(slog.NewJSONHandler(logs, nil)))
 	defer src.Close()
 	if err := src.Sync(t.Context(), []Config{{Name: "legacy", Spec: "testdata/swagger2.yaml"}}); err != nil {

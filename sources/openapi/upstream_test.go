@@ -13,7 +13,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
-	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -72,7 +72,7 @@ func TestUpstreamAnswers(t *testing.T) {
 	if err := src.Sync(t.Context(), []Config{{Name: "gh", Spec: spec, BaseURL: up.URL}}); err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	eng := engine.New(engine.Config{}, engine.Deps{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
 	defer eng.Close()
 	run := func(name, args string) *toolwirev1.CallResult {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources"
-	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/openapi"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/diag"
@@ -99,13 +99,13 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // waitLog waits for a log line containing every one of want.
-func waitLog(t *testing.T, log *sourcetest.LogBuffer, want ...string) {
+func waitLog(t *testing.T, log *logbuf.Buffer, want ...string) {
 	t.Helper()
 	waitFor(t, "a log line with "+strings.Join(want, ", "), func() bool { return hasLine(log, want...) })
 }
 
 // hasLine reports whether a log line contains every one of want.
-func hasLine(log *sourcetest.LogBuffer, want ...string) bool {
+func hasLine(log *logbuf.Buffer, want ...string) bool {
 	for line := range strings.Lines(log.String()) {
 		all := true
 		for _, w := range want {
@@ -119,19 +119,19 @@ func hasLine(log *sourcetest.LogBuffer, want ...string) bool {
 }
 
 // countLines counts the log lines containing s.
-func countLines(log *sourcetest.LogBuffer, s string) int {
+func countLines(log *logbuf.Buffer, s string) int {
 	return strings.Count(log.String(), s)
 }
 
 // testReloader runs a reloader of the config at path over a registry
 // holding the diag tools, until the test ends.
-func testReloader(t *testing.T, path string) (*tools.Registry, *sourcetest.LogBuffer, chan<- os.Signal) {
+func testReloader(t *testing.T, path string) (*tools.Registry, *logbuf.Buffer, chan<- os.Signal) {
 	t.Helper()
 	reg, err := tools.NewRegistry(diag.Tools()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	src := sources.New(reg, log)
 	r := newReloader(src, testOptions(path, loadFile(path), log))
@@ -156,7 +156,7 @@ func testReloader(t *testing.T, path string) (*tools.Registry, *sourcetest.LogBu
 }
 
 // waitChange waits for the registry to change after changed was taken.
-func waitChange(t *testing.T, changed <-chan struct{}, logs *sourcetest.LogBuffer, what string) {
+func waitChange(t *testing.T, changed <-chan struct{}, logs *logbuf.Buffer, what string) {
 	t.Helper()
 	select {
 	case <-changed:
@@ -306,7 +306,7 @@ func TestReloaderAllOrNothing(t *testing.T) {
 		next++
 		return cfg, err
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	src := sources.New(reg, nil)
 	defer src.Close()
 	r := newReloader(src, testOptions("", load, slog.New(slog.NewJSONHandler(logs, nil))))
@@ -470,7 +470,7 @@ func TestStopEndsAReloadsChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	stop, err := Start(t.Context(), sources.New(reg, log), testConfig{}, testOptions(path, loadFile(path), log))
 	if err != nil {
@@ -563,7 +563,7 @@ func TestReloaderEventsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// A reload that takes its time (as a check fetching a document does)
 	// until released.

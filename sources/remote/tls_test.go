@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/internal/testing/loopback"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
@@ -76,7 +77,7 @@ func TestTLS(t *testing.T) {
 
 	t.Setenv("REMOTE_TLS_TOKEN", "tok-tls")
 	mounts, reg := newMounts(t)
-	logs := &sourcetest.LogBuffer{}
+	logs := &logbuf.Buffer{}
 	mounts.log = slog.New(slog.NewTextHandler(logs, nil))
 	err = mounts.Sync(context.Background(), []Config{
 		{Name: "b", Target: srvB.Addr, CAFile: caFile, ServerName: "toolwire-b.test", Token: "{{REMOTE_TLS_TOKEN}}"},

@@ -8,8 +8,6 @@ package sourcetest
 
 import (
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,23 +57,4 @@ func Wait(t testing.TB, ch <-chan struct{}, what string) {
 	case <-time.After(waitLimit):
 		t.Fatalf("waiting for %s", what)
 	}
-}
-
-// LogBuffer is a buffer safe for concurrent writers and readers, for a
-// slog handler whose output a test reads.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *LogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *LogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
