@@ -16,7 +16,8 @@ import (
 
 // TestHealthListen checks that --health-listen serves the health service,
 // with the main listener's statuses, and nothing else, and refuses
-// metadata past grpcserve.MaxHeaderBytes.
+// metadata past grpcserve.MaxHeaderBytes and messages past
+// healthMaxMessageBytes.
 func TestHealthListen(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--diag", "--health-listen", "127.0.0.1:0")
@@ -48,6 +49,12 @@ func TestHealthListen(t *testing.T) {
 	// Its metadata is bounded as the gRPC port's is.
 	if got := h2raw.Headers(t, addr, healthpb.Health_Check_FullMethodName, 5, 16<<10); got == "served" || got == "no answer" {
 		t.Errorf("80 KiB of metadata on the health listener: %s; want it refused", got)
+	}
+	// So are its messages, which name a service: a health check is a few
+	// bytes, and the listener's gRPC server would otherwise read 4 MiB
+	// requests whole, from any client that reaches it.
+	if _, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: strings.Repeat("x", 8<<10)}); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("an 8 KiB health check on the health listener: %v; want RESOURCE_EXHAUSTED", err)
 	}
 	_, err = toolwirev1.NewToolServiceClient(conn).ListTools(t.Context(), &toolwirev1.ListToolsRequest{})
 	if status.Code(err) != codes.Unimplemented {

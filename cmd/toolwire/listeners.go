@@ -98,11 +98,16 @@ func (s *serveRun) healthListener(srv *grpcserve.Server) (listener, error) {
 	return listener{name: "health listener", lis: lis, srv: healthServer{srv}, late: true}, nil
 }
 
+// healthMaxMessageBytes bounds a request to the health listener: a
+// health check names a service, and gRPC's default would have the
+// listener read 4 MiB requests whole, without credentials.
+const healthMaxMessageBytes = 4 << 10
+
 // healthServer serves a gRPC server's health service alone.
 type healthServer struct{ srv *grpcserve.Server }
 
 func (h healthServer) Serve(ctx context.Context, lis net.Listener) error {
-	gs := grpc.NewServer(grpc.MaxHeaderListSize(grpcserve.MaxHeaderBytes))
+	gs := grpc.NewServer(grpc.MaxHeaderListSize(grpcserve.MaxHeaderBytes), grpc.MaxRecvMsgSize(healthMaxMessageBytes))
 	h.srv.RegisterHealth(gs)
 	stop := context.AfterFunc(ctx, gs.Stop)
 	defer stop()

@@ -294,3 +294,68 @@ func Unsent(t *testing.T, addr, method, authorization string) (code, msg string)
 		}
 	}
 }
+
+// Held opens n streams of method on one raw HTTP/2 connection to addr,
+// each announcing a 4 MiB message and sending none of it, as a client that
+// sends its requests slowly does, and reads until answers of them have
+// been answered, failing the test when 20 s pass first. It returns each
+// stream's answer in stream order: its grpc-status, "reset: CODE" for a
+// reset, "" for none yet. The connection stays open, holding the streams
+// not answered, until closeConn is called or the test ends.
+func Held(t testing.TB, addr, method string, n, answers int) (got []string, closeConn func()) {
+	t.Helper()
+	c := dial(t, addr)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method}, {":authority", addr}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	prefix := make([]byte, 5)
+	binary.BigEndian.PutUint32(prefix[1:], 4<<20-100)
+	go func() {
+		for i := range n {
+			id := uint32(2*i + 1)
+			if c.write(func() error {
+				if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}); err != nil {
+					return err
+				}
+				return c.fr.WriteData(id, false, prefix)
+			}) != nil {
+				return
+			}
+		}
+	}()
+	got = make([]string, n)
+	dec := hpack.NewDecoder(4096, nil)
+	for answered := 0; answered < answers; {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("%d of %d streams answered, %q: %v", answered, n, got, err)
+		}
+		c.answer(f)
+		var id uint32
+		var answer string
+		switch f := f.(type) {
+		case *http2.HeadersFrame:
+			hf, err := dec.DecodeFull(f.HeaderBlockFragment())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range hf {
+				if h.Name == "grpc-status" {
+					id, answer = f.StreamID, h.Value
+				}
+			}
+		case *http2.RSTStreamFrame:
+			id, answer = f.StreamID, "reset: "+f.ErrCode.String()
+		case *http2.GoAwayFrame:
+			t.Fatalf("the server went away (%v) with %d of %d streams answered", f.ErrCode, answered, n)
+		}
+		if i := int(id-1) / 2; answer != "" && id%2 == 1 && i < n && got[i] == "" {
+			got[i] = answer
+			answered++
+		}
+	}
+	_ = c.SetDeadline(time.Time{}) // held until closed
+	return got, func() { c.Close() }
+}

@@ -1,8 +1,10 @@
 package auth_test
 
 import (
+	"context"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/auth"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -10,8 +12,11 @@ import (
 	"github.com/toolwire/toolwire/internal/testing/testoidc"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -75,4 +80,105 @@ func TestAdmitLeavesWaitingToTheInterceptors(t *testing.T) {
 	if got, err := callWhoami(withAuthorization("Bearer "+token), conn); err != nil || got != "caller=agent-1" {
 		t.Errorf("a JWT, keys fetched: %q, %v", got, err)
 	}
+}
+
+// TestOpenMethodsHoldLittle: the open methods are read without
+// credentials, and grpc-go reads a request whole before its handler runs,
+// so 200 health checks announcing 4 MiB each and sent slowly held 953 MB
+// of a server that refuses every other unauthenticated stream as it
+// opens. Now a health check's request must come within the read timeout,
+// few are read at once, and few reflection streams are open without
+// credentials; one more is refused as it opens.
+func TestOpenMethodsHoldLittle(t *testing.T) {
+	t.Parallel()
+	v, err := auth.New(auth.Config{Tokens: []auth.Token{{Name: "alice", Hash: auth.HashToken(aliceToken)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveConfig(t, v, nil, grpcserve.Config{Admit: grpcauth.AdmitBounded(v, slog.New(slog.DiscardHandler), 4, 2, 200*time.Millisecond)})
+	conn := dial(t, addr, insecure.NewCredentials())
+
+	// Ten slow health checks: four are read until their time is out, six
+	// are refused at once.
+	for _, method := range []string{healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName} {
+		got, closeConn := h2raw.Held(t, addr, method, 10, 10)
+		closeConn()
+		counts := map[string]int{}
+		for _, code := range got {
+			counts[code]++
+		}
+		if counts["8"] != 6 || counts["4"] != 4 {
+			t.Errorf("%s: ten slow requests answered %q; want four DEADLINE_EXCEEDED (4) once their read timed out and six RESOURCE_EXHAUSTED (8)", method, got)
+		}
+	}
+	// The slots are given back: a real health check, and a Watch, are
+	// served, many times over the bound.
+	for range 10 {
+		healthy(t, conn)
+		w, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := w.Recv(); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health Watch: %v, %v", res, err)
+		}
+	}
+	// A Watch held open after its request holds no slot.
+	for range 5 {
+		w, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy(t, conn)
+
+	// Reflection without credentials: two streams held, a third refused;
+	// with credentials, served; once the two close, served again.
+	const reflect = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
+	got, closeConn := h2raw.Held(t, addr, reflect, 3, 1)
+	if got[2] != "8" {
+		t.Errorf("a third reflection stream without credentials: %q; want RESOURCE_EXHAUSTED (8)", got)
+	}
+	if _, err := listServices(t.Context(), conn); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("reflection without credentials, two held: %v; want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := listServices(withAuthorization("Bearer "+aliceToken), conn); err != nil {
+		t.Errorf("reflection with alice's token, two held without: %v", err)
+	}
+	closeConn()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := listServices(t.Context(), conn)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
+			t.Fatalf("reflection without credentials once the held streams closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// listServices asks conn's reflection service for its services.
+func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) {
+	s, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		return nil, err
+	}
+	res, err := s.Recv()
+	if err != nil {
+		return nil, err
+	}
+	_ = s.CloseSend()
+	var names []string
+	for _, svc := range res.GetListServicesResponse().GetService() {
+		names = append(names, svc.GetName())
+	}
+	return names, nil
 }

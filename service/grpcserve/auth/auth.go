@@ -66,16 +66,28 @@ func Interceptors(v *auth.Verifier, log *slog.Logger) []grpc.ServerOption {
 // interceptor runs). It decides without waiting (auth.Verifier.VerifyNow);
 // where that would have waited (an issuer's keys to fetch), it lets the
 // stream open and the interceptors decide, as they decide every RPC of a
-// server without Admit. An RPC it admitted is not checked again. nil when
-// v checks nothing.
+// server without Admit. An RPC it admitted is not checked again. The open
+// methods, served without credentials, it bounds instead (see
+// OpenHealthReads); the interceptors tell it when a health check's request
+// has been read, so use it with Interceptors. nil when v checks nothing.
 func Admit(v *auth.Verifier, log *slog.Logger) func(ctx context.Context, method string, md metadata.MD) (context.Context, error) {
+	return admit(v, log, newOpenGate(OpenHealthReads, OpenReflections, OpenReadTimeout))
+}
+
+func admit(v *auth.Verifier, log *slog.Logger, gate *openGate) func(ctx context.Context, method string, md metadata.MD) (context.Context, error) {
 	if !v.Enabled() {
 		return nil
 	}
 	g := newGuard(v, log)
 	return func(ctx context.Context, method string, md metadata.MD) (context.Context, error) {
 		if open(method) {
-			return ctx, nil
+			if isHealth(method) {
+				return gate.admitHealth(ctx)
+			}
+			if _, err := g.v.VerifyNow(ctx, g.credentials(ctx, md["authorization"])); err == nil {
+				return ctx, nil // reflection, by a caller
+			}
+			return gate.admitReflection(ctx)
 		}
 		id, err := g.v.VerifyNow(ctx, g.credentials(ctx, md["authorization"]))
 		switch {
@@ -95,6 +107,9 @@ type admitted struct{}
 func UnaryInterceptor(v *auth.Verifier, log *slog.Logger) grpc.UnaryServerInterceptor {
 	g := newGuard(v, log)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if open(info.FullMethod) {
+			requestRead(ctx) // for Admit's bound on open reads
+		}
 		ctx, err := g.authenticate(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
@@ -111,6 +126,9 @@ func StreamInterceptor(v *auth.Verifier, log *slog.Logger) grpc.StreamServerInte
 		ctx, err := g.authenticate(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
+		}
+		if isHealth(info.FullMethod) {
+			return handler(srv, &firstRead{ServerStream: ss}) // Watch: for Admit's bound on open reads
 		}
 		return handler(srv, &callerStream{ServerStream: ss, ctx: ctx})
 	}
