@@ -19,27 +19,32 @@ import (
 var printer = message.NewPrinter(language.English)
 
 // compileSchema compiles a schema and returns it with the property names
-// it declares in more than one case (caseNames).
-func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool, error) {
+// it declares in more than one case (caseNames) and, when checking a value
+// against it may multiply with the value's depth, the graph that bounds
+// that (costGraph).
+func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool, *costNode, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
-		return nil, nil, fmt.Errorf("not JSON: %w", err)
+		return nil, nil, nil, fmt.Errorf("not JSON: %w", err)
 	}
 	if countSubschemas(doc, MaxSubschemas) > MaxSubschemas {
-		return nil, nil, fmt.Errorf("more than %s subschemas; a schema here holds at most that many (compiling costs the square of their number)", printer.Sprint(MaxSubschemas))
+		return nil, nil, nil, fmt.Errorf("more than %s subschemas; a schema here holds at most that many (compiling costs the square of their number)", printer.Sprint(MaxSubschemas))
 	}
 	if schemaChecks(doc, MaxSchemaChecks) > MaxSchemaChecks {
-		return nil, nil, fmt.Errorf("a part of a value could be checked against more than %s of its subschemas in place (through anyOf, allOf, oneOf, $ref, …), each on every call; a schema here allows at most that many", printer.Sprint(MaxSchemaChecks))
+		return nil, nil, nil, fmt.Errorf("a part of a value could be checked against more than %s of its subschemas in place (through anyOf, allOf, oneOf, $ref, …), each on every call; a schema here allows at most that many", printer.Sprint(MaxSchemaChecks))
 	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
 	const url = "toolwire:///schema.json"
 	if err := c.AddResource(url, doc); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	compiled, err := c.Compile(url)
-	return compiled, caseNames(doc), err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return compiled, caseNames(doc), costGraph(doc), nil
 }
 
 // noLoader refuses every schema a $ref or $schema names outside the
@@ -136,6 +141,11 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if _, ok := doc.(map[string]any); !ok {
 		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments must be a JSON object, got %s", jsonKind(doc))}
 	}
+	if t.inputCost != nil {
+		if err := checkCost(t.inputCost, doc, "these arguments"); err != nil {
+			return nil, err
+		}
+	}
 	if err := t.input.Validate(doc); err != nil {
 		return nil, &ArgumentError{Reason: "arguments do not match the tool's input schema", Violations: violations(err)}
 	}
@@ -145,13 +155,13 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 // ValidateOutput checks structured content against the tool's output schema;
 // a tool without one accepts any JSON.
 func (t *Tool) ValidateOutput(structured json.RawMessage) error {
-	output, flat := t.output, t.outputFlat
+	output, flat, cost := t.output, t.outputFlat, t.outputCost
 	if output == nil && t.outputLazy != nil {
 		cs := t.outputLazy.get()
 		if cs.err != nil {
 			return fmt.Errorf("the tool's output schema does not compile: %w", cs.err)
 		}
-		output, flat = cs.schema, cs.flat
+		output, flat, cost = cs.schema, cs.flat, cs.cost
 	}
 	// The text is only read, and not kept: no copy is needed.
 	if flat != nil && flat.valid(unsafe.String(unsafe.SliceData(structured), len(structured))) {
@@ -163,6 +173,11 @@ func (t *Tool) ValidateOutput(structured json.RawMessage) error {
 	}
 	if output == nil {
 		return nil
+	}
+	if cost != nil {
+		if err := checkCost(cost, doc, "the structured content"); err != nil {
+			return err
+		}
 	}
 	if err := output.Validate(doc); err != nil {
 		return &ArgumentError{Reason: "structured content does not match the tool's output schema", Violations: violations(err)}

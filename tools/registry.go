@@ -300,13 +300,13 @@ func (c *SchemaCache) prepare(t Tool) (*Tool, error) {
 		if cs.err != nil {
 			return nil, fmt.Errorf("tool %q: input schema: %w", t.Name, cs.err)
 		}
-		t.input, t.inputFlat, t.inputCaseNames, t.inputSrc = cs.schema, cs.flat, cs.caseNames, t.InputSchema
+		t.input, t.inputFlat, t.inputCaseNames, t.inputCost, t.inputSrc = cs.schema, cs.flat, cs.caseNames, cs.cost, t.InputSchema
 	}
 	switch {
 	case len(t.OutputSchema) == 0:
-		t.output, t.outputFlat, t.outputSrc, t.outputLazy = nil, nil, nil, nil
+		t.output, t.outputFlat, t.outputCost, t.outputSrc, t.outputLazy = nil, nil, nil, nil, nil
 	case (t.output == nil && t.outputLazy == nil) || !same(t.outputSrc, t.OutputSchema):
-		t.output, t.outputFlat, t.outputLazy, t.outputSrc = nil, nil, nil, t.OutputSchema
+		t.output, t.outputFlat, t.outputCost, t.outputLazy, t.outputSrc = nil, nil, nil, nil, t.OutputSchema
 		cs := c.compile(t.OutputSchema)
 		if c != nil && c.DeferOutput {
 			t.outputLazy = cs
@@ -315,7 +315,7 @@ func (c *SchemaCache) prepare(t Tool) (*Tool, error) {
 		if cs = cs.get(); cs.err != nil {
 			return nil, fmt.Errorf("tool %q: output schema: %w", t.Name, cs.err)
 		}
-		t.output, t.outputFlat = cs.schema, cs.flat
+		t.output, t.outputFlat, t.outputCost = cs.schema, cs.flat, cs.cost
 	}
 	return &t, nil
 }
@@ -352,12 +352,13 @@ type compiledSchema struct {
 	// caseNames are the property names the schema declares in more
 	// than one case (keys.go).
 	caseNames map[string]bool
-	err       error // why it does not compile
+	cost      *costNode // costGraph's, when checking may multiply with a value's depth
+	err       error     // why it does not compile
 }
 
 func (cs *compiledSchema) get() *compiledSchema {
 	cs.once.Do(func() {
-		if cs.schema, cs.caseNames, cs.err = compileSchema(cs.text); cs.err == nil {
+		if cs.schema, cs.caseNames, cs.cost, cs.err = compileSchema(cs.text); cs.err == nil {
 			cs.flat = compileFlat(cs.text)
 		}
 	})

@@ -84,6 +84,7 @@ type Tool struct {
 	input, output         *jsonschema.Schema
 	inputFlat, outputFlat *flatSchema
 	inputCaseNames        map[string]bool // the input schema's names declared in several cases (keys.go)
+	inputCost, outputCost *costNode       // set when checking a value may multiply with its depth (checkcost.go)
 	inputSrc, outputSrc   json.RawMessage
 	outputLazy            *compiledSchema
 }
