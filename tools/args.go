@@ -27,6 +27,9 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool,
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("not JSON: %w", err)
 	}
+	if err := checkNumbers(doc, "schema"); err != nil {
+		return nil, nil, nil, err
+	}
 	if countSubschemas(doc, MaxSubschemas) > MaxSubschemas {
 		return nil, nil, nil, fmt.Errorf("more than %s subschemas; a schema here holds at most that many (compiling costs the square of their number)", printer.Sprint(MaxSubschemas))
 	}
@@ -40,7 +43,7 @@ func compileSchema(schema json.RawMessage) (*jsonschema.Schema, map[string]bool,
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, nil, nil, err
 	}
-	compiled, err := c.Compile(url)
+	compiled, err := compile(c, url)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -67,12 +70,43 @@ func (noLoader) Load(url string) (any, error) {
 // almost all tool arguments; any other number (a fraction, whose multipleOf
 // check needs exact decimals, or a larger integer) makes it parse the text
 // again, keeping numbers as written.
-func decodeJSON(text string) (any, error) {
+//
+// Numbers kept as written are checked against MaxNumberDigits: the
+// returned error is then an *ArgumentError about what (what names the
+// text: "arguments", "structured content").
+func decodeJSON(text, what string) (any, error) {
 	var doc any
-	if json.Unmarshal([]byte(text), &doc) == nil && exactNumbers(doc) {
+	if !fractionOrExponent(text) && json.Unmarshal([]byte(text), &doc) == nil && exactNumbers(doc) {
 		return doc, nil
 	}
-	return jsonschema.UnmarshalJSON(strings.NewReader(text))
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
+	return doc, checkNumbers(doc, what)
+}
+
+// fractionOrExponent reports whether a number in the JSON text has a
+// fraction or an exponent: one that float64 rounds to an integer
+// (2.00000000000000001, 1e-400) would read as that integer, and pass a
+// check it fails (an integer type, a multipleOf). A number's exponent
+// follows a digit; true's and false's "e" does not.
+func fractionOrExponent(text string) bool {
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '"':
+			for i++; i < len(text) && text[i] != '"'; i++ {
+				if text[i] == '\\' {
+					i++
+				}
+			}
+		case c == '.':
+			return true
+		case (c == 'e' || c == 'E') && i > 0 && '0' <= text[i-1] && text[i-1] <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // exactNumbers reports whether every number in v is an integer that float64
@@ -134,7 +168,10 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 	if first, second, ok := jsonkeys.Repeated(arguments, t.inputCaseNames); ok {
 		return nil, &ArgumentError{Reason: repeatedReason(first, second)}
 	}
-	doc, err := decodeJSON(arguments)
+	doc, err := decodeJSON(arguments, "arguments")
+	if ae, ok := err.(*ArgumentError); ok {
+		return nil, ae
+	}
 	if err != nil {
 		return nil, &ArgumentError{Reason: fmt.Sprintf("arguments are not valid JSON (%v); send a JSON object", err)}
 	}
@@ -146,7 +183,10 @@ func (t *Tool) ValidateArguments(arguments string) (json.RawMessage, error) {
 			return nil, err
 		}
 	}
-	if err := t.input.Validate(doc); err != nil {
+	if err := validate(t.input, doc, "arguments"); err != nil {
+		if ae, ok := err.(*ArgumentError); ok {
+			return nil, ae
+		}
 		return nil, &ArgumentError{Reason: "arguments do not match the tool's input schema", Violations: violations(err)}
 	}
 	return json.RawMessage(arguments), nil
@@ -167,7 +207,13 @@ func (t *Tool) ValidateOutput(structured json.RawMessage) error {
 	if flat != nil && flat.valid(unsafe.String(unsafe.SliceData(structured), len(structured))) {
 		return nil
 	}
-	doc, err := decodeJSON(string(structured))
+	doc, err := decodeJSON(string(structured), "structured content")
+	if ae, ok := err.(*ArgumentError); ok {
+		if output == nil {
+			return nil // JSON, and no schema to check its numbers
+		}
+		return ae
+	}
 	if err != nil {
 		return fmt.Errorf("structured content is not JSON: %w", err)
 	}
@@ -179,7 +225,10 @@ func (t *Tool) ValidateOutput(structured json.RawMessage) error {
 			return err
 		}
 	}
-	if err := output.Validate(doc); err != nil {
+	if err := validate(output, doc, "structured content"); err != nil {
+		if ae, ok := err.(*ArgumentError); ok {
+			return ae
+		}
 		return &ArgumentError{Reason: "structured content does not match the tool's output schema", Violations: violations(err)}
 	}
 	return nil

@@ -151,7 +151,7 @@ func FuzzDecodeJSONAgreesWithExactDecoding(f *testing.F) {
 		if err != nil {
 			return
 		}
-		fast, err := decodeJSON(text)
+		fast, err := decodeJSON(text, "arguments")
 		if err != nil {
 			t.Fatalf("decodeJSON(%q) failed where exact decoding did not: %v", text, err)
 		}

@@ -68,3 +68,54 @@ func TestDeepValuesUnderMultiplyingSchemas(t *testing.T) {
 		t.Errorf("500 levels under a tree of properties: %v", err)
 	}
 }
+
+// TestNumbersPastTheValidator: a number whose exponent math/big will not
+// take (1e9999999) made the validator dereference nil and crash the
+// server, for any schema with a minimum, maximum or multipleOf; one just
+// under it cost 50 ms each. Both are refused, saying where; numbers a
+// tool could mean are checked as before, and a validator's panic is the
+// value's refusal.
+func TestNumbersPastTheValidator(t *testing.T) {
+	t.Parallel()
+	const schema = `{"type":"object","properties":{"n":{"type":"number","maximum":10.5,"multipleOf":0.5},"i":{"type":"integer"},"s":{"type":"string"},"b":{"type":"boolean"},"list":{"type":"array","items":{"type":"number","minimum":0}}}}`
+	reg, err := NewRegistry(Tool{Name: "t", InputSchema: json.RawMessage(schema), OutputSchema: json.RawMessage(schema),
+		Handler: func(context.Context, *Call) (*Result, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, _ := reg.Snapshot().Lookup("t")
+	for _, tc := range []struct{ args, want string }{
+		{`{"n":1e9999999}`, "at /n (1e9999999)"},
+		{`{"n":-1E+9999999}`, "at /n (-1E+9999999)"},
+		{`{"list":[1,2,1.5e999999]}`, "at /list/2 (1.5e999999)"},
+		{`{"n":1e-401}`, "at /n"},
+		{`{"n":0.` + strings.Repeat("1", 401) + `}`, "at /n (0.111111111111111111…1111111111)"},
+		{`{"n":10.5}`, ""},
+		{`{"n":1e-400}`, "do not match"},                           // not a multiple of 0.5
+		{`{"n":2.5e0, "list":[1e400]}`, ""},                        // huge, yet a number a check can take
+		{`{"n":` + strings.Repeat("9", 400) + `}`, "do not match"}, // past the maximum
+	} {
+		_, err := tool.ValidateArguments(tc.args)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%.60s: %v", tc.args, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%.60s: %v; want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+	if err := tool.ValidateOutput(json.RawMessage(`{"n":1e9999999}`)); err == nil || !strings.Contains(err.Error(), "a number in the structured content cannot be checked, at /n") {
+		t.Errorf("structured content with 1e9999999: %v", err)
+	}
+	// A schema's numbers are bounded alike: this multipleOf crashed the
+	// compiler.
+	for _, s := range []string{`{"type":"object","properties":{"n":{"multipleOf":1e-9999999}}}`, `{"type":"object","properties":{"n":{"multipleOf":1.5e999999}}}`} {
+		_, err := NewRegistry(Tool{Name: "t", InputSchema: json.RawMessage(s), Handler: func(context.Context, *Call) (*Result, error) { return nil, nil }})
+		if err == nil || !strings.Contains(err.Error(), "a number in the schema cannot be checked, at /properties/n/multipleOf") {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	// What a validator's panic becomes.
+	if err := validate(nil, map[string]any{}, "arguments"); err == nil || !strings.Contains(err.Error(), "arguments could not be checked against the schema") {
+		t.Errorf("a validator that panics: %v", err)
+	}
+}
