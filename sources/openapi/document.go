@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/internal/follow"
-	"sigs.k8s.io/yaml"
 )
 
 const (
@@ -114,8 +113,9 @@ func parse(data []byte) (*document, error) {
 		return nil, errors.New("the document is not an object: want an OpenAPI 3.0 or 3.1 document (or swagger: \"2.0\")")
 	}
 	d := &document{root: root}
-	sw, _ := root["swagger"].(string)
-	oa, _ := root["openapi"].(string)
+	// A version written unquoted in YAML (swagger: 2.0, openapi: 3.1) is a
+	// number, kept as written.
+	sw, oa := versionText(root["swagger"]), versionText(root["openapi"])
 	switch {
 	case root["swagger"] != nil:
 		if !strings.HasPrefix(sw, "2.") {
@@ -134,6 +134,18 @@ func parse(data []byte) (*document, error) {
 		return nil, errors.New("the document has no paths")
 	}
 	return d, nil
+}
+
+// versionText is a document's version field as written: text, or a
+// number.
+func versionText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case json.Number:
+		return string(v)
+	}
+	return ""
 }
 
 // decodeJSON decodes data keeping numbers as written (json.Number), and
@@ -163,19 +175,6 @@ func position(data []byte, offset int64) (line, col int) {
 	line = bytes.Count(before, []byte("\n")) + 1
 	col = int(offset) - (bytes.LastIndexByte(before, '\n') + 1)
 	return line, col + 1
-}
-
-// decodeYAML decodes YAML into the same tree as decodeJSON: it converts
-// the YAML to JSON (keys that are not strings become strings) and decodes
-// that.
-func decodeYAML(data []byte, v *any) error {
-	js, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(js))
-	dec.UseNumber()
-	return dec.Decode(v)
 }
 
 // resolve follows ref, a reference into the document ("#/components/…",

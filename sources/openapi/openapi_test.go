@@ -753,3 +753,52 @@ func TestDocumentTooLarge(t *testing.T) {
 		t.Errorf("a small document: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestYAML12: a document is read as YAML 1.2, as OpenAPI says documents
+// are written. Read as YAML 1.1 (sigs.k8s.io/yaml), the parameter named y
+// was false and its operation skipped ("a parameter has no name"), an
+// enum of on and off was true and false, and the unquoted version 2.0 was
+// the number 2, refused.
+func TestYAML12(t *testing.T) {
+	t.Parallel()
+	srv := echoServer(t)
+	ts, err := Load(t.Context(), Config{Name: "plot", Spec: "testdata/yaml12.yaml", BaseURL: srv.URL}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(ts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, ok := reg.Snapshot().Lookup("plot_getPoint")
+	if !ok {
+		t.Fatalf("no tool plot_getPoint: %v", reg.Snapshot().Names())
+	}
+	var schema struct {
+		Properties map[string]struct {
+			Enum    []any `json:"enum"`
+			Maximum any   `json:"maximum"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(tool.InputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]any{"yes", "no"}, schema.Properties["n"].Enum); diff != "" {
+		t.Errorf("n's enum (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]any{"on", "off"}, schema.Properties["light"].Enum); diff != "" {
+		t.Errorf("light's enum, merged from an anchor (-want +got):\n%s", diff)
+	}
+	if got := schema.Properties["x"].Maximum; got != float64(16) {
+		t.Errorf("x's maximum, 0x10: %v", got)
+	}
+	res := call(t, reg, "plot_getPoint", `{"x":3,"y":4,"n":"no","light":"on"}`)
+	if res.IsError || !strings.Contains(text(res), `/point?x=3\u0026y=4\u0026n=no\u0026light=on`) {
+		t.Errorf("getPoint: %s", text(res))
+	}
+	// What JSON cannot hold is refused, saying where.
+	var tree any
+	if err := decodeYAML([]byte("openapi: 3.1.0\nx: .inf\n"), &tree); err == nil || !strings.Contains(err.Error(), "line 2: .inf is not a number JSON can hold") {
+		t.Errorf(".inf: %v", err)
+	}
+}
