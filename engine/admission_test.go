@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -144,5 +146,37 @@ func TestAdmissionAskedOncePerCall(t *testing.T) {
 	}
 	if text(res["a"]) != "1" || text(res["b"]) != "2" {
 		t.Errorf("allowed calls: %q, %q", text(res["a"]), text(res["b"]))
+	}
+}
+
+// TestAStepThatPanicsEndsItsCall: a panic on a call's path before its
+// tool runs (a policy here; a schema's validator did, on a number it
+// could not build) ends that call INTERNAL, logged with its stack; the
+// batch's other calls, and the engine, go on.
+func TestAStepThatPanicsEndsItsCall(t *testing.T) {
+	t.Parallel()
+	pol := admit{decide: func(_ *Identity, _ *tools.Tool, args json.RawMessage) Verdict {
+		if strings.Contains(string(args), "boom") {
+			panic("policy bug")
+		}
+		return Verdict{}
+	}}
+	logs := &logbuf.Buffer{}
+	te := newTestBedWith(t, Config{}, Deps{Admission: pol, Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	for range 2 {
+		events := te.run(t, calls(call("a", "echo", `{"text":"1"}`), call("boom", "echo", `{"text":"boom"}`), call("c", "echo", `{"text":"3"}`)))
+		res := results(t, events)
+		if r := res["boom"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "panic: policy bug") {
+			t.Errorf("the call whose policy panicked: %v %q", r.GetErrorKind(), text(r))
+		}
+		if text(res["a"]) != "1" || text(res["c"]) != "3" {
+			t.Errorf("the other calls: %q, %q", text(res["a"]), text(res["c"]))
+		}
+		if events[len(events)-1].GetFinished() == nil {
+			t.Error("the batch did not finish")
+		}
+	}
+	if !strings.Contains(logs.String(), `"a call's step panicked"`) || !strings.Contains(logs.String(), "admission.go") {
+		t.Errorf("no log line with the stack:\n%.2000s", logs.String())
 	}
 }

@@ -124,11 +124,9 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	c := &b.calls[i]
 	c.scope = logScope{b: b, i: i}
 	ctx = b.obsCallStarted(context.WithValue(ctx, logScopeKey{}, &c.scope), lane, i)
-	for _, step := range steps {
-		if res := step(ctx, b, i); res != nil {
-			b.finish(i, res)
-			return true
-		}
+	if res := b.beforeRun(ctx, i); res != nil {
+		b.finish(i, res)
+		return true
 	}
 	defer c.slot.Release(b.e.limits) // a backstop: callRun gives the slot back as soon as the tool returns
 	if !b.unary {
@@ -137,6 +135,26 @@ func (b *batch) startCall(ctx context.Context, lane, i int, onAbandon func()) bo
 	b.obsCallRunning(i)
 	r := &callRun{b: b, lane: lane, i: i, ctx: ctx, onAbandon: onAbandon}
 	return r.run()
+}
+
+// beforeRun runs the call's steps: nil when the call is to run, else its
+// result. A step that panics (toolwire's code, or what it calls: a
+// schema's validator, a policy, a store) ends this call INTERNAL, not the
+// server and every batch it runs; the log gets the stack.
+func (b *batch) beforeRun(ctx context.Context, i int) (res *toolwirev1.CallResult) {
+	defer func() {
+		if p := recover(); p != nil {
+			v := logcut.String(fmt.Sprint(p))
+			b.e.deps.Logger.ErrorContext(ctx, "a call's step panicked", "panic", v, "stack", string(debug.Stack()))
+			res = b.failure(i, toolwirev1.ErrorKind_ERROR_KIND_INTERNAL, fmt.Sprintf("toolwire failed on this call before running it (panic: %s); nothing was run", v))
+		}
+	}()
+	for _, step := range steps {
+		if res := step(ctx, b, i); res != nil {
+			return res
+		}
+	}
+	return nil
 }
 
 // outcome is what a tool's handler returned.
