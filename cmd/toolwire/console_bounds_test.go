@@ -133,8 +133,12 @@ func TestConsoleBoundsWhatItDraws(t *testing.T) {
 	var dropped int
 	if n := int(out["length"].(float64)); n > kept+100 {
 		t.Errorf("the page holds %d characters of the command's output; want its last %d and a line saying how many came before", n, kept)
-	} else if _, err := fmt.Sscanf(out["head"].(string), "[%d characters of output before these not shown]", &dropped); err != nil || dropped < 1_000_000 {
-		t.Errorf("the output starts %q; want how many characters before it are not shown (over a million)", out["head"])
+	} else if _, err := fmt.Sscanf(out["head"].(string), "[%d characters of output before these not shown]", &dropped); err != nil || dropped < kept {
+		// Of the 2.4 million characters written, the server streams what
+		// the page reads in time (run_command skips the oldest output
+		// waiting for a slow reader, ending with the newest): on a loaded
+		// machine, less than all of it, yet far more than the page keeps.
+		t.Errorf("the output starts %q; want how many characters before it are not shown (more than it keeps)", out["head"])
 	} else {
 		t.Logf("of the command's output the page keeps %d characters, and says %d came before", n, dropped)
 	}

@@ -61,12 +61,15 @@ func (o *output) Write(p []byte) (int, error) {
 		o.tail = o.tail[:copy(o.tail, o.tail[len(o.tail)-o.half:])]
 	}
 
+	// Past the limit the oldest output waiting is left out of the stream,
+	// not the newest: what a person watching needs last is how the
+	// command ended (its error, its summary), and the stream's last chunk
+	// then carries it.
 	o.mu.Lock()
-	if room := o.limit - len(o.pending); room < len(p) {
-		o.pending = append(o.pending, p[:max(room, 0)]...)
-		o.dropped += len(p) - max(room, 0)
-	} else {
-		o.pending = append(o.pending, p...)
+	o.pending = append(o.pending, p...)
+	if over := len(o.pending) - o.limit; over > 0 {
+		o.pending = o.pending[:copy(o.pending, o.pending[over:])]
+		o.dropped += over
 	}
 	o.mu.Unlock()
 	return len(p), nil
@@ -104,7 +107,7 @@ func (o *output) flush(final bool) {
 	o.mu.Unlock()
 
 	if dropped > 0 {
-		chunk += fmt.Sprintf("\n[%d bytes of output not streamed: the client reads slower than the command writes]\n", dropped)
+		chunk = fmt.Sprintf("\n[%d bytes of output not streamed: the client reads slower than the command writes]\n", dropped) + chunk
 	}
 	if chunk != "" {
 		// Outside the lock: Output blocks while the client is slow, and

@@ -60,9 +60,9 @@ type Options struct {
 	// OutputInterval is the least time between two streamed output chunks;
 	// output arriving in between is batched (default 100ms).
 	OutputInterval time.Duration
-	// MaxStreamBytes caps the output waiting to be streamed; past it, output
-	// is left out of the stream (not of the result) until the client catches
-	// up (default 64 KiB).
+	// MaxStreamBytes caps the output waiting to be streamed; past it, the
+	// oldest output waiting is left out of the stream (not of the result),
+	// so the stream ends with the command's last output (default 64 KiB).
 	MaxStreamBytes int
 	// KillGrace is how long the process group has to exit after SIGTERM before
 	// it gets SIGKILL (default 1s). A cancelled call returns at once; the

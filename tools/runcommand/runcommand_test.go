@@ -234,7 +234,8 @@ func TestRunCommandStreams(t *testing.T) {
 
 // TestRunCommandSlowClient streams to a client slower than the command:
 // the command is not slowed down to the client's pace, the stream says what
-// it left out, and the result holds all the output.
+// it left out and ends with the command's last output, and the result
+// holds all the output.
 func TestRunCommandSlowClient(t *testing.T) {
 	t.Parallel()
 	e := wt.New(t, nil)
@@ -252,6 +253,10 @@ func TestRunCommandSlowClient(t *testing.T) {
 	}
 	if streamed := strings.Join(rec.all(), ""); !strings.Contains(streamed, "bytes of output not streamed") {
 		t.Errorf("the stream does not say it left output out (%d bytes streamed)", len(streamed))
+	} else if !strings.HasSuffix(streamed, "\n199999\n200000\n") {
+		// What it leaves out is the oldest output waiting: the stream
+		// ends as the command did.
+		t.Errorf("the stream ends %q; want the command's last lines", streamed[max(len(streamed)-40, 0):])
 	}
 }
 
