@@ -18,6 +18,7 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/propagation"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -39,6 +40,7 @@ type method struct {
 	in, out    protoreflect.MessageDescriptor
 	streaming  bool // server streaming
 	structured bool // the tool declares an output schema
+	idempotent bool // its proto says NO_SIDE_EFFECTS or IDEMPOTENT
 	types      resolver
 	holder     connHolder
 }
@@ -149,6 +151,7 @@ func methodTool(c Config, sd protoreflect.ServiceDescriptor, md protoreflect.Met
 	if opts, ok := md.Options().(*descriptorpb.MethodOptions); ok && opts != nil {
 		level = opts.GetIdempotencyLevel()
 	}
+	m.idempotent = level == descriptorpb.MethodOptions_NO_SIDE_EFFECTS || level == descriptorpb.MethodOptions_IDEMPOTENT
 	m.name = toolname.Make(c.Name, string(sd.Name())+"_"+string(md.Name()), full, taken)
 	t := tools.Tool{
 		Name:         m.name,
@@ -284,9 +287,27 @@ func (m *method) failed(ctx context.Context, err error, det callDetails) (*tools
 	}
 	st := status.Convert(err)
 	det.Code, det.Message = st.Code().String(), st.Message()
-	res := tools.Errorf("%s: gRPC status %s: %s", m.full, st.Code(), st.Message())
+	res := tools.Errorf("%s: gRPC status %s: %s%s", m.full, st.Code(), st.Message(), m.mayHaveRun(st.Code()))
 	res.Details, _ = json.Marshal(det)
 	return res, nil
+}
+
+// mayHaveRun is what an error result adds when the status leaves open
+// whether the server ran the call: a connection that broke after the
+// request was sent is UNAVAILABLE (or INTERNAL, for a stream reset),
+// which gRPC clients retry, and a server that failed midway says UNKNOWN
+// or INTERNAL. A model told only the status would send a call that
+// changes something again, and it could run twice; a method whose proto
+// says it has no side effects, or is idempotent, is safe to send again.
+func (m *method) mayHaveRun(code codes.Code) string {
+	if m.idempotent {
+		return ""
+	}
+	switch code {
+	case codes.Unavailable, codes.Unknown, codes.Internal, codes.DataLoss:
+		return " (the server may have received the call, and run it, before this: check before calling it again)"
+	}
+	return ""
 }
 
 // mendStrings replaces what is not UTF-8 in msg's strings, its nested

@@ -3,6 +3,8 @@ package grpcsource
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +12,10 @@ import (
 
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
 )
 
 // expiringCtx is a call's context whose deadline comes when the test says
@@ -136,6 +141,14 @@ func TestFiniteStream(t *testing.T) {
 	if !res.IsError || text(res) != "/grpc.testing.TestService/UnaryCall: gRPC status FailedPrecondition: not now" {
 		t.Errorf("UnaryCall with a status: %s", text(res))
 	}
+	// A status that leaves open whether the call ran says so: a model
+	// would send it again, and it could run twice.
+	for _, code := range []int{2, 13, 14, 15} {
+		res = call(t, t.Context(), reg, "i_TestService_UnaryCall", fmt.Sprintf(`{"responseStatus":{"code":%d,"message":"gone"}}`, code), nil)
+		if !res.IsError || !strings.HasSuffix(text(res), ": gone (the server may have received the call, and run it, before this: check before calling it again)") {
+			t.Errorf("UnaryCall with status %d: %s", code, text(res))
+		}
+	}
 }
 
 // TestStreamWindow: stream_window is the timeout of the server-streaming
@@ -152,5 +165,53 @@ func TestStreamWindow(t *testing.T) {
 	check, _ := snap.Lookup("h_Health_Check")
 	if watch.Timeout != 5*time.Second || check.Timeout != 0 {
 		t.Errorf("timeouts: Watch %s, Check %s", watch.Timeout, check.Timeout)
+	}
+}
+
+// blockingHealth's Check waits, once entered, until its server goes.
+type blockingHealth struct {
+	healthpb.UnimplementedHealthServer
+	entered chan struct{}
+}
+
+func (b *blockingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	close(b.entered)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestConnectionLostDuringTheCall: a server that goes while it runs a
+// call leaves the client UNAVAILABLE, which says nothing of whether the
+// call ran; the result says it may have, so that a model checks before it
+// sends the call again.
+func TestConnectionLostDuringTheCall(t *testing.T) {
+	t.Parallel()
+	gs := grpc.NewServer()
+	bh := &blockingHealth{entered: make(chan struct{})}
+	healthpb.RegisterHealthServer(gs, bh)
+	reflection.Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	s, reg, _ := newServices(t)
+	if err := s.Sync(t.Context(), []Config{{Name: "b", Target: lis.Addr().String(), Insecure: true, Include: []string{"grpc.health.v1.Health"}}}); err != nil {
+		t.Fatal(err)
+	}
+	sourcetest.WaitTools(t, reg, "Check", sourcetest.Has("b_Health_Check"))
+	go func() {
+		<-bh.entered
+		gs.Stop() // closes the connection while Check runs
+	}()
+	res := call(t, t.Context(), reg, "b_Health_Check", `{}`, nil)
+	if !res.IsError || !strings.Contains(text(res), "gRPC status Unavailable") || !strings.HasSuffix(text(res), "(the server may have received the call, and run it, before this: check before calling it again)") {
+		t.Errorf("Check when the server went: %s", text(res))
+	}
+	// A method whose proto says it is idempotent (or has no side
+	// effects) may be sent again: no such warning.
+	if got := (&method{idempotent: true}).mayHaveRun(codes.Unavailable); got != "" {
+		t.Errorf("an idempotent method's UNAVAILABLE: %q", got)
 	}
 }
