@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -599,5 +600,37 @@ func TestCutOffAnswerIsTheAnswer(t *testing.T) {
 	defer cancel()
 	if res, err := tool.Handler(ctx, tools.NewCall("c2", "slow_get", json.RawMessage(`{}`), nil)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a GET's 200 whose body outlasted the call: %v, %+v; want the deadline", err, res)
+	}
+}
+
+// TestLostBeforeTheAnswer: a POST whose connection broke before any
+// answer may have been done; the error says so, where a GET's (safe to
+// send again) and one that never reached a server do not.
+func TestLostBeforeTheAnswer(t *testing.T) {
+	t.Parallel()
+	hangUp := func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the whole request came
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+	}
+	up := newUpstream(t, map[string]http.HandlerFunc{"/hangup": hangUp})
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedURL := "http://" + closed.Addr().String()
+	closed.Close() // nothing listens there
+	reg := load(t, `
+- {name: post, method: POST, url: `+up.URL+`/hangup}
+- {name: get, url: `+up.URL+`/hangup}
+- {name: refused, method: POST, url: `+closedURL+`/x}
+`)
+	const mayHave = "the request was sent, so the server may have done it before the connection broke: check before sending it again"
+	for name, want := range map[string]bool{"post": true, "get": false, "refused": false} {
+		res := call(t, reg, name, `{}`)
+		if !res.IsError || !strings.Contains(text(res), "request failed") || strings.Contains(text(res), mayHave) != want {
+			t.Errorf("%s: %q; want an error that says it may have been done: %v", name, text(res), want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package httpsource
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -318,6 +319,12 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 			return nil, nil, context.Cause(ctx)
 		}
 		// *url.Error names the method and URL, which hold no secrets.
+		if !idempotent(req.Method) && !unsent(err) {
+			// The connection broke after the request went: the server
+			// may have done it, and a model told only "request failed"
+			// would send it again.
+			return nil, errorResult(det, "request failed: %v (the request was sent, so the server may have done it before the connection broke: check before sending it again)", err), nil
+		}
 		return nil, errorResult(det, "request failed: %v", err), nil
 	}
 	defer resp.Body.Close()
@@ -361,6 +368,18 @@ func (s *Sender) Send(ctx context.Context, req Request) (*Response, *tools.Resul
 
 // idempotent reports whether sending a request of method twice has the
 // effect of sending it once (RFC 9110, 9.2.2).
+// unsent reports whether err, client.Do's, says the request never
+// reached a server: no connection (dialling, a name that does not
+// resolve, a proxy's refusal), or a TLS handshake that failed.
+func unsent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	var rec tls.RecordHeaderError
+	return errors.As(err, &dns) || errors.As(err, &cert) || errors.As(err, &rec) ||
+		errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+}
+
 func idempotent(method string) bool {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
