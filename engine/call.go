@@ -382,6 +382,11 @@ func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
 		if abandoned {
 			msg += fmt.Sprintf("; the tool did not stop within %s and was abandoned", cfg.AbandonGrace)
 		}
+		if kind == toolwirev1.ErrorKind_ERROR_KIND_TIMEOUT && !t.Annotations.ReadOnly && !t.Annotations.Idempotent {
+			// A model told only that the call timed out sends it again,
+			// and what it changes could change twice.
+			msg += "; it was running, so it may have done some or all of what it was asked: check before calling it again"
+		}
 		errorResult(res, kind, msg)
 		return
 	}

@@ -653,3 +653,28 @@ func TestCallsSeeTheirSessionAndIDs(t *testing.T) {
 		t.Errorf("the tool saw %q, want s1/c9/whoami/{\"a\":1}", got)
 	}
 }
+
+// TestTimeoutOfACallThatChangesThings: a call that timed out while it ran
+// may have done what it was asked; for a tool that is neither read-only
+// nor idempotent the result says so, since a model told only "timed out"
+// sends it again.
+func TestTimeoutOfACallThatChangesThings(t *testing.T) {
+	t.Parallel()
+	block := func(ctx context.Context, _ *tools.Call) (*tools.Result, error) { <-ctx.Done(); return nil, ctx.Err() }
+	te := newTestBed(t, Config{},
+		tools.Tool{Name: "charge", InputSchema: []byte(`{"type":"object"}`), Handler: block},
+		tools.Tool{Name: "lookup", InputSchema: []byte(`{"type":"object"}`), Handler: block, Annotations: tools.Annotations{ReadOnly: true}},
+		tools.Tool{Name: "put", InputSchema: []byte(`{"type":"object"}`), Handler: block, Annotations: tools.Annotations{Idempotent: true}})
+	timeout := durationpb.New(50 * time.Millisecond)
+	got := results(t, te.run(t, calls(
+		&toolwirev1.ToolCall{CallId: "charge", Name: "charge", Timeout: timeout},
+		&toolwirev1.ToolCall{CallId: "lookup", Name: "lookup", Timeout: timeout},
+		&toolwirev1.ToolCall{CallId: "put", Name: "put", Timeout: timeout})))
+	const mayHave = "it was running, so it may have done some or all of what it was asked: check before calling it again"
+	for id, want := range map[string]bool{"charge": true, "lookup": false, "put": false} {
+		r := got[id]
+		if r.GetErrorKind() != kindTimeout || !strings.Contains(text(r), "timed out after 50ms") || strings.Contains(text(r), mayHave) != want {
+			t.Errorf("%s: %v %q; want TIMEOUT, saying it may have been done: %v", id, r.GetErrorKind(), text(r), want)
+		}
+	}
+}
