@@ -105,6 +105,7 @@ type rewriteAt struct {
 }
 
 var (
+	rawMessageType  = reflect.TypeFor[json.RawMessage]()
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 	durationType    = reflect.TypeFor[time.Duration]()
@@ -139,7 +140,22 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 			return text, true
 		}})
 	}
-	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || t.Kind() == reflect.Interface {
+	if t == rawMessageType || t.Kind() == reflect.Interface {
+		// A free-form value (a tool's parameters schema, a body
+		// template): read as YAML 1.2 too, where sigs.k8s.io/yaml would
+		// read enum: [on, off] as [true, false] and a property named y
+		// as "true".
+		if err := c.decodeLeaf(n, reflect.New(t).Interface(), key); err != nil {
+			return err
+		}
+		if tree, differs, err := yaml12(n); err != nil {
+			return c.errorf(n, key, "%v", err)
+		} else if differs {
+			c.rewrites = append(c.rewrites, rewriteAt{slices.Clone(path), func(any) (any, bool) { return tree, true }})
+		}
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) {
 		return c.decodeLeaf(n, reflect.New(t).Interface(), key)
 	}
 	switch t.Kind() {

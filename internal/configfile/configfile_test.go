@@ -3,11 +3,13 @@ package configfile
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.yaml.in/yaml/v3"
 )
 
 // The types below have the shapes of serve's configuration, whose feature
@@ -58,10 +60,12 @@ type server struct {
 }
 
 type httpTool struct {
-	Name    string   `json:"name"`
-	URL     string   `json:"url"`
-	Method  string   `json:"method,omitempty"`
-	Timeout Duration `json:"timeout,omitempty"`
+	Name       string          `json:"name"`
+	URL        string          `json:"url"`
+	Method     string          `json:"method,omitempty"`
+	Timeout    Duration        `json:"timeout,omitempty"`
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+	Extra      any             `json:"extra,omitempty"`
 }
 
 type fileConfig struct {
@@ -141,6 +145,46 @@ mcp_servers:
 	want := []string{"0777", "on", "yes,0x10", "no"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("text values (-want +got):\n%s", diff)
+	}
+}
+
+// TestFreeFormValuesAreYAML12: a free-form value (a tool's parameters
+// schema, any value) is read as YAML 1.2 too: on, off, yes, no, y and n are
+// text, as keys and as values, so a schema's enum: [on, off] is not [true,
+// false] and a property named y is not "true"; true, numbers, nulls and
+// anchors read as before, and a file that needs no change is left as it
+// is.
+func TestFreeFormValuesAreYAML12(t *testing.T) {
+	t.Parallel()
+	cfg := decode(t, `
+http_tools:
+  - name: lamp
+    url: http://x/
+    parameters:
+      type: object
+      properties:
+        state: &state {type: string, enum: [on, off], default: no}
+        y: {type: integer, maximum: 0x10, minimum: -1.5}
+        flag: {type: boolean, default: true, x-none: null}
+        again: *state
+    extra: [yes, n, 7]
+`)
+	got := string(cfg.HTTPTools[0].Parameters)
+	want := `{"properties":{"again":{"default":"no","enum":["on","off"],"type":"string"},"flag":{"default":true,"type":"boolean","x-none":null},"state":{"default":"no","enum":["on","off"],"type":"string"},"y":{"maximum":16,"minimum":-1.5,"type":"integer"}},"type":"object"}`
+	if got != want {
+		t.Errorf("parameters:\n got %s\nwant %s", got, want)
+	}
+	if diff := cmp.Diff([]any{"yes", "n", float64(7)}, cfg.HTTPTools[0].Extra); diff != "" {
+		t.Errorf("extra (-want +got):\n%s", diff)
+	}
+	// A value that reads alike either way leaves nothing to rewrite.
+	var c yamlChecker
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("{type: object, properties: {a: {enum: [x, true, 1]}}}"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.check(doc.Content[0], reflect.TypeFor[json.RawMessage](), "", nil); err != nil || len(c.rewrites) != 0 {
+		t.Errorf("a schema YAML 1.1 reads alike: %v, %d rewrites", err, len(c.rewrites))
 	}
 }
 

@@ -1,168 +1,21 @@
 package openapi
 
 import (
-	"encoding/json"
-	"fmt"
-	"math"
-	"strconv"
-
+	"github.com/toolwire/toolwire/internal/configfile"
 	"go.yaml.in/yaml/v3"
 )
 
-// decodeYAML decodes a YAML document into the same tree as decodeJSON:
-// mappings with string keys (a key that is not a string, such as a
-// response code, becomes its text), numbers as written (json.Number).
-//
-// It reads YAML 1.2, as OpenAPI says documents are written: sigs.k8s.io/yaml
-// reads YAML 1.1, where y, n, yes, no, on and off are booleans, so a
-// parameter named y became false and was skipped ("a parameter has no
-// name"), `enum: [on, off]` became true and false (and a model's "on" did
-// not match), and a property named no became "false".
+// decodeYAML decodes a YAML document into the same tree as decodeJSON, as
+// YAML 1.2, which OpenAPI specifies (configfile.Tree): read as YAML 1.1, a
+// parameter named y was false and its operation skipped ("a parameter
+// has no name"), an enum: [on, off] was true and false, and an unquoted
+// swagger: 2.0 was refused.
 func decodeYAML(data []byte, v *any) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return err
 	}
-	if len(doc.Content) == 0 {
-		*v = nil
-		return nil
-	}
-	c := yamlConverter{done: map[*yaml.Node]any{}}
-	tree, err := c.value(doc.Content[0], 0)
+	tree, err := configfile.Tree(&doc)
 	*v = tree
 	return err
-}
-
-// yamlConverter turns yaml.Nodes into the JSON tree. An alias is
-// converted once and shared, as a decoder would share it, so a document of
-// aliases of aliases costs its size, not their expansion.
-type yamlConverter struct {
-	done map[*yaml.Node]any // converted mappings and lists, by node
-}
-
-// maxYAMLDepth bounds the nesting of a document's collections.
-const maxYAMLDepth = 1000
-
-func (c *yamlConverter) value(n *yaml.Node, depth int) (any, error) {
-	if depth > maxYAMLDepth {
-		return nil, fmt.Errorf("line %d: nested more than %d deep", n.Line, maxYAMLDepth)
-	}
-	if v, ok := c.done[n]; ok {
-		return v, nil
-	}
-	switch n.Kind {
-	case yaml.AliasNode:
-		return c.value(n.Alias, depth+1)
-	case yaml.DocumentNode:
-		if len(n.Content) == 0 {
-			return nil, nil
-		}
-		return c.value(n.Content[0], depth+1)
-	case yaml.SequenceNode:
-		list := make([]any, 0, len(n.Content))
-		c.done[n] = list
-		for _, e := range n.Content {
-			v, err := c.value(e, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			list = append(list, v)
-		}
-		c.done[n] = list
-		return list, nil
-	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
-		c.done[n] = m
-		if err := c.mapping(n, m, depth); err != nil {
-			return nil, err
-		}
-		return m, nil
-	}
-	return yamlScalar(n)
-}
-
-// mapping fills m from n's pairs. Merge keys (<<) add the pairs of the
-// mappings they name that n does not have.
-func (c *yamlConverter) mapping(n *yaml.Node, m map[string]any, depth int) error {
-	var merged []*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
-			merged = append(merged, val)
-			continue
-		}
-		key := k.Value
-		if k.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: a key that is not text, a number or a boolean", k.Line)
-		}
-		v, err := c.value(val, depth+1)
-		if err != nil {
-			return err
-		}
-		m[key] = v
-	}
-	for _, src := range merged {
-		if src.Kind == yaml.AliasNode {
-			src = src.Alias
-		}
-		var sources []*yaml.Node
-		switch src.Kind {
-		case yaml.MappingNode:
-			sources = []*yaml.Node{src}
-		case yaml.SequenceNode:
-			sources = src.Content
-		default:
-			return fmt.Errorf("line %d: a merge key (<<) names no mapping", src.Line)
-		}
-		for _, s := range sources {
-			v, err := c.value(s, depth+1)
-			if err != nil {
-				return err
-			}
-			from, ok := v.(map[string]any)
-			if !ok {
-				return fmt.Errorf("line %d: a merge key (<<) names no mapping", s.Line)
-			}
-			for k, e := range from {
-				if _, ok := m[k]; !ok {
-					m[k] = e
-				}
-			}
-		}
-	}
-	return nil
-}
-
-// yamlScalar converts a scalar as YAML 1.2's core schema reads it.
-func yamlScalar(n *yaml.Node) (any, error) {
-	switch n.ShortTag() {
-	case "!!null":
-		return nil, nil
-	case "!!bool":
-		var b bool
-		err := n.Decode(&b)
-		return b, err
-	case "!!int", "!!float":
-		if isJSONNumber(n.Value) {
-			return json.Number(n.Value), nil
-		}
-		var f float64
-		if err := n.Decode(&f); err != nil {
-			return nil, err
-		}
-		if math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, fmt.Errorf("line %d: %s is not a number JSON can hold", n.Line, n.Value)
-		}
-		if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-			return json.Number(strconv.FormatInt(int64(f), 10)), nil // 0x1F, 0o17
-		}
-		return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
-	}
-	return n.Value, nil // text, and what else a tag names (a date, base64)
-}
-
-// isJSONNumber reports whether s is a number as JSON writes one.
-func isJSONNumber(s string) bool {
-	var n json.Number
-	return s != "" && (s[0] == '-' || '0' <= s[0] && s[0] <= '9') && json.Unmarshal([]byte(s), &n) == nil
 }
