@@ -139,7 +139,11 @@ func Compile(rules []Rule) (*Set, error) {
 		if iss.Err() != nil {
 			return nil, fmt.Errorf("policy %q: %s", r.Name, iss.Err())
 		}
-		if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
+		t, err := checkFields(ast)
+		if err != nil {
+			return nil, fmt.Errorf("policy %q: %v", r.Name, err)
+		}
+		if !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 			return nil, fmt.Errorf("policy %q: when is of type %s; want bool", r.Name, t)
 		}
 		opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}

@@ -126,6 +126,13 @@ func TestCompileErrors(t *testing.T) {
 		{[]policy.Rule{{Effect: policy.Allow, When: `true`}}, `policies[0]: the rule has no name`},
 		{[]policy.Rule{{Name: "a", Effect: policy.Allow, When: `true`}, {Name: "a", Effect: policy.Allow, When: `true`}}, `policy "a": two rules have this name`},
 		{[]policy.Rule{{Name: "empty", Effect: policy.Allow, When: ` `}}, `policy "empty": when is empty`},
+		// caller and tool are maps to CEL's checker, so their fields are
+		// checked by name: a misspelt one failed every call's evaluation.
+		{[]policy.Rule{{Name: "field", Effect: policy.Deny, Message: "m", When: `tool.name == "echo" && tool.nme == "x"`}}, `policy "field": ERROR: <input>:1:28: tool has no field 'nme' (its fields: annotations, name, source)`},
+		{[]policy.Rule{{Name: "has", Effect: policy.Deny, Message: "m", When: `has(caller.group)`}}, `policy "has": ERROR: <input>:1:4: caller has no field 'group' (its fields: claims, groups, id, method)`},
+		{[]policy.Rule{{Name: "index", Effect: policy.Deny, Message: "m", When: `caller["ID"] == "x"`}}, `policy "index": ERROR: <input>:1:7: caller has no field 'ID'`},
+		{[]policy.Rule{{Name: "annotation", Effect: policy.Deny, Message: "m", When: `tool.annotations.readonly`}}, `policy "annotation": ERROR: <input>:1:17: tool.annotations has no field 'readonly' (its fields: destructive, idempotent, open_world, read_only)`},
+		{[]policy.Rule{{Name: "string", Effect: policy.Deny, Message: "m", When: `tool.name`}}, `policy "string": when is of type string; want bool`},
 	} {
 		if _, err := policy.Compile(c.rules); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v; want an error containing %q", c.rules, err, c.want)
