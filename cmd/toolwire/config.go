@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
+	"strings"
+	"time"
 
 	"github.com/toolwire/toolwire/audit"
 	"github.com/toolwire/toolwire/auth"
@@ -194,4 +197,45 @@ func rereadConfigFile(path string) ([]byte, error) {
 // swap) and the approval rules, in that order (see policy.Rules).
 func (cfg serveConfig) admission(policies *policy.Live) (*policy.Rules, error) {
 	return policy.New(cfg.SecurityConfig.Permissions(), policies, cfg.PolicyConfig.Approvals)
+}
+
+// negativeMeans are the settings whose row in docs/configuration.md says
+// what a negative value means (-1: no bound, or none); their features
+// check them.
+var negativeMeans = map[string]bool{"max_buffered_bytes": true, "max_calls_per_caller": true, "workspace_min_free_bytes": true}
+
+// checkNegative refuses a negative count, size or duration anywhere but
+// negativeMeans: each feature reads one as 0, its default, so that
+// "max_calls: -1" (no bound, as max_buffered_bytes' -1 is) ran with 1024
+// calls, "call_timeout: -5s" with 60s, "http_read_timeout: -1s" with 30s,
+// without a word. It walks the keys as the file has them: the embedded
+// Configs' at the top level, sections such as sandbox with a dot.
+func (cfg *serveConfig) checkNegative() error {
+	var walk func(prefix string, v reflect.Value) error
+	walk = func(prefix string, v reflect.Value) error {
+		for i := range v.NumField() {
+			f, field := v.Type().Field(i), v.Field(i)
+			key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case !f.IsExported() || key == "-":
+			case f.Anonymous && key == "" && field.Kind() == reflect.Struct:
+				if err := walk(prefix, field); err != nil {
+					return err
+				}
+			case field.Kind() == reflect.Struct:
+				if err := walk(prefix+key+".", field); err != nil {
+					return err
+				}
+			case field.CanInt() && field.Int() < 0 && !negativeMeans[prefix+key]:
+				if d, ok := field.Interface().(time.Duration); ok {
+					return fmt.Errorf("%s%s: want a positive duration, or 0 for the default, not %v", prefix, key, d)
+				}
+				return fmt.Errorf("%s%s: want a positive number, or 0 for the default, not %d", prefix, key, field.Int())
+			case field.CanFloat() && field.Float() < 0:
+				return fmt.Errorf("%s%s: want a positive number, or 0 for the default, not %g", prefix, key, field.Float())
+			}
+		}
+		return nil
+	}
+	return walk("", reflect.ValueOf(cfg).Elem())
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"flag"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -183,4 +184,86 @@ func TestConfigFileIsBounded(t *testing.T) {
 	if err := readConfigFile(atBound, &cfg); err != nil {
 		t.Errorf("a file of %d bytes: %v", maxConfigBytes, err)
 	}
+}
+
+// TestConfigNegativeRefused: a negative count, size or duration is
+// refused naming its key, where each feature read it as 0, its default
+// ("max_calls: -1" ran with 1024, "call_timeout: -5s" with 60s); the
+// settings whose -1 means something still take it.
+func TestConfigNegativeRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ file, want string }{
+		{"max_calls: -1", "max_calls: want a positive number, or 0 for the default, not -1"},
+		{"call_timeout: -5s", "call_timeout: want a positive duration, or 0 for the default, not -5s"},
+		{"http_read_timeout: -1s", "http_read_timeout: want a positive duration"},
+		{"keepalive_time: -1s", "keepalive_time: want a positive duration"},
+		{"max_connections: -1", "max_connections: want a positive number"},
+		{"audit_max_backups: -1", "audit_max_backups: want a positive number"},
+		{"rate_per_caller: -0.5", "rate_per_caller: want a positive number, or 0 for the default, not -0.5"},
+		{"max_buffered_bytes: -1", ""},
+		{"max_calls_per_caller: -1", ""},
+		{"workspace_min_free_bytes: -1", ""},
+	} {
+		path := writeFile(t, "toolwire.yaml", c.file+"\nno_workspace: true\n")
+		_, err := parseServe([]string{"--config", path}, io.Discard)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v; want it taken", c.file, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v; want an error containing %q", c.file, err, c.want)
+		}
+	}
+	// Every count and duration of the file is checked, present and future.
+	var cfg serveConfig
+	var set func(v reflect.Value)
+	set = func(v reflect.Value) {
+		for i := range v.NumField() {
+			switch f := v.Field(i); {
+			case !v.Type().Field(i).IsExported():
+			case f.Kind() == reflect.Struct:
+				set(f)
+			case f.CanInt():
+				f.SetInt(-1)
+			}
+		}
+	}
+	set(reflect.ValueOf(&cfg).Elem())
+	refused := 0
+	for range 200 {
+		err := cfg.checkNegative()
+		if err == nil {
+			break
+		}
+		key, _, _ := strings.Cut(err.Error(), ":")
+		refused++
+		if !clearKey(reflect.ValueOf(&cfg).Elem(), "", key) {
+			t.Fatalf("%v: no key %q to clear", err, key)
+		}
+	}
+	if refused < 40 {
+		t.Errorf("%d negative settings refused; want every count, size and duration of the file", refused)
+	}
+}
+
+// clearKey sets the setting at key (as checkNegative names it) to 0.
+func clearKey(v reflect.Value, prefix, key string) bool {
+	for i := range v.NumField() {
+		f, field := v.Type().Field(i), v.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported():
+		case f.Anonymous && tag == "" && field.Kind() == reflect.Struct:
+			if clearKey(field, prefix, key) {
+				return true
+			}
+		case field.Kind() == reflect.Struct:
+			if clearKey(field, prefix+tag+".", key) {
+				return true
+			}
+		case prefix+tag == key && field.CanInt():
+			field.SetInt(0)
+			return true
+		}
+	}
+	return false
 }

@@ -114,7 +114,7 @@ func parseServe(args []string, stderr io.Writer) (*serveRun, error) {
 	}
 	// Policies are compiled here, to refuse a rule that cannot run before
 	// anything starts, and again by each reload.
-	for _, check := range []func() error{cfg.EngineConfig.Validate, cfg.PolicyConfig.Check, cfg.WorkspaceConfig.Validate, cfg.AdminConfig.Validate} {
+	for _, check := range []func() error{cfg.checkNegative, cfg.EngineConfig.Validate, cfg.PolicyConfig.Check, cfg.WorkspaceConfig.Validate, cfg.AdminConfig.Validate} {
 		if err := check(); err != nil {
 			return nil, cmdUsageError("serve", "serve: %v", err)
 		}
