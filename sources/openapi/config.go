@@ -129,20 +129,28 @@ func ValidateAll(cfgs []Config) error {
 // and "METHOD /path") is one of c's.
 func (c Config) selects(id, route string) bool {
 	match := func(patterns []string) bool {
-		for _, p := range patterns {
-			if ok, _ := doublestar.Match(p, route); ok {
-				return true
-			}
-			if id != "" {
-				if ok, _ := doublestar.Match(p, id); ok {
-					return true
-				}
-			}
-		}
-		return false
+		return slices.ContainsFunc(patterns, func(p string) bool { return c.matches(p, id, route) })
 	}
 	if len(c.Include) > 0 && !match(c.Include) {
 		return false
 	}
 	return !match(c.Exclude)
 }
+
+// matches reports whether the include or exclude pattern p matches the
+// operation's route ("METHOD /path") or its operationId (id, possibly
+// empty). A brace group without a comma is a path parameter, written as
+// the document writes it ("DELETE /pet/{petId}"), not doublestar's
+// alternation of one choice, which matched the path "/pet/petId" alone.
+func (Config) matches(p, id, route string) bool {
+	p = pathParam.ReplaceAllString(p, `\{$1\}`)
+	if ok, _ := doublestar.Match(p, route); ok {
+		return true
+	}
+	ok, _ := doublestar.Match(p, id)
+	return id != "" && ok
+}
+
+// pathParam is a brace group without a comma in an include or exclude
+// pattern: a path parameter such as {petId}.
+var pathParam = regexp.MustCompile(`\{([^{},\\]*)\}`)

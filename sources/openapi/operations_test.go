@@ -136,3 +136,35 @@ func TestSelectionFirst(t *testing.T) {
 }
 
 func newLogger(w *strings.Builder) *slog.Logger { return slog.New(slog.NewJSONHandler(w, nil)) }
+
+// TestUnmatchedPatternsLogged: an include or exclude pattern that matches
+// no operation of the document is a warning naming it, as gRPC's are: a
+// misspelt operationId (getPetByID) included nothing, or excluded nothing,
+// without a word.
+func TestUnmatchedPatternsLogged(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Name: "pets", Spec: "testdata/petstore.yaml", BaseURL: "http://127.0.0.1:9",
+		Include: []string{"getPetByID", "getPetById", "GET /store/**"},
+		Exclude: []string{"deletepet", "* /store/order/{orderId}"}}
+	logs := &strings.Builder{}
+	ts, err := Load(t.Context(), cfg, nil, newLogger(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 2 {
+		t.Errorf("%d tools; want getPetById and getInventory", len(ts))
+	}
+	for _, want := range []string{
+		`"msg":"OpenAPI include pattern matches no operation of the document","openapi":"pets","pattern":"getPetByID"`,
+		`"msg":"OpenAPI exclude pattern matches no operation of the document","openapi":"pets","pattern":"deletepet"`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs)
+		}
+	}
+	for _, matched := range []string{`"pattern":"getPetById"`, `"pattern":"GET /store/**"`, `"pattern":"* /store/order/{orderId}"`} {
+		if strings.Contains(logs.String(), matched) {
+			t.Errorf("a pattern that matched is logged as matching nothing (%s):\n%s", matched, logs)
+		}
+	}
+}

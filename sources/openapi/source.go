@@ -28,6 +28,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -155,6 +156,10 @@ func load(c Config, data []byte, client *http.Client) (*loaded, error) {
 // sums the document up: how many operations became tools, and why the
 // others did not.
 func (l *loaded) log(logger *slog.Logger, name string) {
+	for _, u := range l.rep.unmatched {
+		list, pattern, _ := strings.Cut(u, " ")
+		logger.Warn("OpenAPI "+list+" pattern matches no operation of the document", "openapi", name, "pattern", pattern)
+	}
 	byReason := map[string]int{}
 	for _, s := range l.rep.skips {
 		logger.Warn("skipping OpenAPI operation", "openapi", name, "operation", s.route, "reason", s.detail)

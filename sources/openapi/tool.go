@@ -58,6 +58,7 @@ type report struct {
 	excluded   int       // not selected by include and exclude
 	tools      int       // made
 	skips      []skipped // the rest
+	unmatched  []string  // "include PATTERN" or "exclude PATTERN" that matched no operation
 }
 
 // build returns the tools of doc's operations that c selects, sorted by
@@ -67,9 +68,13 @@ type report struct {
 func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *report, error) {
 	rep := &report{}
 	ops, bad := d.operations()
+	var routes [][2]string // every operation's id (or "") and route, for the patterns that match none
 	for _, b := range bad {
 		rep.operations++
 		_, path, _ := strings.Cut(b.route, " ")
+		for _, m := range methods {
+			routes = append(routes, [2]string{"", strings.ToUpper(m) + " " + path})
+		}
 		if selectsAny(c, path) {
 			rep.skips = append(rep.skips, b)
 		} else {
@@ -83,6 +88,7 @@ func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *repor
 	b := &builder{c: c, d: d, send: send, defs: defs, schemas: &tools.SchemaCache{DeferOutput: true}}
 	for _, r := range ops {
 		rep.operations++
+		routes = append(routes, [2]string{r.id, r.route()})
 		if !c.selects(r.id, r.route()) {
 			rep.excluded++
 			continue
@@ -111,7 +117,27 @@ func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *repor
 		}
 	}
 	rep.tools = len(out)
+	rep.unmatched = unmatched(c, routes)
 	return out, rep, nil
+}
+
+// unmatched returns the patterns of c's include and exclude that match
+// none of routes (each an operationId, or "", and a "METHOD /path"): a
+// misspelt operationId (getPetByID) would otherwise include nothing, or
+// exclude nothing, without a word.
+func unmatched(c Config, routes [][2]string) []string {
+	var out []string
+	for _, l := range []struct {
+		name     string
+		patterns []string
+	}{{"include", c.Include}, {"exclude", c.Exclude}} {
+		for _, p := range l.patterns {
+			if !slices.ContainsFunc(routes, func(r [2]string) bool { return c.matches(p, r[0], r[1]) }) {
+				out = append(out, l.name+" "+p)
+			}
+		}
+	}
+	return out
 }
 
 // selectsAny reports whether c selects an operation of path by some
