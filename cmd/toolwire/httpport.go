@@ -55,9 +55,9 @@ func (s *serveRun) httpPort(view *serverstatus.View, v *auth.Verifier, svcCfg Se
 	if err := p.handle(s, view, v, connectserve.Options{TracerProvider: svcCfg.TracerProvider, MeterProvider: svcCfg.MeterProvider}); err != nil {
 		return listener{}, fmt.Errorf("HTTP port: %w", err)
 	}
-	lis, err := net.Listen("tcp", cfg.HTTPConfig.Listen)
+	lis, err := listenTCP("http_listen", cfg.HTTPConfig.Listen)
 	if err != nil {
-		return listener{}, fmt.Errorf("http_listen: %w", err)
+		return listener{}, err
 	}
 	// Beyond loopback, a port anyone reaches needs callers, or the
 	// operator's word that it needs none.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -90,9 +91,9 @@ func (s *serveRun) healthListener(srv *grpcserve.Server) (listener, error) {
 	if s.cfg.Health == "" {
 		return listener{}, nil
 	}
-	lis, err := net.Listen("tcp", s.cfg.Health)
+	lis, err := listenTCP("health_listen", s.cfg.Health)
 	if err != nil {
-		return listener{}, fmt.Errorf("health listener: %w", err)
+		return listener{}, err
 	}
 	s.log.Info("health listening on "+lis.Addr().String(), "addr", lis.Addr().String())
 	return listener{name: "health listener", lis: lis, srv: healthServer{srv}, late: true}, nil
@@ -117,4 +118,17 @@ func (h healthServer) Serve(ctx context.Context, lis net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// listenTCP listens on addr, the setting key's (and its flag's): an
+// error names them, so that "address already in use" or "missing port in
+// address" says which of serve's four addresses to change (the gRPC
+// port's said only "listen tcp 127.0.0.1:50051: bind: address already in
+// use").
+func listenTCP(key, addr string) (net.Listener, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s (--%s): %w", key, strings.ReplaceAll(key, "_", "-"), err)
+	}
+	return lis, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -73,5 +74,33 @@ func TestServeStopsLateListenersLast(t *testing.T) {
 	}
 	if len(*order) != 3 {
 		t.Errorf("stopped %v; want the three other ports stopped by the failure", *order)
+	}
+}
+
+// TestListenErrorsNameTheSetting: an address serve cannot listen on (one
+// in use, one without a port) is an error naming which of its four
+// addresses it is, key and flag; the gRPC port's said only "listen tcp
+// 127.0.0.1:…: bind: address already in use".
+func TestListenErrorsNameTheSetting(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", taken.Addr().String()}, "listen (--listen): listen tcp " + taken.Addr().String() + ": bind: address already in use"},
+		{[]string{"--listen", "127.0.0.1"}, "listen (--listen): listen tcp: address 127.0.0.1: missing port in address"},
+		{[]string{"--listen", "127.0.0.1:0", "--http-listen", taken.Addr().String()}, "http_listen (--http-listen): listen tcp"},
+		{[]string{"--listen", "127.0.0.1:0", "--health-listen", taken.Addr().String()}, "health_listen (--health-listen): listen tcp"},
+		{[]string{"--listen", "127.0.0.1:0", "--admin-listen", taken.Addr().String()}, "admin_listen (--admin-listen): listen tcp"},
+	} {
+		err := run(t.Context(), append([]string{"serve", "--no-workspace"}, c.args...), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("serve %v: %v; want an error containing %q", c.args, err, c.want)
+		}
 	}
 }

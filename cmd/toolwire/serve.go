@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"slices"
 	"time"
@@ -300,7 +299,7 @@ func (s *serveRun) grpcPort(srv *grpcserve.Server, opts []grpc.ServerOption, aut
 	if addr == "" {
 		addr = grpcserve.DefaultListen
 	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := listenTCP("listen", addr)
 	if err != nil {
 		return listener{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -130,9 +129,9 @@ func (s *serveRun) adminListener() (listener, error) {
 	if s.cfg.AdminListen == "" {
 		return listener{}, nil
 	}
-	lis, err := net.Listen("tcp", s.cfg.AdminListen)
+	lis, err := listenTCP("admin_listen", s.cfg.AdminListen)
 	if err != nil {
-		return listener{}, fmt.Errorf("admin listener: %w", err)
+		return listener{}, err
 	}
 	log := s.log
 	port := httpserve.New(s.cfg.adminPort(), nil, log)
