@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -266,4 +268,26 @@ func clearKey(v reflect.Value, prefix, key string) bool {
 		}
 	}
 	return false
+}
+
+// TestConfigRelativePathNotFound: a relative path in a config file kept
+// in another directory, not found, says where relative paths are looked
+// for; the error named only "stat tokens".
+func TestConfigRelativePathNotFound(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, "toolwire.yaml", "auth:\n  tokens_file: tokens\n")
+	// beside the file, where it is not looked for
+	if err := os.WriteFile(filepath.Join(filepath.Dir(path), "tokens"), []byte("alice: "+strings.Repeat("a", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run(t.Context(), []string{"serve", "--config", path, "--no-workspace", "--listen", "127.0.0.1:0"}, io.Discard, io.Discard)
+	want := "auth.tokens_file tokens: stat tokens: no such file or directory (a relative path in " + path +
+		" is relative to the directory serve runs in, " + wd + ", not to the file's, " + filepath.Dir(path) + ")"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("serve: %v; want an error containing %q", err, want)
+	}
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -30,20 +33,40 @@ import (
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	s, err := parseServe(args, stderr)
 	if s == nil || err != nil {
-		return err // or -h
+		return relativeHint(args, err) // or -h
 	}
 	defer s.close()
 	if err := s.buildTools(ctx, args); err != nil {
-		return err
+		return relativeHint(args, err)
 	}
 	if err := s.buildEngine(ctx); err != nil {
-		return err
+		return relativeHint(args, err)
 	}
 	ls, err := s.buildSurfaces()
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		return relativeHint(args, fmt.Errorf("serve: %w", err))
 	}
 	return s.serve(ctx, ls)
+}
+
+// relativeHint adds to err, a file of a relative path not found at
+// start, where relative paths are looked for when the config file is in
+// another directory:
+// "auth.tokens_file tokens: stat tokens: no such file or directory" did not
+// say that tokens beside /etc/toolwire/toolwire.yaml is looked for in the
+// directory serve runs in.
+func relativeHint(args []string, err error) error {
+	path := configPath(args)
+	var pe *fs.PathError
+	if path == "" || !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || filepath.IsAbs(pe.Path) {
+		return err
+	}
+	wd, wdErr := os.Getwd()
+	dir, absErr := filepath.Abs(filepath.Dir(path))
+	if wdErr != nil || absErr != nil || dir == wd {
+		return err
+	}
+	return fmt.Errorf("%w (a relative path in %s is relative to the directory serve runs in, %s, not to the file's, %s)", err, path, wd, dir)
 }
 
 // serveRun is what runServe's steps build, in order, and what it closes,
