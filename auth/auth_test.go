@@ -197,7 +197,14 @@ func TestParseTokens(t *testing.T) {
 	if got, err := auth.ParseTokens([]byte("{alice: " + aliceToken + "}")); err != nil || len(got) != 1 {
 		t.Errorf("flow style: %v, %v", got, err)
 	}
-	for _, bad := range []string{"alice: short", "- " + aliceToken, "alice: [" + aliceToken + "]", "alice: " + aliceToken + "\nalice: " + bobToken} {
+	// A token is the text written, whatever YAML 1.1 would make of it.
+	for _, tok := range []string{"0x1234567890abcdef", "12345678901234567890123", "1234567890123456e7", "0777777777777777777", "1_000_000_000_000_000_000"} {
+		got, err := auth.ParseTokens([]byte("alice: " + tok + "\n"))
+		if err != nil || len(got) != 1 || got[0].Hash != auth.HashToken(tok) {
+			t.Errorf("the token %s: %v, %v; want it hashed as written", tok, got, err)
+		}
+	}
+	for _, bad := range []string{"alice: short", "- " + aliceToken, "alice: [" + aliceToken + "]", "alice: " + aliceToken + "\nalice: " + bobToken, "alice: {a: " + aliceToken + "}"} {
 		if _, err := auth.ParseTokens([]byte(bad)); err == nil {
 			t.Errorf("ParseTokens(%q) accepted it", bad)
 		}

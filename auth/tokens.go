@@ -5,8 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 
-	"sigs.k8s.io/yaml"
+	"go.yaml.in/yaml/v3"
 )
 
 // Token is a bearer token a server accepts: the caller's name and the
@@ -33,12 +34,15 @@ const MinTokenLength = 16
 // ParseTokens reads tokens in the clear, as a tokens file or the
 // TOOLWIRE_TOKENS environment variable holds them: a YAML mapping from
 // caller name to token, one "name: token" a line (or in flow style,
-// "{agent-a: token1, agent-b: token2}"). It returns them hashed, sorted by
-// name.
+// "{agent-a: token1, agent-b: token2}"). Names and tokens are taken as
+// written: YAML 1.1 (sigs.k8s.io/yaml) read the token 0x1234567890abcdef
+// as the number 1311768467294899695, and a token of 23 digits as
+// 1.2345679e+22, so the token itself was refused, or said to be short. It
+// returns them hashed, sorted by name.
 func ParseTokens(data []byte) ([]Token, error) {
 	var m map[string]string
-	if err := yaml.UnmarshalStrict(data, &m); err != nil {
-		return nil, fmt.Errorf("want one \"name: token\" a line: %w", err)
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("want one \"name: token\" a line: %s", strings.ReplaceAll(err.Error(), "\n ", ""))
 	}
 	out := make([]Token, 0, len(m))
 	for name, tok := range m {
