@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // commands are toolwire's commands, in the order usage lists them; each
@@ -126,6 +128,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// flagParseError is err, an error of fs.Parse, saying what the flag
+// wants where the flag package says only "parse error": --call-timeout 30
+// gave `invalid value "30" for flag -call-timeout: parse error`, where the
+// config file's call_timeout: 30 says to write "30s".
+func flagParseError(fs *flag.FlagSet, err error) error {
+	m := flagParseErr.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	f := fs.Lookup(m[1])
+	if f == nil {
+		return err
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return err
+	}
+	var want string
+	switch g.Get().(type) {
+	case time.Duration:
+		want = `want a duration such as "30s" or "1m30s"`
+	case int, int64, uint, uint64:
+		want = "want an integer"
+	case float64:
+		want = "want a number"
+	case bool:
+		want = "want true or false"
+	default:
+		return err
+	}
+	return fmt.Errorf("%s%s", strings.TrimSuffix(err.Error(), "parse error"), want)
+}
+
+// flagParseErr matches the flag package's error for a value its flag's
+// type cannot parse, naming the flag.
+var flagParseErr = regexp.MustCompile(`^invalid (?:boolean )?value ".*" for (?:flag )?-([^:]+): parse error$`)
+
 // parseFlags parses args with fs, mapping -h to success (after printing
 // fs's -h text) and other mistakes to a usage error that names the mistake
 // and where help is; the flag package alone would print the mistake, then
@@ -145,7 +184,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (help bool, err error) {
 			usage()
 			return true, nil
 		case err != nil:
-			return false, cmdUsageError(fs.Name(), "%s: %v", fs.Name(), err)
+			return false, cmdUsageError(fs.Name(), "%s: %v", fs.Name(), flagParseError(fs, err))
 		}
 		rest := fs.Args()
 		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" || len(rest) == 0 {

@@ -104,6 +104,18 @@ func TestParseServeArgsErrors(t *testing.T) {
 	if _, _, err := parseServeArgs([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}, io.Discard); err == nil {
 		t.Error("missing config file: no error")
 	}
+	// A flag's value says what it wants, as the file's does, where the
+	// flag package said "parse error".
+	for _, c := range []struct{ args, want string }{
+		{"--call-timeout 30", `serve: invalid value "30" for flag -call-timeout: want a duration such as "30s" or "1m30s"`},
+		{"--max-calls ten", `serve: invalid value "ten" for flag -max-calls: want an integer`},
+		{"--rate-per-caller x", `serve: invalid value "x" for flag -rate-per-caller: want a number`},
+		{"--diag=maybe", `serve: invalid boolean value "maybe" for -diag: want true or false`},
+	} {
+		if _, _, err := parseServeArgs(strings.Fields(c.args), io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error containing %q", c.args, err, c.want)
+		}
+	}
 }
 
 func TestServeConfigToService(t *testing.T) {
