@@ -316,14 +316,20 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 // suggest returns ` (did you mean "x"?)` for the known key closest to
 // name, when one is close enough to be a slip of the keyboard.
 func suggest(name string, fields map[string]reflect.Type) string {
-	best, bestD := "", 3 // more edits than this is another word
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys) // ties go to the same key every time
+	return Suggest(name, keys)
+}
+
+// Suggest returns ` (did you mean "KEY"?)` for the one of keys nearest to
+// name, a key misspelt, ignoring case, or "" when none is near.
+func Suggest(name string, keys []string) string {
+	best, bestD := "", 3                      // more edits than this is another word
+	keys = slices.Sorted(slices.Values(keys)) // ties go to the same key every time
 	for _, k := range keys {
-		if d := editDistance(strings.ToLower(name), k); d < bestD {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
 			best, bestD = k, d
 		}
 	}

@@ -151,6 +151,11 @@ func TestLoadErrors(t *testing.T) {
 		{"unclosed bracket", "- name: p\n  url: http://x/\n  response_path: 'a['", []string{`"p"`, "response_path"}},
 		{"duplicate", "- name: d\n  url: http://x/\n- name: d\n  url: http://y/", []string{"http_tools[1]", `"d"`, "used twice"}},
 		{"negative timeout", "- name: neg\n  url: http://x/\n  timeout: -1s", []string{`"neg"`, "negative timeout"}},
+		// What JSON Schema lets pass but a schema written for a tool cannot mean.
+		{"misspelt keyword", "- name: k\n  url: http://x/{id}\n  parameters: {type: object, properties: {id: {type: string}}, requierd: [id]}", []string{`"k"`, `parameters.requierd: not a JSON Schema keyword (did you mean "required"?)`}},
+		{"misspelt nested keyword", "- name: k\n  url: http://x/\n  parameters: {type: object, properties: {num: {type: integer, minimun: 1}}}", []string{`"k"`, `parameters.properties.num.minimun: not a JSON Schema keyword (did you mean "minimum"?)`}},
+		{"misspelt keyword in a list", "- name: k\n  url: http://x/\n  parameters: {type: object, properties: {num: {anyOf: [{type: integer}, {typ: string}]}}}", []string{`parameters.properties.num.anyOf[1].typ: not a JSON Schema keyword (did you mean "type"?)`}},
+		{"required not declared", "- name: r\n  url: http://x/\n  parameters: {type: object, properties: {q: {type: string}}, required: [query]}", []string{`"r"`, `parameters.required: "query" is not declared in parameters.properties: an argument not declared is never sent`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -147,6 +147,9 @@ func (s Spec) tool(client *http.Client) (tools.Tool, error) {
 	if err := json.Unmarshal(params, &schema); err != nil {
 		return fail("parameters must be a JSON Schema object: %v", err)
 	}
+	if err := checkParameters(params); err != nil {
+		return fail("%v", err)
+	}
 
 	u, err := parseURL(s.URL, schema.Properties)
 	if err != nil {
