@@ -87,6 +87,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // settings are checked when it starts (sandbox.New), since they matter
 // only with run_command.
 func (c Config) Validate() error {
+	// Whether or not run_command is on: "sandbox: {mode: requierd}" was
+	// taken without a word, and refused only once --run-command was added.
+	if err := c.Sandbox.Validate(); err != nil {
+		return err
+	}
 	for _, pat := range c.RunCommand.Allow {
 		if _, err := path.Match(pat, ""); err != nil {
 			return fmt.Errorf("run_command.allow: pattern %q: %w", pat, err)

@@ -29,6 +29,11 @@ func TestConfigValidate(t *testing.T) {
 			"--workspace-per-session needs the workspace; drop --no-workspace or --workspace-per-session"},
 		{"per session in the current directory", workspacetools.Config{PerSession: true},
 			"--workspace-per-session needs --workspace: the folder that holds the sessions' folders"},
+		// The sandbox's settings are checked without run_command too.
+		{"sandbox mode misspelt", workspacetools.Config{Sandbox: sandbox.Config{Mode: "requierd"}},
+			`sandbox.mode "requierd": want auto, required or off`},
+		{"sandbox network misspelt, no workspace", workspacetools.Config{NoWorkspace: true, Sandbox: sandbox.Config{Network: "alow"}},
+			`sandbox.network "alow": want deny or allow`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
