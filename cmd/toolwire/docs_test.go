@@ -50,6 +50,7 @@ func TestConfigTableDocumented(t *testing.T) {
 func TestCLISynopsisDocumented(t *testing.T) {
 	t.Parallel()
 	readme := readDoc(t, "../../docs/cli.md")
+	frontDoor := readDoc(t, "../../README.md")
 	auth := readDoc(t, "../../docs/auth.md")
 	shared := []string{"tls", "ca", "cert", "key", "token", "token-env"}
 	names := func(text, flag string) bool {
@@ -70,6 +71,10 @@ func TestCLISynopsisDocumented(t *testing.T) {
 		if synopsis == "" {
 			t.Errorf("docs/cli.md has no synopsis line for toolwire %s", cmd)
 			continue
+		}
+		// The README's synopsis, the front door's, is the same line.
+		if front := regexp.MustCompile(`(?m)^toolwire ` + cmd + ` .*$`).FindString(frontDoor); front != "" && front != synopsis {
+			t.Errorf("README.md's synopsis of toolwire %s is %q; docs/cli.md's is %q", cmd, front, synopsis)
 		}
 		flags := flagLine.FindAllStringSubmatch(help.String(), -1)
 		if len(flags) == 0 {
