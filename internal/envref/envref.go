@@ -26,6 +26,23 @@ func Check(s string) error {
 	return nil
 }
 
+// single is {NAME}, one brace each side, as a reference is mistyped.
+var single = regexp.MustCompile(`\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}`)
+
+// CheckSecret is Check for a value that holds a secret (a header, a
+// token), where a single-braced {NAME} outside any {{...}} is surely a
+// reference mistyped: "Bearer {TOKEN}" was sent as those very characters,
+// and the upstream refused them, far from the typo.
+func CheckSecret(s string) error {
+	if err := Check(s); err != nil {
+		return err
+	}
+	if m := single.FindStringSubmatch(ref.ReplaceAllString(s, "")); m != nil {
+		return fmt.Errorf("%s would be sent as it is written; an environment variable is written {{%s}}", m[0], m[1])
+	}
+	return nil
+}
+
 // Expand replaces every {{NAME}} in s with the value of the environment
 // variable NAME. An unset variable is an error naming it; the error never
 // contains s or any value, so it is safe to log.

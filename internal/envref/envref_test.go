@@ -42,3 +42,26 @@ func TestExpand(t *testing.T) {
 		t.Error("Check accepted {{a-b}}")
 	}
 }
+
+// TestCheckSecret: a single-braced {NAME} in a secret's value is a
+// reference mistyped, which was sent as written.
+func TestCheckSecret(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"Bearer {{TOKEN}}", ""},
+		{"{{ TOKEN }}", ""},
+		{"plain-value", ""},
+		{`{"json": 1}`, ""},
+		{"Bearer {TOKEN}", "{TOKEN} would be sent as it is written; an environment variable is written {{TOKEN}}"},
+		{"{{A}}-{B}", "{B} would be sent as it is written; an environment variable is written {{B}}"},
+		{"{{1BAD}}", `bad environment variable name "1BAD" in {{...}}`},
+	} {
+		err := CheckSecret(tc.in)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckSecret(%q) = %v; want nil", tc.in, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("CheckSecret(%q) = %v; want %q", tc.in, err, tc.want)
+		}
+	}
+}

@@ -137,6 +137,7 @@ func TestLoadErrors(t *testing.T) {
 		{"credentials and no host", "- name: c\n  url: https://user:pw@/x", []string{`"c"`}},
 		{"no host", "- name: f\n  url: http:///x", []string{`"f"`, "no host"}},
 		{"bad env var name", "- name: auth\n  url: http://x/\n  headers: {Authorization: 'Bearer {{1TOKEN}}'}", []string{`"auth"`, "{{1TOKEN}}", "environment variable names"}},
+		{"env var in single braces", "- name: auth\n  url: http://x/\n  headers: {Authorization: 'Bearer {TOKEN}'}", []string{`"auth"`, `header "Authorization": {TOKEN} would be sent as it is written; an environment variable is written {{TOKEN}}`}},
 		{"env var with dash", "- name: auth\n  url: http://x/\n  headers: {X-Key: '{{API-KEY}}'}", []string{`"auth"`, "{{API-KEY}}"}},
 		{"bad header name", "- name: hn\n  url: http://x/\n  headers: {'Bad Header': v}", []string{`"hn"`, `"Bad Header"`}},
 		{"bad method", "- name: m\n  method: FETCH\n  url: http://x/", []string{`"m"`, `method "FETCH"`}},

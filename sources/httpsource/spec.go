@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/toolwire/toolwire/internal/configfile"
+	"github.com/toolwire/toolwire/internal/envref"
 	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -288,6 +289,9 @@ func parseHeaders(h map[string]string) ([]headerTemplate, error) {
 		}
 		if strings.ContainsAny(envRefRE.ReplaceAllString(value, ""), "\r\n") {
 			return nil, fmt.Errorf("header %q: value holds a line break", name)
+		}
+		if err := envref.CheckSecret(value); err != nil {
+			return nil, fmt.Errorf("header %q: %w", name, err)
 		}
 		out = append(out, headerTemplate{name: http.CanonicalHeaderKey(name), value: value, vars: vars})
 	}

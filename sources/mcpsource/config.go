@@ -84,7 +84,7 @@ func (c ServerConfig) Validate() error {
 		}
 	}
 	for k, v := range c.Headers {
-		if err := envref.Check(v); err != nil {
+		if err := envref.CheckSecret(v); err != nil {
 			return fmt.Errorf("mcp server %q: header %s: %w", c.Name, k, err)
 		}
 		if c.OAuth != nil && http.CanonicalHeaderKey(k) == "Authorization" {

@@ -83,6 +83,7 @@ func TestValidate(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h", Env: map[string]string{"A": "b"}}, "for stdio"},
 		{ServerConfig{Name: "a", Command: "x", Headers: map[string]string{"A": "b"}}, "for streamable HTTP"},
 		{ServerConfig{Name: "a", URL: "http://h", Headers: map[string]string{"A": "{{9}}"}}, "bad environment variable name"},
+		{ServerConfig{Name: "a", URL: "http://h", Headers: map[string]string{"Authorization": "Bearer {TOKEN}"}}, `header Authorization: {TOKEN} would be sent as it is written; an environment variable is written {{TOKEN}}`},
 		{ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: -time.Second}, "reconnect_timeout -1s: want from 0 (the default, 2s) to 1m0s"},
 		{ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: time.Hour}, "reconnect_timeout 1h0m0s: want from 0"},
 		{ServerConfig{Name: "a", Command: "x", ReconnectTimeout: time.Second}, "reconnect_timeout is for streamable HTTP servers"},

@@ -53,7 +53,7 @@ func (o *OAuthConfig) validate() error {
 	if o.ClientSecret == "" {
 		return errors.New("client_secret is required (as {{ENV_VAR}})")
 	}
-	if err := envref.Check(o.ClientSecret); err != nil {
+	if err := envref.CheckSecret(o.ClientSecret); err != nil {
 		return fmt.Errorf("client_secret: %w", err)
 	}
 	for _, u := range []struct{ key, value string }{{"token_url", o.TokenURL}, {"issuer", o.Issuer}} {

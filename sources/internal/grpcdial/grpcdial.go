@@ -43,7 +43,7 @@ func (s Settings) Validate(what string) error {
 	if (s.CertFile == "") != (s.KeyFile == "") {
 		return fmt.Errorf("%s: cert_file and key_file go together", what)
 	}
-	if err := envref.Check(s.Token); err != nil {
+	if err := envref.CheckSecret(s.Token); err != nil {
 		return fmt.Errorf("%s: token: %w", what, err)
 	}
 	if s.Token != "" && s.Insecure && !IsLoopback(s.Target) {
