@@ -45,6 +45,17 @@ func TestWithDefaultPort(t *testing.T) {
 	if cf.addr != "127.0.0.1:50051" {
 		t.Errorf("--addr 127.0.0.1 dials %s; want 127.0.0.1:50051", cf.addr)
 	}
+	// A URL, as the HTTP port's are written, says what to write instead
+	// (grpc-go said "too many colons in address").
+	for in, want := range map[string]string{
+		"http://127.0.0.1:8080":       "--addr http://127.0.0.1:8080 is a URL; the client commands take the address of a gRPC port: --addr 127.0.0.1:8080",
+		"https://toolwire.example/x/": "--addr https://toolwire.example/x/ is a URL; the client commands take the address of a gRPC port: --addr toolwire.example --tls",
+	} {
+		cf := clientFlags{addr: in}
+		if _, _, _, err := cf.dial(t.Context()); err == nil || err.Error() != want {
+			t.Errorf("--addr %s: %v; want %q", in, err, want)
+		}
+	}
 }
 
 func TestParseFlagsInterspersed(t *testing.T) {

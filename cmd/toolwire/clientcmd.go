@@ -49,6 +49,22 @@ func withDefaultPort(addr string) string {
 	return net.JoinHostPort(host, defaultPort)
 }
 
+// notAURL refuses an --addr written as a URL, as the HTTP port's are
+// (http://127.0.0.1:8080): grpc-go said "too many colons in address",
+// having added its default port, 443, to the whole of it.
+func notAURL(addr string) error {
+	scheme, rest, ok := strings.Cut(addr, "://")
+	if !ok || (scheme != "http" && scheme != "https") {
+		return nil
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	tls := ""
+	if scheme == "https" {
+		tls = " --tls"
+	}
+	return fmt.Errorf("--addr %s is a URL; the client commands take the address of a gRPC port: --addr %s%s", addr, host, tls)
+}
+
 // dial returns a client and a context carrying the --timeout deadline; the
 // returned function releases both.
 func (c *clientFlags) dial(ctx context.Context) (*client.Client, context.Context, func(), error) {
@@ -57,6 +73,9 @@ func (c *clientFlags) dial(ctx context.Context) (*client.Client, context.Context
 
 // dialWith is dial with more client options.
 func (c *clientFlags) dialWith(ctx context.Context, more ...client.Option) (*client.Client, context.Context, func(), error) {
+	if err := notAURL(c.addr); err != nil {
+		return nil, nil, nil, err
+	}
 	c.addr = withDefaultPort(c.addr)
 	opts, err := c.sec.options(c.addr)
 	if err != nil {
