@@ -15,6 +15,7 @@ import (
 	"encoding"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"regexp"
 	"slices"
@@ -47,8 +48,24 @@ import (
 // them a boolean and a number, and then "true" and "511" or no text at all.
 func Decode(file string, data []byte, v any) error {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	d := yaml.NewDecoder(bytes.NewReader(data))
+	if err := d.Decode(&doc); err != nil && err != io.EOF {
 		return yamlSyntaxError(file, err)
+	}
+	// A second document ("---", as Kubernetes manifests are joined) was
+	// read by no one: its settings were dropped without a word.
+	for {
+		var next yaml.Node
+		err := d.Decode(&next)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return yamlSyntaxError(file, err)
+		}
+		if len(next.Content) > 0 && next.Content[0].Tag != "!!null" { // a bare "---" at the end is no document
+			return fmt.Errorf("%s:%d: a second YAML document (after ---): a config file holds one; merge them", file, next.Content[0].Line)
+		}
 	}
 	if len(doc.Content) > 0 {
 		c := &yamlChecker{file: file}

@@ -238,6 +238,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"list for a mapping", "safe: [echo]\n", `toolwire.yaml:1:7: safe: want a mapping of keys to values, not a list`},
 		{"mapping for a list", "mcp_servers:\n  name: x\n", `toolwire.yaml:2:3: mcp_servers: want a list, not a mapping`},
 		{"not YAML", "listen: [\n", "toolwire.yaml:1: did not find expected node content"},
+		{"two documents", "max_calls: 1\n---\ncall_timeout: 5s\n", "toolwire.yaml:3: a second YAML document (after ---): a config file holds one; merge them"},
+		{"a second document not YAML", "max_calls: 1\n---\nlisten: [\n", "toolwire.yaml:3: did not find expected node content"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
