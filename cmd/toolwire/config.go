@@ -137,7 +137,7 @@ func parseServeArgsRead(args []string, stderr io.Writer, read func(string) ([]by
 	fileCfg := defaultServeConfig()
 	b, err := read(path)
 	if err != nil {
-		return cfg, false, err
+		return cfg, false, fmt.Errorf("--config: %w", err) // "open nope.yaml: …" did not say which file it was
 	}
 	if err := configfile.Decode(path, b, &fileCfg); err != nil {
 		return cfg, false, err

@@ -101,8 +101,8 @@ func TestParseServeArgsErrors(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := parseServeArgs([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}, io.Discard); err == nil {
-		t.Error("missing config file: no error")
+	if _, _, err := parseServeArgs([]string{"--config", filepath.Join(t.TempDir(), "missing.yaml")}, io.Discard); err == nil || !strings.HasPrefix(err.Error(), "--config: open ") {
+		t.Errorf("missing config file: %v; want an error naming --config", err)
 	}
 	// A flag's value says what it wants, as the file's does, where the
 	// flag package said "parse error".
