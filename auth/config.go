@@ -136,23 +136,8 @@ func (c ServerConfig) Verifier(log *slog.Logger, getenv func(string) string) (*V
 		}
 		return nil, fmt.Errorf("auth.tokens: %w", err)
 	}
-	if v.Enabled() {
-		// A name no credential can prove is most likely one that a caller
-		// prefix moved (a JWT caller now "oidc:alice"): say so, since
-		// its rules silently apply to nobody.
-		for _, section := range []struct {
-			key   string
-			names []string
-		}{{"auth.permissions", slices.Collect(maps.Keys(c.Auth.Permissions))}, {"auth.groups", slices.Collect(maps.Keys(c.Auth.Groups))}} {
-			slices.Sort(section.names)
-			for _, name := range section.names {
-				if name != "*" && !v.ns.reaches(name, v.tokens().names) {
-					log.Warn(section.key+" names a caller that no credential names: no token has that name, and certificates' and JWTs' callers start with their prefix",
-						"caller", name, "prefixes", v.ns.prefixes())
-				}
-			}
-		}
-	}
+	v.WarnUnnamed(log, "auth.permissions", slices.Collect(maps.Keys(c.Auth.Permissions)))
+	v.WarnUnnamed(log, "auth.groups", slices.Collect(maps.Keys(c.Auth.Groups)))
 
 	switch {
 	case v.Enabled():
@@ -189,4 +174,22 @@ func (c ServerConfig) TLS(v *Verifier) (*tls.Config, error) {
 		return nil, nil
 	}
 	return ServerTLS(c.TLSCert, c.TLSKey, v)
+}
+
+// WarnUnnamed warns, on log, of each caller ID of names (the setting
+// key's, such as approvers) that no credential v accepts can name, when
+// authentication is on. Such a name is most likely a typo, or one that a
+// caller prefix moved (a JWT caller now "oidc:alice"): its rules silently
+// apply to nobody. "*" names everyone.
+func (v *Verifier) WarnUnnamed(log *slog.Logger, key string, names []string) {
+	if !v.Enabled() {
+		return
+	}
+	names = slices.Sorted(slices.Values(names))
+	for _, name := range slices.Compact(names) {
+		if name != "*" && !v.ns.reaches(name, v.tokens().names) {
+			log.Warn(key+" names a caller that no credential names: no token has that name, and certificates' and JWTs' callers start with their prefix",
+				"caller", name, "prefixes", v.ns.prefixes())
+		}
+	}
 }

@@ -187,6 +187,17 @@ func TestServerConfigWarnsOfNamesNoCredentialProves(t *testing.T) {
 		}
 	}
 
+	// The callers other settings name, checked the same way.
+	v, err := cfg.Verifier(discard, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	v.WarnUnnamed(slog.New(slog.NewTextHandler(&logs, nil)), "approvers", []string{"alice", "alcie", "oidc:carol", "alcie"})
+	if got := strings.Count(logs.String(), `msg="approvers names a caller that no credential names`); got != 1 || !strings.Contains(logs.String(), "caller=alcie") {
+		t.Errorf("approvers [alice alcie oidc:carol alcie]: %d warnings; want one, of alcie:\n%s", got, logs.String())
+	}
+
 	// A mixed configuration fails at start, naming what to set.
 	cfg.Auth.OIDC.CallerPrefix = ""
 	if _, err := cfg.Verifier(discard, noEnv); err == nil || !strings.HasPrefix(err.Error(), "auth: static tokens and JWTs of "+iss.URL+" both name callers without a prefix") {

@@ -358,3 +358,24 @@ func issue(t *testing.T, dir, cn string, caKey *ecdsa.PrivateKey, ca *x509.Certi
 	}
 	return certFile, keyFile
 }
+
+// TestServeWarnsOfUnnamedApprovers: approvers and approval rules' callers
+// that no credential names are warned of at start, as auth.permissions'
+// are: "approvers: [alcie]" let no one approve, without a word.
+func TestServeWarnsOfUnnamedApprovers(t *testing.T) {
+	t.Parallel()
+	tokens := writeFile(t, "tokens", "alice: "+strings.Repeat("a", 32)+"\n")
+	path := writeFile(t, "toolwire.yaml", "auth:\n  tokens_file: "+tokens+"\napprovers: [alice, alcie]\napprovals:\n  - tools: [echo]\n    callers: [alice, bob]\n")
+	s := startServe(t, "--config", path, "--diag")
+	for _, want := range []string{
+		`"msg":"approvers names a caller that no credential names`, `"caller":"alcie"`,
+		`"msg":"approvals[0].callers names a caller that no credential names`, `"caller":"bob"`,
+	} {
+		if !strings.Contains(s.stderr.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, s.stderr)
+		}
+	}
+	if strings.Contains(s.stderr.String(), `"caller":"alice"`) {
+		t.Errorf("alice, whom a token names, is warned of:\n%s", s.stderr)
+	}
+}

@@ -265,6 +265,12 @@ func (s *serveRun) buildSurfaces() ([]listener, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The callers other features name, as auth's own sections are checked:
+	// "approvers: [alcie]" let no one approve, without a word.
+	verifier.WarnUnnamed(s.log, "approvers", s.cfg.Approvers)
+	for i, r := range s.cfg.PolicyConfig.Approvals {
+		verifier.WarnUnnamed(s.log, fmt.Sprintf("approvals[%d].callers", i), r.Callers)
+	}
 	snap := s.reg.Snapshot()
 	s.log.Info("serving tools", append(toolNames(snap.Names()), "revision", snap.Revision())...)
 	svcCfg := s.cfg.ServiceConfig
