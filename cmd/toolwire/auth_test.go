@@ -379,3 +379,30 @@ func TestServeWarnsOfUnnamedApprovers(t *testing.T) {
 		t.Errorf("alice, whom a token names, is warned of:\n%s", s.stderr)
 	}
 }
+
+// TestServeWarnsOfPatternsMatchingNoTool: a permission or approval
+// pattern that matches no tool registered at start, and could match no
+// tool of a server that connects later, is warned of: a misspelt deny
+// pattern let the tool through without a word.
+func TestServeWarnsOfPatternsMatchingNoTool(t *testing.T) {
+	t.Parallel()
+	tokens := writeFile(t, "tokens", "alice: "+strings.Repeat("a", 32)+"\n")
+	path := writeFile(t, "toolwire.yaml", "auth:\n  tokens_file: "+tokens+"\n  permissions:\n    alice:\n"+
+		"      allow: [ech*, eho, files_*, fil*]\n      deny: [sleeep]\napprovals:\n  - tools: [fail, fial]\n"+
+		"mcp_servers:\n  - name: files\n    command: /nonexistent/mcp-server\n")
+	s := startServe(t, "--config", path, "--diag")
+	for _, want := range []string{
+		`"msg":"auth.permissions.alice.allow pattern matches no tool","pattern":"eho"`,
+		`"msg":"auth.permissions.alice.deny pattern matches no tool","pattern":"sleeep"`,
+		`"msg":"approvals[0].tools pattern matches no tool","pattern":"fial"`,
+	} {
+		if !strings.Contains(s.stderr.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, s.stderr)
+		}
+	}
+	for _, matched := range []string{`"pattern":"ech*"`, `"pattern":"files_*"`, `"pattern":"fil*"`, `"pattern":"fail"`} {
+		if strings.Contains(s.stderr.String(), matched) {
+			t.Errorf("a pattern that matches, or may match the MCP server's tools, is warned of (%s):\n%s", matched, s.stderr)
+		}
+	}
+}

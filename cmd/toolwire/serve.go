@@ -7,9 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/toolwire/toolwire/audit"
@@ -189,6 +192,47 @@ func (s *serveRun) warnOfTools() {
 		if _, ok := snap.Lookup(name); !ok {
 			s.log.Warn("safe override names a tool that is not registered", "tool", name)
 		}
+	}
+	s.warnOfPatterns(snap.Names())
+}
+
+// warnOfPatterns warns of each tool pattern of the permissions and the
+// approval rules that matches none of names, the tools registered at
+// start, nor could match a tool of a server that connects later (its
+// tools start with its name and "_"): a misspelt allow pattern hid a
+// tool, a misspelt deny pattern (deny: [run_comand]) let it through, and
+// a misspelt approval rule held nothing, each without a word.
+func (s *serveRun) warnOfPatterns(names []string) {
+	var later []string
+	for _, c := range s.cfg.MCPServers {
+		later = append(later, c.Name+"_")
+	}
+	for _, c := range s.cfg.Remotes {
+		later = append(later, c.Name+"_")
+	}
+	for _, c := range s.cfg.GRPC {
+		later = append(later, c.Name+"_")
+	}
+	check := func(key string, pats []string) {
+		for _, pat := range pats {
+			lit := pat // the part before its first wildcard
+			if i := strings.IndexAny(pat, `*?[\`); i >= 0 {
+				lit = pat[:i]
+			}
+			if lit == "" || slices.ContainsFunc(names, func(n string) bool { ok, _ := path.Match(pat, n); return ok }) ||
+				slices.ContainsFunc(later, func(p string) bool { return strings.HasPrefix(lit, p) || strings.HasPrefix(p, lit) }) {
+				continue
+			}
+			s.log.Warn(key+" pattern matches no tool", "pattern", pat)
+		}
+	}
+	perms := s.cfg.SecurityConfig.Auth.Permissions
+	for _, caller := range slices.Sorted(maps.Keys(perms)) {
+		check("auth.permissions."+caller+".allow", perms[caller].Allow)
+		check("auth.permissions."+caller+".deny", perms[caller].Deny)
+	}
+	for i, r := range s.cfg.PolicyConfig.Approvals {
+		check(fmt.Sprintf("approvals[%d].tools", i), r.Tools)
 	}
 }
 
