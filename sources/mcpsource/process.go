@@ -48,6 +48,8 @@ type stdioTransport struct {
 	// terminate is how long the server has to exit after its stdin is
 	// closed, and after SIGTERM.
 	terminate time.Duration
+
+	p *process // once Connect has started it
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -55,9 +57,30 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.p = p
 	// Closing the connection closes p (the Writer): stdin first, as MCP
 	// says, not stdout, which p reads to its end.
 	return (&mcp.IOTransport{Reader: stdoutReader{p.stdout}, Writer: p}).Connect(ctx)
+}
+
+// exitCause says how the server ended, when it exited of itself with an
+// error (a status other than 0, a signal) within exitGrace: why a session
+// failed to start, where the SDK says only that the connection closed
+// ("client is closing: EOF"). A server still running, or one that exited
+// cleanly, has nil.
+func (t *stdioTransport) exitCause() error {
+	if t.p == nil {
+		return nil
+	}
+	select {
+	case <-t.p.exited:
+	case <-time.After(exitGrace):
+		return nil
+	}
+	if t.p.err == nil || errors.Is(t.p.err, exec.ErrWaitDelay) {
+		return nil
+	}
+	return fmt.Errorf("the server exited: %v", t.p.err)
 }
 
 // stdoutReader reads a server's stdout; the deadline set when the server

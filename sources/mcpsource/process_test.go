@@ -3,6 +3,7 @@ package mcpsource
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -188,3 +190,22 @@ func stdioCommand(t *testing.T) *exec.Cmd {
 }
 
 func getsid(pid int) (int, error) { return unix.Getsid(pid) }
+
+// TestExitCauseLogged: a stdio server that exits with an error before it
+// answers initialize is retried with how it exited in the error, where the
+// SDK said only "client is closing: EOF".
+func TestExitCauseLogged(t *testing.T) {
+	t.Parallel()
+	g, _ := newGateway(t)
+	logs := &logbuf.Buffer{}
+	g.log = slog.New(slog.NewTextHandler(logs, nil))
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "dies", Command: "/bin/sh", Args: []string{"-c", "exit 3"}}}); err != nil {
+		t.Fatal(err)
+	}
+	const want = "(the server exited: exit status 3)"
+	for limit := time.Now().Add(waitLimit); !strings.Contains(logs.String(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatalf("the log does not say %q:\n%s", want, logs)
+		}
+	}
+}

@@ -93,6 +93,11 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		if cause := hs.lostCause(); cause != nil {
 			err = cause // the SDK says what followed: the connection closed
 		}
+		if st, ok := transport.Transport.(*stdioTransport); ok {
+			if cause := st.exitCause(); cause != nil {
+				err = fmt.Errorf("%w (%v)", err, cause)
+			}
+		}
 		return false, fmt.Errorf("connecting: %w", err)
 	}
 	ended := make(chan struct{})
