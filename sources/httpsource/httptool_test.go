@@ -129,6 +129,8 @@ func TestLoadErrors(t *testing.T) {
 		{"bad name", "- name: 'has space'\n  url: http://x/", []string{`"has space"`, "name must match"}},
 		{"empty name", "- url: http://x/", []string{`tool ""`, "name must match"}},
 		{"undeclared placeholder", "- name: get_user\n  url: http://x/users/{user}\n  " + params, []string{`"get_user"`, "{user}", "not a property declared"}},
+		{"env var in the URL", "- name: q\n  url: 'http://x/s?key={{API_KEY}}'", []string{`"q"`, "url: {{API_KEY}}: environment variables go in headers only"}},
+		{"env var in the body", "- name: q\n  method: POST\n  url: http://x/\n  body: {key: '{{API_KEY}}'}", []string{`"q"`, "body: {{API_KEY}}: environment variables go in headers only"}},
 		{"undeclared query placeholder", "- name: q\n  url: http://x/s?q={query}\n  " + params, []string{`"q"`, "{query}"}},
 		{"placeholder in host", "- name: h\n  url: http://{id}.example.com/\n  " + params, []string{`"h"`, "not the host"}},
 		{"not http", "- name: f\n  url: file:///etc/passwd", []string{`"f"`, "http:// or https://"}},

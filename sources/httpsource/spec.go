@@ -206,6 +206,9 @@ func checkFields(text string, props map[string]json.RawMessage) ([]string, error
 	for _, m := range placeholderRE.FindAllStringSubmatch(text, -1) {
 		f := m[1]
 		if _, ok := props[f]; !ok {
+			if strings.Contains(text, "{{"+f+"}}") {
+				return nil, fmt.Errorf("{{%s}}: environment variables go in headers only, which a secret belongs in; the URL and body take arguments, {field}", f)
+			}
 			return nil, fmt.Errorf("placeholder {%s} is not a property declared in parameters", f)
 		}
 		fields = append(fields, f)
