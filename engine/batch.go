@@ -143,6 +143,7 @@ type batch struct {
 	sending     atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
 	ended       atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
 	failed      atomic.Bool             // some call has failed, for stop_on_error
+	lanesEnded  atomic.Bool             // every call has its result: the batch runs no more, though BatchFinished may be on its way
 	reserved    slots.Slot              // taken before the batch was accepted, for its first call; see limits.go
 	start       time.Time
 	info        *BatchInfo                      // what the Observer is told of it; nil without one; see observe.go
@@ -366,6 +367,7 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 		}
 		wg.Wait()
 	}
+	b.lanesEnded.Store(true)
 	b.out.Close()
 }
 

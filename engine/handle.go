@@ -112,6 +112,12 @@ func (e *Engine) Cancel(ctx context.Context, batchID, reason string) error {
 		reason = cutUTF8(reason, MaxReasonBytes) + "…"
 	}
 	if b, err := e.lookup(ctx, batchID); err == nil {
+		if b.lanesEnded.Load() {
+			// Its calls all have results: a client that read
+			// BatchFinished may cancel before the batch is forgotten,
+			// and is told what it would be told a moment later.
+			return errorf(NotFound, "no batch %s is running for this caller", shorten(batchID))
+		}
 		b.cancel(&errCancelRequested{reason: reason})
 		return nil
 	}

@@ -473,3 +473,31 @@ func TestDrainFinishesDetachedBatches(t *testing.T) {
 		t.Errorf("GetBatch after Drain: %v, want CANCELLED, the call cancelled for the shutdown", got)
 	}
 }
+
+// TestCancelAfterBatchFinished: a client that read BatchFinished and then
+// cancels is told NotFound, as a moment later, though the engine may not
+// have forgotten the batch yet (toolwire cancel after toolwire attach
+// answered OK, now and then, on a loaded machine).
+func TestCancelAfterBatchFinished(t *testing.T) {
+	t.Parallel()
+	te := newTestBed(t, Config{})
+	var cancelErr error
+	var id string
+	sink := SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
+		if a := ev.GetAccepted(); a != nil {
+			id = a.GetBatchId()
+		}
+		if ev.GetFinished() != nil {
+			// Before Send returns, Run has not returned either: the
+			// batch is still the engine's.
+			cancelErr = te.e.Cancel(as("alice"), id, "too late")
+		}
+		return nil
+	})
+	if err := te.e.Run(as("alice"), te.reg.Snapshot(), calls(call("a", "echo", `{"text":"x"}`)), sink); err != nil {
+		t.Fatal(err)
+	}
+	if CodeOf(cancelErr) != NotFound {
+		t.Errorf("Cancel once BatchFinished was sent: %v; want NotFound", cancelErr)
+	}
+}
