@@ -168,3 +168,79 @@ func TestUnmatchedPatternsLogged(t *testing.T) {
 		}
 	}
 }
+
+// pathQueryDoc tells operations that share a path apart as public
+// documents do: by a fragment (AWS's "/#Action=…", Box's
+// "/files/{id}#add_shared_link"), by a query written in the path
+// (Flickr's "/rest?method=…"), or by query pairs written there whose
+// values are placeholders (Weatherbit's "/current?city={city}", declared
+// as path parameters).
+const pathQueryDoc = `{"openapi": "3.0.0", "info": {"title": "paths", "version": "1"},
+ "paths": {
+  "/#Action=GetSessionToken": {"get": {"operationId": "getSessionToken", "parameters": [
+    {"name": "Action", "in": "query", "required": true, "schema": {"type": "string", "enum": ["GetSessionToken"]}},
+    {"name": "DurationSeconds", "in": "query", "schema": {"type": "integer"}}]}},
+  "/files/{file_id}#add_shared_link": {"put": {"operationId": "addSharedLink", "parameters": [
+    {"name": "file_id", "in": "path", "required": true, "schema": {"type": "string"}},
+    {"name": "fields", "in": "query", "required": true, "schema": {"type": "string"}}],
+   "requestBody": {"content": {"application/json": {"schema": {"type": "object", "properties": {"shared_link": {"type": "object"}}}}}}}},
+  "/rest?method=flickr.photos.search&format=json": {"get": {"operationId": "search", "parameters": [
+    {"name": "text", "in": "query", "schema": {"type": "string"}}]}},
+  "/current?city={city}&country={country}": {"get": {"operationId": "current", "parameters": [
+    {"name": "city", "in": "path", "required": true, "schema": {"type": "string"}},
+    {"name": "country", "in": "path", "required": true, "schema": {"type": "string"}},
+    {"name": "units", "in": "query", "schema": {"type": "string"}}]}},
+  "/numbers/{country}?{search}=1": {"get": {"operationId": "keyPlaceholder", "parameters": [
+    {"name": "country", "in": "path", "required": true, "schema": {"type": "string"}},
+    {"name": "search", "in": "path", "required": true, "schema": {"type": "string"}}]}},
+  "/v1/search?term={term}": {"get": {"operationId": "undeclaredTerm"}}
+ }}`
+
+// TestPathQueryAndFragment: a path written with a fragment or a query
+// sends its query parameters (a fragment is never sent, and what follows
+// it was lost with it: AWS's calls went out as "GET /" with no query at
+// all) and sends one query, the path's own pairs first (a second "?"
+// made Flickr's method "flickr.photos.search?text=…").
+func TestPathQueryAndFragment(t *testing.T) {
+	t.Parallel()
+	srv, got := recorder(t)
+	src, reg, logs := newSource(t)
+	if err := src.Sync(t.Context(), []Config{{Name: "p", Spec: writeDoc(t, mustJSON(t, pathQueryDoc)), BaseURL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool, args string
+		want       request
+	}{
+		{"p_getSessionToken", `{"Action":"GetSessionToken","DurationSeconds":900}`, request{Method: "GET", URI: "/?Action=GetSessionToken&DurationSeconds=900"}},
+		{"p_addSharedLink", `{"file_id":"12","fields":"shared_link","shared_link":{"access":"open"}}`,
+			request{Method: "PUT", URI: "/files/12?fields=shared_link", ContentType: "application/json", Body: `{"shared_link":{"access":"open"}}`}},
+		{"p_search", `{"text":"red fox"}`, request{Method: "GET", URI: "/rest?method=flickr.photos.search&format=json&text=red+fox"}},
+		{"p_current", `{"city":"Raleigh, NC","country":"US","units":"M"}`, request{Method: "GET", URI: "/current?city=Raleigh%2C+NC&country=US&units=M"}},
+	} {
+		tl, ok := reg.Snapshot().Lookup(tc.tool)
+		if !ok {
+			t.Errorf("no tool %s:\n%s", tc.tool, logs)
+			continue
+		}
+		if _, err := tl.ValidateArguments(tc.args); err != nil {
+			t.Errorf("%s(%s): %v", tc.tool, tc.args, err)
+			continue
+		}
+		if res := call(t, reg, tc.tool, tc.args); res.IsError {
+			t.Errorf("%s: %s", tc.tool, text(res))
+			continue
+		}
+		if r := <-got; r != tc.want {
+			t.Errorf("%s sent %+v\nwant %+v", tc.tool, r, tc.want)
+		}
+	}
+	for route, reason := range map[string]string{
+		"GET /numbers/{country}?{search}=1": `"reason":"the path's query pair \"{search}=1\" holds a placeholder toolwire cannot fill (only key={name})"`,
+		"GET /v1/search?term={term}":        `"reason":"the path's query pair term={term}: no parameter \"term\" is declared"`,
+	} {
+		if !strings.Contains(logs.String(), `"operation":"`+route+`",`+reason) {
+			t.Errorf("no line says %s was skipped with %s:\n%s", route, reason, logs)
+		}
+	}
+}

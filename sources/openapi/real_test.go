@@ -32,7 +32,8 @@ func realDocs(tb testing.TB) string {
 // file uploads, and one search filter whose values form style cannot
 // carry). Then it calls a few tools of the three largest against a real
 // server and checks the requests: GitHub's milestone cleared with null,
-// Stripe's form bodies and deepObject queries, Kubernetes' */* bodies.
+// Stripe's form bodies and deepObject queries, Kubernetes' */* bodies,
+// and Box's query behind a path's fragment.
 func TestRealDocuments(t *testing.T) {
 	dir := realDocs(t)
 	srv, got := recorder(t)
@@ -92,6 +93,8 @@ func TestRealDocuments(t *testing.T) {
 			Body: "address%5Bcity%5D=Z%C3%BCrich&email=a%40example.com&expand%5B0%5D=tax_ids&metadata%5Border%5D=6735"})
 	expect("stripe.json", "api_GetCustomers", `{"created":{"gte":1700000000},"limit":3}`,
 		request{Method: "GET", URI: "/v1/customers?created%5Bgte%5D=1700000000&limit=3"})
+	expect("box.json", "api_put_files_id_add_shared_link", `{"file_id":"12","fields":"shared_link","shared_link":{"access":"open"}}`,
+		request{Method: "PUT", URI: "/files/12?fields=shared_link", ContentType: "application/json", Body: `{"shared_link":{"access":"open"}}`})
 	expect("kubernetes.json", "api_createCoreV1Namespace", `{"metadata":{"name":"team-a"},"dryRun":"All"}`,
 		request{Method: "POST", URI: "/api/v1/namespaces?dryRun=All", ContentType: "application/json", Body: `{"metadata":{"name":"team-a"}}`})
 	expect("kubernetes.json", "api_patchCoreV1Namespace", `{"name":"team-a","body":{"metadata":{"labels":{"tier":"x"}}}}`,

@@ -35,7 +35,8 @@ const (
 
 // operation runs the calls of one operation's tool.
 type operation struct {
-	method, path string // path as the document writes it, with {name}s
+	method, path string   // path as the document writes it, with {name}s, up to any ? or #
+	query        []string // the pairs written after a ? in the path, escaped, sent first
 	base         string
 	params       []param
 	body         bodyMode
@@ -181,7 +182,11 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 	if err != nil {
 		return t, err
 	}
-	o := &operation{method: r.method, path: r.path, send: b.send}
+	path, query, bound, err := splitPath(r.path)
+	if err != nil {
+		return t, err
+	}
+	o := &operation{method: r.method, path: path, query: query, send: b.send}
 	if spec.servers != nil && !b.ownsServers(spec.servers) {
 		if o.base, err = b.opBase(spec.servers); err != nil {
 			return t, skip(reasonServer, "servers: %v", err)
@@ -190,7 +195,21 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 		return t, err // the entry's problem: the document names no usable server
 	}
 	var params []paramSpec
+	seen := map[string]bool{}
 	for _, p := range spec.params {
+		if key, ok := bound[p.name]; ok && (p.in == "path" || p.in == "query") {
+			// A pair of the path's own query (/current?city={city}) is
+			// sent as a query parameter, in whichever place the
+			// document declares it.
+			if p.in == "path" {
+				p.style, p.explode = "form", true
+			}
+			p.in, p.name = "query", key
+		}
+		if seen[p.in+":"+p.name] {
+			continue
+		}
+		seen[p.in+":"+p.name] = true
 		if p.in == "cookie" {
 			if p.required {
 				return t, skip(reasonCookie, "parameter %q is sent in a cookie, which toolwire does not send", p.name)
@@ -200,7 +219,7 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 		if p.in == "header" && !validHeaderName(p.name) {
 			return t, skip(reasonDocument, "header parameter %q: not a valid header name", p.name)
 		}
-		if p.in == "path" && !strings.Contains(r.path, "{"+p.name+"}") {
+		if p.in == "path" && !strings.Contains(path, "{"+p.name+"}") {
 			continue // a path parameter the path does not use sends nothing
 		}
 		if err := b.d.checkStyle(p); err != nil {
@@ -208,9 +227,15 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 		}
 		params = append(params, p)
 	}
-	for _, m := range pathParamRE.FindAllStringSubmatch(r.path, -1) {
+	for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
 		if !slices.ContainsFunc(params, func(p paramSpec) bool { return p.in == "path" && p.name == m[1] }) {
 			return t, skip(reasonDocument, "path parameter {%s} is not declared", m[1])
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(bound)) {
+		key := bound[name]
+		if !slices.ContainsFunc(params, func(p paramSpec) bool { return p.in == "query" && p.name == key }) {
+			return t, skip(reasonDocument, "the path's query pair %s={%s}: no parameter %q is declared", key, name, name)
 		}
 	}
 	if rb := spec.body; rb != nil && rb.kind == bodyForm {
@@ -451,6 +476,50 @@ func mergeable(s map[string]any, params map[string]any) bool {
 
 var pathParamRE = regexp.MustCompile(`\{([^{}]+)\}`)
 
+// splitPath reads a path as documents write it to tell operations apart
+// that share a path (AWS's "/#Action=AssumeRole", Box's
+// "/files/{file_id}#add_shared_link", Flickr's
+// "/rest?method=flickr.photos.search"): a fragment is not sent, and a
+// query is sent before the parameters' pairs, each pair as written
+// (escaped), except those whose value is a placeholder (key={name}),
+// which bound lists by name with their key: parameter name is sent there
+// as a query parameter.
+func splitPath(raw string) (path string, query []string, bound map[string]string, err error) {
+	raw, _, _ = strings.Cut(raw, "#")
+	path, rawQuery, _ := strings.Cut(raw, "?")
+	for pair := range strings.SplitSeq(rawQuery, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, hasValue := strings.Cut(pair, "=")
+		if m := pathParamRE.FindStringSubmatch(v); m != nil && m[0] == v && !strings.ContainsAny(k, "{}") {
+			if bound == nil {
+				bound = map[string]string{}
+			}
+			bound[m[1]] = unescapeQuery(k)
+			continue
+		}
+		if strings.ContainsAny(pair, "{}") {
+			return "", nil, nil, skip(reasonDocument, "the path's query pair %q holds a placeholder toolwire cannot fill (only key={name})", pair)
+		}
+		e := queryEscape(unescapeQuery(k), false)
+		if hasValue {
+			e += "=" + queryEscape(unescapeQuery(v), false)
+		}
+		query = append(query, e)
+	}
+	return path, query, bound, nil
+}
+
+// unescapeQuery is s with its %-escapes decoded, or s when they are not
+// valid.
+func unescapeQuery(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
 var headerNameRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 func validHeaderName(s string) bool { return headerNameRE.MatchString(s) }
@@ -497,7 +566,7 @@ func (o *operation) call(ctx context.Context, call *tools.Call) (*tools.Result, 
 		}
 	}
 	path := o.path
-	var query []string
+	query := slices.Clone(o.query)
 	header := http.Header{}
 	params := make(map[string]bool, len(o.params))
 	for _, p := range o.params {
