@@ -2,8 +2,10 @@ package openapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -241,6 +243,85 @@ func TestPathQueryAndFragment(t *testing.T) {
 	} {
 		if !strings.Contains(logs.String(), `"operation":"`+route+`",`+reason) {
 			t.Errorf("no line says %s was skipped with %s:\n%s", route, reason, logs)
+		}
+	}
+}
+
+// argNamesDoc names parameters and body members as public APIs do
+// (OData's $filter, Rails' ids[], JSON:API's filter[name], a form field
+// with spaces), which Anthropic's API refuses as property names.
+const argNamesDoc = `{"openapi": "3.0.0", "info": {"title": "names", "version": "1"},
+ "paths": {
+  "/items": {"get": {"operationId": "list", "parameters": [
+    {"name": "$filter", "in": "query", "schema": {"type": "string"}},
+    {"name": "$top", "in": "query", "required": true, "schema": {"type": "integer"}},
+    {"name": "ids[]", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}},
+    {"name": "filter[name]", "in": "query", "schema": {"type": "string"}},
+    {"name": "filter_name", "in": "query", "schema": {"type": "string"}},
+    {"name": "X-Request-ID", "in": "header", "schema": {"type": "string"}}]},
+   "post": {"operationId": "order", "requestBody": {"required": true, "content": {"application/x-www-form-urlencoded": {"schema": {"type": "object",
+    "properties": {"Time in Force": {"type": "string"}, "Quantity": {"type": "integer"}}, "required": ["Quantity"]}}}}}}
+ }}`
+
+// TestArgumentNames: every top-level property of an input schema is a
+// name Anthropic's API accepts (^[a-zA-Z0-9_.-]{1,64}$; one that is not
+// fails every request that offers the tool), and the request still uses
+// the document's names.
+func TestArgumentNames(t *testing.T) {
+	t.Parallel()
+	srv, got := recorder(t)
+	src, reg, logs := newSource(t)
+	if err := src.Sync(t.Context(), []Config{{Name: "n", Spec: writeDoc(t, mustJSON(t, argNamesDoc)), BaseURL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	valid := regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+	for _, name := range []string{"n_list", "n_order"} {
+		tl, ok := reg.Snapshot().Lookup(name)
+		if !ok {
+			t.Fatalf("no tool %s:\n%s", name, logs)
+		}
+		var s struct {
+			Properties map[string]any `json:"properties"`
+			Required   []string       `json:"required"`
+		}
+		if err := json.Unmarshal(tl.InputSchema, &s); err != nil {
+			t.Fatal(err)
+		}
+		for k := range s.Properties {
+			if !valid.MatchString(k) {
+				t.Errorf("%s: property %q: %s", name, k, tl.InputSchema)
+			}
+		}
+		for _, r := range s.Required {
+			if _, ok := s.Properties[r]; !ok {
+				t.Errorf("%s: required %q is no property: %s", name, r, tl.InputSchema)
+			}
+		}
+		if name == "n_list" {
+			// Each renamed argument says which parameter it is.
+			for prop, param := range map[string]string{"filter": "$filter", "ids": "ids[]", "filter_name_query": "filter[name]"} {
+				d, _ := s.Properties[prop].(map[string]any)["description"].(string)
+				if want := fmt.Sprintf("Sent as the query parameter %q.", param); d != want {
+					t.Errorf("%s's description %q; want %q", prop, d, want)
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		tool, args string
+		want       request
+	}{
+		{"n_list", `{"filter":"a eq 1","top":5,"ids":["x","y"],"filter_name_query":"f","filter_name":"g"}`,
+			request{Method: "GET", URI: "/items?%24filter=a+eq+1&%24top=5&ids%5B%5D=x&ids%5B%5D=y&filter%5Bname%5D=f&filter_name=g"}},
+		{"n_order", `{"body":{"Time in Force":"GTC","Quantity":3}}`,
+			request{Method: "POST", URI: "/items", ContentType: "application/x-www-form-urlencoded", Body: "Quantity=3&Time+in+Force=GTC"}},
+	} {
+		if res := call(t, reg, tc.tool, tc.args); res.IsError {
+			t.Errorf("%s: %s", tc.tool, text(res))
+			continue
+		}
+		if r := <-got; r != tc.want {
+			t.Errorf("%s sent %+v\nwant %+v", tc.tool, r, tc.want)
 		}
 	}
 }

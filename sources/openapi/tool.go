@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
@@ -321,11 +322,19 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 		// no part of the document.
 		o.bodySpec = &bodySpec{kind: rb.kind, contentType: rb.contentType, required: rb.required, encoding: rb.encoding}
 	}
-	for _, p := range params {
-		prop := p.name
-		if _, dup := props[prop]; dup {
-			prop = p.name + "_" + p.in
+	// Names the document gives that are valid arguments are taken first:
+	// filter_name stays itself beside filter[name].
+	names, taken := make([]string, len(params)), map[string]any{}
+	for _, valid := range []bool{true, false} {
+		for i, p := range params {
+			if argNameRE.MatchString(p.name) == valid {
+				names[i] = argName(p.name, p.in, taken)
+				taken[names[i]] = true
+			}
 		}
+	}
+	for i, p := range params {
+		prop := names[i]
 		s := conv.schema(p.schema, 0)
 		if sm, ok := s.(map[string]any); ok && (p.deprecated || (sm["description"] == nil && p.description != "")) {
 			sm = maps.Clone(sm)
@@ -335,6 +344,17 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 			if p.deprecated {
 				sm["deprecated"] = true
 			}
+			s = sm
+		}
+		if sm, ok := s.(map[string]any); ok && prop != p.name {
+			// Twilio's StartTime< and StartTime> are StartTime_query and
+			// StartTime_query_2 beside StartTime: say which is which.
+			sm = maps.Clone(sm)
+			note := fmt.Sprintf("Sent as the %s parameter %q.", p.in, p.name)
+			if d, _ := sm["description"].(string); d != "" {
+				note = d + "\n\n" + note
+			}
+			sm["description"] = note
 			s = sm
 		}
 		props[prop] = s
@@ -467,11 +487,50 @@ func mergeable(s map[string]any, params map[string]any) bool {
 		}
 	}
 	for k := range props {
-		if _, ok := params[k]; ok {
+		if _, ok := params[k]; ok || !argNameRE.MatchString(k) {
 			return false
 		}
 	}
 	return true
+}
+
+// argNameRE is what the name of an input schema's property must match:
+// Anthropic's API (and Bedrock's Converse) refuse a whole request, every
+// tool of it, when one tool's input schema has a top-level property named
+// otherwise ("input_schema.properties: Property keys should match
+// pattern …"), as OData's $filter, Rails' ids[] and JSON:API's
+// filter[name] are.
+var argNameRE = regexp.MustCompile(`^[a-zA-Z0-9_.-]{1,64}$`)
+
+var notArgChar = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
+
+// argName is the property a parameter named name, sent in in, is offered
+// as: its name when argNameRE allows it and no property of taken has it;
+// else its runs of other characters made "_" ($filter is filter,
+// filter[name] is filter_name), cut to 64 characters, and told apart from
+// the properties taken by "_" and its place, then a number. The
+// parameter is still sent under its own name.
+func argName(name, in string, taken map[string]any) string {
+	prop := name
+	if !argNameRE.MatchString(prop) {
+		prop = strings.Trim(notArgChar.ReplaceAllString(prop, "_"), "_")
+		if prop == "" {
+			prop = "arg"
+		}
+		prop = prop[:min(len(prop), 64)]
+	}
+	if _, dup := taken[prop]; !dup {
+		return prop
+	}
+	base := prop[:min(len(prop), 64-len(in)-1)] + "_" + in
+	prop = base
+	for i := 2; ; i++ {
+		if _, dup := taken[prop]; !dup {
+			return prop
+		}
+		n := strconv.Itoa(i)
+		prop = base[:min(len(base), 64-len(n)-1)] + "_" + n
+	}
 }
 
 var pathParamRE = regexp.MustCompile(`\{([^{}]+)\}`)
