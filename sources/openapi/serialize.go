@@ -56,25 +56,72 @@ func (d *document) checkStyle(p paramSpec) error {
 }
 
 // nested reports whether a schema is an array or object whose members are
-// arrays or objects, following $refs.
+// arrays or objects, following $refs and allOf (AWS's list items are
+// allOf: [{$ref: Tag}, {xml: …}]).
 func (d *document) nested(node any) bool {
-	s := d.deref(node)
-	compound := func(n any) bool {
-		t := typeList(d.deref(n)["type"])
-		return slices.Contains(t, "object") || slices.Contains(t, "array")
-	}
-	if items, ok := s["items"]; ok && compound(items) {
-		return true
-	}
-	if props, ok := s["properties"].(map[string]any); ok {
-		for _, p := range props {
-			if compound(p) {
-				return true
+	budget := maxShapeNodes
+	found := false
+	d.eachPart(node, &budget, func(s map[string]any) {
+		if items, ok := s["items"]; ok && d.compound(items, &budget) {
+			found = true
+		}
+		if props, ok := s["properties"].(map[string]any); ok {
+			for _, p := range props {
+				if d.compound(p, &budget) {
+					found = true
+				}
 			}
 		}
+		if ap, ok := s["additionalProperties"].(map[string]any); ok && d.compound(ap, &budget) {
+			found = true
+		}
+	})
+	return found
+}
+
+// maxShapeNodes bounds the schemas nested and compound look at for one
+// parameter: allOf members that refer to each other must not make the
+// walk exponential.
+const maxShapeNodes = 1000
+
+// eachPart calls f with the schema node and, through $refs, each member
+// of its allOf, each of which applies to the whole value.
+func (d *document) eachPart(node any, budget *int, f func(map[string]any)) {
+	s := d.deref(node)
+	if s == nil || *budget <= 0 {
+		return
 	}
-	if ap, ok := s["additionalProperties"].(map[string]any); ok && compound(ap) {
+	*budget--
+	f(s)
+	for _, m := range asList(s["allOf"]) {
+		d.eachPart(m, budget, f)
+	}
+}
+
+// compound reports whether a schema's values are arrays or objects: its
+// type says so, or, without a type, it has properties or items, a member
+// of its allOf is compound, or every alternative of its anyOf or oneOf is.
+func (d *document) compound(node any, budget *int) bool {
+	s := d.deref(node)
+	if s == nil || *budget <= 0 {
+		return false
+	}
+	*budget--
+	if t := typeList(s["type"]); len(t) > 0 {
+		return slices.Contains(t, "object") || slices.Contains(t, "array")
+	}
+	if s["properties"] != nil || s["items"] != nil {
 		return true
+	}
+	for _, m := range asList(s["allOf"]) {
+		if d.compound(m, budget) {
+			return true
+		}
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if alts := asList(s[k]); len(alts) > 0 && !slices.ContainsFunc(alts, func(a any) bool { return !d.compound(a, budget) }) {
+			return true
+		}
 	}
 	return false
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -357,5 +358,52 @@ func TestServers(t *testing.T) {
 	case r := <-docGot:
 		t.Errorf("a request with base_url set went to the document's server: %+v", r)
 	default:
+	}
+}
+
+// nestedShapesDoc declares query parameters whose items are objects
+// without saying type: object where it stands, as AWS's documents do
+// (allOf: [{$ref: Tag}, {xml: …}]), and as properties alone, and one
+// whose items may be a string.
+const nestedShapesDoc = `{"openapi": "3.0.0", "info": {"title": "shapes", "version": "1"},
+ "paths": {
+  "/#Action=AddTags": {"get": {"operationId": "addTags", "parameters": [
+    {"name": "Tags", "in": "query", "required": true, "schema": {"type": "array", "items": {"allOf": [{"$ref": "#/components/schemas/Tag"}, {"xml": {"name": "Tag"}}]}}}]}},
+  "/filters": {"get": {"operationId": "filters", "parameters": [
+    {"name": "filters", "in": "query", "schema": {"allOf": [{"$ref": "#/components/schemas/Filters"}]}}]}},
+  "/either": {"get": {"operationId": "either", "parameters": [
+    {"name": "ids", "in": "query", "schema": {"type": "array", "items": {"oneOf": [{"type": "string"}, {"$ref": "#/components/schemas/Tag"}]}}}]}}
+ },
+ "components": {"schemas": {
+  "Tag": {"type": "object", "properties": {"Key": {"type": "string"}, "Value": {"type": "string"}}},
+  "Filters": {"type": "array", "items": {"properties": {"name": {"type": "string"}}}}
+ }}}`
+
+// TestNestedShapes: a parameter whose values nest objects is skipped at
+// load with the reason, however its schema says they are objects (AWS's
+// AddTagsToResource loaded, and every call, its Tags required, was an
+// error result: "style form cannot carry a nested object or array"); one
+// whose items may be strings loads.
+func TestNestedShapes(t *testing.T) {
+	t.Parallel()
+	logs := &strings.Builder{}
+	ts, err := Load(t.Context(), Config{Name: "s", Spec: writeDoc(t, mustJSON(t, nestedShapesDoc)), BaseURL: "http://127.0.0.1:9"}, nil, newLogger(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range ts {
+		names = append(names, tl.Name)
+	}
+	if !slices.Equal(names, []string{"s_either"}) {
+		t.Errorf("tools %v; want s_either alone:\n%s", names, logs)
+	}
+	for _, want := range []string{
+		`"operation":"GET /#Action=AddTags","reason":"parameter \"Tags\": its values nest objects or arrays, which style form cannot carry (only deepObject can)"`,
+		`"operation":"GET /filters","reason":"parameter \"filters\": its values nest objects or arrays`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no line says %s:\n%s", want, logs)
+		}
 	}
 }
