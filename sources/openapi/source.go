@@ -165,8 +165,14 @@ func (l *loaded) log(logger *slog.Logger, name string) {
 		logger.Warn("skipping OpenAPI operation", "openapi", name, "operation", s.route, "reason", s.detail)
 		byReason[s.reason]++
 	}
+	for _, s := range l.rep.leftOut {
+		logger.Warn("leaving out an optional OpenAPI parameter", "openapi", name, "operation", s.route, "reason", s.detail)
+	}
 	attrs := []any{"openapi", name, "operations", l.rep.operations, "tools", l.rep.tools,
 		"excluded", l.rep.excluded, "skipped", len(l.rep.skips)}
+	if len(l.rep.leftOut) > 0 {
+		attrs = append(attrs, "parameters_left_out", len(l.rep.leftOut))
+	}
 	if len(byReason) > 0 {
 		var reasons []any
 		for _, r := range slices.Sorted(maps.Keys(byReason)) {

@@ -379,11 +379,13 @@ const nestedShapesDoc = `{"openapi": "3.0.0", "info": {"title": "shapes", "versi
   "Filters": {"type": "array", "items": {"properties": {"name": {"type": "string"}}}}
  }}}`
 
-// TestNestedShapes: a parameter whose values nest objects is skipped at
-// load with the reason, however its schema says they are objects (AWS's
-// AddTagsToResource loaded, and every call, its Tags required, was an
-// error result: "style form cannot carry a nested object or array"); one
-// whose items may be strings loads.
+// TestNestedShapes: a required parameter whose values nest objects is
+// skipped at load with the reason, however its schema says they are
+// objects (AWS's AddTagsToResource loaded, and every call, its Tags
+// required, was an error result: "style form cannot carry a nested object
+// or array"); an optional one is left out of its tool, with a line saying
+// so (EC2's DescribeInstances is a tool without its Filter); one whose
+// items may be strings stays.
 func TestNestedShapes(t *testing.T) {
 	t.Parallel()
 	logs := &strings.Builder{}
@@ -391,16 +393,25 @@ func TestNestedShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	schemas := map[string]string{}
 	var names []string
 	for _, tl := range ts {
 		names = append(names, tl.Name)
+		schemas[tl.Name] = string(tl.InputSchema)
 	}
-	if !slices.Equal(names, []string{"s_either"}) {
-		t.Errorf("tools %v; want s_either alone:\n%s", names, logs)
+	if !slices.Equal(names, []string{"s_either", "s_filters"}) {
+		t.Errorf("tools %v; want s_either and s_filters:\n%s", names, logs)
+	}
+	if s := schemas["s_filters"]; strings.Contains(s, "filters") {
+		t.Errorf("s_filters offers the parameter it cannot send: %s", s)
+	}
+	if s := schemas["s_either"]; !strings.Contains(s, `"ids"`) {
+		t.Errorf("s_either lost ids: %s", s)
 	}
 	for _, want := range []string{
-		`"operation":"GET /#Action=AddTags","reason":"parameter \"Tags\": its values nest objects or arrays, which style form cannot carry (only deepObject can)"`,
-		`"operation":"GET /filters","reason":"parameter \"filters\": its values nest objects or arrays`,
+		`"msg":"skipping OpenAPI operation","openapi":"s","operation":"GET /#Action=AddTags","reason":"parameter \"Tags\": its values nest objects or arrays, which style form cannot carry (only deepObject can)"`,
+		`"msg":"leaving out an optional OpenAPI parameter","openapi":"s","operation":"GET /filters","reason":"parameter \"filters\": its values nest objects or arrays`,
+		`"tools":2,"excluded":0,"skipped":1,"parameters_left_out":1,"skipped_because":{"parameter_style":1}`,
 	} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("no line says %s:\n%s", want, logs)

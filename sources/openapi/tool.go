@@ -61,6 +61,7 @@ type report struct {
 	tools      int       // made
 	skips      []skipped // the rest
 	unmatched  []string  // "include PATTERN" or "exclude PATTERN" that matched no operation
+	leftOut    []skipped // optional parameters the tools do not offer, and why
 }
 
 // build returns the tools of doc's operations that c selects, sorted by
@@ -102,6 +103,8 @@ func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *repor
 			used[r.route()] = true
 		}
 		t, err := b.tool(r, ov, taken)
+		rep.leftOut = append(rep.leftOut, b.leftOut...)
+		b.leftOut = nil
 		if err != nil {
 			var se *skipError
 			if errors.As(err, &se) {
@@ -161,6 +164,7 @@ type builder struct {
 	send    *httpsource.Sender
 	defs    *defs
 	schemas *tools.SchemaCache // one load's compiled schemas, shared by its tools
+	leftOut []skipped          // the last tool's optional parameters it does not offer
 
 	base    string // the document's server, once asked for
 	baseErr error
@@ -224,6 +228,14 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 			continue // a path parameter the path does not use sends nothing
 		}
 		if err := b.d.checkStyle(p); err != nil {
+			// An optional parameter no request can carry is left out, as
+			// an optional cookie is: the operation is a tool without it
+			// (EC2's DescribeInstances without its Filter, whose
+			// objects form style cannot write).
+			if !p.required {
+				b.leftOut = append(b.leftOut, skipped{r.route(), reasonStyle, err.Error()})
+				continue
+			}
 			return t, err
 		}
 		params = append(params, p)
