@@ -325,3 +325,52 @@ func TestArgumentNames(t *testing.T) {
 		}
 	}
 }
+
+// itemsDoc declares arrays without items, as Discourse's and Vercel's
+// documents do: in a body, in a oneOf beside items, and nullable.
+const itemsDoc = `{"openapi": "3.0.0", "info": {"title": "items", "version": "1"},
+ "paths": {
+  "/uploads": {"post": {"operationId": "presign", "requestBody": {"content": {"application/json": {"schema": {"type": "object",
+   "properties": {"part_numbers": {"type": "array"}, "tags": {"type": "array", "nullable": true}, "ids": {"type": "array", "items": {"type": "integer"}}}}}}}}},
+  "/aliases": {"get": {"operationId": "listAliases", "parameters": [
+    {"name": "domain", "in": "query", "schema": {"items": {"type": "string"}, "oneOf": [{"type": "array"}, {"type": "string"}]}}]}}
+ }}`
+
+// TestArraysHaveItems: every array in an input schema says what its items
+// are, {} when the document does not: OpenAI refuses a tool otherwise
+// ("array schema missing items"), and with it the whole request.
+func TestArraysHaveItems(t *testing.T) {
+	t.Parallel()
+	ts, err := Load(t.Context(), Config{Name: "i", Spec: writeDoc(t, mustJSON(t, itemsDoc)), BaseURL: "http://127.0.0.1:9"}, nil, nil)
+	if err != nil || len(ts) != 2 {
+		t.Fatalf("%d tools, %v", len(ts), err)
+	}
+	for _, tl := range ts {
+		var s any
+		if err := json.Unmarshal(tl.InputSchema, &s); err != nil {
+			t.Fatal(err)
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				types, _ := v["type"].([]any)
+				if (v["type"] == "array" || slices.Contains(types, any("array"))) && v["items"] == nil {
+					t.Errorf("%s: an array without items: %s", tl.Name, tl.InputSchema)
+				}
+				for _, sub := range v {
+					walk(sub)
+				}
+			case []any:
+				for _, sub := range v {
+					walk(sub)
+				}
+			}
+		}
+		walk(s)
+	}
+	presign := ts[slices.IndexFunc(ts, func(tl tools.Tool) bool { return tl.Name == "i_presign" })]
+	if _, err := presign.ValidateArguments(`{"part_numbers":[1,"x"],"tags":null,"ids":[1]}`); err != nil {
+		t.Errorf("items {} refuses what the document allows: %v", err)
+	}
+}

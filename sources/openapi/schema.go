@@ -165,6 +165,12 @@ func (c *converter) object(s map[string]any, depth int) any {
 	if items, ok := s["prefixItems"].([]any); ok && len(items) > 0 {
 		out["prefixItems"] = c.list(items, depth)
 	}
+	// OpenAI refuses a tool whose input schema has an array without
+	// items ("array schema missing items"), at any depth and in a list of
+	// types too: {} says what no items said, any value.
+	if c.request && slices.Contains(types, "array") && out["items"] == nil && out["prefixItems"] == nil {
+		out["items"] = map[string]any{}
+	}
 	if v, ok := s["contains"]; ok {
 		out["contains"] = c.schema(v, depth+1)
 	}
