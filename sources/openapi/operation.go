@@ -30,6 +30,9 @@ func (d *document) operations() ([]opRef, []skipped) {
 	var out []opRef
 	var bad []skipped
 	for _, path := range slices.Sorted(maps.Keys(paths)) {
+		if strings.HasPrefix(path, "x-") {
+			continue // an extension (x-codegen-contextRoot), not a path
+		}
 		item, err := d.object(paths[path])
 		if err != nil {
 			bad = append(bad, skipped{route: "* " + path, reason: reasonDocument, detail: "path item: " + err.Error()})
