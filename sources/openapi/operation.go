@@ -241,7 +241,7 @@ func (d *document) param3(m map[string]any) (paramSpec, error) {
 	p := paramSpec{name: str(m, "name"), in: str(m, "in"), description: str(m, "description"),
 		required: boolean(m, "required", false), deprecated: boolean(m, "deprecated", false),
 		schema: m["schema"], style: str(m, "style"), allowReserved: boolean(m, "allowReserved", false)}
-	if p.name == "" {
+	if p.name == "" && (p.required || p.in == "path") {
 		return p, skip(reasonDocument, "a parameter has no name")
 	}
 	switch p.in {

@@ -374,3 +374,39 @@ func TestArraysHaveItems(t *testing.T) {
 		t.Errorf("items {} refuses what the document allows: %v", err)
 	}
 }
+
+// namelessDoc declares parameters with no name, as documents converted
+// from Postman collections do (Notion's "Retrieve a page" has a header
+// with no name beside Notion-Version).
+const namelessDoc = `{"openapi": "3.0.0", "info": {"title": "nameless", "version": "1"},
+ "paths": {
+  "/v1/pages/{id}": {"get": {"operationId": "retrievePage", "parameters": [
+    {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+    {"name": "Notion-Version", "in": "header", "schema": {"type": "string"}},
+    {"name": "", "in": "header", "schema": {"type": "string"}}]}},
+  "/v1/search": {"get": {"operationId": "search", "parameters": [
+    {"name": "", "in": "query", "required": true, "schema": {"type": "string"}}]}}
+ }}`
+
+// TestNamelessParameter: an optional parameter with no name is left out
+// of its tool, with a line saying so, and the operation is a tool; a
+// required one still skips its operation.
+func TestNamelessParameter(t *testing.T) {
+	t.Parallel()
+	logs := &strings.Builder{}
+	ts, err := Load(t.Context(), Config{Name: "n", Spec: writeDoc(t, mustJSON(t, namelessDoc)), BaseURL: "http://127.0.0.1:9"}, nil, newLogger(logs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts) != 1 || ts[0].Name != "n_retrievePage" || strings.Contains(string(ts[0].InputSchema), `""`) {
+		t.Fatalf("want n_retrievePage alone, without the nameless header:\n%s", logs)
+	}
+	for _, want := range []string{
+		`"msg":"leaving out an optional OpenAPI parameter","openapi":"n","operation":"GET /v1/pages/{id}","reason":"an optional header parameter has no name"`,
+		`"msg":"skipping OpenAPI operation","openapi":"n","operation":"GET /v1/search","reason":"a parameter has no name"`,
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("no line says %s:\n%s", want, logs)
+		}
+	}
+}

@@ -28,8 +28,11 @@ func (d *document) spec2(s *opSpec) error {
 	multipart := false
 	params, err := d.parameters(s.opRef, func(m map[string]any) (paramSpec, error) {
 		p := paramSpec{name: str(m, "name"), in: str(m, "in"), description: str(m, "description"), required: boolean(m, "required", false)}
-		if p.name == "" {
+		if p.name == "" && p.in != "body" && (p.required || p.in == "path") {
 			return p, skip(reasonDocument, "a parameter has no name")
+		}
+		if p.name == "" && p.in != "body" {
+			return p, nil // optional: the tool leaves it out
 		}
 		switch p.in {
 		case "body":

@@ -202,6 +202,13 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 	var params []paramSpec
 	seen := map[string]bool{}
 	for _, p := range spec.params {
+		if p.name == "" {
+			// Optional, or reading it would have failed: it cannot be
+			// sent, and the operation is a tool without it (Notion's
+			// "Retrieve a page" declares a header with no name).
+			b.leftOut = append(b.leftOut, skipped{r.route(), reasonDocument, fmt.Sprintf("an optional %s parameter has no name", p.in)})
+			continue
+		}
 		if key, ok := bound[p.name]; ok && (p.in == "path" || p.in == "query") {
 			// A pair of the path's own query (/current?city={city}) is
 			// sent as a query parameter, in whichever place the
