@@ -410,3 +410,78 @@ func TestNamelessParameter(t *testing.T) {
 		}
 	}
 }
+
+// TestFitDepth: an input schema over maxInputBytes is made again with its
+// nesting cut shallower only while cutting can change it, at the depths
+// it was made at before. A schema that is wide rather than deep (one
+// object of hundreds of properties) was made eight times, at every depth
+// from 16 down to 3, each time as large: a 1 MB document of 4,000
+// operations taking one such body took 28 s of CPU and peaked at 700 MB.
+func TestFitDepth(t *testing.T) {
+	t.Parallel()
+	big := json.RawMessage(strings.Repeat(" ", maxInputBytes+1))
+	small := json.RawMessage(`{}`)
+	for _, tc := range []struct {
+		name  string
+		build func(depth int) (json.RawMessage, int) // the schema and the deepest level it reaches
+		want  []int                                  // the depths tried
+	}{
+		{"wide", func(int) (json.RawMessage, int) { return big, 2 }, []int{16}},
+		{"deep", func(d int) (json.RawMessage, int) {
+			if d > 8 {
+				return big, d
+			}
+			return small, d
+		}, []int{16, 14, 12, 10, 8}},
+		{"deep at one place", func(d int) (json.RawMessage, int) {
+			if d > 4 {
+				return big, 5
+			}
+			return small, 4
+		}, []int{16, 4}},
+		{"too large however cut", func(d int) (json.RawMessage, int) { return big, d }, []int{16, 14, 12, 10, 8, 6, 4, 3}},
+	} {
+		var tried []int
+		got, err := fitDepth(func(d int) (json.RawMessage, int, error) {
+			tried = append(tried, d)
+			s, deepest := tc.build(d)
+			return s, deepest, nil
+		})
+		if err != nil || !slices.Equal(tried, tc.want) {
+			t.Errorf("%s: tried depths %v; want %v (%v)", tc.name, tried, tc.want, err)
+		}
+		if want, _ := tc.build(tc.want[len(tc.want)-1]); len(got) != len(want) {
+			t.Errorf("%s: made a schema of %d bytes; want %d", tc.name, len(got), len(want))
+		}
+	}
+}
+
+// TestInputSchemasShared: operations that take the same arguments share
+// one input schema text, however many tools hold it.
+func TestInputSchemasShared(t *testing.T) {
+	t.Parallel()
+	props := map[string]any{}
+	for i := range 300 {
+		props[fmt.Sprintf("field_%d", i)] = map[string]any{"type": "string", "description": strings.Repeat("x", 200)}
+	}
+	paths := map[string]any{}
+	for i := range 3 {
+		paths[fmt.Sprintf("/r%d/{id}", i)] = map[string]any{"post": map[string]any{"operationId": fmt.Sprintf("op%d", i),
+			"parameters":  []any{map[string]any{"name": "id", "in": "path", "required": true, "schema": map[string]any{"type": "string"}}},
+			"requestBody": map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Wide"}}}}}}
+	}
+	spec := writeDoc(t, map[string]any{"openapi": "3.0.0", "info": map[string]any{"title": "w", "version": "1"}, "paths": paths,
+		"components": map[string]any{"schemas": map[string]any{"Wide": map[string]any{"type": "object", "properties": props}}}})
+	ts, err := Load(t.Context(), Config{Name: "w", Spec: spec, BaseURL: "http://127.0.0.1:9"}, nil, nil)
+	if err != nil || len(ts) != 3 {
+		t.Fatalf("%d tools, %v", len(ts), err)
+	}
+	if len(ts[0].InputSchema) <= maxInputBytes {
+		t.Fatalf("the schema is %d bytes; the test wants one over %d", len(ts[0].InputSchema), maxInputBytes)
+	}
+	for _, tl := range ts[1:] {
+		if &tl.InputSchema[0] != &ts[0].InputSchema[0] {
+			t.Errorf("%s holds a copy of %s's input schema", tl.Name, ts[0].Name)
+		}
+	}
+}

@@ -60,6 +60,7 @@ type converter struct {
 	request  bool
 	maxDepth int // request: nesting past it is cut
 	nodes    int
+	deepest  int            // request: the deepest depth a schema was converted at
 	onPath   map[string]int // request: references being inlined, by pointer
 	err      error          // request: the first reference that could not be followed
 	out      *defs          // response: the shared definitions
@@ -86,6 +87,7 @@ func (c *converter) object(s map[string]any, depth int) any {
 	if c.request && (depth > c.maxDepth || c.nodes > maxNodes) {
 		return map[string]any{}
 	}
+	c.deepest = max(c.deepest, depth)
 	nullable := s["nullable"] == true || s["x-nullable"] == true
 	if ref, ok := s["$ref"].(string); ok {
 		return c.ref(ref, s, nullable, depth)

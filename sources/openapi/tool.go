@@ -3,6 +3,7 @@ package openapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,12 +164,27 @@ type builder struct {
 	d       *document
 	send    *httpsource.Sender
 	defs    *defs
-	schemas *tools.SchemaCache // one load's compiled schemas, shared by its tools
-	leftOut []skipped          // the last tool's optional parameters it does not offer
+	schemas *tools.SchemaCache           // one load's compiled schemas, shared by its tools
+	leftOut []skipped                    // the last tool's optional parameters it does not offer
+	texts   map[[32]byte]json.RawMessage // input schemas made, by their SHA-256
 
 	base    string // the document's server, once asked for
 	baseErr error
 	baseSet bool
+}
+
+// intern returns the input schema text made already that equals text, or
+// text.
+func (b *builder) intern(text json.RawMessage) json.RawMessage {
+	key := sha256.Sum256(text)
+	if t, ok := b.texts[key]; ok {
+		return t
+	}
+	if b.texts == nil {
+		b.texts = map[[32]byte]json.RawMessage{}
+	}
+	b.texts[key] = text
+	return text
 }
 
 // docBase is where requests go unless an operation names its own server.
@@ -263,15 +279,15 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 			return t, skip(reasonBody, "the form body's schema is not an object")
 		}
 	}
-	var inJSON json.RawMessage
-	for depth := maxDepth; ; depth -= 2 {
-		if inJSON, err = o.inputSchema(b.d, params, spec.body, max(depth, minDepth)); err != nil {
-			return t, err
-		}
-		if len(inJSON) <= maxInputBytes || depth <= minDepth {
-			break
-		}
+	inJSON, err := fitDepth(func(depth int) (json.RawMessage, int, error) {
+		return o.inputSchema(b.d, params, spec.body, depth)
+	})
+	if err != nil {
+		return t, err
 	}
+	// Operations that take the same arguments share one text (one
+	// allocation, however many tools hold it).
+	inJSON = b.intern(inJSON)
 	var outJSON json.RawMessage
 	if spec.output != nil {
 		if s, ok := b.defs.responseSchema(spec.output); ok {
@@ -329,9 +345,28 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 	return compiled, nil
 }
 
+// fitDepth makes an input schema with build, nesting cut past maxDepth,
+// and while it is larger than maxInputBytes makes it again with its
+// nesting cut two levels shallower, down to minDepth. build reports the
+// deepest level the schema reaches (maxDepth when it was cut by the
+// number of its schemas instead): a cut at or below that level makes the
+// same schema again, so those depths are passed over, and a schema too
+// large with no nesting left to cut (hundreds of properties side by side)
+// is made once, not once for every depth down to minDepth.
+func fitDepth(build func(depth int) (json.RawMessage, int, error)) (json.RawMessage, error) {
+	for depth := maxDepth; ; {
+		in, deepest, err := build(max(depth, minDepth))
+		if err != nil || len(in) <= maxInputBytes || depth <= minDepth || deepest <= minDepth {
+			return in, err
+		}
+		for depth -= 2; depth >= deepest && depth > minDepth; depth -= 2 {
+		}
+	}
+}
+
 // inputSchema makes the input schema of an operation's parameters and
 // body, nesting cut past maxDepth, and sets how o sends them.
-func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, maxDepth int) (json.RawMessage, error) {
+func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, maxDepth int) (_ json.RawMessage, deepest int, _ error) {
 	conv := d.requestConverter(maxDepth)
 	props := map[string]any{}
 	var required []string
@@ -420,7 +455,7 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 		}
 	}
 	if conv.err != nil {
-		return nil, skip(reasonDocument, "%v", conv.err)
+		return nil, 0, skip(reasonDocument, "%v", conv.err)
 	}
 	input := map[string]any{"type": "object", "properties": props}
 	if len(required) > 0 {
@@ -428,9 +463,15 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 	}
 	b, err := json.Marshal(input)
 	if err != nil {
-		return nil, skip(reasonSchema, "input schema: %v", err)
+		return nil, 0, skip(reasonSchema, "input schema: %v", err)
 	}
-	return b, nil
+	deepest = conv.deepest
+	if conv.nodes > maxNodes {
+		// Cut by its number of schemas: a shallower cut may let other
+		// parts reach deeper, so no depth is passed over.
+		deepest = maxDepth
+	}
+	return b, deepest, nil
 }
 
 // ownsServers reports whether base_url decides where an operation whose
