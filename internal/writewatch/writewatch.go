@@ -164,12 +164,16 @@ type Writer struct {
 	engaged atomic.Int32 // > 0: the engine watches the writes
 	stopped atomic.Bool
 	done    atomic.Bool
+	mu      sync.Mutex // Stop's use of the ResponseWriter, and Done, which ends it
 }
 
 // Done takes the response out of the watch; call it once the handler is
 // done with the response.
 func (w *Writer) Done() {
-	if w.done.Swap(true) {
+	w.mu.Lock()
+	already := w.done.Swap(true)
+	w.mu.Unlock()
+	if already {
 		return
 	}
 	w.watch.mu.Lock()
@@ -189,9 +193,20 @@ func (w *Writer) Engage() (release func()) {
 // Stop ends the write under way, with a write deadline in the past, and
 // makes every later one fail with ErrStopped. It reports whether the
 // write under way, if any, could be ended.
+//
+// A response whose handler is done with it (Done) is left alone: the
+// Watch picks the responses to end, then ends them, and a handler may
+// return in between, after which net/http's HTTP/2 ResponseWriter is no
+// longer one (its SetWriteDeadline dereferenced nil and ended the
+// process).
 func (w *Writer) Stop() bool {
 	if w.stopped.Swap(true) {
 		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done.Load() {
+		return true // nothing is being written
 	}
 	return http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now()) == nil
 }

@@ -204,3 +204,39 @@ func TestIdleWatchHasNoGoroutine(t *testing.T) {
 		t.Errorf("wrote %q", rec.Body)
 	}
 }
+
+// TestStopAfterTheHandlerReturned: the Watch picks the responses to end,
+// then ends them, and a handler may return in between; net/http's HTTP/2
+// ResponseWriter is no longer one then, and ending it dereferenced nil,
+// ending the process (seen once in mcpserve's tests). A response its
+// handler is done with is left alone.
+func TestStopAfterTheHandlerReturned(t *testing.T) {
+	t.Parallel()
+	wt := New(time.Minute, -1, "test response", nil)
+	got := make(chan *Writer, 1)
+	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ww := wt.Wrap(w, r)
+		defer ww.Done()
+		io.WriteString(ww, "ok")
+		got <- ww
+	}))
+	hs.Config.Protocols = new(http.Protocols)
+	hs.Config.Protocols.SetUnencryptedHTTP2(true)
+	hs.Start()
+	defer hs.Close()
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "ok" || resp.ProtoMajor != 2 {
+		t.Fatalf("%s over HTTP/%d", b, resp.ProtoMajor)
+	}
+	resp.Body.Close() // the handler has returned: the response is complete
+	ww := <-got
+	if !ww.Stop() || !ww.Stopped() {
+		t.Error("Stop of a response its handler is done with: want it counted as ended")
+	}
+}
