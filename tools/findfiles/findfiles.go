@@ -224,6 +224,14 @@ func find(ctx context.Context, ws *workspace.Workspace, opts Options, args Args)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case workspace.Exhausted(err):
+		// Files the search could not open are not files that do not
+		// match: no answer rather than a wrong one.
+		at := "."
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			at = pe.Path
+		}
+		return tools.Errorf("searching %s stopped, so which files match is not known: %s", args.Pattern, workspace.Describe(at, err)), nil
 	case err != nil && !errors.Is(err, errFull) && !errors.Is(err, errStopped):
 		return tools.Errorf("searching %s: %v", args.Pattern, err), nil
 	}
@@ -395,7 +403,8 @@ func (f *finder) visit(p string) error {
 // grep records the lines of the file at p that match. Unreadable, binary
 // and oversized files are passed over: a search should not fail because
 // of one of them. It returns an error only to end the search: the
-// context's, errFull or errStopped.
+// context's, errFull, errStopped, or the server's own shortage
+// (workspace.Exhausted), which says nothing about the file.
 func (f *finder) grep(p string) (found bool, err error) {
 	if f.scanFiles == f.opts.MaxScanFiles {
 		f.stop(contentFileLimit)
@@ -404,12 +413,12 @@ func (f *finder) grep(p string) (found bool, err error) {
 	// O_NONBLOCK: opening a named pipe must not wait for a writer.
 	file, err := f.root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return false, nil
+		return false, shortage(err)
 	}
 	defer file.Close()
 	info, err := file.Stat()
 	if err != nil || !info.Mode().IsRegular() {
-		return false, nil
+		return false, shortage(err)
 	}
 	if info.Size() > f.opts.MaxFileBytes {
 		f.d.SkippedLarge++
@@ -504,10 +513,21 @@ func cut(line []byte, n int) string {
 	return string(line[:n]) + "…"
 }
 
+// shortage returns err if it is the server's own shortage
+// (workspace.Exhausted), which must end a search, and nil otherwise.
+func shortage(err error) error {
+	if workspace.Exhausted(err) {
+		return err
+	}
+	return nil
+}
+
 // walkFS is the workspace as the glob walk sees it: every look-up checks
 // the call's context and counts against the search's limits, and fails with
-// the context's error or errStopped, which end the walk. Any other failure
-// reads as "not there", which the walk passes over.
+// the context's error or errStopped, which end the walk, as does the
+// server's own shortage (out of open files: it says nothing about the
+// path). Any other failure reads as "not there", which the walk passes
+// over.
 type walkFS finder
 
 func (w *walkFS) Open(name string) (fs.File, error) {
@@ -523,6 +543,9 @@ func (w *walkFS) Stat(name string) (fs.FileInfo, error) {
 	}
 	info, err := w.root.Stat(name)
 	if err != nil {
+		if err := shortage(err); err != nil {
+			return nil, err
+		}
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
 	}
 	return info, nil
@@ -538,6 +561,9 @@ func (w *walkFS) ReadDir(name string) ([]fs.DirEntry, error) {
 	// instead of waiting for a writer.
 	dir, err := w.root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECTORY, 0)
 	if err != nil {
+		if err := shortage(err); err != nil {
+			return nil, err
+		}
 		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrNotExist}
 	}
 	defer dir.Close()
@@ -562,6 +588,9 @@ func (w *walkFS) ReadDir(name string) ([]fs.DirEntry, error) {
 			return nil, stop
 		}
 		all = append(all, batch...)
+		if err := shortage(err); err != nil {
+			return nil, err
+		}
 		if err != nil || len(batch) == 0 {
 			break // io.EOF, or an unreadable folder: what was read is all there is
 		}

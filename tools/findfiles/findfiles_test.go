@@ -354,3 +354,24 @@ func TestFindFilesContentComplexity(t *testing.T) {
 		t.Errorf("error %v %q; want the line found", res.IsError, text)
 	}
 }
+
+// TestFindFilesOutOfFiles: a server out of file descriptors cannot open
+// the workspace's folders or files; the search says so rather than
+// answering that no files or lines match (it did: a walk passed every
+// failed look-up over as "not there"). Not parallel: it takes every
+// descriptor of the process.
+func TestFindFilesOutOfFiles(t *testing.T) {
+	e := wt.New(t, map[string]string{"a.txt": "hello\n", "sub/b.txt": "hello\n"})
+	tool := findfiles.New(e.WS, findfiles.Options{})
+	for _, args := range []string{`{"pattern":"**/*.txt"}`, `{"pattern":"*.txt","content":"hello"}`, `{"pattern":"sub/*.txt"}`} {
+		release := wt.OutOfFiles(t)
+		res := wt.Call(t, tool, args)
+		release()
+		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "too many open files") || strings.Contains(text, "no files match") || strings.Contains(text, "no line matches") {
+			t.Errorf("%s out of files: is_error %v, %q; want an error saying the server is out of open files", args, res.IsError, text)
+		}
+		if res := wt.Call(t, tool, args); res.IsError || !strings.Contains(wt.Text(res), "b.txt") && !strings.Contains(wt.Text(res), "a.txt") {
+			t.Errorf("%s with files free again: %q", args, wt.Text(res))
+		}
+	}
+}

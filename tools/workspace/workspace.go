@@ -148,7 +148,12 @@ func Problem(p string, err error) *tools.Result {
 
 // Describe says what went wrong with the model's path p.
 func Describe(p string, err error) string {
+	if p == "" {
+		p = "." // the workspace itself (run_command's cwd when none is given)
+	}
 	switch {
+	case Exhausted(err):
+		return fmt.Sprintf("cannot reach %s now: %s; try again shortly", p, exhaustion(err))
 	case errors.Is(err, ErrEscapes):
 		return err.Error()
 	case errors.Is(err, ErrNoRoom):
@@ -173,6 +178,30 @@ func Describe(p string, err error) string {
 		return fmt.Sprintf("%s: %v", p, pe.Err)
 	}
 	return fmt.Sprintf("%s: %v", p, err)
+}
+
+// Exhausted reports whether err is the server short of what it needs to
+// reach any file at all (its open files, the system's, kernel memory)
+// rather than something about the file. Such a failure says nothing about
+// the file, so a walk must not pass it over as "not there" (a search would
+// answer "no files match") and a message must not read as the file's.
+func Exhausted(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOBUFS)
+}
+
+// exhaustion says what the server ran out of, for an Exhausted err.
+func exhaustion(err error) string {
+	var errno syscall.Errno
+	errors.As(err, &errno)
+	switch errno {
+	case syscall.EMFILE:
+		return "the server has as many files open as it may (too many open files)"
+	case syscall.ENFILE:
+		return "the system has as many files open as it may (file table overflow)"
+	default:
+		return "the server is short of memory (" + errno.Error() + ")"
+	}
 }
 
 // escapes reports whether err is os.Root refusing a path that leads out of

@@ -115,11 +115,19 @@ func TestDescribe(t *testing.T) {
 		{notDir, "not a folder: a parent of p is a file"},
 		{fs.ErrPermission, "permission denied: p"},
 		{errors.New("boom"), "p: boom"},
+		// The server's own shortage is not the file's: not "p: too many
+		// open files", which reads as something about p.
+		{&fs.PathError{Op: "openat", Path: "p", Err: syscall.EMFILE}, "cannot reach p now: the server has as many files open as it may (too many open files); try again shortly"},
+		{&fs.PathError{Op: "openat", Path: "p", Err: syscall.ENFILE}, "cannot reach p now: the system has as many files open as it may (file table overflow); try again shortly"},
 	}
 	for _, tt := range tests {
 		if got := workspace.Describe("p", tt.err); got != tt.want {
 			t.Errorf("Describe(%v) = %q; want %q", tt.err, got, tt.want)
 		}
+	}
+	// No path is the workspace itself (run_command without a cwd), not "".
+	if got, want := workspace.Describe("", syscall.EMFILE), "cannot reach . now: the server has as many files open as it may (too many open files); try again shortly"; got != want {
+		t.Errorf("Describe(\"\", EMFILE) = %q; want %q", got, want)
 	}
 }
 

@@ -390,3 +390,43 @@ func removeChain(tb testing.TB, dir string) {
 		tb.Errorf("removing the deep chain: %v\n%s", err, out)
 	}
 }
+
+// OutOfFiles leaves the process with no file descriptor free, as a server
+// that has run out of them (EMFILE), until the test ends or the returned
+// function is called. It lowers the soft RLIMIT_NOFILE and fills what is
+// left under it, so it must not run beside parallel tests.
+func OutOfFiles(tb testing.TB) (release func()) {
+	tb.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		tb.Fatal(err)
+	}
+	low := lim
+	low.Cur = min(lim.Cur, 256)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		tb.Fatal(err)
+	}
+	var held []int
+	for len(held) < int(low.Cur) {
+		fd, err := syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			break // EMFILE: none left
+		}
+		held = append(held, fd)
+	}
+	done := false
+	release = func() {
+		if done {
+			return
+		}
+		done = true
+		for _, fd := range held {
+			syscall.Close(fd)
+		}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			tb.Error(err)
+		}
+	}
+	tb.Cleanup(release)
+	return release
+}
