@@ -338,3 +338,24 @@ func TestServeBinaryContained(t *testing.T) {
 		t.Errorf("b reads a's folder: %s", client.Text(r))
 	}
 }
+
+// TestServeRefusesUnwritableTemp: run_command makes each command's TMPDIR
+// in the temporary folder. A server that cannot write there (a read-only
+// root file system without a volume at /tmp) started saying run_command
+// was served and then failed every command ("making the server's folder
+// for calls' TMPDIRs: mkdir /tmp/toolwire-calls-…: read-only file
+// system"); it now refuses to start, saying what to give it.
+func TestServeRefusesUnwritableTemp(t *testing.T) {
+	bin := buildToolwire(t)
+	t.Parallel()
+	notAFolder := writeFile(t, "tmp", "a file where the temporary folder should be")
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--workspace", t.TempDir(), "--run-command")
+	cmd.Env = append(os.Environ(), "TMPDIR="+notAFolder)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "run_command: cannot make the folder of its commands' TMPDIRs in the temporary folder "+notAFolder) ||
+		strings.Contains(string(out), "toolwire listening") {
+		t.Errorf("serve with TMPDIR a file: %v; want it to refuse to start, naming the temporary folder:\n%s", err, out)
+	}
+}

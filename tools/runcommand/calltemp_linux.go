@@ -1,6 +1,7 @@
 package runcommand
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,6 +37,18 @@ func callsDir() (string, error) {
 		calls.dir, calls.lock, _, calls.err = makeCallsDir(os.TempDir())
 	})
 	return calls.dir, calls.err
+}
+
+// CheckTemp makes the server's folder for the calls' TMPDIRs now rather
+// than at the first command, so that a temporary folder the server cannot
+// write (a read-only root file system with no volume at /tmp, a TMPDIR
+// that is not a folder) stops serve at start instead of failing every
+// command mid-call.
+func CheckTemp() error {
+	if _, err := callsDir(); err != nil {
+		return fmt.Errorf("run_command: cannot make the folder of its commands' TMPDIRs in the temporary folder %s: %w; give the server a writable one (set TMPDIR, or mount a volume such as an emptyDir at /tmp)", os.TempDir(), err)
+	}
+	return nil
 }
 
 // makeCallsDir makes a folder for one server's calls in base, locks it, and

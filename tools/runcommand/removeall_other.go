@@ -10,3 +10,7 @@ func removeAll(dir string) { _ = os.RemoveAll(dir) }
 
 // callsDir returns the folder the calls' TMPDIRs are made in.
 func callsDir() (string, error) { return os.TempDir(), nil }
+
+// CheckTemp has nothing to make: the calls' TMPDIRs are made in the
+// temporary folder itself.
+func CheckTemp() error { return nil }

@@ -88,6 +88,10 @@ func Open(cfg Config, env Env) (*Set, error) {
 			return nil, err
 		}
 		s.sb, opts.Command.Sandbox = sb, sb
+		if err := runcommand.CheckTemp(); err != nil {
+			sb.Close()
+			return nil, err
+		}
 		if u := sb.UIDs(); u != nil {
 			sessions.UIDs = &workspace.IDRange{First: u.First, Last: u.Last}
 		}
