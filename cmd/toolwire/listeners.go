@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
+	"github.com/toolwire/toolwire/internal/connlimit"
 	"github.com/toolwire/toolwire/service/grpcserve"
 )
 
@@ -96,6 +97,8 @@ func (s *serveRun) healthListener(srv *grpcserve.Server) (listener, error) {
 		return listener{}, err
 	}
 	s.log.Info("health listening on "+lis.Addr().String(), "addr", lis.Addr().String())
+	// Unbounded, but saying when it cannot accept, as every other port.
+	lis = connlimit.Listen(lis, 0, "", s.log)
 	return listener{name: "health listener", lis: lis, srv: healthServer{srv}, late: true}, nil
 }
 

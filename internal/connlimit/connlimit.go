@@ -1,4 +1,5 @@
-// Package connlimit bounds the connections a listener keeps open. Each
+// Package connlimit bounds the connections a listener keeps open, and says
+// when it cannot accept any. Each
 // open connection holds memory whether or not it carries a request (a
 // gRPC connection about 50 KiB: its transport's buffers and goroutines),
 // and a file descriptor, so without a bound a client that opens
@@ -10,14 +11,17 @@
 package connlimit
 
 import (
+	"errors"
 	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
-// logEvery is how often refused connections are logged at most.
+// logEvery is how often refused connections, and failures to accept, are
+// logged at most.
 const logEvery = 10 * time.Second
 
 // Listener is a net.Listener that keeps at most Max connections open.
@@ -31,6 +35,10 @@ type Listener struct {
 	refused atomic.Int64 // connections closed for the bound, ever
 	logged  atomic.Int64 // refused when last logged
 	lastLog atomic.Int64 // Unix ns of the last log line
+
+	failed     atomic.Int64 // accepts that failed since one last succeeded
+	lastFailed atomic.Int64 // Unix ns of the last line logging them
+	warned     atomic.Bool  // a failure was logged and no accept has succeeded since
 }
 
 // Listen returns lis bounded to max open connections; not positive: no
@@ -48,7 +56,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
+			l.fail(err)
 			return nil, err
+		}
+		if l.warned.Load() && l.warned.CompareAndSwap(true, false) {
+			l.log.Info("accepting connections again", "addr", l.Addr().String(), "failed", l.failed.Swap(0))
 		}
 		if n := l.open.Add(1); l.max > 0 && n > l.max {
 			l.open.Add(-1)
@@ -75,6 +87,29 @@ func (l *Listener) refuse() {
 	}
 	since := n - l.logged.Swap(n)
 	l.log.Warn("connections refused: the most allowed are open", "refused", since, "open", l.open.Load(), "max", l.max, "setting", l.setting)
+}
+
+// fail logs a failure to accept, at most once every logEvery. The servers
+// above retry a temporary one with a backoff (net/http and grpc-go, 5 ms
+// doubling to 1 s) and log it nowhere an operator looks: a server out of
+// file descriptors (EMFILE, under a low ulimit -n) left its clients
+// waiting in the listen backlog with nothing in its log.
+func (l *Listener) fail(err error) {
+	if errors.Is(err, net.ErrClosed) {
+		return
+	}
+	n := l.failed.Add(1)
+	now := time.Now().UnixNano()
+	last := l.lastFailed.Load()
+	if now-last < int64(logEvery) || !l.lastFailed.CompareAndSwap(last, now) {
+		return
+	}
+	l.warned.Store(true)
+	msg := "cannot accept connections; new ones wait in the listen backlog"
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		msg = "cannot accept connections: out of file descriptors (raise ulimit -n, or lower max_connections and http_max_connections); new ones wait in the listen backlog"
+	}
+	l.log.Warn(msg, "addr", l.Addr().String(), "error", err.Error(), "failed", n, "open", l.open.Load())
 }
 
 // conn is an accepted connection; closing it frees its place.

@@ -3,9 +3,15 @@ package connlimit
 import (
 	"errors"
 	"io"
+	"log/slog"
 	"net"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
 )
 
 func TestBound(t *testing.T) {
@@ -92,4 +98,57 @@ func TestNoBound(t *testing.T) {
 func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
+}
+
+// failing is a listener whose Accept fails with err until it is given a
+// connection to return.
+type failing struct {
+	net.Listener
+	conns chan net.Conn
+	err   error
+}
+
+func (f *failing) Accept() (net.Conn, error) {
+	select {
+	case c := <-f.conns:
+		return c, nil
+	default:
+		return nil, f.err
+	}
+}
+
+// TestAcceptFailuresLogged: a server out of file descriptors cannot
+// accept; the servers above retry with a backoff and logged nothing an
+// operator sees (net/http's ErrorLog is at debug, grpc-go's at none). The
+// listener says so once however often it fails, and once that it accepts
+// again.
+func TestAcceptFailuresLogged(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var log logbuf.Buffer
+	f := &failing{Listener: raw, conns: make(chan net.Conn, 1), err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}}
+	l := Listen(f, 0, "", slog.New(slog.NewTextHandler(&log, nil)))
+	for range 1000 {
+		if _, err := l.Accept(); !errors.Is(err, syscall.EMFILE) {
+			t.Fatalf("Accept: %v; want EMFILE, as the listener's", err)
+		}
+	}
+	a, b := net.Pipe()
+	defer b.Close()
+	f.conns <- a
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	got := log.String()
+	if n := strings.Count(got, "cannot accept connections: out of file descriptors"); n != 1 {
+		t.Errorf("%d lines say the listener cannot accept; want 1:\n%s", n, got)
+	}
+	if !strings.Contains(got, "failed=1 ") || !strings.Contains(got, "accepting connections again") || !strings.Contains(got, "failed=1000") {
+		t.Errorf("the log does not count the failures and say it recovered:\n%s", got)
+	}
 }
