@@ -148,11 +148,27 @@ func TestSandboxMinFree(t *testing.T) {
 // the disk's reserve gets: the setting, its value, where, and what to do.
 func TestSandboxNoteMinFree(t *testing.T) {
 	t.Parallel()
-	note := runcommand.SandboxNote(sandbox.Config{}, 1<<30, sandbox.Exit{Code: -1, Limit: "workspace_min_free_bytes", Detail: "the file system holding /ws has 5 bytes left"}, "")
+	note := runcommand.SandboxNote(sandbox.Config{}, 0, 1<<30, sandbox.Exit{Code: -1, Limit: "workspace_min_free_bytes", Detail: "the file system holding /ws has 5 bytes left"}, "")
 	for _, w := range []string{"workspace_min_free_bytes: 1073741824 bytes", "(the file system holding /ws has 5 bytes left)", "remove files"} {
 		if !strings.Contains(note, w) {
 			t.Errorf("note %q; want %q in it", note, w)
 		}
+	}
+}
+
+// TestSandboxNoteUIDProcesses: a command that could not fork under a
+// server whose RLIMIT_NPROC is small (40: its commands' together get 20)
+// was told only of max_processes (1024), which it was nowhere near.
+func TestSandboxNoteUIDProcesses(t *testing.T) {
+	t.Parallel()
+	note := runcommand.SandboxNote(sandbox.Config{MaxProcesses: 1024}, 20, 0, sandbox.Exit{Code: 2}, "/bin/sh: 1: Cannot fork\n")
+	for _, w := range []string{"sandbox.max_processes: 1024", "20 for every command running under this uid together", "RLIMIT_NPROC"} {
+		if !strings.Contains(note, w) {
+			t.Errorf("note %q; want %q in it", note, w)
+		}
+	}
+	if note := runcommand.SandboxNote(sandbox.Config{MaxProcesses: 1024}, 0, 0, sandbox.Exit{Code: 2}, "Cannot fork"); strings.Contains(note, "RLIMIT_NPROC") {
+		t.Errorf("note %q with no RLIMIT_NPROC names it", note)
 	}
 }
 

@@ -63,7 +63,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 		if exit.Error != "" {
 			// The supervisor could not start the command: under a small
 			// max_processes that is the limit, which the model cannot tell.
-			if note := sandboxNote(sb.Config(), minFree, sandbox.Exit{Code: -1}, exit.Error); note != "" {
+			if note := sandboxNote(sb.Config(), sb.Restrictions().Limits.UIDProcesses, minFree, sandbox.Exit{Code: -1}, exit.Error); note != "" {
 				return tools.Errorf("%s\n%s", exit.Error, note), nil
 			}
 			return tools.Errorf("%s", exit.Error), nil
@@ -74,7 +74,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 			d.Signal = syscall.Signal(exit.Signal).String()
 		}
 		text, _, _ := pipe.out.result()
-		return finish(d, pipe.out, false, sandboxNote(sb.Config(), minFree, exit, text))
+		return finish(d, pipe.out, false, sandboxNote(sb.Config(), sb.Restrictions().Limits.UIDProcesses, minFree, exit, text))
 	})
 }
 
@@ -106,9 +106,10 @@ func (r *runner) callTemp() (string, *sandbox.User, error) {
 
 // sandboxNote says what the sandbox did to a command that failed: the limit
 // that ended it, or, when its output reads like a denial, what the sandbox
-// allows, so the model does not retry blindly. minFree is the room the
-// server keeps on the disk (workspace_min_free_bytes).
-func sandboxNote(cfg sandbox.Config, minFree uint64, exit sandbox.Exit, text string) string {
+// allows, so the model does not retry blindly. uidProcesses is the
+// commands' RLIMIT_NPROC (0: none), minFree the room the server keeps on
+// the disk (workspace_min_free_bytes).
+func sandboxNote(cfg sandbox.Config, uidProcesses, minFree uint64, exit sandbox.Exit, text string) string {
 	detail := ""
 	if exit.Detail != "" {
 		detail = " (" + exit.Detail + ")"
@@ -160,7 +161,13 @@ func sandboxNote(cfg sandbox.Config, minFree uint64, exit sandbox.Exit, text str
 		notes = append(notes, fmt.Sprintf("the sandbox limits the size of files a process writes (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes))
 	}
 	if has("Resource temporarily unavailable", "resource temporarily unavailable", "Cannot fork", "can't fork", "EAGAIN") {
-		notes = append(notes, fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d processes and threads per command, all it started counted)", cfg.MaxProcesses))
+		note := fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d processes and threads per command, all it started counted", cfg.MaxProcesses)
+		if uidProcesses != 0 {
+			// Under a small RLIMIT_NPROC this is the limit met, not
+			// max_processes, and the other calls' commands count too.
+			note += fmt.Sprintf("; and %d for every command running under this uid together, the server's RLIMIT_NPROC less room for its own threads", uidProcesses)
+		}
+		notes = append(notes, note+")")
 	}
 	if has("Too many open files") {
 		notes = append(notes, fmt.Sprintf("the sandbox limits open files (sandbox.max_open_files: %d)", cfg.MaxOpenFiles))

@@ -147,6 +147,9 @@ func startSandbox(cfg sandbox.Config, mp metric.MeterProvider, log *slog.Logger)
 	default:
 		log.Info("sandbox: run_command's commands run with every restriction enforced", "sandbox", r.String(), "restrictions", r)
 	}
+	if l := r.Limits; l.UIDProcesses != 0 && l.UIDProcesses < l.MaxProcesses {
+		log.Warn(fmt.Sprintf("run_command: every command together may hold %d processes and threads, fewer than sandbox.max_processes (%d) allows one: the server's RLIMIT_NPROC less room for its own threads (raise ulimit -u)", l.UIDProcesses, l.MaxProcesses))
+	}
 	for _, p := range sb.Unreadable() {
 		log.Warn(fmt.Sprintf("sandbox.read_only_paths: %s does not exist, so commands cannot read it; is it misspelt?", p))
 	}
