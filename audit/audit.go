@@ -41,6 +41,7 @@ import (
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/monotime"
 	"github.com/toolwire/toolwire/internal/redact"
 	"github.com/toolwire/toolwire/tools"
 	"go.opentelemetry.io/otel/attribute"
@@ -168,7 +169,7 @@ type Trail struct {
 
 	written, dropped, failed atomic.Int64
 	healthy                  atomic.Bool
-	lastReport               atomic.Int64 // Unix ns of the last failure logged
+	lastReport               atomic.Int64 // monotime.Now of the last failure logged; 0: none yet
 }
 
 // entry is a line for the writer, without its newline (the writer adds
@@ -336,8 +337,8 @@ func (t *Trail) report(err error) {
 		return
 	}
 	t.healthy.Store(false)
-	now := time.Now().UnixNano()
-	if last := t.lastReport.Load(); now-last > int64(10*time.Second) && t.lastReport.CompareAndSwap(last, now) {
+	now := monotime.Now()
+	if last := t.lastReport.Load(); (last == 0 || now-last > int64(10*time.Second)) && t.lastReport.CompareAndSwap(last, now) {
 		t.log.Error("the audit trail cannot be written", "audit_log", t.cfg.Log, "error", err.Error(),
 			"dropped", t.dropped.Load(), "failed", t.failed.Load(), "refusing_calls", t.cfg.Required)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/toolwire/toolwire/engine/internal/outbox"
 	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/monotime"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/proto"
 )
@@ -140,7 +141,7 @@ type batch struct {
 	seq         uint64                  // the writer's: the number of the last event written
 	log         *batchLog               // a detached batch's log in the store; nil when not detached
 	out         outbox.Outbox           // events on their way to the writer
-	sending     atomic.Int64            // when the Send under way began (Unix ns); 0 between sends
+	sending     atomic.Int64            // when the Send under way began (monotime.Now); 0 between sends
 	ended       atomic.Int32            // why the watchdog ended the stream (endSendTimeout, endOverBudget); endNone
 	failed      atomic.Bool             // some call has failed, for stop_on_error
 	lanesEnded  atomic.Bool             // every call has its result: the batch runs no more, though BatchFinished may be on its way
@@ -301,7 +302,7 @@ func (b *batch) write(cancel context.CancelCauseFunc) error {
 func (b *batch) send(ev *toolwirev1.ExecuteBatchResponse) error {
 	b.seq++
 	ev.Seq = b.seq
-	b.sending.Store(time.Now().UnixNano())
+	b.sending.Store(monotime.Now())
 	err := b.sink.Send(ev)
 	b.sending.Store(0)
 	return err

@@ -298,7 +298,7 @@ func (r *callRun) progress(p tools.Progress) {
 }
 
 // overstayed tells whether the running call r should be abandoned at now
-// (Unix ns): its context ended at least the abandon grace ago, as the
+// (monotime.Now): its context ended at least the abandon grace ago, as the
 // watchdog's ticks saw it, and its tool has not returned. The first tick
 // that sees the context ended starts the grace.
 func (r *callRun) overstayed(now int64) bool {

@@ -10,6 +10,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/monotime"
 )
 
 // watchSends runs while batches do: every tick it ends the streams whose
@@ -30,7 +32,7 @@ func (e *Engine) watchSends() {
 		case <-e.budget.Over():
 		case <-retry:
 		}
-		now := time.Now().UnixNano()
+		now := monotime.Now()
 		e.mu.Lock()
 		if len(e.batches) == 0 {
 			e.watching = false

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/monotime"
 )
 
 // logEvery is how often refused connections, and failures to accept, are
@@ -34,10 +36,10 @@ type Listener struct {
 	open    atomic.Int64
 	refused atomic.Int64 // connections closed for the bound, ever
 	logged  atomic.Int64 // refused when last logged
-	lastLog atomic.Int64 // Unix ns of the last log line
+	lastLog atomic.Int64 // monotime.Now of the last log line; 0: none yet
 
 	failed     atomic.Int64 // accepts that failed since one last succeeded
-	lastFailed atomic.Int64 // Unix ns of the last line logging them
+	lastFailed atomic.Int64 // monotime.Now of the last line logging them; 0: none yet
 	warned     atomic.Bool  // a failure was logged and no accept has succeeded since
 }
 
@@ -80,9 +82,9 @@ func (l *Listener) Refused() int64 { return l.refused.Load() }
 
 func (l *Listener) refuse() {
 	n := l.refused.Add(1)
-	now := time.Now().UnixNano()
+	now := monotime.Now()
 	last := l.lastLog.Load()
-	if now-last < int64(logEvery) || !l.lastLog.CompareAndSwap(last, now) {
+	if last != 0 && now-last < int64(logEvery) || !l.lastLog.CompareAndSwap(last, now) {
 		return
 	}
 	since := n - l.logged.Swap(n)
@@ -99,9 +101,9 @@ func (l *Listener) fail(err error) {
 		return
 	}
 	n := l.failed.Add(1)
-	now := time.Now().UnixNano()
+	now := monotime.Now()
 	last := l.lastFailed.Load()
-	if now-last < int64(logEvery) || !l.lastFailed.CompareAndSwap(last, now) {
+	if last != 0 && now-last < int64(logEvery) || !l.lastFailed.CompareAndSwap(last, now) {
 		return
 	}
 	l.warned.Store(true)

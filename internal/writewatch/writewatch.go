@@ -27,6 +27,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolwire/toolwire/internal/monotime"
 )
 
 // ErrStopped is what a Writer's writes return once it was stopped.
@@ -96,7 +98,7 @@ func (wt *Watch) run() {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for range tick.C {
-		now := time.Now().UnixNano()
+		now := monotime.Now()
 		var late, stalled []*Writer
 		var held int64
 		wt.mu.Lock()
@@ -222,7 +224,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 		return 0, ErrStopped
 	}
 	w.size.Store(int64(len(p)))
-	w.since.Store(time.Now().UnixNano())
+	w.since.Store(monotime.Now())
 	n, err := w.ResponseWriter.Write(p)
 	w.since.Store(0)
 	return n, err
@@ -234,7 +236,7 @@ func (w *Writer) FlushError() error {
 	if w.stopped.Load() {
 		return ErrStopped
 	}
-	w.since.Store(time.Now().UnixNano())
+	w.since.Store(monotime.Now())
 	err := http.NewResponseController(w.ResponseWriter).Flush()
 	w.since.Store(0)
 	return err

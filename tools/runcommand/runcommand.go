@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/toolwire/toolwire/internal/monotime"
 	"github.com/toolwire/toolwire/tools"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	"github.com/toolwire/toolwire/tools/workspace"
@@ -242,9 +243,9 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	// Being an *os.File, Wait does not wait for the pipe to drain.
 	cmd.Stdout, cmd.Stderr = pipe.w, pipe.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var termAt atomic.Int64 // when SIGTERM went to the group, in Unix nanoseconds
+	var termAt atomic.Int64 // when SIGTERM went to the group, as monotime.Now
 	cmd.Cancel = func() error {
-		termAt.Store(time.Now().UnixNano())
+		termAt.Store(monotime.Now())
 		return signalGroup(cmd.Process.Pid, syscall.SIGTERM)
 	}
 	cmd.WaitDelay = r.opts.KillGrace
@@ -368,7 +369,7 @@ func (r *runner) dir(cwd string) (rel, abs string, err error) {
 func (r *runner) endGroup(pgid int, termAt int64, pipe *pump) {
 	wait := r.opts.KillGrace
 	if termAt != 0 {
-		wait -= time.Since(time.Unix(0, termAt))
+		wait -= monotime.Since(termAt)
 	}
 	if signalGroup(pgid, syscall.SIGTERM) == nil {
 		grace := time.NewTimer(max(wait, 0))
