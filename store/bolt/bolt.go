@@ -58,6 +58,7 @@ type Options struct {
 type Store struct {
 	db      *bbolt.DB
 	waiters record.Waiters
+	clock   *record.Clock // the time of every record, variable and log
 	stop    chan struct{}
 	swept   sync.WaitGroup
 	once    sync.Once
@@ -115,7 +116,7 @@ func Open(path string, opts Options) (*Store, error) {
 	if opts.MaxLogEntries <= 0 {
 		opts.MaxLogEntries = DefaultMaxLogEntries
 	}
-	s := &Store{db: db, stop: make(chan struct{}), maxLog: opts.MaxLogEntries, maxBytes: opts.MaxBytes, maxLogBytes: opts.MaxLogBytes}
+	s := &Store{clock: record.NewClock(), db: db, stop: make(chan struct{}), maxLog: opts.MaxLogEntries, maxBytes: opts.MaxBytes, maxLogBytes: opts.MaxLogBytes}
 	s.swept.Add(1)
 	go s.sweepEvery(opts.SweepInterval)
 	return s, nil
@@ -153,11 +154,11 @@ func (s *Store) writeRecord(tx *bbolt.Tx, key string, r *record.Record) error {
 func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.Duration) (store.Claim, error) {
 	var c store.Claim
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		r, err := readRecord(tx.Bucket(recordsBucket), key, time.Now())
-		if err != nil || r == nil || !(r.Done || r.InFlight(time.Now())) {
+		r, err := readRecord(tx.Bucket(recordsBucket), key, s.clock.Now())
+		if err != nil || r == nil || !(r.Done || r.InFlight(s.clock.Now())) {
 			return err
 		}
-		c, _ = record.Claim(r, time.Now(), fp, owner, lease, ttl)
+		c, _ = record.Claim(r, s.clock.Now(), fp, owner, lease, ttl)
 		return nil
 	})
 	if err != nil || c.State != 0 {
@@ -165,7 +166,7 @@ func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.
 	}
 	err = s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(recordsBucket)
-		now := time.Now()
+		now := s.clock.Now()
 		r, err := readRecord(b, key, now)
 		if err != nil {
 			return err
@@ -188,7 +189,7 @@ func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.
 func (s *Store) update(key, owner string, fn func(r *record.Record, now time.Time) *record.Record) error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(recordsBucket)
-		now := time.Now()
+		now := s.clock.Now()
 		r, err := readRecord(b, key, now)
 		if err != nil {
 			return err
@@ -238,19 +239,20 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 func (s *Store) Wait(ctx context.Context, key string) error {
 	woken, done := s.waiters.Chan(key)
 	defer done()
-	var until time.Time
+	var wait time.Duration
+	inFlight := false
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		now := time.Now()
+		now := s.clock.Now()
 		r, err := readRecord(tx.Bucket(recordsBucket), key, now)
 		if err == nil && r != nil && r.InFlight(now) {
-			until = time.Unix(0, r.LeaseUntil)
+			inFlight, wait = true, time.Unix(0, r.LeaseUntil).Sub(now)
 		}
 		return err
 	})
-	if err != nil || until.IsZero() {
+	if err != nil || !inFlight {
 		return err
 	}
-	return record.Wait(ctx, woken, until)
+	return record.Wait(ctx, woken, wait)
 }
 
 // A variable is stored as its expiry (Unix nanoseconds, 8 bytes) and value.
@@ -260,7 +262,7 @@ func varKey(scope, name string) []byte { return []byte(store.ScopedName(scope, n
 func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok bool, err error) {
 	err = s.db.View(func(tx *bbolt.Tx) error {
 		v := tx.Bucket(varsBucket).Get(varKey(scope, name))
-		if len(v) < 8 || time.Now().UnixNano() >= int64(binary.BigEndian.Uint64(v)) {
+		if len(v) < 8 || s.clock.Now().UnixNano() >= int64(binary.BigEndian.Uint64(v)) {
 			return nil
 		}
 		value, ok = append([]byte(nil), v[8:]...), true
@@ -271,7 +273,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok 
 
 // SetVar implements store.Vars.
 func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
-	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(time.Now().Add(ttl).UnixNano()))
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(s.clock.Now().Add(ttl).UnixNano()))
 	v = append(v, value...)
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		return putEntry(tx, kindVar, varKey(scope, name), v, s.maxBytes)
@@ -280,7 +282,7 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 
 // AddVar implements store.Vars.
 func (s *Store) AddVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) (added bool, err error) {
-	now := time.Now()
+	now := s.clock.Now()
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(now.Add(ttl).UnixNano()))
 	v = append(v, value...)
 	err = s.db.Update(func(tx *bbolt.Tx) error {
@@ -318,7 +320,7 @@ func (s *Store) sweepEvery(d time.Duration) {
 // Sweep deletes expired records, variables and event logs from the file.
 func (s *Store) Sweep() error {
 	return s.db.Update(func(tx *bbolt.Tx) error {
-		now := time.Now()
+		now := s.clock.Now()
 		if err := sweepLogs(tx, now); err != nil {
 			return err
 		}

@@ -58,7 +58,7 @@ func writeLog(b *bbolt.Bucket, l *record.Log) error {
 func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
 	err := s.grouped(func(tx *bbolt.Tx) error {
 		logs := tx.Bucket(logsBucket)
-		now := time.Now()
+		now := s.clock.Now()
 		l, err := readLog(logs.Bucket([]byte(name)), now)
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 func (s *Store) updateLog(name, owner string, fn func(b *bbolt.Bucket, l *record.Log, now time.Time) error) error {
 	return s.grouped(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(logsBucket).Bucket([]byte(name))
-		now := time.Now()
+		now := s.clock.Now()
 		l, err := readLog(b, now)
 		switch {
 		case err != nil:
@@ -162,7 +162,7 @@ func (s *Store) After(_ context.Context, name string, index uint64) iter.Seq2[st
 		var entries []store.Entry
 		err := s.db.View(func(tx *bbolt.Tx) error {
 			b := tx.Bucket(logsBucket).Bucket([]byte(name))
-			l, err := readLog(b, time.Now())
+			l, err := readLog(b, s.clock.Now())
 			switch {
 			case err != nil:
 				return err
@@ -195,25 +195,26 @@ func (s *Store) After(_ context.Context, name string, index uint64) iter.Seq2[st
 func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
 	woken, done := s.logWaiters.Chan(name)
 	defer done()
-	var next time.Time
+	var wait time.Duration
 	ready := false
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		now := time.Now()
+		now := s.clock.Now()
 		l, err := readLog(tx.Bucket(logsBucket).Bucket([]byte(name)), now)
 		if err != nil || l == nil || l.Last > index || l.Finished {
 			ready = true
 			return err
 		}
-		next = l.Next()
+		next := l.Next(now)
 		if !l.Owned(now) {
 			next = time.Unix(0, l.Expires)
 		}
+		wait = next.Sub(now)
 		return nil
 	})
 	if err != nil || ready {
 		return err
 	}
-	return record.Wait(ctx, woken, next)
+	return record.Wait(ctx, woken, wait)
 }
 
 // RenewLog implements store.EventLog.
@@ -228,7 +229,7 @@ func (s *Store) RenewLog(_ context.Context, name, owner string, lease time.Durat
 func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Duration) error {
 	return s.grouped(func(tx *bbolt.Tx) error {
 		b := tx.Bucket(logsBucket).Bucket([]byte(name))
-		now := time.Now()
+		now := s.clock.Now()
 		l, err := readLog(b, now)
 		switch {
 		case err != nil:
@@ -268,7 +269,7 @@ func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration,
 func (s *Store) Stat(_ context.Context, name string) (store.LogInfo, error) {
 	var info store.LogInfo
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		now := time.Now()
+		now := s.clock.Now()
 		l, err := readLog(tx.Bucket(logsBucket).Bucket([]byte(name)), now)
 		switch {
 		case err != nil:

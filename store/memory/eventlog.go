@@ -80,7 +80,7 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 	if err := s.lock(); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	if s.liveLog(name, now) != nil {
 		s.mu.Unlock()
 		return store.ErrLogExists
@@ -98,7 +98,7 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 
 // owned returns owner's writable log name; s.mu is held.
 func (s *Store) owned(name, owner string) (*memLog, error) {
-	l := s.liveLog(name, time.Now())
+	l := s.liveLog(name, s.clock.Now())
 	switch {
 	case l == nil:
 		return nil, store.ErrLogNotFound
@@ -154,7 +154,7 @@ func (s *Store) After(_ context.Context, name string, index uint64) iter.Seq2[st
 			yield(store.Entry{}, err)
 			return
 		}
-		l := s.liveLog(name, time.Now())
+		l := s.liveLog(name, s.clock.Now())
 		if l == nil {
 			s.mu.Unlock()
 			yield(store.Entry{}, store.ErrLogNotFound)
@@ -188,17 +188,18 @@ func (s *Store) WaitLog(ctx context.Context, name string, index uint64) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
-	l := s.liveLog(name, time.Now())
+	now := s.clock.Now()
+	l := s.liveLog(name, now)
 	if l == nil || l.meta.Last > index || l.meta.Finished {
 		s.mu.Unlock()
 		return nil
 	}
-	next := l.meta.Next()
-	if !l.meta.Owned(time.Now()) {
+	next := l.meta.Next(now)
+	if !l.meta.Owned(now) {
 		next = time.Unix(0, l.meta.Expires) // lost: look again when it expires
 	}
 	s.mu.Unlock()
-	return record.Wait(ctx, woken, next)
+	return record.Wait(ctx, woken, next.Sub(now))
 }
 
 // RenewLog implements store.EventLog.
@@ -211,7 +212,7 @@ func (s *Store) RenewLog(_ context.Context, name, owner string, lease time.Durat
 	if err != nil {
 		return err
 	}
-	l.meta.Lease(time.Now(), lease)
+	l.meta.Lease(s.clock.Now(), lease)
 	return nil
 }
 
@@ -221,7 +222,7 @@ func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Durat
 		return err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	l := s.liveLog(name, now)
 	switch {
 	case l == nil:
@@ -244,7 +245,7 @@ func (s *Store) Finish(_ context.Context, name, owner string, ttl time.Duration,
 		s.mu.Unlock()
 		return err
 	}
-	l.meta.Finish(time.Now(), ttl)
+	l.meta.Finish(s.clock.Now(), ttl)
 	l.finished = s.finished.PushBack(l)
 	s.appendLocked(l, data)
 	s.mu.Unlock()
@@ -258,7 +259,7 @@ func (s *Store) Stat(_ context.Context, name string) (store.LogInfo, error) {
 		return store.LogInfo{}, err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	l := s.liveLog(name, now)
 	if l == nil {
 		return store.LogInfo{}, store.ErrLogNotFound

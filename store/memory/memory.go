@@ -63,6 +63,7 @@ type Store struct {
 	max      int
 	maxBytes int
 	waiters  record.Waiters
+	clock    *record.Clock // the time of every record and entry
 
 	mu      sync.Mutex
 	closed  bool
@@ -113,7 +114,7 @@ func New(opts Options) *Store {
 	if opts.MaxLogBytes <= 0 {
 		opts.MaxLogBytes = DefaultMaxLogBytes
 	}
-	return &Store{max: opts.MaxEntries, maxBytes: opts.MaxBytes, entries: make(map[string]*list.Element),
+	return &Store{clock: record.NewClock(), max: opts.MaxEntries, maxBytes: opts.MaxBytes, entries: make(map[string]*list.Element),
 		maxLog: opts.MaxLogEntries, maxLogBytes: opts.MaxLogBytes, logs: make(map[string]*memLog)}
 }
 
@@ -198,7 +199,7 @@ func (s *Store) Claim(_ context.Context, key, fp, owner string, lease, ttl time.
 		return store.Claim{}, err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	c, rec := record.Claim(s.record(key, now), now, fp, owner, lease, ttl)
 	if rec != nil {
 		s.put(&entry{key: idemKey(key), rec: rec, expires: time.Unix(0, rec.Expires)}, now)
@@ -213,7 +214,7 @@ func (s *Store) Renew(_ context.Context, key, owner string, lease time.Duration)
 		return err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	r := s.record(key, now)
 	if !record.Owned(r, owner) {
 		return store.ErrLeaseLost
@@ -228,7 +229,7 @@ func (s *Store) Complete(_ context.Context, key, owner string, result []byte, tt
 		return err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	r := s.record(key, now)
 	if !record.Owned(r, owner) {
 		return store.ErrLeaseLost
@@ -246,7 +247,7 @@ func (s *Store) Release(_ context.Context, key, owner string) error {
 		return err
 	}
 	defer s.mu.Unlock()
-	if !record.Owned(s.record(key, time.Now()), owner) {
+	if !record.Owned(s.record(key, s.clock.Now()), owner) {
 		return store.ErrLeaseLost
 	}
 	s.remove(s.entries[idemKey(key)])
@@ -261,7 +262,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := s.clock.Now()
 	r := s.record(key, now)
 	if r == nil || !r.InFlight(now) {
 		s.mu.Unlock()
@@ -269,7 +270,7 @@ func (s *Store) Wait(ctx context.Context, key string) error {
 	}
 	until := time.Unix(0, r.LeaseUntil)
 	s.mu.Unlock()
-	return record.Wait(ctx, woken, until)
+	return record.Wait(ctx, woken, until.Sub(now))
 }
 
 // GetVar implements store.Vars.
@@ -278,7 +279,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) ([]byte, bool, err
 		return nil, false, err
 	}
 	defer s.mu.Unlock()
-	e := s.get(varKey(scope, name), time.Now())
+	e := s.get(varKey(scope, name), s.clock.Now())
 	if e == nil {
 		return nil, false, nil
 	}
@@ -291,7 +292,7 @@ func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl 
 		return err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	s.put(&entry{key: varKey(scope, name), value: append([]byte(nil), value...), expires: now.Add(ttl)}, now)
 	return nil
 }
@@ -302,7 +303,7 @@ func (s *Store) AddVar(_ context.Context, scope, name string, value []byte, ttl 
 		return false, err
 	}
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.clock.Now()
 	k := varKey(scope, name)
 	if s.get(k, now) != nil {
 		return false, nil

@@ -74,10 +74,11 @@ func (l *Log) Append(max int) (index uint64, drop int) {
 }
 
 // Next is when a reader waiting for the log should look again though no
-// entry came: when its lease runs out, if it is unfinished.
-func (l *Log) Next() time.Time {
+// entry came: when its lease runs out, if it is unfinished (now is the
+// store's Clock.Now).
+func (l *Log) Next(now time.Time) time.Time {
 	if l.Finished {
-		return time.Now().Add(time.Hour)
+		return now.Add(time.Hour)
 	}
 	return time.Unix(0, l.LeaseUntil)
 }

@@ -14,6 +14,23 @@ import (
 	"github.com/toolwire/toolwire/store"
 )
 
+// Clock is the time of a store that keeps its records itself: the wall
+// clock when the store opened, advanced by the monotonic clock since. A
+// lease or TTL the process keeps is then measured in time that passed, not
+// in steps of the wall clock: read directly, a step forward of the lease
+// (10 s: NTP correcting a drifted clock, a VM resumed, date -s) made
+// every call in flight look abandoned, so its retry took its key over and
+// ran it a second time, and a step backward kept a dead owner's key in
+// flight for the step. A store reopened reads the wall clock again.
+type Clock struct{ start time.Time }
+
+// NewClock returns a Clock starting now.
+func NewClock() *Clock { return &Clock{start: time.Now()} }
+
+// Now is the store's time now: a time.Time whose Unix nanoseconds are the
+// store's start on the wall clock plus the monotonic time since.
+func (c *Clock) Now() time.Time { return c.start.Add(time.Since(c.start)) }
+
 // Record is one idempotency record. Times are Unix nanoseconds.
 type Record struct {
 	Fingerprint string `json:"fp"`
@@ -116,10 +133,10 @@ func (w *Waiters) Len() int {
 }
 
 // Wait waits for a Wake of key (on a channel taken before the record was
-// read, so no wake is missed), for the lease to run out at leaseUntil, or
-// for ctx.
-func Wait(ctx context.Context, woken <-chan struct{}, leaseUntil time.Time) error {
-	t := time.NewTimer(time.Until(leaseUntil))
+// read, so no wake is missed), for the lease to run out after d (its end
+// less the store's Clock.Now), or for ctx.
+func Wait(ctx context.Context, woken <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-woken:
