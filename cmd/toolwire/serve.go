@@ -40,10 +40,10 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer s.close()
 	if err := s.buildTools(ctx, args); err != nil {
-		return relativeHint(args, err)
+		return s.startFailed(ctx, relativeHint(args, err))
 	}
 	if err := s.buildEngine(ctx); err != nil {
-		return relativeHint(args, err)
+		return s.startFailed(ctx, relativeHint(args, err))
 	}
 	ls, err := s.buildSurfaces()
 	if err != nil {
@@ -70,6 +70,21 @@ func relativeHint(args []string, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (a relative path in %s is relative to the directory serve runs in, %s, not to the file's, %s)", err, path, wd, dir)
+}
+
+// startFailed returns the error of a step that failed while serve
+// started, unless a signal (SIGTERM, SIGINT) asked it to stop meanwhile:
+// then what failed was the work the signal cut short (an OpenAPI document
+// still being fetched, a store still being dialled), which is no fault of
+// the configuration, and the stop asked for is no failure. It said
+// "toolwire: config toolwire.yaml: openapi "x": spec …: terminated signal
+// received" and exited 1.
+func (s *serveRun) startFailed(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	s.log.Info("stopped while starting, before serving: a signal asked it to", "cut_short", err.Error())
+	return nil
 }
 
 // serveRun is what runServe's steps build, in order, and what it closes,

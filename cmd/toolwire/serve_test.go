@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -253,5 +255,47 @@ func grpcurlAgainst(t *testing.T, addr string) {
 		if !strings.Contains(out, want) {
 			t.Errorf("CallTool output lacks %s:\n%s", want, out)
 		}
+	}
+}
+
+// TestServeStoppedWhileStarting: a signal while serve starts (here while
+// it fetches an OpenAPI document from a server that has not answered)
+// stops it at once, and as the stop asked for: not as the configuration's
+// failure ("config …: openapi "slow": spec …: terminated signal received",
+// exit status 1, as before).
+func TestServeStoppedWhileStarting(t *testing.T) {
+	t.Parallel()
+	asked := make(chan struct{}, 1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		<-r.Context().Done() // answers nothing until the client gives up
+	}))
+	defer slow.Close()
+	cfg := writeFile(t, "toolwire.yaml", "openapi:\n  - name: slow\n    spec: "+slow.URL+"/openapi.json\n")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stderr logbuf.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--no-workspace", "--config", cfg}, &bytes.Buffer{}, &stderr)
+	}()
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("serve returned before it asked for the document: %v\n%s", err, stderr.String())
+	case <-time.After(testTimeout):
+		t.Fatal("serve never asked for the document")
+	}
+	cancel() // the signal
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("serve stopped while starting returned %v; want nil, the stop asked for", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("serve did not stop")
+	}
+	if !strings.Contains(stderr.String(), "stopped while starting") {
+		t.Errorf("the log does not say serve stopped while starting:\n%s", stderr.String())
 	}
 }
