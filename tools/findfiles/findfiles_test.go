@@ -364,7 +364,7 @@ func TestFindFilesOutOfFiles(t *testing.T) {
 	e := wt.New(t, map[string]string{"a.txt": "hello\n", "sub/b.txt": "hello\n"})
 	tool := findfiles.New(e.WS, findfiles.Options{})
 	for _, args := range []string{`{"pattern":"**/*.txt"}`, `{"pattern":"*.txt","content":"hello"}`, `{"pattern":"sub/*.txt"}`} {
-		release := wt.OutOfFiles(t)
+		release := wt.OutOfFiles(t, 0)
 		res := wt.Call(t, tool, args)
 		release()
 		if text := wt.Text(res); !res.IsError || !strings.Contains(text, "too many open files") || strings.Contains(text, "no files match") || strings.Contains(text, "no line matches") {

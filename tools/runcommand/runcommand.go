@@ -235,7 +235,7 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 
 	pipe, err := newPump(call, r.opts)
 	if err != nil {
-		return nil, err
+		return notStarted("cannot start the command", err)
 	}
 	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
 	cmd.Args[0] = argv[0]
@@ -253,7 +253,7 @@ func (r *runner) run(ctx context.Context, call *tools.Call, args Args) (*tools.R
 	err = cmd.Start()
 	pipe.started(err)
 	if err != nil {
-		return tools.Errorf("cannot start %s: %v", argv[0], err), nil
+		return notStarted("cannot start "+argv[0], err)
 	}
 	return await(ctx, func() (*tools.Result, error) {
 		waitErr := cmd.Wait()
@@ -354,6 +354,19 @@ func (r *runner) dir(cwd string) (rel, abs string, err error) {
 		return "", "", fmt.Errorf("%w: %s changed while it was being resolved", workspace.ErrEscapes, cwd)
 	}
 	return rel, abs, nil
+}
+
+// notStarted is the result of a command that could not be started: what
+// went wrong after what, or, when the server is short of descriptors or
+// memory (workspace.Exhausted), that alone, as something to retry rather
+// than the errno of whichever step met it first (pipe2, the supervisor's
+// fork, the Landlock library's "BUG(go-landlock): This should not have
+// happened"), or an error with no result at all.
+func notStarted(what string, err error) (*tools.Result, error) {
+	if workspace.Exhausted(err) {
+		return tools.Errorf("cannot start the command now: %s; try again shortly", workspace.Shortage(err)), nil
+	}
+	return tools.Errorf("%s: %v", what, err), nil
 }
 
 // endGroup ends what is left of the command's process group once its leader

@@ -271,3 +271,34 @@ func BenchmarkSandboxUIDOverhead(b *testing.B) {
 		b.ReportMetric(uid-sb, "uid-added-p50-ms")
 	}
 }
+
+// TestRunCommandOutOfFiles: a command the server cannot start for want of
+// file descriptors gets a result saying so, to retry, whichever step met
+// the shortage: not an error with no result (pipe2's, before), nor the
+// errno deep in the supervisor's start ("BUG(go-landlock): This should not
+// have happened: landlock_create_ruleset: too many open files"). Not
+// parallel: it takes the process's descriptors.
+func TestRunCommandOutOfFiles(t *testing.T) {
+	e := wt.New(t, nil)
+	tools := map[string]*runcommand.Options{"unsandboxed": {}, "sandboxed": {Sandbox: newSandbox(t, sandbox.Config{})}}
+	for name, opts := range tools {
+		tool := runcommand.New(e.WS, *opts)
+		for leave := range 12 {
+			release := wt.OutOfFiles(t, leave)
+			res, err := wt.CallContext(t.Context(), t, tool, `{"argv":["true"]}`, nil)
+			release()
+			if err != nil {
+				t.Errorf("%s, %d descriptors free: error %v, no result", name, leave, err)
+				continue
+			}
+			text := wt.Text(res)
+			if res.IsError && !strings.Contains(text, "cannot start the command now: the server has as many files open as it may (too many open files); try again shortly") &&
+				!strings.Contains(text, "cannot reach . now: the server has as many files open as it may") {
+				t.Errorf("%s, %d descriptors free: %q; want it to say the server is out of open files", name, leave, text)
+			}
+		}
+		if res := wt.Call(t, tool, `{"argv":["true"]}`); res.IsError {
+			t.Errorf("%s with descriptors free again: %q", name, wt.Text(res))
+		}
+	}
+}

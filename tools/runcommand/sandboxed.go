@@ -21,7 +21,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	sb := r.opts.Sandbox
 	tmp, user, err := r.callTemp()
 	if err != nil {
-		return nil, err
+		return notStarted("cannot start the command", err)
 	}
 	minFree := r.ws.Limits().MinFreeBytes
 	if free, err := usage.Free(tmp); err == nil && free < minFree {
@@ -31,7 +31,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	pipe, err := newPump(call, r.opts)
 	if err != nil {
 		removeAll(tmp)
-		return nil, err
+		return notStarted("cannot start the command", err)
 	}
 	start := time.Now()
 	p, err := sb.Start(ctx, sandbox.Run{
@@ -44,7 +44,7 @@ func (r *runner) runSandboxed(ctx context.Context, call *tools.Call, argv []stri
 	pipe.started(err) // the supervisor has its copy
 	if err != nil {
 		removeAll(tmp)
-		return tools.Errorf("cannot start the sandbox supervisor: %v", err), nil
+		return notStarted("cannot start the command", err)
 	}
 	return await(ctx, func() (*tools.Result, error) {
 		defer removeAll(tmp)

@@ -153,7 +153,7 @@ func Describe(p string, err error) string {
 	}
 	switch {
 	case Exhausted(err):
-		return fmt.Sprintf("cannot reach %s now: %s; try again shortly", p, exhaustion(err))
+		return fmt.Sprintf("cannot reach %s now: %s; try again shortly", p, Shortage(err))
 	case errors.Is(err, ErrEscapes):
 		return err.Error()
 	case errors.Is(err, ErrNoRoom):
@@ -190,8 +190,8 @@ func Exhausted(err error) bool {
 		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.ENOBUFS)
 }
 
-// exhaustion says what the server ran out of, for an Exhausted err.
-func exhaustion(err error) string {
+// Shortage says what the server ran out of, for an Exhausted err.
+func Shortage(err error) string {
 	var errno syscall.Errno
 	errors.As(err, &errno)
 	switch errno {

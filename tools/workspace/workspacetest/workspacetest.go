@@ -391,11 +391,11 @@ func removeChain(tb testing.TB, dir string) {
 	}
 }
 
-// OutOfFiles leaves the process with no file descriptor free, as a server
-// that has run out of them (EMFILE), until the test ends or the returned
-// function is called. It lowers the soft RLIMIT_NOFILE and fills what is
-// left under it, so it must not run beside parallel tests.
-func OutOfFiles(tb testing.TB) (release func()) {
+// OutOfFiles leaves the process with only leave file descriptors free, as
+// a server that has (nearly) run out of them (EMFILE), until the test ends
+// or the returned function is called. It lowers the soft RLIMIT_NOFILE and
+// fills what is left under it, so it must not run beside parallel tests.
+func OutOfFiles(tb testing.TB, leave int) (release func()) {
 	tb.Helper()
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -413,6 +413,10 @@ func OutOfFiles(tb testing.TB) (release func()) {
 			break // EMFILE: none left
 		}
 		held = append(held, fd)
+	}
+	for range min(leave, len(held)) {
+		syscall.Close(held[len(held)-1])
+		held = held[:len(held)-1]
 	}
 	done := false
 	release = func() {
