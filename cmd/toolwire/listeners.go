@@ -35,6 +35,11 @@ type listener struct {
 // engine's drain ended.
 func (s *serveRun) serve(ctx context.Context, ls []listener) error {
 	bound := shutdownBound(s.cfg)
+	if n := nofile(); n > 0 {
+		if w := fdWarning(s.cfg, n); w != "" {
+			s.log.Warn(w, "nofile", n)
+		}
+	}
 	s.log.Info("a shutdown takes at most "+bound.String()+": a pod's terminationGracePeriodSeconds must be longer, with its preStop delay", "shutdown_bound_seconds", int(math.Ceil(bound.Seconds())))
 	stopLog := context.AfterFunc(ctx, func() { s.log.Info("shutting down: draining running batches") })
 	defer stopLog()
