@@ -35,13 +35,20 @@ func startServices(t *testing.T) (string, *health.Server) {
 	healthpb.RegisterHealthServer(gs, hs)
 	testgrpc.RegisterTestServiceServer(gs, interopServer{})
 	reflection.Register(gs)
+	return serveOn(t, gs), hs
+}
+
+// serveOn serves gs on a loopback port until the test ends, and returns
+// its address.
+func serveOn(t *testing.T, gs *grpc.Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go gs.Serve(lis)
 	t.Cleanup(gs.Stop)
-	return lis.Addr().String(), hs
+	return lis.Addr().String()
 }
 
 // celServer is a CEL conformance server over cel-go: Parse, Check (in

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -190,14 +189,9 @@ func TestConnectionLostDuringTheCall(t *testing.T) {
 	bh := &blockingHealth{entered: make(chan struct{})}
 	healthpb.RegisterHealthServer(gs, bh)
 	reflection.Register(gs)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
+	addr := serveOn(t, gs)
 	s, reg, _ := newServices(t)
-	if err := s.Sync(t.Context(), []Config{{Name: "b", Target: lis.Addr().String(), Insecure: true, Include: []string{"grpc.health.v1.Health"}}}); err != nil {
+	if err := s.Sync(t.Context(), []Config{{Name: "b", Target: addr, Insecure: true, Include: []string{"grpc.health.v1.Health"}}}); err != nil {
 		t.Fatal(err)
 	}
 	sourcetest.WaitTools(t, reg, "Check", sourcetest.Has("b_Health_Check"))

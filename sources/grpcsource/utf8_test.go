@@ -2,7 +2,6 @@ package grpcsource
 
 import (
 	"encoding/json"
-	"net"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -102,15 +101,10 @@ func TestProto2StringsThatAreNotUTF8(t *testing.T) {
 		return stream.SendMsg(out)
 	}))
 	rpb.RegisterServerReflectionServer(gs, reflection.NewServerV1(reflection.ServerOptions{Services: legacyServer{files}, DescriptorResolver: files}))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
+	addr := serveOn(t, gs)
 
 	s, reg, _ := newServices(t)
-	if err := s.Sync(t.Context(), []Config{{Name: "l", Target: lis.Addr().String(), Insecure: true}}); err != nil {
+	if err := s.Sync(t.Context(), []Config{{Name: "l", Target: addr, Insecure: true}}); err != nil {
 		t.Fatal(err)
 	}
 	sourcetest.WaitTools(t, reg, "the legacy tool", sourcetest.Has("l_Legacy_Create"))

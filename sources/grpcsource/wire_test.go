@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"strings"
 	"testing"
 
@@ -94,15 +93,10 @@ func TestProto3StringsThatAreNotUTF8(t *testing.T) {
 	}))
 	gs.RegisterService(&grpc.ServiceDesc{ServiceName: "grpc.reflection.v1.ServerReflection", HandlerType: (*any)(nil),
 		Streams: []grpc.StreamDesc{{StreamName: "ServerReflectionInfo", Handler: f.handle, ServerStreams: true, ClientStreams: true}}}, struct{}{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(gs.Stop)
+	addr := serveOn(t, gs)
 
 	s, reg, _ := newServices(t)
-	if err := s.Sync(context.Background(), []Config{{Name: "p", Target: lis.Addr().String(), Insecure: true}}); err != nil {
+	if err := s.Sync(context.Background(), []Config{{Name: "p", Target: addr, Insecure: true}}); err != nil {
 		t.Fatal(err)
 	}
 	sourcetest.WaitTools(t, reg, "the server's tools", sourcetest.Has("p_P3_Get", "p_P3_Watch"))
