@@ -122,6 +122,7 @@ type Engine struct {
 	maxUnstored int64              // unstored's bound: maxUnstoredBytes, or a test's
 
 	fallbackPoll time.Duration // tests' stand-in for the const fallbackPoll when set; see signals.go
+	afterRenew   func()        // tests' hook: called as each renewal of a detached batch's lease returns; see eventlog.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the

@@ -203,10 +203,25 @@ func (l *batchLog) tick() time.Duration { return min(l.e.cfg.BatchLease/3, 500*t
 // outlasts a stall shorter than it.
 func (l *batchLog) renew() {
 	e := l.e
+	if e.afterRenew != nil {
+		defer e.afterRenew()
+	}
 	if !l.failed.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
 		err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease)
 		cancel()
+		l.mu.Lock()
+		finishing := l.stopped
+		l.mu.Unlock()
+		if finishing {
+			// finish began while this renewal was under way (stop
+			// does not wait for one that has begun): the store may
+			// have refused it for the Finish that followed, a finished
+			// log being no one's to renew, and finish renews the lease
+			// itself from then on. Taken as lost, it logged a batch
+			// that had finished as cancelled.
+			return
+		}
 		if lostFor(err) {
 			l.lost(err)
 		} else if err != nil {
