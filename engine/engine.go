@@ -98,10 +98,11 @@ type Engine struct {
 
 	mu        sync.Mutex
 	draining  bool
-	batches   map[string]*batch // running batches by ID; at most MaxConcurrentBatches (see handle.go)
-	active    sync.WaitGroup    // running batches
-	stopping  chan struct{}     // closed when draining begins
-	closed    chan struct{}     // closed by Close: retries in the background give up
+	batches   map[string]*batch       // running batches by ID; at most MaxConcurrentBatches (see handle.go)
+	readers   map[*logReader]struct{} // detached batches' readers, for the send watchdog (readwatch.go)
+	active    sync.WaitGroup          // running batches
+	stopping  chan struct{}           // closed when draining begins
+	closed    chan struct{}           // closed by Close: retries in the background give up
 	closeOnce sync.Once
 	watching  bool // watchSends is running
 
@@ -199,7 +200,7 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	e.runners.Go(func() { b.run(runCtx) })
 	if b.detached {
 		e.runners.Go(b.writeLog)
-		return b.log.read(ctx, b.log.first, b.sink)
+		return e.watchReader(ctx, b.sink, func(ctx context.Context, sink Sink) error { return b.log.read(ctx, b.log.first, sink) })
 	}
 	defer func() { b.end(err) }()
 	return b.stream(ctx)

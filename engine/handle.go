@@ -171,7 +171,7 @@ func (e *Engine) Attach(ctx context.Context, batchID string, afterSeq uint64, si
 	case afterSeq > info.Last:
 		return errorf(InvalidArgument, "after_seq %d is past the batch's last event, %d", afterSeq, info.Last)
 	}
-	return e.readLog(ctx, name, afterSeq, sink)
+	return e.watchReader(ctx, sink, func(ctx context.Context, sink Sink) error { return e.readLog(ctx, name, afterSeq, sink) })
 }
 
 // readLog sends sink the log's events after seq and then its live ones

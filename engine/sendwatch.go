@@ -14,14 +14,15 @@ import (
 	"github.com/toolwire/toolwire/internal/monotime"
 )
 
-// watchSends runs while batches do: every tick it ends the streams whose
-// writer has been in one Send for SendTimeout, abandons the tools that
+// watchSends runs while batches or detached batches' readers do: every
+// tick it ends the streams whose writer, or reader (readwatch.go), has
+// been in one Send for SendTimeout, abandons the tools that
 // outstay their cancellation by AbandonGrace (so a call is abandoned
 // between the grace and the grace plus a tick, at most a quarter of it,
 // after its cancellation), and whenever the buffered events pass their
 // budget (and every budgetRetry while they stay over it) it sheds streams.
-// admit starts it; it returns once no batch is running, so an idle server
-// has no goroutine for it.
+// admit and watchReader start it; it returns once no batch or reader is
+// running, so an idle server has no goroutine for it.
 func (e *Engine) watchSends() {
 	tick := time.NewTicker(min(max(e.cfg.SendTimeout/8, time.Millisecond), 250*time.Millisecond, max(e.cfg.AbandonGrace/4, time.Millisecond)))
 	defer tick.Stop()
@@ -34,7 +35,7 @@ func (e *Engine) watchSends() {
 		}
 		now := monotime.Now()
 		e.mu.Lock()
-		if len(e.batches) == 0 {
+		if len(e.batches) == 0 && len(e.readers) == 0 {
 			e.watching = false
 			e.mu.Unlock()
 			return
@@ -47,6 +48,11 @@ func (e *Engine) watchSends() {
 				if r := b.calls[i].running.Load(); r != nil && r.overstayed(now) {
 					go r.abandon() // it sends the result, which may wait for the reader: not under e.mu
 				}
+			}
+		}
+		for r := range e.readers {
+			if since := r.sending.Load(); since != 0 && time.Duration(now-since) >= e.cfg.SendTimeout && r.ended.CompareAndSwap(false, true) {
+				e.endReader(r, time.Duration(now-since))
 			}
 		}
 		e.shed(now)

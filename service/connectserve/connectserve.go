@@ -108,11 +108,12 @@ func New(eng *engine.Engine, reg *tools.Registry, o Options) (*Server, error) {
 
 // ServeHTTP serves the ToolService's procedures under Path. A client that
 // reads nothing of a response is not waited for longer than the engine's
-// SendTimeout: ExecuteBatch's response is the batch's Stopper (in the
-// request's context), so the engine's send watchdog and its
-// max_buffered_bytes budget end it and cancel its calls; every other
-// response (CallTool's result, AttachBatch's and WatchTools' streams) is
-// ended by the surface's writewatch.Watch.
+// SendTimeout: ExecuteBatch's and AttachBatch's responses are their
+// stream's Stopper (in the request's context), so the engine's send
+// watchdog (and, for a batch that is not detached, its max_buffered_bytes
+// budget) ends them, cancelling the calls of a batch that is not
+// detached; every other response (CallTool's result, WatchTools' stream)
+// is ended by the surface's writewatch.Watch.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ww := s.writes.Wrap(w, r)
 	defer func() {
@@ -121,7 +122,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ww.Done()
 	}()
 	switch r.URL.Path {
-	case toolwirev1connect.ToolServiceExecuteBatchProcedure:
+	case toolwirev1connect.ToolServiceExecuteBatchProcedure, toolwirev1connect.ToolServiceAttachBatchProcedure:
 		defer ww.Engage()()
 		r = r.WithContext(context.WithValue(r.Context(), engine.StopperKey{}, ww))
 	case toolwirev1connect.ToolServiceListToolsProcedure, toolwirev1connect.ToolServiceSearchToolsProcedure:

@@ -317,3 +317,52 @@ func TestConnectionLeavingEndedStreamsUnreadIsClosed(t *testing.T) {
 		t.Errorf("%d results for 2 calls on another connection", len(got))
 	}
 }
+
+// TestSendTimeoutEndsAnAttachmentNobodyReads: an AttachBatch stream whose
+// client reads nothing is ended by the send watchdog with
+// DEADLINE_EXCEEDED, its Send stopped through the tap handle, and the
+// batch runs on. It used to wait in Send for as long as the client kept
+// its connection.
+func TestSendTimeoutEndsAnAttachmentNobodyReads(t *testing.T) {
+	t.Parallel()
+	s := newServedServer(t, engine.Config{SendTimeout: 300 * time.Millisecond})
+	req := bigEchoes("d", 16, 100<<10, false)
+	req.Calls = append(req.Calls, call("held", "hold", "")) // ends only when cancelled
+	req.Options = &toolwirev1.BatchOptions{Detach: true}
+	ctx, cancel := context.WithCancel(context.Background())
+	own, err := s.client(t).ExecuteBatch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := own.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the batch runs on
+	id := first.GetAccepted().GetBatchId()
+
+	actx, acancel := context.WithCancel(context.Background())
+	t.Cleanup(acancel)
+	att, err := s.slowClient(t).AttachBatch(actx, &toolwirev1.AttachBatchRequest{BatchId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := att.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	// Read nothing more until the server has ended the stream.
+	waitFor(t, func() bool {
+		s.srv.conns.mu.Lock()
+		defer s.srv.conns.mu.Unlock()
+		return s.srv.conns.ended > 0
+	})
+	if _, err := drain(att); status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("stalled attachment ended with %v, want DEADLINE_EXCEEDED", err)
+	}
+	if n := s.srv.running(); n != 1 {
+		t.Errorf("%d batches running once the attachment was ended, want 1 (the batch runs on)", n)
+	}
+	if _, err := s.client(t).CancelBatch(context.Background(), &toolwirev1.CancelBatchRequest{BatchId: id}); err != nil {
+		t.Fatal(err)
+	}
+}

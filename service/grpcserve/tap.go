@@ -23,8 +23,8 @@ import (
 // it. The one hook is the tap handle, whose returned context becomes that
 // transport context: stoppable makes it one the watchdog can cancel.
 
-// stoppableStream is an ExecuteBatch stream's transport context, as the tap
-// handle made it.
+// stoppableStream is an ExecuteBatch or AttachBatch stream's transport
+// context, as the tap handle made it.
 type stoppableStream struct {
 	context.Context // a child of the transport's own
 	stop            context.CancelCauseFunc
@@ -33,8 +33,8 @@ type stoppableStream struct {
 }
 
 // stoppable is the tap handle ServerOptions installs: it admits each
-// stream (Config.Admit), and makes the context of each ExecuteBatch
-// stream one that the send watchdog can end.
+// stream (Config.Admit), and makes the context of each ExecuteBatch and
+// AttachBatch stream one that the send watchdog can end.
 func (s *Server) stoppable(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if s.cfg.Admit != nil {
 		var err error
@@ -42,7 +42,9 @@ func (s *Server) stoppable(ctx context.Context, info *tap.Info) (context.Context
 			return nil, err
 		}
 	}
-	if info.FullMethodName != toolwirev1.ToolService_ExecuteBatch_FullMethodName {
+	switch info.FullMethodName {
+	case toolwirev1.ToolService_ExecuteBatch_FullMethodName, toolwirev1.ToolService_AttachBatch_FullMethodName:
+	default:
 		return ctx, nil
 	}
 	inner, stop := context.WithCancelCause(ctx)
