@@ -15,6 +15,7 @@ import (
 	"github.com/toolwire/toolwire/engine/internal/slots"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/monotime"
+	"github.com/toolwire/toolwire/internal/suggest"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/proto"
 )
@@ -461,6 +462,11 @@ func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 	list := strings.Join(names[:min(len(names), MaxListedNames)], ", ")
 	if len(names) > MaxListedNames {
 		list += fmt.Sprintf(", … (%d more)", len(names)-MaxListedNames)
+	}
+	// Of a thousand tools the list shows twenty; a misspelt name's
+	// nearest (among those the caller may see) is what the model needs.
+	if near, ok := suggest.Nearest(call.GetName(), names); ok && b.calls[i].cutFrom == 0 {
+		return fmt.Sprintf("unknown tool %s; did you mean %q? Registered tools: %s", name, near, list)
 	}
 	return fmt.Sprintf("unknown tool %s. Registered tools: %s", name, list)
 }

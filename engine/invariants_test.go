@@ -333,6 +333,14 @@ func TestInvariant4_UnknownToolListIsCappedOrSaysNoneExist(t *testing.T) {
 	if listed != MaxListedNames || !strings.Contains(text(r), "more)") {
 		t.Errorf("listed %d commas in %q, want %d names and a note of the rest", listed, text(r), MaxListedNames)
 	}
+	// Of 30 and more tools the list shows 20: a misspelt name gets the
+	// nearest one, wherever it sorts, and an unrelated one none.
+	got := results(t, te.run(t, calls(call("a", "zz2", ""), call("b", "ECHO", ""), call("c", "nope", ""))))
+	for id, want := range map[string]string{"a": `unknown tool "zz2"; did you mean "zz02"?`, "b": `unknown tool "ECHO"; did you mean "echo"?`, "c": `unknown tool "nope". Registered`} {
+		if !strings.HasPrefix(text(got[id]), want) {
+			t.Errorf("%s: %q; want it to start %q", id, text(got[id]), want)
+		}
+	}
 
 	empty, err := tools.NewRegistry()
 	if err != nil {
