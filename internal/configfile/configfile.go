@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	names "github.com/toolwire/toolwire/internal/suggest"
 	yamlv2 "go.yaml.in/yaml/v2"
 	"go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -342,14 +341,40 @@ func suggest(name string, fields map[string]reflect.Type) string {
 }
 
 // Suggest returns ` (did you mean "KEY"?)` for the one of keys nearest to
-// name, a key misspelt, ignoring case, or "" when none is near
-// (internal/suggest).
+// name, a key misspelt, ignoring case, or "" when none is near.
 func Suggest(name string, keys []string) string {
-	best, ok := names.Nearest(name, keys)
-	if !ok {
+	best, bestD := "", 3                      // more edits than this is another word
+	keys = slices.Sorted(slices.Values(keys)) // ties go to the same key every time
+	for _, k := range keys {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(k)); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // rewrite returns the YAML document data with the values at the

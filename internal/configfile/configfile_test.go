@@ -253,6 +253,21 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+func TestEditDistance(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"max_calls", "max_calls", 0}, {"max_cals", "max_calls", 1},
+		{"methd", "method", 1}, {"kitten", "sitting", 3}, {"", "abc", 3},
+	} {
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d; want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
 // level is a string type that refuses what it does not know, as a
 // TextUnmarshaler.
 type level string

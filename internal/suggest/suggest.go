@@ -1,6 +1,7 @@
-// Package suggest finds, for a name that names nothing (a misspelt config
-// key, a misspelt tool name), the known name it was most likely meant to
-// be.
+// Package suggest finds, for a name that names nothing (a misspelt tool
+// name), the known name it was most likely meant to be. It imports none of
+// toolwire's packages. (internal/configfile, which may import none either,
+// keeps its own copy of the distance for a misspelt key.)
 package suggest
 
 import (
