@@ -107,8 +107,5 @@ func validate(s *jsonschema.Schema, doc any, what string) (err error) {
 			err = &ArgumentError{Reason: fmt.Sprintf("%s could not be checked against the schema: the validator failed on them (%.200v)", what, p)}
 		}
 	}()
-	if err := s.Validate(doc); err != nil {
-		return err
-	}
-	return nil
+	return s.Validate(doc)
 }

@@ -186,6 +186,17 @@ http_tools:
 	if err := c.check(doc.Content[0], reflect.TypeFor[json.RawMessage](), "", nil); err != nil || len(c.rewrites) != 0 {
 		t.Errorf("a schema YAML 1.1 reads alike: %v, %d rewrites", err, len(c.rewrites))
 	}
+	// JSON (a generated catalog) holds no text YAML 1.1 could read
+	// otherwise: it is not converted a second time; unquoted text is.
+	for text, want := range map[string]bool{`{"type":"object","enum":["on",1,true,null,-2.5e3]}`: false, `{enum: [x]}`: true, `{n: 0o17}`: true} {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(text), &n); err != nil {
+			t.Fatal(err)
+		}
+		if got := plainText(&n, map[*yaml.Node]bool{}); got != want {
+			t.Errorf("plainText(%s) = %v, want %v", text, got, want)
+		}
+	}
 }
 
 // TestDurationField: a Duration field reads as a time.Duration does.

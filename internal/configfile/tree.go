@@ -164,6 +164,35 @@ func isJSONNumber(s string) bool {
 	return s != "" && (s[0] == '-' || '0' <= s[0] && s[0] <= '9') && json.Unmarshal([]byte(s), &n) == nil
 }
 
+// plainText reports whether n holds a scalar that YAML 1.1 and 1.2 may
+// read apart: unquoted text (on, y, 0777, 1:20), or a number not written
+// as JSON writes one (0o17, .inf). A subtree of JSON (a generated
+// catalog's schemas) holds none, and is not converted twice.
+func plainText(n *yaml.Node, seen map[*yaml.Node]bool) bool {
+	if seen[n] {
+		return false
+	}
+	seen[n] = true
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!str":
+			return n.Style == 0
+		case "!!int", "!!float":
+			return !isJSONNumber(n.Value)
+		}
+		return false
+	case yaml.AliasNode:
+		return plainText(n.Alias, seen)
+	}
+	for _, c := range n.Content {
+		if plainText(c, seen) {
+			return true
+		}
+	}
+	return false
+}
+
 // yaml12 returns n as YAML 1.2 reads it, in the Go types yaml.v2 marshals
 // as they are (rewrite's), and whether sigs.k8s.io/yaml's YAML 1.1 reads
 // it otherwise.
