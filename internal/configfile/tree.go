@@ -25,9 +25,58 @@ import (
 // model's "on" did not match), a property named y became "true", and an
 // OpenAPI parameter named n became false and was skipped. Anchors and
 // aliases are converted once and shared; merge keys (<<) are followed.
+//
+// Whatever reads the tree reads a shared value once for each alias of
+// it, so the document is refused when its aliases expand it past
+// maxExpandedValues (879 bytes of aliases of aliases, "billion laughs",
+// made serve take 4 GB and counting), or when an alias names a value that
+// contains it (which no JSON can be).
 func Tree(n *yaml.Node) (any, error) {
+	sz := sizer{sizes: map[*yaml.Node]int64{}}
+	if total, err := sz.size(n, 0); err != nil {
+		return nil, err
+	} else if total > maxExpandedValues {
+		return nil, fmt.Errorf("its aliases (*name) expand it to more than %d values; write the values out, or use fewer aliases of aliases", maxExpandedValues)
+	}
 	c := yamlConverter{done: map[*yaml.Node]any{}}
 	return c.value(n, 0)
+}
+
+// maxExpandedValues bounds the values of a document with its aliases
+// expanded: about as many as the largest document read (16 MiB) can hold
+// written out as JSON.
+const maxExpandedValues = 4 << 20
+
+// sizer counts the values of a document as its readers will meet them,
+// each alias as the value it names, once per node.
+type sizer struct {
+	sizes map[*yaml.Node]int64 // by node: its size, or -1 while it is being counted
+}
+
+func (s *sizer) size(n *yaml.Node, depth int) (int64, error) {
+	if depth > maxYAMLDepth {
+		return 0, fmt.Errorf("line %d: nested more than %d deep", n.Line, maxYAMLDepth)
+	}
+	if n.Kind == yaml.AliasNode {
+		if s.sizes[n.Alias] == -1 {
+			return 0, fmt.Errorf("line %d: the alias *%s names a value that contains it", n.Line, n.Value)
+		}
+		return s.size(n.Alias, depth+1)
+	}
+	if v, ok := s.sizes[n]; ok {
+		return v, nil
+	}
+	s.sizes[n] = -1
+	total := int64(1)
+	for _, c := range n.Content {
+		v, err := s.size(c, depth+1)
+		if err != nil {
+			return 0, err
+		}
+		total = min(total+v, maxExpandedValues+1) // no overflow, however wide
+	}
+	s.sizes[n] = total
+	return total, nil
 }
 
 // yamlConverter turns yaml.Nodes into the JSON tree. An alias is

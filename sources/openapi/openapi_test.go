@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -800,5 +801,32 @@ func TestYAML12(t *testing.T) {
 	var tree any
 	if err := decodeYAML([]byte("openapi: 3.1.0\nx: .inf\n"), &tree); err == nil || !strings.Contains(err.Error(), "line 2: .inf is not a number JSON can hold") {
 		t.Errorf(".inf: %v", err)
+	}
+}
+
+// TestYAMLAliasBombs: a document whose aliases name aliases ("billion
+// laughs": 879 bytes that expand to 10^10 values) is refused before
+// anything reads it; read, it took serve past 4 GB. So is one whose alias
+// names a value containing it. Aliases that expand it within
+// maxExpandedValues are read as before.
+func TestYAMLAliasBombs(t *testing.T) {
+	t.Parallel()
+	doc := func(levels int) []byte {
+		var b strings.Builder
+		b.WriteString("openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {/x: {get: {operationId: getX, responses: {'200': {description: ok}}}}}\nx-laughs:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n")
+		for i := 1; i <= levels; i++ {
+			fmt.Fprintf(&b, "  a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+		}
+		return []byte(b.String())
+	}
+	if _, err := parse(doc(5)); err != nil { // 10^6 values expanded
+		t.Errorf("a document of 10^6 values expanded: %v", err)
+	}
+	if _, err := parse(doc(9)); err == nil || !strings.Contains(err.Error(), "aliases (*name) expand it to more than 4194304 values") {
+		t.Errorf("a document of 10^10 values expanded: %v", err)
+	}
+	cycle := "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {/x: {get: {operationId: getX, responses: {'200': {description: ok}}}}}\nx-s: &s {type: object, properties: {a: *s, b: *s}}\n"
+	if _, err := parse([]byte(cycle)); err == nil || !strings.Contains(err.Error(), "line 4: the alias *s names a value that contains it") {
+		t.Errorf("an alias inside what it names: %v", err)
 	}
 }
