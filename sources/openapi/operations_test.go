@@ -326,6 +326,49 @@ func TestArgumentNames(t *testing.T) {
 	}
 }
 
+// TestManyArgumentNamesAlike: parameters whose names all come out as the
+// same property get its numbers in turn, each number tried once: 20,000
+// of them (a𠀀, a𠀁, …, 1.3 MB of document) held serve's start for
+// minutes when each tried every number before its own.
+func TestManyArgumentNamesAlike(t *testing.T) {
+	t.Parallel()
+	a := argNames{taken: map[string]bool{"a_query_3": true}, next: map[string]int{}}
+	var got []string
+	for i := range 6 {
+		got = append(got, a.name(fmt.Sprintf("a%c", 0x4e00+i), "query"))
+	}
+	if want := []string{"a", "a_query", "a_query_2", "a_query_4", "a_query_5", "a_query_6"}; !slices.Equal(got, want) {
+		t.Errorf("names %q; want %q", got, want)
+	}
+	if n := a.next["a_query"]; n != 7 {
+		t.Errorf("the next number of a_query is %d; want 7, after the last given", n)
+	}
+	a.next["a_query"] = 50 // numbers are not tried again from 2
+	if got := a.name("a\u4e10", "query"); got != "a_query_50" {
+		t.Errorf("after a_query_49: %q; want a_query_50", got)
+	}
+
+	params := make([]map[string]any, 2000)
+	for i := range params {
+		params[i] = map[string]any{"name": fmt.Sprintf("a%c", 0x4e00+i), "in": "query", "schema": map[string]any{"type": "string"}}
+	}
+	doc := map[string]any{"openapi": "3.0.0", "info": map[string]any{"title": "t", "version": "1"},
+		"paths": map[string]any{"/x": map[string]any{"get": map[string]any{"operationId": "getX", "parameters": params}}}}
+	ts, err := Load(t.Context(), Config{Name: "n", Spec: writeDoc(t, doc), BaseURL: "http://127.0.0.1:1"}, nil, nil)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("%d tools, %v", len(ts), err)
+	}
+	var s struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(ts[0].InputSchema, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Properties) != len(params) {
+		t.Errorf("%d properties for %d parameters", len(s.Properties), len(params))
+	}
+}
+
 // itemsDoc declares arrays without items, as Discourse's and Vercel's
 // documents do: in a body, in a oneOf beside items, and nullable.
 const itemsDoc = `{"openapi": "3.0.0", "info": {"title": "items", "version": "1"},
