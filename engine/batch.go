@@ -164,7 +164,9 @@ type batch struct {
 	unary  bool
 	result *toolwirev1.CallResult
 
-	unknown unknownSet // for UNKNOWN_TOOL results; see unknownTool
+	// What UNKNOWN_TOOL results say, made at the first (unknownNames).
+	unknownOnce sync.Once
+	unknown     *unknownSet
 }
 
 // firstCall is the calls of a one-call batch's lane; never written.
@@ -477,7 +479,6 @@ func (b *batch) unknownTool(i int, call *toolwirev1.ToolCall) string {
 // misspelt calls on a catalog of 10,000 tools asked the admission ten
 // million times and compared names for 14 s of CPU.
 type unknownSet struct {
-	once  sync.Once
 	names []string // the tools the caller may call, sorted
 	list  string   // the first MaxListedNames of them, and how many more
 
@@ -492,15 +493,15 @@ const maxSuggested = 8
 
 // unknownNames returns the batch's unknownSet, made on first use.
 func (b *batch) unknownNames() *unknownSet {
-	u := &b.unknown
-	u.once.Do(func() {
-		u.names = b.visibleNames()
+	b.unknownOnce.Do(func() {
+		u := &unknownSet{names: b.visibleNames()}
 		u.list = strings.Join(u.names[:min(len(u.names), MaxListedNames)], ", ")
 		if len(u.names) > MaxListedNames {
 			u.list += fmt.Sprintf(", … (%d more)", len(u.names)-MaxListedNames)
 		}
+		b.unknown = u
 	})
-	return u
+	return b.unknown
 }
 
 // nearest returns the name of u.names nearest to name (suggest.Nearest),
