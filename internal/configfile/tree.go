@@ -48,9 +48,10 @@ func Tree(n *yaml.Node) (any, error) {
 const maxExpandedValues = 4 << 20
 
 // sizer counts the values of a document as its readers will meet them,
-// each alias as the value it names, once per node.
+// each alias as the value it names. Only aliases can name a node twice, and
+// only an anchored node can be named, so those alone are remembered.
 type sizer struct {
-	sizes map[*yaml.Node]int64 // by node: its size, or -1 while it is being counted
+	sizes map[*yaml.Node]int64 // by anchored node: its size, or -1 while it is being counted
 }
 
 func (s *sizer) size(n *yaml.Node, depth int) (int64, error) {
@@ -63,10 +64,12 @@ func (s *sizer) size(n *yaml.Node, depth int) (int64, error) {
 		}
 		return s.size(n.Alias, depth+1)
 	}
-	if v, ok := s.sizes[n]; ok {
-		return v, nil
+	if n.Anchor != "" {
+		if v, ok := s.sizes[n]; ok {
+			return v, nil
+		}
+		s.sizes[n] = -1
 	}
-	s.sizes[n] = -1
 	total := int64(1)
 	for _, c := range n.Content {
 		v, err := s.size(c, depth+1)
@@ -75,7 +78,9 @@ func (s *sizer) size(n *yaml.Node, depth int) (int64, error) {
 		}
 		total = min(total+v, maxExpandedValues+1) // no overflow, however wide
 	}
-	s.sizes[n] = total
+	if n.Anchor != "" {
+		s.sizes[n] = total
+	}
 	return total, nil
 }
 
