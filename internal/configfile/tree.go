@@ -86,9 +86,10 @@ func (s *sizer) size(n *yaml.Node, depth int) (int64, error) {
 
 // yamlConverter turns yaml.Nodes into the JSON tree. An alias is
 // converted once and shared, as a decoder would share it, so a document of
-// aliases of aliases costs its size, not their expansion.
+// aliases of aliases costs its size, not their expansion. (Tree has
+// refused a document whose alias names a value that contains it.)
 type yamlConverter struct {
-	done map[*yaml.Node]any // converted mappings and lists, by node
+	done map[*yaml.Node]any // converted anchored mappings and lists, by node
 }
 
 // maxYAMLDepth bounds the nesting of a document's collections.
@@ -98,8 +99,10 @@ func (c *yamlConverter) value(n *yaml.Node, depth int) (any, error) {
 	if depth > maxYAMLDepth {
 		return nil, fmt.Errorf("line %d: nested more than %d deep", n.Line, maxYAMLDepth)
 	}
-	if v, ok := c.done[n]; ok {
-		return v, nil
+	if n.Anchor != "" { // only an anchored value can be named again
+		if v, ok := c.done[n]; ok {
+			return v, nil
+		}
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
@@ -111,7 +114,6 @@ func (c *yamlConverter) value(n *yaml.Node, depth int) (any, error) {
 		return c.value(n.Content[0], depth+1)
 	case yaml.SequenceNode:
 		list := make([]any, 0, len(n.Content))
-		c.done[n] = list
 		for _, e := range n.Content {
 			v, err := c.value(e, depth+1)
 			if err != nil {
@@ -119,13 +121,17 @@ func (c *yamlConverter) value(n *yaml.Node, depth int) (any, error) {
 			}
 			list = append(list, v)
 		}
-		c.done[n] = list
+		if n.Anchor != "" {
+			c.done[n] = list
+		}
 		return list, nil
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
-		c.done[n] = m
 		if err := c.mapping(n, m, depth); err != nil {
 			return nil, err
+		}
+		if n.Anchor != "" {
+			c.done[n] = m
 		}
 		return m, nil
 	}
