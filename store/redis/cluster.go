@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
@@ -33,6 +34,17 @@ import (
 //     resend it to the same node and then another; nodeGuard stops that,
 //     as MaxRetries -1 does for a single Redis. The caller, which knows
 //     whether the operation may be repeated, decides.
+//
+// TRYAGAIN is the one of these that can last: a slot being moved to
+// another master (redis-cli --cluster reshard, rebalance) answers it to
+// every script whose keys are not all on one side, for as long as the
+// slot's keys take to move — and the store's scripts name keys that are
+// often absent (a new record's, a new log's, the lease of a completed
+// record or a finished log). go-redis sends a command 4 times within
+// about 100 ms and gives up, so every new keyed call, detached batch and
+// read of a finished batch in that slot failed while it moved. slotMoves
+// sends it again, backing off, until the slot has moved, for as long as
+// the operation's context allows and at most tryAgainFor.
 //
 // Each node has a breaker of its own (nodeGuard): a dead master fails its
 // own slots' commands at once while the other masters' are served. A node
@@ -143,6 +155,7 @@ func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient
 		return nil, err
 	}
 	c := goredis.NewClusterClient(o)
+	c.AddHook(slotMoves{})
 	// A node is its address: go-redis may make another client for one it
 	// had (a layout reloaded, a client closed and made again), and that
 	// client must find the node's breaker as it was, open or not.
@@ -296,3 +309,92 @@ func (g *nodeGuard) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredi
 		return g.settle(next(g.within(ctx), cmds), probe, cmds...)
 	}
 }
+
+// How slotMoves sends a command answered TRYAGAIN again: backing off from
+// tryAgainMin to tryAgainMax, for at most tryAgainFor (sooner when the
+// operation's context ends). A slot of toolwire's small keys moves in
+// milliseconds; one that moves for longer (millions of keys in it, or a
+// reshard stopped halfway, which redis-cli --cluster fix finishes) fails
+// the operation with an error that says so.
+const (
+	tryAgainMin = 10 * time.Millisecond
+	tryAgainMax = 250 * time.Millisecond
+	tryAgainFor = 5 * time.Second
+)
+
+// slotMoves is the cluster client's hook that sends a command answered
+// TRYAGAIN again (see the package's comment on retries). TRYAGAIN is the
+// server's word that it did not run the command, so sending it again
+// cannot run it twice.
+type slotMoves struct{}
+
+var _ goredis.Hook = slotMoves{}
+
+// DialHook implements goredis.Hook.
+func (slotMoves) DialHook(next goredis.DialHook) goredis.DialHook { return next }
+
+// ProcessHook implements goredis.Hook.
+func (slotMoves) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook {
+	return func(ctx context.Context, cmd goredis.Cmder) error {
+		err := next(ctx, cmd)
+		if !moving(err) {
+			return err
+		}
+		giveUp := time.Now().Add(tryAgainFor)
+		for wait := tryAgainMin; ; wait = min(2*wait, tryAgainMax) {
+			if time.Now().Add(wait).After(giveUp) {
+				return &movingSlot{err: err}
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+				return &movingSlot{err: err, ended: context.DeadlineExceeded}
+			}
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return &movingSlot{err: err, ended: ctx.Err()}
+			case <-t.C:
+			}
+			cmd.SetErr(nil)
+			if err = next(ctx, cmd); !moving(err) {
+				return err
+			}
+		}
+	}
+}
+
+// moving tells whether err is a server's answer that a slot is moving:
+// TRYAGAIN, or the MOVED or ASK that go-redis gives back when the slot
+// changed hands again while it followed the redirects it may
+// (MaxRedirects). In each the server did not run the command.
+func moving(err error) bool {
+	if goredis.IsTryAgainError(err) {
+		return true
+	}
+	_, moved := goredis.IsMovedError(err)
+	_, ask := goredis.IsAskError(err)
+	return moved || ask
+}
+
+// ProcessPipelineHook implements goredis.Hook. The store sends no
+// pipelines.
+func (slotMoves) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return next
+}
+
+// movingSlot is the error of a command still answered TRYAGAIN (or
+// redirected) when slotMoves gave up: past tryAgainFor, or when its
+// context ended (ended, which errors.Is matches, as the context's own
+// error would).
+type movingSlot struct {
+	err   error
+	ended error // the context's error; nil: tryAgainFor passed
+}
+
+func (e *movingSlot) Error() string {
+	return "the cluster is moving this key's slot to another master and still answers TRYAGAIN (a reshard; one left halfway needs redis-cli --cluster fix): " + e.err.Error()
+}
+
+func (e *movingSlot) Unwrap() error { return e.err }
+
+func (e *movingSlot) Is(target error) bool { return e.ended != nil && target == e.ended }
