@@ -275,6 +275,13 @@ func (c Config) DrainBound() time.Duration {
 	return c.DrainTimeout + c.AbandonGrace + DrainAfterCancel
 }
 
+// Leases are the idempotency and batch leases c runs with, defaults
+// applied.
+func (c Config) Leases() (idempotency, batch time.Duration) {
+	c = c.withDefaults()
+	return c.IdempotencyLease, c.BatchLease
+}
+
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {

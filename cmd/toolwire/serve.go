@@ -251,6 +251,34 @@ func (s *serveRun) warnOfPatterns(names []string) {
 	}
 }
 
+// leaseWarnings warns of each lease of cfg that a failover of the
+// store's Redis Cluster (failover long, 0: not known) outlasts: while a
+// master's replica waits to be promoted no lease in its slots can be
+// renewed, and on the promoted replica it has run out, so that a resend
+// to another replica runs a keyed call in flight again, and a reader on
+// another replica ends a running detached batch as lost.
+func leaseWarnings(cfg engine.Config, failover time.Duration) []string {
+	if failover <= 0 {
+		return nil
+	}
+	idem, batch := cfg.Leases()
+	var out []string
+	for _, l := range []struct {
+		name  string
+		lease time.Duration
+		risk  string
+	}{
+		{"idempotency_lease", idem, "a keyed call running when its record's master fails is run again by a resend to another replica"},
+		{"batch_lease", batch, "a detached batch running when its log's master fails is ended as lost (its calls CANCELLED) by a reader on another replica"},
+	} {
+		if l.lease <= failover {
+			out = append(out, fmt.Sprintf("%s (%s) is not longer than the Redis Cluster's failover (cluster-node-timeout and the election, at least %s): the lease runs out before a replica is promoted, so %s; raise %s above %s or lower cluster-node-timeout",
+				l.name, l.lease, failover, l.risk, l.name, failover))
+		}
+	}
+	return out
+}
+
 // buildEngine opens the store and the audit trail and makes the engine
 // over them, with the admission and the observers chosen here. The store
 // and the trail close after the engine has drained (closers run last
@@ -274,6 +302,11 @@ func (s *serveRun) buildEngine(ctx context.Context) error {
 	// What the store found that breaks promises (a Redis that evicts).
 	if w, ok := st.(interface{ Warnings() []string }); ok {
 		for _, msg := range w.Warnings() {
+			s.log.Warn(msg, "store", s.cfg.StoreConfig.Kind())
+		}
+	}
+	if f, ok := st.(interface{ FailoverTime() time.Duration }); ok {
+		for _, msg := range leaseWarnings(s.cfg.EngineConfig, f.FailoverTime()) {
 			s.log.Warn(msg, "store", s.cfg.StoreConfig.Kind())
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/toolwire/toolwire/engine"
 )
 
 func TestStoreFlagsAndKeys(t *testing.T) {
@@ -83,5 +84,36 @@ func TestCallWithIdempotencyKey(t *testing.T) {
 	conflict := runCmd(t, s.addr, "call", "--idempotency-key", "k1", "echo", `{"text":"other"}`)
 	if conflict.code != 1 || !strings.Contains(conflict.stderr, "IDEMPOTENCY_CONFLICT") {
 		t.Fatalf("other arguments: exit %d, stderr %q; want an IDEMPOTENCY_CONFLICT", conflict.code, conflict.stderr)
+	}
+}
+
+// TestLeaseWarnings: each lease a Redis Cluster's failover outlasts is
+// warned of, naming the lease, its length and the failover's; none when
+// the failover's length is not known.
+func TestLeaseWarnings(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		cfg      engine.Config
+		failover time.Duration
+		want     []string // what each warning starts with
+	}{
+		{"not known", engine.Config{}, 0, nil},
+		{"Redis's default node timeout, toolwire's default leases", engine.Config{}, 16 * time.Second,
+			[]string{"idempotency_lease (10s) is not longer than the Redis Cluster's failover", "batch_lease (10s) is not longer"}},
+		{"leases above it", engine.Config{IdempotencyLease: 20 * time.Second, BatchLease: 17 * time.Second}, 16 * time.Second, nil},
+		{"one lease equal to it", engine.Config{IdempotencyLease: 20 * time.Second, BatchLease: 3 * time.Second}, 3 * time.Second,
+			[]string{"batch_lease (3s) is not longer than the Redis Cluster's failover (cluster-node-timeout and the election, at least 3s)"}},
+	} {
+		got := leaseWarnings(tc.cfg, tc.failover)
+		if len(got) != len(tc.want) {
+			t.Errorf("%s: %q, want %d warnings", tc.name, got, len(tc.want))
+			continue
+		}
+		for i := range got {
+			if !strings.HasPrefix(got[i], tc.want[i]) {
+				t.Errorf("%s: warning %d = %q, want it to start %q", tc.name, i, got[i], tc.want[i])
+			}
+		}
 	}
 }

@@ -87,6 +87,7 @@ type Store struct {
 	own              bool // Close closes c
 	sig              signaller
 	warnings         []string                      // Open's: see Warnings
+	failover         time.Duration                 // Open's: see FailoverTime
 	waits            logWaits                      // WaitLog's blocking reads (logwait.go)
 	stats            coalescer[[]int64]            // Stat's reads (coalesce.go)
 	ranges           coalescer[[]goredis.XMessage] // After's pages
@@ -143,6 +144,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("redis store %s: %w", where, err)
 	}
 	s.warnings = append(tlsWarnings(c), evictionWarnings(ctx, c)...)
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		s.failover = clusterFailoverTime(ctx, cc)
+	}
 	s.sig.breaker = brk
 	return s, nil
 }

@@ -6,15 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
 
 // What Open checks of the server before the store is used: that it lets
 // the store write (probeWrites), whether it may evict the store's keys,
-// and whether its TLS checks a certificate (Warnings).
+// whether its TLS checks a certificate (Warnings), and how long a
+// cluster's failover takes (FailoverTime).
 //
 // A Redis with a memory limit and an eviction policy other than
 // noeviction deletes keys when it is full: every policy but noeviction
@@ -91,6 +94,52 @@ func tlsWarnings(c goredis.UniversalClient) []string {
 	}
 	return []string{"the store's TLS does not check the Redis server's certificate (skip_verify in the URL): anyone on the network path can read and change what toolwire stores, and the password it sends; give the server's CA with store_tls_ca instead"}
 }
+
+// A Redis Cluster promotes a replica in the place of a master that
+// stopped answering (crashed, frozen, cut off) once cluster-node-timeout
+// has passed and its replicas have held an election (about a second
+// more). Until then the master's slots take no writes, so no lease kept
+// in them (a running keyed call's, a detached batch's) can be renewed,
+// and Redis judges leases by its own clock: one shorter than the
+// failover has run out on the promoted replica, and a resend to another
+// toolwire replica takes the running call over and runs it again. Open
+// reads the timeout (CONFIG GET, on every master) so that serve can say
+// so at start.
+
+// failoverElection is what a cluster's failover takes beyond its node
+// timeout: the failure report's spread and the replicas' election.
+const failoverElection = time.Second
+
+// clusterFailoverTime returns the longest failover of c's masters:
+// cluster-node-timeout plus failoverElection; 0 when no master lets
+// CONFIG GET read it (an ACL user without it, a renamed command).
+func clusterFailoverTime(ctx context.Context, c *goredis.ClusterClient) time.Duration {
+	var (
+		mu      sync.Mutex
+		longest time.Duration
+	)
+	_ = c.ForEachMaster(ctx, func(ctx context.Context, c *goredis.Client) error {
+		v, err := c.ConfigGet(ctx, "cluster-node-timeout").Result()
+		if err != nil {
+			return nil
+		}
+		ms, err := strconv.ParseInt(v["cluster-node-timeout"], 10, 64)
+		if err != nil || ms <= 0 {
+			return nil
+		}
+		mu.Lock()
+		longest = max(longest, time.Duration(ms)*time.Millisecond+failoverElection)
+		mu.Unlock()
+		return nil
+	})
+	return longest
+}
+
+// FailoverTime returns how long the Redis Cluster takes, at least, to
+// promote a replica in a failed master's place, as Open read it; 0 for
+// one Redis, or when the cluster did not let Open read it. serve warns
+// when a lease is not longer.
+func (s *Store) FailoverTime() time.Duration { return s.failover }
 
 // Warnings returns what Open found that breaks toolwire's promises (a
 // server that may evict keys, TLS that checks no certificate), one line

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store/redis"
@@ -53,6 +54,20 @@ func TestClusterAsALeastPrivilegedUser(t *testing.T) {
 		t.Errorf("warnings %q, want one naming %s and allkeys-lfu", w, evicting.Addr)
 	}
 	contractAs(t, url)
+
+	// The failover's length, cluster-node-timeout and the election, is
+	// read with CONFIG GET: not by this user, who may not.
+	if f := openAt(t, url, "lp0:").FailoverTime(); f != 0 {
+		t.Errorf("FailoverTime as a user without CONFIG GET = %v, want 0 (not known)", f)
+	}
+	_, ms, _ := strings.Cut(c.Nodes[0].Do(t, "CONFIG", "GET", "cluster-node-timeout"), "\n")
+	nodeTimeout, err := time.ParseDuration(ms + "ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := openAt(t, c.URL(), "ft:").FailoverTime(); f != nodeTimeout+time.Second {
+		t.Errorf("FailoverTime = %v, want the node timeout %v and a second", f, nodeTimeout)
+	}
 }
 
 // TestOpenRefusesAUserWhoCannotWrite: a Redis user the server will never
