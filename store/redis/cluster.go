@@ -146,12 +146,15 @@ func setClusterDefaults(o *goredis.ClusterOptions, q neturl.Values) {
 
 // openCluster makes the client of the cluster url names, each node guarded
 // as the package's comment says.
-func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient, error) {
+func openCluster(ctx context.Context, url string, opts Options, failures int) (*goredis.ClusterClient, error) {
 	o, err := ParseClusterURL(url)
 	if err != nil {
 		return nil, err
 	}
 	if o.TLSConfig, err = withTLS(o.TLSConfig, opts.TLS, opts.CAs); err != nil {
+		return nil, err
+	}
+	if o.Addrs, err = seedsWithSlots(ctx, o); err != nil {
 		return nil, err
 	}
 	c := goredis.NewClusterClient(o)
@@ -175,6 +178,46 @@ func openCluster(url string, opts Options, failures int) (*goredis.ClusterClient
 		node.AddHook(g)
 	})
 	return c, nil
+}
+
+// seedsWithSlots returns o's seed nodes less those that answer CLUSTER
+// SLOTS with no slot at all. go-redis takes the cluster's layout from the
+// first seed, picked at random, that answers CLUSTER SLOTS, and a node of
+// no cluster answers it so: one removed with redis-cli --cluster
+// del-node (which resets it and leaves it running) or not yet joined.
+// With such a seed in the URL beside live ones, Open failed at random
+// ("redis: cluster has no nodes"). A seed that does not answer, or
+// answers an error, is kept: go-redis tries it and says what it got.
+func seedsWithSlots(ctx context.Context, o *goredis.ClusterOptions) ([]string, error) {
+	slotless := make([]bool, len(o.Addrs))
+	var wg sync.WaitGroup
+	for i, addr := range o.Addrs {
+		wg.Go(func() {
+			c := goredis.NewClient(&goredis.Options{
+				Addr: addr, ClientName: o.ClientName, Dialer: o.Dialer, OnConnect: o.OnConnect, Protocol: o.Protocol,
+				Username: o.Username, Password: o.Password,
+				CredentialsProvider: o.CredentialsProvider, CredentialsProviderContext: o.CredentialsProviderContext,
+				MaxRetries: -1, DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+				ContextTimeoutEnabled: true, TLSConfig: o.TLSConfig, PoolSize: 1,
+			})
+			defer c.Close()
+			slots, err := c.ClusterSlots(ctx).Result()
+			slotless[i] = err == nil && len(slots) == 0
+		})
+	}
+	wg.Wait()
+	var keep, dropped []string
+	for i, addr := range o.Addrs {
+		if slotless[i] {
+			dropped = append(dropped, addr)
+		} else {
+			keep = append(keep, addr)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, fmt.Errorf("no seed node serves a slot (%s answered CLUSTER SLOTS with none: a node removed from the cluster, or not joined to one); name nodes of the cluster", strings.Join(dropped, ", "))
+	}
+	return keep, nil
 }
 
 // lostAnswer is the error of a command that was sent and got no answer,

@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -167,5 +168,37 @@ func TestParseClusterURL(t *testing.T) {
 	}
 	if o, _ := redis.ParseClusterURL("redis+cluster://a:7000?read_timeout=5s&max_redirects=8"); o.ReadTimeout != 5*time.Second || o.WriteTimeout != 5*time.Second || o.MaxRedirects != 8 {
 		t.Errorf("the URL's own settings were not kept: read %v write %v redirects %d", o.ReadTimeout, o.WriteTimeout, o.MaxRedirects)
+	}
+}
+
+// TestClusterSeedOfNoCluster: a seed node that belongs to no cluster (one
+// removed with redis-cli --cluster del-node, which resets it and leaves
+// it running) answers CLUSTER SLOTS with no slot, and go-redis takes the
+// cluster's layout from a seed picked at random: Open with such a seed
+// beside live ones failed about every other time ("redis: cluster has no
+// nodes"). Open leaves it out; with no other seed, it says why.
+func TestClusterSeedOfNoCluster(t *testing.T) {
+	url := testenv.RedisClusterURL(t)
+	lone := testenv.StartRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf"))
+	ctx := context.Background()
+	prefix := fmt.Sprintf("seed%d:", time.Now().UnixNano())
+	for i := range 10 {
+		s, err := redis.Open(ctx, "redis+cluster://"+lone.Addr+","+strings.TrimPrefix(url, "redis+cluster://"), redis.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatalf("Open %d, a seed of no cluster first: %v", i, err)
+		}
+		_, err = s.TakeRate(ctx, fmt.Sprint("k", i), 1, 100, 10)
+		s.Close()
+		if err != nil {
+			t.Fatalf("Open %d, a seed of no cluster first: TakeRate: %v", i, err)
+		}
+	}
+	s, err := redis.Open(ctx, "redis+cluster://"+lone.Addr, redis.Options{Prefix: prefix})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open with a seed of no cluster alone succeeded")
+	}
+	if !strings.Contains(err.Error(), "no seed node serves a slot ("+lone.Addr) {
+		t.Errorf("Open with a seed of no cluster alone: %v; want it to say the seed serves no slot", err)
 	}
 }

@@ -112,7 +112,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// by its own deadlines and backoff.
 	var brk *breaker
 	if IsClusterURL(url) {
-		cc, err := openCluster(url, opts, failures)
+		cc, err := openCluster(ctx, url, opts, failures)
 		if err != nil {
 			return nil, fmt.Errorf("redis store: %w", err)
 		}
