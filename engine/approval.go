@@ -146,16 +146,31 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		defer cancel()
 		return mail.announce(sctx, b.id, call.GetCallId(), pending, e.announceLease())
 	}
-	err := func() error {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-		defer cancel()
-		return mail.fresh(sctx, b.id, call.GetCallId())
-	}()
-	if err == nil {
-		err = announce()
+	// The first announcement comes after fresh, once; one the store did
+	// not take is tried again at every tick, not a third of a lease later
+	// (3.3 s by default, while an approval sent to another replica was
+	// NotFound). fresh is not run again once it has been: an announcement
+	// that failed may yet have landed, and a decision left for it since
+	// must stand.
+	freshDone, isAnnounced := false, false
+	first := func() error {
+		if !freshDone {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+			err := mail.fresh(sctx, b.id, call.GetCallId())
+			cancel()
+			if err != nil {
+				return err
+			}
+			freshDone = true
+		}
+		if err := announce(); err != nil {
+			return err
+		}
+		isAnnounced = true
+		return nil
 	}
-	if err != nil {
-		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it", "error", err)
+	if err := first(); err != nil {
+		e.deps.Logger.WarnContext(ctx, "could not announce a call waiting for approval in the store; only this replica can resolve it until it is", "error", err)
 	}
 	announced := time.Now()
 	defer func() {
@@ -195,7 +210,13 @@ func (b *batch) awaitApproval(ctx context.Context, i int, reason string) *toolwi
 		case now := <-poll.C:
 			look = again || now.Sub(looked) >= e.poll(watched, approvalPoll)
 			poll.Reset(every())
-			if now.Sub(announced) >= e.announceLease()/3 {
+			switch {
+			case !isAnnounced:
+				if first() == nil {
+					announced = now
+					e.deps.Logger.InfoContext(ctx, "call waiting for approval announced in the store")
+				}
+			case now.Sub(announced) >= e.announceLease()/3:
 				// A renewal the store does not take is tried again at
 				// the next tick; the announcement lasts a lease.
 				if announce() == nil {

@@ -639,3 +639,60 @@ func TestApprovalOfALostReplicasCall(t *testing.T) {
 		})
 	}
 }
+
+// announceFails is a store whose first announcement of a held call fails:
+// refused, or, with landed, stored but answered with an error (a reply
+// lost on its way back).
+type announceFails struct {
+	store.Vars
+	landed bool
+	failed atomic.Bool
+}
+
+func (f *announceFails) SetVar(ctx context.Context, scope, name string, value []byte, ttl time.Duration) error {
+	if strings.HasPrefix(scope, "approval:") && name == "w" && f.failed.CompareAndSwap(false, true) {
+		if f.landed {
+			_ = f.Vars.SetVar(ctx, scope, name, value, ttl)
+		}
+		return errors.New("the store did not answer")
+	}
+	return f.Vars.SetVar(ctx, scope, name, value, ttl)
+}
+
+// TestApprovalAnnouncedAfterAStoreBlip: a held call whose announcement
+// the store did not take is announced again at the next tick, so another
+// replica can resolve it; it was tried again only a third of a lease later
+// (3.3 s by default; with this test's 24 h lease, never in its time). An
+// announcement that failed but landed is not preceded by fresh again, so
+// the decision another replica left meanwhile stands.
+func TestApprovalAnnouncedAfterAStoreBlip(t *testing.T) {
+	t.Parallel()
+	for _, landed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("landed=%v", landed), func(t *testing.T) {
+			t.Parallel()
+			m := memory.New(memory.Options{})
+			cfg := Config{Approvers: []string{"carol"}, BatchLease: 24 * time.Hour}
+			fa := &announceFails{Vars: m, landed: landed}
+			a := newTestBedWith(t, cfg, Deps{Idempotency: m, Vars: fa, EventLog: m, Admission: holdWrites, Replica: "a"})
+			b := newTestBedWith(t, cfg, Deps{Idempotency: m, Vars: m, EventLog: m, Admission: holdWrites, Replica: "b"})
+			lb, id := startHeld(t, a, false)
+			if !fa.failed.Load() {
+				t.Fatal("the first announcement did not fail")
+			}
+			waitFor(t, func() bool {
+				err := b.e.ResolveApproval(as("carol"), id, "w", true, "", "Carol")
+				if err != nil && CodeOf(err) != NotFound {
+					t.Fatalf("ResolveApproval on B: %v", err)
+				}
+				return err == nil
+			})
+			events, err := drain(lb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := results(t, events)["w"]; r.GetIsError() || text(r) != "done w" {
+				t.Errorf("result %v; want the call approved through B and run", r)
+			}
+		})
+	}
+}
