@@ -343,16 +343,19 @@ func (e *Engine) ResolveApproval(ctx context.Context, batchID, callID string, ap
 	}
 	// A detached batch's replica may have died within the announcement's
 	// lease; once its own lease has run out (or its batch was ended as
-	// owner lost) no one takes a decision for it.
-	if p.Detached {
-		info, err := e.deps.EventLog.Stat(ctx, logName(p.Caller, batchID))
-		switch {
-		case errors.Is(err, store.ErrLogNotFound) || (err == nil && (info.Finished || !info.Owned)):
-			return errorf(NotFound, "call %s of batch %s waits for approval no more: its batch has ended, or the replica running it was lost (it ends as owner lost)",
-				shorten(callID), shorten(batchID))
-		case err != nil:
-			return storeError(ctx, err)
-		}
+	// owner lost) no one takes a decision for it. The log is read for an
+	// announcement that does not say its batch is detached too: a version
+	// before the flag (met in a rolling upgrade) wrote none, and did not
+	// renew its announcement, which outlived its replica by the call's
+	// whole wait and a minute. No log is then a plain batch's.
+	info, err := e.deps.EventLog.Stat(ctx, logName(p.Caller, batchID))
+	switch {
+	case errors.Is(err, store.ErrLogNotFound) && !p.Detached:
+	case errors.Is(err, store.ErrLogNotFound) || (err == nil && (info.Finished || !info.Owned)):
+		return errorf(NotFound, "call %s of batch %s waits for approval no more: its batch has ended, or the replica running it was lost (it ends as owner lost)",
+			shorten(callID), shorten(batchID))
+	case err != nil:
+		return storeError(ctx, err)
 	}
 	// A decision left already stands, even one left at this moment
 	// through another replica: a second would replace it unseen if the

@@ -696,3 +696,68 @@ func TestApprovalAnnouncedAfterAStoreBlip(t *testing.T) {
 		})
 	}
 }
+
+// TestApprovalOfAnOldVersionsLostCall: in a rolling upgrade, a replica of
+// a version before announcements said whether their batch was detached
+// (nor renewed them) held a detached batch's call, and died. Its
+// announcement, as such a version wrote it, lives the call's wait and a
+// minute more. An approval through this version is NotFound once the
+// batch's log is finished (taken over: owner lost) or its lease has run
+// out, where it was answered OK for a call no one would run (two real
+// replicas, each old version: "approved call a"). The announcement of a
+// plain batch, which has no log, and of a batch whose replica still holds
+// it are approved as before.
+func TestApprovalOfAnOldVersionsLostCall(t *testing.T) {
+	t.Parallel()
+	// {"caller","tool"}: what versions before the flag announced.
+	const oldAnnouncement = `{"caller":"alice","tool":"write"}`
+	for _, tc := range []struct {
+		name string
+		log  func(t *testing.T, m *memory.Store, log string) // the old replica's batch log, as it left it
+		want Code
+	}{
+		{"owner lost", func(t *testing.T, m *memory.Store, log string) {
+			ctx := context.Background()
+			if err := m.Open(ctx, log, "old", time.Millisecond, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return m.TakeOver(ctx, log, "new", time.Minute) == nil })
+			if err := m.Finish(ctx, log, "new", time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}, NotFound},
+		{"lease run out", func(t *testing.T, m *memory.Store, log string) {
+			ctx := context.Background()
+			if err := m.Open(ctx, log, "old", time.Millisecond, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { info, err := m.Stat(ctx, log); return err == nil && !info.Owned })
+		}, NotFound},
+		{"owned", func(t *testing.T, m *memory.Store, log string) {
+			if err := m.Open(context.Background(), log, "old", time.Hour, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}, OK},
+		{"plain batch", func(*testing.T, *memory.Store, string) {}, OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			m := memory.New(memory.Options{})
+			t.Cleanup(func() { m.Close() })
+			te := newTestBedWith(t, Config{Approvers: []string{"carol"}}, Deps{Idempotency: m, Vars: m, EventLog: m, Admission: holdWrites})
+			tc.log(t, m, logName("alice", "b1"))
+			if err := m.SetVar(ctx, approvalScope("b1"), "w", []byte(oldAnnouncement), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			err := te.e.ResolveApproval(as("carol"), "b1", "w", true, "", "")
+			if CodeOf(err) != tc.want {
+				t.Errorf("an approval of an old version's announcement: %v; want %v", err, tc.want)
+			}
+			_, left, _ := approvalMail{m}.decision(ctx, "b1", "w")
+			if left != (tc.want == OK) {
+				t.Errorf("a decision left in the store: %v; want %v", left, tc.want == OK)
+			}
+		})
+	}
+}
