@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,6 +72,8 @@ type Store struct {
 	gc         committer // the event logs' writes, grouped into shared commits
 
 	signals fanout.Hub // see signals.go
+
+	warnings []string // Open's: see Warnings
 }
 
 var _ store.Store = (*Store)(nil)
@@ -96,6 +99,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("bolt store %s: %w", path, err)
 	}
+	var trimmed dropped
 	err = db.Update(func(tx *bbolt.Tx) error {
 		if _, err := tx.CreateBucketIfNotExists(recordsBucket); err != nil {
 			return err
@@ -106,7 +110,8 @@ func Open(path string, opts Options) (*Store, error) {
 		if _, err := tx.CreateBucketIfNotExists(varsBucket); err != nil {
 			return err
 		}
-		_, err := checkBounds(tx, opts.MaxBytes, opts.MaxLogBytes)
+		_, d, err := checkBounds(tx, opts.MaxBytes, opts.MaxLogBytes)
+		trimmed = d
 		return err
 	})
 	if err != nil {
@@ -117,10 +122,16 @@ func Open(path string, opts Options) (*Store, error) {
 		opts.MaxLogEntries = DefaultMaxLogEntries
 	}
 	s := &Store{clock: record.NewClock(), db: db, stop: make(chan struct{}), maxLog: opts.MaxLogEntries, maxBytes: opts.MaxBytes, maxLogBytes: opts.MaxLogBytes}
+	s.warnings = trimmed.warnings(path, opts.MaxBytes, opts.MaxLogBytes)
 	s.swept.Add(1)
 	go s.sweepEvery(opts.SweepInterval)
 	return s, nil
 }
+
+// Warnings returns what Open found that breaks toolwire's promises, one
+// line each, for the operator (serve logs them): what it dropped to bring
+// a file over its bounds within them.
+func (s *Store) Warnings() []string { return slices.Clone(s.warnings) }
 
 // readRecord returns the live record at key in b, or nil.
 func readRecord(b *bbolt.Bucket, key string, now time.Time) (*record.Record, error) {

@@ -238,59 +238,88 @@ func dropLog(tx *bbolt.Tx, name []byte) error {
 // trimLogs drops the logs finished longest ago while the logs hold more
 // than max. A running log is never dropped (its batch would lose its
 // events; what running batches hold is bounded by the engine), nor the
-// one finished last (its reader is likely reading it now).
-func trimLogs(tx *bbolt.Tx, max int64) error {
+// one finished last (its reader is likely reading it now). It returns
+// how many it dropped.
+func trimLogs(tx *bbolt.Tx, max int64) (n int64, err error) {
 	fin := tx.Bucket(finishedBucket)
 	for getCount(tx, logBytesKey) > max {
 		c := fin.Cursor()
 		first, name := c.First()
 		last, _ := c.Last()
 		if first == nil || bytes.Equal(first, last) {
-			return nil
+			return n, nil
 		}
 		name = bytes.Clone(name)
 		if err := fin.Delete(first); err != nil { // first, so that trimming always moves on
-			return err
+			return n, err
 		}
 		if err := dropLog(tx, name); err != nil {
-			return err
+			return n, err
 		}
+		n++
 	}
-	return nil
+	return n, nil
+}
+
+// dropped is what checkBounds removed to bring a file within its bounds:
+// one written under higher ones, or before there were any (a version
+// without them, met when upgrading), may hold more than they allow.
+type dropped struct {
+	entries, entryBytes int64 // records and variables, least recently written first
+	logs, logBytes      int64 // finished logs, finished longest ago first
+}
+
+// warnings says what d dropped from the file at path, for the operator:
+// a retry of a dropped keyed call runs it again, and a dropped batch is
+// NOT_FOUND, so it must not pass unseen (the first start of a version
+// with bounds on a file that grew without them drops what is over them).
+func (d dropped) warnings(path string, max, maxLog int64) []string {
+	var w []string
+	if d.entries > 0 {
+		w = append(w, fmt.Sprintf("bolt store %s held more than max_bytes (%d): Open dropped %d idempotency records and session variables (%d bytes), the least recently written, so a retry of a dropped keyed call runs it again; raise max_bytes in the store's URL to keep more",
+			path, max, d.entries, d.entryBytes))
+	}
+	if d.logs > 0 {
+		w = append(w, fmt.Sprintf("bolt store %s held more than max_log_bytes (%d): Open dropped the logs of %d finished detached batches (%d bytes), those finished longest ago, which AttachBatch and GetBatch now answer NOT_FOUND; raise max_log_bytes in the store's URL to keep more",
+			path, maxLog, d.logs, d.logBytes))
+	}
+	return w
 }
 
 // checkBounds makes sure the counts and indexes describe the file, and
 // rebuilds them from a scan when they do not; then it applies the bounds,
-// which may have been lowered since the file was written. It runs once,
-// at Open: it reads every key, and every value's length.
-func checkBounds(tx *bbolt.Tx, max, maxLog int64) (rebuilt bool, err error) {
+// which may have been lowered since the file was written, and says what
+// that dropped. It runs once, at Open: it reads every key, and every
+// value's length.
+func checkBounds(tx *bbolt.Tx, max, maxLog int64) (rebuilt bool, d dropped, err error) {
 	for _, name := range [][]byte{boundsBucket, writtenBucket, seqBucket, logSizeBucket, finishedBucket} {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-			return false, err
+			return false, d, err
 		}
 	}
 	ok, err := entriesCounted(tx)
 	if err != nil {
-		return false, err
+		return false, d, err
 	}
 	if !ok {
 		rebuilt = true
 		if err := countEntries(tx); err != nil {
-			return rebuilt, err
+			return rebuilt, d, err
 		}
 	}
 	ok, err = logsCounted(tx)
 	if err != nil {
-		return rebuilt, err
+		return rebuilt, d, err
 	}
 	if !ok {
 		rebuilt = true
 		if err := countLogs(tx); err != nil {
-			return rebuilt, err
+			return rebuilt, d, err
 		}
 	}
 	// Evict as a write would: the least recently written, down to one.
 	written := tx.Bucket(writtenBucket)
+	before := getCount(tx, bytesKey)
 	for getCount(tx, bytesKey) > max {
 		c := written.Cursor()
 		first, oldest := c.First()
@@ -299,10 +328,17 @@ func checkBounds(tx *bbolt.Tx, max, maxLog int64) (rebuilt bool, err error) {
 			break
 		}
 		if err := deleteEntry(tx, oldest[0], bytes.Clone(oldest[1:])); err != nil {
-			return rebuilt, err
+			return rebuilt, d, err
 		}
+		d.entries++
 	}
-	return rebuilt, trimLogs(tx, maxLog)
+	d.entryBytes = before - getCount(tx, bytesKey)
+	before = getCount(tx, logBytesKey)
+	if d.logs, err = trimLogs(tx, maxLog); err != nil {
+		return rebuilt, d, err
+	}
+	d.logBytes = before - getCount(tx, logBytesKey)
+	return rebuilt, d, nil
 }
 
 // entriesCounted tells whether the records and variables are each in the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,5 +278,81 @@ func TestBoundsSurviveReopen(t *testing.T) {
 	}
 	if c, _ := s.Claim(ctx, "k9", "fp", "p", time.Hour, time.Hour); c.State != store.Completed {
 		t.Fatalf("the most recent record after lower bounds = %v, want kept", c.State)
+	}
+}
+
+// TestOpenSaysWhatItDrops: a file that holds more than its bounds (one
+// that grew under a version without them, met at the first start after an
+// upgrade, or under higher bounds) is brought within them by Open, which
+// says what it dropped in Warnings, for serve to log: it used to drop the
+// records and logs without a word, and the retries of those keyed calls
+// ran them again. Within the bounds, Open says nothing.
+func TestOpenSaysWhatItDrops(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "toolwire.db")
+	s := openWith(t, path, bolt.Options{})
+	for i := range 10 {
+		complete(t, s, fmt.Sprint("k", i), make([]byte, 10<<10))
+		name := fmt.Sprint("log", i)
+		if err := s.Open(ctx, name, "o", time.Hour, time.Hour, make([]byte, 10<<10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Finish(ctx, name, "o", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("a file within its bounds: warnings %q; want none", w)
+	}
+	s.Close()
+	// As a version without the bounds left it: no counts.
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		for _, b := range []string{"bounds", "written", "writeseq", "logsize", "finished"} {
+			if err := tx.DeleteBucket([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s = openWith(t, path, bolt.Options{MaxBytes: 30 << 10, MaxLogBytes: 30 << 10})
+	w := s.Warnings()
+	// The least recently written went first: count what is left from the newest.
+	kept := 0
+	for i := 9; i >= 0; i-- {
+		if c, _ := s.Claim(ctx, fmt.Sprint("k", i), "fp", "p", time.Hour, time.Hour); c.State != store.Completed {
+			break
+		}
+		kept++
+	}
+	logs, err := s.Logs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept == 10 || logs == 10 {
+		t.Fatalf("kept %d records and %d logs of 10 each; want some dropped by the lower bounds", kept, logs)
+	}
+	want := []string{
+		fmt.Sprintf("dropped %d idempotency records and session variables", 10-kept),
+		fmt.Sprintf("dropped the logs of %d finished detached batches", 10-logs),
+	}
+	if len(w) != len(want) {
+		t.Fatalf("warnings %q; want %d, one saying each of %q", w, len(want), want)
+	}
+	for i := range want {
+		if !strings.Contains(w[i], want[i]) || !strings.Contains(w[i], path) {
+			t.Errorf("warning %q; want it to name %s and say %q", w[i], path, want[i])
+		}
+	}
+	s.Close()
+	if w := openWith(t, path, bolt.Options{MaxBytes: 30 << 10, MaxLogBytes: 30 << 10}).Warnings(); len(w) != 0 {
+		t.Errorf("reopened within the bounds: warnings %q; want none", w)
 	}
 }

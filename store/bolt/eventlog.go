@@ -135,7 +135,8 @@ func (s *Store) appendEntries(b *bbolt.Bucket, name string, l *record.Log, data 
 	if err := growLog(b.Tx(), []byte(name), delta); err != nil {
 		return err
 	}
-	return trimLogs(b.Tx(), s.maxLogBytes)
+	_, err := trimLogs(b.Tx(), s.maxLogBytes)
+	return err
 }
 
 // Append implements store.EventLog.
