@@ -214,8 +214,20 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 		if n.Kind != yaml.MappingNode {
 			return c.errorf(n, key, "want a mapping of keys to values, not %s", describe(n))
 		}
+		if t.Key().Kind() == reflect.String {
+			// Before the values' rewrites, whose paths name keys as written.
+			if r, ok := keysAsWritten(n); ok {
+				c.rewrites = append(c.rewrites, rewriteAt{slices.Clone(path), r})
+			}
+		}
+		seen := map[string]*yaml.Node{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := c.check(n.Content[i+1], t.Elem(), joinKey(key, n.Content[i].Value), append(path, n.Content[i].Value)); err != nil {
+			k := n.Content[i]
+			if first, dup := seen[k.Value]; dup {
+				return c.errorf(k, "", "key %q is set twice (first on line %d)", joinKey(key, k.Value), first.Line)
+			}
+			seen[k.Value] = k
+			if err := c.check(n.Content[i+1], t.Elem(), joinKey(key, k.Value), append(path, k.Value)); err != nil {
 				return err
 			}
 		}
@@ -232,6 +244,46 @@ func (c *yamlChecker) check(n *yaml.Node, t reflect.Type, key string, path []any
 		return nil
 	}
 	return c.decodeLeaf(n, reflect.New(t).Interface(), key)
+}
+
+// keysAsWritten returns the rewrite of mapping n that names each entry
+// by its key as written, when sigs.k8s.io/yaml's YAML 1.1 would name one
+// otherwise: a caller `yes:` in auth.permissions was "true", and `007:`
+// was "7", while the tokens file (auth.ParseTokens), a list of callers
+// and every text value read them as written, so such a caller's
+// permissions and groups named no one; and `on:` beside `y:` were one key.
+// The mapping is made again from n, each value as YAML 1.1 reads it alone
+// (the rewrites of the values follow). false when no key reads otherwise.
+func keysAsWritten(n *yaml.Node) (func(any) (any, bool), bool) {
+	differs := false
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.Style == 0 {
+			var old any
+			if yamlv2.Unmarshal([]byte(k.Value), &old) == nil {
+				if s, ok := old.(string); !ok || s != k.Value {
+					differs = true
+				}
+			}
+		}
+	}
+	if !differs {
+		return nil, false
+	}
+	return func(v any) (any, bool) {
+		m := make(map[any]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			b, err := yaml.Marshal(n.Content[i+1])
+			if err != nil {
+				return v, false
+			}
+			var val any
+			if err := yamlv2.Unmarshal(b, &val); err != nil {
+				return v, false
+			}
+			m[n.Content[i].Value] = val
+		}
+		return m, true
+	}, true
 }
 
 // decodeLeaf decodes n alone into ptr, as the whole document will be

@@ -308,3 +308,41 @@ func TestQuotedStringsOfCheckedTypes(t *testing.T) {
 		t.Errorf("JSON document: %+v, %v", v, err)
 	}
 }
+
+// TestMapKeysAreTheTextWritten: an unquoted mapping key of a map keyed by
+// text (auth.permissions and auth.groups name callers by it) is the text
+// written, as the tokens file, a list of callers and every text value
+// read it: YAML 1.1 made the caller `yes` "true" and `007` "7", so a
+// tokens file's caller yes had none of the permissions written for it
+// (a deny list did not apply). The values under such a key read as
+// written too, and a key written twice, either way, is refused.
+func TestMapKeysAreTheTextWritten(t *testing.T) {
+	t.Parallel()
+	cfg := decode(t, `
+safe: {on: true, y: false}
+auth:
+  permissions:
+    yes: {allow: [on]}
+    007: {allow: [a]}
+    "true": {allow: [b]}
+    alice: {allow: [c]}
+mcp_servers:
+  - name: a
+    env: {NO: x, 1e3: y}
+`)
+	wantPerm := map[string]rule{"yes": {Allow: []string{"on"}}, "007": {Allow: []string{"a"}}, "true": {Allow: []string{"b"}}, "alice": {Allow: []string{"c"}}}
+	if diff := cmp.Diff(wantPerm, cfg.Auth.Permissions); diff != "" {
+		t.Errorf("auth.permissions (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]bool{"on": true, "y": false}, cfg.Safe); diff != "" {
+		t.Errorf("safe (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]string{"NO": "x", "1e3": "y"}, cfg.MCPServers[0].Env); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	var c fileConfig
+	err := Decode("t.yaml", []byte("auth:\n  permissions:\n    yes: {allow: [a]}\n    \"yes\": {allow: [b]}\n"), &c)
+	if err == nil || !strings.Contains(err.Error(), `t.yaml:4:5: key "auth.permissions.yes" is set twice (first on line 3)`) {
+		t.Errorf("a key written twice: %v", err)
+	}
+}
