@@ -71,7 +71,9 @@ func WithListPageSize(n int32) Option {
 // server answers large listings with, and receives responses of up to 64
 // MiB; opts come after its own, so grpc.MaxCallRecvMsgSize among them
 // overrides that. A server that predates paging answers the first request
-// with every tool, which ends the listing at once.
+// with every tool, which ends the listing at once, whichever page it is
+// asked for (behind a balancer, replicas of two versions answer one
+// listing's pages).
 func (c *Client) ListTools(ctx context.Context, opts ...grpc.CallOption) (*toolwirev1.ListToolsResponse, error) {
 	opts = append([]grpc.CallOption{grpc.MaxCallRecvMsgSize(listRecvBytes)}, opts...)
 	for restart := 0; ; restart++ {
@@ -95,6 +97,13 @@ func (c *Client) listPages(ctx context.Context, opts []grpc.CallOption) (*toolwi
 		}
 		if read += proto.Size(resp); read > c.maxListBytes {
 			return nil, status.Errorf(codes.ResourceExhausted, "toolwire: ListTools read %d pages, more than %d MiB, without reaching the last: the listing is larger than the client's bound (WithListLimits)", page, c.maxListBytes>>20)
+		}
+		if ts := resp.GetTools(); page > 1 && resp.GetNextPageToken() == "" && len(ts) > 0 && ts[0].GetName() <= all.Tools[0].GetName() {
+			// A page from the start and the last: a server that predates
+			// paging, which a balancer sent this page to in a rolling
+			// upgrade, answers a page token with every tool. That answer
+			// is the whole listing, of one revision.
+			return resp, nil
 		}
 		if page == 1 {
 			all.Revision = resp.GetRevision()

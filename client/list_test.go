@@ -226,6 +226,34 @@ func TestListToolsOtherServers(t *testing.T) {
 	}
 }
 
+// TestListToolsAcrossVersions: in a rolling upgrade a balancer sends a
+// listing's pages to replicas of two versions, and one that predates
+// paging answers a page token with every tool and no token. That answer
+// is the listing (of its revision, which may differ from the first
+// page's), where ListTools failed: with page size 2 over a real
+// d0fe4b5 replica and a replica of this version, round robin, 7 of 10
+// listings ended "the server's pages do not advance".
+func TestListToolsAcrossVersions(t *testing.T) {
+	t.Parallel()
+	tool := func(name string) *toolwirev1.Tool { return &toolwirev1.Tool{Name: name} }
+	for _, oldRevision := range []string{"r1", "r0"} {
+		addr := serveGRPC(t, func(gs *grpc.Server) {
+			toolwirev1.RegisterToolServiceServer(gs, pager{page: func(req *toolwirev1.ListToolsRequest) *toolwirev1.ListToolsResponse {
+				if req.GetPageToken() == "" { // this version's first page
+					return &toolwirev1.ListToolsResponse{Tools: []*toolwirev1.Tool{tool("a")}, Revision: "r1", NextPageToken: "t"}
+				}
+				// The old version's answer to the next page's request.
+				return &toolwirev1.ListToolsResponse{Tools: []*toolwirev1.Tool{tool("a"), tool("b"), tool("c")}, Revision: oldRevision}
+			}})
+		})
+		var calls listCalls
+		list, err := calls.dial(t, addr, client.WithListPageSize(1)).ListTools(context.Background())
+		if err != nil || !slices.Equal(names(list.GetTools()), []string{"a", "b", "c"}) || list.GetRevision() != oldRevision || list.GetNextPageToken() != "" {
+			t.Errorf("old revision %s: %v (revision %q) after %d calls, %v; want a, b, c of %s", oldRevision, names(list.GetTools()), list.GetRevision(), calls.n.Load(), err, oldRevision)
+		}
+	}
+}
+
 // TestSearchTools: the best matches of a query in a large catalog, the
 // caller's, counted; an empty query is INVALID_ARGUMENT.
 func TestSearchTools(t *testing.T) {

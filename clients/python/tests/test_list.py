@@ -232,6 +232,22 @@ class OtherServersTest(unittest.TestCase):
             self.assertEqual(cm.exception.code, grpc.StatusCode.INTERNAL)
             self.assertEqual(stub.calls, 2)
 
+    def test_pages_from_replicas_of_two_versions(self):
+        # In a rolling upgrade a balancer sends the second page's request to
+        # a replica that predates paging, which answers with every tool: that
+        # is the listing, whatever its revision, where list_tools failed
+        # ("the server's pages do not advance", or ABORTED).
+        for old_revision in ("r1", "r0"):
+            def page(req, n, old_revision=old_revision):
+                if not req.page_token:
+                    return pb.ListToolsResponse(tools=tools("a"), revision="r1", next_page_token="t")
+                return pb.ListToolsResponse(tools=tools("a", "b", "c"), revision=old_revision)
+
+            with StubServer(page) as stub, toolwire.Client(stub.addr) as client:
+                res = client.list_tools(page_size=1)
+                self.assertEqual(([t.name for t in res.tools], res.revision, res.next_page_token), (["a", "b", "c"], old_revision, ""))
+                self.assertEqual(stub.calls, 2)
+
     def test_async_empty_page_that_is_not_the_last(self):
         empty = lambda req, n: pb.ListToolsResponse(revision="r", next_page_token="more")  # noqa: E731
 

@@ -195,6 +195,14 @@ export class ToolwireClient {
       if (read > maxBytes) {
         throw new ToolwireError(grpc.status.RESOURCE_EXHAUSTED, `ListTools read ${page} pages, more than ${maxBytes >> 20} MiB, without reaching the last: the listing is larger than the client's bound (maxBytes)`);
       }
+      const first = all.tools[0];
+      if (page > 1 && !resp.nextPageToken && resp.tools.length > 0 && first && resp.tools[0].name <= first.name) {
+        // A page from the start and the last: a server that predates
+        // paging, which a balancer sent this page to in a rolling upgrade,
+        // answers a page token with every tool. That answer is the whole
+        // listing, of one revision.
+        return resp;
+      }
       if (page === 1) all.revision = resp.revision;
       else if (resp.revision !== all.revision) {
         throw new ToolwireError(grpc.status.ABORTED, `the tools changed between pages (revision ${all.revision}, then ${resp.revision})`);

@@ -181,6 +181,29 @@ describe("listTools against other servers", () => {
       stuck.stop();
     }
   });
+
+  test("pages from replicas of two versions: an old one's whole listing is the listing", async () => {
+    // In a rolling upgrade a balancer sends the second page's request to a
+    // replica that predates paging, which answers with every tool: that is
+    // the listing, whatever its revision, where listTools failed ("the
+    // server's pages do not advance", or ABORTED).
+    for (const oldRevision of ["r1", "r0"]) {
+      const mixed = await stubServer((req) =>
+        req.pageToken
+          ? ListToolsResponse.fromPartial({ tools: [tool("a"), tool("b"), tool("c")], revision: oldRevision })
+          : ListToolsResponse.fromPartial({ tools: [tool("a")], revision: "r1", nextPageToken: "t" }),
+      );
+      const client = new ToolwireClient(mixed.addr);
+      try {
+        const res = await client.listTools({ pageSize: 1 });
+        assert.deepEqual([res.tools.map((t) => t.name), res.revision, res.nextPageToken], [["a", "b", "c"], oldRevision, ""]);
+        assert.equal(mixed.calls(), 2);
+      } finally {
+        client.close();
+        mixed.stop();
+      }
+    }
+  });
 });
 
 describe("searchTools", { skip }, () => {

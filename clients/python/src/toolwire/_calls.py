@@ -299,7 +299,17 @@ def add_page(listing, resp, page):
     more (listing.next_page_token then asks for the next). A page of
     another revision raises ABORTED (the tools changed between pages); a
     page that does not go on after the last (a server whose pages would
-    keep list_tools going forever) raises INTERNAL."""
+    keep list_tools going forever) raises INTERNAL, unless it is a whole
+    listing, from the first tool with no next page: a server that predates
+    paging answers so whichever page it is asked for, and the listing is
+    that answer."""
+    if page > 1 and not resp.next_page_token and resp.tools and listing.tools and resp.tools[0].name <= listing.tools[0].name:
+        # A page from the start and the last: a server that predates
+        # paging, which a balancer sent this page to in a rolling upgrade,
+        # answers a page token with every tool. That answer is the whole
+        # listing, of one revision.
+        listing.CopyFrom(resp)
+        return False
     if page == 1:
         listing.revision = resp.revision
     elif resp.revision != listing.revision:
