@@ -48,13 +48,17 @@ func (c *Client) Attach(ctx context.Context, batchID string, afterSeq uint64, op
 // the batch's ID is known (from batchID, or its BatchAccepted). It yields
 // each seq once, in order: an event seen before is skipped, and one that is
 // not the next (a server that skipped or reordered events, or left one
-// unnumbered) ends the sequence with an INTERNAL error.
+// unnumbered) ends the sequence with an INTERNAL error. A batch whose first
+// event is unnumbered is a plain one (its server predates durable
+// batches): its events are yielded as they come, and its stream's end is
+// the batch's.
 func (c *Client) follow(ctx context.Context, batchID string, last uint64, open func(context.Context) (grpc.ServerStreamingClient[toolwirev1.ExecuteBatchResponse], error), opts []grpc.CallOption) iter.Seq2[*toolwirev1.ExecuteBatchResponse, error] {
 	return func(yield func(*toolwirev1.ExecuteBatchResponse, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		failures, refusals := 0, 0
 		backoff := c.backoff
+		plain := false // the server predates numbered events (see below)
 		for {
 			stream, err := open(ctx)
 			fresh := 0 // events this stream brought
@@ -62,6 +66,22 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 				var ev *toolwirev1.ExecuteBatchResponse
 				if ev, err = stream.Recv(); err != nil {
 					break
+				}
+				if plain || (batchID == "" && last == 0 && fresh == 0 && ev.GetSeq() == 0) {
+					// A server from before durable batches (met behind a
+					// balancer in a rolling upgrade) numbers no events and
+					// knows no detach: it runs the batch as a plain one,
+					// tied to this stream, with nothing to re-attach to.
+					// Its events are handed on as a plain batch's are.
+					plain = true
+					if !yield(ev, nil) {
+						return
+					}
+					if ev.GetFinished() != nil {
+						endStream(stream, cancel)
+						return
+					}
+					continue
 				}
 				if seq := ev.GetSeq(); seq != 0 && seq <= last {
 					continue // seen before a drop
@@ -84,6 +104,12 @@ func (c *Client) follow(ctx context.Context, batchID string, last uint64, open f
 					endStream(stream, cancel)
 					return
 				}
+			}
+			if plain {
+				if !errors.Is(err, io.EOF) {
+					yield(nil, err)
+				}
+				return
 			}
 			if errors.Is(err, io.EOF) {
 				// A stream that brought events and ended without

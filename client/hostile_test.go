@@ -372,3 +372,48 @@ func TestMissingResultsNamedBriefly(t *testing.T) {
 		t.Errorf("an error of %d bytes: %.200s", len(fmt.Sprint(err)), err)
 	}
 }
+
+// TestDetachOnAServerFromBeforeDurableBatches: in a rolling upgrade from a
+// version before durable batches, a detached batch can reach a replica
+// that numbers no events and knows no detach (it runs the batch as a plain
+// one, tied to the stream). Its events are yielded as a plain batch's, and
+// a cut stream is the error, with no AttachBatch the server lacks; the
+// client used to end at the first event ("seq 0 after seq 0: the batch's
+// events are not in order"), which closed the stream and so cancelled the
+// batch there: measured against a real 9f9f6d5 replica, no result came.
+func TestDetachOnAServerFromBeforeDurableBatches(t *testing.T) {
+	t.Parallel()
+	events := []*toolwirev1.ExecuteBatchResponse{accepted([]string{"a"}), result("a", 0, "A"), finished}
+	for _, cut := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cut=%v", cut), func(t *testing.T) {
+			t.Parallel()
+			var attaches atomic.Int32
+			c := serveHostile(t, &hostile{
+				execute: func(_ *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+					for i, ev := range events {
+						if cut && i == 1 {
+							return status.Error(codes.Unavailable, "cut")
+						}
+						if err := s.Send(ev); err != nil {
+							return err
+						}
+					}
+					return nil
+				},
+				attach: func(*toolwirev1.AttachBatchRequest, grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+					attaches.Add(1)
+					return status.Error(codes.Unimplemented, "unknown method AttachBatch")
+				},
+			}, client.WithReattach(3, time.Millisecond))
+			req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{client.Call("a", "x", nil)}, Options: &toolwirev1.BatchOptions{Detach: true}}
+			evs, err := collectEvents(c.ExecuteBatch(testContext(t), req))
+			want, wantCode := 3, codes.OK
+			if cut {
+				want, wantCode = 1, codes.Unavailable
+			}
+			if len(evs) != want || status.Code(err) != wantCode || attaches.Load() != 0 {
+				t.Errorf("%d events, then %v, after %d attaches; want %d events, then %v, and no attach", len(evs), err, attaches.Load(), want, wantCode)
+			}
+		})
+	}
+}

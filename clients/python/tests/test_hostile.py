@@ -132,6 +132,71 @@ def resumed_server(resumed):
     return BatchServer(execute, attach)
 
 
+def pre_durable_server(cut):
+    """A server from before durable batches: its events are unnumbered, it
+    knows no detach (the batch is a plain one), and it has no AttachBatch."""
+    def execute(req, ctx, n):
+        yield accepted(0, "a")
+        if cut:
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "cut")
+        yield result(0, "a", 0)
+        yield finished(0)
+
+    def attach(req, ctx, n):
+        ctx.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method AttachBatch")
+        yield  # a generator, as the handler must be
+
+    return BatchServer(execute, attach)
+
+
+class PreDurableServerTest(unittest.TestCase):
+    """In a rolling upgrade from a version before durable batches, a
+    detached batch that reaches an old replica is a plain one there: its
+    unnumbered events are yielded, and a cut stream is the error, with no
+    re-attach, where the client raised "seq 0 after seq 0" at the first
+    event (closing the stream, so cancelling the batch there)."""
+
+    def check(self, drain):
+        for cut in (False, True):
+            with self.subTest(cut=cut), pre_durable_server(cut) as server:
+                n, err = drain(server.addr)
+                if cut:
+                    self.assertEqual((n, err.code if err else None), (1, grpc.StatusCode.UNAVAILABLE))
+                else:
+                    self.assertEqual((n, err), (3, None))
+                self.assertEqual(server.attaches, 0)
+
+    def test_sync(self):
+        def drain(addr):
+            n = 0
+            with toolwire.Client(addr, reattach=(3, 0.001)) as client:
+                try:
+                    for _ in client.execute_batch([{"call_id": "a", "name": "x"}], options=DETACH, timeout=20):
+                        n += 1
+                except toolwire.ToolwireError as e:
+                    return n, e
+            return n, None
+
+        self.check(drain)
+
+    def test_async(self):
+        async def drain(addr):
+            n = 0
+            async with toolwire.AsyncClient(addr, reattach=(3, 0.001)) as client:
+                try:
+                    async for _ in client.execute_batch([{"call_id": "a", "name": "x"}], options=DETACH, timeout=20):
+                        n += 1
+                except toolwire.ToolwireError as e:
+                    return n, e
+            return n, None
+
+        loop = asyncio.new_event_loop()
+        try:
+            self.check(lambda addr: loop.run_until_complete(drain(addr)))
+        finally:
+            loop.close()
+
+
 class ResumedOrderTest(unittest.TestCase):
     """A resumed stream yields each seq once, in order, or raises."""
 

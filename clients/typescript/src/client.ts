@@ -307,7 +307,10 @@ export class ToolwireClient {
   /** Yields a batch's events from the stream open makes, re-attaching with
    * AttachBatch from the last seq seen after a dropped stream, once the
    * batch's ID is known; events seen before a drop are not yielded again,
-   * and one out of order (not the next seq) throws INTERNAL.
+   * and one out of order (not the next seq) throws INTERNAL. A batch whose
+   * first event is unnumbered is a plain one (its server predates durable
+   * batches): its events are yielded as they come, its stream's end the
+   * batch's.
    * opts.timeoutMs is one deadline for all of it, re-attaches and waits
    * included, from when iteration starts: each stream opened gets what is
    * left of it, and none is opened once it has passed. */
@@ -323,6 +326,7 @@ export class ToolwireClient {
     let failures = 0;
     let refusals = 0;
     let backoff = backoffMs;
+    let plain = false; // the server predates numbered events (see below)
     for (;;) {
       let retried = false;
       // Refused before BatchAccepted (a rate limit's): nothing ran; send again.
@@ -333,6 +337,17 @@ export class ToolwireClient {
       let finished = false;
       try {
         for await (const ev of stream(() => open(within), opts.signal, retry, isFinished)) {
+          if (plain || (!batchId && last === 0 && fresh === 0 && ev.seq === 0)) {
+            // A server from before durable batches (met behind a balancer
+            // in a rolling upgrade) numbers no events and knows no detach:
+            // it runs the batch as a plain one, tied to this stream, with
+            // nothing to re-attach to (the batch ID stays unknown here, so
+            // none is tried). Its events are yielded as a plain batch's are.
+            plain = true;
+            finished = ev.finished !== undefined;
+            yield ev;
+            continue;
+          }
           if (ev.seq !== 0 && ev.seq <= last) continue; // seen before a drop
           if (ev.seq !== last + 1) {
             // Events are numbered one after another: one that is not the

@@ -132,6 +132,29 @@ test("a resumed stream yields each seq once, in order, or fails", async () => {
   }
 });
 
+test("a detached batch on a server from before durable batches is a plain one", async () => {
+  // In a rolling upgrade from such a version, an old replica numbers no
+  // events and knows no detach: its events are yielded and a cut stream is
+  // the error, with no re-attach, where the client threw "seq 0 after seq
+  // 0" at the first event (closing the stream, so cancelling the batch).
+  for (const cut of [false, true]) {
+    const server = await serve({
+      executeBatch: (call) => (cut ? send(call, [accepted(0, "a")], status.UNAVAILABLE) : send(call, [accepted(0, "a"), result(0, "a", 0), finished(0)])),
+      attachBatch: (call) => send(call, [], status.UNIMPLEMENTED),
+    });
+    const client = new ToolwireClient(server.addr, { reattach: { attempts: 3, backoffMs: 1 } });
+    try {
+      const { seqs, err } = await drain(client.executeBatch([{ callId: "a", name: "x" }], { options: { detach: true }, timeoutMs: 20_000 }));
+      assert.equal(seqs.length, cut ? 1 : 3, `cut=${cut}`);
+      assert.equal(err?.code, cut ? status.UNAVAILABLE : undefined, `cut=${cut}: ${err?.message}`);
+      assert.equal(server.calls.attach, 0, `cut=${cut}`);
+    } finally {
+      client.close();
+      server.stop();
+    }
+  }
+});
+
 test("a batch's stream ends at BatchFinished, held open or not", async () => {
   let open: Stream | undefined;
   const server = await serve({

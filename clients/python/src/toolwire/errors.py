@@ -268,7 +268,9 @@ class _Reattaching:
     after, timeout) opens it), up to attempts times in a row, sleeping
     backoff seconds (doubling, up to 5) before each; events seen before a
     drop are not yielded again, and one out of order (not the next seq)
-    raises INTERNAL. retries (a _Retries) holds the one deadline
+    raises INTERNAL; a batch whose first event is unnumbered is a plain one
+    (its server predates durable batches), yielded as it comes, its
+    stream's end the batch's. retries (a _Retries) holds the one deadline
     of them all: each stream is opened (open(timeout)) with what is left of
     it, and a drop whose backoff would end past it is raised. A refusal
     before any event that retries says to wait out (a rate limit's) is
@@ -287,6 +289,7 @@ class _Reattaching:
         self._cancelled = threading.Event()
         self._done = self._finished = False
         self._fresh = 0  # events the stream open now brought
+        self._plain = False  # the server predates numbered events (see __next__)
 
     def __iter__(self):
         return self
@@ -337,6 +340,17 @@ class _Reattaching:
                 self._call = None
                 continue
             self._first = False
+            if self._plain or (not self._id and not self._last and not self._fresh and not ev.seq):
+                # A server from before durable batches (met behind a
+                # balancer in a rolling upgrade) numbers no events and
+                # knows no detach: it runs the batch as a plain one, tied
+                # to this stream, with nothing to re-attach to (the batch
+                # ID stays unknown here, so none is tried). Its events are
+                # yielded as a plain batch's are.
+                self._plain = True
+                if ev.HasField("finished"):
+                    self._done = self._finished = True
+                return ev
             if ev.seq and ev.seq <= self._last:
                 continue  # seen before a drop
             if ev.seq != self._last + 1:
@@ -397,6 +411,7 @@ class _AsyncReattaching(_AsyncWaits):
         self._it = None
         self._done = self._finished = False
         self._fresh = 0  # events the stream open now brought
+        self._plain = False  # the server predates numbered events (see __next__)
 
     def __aiter__(self):
         return self
@@ -446,6 +461,17 @@ class _AsyncReattaching(_AsyncWaits):
                 self._call = None
                 continue
             self._first = False
+            if self._plain or (not self._id and not self._last and not self._fresh and not ev.seq):
+                # A server from before durable batches (met behind a
+                # balancer in a rolling upgrade) numbers no events and
+                # knows no detach: it runs the batch as a plain one, tied
+                # to this stream, with nothing to re-attach to (the batch
+                # ID stays unknown here, so none is tried). Its events are
+                # yielded as a plain batch's are.
+                self._plain = True
+                if ev.HasField("finished"):
+                    self._done = self._finished = True
+                return ev
             if ev.seq and ev.seq <= self._last:
                 continue  # seen before a drop
             if ev.seq != self._last + 1:
