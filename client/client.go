@@ -193,18 +193,40 @@ func (c *Client) ExecuteBatch(ctx context.Context, req *toolwirev1.ExecuteBatchR
 // malformed call among them. Cancelling ctx cancels the call on the server.
 // A refusal that says when to retry (a rate limit's) is waited out and the
 // call sent again, up to WithRateLimitRetries times. A response without a
-// result, or with another call's (call_id), is an INTERNAL error.
+// result, or with another call's (call_id), is an INTERNAL error. A server
+// without CallTool (UNIMPLEMENTED: one from before it, which a balancer
+// can pick in a rolling upgrade) gets the call as a batch of one.
 func (c *Client) CallTool(ctx context.Context, req *toolwirev1.CallToolRequest, opts ...grpc.CallOption) (*toolwirev1.CallResult, error) {
-	ctx = c.withSession(ctx, req.GetSessionId())
+	sctx := c.withSession(ctx, req.GetSessionId())
 	for attempt := 0; ; attempt++ {
-		resp, err := c.svc.CallTool(ctx, req, opts...)
+		resp, err := c.svc.CallTool(sctx, req, opts...)
 		if err == nil {
 			return callResult(req, resp)
 		}
-		if !c.waitToRetry(ctx, err, attempt) {
+		if status.Code(err) == codes.Unimplemented {
+			// A server from before CallTool (met behind a balancer in a
+			// rolling upgrade) has ExecuteBatch only: the call goes as a
+			// batch of one, which runs it alike.
+			return c.callAsBatch(ctx, req, opts...)
+		}
+		if !c.waitToRetry(sctx, err, attempt) {
 			return nil, err
 		}
 	}
+}
+
+// callAsBatch runs req's call as a batch of one, for a server without
+// CallTool.
+func (c *Client) callAsBatch(ctx context.Context, req *toolwirev1.CallToolRequest, opts ...grpc.CallOption) (*toolwirev1.CallResult, error) {
+	b, err := Collect(c.ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{req.GetCall()}, SessionId: req.GetSessionId()}, opts...))
+	if err != nil {
+		return nil, err
+	}
+	resp := &toolwirev1.CallToolResponse{}
+	if len(b.Results) == 1 {
+		resp.Result = b.Results[0]
+	}
+	return callResult(req, resp)
 }
 
 // finishGrace is how long a stream may stay open after BatchFinished, its

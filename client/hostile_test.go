@@ -417,3 +417,38 @@ func TestDetachOnAServerFromBeforeDurableBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestCallToolOnAServerWithoutIt: in a rolling upgrade from a version
+// before CallTool, a balancer can send the unary call to an old replica,
+// which answers UNIMPLEMENTED; the call goes again as a batch of one, with
+// its session, where CallTool returned the error (measured: `toolwire
+// call --no-progress` against a real 9f9f6d5 replica, "unknown method
+// CallTool").
+func TestCallToolOnAServerWithoutIt(t *testing.T) {
+	t.Parallel()
+	var calls, batches atomic.Int32
+	var got *toolwirev1.ExecuteBatchRequest
+	c := serveHostile(t, &hostile{
+		call: func(*toolwirev1.CallToolRequest) (*toolwirev1.CallToolResponse, error) {
+			calls.Add(1)
+			return nil, status.Error(codes.Unimplemented, "unknown method CallTool for service toolwire.v1.ToolService")
+		},
+		execute: func(req *toolwirev1.ExecuteBatchRequest, s grpc.ServerStreamingServer[toolwirev1.ExecuteBatchResponse]) error {
+			batches.Add(1)
+			got = req
+			for _, ev := range []*toolwirev1.ExecuteBatchResponse{accepted([]string{"c1"}), result("c1", 0, "done"), finished} {
+				if err := s.Send(ev); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	})
+	r, err := c.CallTool(testContext(t), &toolwirev1.CallToolRequest{Call: client.Call("c1", "x", nil), SessionId: "s1"})
+	if err != nil || client.Text(r) != "done" || calls.Load() != 1 || batches.Load() != 1 {
+		t.Fatalf("CallTool: %v, %v after %d CallTool and %d ExecuteBatch; want the batch's result", r, err, calls.Load(), batches.Load())
+	}
+	if len(got.GetCalls()) != 1 || got.GetCalls()[0].GetCallId() != "c1" || got.GetSessionId() != "s1" {
+		t.Errorf("the batch sent: %v; want call c1 of session s1", got)
+	}
+}

@@ -197,6 +197,33 @@ class PreDurableServerTest(unittest.TestCase):
             loop.close()
 
 
+class CallToolWithoutItTest(unittest.TestCase):
+    """In a rolling upgrade from a version before CallTool, an old replica
+    answers it UNIMPLEMENTED: call_tool sends the call as a batch of one,
+    where it raised that."""
+
+    def test_sync_and_async(self):
+        sent = []
+
+        def execute(req, ctx, n):
+            sent.append((req.calls[0].call_id, req.session_id))
+            yield accepted(1, "c1")
+            yield result(2, "c1", 0, "done")
+            yield finished(3)
+
+        async def run_async(addr):
+            async with toolwire.AsyncClient(addr) as client:
+                return await client.call_tool("x", call_id="c1", session_id="s1", timeout=20)
+
+        with BatchServer(execute) as server:
+            with toolwire.Client(server.addr) as client:
+                r = client.call_tool("x", call_id="c1", session_id="s1", timeout=20)
+            self.assertEqual((r.call_id, r.content[0].text.text), ("c1", "done"))
+            r = asyncio.run(run_async(server.addr))
+            self.assertEqual((r.call_id, r.content[0].text.text), ("c1", "done"))
+        self.assertEqual(sent, [("c1", "s1"), ("c1", "s1")])
+
+
 class ResumedOrderTest(unittest.TestCase):
     """A resumed stream yields each seq once, in order, or raises."""
 

@@ -450,7 +450,8 @@ export class ToolwireClient {
    * A refusal that says when to retry (a rate limit's) is waited out and
    * the call sent again, up to rateLimitRetries times (see ClientOptions).
    * A response without a result, or with another call's, rejects with
-   * INTERNAL. */
+   * INTERNAL. A server without CallTool (UNIMPLEMENTED: one from before it,
+   * in a rolling upgrade) gets the call as a batch of one. */
   async callTool(name: string, args: CallInput["arguments"] = {}, opts: CallOptions & CallToolOptions = {}): Promise<CallResult> {
     const req = CallToolRequest.fromPartial({
       call: toCall({ callId: opts.callId ?? "call", name, arguments: args, idempotencyKey: opts.idempotencyKey, timeoutMs: opts.callTimeoutMs }),
@@ -461,6 +462,14 @@ export class ToolwireClient {
       try {
         return await this.callToolOnce(name, req, deadline, opts.signal);
       } catch (err) {
+        if (err instanceof ToolwireError && err.code === grpc.status.UNIMPLEMENTED) {
+          // A server from before CallTool (which a balancer can pick in a
+          // rolling upgrade) has ExecuteBatch only: the call goes as a
+          // batch of one, which runs it alike.
+          const timeoutMs = deadline === undefined ? undefined : Math.max(0, deadline - Date.now());
+          const batch = await this.collect(this.executeBatch(ExecuteBatchRequest.fromPartial({ calls: [req.call!], sessionId: req.sessionId }), { signal: opts.signal, timeoutMs }));
+          return batch.results[0];
+        }
         if (!(err instanceof ToolwireError) || !(await this.waitToRetry(err, attempt, opts.signal, deadline))) throw err;
       }
     }

@@ -155,6 +155,27 @@ test("a detached batch on a server from before durable batches is a plain one", 
   }
 });
 
+test("callTool on a server without CallTool sends the call as a batch of one", async () => {
+  // In a rolling upgrade from a version before CallTool an old replica
+  // answers it UNIMPLEMENTED; callTool rejected with that.
+  let sent: ExecuteBatchRequest | undefined;
+  const server = await serve({
+    executeBatch: (call) => {
+      sent = call.request as ExecuteBatchRequest;
+      send(call, [accepted(1, "c1"), result(2, "c1", 0), finished(3)], status.OK);
+    },
+  });
+  const client = new ToolwireClient(server.addr);
+  try {
+    const r = await client.callTool("x", {}, { callId: "c1", sessionId: "s1", timeoutMs: 20_000 });
+    assert.equal(r.callId, "c1");
+    assert.deepEqual([sent?.calls.map((c) => c.callId), sent?.sessionId], [["c1"], "s1"]);
+  } finally {
+    client.close();
+    server.stop();
+  }
+});
+
 test("a batch's stream ends at BatchFinished, held open or not", async () => {
   let open: Stream | undefined;
   const server = await serve({

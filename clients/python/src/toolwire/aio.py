@@ -128,6 +128,10 @@ class AsyncClient:
                 resp = await self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata)
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
+                if err.code == grpc.StatusCode.UNIMPLEMENTED:
+                    # A server from before CallTool: as Client.call_tool.
+                    batch = await self.collect(self.execute_batch([req.call], session_id=req.session_id, timeout=retries.timeout()))
+                    return call_result(req, pb.CallToolResponse(result=batch.results[0]))
                 d = retries.delay(err, attempt)
                 if d is None:
                     raise err from e

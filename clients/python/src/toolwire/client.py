@@ -170,7 +170,9 @@ class Client:
         seconds, waits included. A refusal that says when to retry (a rate
         limit's) is waited out and the call sent again, up to
         rate_limit_retries times. A response without a result, or with
-        another call's, raises INTERNAL."""
+        another call's, raises INTERNAL. A server without CallTool
+        (UNIMPLEMENTED: one from before it, in a rolling upgrade) gets the
+        call as a batch of one."""
         req = call_tool_request(name, arguments, call_id, session_id, idempotency_key, call_timeout)
         retries = _Retries(self.rate_limit_retries, self.on_rate_limit, timeout)
         for attempt in itertools.count():
@@ -178,6 +180,12 @@ class Client:
                 resp = self.stub.CallTool(req, timeout=retries.timeout(), metadata=self._metadata)
             except grpc.RpcError as e:
                 err = ToolwireError.from_rpc(e)
+                if err.code == grpc.StatusCode.UNIMPLEMENTED:
+                    # A server from before CallTool (which a balancer can
+                    # pick in a rolling upgrade) has ExecuteBatch only: the
+                    # call goes as a batch of one, which runs it alike.
+                    batch = self.collect(self.execute_batch([req.call], session_id=req.session_id, timeout=retries.timeout()))
+                    return call_result(req, pb.CallToolResponse(result=batch.results[0]))
                 d = retries.delay(err, attempt)
                 if d is None:
                     raise err from e
