@@ -9,6 +9,7 @@ import (
 	"github.com/toolwire/toolwire/auth"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testing/h2raw"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/internal/testing/testoidc"
 	"github.com/toolwire/toolwire/service/grpcserve"
 	grpcauth "github.com/toolwire/toolwire/service/grpcserve/auth"
@@ -95,22 +96,53 @@ func TestOpenMethodsHoldLittle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serveConfig(t, v, nil, grpcserve.Config{Admit: grpcauth.AdmitBounded(v, slog.New(slog.DiscardHandler), 4, 2, 200*time.Millisecond)})
-	conn := dial(t, addr, insecure.NewCredentials())
-
-	// Ten slow health checks: four are read until their time is out, six
-	// are refused at once.
+	// Ten slow health checks: four are read (held: their read timeout is
+	// an hour), six are refused at once. The timeout is not what frees
+	// the slots here, so a loaded machine cannot free one while the ten
+	// are still arriving; their closing connection does. A server each,
+	// so that the second does not meet the first's slots still held.
+	admit := func(read time.Duration) grpcserve.Config {
+		return grpcserve.Config{Admit: grpcauth.AdmitBounded(v, slog.New(slog.DiscardHandler), 4, 2, read)}
+	}
+	var addr string
+	var conn *grpc.ClientConn
 	for _, method := range []string{healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName} {
-		got, closeConn := h2raw.Held(t, addr, method, 10, 10)
+		addr = serveConfig(t, v, nil, admit(time.Hour))
+		conn = dial(t, addr, insecure.NewCredentials())
+		got, closeConn := h2raw.Held(t, addr, method, 10, 6)
 		closeConn()
 		counts := map[string]int{}
 		for _, code := range got {
 			counts[code]++
 		}
-		if counts["8"] != 6 || counts["4"] != 4 {
-			t.Errorf("%s: ten slow requests answered %q; want four DEADLINE_EXCEEDED (4) once their read timed out and six RESOURCE_EXHAUSTED (8)", method, got)
+		if counts["8"] != 6 || counts[""] != 4 {
+			t.Errorf("%s: ten slow requests answered %q; want six RESOURCE_EXHAUSTED (8) at once and four held", method, got)
+		}
+		// The held requests' slots are given back as their connection
+		// closes.
+		deadline := testenv.Deadline(t)
+		for {
+			_, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{})
+			if err == nil {
+				break
+			}
+			if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
+				t.Fatalf("a health check once the held requests' connection closed: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	// A request that does not come within the read timeout is refused
+	// DEADLINE_EXCEEDED, and its slot given back.
+	quick := serveConfig(t, v, nil, admit(200*time.Millisecond))
+	for _, method := range []string{healthpb.Health_Check_FullMethodName, healthpb.Health_Watch_FullMethodName} {
+		got, closeConn := h2raw.Held(t, quick, method, 2, 2)
+		closeConn()
+		if got[0] != "4" || got[1] != "4" {
+			t.Errorf("%s: two requests never sent answered %q; want DEADLINE_EXCEEDED (4) once their read timed out", method, got)
+		}
+	}
+	healthy(t, dial(t, quick, insecure.NewCredentials()))
 	// The slots are given back: a real health check, and a Watch, are
 	// served, many times over the bound.
 	for range 10 {
@@ -149,7 +181,7 @@ func TestOpenMethodsHoldLittle(t *testing.T) {
 		t.Errorf("reflection with alice's token, two held without: %v", err)
 	}
 	closeConn()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := testenv.Deadline(t)
 	for {
 		_, err := listServices(t.Context(), conn)
 		if err == nil {
