@@ -972,11 +972,17 @@ func detachedBatch(t *testing.T, v *env) {
 	if err := h.CancelBatch(bg, bob, id, "no"); v.s.Code(err) != NotFound {
 		t.Errorf("CancelBatch as bob: %v (%v), want NotFound", err, v.s.Code(err))
 	}
-	got, err := h.Get(bg, alice, id)
-	if err != nil {
-		t.Fatalf("GetBatch: %v", err)
-	}
-	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_RUNNING || got.GetLastSeq() < 2 {
+	// The call has started; its CallStarted is stored by the batch's
+	// writer soon after (seen at last_seq 1 on a loaded machine).
+	var got *toolwirev1.GetBatchResponse
+	waitFor(t, func() bool {
+		got, err = h.Get(bg, alice, id)
+		if err != nil {
+			t.Fatalf("GetBatch: %v", err)
+		}
+		return got.GetLastSeq() >= 2
+	})
+	if got.GetState() != toolwirev1.BatchState_BATCH_STATE_RUNNING {
 		t.Errorf("GetBatch after the request ended: %v, want RUNNING with the events so far", got)
 	}
 	if v.tools.saw("cancelled a") {
