@@ -2,12 +2,14 @@ package mcpsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -254,6 +256,76 @@ func TestRemovedWhileCalling(t *testing.T) {
 			t.Fatal("the old session was not closed after its call finished")
 		}
 	}
+}
+
+// TestStdioStoppedWhileCalling: a stdio server that a Sync stops (its
+// configuration changed) while a call runs on it finishes that call on its
+// old process, progress and result, and only then is that process ended.
+// The server speaks 2025-11-25, as server-everything does, so the call
+// goes on the gateway's own JSON-RPC (callDirect). The old connection's
+// reader used to look for its responses among the requests of the
+// server's current session, which had none by then: the response was
+// dropped, the call waited for its deadline, and the old process lived as
+// long, one more child per reload.
+func TestStdioStoppedWhileCalling(t *testing.T) {
+	g, reg := newGateway(t)
+	dir := t.TempDir()
+	pidfile, release := filepath.Join(dir, "pid"), filepath.Join(dir, "release")
+	cfg := ServerConfig{Name: "io", Command: stdioServer, Env: map[string]string{
+		"TESTSERVER_PIDFILE": pidfile, "TESTSERVER_RELEASEFILE": release, "TESTSERVER_PROTOCOL": "2025-11-25"}}
+	if err := g.Sync(context.Background(), []ServerConfig{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("io_wait"))
+	oldPID := readPID(t, pidfile)
+	rec := newRecorder()
+	done := make(chan *tools.Result)
+	// The guard only keeps the broken behaviour from hanging the test.
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	go func() { done <- call(t, ctx, snap, "io_wait", `{}`, rec) }()
+	select {
+	case <-rec.ch: // "waiting": the call runs on the server
+	case <-time.After(waitLimit):
+		t.Fatal("the call did not start")
+	}
+	// Another environment is another configuration: the server restarts.
+	cfg.Env = map[string]string{"TESTSERVER_PIDFILE": pidfile + "2"}
+	if err := g.Sync(context.Background(), []ServerConfig{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	sourcetest.WaitTools(t, reg, "the new session's tools", func(names []string) bool {
+		return sourcetest.Has("io_wait")(names) && readPIDIfAny(pidfile+"2") != 0
+	})
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.IsError || text(r) != "released" {
+		t.Errorf("call on the stopped server: %q (error %v), want \"released\"", text(r), r.IsError)
+	}
+	var msgs []string
+	for _, p := range rec.got {
+		msgs = append(msgs, p.Message)
+	}
+	if !slices.Equal(msgs, []string{"waiting", "released"}) {
+		t.Errorf("progress %q, want [waiting released]", msgs)
+	}
+	for limit := time.Now().Add(waitLimit); !errors.Is(syscall.Kill(oldPID, 0), syscall.ESRCH); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatalf("the old server process %d was not ended after its call finished", oldPID)
+		}
+	}
+}
+
+// readPIDIfAny is the process ID in file, 0 while there is none.
+func readPIDIfAny(file string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(string(b))
+	return pid
 }
 
 func sessions(srv *httpServer) int {

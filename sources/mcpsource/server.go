@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -42,6 +43,7 @@ type server struct {
 	mu      sync.Mutex
 	session *mcp.ClientSession    // nil while not connected
 	conn    mcp.Connection        // the session's connection, once made
+	wired   *atomic.Pointer[rpc]  // where a stdio connection's reader finds its session's rpc (see wireConn)
 	rpc     *rpc                  // the gateway's own requests on conn; nil while not connected
 	http    *httpSession          // a streamable HTTP session's client; nil for stdio or while not connected
 	calls   map[string]*forwarder // calls in flight by progress token
@@ -108,6 +110,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	s.mu.Lock()
 	s.session = cs
 	s.rpc = newRPC(s.conn, ended)
+	if s.wired != nil {
+		s.wired.Store(s.rpc)
+	}
 	s.http = hs
 	if hs != nil {
 		hs.setRPC(s.rpc)
@@ -120,7 +125,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		s.offered.Set(nil, s.log)
 		s.mu.Lock()
 		r := s.rpc
-		s.session, s.rpc, s.conn, s.http = nil, nil, nil, nil
+		s.session, s.rpc, s.conn, s.wired, s.http = nil, nil, nil, nil, nil
 		s.mu.Unlock()
 		s.g.close(cs, r, ended, ctx.Err() != nil, cleanup)
 	}()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -82,8 +83,12 @@ func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	var wired *atomic.Pointer[rpc]
+	if t.wrap {
+		wired = new(atomic.Pointer[rpc])
+	}
 	t.s.mu.Lock()
-	t.s.conn = c
+	t.s.conn, t.s.wired = c, wired
 	t.s.mu.Unlock()
 	if t.http != nil {
 		t.http.setConn(c)
@@ -91,26 +96,25 @@ func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if !t.wrap {
 		return c, nil
 	}
-	return wireConn{Connection: c, s: t.s}, nil
-}
-
-// sessionRPC is the current session's rpc, nil while not connected.
-func (s *server) sessionRPC() *rpc {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rpc
+	return wireConn{Connection: c, s: t.s, rpc: wired}, nil
 }
 
 // wireConn observes every message read from a connection.
 type wireConn struct {
 	mcp.Connection
 	s *server
+	// rpc is the gateway's requests on this connection, nil until its
+	// session is up. It is the connection's own, not the server's current
+	// one: a session stopped by Sync reads the responses to its calls in
+	// flight after the server has let go of it (or moved on to a new
+	// session), and they are still theirs.
+	rpc *atomic.Pointer[rpc]
 }
 
 func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
-		if err != nil || !c.s.observe(msg, c.s.sessionRPC()) {
+		if err != nil || !c.s.observe(msg, c.rpc.Load()) {
 			return msg, err
 		}
 	}

@@ -17,11 +17,16 @@ import (
 // PNG is the image the image tool returns: a 1x1 PNG.
 var PNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
 
-// Hooks let a test observe the slow tool and hold the wait tool; nil fields
-// are not called.
+// Hooks let a test observe the slow tool and hold the wait tool, and
+// choose the protocol versions; nil fields are not called.
 type Hooks struct {
-	SlowStarted   func()
-	SlowCancelled func()
+	// ProtocolVersions, when set, are the only protocol versions the server
+	// negotiates (mcp.ServerOptions.SupportedProtocolVersions): the
+	// gateway calls a server of a version before 2026-07-28 over stdio on
+	// its own JSON-RPC, not through the SDK (see callDirect).
+	ProtocolVersions []string
+	SlowStarted      func()
+	SlowCancelled    func()
 	// Wait is called by the wait tool between its two progress reports.
 	Wait func(ctx context.Context)
 	// PollClosing and PollClosed are called by the poll tool just before
@@ -73,7 +78,11 @@ func ptr[T any](v T) *T { return &v }
 //     answers {"count": "many"}, as real servers' answers drift from their
 //     declarations
 func New(h Hooks) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, nil)
+	var opts *mcp.ServerOptions
+	if len(h.ProtocolVersions) > 0 {
+		opts = &mcp.ServerOptions{SupportedProtocolVersions: h.ProtocolVersions}
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "testserver", Version: "1"}, opts)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "read", Title: "Read", Description: "Returns the text.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)},

@@ -1,7 +1,9 @@
 // Command stdio serves the test MCP server over stdin/stdout, for the
 // gateway's tests of stdio servers. With TESTSERVER_PIDFILE set it writes its
 // process ID there; with TESTSERVER_CANCELFILE set it writes "cancelled"
-// there when the slow tool's call is cancelled. With TESTSERVER_URLFILE set
+// there when the slow tool's call is cancelled; with TESTSERVER_RELEASEFILE
+// set the wait tool waits until that file exists; with TESTSERVER_PROTOCOL
+// set it negotiates only that protocol version. With TESTSERVER_URLFILE set
 // it serves streamable HTTP on a free loopback port instead, and writes its
 // URL there once it listens, so tests can kill a real HTTP server process.
 //
@@ -46,6 +48,19 @@ func main() {
 	var hooks testserver.Hooks
 	if f := os.Getenv("TESTSERVER_CANCELFILE"); f != "" {
 		hooks.SlowCancelled = func() { _ = os.WriteFile(f, []byte("cancelled"), 0o600) }
+	}
+	if f := os.Getenv("TESTSERVER_RELEASEFILE"); f != "" {
+		hooks.Wait = func(ctx context.Context) {
+			for ctx.Err() == nil {
+				if _, err := os.Stat(f); err == nil {
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}
+	if v := os.Getenv("TESTSERVER_PROTOCOL"); v != "" {
+		hooks.ProtocolVersions = []string{v}
 	}
 	srv := testserver.New(hooks)
 	if os.Getenv("TESTSERVER_EXIT_TOOL") != "" {
