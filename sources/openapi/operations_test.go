@@ -528,3 +528,49 @@ func TestInputSchemasShared(t *testing.T) {
 		}
 	}
 }
+
+// TestCopiedTextBounded: each $ref written out copies the text of what it
+// names, so a small document of many properties naming one schema with a
+// long description or a long enum made an input schema that many times
+// larger (94 KB made 50 MB). What one input schema copies is bounded at
+// maxCopiedBytes; past it a schema is {}, as past maxNodes.
+func TestCopiedTextBounded(t *testing.T) {
+	t.Parallel()
+	enum := make([]any, 5000)
+	for i := range enum {
+		enum[i] = fmt.Sprintf("v%06d", i)
+	}
+	for name, target := range map[string]map[string]any{
+		"description": {"type": "string", "description": strings.Repeat("d", 50_000)},
+		"enum":        {"type": "string", "enum": enum},
+		"default":     {"type": "object", "default": map[string]any{"list": enum}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			props := map[string]any{}
+			for i := range 1000 {
+				props[fmt.Sprintf("a%d", i)] = map[string]any{"$ref": "#/components/schemas/Long"}
+			}
+			spec := writeDoc(t, map[string]any{"openapi": "3.0.0", "info": map[string]any{"title": "c", "version": "1"},
+				"paths": map[string]any{"/x": map[string]any{"post": map[string]any{"operationId": "postX",
+					"requestBody": map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Many"}}}}}}},
+				"components": map[string]any{"schemas": map[string]any{"Long": target, "Many": map[string]any{"type": "object", "properties": props}}}})
+			ts, err := Load(t.Context(), Config{Name: "c", Spec: spec, BaseURL: "http://127.0.0.1:9"}, nil, nil)
+			if err != nil || len(ts) != 1 {
+				t.Fatalf("%d tools, %v", len(ts), err)
+			}
+			if n := len(ts[0].InputSchema); n > 2*maxCopiedBytes {
+				t.Errorf("the input schema is %d bytes; want at most %d", n, 2*maxCopiedBytes)
+			}
+			var s struct {
+				Properties map[string]map[string]any `json:"properties"`
+			}
+			if err := json.Unmarshal(ts[0].InputSchema, &s); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Properties) != len(props) || len(s.Properties["a0"]) == 0 {
+				t.Errorf("%d properties, a0 %.80v; want %d, the first written out", len(s.Properties), s.Properties["a0"], len(props))
+			}
+		})
+	}
+}

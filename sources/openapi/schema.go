@@ -25,6 +25,14 @@ const (
 	// maxNodes bounds the schemas one tool's input schema holds, so a
 	// document whose recursive schemas branch widely cannot explode.
 	maxNodes = 4000
+	// maxCopiedBytes bounds the text one tool's input schema copies from
+	// the document (titles, descriptions, formats, patterns, enums,
+	// consts and defaults), which each $ref written out copies again: a
+	// 94 KB document of 1000 properties naming one schema with a 50 KB
+	// description made a 50 MB input schema. Past it a schema is {}, as
+	// past maxNodes; DocuSign's widest, 150 KB, copies less than a fifth
+	// of it.
+	maxCopiedBytes = 1 << 20
 	// maxInputBytes bounds an input schema's text, which a model reads
 	// with every request: a larger one (Kubernetes' Pod, written out) is
 	// made again with nesting cut shallower until it fits, or its
@@ -60,6 +68,7 @@ type converter struct {
 	request  bool
 	maxDepth int // request: nesting past it is cut
 	nodes    int
+	copied   int            // request: bytes of the document's values copied (maxCopiedBytes)
 	deepest  int            // request: the deepest depth a schema was converted at
 	onPath   map[string]int // request: references being inlined, by pointer
 	err      error          // request: the first reference that could not be followed
@@ -84,7 +93,7 @@ func (c *converter) schema(node any, depth int) any {
 
 func (c *converter) object(s map[string]any, depth int) any {
 	c.nodes++
-	if c.request && (depth > c.maxDepth || c.nodes > maxNodes) {
+	if c.request && (depth > c.maxDepth || c.nodes > maxNodes || c.copied > maxCopiedBytes) {
 		return map[string]any{}
 	}
 	c.deepest = max(c.deepest, depth)
@@ -271,6 +280,13 @@ func (c *converter) object(s map[string]any, depth int) any {
 	}
 	// nullable beside no type (a oneOf, say: GitHub's milestone, which
 	// null clears) admits null alongside whatever the rest admits.
+	if c.request {
+		for _, k := range []string{"title", "description", "format", "pattern", "enum", "const", "default"} {
+			if v, ok := out[k]; ok {
+				c.copied += valueSize(v, maxCopiedBytes-c.copied)
+			}
+		}
+	}
 	if nullable && len(types) == 0 && out["enum"] == nil && len(out) > 0 {
 		return map[string]any{"anyOf": []any{map[string]any{"type": "null"}, out}}
 	}
@@ -555,6 +571,36 @@ func mergeAllOf(out map[string]any, members []any) (map[string]any, []any) {
 		}
 	}
 	return out, rest
+}
+
+// valueSize is about the length of v as JSON, counted no further than
+// past limit.
+func valueSize(v any, limit int) int {
+	switch v := v.(type) {
+	case string:
+		return len(v) + 2
+	case json.Number:
+		return len(v)
+	case []any:
+		n := 2
+		for _, e := range v {
+			if n > limit {
+				break
+			}
+			n += valueSize(e, limit-n) + 1
+		}
+		return n
+	case map[string]any:
+		n := 2
+		for k, e := range v {
+			if n > limit {
+				break
+			}
+			n += len(k) + 4 + valueSize(e, limit-n)
+		}
+		return n
+	}
+	return 5 // a boolean, null or another number
 }
 
 // typeList is a type keyword's valid type names.

@@ -465,9 +465,10 @@ func (o *operation) inputSchema(d *document, params []paramSpec, rb *bodySpec, m
 		return nil, 0, skip(reasonSchema, "input schema: %v", err)
 	}
 	deepest = conv.deepest
-	if conv.nodes > maxNodes {
-		// Cut by its number of schemas: a shallower cut may let other
-		// parts reach deeper, so no depth is passed over.
+	if conv.nodes > maxNodes || conv.copied > maxCopiedBytes {
+		// Cut by its number of schemas, or by the text it copies: a
+		// shallower cut may let other parts reach deeper, so no depth is
+		// passed over.
 		deepest = maxDepth
 	}
 	return b, deepest, nil
