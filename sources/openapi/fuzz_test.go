@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -32,7 +33,7 @@ func FuzzOpenAPILoad(f *testing.F) {
 		if err != nil {
 			return
 		}
-		ts, _, err := build(Config{Name: "f", BaseURL: "http://127.0.0.1:9"}, doc, send)
+		ts, _, err := build(Config{Name: "f", BaseURL: "http://127.0.0.1:9"}, doc, send, listing.Default)
 		if err != nil {
 			return
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	httpsource "github.com/toolwire/toolwire/sources/httpsource"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -572,5 +574,55 @@ func TestCopiedTextBounded(t *testing.T) {
 				t.Errorf("%d properties, a0 %.80v; want %d, the first written out", len(s.Properties), s.Properties["a0"], len(props))
 			}
 		})
+	}
+}
+
+// TestListingBounded: a document's tools are held to a listing's bounds,
+// as an MCP server's are. Every operation naming one large body writes it
+// out and declares it again: 4000 operations naming one 98 KB schema, a
+// 690 KB document, took 15 s of CPU and declared 394 MB. Past a bound the
+// operations left are cut, counted and not made; an override naming one
+// of them is still one that names an operation.
+func TestListingBounded(t *testing.T) {
+	t.Parallel()
+	props := map[string]any{}
+	for i := range 300 {
+		props[fmt.Sprintf("field_%d", i)] = map[string]any{"type": "string", "description": strings.Repeat("x", 200)}
+	}
+	paths := map[string]any{}
+	for i := range 10 {
+		paths[fmt.Sprintf("/r%d", i)] = map[string]any{"post": map[string]any{"operationId": fmt.Sprintf("op%d", i),
+			"requestBody": map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Wide"}}}}}}
+	}
+	b, err := json.Marshal(map[string]any{"openapi": "3.0.0", "info": map[string]any{"title": "w", "version": "1"}, "paths": paths,
+		"components": map[string]any{"schemas": map[string]any{"Wide": map[string]any{"type": "object", "properties": props}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Name: "w", BaseURL: "http://127.0.0.1:9", Operations: map[string]Override{"op9": {Description: "the last"}}}
+	ts, _, err := build(c, d, &httpsource.Sender{}, listing.Default)
+	if err != nil || len(ts) != 10 {
+		t.Fatalf("%d tools within the default bounds, %v; want 10", len(ts), err)
+	}
+	one := listing.Size(ts[0])
+	for _, tc := range []struct {
+		name   string
+		bounds listing.Bounds
+		want   int
+	}{
+		{"bytes", listing.Bounds{Tools: 100, Bytes: 4*one + one/2, Pages: 1}, 4},
+		{"tools", listing.Bounds{Tools: 3, Bytes: 64 << 20, Pages: 1}, 3},
+	} {
+		ts, rep, err := build(c, d, &httpsource.Sender{}, tc.bounds)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(ts) != tc.want || rep.tools != tc.want || rep.cutOff != 10-tc.want || rep.cut == nil {
+			t.Errorf("%s: %d tools (report %d), %d cut off (%v); want %d, %d cut off with a reason", tc.name, len(ts), rep.tools, rep.cutOff, rep.cut, tc.want, 10-tc.want)
+		}
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/toolwire/toolwire/internal/redact"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -144,7 +145,7 @@ func load(c Config, data []byte, client *http.Client) (*loaded, error) {
 	if err != nil {
 		return fail(err)
 	}
-	ts, rep, err := build(c, d, &httpsource.Sender{Client: client, Headers: hdrs})
+	ts, rep, err := build(c, d, &httpsource.Sender{Client: client, Headers: hdrs}, listing.Default)
 	if err != nil {
 		return fail(err)
 	}
@@ -167,6 +168,9 @@ func (l *loaded) log(logger *slog.Logger, name string) {
 	}
 	for _, s := range l.rep.leftOut {
 		logger.Warn("leaving out an optional OpenAPI parameter", "openapi", name, "operation", s.route, "reason", s.detail)
+	}
+	if l.rep.cut != nil {
+		logger.Error("OpenAPI document's operations cut short; offering the tools made before the cut", "openapi", name, "error", l.rep.cut, "tools", l.rep.tools, "cut", l.rep.cutOff)
 	}
 	attrs := []any{"openapi", name, "operations", l.rep.operations, "tools", l.rep.tools,
 		"excluded", l.rep.excluded, "skipped", len(l.rep.skips)}

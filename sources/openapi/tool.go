@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
+	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/toolname"
 	"github.com/toolwire/toolwire/tools"
 )
@@ -63,13 +64,22 @@ type report struct {
 	skips      []skipped // the rest
 	unmatched  []string  // "include PATTERN" or "exclude PATTERN" that matched no operation
 	leftOut    []skipped // optional parameters the tools do not offer, and why
+	cut        error     // why the tools stop short of the listing's bounds, if they do
+	cutOff     int       // selected operations left out by the cut
 }
 
 // build returns the tools of doc's operations that c selects, sorted by
 // path and method, and what became of the others. An operation that
 // cannot be a correct tool is skipped (report.skips); the error is for
 // what is wrong with c itself.
-func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *report, error) {
+//
+// The tools are held to bounds (listing.Default) as an MCP server's
+// listing is: an input schema is bounded, but every operation naming one
+// large request body writes it out again and declares it again, so a
+// 690 KB document of 4000 operations naming one 98 KB schema took 15 s of
+// CPU and declared 394 MB. Past a bound the operations left are cut
+// (report.cut) and the tools before the cut offered.
+func build(c Config, d *document, send *httpsource.Sender, bounds listing.Bounds) ([]tools.Tool, *report, error) {
 	rep := &report{}
 	ops, bad := d.operations()
 	var routes [][2]string // every operation's id (or "") and route, for the patterns that match none
@@ -90,6 +100,7 @@ func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *repor
 	out := []tools.Tool{}
 	defs := newDefs(d)
 	b := &builder{c: c, d: d, send: send, defs: defs, schemas: &tools.SchemaCache{DeferOutput: true}}
+	l := listing.Listing{Max: bounds}
 	for _, r := range ops {
 		rep.operations++
 		routes = append(routes, [2]string{r.id, r.route()})
@@ -103,6 +114,10 @@ func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *repor
 		} else if ov, hasOv = c.Operations[r.route()]; hasOv {
 			used[r.route()] = true
 		}
+		if l.Cut != nil || !l.Tool() {
+			rep.cutOff++
+			continue
+		}
 		t, err := b.tool(r, ov, taken)
 		rep.leftOut = append(rep.leftOut, b.leftOut...)
 		b.leftOut = nil
@@ -114,9 +129,14 @@ func build(c Config, d *document, send *httpsource.Sender) ([]tools.Tool, *repor
 			}
 			return nil, nil, err
 		}
+		if !l.Keep(t) {
+			rep.cutOff++
+			continue
+		}
 		taken[t.Name] = true
 		out = append(out, t)
 	}
+	rep.cut = l.Cut
 	for _, k := range slices.Sorted(maps.Keys(c.Operations)) {
 		if !used[k] {
 			return nil, nil, fmt.Errorf("operations %q: no selected operation has this operationId or METHOD /path", k)
