@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
 	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/tools"
@@ -624,5 +627,61 @@ func TestListingBounded(t *testing.T) {
 		if len(ts) != tc.want || rep.tools != tc.want || rep.cutOff != 10-tc.want || rep.cut == nil {
 			t.Errorf("%s: %d tools (report %d), %d cut off (%v); want %d, %d cut off with a reason", tc.name, len(ts), rep.tools, rep.cutOff, rep.cut, tc.want, 10-tc.want)
 		}
+	}
+}
+
+// TestFilledPathBounded: a path that names one parameter many times
+// repeats its argument's value each time; 4000 times made a 250 KB
+// argument a 1 GB URL. A path filled past maxPathBytes is refused as the
+// arguments' fault and nothing is sent; below it, every placeholder of
+// every parameter is filled.
+func TestFilledPathBounded(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		got.Store(r.URL.EscapedPath())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	const k = 100
+	params := []any{map[string]any{"name": "a", "in": "path", "required": true, "schema": map[string]any{"type": "string"}}}
+	var want strings.Builder
+	path := strings.Repeat("/{a}", k)
+	for i := range 500 {
+		name := fmt.Sprintf("p%d", i)
+		params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		path += "/{" + name + "}"
+	}
+	spec := writeDoc(t, map[string]any{"openapi": "3.0.0", "info": map[string]any{"title": "p", "version": "1"},
+		"paths": map[string]any{path: map[string]any{"get": map[string]any{"operationId": "getP", "parameters": params}}}})
+	src, reg, _ := newSource(t)
+	if err := src.Sync(t.Context(), []Config{{Name: "p", Spec: spec, BaseURL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	args := func(a string) string {
+		m := map[string]any{"a": a}
+		for i := range 500 {
+			m[fmt.Sprintf("p%d", i)] = fmt.Sprintf("v%d", i)
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+
+	res := call(t, reg, "p_getP", args(strings.Repeat("x", maxPathBytes/k)))
+	if !res.IsError || res.ErrorKind != int32(toolwirev1.ErrorKind_ERROR_KIND_INVALID_ARGUMENTS) || !strings.Contains(text(res), "longer than") || requests.Load() != 0 {
+		t.Errorf("a path of %d bytes: %q (kind %d), %d requests sent; want invalid arguments, none sent", len(path)+k*(maxPathBytes/k-3), text(res), res.ErrorKind, requests.Load())
+	}
+
+	res = call(t, reg, "p_getP", args("x{p1}"))
+	for range k {
+		want.WriteString("/x%7Bp1%7D")
+	}
+	for i := range 500 {
+		fmt.Fprintf(&want, "/v%d", i)
+	}
+	if res.IsError || requests.Load() != 1 || got.Load() != want.String() {
+		t.Errorf("%q, %d requests, path %.200q; want the path %.200q", text(res), requests.Load(), got.Load(), want.String())
 	}
 }
