@@ -685,3 +685,39 @@ func TestFilledPathBounded(t *testing.T) {
 		t.Errorf("%q, %d requests, path %.200q; want the path %.200q", text(res), requests.Load(), got.Load(), want.String())
 	}
 }
+
+// TestRequiredNamesLinear: required names were kept unique by scanning
+// the names kept so far, and allOf's members merged by copying the
+// properties and names merged so far once per member: a body of 40,000
+// required properties, a 1.5 MB document, took 15 s of CPU (10,000: 1.3
+// s). The merge now copies once, whatever the number of members (counted
+// in allocations), and each name is looked up in a set.
+func TestRequiredNamesLinear(t *testing.T) { // not parallel: AllocsPerRun
+	members := make([]any, 1000)
+	for i := range members {
+		name := fmt.Sprintf("p%d", i)
+		members[i] = map[string]any{"type": "object", "properties": map[string]any{name: map[string]any{"type": "string"}}, "required": []string{name, "p0"}}
+	}
+	var merged map[string]any
+	allocs := testing.AllocsPerRun(1, func() {
+		merged, _ = mergeAllOf(map[string]any{"properties": map[string]any{"p0": map[string]any{}}, "required": []string{"p0"}}, members)
+	})
+	if req := merged["required"].([]string); len(req) != len(members) || req[0] != "p0" || req[1] != "p1" || req[len(req)-1] != "p999" || len(merged["properties"].(map[string]any)) != len(members) {
+		t.Errorf("merged %d required names (%q…), %d properties; want %d, each once, in order", len(req), req[:min(3, len(req))], len(merged["properties"].(map[string]any)), len(members))
+	}
+	if allocs > 100 {
+		t.Errorf("merging %d members took %.0f allocations; want a copy of the merged properties and names once, not once per member", len(members), allocs)
+	}
+
+	names := make([]any, 100_000)
+	props := map[string]any{}
+	for i := range names {
+		names[i] = fmt.Sprintf("p%d", i)
+		props[names[i].(string)] = map[string]any{"type": "string"}
+	}
+	c := (&document{}).requestConverter(maxDepth)
+	out := c.schema(map[string]any{"type": "object", "properties": props, "required": append(names, names[:10]...)}, 0).(map[string]any)
+	if req := out["required"].([]string); len(req) != len(names) || req[0] != "p0" || req[len(req)-1] != "p99999" {
+		t.Errorf("%d required names; want %d, each once, in order", len(req), len(names))
+	}
+}

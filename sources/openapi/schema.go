@@ -197,8 +197,10 @@ func (c *converter) object(s map[string]any, depth int) any {
 		}
 		out["properties"] = conv
 		var req []string
+		named := map[string]bool{}
 		for _, r := range stringList(s["required"]) {
-			if _, ok := conv[r]; ok && !slices.Contains(req, r) {
+			if _, ok := conv[r]; ok && !named[r] {
+				named[r] = true
 				req = append(req, r)
 			}
 		}
@@ -520,8 +522,14 @@ func (ds *defs) isObject(node any, hops int) bool {
 // required names are unioned (the first definition of a property wins),
 // and a keyword out lacks is taken from the first that has it. What cannot
 // be merged (an allOf member with its own combinators) stays an allOf.
+// out's properties and required names are copied once, at the first
+// member that adds to them, and names are looked up in a set: a copy or a
+// scan per member or per name made the merge quadratic.
 func mergeAllOf(out map[string]any, members []any) (map[string]any, []any) {
 	var rest []any
+	var props map[string]any // out's properties, copied
+	var req []string         // out's required names, copied
+	var named map[string]bool
 	for _, member := range members {
 		m, ok := member.(map[string]any)
 		if !ok {
@@ -535,18 +543,18 @@ func mergeAllOf(out map[string]any, members []any) (map[string]any, []any) {
 		for k, v := range m {
 			switch k {
 			case "properties":
-				props, _ := out["properties"].(map[string]any)
 				if props == nil {
-					props = map[string]any{}
-				} else {
-					props = maps.Clone(props)
+					old, _ := out["properties"].(map[string]any)
+					props = maps.Clone(old)
+					if props == nil {
+						props = map[string]any{}
+					}
 				}
 				for name, p := range v.(map[string]any) {
 					if _, ok := props[name]; !ok {
 						props[name] = p
 					}
 				}
-				out["properties"] = props
 			case "additionalProperties":
 				// false in one member would refuse the others' properties.
 				if v != false {
@@ -555,20 +563,31 @@ func mergeAllOf(out map[string]any, members []any) (map[string]any, []any) {
 					}
 				}
 			case "required":
-				req, _ := out["required"].([]string)
-				req = slices.Clone(req)
+				if named == nil {
+					old, _ := out["required"].([]string)
+					req, named = slices.Clone(old), map[string]bool{}
+					for _, r := range req {
+						named[r] = true
+					}
+				}
 				for _, r := range v.([]string) {
-					if !slices.Contains(req, r) {
+					if !named[r] {
+						named[r] = true
 						req = append(req, r)
 					}
 				}
-				out["required"] = req
 			default:
 				if _, ok := out[k]; !ok {
 					out[k] = v
 				}
 			}
 		}
+	}
+	if props != nil {
+		out["properties"] = props
+	}
+	if named != nil {
+		out["required"] = req
 	}
 	return out, rest
 }
