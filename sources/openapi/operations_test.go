@@ -721,3 +721,41 @@ func TestRequiredNamesLinear(t *testing.T) { // not parallel: AllocsPerRun
 		t.Errorf("%d required names; want %d, each once, in order", len(req), len(names))
 	}
 }
+
+// TestManyPathParameters: the path's placeholders and the parameters kept
+// are looked up as sets (a search per parameter and per placeholder made
+// 40,000 path parameters take 5 s); each placeholder is still declared by
+// a parameter the tool keeps, and a path parameter the path does not use
+// is still dropped.
+func TestManyPathParameters(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	var path strings.Builder
+	params := []any{map[string]any{"name": "unused", "in": "path", "required": true, "schema": map[string]any{"type": "string"}}}
+	for i := range n {
+		fmt.Fprintf(&path, "/{p%d}", i)
+		params = append(params, map[string]any{"name": fmt.Sprintf("p%d", i), "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+	}
+	doc := func(params []any) string {
+		return writeDoc(t, map[string]any{"openapi": "3.0.0", "info": map[string]any{"title": "p", "version": "1"},
+			"paths": map[string]any{path.String(): map[string]any{"get": map[string]any{"operationId": "getP", "parameters": params}}}})
+	}
+	ts, err := Load(t.Context(), Config{Name: "p", Spec: doc(params), BaseURL: "http://127.0.0.1:9"}, nil, nil)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("%d tools, %v", len(ts), err)
+	}
+	var s struct {
+		Properties map[string]any `json:"properties"`
+	}
+	if err := json.Unmarshal(ts[0].InputSchema, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Properties) != n || s.Properties["unused"] != nil {
+		t.Errorf("%d properties (unused: %v); want %d, without the parameter the path does not use", len(s.Properties), s.Properties["unused"] != nil, n)
+	}
+	var logs strings.Builder
+	ts, err = Load(t.Context(), Config{Name: "p", Spec: doc(params[:n]), BaseURL: "http://127.0.0.1:9"}, nil, newLogger(&logs))
+	if err != nil || len(ts) != 0 || !strings.Contains(logs.String(), fmt.Sprintf(`path parameter {p%d} is not declared`, n-1)) {
+		t.Errorf("the last placeholder undeclared: %d tools, %v, logs %.300s", len(ts), err, logs.String())
+	}
+}

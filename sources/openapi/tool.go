@@ -235,8 +235,15 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 	} else if o.base, err = b.docBase(); err != nil {
 		return t, err // the entry's problem: the document names no usable server
 	}
+	// The path's placeholders and the parameters kept, as sets: a search
+	// of the path per parameter and of the parameters per placeholder
+	// made 40,000 path parameters (a 3.6 MB document) take 5 s of CPU.
+	placeholders := map[string]bool{}
+	for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
+		placeholders[m[1]] = true
+	}
 	var params []paramSpec
-	seen := map[string]bool{}
+	seen, kept := map[string]bool{}, map[string]bool{} // by "in:name"
 	for _, p := range spec.params {
 		if p.name == "" {
 			// Optional, or reading it would have failed: it cannot be
@@ -267,7 +274,7 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 		if p.in == "header" && !validHeaderName(p.name) {
 			return t, skip(reasonDocument, "header parameter %q: not a valid header name", p.name)
 		}
-		if p.in == "path" && !strings.Contains(path, "{"+p.name+"}") {
+		if p.in == "path" && !placeholders[p.name] {
 			continue // a path parameter the path does not use sends nothing
 		}
 		if err := b.d.checkStyle(p); err != nil {
@@ -282,15 +289,16 @@ func (b *builder) tool(r opRef, ov Override, taken map[string]bool) (t tools.Too
 			return t, err
 		}
 		params = append(params, p)
+		kept[p.in+":"+p.name] = true
 	}
 	for _, m := range pathParamRE.FindAllStringSubmatch(path, -1) {
-		if !slices.ContainsFunc(params, func(p paramSpec) bool { return p.in == "path" && p.name == m[1] }) {
+		if !kept["path:"+m[1]] {
 			return t, skip(reasonDocument, "path parameter {%s} is not declared", m[1])
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(bound)) {
 		key := bound[name]
-		if !slices.ContainsFunc(params, func(p paramSpec) bool { return p.in == "query" && p.name == key }) {
+		if !kept["query:"+key] {
 			return t, skip(reasonDocument, "the path's query pair %s={%s}: no parameter %q is declared", key, name, name)
 		}
 	}
