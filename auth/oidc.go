@@ -3,6 +3,9 @@ package auth
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
@@ -401,10 +404,16 @@ func (k *keySet) VerifySignature(ctx context.Context, token string) ([]byte, err
 	if len(jws.Signatures) != 1 {
 		return nil, errors.New("want exactly one signature")
 	}
-	kid := jws.Signatures[0].Header.KeyID
+	kid, alg := jws.Signatures[0].Header.KeyID, jws.Signatures[0].Header.Algorithm
 	keys, err := k.lookup(ctx, kid)
 	if err != nil {
 		return nil, err
+	}
+	if keys = fitting(keys, alg); len(keys) > maxKeysTried {
+		if kid == "" {
+			return nil, fmt.Errorf("names no key (kid), and the issuer publishes %d keys for %s, more than the %d a token is checked against: a token must name its key", len(keys), alg, maxKeysTried)
+		}
+		return nil, fmt.Errorf("names key %q, which the issuer publishes %d times for %s, more than the %d a token is checked against", kid, len(keys), alg, maxKeysTried)
 	}
 	for _, key := range keys {
 		if payload, err := jws.Verify(key); err == nil {
@@ -412,6 +421,36 @@ func (k *keySet) VerifySignature(ctx context.Context, token string) ([]byte, err
 		}
 	}
 	return nil, errors.New("signature does not verify with the issuer's keys")
+}
+
+// maxKeysTried bounds the keys one token's signature is checked against:
+// those of its algorithm's kind among the keys it names, or among all the
+// issuer's keys when it names none. A caller chooses to send a token
+// naming no key, and checking an RSA signature costs tens of
+// microseconds: against a set of 2000 keys (827 KB) each forged token took
+// 75 ms of CPU. Issuers whose tokens name no key publish one or two.
+const maxKeysTried = 16
+
+// fitting returns the keys of keys whose kind alg's signatures can be
+// checked against (an RSA key for RS256, …): checking the others fails
+// before any arithmetic, so they cost nothing and are not counted.
+func fitting(keys []jose.JSONWebKey, alg string) []jose.JSONWebKey {
+	var out []jose.JSONWebKey
+	for _, k := range keys {
+		var fits bool
+		switch k.Key.(type) {
+		case *rsa.PublicKey:
+			fits = strings.HasPrefix(alg, "RS") || strings.HasPrefix(alg, "PS")
+		case *ecdsa.PublicKey:
+			fits = strings.HasPrefix(alg, "ES")
+		case ed25519.PublicKey:
+			fits = alg == string(jose.EdDSA)
+		}
+		if fits {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 var joseAlgs = func() []jose.SignatureAlgorithm {
