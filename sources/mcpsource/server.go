@@ -212,6 +212,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	var list []tools.Tool
 	seen := map[string]bool{}
 	l := listing.Listing{Max: s.g.listBounds}
+	schemas := &tools.SchemaCache{}
 	params := &mcp.ListToolsParams{}
 	for {
 		page, err := cs.ListTools(ctx, params)
@@ -227,7 +228,7 @@ func (s *server) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 				continue
 			}
 			seen[t.Name] = true
-			d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)))
+			d, err := declaration(s.cfg.Name, t, s.handler(t.Name, s.requiresTask(t.Name)), schemas)
 			if err != nil {
 				s.log.Warn("skipping MCP tool", "tool", t.Name, "error", err)
 				continue
