@@ -274,3 +274,39 @@ func TestResultsLostOrLarge(t *testing.T) {
 		})
 	}
 }
+
+// TestSchemasCompiledOnce: a listing's tools share one schema cache, and
+// a declaration is compiled, so the registry does not compile it again:
+// each tool compiled its schemas alone, and the registry again, at every
+// listing. Counted in allocations: declaring a tool whose schema the
+// listing has compiled already costs a small part of compiling it.
+func TestSchemasCompiledOnce(t *testing.T) { // not parallel: AllocsPerRun
+	var props []string
+	for i := range 60 {
+		props = append(props, fmt.Sprintf(`"field_%d":{"type":"string","description":"a field","maxLength":100}`, i))
+	}
+	schema := `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	mt := &mount{cfg: Config{Name: "r"}}
+	declare := func(name string, schemas *tools.SchemaCache) tools.Tool {
+		d, err := mt.declaration(&toolwirev1.Tool{Name: name, InputSchema: schema, OutputSchema: schema}, schemas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	first := testing.AllocsPerRun(3, func() { declare("first", &tools.SchemaCache{}) })
+	listing := &tools.SchemaCache{}
+	declare("first", listing)
+	var d tools.Tool
+	next := testing.AllocsPerRun(3, func() { d = declare("next", listing) })
+	if next > first/4 {
+		t.Errorf("declaring a tool of the listing's schema took %.0f allocations, the first %.0f; want its schemas compiled once, for the first", next, first)
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if update := testing.AllocsPerRun(3, func() { _ = reg.Update([]string{"r_next"}, d) }); update > first/4 {
+		t.Errorf("adding the declaration to a registry took %.0f allocations, a compile %.0f; want none compiled again", update, first)
+	}
+}

@@ -151,6 +151,7 @@ func (mt *mount) listPages(ctx context.Context, c *client.Client) ([]tools.Tool,
 	var out []tools.Tool
 	seen := map[string]bool{}
 	l := listing.Listing{Max: mt.m.bounds}
+	schemas := &tools.SchemaCache{}
 	req := &toolwirev1.ListToolsRequest{PageSize: listPageSize}
 	revision := ""
 	for page := 1; ; page++ {
@@ -172,7 +173,7 @@ func (mt *mount) listPages(ctx context.Context, c *client.Client) ([]tools.Tool,
 				continue
 			}
 			seen[t.GetName()] = true
-			d, err := mt.declaration(t)
+			d, err := mt.declaration(t, schemas)
 			if err != nil {
 				mt.log.Warn("skipping remote tool", "tool", t.GetName(), "error", err)
 				continue
@@ -193,9 +194,9 @@ func (mt *mount) listPages(ctx context.Context, c *client.Client) ([]tools.Tool,
 	return out, nil
 }
 
-// declaration converts one of the remote's declarations, or says why it
-// cannot be offered locally.
-func (mt *mount) declaration(t *toolwirev1.Tool) (tools.Tool, error) {
+// declaration converts one of the remote's declarations, with its schemas
+// compiled by schemas, or says why it cannot be offered locally.
+func (mt *mount) declaration(t *toolwirev1.Tool, schemas *tools.SchemaCache) (tools.Tool, error) {
 	d := tools.Tool{
 		Name:         mt.cfg.Name + "_" + t.GetName(),
 		Title:        t.GetTitle(),
@@ -219,11 +220,10 @@ func (mt *mount) declaration(t *toolwirev1.Tool) (tools.Tool, error) {
 		return tools.Tool{}, errors.New("prefixed name does not match [A-Za-z0-9_.-]{1,128}")
 	}
 	// Compile it alone, so one bad tool is skipped rather than failing
-	// the update of all the remote's tools.
-	if _, err := tools.NewRegistry(d); err != nil {
-		return tools.Tool{}, err
-	}
-	return d, nil
+	// the update of all the remote's tools. The registry does not compile
+	// a compiled tool again, and a listing's tools share one cache, so
+	// each distinct schema text is compiled once, as an MCP server's are.
+	return schemas.Compile(d)
 }
 
 // handler forwards calls of the remote's tool remote as one-call batches.
