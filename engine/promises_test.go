@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store"
+	"github.com/toolwire/toolwire/store/memory"
+	"github.com/toolwire/toolwire/tools"
+	"google.golang.org/protobuf/proto"
+)
+
+// The tests of this file hold promises docs/retries.md makes that no other
+// test held.
+
+// TestReplayKeepsTheOriginalDuration: a replay says how long the call
+// took when it ran, not how long the replay took.
+func TestReplayKeepsTheOriginalDuration(t *testing.T) {
+	t.Parallel()
+	c := newCounter()
+	te := newTestBed(t, Config{}, c.tool("bump"))
+	first := results(t, te.run(t, one(keyed("a", "bump", `{"n":1,"ms":20}`, "k"))))["a"]
+	again := results(t, te.run(t, one(keyed("b", "bump", `{"n":1,"ms":20}`, "k"))))["b"]
+	if !again.GetReplayed() {
+		t.Fatalf("the resend was not replayed: %v", again)
+	}
+	if !proto.Equal(first.GetDuration(), again.GetDuration()) {
+		t.Errorf("replay's duration %v, want the original's %v", again.GetDuration().AsDuration(), first.GetDuration().AsDuration())
+	}
+}
+
+// TestSkippedAndCancelledKeyedCallsAreNotRecorded: a keyed call skipped
+// (stop_on_error), one cancelled before it started and one cancelled as it
+// ran leave their keys free: sent again, each runs.
+func TestSkippedAndCancelledKeyedCallsAreNotRecorded(t *testing.T) {
+	t.Parallel()
+	c := newCounter()
+	c.started = make(chan int, 10)
+	te := newTestBed(t, Config{}, c.tool("bump"))
+
+	skipped := results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{
+		Options: &toolwirev1.BatchOptions{StopOnError: true},
+		Calls: []*toolwirev1.ToolCall{
+			call("fail", "bump", `{"n":-1}`),
+			keyed("s", "bump", `{"n":1}`, "skipped"),
+		},
+	}))["s"]
+	<-c.started
+	if skipped.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_SKIPPED {
+		t.Fatalf("the call after a failure: %v, want SKIPPED", skipped.GetErrorKind())
+	}
+
+	// Two lanes (bump is not read-only): the second waits for the first,
+	// which waits for the gate; the client cancels.
+	ctx, cancel := context.WithCancel(context.Background())
+	lb := startBatch(t, ctx, te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		keyed("r", "bump", `{"n":2,"wait":true}`, "running"),
+		keyed("w", "bump", `{"n":3}`, "waiting"),
+	}})
+	<-c.started
+	cancel()
+	events, _ := drain(lb)
+	got := results(t, events)
+	if got["r"].GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED || got["w"].GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED {
+		t.Fatalf("cancelled batch: r %v, w %v; want both CANCELLED", got["r"].GetErrorKind(), got["w"].GetErrorKind())
+	}
+
+	close(c.gate)
+	again := results(t, te.run(t, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{
+		keyed("s", "bump", `{"n":1}`, "skipped"),
+		keyed("r", "bump", `{"n":2,"wait":true}`, "running"),
+		keyed("w", "bump", `{"n":3}`, "waiting"),
+	}}))
+	for id, n := range map[string]int{"s": 1, "r": 2, "w": 3} {
+		if r := again[id]; r.GetIsError() || r.GetReplayed() {
+			t.Errorf("call %s sent again: %v; want it run", id, r)
+		}
+		want := 1
+		if id == "r" {
+			want = 2 // it ran before it was cancelled
+		}
+		if runs := c.count(n); runs != want {
+			t.Errorf("call %s ran %d times, want %d", id, runs, want)
+		}
+	}
+}
+
+// orderLog is a sink and an idempotency store that write what happens to
+// one list, so a test can read their order.
+type orderLog struct {
+	store.Idempotency
+	mu      sync.Mutex
+	entries []string
+	sizes   []int
+}
+
+func (o *orderLog) add(s string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.entries = append(o.entries, s)
+}
+
+func (o *orderLog) Complete(ctx context.Context, key, owner string, result []byte, ttl time.Duration) error {
+	// A slow write: a result sent before its record would reach the
+	// sink meanwhile. (The test passes however long it takes.)
+	time.Sleep(50 * time.Millisecond)
+	err := o.Idempotency.Complete(ctx, key, owner, result, ttl)
+	o.mu.Lock()
+	o.sizes = append(o.sizes, len(result))
+	o.mu.Unlock()
+	o.add("recorded")
+	return err
+}
+
+func (o *orderLog) Send(ev *toolwirev1.ExecuteBatchResponse) error {
+	if ev.GetResult() != nil {
+		o.add("sent")
+	}
+	return nil
+}
+
+// TestResultIsRecordedBeforeItIsSent: the store has the record before the
+// result event reaches the stream, so a client that saw a result gets
+// the same one on a retry.
+func TestResultIsRecordedBeforeItIsSent(t *testing.T) {
+	t.Parallel()
+	st := memory.New(memory.Options{})
+	t.Cleanup(func() { st.Close() })
+	log := &orderLog{Idempotency: st}
+	c := newCounter()
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: log, Vars: st}, c.tool("bump"))
+	if err := te.e.Run(context.Background(), te.reg.Snapshot(), one(keyed("a", "bump", `{"n":1}`, "k")), log); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(log.entries, ","); got != "recorded,sent" {
+		t.Errorf("order %q, want recorded,sent", got)
+	}
+}
+
+// TestRecordIsBoundedLikeTheResult: what the store keeps of a keyed call
+// is the result its caller got, held to max_result_bytes, not the tool's
+// whole output.
+func TestRecordIsBoundedLikeTheResult(t *testing.T) {
+	t.Parallel()
+	st := memory.New(memory.Options{})
+	t.Cleanup(func() { st.Close() })
+	log := &orderLog{Idempotency: st}
+	big := tools.Tool{
+		Name:        "huge",
+		InputSchema: json.RawMessage(`{"type":"object"}`),
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+			return tools.Text(strings.Repeat("x", 1<<20)), nil
+		},
+	}
+	const limit = 4 << 10
+	te := newTestBedWith(t, Config{MaxResultBytes: limit}, Deps{Idempotency: log, Vars: st}, big)
+	first := results(t, te.run(t, one(keyed("a", "huge", `{}`, "k"))))["a"]
+	again := results(t, te.run(t, one(keyed("b", "huge", `{}`, "k"))))["b"]
+	if !first.GetTruncated() || !again.GetReplayed() {
+		t.Fatalf("first truncated=%v, resend replayed=%v; want a truncated result replayed", first.GetTruncated(), again.GetReplayed())
+	}
+	sameOutcome(t, first, again)
+	if len(log.sizes) != 1 || log.sizes[0] > 2*limit {
+		t.Errorf("records written: %d bytes each (%d); want one within about %d bytes (max_result_bytes)", log.sizes, len(log.sizes), limit)
+	}
+}
+
+// TestKeyedCallOnAFrozenStoreRunsNothing: a real redis-server, frozen
+// (SIGSTOP: connections open, nothing answered). A keyed call is not run
+// without its claim: after trying for a while it gets INTERNAL saying the
+// store failed. A call without a key does not touch the store and runs.
+func TestKeyedCallOnAFrozenStoreRunsNothing(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	st := openRedis(t, srv)
+	c := newCounter()
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, c.tool("bump"))
+	srv.Freeze()
+	defer srv.Thaw()
+	r := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
+	if r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "store failed") || c.count(1) != 0 {
+		t.Fatalf("keyed call on a frozen store: %v %q, runs %d; want INTERNAL saying the store failed, nothing run", r.GetErrorKind(), text(r), c.count(1))
+	}
+	if r := results(t, te.run(t, one(call("b", "bump", `{"n":2}`))))["b"]; r.GetIsError() || c.count(2) != 1 {
+		t.Fatalf("a call without a key on a frozen store: %v %q; want it run", r.GetErrorKind(), text(r))
+	}
+}
