@@ -190,3 +190,47 @@ func TestKeyedCallOnAFrozenStoreRunsNothing(t *testing.T) {
 		t.Fatalf("a call without a key on a frozen store: %v %q; want it run", r.GetErrorKind(), text(r))
 	}
 }
+
+// TestSharedRateOnARealRedis: with a Redis store, replicas take from one
+// allowance per caller; while Redis is frozen (SIGSTOP) a batch is let
+// through rather than refused or held (docs/limits.md, Rate limits).
+func TestSharedRateOnARealRedis(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	replica := func() *testBed {
+		st := openRedis(t, srv)
+		return newTestBedWith(t, Config{RatePerCaller: 0.01, RateBurst: 1}, Deps{Idempotency: st, Vars: st, RateStore: st})
+	}
+	a, b := replica(), replica()
+	req := calls(call("a", "echo", `{"text":"x"}`))
+	if _, err := a.runErr(as("alice"), req); err != nil {
+		t.Fatalf("alice's first batch on A: %v", err)
+	}
+	if _, err := b.runErr(as("alice"), req); CodeOf(err) != ResourceExhausted {
+		t.Fatalf("alice's second batch, on B: %v; want ResourceExhausted (one allowance for both)", err)
+	}
+	srv.Freeze()
+	defer srv.Thaw()
+	events, err := b.runErr(as("alice"), req)
+	if err != nil || results(t, events)["a"].GetIsError() {
+		t.Fatalf("a batch while Redis is frozen: %v; want it let through", err)
+	}
+}
+
+// TestMaxResultBytesIsLoweredToFitAMessage: max_result_bytes set above
+// max_message_bytes is lowered to leave room for a result's framing, IDs
+// and marker: 64 KiB, or half the message when it is smaller than 128 KiB
+// (docs/limits.md).
+func TestMaxResultBytesIsLoweredToFitAMessage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ msg, result, want int }{
+		{4 << 20, 0, 256 << 10},
+		{1 << 20, 4 << 20, 1<<20 - 64<<10},
+		{100 << 10, 1 << 20, 50 << 10},
+		{4 << 20, 8 << 10, 8 << 10},
+	} {
+		te := newTestBed(t, Config{MaxMessageBytes: tt.msg, MaxResultBytes: tt.result})
+		if got := te.e.Config().MaxResultBytes; got != tt.want {
+			t.Errorf("max_message_bytes %d, max_result_bytes %d: got %d, want %d", tt.msg, tt.result, got, tt.want)
+		}
+	}
+}
