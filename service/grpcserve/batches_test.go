@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolwire/toolwire/engine"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
@@ -126,6 +127,37 @@ func TestDetachedBatchOverTCP(t *testing.T) {
 	}
 	if _, err := other.GetBatch(context.Background(), &toolwirev1.GetBatchRequest{BatchId: "nope"}); status.Code(err) != codes.NotFound {
 		t.Errorf("GetBatch of no batch: %v, want NotFound", err)
+	}
+}
+
+// TestDetachedBatchOutlivesItsRPCDeadline: a detached batch's RPC
+// deadline bounds its stream, not its calls (docs/batches.md): the stream
+// ends DEADLINE_EXCEEDED while the call runs on, and an attachment gets
+// its result, run to its end, not a TIMEOUT.
+func TestDetachedBatchOutlivesItsRPCDeadline(t *testing.T) {
+	dial := serveTCP(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	stream, err := dial().ExecuteBatch(ctx, &toolwirev1.ExecuteBatchRequest{
+		Calls:   []*toolwirev1.ToolCall{call("s", "sleep", `{"ms":2500}`)},
+		Options: &toolwirev1.BatchOptions{Detach: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("no BatchAccepted before the RPC's deadline: %v", err)
+	}
+	if _, err := drain(stream); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the stream ended with %v, want DeadlineExceeded", err)
+	}
+	events, err := drainAttach(dial(), first.GetAccepted().GetBatchId(), 0)
+	if err != nil {
+		t.Fatalf("AttachBatch: %v", err)
+	}
+	if r := results(t, events)["s"]; r == nil || r.GetIsError() {
+		t.Errorf("the call's result %v; want it run to its end, past the RPC's deadline", r)
 	}
 }
 
