@@ -761,3 +761,50 @@ func TestApprovalOfAnOldVersionsLostCall(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldKeyedCallTakesNoKeyUntilApproved: a keyed call an approval rule
+// holds takes no idempotency key while it waits; approved, it runs and is
+// recorded; sent again with the key, it is asked for approval again (the
+// path asks before idempotency), then replayed, not run twice
+// (docs/batches.md, Approvals).
+func TestHeldKeyedCallTakesNoKeyUntilApproved(t *testing.T) {
+	t.Parallel()
+	idem := memory.New(memory.Options{})
+	t.Cleanup(func() { idem.Close() })
+	te := newTestBedWith(t, Config{Approvers: []string{"carol"}}, Deps{Admission: holdWrites, Idempotency: idem})
+	for i := range 2 {
+		lb := &liveBatch{started: make(chan struct{}), done: make(chan error, 1)}
+		req := one(keyed(fmt.Sprint("w", i), "write", `{"ms":1}`, "k"))
+		go func() { lb.done <- te.e.Run(as("alice"), te.reg.Snapshot(), req, lb) }()
+		var asked bool
+		waitFor(t, func() bool {
+			for _, ev := range lb.snapshot() {
+				asked = asked || ev.GetAwaitingApproval() != nil
+				if asked || ev.GetResult() != nil {
+					return true
+				}
+			}
+			return false
+		})
+		if !asked {
+			events, _ := drain(lb)
+			t.Fatalf("send %d was not asked for approval: %v", i+1, results(t, events)[fmt.Sprint("w", i)])
+		}
+		if i == 0 && idem.Len() != 0 {
+			t.Errorf("a held call left %d entries in the idempotency store, want none", idem.Len())
+		}
+		if err := te.e.ResolveApproval(as("carol"), batchIDOf(t, lb.snapshot()), fmt.Sprint("w", i), true, "", ""); err != nil {
+			t.Fatalf("send %d: ResolveApproval: %v", i+1, err)
+		}
+		events, err := drain(lb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := results(t, events)[fmt.Sprint("w", i)]; r.GetIsError() || r.GetReplayed() != (i == 1) {
+			t.Errorf("send %d: %v; want it run the first time, replayed the second", i+1, r)
+		}
+	}
+	if got := te.state.entries(); len(got) != 2 {
+		t.Errorf("the tool's runs: %v; want one (start and end)", got)
+	}
+}
