@@ -234,3 +234,56 @@ func TestMaxResultBytesIsLoweredToFitAMessage(t *testing.T) {
 		}
 	}
 }
+
+// waitHook is an idempotency store that says when a duplicate starts
+// waiting for a call in flight.
+type waitHook struct {
+	store.Idempotency
+	waiting chan struct{}
+	once    sync.Once
+}
+
+func (w *waitHook) Wait(ctx context.Context, key string) error {
+	w.once.Do(func() { close(w.waiting) })
+	return w.Idempotency.Wait(ctx, key)
+}
+
+// TestDuplicateOnAnotherReplicaJoinsTheRunningCall: two replicas on a real
+// redis-server. A keyed call runs on A; its duplicate sent to B waits for
+// it (a Redis waiter polls) and gets its result as a replay; the tool runs
+// once.
+func TestDuplicateOnAnotherReplicaJoinsTheRunningCall(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := newCounter()
+	c.started = make(chan int, 4)
+	sa := openRedis(t, srv)
+	hb := &waitHook{Idempotency: openRedis(t, srv), waiting: make(chan struct{})}
+	a := newTestBedWith(t, Config{}, Deps{Idempotency: sa, Vars: sa}, c.tool("bump"))
+	b := newTestBedWith(t, Config{}, Deps{Idempotency: hb, Vars: sa}, c.tool("bump"))
+	req := one(keyed("x", "bump", `{"n":1,"wait":true}`, "k"))
+	onA := make(chan *toolwirev1.CallResult, 1)
+	go func() {
+		events, _ := a.runErr(context.Background(), req)
+		onA <- results(t, events)["x"]
+	}()
+	<-c.started
+	onB := make(chan *toolwirev1.CallResult, 1)
+	go func() {
+		events, _ := b.runErr(context.Background(), req)
+		onB <- results(t, events)["x"]
+	}()
+	select {
+	case <-hb.waiting:
+	case r := <-onB:
+		t.Fatalf("the duplicate on B ended while the call ran on A: %v", r)
+	case <-c.started:
+		close(c.gate)
+		t.Fatal("the duplicate ran on B while the call ran on A")
+	}
+	close(c.gate)
+	first, second := <-onA, <-onB
+	if first.GetIsError() || !second.GetReplayed() || c.count(1) != 1 {
+		t.Fatalf("on A %v; on B %v; runs %d: want B to join A's call, run once", first, second, c.count(1))
+	}
+	sameOutcome(t, first, second)
+}
