@@ -287,3 +287,26 @@ func TestDuplicateOnAnotherReplicaJoinsTheRunningCall(t *testing.T) {
 	}
 	sameOutcome(t, first, second)
 }
+
+// TestRecordsAreReplayedForTheirTTL: a record is replayed while
+// idempotency_ttl lasts; a resend after it runs the call again.
+func TestRecordsAreReplayedForTheirTTL(t *testing.T) {
+	t.Parallel()
+	c := newCounter()
+	te := newTestBed(t, Config{IdempotencyTTL: time.Second}, c.tool("bump"))
+	send := func(id string) *toolwirev1.CallResult {
+		return results(t, te.run(t, one(keyed(id, "bump", `{"n":1}`, "k"))))[id]
+	}
+	start := time.Now()
+	send("a")
+	if r := send("b"); !r.GetReplayed() && time.Since(start) < time.Second {
+		t.Fatalf("a resend within the TTL: %v; want it replayed", r)
+	}
+	waitFor(t, func() bool { return !send("c").GetReplayed() })
+	if elapsed := time.Since(start); elapsed < time.Second {
+		t.Errorf("a resend ran again %v after the first, within the 1s TTL", elapsed)
+	}
+	if n := c.count(1); n != 2 {
+		t.Errorf("the tool ran %d times, want 2", n)
+	}
+}
