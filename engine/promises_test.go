@@ -310,3 +310,30 @@ func TestRecordsAreReplayedForTheirTTL(t *testing.T) {
 		t.Errorf("the tool ran %d times, want 2", n)
 	}
 }
+
+// TestLongBatchIDsAreRefusedBeforeTheStore: a batch_id (or call_id) longer
+// than any batch has is InvalidArgument in every operation that names a
+// batch, before the store is asked (docs/limits.md, Inputs): here the
+// store is closed, so asking it would answer otherwise.
+func TestLongBatchIDsAreRefusedBeforeTheStore(t *testing.T) {
+	t.Parallel()
+	st := memory.New(memory.Options{})
+	st.Close()
+	te := newTestBedWith(t, Config{}, Deps{EventLog: st, Idempotency: st, Vars: st})
+	long := strings.Repeat("b", MaxIDBytes+1)
+	nop := SinkFunc(func(*toolwirev1.ExecuteBatchResponse) error { return nil })
+	for name, op := range map[string]func() error{
+		"AttachBatch": func() error { return te.e.Attach(as("alice"), long, 0, nop) },
+		"GetBatch": func() error {
+			_, err := te.e.GetBatch(as("alice"), long)
+			return err
+		},
+		"CancelBatch":                  func() error { return te.e.Cancel(as("alice"), long, "") },
+		"ResolveApproval":              func() error { return te.e.ResolveApproval(context.Background(), long, "c", true, "", "") },
+		"ResolveApproval, its call_id": func() error { return te.e.ResolveApproval(context.Background(), "b", long, true, "", "") },
+	} {
+		if err := op(); CodeOf(err) != InvalidArgument || !strings.Contains(err.Error(), "the limit is 256") {
+			t.Errorf("%s of a %d-byte ID: %v; want InvalidArgument naming the limit", name, len(long), err)
+		}
+	}
+}
