@@ -174,12 +174,13 @@ func TestRecordIsBoundedLikeTheResult(t *testing.T) {
 // TestKeyedCallOnAFrozenStoreRunsNothing: a real redis-server, frozen
 // (SIGSTOP: connections open, nothing answered). A keyed call is not run
 // without its claim: after trying for a while it gets INTERNAL saying the
-// store failed. A call without a key does not touch the store and runs.
+// store failed. A call without a key does not touch the store and runs; a
+// detached batch, whose log the store must open, is refused UNAVAILABLE.
 func TestKeyedCallOnAFrozenStoreRunsNothing(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	st := openRedis(t, srv)
 	c := newCounter()
-	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st}, c.tool("bump"))
+	te := newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st, EventLog: st}, c.tool("bump"))
 	srv.Freeze()
 	defer srv.Thaw()
 	r := results(t, te.run(t, one(keyed("a", "bump", `{"n":1}`, "k"))))["a"]
@@ -188,6 +189,12 @@ func TestKeyedCallOnAFrozenStoreRunsNothing(t *testing.T) {
 	}
 	if r := results(t, te.run(t, one(call("b", "bump", `{"n":2}`))))["b"]; r.GetIsError() || c.count(2) != 1 {
 		t.Fatalf("a call without a key on a frozen store: %v %q; want it run", r.GetErrorKind(), text(r))
+	}
+	// A detached batch needs its log opened: refused, nothing run.
+	detached := one(call("d", "bump", `{"n":3}`))
+	detached.Options = &toolwirev1.BatchOptions{Detach: true}
+	if _, err := te.runErr(as("alice"), detached); CodeOf(err) != Unavailable || c.count(3) != 0 {
+		t.Fatalf("a detached batch on a frozen store: %v, runs %d; want Unavailable, nothing run", err, c.count(3))
 	}
 }
 
@@ -335,5 +342,36 @@ func TestLongBatchIDsAreRefusedBeforeTheStore(t *testing.T) {
 		if err := op(); CodeOf(err) != InvalidArgument || !strings.Contains(err.Error(), "the limit is 256") {
 			t.Errorf("%s of a %d-byte ID: %v; want InvalidArgument naming the limit", name, len(long), err)
 		}
+	}
+}
+
+// TestCancelThroughAnotherReplicaWhileTheStoreIsOut: a cancel sent
+// through a replica other than the batch's is written to the store first,
+// so it fails UNAVAILABLE while a real Redis is frozen, never answered OK
+// and lost; sent again once the store answers, it cancels the batch.
+func TestCancelThroughAnotherReplicaWhileTheStoreIsOut(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	c := newCounter()
+	c.started = make(chan int, 4)
+	replica := func() *testBed {
+		st := openRedis(t, srv)
+		return newTestBedWith(t, Config{}, Deps{Idempotency: st, Vars: st, EventLog: st}, c.tool("bump"))
+	}
+	a, b := replica(), replica()
+	ctx, cancel := context.WithCancel(as("alice"))
+	defer cancel()
+	lb := startDetached(t, ctx, a, one(call("h", "bump", `{"n":1,"wait":true}`)))
+	<-c.started
+	id := batchIDOf(t, lb.snapshot())
+	srv.Freeze()
+	err := b.e.Cancel(as("alice"), id, "stop")
+	srv.Thaw()
+	if CodeOf(err) != Unavailable {
+		t.Fatalf("a cancel through B while the store is frozen: %v; want Unavailable", err)
+	}
+	waitFor(t, func() bool { return b.e.Cancel(as("alice"), id, "stop") == nil })
+	events, _ := drain(lb)
+	if r := results(t, events)["h"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_CANCELLED || !strings.Contains(text(r), "stop") {
+		t.Errorf("the call's result %v; want CANCELLED, saying why", r)
 	}
 }
