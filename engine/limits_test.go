@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -173,4 +175,49 @@ func TestPerCallerCapLeavesOtherCallersAlone(t *testing.T) {
 	waitFor(t, func() bool {
 		return te.e.Stats().Callers == 0
 	})
+}
+
+// TestTimeInTheQueueDoesNotCountAgainstTheTimeout: a call of an accepted
+// batch that waits for a slot starts its tool with its whole timeout
+// (docs/limits.md). The second call waits at least a second for the one
+// slot; a deadline counted from before the wait would leave it at most
+// its timeout less that second.
+func TestTimeInTheQueueDoesNotCountAgainstTheTimeout(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	gate := make(chan struct{})
+	left := make(chan time.Duration, 1)
+	dl := tools.Tool{Name: "deadline", Annotations: tools.Annotations{ReadOnly: true}, Handler: func(ctx context.Context, c *tools.Call) (*tools.Result, error) {
+		if n.Add(1) == 1 {
+			<-gate // holds the one slot
+			return tools.Text("first"), nil
+		}
+		d, _ := ctx.Deadline()
+		left <- time.Until(d)
+		return tools.Text("second"), nil
+	}}
+	te := newTestBed(t, Config{MaxConcurrentCalls: 1}, dl)
+	const timeout = 10 * time.Second
+	mk := func(id string) *toolwirev1.ToolCall {
+		return &toolwirev1.ToolCall{CallId: id, Name: "deadline", Timeout: durationpb.New(timeout)}
+	}
+	done := make(chan []*toolwirev1.ExecuteBatchResponse, 1)
+	go func() {
+		events, _ := te.runErr(context.Background(), calls(mk("x"), mk("y")))
+		done <- events
+	}()
+	waitFor(t, func() bool { return te.e.Stats().SlotWaiters == 1 })
+	waiting := time.Now()
+	time.Sleep(time.Second) // the queue time under test, not a bound
+	waited := time.Since(waiting)
+	close(gate)
+	events := <-done
+	for id, r := range results(t, events) {
+		if r.GetIsError() {
+			t.Errorf("call %s: %v", id, r)
+		}
+	}
+	if l := <-left; l <= timeout-waited {
+		t.Errorf("the call that waited %v for a slot started with %v of its %v timeout left; the wait was counted against it", waited, l, timeout)
+	}
 }
