@@ -66,8 +66,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		if n := l.open.Add(1); l.max > 0 && n > l.max {
 			l.open.Add(-1)
+			l.refuse() // counted before the client can see the close
 			c.Close()
-			l.refuse()
 			continue
 		}
 		return &conn{Conn: c, l: l}, nil
