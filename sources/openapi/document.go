@@ -20,6 +20,8 @@ const (
 	maxDocumentBytes = 16 << 20
 	// fetchTimeout bounds reading a document from a URL.
 	fetchTimeout = 30 * time.Second
+	// slowFetch is when a document still being read from a URL is logged.
+	slowFetch = 5 * time.Second
 	// maxRefHops bounds a chain of $refs that point at $refs.
 	maxRefHops = 32
 )
@@ -27,7 +29,7 @@ const (
 // read returns the document spec names: a file, or the body of a GET of
 // an http(s) URL.
 func read(ctx context.Context, client *http.Client, spec string) ([]byte, error) {
-	if !strings.HasPrefix(spec, "http://") && !strings.HasPrefix(spec, "https://") {
+	if !isURL(spec) {
 		// Read only when a regular file (follow.ReadFileAtMost): a named
 		// pipe in the document's place would block the load, and with it
 		// the reload or start, for good.
@@ -53,6 +55,12 @@ func read(ctx context.Context, client *http.Client, spec string) ([]byte, error)
 		return nil, fmt.Errorf("GET %s: HTTP %s", spec, resp.Status)
 	}
 	return readBounded(resp.Body)
+}
+
+// isURL reports whether spec names a document by an http(s) URL rather
+// than a file.
+func isURL(spec string) bool {
+	return strings.HasPrefix(spec, "http://") || strings.HasPrefix(spec, "https://")
 }
 
 // readBounded reads r up to the bound.

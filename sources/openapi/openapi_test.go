@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/toolwire/toolwire/internal/testing/logbuf"
+	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"go.uber.org/goleak"
@@ -828,5 +830,56 @@ func TestYAMLAliasBombs(t *testing.T) {
 	cycle := "openapi: 3.0.0\ninfo: {title: t, version: '1'}\npaths: {/x: {get: {operationId: getX, responses: {'200': {description: ok}}}}}\nx-s: &s {type: object, properties: {a: *s, b: *s}}\n"
 	if _, err := parse([]byte(cycle)); err == nil || !strings.Contains(err.Error(), "line 4: the alias *s names a value that contains it") {
 		t.Errorf("an alias inside what it names: %v", err)
+	}
+}
+
+// TestSlowDocumentIsLogged: a document still being read from its URL
+// after a while is logged, once, naming the entry, its URL without
+// credentials and how long the read may take; start and reload waited
+// for it (up to 30 s) saying nothing. A quick one is not.
+func TestSlowDocumentIsLogged(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow.yaml" {
+			<-release
+		}
+		io.WriteString(w, "openapi: 3.0.3\ninfo: {title: x, version: '1'}\npaths:\n  /a:\n    get: {operationId: first, responses: {'200': {description: ok}}}\n")
+	}))
+	defer srv.Close()
+	defer close(release)
+	src, _, logs := newSource(t)
+	src.slowAfter = 20 * time.Millisecond
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("user", "secret")
+	done := make(chan error, 1)
+	go func() { done <- src.Check(t.Context(), []Config{{Name: "slow", Spec: u.String() + "/slow.yaml", BaseURL: srv.URL}}) }()
+	deadline := testenv.Deadline(t)
+	for !strings.Contains(logs.String(), "still reading an OpenAPI document") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no line said the document was slow:\n%s", logs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	line := logs.String()
+	for _, want := range []string{`"openapi":"slow"`, `"gives_up_after":"30s"`, "/slow.yaml"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the line says nothing of %s:\n%s", want, line)
+		}
+	}
+	if strings.Contains(line, "secret") {
+		t.Errorf("the line shows the URL's password:\n%s", line)
+	}
+	release <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	quick, _, quickLogs := newSource(t)
+	quick.slowAfter = time.Hour
+	if err := quick.Check(t.Context(), []Config{{Name: "quick", Spec: srv.URL + "/quick.yaml", BaseURL: srv.URL}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(quickLogs.String(), "still reading") {
+		t.Errorf("a quick document was logged as slow:\n%s", quickLogs)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/toolwire/toolwire/internal/redact"
 	httpsource "github.com/toolwire/toolwire/sources/httpsource"
@@ -52,7 +53,8 @@ type Source struct {
 	checkedMu sync.Mutex
 	checked   map[string]*loaded // by entry name: the last load Check made, for Sync to serve
 
-	loads atomic.Int64 // documents parsed, for tests
+	loads     atomic.Int64  // documents parsed, for tests
+	slowAfter time.Duration // when a document still being read from a URL is logged (slowFetch; tests set it)
 }
 
 // entry is one openapi: entry being served.
@@ -82,7 +84,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Source {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Source{reg: reg, log: logger, client: httpsource.NewClient(), entries: map[string]*entry{}, checked: map[string]*loaded{}}
+	return &Source{reg: reg, log: logger, client: httpsource.NewClient(), entries: map[string]*entry{}, checked: map[string]*loaded{}, slowAfter: slowFetch}
 }
 
 // Load reads and parses c's document and returns the tools of the
@@ -214,7 +216,21 @@ func (s *Source) Check(ctx context.Context, cfgs []Config) error {
 // check loads c's document, or finds the load of its content served or
 // checked already.
 func (s *Source) check(ctx context.Context, c Config) (*loaded, error) {
+	// A document read from a URL may take up to fetchTimeout, and serve's
+	// start or a reload waits for it saying nothing: say so once it is
+	// slow.
+	var slow *time.Timer
+	if isURL(c.Spec) {
+		start := time.Now()
+		slow = time.AfterFunc(s.slowAfter, func() {
+			s.log.Warn("still reading an OpenAPI document", "openapi", c.Name, "spec", redact.URL(c.Spec),
+				"waited", time.Since(start).Round(time.Second).String(), "gives_up_after", fetchTimeout.String())
+		})
+	}
 	data, err := fetch(ctx, c, s.client)
+	if slow != nil {
+		slow.Stop()
+	}
 	if err != nil {
 		return nil, err
 	}
