@@ -298,10 +298,10 @@ func TestInvariant11_EveryResultRespectsMaxResultBytes(t *testing.T) {
 	}
 }
 
-// TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream: a result
+// TestInvariant11_ResultOfTooManyBlocksIsCutNotABrokenStream: a result
 // whose encoding would pass MaxMessageBytes (a transport's message limit,
-// which would break its stream) is replaced by an error.
-func TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream(t *testing.T) {
+// which would break its stream) is cut in blocks, with a marker, and fits.
+func TestInvariant11_ResultOfTooManyBlocksIsCutNotABrokenStream(t *testing.T) {
 	t.Parallel()
 	te := newTestBed(t, Config{MaxMessageBytes: 64 << 10}, boundsTools()...)
 	events, err := te.runErr(context.Background(), calls(call("a", "blocks", `{"n":50000}`), call("b", "blocks", `{"n":10}`)))
@@ -310,8 +310,8 @@ func TestInvariant11_ResultOfTooManyBlocksIsAnErrorNotABrokenStream(t *testing.T
 	}
 	checkFits(t, events, 64<<10)
 	res := results(t, events)
-	if r := res["a"]; r.GetErrorKind() != toolwirev1.ErrorKind_ERROR_KIND_INTERNAL || !strings.Contains(text(r), "message limit") {
-		t.Errorf("50,000 blocks: %v %q; want INTERNAL saying the result exceeds the message limit", r.GetErrorKind(), text(r))
+	if r := res["a"]; r.GetIsError() || !r.GetTruncated() || !strings.Contains(text(r), "content blocks past the first") {
+		t.Errorf("50,000 blocks: %v %.200q; want a truncated result saying blocks were left out", r.GetErrorKind(), text(r))
 	}
 	if r := res["b"]; r.GetIsError() || len(r.GetContent()) != 10 {
 		t.Errorf("10 blocks: %v, %d blocks", r.GetErrorKind(), len(r.GetContent()))

@@ -15,6 +15,10 @@ import (
 // (images, structured content, details) with a visible marker, and the full
 // size is reported. The marker summarizes what was left out, so it stays
 // short however many blocks the tool returned.
+//
+// Blocks are bounded in number too, not only in bytes: each costs a
+// message its tags and lengths and the server three allocations, empty or
+// not, so at most limit/blockCost of them are kept (at least one).
 func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	size := len(res.StructuredContent) + len(res.Details)
 	for _, c := range res.Content {
@@ -23,10 +27,15 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	out.OriginalSize = uint64(size)
 	out.IsError = res.IsError
 	budget := limit
-	var images, imageBytes, textBytes int // left out
+	maxBlocks := max(limit/blockCost, 1)
+	var images, imageBytes, textBytes, blocks int // left out
 	var omitted []string
-	out.Content = make([]*toolwirev1.Content, 0, len(res.Content)+1)
+	out.Content = make([]*toolwirev1.Content, 0, min(len(res.Content), maxBlocks)+1)
 	for _, c := range res.Content {
+		if len(out.Content) == maxBlocks {
+			blocks++
+			continue
+		}
 		if c.Data != nil {
 			if len(c.Data) > budget {
 				images, imageBytes = images+1, imageBytes+len(c.Data)
@@ -44,6 +53,9 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 		}
 		budget -= len(text)
 		out.Content = append(out.Content, textBlock(text))
+	}
+	if blocks > 0 {
+		omitted = append(omitted, fmt.Sprintf("%d content blocks past the first %d", blocks, maxBlocks))
 	}
 	switch {
 	case images == 1:
@@ -72,6 +84,9 @@ func shape(res *tools.Result, limit int, out *toolwirev1.CallResult) {
 	if len(omitted) > 0 {
 		out.Truncated = true
 		marker := fmt.Sprintf("[output truncated: the result was %d bytes, over the %d-byte limit; left out:", size, limit)
+		if size <= limit {
+			marker = fmt.Sprintf("[output truncated: the result was %d blocks, over the %d-block limit; left out:", len(res.Content), maxBlocks)
+		}
 		for i, o := range omitted {
 			if i > 0 {
 				marker += ","
@@ -205,6 +220,10 @@ func boundProgress(p *tools.Progress, limit int) {
 		p.Message = cutUTF8(p.Message, limit-min(len(p.Output), limit)) + fmt.Sprintf("[message cut from %d bytes]", n)
 	}
 }
+
+// blockCost is what a content block counts for in the cap on their number:
+// about what its tags and lengths take in a message.
+const blockCost = 16
 
 // tooLarge reports whether a result event would exceed the message size
 // limit even though its output is within MaxResultBytes (which withDefaults
