@@ -55,6 +55,32 @@ func TestDecodeResult(t *testing.T) {
 	}
 }
 
+// TestDecodeResultBoundsBlocks: past maxContentBlocks, blocks of any kind
+// are read but not converted, and a marker says how many were left out.
+func TestDecodeResultBoundsBlocks(t *testing.T) {
+	for _, block := range []string{`{"type":"text","text":""}`, `{"type":"resource_link","uri":"a:","name":""}`} {
+		raw := `{"content":[` + strings.Repeat(block+",", maxContentBlocks+999) + block + `]}`
+		got, err := decodeResult(json.RawMessage(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(got.Content); n != maxContentBlocks {
+			t.Fatalf("%s: %d blocks; want %d, the last a marker", block, n, maxContentBlocks)
+		}
+		if m := got.Content[maxContentBlocks-1].Text; !strings.Contains(m, "1001 more content blocks left out") {
+			t.Errorf("%s: marker %q", block, m)
+		}
+		// The SDK's path (streamable HTTP, later protocols) keeps as many.
+		var r mcp.CallToolResult
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			t.Fatal(err)
+		}
+		if sdk := result(&r); len(sdk.Content) != maxContentBlocks || sdk.Content[maxContentBlocks-1].Text != got.Content[maxContentBlocks-1].Text {
+			t.Errorf("%s: the SDK's path kept %d blocks; want %d, the last the same marker", block, len(sdk.Content), maxContentBlocks)
+		}
+	}
+}
+
 // TestCallDirect sends calls on the gateway's own JSON-RPC to a go-sdk
 // server that negotiated 2025-11-25: a result, an error from the server,
 // and a call cancelled while running, which the server must see cancelled.

@@ -93,11 +93,19 @@ func annotations(a *mcp.ToolAnnotations) tools.Annotations {
 
 // result converts an MCP tool result. Text and images map to content blocks;
 // other blocks are rendered as text that names their type, so the model
-// still learns of them.
+// still learns of them. At most maxContentBlocks are kept, as
+// decodeResult keeps them.
 func result(r *mcp.CallToolResult) *tools.Result {
 	out := &tools.Result{IsError: r.IsError}
-	for _, c := range r.Content {
+	blocks := r.Content
+	if len(blocks) > maxContentBlocks {
+		blocks = blocks[:maxContentBlocks-1]
+	}
+	for _, c := range blocks {
 		out.Content = append(out.Content, content(c))
+	}
+	if left := len(r.Content) - len(blocks); left > 0 {
+		out.Content = append(out.Content, leftOut(left))
 	}
 	if r.StructuredContent != nil {
 		if b, err := json.Marshal(r.StructuredContent); err == nil {
