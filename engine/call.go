@@ -402,7 +402,10 @@ func (r *callRun) judge(o outcome, abandoned bool, res *toolwirev1.CallResult) {
 	if o.res == nil {
 		return // a tool that returns nothing succeeded with nothing to say
 	}
-	if len(o.res.StructuredContent) > 0 && !o.res.IsError {
+	// Structured content past MaxResultBytes is left out by shape
+	// whatever it holds: it is not checked, which would build a tree of
+	// all of it (10 MB of numbers, 420 MB) for nothing the caller sees.
+	if n := len(o.res.StructuredContent); n > 0 && n <= cfg.MaxResultBytes && !o.res.IsError {
 		if err := t.ValidateOutput(o.res.StructuredContent); err != nil && t.Upstream() {
 			// Another system's answer: delivered as it came, the mismatch
 			// in its details (tools.Tool.Upstream says why).

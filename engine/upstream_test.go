@@ -49,3 +49,28 @@ func TestOutputMismatchBySource(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputOverTheLimitIsNotChecked: structured content larger than
+// MaxResultBytes, which shape leaves out, is not checked against the
+// output schema: the result is truncated, not a schema error.
+func TestOutputOverTheLimitIsNotChecked(t *testing.T) {
+	t.Parallel()
+	e := New(Config{MaxResultBytes: 1000}, Deps{Logger: slog.New(slog.DiscardHandler)})
+	defer e.Close()
+	reg, err := tools.NewRegistry(tools.Tool{Name: "t", Source: tools.SourceBuiltin,
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
+		Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
+			return &tools.Result{Content: []tools.Content{{Text: "many"}},
+				StructuredContent: json.RawMessage(`{"n":"two","pad":"` + strings.Repeat("x", 2000) + `"}`)}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Call(t.Context(), reg.Snapshot(), &toolwirev1.ToolCall{CallId: "c", Name: "t"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetIsError() || !res.GetTruncated() || res.GetStructuredContent() != "" || !strings.Contains(text(res), "structured content of") {
+		t.Errorf("got %v; want a truncated result without its structured content, not a schema error", res)
+	}
+}

@@ -99,6 +99,25 @@ func TestValidateOutput(t *testing.T) {
 	}
 }
 
+// TestValidateOutputWithoutSchemaBuildsNoTree: structured content of a
+// tool with no output schema is only checked to be JSON, which allocates
+// nothing per element.
+// Not parallel: AllocsPerRun counts the whole process's allocations.
+func TestValidateOutputWithoutSchemaBuildsNoTree(t *testing.T) {
+	wide := json.RawMessage(`{"a":[0` + strings.Repeat(",0", 100_000) + `]}`)
+	var tool Tool
+	if allocs := testing.AllocsPerRun(3, func() {
+		if err := tool.ValidateOutput(wide); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs > 10 {
+		t.Errorf("%v allocations to check 100,000 numbers with no schema; want a handful", allocs)
+	}
+	if err := tool.ValidateOutput(json.RawMessage(`{`)); err == nil {
+		t.Error("non-JSON output accepted")
+	}
+}
+
 func TestValidateArgumentsNeedsARegisteredTool(t *testing.T) {
 	t.Parallel()
 	if _, err := (&Tool{Name: "x"}).ValidateArguments(`{}`); !errors.Is(err, ErrNoSchema) {
