@@ -853,7 +853,9 @@ func TestSlowDocumentIsLogged(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 	u.User = url.UserPassword("user", "secret")
 	done := make(chan error, 1)
-	go func() { done <- src.Check(t.Context(), []Config{{Name: "slow", Spec: u.String() + "/slow.yaml", BaseURL: srv.URL}}) }()
+	go func() {
+		done <- src.Check(t.Context(), []Config{{Name: "slow", Spec: u.String() + "/slow.yaml", BaseURL: srv.URL}})
+	}()
 	deadline := testenv.Deadline(t)
 	for !strings.Contains(logs.String(), "still reading an OpenAPI document") {
 		if time.Now().After(deadline) {
