@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -147,37 +148,54 @@ func decodeContent(raw json.RawMessage, out *tools.Result) error {
 	if t, err := d.Token(); err != nil || t != json.Delim('[') {
 		return errors.New("content is not an array")
 	}
-	var block json.RawMessage // reused: past the bound, blocks are only read
+	// The last place is the marker's only when more blocks follow: a
+	// result of exactly maxContentBlocks keeps them all, as result does.
+	var block, last json.RawMessage // block is reused: past the bound, blocks are only read
 	left := 0
 	for d.More() {
 		if err := d.Decode(&block); err != nil {
 			return err
 		}
-		if len(out.Content) == maxContentBlocks-1 { // and the marker
-			left++
-			continue
-		}
-		var c wireContent
-		if err := json.Unmarshal(block, &c); err != nil {
-			return err
-		}
-		switch c.Type {
-		case "text":
-			out.Content = append(out.Content, tools.Content{Text: c.Text})
-		case "image":
-			out.Content = append(out.Content, tools.Content{Data: c.Data, MIMEType: c.MIMEType})
-		default:
-			var r mcp.CallToolResult
-			if err := json.Unmarshal(append(append([]byte(`{"content":[`), block...), "]}"...), &r); err != nil {
+		switch {
+		case len(out.Content) < maxContentBlocks-1:
+			if err := appendBlock(block, out); err != nil {
 				return err
 			}
-			for _, b := range r.Content {
-				out.Content = append(out.Content, content(b))
-			}
+		case last == nil:
+			last = slices.Clone(block)
+		default:
+			left++
 		}
 	}
-	if left > 0 {
-		out.Content = append(out.Content, leftOut(left))
+	if last != nil && left == 0 {
+		return appendBlock(last, out)
+	}
+	if last != nil {
+		out.Content = append(out.Content, leftOut(left+1))
+	}
+	return nil
+}
+
+// appendBlock converts one content block: text and images here, any
+// other kind by the SDK's CallToolResult.
+func appendBlock(block json.RawMessage, out *tools.Result) error {
+	var c wireContent
+	if err := json.Unmarshal(block, &c); err != nil {
+		return err
+	}
+	switch c.Type {
+	case "text":
+		out.Content = append(out.Content, tools.Content{Text: c.Text})
+	case "image":
+		out.Content = append(out.Content, tools.Content{Data: c.Data, MIMEType: c.MIMEType})
+	default:
+		var r mcp.CallToolResult
+		if err := json.Unmarshal(append(append([]byte(`{"content":[`), block...), "]}"...), &r); err != nil {
+			return err
+		}
+		for _, b := range r.Content {
+			out.Content = append(out.Content, content(b))
+		}
 	}
 	return nil
 }

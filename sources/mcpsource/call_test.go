@@ -78,6 +78,21 @@ func TestDecodeResultBoundsBlocks(t *testing.T) {
 		if sdk := result(&r); len(sdk.Content) != maxContentBlocks || sdk.Content[maxContentBlocks-1].Text != got.Content[maxContentBlocks-1].Text {
 			t.Errorf("%s: the SDK's path kept %d blocks; want %d, the last the same marker", block, len(sdk.Content), maxContentBlocks)
 		}
+		// Exactly maxContentBlocks: all kept, no marker, on both paths.
+		raw = `{"content":[` + strings.Repeat(block+",", maxContentBlocks-1) + block + `]}`
+		if got, err = decodeResult(json.RawMessage(raw)); err != nil {
+			t.Fatal(err)
+		}
+		if n, m := len(got.Content), got.Content[len(got.Content)-1].Text; n != maxContentBlocks || strings.Contains(m, "left out") {
+			t.Errorf("%s: %d blocks of %d, the last %q; want all kept", block, n, maxContentBlocks, m)
+		}
+		r = mcp.CallToolResult{}
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			t.Fatal(err)
+		}
+		if sdk := result(&r); len(sdk.Content) != maxContentBlocks || strings.Contains(sdk.Content[maxContentBlocks-1].Text, "left out") {
+			t.Errorf("%s: the SDK's path kept %d blocks of %d exactly; want all", block, len(sdk.Content), maxContentBlocks)
+		}
 	}
 }
 
