@@ -35,13 +35,15 @@ func benchStores(b *testing.B) map[string]func(b *testing.B) store.Store {
 		},
 		"miniredis": func(b *testing.B) store.Store {
 			rc := goredis.NewClient(&goredis.Options{Addr: miniredis.RunT(b).Addr()})
-			b.Cleanup(func() { rc.Close() })
-			return redis.New(rc, redis.Options{})
+			s := redis.New(rc, redis.Options{})
+			b.Cleanup(func() { s.Close(); rc.Close() })
+			return s
 		},
 		"redis": func(b *testing.B) store.Store {
 			rc := goredis.NewClient(&goredis.Options{Addr: testenv.RedisAddr(b)})
-			b.Cleanup(func() { rc.Close() })
-			return redis.New(rc, redis.Options{Prefix: fmt.Sprintf("bench-%d:", time.Now().UnixNano())})
+			s := redis.New(rc, redis.Options{Prefix: fmt.Sprintf("bench-%d:", time.Now().UnixNano())})
+			b.Cleanup(func() { s.Close(); rc.Close() })
+			return s
 		},
 	}
 }
