@@ -58,9 +58,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	t.p = p
-	// Closing the connection closes p (the Writer): stdin first, as MCP
-	// says, not stdout, which p reads to its end.
-	return (&mcp.IOTransport{Reader: stdoutReader{p.stdout}, Writer: p}).Connect(ctx)
+	return newStdioConn(p), nil
 }
 
 // exitCause says how the server ended, when it exited of itself with an

@@ -34,8 +34,10 @@ const maxObserved = mcp.DefaultMaxEventSize
 // notifications go to their calls, responses to the gateway's own requests
 // (see tasks.go) to their callers, and tools/list results say which tools
 // require task augmentation. r is the session's rpc (nil until it is up).
-// It reports whether the message was a response to the gateway, which the
-// SDK need not see.
+// It reports whether the SDK need not see the message: a response to the
+// gateway, or a progress notification, which the SDK would decode again
+// and hand to a handler the gateway does not set (a server's flood of them
+// cost a fifth more CPU that way).
 func (s *server) observe(msg jsonrpc.Message, r *rpc) (ours bool) {
 	switch m := msg.(type) {
 	case *jsonrpc.Request:
@@ -46,6 +48,7 @@ func (s *server) observe(msg jsonrpc.Message, r *rpc) (ours bool) {
 		if json.Unmarshal(m.Params, &p) == nil {
 			s.progress(&p)
 		}
+		return true
 	case *jsonrpc.Response:
 		if r != nil && r.deliver(m) {
 			return true
