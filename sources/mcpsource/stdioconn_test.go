@@ -128,3 +128,24 @@ func TestProgressFloodCost(t *testing.T) {
 		t.Errorf("%d bytes allocated per progress notification; want at most 2 KiB", per)
 	}
 }
+
+// TestObservedProgressCost: a progress notification seen in a streamable
+// HTTP response (wireBody) is decoded once, as on stdio, not with the
+// SDK's decoder (tens of KiB each: 20,000 of them cost 3.1-3.5 s of CPU,
+// client and server, and 1.7-2.2 s with this).
+func TestObservedProgressCost(t *testing.T) {
+	s := &server{calls: map[string]*forwarder{}}
+	line := []byte(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"gone","progress":1}}`)
+	if n := testing.AllocsPerRun(100, func() { s.observeData(line, nil) }); n > 20 {
+		t.Errorf("%.0f allocations to observe a progress notification; want at most 20", n)
+	}
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	for range 100 {
+		s.observeData(line, nil)
+	}
+	runtime.ReadMemStats(&ms1)
+	if per := (ms1.TotalAlloc - ms0.TotalAlloc) / 100; per > 2048 {
+		t.Errorf("%d bytes allocated to observe a progress notification; want at most 2 KiB", per)
+	}
+}

@@ -67,7 +67,7 @@ func (s *server) observeData(data []byte, r *rpc) {
 		!bytes.Contains(data, []byte(rpcIDPrefix)) {
 		return
 	}
-	if msg, err := jsonrpc.DecodeMessage(data); err == nil {
+	if msg, err := decodeMessage(data); err == nil {
 		s.observe(msg, r)
 	}
 }
