@@ -70,10 +70,10 @@ func (s *server) callDirect(ctx context.Context, r *rpc, remote string, args jso
 		if errors.Is(err, errClosed) {
 			err = errClosed // not which request: it is the call
 		}
-		return s.failed(ctx, nil, err)
+		return s.failed(ctx, nil, r, err)
 	}
 	if resp.Error != nil {
-		return s.failed(ctx, nil, resp.Error)
+		return s.failed(ctx, nil, r, resp.Error)
 	}
 	out, err := decodeResult(resp.Result)
 	if err != nil {

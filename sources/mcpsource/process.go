@@ -49,7 +49,8 @@ type stdioTransport struct {
 	// closed, and after SIGTERM.
 	terminate time.Duration
 
-	p *process // once Connect has started it
+	p    *process   // once Connect has started it
+	conn *stdioConn // its connection
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -57,8 +58,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.p = p
-	return newStdioConn(p), nil
+	t.p, t.conn = p, newStdioConn(p)
+	return t.conn, nil
 }
 
 // exitCause says how the server ended, when it exited of itself with an

@@ -96,7 +96,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 			err = cause // the SDK says what followed: the connection closed
 		}
 		if st, ok := transport.Transport.(*stdioTransport); ok {
-			if cause := st.exitCause(); cause != nil {
+			if cause := st.conn.lostCause(); cause != nil {
+				err = cause
+			} else if cause := st.exitCause(); cause != nil {
 				err = fmt.Errorf("%w (%v)", err, cause)
 			}
 		}
@@ -139,8 +141,14 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		case <-ctx.Done():
 			return true, nil
 		case <-ended:
-			if cause := hs.lostCause(); errors.Is(cause, errResponseTooLarge) {
+			cause := hs.lostCause()
+			if st, ok := transport.Transport.(*stdioTransport); ok {
+				cause = st.conn.lostCause()
+			}
+			if errors.Is(cause, errResponseTooLarge) {
 				return true, fmt.Errorf("the session was given up: %w", cause)
+			} else if cause != nil && hs == nil {
+				return true, fmt.Errorf("the session ended: %w", cause)
 			} else if cause != nil {
 				return true, fmt.Errorf("the server is gone: %w", cause)
 			}
@@ -314,7 +322,7 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		// The SDK sends notifications/cancelled when ctx ends.
 		r, err := cs.CallTool(ctx, params)
 		if err != nil {
-			return s.failed(ctx, hs, err)
+			return s.failed(ctx, hs, rpc, err)
 		}
 		return result(r), nil
 	}

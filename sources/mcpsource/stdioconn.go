@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // stdioConn is a stdio server's connection: newline-delimited JSON-RPC
@@ -29,8 +28,9 @@ import (
 //
 // What is read is what the SDK reads: one JSON value after another (a
 // value split over lines too), each followed by a newline or the end of
-// the stream, at most mcp.DefaultMaxLineLength bytes each, a message or a
-// batch of them. Close closes the process (stdin first, as MCP says), which
+// the stream, at most maxResponseBody (16 MiB, the SDK's own bound) each, a
+// message or a batch of them. What ends the reading other than the end of
+// the stream is kept (lostCause), for the errors the session's end gives. Close closes the process (stdin first, as MCP says), which
 // closes its stdout once it has exited, ending a Read under way.
 type stdioConn struct {
 	p     *process
@@ -43,16 +43,18 @@ type stdioConn struct {
 	closeOnce sync.Once
 	closeErr  error
 	closed    atomic.Bool
+
+	lost atomic.Pointer[error] // why reading ended, when the server's output did
 }
 
 func newStdioConn(p *process) *stdioConn {
-	limit := &frameLimit{r: stdoutReader{p.stdout}, limit: mcp.DefaultMaxLineLength}
+	limit := &frameLimit{r: stdoutReader{p.stdout}, limit: maxResponseBody}
 	return &stdioConn{p: p, dec: json.NewDecoder(limit), limit: limit}
 }
 
 // errLineTooLong ends a connection whose server sent a longer message than
-// any it may.
-var errLineTooLong = fmt.Errorf("the server sent a message larger than %d MiB", mcp.DefaultMaxLineLength>>20)
+// any it may (the same bound as a streamable HTTP response's).
+var errLineTooLong = errResponseTooLarge
 
 // frameLimit bounds the bytes read for one message.
 type frameLimit struct {
@@ -100,27 +102,58 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if c.closed.Load() && errors.Is(err, os.ErrClosed) {
 			err = io.EOF
 		}
-		return nil, err
+		return nil, c.lose(err)
 	}
 	raw = bytes.TrimLeft(raw, " \t\r\n")
 	if len(raw) > 0 && raw[0] == '[' {
 		var batch []json.RawMessage
 		if err := json.Unmarshal(raw, &batch); err != nil {
-			return nil, err
+			return nil, c.lose(err)
 		}
 		if len(batch) == 0 {
-			return nil, errors.New("an empty batch")
+			return nil, c.lose(errors.New("an empty batch"))
 		}
 		msgs := make([]jsonrpc.Message, len(batch))
 		for i, m := range batch {
 			if msgs[i], err = decodeMessage(m); err != nil {
-				return nil, err
+				return nil, c.lose(err)
 			}
 		}
 		c.queue = msgs[1:]
 		return msgs[0], nil
 	}
-	return decodeMessage(raw)
+	msg, err := decodeMessage(raw)
+	if err != nil {
+		return nil, c.lose(err)
+	}
+	return msg, nil
+}
+
+// lose notes why reading ended, unless the stream simply did (the server
+// exited, or the connection was closed), and returns err: what the SDK
+// makes of it is only that the connection closed.
+func (c *stdioConn) lose(err error) error {
+	if !errors.Is(err, io.EOF) {
+		c.lost.CompareAndSwap(nil, &err)
+	}
+	return err
+}
+
+// lostCause says why the server's output could not be read, or nil: a
+// message past the bound, or something that is not JSON-RPC (most often a
+// server that writes its logs to stdout). c may be nil.
+func (c *stdioConn) lostCause() error {
+	if c == nil {
+		return nil
+	}
+	p := c.lost.Load()
+	switch {
+	case p == nil:
+		return nil
+	case errors.Is(*p, errResponseTooLarge), errors.Is(*p, errHeldOpen):
+		return *p
+	}
+	return fmt.Errorf("the server wrote something other than a JSON-RPC message on its stdout (%w); a stdio server must write only its messages there, and its logs to stderr", *p)
 }
 
 // wireMessage is a JSON-RPC message as it is sent.

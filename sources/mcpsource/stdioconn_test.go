@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"reflect"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolwire/toolwire/internal/testing/logbuf"
+	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 )
 
 // pipeConn returns a stdioConn reading what the test writes to w.
@@ -147,5 +151,48 @@ func TestObservedProgressCost(t *testing.T) {
 	runtime.ReadMemStats(&ms1)
 	if per := (ms1.TotalAlloc - ms0.TotalAlloc) / 100; per > 2048 {
 		t.Errorf("%d bytes allocated to observe a progress notification; want at most 2 KiB", per)
+	}
+}
+
+// TestStdioOutputUnreadable: a stdio server whose output cannot be read
+// (a line of logs on stdout, a message past the bound) has its session
+// ended saying why, in the log and in the result of a call in flight,
+// where the SDK said only that the connection closed.
+func TestStdioOutputUnreadable(t *testing.T) {
+	t.Run("logs on stdout", func(t *testing.T) {
+		g, _ := newGateway(t)
+		logs := &logbuf.Buffer{}
+		g.log = slog.New(slog.NewTextHandler(logs, nil))
+		if err := g.Sync(context.Background(), []ServerConfig{{Name: "b", Command: stdioServer, Env: map[string]string{"TESTSERVER_BANNER": "1"}}}); err != nil {
+			t.Fatal(err)
+		}
+		want := "connecting: the server wrote something other than a JSON-RPC message on its stdout (invalid character 'S' looking for beginning of value); a stdio server must write only its messages there, and its logs to stderr"
+		waitLog(t, logs, want)
+	})
+	t.Run("a message past the bound", func(t *testing.T) {
+		g, reg := newGateway(t)
+		logs := &logbuf.Buffer{}
+		g.log = slog.New(slog.NewTextHandler(logs, nil))
+		g.set.MinBackoff, g.set.MaxBackoff = time.Minute, time.Minute // given up means gone for this test
+		if err := g.Sync(context.Background(), []ServerConfig{{Name: "h", Command: stdioServer, Env: map[string]string{"TESTSERVER_HUGE_TOOL": "1"}}}); err != nil {
+			t.Fatal(err)
+		}
+		snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("h_huge"))
+		r := call(t, context.Background(), snap, "h_huge", `{}`, nil)
+		want := `MCP server "h": the server sent a response larger than 16 MiB; the session was given up, with its calls in flight`
+		if !r.IsError || text(r) != want {
+			t.Errorf("call: %.200q; want an error result %q", text(r), want)
+		}
+		waitLog(t, logs, "the session was given up: the server sent a response larger than 16 MiB")
+	})
+}
+
+// waitLog waits until logs hold want.
+func waitLog(t *testing.T, logs *logbuf.Buffer, want string) {
+	t.Helper()
+	for limit := time.Now().Add(waitLimit); !strings.Contains(logs.String(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatalf("the log does not say %q:\n%s", want, logs)
+		}
 	}
 }

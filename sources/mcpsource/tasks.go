@@ -190,7 +190,7 @@ func (s *server) callTask(ctx context.Context, r *rpc, hs *httpSession, remote s
 		"_meta": map[string]any{"progressToken": token},
 	}
 	if err := r.call(ctx, "tools/call", params, &created); err != nil {
-		return s.failed(ctx, hs, err)
+		return s.failed(ctx, hs, r, err)
 	}
 	t := created.Task
 	if t == nil || t.TaskID == "" {
@@ -232,7 +232,7 @@ func (s *server) callTask(ctx context.Context, r *rpc, hs *httpSession, remote s
 		}
 		var next task
 		if err := r.call(ctx, "tasks/get", map[string]string{"taskId": t.TaskID}, &next); err != nil {
-			return s.failed(ctx, hs, err)
+			return s.failed(ctx, hs, r, err)
 		}
 		if next.TaskID == "" {
 			next.TaskID = t.TaskID
@@ -244,7 +244,7 @@ func (s *server) callTask(ctx context.Context, r *rpc, hs *httpSession, remote s
 		if t.Status != "completed" {
 			return tools.Errorf("MCP server %q: the task %s %s: %v", s.cfg.Name, t.TaskID, t.Status, err), nil
 		}
-		return s.failed(ctx, hs, err)
+		return s.failed(ctx, hs, r, err)
 	}
 	out := result(&res)
 	if t.Status != "completed" && !out.IsError {
@@ -259,9 +259,10 @@ func (s *server) callTask(ctx context.Context, r *rpc, hs *httpSession, remote s
 // failed: ctx's error when the call was cancelled, the server's message
 // when it answered with an error, and otherwise, the connection having
 // broken before an answer, a result saying that the server went away, with
-// the cause, cut short, at the end: why hs gave the session up, when it
+// the cause, cut short, at the end: why hs gave the session up, or why a
+// stdio server's output could not be read (r's connection), when either
 // did, or else the SDK's.
-func (s *server) failed(ctx context.Context, hs *httpSession, err error) (*tools.Result, error) {
+func (s *server) failed(ctx context.Context, hs *httpSession, r *rpc, err error) (*tools.Result, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -269,7 +270,11 @@ func (s *server) failed(ctx context.Context, hs *httpSession, err error) (*tools
 	if errors.As(err, &werr) && werr.Code != codeClientClosing && werr.Code != codeServerClosing {
 		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
 	}
-	if cause := hs.lostCause(); cause != nil {
+	cause := hs.lostCause()
+	if sc, ok := r.connection().(*stdioConn); ok && cause == nil {
+		cause = sc.lostCause()
+	}
+	if cause != nil {
 		if errors.Is(cause, errResponseTooLarge) {
 			return tools.Errorf("MCP server %q: %s; the session was given up, with its calls in flight", s.cfg.Name, cause), nil
 		}
@@ -296,4 +301,12 @@ func shortCause(err error) string {
 		c = strings.ToValidUTF8(c[:200], "") + "…"
 	}
 	return c
+}
+
+// connection is the session's connection; r may be nil.
+func (r *rpc) connection() mcp.Connection {
+	if r == nil {
+		return nil
+	}
+	return r.conn
 }

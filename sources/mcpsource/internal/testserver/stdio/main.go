@@ -14,17 +14,24 @@
 // TESTSERVER_HELPER_SETSID set; with TESTSERVER_EXIT_TOOL set it also
 // offers the tool "exit", which ends the server (exit status 3) mid-call.
 //
+// Misbehaviours, for the tests of what the gateway says of them: with
+// TESTSERVER_BANNER set it first writes a line of text to stdout, as
+// servers that log there do; with TESTSERVER_HUGE_TOOL set it offers the
+// tool "huge", which writes a 17 MiB notification to stdout.
+//
 // It is for the gateway's tests; nothing imports it.
 package main
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,7 +69,18 @@ func main() {
 	if v := os.Getenv("TESTSERVER_PROTOCOL"); v != "" {
 		hooks.ProtocolVersions = []string{v}
 	}
+	if os.Getenv("TESTSERVER_BANNER") != "" {
+		fmt.Println("Starting the test MCP server on stdio...")
+	}
 	srv := testserver.New(hooks)
+	if os.Getenv("TESTSERVER_HUGE_TOOL") != "" {
+		mcp.AddTool(srv, &mcp.Tool{Name: "huge", Description: "Writes a 17 MiB notification."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				// Written before the result, so it does not interleave with the SDK's writes.
+				fmt.Printf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}`+"\n", strings.Repeat("x", 17<<20))
+				return &mcp.CallToolResult{}, nil, nil
+			})
+	}
 	if os.Getenv("TESTSERVER_EXIT_TOOL") != "" {
 		mcp.AddTool(srv, &mcp.Tool{Name: "exit", Description: "Ends the server."},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
