@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime"
@@ -49,8 +50,9 @@ type stdioTransport struct {
 	// closed, and after SIGTERM.
 	terminate time.Duration
 
-	p    *process   // once Connect has started it
-	conn *stdioConn // its connection
+	log  *slog.Logger // the server's, for lines of its stdout that are no messages
+	p    *process     // once Connect has started it
+	conn *stdioConn   // its connection
 }
 
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -58,7 +60,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.p, t.conn = p, newStdioConn(p)
+	t.p, t.conn = p, newStdioConn(p, t.log)
 	return t.conn, nil
 }
 

@@ -1,12 +1,14 @@
 package mcpsource
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -15,8 +17,8 @@ import (
 )
 
 // stdioConn is a stdio server's connection: newline-delimited JSON-RPC
-// over its stdout and stdin, as the SDK's mcp.IOTransport speaks it, read
-// on the caller's goroutine and decoded once.
+// over its stdout and stdin, read on the caller's goroutine and decoded
+// once.
 //
 // The SDK's connection reads on a goroutine of its own and hands each
 // message over a channel, then decodes it up to three times (as a batch
@@ -26,16 +28,21 @@ import (
 // them; and every response crossed one more goroutine on its way to its
 // call.
 //
-// What is read is what the SDK reads: one JSON value after another (a
-// value split over lines too), each followed by a newline or the end of
-// the stream, at most maxResponseBody (16 MiB, the SDK's own bound) each, a
-// message or a batch of them. What ends the reading other than the end of
-// the stream is kept (lostCause), for the errors the session's end gives. Close closes the process (stdin first, as MCP says), which
-// closes its stdout once it has exited, ending a Read under way.
+// Each line is a message or a batch of them, at most maxResponseBody (16
+// MiB, the SDK's own bound); a message pretty-printed over several lines
+// is read too, as the SDK reads it. A line that is no JSON-RPC message
+// (most often a server's logs, which belong on stderr) is logged as the
+// server's stderr is and skipped, as the official TypeScript and Python
+// clients skip it, where the SDK ended the session on it, so that a server
+// those clients run runs here. A line past the bound ends the session,
+// saying so (lostCause), as does a failed read. Close closes the process
+// (stdin first, as MCP says), which closes its stdout once it has exited,
+// ending a Read under way.
 type stdioConn struct {
 	p     *process
-	dec   *json.Decoder
-	limit *frameLimit
+	log   *slog.Logger
+	r     *bufio.Reader
+	line  []byte            // the line being read, when it is longer than r's buffer
 	queue []jsonrpc.Message // the rest of a batch
 
 	wmu sync.Mutex // Write must be safe for concurrent use
@@ -47,32 +54,37 @@ type stdioConn struct {
 	lost atomic.Pointer[error] // why reading ended, when the server's output did
 }
 
-func newStdioConn(p *process) *stdioConn {
-	limit := &frameLimit{r: stdoutReader{p.stdout}, limit: maxResponseBody}
-	return &stdioConn{p: p, dec: json.NewDecoder(limit), limit: limit}
+func newStdioConn(p *process, log *slog.Logger) *stdioConn {
+	return &stdioConn{p: p, log: log, r: bufio.NewReaderSize(stdoutReader{p.stdout}, 64<<10)}
 }
 
 // errLineTooLong ends a connection whose server sent a longer message than
 // any it may (the same bound as a streamable HTTP response's).
 var errLineTooLong = errResponseTooLarge
 
-// frameLimit bounds the bytes read for one message.
-type frameLimit struct {
-	r     io.Reader
-	limit int
-	count int
-}
-
-func (f *frameLimit) Read(b []byte) (int, error) {
-	if f.count >= f.limit {
-		return 0, errLineTooLong
+// readLine returns the next line without its newline, or what is left at
+// the end of the stream; at most maxResponseBody bytes, past which it is
+// errLineTooLong. The line is valid until the next call.
+func (c *stdioConn) readLine() ([]byte, error) {
+	c.line = c.line[:0]
+	for {
+		frag, err := c.r.ReadSlice('\n')
+		if len(c.line)+len(frag) > maxResponseBody {
+			return nil, errLineTooLong
+		}
+		if err == bufio.ErrBufferFull {
+			c.line = append(c.line, frag...)
+			continue
+		}
+		if len(c.line) > 0 {
+			c.line = append(c.line, frag...)
+			frag = c.line
+		}
+		if len(frag) > 0 && err == io.EOF {
+			err = nil // the last line, without its newline; the next read ends
+		}
+		return bytes.TrimSuffix(frag, []byte("\n")), err
 	}
-	if len(b) > f.limit-f.count {
-		b = b[:f.limit-f.count]
-	}
-	n, err := f.r.Read(b)
-	f.count += n
-	return n, err
 }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -87,46 +99,86 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		c.queue = c.queue[1:]
 		return msg, nil
 	}
-	var raw json.RawMessage
-	err := c.dec.Decode(&raw)
-	if err == nil {
-		// Something other than a newline after the value (two values
-		// on a line) is not this protocol.
-		var next [1]byte
-		if n, _ := c.dec.Buffered().Read(next[:]); n > 0 && next[0] != '\n' && next[0] != '\r' {
-			err = errors.New("invalid trailing data at the end of a message")
-		}
-	}
-	c.limit.count = 0
-	if err != nil {
-		if c.closed.Load() && errors.Is(err, os.ErrClosed) {
-			err = io.EOF
-		}
-		return nil, c.lose(err)
-	}
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) > 0 && raw[0] == '[' {
-		var batch []json.RawMessage
-		if err := json.Unmarshal(raw, &batch); err != nil {
+	var partial []byte // a message over several lines, so far
+	for {
+		line, err := c.readLine()
+		if err != nil {
+			if c.closed.Load() && errors.Is(err, os.ErrClosed) {
+				err = io.EOF
+			}
 			return nil, c.lose(err)
 		}
-		if len(batch) == 0 {
-			return nil, c.lose(errors.New("an empty batch"))
-		}
-		msgs := make([]jsonrpc.Message, len(batch))
-		for i, m := range batch {
-			if msgs[i], err = decodeMessage(m); err != nil {
-				return nil, c.lose(err)
+		if partial != nil {
+			if len(partial)+len(line) >= maxResponseBody {
+				return nil, c.lose(errLineTooLong)
 			}
+			partial = append(append(partial, '\n'), line...)
+			msgs, err := decodeLine(partial)
+			switch {
+			case err == nil:
+				c.queue = msgs[1:]
+				return msgs[0], nil
+			case incomplete(partial):
+				continue
+			}
+			// What was kept began no message: it is skipped, and the
+			// line read alone.
+			c.skip(partial[:len(partial)-len(line)-1], errors.New("not a JSON value"))
+			partial = nil
 		}
-		c.queue = msgs[1:]
-		return msgs[0], nil
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		msgs, err := decodeLine(line)
+		switch {
+		case err == nil:
+			c.queue = msgs[1:]
+			return msgs[0], nil
+		case (line[0] == '{' || line[0] == '[') && incomplete(line):
+			partial = append([]byte(nil), line...)
+		default:
+			c.skip(line, err)
+		}
 	}
-	msg, err := decodeMessage(raw)
-	if err != nil {
-		return nil, c.lose(err)
+}
+
+// skip logs a line of the server's stdout that is no message, as its
+// stderr's lines are logged.
+func (c *stdioConn) skip(line []byte, err error) {
+	c.log.Info("MCP server stdout, not JSON-RPC; skipped", "line", string(line[:min(len(line), maxLine)]), "error", err)
+}
+
+// decodeLine decodes a line: a message, or a batch of them.
+func decodeLine(data []byte) ([]jsonrpc.Message, error) {
+	if data[0] != '[' {
+		msg, err := decodeMessage(data)
+		if err != nil {
+			return nil, err
+		}
+		return []jsonrpc.Message{msg}, nil
 	}
-	return msg, nil
+	var batch []json.RawMessage
+	if err := json.Unmarshal(data, &batch); err != nil {
+		return nil, err
+	}
+	if len(batch) == 0 {
+		return nil, errors.New("an empty batch")
+	}
+	msgs := make([]jsonrpc.Message, len(batch))
+	for i, m := range batch {
+		var err error
+		if msgs[i], err = decodeMessage(m); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+// incomplete reports whether data is the start of a JSON value that goes on.
+func incomplete(data []byte) bool {
+	var v json.RawMessage
+	return json.NewDecoder(bytes.NewReader(data)).Decode(&v) == io.ErrUnexpectedEOF
 }
 
 // lose notes why reading ended, unless the stream simply did (the server
@@ -140,20 +192,15 @@ func (c *stdioConn) lose(err error) error {
 }
 
 // lostCause says why the server's output could not be read, or nil: a
-// message past the bound, or something that is not JSON-RPC (most often a
-// server that writes its logs to stdout). c may be nil.
+// line past the bound, or a failed read. c may be nil.
 func (c *stdioConn) lostCause() error {
 	if c == nil {
 		return nil
 	}
-	p := c.lost.Load()
-	switch {
-	case p == nil:
-		return nil
-	case errors.Is(*p, errResponseTooLarge), errors.Is(*p, errHeldOpen):
+	if p := c.lost.Load(); p != nil {
 		return *p
 	}
-	return fmt.Errorf("the server wrote something other than a JSON-RPC message on its stdout (%w); a stdio server must write only its messages there, and its logs to stderr", *p)
+	return nil
 }
 
 // wireMessage is a JSON-RPC message as it is sent.

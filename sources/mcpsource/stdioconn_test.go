@@ -3,6 +3,7 @@ package mcpsource
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,15 +20,17 @@ import (
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 )
 
-// pipeConn returns a stdioConn reading what the test writes to w.
-func pipeConn(t *testing.T) (*stdioConn, *os.File) {
+// pipeConn returns a stdioConn reading what the test writes to w, and
+// what it logs.
+func pipeConn(t *testing.T) (*stdioConn, *os.File, *logbuf.Buffer) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close(); w.Close() })
-	return newStdioConn(&process{stdout: r}), w
+	logs := &logbuf.Buffer{}
+	return newStdioConn(&process{stdout: r}, slog.New(slog.NewTextHandler(logs, nil))), w, logs
 }
 
 // TestStdioConnReadsWhatTheSDKReads: each message a server may send, as
@@ -56,7 +59,7 @@ func TestStdioConnReadsWhatTheSDKReads(t *testing.T) {
 		"[" + lines[2] + "," + lines[4] + "]\n" + lines[0]
 	want := []string{lines[0], lines[1], string(pretty), lines[2], lines[4], lines[0]}
 
-	c, w := pipeConn(t)
+	c, w, _ := pipeConn(t)
 	go func() { io.WriteString(w, stream); w.Close() }()
 	for i, text := range want {
 		got, err := c.Read(context.Background())
@@ -76,28 +79,55 @@ func TestStdioConnReadsWhatTheSDKReads(t *testing.T) {
 	}
 }
 
-// TestStdioConnRefuses: what the SDK's connection refuses, so does this
-// one, and a message past the bound is not read whole.
-func TestStdioConnRefuses(t *testing.T) {
-	for _, tc := range []struct{ name, stream, want string }{
-		{"two on a line", `{"jsonrpc":"2.0","method":"a"} {"jsonrpc":"2.0","method":"b"}` + "\n", "trailing data"},
-		{"no version", `{"method":"a"}` + "\n", "version"},
-		{"a response without an ID", `{"jsonrpc":"2.0","result":{}}` + "\n", "without an ID"},
-		{"an ID of another type", `{"jsonrpc":"2.0","id":{},"result":{}}` + "\n", "invalid ID"},
-		{"an empty batch", "[]\n", "empty batch"},
-		{"not JSON", "hello\n", "invalid character"},
-		{"too long", `{"jsonrpc":"2.0","method":"` + strings.Repeat("x", 4096) + `"}` + "\n", "larger than"},
+// TestStdioConnSkips: a line that is no JSON-RPC message is logged and
+// skipped, as the official TypeScript and Python clients skip it (the
+// SDK's connection ended the session on it), and the messages around it
+// are read; a line past the bound ends the reading, saying so.
+func TestStdioConnSkips(t *testing.T) {
+	const msg = `{"jsonrpc":"2.0","id":1,"result":{}}`
+	for _, tc := range []struct{ name, junk, logged string }{
+		{"a log line", "Starting the server on stdio...", "invalid character 'S'"},
+		{"two on a line", `{"jsonrpc":"2.0","method":"a"} {"jsonrpc":"2.0","method":"b"}`, "after top-level value"},
+		{"no version", `{"method":"a"}`, "version"},
+		{"a response without an ID", `{"jsonrpc":"2.0","result":{}}`, "without an ID"},
+		{"an ID of another type", `{"jsonrpc":"2.0","id":{},"result":{}}`, "invalid ID"},
+		{"an empty batch", "[]", "empty batch"},
+		{"a brace that begins nothing", "{", "not a JSON value"},
+		{"a bracket", "[ERROR] it broke", "invalid character"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, w := pipeConn(t)
-			c.limit.limit = 1024
-			go func() { io.WriteString(w, tc.stream); w.Close() }()
-			_, err := c.Read(context.Background())
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Read: %v; want an error saying %q", err, tc.want)
+			c, w, logs := pipeConn(t)
+			go func() { io.WriteString(w, msg+"\n"+tc.junk+"\n"+msg+"\n"); w.Close() }()
+			for i := range 2 {
+				got, err := c.Read(context.Background())
+				if r, ok := got.(*jsonrpc.Response); err != nil || !ok || r.ID.Raw() != int64(1) {
+					t.Fatalf("message %d: %#v, %v; want the response", i, got, err)
+				}
+			}
+			if _, err := c.Read(context.Background()); err != io.EOF {
+				t.Errorf("after the last message: %v; want EOF", err)
+			}
+			if !strings.Contains(logs.String(), "not JSON-RPC; skipped") || !strings.Contains(logs.String(), tc.logged) {
+				t.Errorf("the log does not say the line was skipped, and %q:\n%s", tc.logged, logs)
+			}
+			if err := c.lostCause(); err != nil {
+				t.Errorf("lostCause: %v; want none", err)
 			}
 		})
 	}
+	t.Run("too long", func(t *testing.T) {
+		c, w, _ := pipeConn(t)
+		go func() {
+			io.WriteString(w, `{"jsonrpc":"2.0","method":"`+strings.Repeat("x", maxResponseBody)+`"}`+"\n")
+			w.Close()
+		}()
+		if _, err := c.Read(context.Background()); !errors.Is(err, errResponseTooLarge) {
+			t.Errorf("Read: %v; want %v", err, errResponseTooLarge)
+		}
+		if err := c.lostCause(); !errors.Is(err, errResponseTooLarge) {
+			t.Errorf("lostCause: %v; want %v", err, errResponseTooLarge)
+		}
+	})
 }
 
 // TestProgressFloodCost: a server's progress notifications are read,
@@ -106,7 +136,7 @@ func TestStdioConnRefuses(t *testing.T) {
 // tens of KiB each (6.7 s of CPU for 100,000 of them; 0.7 s now).
 func TestProgressFloodCost(t *testing.T) {
 	const n = 2000
-	c, w := pipeConn(t)
+	c, w, _ := pipeConn(t)
 	s := &server{calls: map[string]*forwarder{}}
 	var buf strings.Builder
 	for i := range n {
@@ -154,20 +184,23 @@ func TestObservedProgressCost(t *testing.T) {
 	}
 }
 
-// TestStdioOutputUnreadable: a stdio server whose output cannot be read
-// (a line of logs on stdout, a message past the bound) has its session
+// TestStdioOutputUnreadable: a stdio server that logs on stdout runs, its
+// lines logged; one that sends a message past the bound has its session
 // ended saying why, in the log and in the result of a call in flight,
 // where the SDK said only that the connection closed.
 func TestStdioOutputUnreadable(t *testing.T) {
 	t.Run("logs on stdout", func(t *testing.T) {
-		g, _ := newGateway(t)
+		g, reg := newGateway(t)
 		logs := &logbuf.Buffer{}
 		g.log = slog.New(slog.NewTextHandler(logs, nil))
 		if err := g.Sync(context.Background(), []ServerConfig{{Name: "b", Command: stdioServer, Env: map[string]string{"TESTSERVER_BANNER": "1"}}}); err != nil {
 			t.Fatal(err)
 		}
-		want := "connecting: the server wrote something other than a JSON-RPC message on its stdout (invalid character 'S' looking for beginning of value); a stdio server must write only its messages there, and its logs to stderr"
-		waitLog(t, logs, want)
+		snap := sourcetest.WaitTools(t, reg, "the tools of a server that logs on stdout", sourcetest.Has("b_read"))
+		if r := call(t, context.Background(), snap, "b_read", `{"text":"hi"}`, nil); r.IsError || text(r) != `{"text":"hi"}` {
+			t.Errorf("call: %q", text(r))
+		}
+		waitLog(t, logs, `msg="MCP server stdout, not JSON-RPC; skipped" mcp_server=b line="Starting the test MCP server on stdio..."`)
 	})
 	t.Run("a message past the bound", func(t *testing.T) {
 		g, reg := newGateway(t)
