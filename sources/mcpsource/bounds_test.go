@@ -66,12 +66,13 @@ func TestLargeResponse(t *testing.T) {
 			t.Fatal(err)
 		}
 		sourcetest.Wait(t, done, "the first answer to end")
+		// The server's handler ends as the client stops reading, before
+		// the client has said why: closing the gateway then could cut the
+		// attempt short unlogged (4 runs in 30).
+		waitLog(t, logs, "connecting: the server sent a response larger than 16 MiB")
 		g.Close()
 		if n := sent.Load(); n >= hugeBody {
 			t.Errorf("the client read all %d MiB of the answer", n>>20)
-		}
-		if want := "connecting: the server sent a response larger than 16 MiB"; !strings.Contains(logs.String(), want) {
-			t.Errorf("the log does not say %q:\n%s", want, logs)
 		}
 		if names := reg.Snapshot().Names(); len(names) > 0 {
 			t.Errorf("tools: %v", names)
