@@ -97,8 +97,9 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 		}
 		if st, ok := transport.Transport.(*stdioTransport); ok {
 			if cause := st.conn.lostCause(); cause != nil {
-				err = cause
-			} else if cause := st.exitCause(); cause != nil {
+				err = cause // as for hs
+			}
+			if cause := st.exitCause(); cause != nil {
 				err = fmt.Errorf("%w (%v)", err, cause)
 			}
 		}
