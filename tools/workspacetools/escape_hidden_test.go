@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,8 +22,11 @@ import (
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/tools"
+	"github.com/toolwire/toolwire/tools/runcommand"
 	"github.com/toolwire/toolwire/tools/runcommand/sandbox"
 	"github.com/toolwire/toolwire/tools/workspace"
+	wt "github.com/toolwire/toolwire/tools/workspace/workspacetest"
 )
 
 // hidePy is the third containment pass's Python helper (issue 30): ways
@@ -581,5 +585,111 @@ func TestEscapeProcessShare(t *testing.T) {
 				t.Errorf("the hog's processes outlived it: %q", left)
 			}
 		})
+	}
+}
+
+// lockWaitPy holds a file locked and makes n threads wait for it, half by
+// flock, half by an open-file lock (F_OFD_SETLKW); once each is waiting, it
+// prints how many threads its parent, the supervisor, has. Then it waits
+// for the lock itself, by each kind, until an alarm's handler interrupts
+// the wait, as flock -w does.
+const lockWaitPy = `import fcntl, os, signal, struct, sys, threading, time
+n = int(sys.argv[1])
+open("lk", "w").close()
+held = open("lk", "r+")
+fcntl.flock(held, fcntl.LOCK_EX)
+fcntl.fcntl(held, fcntl.F_OFD_SETLK, struct.pack("hhqqixxxx", fcntl.F_WRLCK, 0, 0, 0, 0))
+def wait(kind):
+    f = open("lk", "r+")
+    if kind == "flock":
+        fcntl.flock(f, fcntl.LOCK_EX)
+    else:
+        fcntl.fcntl(f, fcntl.F_OFD_SETLKW, struct.pack("hhqqixxxx", fcntl.F_WRLCK, 0, 0, 0, 0))
+    print("ESCAPED: took a held lock (" + kind + ")", flush=True)
+for i in range(n):
+    threading.Thread(target=wait, args=("flock" if i % 2 else "ofd",), daemon=True).start()
+def waiting():
+    k = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            nr = open("/proc/self/task/" + t + "/syscall").read().split()[0]
+        except OSError:
+            continue
+        k += nr in ("72", "73")  # fcntl, flock
+    return k
+while waiting() < n:
+    time.sleep(0.01)
+for line in open("/proc/%d/status" % os.getppid()):
+    if line.startswith("Threads:"):
+        print("supervisor threads", line.split()[1], flush=True)
+class Alarm(Exception):
+    pass
+def alarm(sig, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, alarm)
+for kind in ("flock", "ofd"):
+    signal.setitimer(signal.ITIMER_REAL, 0.2)
+    try:
+        wait(kind)
+    except Alarm:
+        print("interrupted", kind, flush=True)
+os._exit(0)
+`
+
+// TestEscapeLockWaits makes 64 threads of a command wait for a lock its
+// main thread holds. A lock the supervisor takes for the command used to be
+// one blocking system call of the supervisor: each waiting thread of the
+// command held one of the supervisor's threads, counted by no limit and
+// kept by a warm supervisor for its next commands (900 waits left a
+// supervisor with 911 threads), and a signal to the waiting thread did not
+// end its wait, so flock -w and alarm-bounded waits waited for the lock's
+// holder (5 s for a 1 s flock -w). Now the supervisor holds no thread
+// while a lock is held elsewhere, and a signal the waiter catches ends its
+// wait with EINTR.
+func TestEscapeLockWaits(t *testing.T) {
+	t.Parallel()
+	testenv.LookPath(t, "python3")
+	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}})
+	if err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	t.Cleanup(sb.Close)
+	e := wt.New(t, map[string]string{"lockwait.py": lockWaitPy})
+	tool := runcommand.New(e.WS, runcommand.Options{Sandbox: sb, KillGrace: 300 * time.Millisecond})
+	// A guard only: without the fix the interrupted waits never end.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	const waiters = 64
+	var mu sync.Mutex
+	var streamed strings.Builder
+	res, err := wt.CallContext(ctx, t, tool, fmt.Sprintf(`{"argv":["python3","lockwait.py","%d"]}`, waiters), func(p tools.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		streamed.WriteString(p.Output)
+	})
+	mu.Lock()
+	text := streamed.String()
+	mu.Unlock()
+	if err == nil {
+		text = wt.Text(res)
+	} else {
+		t.Errorf("run_command: %v (a wait the alarm should have interrupted went on)", err)
+	}
+	threads := -1
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, "supervisor threads "); ok {
+			threads, _ = strconv.Atoi(v)
+		}
+	}
+	if threads < 0 || threads >= waiters/2 {
+		t.Errorf("the supervisor had %d threads while %d of the command's waited for a lock; want fewer than %d:\n%s", threads, waiters, waiters/2, text)
+	}
+	for _, want := range []string{"interrupted flock", "interrupted ofd"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q: a caught signal did not end the wait:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "ESCAPED") {
+		t.Errorf("a lock held by another open file was taken:\n%s", text)
 	}
 }
