@@ -693,3 +693,77 @@ func TestEscapeLockWaits(t *testing.T) {
 		t.Errorf("a lock held by another open file was taken:\n%s", text)
 	}
 }
+
+// connectWaitPy makes n threads connect to a Unix socket whose backlog is
+// full, so that each waits in the supervisor's connect, and exits once
+// each is waiting (or connected), saying how many threads its parent, the
+// supervisor, has.
+const connectWaitPy = `import os, socket, sys, threading, time
+n = int(sys.argv[1])
+s = socket.socket(socket.AF_UNIX)
+s.bind("full.sock")
+s.listen(0)
+def connect():
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("full.sock")
+    time.sleep(3600)
+for i in range(n):
+    threading.Thread(target=connect, daemon=True).start()
+def waiting():
+    k = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            nr = open("/proc/self/task/" + t + "/syscall").read().split()[0]
+        except OSError:
+            continue
+        k += nr in ("42", "230")  # connect; clock_nanosleep once connected
+    return k
+while waiting() < n:
+    time.sleep(0.01)
+for line in open("/proc/%d/status" % os.getppid()):
+    if line.startswith("Threads:"):
+        print("supervisor threads", line.split()[1], flush=True)
+os._exit(0)
+`
+
+// TestEscapeWarmSupervisorThreads makes a command's threads wait in the
+// supervisor's connect, then runs the next command: a warm supervisor kept
+// every thread a command's mediated calls had made it start (200 blocked
+// connects left one with 210), so the next command found it that large.
+// Now a supervisor that grew past 32 threads exits after its command.
+func TestEscapeWarmSupervisorThreads(t *testing.T) {
+	t.Parallel()
+	testenv.LookPath(t, "python3")
+	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}})
+	if err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	t.Cleanup(sb.Close)
+	e := wt.New(t, map[string]string{"connectwait.py": connectWaitPy})
+	tool := runcommand.New(e.WS, runcommand.Options{Sandbox: sb, KillGrace: 300 * time.Millisecond})
+	// supervisorThreads runs argv and reads the thread count it printed.
+	supervisorThreads := func(argv string) int {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard only
+		defer cancel()
+		res, err := wt.CallContext(ctx, t, tool, `{"argv":`+argv+`}`, nil)
+		if err != nil {
+			t.Fatalf("run_command %s: %v", argv, err)
+		}
+		text := wt.Text(res)
+		for _, line := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(line, "supervisor threads "); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		t.Fatalf("no thread count in:\n%s", text)
+		return 0
+	}
+	const waiters = 64
+	if grown := supervisorThreads(fmt.Sprintf(`["python3","connectwait.py","%d"]`, waiters)); grown < waiters/2 {
+		t.Fatalf("the supervisor had %d threads while %d connects waited; the test needs them to hold one each", grown, waiters)
+	}
+	if n := supervisorThreads(`["sh","-c","echo supervisor threads $(grep Threads: /proc/$PPID/status | cut -f2)"]`); n > 32 {
+		t.Errorf("the next command's supervisor has %d threads: it kept those the last command's connects made it start", n)
+	}
+}

@@ -303,7 +303,27 @@ func supervise(setup Setup, s *spare, sp Spec, fds []int) (e Exit, again bool) {
 		clean = false
 	}
 	e.Receive, _ = m.receive.Load().(string)
-	return e, clean && e.Error == ""
+	return e, clean && e.Error == "" && threads() <= maxWarmThreads
+}
+
+// maxWarmThreads is the most threads a supervisor may have after a command
+// and still wait for the next. Each mediated system call the command made
+// at once took a thread of the supervisor's, and one that blocks (a
+// connect to a Unix socket whose backlog is full) holds it; the Go runtime
+// keeps a thread it made once idle, so a warm supervisor kept them all for
+// its next commands, under the uid's RLIMIT_NPROC and counted by no limit
+// of theirs (200 blocked connects left one with 210 threads). One that
+// grew past this exits instead, and the next command takes a spare. An
+// idle supervisor has 6 to 10.
+const maxWarmThreads = 32
+
+// threads is how many threads the supervisor has now.
+func threads() uint64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	return statusKB(status, "Threads:")
 }
 
 // starterError reads the step the child reported failing.
