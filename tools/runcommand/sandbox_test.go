@@ -55,6 +55,7 @@ func TestSandboxResults(t *testing.T) {
 		// A child past max_file_bytes: the command ends on its own exit
 		// code, so only its output tells; the result must name the limit.
 		{"file size limit in a child", `python3 -c "open('big', 'wb').write(b'x' * (2 << 20))"; exit 1`, true, []string{"File too large", "sandbox.max_file_bytes: 1048576 bytes"}},
+		{"cpu limit in a child", `python3 -c "while 1: pass"; exit 1`, true, []string{"exit code 1\n", "CPU time limit exceeded", "sandbox.cpu_seconds: 1"}},
 		{"limits applied", `grep -E "cpu time|address space|core file" /proc/self/limits`, false, []string{"Max cpu time              1                    2", "Max address space         268435456", "Max core file size        0"}},
 	}
 	for _, tt := range tests {

@@ -160,6 +160,12 @@ func sandboxNote(cfg sandbox.Config, uidProcesses, minFree uint64, exit sandbox.
 	if has("File too large", "File size limit exceeded", "EFBIG") {
 		notes = append(notes, fmt.Sprintf("the sandbox limits the size of files a process writes (sandbox.max_file_bytes: %d bytes)", cfg.MaxFileBytes))
 	}
+	// Likewise a child past cpu_seconds dies of SIGXCPU, which its shell
+	// reports as "CPU time limit exceeded": the command's own exit code
+	// names no limit.
+	if has("CPU time limit exceeded") {
+		notes = append(notes, fmt.Sprintf("the sandbox limits the CPU time of each process (sandbox.cpu_seconds: %d)", cfg.CPUSeconds))
+	}
 	if has("Resource temporarily unavailable", "resource temporarily unavailable", "Cannot fork", "can't fork", "EAGAIN") {
 		note := fmt.Sprintf("the sandbox limits processes (sandbox.max_processes: %d processes and threads per command, all it started counted", cfg.MaxProcesses)
 		if uidProcesses != 0 {
