@@ -303,3 +303,60 @@ func TestRunCommandOutOfFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxFallocate: fallocate took a gigabyte of disk per call at once,
+// between the watchdog's samples, so a command of a few milliseconds left
+// the disk short of workspace_min_free_bytes (two 1000 MiB fallocates in
+// 40 ms). The supervisor now performs it only when it leaves the reserve
+// (else ENOSPC), and holds it to max_file_bytes itself.
+func TestSandboxFallocate(t *testing.T) {
+	t.Parallel()
+	testenv.LookPath(t, "fallocate")
+	sb := newSandbox(t, sandbox.Config{MaxFileBytes: 1 << 30})
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := usage.Free(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const margin = 256 << 20 // what the disk may lose meanwhile to others
+	if free < 2*margin {
+		testenv.Missing(t, "512 MiB free on the disk of the test's temporary folder")
+	}
+	run := func(minFree uint64, script string) string {
+		out, err := os.Create(filepath.Join(t.TempDir(), "out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		p, err := sb.Start(t.Context(), sandbox.Run{Path: "/bin/sh", Argv: []string{"sh", "-c", script}, Dir: dir, Writable: []string{dir},
+			Output: out, Grace: time.Second, MinFreeBytes: minFree})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exit, err := p.Wait(); err != nil || exit.Limit != "" {
+			t.Fatalf("exit %+v, %v; want the command to end on its own", exit, err)
+		}
+		b, err := os.ReadFile(out.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// The reserve leaves less than a gigabyte: 1 GiB is refused, 1 MiB is not.
+	got := run(free-margin, "fallocate -l 1G big; echo rc=$?; fallocate -l 1M small && echo small ok; stat -c 'big %s' big")
+	for _, w := range []string{"No space left on device", "rc=1", "small ok", "big 0"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("under a reserve of all but %d bytes:\n%s\nwant %q", margin, got, w)
+		}
+	}
+	// max_file_bytes holds, as RLIMIT_FSIZE would: EFBIG and SIGXFSZ.
+	got = run(0, "fallocate -o 1 -l 1G past; echo rc=$?; fallocate --punch-hole -l 1M small; echo punched rc=$?")
+	for _, w := range []string{"File size limit exceeded", "punched rc=0"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("past max_file_bytes:\n%s\nwant %q", got, w)
+		}
+	}
+}

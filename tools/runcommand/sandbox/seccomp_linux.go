@@ -50,7 +50,8 @@ var sysvIPC = []string{"shmget", "shmat", "shmctl", "shmdt", "msgget", "msgsnd",
 // mediated are the system calls the filter sends to the supervisor
 // whatever their arguments (package supervisor, mediate): what Landlock
 // does not govern (metadata, Unix sockets by path, locks, watches), what could hide
-// files from the call's accounting (memfds, names taken away), and
+// files from the call's accounting (memfds, names taken away), what
+// allocates disk at once (fallocate), and
 // processes made past the call's share. The guard sends others depending
 // on their arguments: clone (without namespace flags), unlinkat (not of a
 // folder), open and openat (O_TMPFILE), and the ioctls and fcntls of
@@ -63,7 +64,7 @@ var mediated = []string{
 	supervisor.OpSetxattr, supervisor.OpLsetxattr, supervisor.OpFsetxattr,
 	supervisor.OpRemovexatt, supervisor.OpLremovexat, supervisor.OpFremovexat,
 	supervisor.OpMemfd, supervisor.OpUnlink, supervisor.OpRename, supervisor.OpRenameat, supervisor.OpRenameat2,
-	supervisor.OpFork, supervisor.OpVfork, supervisor.OpInotify,
+	supervisor.OpFork, supervisor.OpVfork, supervisor.OpInotify, supervisor.OpFallocate,
 }
 
 // byArguments are the system calls the guard sends to the supervisor for
