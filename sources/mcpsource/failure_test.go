@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -213,6 +214,8 @@ func everything(tb testing.TB) string {
 // its progress and result delivered, before the session closes.
 func TestRemovedWhileCalling(t *testing.T) {
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
 	srv := newHTTPServer(t, testserver.Hooks{Wait: func(ctx context.Context) {
 		select {
 		case <-release:
@@ -220,12 +223,13 @@ func TestRemovedWhileCalling(t *testing.T) {
 		}
 	}})
 	g, reg := newGateway(t)
+	t.Cleanup(free) // before the gateway's Close, which waits for the call
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "r", URL: srv.URL}}); err != nil {
 		t.Fatal(err)
 	}
 	snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("r_wait"))
 	rec := newRecorder()
-	done := make(chan *tools.Result)
+	done := make(chan *tools.Result, 1)
 	go func() { done <- call(t, context.Background(), snap, "r_wait", `{}`, rec) }()
 	select {
 	case <-rec.ch: // "waiting": the call runs on the server
@@ -237,9 +241,9 @@ func TestRemovedWhileCalling(t *testing.T) {
 	}
 	sourcetest.WaitTools(t, reg, "the removed server's tools to go", none("r_"))
 	if n := sessions(srv); n != 1 {
-		t.Fatalf("%d sessions on the server while the call runs, want 1 (the old one)", n)
+		t.Fatalf("%d sessions on the server while the call runs, want 1 (the old one); requests: %v", n, srv.requestsMatching(func(request) bool { return true }))
 	}
-	close(release)
+	free()
 	r := <-done
 	if r.IsError || text(r) != "released" {
 		t.Errorf("call on the removed server: %q (error %v), want \"released\"", text(r), r.IsError)
