@@ -380,7 +380,8 @@ func TestApprovalsNamed(t *testing.T) {
 		engine.SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
 			if w := ev.GetAwaitingApproval(); w != nil {
 				batch := ""
-				for _, b := range e.Batches(ctx, false) {
+				inflight, _ := e.Batches(ctx, false, 0)
+				for _, b := range inflight {
 					batch = b.ID
 				}
 				// Resolved from another goroutine, as a person's RPC would be.

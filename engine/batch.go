@@ -134,6 +134,7 @@ type batch struct {
 	// with its stream, whose context this is: no event is queued after it
 	// ends. A detached batch's keeps the values only.
 	callerCtx   context.Context
+	caller      string                  // CallerFrom(callerCtx), read once: Batches compares it under the engine's lock
 	cancel      context.CancelCauseFunc // ends the batch's run; set when admitted
 	stopTimeout context.CancelFunc      // stops the batch deadline's timer; nil without one
 	detached    bool                    // the batch outlives its stream; see handle.go
@@ -178,6 +179,7 @@ func (e *Engine) newBatch(ctx context.Context, snap *tools.Snapshot, req *toolwi
 		req:       req,
 		snap:      snap,
 		callerCtx: ctx,
+		caller:    CallerFrom(ctx),
 		detached:  req.GetOptions().GetDetach(),
 		sink:      sink,
 		weight:    1,

@@ -412,11 +412,10 @@ func (e *Engine) Stats() Stats {
 		SessionWaiting: e.seq.Waiting(),
 		HeldRecords:    e.heldRecs.Len(),
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	st.Batches = len(e.batches)
-	for _, b := range e.batches {
-		if b.out.Waiting() {
+	running := e.running(func(*batch) bool { return true })
+	st.Batches = len(running)
+	for _, p := range running {
+		if p.b.out.Waiting() { // the outbox's lock, not the engine's
 			st.WaitingToReport++
 		}
 	}

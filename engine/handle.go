@@ -75,7 +75,7 @@ func (e *Engine) lookup(ctx context.Context, batchID string) (*batch, error) {
 	e.mu.Lock()
 	b := e.batches[batchID]
 	e.mu.Unlock()
-	if b == nil || b.unary || CallerFrom(b.callerCtx) != CallerFrom(ctx) {
+	if b == nil || b.unary || b.caller != CallerFrom(ctx) {
 		return nil, errorf(NotFound, "no batch %s is running for this caller", shorten(batchID))
 	}
 	return b, nil

@@ -2,7 +2,8 @@ package engine
 
 import (
 	"context"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -30,20 +31,32 @@ type CallInFlight struct {
 // Age is how long the batch has been running at now.
 func (f InFlight) Age(now time.Time) time.Duration { return now.Sub(f.Started) }
 
-// Batches returns the batches running now, oldest first: every caller's
-// when all is true, otherwise only those of ctx's caller (CallerFrom).
-// Unary batches (Engine.Call's) are included, though no one was told their
-// ID. It reads what the batches publish safely and takes no batch's lock.
-func (e *Engine) Batches(ctx context.Context, all bool) []InFlight {
+// Batches returns the batches running now, oldest first, at most limit of
+// them (limit <= 0: all), and how many there are: every caller's when all
+// is true, otherwise only those of ctx's caller (CallerFrom). Unary
+// batches (Engine.Call's) are included, though no one was told their ID.
+// It holds the engine's lock only to pick the batches, by the caller each
+// was admitted with, so that a view of many batches does not keep others
+// from being admitted or ending; it reads what the batches publish safely
+// and takes no batch's lock.
+func (e *Engine) Batches(ctx context.Context, all bool, limit int) ([]InFlight, int) {
 	caller := CallerFrom(ctx)
-	e.mu.Lock()
-	out := make([]InFlight, 0, len(e.batches))
-	for _, b := range e.batches {
-		who := CallerFrom(b.callerCtx)
-		if !all && who != caller {
-			continue
+	picked := e.running(func(b *batch) bool { return all || b.caller == caller })
+	// Ordered by what is copied out, not through the batches themselves.
+	slices.SortFunc(picked, func(a, b pick) int {
+		if c := a.start.Compare(b.start); c != 0 {
+			return c
 		}
-		f := InFlight{ID: b.id, Caller: who, SessionID: b.req.GetSessionId(), Calls: len(b.calls), Started: b.start, Detached: b.detached}
+		return strings.Compare(a.b.id, b.b.id)
+	})
+	total := len(picked)
+	if limit > 0 && total > limit {
+		picked = picked[:limit]
+	}
+	out := make([]InFlight, 0, len(picked))
+	for _, p := range picked {
+		b := p.b
+		f := InFlight{ID: b.id, Caller: b.caller, SessionID: b.req.GetSessionId(), Calls: len(b.calls), Started: b.start, Detached: b.detached}
 		for i := range b.calls {
 			// A callRun is complete when it is stored (its start among
 			// what it holds), and the request never changes.
@@ -55,12 +68,26 @@ func (e *Engine) Batches(ctx context.Context, all bool) []InFlight {
 		}
 		out = append(out, f)
 	}
-	e.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Started.Equal(out[j].Started) {
-			return out[i].Started.Before(out[j].Started)
+	return out, total
+}
+
+// pick is a running batch, with when it started.
+type pick struct {
+	start time.Time
+	b     *batch
+}
+
+// running returns the running batches keep keeps. It holds the engine's
+// lock, which admitting and ending batches take, only to copy them out:
+// what is asked of them after is asked without it.
+func (e *Engine) running(keep func(*batch) bool) []pick {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]pick, 0, len(e.batches))
+	for _, b := range e.batches {
+		if keep(b) {
+			out = append(out, pick{b.start, b})
 		}
-		return out[i].ID < out[j].ID
-	})
+	}
 	return out
 }

@@ -62,7 +62,16 @@ type Config struct {
 	Group string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// MaxBatches is the most batches a view lists, the oldest (the rest
+	// are counted in batch_count); 0 means DefaultMaxBatches. It bounds
+	// what one GetServerStatus costs and sends, however many batches run.
+	MaxBatches int
 }
+
+// DefaultMaxBatches is how many batches a view lists unless
+// Config.MaxBatches says otherwise: as many as the contract promises
+// (GetServerStatusResponse.batches).
+const DefaultMaxBatches = 1000
 
 // View is the server view of one engine and registry.
 type View struct {
@@ -78,6 +87,9 @@ func New(eng *engine.Engine, reg *tools.Registry, cfg Config) *View {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxBatches <= 0 {
+		cfg.MaxBatches = DefaultMaxBatches
 	}
 	return &View{eng: eng, reg: reg, cfg: cfg}
 }
@@ -137,7 +149,9 @@ func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
 			resp.Sources = append(resp.Sources, st)
 		}
 	}
-	for _, b := range v.eng.Batches(ctx, all) {
+	batches, total := v.eng.Batches(ctx, all, v.cfg.MaxBatches)
+	resp.BatchCount = int32(total)
+	for _, b := range batches {
 		bf := &toolwirev1.BatchInFlight{
 			BatchId: b.ID, CallerId: b.Caller, SessionId: b.SessionID,
 			Calls: int32(b.Calls), CallsRunning: int32(b.Running),

@@ -166,3 +166,54 @@ func TestSourceToolsArePermitted(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchesAreCapped: a view lists the oldest Config.MaxBatches batches
+// and counts them all, so one GetServerStatus costs and sends the same
+// however many batches run. 10,000 held batches made a 470 KB answer
+// that took 30 ms (p50) to build; some 90,000 would pass
+// max_message_bytes, failing the call after all that work.
+func TestBatchesAreCapped(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry(diag.Tools()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{}, engine.Deps{})
+	t.Cleanup(func() { eng.CancelCalls(); eng.Drain(); eng.Close() })
+	for range 3 {
+		running(t, eng, reg, as("alice"))
+	}
+	running(t, eng, reg, as("bob"))
+	// The oldest n of ctx's batches (every caller's when all is true).
+	oldest := func(ctx context.Context, all bool, n int) (ids []string) {
+		l, _ := eng.Batches(ctx, all, 0)
+		for _, b := range l[:min(n, len(l))] {
+			ids = append(ids, b.ID)
+		}
+		return ids
+	}
+
+	v := New(eng, reg, Config{MaxBatches: 2})
+	for _, c := range []struct {
+		name  string
+		ctx   context.Context
+		want  []string
+		count int32
+	}{
+		{"a caller's own", as("alice"), oldest(as("alice"), false, 2), 3},
+		{"an administrator's", as("dave", "admin"), oldest(as("dave"), true, 2), 4},
+		{"a caller with fewer", as("bob"), oldest(as("bob"), false, 2), 1},
+	} {
+		got := v.Status(c.ctx)
+		var listed []string
+		for _, b := range got.GetBatches() {
+			listed = append(listed, b.GetBatchId())
+		}
+		if !slices.Equal(listed, c.want) || got.GetBatchCount() != c.count {
+			t.Errorf("%s: batches %q of %d, want %q of %d", c.name, listed, got.GetBatchCount(), c.want, c.count)
+		}
+	}
+	if got := New(eng, reg, Config{Open: true}).Status(context.Background()); len(got.GetBatches()) != 4 || got.GetBatchCount() != 4 {
+		t.Errorf("by default: %d batches listed of %d, want 4 of 4", len(got.GetBatches()), got.GetBatchCount())
+	}
+}

@@ -133,7 +133,8 @@ type GetServerStatusResponse struct {
 	// configuration declares, in the configuration's order of kinds.
 	Sources []*SourceStatus `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty"`
 	// The batches running now, oldest first: the caller's own, or every
-	// caller's when all_callers is true.
+	// caller's when all_callers is true. At most the oldest 1,000 are listed;
+	// batch_count says how many there are.
 	Batches []*BatchInFlight `protobuf:"bytes,4,rep,name=batches,proto3" json:"batches,omitempty"`
 	// What the engine is doing; unset unless all_callers is true.
 	Engine *EngineStats `protobuf:"bytes,5,opt,name=engine,proto3" json:"engine,omitempty"`
@@ -143,7 +144,11 @@ type GetServerStatusResponse struct {
 	ServerTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=server_time,json=serverTime,proto3" json:"server_time,omitempty"`
 	// The caller's ID as the server authenticated it; empty for the anonymous
 	// caller.
-	CallerId      string `protobuf:"bytes,8,opt,name=caller_id,json=callerId,proto3" json:"caller_id,omitempty"`
+	CallerId string `protobuf:"bytes,8,opt,name=caller_id,json=callerId,proto3" json:"caller_id,omitempty"`
+	// The number of batches running now that this view covers (the caller's,
+	// or every caller's when all_callers is true); more than batches holds
+	// when the list was cut.
+	BatchCount    int32 `protobuf:"varint,9,opt,name=batch_count,json=batchCount,proto3" json:"batch_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +237,13 @@ func (x *GetServerStatusResponse) GetCallerId() string {
 		return x.CallerId
 	}
 	return ""
+}
+
+func (x *GetServerStatusResponse) GetBatchCount() int32 {
+	if x != nil {
+		return x.BatchCount
+	}
+	return 0
 }
 
 // SourceStatus is one source of tools.
@@ -663,7 +675,7 @@ var File_toolwire_v1_admin_proto protoreflect.FileDescriptor
 const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x17toolwire/v1/admin.proto\x12\vtoolwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x18\n" +
-	"\x16GetServerStatusRequest\"\xec\x02\n" +
+	"\x16GetServerStatusRequest\"\x8d\x03\n" +
 	"\x17GetServerStatusResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1d\n" +
 	"\n" +
@@ -675,7 +687,9 @@ const file_toolwire_v1_admin_proto_rawDesc = "" +
 	"allCallers\x12;\n" +
 	"\vserver_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"serverTime\x12\x1b\n" +
-	"\tcaller_id\x18\b \x01(\tR\bcallerId\"\x86\x02\n" +
+	"\tcaller_id\x18\b \x01(\tR\bcallerId\x12\x1f\n" +
+	"\vbatch_count\x18\t \x01(\x05R\n" +
+	"batchCount\"\x86\x02\n" +
 	"\fSourceStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +

@@ -15,7 +15,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17toolwire/v1/admin.proto\x12\x0btoolwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x18\n\x16GetServerStatusRequest\"\xec\x02\n\x17GetServerStatusResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\x12\x1d\n\ntool_count\x18\x02 \x01(\x05R\ttoolCount\x12\x33\n\x07sources\x18\x03 \x03(\x0b\x32\x19.toolwire.v1.SourceStatusR\x07sources\x12\x34\n\x07\x62\x61tches\x18\x04 \x03(\x0b\x32\x1a.toolwire.v1.BatchInFlightR\x07\x62\x61tches\x12\x30\n\x06\x65ngine\x18\x05 \x01(\x0b\x32\x18.toolwire.v1.EngineStatsR\x06\x65ngine\x12\x1f\n\x0b\x61ll_callers\x18\x06 \x01(\x08R\nallCallers\x12;\n\x0bserver_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\x12\x1b\n\tcaller_id\x18\x08 \x01(\tR\x08\x63\x61llerId\"\x86\x02\n\x0cSourceStatus\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12.\n\x05state\x18\x03 \x01(\x0e\x32\x18.toolwire.v1.SourceStateR\x05state\x12\x1d\n\ntool_count\x18\x04 \x01(\x05R\ttoolCount\x12\x1d\n\nlast_error\x18\x05 \x01(\tR\tlastError\x12\x30\n\x05since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05since\x12\x14\n\x05tools\x18\x07 \x03(\tR\x05tools\x12\x18\n\x07skipped\x18\x08 \x01(\x05R\x07skipped\"\xd5\x02\n\rBatchInFlight\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x1b\n\tcaller_id\x18\x02 \x01(\tR\x08\x63\x61llerId\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x14\n\x05\x63\x61lls\x18\x04 \x01(\x05R\x05\x63\x61lls\x12#\n\rcalls_running\x18\x05 \x01(\x05R\x0c\x63\x61llsRunning\x12\x34\n\x07started\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07started\x12+\n\x03\x61ge\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03\x61ge\x12\x1a\n\x08\x64\x65tached\x18\x08 \x01(\x08R\x08\x64\x65tached\x12\x33\n\x07running\x18\t \x03(\x0b\x32\x19.toolwire.v1.CallInFlightR\x07running\"\xbd\x01\n\x0c\x43\x61llInFlight\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x14\n\x05index\x18\x03 \x01(\rR\x05index\x12\x34\n\x07started\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07started\x12+\n\x03\x61ge\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03\x61ge\"\xa3\x02\n\x0b\x45ngineStats\x12\x18\n\x07\x62\x61tches\x18\x01 \x01(\x05R\x07\x62\x61tches\x12#\n\rcalls_running\x18\x02 \x01(\x05R\x0c\x63\x61llsRunning\x12!\n\x0cslot_waiters\x18\x03 \x01(\x03R\x0bslotWaiters\x12\x18\n\x07\x63\x61llers\x18\x04 \x01(\x05R\x07\x63\x61llers\x12\x1c\n\tabandoned\x18\x05 \x01(\x03R\tabandoned\x12%\n\x0e\x62uffered_bytes\x18\x06 \x01(\x03R\rbufferedBytes\x12*\n\x11waiting_to_report\x18\x07 \x01(\x05R\x0fwaitingToReport\x12\'\n\x0fsession_waiting\x18\x08 \x01(\x05R\x0esessionWaiting*\x8b\x01\n\x0bSourceState\x12\x1c\n\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSOURCE_STATE_UP\x10\x01\x12\x15\n\x11SOURCE_STATE_DOWN\x10\x02\x12\x19\n\x15SOURCE_STATE_RETRYING\x10\x03\x12\x17\n\x13SOURCE_STATE_STATIC\x10\x04\x32l\n\x0c\x41\x64minService\x12\\\n\x0fGetServerStatus\x12#.toolwire.v1.GetServerStatusRequest\x1a$.toolwire.v1.GetServerStatusResponseB9Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17toolwire/v1/admin.proto\x12\x0btoolwire.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x18\n\x16GetServerStatusRequest\"\x8d\x03\n\x17GetServerStatusResponse\x12\x1a\n\x08revision\x18\x01 \x01(\tR\x08revision\x12\x1d\n\ntool_count\x18\x02 \x01(\x05R\ttoolCount\x12\x33\n\x07sources\x18\x03 \x03(\x0b\x32\x19.toolwire.v1.SourceStatusR\x07sources\x12\x34\n\x07\x62\x61tches\x18\x04 \x03(\x0b\x32\x1a.toolwire.v1.BatchInFlightR\x07\x62\x61tches\x12\x30\n\x06\x65ngine\x18\x05 \x01(\x0b\x32\x18.toolwire.v1.EngineStatsR\x06\x65ngine\x12\x1f\n\x0b\x61ll_callers\x18\x06 \x01(\x08R\nallCallers\x12;\n\x0bserver_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nserverTime\x12\x1b\n\tcaller_id\x18\x08 \x01(\tR\x08\x63\x61llerId\x12\x1f\n\x0b\x62\x61tch_count\x18\t \x01(\x05R\nbatchCount\"\x86\x02\n\x0cSourceStatus\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12.\n\x05state\x18\x03 \x01(\x0e\x32\x18.toolwire.v1.SourceStateR\x05state\x12\x1d\n\ntool_count\x18\x04 \x01(\x05R\ttoolCount\x12\x1d\n\nlast_error\x18\x05 \x01(\tR\tlastError\x12\x30\n\x05since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05since\x12\x14\n\x05tools\x18\x07 \x03(\tR\x05tools\x12\x18\n\x07skipped\x18\x08 \x01(\x05R\x07skipped\"\xd5\x02\n\rBatchInFlight\x12\x19\n\x08\x62\x61tch_id\x18\x01 \x01(\tR\x07\x62\x61tchId\x12\x1b\n\tcaller_id\x18\x02 \x01(\tR\x08\x63\x61llerId\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x14\n\x05\x63\x61lls\x18\x04 \x01(\x05R\x05\x63\x61lls\x12#\n\rcalls_running\x18\x05 \x01(\x05R\x0c\x63\x61llsRunning\x12\x34\n\x07started\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07started\x12+\n\x03\x61ge\x18\x07 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03\x61ge\x12\x1a\n\x08\x64\x65tached\x18\x08 \x01(\x08R\x08\x64\x65tached\x12\x33\n\x07running\x18\t \x03(\x0b\x32\x19.toolwire.v1.CallInFlightR\x07running\"\xbd\x01\n\x0c\x43\x61llInFlight\x12\x17\n\x07\x63\x61ll_id\x18\x01 \x01(\tR\x06\x63\x61llId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x14\n\x05index\x18\x03 \x01(\rR\x05index\x12\x34\n\x07started\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x07started\x12+\n\x03\x61ge\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationR\x03\x61ge\"\xa3\x02\n\x0b\x45ngineStats\x12\x18\n\x07\x62\x61tches\x18\x01 \x01(\x05R\x07\x62\x61tches\x12#\n\rcalls_running\x18\x02 \x01(\x05R\x0c\x63\x61llsRunning\x12!\n\x0cslot_waiters\x18\x03 \x01(\x03R\x0bslotWaiters\x12\x18\n\x07\x63\x61llers\x18\x04 \x01(\x05R\x07\x63\x61llers\x12\x1c\n\tabandoned\x18\x05 \x01(\x03R\tabandoned\x12%\n\x0e\x62uffered_bytes\x18\x06 \x01(\x03R\rbufferedBytes\x12*\n\x11waiting_to_report\x18\x07 \x01(\x05R\x0fwaitingToReport\x12\'\n\x0fsession_waiting\x18\x08 \x01(\x05R\x0esessionWaiting*\x8b\x01\n\x0bSourceState\x12\x1c\n\x18SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x13\n\x0fSOURCE_STATE_UP\x10\x01\x12\x15\n\x11SOURCE_STATE_DOWN\x10\x02\x12\x19\n\x15SOURCE_STATE_RETRYING\x10\x03\x12\x17\n\x13SOURCE_STATE_STATIC\x10\x04\x32l\n\x0c\x41\x64minService\x12\\\n\x0fGetServerStatus\x12#.toolwire.v1.GetServerStatusRequest\x1a$.toolwire.v1.GetServerStatusResponseB9Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolwire.v1.admin_pb2', globals())
@@ -23,20 +23,20 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z7github.com/toolwire/toolwire/gen/toolwire/v1;toolwirev1'
-  _SOURCESTATE._serialized_start=1594
-  _SOURCESTATE._serialized_end=1733
+  _SOURCESTATE._serialized_start=1627
+  _SOURCESTATE._serialized_end=1766
   _GETSERVERSTATUSREQUEST._serialized_start=105
   _GETSERVERSTATUSREQUEST._serialized_end=129
   _GETSERVERSTATUSRESPONSE._serialized_start=132
-  _GETSERVERSTATUSRESPONSE._serialized_end=496
-  _SOURCESTATUS._serialized_start=499
-  _SOURCESTATUS._serialized_end=761
-  _BATCHINFLIGHT._serialized_start=764
-  _BATCHINFLIGHT._serialized_end=1105
-  _CALLINFLIGHT._serialized_start=1108
-  _CALLINFLIGHT._serialized_end=1297
-  _ENGINESTATS._serialized_start=1300
-  _ENGINESTATS._serialized_end=1591
-  _ADMINSERVICE._serialized_start=1735
-  _ADMINSERVICE._serialized_end=1843
+  _GETSERVERSTATUSRESPONSE._serialized_end=529
+  _SOURCESTATUS._serialized_start=532
+  _SOURCESTATUS._serialized_end=794
+  _BATCHINFLIGHT._serialized_start=797
+  _BATCHINFLIGHT._serialized_end=1138
+  _CALLINFLIGHT._serialized_start=1141
+  _CALLINFLIGHT._serialized_end=1330
+  _ENGINESTATS._serialized_start=1333
+  _ENGINESTATS._serialized_end=1624
+  _ADMINSERVICE._serialized_start=1768
+  _ADMINSERVICE._serialized_end=1876
 # @@protoc_insertion_point(module_scope)

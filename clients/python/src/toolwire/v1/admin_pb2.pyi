@@ -74,9 +74,10 @@ class GetServerStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetServerStatusResponse(_message.Message):
-    __slots__ = ["all_callers", "batches", "caller_id", "engine", "revision", "server_time", "sources", "tool_count"]
+    __slots__ = ["all_callers", "batch_count", "batches", "caller_id", "engine", "revision", "server_time", "sources", "tool_count"]
     ALL_CALLERS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
+    BATCH_COUNT_FIELD_NUMBER: _ClassVar[int]
     CALLER_ID_FIELD_NUMBER: _ClassVar[int]
     ENGINE_FIELD_NUMBER: _ClassVar[int]
     REVISION_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +85,7 @@ class GetServerStatusResponse(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     TOOL_COUNT_FIELD_NUMBER: _ClassVar[int]
     all_callers: bool
+    batch_count: int
     batches: _containers.RepeatedCompositeFieldContainer[BatchInFlight]
     caller_id: str
     engine: EngineStats
@@ -91,7 +93,7 @@ class GetServerStatusResponse(_message.Message):
     server_time: _timestamp_pb2.Timestamp
     sources: _containers.RepeatedCompositeFieldContainer[SourceStatus]
     tool_count: int
-    def __init__(self, revision: _Optional[str] = ..., tool_count: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., batches: _Optional[_Iterable[_Union[BatchInFlight, _Mapping]]] = ..., engine: _Optional[_Union[EngineStats, _Mapping]] = ..., all_callers: bool = ..., server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., caller_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, revision: _Optional[str] = ..., tool_count: _Optional[int] = ..., sources: _Optional[_Iterable[_Union[SourceStatus, _Mapping]]] = ..., batches: _Optional[_Iterable[_Union[BatchInFlight, _Mapping]]] = ..., engine: _Optional[_Union[EngineStats, _Mapping]] = ..., all_callers: bool = ..., server_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., caller_id: _Optional[str] = ..., batch_count: _Optional[int] = ...) -> None: ...
 
 class SourceStatus(_message.Message):
     __slots__ = ["kind", "last_error", "name", "since", "skipped", "state", "tool_count", "tools"]

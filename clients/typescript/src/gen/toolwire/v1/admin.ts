@@ -102,7 +102,8 @@ export interface GetServerStatusResponse {
   sources: SourceStatus[];
   /**
    * The batches running now, oldest first: the caller's own, or every
-   * caller's when all_callers is true.
+   * caller's when all_callers is true. At most the oldest 1,000 are listed;
+   * batch_count says how many there are.
    */
   batches: BatchInFlight[];
   /** What the engine is doing; unset unless all_callers is true. */
@@ -120,6 +121,12 @@ export interface GetServerStatusResponse {
    * caller.
    */
   callerId: string;
+  /**
+   * The number of batches running now that this view covers (the caller's,
+   * or every caller's when all_callers is true); more than batches holds
+   * when the list was cut.
+   */
+  batchCount: number;
 }
 
 /** SourceStatus is one source of tools. */
@@ -284,6 +291,7 @@ function createBaseGetServerStatusResponse(): GetServerStatusResponse {
     allCallers: false,
     serverTime: undefined,
     callerId: "",
+    batchCount: 0,
   };
 }
 
@@ -312,6 +320,9 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
     }
     if (message.callerId !== "") {
       writer.uint32(66).string(message.callerId);
+    }
+    if (message.batchCount !== 0) {
+      writer.uint32(72).int32(message.batchCount);
     }
     return writer;
   },
@@ -393,6 +404,14 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
             message.callerId = reader.string();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.batchCount = reader.int32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -435,6 +454,11 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
         : isSet(object.caller_id)
         ? globalThis.String(object.caller_id)
         : "",
+      batchCount: isSet(object.batchCount)
+        ? globalThis.Number(object.batchCount)
+        : isSet(object.batch_count)
+        ? globalThis.Number(object.batch_count)
+        : 0,
     };
   },
 
@@ -464,6 +488,9 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
     if (message.callerId !== "") {
       obj.callerId = message.callerId;
     }
+    if (message.batchCount !== 0) {
+      obj.batchCount = Math.round(message.batchCount);
+    }
     return obj;
   },
 
@@ -482,6 +509,7 @@ export const GetServerStatusResponse: MessageFns<GetServerStatusResponse> = {
     message.allCallers = object.allCallers ?? false;
     message.serverTime = object.serverTime ?? undefined;
     message.callerId = object.callerId ?? "";
+    message.batchCount = object.batchCount ?? 0;
     return message;
   },
 };
