@@ -129,7 +129,8 @@ type Config struct {
 	// wait runs out gets a TIMEOUT result and was not run. Default 4096.
 	MaxConcurrentCalls int `json:"max_concurrent_calls"`
 	// MaxQueueWait is how long a batch waits for a slot before it is refused
-	// with ResourceExhausted. Default 5s.
+	// with ResourceExhausted, and a listing or search of a large catalog
+	// for its turn (see ListTools). Default 5s.
 	MaxQueueWait time.Duration `json:"max_queue_wait"`
 	// MaxCallsPerCaller bounds the calls of one caller (see CallerFrom)
 	// running at once, with the same queueing as MaxConcurrentCalls, so
@@ -234,7 +235,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ApprovalTimeout, "approval-timeout", c.ApprovalTimeout, "how long a call waits for approval before it times out (0: its own timeout)")
 	fs.DurationVar(&c.BatchLease, "batch-lease", c.BatchLease, "how long the replica running a detached batch holds it unless renewed; bounds how long a dead replica's batch looks running (0: 10s)")
 	fs.IntVar(&c.MaxConcurrentCalls, "max-concurrent-calls", c.MaxConcurrentCalls, "most tool calls running at once; more queue (0: 4096)")
-	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot before RESOURCE_EXHAUSTED (0: 5s)")
+	fs.DurationVar(&c.MaxQueueWait, "max-queue-wait", c.MaxQueueWait, "how long a batch waits for a free call slot, or a listing or search of more than 1,000 tools for its turn, before RESOURCE_EXHAUSTED (0: 5s)")
 	fs.Float64Var(&c.RatePerCaller, "rate-per-caller", c.RatePerCaller, "calls a second each caller may start, on average; batches beyond it are refused with RESOURCE_EXHAUSTED and a RetryInfo (0: no limit)")
 	fs.IntVar(&c.RateBurst, "rate-burst", c.RateBurst, "calls a caller may start at once above --rate-per-caller, the most one batch may hold (0: the rate, rounded up)")
 	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", c.MaxCallsPerCaller, "most tool calls of one caller running at once (0: a quarter of --max-concurrent-calls for each authenticated caller; -1: no cap)")

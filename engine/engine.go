@@ -111,6 +111,7 @@ type Engine struct {
 	shedCount   atomic.Int64       // streams ended for the budget, ever; see shed
 	runners     *runners.Pool      // the goroutines batches run on
 	limits      *slots.Limiter     // call slots, server-wide and per caller
+	scans       *slots.Limiter     // listings and searches of a large catalog running at once; see listing.go
 	rates       *rates.Buckets     // nil without a rate limit
 	obs         Observer           // nil: none
 	rec         CallRecorder       // the CallRecorders among obs; nil: none
@@ -148,6 +149,7 @@ func New(cfg Config, deps Deps) *Engine {
 	e.heldRecs.init(e)
 	perCaller, anonymous := e.cfg.callerShare()
 	e.limits = slots.New(e.cfg.MaxConcurrentCalls, perCaller, anonymous)
+	e.scans = slots.New(scanSlots(), 1, false)
 	if e.cfg.RatePerCaller > 0 {
 		e.rates = rates.New(e.cfg.RatePerCaller, e.cfg.RateBurst, e.deps.RateStore, e.deps.Logger)
 	}
