@@ -35,7 +35,7 @@ const (
 	// response's other fields and the transport's framing.
 	pageMargin = 64 << 10
 	// scanFree is the most tools a catalog may hold for its listings and
-	// searches to run without a scan slot (scan): below it one costs
+	// searches to run without a scan slot (Scan): below it one costs
 	// about a millisecond at most.
 	scanFree = 1000
 )
@@ -47,14 +47,17 @@ const (
 // it); the others wait their turn, first come, first served.
 func scanSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
-// scan waits for a scan slot when snap holds more than scanFree tools,
-// for at most MaxQueueWait, and returns what gives it back. A listing or
-// search is a pass over every tool the request reaches, as costly to the
-// server as the catalog is large (a search of 32 terms met in every tool
-// took 118 ms over 40,000 of them), and one request costs its caller
-// next to nothing: without a bound, 32 searches at once took the CPU
-// from everything else.
-func (e *Engine) scan(ctx context.Context, snap *tools.Snapshot) (release func(), err error) {
+// Scan waits for a scan slot when snap holds more than scanFree tools,
+// for at most MaxQueueWait, and returns what gives it back; a wait that
+// ends without one is ResourceExhausted (or ctx's error). A listing, a
+// search or a server view is a pass over every tool the request reaches,
+// as costly to the server as the catalog is large (a search of 32 terms
+// met in every tool took 118 ms over 40,000 of them), and one request
+// costs its caller next to nothing: without a bound, 32 searches at once
+// took the CPU from everything else. ListTools and SearchTools take one;
+// so does a surface's own pass over a snapshot for a request (the server
+// view's, package serverstatus).
+func (e *Engine) Scan(ctx context.Context, snap *tools.Snapshot) (release func(), err error) {
 	if snap.Len() <= scanFree {
 		return func() {}, nil
 	}
@@ -136,7 +139,7 @@ func (c *catalog) of(snap *tools.Snapshot) *listing {
 // starts after that name; a token of another revision than snap's is
 // Aborted (the listing starts again), one the server did not make is
 // InvalidArgument. Over a catalog of more than scanFree tools it first
-// waits its turn (scan). Every surface lists with it. The response's tools are
+// waits its turn (Scan). Every surface lists with it. The response's tools are
 // shared with other responses (made once per revision): read them, never
 // modify them.
 func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolwirev1.ListToolsRequest) (*toolwirev1.ListToolsResponse, error) {
@@ -144,7 +147,7 @@ func (e *Engine) ListTools(ctx context.Context, snap *tools.Snapshot, req *toolw
 	if size < 0 {
 		return nil, &Error{Code: InvalidArgument, Message: fmt.Sprintf("page_size is %d; it must be positive, or 0 for every tool at once", size)}
 	}
-	release, err := e.scan(ctx, snap)
+	release, err := e.Scan(ctx, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +226,7 @@ func (e *Engine) SearchTools(ctx context.Context, snap *tools.Snapshot, req *too
 		limit = DefaultSearchResults
 	}
 	limit = min(limit, MaxSearchResults)
-	release, err := e.scan(ctx, snap)
+	release, err := e.Scan(ctx, snap)
 	if err != nil {
 		return nil, err
 	}

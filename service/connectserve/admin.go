@@ -35,5 +35,9 @@ const adminReadMaxBytes = 64 << 10
 
 // GetServerStatus implements toolwire.v1.AdminService.
 func (a adminServer) GetServerStatus(ctx context.Context, _ *connect.Request[toolwirev1.GetServerStatusRequest]) (*connect.Response[toolwirev1.GetServerStatusResponse], error) {
-	return connect.NewResponse(a.view.Status(ctx)), nil
+	resp, err := a.view.Status(ctx)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(resp), nil
 }

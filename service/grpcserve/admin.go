@@ -18,5 +18,9 @@ var _ toolwirev1.AdminServiceServer = adminServer{}
 
 // GetServerStatus implements toolwire.v1.AdminService.
 func (a adminServer) GetServerStatus(ctx context.Context, _ *toolwirev1.GetServerStatusRequest) (*toolwirev1.GetServerStatusResponse, error) {
-	return a.view.Status(ctx), nil
+	resp, err := a.view.Status(ctx)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
 }

@@ -100,11 +100,19 @@ func (v *View) Admin(ctx context.Context) bool {
 	return (v.cfg.Open && id.ID == "") || slices.Contains(id.Groups, v.cfg.Group)
 }
 
-// Status is GetServerStatus's answer for ctx's caller.
-func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
+// Status is GetServerStatus's answer for ctx's caller. It is a pass over
+// the registry's tools (each source's, those the caller may call), so it
+// waits its turn as a listing does (Engine.Scan): its error is the
+// engine's, ResourceExhausted when the turn did not come.
+func (v *View) Status(ctx context.Context) (*toolwirev1.GetServerStatusResponse, error) {
 	now := v.cfg.Now()
 	all := v.Admin(ctx)
 	snap := v.reg.Snapshot()
+	release, err := v.eng.Scan(ctx, snap)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// Tools by their owner, to count each source's, and the names of
 	// those the caller may call.
 	counts := map[string]int32{}
@@ -171,7 +179,7 @@ func (v *View) Status(ctx context.Context) *toolwirev1.GetServerStatusResponse {
 			WaitingToReport: int32(st.WaitingToReport), SessionWaiting: int32(st.SessionWaiting),
 		}
 	}
-	return resp
+	return resp, nil
 }
 
 // state is the contract's value of a source's state.

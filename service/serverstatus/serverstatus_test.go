@@ -2,6 +2,7 @@ package serverstatus
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -54,6 +55,16 @@ func running(t *testing.T, eng *engine.Engine, reg *tools.Registry, ctx context.
 	}
 }
 
+// status is v's answer for ctx's caller, failing the test on an error.
+func status(t *testing.T, v *View, ctx context.Context) *toolwirev1.GetServerStatusResponse {
+	t.Helper()
+	resp, err := v.Status(ctx)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	return resp
+}
+
 func TestStatus(t *testing.T) {
 	t.Parallel()
 	reg, err := tools.NewRegistry(diag.Tools()...)
@@ -89,7 +100,7 @@ func TestStatus(t *testing.T) {
 		{"the anonymous caller is no administrator when authentication is on", context.Background(), false, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got := v.Status(c.ctx)
+			got := status(t, v, c.ctx)
 			if got.GetAllCallers() != c.admin || (got.GetEngine() != nil) != c.admin {
 				t.Errorf("all_callers %v, engine stats %v; want both %v", got.GetAllCallers(), got.GetEngine() != nil, c.admin)
 			}
@@ -130,7 +141,7 @@ func TestStatus(t *testing.T) {
 	}
 
 	open := New(eng, reg, Config{Open: true})
-	if got := open.Status(context.Background()); !got.GetAllCallers() || len(got.GetBatches()) != 2 || len(got.GetSources()) != 1 {
+	if got := status(t, open, context.Background()); !got.GetAllCallers() || len(got.GetBatches()) != 2 || len(got.GetSources()) != 1 {
 		t.Errorf("with authentication off: %v; want every batch, the built-in source only", got)
 	}
 	if open.Admin(as("alice")) {
@@ -160,7 +171,7 @@ func TestSourceToolsArePermitted(t *testing.T) {
 		return []Source{{Kind: "mcp_servers", Name: "files", Owner: "mcp:files", State: "up"}}
 	}})
 	for caller, want := range map[string][]string{"alice": {"files_read"}, "carol": nil} {
-		src := v.Status(as(caller)).GetSources()
+		src := status(t, v, as(caller)).GetSources()
 		if len(src) != 2 || !slices.Equal(src[1].GetTools(), want) {
 			t.Errorf("%s sees the files source's tools %v; want %v", caller, src, want)
 		}
@@ -204,7 +215,7 @@ func TestBatchesAreCapped(t *testing.T) {
 		{"an administrator's", as("dave", "admin"), oldest(as("dave"), true, 2), 4},
 		{"a caller with fewer", as("bob"), oldest(as("bob"), false, 2), 1},
 	} {
-		got := v.Status(c.ctx)
+		got := status(t, v, c.ctx)
 		var listed []string
 		for _, b := range got.GetBatches() {
 			listed = append(listed, b.GetBatchId())
@@ -213,7 +224,42 @@ func TestBatchesAreCapped(t *testing.T) {
 			t.Errorf("%s: batches %q of %d, want %q of %d", c.name, listed, got.GetBatchCount(), c.want, c.count)
 		}
 	}
-	if got := New(eng, reg, Config{Open: true}).Status(context.Background()); len(got.GetBatches()) != 4 || got.GetBatchCount() != 4 {
+	if got := status(t, New(eng, reg, Config{Open: true}), context.Background()); len(got.GetBatches()) != 4 || got.GetBatchCount() != 4 {
 		t.Errorf("by default: %d batches listed of %d, want 4 of 4", len(got.GetBatches()), got.GetBatchCount())
+	}
+}
+
+// TestStatusTakesItsTurn: over a catalog of more than 1,000 tools a view
+// is a scan like a listing, and waits for a scan slot (Engine.Scan).
+// Before, 16 callers polling it over 40,000 tools (1.1 MB and 84 ms
+// each) took ExecuteBatch calls beside them from 33,122 in 8 s (p99
+// 7.3 ms) to 14,010 (p99 38 ms).
+func TestStatusTakesItsTurn(t *testing.T) {
+	t.Parallel()
+	var many []tools.Tool
+	for i := range 1001 {
+		many = append(many, tools.Tool{Name: fmt.Sprintf("t%04d", i), Description: "d",
+			Handler: func(context.Context, *tools.Call) (*tools.Result, error) { return tools.Text(""), nil }})
+	}
+	reg, err := tools.NewRegistry(many...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := engine.New(engine.Config{MaxQueueWait: time.Millisecond}, engine.Deps{})
+	t.Cleanup(eng.Close)
+	// Take every slot, one caller each, until one is refused.
+	taken := 0
+	for ; ; taken++ {
+		release, err := eng.Scan(as(fmt.Sprintf("c%d", taken)), reg.Snapshot())
+		if err != nil {
+			if engine.CodeOf(err) != engine.ResourceExhausted {
+				t.Fatalf("a scan past the slots: %v, want ResourceExhausted", err)
+			}
+			break
+		}
+		defer release()
+	}
+	if _, err := New(eng, reg, Config{}).Status(as("carol")); engine.CodeOf(err) != engine.ResourceExhausted {
+		t.Errorf("a view while all %d scan slots are taken: %v; want ResourceExhausted", taken, err)
 	}
 }
