@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strconv"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -58,8 +62,6 @@ func (s *server) callDirect(ctx context.Context, r *rpc, remote string, args jso
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	r.begin()
-	defer r.end()
 	p := callParams{Name: remote, Arguments: args}
 	p.Meta.ProgressToken = token
 	resp, id, err := r.sendID(ctx, "tools/call", &p)
@@ -88,6 +90,11 @@ func (r *rpc) cancelled(ctx context.Context, id string, why error) {
 	if err != nil {
 		return
 	}
+	r.cancelID(ctx, jid, why)
+}
+
+// cancelID tells the server that the request jid is cancelled.
+func (r *rpc) cancelID(ctx context.Context, jid jsonrpc.ID, why error) {
 	p, _ := json.Marshal(map[string]any{"requestId": jid.Raw(), "reason": why.Error()})
 	ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 	defer cancel()
@@ -203,4 +210,96 @@ func appendBlock(block json.RawMessage, out *tools.Result) error {
 // leftOut is the marker of a result's last n blocks, left out.
 func leftOut(n int) tools.Content {
 	return tools.Content{Text: fmt.Sprintf("[%d more content blocks left out: past the first %d]", n, maxContentBlocks-1)}
+}
+
+// A call the gateway makes through the SDK's ClientSession.CallTool is
+// told to its server as cancelled by the gateway too, when its context
+// ends: the SDK tells it on a goroutine of its own once the call has
+// returned, and a session closing by then refuses to send it. A session
+// closes once its calls have returned (rpc.drain) when a reload removed or
+// changed its server, so a call cut after that reload left the server's
+// work running, one more per reload, and, over streamable HTTP, the call
+// waited up to 5 s for the session's DELETE, which the server held while
+// that work ran. Its JSON-RPC ID, the SDK's, is caught as the request
+// leaves: wireConn.Write over stdio, httpSession.RoundTrip over HTTP.
+
+// sentCall holds the ID of a call's tools/call request once it is sent.
+type sentCall struct {
+	mu   sync.Mutex
+	id   jsonrpc.ID
+	sent bool
+}
+
+type sentCallKey struct{}
+
+// withSentCall returns ctx carrying a sentCall for the call made with it.
+func withSentCall(ctx context.Context) (context.Context, *sentCall) {
+	c := &sentCall{}
+	return context.WithValue(ctx, sentCallKey{}, c), c
+}
+
+// sentCallOf is the sentCall ctx carries, or nil.
+func sentCallOf(ctx context.Context) *sentCall {
+	c, _ := ctx.Value(sentCallKey{}).(*sentCall)
+	return c
+}
+
+// note records msg's ID when it is the call's tools/call request; the
+// SDK's own notifications/cancelled carries the call's context too.
+func (c *sentCall) note(msg jsonrpc.Message) {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" {
+		c.set(req.ID)
+	}
+}
+
+func (c *sentCall) set(id jsonrpc.ID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.sent {
+		c.id, c.sent = id, true
+	}
+}
+
+// ID returns the request's ID, once it was sent.
+func (c *sentCall) ID() (jsonrpc.ID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id, c.sent
+}
+
+// noteBody records the ID of the tools/call request a POST carries. The
+// SDK writes a request as {"jsonrpc":"2.0","id":…,"method":…,"params":…},
+// so only the body's start is read, however large the call's arguments; a
+// body written otherwise is not noted, and the call's cancellation is the
+// SDK's alone to send.
+func (c *sentCall) noteBody(r *http.Request) {
+	if r.Method != http.MethodPost || r.GetBody == nil {
+		return
+	}
+	body, err := r.GetBody()
+	if err != nil {
+		return
+	}
+	defer body.Close()
+	head := make([]byte, 128)
+	n, _ := io.ReadFull(body, head)
+	_, rest, ok := bytes.Cut(head[:n], []byte(`"id":`))
+	if !ok {
+		return
+	}
+	raw, _, ok := bytes.Cut(rest, []byte(`,"method":"tools/call"`))
+	if !ok {
+		return
+	}
+	var v any // as MakeID takes it: a number as a float64, or a string
+	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
+		v = float64(i)
+	} else if str, err := strconv.Unquote(string(raw)); err == nil {
+		v = str
+	} else {
+		return
+	}
+	if id, err := jsonrpc.MakeID(v); err == nil {
+		c.set(id)
+	}
 }

@@ -1,9 +1,11 @@
 package mcpsource
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +187,49 @@ func TestCallDirect(t *testing.T) {
 		t.Fatal("the server did not see the call cancelled (no notifications/cancelled)")
 	}
 	r.drain() // nothing in flight: returns
+}
+
+// TestSentCallNoteBody: the ID of a tools/call request the SDK POSTs is
+// read from the body's start, whatever the size of its arguments, and a
+// request of another method (the SDK's own notifications/cancelled, made
+// with the call's context) is not taken for it.
+func TestSentCallNoteBody(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		id     any // as MakeID takes it; nil: a notification
+		method string
+		args   string
+		want   bool
+	}{
+		{"number", float64(7), "tools/call", `{"text":"hi"}`, true},
+		{"string", "s-1", "tools/call", `{}`, true},
+		{"large arguments", float64(8), "tools/call", `{"text":"` + strings.Repeat("x", 1<<20) + `"}`, true},
+		{"another request", float64(9), "tools/list", `{}`, false},
+		{"cancellation", nil, "notifications/cancelled", `{"requestId":7}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := jsonrpc.MakeID(tc.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			params := json.RawMessage(tc.args)
+			if tc.method == "tools/call" {
+				params = json.RawMessage(`{"name":"echo","arguments":` + tc.args + `}`)
+			}
+			data, err := jsonrpc.EncodeMessage(&jsonrpc.Request{ID: id, Method: tc.method, Params: params})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := http.NewRequest(http.MethodPost, "http://mcp.example/mcp", bytes.NewReader(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sc sentCall
+			sc.noteBody(r)
+			got, ok := sc.ID()
+			if ok != tc.want || (ok && got != id) {
+				t.Errorf("noted %v (%v), want %v (%v), from %.80s", got.Raw(), ok, id.Raw(), tc.want, data)
+			}
+		})
+	}
 }

@@ -262,6 +262,91 @@ func TestRemovedWhileCalling(t *testing.T) {
 	}
 }
 
+// TestCancelledOnARemovedServer: a call whose server a Sync removed runs
+// on on the old session (TestRemovedWhileCalling), and when its caller then
+// cancels it, the server is told and its handler stops, over streamable
+// HTTP and stdio, each protocol path. The old session used to be closing
+// already, with nothing of the gateway's to wait for but stdio's own
+// JSON-RPC calls: the SDK, waiting for its calls before it closed, refused
+// to send anything meanwhile, notifications/cancelled included, so the
+// server's handler ran on (a real server's for as long as its work took;
+// measured against a real serve, one per reload that cut a call), and the
+// gateway's call waited up to 5 s for the session's DELETE, which the
+// server held while that handler ran, ignoring its cancellation. Waiting
+// for the SDK's calls too was not enough: the SDK sends the notice on a
+// goroutine of its own after the call has returned, and lost the race
+// with the session's close (1 run in 40 here); the gateway sends it too.
+func TestCancelledOnARemovedServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// cfg returns the server's configuration and what tells that its
+		// slow tool's handler saw its cancellation.
+		cfg func(t *testing.T) (ServerConfig, func() bool)
+	}{
+		{"http", func(t *testing.T) (ServerConfig, func() bool) {
+			cancelled := make(chan struct{})
+			srv := newHTTPServer(t, testserver.Hooks{SlowCancelled: func() { close(cancelled) }})
+			return ServerConfig{Name: "r", URL: srv.URL}, func() bool {
+				select {
+				case <-cancelled:
+					return true
+				default:
+					return false
+				}
+			}
+		}},
+		{"stdio", func(t *testing.T) (ServerConfig, func() bool) { return stdioCancelConfig(t, "") }},
+		{"stdio 2025-11-25", func(t *testing.T) (ServerConfig, func() bool) { return stdioCancelConfig(t, "2025-11-25") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, cancelled := tc.cfg(t)
+			g, reg := newGateway(t)
+			if err := g.Sync(context.Background(), []ServerConfig{cfg}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("r_slow"))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			rec := newRecorder()
+			done := make(chan *tools.Result)
+			go func() { done <- call(t, ctx, snap, "r_slow", `{}`, rec) }()
+			select {
+			case <-rec.ch: // "started": the call runs on the server
+			case <-time.After(waitLimit):
+				t.Fatal("the call did not start")
+			}
+			if err := g.Sync(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			sourcetest.WaitTools(t, reg, "the removed server's tools to go", none("r_"))
+			cancel()
+			if r := <-done; !r.IsError {
+				t.Errorf("cancelled call: %+v", r)
+			}
+			for limit := time.Now().Add(waitLimit); !cancelled(); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(limit) {
+					t.Fatal("the removed server's handler did not see the call's cancellation")
+				}
+			}
+		})
+	}
+}
+
+// stdioCancelConfig is a stdio test server named r, speaking protocol (its
+// default when empty), whose slow tool's handler writes a file when it sees
+// its cancellation; the function reports whether it has.
+func stdioCancelConfig(t *testing.T, protocol string) (ServerConfig, func() bool) {
+	cancelfile := filepath.Join(t.TempDir(), "cancelled")
+	env := map[string]string{"TESTSERVER_CANCELFILE": cancelfile}
+	if protocol != "" {
+		env["TESTSERVER_PROTOCOL"] = protocol
+	}
+	return ServerConfig{Name: "r", Command: stdioServer, Env: env}, func() bool {
+		b, _ := os.ReadFile(cancelfile)
+		return string(b) == "cancelled"
+	}
+}
+
 // TestStdioStoppedWhileCalling: a stdio server that a Sync stops (its
 // configuration changed) while a call runs on it finishes that call on its
 // old process, progress and result, and only then is that process ended.

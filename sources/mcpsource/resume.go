@@ -98,6 +98,9 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
+	if sc := sentCallOf(r.Context()); sc != nil {
+		sc.noteBody(r)
+	}
 	var resp *http.Response
 	var err error
 	if r.Method == http.MethodGet {

@@ -312,6 +312,10 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 			s.mu.Unlock()
 			fwd.finish(ctx)
 		}()
+		// The session stays open until the call returns, so that its
+		// cancellation still reaches the server (rpc.drain).
+		rpc.begin()
+		defer rpc.end()
 		if task {
 			return s.callTask(ctx, rpc, hs, remote, call.Arguments, token, fwd)
 		}
@@ -320,9 +324,14 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		}
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
-		// The SDK sends notifications/cancelled when ctx ends.
-		r, err := cs.CallTool(ctx, params)
+		// The SDK sends notifications/cancelled when ctx ends, and so does
+		// the gateway, before the session may close (see sentCall).
+		sctx, sent := withSentCall(ctx)
+		r, err := cs.CallTool(sctx, params)
 		if err != nil {
+			if id, ok := sent.ID(); ok && ctx.Err() != nil {
+				rpc.cancelID(context.WithoutCancel(ctx), id, ctx.Err())
+			}
 			return s.failed(ctx, hs, rpc, err)
 		}
 		return result(r), nil

@@ -46,7 +46,7 @@ type rpc struct {
 	mu      sync.Mutex
 	seq     uint64
 	waiting map[string]chan *jsonrpc.Response
-	calls   int           // callDirect's calls in flight
+	calls   int           // the session's calls in flight, whichever way they go
 	idle    chan struct{} // closed when calls drops to 0, for drain
 }
 
@@ -68,7 +68,10 @@ func (r *rpc) end() {
 }
 
 // drain returns once no call begun is in flight: they finish on the
-// session, as the SDK's own calls do before it closes.
+// session before it closes. The SDK's Close waits for its calls too, but
+// from its start refuses to send anything, so a call cancelled meanwhile
+// could not tell the server (notifications/cancelled), whose work ran on:
+// every call, through the SDK or not, is begun (server.handler).
 func (r *rpc) drain() {
 	r.mu.Lock()
 	if r.calls == 0 {

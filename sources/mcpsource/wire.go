@@ -114,6 +114,14 @@ type wireConn struct {
 	rpc *atomic.Pointer[rpc]
 }
 
+// Write sends msg, noting the ID of a call's request (see sentCall).
+func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if sc := sentCallOf(ctx); sc != nil {
+		sc.note(msg)
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
 func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
