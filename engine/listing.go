@@ -75,8 +75,6 @@ func (e *Engine) Scan(ctx context.Context, snap *tools.Snapshot) (release func()
 	return func() { e.scans.Release(cs) }, nil
 }
 
-// pageBudget is what
-
 // ListLimit is the most bytes, in protobuf, one response of ListTools or
 // SearchTools carries: Config.MaxListBytes, what a listing of every tool at
 // once may take and what a single declaration may take (a page otherwise
