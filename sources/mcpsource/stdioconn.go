@@ -30,7 +30,8 @@ import (
 //
 // Each line is a message or a batch of them, at most maxResponseBody (16
 // MiB, the SDK's own bound); a message pretty-printed over several lines
-// is read too, as the SDK reads it. A line that is no JSON-RPC message
+// is read too, as the SDK reads it, though a line that is a message alone
+// is one, whatever came before it. A line that is no JSON-RPC message
 // (most often a server's logs, which belong on stderr) is logged as the
 // server's stderr is and skipped, as the official TypeScript and Python
 // clients skip it, where the SDK ended the session on it, so that a server
@@ -109,6 +110,14 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 			return nil, c.lose(err)
 		}
 		if partial != nil {
+			// A line that is a message alone is one: what was kept
+			// ("[", a log line cut short) began none, and read with it
+			// the message was lost.
+			if msgs, ok := messageLine(line); ok {
+				c.skip(partial, errors.New("not a JSON value"))
+				c.queue = msgs[1:]
+				return msgs[0], nil
+			}
 			if len(partial)+len(line) >= maxResponseBody {
 				return nil, c.lose(errLineTooLong)
 			}
@@ -147,6 +156,17 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // stderr's lines are logged.
 func (c *stdioConn) skip(line []byte, err error) {
 	c.log.Info("MCP server stdout, not JSON-RPC; skipped", "line", string(line[:min(len(line), maxLine)]), "error", err)
+}
+
+// messageLine decodes line alone, when it is a message or a batch of
+// them. Only a line that may be one, a JSON object or array, is decoded.
+func messageLine(line []byte) ([]jsonrpc.Message, bool) {
+	line = bytes.TrimSpace(line)
+	if len(line) < 2 || (line[0] != '{' || line[len(line)-1] != '}') && (line[0] != '[' || line[len(line)-1] != ']') {
+		return nil, false
+	}
+	msgs, err := decodeLine(line)
+	return msgs, err == nil
 }
 
 // decodeLine decodes a line: a message, or a batch of them.

@@ -94,6 +94,13 @@ func TestStdioConnSkips(t *testing.T) {
 		{"an empty batch", "[]", "empty batch"},
 		{"a brace that begins nothing", "{", "not a JSON value"},
 		{"a bracket", "[ERROR] it broke", "invalid character"},
+		// A line that opens a value the next line could go on (a message
+		// pretty-printed over lines starts so) does not take that line
+		// with it when it is a message alone: read together, "[" and the
+		// response were kept as a batch begun, then skipped with the
+		// line after them, and the response was lost.
+		{"a bracket alone", "[", "not a JSON value"},
+		{"an object cut short", `{"level":"info","fields":[`, "not a JSON value"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, w, logs := pipeConn(t)
@@ -201,6 +208,19 @@ func TestStdioOutputUnreadable(t *testing.T) {
 			t.Errorf("call: %q", text(r))
 		}
 		waitLog(t, logs, `msg="MCP server stdout, not JSON-RPC; skipped" mcp_server=b line="Starting the test MCP server on stdio..."`)
+	})
+	t.Run("logs a line that opens a JSON value", func(t *testing.T) {
+		// server-everything behind a wrapper script that echoed "[" never
+		// connected: its answer to initialize was read as the rest of a
+		// batch, and skipped with the line after it.
+		g, reg := newGateway(t)
+		if err := g.Sync(context.Background(), []ServerConfig{{Name: "o", Command: stdioServer, Env: map[string]string{"TESTSERVER_BANNER": "["}}}); err != nil {
+			t.Fatal(err)
+		}
+		snap := sourcetest.WaitTools(t, reg, "the tools of a server that wrote [ on stdout", sourcetest.Has("o_read"))
+		if r := call(t, context.Background(), snap, "o_read", `{"text":"hi"}`, nil); r.IsError || text(r) != `{"text":"hi"}` {
+			t.Errorf("call: %q", text(r))
+		}
 	})
 	t.Run("a message past the bound", func(t *testing.T) {
 		g, reg := newGateway(t)

@@ -16,7 +16,7 @@
 //
 // Misbehaviours, for the tests of what the gateway says of them: with
 // TESTSERVER_BANNER set it first writes a line of text to stdout, as
-// servers that log there do; with TESTSERVER_HUGE_TOOL set it offers the
+// servers that log there do (the variable's value, unless it is "1"); with TESTSERVER_HUGE_TOOL set it offers the
 // tool "huge", which writes a 17 MiB notification to stdout.
 //
 // It is for the gateway's tests; nothing imports it.
@@ -69,8 +69,12 @@ func main() {
 	if v := os.Getenv("TESTSERVER_PROTOCOL"); v != "" {
 		hooks.ProtocolVersions = []string{v}
 	}
-	if os.Getenv("TESTSERVER_BANNER") != "" {
+	switch v := os.Getenv("TESTSERVER_BANNER"); v {
+	case "":
+	case "1":
 		fmt.Println("Starting the test MCP server on stdio...")
+	default:
+		fmt.Println(v)
 	}
 	srv := testserver.New(hooks)
 	if os.Getenv("TESTSERVER_HUGE_TOOL") != "" {
