@@ -2,16 +2,19 @@ package mcpsource
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 )
 
 // TestDecodeResult: the direct path's decoding gives what the SDK's
@@ -229,6 +232,63 @@ func TestSentCallNoteBody(t *testing.T) {
 			got, ok := sc.ID()
 			if ok != tc.want || (ok && got != id) {
 				t.Errorf("noted %v (%v), want %v (%v), from %.80s", got.Raw(), ok, id.Raw(), tc.want, data)
+			}
+		})
+	}
+}
+
+// TestStructuredContentAsWritten: a streamable HTTP server's structured
+// content reaches the caller as the server wrote it, in a JSON answer and
+// in an SSE stream, as a stdio server's does: through the SDK's any, an
+// integer past 2^53 came back rounded (12345678901234567891 as
+// 12345678901234567000) and keys sorted.
+func TestStructuredContentAsWritten(t *testing.T) {
+	const written = `{"id":12345678901234567891,"z":1,"a":0.1}`
+	for _, jsonResponse := range []bool{true, false} {
+		t.Run(map[bool]string{true: "JSON", false: "SSE"}[jsonResponse], func(t *testing.T) {
+			srv := mcp.NewServer(&mcp.Implementation{Name: "numbers", Version: "1"}, nil)
+			srv.AddTool(&mcp.Tool{Name: "id", InputSchema: map[string]any{"type": "object"}},
+				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+					return &mcp.CallToolResult{
+						Content:           []mcp.Content{&mcp.TextContent{Text: written}},
+						StructuredContent: json.RawMessage(" { \"id\": 12345678901234567891, \"z\": 1, \"a\": 0.1 } "),
+					}, nil
+				})
+			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: jsonResponse})
+			web := httptest.NewServer(handler)
+			t.Cleanup(func() {
+				for ss := range srv.Sessions() {
+					ss.Close()
+				}
+				web.Close()
+			})
+			g, reg := newGateway(t)
+			if err := g.Sync(context.Background(), []ServerConfig{{Name: "n", URL: web.URL}}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("n_id"))
+			r := call(t, context.Background(), snap, "n_id", `{}`, nil)
+			if r.IsError || string(r.StructuredContent) != written {
+				t.Errorf("structured content %s (error %v: %q); want %s", r.StructuredContent, r.IsError, text(r), written)
+			}
+		})
+	}
+	// Over stdio, through the SDK (the test server's newest protocol) and
+	// sent by the gateway itself (callDirect, an older one).
+	for _, protocol := range []string{"", "2025-11-25"} {
+		t.Run("stdio "+cmp.Or(protocol, "newest"), func(t *testing.T) {
+			g, reg := newGateway(t)
+			env := map[string]string{"TESTSERVER_NUMBERS_TOOL": " { \"id\": 12345678901234567891, \"z\": 1, \"a\": 0.1 } "}
+			if protocol != "" {
+				env["TESTSERVER_PROTOCOL"] = protocol
+			}
+			if err := g.Sync(context.Background(), []ServerConfig{{Name: "n", Command: stdioServer, Env: env}}); err != nil {
+				t.Fatal(err)
+			}
+			snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("n_numbers"))
+			r := call(t, context.Background(), snap, "n_numbers", `{}`, nil)
+			if r.IsError || string(r.StructuredContent) != written {
+				t.Errorf("structured content %s (error %v: %q); want %s", r.StructuredContent, r.IsError, text(r), written)
 			}
 		})
 	}

@@ -327,14 +327,18 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		// The SDK sends notifications/cancelled when ctx ends, and so does
 		// the gateway, before the session may close (see sentCall).
 		sctx, sent := withSentCall(ctx)
-		r, err := cs.CallTool(sctx, params)
+		written := new(asWritten)
+		defer written.release()
+		r, err := cs.CallTool(context.WithValue(sctx, asWrittenKey{}, written), params)
 		if err != nil {
 			if id, ok := sent.ID(); ok && ctx.Err() != nil {
 				rpc.cancelID(context.WithoutCancel(ctx), id, ctx.Err())
 			}
 			return s.failed(ctx, hs, rpc, err)
 		}
-		return result(r), nil
+		out := result(r)
+		written.apply(out)
+		return out, nil
 	}
 }
 

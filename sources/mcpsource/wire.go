@@ -7,10 +7,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // The gateway reads what a server sends as it crosses the wire, before the
@@ -72,6 +74,71 @@ func (s *server) observeData(data []byte, r *rpc) {
 	}
 }
 
+// asWritten keeps, for a call sent through the SDK, the structured content
+// of its result as the server wrote it, seen on the wire: over streamable
+// HTTP in the response to the call's POST, which the SDK makes with the
+// call's context, where asWritten rides; over stdio in the response to
+// the request the SDK wrote with that context. The SDK decodes structured
+// content into an any: every number became a float64
+// (12345678901234567891 came back as 12345678901234567000) and every
+// object's keys were sorted, where a call the gateway sends itself
+// (callDirect) kept it as written.
+type asWritten struct {
+	mu         sync.Mutex
+	structured json.RawMessage // compacted; the last response's that had any
+	forget     func()          // stdio: stop waiting for the response
+}
+
+type asWrittenKey struct{}
+
+// observe notes the structured content of data, a message of the call's
+// POST's response, when it is a response that has any.
+func (a *asWritten) observe(data []byte) {
+	if a == nil || !bytes.Contains(data, []byte(`"structuredContent"`)) {
+		return
+	}
+	msg, err := decodeMessage(data)
+	if resp, ok := msg.(*jsonrpc.Response); err == nil && ok {
+		a.observeResponse(resp)
+	}
+}
+
+// observeResponse notes the structured content of resp's result, if any.
+func (a *asWritten) observeResponse(resp *jsonrpc.Response) {
+	if resp.Error != nil || !bytes.Contains(resp.Result, []byte(`"structuredContent"`)) {
+		return
+	}
+	var r struct {
+		StructuredContent json.RawMessage `json:"structuredContent"`
+	}
+	var b bytes.Buffer
+	if json.Unmarshal(resp.Result, &r) != nil || len(r.StructuredContent) == 0 || json.Compact(&b, r.StructuredContent) != nil {
+		return
+	}
+	a.mu.Lock()
+	a.structured = b.Bytes()
+	a.mu.Unlock()
+}
+
+// apply puts the structured content as written in out, in place of what
+// the SDK decoded, when the result has some and it was seen.
+func (a *asWritten) apply(out *tools.Result) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.structured != nil && out.StructuredContent != nil {
+		out.StructuredContent = a.structured
+	}
+}
+
+// release stops waiting for the call's response: it came, or never will.
+func (a *asWritten) release() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.forget != nil {
+		a.forget()
+	}
+}
+
 // wireTransport keeps the connection it makes, for the gateway's own
 // requests, and wraps it in a wireConn when wrap is set (stdio; see above).
 type wireTransport struct {
@@ -99,7 +166,7 @@ func (t wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if !t.wrap {
 		return c, nil
 	}
-	return wireConn{Connection: c, s: t.s, rpc: wired}, nil
+	return wireConn{Connection: c, s: t.s, rpc: wired, calls: new(sync.Map)}, nil
 }
 
 // wireConn observes every message read from a connection.
@@ -112,23 +179,40 @@ type wireConn struct {
 	// flight after the server has let go of it (or moved on to a new
 	// session), and they are still theirs.
 	rpc *atomic.Pointer[rpc]
-}
-
-// Write sends msg, noting the ID of a call's request (see sentCall).
-func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if sc := sentCallOf(ctx); sc != nil {
-		sc.note(msg)
-	}
-	return c.Connection.Write(ctx, msg)
+	// calls are the SDK's tools/call requests written with an asWritten
+	// in their context, by ID, until their responses are read.
+	calls *sync.Map
 }
 
 func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		msg, err := c.Connection.Read(ctx)
+		if resp, ok := msg.(*jsonrpc.Response); ok && c.calls != nil {
+			if a, ok := c.calls.LoadAndDelete(resp.ID); ok {
+				a.(*asWritten).observeResponse(resp)
+			}
+		}
 		if err != nil || !c.s.observe(msg, c.rpc.Load()) {
 			return msg, err
 		}
 	}
+}
+
+// Write sends msg, noting the ID of a call's request (see sentCall), and
+// where its response is to be kept as written (see asWritten).
+func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if sc := sentCallOf(ctx); sc != nil {
+		sc.note(msg)
+	}
+	if a, ok := ctx.Value(asWrittenKey{}).(*asWritten); ok && c.calls != nil {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" && req.ID.IsValid() {
+			c.calls.Store(req.ID, a)
+			a.mu.Lock()
+			a.forget = func() { c.calls.Delete(req.ID) }
+			a.mu.Unlock()
+		}
+	}
+	return c.Connection.Write(ctx, msg)
 }
 
 // wireBody observes the messages of one streamable HTTP response body, an
@@ -140,9 +224,10 @@ type wireBody struct {
 	hs   *httpSession    // nil in tests of the body alone
 	ctx  context.Context // the request's
 	sse  bool
-	buf  []byte // SSE: the line being read; JSON: the body so far
-	data []byte // SSE: the data lines of the event being read
-	off  bool   // something was too large: observe no more
+	buf  []byte     // SSE: the line being read; JSON: the body so far
+	data []byte     // SSE: the data lines of the event being read
+	off  bool       // something was too large: observe no more
+	call *asWritten // the POST of a call through the SDK: its result as written
 
 	broken bool // the session was told that the stream broke
 }
@@ -157,7 +242,8 @@ func (s *server) observeBody(resp *http.Response, hs *httpSession) {
 		if resp.Request != nil {
 			ctx = resp.Request.Context()
 		}
-		resp.Body = &wireBody{ReadCloser: resp.Body, s: s, hs: hs, ctx: ctx, sse: sse}
+		call, _ := ctx.Value(asWrittenKey{}).(*asWritten)
+		resp.Body = &wireBody{ReadCloser: resp.Body, s: s, hs: hs, ctx: ctx, sse: sse, call: call}
 	}
 }
 
@@ -176,6 +262,7 @@ func (b *wireBody) Read(p []byte) (int, error) {
 			b.buf = append(b.buf, p[:n]...)
 			if err == io.EOF {
 				b.s.observeData(b.buf, b.hs.sessionRPC())
+				b.call.observe(b.buf)
 				b.buf = nil
 			}
 		}
@@ -202,6 +289,7 @@ func (b *wireBody) scanSSE(p []byte) {
 		case len(line) == 0:
 			if len(b.data) > 0 {
 				b.s.observeData(b.data, b.hs.sessionRPC())
+				b.call.observe(b.data)
 			}
 			b.data = b.data[:0]
 		case bytes.HasPrefix(line, []byte("data:")):

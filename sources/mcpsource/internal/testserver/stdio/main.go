@@ -17,13 +17,16 @@
 // Misbehaviours, for the tests of what the gateway says of them: with
 // TESTSERVER_BANNER set it first writes a line of text to stdout, as
 // servers that log there do (the variable's value, unless it is "1"); with TESTSERVER_HUGE_TOOL set it offers the
-// tool "huge", which writes a 17 MiB notification to stdout.
+// tool "huge", which writes a 17 MiB notification to stdout; with
+// TESTSERVER_NUMBERS_TOOL set it offers the tool "numbers", whose
+// structured content is the variable's value, as written.
 //
 // It is for the gateway's tests; nothing imports it.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"net"
@@ -83,6 +86,12 @@ func main() {
 				// Written before the result, so it does not interleave with the SDK's writes.
 				fmt.Printf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}`+"\n", strings.Repeat("x", 17<<20))
 				return &mcp.CallToolResult{}, nil, nil
+			})
+	}
+	if v := os.Getenv("TESTSERVER_NUMBERS_TOOL"); v != "" {
+		srv.AddTool(&mcp.Tool{Name: "numbers", Description: "Returns its structured content as written.", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: v}}, StructuredContent: json.RawMessage(v)}, nil
 			})
 	}
 	if os.Getenv("TESTSERVER_EXIT_TOOL") != "" {
