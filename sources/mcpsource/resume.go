@@ -73,6 +73,8 @@ type httpSession struct {
 	lost    error          // why the session was given up, once it was
 	closed  bool           // close was called: start no more watchers
 	probing bool           // a ping after a broken stream is in flight
+
+	refusedPost bool // a POST was refused (4xx) before the session was up; see legacy.go
 }
 
 func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -109,6 +111,7 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 		resp, err = h.base.RoundTrip(r)
 	}
 	if err == nil {
+		h.noteRefused(r, resp)
 		h.bound(resp)
 		h.s.observeBody(resp, h)
 	}

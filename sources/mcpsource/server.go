@@ -91,6 +91,7 @@ func (s *server) Connect(ctx context.Context) (connected bool, err error) {
 	cs, err := client.Connect(cctx, transport, nil)
 	cancel()
 	if err != nil {
+		err = hs.legacyHint(ctx, err) // before cleanup, which closes hs's connections
 		cleanup()
 		if cause := hs.lostCause(); cause != nil {
 			err = cause // the SDK says what followed: the connection closed
