@@ -43,11 +43,12 @@ type rpc struct {
 	conn  mcp.Connection
 	ended <-chan struct{} // the session has ended
 
-	mu      sync.Mutex
-	seq     uint64
-	waiting map[string]chan *jsonrpc.Response
-	calls   int           // the session's calls in flight, whichever way they go
-	idle    chan struct{} // closed when calls drops to 0, for drain
+	mu       sync.Mutex
+	seq      uint64
+	waiting  map[string]chan *jsonrpc.Response
+	calls    int           // the session's calls in flight, whichever way they go
+	idle     chan struct{} // closed when calls drops to 0, for drain
+	draining bool          // the session is closing: drain has begun
 }
 
 // begin and end bracket a call the session's close waits for (drain).
@@ -74,6 +75,7 @@ func (r *rpc) end() {
 // every call, through the SDK or not, is begun (server.handler).
 func (r *rpc) drain() {
 	r.mu.Lock()
+	r.draining = true
 	if r.calls == 0 {
 		r.mu.Unlock()
 		return
@@ -82,6 +84,13 @@ func (r *rpc) drain() {
 	r.idle = idle
 	r.mu.Unlock()
 	<-idle
+}
+
+// closing reports whether the session has begun to close (drain).
+func (r *rpc) closing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.draining
 }
 
 // errClosed is why a request got no response: the session ended.
