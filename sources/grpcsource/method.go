@@ -27,10 +27,11 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
-// connHolder gives a method's calls the connection of the moment; nil
-// while there is none.
+// connHolder gives a method's calls the connection of the moment, and
+// end, which the call must call when it has returned; nil while there is
+// none. The connection stays open until end.
 type connHolder interface {
-	conn() grpc.ClientConnInterface
+	conn() (cc grpc.ClientConnInterface, end func())
 }
 
 // method runs the calls of one method's tool.
@@ -186,10 +187,11 @@ type streamResult struct {
 }
 
 func (m *method) call(ctx context.Context, call *tools.Call) (*tools.Result, error) {
-	conn := m.holder.conn()
+	conn, end := m.holder.conn()
 	if conn == nil {
 		return tools.Errorf("%s: the server is not connected; its tools come back when it reconnects", m.full), nil
 	}
+	defer end()
 	req := dynamicpb.NewMessage(m.in)
 	if args := bytes.TrimSpace(call.Arguments); len(args) > 0 {
 		if err := (protojson.UnmarshalOptions{Resolver: m.types}).Unmarshal(args, req); err != nil {

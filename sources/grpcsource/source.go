@@ -18,7 +18,10 @@
 //
 // Servers are kept with sources/internal/supervise as remote mounts are:
 // connected in the background, re-resolved on every reload and whenever
-// the connection comes back, their tools removed while they are away.
+// the connection comes back, their tools removed while they are away. A
+// server a reload removes or changes offers no tools from then on, but its
+// calls in flight finish on its old connection (sources/internal/inflight),
+// which closes once they have.
 // It must not import engine/, service/, store/ or cmd/.
 package grpcsource
 
@@ -31,6 +34,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolwire/toolwire/sources/internal/inflight"
 	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
@@ -51,6 +55,8 @@ type Services struct {
 
 	mu      sync.Mutex
 	runners map[string]*server // the running one of each name
+
+	closing sync.WaitGroup // one per connection retired with calls in flight
 }
 
 // New returns services adding tools to reg and logging to logger (nil
@@ -107,9 +113,11 @@ func (s *Services) Sync(ctx context.Context, cfgs []Config) error {
 	return nil
 }
 
-// Close stops every server's loop, removes its tools and waits.
+// Close stops every server's loop, removes its tools and waits, calls in
+// flight included.
 func (s *Services) Close() error {
 	s.set.Close()
+	s.closing.Wait()
 	return nil
 }
 
@@ -120,28 +128,32 @@ type server struct {
 	bounds  listing.Bounds
 	offered *offer.Tools
 	refresh chan struct{}
+	closing *sync.WaitGroup // the Services'
 
-	mu sync.Mutex
-	cc *grpc.ClientConn // nil while not connected
+	mu    sync.Mutex
+	cc    *grpc.ClientConn // nil while not connected
+	calls *inflight.Calls  // cc's
 }
 
 func (s *Services) newServer(c Config) supervise.Runner {
 	r := &server{cfg: c, log: s.log.With("grpc", c.Name, "target", c.Target), bounds: s.bounds,
 		offered: offer.New(s.reg, "grpc:"+c.Name, "gRPC", "the gRPC server's"),
-		refresh: make(chan struct{}, 1)}
+		refresh: make(chan struct{}, 1), closing: &s.closing}
 	s.mu.Lock()
 	s.runners[c.Name] = r
 	s.mu.Unlock()
 	return r
 }
 
-func (r *server) conn() grpc.ClientConnInterface {
+// conn returns the connection with the call counted on it, and end to
+// call when the call has returned; nil while there is none.
+func (r *server) conn() (cc grpc.ClientConnInterface, end func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cc == nil {
-		return nil
+	if r.cc == nil || !r.calls.Begin() {
+		return nil, nil
 	}
-	return r.cc
+	return r.cc, r.calls.End
 }
 
 // Retrying logs why the server is unavailable.
@@ -166,13 +178,21 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	r.closing.Add(1)
+	calls := inflight.New(func() {
+		cc.Close()
+		r.closing.Done()
+	})
 	defer func() {
-		// Tools first, so no new call starts; then the connection.
+		// Tools first, so no new call starts; then the connection, once
+		// the calls in flight on it have returned: a reload that changed
+		// the server failed them at once ("the client connection is
+		// closing"), results lost, calls that ran reported as lost.
 		r.offered.Set(nil, r.log)
 		r.mu.Lock()
-		r.cc = nil
+		r.cc, r.calls = nil, nil
 		r.mu.Unlock()
-		cc.Close()
+		calls.Retire()
 	}()
 	resolved := false
 	resolveAndOffer := func() error {
@@ -183,7 +203,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 			return fmt.Errorf("reflection: %w", err)
 		}
 		r.mu.Lock()
-		r.cc = cc
+		r.cc, r.calls = cc, calls
 		r.mu.Unlock()
 		if !resolved {
 			r.log.Info("gRPC server connected")

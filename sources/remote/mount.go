@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolwire/toolwire/client"
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/sources/internal/inflight"
 	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/offer"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
@@ -57,7 +58,8 @@ type mount struct {
 	offered *offer.Tools // its tools in the registry; only the run loop touches it
 
 	mu     sync.Mutex
-	client *client.Client // nil while not connected
+	client *client.Client  // nil while not connected
+	calls  *inflight.Calls // client's
 }
 
 // newMount returns the mount for c; its loop is run by m.set.
@@ -82,17 +84,24 @@ func (mt *mount) Connect(ctx context.Context) (listed bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	mt.m.closing.Add(1)
+	calls := inflight.New(func() {
+		c.Close()
+		mt.m.closing.Done()
+	})
 	mt.mu.Lock()
-	mt.client = c
+	mt.client, mt.calls = c, calls
 	mt.mu.Unlock()
 	defer func() {
-		// Tools first, so no new call starts; then the connection, which
-		// fails the calls in flight.
+		// Tools first, so no new call starts; then the connection, once
+		// the calls in flight on it have returned: a reload that changed
+		// the mount failed them at once ("the client connection is
+		// closing"), and a call that ran there was reported lost.
 		mt.offered.Set(nil, mt.log)
 		mt.mu.Lock()
-		mt.client = nil
+		mt.client, mt.calls = nil, nil
 		mt.mu.Unlock()
-		c.Close()
+		calls.Retire()
 	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -230,11 +239,17 @@ func (mt *mount) declaration(t *toolwirev1.Tool, schemas *tools.SchemaCache) (to
 func (mt *mount) handler(remote string) tools.Handler {
 	return func(ctx context.Context, call *tools.Call) (*tools.Result, error) {
 		mt.mu.Lock()
-		c := mt.client
+		c, calls := mt.client, mt.calls
+		if c != nil && !calls.Begin() {
+			c = nil
+		}
 		mt.mu.Unlock()
 		if c == nil {
 			return tools.Errorf("remote toolwire %q is not connected; its tools come back when it reconnects", mt.cfg.Name), nil
 		}
+		// The connection stays open until the call returns, reload or
+		// not, so that its result and its cancellation still travel.
+		defer calls.End()
 		id := call.ID
 		if id == "" {
 			id = "call"

@@ -11,12 +11,16 @@
 // cancellation travels) and its remaining time as the call's timeout; the
 // remote's progress events become local ones, and its result passes through
 // unchanged, error kind included. A remote that is down is retried with
-// capped exponential backoff; its tools are removed while it is away.
+// capped exponential backoff; its tools are removed while it is away. A
+// mount a reload removes or changes offers no tools from then on, but its
+// calls in flight finish on its old connection (sources/internal/inflight),
+// which closes once they have.
 package remote
 
 import (
 	"context"
 	"log/slog"
+	"sync"
 
 	"github.com/toolwire/toolwire/sources/internal/listing"
 	"github.com/toolwire/toolwire/sources/internal/supervise"
@@ -32,6 +36,8 @@ type Mounts struct {
 	// set runs a mount per configuration; a stopped mount's loop returns
 	// once its tools are removed.
 	set *supervise.Set[Config]
+
+	closing sync.WaitGroup // one per connection retired with calls in flight
 }
 
 // New returns mounts adding tools to reg and logging to logger (nil
@@ -65,8 +71,10 @@ func (m *Mounts) Status() []supervise.Status { return m.set.Status() }
 // Check reports whether cfgs are a valid configuration, changing nothing.
 func (m *Mounts) Check(_ context.Context, cfgs []Config) error { return ValidateAll(cfgs) }
 
-// Close stops every mount, removes its tools and waits for all of it.
+// Close stops every mount, removes its tools and waits for all of it,
+// calls in flight included.
 func (m *Mounts) Close() error {
 	m.set.Close()
+	m.closing.Wait()
 	return nil
 }
