@@ -65,6 +65,11 @@ type batchLog struct {
 
 	coal coalesce.Coalescer
 
+	// The writer's (run): the group it takes, reused, and what runs it
+	// again once it has given up its runner, with nothing to write.
+	taking []outbox.Pending
+	resume func()
+
 	mu      sync.Mutex
 	ticker  *time.Timer // renews the lease and reads the control requests
 	stopped bool
@@ -143,6 +148,7 @@ const startedVar = "started"
 // a timer renews, with BatchAccepted as its first event, and returns it.
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id), wake: make(chan struct{})}
+	l.resume = func() { e.runners.Go(b.writeLog) }
 	// Watched before the log exists, so that no cancel asked once another
 	// replica can see it comes unnoticed.
 	l.unwatch, l.watched = e.watch(cancelTopic(l.name), l.woken)
@@ -287,13 +293,21 @@ func (l *batchLog) stop() {
 // run is a detached batch's writer (batch.writeLog): it takes the events
 // the calls have queued, a group at a time, and appends each group in one
 // write, until the lanes have ended; then it finishes the log with
-// BatchFinished.
-func (l *batchLog) run() {
+// BatchFinished, and returns true. When nothing is queued it returns
+// false, giving its runner up, and the next event (or the lanes' end)
+// runs it again on a runner (resume): a batch whose calls wait, for an
+// approval or a slow tool, keeps no goroutine of its writer's meanwhile.
+// One writer runs at a time all the same: Take parks it, and wakes it,
+// under the outbox's lock.
+func (l *batchLog) run() bool {
 	b := l.b
-	var group []outbox.Pending
 	for {
-		var open bool
-		group, open = b.out.Take(group[:0])
+		group, open, parked := b.out.Take(l.taking[:0], l.resume)
+		if parked {
+			// Nothing more of l is this writer's: the next event may
+			// have run another already.
+			return false
+		}
 		for _, p := range group {
 			l.write(p.Event)
 		}
@@ -306,12 +320,15 @@ func (l *batchLog) run() {
 			b.out.Sent(p)
 			group[i] = outbox.Pending{}
 		}
+		l.taking = group[:0]
 		if !open {
 			break
 		}
 	}
+	l.taking = nil
 	l.write(b.finished())
 	l.finish()
+	return true
 }
 
 // write numbers ev and queues it for the next write, after coalescing

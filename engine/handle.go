@@ -26,7 +26,8 @@ import (
 //     cancelled, as it always was: its calls get CANCELLED results, which
 //     are recorded, and nothing new starts.
 //   - A detached batch's (BatchOptions.detach) writer (batch.writeLog)
-//     runs on a runner of its own and appends the events to the batch's log in the store
+//     runs on a runner of its own while it has events to write (none
+//     while its calls wait) and appends the events to the batch's log in the store
 //     (eventlog.go); Run's stream is one attachment among any number
 //     (Attach), on any replica sharing the store, each reading from the
 //     seq it asks for. A stream ending only detaches that reader: the
@@ -481,14 +482,16 @@ func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetB
 	return resp, nil
 }
 
-// writeLog is a detached batch's writer, on a runner of its own: it
+// writeLog is a detached batch's writer, on a runner of its own while it
+// has events to write (batchLog.run gives the runner up meanwhile): it
 // appends the batch's events to its log, where Run's stream and every
 // other attachment read them (readLog), and ends the batch once its lanes
 // have. Before BatchAccepted, Run refuses a detached batch as it does any
 // (start), and with Unavailable when the store cannot open its log.
 func (b *batch) writeLog() {
-	defer b.end(nil)
-	b.log.run()
+	if b.log.run() {
+		b.end(nil)
+	}
 }
 
 // cancelRequested is what a call's result says when Cause is Cancel's.

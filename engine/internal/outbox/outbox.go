@@ -45,6 +45,7 @@ type Outbox struct {
 	room     chan struct{}   // closed when the writer frees budget; nil until WaitRoom needs it
 	closed   bool
 	doorbell chan struct{} // wakes the writer; capacity 1
+	parked   func()        // wakes a writer that Take parked; nil when none is
 	backing  [4]Pending    // the queue's first array: a small batch needs no other
 
 	budget *Budget      // the server's; nil: none
@@ -137,6 +138,7 @@ func (o *Outbox) push(p Pending) {
 	o.queue = append(o.queue, p)
 	o.bytes += p.n
 	o.count++
+	o.unpark()
 	select {
 	case o.doorbell <- struct{}{}:
 	default:
@@ -178,28 +180,38 @@ func (o *Outbox) Next() (Pending, bool) {
 	}
 }
 
-// Take waits for an event, then takes every event queued, in order,
-// appended to buf: what a writer that writes groups (a detached batch's,
-// to its store) writes at once. open is false once the outbox is closed
-// and nothing follows the events taken. Give each back with Sent once it
-// is written (or dropped).
-func (o *Outbox) Take(buf []Pending) (ps []Pending, open bool) {
-	for {
-		o.mu.Lock()
-		if o.head < len(o.queue) {
-			buf = append(buf, o.queue[o.head:]...)
-			clear(o.queue[o.head:])
-			o.queue, o.head = o.queue[:0], 0
-			open = !o.closed
-			o.mu.Unlock()
-			return buf, open
-		}
-		if o.closed {
-			o.mu.Unlock()
-			return buf, false
-		}
-		o.mu.Unlock()
-		<-o.doorbell
+// Take takes every event queued, in order, appended to buf: what a writer
+// that writes groups (a detached batch's, to its store) writes at once.
+// open is false once the outbox is closed and nothing follows the events
+// taken. Give each back with Sent once it is written (or dropped).
+//
+// When nothing is queued and the outbox is open, Take does not wait: it
+// takes nothing, returns parked, and calls wake once the next event is
+// queued or the outbox closes, so that the writer can give its goroutine
+// up meanwhile (a batch whose calls wait for approval for hours held one
+// each, its stack and all) and be started again by wake. wake is called
+// with o's lock held: it must not block or call o.
+func (o *Outbox) Take(buf []Pending, wake func()) (ps []Pending, open, parked bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.head < len(o.queue) {
+		buf = append(buf, o.queue[o.head:]...)
+		clear(o.queue[o.head:])
+		o.queue, o.head = o.queue[:0], 0
+		return buf, !o.closed, false
+	}
+	if o.closed {
+		return buf, false, false
+	}
+	o.parked = wake
+	return buf, true, true
+}
+
+// unpark calls the wake of a writer parked by Take, once; o.mu is held.
+func (o *Outbox) unpark() {
+	if w := o.parked; w != nil {
+		o.parked = nil
+		w()
 	}
 }
 
@@ -259,6 +271,7 @@ func (o *Outbox) WaitRoom(done <-chan struct{}) {
 func (o *Outbox) Close() {
 	o.mu.Lock()
 	o.closed = true
+	o.unpark()
 	o.mu.Unlock()
 	select {
 	case o.doorbell <- struct{}{}:

@@ -136,8 +136,8 @@ func TestTakeTakesWhatIsQueued(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		o.Put(nil, ev(i), 10, false)
 	}
-	got, open := o.Take(nil)
-	if !open || len(got) != 3 {
+	got, open, parked := o.Take(nil, nil)
+	if !open || parked || len(got) != 3 {
 		t.Fatalf("Take = %d events, open %v; want 3, open", len(got), open)
 	}
 	for k, p := range got {
@@ -151,23 +151,40 @@ func TestTakeTakesWhatIsQueued(t *testing.T) {
 	for _, p := range got {
 		o.Sent(p)
 	}
-	// An empty outbox: Take waits for the next event.
-	taken := make(chan []Pending)
-	go func() {
-		ps, _ := o.Take(nil)
-		taken <- ps
-	}()
-	o.Put(nil, ev(4), 10, false)
-	if ps := <-taken; len(ps) != 1 || ps[0].Event.GetSeq() != 4 {
-		t.Fatalf("Take after waiting = %v, want event 4", ps)
+	// An empty outbox: Take parks the writer, and the next event wakes it,
+	// once.
+	woken := 0
+	wake := func() { woken++ }
+	if ps, open, parked := o.Take(nil, wake); len(ps) != 0 || !open || !parked {
+		t.Fatalf("Take of an empty outbox = %v, open %v, parked %v; want nothing, open, parked", ps, open, parked)
 	}
+	o.Put(nil, ev(4), 10, false)
+	o.Put(nil, ev(6), 10, false)
+	if woken != 1 {
+		t.Fatalf("the parked writer was woken %d times by two events, want once", woken)
+	}
+	if ps, _, _ := o.Take(nil, wake); len(ps) != 2 || ps[0].Event.GetSeq() != 4 {
+		t.Fatalf("Take after waking = %v, want events 4 and 6", ps)
+	}
+	if _, _, parked := o.Take(nil, wake); !parked {
+		t.Fatal("Take of an empty outbox again did not park")
+	}
+	o.Close()
+	if woken != 2 {
+		t.Fatalf("Close woke the parked writer %d times in all, want 2", woken)
+	}
+	if ps, open, parked := o.Take(nil, wake); len(ps) != 0 || open || parked {
+		t.Fatalf("Take of a closed, empty outbox = %v, open %v, parked %v", ps, open, parked)
+	}
+	o = Outbox{}
+	o.Init(1000, 10, nil)
 	o.Put(nil, ev(5), 10, false)
 	o.Close()
-	got, open = o.Take(got[:0])
+	got, open, _ = o.Take(got[:0], nil)
 	if open || len(got) != 1 || got[0].Event.GetSeq() != 5 {
 		t.Fatalf("Take of a closed outbox = %v, open %v; want event 5, closed", got, open)
 	}
-	if got, open = o.Take(got[:0]); open || len(got) != 0 {
+	if got, open, _ = o.Take(got[:0], nil); open || len(got) != 0 {
 		t.Fatalf("Take of a closed, empty outbox = %v, open %v", got, open)
 	}
 }
