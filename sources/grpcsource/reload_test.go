@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/stats"
 )
 
 // heldHealth's Check tells entered it has begun, then answers SERVING
@@ -33,18 +32,6 @@ func (h *heldHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) 
 	}
 }
 
-// connEnds is a server stats handler that tells of each connection's end.
-type connEnds chan struct{}
-
-func (c connEnds) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (c connEnds) HandleRPC(context.Context, stats.RPCStats)                         {}
-func (c connEnds) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (c connEnds) HandleConn(_ context.Context, s stats.ConnStats) {
-	if _, ok := s.(*stats.ConnEnd); ok {
-		c <- struct{}{}
-	}
-}
-
 // TestReloadLetsCallsFinish: a reload that changes a server while one of
 // its calls runs lets the call finish on the old connection, with its
 // result (it failed at once: "grpc: the client connection is closing"),
@@ -61,7 +48,7 @@ func TestReloadLetsCallsFinish(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := &heldHealth{entered: make(chan struct{}), release: make(chan struct{}), cancelled: make(chan struct{})}
-			ends := make(connEnds, 8)
+			ends := make(sourcetest.ConnEnds, 8)
 			gs := grpc.NewServer(grpc.StatsHandler(ends))
 			healthpb.RegisterHealthServer(gs, h)
 			reflection.Register(gs)

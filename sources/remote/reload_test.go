@@ -11,20 +11,7 @@ import (
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/stats"
 )
-
-// connEnds is a server stats handler that tells of each connection's end.
-type connEnds chan struct{}
-
-func (c connEnds) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context   { return ctx }
-func (c connEnds) HandleRPC(context.Context, stats.RPCStats)                         {}
-func (c connEnds) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (c connEnds) HandleConn(_ context.Context, s stats.ConnStats) {
-	if _, ok := s.(*stats.ConnEnd); ok {
-		c <- struct{}{}
-	}
-}
 
 // TestReloadLetsCallsFinish: a reload that changes a mount while one of
 // its calls runs lets the call finish on the old connection, with its
@@ -59,7 +46,7 @@ func TestReloadLetsCallsFinish(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ends := make(connEnds, 8)
+			ends := make(sourcetest.ConnEnds, 8)
 			watches := make(chan struct{}, 8)
 			countWatches := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 				if strings.HasSuffix(info.FullMethod, "/WatchTools") {
