@@ -636,7 +636,7 @@ for kind in ("flock", "ofd"):
 os._exit(0)
 `
 
-// TestEscapeLockWaits makes 64 threads of a command wait for a lock its
+// TestEscapeLockWaits makes 400 threads of a command wait for a lock its
 // main thread holds. A lock the supervisor takes for the command used to be
 // one blocking system call of the supervisor: each waiting thread of the
 // command held one of the supervisor's threads, counted by no limit and
@@ -645,7 +645,9 @@ os._exit(0)
 // end its wait, so flock -w and alarm-bounded waits waited for the lock's
 // holder (5 s for a 1 s flock -w). Now the supervisor holds no thread
 // while a lock is held elsewhere, and a signal the waiter catches ends its
-// wait with EINTR.
+// wait with EINTR. Nor do the waits' attempts, made at once by hundreds:
+// each an answer at work on a thread, they made 70-81 threads (and 39 of
+// 64 waits in a loaded CI run) before answers took turns (answerSlots).
 func TestEscapeLockWaits(t *testing.T) {
 	t.Parallel()
 	testenv.LookPath(t, "python3")
@@ -659,7 +661,7 @@ func TestEscapeLockWaits(t *testing.T) {
 	// A guard only: without the fix the interrupted waits never end.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	const waiters = 64
+	const waiters = 400
 	var mu sync.Mutex
 	var streamed strings.Builder
 	res, err := wt.CallContext(ctx, t, tool, fmt.Sprintf(`{"argv":["python3","lockwait.py","%d"]}`, waiters), func(p tools.Progress) {
@@ -681,8 +683,8 @@ func TestEscapeLockWaits(t *testing.T) {
 			threads, _ = strconv.Atoi(v)
 		}
 	}
-	if threads < 0 || threads >= waiters/2 {
-		t.Errorf("the supervisor had %d threads while %d of the command's waited for a lock; want fewer than %d:\n%s", threads, waiters, waiters/2, text)
+	if threads < 0 || threads >= 32 {
+		t.Errorf("the supervisor had %d threads while %d of the command's waited for a lock; want fewer than 32:\n%s", threads, waiters, text)
 	}
 	for _, want := range []string{"interrupted flock", "interrupted ofd"} {
 		if !strings.Contains(text, want) {
@@ -763,7 +765,10 @@ func TestEscapeWarmSupervisorThreads(t *testing.T) {
 	if grown := supervisorThreads(fmt.Sprintf(`["python3","connectwait.py","%d"]`, waiters)); grown < waiters/2 {
 		t.Fatalf("the supervisor had %d threads while %d connects waited; the test needs them to hold one each", grown, waiters)
 	}
-	if n := supervisorThreads(`["sh","-c","echo supervisor threads $(grep Threads: /proc/$PPID/status | cut -f2)"]`); n > 32 {
+	// bash, not sh: dash's pipeline may say "Cannot fork" on a loaded
+	// machine (a fork interrupted before the supervisor takes it; see
+	// docs/security.md), which failed this test once in 8 runs at load 6.
+	if n := supervisorThreads(`["bash","-c","echo supervisor threads $(grep Threads: /proc/$PPID/status | cut -f2)"]`); n > 32 {
 		t.Errorf("the next command's supervisor has %d threads: it kept those the last command's connects made it start", n)
 	}
 }

@@ -166,6 +166,9 @@ type mediator struct {
 	procs  *procLimit
 	locks  lockGuard
 	busy   sync.WaitGroup // answers in flight
+	// slots bounds the answers at work at once (answerSlots), each on a
+	// thread it holds (see answer).
+	slots chan struct{}
 	// lockWaits counts the locks waitLock waits for now.
 	lockWaits atomic.Int64
 	// receive is how serve takes notifications (Exit.Receive), once it
@@ -183,6 +186,7 @@ func newMediator(fd int, setup Setup, sp Spec, l *ledger, p *procLimit) *mediato
 		}
 	}
 	m.locks.approved = map[[2]uint64]bool{}
+	m.slots = make(chan struct{}, answerSlots)
 	return m
 }
 
@@ -312,8 +316,23 @@ func dropThreadCapabilities() error {
 	return unix.Capset(&hdr, &none[0])
 }
 
+// answerSlots is how many answers may be at work at once. Each holds a
+// thread of its own while at work (it drops the thread's capabilities),
+// and the Go runtime keeps every thread it ever started: answers at work
+// at once, however the scheduler happened to run them (a burst of a
+// command's notifications on a loaded machine), would become threads of
+// the supervisor's uid, counted by no limit, kept for its next commands.
+// Two Ps run them; more slots than a few would only let more threads be
+// made. A connect may wait as long as its peer lets it, so it takes no
+// slot (it holds its own thread while it waits).
+const answerSlots = 8
+
 func (m *mediator) answer(n notif) {
 	defer m.busy.Done()
+	if m.ops[int(n.NR)] != OpConnect {
+		m.slots <- struct{}{}
+		defer func() { <-m.slots }()
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := dropThreadCapabilities(); err != nil {
@@ -1059,7 +1078,10 @@ func (t *target) waitLock(try func() unix.Errno) unix.Errno {
 	t.m.lockWaits.Add(1)
 	defer t.m.lockWaits.Add(-1)
 	for wait := lockRetryMin; ; {
+		// Its slot too, between attempts: waits hold neither.
+		<-t.m.slots
 		time.Sleep(wait)
+		t.m.slots <- struct{}{}
 		wait = min(2*wait, lockRetryMax*time.Duration(max(1, t.m.lockWaits.Load()/lockRetryWaits)))
 		if !t.valid() {
 			return unix.ESRCH // killed: the answer goes nowhere
