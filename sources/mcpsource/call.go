@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -224,18 +225,53 @@ func leftOut(n int) tools.Content {
 // leaves: wireConn.Write over stdio, httpSession.RoundTrip over HTTP.
 
 // sentCall holds the ID of a call's tools/call request once it is sent.
+// It also learns when the SDK's notifications/cancelled for the call has
+// been written (noticed), which the SDK sends on a goroutine of its own
+// after the call has returned, with the call's context.
 type sentCall struct {
 	mu   sync.Mutex
 	id   jsonrpc.ID
 	sent bool
+
+	noticeOnce sync.Once
+	notice     chan struct{} // closed once the SDK's cancellation notice was written
 }
 
 type sentCallKey struct{}
 
 // withSentCall returns ctx carrying a sentCall for the call made with it.
 func withSentCall(ctx context.Context) (context.Context, *sentCall) {
-	c := &sentCall{}
+	c := &sentCall{notice: make(chan struct{})}
 	return context.WithValue(ctx, sentCallKey{}, c), c
+}
+
+// noticed records that the call's cancellation notice was written, or
+// failed to be: either way the SDK will not send it again.
+func (c *sentCall) noticed() { c.noticeOnce.Do(func() { close(c.notice) }) }
+
+// isNotice reports whether msg is a notifications/cancelled.
+func isNotice(msg jsonrpc.Message) bool {
+	req, ok := msg.(*jsonrpc.Request)
+	return ok && req.Method == "notifications/cancelled"
+}
+
+// awaitNotice waits until the SDK's cancellation notice for the call was
+// written (or failed to be), the session ended, or cancelTimeout passed (the SDK's own
+// bound on sending it), and reports whether it was written. A call
+// waits for it before it ends: the session's close waits for its calls
+// (rpc.drain), and from its start the SDK refuses to send, so a notice
+// still on its way when the call ended was lost to a reload that closed
+// the session then, and the server's work ran on.
+func (c *sentCall) awaitNotice(ended <-chan struct{}) bool {
+	t := time.NewTimer(cancelTimeout)
+	defer t.Stop()
+	select {
+	case <-c.notice:
+		return true
+	case <-ended:
+	case <-t.C:
+	}
+	return false
 }
 
 // sentCallOf is the sentCall ctx carries, or nil.
@@ -267,22 +303,27 @@ func (c *sentCall) ID() (jsonrpc.ID, bool) {
 	return c.id, c.sent
 }
 
-// noteBody records the ID of the tools/call request a POST carries. The
-// SDK writes a request as {"jsonrpc":"2.0","id":…,"method":…,"params":…},
-// so only the body's start is read, however large the call's arguments; a
-// body written otherwise is not noted, and the call's cancellation is the
-// SDK's alone to send.
-func (c *sentCall) noteBody(r *http.Request) {
+// noteBody records the ID of the tools/call request a POST carries, and
+// reports whether the POST is a notifications/cancelled (the SDK's for the
+// call: it has the call's context). The SDK writes a request as
+// {"jsonrpc":"2.0","id":…,"method":…,"params":…} and a notification as
+// {"jsonrpc":"2.0","method":…,"params":…}, so only the body's start is
+// read, however large the call's arguments; a request written otherwise
+// is not noted, and the call's cancellation is the SDK's alone to send.
+func (c *sentCall) noteBody(r *http.Request) (notice bool) {
 	if r.Method != http.MethodPost || r.GetBody == nil {
-		return
+		return false
 	}
 	body, err := r.GetBody()
 	if err != nil {
-		return
+		return false
 	}
 	defer body.Close()
 	head := make([]byte, 128)
 	n, _ := io.ReadFull(body, head)
+	if bytes.HasPrefix(head[:n], []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled"`)) {
+		return true
+	}
 	_, rest, ok := bytes.Cut(head[:n], []byte(`"id":`))
 	if !ok {
 		return
@@ -302,4 +343,5 @@ func (c *sentCall) noteBody(r *http.Request) {
 	if id, err := jsonrpc.MakeID(v); err == nil {
 		c.set(id)
 	}
+	return false
 }

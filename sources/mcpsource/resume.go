@@ -100,8 +100,9 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 			r.Header.Set(k, v)
 		}
 	}
-	if sc := sentCallOf(r.Context()); sc != nil {
-		sc.noteBody(r)
+	sc := sentCallOf(r.Context())
+	if sc != nil && sc.noteBody(r) {
+		defer sc.noticed() // once the server has it, or it failed
 	}
 	var resp *http.Response
 	var err error

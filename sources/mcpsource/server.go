@@ -325,18 +325,20 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		}
 		params := &mcp.CallToolParams{Name: remote, Arguments: json.RawMessage(call.Arguments)}
 		params.SetProgressToken(token)
-		// The SDK sends notifications/cancelled when ctx ends, after the
-		// call has returned; on a session that has begun to close it may
-		// no longer send, so the gateway sends it first there (see
-		// sentCall). Only there: on a live session the notice would be
-		// sent twice, each its own POST, the second on a connection of
-		// its own while the call's is held.
+		// The SDK sends notifications/cancelled when ctx ends, on a
+		// goroutine of its own after the call has returned: the call
+		// waits for it to be written before it ends (see awaitNotice),
+		// and on a session that has begun to close, where the SDK may
+		// no longer send, the gateway sends it (see sentCall). Only
+		// there: on a live session the notice would be sent twice, each
+		// its own POST, the second on a connection of its own while the
+		// call's is held.
 		sctx, sent := withSentCall(ctx)
 		written := new(asWritten)
 		defer written.release()
 		r, err := cs.CallTool(context.WithValue(sctx, asWrittenKey{}, written), params)
 		if err != nil {
-			if id, ok := sent.ID(); ok && ctx.Err() != nil && rpc.closing() {
+			if id, ok := sent.ID(); ok && ctx.Err() != nil && !sent.awaitNotice(rpc.ended) && rpc.closing() {
 				rpc.cancelID(context.WithoutCancel(ctx), id, ctx.Err())
 			}
 			return s.failed(ctx, hs, rpc, err)

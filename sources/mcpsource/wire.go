@@ -203,6 +203,9 @@ func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if sc := sentCallOf(ctx); sc != nil {
 		sc.note(msg)
+		if isNotice(msg) {
+			defer sc.noticed() // once written, or it failed
+		}
 	}
 	if a, ok := ctx.Value(asWrittenKey{}).(*asWritten); ok && c.calls != nil {
 		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" && req.ID.IsValid() {
