@@ -212,10 +212,12 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 
 	t.Run("RenewKeepsItOwned", func(t *testing.T) {
 		s := open(t)
-		must(t, s.Open(ctx, "l", "a", 2*short, long))
-		for range 3 {
+		// Each renewal must land within the lease before it: five
+		// shorts, renewed every short, past the first lease.
+		must(t, s.Open(ctx, "l", "a", 5*short, long))
+		for range 6 {
 			c.advance(short)
-			must(t, s.RenewLog(ctx, "l", "a", 2*short))
+			must(t, s.RenewLog(ctx, "l", "a", 5*short))
 		}
 		info, err := s.Stat(ctx, "l")
 		must(t, err)

@@ -125,10 +125,13 @@ func Idempotency[S store.Idempotency](t *testing.T, open func(t *testing.T) S, o
 	})
 	t.Run("RenewByOwnerOnly", func(t *testing.T) {
 		s := open(t)
-		claim(t, s, "k", "fp", "a", short, long, store.Claimed)
+		// A first lease of five shorts, not one: on a real clock the
+		// renewal must land within it, and a loaded machine took longer
+		// than 100 ms at times.
+		claim(t, s, "k", "fp", "a", 5*short, long, store.Claimed)
 		must(t, s.Renew(ctx, "k", "a", long))
 		isLost(t, "Renew by another owner", s.Renew(ctx, "k", "b", long))
-		c.advance(3 * short)
+		c.advance(6 * short)
 		claim(t, s, "k", "fp", "b", long, long, store.InFlight) // renewed past the first lease
 	})
 	t.Run("ExpiredLeaseTakenOver", func(t *testing.T) {
