@@ -129,9 +129,10 @@ func (h *httpSession) get(r *http.Request) (*http.Response, error) {
 		stop(nil)
 		return nil, errors.New("the session has ended")
 	}
+	rpc := h.sessionRPC() // as the GET is sent: the watcher may run later
 	go func() {
 		defer h.watchers.Done()
-		h.watch(answered, stop)
+		h.watch(rpc, answered, stop)
 	}()
 	resp, err := h.base.RoundTrip(r.WithContext(ctx))
 	close(answered)
@@ -151,11 +152,14 @@ func (h *httpSession) get(r *http.Request) (*http.Response, error) {
 }
 
 // watch ends a GET (stop) and the session when the server does not answer
-// before answered is closed: with a ping when the session is up, else by
-// the timeout alone.
-func (h *httpSession) watch(answered <-chan struct{}, stop context.CancelCauseFunc) {
+// before answered is closed: with a ping when the session was up as the
+// GET was sent (rpc), else by the timeout alone. Asked when the watcher
+// ran, a GET sent before the session was up (the standalone stream's,
+// at the start) was pinged for too when its watcher ran late on a loaded
+// machine.
+func (h *httpSession) watch(rpc *rpc, answered <-chan struct{}, stop context.CancelCauseFunc) {
 	var cause error
-	if rpc := h.sessionRPC(); rpc != nil {
+	if rpc != nil {
 		err := h.ping(rpc)
 		select {
 		case <-rpc.ended:
