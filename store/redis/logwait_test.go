@@ -227,9 +227,7 @@ func slowProxy(t *testing.T, addr string, delay time.Duration) string {
 	}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); wg.Wait() })
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -240,14 +238,11 @@ func slowProxy(t *testing.T, addr string, delay time.Duration) string {
 				c.Close()
 				continue
 			}
-			wg.Add(2)
-			go func() { // asked: at once
-				defer wg.Done()
+			wg.Go(func() { // asked: at once
 				io.Copy(u, c)
 				u.Close()
-			}()
-			go func() { // answered: late
-				defer wg.Done()
+			})
+			wg.Go(func() { // answered: late
 				defer c.Close()
 				buf := make([]byte, 64<<10)
 				for {
@@ -262,8 +257,8 @@ func slowProxy(t *testing.T, addr string, delay time.Duration) string {
 						return
 					}
 				}
-			}()
+			})
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
