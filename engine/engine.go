@@ -122,9 +122,10 @@ type Engine struct {
 	watches     holds.Counter      // WatchTools streams open, by caller; see watches.go
 	unstored    atomic.Int64       // bytes of detached batches' events the store has not taken, all batches'; see eventlog.go
 	maxUnstored int64              // unstored's bound: maxUnstoredBytes, or a test's
+	renewals    renewals           // the detached batches' logs whose leases it renews; see renewals.go
 
 	fallbackPoll time.Duration // tests' stand-in for the const fallbackPoll when set; see signals.go
-	afterRenew   func()        // tests' hook: called as each renewal of a detached batch's lease returns; see eventlog.go
+	afterRenew   func()        // tests' hook: called as each renewal of a detached batch's lease returns; see renewals.go
 }
 
 // New returns an engine. It holds no registry: each Run is given the

@@ -71,19 +71,20 @@ type batchLog struct {
 	resume func()
 
 	mu      sync.Mutex
-	ticker  *time.Timer // renews the lease and reads the control requests
-	stopped bool
+	stopped bool // finish began: the engine's renewals (renewals.go) no longer renew the lease
+
+	flushing atomic.Bool // a renewal's flush is under way; see renewed
 
 	// The cancel mailbox is watched (signals.go): woken, the batch looks
-	// at once; renew looks only every fallbackPoll then.
+	// at once; renewed looks only every fallbackPoll then.
 	unwatch   func()
 	watched   bool
 	wakes     atomic.Int32 // wakes not yet looked after; see woken
-	lookAgain atomic.Bool  // a look failed: renew looks at its next tick
-	looked    time.Time    // renew's last look at the mailbox
+	lookAgain atomic.Bool  // a look failed: renewed looks at its next tick
+	looked    time.Time    // renewed's last look at the mailbox
 
-	// Renewals the store has failed in a row, since when: renew logs the
-	// first and the recovery, not every tick between.
+	// Renewals the store has failed in a row, since when: renewed logs
+	// the first and the recovery, not every tick between.
 	renewFailures int
 	renewFailing  time.Time
 
@@ -145,7 +146,8 @@ const (
 const startedVar = "started"
 
 // openLog creates the batch's log, owned by this engine under a lease that
-// a timer renews, with BatchAccepted as its first event, and returns it.
+// the engine renews with its other batches' (renewals.go), with
+// BatchAccepted as its first event, and returns it.
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id), wake: make(chan struct{})}
 	l.resume = func() { e.runners.Go(b.writeLog) }
@@ -170,11 +172,7 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	}
 	l.took([]pendingEntry{{seq: acc.Seq, data: data}}, false)
 	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
-	// Set under mu, which renew holds to read it: the timer may fire
-	// before the assignment would otherwise be seen.
-	l.mu.Lock()
-	l.ticker = time.AfterFunc(l.tick(), l.renew)
-	l.mu.Unlock()
+	e.renewLog(l)
 	return l, nil
 }
 
@@ -197,68 +195,76 @@ func (e *Engine) startedAt(ctx context.Context, name string) (time.Time, bool) {
 	return t, err == nil
 }
 
-// tick is how often the owner renews its lease (and looks for requests
-// when nothing notifies it of them: see renew).
-func (l *batchLog) tick() time.Duration { return min(l.e.cfg.BatchLease/3, 500*time.Millisecond) }
-
-// renew renews the lease, appends what the store did not take before, and
-// carries out a cancellation requested on another replica (each time when
-// nothing notifies the batch of one, else every fallbackPoll, or after a
-// look that failed: see signals.go); then it runs again, until stop. A
-// store that does not answer is asked again next tick: the lease it holds
-// outlasts a stall shorter than it.
-func (l *batchLog) renew() {
+// renewed does what follows the renewal of the lease at a tick of the
+// engine's renewals (renewals.go), err being the store's answer for this
+// log (asked false: it was not renewed, its writes having failed for
+// good): it appends what the store did not take before, and carries out a
+// cancellation requested on another replica (each tick when nothing
+// notifies the batch of one, else every fallbackPoll, or after a look that
+// failed: see signals.go). A store that does not answer is asked again
+// next tick: the lease it holds outlasts a stall shorter than it. It runs
+// on the renewals' goroutine, one batch after another: what waits for the
+// store (the flush, the look) goes on a goroutine of the batch's.
+func (l *batchLog) renewed(asked bool, err error) {
 	e := l.e
-	if e.afterRenew != nil {
-		defer e.afterRenew()
+	l.mu.Lock()
+	finishing := l.stopped
+	l.mu.Unlock()
+	if finishing {
+		// finish began while this renewal was under way (stop does not
+		// wait for one that has begun): the store may have refused it
+		// for the Finish that followed, a finished log being no one's
+		// to renew, and finish renews the lease itself from then on.
+		// Taken as lost, it logged a batch that had finished as
+		// cancelled.
+		return
 	}
-	if !l.failed.Load() {
-		ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
-		err := e.deps.EventLog.RenewLog(ctx, l.name, e.deps.Replica, e.cfg.BatchLease)
-		cancel()
-		l.mu.Lock()
-		finishing := l.stopped
-		l.mu.Unlock()
-		if finishing {
-			// finish began while this renewal was under way (stop
-			// does not wait for one that has begun): the store may
-			// have refused it for the Finish that followed, a finished
-			// log being no one's to renew, and finish renews the lease
-			// itself from then on. Taken as lost, it logged a batch
-			// that had finished as cancelled.
-			return
+	switch {
+	case !asked:
+	case lostFor(err):
+		l.lost(err)
+	case err != nil:
+		// Logged once for the stall, not at every tick (twice a second
+		// a batch: a 20 s stall wrote 37 lines for one).
+		if l.renewFailures == 0 {
+			l.renewFailing = time.Now()
+			e.deps.Logger.Warn("could not renew a detached batch's lease; trying again at each tick, logging once it is renewed",
+				"batch_id", l.b.id, "error", err)
 		}
-		if lostFor(err) {
-			l.lost(err)
-		} else if err != nil {
-			// Logged once for the stall, not at every tick (twice a
-			// second a batch: a 20 s stall wrote 37 lines for one).
-			if l.renewFailures == 0 {
-				l.renewFailing = time.Now()
-				e.deps.Logger.Warn("could not renew a detached batch's lease; trying again at each tick, logging once it is renewed",
-					"batch_id", l.b.id, "error", err)
-			}
-			l.renewFailures++
-		} else {
-			if l.renewFailures > 0 {
-				e.deps.Logger.Info("renewed a detached batch's lease again", "batch_id", l.b.id,
-					"failed_renewals", l.renewFailures, "for", time.Since(l.renewFailing).Round(time.Millisecond).String())
-				l.renewFailures = 0
-			}
-			l.wmu.Lock()
-			l.flush()
-			l.wmu.Unlock()
+		l.renewFailures++
+	default:
+		if l.renewFailures > 0 {
+			e.deps.Logger.Info("renewed a detached batch's lease again", "batch_id", l.b.id,
+				"failed_renewals", l.renewFailures, "for", time.Since(l.renewFailing).Round(time.Millisecond).String())
+			l.renewFailures = 0
 		}
+		l.flushAfterRenewal()
 	}
 	if now := time.Now(); l.lookAgain.Swap(false) || now.Sub(l.looked) >= e.poll(l.watched, 0) {
 		l.looked = now
-		l.checkCancel()
+		l.woken() // on a goroutine of its own, as a notice's look
 	}
-	l.mu.Lock()
-	if !l.stopped {
-		l.ticker.Reset(l.tick())
+}
+
+// flushAfterRenewal appends, on a goroutine of its own, the events the
+// store did not take before, if any: none while the writer is writing
+// (it holds wmu, and flushes them itself), nor while the last renewal's
+// flush is under way.
+func (l *batchLog) flushAfterRenewal() {
+	if !l.wmu.TryLock() {
+		return
 	}
-	l.mu.Unlock()
+	idle := len(l.pending) == 0
+	l.wmu.Unlock()
+	if idle || !l.flushing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.flushing.Store(false)
+		l.wmu.Lock()
+		defer l.wmu.Unlock()
+		l.flush()
+	}()
 }
 
 // lostFor tells whether err from an owner's write means the log is no
@@ -285,8 +291,8 @@ func (l *batchLog) lost(err error) {
 func (l *batchLog) stop() {
 	l.mu.Lock()
 	l.stopped = true
-	l.ticker.Stop()
 	l.mu.Unlock()
+	l.e.dropLog(l)
 	l.unwatch()
 }
 

@@ -21,7 +21,7 @@ import (
 // watchers, or while the store cannot receive notices (Listening: its
 // subscription is down, or refused by its server), the owner polls as
 // before notices existed: a held call every approvalPoll, a detached
-// batch at each lease renewal (batchLog.tick).
+// batch at each lease renewal (Engine.renewTick).
 //
 // The topics are the store's format, shared by replicas of different
 // versions like the mailboxes': change them only with a migration.
@@ -109,7 +109,7 @@ func (l *batchLog) woken() {
 
 // checkCancel cancels the batch when a cancellation was asked for it on
 // another replica. A look the store did not answer is taken again at the
-// next lease renewal (renew), not left to the fallback poll: a wake that
+// next lease renewal (renewed), not left to the fallback poll: a wake that
 // came as the store came back (a resubscription) must not be wasted.
 func (l *batchLog) checkCancel() {
 	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)

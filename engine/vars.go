@@ -121,7 +121,7 @@ func (m approvalMail) clear(ctx context.Context, batchID, callID string) {
 // cancelMail is where Cancel, on a replica other than the one running a
 // detached batch, asks its owner to cancel it; the owner, notified
 // (signals.go), looks at once, and also now and then as it renews its
-// lease (batchLog.renew).
+// lease (batchLog.renewed).
 type cancelMail struct{ vars store.Vars }
 
 // cancelScope is the scope of the requests to the owner of the batch

@@ -178,6 +178,37 @@ type EventLog interface {
 	Stat(ctx context.Context, name string) (LogInfo, error)
 }
 
+// LogRenewer is an EventLog that renews the leases of many logs of one
+// owner in one write, as a replica renews those of all the detached
+// batches it runs at each tick rather than one write a batch: memory,
+// bolt and Redis are. It is optional (RenewLogs falls back to RenewLog a
+// log at a time) so that a wrapper embedding an EventLog to change what
+// RenewLog does, as tests' faulty stores do, is not bypassed by a method
+// it does not know of.
+type LogRenewer interface {
+	// RenewLogs extends owner's lease on each of the logs names as
+	// RenewLog does, in one write (one transaction, one pipeline): errs
+	// holds one answer per name, in order, nil, ErrLeaseLost or
+	// ErrLogNotFound (or an error of its own for a log whose part of a
+	// shared store did not answer); err, with no errs, when the store
+	// did not answer at all.
+	RenewLogs(ctx context.Context, owner string, lease time.Duration, names ...string) (errs []error, err error)
+}
+
+// RenewLogs renews owner's leases on the logs names as LogRenewer does:
+// in one write when el is a LogRenewer, else a RenewLog per log, in
+// order, within ctx.
+func RenewLogs(ctx context.Context, el EventLog, owner string, lease time.Duration, names ...string) ([]error, error) {
+	if r, ok := el.(LogRenewer); ok {
+		return r.RenewLogs(ctx, owner, lease, names...)
+	}
+	errs := make([]error, len(names))
+	for i, name := range names {
+		errs[i] = el.RenewLog(ctx, name, owner, lease)
+	}
+	return errs, nil
+}
+
 // Entry is one entry of an EventLog.
 type Entry struct {
 	Index uint64 // from 1, in the order appended

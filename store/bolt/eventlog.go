@@ -226,6 +226,39 @@ func (s *Store) RenewLog(_ context.Context, name, owner string, lease time.Durat
 	})
 }
 
+// RenewLogs implements store.LogRenewer, in one transaction.
+func (s *Store) RenewLogs(_ context.Context, owner string, lease time.Duration, names ...string) ([]error, error) {
+	errs := make([]error, len(names))
+	err := s.grouped(func(tx *bbolt.Tx) error {
+		logs := tx.Bucket(logsBucket)
+		now := s.clock.Now()
+		for i, name := range names {
+			b := logs.Bucket([]byte(name))
+			l, err := readLog(b, now)
+			switch {
+			case err != nil:
+				return err
+			case l == nil:
+				errs[i] = store.ErrLogNotFound
+				continue
+			case !l.Writable(owner):
+				errs[i] = store.ErrLeaseLost
+				continue
+			}
+			l.Lease(now, lease)
+			if err := writeLog(b, l); err != nil {
+				return err
+			}
+			errs[i] = nil // run again, its group having failed
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return errs, nil
+}
+
 // TakeOver implements store.EventLog.
 func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Duration) error {
 	return s.grouped(func(tx *bbolt.Tx) error {

@@ -216,6 +216,25 @@ func (s *Store) RenewLog(_ context.Context, name, owner string, lease time.Durat
 	return nil
 }
 
+// RenewLogs implements store.LogRenewer, under one lock.
+func (s *Store) RenewLogs(_ context.Context, owner string, lease time.Duration, names ...string) ([]error, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	errs := make([]error, len(names))
+	for i, name := range names {
+		l, err := s.owned(name, owner)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		l.meta.Lease(now, lease)
+	}
+	return errs, nil
+}
+
 // TakeOver implements store.EventLog.
 func (s *Store) TakeOver(_ context.Context, name, owner string, lease time.Duration) error {
 	if err := s.lock(); err != nil {

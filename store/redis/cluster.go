@@ -419,8 +419,9 @@ func moving(err error) bool {
 	return moved || ask
 }
 
-// ProcessPipelineHook implements goredis.Hook. The store sends no
-// pipelines.
+// ProcessPipelineHook implements goredis.Hook. The store's one pipeline,
+// RenewLogs's, is left to go-redis's own redirects: a renewal still
+// refused is sent again at its caller's next tick.
 func (slotMoves) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
 	return next
 }

@@ -188,6 +188,54 @@ func (s *Store) RenewLog(ctx context.Context, name, owner string, lease time.Dur
 	return logResult("renew log", n, err)
 }
 
+// RenewLogs implements store.LogRenewer: renewLogScript for each log, in
+// one pipeline (a cluster client sends each node its slots' share).
+func (s *Store) RenewLogs(ctx context.Context, owner string, lease time.Duration, names ...string) ([]error, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*goredis.Cmd, len(names))
+	send := func(which []int, sha bool) {
+		_, _ = s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+			for _, i := range which {
+				if sha {
+					cmds[i] = renewLogScript.EvalSha(ctx, p, s.logKeys(names[i]), owner, ms(lease))
+				} else {
+					cmds[i] = renewLogScript.Eval(ctx, p, s.logKeys(names[i]), owner, ms(lease))
+				}
+			}
+			return nil
+		})
+	}
+	all := make([]int, len(names))
+	for i := range all {
+		all[i] = i
+	}
+	send(all, true)
+	// A server that does not have the script yet (restarted, or a node
+	// new to the cluster) is sent it, as Script.Run does.
+	var again []int
+	for i, c := range cmds {
+		if goredis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		send(again, false)
+	}
+	errs := make([]error, len(names))
+	answered := false
+	for i, c := range cmds {
+		n, err := c.Int64()
+		answered = answered || err == nil
+		errs[i] = logResult("renew log", n, err)
+	}
+	if !answered {
+		return nil, errs[0]
+	}
+	return errs, nil
+}
+
 // TakeOver implements store.EventLog.
 func (s *Store) TakeOver(ctx context.Context, name, owner string, lease time.Duration) error {
 	n, err := takeOverScript.Run(ctx, s.c, s.logKeys(name), owner, ms(lease)).Int64()

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/toolwire/toolwire/internal/testing/testenv"
+	"github.com/toolwire/toolwire/store"
 	"github.com/toolwire/toolwire/store/redis"
 	"github.com/toolwire/toolwire/store/storetest"
 	"go.uber.org/goleak"
@@ -281,5 +283,55 @@ func TestAGroupIsOneCommand(t *testing.T) {
 	}
 	if info, err := s.Stat(ctx, "l"); err != nil || info.Last != 9 || !info.Finished {
 		t.Fatalf("Stat = %+v, %v; want 9 entries, finished", info, err)
+	}
+}
+
+// pipelineCounter is a go-redis hook that counts the pipelines of
+// scripts sent (not the client's handshakes).
+type pipelineCounter struct{ n atomic.Int64 }
+
+func (c *pipelineCounter) DialHook(next goredis.DialHook) goredis.DialHook          { return next }
+func (c *pipelineCounter) ProcessHook(next goredis.ProcessHook) goredis.ProcessHook { return next }
+func (c *pipelineCounter) ProcessPipelineHook(next goredis.ProcessPipelineHook) goredis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []goredis.Cmder) error {
+		if name := cmds[0].Name(); name == "evalsha" || name == "eval" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestRenewalsAreOnePipeline: RenewLogs renews many logs in one pipeline
+// on a real Redis, sending the script itself (a second pipeline, of the
+// same renewals) only when the server does not have it.
+func TestRenewalsAreOnePipeline(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	s := redis.New(c, redis.Options{Prefix: fmt.Sprintf("renewals%d:", time.Now().UnixNano())})
+	ctx := context.Background()
+	names := []string{"a", "b", "c", "unknown"}
+	for _, name := range names[:3] {
+		if err := s.Open(ctx, name, "o", time.Hour, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var pc pipelineCounter
+	c.AddHook(&pc)
+	for _, want := range []int64{2, 1} {
+		pc.n.Store(0)
+		errs, err := s.RenewLogs(ctx, "o", time.Hour, names...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs[0] != nil || errs[1] != nil || errs[2] != nil || !errors.Is(errs[3], store.ErrLogNotFound) {
+			t.Fatalf("RenewLogs = %v; want three renewed, then ErrLogNotFound", errs)
+		}
+		if n := pc.n.Load(); n != want {
+			t.Fatalf("%d pipelines for %d renewals, want %d", n, len(names), want)
+		}
 	}
 }

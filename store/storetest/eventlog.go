@@ -226,6 +226,51 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		}
 	})
 
+	// One write renews many logs of one owner (store.LogRenewer), with
+	// an answer for each: a replica renews those of all the detached
+	// batches it runs at once.
+	t.Run("RenewManyAtOnce", func(t *testing.T) {
+		s := open(t)
+		r, ok := any(s).(store.LogRenewer)
+		if !ok {
+			t.Fatalf("%T does not renew logs in one write (store.LogRenewer)", s)
+		}
+		for _, name := range []string{"live1", "live2", "finished"} {
+			must(t, s.Open(ctx, name, "a", 2*short, long))
+		}
+		must(t, s.Open(ctx, "other", "b", 2*short, long))
+		must(t, s.Finish(ctx, "finished", "a", long))
+		names := []string{"live1", "other", "unknown", "finished", "live2"}
+		want := []error{nil, store.ErrLeaseLost, store.ErrLogNotFound, store.ErrLeaseLost, nil}
+		for range 3 {
+			c.advance(short)
+			errs, err := r.RenewLogs(ctx, "a", 2*short, names...)
+			must(t, err)
+			if len(errs) != len(names) {
+				t.Fatalf("RenewLogs gave %d answers for %d logs", len(errs), len(names))
+			}
+			for i, err := range errs {
+				if !errors.Is(err, want[i]) || (want[i] == nil && err != nil) {
+					t.Fatalf("RenewLogs answered %v for %s, want %v", err, names[i], want[i])
+				}
+			}
+		}
+		for _, name := range []string{"live1", "live2"} {
+			info, err := s.Stat(ctx, name)
+			must(t, err)
+			if !info.Owned {
+				t.Fatalf("Stat(%s) after renewals = %+v, want owned", name, info)
+			}
+		}
+		if info, err := s.Stat(ctx, "other"); err != nil || info.Owned {
+			t.Fatalf("Stat(other), renewed by no one = %+v, %v; want its lease run out", info, err)
+		}
+		errs, err := r.RenewLogs(ctx, "a", 2*short)
+		if err != nil || len(errs) != 0 {
+			t.Fatalf("RenewLogs of no log = %v, %v; want nothing", errs, err)
+		}
+	})
+
 	t.Run("UnfinishedLogOfADeadOwnerExpires", func(t *testing.T) {
 		s := open(t)
 		must(t, s.Open(ctx, "l", "a", short, short))
