@@ -286,7 +286,7 @@ func (s *Store) GetVar(_ context.Context, scope, name string) (value []byte, ok 
 func (s *Store) SetVar(_ context.Context, scope, name string, value []byte, ttl time.Duration) error {
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(s.clock.Now().Add(ttl).UnixNano()))
 	v = append(v, value...)
-	return s.db.Update(func(tx *bbolt.Tx) error {
+	return s.grouped(func(tx *bbolt.Tx) error {
 		return putEntry(tx, kindVar, varKey(scope, name), v, s.maxBytes)
 	})
 }
@@ -296,7 +296,8 @@ func (s *Store) AddVar(_ context.Context, scope, name string, value []byte, ttl 
 	now := s.clock.Now()
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(value)), uint64(now.Add(ttl).UnixNano()))
 	v = append(v, value...)
-	err = s.db.Update(func(tx *bbolt.Tx) error {
+	err = s.grouped(func(tx *bbolt.Tx) error {
+		added = false // run again, its group having failed
 		k := varKey(scope, name)
 		if old := tx.Bucket(varsBucket).Get(k); len(old) >= 8 && now.UnixNano() < int64(binary.BigEndian.Uint64(old)) {
 			return nil
@@ -309,7 +310,7 @@ func (s *Store) AddVar(_ context.Context, scope, name string, value []byte, ttl 
 
 // DeleteVar implements store.Vars.
 func (s *Store) DeleteVar(_ context.Context, scope, name string) error {
-	return s.db.Update(func(tx *bbolt.Tx) error {
+	return s.grouped(func(tx *bbolt.Tx) error {
 		return deleteEntry(tx, kindVar, varKey(scope, name))
 	})
 }

@@ -11,9 +11,12 @@ import (
 
 // Group commit. What a bolt transaction costs is its commit, two syncs to
 // disk, not its writes; so the event logs' writes (Open, Append, RenewLog,
-// TakeOver, Finish, of every log in the file) that arrive while a commit is
-// under way wait for it and then go together in the next transaction, one
-// commit for all of them. A write that finds no commit under way commits
+// RenewLogs, TakeOver, Finish, of every log in the file) and the
+// variables' (SetVar, AddVar, DeleteVar: the approvals' announcements and
+// mailboxes) that arrive while a commit is under way wait for it and then
+// go together in the next transaction, one commit for all of them. Each
+// held call renews its announcement (a SetVar) every few seconds: one
+// commit each, 10,000 held calls kept 1,771 of 2,074 waiting in one. A write that finds no commit under way commits
 // at once: no delay is added when there is nothing to group with.
 //
 // Unlike bbolt's DB.Batch, which waits up to MaxBatchDelay (10 ms) for

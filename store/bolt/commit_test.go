@@ -166,3 +166,72 @@ func TestAFailedWriteDoesNotSinkItsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestVarWritesShareACommit: the variables' writes (a held call's
+// announcement, renewed every few seconds, is a SetVar) that arrive while
+// a commit is under way go together in the next transaction, as the event
+// logs' do; of two AddVars of one name in a group, the first adds it.
+func TestVarWritesShareACommit(t *testing.T) {
+	ctx := context.Background()
+	s := fresh(t)
+	if err := s.SetVar(ctx, "s", "gone", []byte(`1`), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Open(ctx, "l", "o", time.Hour, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := holdNextCommit(s)
+	before := s.Commits()
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	added := make(chan bool, 2)
+	write := func(f func() error) {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- f() }()
+	}
+	// A log's write leads, and its commit is held.
+	write(func() error { _, err := s.Append(ctx, "l", "o", []byte("e1")); return err })
+	<-entered
+	for i := range 3 {
+		write(func() error { return s.SetVar(ctx, "s", fmt.Sprint("v", i), []byte(`2`), time.Hour) })
+	}
+	for range 2 {
+		write(func() error {
+			ok, err := s.AddVar(ctx, "s", "once", []byte(`3`), time.Hour)
+			added <- ok
+			return err
+		})
+	}
+	write(func() error { return s.DeleteVar(ctx, "s", "gone") })
+	// Not waitQueued: writes that do not queue must not keep the held
+	// commit from ending the test.
+	for deadline := time.Now().Add(10 * time.Second); bolt.Queued(s) < 6 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	close(added)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := s.Commits() - before; n != 2 {
+		t.Fatalf("%d commits for a held write and 6 of variables, want 2: the held one, then the 6 queued behind it together", n)
+	}
+	n := 0
+	for ok := range added {
+		if ok {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d of two AddVars of one name added it, want 1", n)
+	}
+	for name, want := range map[string]bool{"v0": true, "v2": true, "once": true, "gone": false} {
+		if _, ok, err := s.GetVar(ctx, "s", name); err != nil || ok != want {
+			t.Errorf("GetVar(%s) = %v, %v; want %v", name, ok, err, want)
+		}
+	}
+}
