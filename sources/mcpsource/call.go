@@ -256,8 +256,8 @@ func isNotice(msg jsonrpc.Message) bool {
 }
 
 // awaitNotice waits until the SDK's cancellation notice for the call was
-// written (or failed to be), the session ended, or cancelTimeout passed (the SDK's own
-// bound on sending it), and reports whether it was written. A call
+// written (or failed to be), the session ended, or cancelTimeout passed
+// (the SDK's own bound on sending it), and reports whether it was. A call
 // waits for it before it ends: the session's close waits for its calls
 // (rpc.drain), and from its start the SDK refuses to send, so a notice
 // still on its way when the call ended was lost to a reload that closed
@@ -310,7 +310,7 @@ func (c *sentCall) ID() (jsonrpc.ID, bool) {
 // {"jsonrpc":"2.0","method":…,"params":…}, so only the body's start is
 // read, however large the call's arguments; a request written otherwise
 // is not noted, and the call's cancellation is the SDK's alone to send.
-func (c *sentCall) noteBody(r *http.Request) (notice bool) {
+func (c *sentCall) noteBody(r *http.Request) bool {
 	if r.Method != http.MethodPost || r.GetBody == nil {
 		return false
 	}
@@ -326,11 +326,11 @@ func (c *sentCall) noteBody(r *http.Request) (notice bool) {
 	}
 	_, rest, ok := bytes.Cut(head[:n], []byte(`"id":`))
 	if !ok {
-		return
+		return false
 	}
 	raw, _, ok := bytes.Cut(rest, []byte(`,"method":"tools/call"`))
 	if !ok {
-		return
+		return false
 	}
 	var v any // as MakeID takes it: a number as a float64, or a string
 	if i, err := strconv.ParseInt(string(raw), 10, 64); err == nil {
@@ -338,7 +338,7 @@ func (c *sentCall) noteBody(r *http.Request) (notice bool) {
 	} else if str, err := strconv.Unquote(string(raw)); err == nil {
 		v = str
 	} else {
-		return
+		return false
 	}
 	if id, err := jsonrpc.MakeID(v); err == nil {
 		c.set(id)
