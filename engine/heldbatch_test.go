@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // TestHeldBatchGoroutines holds detached one-call batches whose call waits
@@ -30,6 +31,20 @@ func TestHeldBatchGoroutines(t *testing.T) {
 	}
 	const n = 200
 	before, goroutines := stacks(), runtime.NumGoroutine()
+	holdDetached(t, te, snap, n)
+	per := float64(stacks()-before) / n
+	g := float64(runtime.NumGoroutine()-goroutines) / n
+	t.Logf("%.0f bytes of stacks, %.2f goroutines per held detached batch", per, g)
+	// One each, and a few idle runners, which exit after a while.
+	if g > 1.25 {
+		t.Errorf("a held detached batch keeps %.2f goroutines; want its call's one", g)
+	}
+}
+
+// holdDetached starts n detached batches of one call held for approval,
+// their callers gone, and returns once each is held.
+func holdDetached(t *testing.T, te *testBed, snap *tools.Snapshot, n int) {
+	t.Helper()
 	for range n {
 		ctx, cancel := context.WithCancel(as("alice"))
 		held := make(chan struct{})
@@ -45,12 +60,5 @@ func TestHeldBatchGoroutines(t *testing.T) {
 			t.Fatalf("Run: %v", err)
 		}
 		<-held
-	}
-	per := float64(stacks()-before) / n
-	g := float64(runtime.NumGoroutine()-goroutines) / n
-	t.Logf("%.0f bytes of stacks, %.2f goroutines per held detached batch", per, g)
-	// One each, and a few idle runners, which exit after a while.
-	if g > 1.25 {
-		t.Errorf("a held detached batch keeps %.2f goroutines; want its call's one", g)
 	}
 }

@@ -2,11 +2,9 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	toolwirev1 "github.com/toolwire/toolwire/gen/toolwire/v1"
 	"github.com/toolwire/toolwire/store/memory"
 )
 
@@ -40,22 +38,7 @@ func TestOneRenewalPerTickForAllBatches(t *testing.T) {
 		Deps{Admission: holdWrites, Idempotency: m, Vars: m, EventLog: c})
 	snap := te.reg.Snapshot()
 	const n = 50
-	for range n {
-		ctx, cancel := context.WithCancel(as("alice"))
-		held := make(chan struct{})
-		sink := SinkFunc(func(ev *toolwirev1.ExecuteBatchResponse) error {
-			if ev.GetAwaitingApproval() != nil {
-				close(held)
-				cancel() // the caller leaves; the batch stays, held
-			}
-			return nil
-		})
-		req := &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("w", "write", `{"ms":1}`)}, Options: &toolwirev1.BatchOptions{Detach: true}}
-		if err := te.e.Run(ctx, snap, req, sink); err != nil && !errors.Is(err, context.Canceled) && CodeOf(err) != Canceled {
-			t.Fatalf("Run: %v", err)
-		}
-		<-held
-	}
+	holdDetached(t, te, snap, n)
 	// From here on every batch is held: renew each three times.
 	for len(c.calls) > 0 {
 		<-c.calls
