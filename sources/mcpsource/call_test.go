@@ -195,7 +195,9 @@ func TestCallDirect(t *testing.T) {
 // TestSentCallNoteBody: the ID of a tools/call request the SDK POSTs is
 // read from the body's start, whatever the size of its arguments, and a
 // request of another method (the SDK's own notifications/cancelled, made
-// with the call's context) is not taken for it.
+// with the call's context) is not taken for it. That notice, as the SDK
+// encodes it, is reported, and nothing else is: a call cancelled through
+// the SDK waits for it (awaitNotice), up to 5 s were it never seen.
 func TestSentCallNoteBody(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -203,12 +205,15 @@ func TestSentCallNoteBody(t *testing.T) {
 		method string
 		args   string
 		want   bool
+		notice bool // noteBody reports the SDK's notifications/cancelled (awaitNotice waits for it)
 	}{
-		{"number", float64(7), "tools/call", `{"text":"hi"}`, true},
-		{"string", "s-1", "tools/call", `{}`, true},
-		{"large arguments", float64(8), "tools/call", `{"text":"` + strings.Repeat("x", 1<<20) + `"}`, true},
-		{"another request", float64(9), "tools/list", `{}`, false},
-		{"cancellation", nil, "notifications/cancelled", `{"requestId":7}`, false},
+		{"number", float64(7), "tools/call", `{"text":"hi"}`, true, false},
+		{"string", "s-1", "tools/call", `{}`, true, false},
+		{"large arguments", float64(8), "tools/call", `{"text":"` + strings.Repeat("x", 1<<20) + `"}`, true, false},
+		{"arguments naming the notice", float64(10), "tools/call", `{"method":"notifications/cancelled"}`, true, false},
+		{"another request", float64(9), "tools/list", `{}`, false, false},
+		{"cancellation", nil, "notifications/cancelled", `{"requestId":7,"reason":"context deadline exceeded"}`, false, true},
+		{"another notification", nil, "notifications/progress", `{"progressToken":"t","progress":1}`, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id, err := jsonrpc.MakeID(tc.id)
@@ -228,7 +233,9 @@ func TestSentCallNoteBody(t *testing.T) {
 				t.Fatal(err)
 			}
 			var sc sentCall
-			sc.noteBody(r)
+			if notice := sc.noteBody(r); notice != tc.notice {
+				t.Errorf("noteBody reported a cancellation notice: %v, want %v, from %.80s", notice, tc.notice, data)
+			}
 			got, ok := sc.ID()
 			if ok != tc.want || (ok && got != id) {
 				t.Errorf("noted %v (%v), want %v (%v), from %.80s", got.Raw(), ok, id.Raw(), tc.want, data)
