@@ -650,14 +650,7 @@ os._exit(0)
 // 64 waits in a loaded CI run) before answers took turns (answerSlots).
 func TestEscapeLockWaits(t *testing.T) {
 	t.Parallel()
-	testenv.LookPath(t, "python3")
-	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}})
-	if err != nil {
-		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
-	}
-	t.Cleanup(sb.Close)
-	e := wt.New(t, map[string]string{"lockwait.py": lockWaitPy})
-	tool := runcommand.New(e.WS, runcommand.Options{Sandbox: sb, KillGrace: 300 * time.Millisecond})
+	tool := pythonInSandbox(t, "lockwait.py", lockWaitPy)
 	// A guard only: without the fix the interrupted waits never end.
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -735,14 +728,7 @@ os._exit(0)
 // Now a supervisor that grew past 32 threads exits after its command.
 func TestEscapeWarmSupervisorThreads(t *testing.T) {
 	t.Parallel()
-	testenv.LookPath(t, "python3")
-	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}})
-	if err != nil {
-		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
-	}
-	t.Cleanup(sb.Close)
-	e := wt.New(t, map[string]string{"connectwait.py": connectWaitPy})
-	tool := runcommand.New(e.WS, runcommand.Options{Sandbox: sb, KillGrace: 300 * time.Millisecond})
+	tool := pythonInSandbox(t, "connectwait.py", connectWaitPy)
 	// supervisorThreads runs argv and reads the thread count it printed.
 	supervisorThreads := func(argv string) int {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a guard only
@@ -771,4 +757,18 @@ func TestEscapeWarmSupervisorThreads(t *testing.T) {
 	if n := supervisorThreads(`["bash","-c","echo supervisor threads $(grep Threads: /proc/$PPID/status | cut -f2)"]`); n > 32 {
 		t.Errorf("the next command's supervisor has %d threads: it kept those the last command's connects made it start", n)
 	}
+}
+
+// pythonInSandbox returns run_command, under a sandbox that enforces
+// everything, in a workspace holding the Python script name.
+func pythonInSandbox(t *testing.T, name, script string) tools.Tool {
+	t.Helper()
+	testenv.LookPath(t, "python3")
+	sb, _, err := sandbox.New(sandbox.Config{Mode: sandbox.Required, Accept: []string{sandbox.GapOwnerFiles}})
+	if err != nil {
+		testenv.Missing(t, "a kernel that enforces the whole sandbox ("+err.Error()+")")
+	}
+	t.Cleanup(sb.Close)
+	e := wt.New(t, map[string]string{name: script})
+	return runcommand.New(e.WS, runcommand.Options{Sandbox: sb, KillGrace: 300 * time.Millisecond})
 }
