@@ -377,6 +377,9 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 	}
 	b.lanesEnded.Store(true)
 	b.out.Close()
+	if b.log != nil && b.log.deferred {
+		b.log.beginWriting() // every event is queued: one write, if the window has not passed
+	}
 }
 
 // failure is the result of call i failing with kind before its tool ran.

@@ -125,6 +125,7 @@ type Engine struct {
 	renewals    renewals           // the detached batches' logs whose leases it renews; see renewals.go
 
 	fallbackPoll time.Duration // tests' stand-in for the const fallbackPoll when set; see signals.go
+	openWindow   time.Duration // tests' stand-in for the const openWindow when set; see eventlog.go
 	afterRenew   func()        // tests' hook: called as each renewal of a detached batch's lease returns; see renewals.go
 }
 
@@ -200,9 +201,14 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 	if err != nil {
 		return err
 	}
+	if b.detached && b.log.deferred {
+		b.log.armWindow()
+	}
 	e.runners.Go(func() { b.run(runCtx) })
 	if b.detached {
-		e.runners.Go(b.writeLog)
+		if !b.log.deferred {
+			e.runners.Go(b.writeLog)
+		}
 		return e.watchReader(ctx, b.sink, func(ctx context.Context, sink Sink) error { return b.log.read(ctx, b.log.first, sink) })
 	}
 	defer func() { b.end(err) }()
@@ -214,7 +220,8 @@ func (e *Engine) run(ctx context.Context, b *batch) (err error) {
 // scope, the Observer's BatchStarted, the batch deadline, and the slot of
 // its first call, waited for while the caller waits so that an overloaded
 // server refuses the batch before accepting it; then, for a detached
-// batch, its log in the store. It returns the context the batch runs in:
+// batch, its log in the store (or, when deferOpen allows, the log readied
+// for its writer to open with the batch's first events). It returns the context the batch runs in:
 // the stream's, for a batch that dies with its stream; for a detached
 // one, a context that keeps the caller's values (its identity, its trace)
 // but not its cancellation or deadline. Once started, a batch ends with

@@ -70,6 +70,16 @@ type batchLog struct {
 	taking []outbox.Pending
 	resume func()
 
+	// A log whose opening waits for the batch's first events (deferred;
+	// see deferOpen) is opened by its writer's first write (openFirst),
+	// which beginWriting starts once the lanes end or openWindow has
+	// passed, whichever comes first.
+	deferred  bool
+	opened    bool        // the writer's, and under wmu: the store has the log
+	writing   atomic.Bool // beginWriting has started the writer
+	openTimer *time.Timer // starts the writer after openWindow; under mu
+	openErr   error       // why the store did not open it; under kmu
+
 	mu      sync.Mutex
 	stopped bool // finish began: the engine's renewals (renewals.go) no longer renew the lease
 
@@ -145,9 +155,37 @@ const (
 // store noted it (LogInfo.Opened); it is read, no longer written.
 const startedVar = "started"
 
+// openWindow is how long a detached batch whose log is opened with its
+// first events (deferOpen) runs before its log is opened all the same.
+const openWindow = 5 * time.Millisecond
+
+// deferOpen reports whether b's log may be opened with its first events,
+// while its calls run, rather than before they do: when every call of b
+// only reads (or runs nothing: an unknown tool, a call refused), and the
+// store can write a whole log at once. A quick batch's log is then one
+// write, BatchAccepted to BatchFinished (store.LogOpenFinisher), where it
+// was two. Nothing is read before it is stored all the same, and the
+// batch's ID is known only from its events, so no one can ask for the
+// batch before its log exists. A store that then refuses the log refuses
+// the batch (Unavailable), as before, its calls having run; they only
+// read, so running them again, as a client then does, is harmless.
+func (e *Engine) deferOpen(b *batch) bool {
+	if _, ok := e.deps.EventLog.(store.LogOpenFinisher); !ok {
+		return false
+	}
+	for i := range b.calls {
+		if t := b.calls[i].tool; t != nil && !t.Annotations.ReadOnly {
+			return false
+		}
+	}
+	return true
+}
+
 // openLog creates the batch's log, owned by this engine under a lease that
 // the engine renews with its other batches' (renewals.go), with
-// BatchAccepted as its first event, and returns it.
+// BatchAccepted as its first event, and returns it; or, when deferOpen
+// allows, returns it with BatchAccepted pending, for its writer to open
+// with the events that follow (openFirst).
 func (e *Engine) openLog(b *batch) (*batchLog, error) {
 	l := &batchLog{e: e, b: b, name: logName(CallerFrom(b.callerCtx), b.id), wake: make(chan struct{})}
 	l.resume = func() { e.runners.Go(b.writeLog) }
@@ -164,6 +202,14 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 		l.unwatch()
 		return nil, err
 	}
+	if e.deferOpen(b) {
+		l.deferred = true
+		l.pending = append(l.pending, pendingEntry{seq: acc.Seq, data: data})
+		l.pendingBytes = len(data)
+		e.unstored.Add(int64(len(data)))
+		l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
+		return l, nil
+	}
 	ctx, cancel := context.WithTimeout(b.callerCtx, appendTimeout)
 	defer cancel()
 	if err := e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL, data); err != nil {
@@ -171,9 +217,89 @@ func (e *Engine) openLog(b *batch) (*batchLog, error) {
 		return nil, err
 	}
 	l.took([]pendingEntry{{seq: acc.Seq, data: data}}, false)
+	l.opened = true
 	l.coal.Init(len(b.req.GetCalls()), e.cfg.MaxResultBytes)
 	e.renewLog(l)
 	return l, nil
+}
+
+// armWindow starts openWindow's timer for a deferred log, once the batch
+// has its log (b.log) and before its lanes start.
+func (l *batchLog) armWindow() {
+	window := openWindow
+	if l.e.openWindow > 0 {
+		window = l.e.openWindow
+	}
+	l.mu.Lock()
+	l.openTimer = time.AfterFunc(window, l.beginWriting)
+	l.mu.Unlock()
+}
+
+// beginWriting starts the writer of a log whose opening waits (deferred),
+// once: when the lanes end (the batch's events are all queued, for one
+// write) or when openWindow has passed with calls still running.
+func (l *batchLog) beginWriting() {
+	if !l.writing.CompareAndSwap(false, true) {
+		return
+	}
+	l.mu.Lock()
+	t := l.openTimer
+	l.mu.Unlock()
+	if t != nil {
+		t.Stop()
+	}
+	l.e.runners.Go(l.b.writeLog)
+}
+
+// openFirst opens a deferred log with its first group of events (from
+// BatchAccepted) in Open's write, or, when finish and that group is all
+// the batch wrote, BatchFinished last, in one write that opens and
+// finishes it (OpenFinished). The store gets one try, as the Open before
+// the calls ran did: a log it does not take is lost, which cancels the
+// batch, and Run's stream then answers Unavailable (refusal). Its caller
+// holds wmu.
+func (l *batchLog) openFirst(finish bool) error {
+	e := l.e
+	n := l.nextGroup()
+	whole := finish && n == len(l.pending)
+	ctx, cancel := context.WithTimeout(l.b.callerCtx, appendTimeout)
+	defer cancel()
+	var err error
+	if whole {
+		err = e.deps.EventLog.(store.LogOpenFinisher).OpenFinished(ctx, l.name, e.deps.Replica, e.cfg.BatchTTL, l.group...)
+	} else {
+		err = e.deps.EventLog.Open(ctx, l.name, e.deps.Replica, e.cfg.BatchLease, e.cfg.BatchTTL, l.group...)
+	}
+	if err != nil {
+		clear(l.group)
+		l.kmu.Lock()
+		l.openErr = err
+		l.kmu.Unlock()
+		if l.failed.CompareAndSwap(false, true) {
+			e.deps.Logger.Warn("the store did not open a detached batch's event log; the batch is refused, its read-only calls cancelled",
+				"batch_id", l.b.id, "error", err)
+			l.b.cancel(errLogLost)
+		}
+		return err
+	}
+	l.opened = true
+	l.taken(n, whole)
+	if !whole {
+		e.renewLog(l)
+	}
+	return nil
+}
+
+// refusal is the error of a batch whose log the store did not open, for
+// ctx (Run's stream's); nil when it did.
+func (l *batchLog) refusal(ctx context.Context) error {
+	l.kmu.Lock()
+	err := l.openErr
+	l.kmu.Unlock()
+	if err == nil {
+		return nil
+	}
+	return storeError(ctx, err)
 }
 
 // startedAt is when the batch of log name started: when its log was
@@ -308,7 +434,13 @@ func (l *batchLog) stop() {
 func (l *batchLog) run() bool {
 	b := l.b
 	for {
-		group, open, parked := b.out.Take(l.taking[:0], l.resume)
+		// A log not yet opened is opened before its writer parks, with
+		// what is queued or with BatchAccepted alone.
+		wake := l.resume
+		if !l.opened && !l.failed.Load() {
+			wake = nil
+		}
+		group, open, parked := b.out.Take(l.taking[:0], wake)
 		if parked {
 			// Nothing more of l is this writer's: the next event may
 			// have run another already.
@@ -445,6 +577,11 @@ func (l *batchLog) flush() error {
 	if l.failed.Load() {
 		return errLogLost
 	}
+	if !l.opened {
+		if err := l.openFirst(false); err != nil {
+			return err
+		}
+	}
 	if len(l.pending) > 0 && l.unsure {
 		if _, err := l.skipLanded(); err != nil {
 			return err
@@ -479,6 +616,14 @@ func (l *batchLog) flushFinish() error {
 	e := l.e
 	if l.failed.Load() {
 		return errLogLost
+	}
+	if !l.opened {
+		if err := l.openFirst(true); err != nil {
+			return err
+		}
+		if len(l.pending) == 0 {
+			return nil // opened and finished in one write
+		}
 	}
 	if l.unsure {
 		info, err := l.skipLanded()
@@ -542,7 +687,7 @@ func (l *batchLog) finish() {
 		l.wmu.Lock()
 		err := l.flushFinish()
 		l.wmu.Unlock()
-		if err == nil {
+		if err == nil || l.failed.Load() {
 			return
 		}
 		if lostFor(err) {
@@ -667,8 +812,12 @@ func (l *batchLog) read(ctx context.Context, r *keptReader, sink Sink) error {
 		seq := r.seq
 		behind := seq < l.stored && (len(l.kept) == 0 || l.kept[0].seq > seq+1)
 		if behind || (l.done && !l.complete && seq >= l.stored) {
+			refused := l.openErr != nil
 			l.kmu.Unlock()
 			l.leave(r)
+			if refused {
+				return l.refusal(ctx)
+			}
 			return l.e.readLog(ctx, l.name, seq, sink)
 		}
 		batch = batch[:0]

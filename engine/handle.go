@@ -487,10 +487,12 @@ func (e *Engine) GetBatch(ctx context.Context, batchID string) (*toolwirev1.GetB
 // appends the batch's events to its log, where Run's stream and every
 // other attachment read them (readLog), and ends the batch once its lanes
 // have. Before BatchAccepted, Run refuses a detached batch as it does any
-// (start), and with Unavailable when the store cannot open its log.
+// (start), and with Unavailable when the store cannot open its log: in
+// start, or, for a log opened with its first events (deferOpen), here,
+// its read-only calls having run.
 func (b *batch) writeLog() {
 	if b.log.run() {
-		b.end(nil)
+		b.end(b.log.refusal(context.Background()))
 	}
 }
 

@@ -195,6 +195,20 @@ type LogRenewer interface {
 	RenewLogs(ctx context.Context, owner string, lease time.Duration, names ...string) (errs []error, err error)
 }
 
+// LogOpenFinisher is an EventLog that writes a whole log in one write: a
+// detached batch that ended before its log was opened (read-only calls
+// that finished at once) stores all its events together, one round trip
+// or one commit where Open and Finish are two. Memory, bolt and Redis are
+// LogOpenFinishers; it is optional for the reason LogRenewer is, and the
+// engine opens every log first on a store that is not one.
+type LogOpenFinisher interface {
+	// OpenFinished creates the log name as Open does, with data as its
+	// entries (numbered from 1), already finished as Finish leaves it
+	// (no lease; it lives ttl), in one write. ErrLogExists when a log of
+	// that name exists.
+	OpenFinished(ctx context.Context, name, owner string, ttl time.Duration, data ...[]byte) error
+}
+
 // RenewLogs renews owner's leases on the logs names as LogRenewer does:
 // in one write when el is a LogRenewer, else a RenewLog per log, in
 // order, within ctx.

@@ -56,6 +56,18 @@ func writeLog(b *bbolt.Bucket, l *record.Log) error {
 
 // Open implements store.EventLog.
 func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
+	return s.open(name, owner, lease, ttl, false, data)
+}
+
+// OpenFinished implements store.LogOpenFinisher: one commit, shared with
+// the writes queued beside it, where Open and Finish are two.
+func (s *Store) OpenFinished(_ context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
+	return s.open(name, owner, 0, ttl, true, data)
+}
+
+// open creates the log name with data as its entries, under a lease or,
+// finished, with none.
+func (s *Store) open(name, owner string, lease, ttl time.Duration, finished bool, data [][]byte) error {
 	err := s.grouped(func(tx *bbolt.Tx) error {
 		logs := tx.Bucket(logsBucket)
 		now := s.clock.Now()
@@ -77,6 +89,14 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 			return err
 		}
 		l = record.NewLog(owner, now, lease, ttl)
+		if finished {
+			// Last among the finished before its entries may push
+			// others out, as Finish does.
+			if err := finishLog(tx, []byte(name)); err != nil {
+				return err
+			}
+			l.Finish(now, ttl)
+		}
 		if err := s.appendEntries(b, name, l, data); err != nil {
 			return err
 		}

@@ -77,6 +77,17 @@ func (s *Store) trimLogs() {
 
 // Open implements store.EventLog.
 func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
+	return s.open(name, owner, lease, ttl, false, data)
+}
+
+// OpenFinished implements store.LogOpenFinisher.
+func (s *Store) OpenFinished(_ context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
+	return s.open(name, owner, 0, ttl, true, data)
+}
+
+// open creates the log name with data as its entries, under a lease or,
+// finished, with none.
+func (s *Store) open(name, owner string, lease, ttl time.Duration, finished bool, data [][]byte) error {
 	if err := s.lock(); err != nil {
 		return err
 	}
@@ -88,6 +99,11 @@ func (s *Store) Open(_ context.Context, name, owner string, lease, ttl time.Dura
 	l := &memLog{name: name, meta: *record.NewLog(owner, now, lease, ttl), bytes: logOverhead + len(name)}
 	s.logs[name] = l
 	s.logBytes += l.bytes
+	if finished {
+		// Finished before its entries may push others out, as Finish does.
+		l.meta.Finish(now, ttl)
+		l.finished = s.finished.PushBack(l)
+	}
 	s.appendLocked(l, data)
 	s.mu.Unlock()
 	if len(data) > 0 {

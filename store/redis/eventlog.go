@@ -74,6 +74,18 @@ local from, max = 6, 5
 return 1
 `)
 
+// openFinishedScript: ARGV owner, ttl ms, opened (Unix ms), max entries,
+// then the entries. 0: exists. Open and Finish in one: no lease key.
+var openFinishedScript = goredis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'last', 0, 'finished', 1, 'ttl', ARGV[2], 'opened', ARGV[3])
+redis.call('DEL', KEYS[1], KEYS[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local from, max = 5, 4
+` + appendEntries + `
+return 1
+`)
+
 // ownedLog starts the scripts only the log's owner may run: -1 when the
 // log does not exist, -2 when it is finished or another's. A lease that
 // ran out without a takeover still counts: nobody else has written.
@@ -166,6 +178,20 @@ func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Du
 	n, err := openLogScript.Run(ctx, s.c, s.logKeys(name), args...).Int64()
 	if err != nil {
 		return fmt.Errorf("redis store: open log: %w", err)
+	}
+	if n == 0 {
+		return store.ErrLogExists
+	}
+	return nil
+}
+
+// OpenFinished implements store.LogOpenFinisher: one script, where Open
+// and Finish are two round trips.
+func (s *Store) OpenFinished(ctx context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
+	args := entryArgs(data, owner, ms(ttl), time.Now().UnixMilli(), s.maxLog)
+	n, err := openFinishedScript.Run(ctx, s.c, s.logKeys(name), args...).Int64()
+	if err != nil {
+		return fmt.Errorf("redis store: open finished log: %w", err)
 	}
 	if n == 0 {
 		return store.ErrLogExists

@@ -137,7 +137,7 @@ func TestKeysShareASlot(t *testing.T) {
 	for name, script := range map[string]*goredis.Script{
 		"claim": claimScript, "renew": renewScript, "complete": completeScript, "release": releaseScript,
 		"openLog": openLogScript, "appendLog": appendLogScript, "renewLog": renewLogScript,
-		"finishLog": finishLogScript, "takeOver": takeOverScript, "stat": statScript, "rate": rateScript,
+		"finishLog": finishLogScript, "openFinished": openFinishedScript, "takeOver": takeOverScript, "stat": statScript, "rate": rateScript,
 	} {
 		if !rec.scripts[script.Hash()] {
 			t.Errorf("the %s script was never run: its keys went unchecked", name)

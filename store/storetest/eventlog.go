@@ -172,6 +172,49 @@ func EventLog[S store.EventLog](t *testing.T, open func(t *testing.T) S, opts ..
 		}
 	})
 
+	// A log written whole, opened finished (store.LogOpenFinisher): what
+	// a quick detached batch stores in one write.
+	t.Run("OpenFinished", func(t *testing.T) {
+		s := open(t)
+		of, ok := any(s).(store.LogOpenFinisher)
+		if !ok {
+			t.Fatalf("%T does not write a whole log in one write (store.LogOpenFinisher)", s)
+		}
+		must(t, of.OpenFinished(ctx, "l", "a", long, []byte("e1"), []byte("e2"), []byte("e3")))
+		info, err := s.Stat(ctx, "l")
+		must(t, err)
+		if !infoIs(info, store.LogInfo{Last: 3, Finished: true}) || info.Opened.IsZero() {
+			t.Fatalf("Stat of a log opened finished = %+v, want Last 3, finished, its opening noted", info)
+		}
+		got, err := after(t, s, "l", 1)
+		must(t, err)
+		if len(got) != 2 || got[0].Index != 2 || string(got[1].Data) != "e3" {
+			t.Fatalf("After(1) = %v, want entries 2 and 3", got)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		must(t, s.WaitLog(wctx, "l", 3)) // finished: nothing to wait for
+		_, err = s.Append(ctx, "l", "a", []byte("x"))
+		isErr(t, "Append to a log opened finished", err, store.ErrLeaseLost)
+		isErr(t, "RenewLog of a log opened finished", s.RenewLog(ctx, "l", "a", long), store.ErrLeaseLost)
+		isErr(t, "TakeOver of a log opened finished", s.TakeOver(ctx, "l", "b", long), store.ErrLeaseLost)
+		isErr(t, "Open of its name", s.Open(ctx, "l", "b", long, long), store.ErrLogExists)
+		isErr(t, "OpenFinished of its name", of.OpenFinished(ctx, "l", "b", long), store.ErrLogExists)
+		must(t, s.Open(ctx, "live", "a", long, long))
+		isErr(t, "OpenFinished of a live log's name", of.OpenFinished(ctx, "live", "b", long), store.ErrLogExists)
+		if info, err := s.Stat(ctx, "live"); err != nil || !info.Owned || info.Finished {
+			t.Fatalf("the live log after a refused OpenFinished: %+v, %v", info, err)
+		}
+		// It lives ttl, as a finished log does.
+		must(t, of.OpenFinished(ctx, "m", "a", short, []byte("e1")))
+		c.advance(3 * short)
+		_, err = s.Stat(ctx, "m")
+		isErr(t, "Stat after the TTL", err, store.ErrLogNotFound)
+		if _, err := s.Stat(ctx, "l"); err != nil {
+			t.Errorf("Stat of the log opened finished to live long, after the other's TTL: %v", err)
+		}
+	})
+
 	t.Run("LostOwnerIsTakenOver", func(t *testing.T) {
 		s := open(t)
 		must(t, s.Open(ctx, "l", "a", short, long))

@@ -190,7 +190,8 @@ func (o *Outbox) Next() (Pending, bool) {
 // queued or the outbox closes, so that the writer can give its goroutine
 // up meanwhile (a batch whose calls wait for approval for hours held one
 // each, its stack and all) and be started again by wake. wake is called
-// with o's lock held: it must not block or call o.
+// with o's lock held: it must not block or call o. With a nil wake Take
+// does not park: it takes nothing and returns open.
 func (o *Outbox) Take(buf []Pending, wake func()) (ps []Pending, open, parked bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -202,6 +203,9 @@ func (o *Outbox) Take(buf []Pending, wake func()) (ps []Pending, open, parked bo
 	}
 	if o.closed {
 		return buf, false, false
+	}
+	if wake == nil {
+		return buf, true, false
 	}
 	o.parked = wake
 	return buf, true, true

@@ -151,8 +151,12 @@ func TestTakeTakesWhatIsQueued(t *testing.T) {
 	for _, p := range got {
 		o.Sent(p)
 	}
-	// An empty outbox: Take parks the writer, and the next event wakes it,
-	// once.
+	// An empty outbox: with no wake (a writer that must write before it
+	// parks), Take takes nothing and does not park.
+	if ps, open, parked := o.Take(nil, nil); len(ps) != 0 || !open || parked {
+		t.Fatalf("Take of an empty outbox with no wake = %v, open %v, parked %v; want nothing, open, not parked", ps, open, parked)
+	}
+	// With one, Take parks the writer, and the next event wakes it, once.
 	woken := 0
 	wake := func() { woken++ }
 	if ps, open, parked := o.Take(nil, wake); len(ps) != 0 || !open || !parked {
