@@ -377,8 +377,8 @@ func (b *batch) runFrom(ctx context.Context, li int) {
 	}
 	b.lanesEnded.Store(true)
 	b.out.Close()
-	if b.log != nil && b.log.deferred {
-		b.log.beginWriting() // every event is queued: one write, if the window has not passed
+	if b.log != nil && b.log.deferred && b.log.claimWriter() {
+		b.writeLog() // every event is queued: one write, the window not having passed
 	}
 }
 

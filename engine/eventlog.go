@@ -236,11 +236,21 @@ func (l *batchLog) armWindow() {
 }
 
 // beginWriting starts the writer of a log whose opening waits (deferred),
-// once: when the lanes end (the batch's events are all queued, for one
-// write) or when openWindow has passed with calls still running.
+// once: when openWindow has passed with calls still running, on a runner
+// of its own.
 func (l *batchLog) beginWriting() {
+	if l.claimWriter() {
+		l.e.runners.Go(l.b.writeLog)
+	}
+}
+
+// claimWriter reports whether the caller is to run the writer of a
+// deferred log: true once, for the first to ask (the window's timer, or
+// the lanes' end, which then writes on its own goroutine: the batch's
+// events are all queued, for one write).
+func (l *batchLog) claimWriter() bool {
 	if !l.writing.CompareAndSwap(false, true) {
-		return
+		return false
 	}
 	l.mu.Lock()
 	t := l.openTimer
@@ -248,7 +258,7 @@ func (l *batchLog) beginWriting() {
 	if t != nil {
 		t.Stop()
 	}
-	l.e.runners.Go(l.b.writeLog)
+	return true
 }
 
 // openFirst opens a deferred log with its first group of events (from
