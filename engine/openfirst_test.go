@@ -28,6 +28,14 @@ func (f finishingLog) OpenFinished(ctx context.Context, name, owner string, ttl 
 	})
 }
 
+// deferringBed is a testBed on a memory store behind a finishingLog, with
+// extra tools.
+func deferringBed(t *testing.T, extra ...tools.Tool) (*memory.Store, finishingLog, *testBed) {
+	m := memory.New(memory.Options{})
+	rl := finishingLog{newRecordingLog(m)}
+	return m, rl, newTestBedWith(t, Config{}, Deps{Idempotency: m, Vars: m, EventLog: rl}, extra...)
+}
+
 func opsOf(writes []logWrite) []string {
 	var ops []string
 	for _, w := range writes {
@@ -42,13 +50,12 @@ func opsOf(writes []logWrite) []string {
 // read-only opens its log with BatchAccepted alone before that call runs.
 func TestQuickBatchIsOneWrite(t *testing.T) {
 	t.Parallel()
-	m := memory.New(memory.Options{})
-	rl := finishingLog{newRecordingLog(m)}
 	entered := make(chan struct{}, 1)
 	sideEffect := tools.Tool{Name: "side_effect", Description: "not read-only", Handler: func(context.Context, *tools.Call) (*tools.Result, error) {
 		entered <- struct{}{}
 		return tools.Text("done"), nil
 	}}
+	m, rl, te := deferringBed(t, sideEffect)
 	opened := make(chan struct{})
 	openGo := make(chan struct{})
 	rl.fail = func(op string, n int) (error, error) {
@@ -58,7 +65,6 @@ func TestQuickBatchIsOneWrite(t *testing.T) {
 		}
 		return nil, nil
 	}
-	te := newTestBedWith(t, Config{}, Deps{Idempotency: m, Vars: m, EventLog: rl}, sideEffect)
 	te.e.openWindow = time.Hour // the read-only batch ends first, however slow the machine
 
 	// Not read-only: the log is opened first, the call held until it is.
@@ -100,9 +106,7 @@ func TestQuickBatchIsOneWrite(t *testing.T) {
 // runs; the rest goes in the Finish.
 func TestDeferredOpenAfterTheWindow(t *testing.T) {
 	t.Parallel()
-	m := memory.New(memory.Options{})
-	rl := finishingLog{newRecordingLog(m)}
-	te := newTestBedWith(t, Config{}, Deps{Idempotency: m, Vars: m, EventLog: rl})
+	m, rl, te := deferringBed(t)
 	lb := startLive(as("alice"), te, &toolwirev1.ExecuteBatchRequest{Calls: []*toolwirev1.ToolCall{call("h", "hold", "")}})
 	<-te.hold.started
 	waitFor(t, func() bool { return len(lb.snapshot()) == 2 }) // BatchAccepted, CallStarted
@@ -128,9 +132,7 @@ func TestDeferredOpenAfterTheWindow(t *testing.T) {
 // with BatchAccepted alone, and its stream gets BatchAccepted then.
 func TestDeferredOpenWithNothingQueued(t *testing.T) {
 	t.Parallel()
-	m := memory.New(memory.Options{})
-	rl := finishingLog{newRecordingLog(m)}
-	te := newTestBedWith(t, Config{}, Deps{Idempotency: m, Vars: m, EventLog: rl})
+	m, rl, te := deferringBed(t)
 	keyed := func() *toolwirev1.ToolCall {
 		c := call("h", "hold", "")
 		c.IdempotencyKey = "k"
@@ -167,15 +169,13 @@ func TestDeferredOpenRefused(t *testing.T) {
 	for _, op := range []string{"openFinished", "open"} {
 		t.Run(op, func(t *testing.T) {
 			t.Parallel()
-			m := memory.New(memory.Options{})
-			rl := finishingLog{newRecordingLog(m)}
+			_, rl, te := deferringBed(t)
 			rl.fail = func(o string, _ int) (error, error) {
 				if o == op {
 					return errors.New("the store is down"), nil
 				}
 				return nil, nil
 			}
-			te := newTestBedWith(t, Config{}, Deps{Idempotency: m, Vars: m, EventLog: rl})
 			name := "read"
 			if op == "open" {
 				name = "hold" // still running when the window passes
