@@ -165,7 +165,7 @@ func (e *env) startGateway(ctx context.Context, reg *tools.Registry) error {
 	e.gw = mcpsource.New(reg, nil)
 	if err := e.gw.Sync(ctx, []mcpsource.ServerConfig{
 		{Name: "mcp", URL: e.mcpURL},
-		{Name: "stdio", Command: exe, Env: map[string]string{stdioEnv: "1"}},
+		{Name: "stdio", Command: exe, Env: map[string]string{stdioEnv: "1", "GODEBUG": stdioDebug}},
 	}); err != nil {
 		return err
 	}

@@ -33,6 +33,14 @@ func echoServer() *mcp.Server {
 // test's) serve echoServer over stdin and stdout instead of measuring.
 const stdioEnv = "TOOLWIRE_BENCH_MCP_STDIO"
 
+// stdioDebug is the GODEBUG the stdio MCP server runs with. Without it the
+// server (the go-sdk's, built with this Go) hung now and then as a garbage
+// collection began, the world stopped and every thread asleep: twice in
+// 632,000 calls, and in 3 of 52 --quick runs (docs/performance.md). With
+// it, 1,403,700 calls went through. The measuring process keeps the
+// defaults.
+const stdioDebug = "asyncpreemptoff=1"
+
 // serveStdioIfAsked serves echoServer over stdio and exits when stdioEnv
 // says this process is the bench's stdio MCP server; otherwise it returns.
 func serveStdioIfAsked() {
@@ -64,7 +72,7 @@ func (e *env) startStdio(ctx context.Context) error {
 		return err
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), stdioEnv+"=1")
+	cmd.Env = append(os.Environ(), stdioEnv+"=1", "GODEBUG="+stdioDebug)
 	e.stdio, err = mcp.NewClient(&mcp.Implementation{Name: "bench-client", Version: "v1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	return err
 }

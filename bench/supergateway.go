@@ -79,7 +79,7 @@ func startSupergateway(ctx context.Context, command string, stateful bool) (_ *s
 		args = append(args, "--stateful")
 	}
 	s.cmd = exec.Command(command, args...)
-	s.cmd.Env = append(os.Environ(), stdioEnv+"=1")
+	s.cmd.Env = append(os.Environ(), stdioEnv+"=1", "GODEBUG="+stdioDebug)
 	s.cmd.Stderr = os.Stderr
 	if err := s.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting supergateway: %w", err)
