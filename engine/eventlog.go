@@ -822,11 +822,11 @@ func (l *batchLog) read(ctx context.Context, r *keptReader, sink Sink) error {
 		seq := r.seq
 		behind := seq < l.stored && (len(l.kept) == 0 || l.kept[0].seq > seq+1)
 		if behind || (l.done && !l.complete && seq >= l.stored) {
-			refused := l.openErr != nil
+			openErr := l.openErr
 			l.kmu.Unlock()
 			l.leave(r)
-			if refused {
-				return l.refusal(ctx)
+			if openErr != nil {
+				return storeError(ctx, openErr)
 			}
 			return l.e.readLog(ctx, l.name, seq, sink)
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/toolwire/toolwire/internal/testing/testenv"
 	"github.com/toolwire/toolwire/store"
-	"github.com/toolwire/toolwire/store/redis"
 )
 
 // TestRenewLogsAcrossSlots: RenewLogs's one pipeline renews logs whose
@@ -19,11 +18,7 @@ func TestRenewLogsAcrossSlots(t *testing.T) {
 	cl := testenv.StartRedisCluster(t)
 	ctx, cancel := context.WithDeadline(context.Background(), testenv.Deadline(t))
 	defer cancel()
-	s, err := redis.Open(ctx, cl.URL(), redis.Options{Prefix: "renew:"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openAt(t, cl.URL(), "renew:")
 	var names []string
 	masters := map[string]bool{}
 	for i := 0; i < 30; i++ {
