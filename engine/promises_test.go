@@ -175,7 +175,8 @@ func TestRecordIsBoundedLikeTheResult(t *testing.T) {
 // (SIGSTOP: connections open, nothing answered). A keyed call is not run
 // without its claim: after trying for a while it gets INTERNAL saying the
 // store failed. A call without a key does not touch the store and runs; a
-// detached batch, whose log the store must open, is refused UNAVAILABLE.
+// detached batch, whose log the store must open, is refused UNAVAILABLE,
+// before its call runs or, its calls being read-only, after.
 func TestKeyedCallOnAFrozenStoreRunsNothing(t *testing.T) {
 	srv := testenv.StartRedis(t)
 	st := openRedis(t, srv)
@@ -195,6 +196,14 @@ func TestKeyedCallOnAFrozenStoreRunsNothing(t *testing.T) {
 	detached.Options = &toolwirev1.BatchOptions{Detach: true}
 	if _, err := te.runErr(as("alice"), detached); CodeOf(err) != Unavailable || c.count(3) != 0 {
 		t.Fatalf("a detached batch on a frozen store: %v, runs %d; want Unavailable, nothing run", err, c.count(3))
+	}
+	// One of read-only calls runs while its log waits (deferOpen), then
+	// is refused the same way when the write that opens the log gets no
+	// answer: no event reaches its client.
+	readOnly := one(call("e", "echo", `{"text":"hi"}`))
+	readOnly.Options = &toolwirev1.BatchOptions{Detach: true}
+	if events, err := te.runErr(as("alice"), readOnly); CodeOf(err) != Unavailable || len(events) != 0 {
+		t.Fatalf("a detached batch of a read-only call on a frozen store: %d events, %v; want none, Unavailable", len(events), err)
 	}
 }
 
