@@ -36,7 +36,7 @@ const stdioEnv = "TOOLWIRE_BENCH_MCP_STDIO"
 // stdioDebug is the GODEBUG the stdio MCP server runs with. Without it the
 // server (the go-sdk's, built with this Go) hung now and then as a garbage
 // collection began, the world stopped and every thread asleep: twice in
-// 632,000 calls, and in 3 of 52 --quick runs (docs/performance.md). With
+// 632,000 direct calls, and in 3 of 46 --quick runs (docs/performance.md). With
 // it, 1,403,700 calls went through. The measuring process keeps the
 // defaults.
 const stdioDebug = "asyncpreemptoff=1"
