@@ -159,13 +159,16 @@ mcp_servers:
   - name: a
     url: http://127.0.0.1:1/mcp
     reconnect_timeout: 500ms
+  - name: b
+    command: /bin/true
+    ping_timeout: 3s
 `
 	var cfg serveConfig
 	if err := readConfigFile(writeFile(t, "toolwire.yaml", file), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.MCPServers) != 1 || cfg.MCPServers[0].ReconnectTimeout != 500*time.Millisecond {
-		t.Errorf("mcp_servers: %+v; want reconnect_timeout 500ms", cfg.MCPServers)
+	if len(cfg.MCPServers) != 2 || cfg.MCPServers[0].ReconnectTimeout != 500*time.Millisecond || cfg.MCPServers[1].PingTimeout != 3*time.Second {
+		t.Errorf("mcp_servers: %+v; want reconnect_timeout 500ms and ping_timeout 3s", cfg.MCPServers)
 	}
 }
 

@@ -38,6 +38,11 @@ type ServerConfig struct {
 	// Zero means 2s.
 	ReconnectTimeout time.Duration `json:"reconnect_timeout,omitempty"`
 
+	// PingTimeout bounds how long a stdio server may leave a ping
+	// unanswered, sent once a call has ended without its answer, before
+	// its process is restarted (see alive.go). Zero means 10s.
+	PingTimeout time.Duration `json:"ping_timeout,omitempty"`
+
 	// OAuth signs in to a streamable HTTP server that requires it, with
 	// the client credentials grant (see oauth.go).
 	OAuth *OAuthConfig `json:"oauth,omitempty"`
@@ -67,6 +72,9 @@ func (c ServerConfig) Validate() error {
 		if len(c.Args) > 0 || len(c.Env) > 0 {
 			return fmt.Errorf("mcp server %q: args and env are for stdio servers (command)", c.Name)
 		}
+		if c.PingTimeout != 0 {
+			return fmt.Errorf("mcp server %q: ping_timeout is for stdio servers (command); a streamable HTTP server's pings wait reconnect_timeout", c.Name)
+		}
 		u, err := url.Parse(c.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("mcp server %q: url must be an absolute http or https URL", c.Name)
@@ -77,6 +85,8 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("mcp server %q: oauth is for streamable HTTP servers (url)", c.Name)
 	case c.ReconnectTimeout != 0:
 		return fmt.Errorf("mcp server %q: reconnect_timeout is for streamable HTTP servers (url)", c.Name)
+	case c.PingTimeout < 0 || c.PingTimeout > maxPingTimeout:
+		return fmt.Errorf("mcp server %q: ping_timeout %v: want from 0 (the default, %v) to %v", c.Name, c.PingTimeout, defaultPingTimeout, maxPingTimeout)
 	}
 	for k, v := range c.Env {
 		if err := envref.Check(v); err != nil {
@@ -109,5 +119,5 @@ func (c ServerConfig) name() string { return c.Name }
 func (c ServerConfig) equal(o ServerConfig) bool {
 	return c.Name == o.Name && c.Command == o.Command && slices.Equal(c.Args, o.Args) &&
 		maps.Equal(c.Env, o.Env) && c.URL == o.URL && maps.Equal(c.Headers, o.Headers) &&
-		c.ReconnectTimeout == o.ReconnectTimeout && c.OAuth.equal(o.OAuth)
+		c.ReconnectTimeout == o.ReconnectTimeout && c.PingTimeout == o.PingTimeout && c.OAuth.equal(o.OAuth)
 }

@@ -24,7 +24,9 @@
 // Servers connect in the background. One that is down is retried with
 // exponential backoff, and its tools appear when it comes up; a server that
 // announces tools/list_changed is re-listed; a stdio server that exits is
-// restarted, and calls in flight get error results at once. A streamable
+// restarted, and calls in flight get error results at once; one that
+// stops answering is found out by a ping once a call ends without its
+// answer, and restarted too (see alive.go). A streamable
 // HTTP stream the server ends or that breaks before the call's result is
 // resumed as MCP says, and a server found gone while it is (refused, or
 // silent for its reconnect_timeout) fails its calls at once (see
@@ -63,8 +65,10 @@ type Gateway struct {
 
 	closing sync.WaitGroup // one per session being closed
 	cancels sync.WaitGroup // tasks/cancel requests in flight
+	checks  sync.WaitGroup // liveness checks of stdio servers (see alive.go)
 
-	onTask func(r *rpc, taskID string) // tests see the tasks calls create
+	onTask  func(r *rpc, taskID string) // tests see the tasks calls create
+	onCheck func(stage string, r *rpc)  // tests see the liveness checks' stages (see alive.go)
 }
 
 // New returns a gateway adding tools to reg and logging to logger (nil
@@ -104,6 +108,7 @@ func (g *Gateway) Close() error {
 	g.set.Close()
 	g.closing.Wait()
 	g.cancels.Wait()
+	g.checks.Wait()
 	return nil
 }
 

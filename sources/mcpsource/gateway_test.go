@@ -87,6 +87,9 @@ func TestValidate(t *testing.T) {
 		{ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: -time.Second}, "reconnect_timeout -1s: want from 0 (the default, 2s) to 1m0s"},
 		{ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: time.Hour}, "reconnect_timeout 1h0m0s: want from 0"},
 		{ServerConfig{Name: "a", Command: "x", ReconnectTimeout: time.Second}, "reconnect_timeout is for streamable HTTP servers"},
+		{ServerConfig{Name: "a", URL: "http://h", PingTimeout: time.Second}, "ping_timeout is for stdio servers (command); a streamable HTTP server's pings wait reconnect_timeout"},
+		{ServerConfig{Name: "a", Command: "x", PingTimeout: -time.Second}, "ping_timeout -1s: want from 0 (the default, 10s) to 5m0s"},
+		{ServerConfig{Name: "a", Command: "x", PingTimeout: time.Hour}, "ping_timeout 1h0m0s: want from 0"},
 	} {
 		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate(%+v) = %v, want %q", tc.cfg, err, tc.want)
@@ -94,6 +97,9 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (ServerConfig{Name: "a", URL: "http://h", ReconnectTimeout: time.Minute}).Validate(); err != nil {
 		t.Errorf("a reconnect_timeout of a minute: %v", err)
+	}
+	if err := (ServerConfig{Name: "a", Command: "x", PingTimeout: 5 * time.Minute}).Validate(); err != nil {
+		t.Errorf("a ping_timeout of five minutes: %v", err)
 	}
 	if err := ValidateAll([]ServerConfig{{Name: "a", Command: "x"}, {Name: "a", URL: "http://h"}}); err == nil || !strings.Contains(err.Error(), "used twice") {
 		t.Errorf("duplicate names: %v", err)

@@ -315,8 +315,11 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		}()
 		// The session stays open until the call returns, so that its
 		// cancellation still reaches the server (rpc.drain).
-		rpc.begin()
-		defer rpc.end()
+		f := rpc.begin(ctx)
+		defer rpc.end(f)
+		// A call whose context ends before its answer has the server
+		// pinged, in case it stopped answering (see alive.go).
+		defer s.watchCall(ctx, rpc)()
 		if task {
 			return s.callTask(ctx, rpc, hs, remote, call.Arguments, token, fwd)
 		}

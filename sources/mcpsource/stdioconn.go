@@ -345,6 +345,13 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return err
 }
 
+// giveUp ends a connection whose server stopped answering (see alive.go):
+// cause is its lostCause, and it is closed.
+func (c *stdioConn) giveUp(cause error) {
+	c.lost.CompareAndSwap(nil, &cause)
+	_ = c.Close()
+}
+
 func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)

@@ -46,22 +46,34 @@ type rpc struct {
 	mu       sync.Mutex
 	seq      uint64
 	waiting  map[string]chan *jsonrpc.Response
-	calls    int           // the session's calls in flight, whichever way they go
-	idle     chan struct{} // closed when calls drops to 0, for drain
-	draining bool          // the session is closing: drain has begun
+	calls    map[*flight]struct{} // the session's calls in flight, whichever way they go
+	idle     chan struct{}        // closed when calls drops to 0, for drain
+	draining bool                 // the session is closing: drain has begun
+	probing  bool                 // a liveness check is under way (see alive.go)
+}
+
+// A flight is one call in flight on the session.
+type flight struct {
+	ctx  context.Context
+	done chan struct{} // closed by end; made only for a liveness check that waits for it
 }
 
 // begin and end bracket a call the session's close waits for (drain).
-func (r *rpc) begin() {
+func (r *rpc) begin(ctx context.Context) *flight {
+	f := &flight{ctx: ctx}
 	r.mu.Lock()
-	r.calls++
+	r.calls[f] = struct{}{}
 	r.mu.Unlock()
+	return f
 }
 
-func (r *rpc) end() {
+func (r *rpc) end(f *flight) {
 	r.mu.Lock()
-	r.calls--
-	if r.calls == 0 && r.idle != nil {
+	delete(r.calls, f)
+	if f.done != nil {
+		close(f.done)
+	}
+	if len(r.calls) == 0 && r.idle != nil {
 		close(r.idle)
 		r.idle = nil
 	}
@@ -76,7 +88,7 @@ func (r *rpc) end() {
 func (r *rpc) drain() {
 	r.mu.Lock()
 	r.draining = true
-	if r.calls == 0 {
+	if len(r.calls) == 0 {
 		r.mu.Unlock()
 		return
 	}
@@ -97,7 +109,7 @@ func (r *rpc) closing() bool {
 var errClosed = errors.New("the connection closed")
 
 func newRPC(conn mcp.Connection, ended <-chan struct{}) *rpc {
-	return &rpc{conn: conn, ended: ended, waiting: map[string]chan *jsonrpc.Response{}}
+	return &rpc{conn: conn, ended: ended, waiting: map[string]chan *jsonrpc.Response{}, calls: map[*flight]struct{}{}}
 }
 
 // call sends a request and decodes its result into result.

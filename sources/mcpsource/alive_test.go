@@ -1,0 +1,292 @@
+package mcpsource
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/tools"
+)
+
+// stoppableServer is a stdio test server whose process the test can stop
+// (SIGSTOP: alive, answering nothing) and continue, with the liveness
+// checks' stages on a channel.
+type stoppableServer struct {
+	t       *testing.T
+	g       *Gateway
+	reg     *tools.Registry
+	pidfile string
+	release string // the wait tool's release file
+	stages  chan string
+	// started, if set, runs in the check as it starts, before its ping.
+	started func(r *rpc)
+}
+
+func newStoppableServer(t *testing.T, ping time.Duration) *stoppableServer {
+	t.Helper()
+	g, reg := newGateway(t)
+	g.terminate = 100 * time.Millisecond
+	dir := t.TempDir()
+	s := &stoppableServer{t: t, g: g, reg: reg, pidfile: filepath.Join(dir, "pid"),
+		release: filepath.Join(dir, "release"), stages: make(chan string, 16)}
+	g.onCheck = func(stage string, r *rpc) {
+		if stage == "started" && s.started != nil {
+			s.started(r)
+		}
+		s.stages <- stage
+	}
+	cfg := ServerConfig{Name: "x", Command: stdioServer, PingTimeout: ping,
+		Env: map[string]string{"TESTSERVER_PIDFILE": s.pidfile, "TESTSERVER_RELEASEFILE": s.release}}
+	if err := g.Sync(context.Background(), []ServerConfig{cfg}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// signal sends sig to the server's current process.
+func (s *stoppableServer) signal(pid int, sig syscall.Signal) {
+	s.t.Helper()
+	if err := syscall.Kill(pid, sig); err != nil {
+		s.t.Fatal(err)
+	}
+	if sig == syscall.SIGSTOP {
+		// The stop is asynchronous: each thread stops as it next handles
+		// the signal. Wait until all have.
+		for limit := time.Now().Add(waitLimit); !stopped(pid); time.Sleep(time.Millisecond) {
+			if time.Now().After(limit) {
+				s.t.Fatalf("pid %d did not stop", pid)
+			}
+		}
+	}
+}
+
+// stopped reports whether every thread of process pid is stopped.
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stat")
+		if err != nil {
+			return false
+		}
+		// pid (comm) state …
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+// stage waits for the next stage of a liveness check.
+func (s *stoppableServer) stage(want string) {
+	s.t.Helper()
+	select {
+	case got := <-s.stages:
+		if got != want {
+			s.t.Fatalf("liveness check: %q; want %q", got, want)
+		}
+	case <-time.After(waitLimit):
+		s.t.Fatalf("liveness check: no %q", want)
+	}
+}
+
+// timeOut calls read with a context that ends before the stopped server
+// can answer.
+func (s *stoppableServer) timeOut(snap *tools.Snapshot) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if r := call(s.t, ctx, snap, "x_read", `{"text":"hi"}`, nil); !strings.Contains(text(r), "deadline exceeded") {
+		s.t.Fatalf("a call to a stopped server: %q; want its deadline exceeded", text(r))
+	}
+}
+
+// TestStdioStoppedAnswering: a stdio server that is alive but answers
+// nothing (stopped with SIGSTOP, as a wedged Go runtime or a deadlock
+// leaves one) is found out once a call has ended without its answer: it
+// answers no ping for ping_timeout, so its session is given up, a call
+// begun after the ping fails at once naming why, and its process is
+// stopped and started again, its tools back.
+func TestStdioStoppedAnswering(t *testing.T) {
+	t.Parallel()
+	s := newStoppableServer(t, 300*time.Millisecond)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
+	pid := readPID(t, s.pidfile)
+	s.signal(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	// A call begun as the check starts is not waited for: the session's
+	// end fails it, with the cause.
+	late := make(chan *tools.Result, 1)
+	s.started = func(r *rpc) {
+		go func() { late <- call(t, context.Background(), snap, "x_read", `{"text":"late"}`, nil) }()
+		for limit := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
+			r.mu.Lock()
+			n := len(r.calls)
+			r.mu.Unlock()
+			if n > 0 || time.Now().After(limit) {
+				return
+			}
+		}
+	}
+	s.timeOut(snap)
+	s.stage("started")
+	s.stage("given up")
+	select {
+	case r := <-late:
+		if !r.IsError || !strings.Contains(text(r), "answered no ping for 300ms") {
+			t.Errorf("a call in flight as the server was given up: %q; want an error naming the unanswered ping", text(r))
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("a call in flight hangs after the server was given up")
+	}
+	waitDead(t, pid, "the stopped server")
+	snap = sourcetest.WaitTools(t, s.reg, "the tools to come back", func(names []string) bool {
+		return sourcetest.Has("x_read")(names) && readPID(t, s.pidfile) != pid
+	})
+	if r := call(t, context.Background(), snap, "x_read", `{"text":"again"}`, nil); r.IsError || !strings.Contains(text(r), "again") {
+		t.Errorf("after the restart: %q", text(r))
+	}
+}
+
+// TestStdioBusyServerKept: a server that answers nothing while a call is
+// in flight within its deadline (one that works a request at a time, busy
+// with it: stopped here) is waited for past ping_timeout, until that call
+// ends or passes its deadline; once it goes on, it answers, and it is
+// kept, that call's result and all.
+func TestStdioBusyServerKept(t *testing.T) {
+	t.Parallel()
+	s := newStoppableServer(t, 100*time.Millisecond)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_wait"))
+	pid := readPID(t, s.pidfile)
+
+	rec := newRecorder()
+	busy := make(chan *tools.Result, 1)
+	go func() { busy <- call(t, context.Background(), snap, "x_wait", `{}`, rec) }()
+	select {
+	case <-rec.ch: // the call runs on the server
+	case <-time.After(waitLimit):
+		t.Fatal("the wait call did not start")
+	}
+	s.signal(pid, syscall.SIGSTOP)
+	s.timeOut(snap)
+	s.stage("started")
+	s.stage("waiting") // for the wait call, in flight within its deadline
+	// Longer than ping_timeout: a check that did not wait would give the
+	// server up meanwhile (and the stage would be "given up").
+	time.Sleep(300 * time.Millisecond)
+	s.signal(pid, syscall.SIGCONT)
+	if err := os.WriteFile(s.release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.stage("kept")
+	select {
+	case r := <-busy:
+		if r.IsError || text(r) != "released" {
+			t.Errorf("the call in flight: %q; want its result", text(r))
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the call in flight did not end")
+	}
+	if r := call(t, context.Background(), snap, "x_read", `{"text":"still"}`, nil); r.IsError || !strings.Contains(text(r), "still") {
+		t.Errorf("after the check: %q", text(r))
+	}
+	if readPID(t, s.pidfile) != pid {
+		t.Error("the server was restarted")
+	}
+}
+
+// TestStdioCancelledCallKept: a call cancelled on a live server has it
+// pinged, and it answers: kept, with no restart.
+func TestStdioCancelledCallKept(t *testing.T) {
+	t.Parallel()
+	s := newStoppableServer(t, time.Minute)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_slow"))
+	pid := readPID(t, s.pidfile)
+	ctx, cancel := context.WithCancel(context.Background())
+	rec := newRecorder()
+	done := make(chan *tools.Result, 1)
+	go func() { done <- call(t, ctx, snap, "x_slow", `{}`, rec) }()
+	select {
+	case <-rec.ch:
+	case <-time.After(waitLimit):
+		t.Fatal("the slow call did not start")
+	}
+	cancel()
+	s.stage("started")
+	s.stage("kept")
+	<-done
+	if r := call(t, context.Background(), snap, "x_read", `{"text":"on"}`, nil); r.IsError || !strings.Contains(text(r), `"on"`) {
+		t.Errorf("after the check: %q", text(r))
+	}
+	if readPID(t, s.pidfile) != pid {
+		t.Error("the server was restarted")
+	}
+}
+
+// TestStdioCheckAtClose: closing the gateway while a check waits for a
+// stopped server's answer ends the check, the ping and the process, and
+// leaves no goroutine (TestMain's goleak).
+func TestStdioCheckAtClose(t *testing.T) {
+	t.Parallel()
+	s := newStoppableServer(t, time.Minute)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
+	pid := readPID(t, s.pidfile)
+	s.signal(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	s.timeOut(snap)
+	s.stage("started")
+	closed := make(chan struct{})
+	go func() {
+		s.g.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(waitLimit):
+		t.Fatal("Close hangs on a check of a stopped server")
+	}
+	waitDead(t, pid, "the stopped server")
+}
+
+// TestStdioStoppedReading: a call whose request fills the pipe to a
+// server that reads nothing is stuck writing past its deadline (a pipe
+// write does not heed a context); the check starts from its deadline all
+// the same, and giving the server up ends the write.
+func TestStdioStoppedReading(t *testing.T) {
+	t.Parallel()
+	s := newStoppableServer(t, 100*time.Millisecond)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
+	pid := readPID(t, s.pidfile)
+	s.signal(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	big := `{"text":"` + strings.Repeat("x", 1<<20) + `"}` // past a pipe's 64 KiB
+	done := make(chan *tools.Result, 1)
+	go func() { done <- call(t, ctx, snap, "x_read", big, nil) }()
+	s.stage("started")
+	s.stage("given up")
+	select {
+	case r := <-done:
+		if !r.IsError {
+			t.Errorf("the stuck call: %q; want an error", text(r))
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the call stuck writing to the stopped server still hangs after it was given up")
+	}
+	waitDead(t, pid, "the stopped server")
+	sourcetest.WaitTools(t, s.reg, "the tools to come back", func(names []string) bool {
+		return sourcetest.Has("x_read")(names) && readPID(t, s.pidfile) != pid
+	})
+}
