@@ -6,24 +6,26 @@ import (
 	"time"
 )
 
-// A stdio server that stops answering (deadlocked, or wedged in its
-// runtime as Go servers were seen to be; docs/sources.md) keeps its
-// process and its session: nothing it writes says it is gone, so every
-// later call would wait out its own timeout, until a reload or a
-// restart. So when a call's context ends before its answer (its deadline
-// passed, or it was cancelled), the gateway pings the server. A server
-// that answers anything to the ping is kept. One that has answered
-// nothing for ping_timeout after every other call that was in flight
-// when the ping was sent has ended or passed its own deadline is given
-// up: its session ends, its calls in flight fail naming the cause, its
-// tools go, and its process is stopped and started again, as when it
-// exits.
+// A server that stops answering (a stdio server deadlocked, or wedged in
+// its runtime as Go servers were seen to be, docs/sources.md; a
+// streamable HTTP server that takes requests and answers none) keeps its
+// session: nothing says it is gone, so every later call would wait out
+// its own timeout, until a reload or a restart. So when a call's context
+// ends before its answer (its deadline passed, or it was cancelled), the
+// gateway pings the server. A server that answers anything to the ping
+// is kept. One that has answered nothing for the timeout (a stdio
+// server's ping_timeout, a streamable HTTP server's reconnect_timeout)
+// after every other call that was in flight when the ping was sent has
+// ended or passed its own deadline is given up: its session ends, its
+// calls in flight fail naming the cause, its tools go, and a stdio
+// server's process is stopped and started again, as when it exits (a
+// streamable HTTP session is made again, with backoff).
 //
 // Waiting for the other calls keeps a server that works one request at a
 // time, and is busy with a call still within its deadline, from being
 // taken for a stopped one: its answer to the ping is queued behind that
 // call. What it is not kept for is a call the gateway has stopped waiting
-// for: a server still busy, ping_timeout past the last deadline, with a
+// for: a server still busy, the timeout past the last deadline, with a
 // call it was asked to cancel is stopped with it.
 
 // defaultPingTimeout is ServerConfig.PingTimeout's default: a process
@@ -36,13 +38,20 @@ const maxPingTimeout = 5 * time.Minute
 
 // watchCall arranges the liveness check for a call in flight on r,
 // should its context end first (even while the call is stuck writing to
-// a server that reads nothing); the call runs done when it returns.
-func (s *server) watchCall(ctx context.Context, r *rpc) (done func()) {
-	sc, ok := r.connection().(*stdioConn)
-	if !ok {
+// a server that reads nothing); the call runs done when it returns. hs is
+// the session's HTTP client, nil for stdio.
+func (s *server) watchCall(ctx context.Context, r *rpc, hs *httpSession) (done func()) {
+	var lose func(error)
+	var timeout time.Duration
+	var after string
+	if sc, ok := r.connection().(*stdioConn); ok {
+		lose, timeout, after = sc.giveUp, s.pingTimeout(), "the server was stopped, to be started again"
+	} else if hs != nil {
+		lose, timeout, after = hs.lose, hs.timeout, "the session was given up, to be made again"
+	} else {
 		return func() {}
 	}
-	check := func() { s.checkAlive(r, sc) }
+	check := func() { s.checkAlive(r, timeout, after, lose) }
 	stop := context.AfterFunc(ctx, check)
 	return func() {
 		// A context ends (Err, Done) before its AfterFunc starts: a call
@@ -53,16 +62,16 @@ func (s *server) watchCall(ctx context.Context, r *rpc) (done func()) {
 	}
 }
 
-// checkAlive pings the server of r and gives its session up as described
-// above; one check at a time per session.
-func (s *server) checkAlive(r *rpc, sc *stdioConn) {
+// checkAlive pings the server of r and, as described above, gives its
+// session up with lose when it answers nothing for timeout; what follows
+// says what lose does. One check at a time per session.
+func (s *server) checkAlive(r *rpc, timeout time.Duration, after string, lose func(error)) {
 	others, ok := r.startCheck(&s.g.checks)
 	if !ok {
 		return
 	}
 	defer s.g.checks.Done()
 	s.g.checked("started", r)
-	timeout := s.pingTimeout()
 	answered, stop := r.ping(&s.g.checks)
 	defer stop()
 	if !r.unanswered(answered, others, timeout, func() { s.g.checked("waiting", r) }) {
@@ -70,9 +79,8 @@ func (s *server) checkAlive(r *rpc, sc *stdioConn) {
 		s.g.checked("kept", r)
 		return
 	}
-	cause := fmt.Errorf("it answered no ping for %v after a call ended without its answer; the server was stopped, to be started again", timeout)
-	s.log.Error("MCP server stopped answering; restarting it", "ping_timeout", timeout.String())
-	sc.giveUp(cause)
+	s.log.Error("MCP server stopped answering: "+after, "timeout", timeout.String())
+	lose(fmt.Errorf("it answered no ping for %v after a call ended without its answer; %s", timeout, after))
 	// The check stays under way: the session has ended.
 	s.g.checked("given up", r)
 }
@@ -84,6 +92,7 @@ func (g *Gateway) checked(stage string, r *rpc) {
 	}
 }
 
+// pingTimeout is a stdio server's ping_timeout.
 func (s *server) pingTimeout() time.Duration {
 	if s.cfg.PingTimeout > 0 {
 		return s.cfg.PingTimeout

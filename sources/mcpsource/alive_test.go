@@ -1,16 +1,21 @@
 package mcpsource
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
 )
 
@@ -129,14 +134,7 @@ func TestStdioStoppedAnswering(t *testing.T) {
 	late := make(chan *tools.Result, 1)
 	s.started = func(r *rpc) {
 		go func() { late <- call(t, context.Background(), snap, "x_read", `{"text":"late"}`, nil) }()
-		for limit := time.Now().Add(waitLimit); ; time.Sleep(time.Millisecond) {
-			r.mu.Lock()
-			n := len(r.calls)
-			r.mu.Unlock()
-			if n > 0 || time.Now().After(limit) {
-				return
-			}
-		}
+		waitCalls(r)
 	}
 	s.timeOut(snap)
 	s.stage("started")
@@ -289,4 +287,83 @@ func TestStdioStoppedReading(t *testing.T) {
 	sourcetest.WaitTools(t, s.reg, "the tools to come back", func(names []string) bool {
 		return sourcetest.Has("x_read")(names) && readPID(t, s.pidfile) != pid
 	})
+}
+
+// TestHTTPServerStoppedAnswering: a streamable HTTP server that takes
+// calls and pings and answers neither is given up the same way, after
+// reconnect_timeout: a call begun after the ping fails naming why, its
+// tools go, and the session is made again once the server answers.
+func TestHTTPServerStoppedAnswering(t *testing.T) {
+	t.Parallel()
+	srv := newHTTPServer(t, testserver.Hooks{})
+	var silent atomic.Bool
+	srv.silence(func(r *http.Request) bool {
+		if !silent.Load() || r.Method != http.MethodPost {
+			return false
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return bytes.Contains(body, []byte(`"tools/call"`)) || bytes.Contains(body, []byte(`"ping"`))
+	})
+	g, reg := newGateway(t)
+	stages := make(chan string, 16)
+	late := make(chan *tools.Result, 1)
+	var snap *tools.Snapshot
+	g.onCheck = func(stage string, r *rpc) {
+		if stage == "started" {
+			go func() { late <- call(t, context.Background(), snap, "h_read", `{"text":"late"}`, nil) }()
+			waitCalls(r)
+		}
+		stages <- stage
+	}
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "h", URL: srv.URL, ReconnectTimeout: 200 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	snap = sourcetest.WaitTools(t, reg, "the server's tools", sourcetest.Has("h_read"))
+	initialize := func(r request) bool { return r.rpc == "initialize" }
+	sessions := len(srv.requestsMatching(initialize))
+	silent.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if r := call(t, ctx, snap, "h_read", `{"text":"hi"}`, nil); !strings.Contains(text(r), "deadline exceeded") {
+		t.Fatalf("a call to a silent server: %q; want its deadline exceeded", text(r))
+	}
+	for _, want := range []string{"started", "given up"} {
+		select {
+		case got := <-stages:
+			if got != want {
+				t.Fatalf("liveness check: %q; want %q", got, want)
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("liveness check: no %q", want)
+		}
+	}
+	select {
+	case r := <-late:
+		if !r.IsError || !strings.Contains(text(r), "answered no ping for 200ms") {
+			t.Errorf("a call in flight as the session was given up: %q; want an error naming the unanswered ping", text(r))
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("a call in flight hangs after the session was given up")
+	}
+	silent.Store(false)
+	// A new session has listed its tools: the old one's went first.
+	snap = sourcetest.WaitTools(t, reg, "the tools to come back", func(names []string) bool {
+		return len(srv.requestsMatching(initialize)) > sessions && sourcetest.Has("h_read")(names)
+	})
+	if r := call(t, context.Background(), snap, "h_read", `{"text":"again"}`, nil); r.IsError || !strings.Contains(text(r), "again") {
+		t.Errorf("after the session was made again: %q", text(r))
+	}
+}
+
+// waitCalls waits, at most waitLimit, until r has a call in flight.
+func waitCalls(r *rpc) {
+	for limit := time.Now().Add(waitLimit); time.Now().Before(limit); time.Sleep(time.Millisecond) {
+		r.mu.Lock()
+		n := len(r.calls)
+		r.mu.Unlock()
+		if n > 0 {
+			return
+		}
+	}
 }

@@ -67,12 +67,14 @@ type httpSession struct {
 
 	watchers sync.WaitGroup // goroutines watching a GET or pinging
 
-	mu      sync.Mutex
-	conn    mcp.Connection // the session's connection, once made
-	rpc     *rpc           // the gateway's requests on conn, once the session is up
-	lost    error          // why the session was given up, once it was
-	closed  bool           // close was called: start no more watchers
-	probing bool           // a ping after a broken stream is in flight
+	mu       sync.Mutex
+	conn     mcp.Connection          // the session's connection, once made
+	rpc      *rpc                    // the gateway's requests on conn, once the session is up
+	lost     error                   // why the session was given up, once it was
+	closed   bool                    // close was called: start no more watchers
+	probing  bool                    // a ping after a broken stream is in flight
+	gone     context.Context         // ended by lose (cause lost) or close; ends the requests in flight (see send)
+	cancelGo context.CancelCauseFunc // gone's
 
 	refusedPost bool // a POST was refused (4xx) before the session was up; see legacy.go
 }
@@ -109,7 +111,7 @@ func (h *httpSession) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodGet {
 		resp, err = h.get(r)
 	} else {
-		resp, err = h.base.RoundTrip(r)
+		resp, err = h.send(r)
 	}
 	if err == nil {
 		h.noteRefused(r, resp)
@@ -149,6 +151,43 @@ func (h *httpSession) get(r *http.Request) (*http.Response, error) {
 	}
 	resp.Body = stopOnClose{ReadCloser: resp.Body, stop: stop}
 	return resp, nil
+}
+
+// send sends a POST or a DELETE, which the session's end ends if it comes
+// first: a call's POST to a server that stopped answering (see alive.go)
+// would otherwise wait for its response as long as its context lets it.
+func (h *httpSession) send(r *http.Request) (*http.Response, error) {
+	gone := h.goneContext()
+	ctx, stop := context.WithCancelCause(r.Context())
+	release := context.AfterFunc(gone, func() { stop(context.Cause(gone)) })
+	end := func(err error) {
+		release()
+		stop(err)
+	}
+	resp, err := h.base.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		if r.Context().Err() == nil && gone.Err() != nil {
+			err = fmt.Errorf("the session was given up: %w", context.Cause(gone))
+		}
+		end(nil)
+		return nil, err
+	}
+	resp.Body = stopOnClose{ReadCloser: resp.Body, stop: end}
+	return resp, nil
+}
+
+// goneContext returns h.gone, made on first use.
+func (h *httpSession) goneContext() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.goneLocked()
+}
+
+func (h *httpSession) goneLocked() context.Context {
+	if h.gone == nil {
+		h.gone, h.cancelGo = context.WithCancelCause(context.Background())
+	}
+	return h.gone
 }
 
 // watch ends a GET (stop) and the session when the server does not answer
@@ -258,6 +297,8 @@ func (h *httpSession) lose(cause error) {
 		return
 	}
 	h.lost = cause
+	h.goneLocked()
+	h.cancelGo(cause)
 	conn := h.conn
 	h.mu.Unlock()
 	if conn != nil {
@@ -306,6 +347,8 @@ func (h *httpSession) sessionRPC() *rpc {
 func (h *httpSession) close() {
 	h.mu.Lock()
 	h.closed = true
+	h.goneLocked()
+	h.cancelGo(errors.New("the session has ended"))
 	h.mu.Unlock()
 	h.watchers.Wait()
 	if t, ok := h.base.(interface{ CloseIdleConnections() }); ok {
@@ -313,7 +356,7 @@ func (h *httpSession) close() {
 	}
 }
 
-// stopOnClose releases a GET's context when the SDK closes its body.
+// stopOnClose releases a request's context when the SDK closes its body.
 type stopOnClose struct {
 	io.ReadCloser
 	stop context.CancelCauseFunc

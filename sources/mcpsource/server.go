@@ -319,7 +319,7 @@ func (s *server) handler(remote string, task bool) tools.Handler {
 		defer rpc.end(f)
 		// A call whose context ends before its answer has the server
 		// pinged, in case it stopped answering (see alive.go).
-		defer s.watchCall(ctx, rpc)()
+		defer s.watchCall(ctx, rpc, hs)()
 		if task {
 			return s.callTask(ctx, rpc, hs, remote, call.Arguments, token, fwd)
 		}
