@@ -290,13 +290,15 @@ func (s *server) failed(ctx context.Context, hs *httpSession, r *rpc, err error)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	var werr *jsonrpc.Error
-	if errors.As(err, &werr) && werr.Code != codeClientClosing && werr.Code != codeServerClosing {
-		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
-	}
 	cause := hs.lostCause()
 	if sc, ok := r.connection().(*stdioConn); ok && cause == nil {
 		cause = sc.lostCause()
+	}
+	// A session given up ends its requests in flight, which the SDK may
+	// report as its transport's rejection: the cause comes first.
+	var werr *jsonrpc.Error
+	if cause == nil && errors.As(err, &werr) && werr.Code != codeClientClosing && werr.Code != codeServerClosing {
+		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
 	}
 	if cause != nil {
 		if errors.Is(cause, errResponseTooLarge) {
