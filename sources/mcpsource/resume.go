@@ -73,7 +73,7 @@ type httpSession struct {
 	lost     error                   // why the session was given up, once it was
 	closed   bool                    // close was called: start no more watchers
 	probing  bool                    // a ping after a broken stream is in flight
-	gone     context.Context         // ended by lose (cause lost) or close; ends the requests in flight (see send)
+	gone     context.Context         // ended by lose, with lost as its cause: it ends the requests in flight (see send)
 	cancelGo context.CancelCauseFunc // gone's
 
 	refusedPost bool // a POST was refused (4xx) before the session was up; see legacy.go
@@ -347,8 +347,6 @@ func (h *httpSession) sessionRPC() *rpc {
 func (h *httpSession) close() {
 	h.mu.Lock()
 	h.closed = true
-	h.goneLocked()
-	h.cancelGo(errors.New("the session has ended"))
 	h.mu.Unlock()
 	h.watchers.Wait()
 	if t, ok := h.base.(interface{ CloseIdleConnections() }); ok {
