@@ -115,6 +115,33 @@ func (s *stoppableServer) timeOut(snap *tools.Snapshot) {
 	}
 }
 
+// running starts a call of tool and returns its result's channel once
+// the server has reported the call running.
+func (s *stoppableServer) running(ctx context.Context, snap *tools.Snapshot, tool string) <-chan *tools.Result {
+	s.t.Helper()
+	rec := newRecorder()
+	done := make(chan *tools.Result, 1)
+	go func() { done <- call(s.t, ctx, snap, tool, `{}`, rec) }()
+	select {
+	case <-rec.ch:
+	case <-time.After(waitLimit):
+		s.t.Fatalf("the %s call did not start", tool)
+	}
+	return done
+}
+
+// kept checks that the server of process pid still serves calls, not
+// restarted.
+func (s *stoppableServer) kept(snap *tools.Snapshot, pid int) {
+	s.t.Helper()
+	if r := call(s.t, context.Background(), snap, "x_read", `{"text":"still"}`, nil); r.IsError || !strings.Contains(text(r), "still") {
+		s.t.Errorf("after the check: %q", text(r))
+	}
+	if readPID(s.t, s.pidfile) != pid {
+		s.t.Error("the server was restarted")
+	}
+}
+
 // TestStdioStoppedAnswering: a stdio server that is alive but answers
 // nothing (stopped with SIGSTOP, as a wedged Go runtime or a deadlock
 // leaves one) is found out once a call has ended without its answer: it
@@ -167,14 +194,7 @@ func TestStdioBusyServerKept(t *testing.T) {
 	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_wait"))
 	pid := readPID(t, s.pidfile)
 
-	rec := newRecorder()
-	busy := make(chan *tools.Result, 1)
-	go func() { busy <- call(t, context.Background(), snap, "x_wait", `{}`, rec) }()
-	select {
-	case <-rec.ch: // the call runs on the server
-	case <-time.After(waitLimit):
-		t.Fatal("the wait call did not start")
-	}
+	busy := s.running(context.Background(), snap, "x_wait")
 	s.signal(pid, syscall.SIGSTOP)
 	s.timeOut(snap)
 	s.stage("started")
@@ -195,12 +215,7 @@ func TestStdioBusyServerKept(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("the call in flight did not end")
 	}
-	if r := call(t, context.Background(), snap, "x_read", `{"text":"still"}`, nil); r.IsError || !strings.Contains(text(r), "still") {
-		t.Errorf("after the check: %q", text(r))
-	}
-	if readPID(t, s.pidfile) != pid {
-		t.Error("the server was restarted")
-	}
+	s.kept(snap, pid)
 }
 
 // TestStdioCancelledCallKept: a call cancelled on a live server has it
@@ -211,24 +226,12 @@ func TestStdioCancelledCallKept(t *testing.T) {
 	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_slow"))
 	pid := readPID(t, s.pidfile)
 	ctx, cancel := context.WithCancel(context.Background())
-	rec := newRecorder()
-	done := make(chan *tools.Result, 1)
-	go func() { done <- call(t, ctx, snap, "x_slow", `{}`, rec) }()
-	select {
-	case <-rec.ch:
-	case <-time.After(waitLimit):
-		t.Fatal("the slow call did not start")
-	}
+	done := s.running(ctx, snap, "x_slow")
 	cancel()
 	s.stage("started")
 	s.stage("kept")
 	<-done
-	if r := call(t, context.Background(), snap, "x_read", `{"text":"on"}`, nil); r.IsError || !strings.Contains(text(r), `"on"`) {
-		t.Errorf("after the check: %q", text(r))
-	}
-	if readPID(t, s.pidfile) != pid {
-		t.Error("the server was restarted")
-	}
+	s.kept(snap, pid)
 }
 
 // TestStdioCheckAtClose: closing the gateway while a check waits for a
