@@ -33,21 +33,29 @@ type stoppableServer struct {
 	started func(r *rpc)
 }
 
+// newStoppableServer serves the test server as "x".
 func newStoppableServer(t *testing.T, ping time.Duration) *stoppableServer {
+	t.Helper()
+	dir := t.TempDir()
+	pidfile, release := filepath.Join(dir, "pid"), filepath.Join(dir, "release")
+	s := serveStoppable(t, ServerConfig{Name: "x", Command: stdioServer, PingTimeout: ping,
+		Env: map[string]string{"TESTSERVER_PIDFILE": pidfile, "TESTSERVER_RELEASEFILE": release}})
+	s.pidfile, s.release = pidfile, release
+	return s
+}
+
+// serveStoppable serves cfg with the liveness checks' stages on s.stages.
+func serveStoppable(t *testing.T, cfg ServerConfig) *stoppableServer {
 	t.Helper()
 	g, reg := newGateway(t)
 	g.terminate = 100 * time.Millisecond
-	dir := t.TempDir()
-	s := &stoppableServer{t: t, g: g, reg: reg, pidfile: filepath.Join(dir, "pid"),
-		release: filepath.Join(dir, "release"), stages: make(chan string, 16)}
+	s := &stoppableServer{t: t, g: g, reg: reg, stages: make(chan string, 16)}
 	g.onCheck = func(stage string, r *rpc) {
 		if stage == "started" && s.started != nil {
 			s.started(r)
 		}
 		s.stages <- stage
 	}
-	cfg := ServerConfig{Name: "x", Command: stdioServer, PingTimeout: ping,
-		Env: map[string]string{"TESTSERVER_PIDFILE": s.pidfile, "TESTSERVER_RELEASEFILE": s.release}}
 	if err := g.Sync(context.Background(), []ServerConfig{cfg}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +116,16 @@ func (s *stoppableServer) stage(want string) {
 // can answer.
 func (s *stoppableServer) timeOut(snap *tools.Snapshot) {
 	s.t.Helper()
+	s.timeOutCall(snap, "x_read", `{"text":"hi"}`)
+}
+
+// timeOutCall calls tool with a context that ends before the stopped
+// server can answer.
+func (s *stoppableServer) timeOutCall(snap *tools.Snapshot, tool, args string) {
+	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if r := call(s.t, ctx, snap, "x_read", `{"text":"hi"}`, nil); !strings.Contains(text(r), "deadline exceeded") {
+	if r := call(s.t, ctx, snap, tool, args, nil); !strings.Contains(text(r), "deadline exceeded") {
 		s.t.Fatalf("a call to a stopped server: %q; want its deadline exceeded", text(r))
 	}
 }
@@ -119,9 +134,15 @@ func (s *stoppableServer) timeOut(snap *tools.Snapshot) {
 // the server has reported the call running.
 func (s *stoppableServer) running(ctx context.Context, snap *tools.Snapshot, tool string) <-chan *tools.Result {
 	s.t.Helper()
+	return s.runningWith(ctx, snap, tool, `{}`)
+}
+
+// runningWith is running, with args.
+func (s *stoppableServer) runningWith(ctx context.Context, snap *tools.Snapshot, tool, args string) <-chan *tools.Result {
+	s.t.Helper()
 	rec := newRecorder()
 	done := make(chan *tools.Result, 1)
-	go func() { done <- call(s.t, ctx, snap, tool, `{}`, rec) }()
+	go func() { done <- call(s.t, ctx, snap, tool, args, rec) }()
 	select {
 	case <-rec.ch:
 	case <-time.After(waitLimit):
@@ -367,6 +388,68 @@ func waitCalls(r *rpc) {
 		r.mu.Unlock()
 		if n > 0 {
 			return
+		}
+	}
+}
+
+// TestEverythingStoppedAnswering: the checks with a real third-party
+// stdio server, server-everything (Node): a call cancelled on it has it
+// pinged, and it answers, so it is kept; stopped (SIGSTOP), a call that
+// times out has it given up, and a new process serves its tools.
+func TestEverythingStoppedAnswering(t *testing.T) {
+	t.Parallel()
+	mark := filepath.Base(t.TempDir()) // finds its process among the tests' others
+	s := serveStoppable(t, ServerConfig{Name: "ev", Command: everything(t), Args: []string{"stdio"},
+		PingTimeout: 300 * time.Millisecond, Env: map[string]string{"TOOLWIRE_TEST_MARK": mark}})
+	snap := sourcetest.WaitTools(t, s.reg, "server-everything's tools", sourcetest.Has("ev_echo", "ev_trigger-long-running-operation"))
+	pid := markedProcess(t, mark, 0)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := s.runningWith(ctx, snap, "ev_trigger-long-running-operation", `{"duration":60,"steps":60}`)
+	cancel()
+	s.stage("started")
+	s.stage("kept")
+	<-done
+	if r := call(t, context.Background(), snap, "ev_echo", `{"message":"kept"}`, nil); r.IsError || !strings.Contains(text(r), "kept") {
+		t.Errorf("after the check: %q", text(r))
+	}
+
+	s.signal(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	s.timeOutCall(snap, "ev_echo", `{"message":"hi"}`)
+	s.stage("started")
+	s.stage("given up")
+	waitDead(t, pid, "the stopped server")
+	snap = sourcetest.WaitTools(t, s.reg, "the tools to come back", func(names []string) bool {
+		return sourcetest.Has("ev_echo")(names) && markedProcess(t, mark, pid) != 0
+	})
+	if r := call(t, context.Background(), snap, "ev_echo", `{"message":"again"}`, nil); r.IsError || !strings.Contains(text(r), "again") {
+		t.Errorf("after the restart: %q", text(r))
+	}
+}
+
+// markedProcess returns the ID of a running process other than not whose
+// environment has TOOLWIRE_TEST_MARK=mark. With not 0 it waits for one (at
+// most waitLimit); else it looks once, and returns 0 when there is none.
+func markedProcess(t *testing.T, mark string, not int) int {
+	t.Helper()
+	want := []byte("TOOLWIRE_TEST_MARK=" + mark + "\x00")
+	for limit := time.Now().Add(waitLimit); ; time.Sleep(10 * time.Millisecond) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == not || !alive(pid) {
+				continue
+			}
+			if env, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && bytes.Contains(env, want) {
+				return pid
+			}
+		}
+		if not != 0 {
+			return 0
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("no process marked %s", mark)
 		}
 	}
 }
