@@ -202,6 +202,11 @@ func TestStdioStoppedAnswering(t *testing.T) {
 	if r := call(t, context.Background(), snap, "x_read", `{"text":"again"}`, nil); r.IsError || !strings.Contains(text(r), "again") {
 		t.Errorf("after the restart: %q", text(r))
 	}
+	// The server's status (toolwire status, the console) says why its
+	// last session ended.
+	if st := s.g.Status(); len(st) != 1 || !strings.Contains(st[0].Err, "answered no ping for 300ms") {
+		t.Errorf("status after the restart: %+v; want the cause", st)
+	}
 }
 
 // TestStdioBusyServerKept: a server that answers nothing while a call is
