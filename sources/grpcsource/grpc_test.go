@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -81,6 +83,13 @@ func serveHealth(addr string) {
 // and returns its address and a function that kills it.
 func startHealthProcess(t *testing.T, addr string) (string, func()) {
 	t.Helper()
+	addr, kill, _ := startHealthPID(t, addr)
+	return addr, kill
+}
+
+// startHealthPID is startHealthProcess, also returning the process's ID.
+func startHealthPID(t *testing.T, addr string) (string, func(), int) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=NONE")
 	cmd.Env = append(os.Environ(), "TW_GRPC_HEALTH_SERVER="+addr)
 	stdin, err := cmd.StdinPipe()
@@ -108,7 +117,7 @@ func startHealthProcess(t *testing.T, addr string) (string, func()) {
 		})
 	}
 	t.Cleanup(kill)
-	return strings.TrimSpace(line), kill
+	return strings.TrimSpace(line), kill, cmd.Process.Pid
 }
 
 func newServices(t *testing.T) (*Services, *tools.Registry, *logbuf.Buffer) {
@@ -534,5 +543,74 @@ func TestValidate(t *testing.T) {
 	}
 	if err := ValidateAll([]Config{{Name: "a", Target: "x:1"}, {Name: "a", Target: "y:1"}}); err == nil || !strings.Contains(err.Error(), "used twice") {
 		t.Errorf("duplicate names: %v", err)
+	}
+}
+
+// TestFrozenServer: a server that stops answering (its process stopped
+// with SIGSTOP: the kernel keeps its connections open) does not hold a
+// call until the call's deadline: the connection, silent past the
+// keepalive's time while the call is on it, is pinged, and closed when
+// no answer comes, failing the call; once the server goes on, its tools
+// serve again.
+func TestFrozenServer(t *testing.T) {
+	t.Parallel()
+	addr, _, pid := startHealthPID(t, "127.0.0.1:0")
+	s, reg, _ := newServices(t)
+	s.keepalive = keepalive.ClientParameters{Time: 10 * time.Second, Timeout: 500 * time.Millisecond} // gRPC's least Time
+	if err := s.Sync(t.Context(), []Config{{Name: "h", Target: addr, Insecure: true}}); err != nil {
+		t.Fatal(err)
+	}
+	sourcetest.WaitTools(t, reg, "the health service's tools", sourcetest.Has("h_Health_Watch"))
+
+	// Watch streams its first message, then waits: a call on the
+	// connection, nothing on the wire.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	first := make(chan struct{}, 1)
+	done := make(chan *tools.Result, 1)
+	go func() {
+		tl, _ := reg.Snapshot().Lookup("h_Health_Watch")
+		res, err := tl.Handler(ctx, tools.NewCall("w", "h_Health_Watch", []byte(`{"service":"db"}`), func(tools.Progress) {
+			select {
+			case first <- struct{}{}:
+			default:
+			}
+		}))
+		if err != nil {
+			res = &tools.Result{IsError: true, Content: []tools.Content{{Text: "handler error: " + err.Error()}}}
+		}
+		done <- res
+	}()
+	select {
+	case <-first:
+	case <-time.After(time.Minute):
+		t.Fatal("Watch sent nothing")
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	select {
+	case res := <-done:
+		if !res.IsError || !strings.Contains(text(res), "Unavailable") {
+			t.Errorf("the call on the frozen server: %q; want Unavailable", text(res))
+		}
+	case <-time.After(time.Minute): // the keepalive's 10.5 s, with room; its deadline is 10m
+		t.Fatal("the call on the frozen server waits for its deadline")
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("h_Health_Check"))
+	deadline := time.Now().Add(time.Minute)
+	for {
+		res := call(t, t.Context(), reg, "h_Health_Check", `{}`, nil)
+		if !res.IsError {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Check after the server went on: %s", text(res))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

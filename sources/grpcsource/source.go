@@ -41,6 +41,7 @@ import (
 	"github.com/toolwire/toolwire/tools"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/keepalive"
 )
 
 // resolveTimeout bounds one resolution through the reflection service.
@@ -52,6 +53,9 @@ type Services struct {
 	log    *slog.Logger
 	set    *supervise.Set[Config]
 	bounds listing.Bounds // of each server's tools; listing.Default unless a test lowers them
+	// keepalive is how its connections find a server that stopped
+	// answering; defaultKeepalive unless a test shortens it.
+	keepalive keepalive.ClientParameters
 
 	mu      sync.Mutex
 	runners map[string]*server // the running one of each name
@@ -65,7 +69,7 @@ func New(reg *tools.Registry, logger *slog.Logger) *Services {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Services{reg: reg, log: logger, runners: map[string]*server{}, bounds: listing.Default}
+	s := &Services{reg: reg, log: logger, runners: map[string]*server{}, bounds: listing.Default, keepalive: defaultKeepalive}
 	s.set = supervise.New(supervise.Hooks[Config]{
 		Name:     func(c Config) string { return c.Name },
 		Equal:    Config.equal,
@@ -121,14 +125,29 @@ func (s *Services) Close() error {
 	return nil
 }
 
+// defaultKeepalive: a connection silent for Time while a call is on it
+// is pinged (HTTP/2 PING), and closed when no answer comes within
+// Timeout, failing its calls (UNAVAILABLE); the next connection then finds
+// the server as it is (a frozen process's kernel still accepts the TCP
+// connection, but no HTTP/2 handshake comes, and the connection fails
+// after gRPC's connect timeout, taking the tools with it). Without pings a
+// server that stopped answering (a frozen process, a path that drops
+// packets) kept its connection, and each call waited out its deadline.
+// Time is a gRPC server's default keepalive enforcement MinTime (5m): a
+// server answers pings more frequent than it with GOAWAY
+// (ENHANCE_YOUR_CALM), which would end a long call with no message for
+// minutes on a healthy one.
+var defaultKeepalive = keepalive.ClientParameters{Time: 5 * time.Minute, Timeout: 20 * time.Second}
+
 // server is one configured server: the Runner its loop reconnects with.
 type server struct {
-	cfg     Config
-	log     *slog.Logger
-	bounds  listing.Bounds
-	offered *offer.Tools
-	refresh chan struct{}
-	closing *sync.WaitGroup // the Services'
+	cfg       Config
+	log       *slog.Logger
+	bounds    listing.Bounds
+	keepalive keepalive.ClientParameters
+	offered   *offer.Tools
+	refresh   chan struct{}
+	closing   *sync.WaitGroup // the Services'
 
 	mu    sync.Mutex
 	cc    *grpc.ClientConn // nil while not connected
@@ -136,7 +155,7 @@ type server struct {
 }
 
 func (s *Services) newServer(c Config) supervise.Runner {
-	r := &server{cfg: c, log: s.log.With("grpc", c.Name, "target", c.Target), bounds: s.bounds,
+	r := &server{cfg: c, log: s.log.With("grpc", c.Name, "target", c.Target), bounds: s.bounds, keepalive: s.keepalive,
 		offered: offer.New(s.reg, "grpc:"+c.Name, "gRPC", "the gRPC server's"),
 		refresh: make(chan struct{}, 1), closing: &s.closing}
 	s.mu.Lock()
@@ -170,7 +189,7 @@ func (r *server) Connect(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(tc)}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(tc), grpc.WithKeepaliveParams(r.keepalive)}
 	if per != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(per))
 	}
