@@ -37,9 +37,9 @@ const defaultPingTimeout = 10 * time.Second
 const maxPingTimeout = 5 * time.Minute
 
 // watchCall arranges the liveness check for a call in flight on r,
-// should its context end first (even while the call is stuck writing to
-// a server that reads nothing); the call runs done when it returns. hs is
-// the session's HTTP client, nil for stdio.
+// should its context end first, when it ends, not when the call returns;
+// the call runs done when it returns. hs is the session's HTTP client,
+// nil for stdio.
 func (s *server) watchCall(ctx context.Context, r *rpc, hs *httpSession) (done func()) {
 	var lose func(error)
 	var timeout time.Duration
@@ -137,8 +137,8 @@ func (r *rpc) endCheck() {
 
 // ping sends a ping on r, on a goroutine counted in wg; answered is
 // closed when any answer comes, an error response included. stop
-// abandons the wait. A write that blocks (a server that reads nothing, its
-// stdin's pipe full) ends when the session's process is closed.
+// abandons the wait, and the ping's write if it is still waiting (a
+// server that reads nothing, its stdin's pipe full).
 func (r *rpc) ping(wg interface{ Go(func()) }) (answered <-chan struct{}, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan struct{})

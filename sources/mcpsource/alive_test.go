@@ -286,36 +286,46 @@ func TestStdioCheckAtClose(t *testing.T) {
 }
 
 // TestStdioStoppedReading: a call whose request fills the pipe to a
-// server that reads nothing is stuck writing past its deadline (a pipe
-// write does not heed a context); the check starts from its deadline all
-// the same, and giving the server up ends the write.
+// server that reads nothing ends at its deadline all the same (a pipe
+// write is given one), as does a call queued behind it; the message cut
+// short ends the session, and the server is restarted, its status saying
+// why.
 func TestStdioStoppedReading(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, 100*time.Millisecond)
+	s := newStoppableServer(t, time.Minute) // the cut, not a check, gives it up
 	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
 	pid := readPID(t, s.pidfile)
 	s.signal(pid, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
 	big := `{"text":"` + strings.Repeat("x", 1<<20) + `"}` // past a pipe's 64 KiB
-	done := make(chan *tools.Result, 1)
-	go func() { done <- call(t, ctx, snap, "x_read", big, nil) }()
-	s.stage("started")
-	s.stage("given up")
-	select {
-	case r := <-done:
-		if !r.IsError {
-			t.Errorf("the stuck call: %q; want an error", text(r))
+	bigCtx, cancelBig := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelBig()
+	ended := make(chan string, 2)
+	go func() { ended <- "big: " + text(call(t, bigCtx, snap, "x_read", big, nil)) }()
+	// The small call is sent once the big one is stuck writing; it waits
+	// behind it, until its own deadline.
+	time.Sleep(100 * time.Millisecond)
+	smallCtx, cancelSmall := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelSmall()
+	go func() { ended <- "small: " + text(call(t, smallCtx, snap, "x_read", `{"text":"hi"}`, nil)) }()
+	for _, want := range []string{"small: ", "big: "} {
+		select {
+		case got := <-ended:
+			if !strings.HasPrefix(got, want) || !strings.Contains(got, "deadline exceeded") {
+				t.Errorf("%q; want the %s call to end by its deadline", got, strings.TrimSuffix(want, ": "))
+			}
+		case <-time.After(waitLimit):
+			t.Fatalf("the %s call to a server that reads nothing still hangs", strings.TrimSuffix(want, ": "))
 		}
-	case <-time.After(waitLimit):
-		t.Fatal("the call stuck writing to the stopped server still hangs after it was given up")
 	}
-	waitDead(t, pid, "the stopped server")
+	waitDead(t, pid, "the server whose message was cut short")
 	sourcetest.WaitTools(t, s.reg, "the tools to come back", func(names []string) bool {
 		return sourcetest.Has("x_read")(names) && readPID(t, s.pidfile) != pid
 	})
+	if st := s.g.Status(); len(st) != 1 || !strings.Contains(st[0].Err, "cut short") {
+		t.Errorf("status after the restart: %+v; want the cause", st)
+	}
 }
 
 // TestHTTPServerStoppedAnswering: a streamable HTTP server that takes

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -105,7 +104,7 @@ func (stdoutReader) Close() error { return nil }
 // process is a running stdio server.
 type process struct {
 	cmd       *exec.Cmd
-	stdin     io.WriteCloser
+	stdin     *os.File // write end; the server's end is closed once it has started
 	stdout    *os.File // read end; the server's end is closed once it has started
 	terminate time.Duration
 	ownGroup  bool // the server leads a process group of its own
@@ -148,17 +147,24 @@ func startProcess(cmd *exec.Cmd, terminate time.Duration) (*process, error) {
 	}
 	cmd.Stdout = w
 	p.stdout = r
-	if p.stdin, err = cmd.StdinPipe(); err != nil {
+	// stdin too, not StdinPipe: a write to it can be given a deadline
+	// (see write).
+	ir, iw, err := os.Pipe()
+	if err != nil {
 		r.Close()
 		w.Close()
 		return nil, err
 	}
+	cmd.Stdin = ir
+	p.stdin = iw
 	started := make(chan error, 1)
 	go p.run(started)
 	err = <-started
-	w.Close() // the server has its own copy
+	w.Close() // the server has its own copies
+	ir.Close()
 	if err != nil {
 		r.Close()
+		iw.Close()
 		return nil, err
 	}
 	return p, nil
@@ -199,8 +205,28 @@ func (p *process) run(started chan<- error) {
 	close(p.exited)
 }
 
-// Write writes to the server's stdin.
-func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
+// write writes b to the server's stdin, stopping when ctx ends first
+// (with ctx's error, and what was written). A server that reads nothing
+// fills the pipe, and a pipe's write heeds no context, only a deadline.
+func (p *process) write(ctx context.Context, b []byte) (int, error) {
+	if ctx.Done() == nil {
+		return p.stdin.Write(b)
+	}
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = p.stdin.SetWriteDeadline(time.Now())
+		close(fired)
+	})
+	n, err := p.stdin.Write(b)
+	if !stop() {
+		<-fired
+		_ = p.stdin.SetWriteDeadline(time.Time{}) // for the next write
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = ctx.Err()
+		}
+	}
+	return n, err
+}
 
 // Close ends the server as MCP says: it closes its stdin, and signals
 // SIGTERM, then SIGKILL, each after terminate, until it exits. It returns

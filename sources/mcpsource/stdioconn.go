@@ -48,7 +48,7 @@ type stdioConn struct {
 	again []byte            // a line to read again alone, after a value it did not go on
 	queue []jsonrpc.Message // the rest of a batch
 
-	wmu sync.Mutex // Write must be safe for concurrent use
+	wsem chan struct{} // one Write at a time (capacity 1), waited for as long as its context lets it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -58,7 +58,7 @@ type stdioConn struct {
 }
 
 func newStdioConn(p *process, log *slog.Logger) *stdioConn {
-	return &stdioConn{p: p, log: log, r: bufio.NewReaderSize(stdoutReader{p.stdout}, 64<<10)}
+	return &stdioConn{p: p, log: log, r: bufio.NewReaderSize(stdoutReader{p.stdout}, 64<<10), wsem: make(chan struct{}, 1)}
 }
 
 // errLineTooLong ends a connection whose server sent a longer message than
@@ -339,9 +339,22 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		return fmt.Errorf("marshaling message: %v", err)
 	}
 	data = append(data, '\n')
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	_, err = c.p.Write(data)
+	// A server that reads nothing fills its stdin's pipe, and a write
+	// (with every one queued behind it) would wait for it past the
+	// call's end: each waits only as long as its context lets it.
+	select {
+	case c.wsem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-c.wsem }()
+	n, err := c.p.write(ctx, data)
+	if err != nil && n > 0 {
+		// Part of a message went: what follows it would not parse.
+		cause := fmt.Errorf("a message to the server was cut short, %d of its %d bytes written (%w)", n, len(data), err)
+		c.lost.CompareAndSwap(nil, &cause)
+		go c.Close() // which waits for the process; the session's close waits for it in turn
+	}
 	return err
 }
 
