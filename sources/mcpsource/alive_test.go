@@ -17,6 +17,7 @@ import (
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
 	"github.com/toolwire/toolwire/sources/mcpsource/internal/testserver"
 	"github.com/toolwire/toolwire/tools"
+	"golang.org/x/sys/unix"
 )
 
 // stoppableServer is a stdio test server whose process the test can stop
@@ -288,24 +289,30 @@ func TestStdioCheckAtClose(t *testing.T) {
 // TestStdioStoppedReading: a call whose request fills the pipe to a
 // server that reads nothing ends at its deadline all the same (a pipe
 // write is given one), as does a call queued behind it; the message cut
-// short ends the session, and the server is restarted, its status saying
-// why.
+// short (the server read none of it for ping_timeout after the deadline)
+// ends the session, and the server is restarted, its status saying why.
 func TestStdioStoppedReading(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, time.Minute) // the cut, not a check, gives it up
+	s := newStoppableServer(t, 300*time.Millisecond)
 	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
 	pid := readPID(t, s.pidfile)
 	s.signal(pid, syscall.SIGSTOP)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 
-	big := `{"text":"` + strings.Repeat("x", 1<<20) + `"}` // past a pipe's 64 KiB
 	bigCtx, cancelBig := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelBig()
 	ended := make(chan string, 2)
-	go func() { ended <- "big: " + text(call(t, bigCtx, snap, "x_read", big, nil)) }()
-	// The small call is sent once the big one is stuck writing; it waits
-	// behind it, until its own deadline.
-	time.Sleep(100 * time.Millisecond)
+	go func() { ended <- "big: " + text(call(t, bigCtx, snap, "x_read", bigText, nil)) }()
+	// The small call is sent once the big one is stuck writing (the
+	// server's stdin is full); it waits behind it, until its own
+	// deadline. (Sent before, it would be written first, and its end
+	// would wait for its notifications/cancelled, written behind the big
+	// one.)
+	for limit := time.Now().Add(waitLimit); pipeHolds(pid) < 64<<10; time.Sleep(time.Millisecond) {
+		if time.Now().After(limit) {
+			t.Fatal("the big call's request does not fill the server's stdin")
+		}
+	}
 	smallCtx, cancelSmall := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancelSmall()
 	go func() { ended <- "small: " + text(call(t, smallCtx, snap, "x_read", `{"text":"hi"}`, nil)) }()
@@ -319,12 +326,62 @@ func TestStdioStoppedReading(t *testing.T) {
 			t.Fatalf("the %s call to a server that reads nothing still hangs", strings.TrimSuffix(want, ": "))
 		}
 	}
-	waitDead(t, pid, "the server whose message was cut short")
+	waitDead(t, pid, "the server that read nothing")
 	sourcetest.WaitTools(t, s.reg, "the tools to come back", func(names []string) bool {
 		return sourcetest.Has("x_read")(names) && readPID(t, s.pidfile) != pid
 	})
-	if st := s.g.Status(); len(st) != 1 || !strings.Contains(st[0].Err, "cut short") {
+	// Cut short, or not answering the check's ping, whichever came first:
+	// both take ping_timeout.
+	if st := s.g.Status(); len(st) != 1 || !strings.Contains(st[0].Err, "cut short") && !strings.Contains(st[0].Err, "answered no ping") {
 		t.Errorf("status after the restart: %+v; want the cause", st)
+	}
+}
+
+// pipeHolds returns how many bytes wait unread in process pid's stdin
+// (a pipe), or -1.
+func pipeHolds(pid int) int {
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/0", os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	n, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCINQ) // FIONREAD
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// bigText is read's arguments past a pipe's 64 KiB.
+var bigText = `{"text":"` + strings.Repeat("x", 1<<20) + `"}`
+
+// TestStdioSlowReaderKept: a server that goes on reading within
+// ping_timeout of a call's deadline gets the rest of the call's message:
+// its session is kept, and so is the server.
+func TestStdioSlowReaderKept(t *testing.T) {
+	t.Parallel()
+	s := newStoppableServer(t, time.Minute)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
+	pid := readPID(t, s.pidfile)
+	s.signal(pid, syscall.SIGSTOP)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan *tools.Result, 1)
+	go func() { done <- call(t, ctx, snap, "x_read", bigText, nil) }()
+	<-ctx.Done()
+	time.Sleep(100 * time.Millisecond) // the message is cut unless the server reads on
+	s.signal(pid, syscall.SIGCONT)
+	select {
+	case r := <-done:
+		if !strings.Contains(text(r), "deadline exceeded") {
+			t.Errorf("the call: %q; want its deadline exceeded", text(r))
+		}
+	case <-time.After(waitLimit):
+		t.Fatal("the call hangs")
+	}
+	s.kept(snap, pid)
+	if st := s.g.Status(); len(st) != 1 || st[0].Err != "" {
+		t.Errorf("status: %+v; want no error", st)
 	}
 }
 

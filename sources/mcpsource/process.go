@@ -48,6 +48,9 @@ type stdioTransport struct {
 	// terminate is how long the server has to exit after its stdin is
 	// closed, and after SIGTERM.
 	terminate time.Duration
+	// grace is how long a message begun may take to finish once its
+	// call has ended (the server's ping_timeout; see process.write).
+	grace time.Duration
 
 	log  *slog.Logger // the server's, for lines of its stdout that are no messages
 	p    *process     // once Connect has started it
@@ -59,7 +62,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.p, t.conn = p, newStdioConn(p, t.log)
+	t.p, t.conn = p, newStdioConn(p, t.log, t.grace)
 	return t.conn, nil
 }
 
@@ -205,10 +208,12 @@ func (p *process) run(started chan<- error) {
 	close(p.exited)
 }
 
-// write writes b to the server's stdin, stopping when ctx ends first
-// (with ctx's error, and what was written). A server that reads nothing
-// fills the pipe, and a pipe's write heeds no context, only a deadline.
-func (p *process) write(ctx context.Context, b []byte) (int, error) {
+// write writes b to the server's stdin, stopping when ctx ends first,
+// with what was written: a server that reads nothing fills the pipe, and
+// a pipe's write heeds no context, only a deadline. A message already
+// begun is finished if the server reads it within grace, since what
+// follows a message cut short could not be parsed.
+func (p *process) write(ctx context.Context, b []byte, grace time.Duration) (int, error) {
 	if ctx.Done() == nil {
 		return p.stdin.Write(b)
 	}
@@ -218,10 +223,20 @@ func (p *process) write(ctx context.Context, b []byte) (int, error) {
 		close(fired)
 	})
 	n, err := p.stdin.Write(b)
-	if !stop() {
-		<-fired
-		_ = p.stdin.SetWriteDeadline(time.Time{}) // for the next write
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+	if stop() {
+		return n, err
+	}
+	<-fired
+	if n > 0 && n < len(b) && errors.Is(err, os.ErrDeadlineExceeded) {
+		_ = p.stdin.SetWriteDeadline(time.Now().Add(grace))
+		var m int
+		m, err = p.stdin.Write(b[n:])
+		n += m
+	}
+	_ = p.stdin.SetWriteDeadline(time.Time{}) // for the next write
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = fmt.Errorf("%w, then %v more without the server reading", ctx.Err(), grace)
+		if n == 0 {
 			err = ctx.Err()
 		}
 	}

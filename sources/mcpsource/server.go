@@ -176,7 +176,7 @@ func (s *server) transport() (wireTransport, func(), error) {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
 		cmd.Stderr = &lineLogger{log: s.log}
-		t := &stdioTransport{cmd: cmd, terminate: s.g.terminate, log: s.log}
+		t := &stdioTransport{cmd: cmd, terminate: s.g.terminate, grace: s.pingTimeout(), log: s.log}
 		return wireTransport{Transport: t, s: s, wrap: true}, func() {}, nil
 	}
 	headers, err := envref.ExpandMap(s.cfg.Headers)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
@@ -48,7 +49,8 @@ type stdioConn struct {
 	again []byte            // a line to read again alone, after a value it did not go on
 	queue []jsonrpc.Message // the rest of a batch
 
-	wsem chan struct{} // one Write at a time (capacity 1), waited for as long as its context lets it
+	wsem  chan struct{} // one Write at a time (capacity 1), waited for as long as its context lets it
+	grace time.Duration // how long a message begun may take to finish once its context has ended
 
 	closeOnce sync.Once
 	closeErr  error
@@ -57,8 +59,8 @@ type stdioConn struct {
 	lost atomic.Pointer[error] // why reading ended, when the server's output did
 }
 
-func newStdioConn(p *process, log *slog.Logger) *stdioConn {
-	return &stdioConn{p: p, log: log, r: bufio.NewReaderSize(stdoutReader{p.stdout}, 64<<10), wsem: make(chan struct{}, 1)}
+func newStdioConn(p *process, log *slog.Logger, grace time.Duration) *stdioConn {
+	return &stdioConn{p: p, log: log, grace: grace, r: bufio.NewReaderSize(stdoutReader{p.stdout}, 64<<10), wsem: make(chan struct{}, 1)}
 }
 
 // errLineTooLong ends a connection whose server sent a longer message than
@@ -341,14 +343,15 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	data = append(data, '\n')
 	// A server that reads nothing fills its stdin's pipe, and a write
 	// (with every one queued behind it) would wait for it past the
-	// call's end: each waits only as long as its context lets it.
+	// call's end: each waits only as long as its context lets it, and a
+	// message begun grace more (see process.write).
 	select {
 	case c.wsem <- struct{}{}:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	defer func() { <-c.wsem }()
-	n, err := c.p.write(ctx, data)
+	n, err := c.p.write(ctx, data, c.grace)
 	if err != nil && n > 0 {
 		// Part of a message went: what follows it would not parse.
 		cause := fmt.Errorf("a message to the server was cut short, %d of its %d bytes written (%w)", n, len(data), err)

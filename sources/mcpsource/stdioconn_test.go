@@ -32,7 +32,7 @@ func pipeConn(t *testing.T) (*stdioConn, *os.File, *logbuf.Buffer) {
 	}
 	t.Cleanup(func() { r.Close(); w.Close() })
 	logs := &logbuf.Buffer{}
-	return newStdioConn(&process{stdout: r}, slog.New(slog.NewTextHandler(logs, nil))), w, logs
+	return newStdioConn(&process{stdout: r}, slog.New(slog.NewTextHandler(logs, nil)), time.Second), w, logs
 }
 
 // TestStdioConnReadsWhatTheSDKReads: each message a server may send, as

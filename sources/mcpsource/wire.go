@@ -198,13 +198,21 @@ func (c wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
-// Write sends msg, noting the ID of a call's request (see sentCall), and
-// where its response is to be kept as written (see asWritten).
-func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+// Write sends msg, noting the ID of a call's request once it is written
+// (see sentCall), and where its response is to be kept as written (see
+// asWritten).
+func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) (err error) {
 	if sc := sentCallOf(ctx); sc != nil {
-		sc.note(msg)
 		if isNotice(msg) {
 			defer sc.noticed() // once written, or it failed
+		} else {
+			// A request never written (its call ended while it waited to
+			// be) has no notice to wait for: the server knows nothing of it.
+			defer func() {
+				if err == nil {
+					sc.note(msg)
+				}
+			}()
 		}
 	}
 	if a, ok := ctx.Value(asWrittenKey{}).(*asWritten); ok && c.calls != nil {
