@@ -39,8 +39,9 @@ type ServerConfig struct {
 	ReconnectTimeout time.Duration `json:"reconnect_timeout,omitempty"`
 
 	// PingTimeout bounds how long a stdio server may leave a ping
-	// unanswered, sent once a call has ended without its answer, before
-	// its process is restarted (see alive.go). Zero means 10s.
+	// unanswered, sent once a call has ended without its answer, or a
+	// message begun unread once its call has ended, before its process is
+	// restarted (see alive.go, process.write). Zero means 10s.
 	PingTimeout time.Duration `json:"ping_timeout,omitempty"`
 
 	// OAuth signs in to a streamable HTTP server that requires it, with
