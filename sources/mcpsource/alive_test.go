@@ -45,6 +45,22 @@ func newStoppableServer(t *testing.T, ping time.Duration) *stoppableServer {
 	return s
 }
 
+// readyStoppable is newStoppableServer once it offers tool, with its
+// tools and its process's ID.
+func readyStoppable(t *testing.T, ping time.Duration, tool string) (*stoppableServer, *tools.Snapshot, int) {
+	t.Helper()
+	s := newStoppableServer(t, ping)
+	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has(tool))
+	return s, snap, readPID(t, s.pidfile)
+}
+
+// stop stops process pid (SIGSTOP) until the test ends.
+func (s *stoppableServer) stop(pid int) {
+	s.t.Helper()
+	s.signal(pid, syscall.SIGSTOP)
+	s.t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+}
+
 // serveStoppable serves cfg with the liveness checks' stages on s.stages.
 func serveStoppable(t *testing.T, cfg ServerConfig) *stoppableServer {
 	t.Helper()
@@ -172,11 +188,8 @@ func (s *stoppableServer) kept(snap *tools.Snapshot, pid int) {
 // stopped and started again, its tools back.
 func TestStdioStoppedAnswering(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, 300*time.Millisecond)
-	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
-	pid := readPID(t, s.pidfile)
-	s.signal(pid, syscall.SIGSTOP)
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	s, snap, pid := readyStoppable(t, 300*time.Millisecond, "x_read")
+	s.stop(pid)
 
 	// A call begun as the check starts is not waited for: the session's
 	// end fails it, with the cause.
@@ -217,9 +230,7 @@ func TestStdioStoppedAnswering(t *testing.T) {
 // kept, that call's result and all.
 func TestStdioBusyServerKept(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, 100*time.Millisecond)
-	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_wait"))
-	pid := readPID(t, s.pidfile)
+	s, snap, pid := readyStoppable(t, 100*time.Millisecond, "x_wait")
 
 	busy := s.running(context.Background(), snap, "x_wait")
 	s.signal(pid, syscall.SIGSTOP)
@@ -249,9 +260,7 @@ func TestStdioBusyServerKept(t *testing.T) {
 // pinged, and it answers: kept, with no restart.
 func TestStdioCancelledCallKept(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, time.Minute)
-	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_slow"))
-	pid := readPID(t, s.pidfile)
+	s, snap, pid := readyStoppable(t, time.Minute, "x_slow")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := s.running(ctx, snap, "x_slow")
 	cancel()
@@ -266,11 +275,8 @@ func TestStdioCancelledCallKept(t *testing.T) {
 // leaves no goroutine (TestMain's goleak).
 func TestStdioCheckAtClose(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, time.Minute)
-	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
-	pid := readPID(t, s.pidfile)
-	s.signal(pid, syscall.SIGSTOP)
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	s, snap, pid := readyStoppable(t, time.Minute, "x_read")
+	s.stop(pid)
 	s.timeOut(snap)
 	s.stage("started")
 	closed := make(chan struct{})
@@ -293,11 +299,8 @@ func TestStdioCheckAtClose(t *testing.T) {
 // ends the session, and the server is restarted, its status saying why.
 func TestStdioStoppedReading(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, 300*time.Millisecond)
-	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
-	pid := readPID(t, s.pidfile)
-	s.signal(pid, syscall.SIGSTOP)
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	s, snap, pid := readyStoppable(t, 300*time.Millisecond, "x_read")
+	s.stop(pid)
 
 	bigCtx, cancelBig := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelBig()
@@ -360,9 +363,7 @@ var bigText = `{"text":"` + strings.Repeat("x", 1<<20) + `"}`
 // its session is kept, and so is the server.
 func TestStdioSlowReaderKept(t *testing.T) {
 	t.Parallel()
-	s := newStoppableServer(t, time.Minute)
-	snap := sourcetest.WaitTools(t, s.reg, "the stdio server's tools", sourcetest.Has("x_read"))
-	pid := readPID(t, s.pidfile)
+	s, snap, pid := readyStoppable(t, time.Minute, "x_read")
 	s.signal(pid, syscall.SIGSTOP)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -486,8 +487,7 @@ func TestEverythingStoppedAnswering(t *testing.T) {
 		t.Errorf("after the check: %q", text(r))
 	}
 
-	s.signal(pid, syscall.SIGSTOP)
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	s.stop(pid)
 	s.timeOutCall(snap, "ev_echo", `{"message":"hi"}`)
 	s.stage("started")
 	s.stage("given up")
