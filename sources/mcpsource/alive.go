@@ -106,7 +106,7 @@ func (s *server) pingTimeout() time.Duration {
 func (r *rpc) startCheck(wg interface{ Add(int) }) ([]*flight, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.probing || r.draining {
+	if r.checking || r.draining {
 		return nil, false
 	}
 	select {
@@ -114,7 +114,7 @@ func (r *rpc) startCheck(wg interface{ Add(int) }) ([]*flight, bool) {
 		return nil, false
 	default:
 	}
-	r.probing = true
+	r.checking = true
 	wg.Add(1) // under r.mu, before drain can begin: Close waits for it
 	var others []*flight
 	for f := range r.calls {
@@ -131,7 +131,7 @@ func (r *rpc) startCheck(wg interface{ Add(int) }) ([]*flight, bool) {
 // endCheck ends a liveness check that found the server alive.
 func (r *rpc) endCheck() {
 	r.mu.Lock()
-	r.probing = false
+	r.checking = false
 	r.mu.Unlock()
 }
 

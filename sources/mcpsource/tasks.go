@@ -49,7 +49,7 @@ type rpc struct {
 	calls    map[*flight]struct{} // the session's calls in flight, whichever way they go
 	idle     chan struct{}        // closed when calls drops to 0, for drain
 	draining bool                 // the session is closing: drain has begun
-	probing  bool                 // a liveness check is under way (see alive.go)
+	checking bool                 // a liveness check is under way (see alive.go)
 }
 
 // A flight is one call in flight on the session.

@@ -176,13 +176,7 @@ func entryArgs(data [][]byte, args ...any) []any {
 func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Duration, data ...[]byte) error {
 	args := entryArgs(data, owner, ms(lease), ms(ttl), time.Now().UnixMilli(), s.maxLog)
 	n, err := openLogScript.Run(ctx, s.c, s.logKeys(name), args...).Int64()
-	if err != nil {
-		return fmt.Errorf("redis store: open log: %w", err)
-	}
-	if n == 0 {
-		return store.ErrLogExists
-	}
-	return nil
+	return openResult("open log", n, err)
 }
 
 // OpenFinished implements store.LogOpenFinisher: one script, where Open
@@ -190,10 +184,16 @@ func (s *Store) Open(ctx context.Context, name, owner string, lease, ttl time.Du
 func (s *Store) OpenFinished(ctx context.Context, name, owner string, ttl time.Duration, data ...[]byte) error {
 	args := entryArgs(data, owner, ms(ttl), time.Now().UnixMilli(), s.maxLog)
 	n, err := openFinishedScript.Run(ctx, s.c, s.logKeys(name), args...).Int64()
-	if err != nil {
-		return fmt.Errorf("redis store: open finished log: %w", err)
-	}
-	if n == 0 {
+	return openResult("open finished log", n, err)
+}
+
+// openResult is what the scripts that open a log return: 0 when it
+// exists already.
+func openResult(what string, n int64, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("redis store: %s: %w", what, err)
+	case n == 0:
 		return store.ErrLogExists
 	}
 	return nil
