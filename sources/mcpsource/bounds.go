@@ -1,11 +1,14 @@
 package mcpsource
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -23,25 +26,112 @@ const maxResponseBody = mcp.DefaultMaxEventSize
 // maxResponseBody was given up.
 var errResponseTooLarge = fmt.Errorf("the server sent a response larger than %d MiB", maxResponseBody>>20)
 
-// bound makes resp's body, unless it is an SSE stream, fail past
-// maxResponseBody and give the session up: the SDK fails the session on
-// a body it cannot read anyway, and the cause is then this, not a closed
-// connection.
+// bound makes resp's body at most maxResponseBody, or each of its events
+// when it is an SSE stream (sseBound). A JSON body past it that answers a
+// request (a POST of one message with an ID) is not read on: the SDK gets,
+// in its place, an error response to that request saying so (standIn), and
+// the session goes on, as for a stdio server's line past the bound
+// (oversized.go). Any other body past it fails and gives the session up:
+// the SDK fails the session on a body it cannot read anyway, and the cause
+// is then this, not a closed connection.
+//
+// A JSON body of unknown length is read whole before the SDK reads it
+// (which it does, whole, before it decodes it); one whose length is known
+// is passed through or stood in for at once.
 func (h *httpSession) bound(resp *http.Response) {
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+	ct := resp.Header.Get("Content-Type")
+	if strings.HasPrefix(ct, "text/event-stream") {
+		resp.Body = &sseBound{ReadCloser: resp.Body, h: h}
 		return
 	}
-	resp.Body = &boundedBody{ReadCloser: resp.Body, left: maxResponseBody, h: h}
+	b := &boundedBody{ReadCloser: resp.Body, left: maxResponseBody, h: h}
+	switch {
+	case resp.StatusCode/100 != 2 || !strings.HasPrefix(ct, "application/json"):
+		// An error status's body: the SDK reads it for its message.
+	case resp.ContentLength > maxResponseBody:
+		if stand := standIn(resp.Request, resp.ContentLength, true); stand != nil {
+			resp.Body.Close()
+			resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(stand)), int64(len(stand))
+			return
+		}
+	case resp.ContentLength < 0:
+		b.whole, b.req = true, resp.Request
+	}
+	resp.Body = b
 }
 
-// boundedBody is a body that fails past its bound.
+// standIn returns an error response to req's message, saying that its
+// answer of size bytes (at least, unless exact) was past the bound; nil
+// when req is no POST of a request with an ID.
+func standIn(req *http.Request, size int64, exact bool) []byte {
+	if req == nil || req.Method != http.MethodPost || req.GetBody == nil {
+		return nil
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return nil
+	}
+	defer body.Close()
+	data, err := io.ReadAll(io.LimitReader(body, maxResponseBody))
+	if err != nil || len(data) == 0 || data[0] == '[' {
+		return nil
+	}
+	msg, err := decodeMessage(data)
+	if r, ok := msg.(*jsonrpc.Request); err != nil || !ok || !r.IsCall() {
+		return nil
+	}
+	o := &oversized{size: size, exact: exact, msgs: []scannedMessage{{id: msgID(data)}}}
+	stand, _ := o.answers()
+	if len(stand) != 1 {
+		return nil
+	}
+	line, err := jsonrpc.EncodeMessage(stand[0])
+	if err != nil {
+		return nil
+	}
+	return line
+}
+
+// msgID returns the "id" of a JSON-RPC message, as written.
+func msgID(data []byte) []byte {
+	var m struct{ ID json.RawMessage }
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	return m.ID
+}
+
+// boundedBody is a body that fails past its bound, or, read whole first,
+// stands in for itself past it.
 type boundedBody struct {
 	io.ReadCloser
-	left int64
-	h    *httpSession
+	left  int64
+	h     *httpSession
+	whole bool          // read it whole at the first Read
+	req   *http.Request // what it answers, for a stand-in
+	data  *bytes.Reader // what was read whole, or its stand-in
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.whole {
+		b.whole = false
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(io.LimitReader(b.ReadCloser, maxResponseBody+1)); err != nil {
+			return 0, err
+		}
+		data := buf.Bytes()
+		if len(data) > maxResponseBody {
+			if data = standIn(b.req, maxResponseBody, false); data == nil {
+				b.h.lose(errResponseTooLarge)
+				return 0, errResponseTooLarge
+			}
+			b.ReadCloser.Close() // not read on
+		}
+		b.data = bytes.NewReader(data)
+	}
+	if b.data != nil {
+		return b.data.Read(p)
+	}
 	if b.left <= 0 {
 		// At the bound: the body may end here.
 		var one [1]byte
@@ -65,3 +155,43 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // (sources/internal/listing, as every source's listing is). A listing
 // that never ends (a cursor on every page) was read page after page until
 // requestTimeout, then again after reconnecting: 428 MiB held at its peak.
+
+// sseBound bounds each event of an SSE stream at maxResponseBody, in the
+// bytes of its lines as the SDK counts them: an event past it gives the
+// session up, saying so, as a body past the bound that answers no one
+// request does. (An event cannot be stood in for as a JSON body is: what
+// it answered is known only from the event's data, of which the SDK has by
+// then been handed most.) The SDK's own bound (MaxEventSize) is set above
+// this one, so that the session's cause is this.
+type sseBound struct {
+	io.ReadCloser
+	h     *httpSession
+	event int64 // bytes of the event so far
+}
+
+// sseSlack is how far past maxResponseBody the SDK's bound on an event is.
+const sseSlack = 64 << 10
+
+func (b *sseBound) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for rest := p[:n]; len(rest) > 0; {
+		j := bytes.IndexByte(rest, '\n')
+		if j < 0 {
+			b.event += int64(len(rest))
+			break
+		}
+		line := rest[:j+1]
+		rest = rest[j+1:]
+		if b.event += int64(len(line)); b.event > maxResponseBody {
+			break
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			b.event = 0 // a blank line ends the event
+		}
+	}
+	if b.event > maxResponseBody {
+		b.h.lose(errResponseTooLarge)
+		return 0, errResponseTooLarge
+	}
+	return n, err
+}

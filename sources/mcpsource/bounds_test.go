@@ -4,15 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolwire/toolwire/internal/testing/logbuf"
@@ -26,37 +27,69 @@ import (
 // sockets buffer.
 const hugeBody = maxResponseBody + 24<<20
 
+// How writeHuge answers: a JSON body of unknown length, one with its
+// Content-Length, an SSE event.
+type answer int
+
+const (
+	chunked answer = iota
+	withLength
+	sseEvent
+)
+
+func (a answer) String() string {
+	return [...]string{"a JSON body", "a JSON body with its length", "an SSE event"}[a]
+}
+
 // writeHuge answers a JSON-RPC response to id whose result holds hugeBody
-// bytes, as far as the client reads it, and adds what it wrote to sent.
-func writeHuge(w http.ResponseWriter, id json.RawMessage, sent *atomic.Int64) {
+// bytes, as far as the client reads it, and raises sent to what it wrote
+// of them, when that is more: the most of one answer.
+func writeHuge(w http.ResponseWriter, id json.RawMessage, sent *atomic.Int64, how answer) {
 	w.Header().Set("Content-Type", "application/json")
-	io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"content":[{"type":"text","text":"`)
+	head, tail := `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"content":[{"type":"text","text":"`, `"}]}}`
+	if how == sseEvent {
+		w.Header().Set("Content-Type", "text/event-stream")
+		head, tail = "data: "+head, tail+"\n\n"
+	}
+	if how == withLength {
+		w.Header().Set("Content-Length", strconv.Itoa(len(head)+hugeBody+len(tail)))
+	}
+	io.WriteString(w, head)
 	chunk := bytes.Repeat([]byte("A"), 1<<20)
-	for range hugeBody >> 20 {
+	for i := range hugeBody >> 20 {
 		if _, err := w.Write(chunk); err != nil {
 			return
 		}
-		sent.Add(1 << 20)
+		for n := int64(i+1) << 20; ; {
+			if m := sent.Load(); m >= n || sent.CompareAndSwap(m, n) {
+				break
+			}
+		}
 	}
-	io.WriteString(w, `"}]}}`)
+	io.WriteString(w, tail)
 }
 
 // TestLargeResponse: an application/json body, which the SDK reads whole,
-// is read no further than maxResponseBody; the session is given up saying
-// why.
+// is read no further than maxResponseBody; the request it answers fails
+// saying why, and the session goes on.
 func TestLargeResponse(t *testing.T) {
 	t.Run("initialize", func(t *testing.T) {
 		var sent atomic.Int64
 		done := make(chan struct{}, 10)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			defer func() { done <- struct{}{} }()
+			defer func() {
+				select {
+				case done <- struct{}{}:
+				default: // connecting again: the first answer is the test's
+				}
+			}()
 			if r.Method != http.MethodPost {
 				http.Error(w, "no", http.StatusMethodNotAllowed)
 				return
 			}
 			var msg struct{ ID json.RawMessage }
 			json.NewDecoder(r.Body).Decode(&msg)
-			writeHuge(w, msg.ID, &sent)
+			writeHuge(w, msg.ID, &sent, chunked)
 		}))
 		t.Cleanup(srv.Close)
 		g, reg := newGateway(t)
@@ -69,7 +102,7 @@ func TestLargeResponse(t *testing.T) {
 		// The server's handler ends as the client stops reading, before
 		// the client has said why: closing the gateway then could cut the
 		// attempt short unlogged (4 runs in 30).
-		waitLog(t, logs, "connecting: the server sent a response larger than 16 MiB")
+		waitLog(t, logs, `error="connecting: calling \"initialize\": its answer was larger than the 16 MiB a message may be (more than 16777216 bytes), so it was dropped"`)
 		g.Close()
 		if n := sent.Load(); n >= hugeBody {
 			t.Errorf("the client read all %d MiB of the answer", n>>20)
@@ -79,59 +112,84 @@ func TestLargeResponse(t *testing.T) {
 		}
 	})
 
-	t.Run("a call", func(t *testing.T) {
-		var sent atomic.Int64
-		done := make(chan struct{}, 1)
-		srv := testserver.New(testserver.Hooks{})
-		handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
-		web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPost {
-				body, _ := io.ReadAll(r.Body)
-				var msg struct {
-					ID     json.RawMessage
-					Method string
-					Params struct{ Name string }
+	for _, how := range []answer{chunked, withLength, sseEvent} {
+		t.Run("a call, "+how.String(), func(t *testing.T) {
+			// The call fails saying so; the session goes on, and its
+			// other calls. An SSE event past the bound gives the session
+			// up (the SDK alone read it whole, however large), and a new
+			// one serves the next call.
+			var sent atomic.Int64
+			done := make(chan struct{}, 1)
+			srv := testserver.New(testserver.Hooks{})
+			handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+			web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost {
+					body, _ := io.ReadAll(r.Body)
+					var msg struct {
+						ID     json.RawMessage
+						Method string
+						Params struct{ Name string }
+					}
+					json.Unmarshal(body, &msg)
+					if msg.Method == "tools/call" && msg.Params.Name == "image" {
+						writeHuge(w, msg.ID, &sent, how)
+						done <- struct{}{}
+						return
+					}
+					r.Body = io.NopCloser(bytes.NewReader(body))
 				}
-				json.Unmarshal(body, &msg)
-				if msg.Method == "tools/call" && msg.Params.Name == "image" {
-					writeHuge(w, msg.ID, &sent)
-					done <- struct{}{}
-					return
+				handler.ServeHTTP(w, r)
+			}))
+			t.Cleanup(func() {
+				for ss := range srv.Sessions() {
+					ss.Close()
 				}
-				r.Body = io.NopCloser(bytes.NewReader(body))
+				web.Close()
+			})
+			g, reg := newGateway(t)
+			logs := &logbuf.Buffer{}
+			g.log = slog.New(slog.NewTextHandler(logs, nil))
+			if err := g.Sync(context.Background(), []ServerConfig{{Name: "big", URL: web.URL}}); err != nil {
+				t.Fatal(err)
 			}
-			handler.ServeHTTP(w, r)
-		}))
-		t.Cleanup(func() {
-			for ss := range srv.Sessions() {
-				ss.Close()
+			snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("big_image", "big_read"))
+			r := call(t, context.Background(), snap, "big_image", `{}`, nil)
+			sourcetest.Wait(t, done, "the answer to end")
+			if n := sent.Load(); n >= hugeBody {
+				t.Errorf("the client read all %d MiB of the answer", n>>20)
 			}
-			web.Close()
+			if how == sseEvent {
+				want := `MCP server "big": the server sent a response larger than 16 MiB; the session was given up, with its calls in flight`
+				if !r.IsError || text(r) != want {
+					t.Errorf("call: %.300q; want an error result %q", text(r), want)
+				}
+				waitLog(t, logs, "the session was given up: the server sent a response larger than 16 MiB")
+				snap := sourcetest.WaitTools(t, reg, "the tools again", sourcetest.Has("big_read"))
+				if r := call(t, context.Background(), snap, "big_read", `{"text":"hi"}`, nil); r.IsError || text(r) != `{"text":"hi"}` {
+					t.Errorf("a call after it: %.300q", text(r))
+				}
+				return
+			}
+			// The size is exact when the server said it (its Content-Length).
+			size := regexp.QuoteMeta(fmt.Sprintf("(more than %d bytes)", maxResponseBody))
+			if how == withLength {
+				size = `\((\d+) bytes\)`
+			}
+			want := regexp.MustCompile(`^MCP server "big" answered the call, but its answer was larger than the 16 MiB a message may be ` + size + `, so it was dropped; the session goes on$`)
+			m := want.FindStringSubmatch(text(r))
+			if !r.IsError || m == nil {
+				t.Errorf("call: %.300q; want an error result matching %s", text(r), want)
+			} else if n, _ := strconv.Atoi(m[len(m)-1]); how == withLength && n <= hugeBody {
+				t.Errorf("the size said, %d, is not the Content-Length", n)
+			}
+			if r := call(t, context.Background(), snap, "big_read", `{"text":"hi"}`, nil); r.IsError || text(r) != `{"text":"hi"}` {
+				t.Errorf("a call after it: %.300q", text(r))
+			}
+			if _, ok := reg.Snapshot().Lookup("big_image"); !ok || strings.Contains(logs.String(), "given up") {
+				t.Errorf("the session was given up:\n%.3000s", logs)
+			}
 		})
-		g, reg := newGateway(t)
-		logs := &logbuf.Buffer{}
-		g.log = slog.New(slog.NewTextHandler(logs, nil))
-		g.set.MinBackoff, g.set.MaxBackoff = time.Minute, time.Minute // given up means gone for this test
-		if err := g.Sync(context.Background(), []ServerConfig{{Name: "big", URL: web.URL}}); err != nil {
-			t.Fatal(err)
-		}
-		snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("big_image", "big_read"))
-		r := call(t, context.Background(), snap, "big_image", `{}`, nil)
-		sourcetest.Wait(t, done, "the answer to end")
-		want := `MCP server "big": the server sent a response larger than 16 MiB; the session was given up, with its calls in flight`
-		if !r.IsError || text(r) != want {
-			t.Errorf("call: %.200q; want an error result %q", text(r), want)
-		}
-		if n := sent.Load(); n >= hugeBody {
-			t.Errorf("the client read all %d MiB of the answer", n>>20)
-		}
-		sourcetest.WaitTools(t, reg, "the tools to go", none("big_"))
-		for limit := time.Now().Add(waitLimit); !strings.Contains(logs.String(), "the session was given up: the server sent a response larger than 16 MiB"); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(limit) {
-				t.Fatalf("the log does not say why the session ended:\n%s", logs)
-			}
-		}
-	})
+	}
 }
 
 // pager is a streamable HTTP MCP server, written by hand, whose tools/list

@@ -198,6 +198,11 @@ func (s *server) transport() (wireTransport, func(), error) {
 		Endpoint: s.cfg.URL,
 		// Redirects stay within the endpoint's origin (see redirect.go).
 		HTTPClient: &http.Client{Transport: hs, CheckRedirect: sameOriginRedirect},
+		// An SSE event is bounded (by hs, sseBound) as a JSON answer is;
+		// the SDK's bound is only a backstop above it. The SDK's zero, said
+		// to select mcp.DefaultMaxEventSize, leaves events unbounded
+		// (go-sdk v1.8.0): a server's 17 MiB event was read whole.
+		MaxEventSize: maxResponseBody + sseSlack,
 		// Retries stay on (the SDK's default, 5): they are how streams are
 		// resumed. hs gives the session up as soon as the server is gone,
 		// before the SDK's retries would (see resume.go).

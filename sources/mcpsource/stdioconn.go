@@ -31,14 +31,16 @@ import (
 // call.
 //
 // Each line is a message or a batch of them, at most maxResponseBody (16
-// MiB, the SDK's own bound); a message pretty-printed over several lines
+// MiB, the SDK's own bound); a line past it is read to its end unkept, the
+// calls it answered failing saying so and the session going on
+// (oversized); a message pretty-printed over several lines
 // is read too, as the SDK reads it, though a line that is a message alone
 // is one, whatever came before it. A line that is no JSON-RPC message
 // (most often a server's logs, which belong on stderr) is logged as the
 // server's stderr is and skipped, as the official TypeScript and Python
 // clients skip it, where the SDK ended the session on it, so that a server
-// those clients run runs here. A line past the bound ends the session,
-// saying so (lostCause), as does a failed read. Close closes the process
+// those clients run runs here. A message pretty-printed past the bound
+// ends the session, saying so (lostCause), as does a failed read. Close closes the process
 // (stdin first, as MCP says), which closes its stdout once it has exited,
 // ending a Read under way.
 type stdioConn struct {
@@ -48,6 +50,7 @@ type stdioConn struct {
 	line  []byte            // the line being read, when it is longer than r's buffer
 	again []byte            // a line to read again alone, after a value it did not go on
 	queue []jsonrpc.Message // the rest of a batch
+	over  *oversized        // the line past the bound just read
 
 	wsem  chan struct{} // one Write at a time (capacity 1), waited for as long as its context lets it
 	grace time.Duration // how long a message begun may take to finish once its context has ended
@@ -69,13 +72,13 @@ var errLineTooLong = errResponseTooLarge
 
 // readLine returns the next line without its newline, or what is left at
 // the end of the stream; at most maxResponseBody bytes, past which it is
-// errLineTooLong. The line is valid until the next call.
+// errOversized. The line is valid until the next call.
 func (c *stdioConn) readLine() ([]byte, error) {
 	c.line = c.line[:0]
 	for {
 		frag, err := c.r.ReadSlice('\n')
 		if len(c.line)+len(frag) > maxResponseBody {
-			return nil, errLineTooLong
+			return nil, c.readOversized(frag, err)
 		}
 		if err == bufio.ErrBufferFull {
 			c.line = append(c.line, frag...)
@@ -90,6 +93,46 @@ func (c *stdioConn) readLine() ([]byte, error) {
 		}
 		return bytes.TrimSuffix(frag, []byte("\n")), err
 	}
+}
+
+// errOversized is readLine's when the line was past maxResponseBody: it
+// was read to its end and scanned (c.over), not kept.
+var errOversized = errors.New("a line past the bound, scanned")
+
+// readOversized reads the rest of a line past maxResponseBody, of which
+// c.line and frag (with err, ReadSlice's) were read, through a scan that
+// keeps what identifies its messages (c.over), and returns errOversized,
+// or the error that ended reading first. A server that writes a line
+// without end is a server that answers nothing: its calls end by their
+// deadlines and the liveness check gives it up (alive.go).
+func (c *stdioConn) readOversized(frag []byte, err error) error {
+	o := &oversized{exact: true}
+	o.Write(c.line)
+	for {
+		o.Write(frag)
+		if err != bufio.ErrBufferFull {
+			break
+		}
+		frag, err = c.r.ReadSlice('\n')
+	}
+	if cap(c.line) > 1<<20 {
+		c.line = nil // not kept for the lines after it
+	}
+	if err != nil && (err != io.EOF || o.size == 0) {
+		return err
+	}
+	c.over = o
+	return errOversized
+}
+
+// dropOversized logs the oversized line just read and returns the
+// stand-ins for the answers it held (see oversized).
+func (c *stdioConn) dropOversized() []jsonrpc.Message {
+	o := c.over
+	c.over = nil
+	stand, dropped := o.answers()
+	c.log.Warn("MCP server sent a message past the bound; dropped", "bytes", o.size, "bound_bytes", maxResponseBody, "answers_failed", len(stand), "messages_dropped", dropped)
+	return stand
 }
 
 func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
@@ -109,7 +152,13 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		c.again = nil
 		if line == nil {
 			var err error
-			if line, err = c.readLine(); err != nil {
+			if line, err = c.readLine(); err == errOversized {
+				if stand := c.dropOversized(); len(stand) > 0 {
+					c.queue = stand[1:]
+					return stand[0], nil
+				}
+				continue
+			} else if err != nil {
 				return nil, c.readFailed(err)
 			}
 		}
@@ -199,6 +248,10 @@ func (v *valueLines) Read(p []byte) (int, error) {
 			return 0, errValueEnded
 		}
 		line, err := v.c.readLine()
+		if err == errOversized {
+			v.c.over = nil
+			err = errLineTooLong // the value is past the bound too
+		}
 		if err != nil {
 			v.err = err
 			return 0, errValueEnded

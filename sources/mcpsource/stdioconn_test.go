@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolwire/toolwire/internal/testing/logbuf"
 	"github.com/toolwire/toolwire/sources/internal/sourcetest"
+	"github.com/toolwire/toolwire/tools"
 )
 
 // pipeConn returns a stdioConn reading what the test writes to w, and
@@ -130,16 +133,44 @@ func TestStdioConnSkips(t *testing.T) {
 		})
 	}
 	t.Run("too long", func(t *testing.T) {
-		c, w, _ := pipeConn(t)
+		// A line past the bound is read to its end and dropped; what it
+		// answered fails, and the lines after it are read.
+		huge := strings.Repeat("x", maxResponseBody)
+		c, w, logs := pipeConn(t)
 		go func() {
-			io.WriteString(w, `{"jsonrpc":"2.0","method":"`+strings.Repeat("x", maxResponseBody)+`"}`+"\n")
+			io.WriteString(w, `{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"`+huge+`"}}`+"\n")
+			io.WriteString(w, `{"result":{"content":[{"type":"text","text":"`+huge+`"}],"id":"not this"},"jsonrpc":"2.0","id":7}`+"\n")
+			io.WriteString(w, `[{"jsonrpc":"2.0","id":"a\"b","result":{"id":1,"text":"`+huge+`"}},{"jsonrpc":"2.0","id":9,"error":{"code":1,"message":"m"}},{"jsonrpc":"2.0","id":3,"method":"roots/list"}]`+"\n")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":8,"result":{}}`+"\n")
 			w.Close()
 		}()
-		if _, err := c.Read(context.Background()); !errors.Is(err, errResponseTooLarge) {
-			t.Errorf("Read: %v; want %v", err, errResponseTooLarge)
+		for _, want := range []any{int64(7), `a"b`, int64(9)} {
+			m, err := c.Read(context.Background())
+			r, ok := m.(*jsonrpc.Response)
+			if err != nil || !ok || r.ID.Raw() != want || r.Error == nil {
+				t.Fatalf("Read: %#v, %v; want an error response to %v", m, err, want)
+			}
+			var werr *jsonrpc.Error
+			if !errors.As(r.Error, &werr) || werr.Code != codeAnswerTooLarge || !strings.Contains(werr.Message, "larger than the 16 MiB a message may be") {
+				t.Errorf("response to %v: %v; want code %d saying it was too large", want, r.Error, codeAnswerTooLarge)
+			}
 		}
-		if err := c.lostCause(); !errors.Is(err, errResponseTooLarge) {
-			t.Errorf("lostCause: %v; want %v", err, errResponseTooLarge)
+		if m, err := c.Read(context.Background()); err != nil || m.(*jsonrpc.Response).ID.Raw() != int64(8) {
+			t.Errorf("after the long lines: %#v, %v; want the response to 8", m, err)
+		}
+		if _, err := c.Read(context.Background()); err != io.EOF {
+			t.Errorf("at the end: %v; want EOF", err)
+		}
+		if err := c.lostCause(); err != nil {
+			t.Errorf("lostCause: %v; want none", err)
+		}
+		for _, want := range []string{"answers_failed=0 messages_dropped=1", "answers_failed=1 messages_dropped=0", "answers_failed=2 messages_dropped=1"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the log does not say %q:\n%.2000s", want, logs)
+			}
+		}
+		if cap(c.line) > 1<<20 {
+			t.Errorf("the reader keeps a %d-byte buffer after the long lines", cap(c.line))
 		}
 	})
 	t.Run("too long over lines", func(t *testing.T) {
@@ -244,20 +275,47 @@ func TestStdioOutputUnreadable(t *testing.T) {
 		}
 	})
 	t.Run("a message past the bound", func(t *testing.T) {
+		// The call it answered fails saying so; the notification is
+		// dropped; a call in flight beside them, the session and the
+		// process go on.
 		g, reg := newGateway(t)
 		logs := &logbuf.Buffer{}
 		g.log = slog.New(slog.NewTextHandler(logs, nil))
-		g.set.MinBackoff, g.set.MaxBackoff = time.Minute, time.Minute // given up means gone for this test
-		if err := g.Sync(context.Background(), []ServerConfig{{Name: "h", Command: stdioServer, Env: map[string]string{"TESTSERVER_HUGE_TOOL": "1"}}}); err != nil {
+		release := filepath.Join(t.TempDir(), "release")
+		mark := t.Name()
+		if err := g.Sync(context.Background(), []ServerConfig{{Name: "h", Command: stdioServer, Env: map[string]string{
+			"TESTSERVER_HUGE_TOOL": "1", "TESTSERVER_RELEASEFILE": release, "TOOLWIRE_TEST_MARK": mark,
+		}}}); err != nil {
 			t.Fatal(err)
 		}
 		snap := sourcetest.WaitTools(t, reg, "the tools", sourcetest.Has("h_huge"))
+		pid := markedProcess(t, mark, 0)
+		waited := make(chan *tools.Result, 1)
+		go func() { waited <- call(t, context.Background(), snap, "h_wait", `{}`, nil) }()
 		r := call(t, context.Background(), snap, "h_huge", `{}`, nil)
-		want := `MCP server "h": the server sent a response larger than 16 MiB; the session was given up, with its calls in flight`
-		if !r.IsError || text(r) != want {
-			t.Errorf("call: %.200q; want an error result %q", text(r), want)
+		want := `MCP server "h" answered the call, but its answer was larger than the 16 MiB a message may be (`
+		if !r.IsError || !strings.HasPrefix(text(r), want) || !strings.HasSuffix(text(r), " bytes), so it was dropped; the session goes on") {
+			t.Errorf("call: %.300q; want an error result beginning %q", text(r), want)
 		}
-		waitLog(t, logs, "the session was given up: the server sent a response larger than 16 MiB")
+		if r := call(t, context.Background(), snap, "h_huge_note", `{}`, nil); r.IsError {
+			t.Errorf("a call whose notification was past the bound: %.300q; want its result", text(r))
+		}
+		if err := os.WriteFile(release, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r := <-waited; r.IsError || text(r) != "released" {
+			t.Errorf("the call in flight beside them: %.300q; want released", text(r))
+		}
+		if r := call(t, context.Background(), snap, "h_read", `{"text":"hi"}`, nil); r.IsError || text(r) != `{"text":"hi"}` {
+			t.Errorf("a call after them: %.300q", text(r))
+		}
+		if !alive(pid) || markedProcess(t, mark, 0) != pid {
+			t.Errorf("the server's process %d was replaced", pid)
+		}
+		waitLog(t, logs, "MCP server sent a message past the bound; dropped")
+		if strings.Contains(logs.String(), "given up") {
+			t.Errorf("the session was given up:\n%.3000s", logs)
+		}
 	})
 }
 
@@ -305,5 +363,40 @@ func TestPrettyPrintedCost(t *testing.T) {
 	t.Logf("%d bytes allocated to read a message of %d bytes over %d lines", alloc, len(pretty), bytes.Count(pretty, []byte("\n"))+1)
 	if alloc > uint64(64*len(pretty)) {
 		t.Errorf("%d bytes allocated to read a message of %d bytes; want at most 64 times its size", alloc, len(pretty))
+	}
+}
+
+// TestTypeScriptAnswerPastTheBound: a stdio server on the official
+// TypeScript SDK (testdata/everything/huge.mjs, on server-everything's copy
+// of it), which writes a response's id after its result, answers a call
+// with 17 MiB of text: that call fails saying its answer was too large,
+// found by the ID at the end of the line, and the same process answers the
+// next call. (server-everything's echo cannot send it: given a 17 MiB
+// request it exits, having answered nothing; 9 MiB it echoes.)
+func TestTypeScriptAnswerPastTheBound(t *testing.T) {
+	t.Parallel()
+	script, err := filepath.Abs("testdata/everything/huge.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	everything(t) // node, and the SDK installed with server-everything
+	g, reg := newGateway(t)
+	mark := filepath.Base(t.TempDir())
+	if err := g.Sync(context.Background(), []ServerConfig{{Name: "ts", Command: "node", Args: []string{script},
+		Env: map[string]string{"TOOLWIRE_TEST_MARK": mark}}}); err != nil {
+		t.Fatal(err)
+	}
+	snap := sourcetest.WaitTools(t, reg, "the TypeScript server's tools", sourcetest.Has("ts_huge", "ts_echo"))
+	pid := markedProcess(t, mark, 0)
+	r := call(t, context.Background(), snap, "ts_huge", `{}`, nil)
+	want := regexp.MustCompile(`^MCP server "ts" answered the call, but its answer was larger than the 16 MiB a message may be \(\d+ bytes\), so it was dropped; the session goes on$`)
+	if !r.IsError || !want.MatchString(text(r)) {
+		t.Errorf("call: %.300q; want an error result matching %s", text(r), want)
+	}
+	if r := call(t, context.Background(), snap, "ts_echo", `{"message":"after"}`, nil); r.IsError || text(r) != "after" {
+		t.Errorf("the next call: %.300q", text(r))
+	}
+	if markedProcess(t, mark, 0) != pid {
+		t.Errorf("the server's process %d was replaced", pid)
 	}
 }

@@ -17,7 +17,8 @@
 // Misbehaviours, for the tests of what the gateway says of them: with
 // TESTSERVER_BANNER set it first writes a line of text to stdout, as
 // servers that log there do (the variable's value, unless it is "1"); with TESTSERVER_HUGE_TOOL set it offers the
-// tool "huge", which writes a 17 MiB notification to stdout; with
+// tools "huge", whose result is 17 MiB of text, and "huge_note", which
+// writes a 17 MiB notification to stdout before its result; with
 // TESTSERVER_NUMBERS_TOOL set it offers the tool "numbers", whose
 // structured content is the variable's value, as written.
 //
@@ -81,7 +82,11 @@ func main() {
 	}
 	srv := testserver.New(hooks)
 	if os.Getenv("TESTSERVER_HUGE_TOOL") != "" {
-		mcp.AddTool(srv, &mcp.Tool{Name: "huge", Description: "Writes a 17 MiB notification."},
+		mcp.AddTool(srv, &mcp.Tool{Name: "huge", Description: "Returns 17 MiB of text."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("x", 17<<20)}}}, nil, nil
+			})
+		mcp.AddTool(srv, &mcp.Tool{Name: "huge_note", Description: "Writes a 17 MiB notification."},
 			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
 				// Written before the result, so it does not interleave with the SDK's writes.
 				fmt.Printf(`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%s"}}`+"\n", strings.Repeat("x", 17<<20))

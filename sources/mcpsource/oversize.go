@@ -1,0 +1,204 @@
+package mcpsource
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// A stdio server's line past maxResponseBody is read to its end without
+// being kept, and what the gateway must know of it is picked out on the
+// way: the ID of each response it holds, so that the call it answers
+// fails saying why while the session goes on. One oversized answer (a
+// tool's 40 MiB result) used to end the session, and with it every other
+// call in flight.
+
+// codeAnswerTooLarge is the JSON-RPC code of the error that stands in for
+// an answer past maxResponseBody. In the range JSON-RPC leaves to
+// implementations; the gateway's results say what it means.
+const codeAnswerTooLarge = -32097
+
+// oversized scans a JSON-RPC line fed to it in pieces, keeping only what
+// identifies its messages: a message (the line's object, or each object
+// of the line's batch) is a response when it has an "id" and no "method".
+// It tracks strings, escapes and nesting, so an "id" in a message's params
+// or result is not taken for the message's own.
+type oversized struct {
+	size   int64
+	exact  bool // size is the line's; else it is what was read of it
+	depth  int  // of containers open
+	batch  bool // the line began with '['
+	inStr  bool
+	esc    bool
+	msgs   []scannedMessage
+	cur    *scannedMessage // the message being read, when depth is at or below its own
+	key    []byte          // the message's key being read (its first bytes), when keying
+	keying bool            // the string being read is a key of the message
+	expect bool            // a key of the message may begin
+	field  string          // the message's key whose value comes next, when it is kept
+	value  []byte          // the id's value so far
+	taking bool            // reading the id's value
+}
+
+// scannedMessage is what is known of a message in an oversized line.
+type scannedMessage struct {
+	id     []byte // its "id" as written (at most maxIDBytes), or nil
+	method bool   // it has a "method": a request or a notification
+	bad    bool   // its id is longer than any the gateway sends
+}
+
+// maxIDBytes bounds an id kept: the gateway's own are short numbers.
+const maxIDBytes = 256
+
+// msgDepth is the depth at which the line's messages' keys are.
+func (o *oversized) msgDepth() int {
+	if o.batch {
+		return 2
+	}
+	return 1
+}
+
+func (o *oversized) Write(p []byte) (int, error) {
+	o.size += int64(len(p))
+	for i := 0; i < len(p); i++ {
+		b := p[i]
+		if o.inStr {
+			if o.esc {
+				o.esc = false
+				o.keep(b)
+				continue
+			}
+			if !o.keying && !o.taking {
+				// The long part of a line is in strings: skip to the next
+				// quote or backslash at once.
+				j := bytes.IndexAny(p[i:], `"\`)
+				if j < 0 {
+					break
+				}
+				i += j
+				b = p[i]
+			}
+			switch b {
+			case '\\':
+				o.esc = true
+				o.keep(b)
+			case '"':
+				o.inStr = false
+				if o.keying {
+					o.keying = false
+					o.field = string(o.key)
+				} else {
+					o.keep(b)
+				}
+			default:
+				o.keep(b)
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			o.inStr = true
+			if o.expect && o.depth == o.msgDepth() && o.cur != nil {
+				o.expect, o.keying, o.key = false, true, o.key[:0]
+			} else {
+				o.keep(b)
+			}
+		case ':':
+			if o.depth != o.msgDepth() || o.cur == nil {
+				o.keep(b)
+				continue
+			}
+			switch o.field {
+			case "id":
+				o.taking, o.value = true, o.value[:0]
+			case "method":
+				o.cur.method = true
+			}
+			o.field = ""
+		case ',':
+			if o.depth != o.msgDepth() || o.cur == nil {
+				o.keep(b)
+				continue
+			}
+			o.endValue()
+			o.expect = true
+		case '{', '[':
+			o.keep(b)
+			o.depth++
+			switch {
+			case o.depth == 1 && b == '[':
+				o.batch = true
+			case o.depth == o.msgDepth() && b == '{':
+				o.msgs = append(o.msgs, scannedMessage{})
+				o.cur, o.expect = &o.msgs[len(o.msgs)-1], true
+			}
+		case '}', ']':
+			if o.depth == o.msgDepth() && o.cur != nil {
+				o.endValue()
+				o.cur, o.expect = nil, false
+			} else {
+				o.keep(b)
+			}
+			o.depth--
+		case ' ', '\t', '\r', '\n':
+		default:
+			o.keep(b)
+		}
+	}
+	return len(p), nil
+}
+
+// keep adds b to the key or the id being read.
+func (o *oversized) keep(b byte) {
+	switch {
+	case o.keying:
+		if len(o.key) <= len("method") { // one more: a longer key is none of these
+			o.key = append(o.key, b)
+		}
+	case o.taking:
+		if len(o.value) < maxIDBytes {
+			o.value = append(o.value, b)
+		} else {
+			o.cur.bad = true
+		}
+	}
+}
+
+// endValue ends the id's value, if it was being read.
+func (o *oversized) endValue() {
+	if o.taking {
+		o.taking = false
+		o.cur.id = append([]byte(nil), o.value...)
+	}
+}
+
+// answers returns, for each response the line held, a stand-in error
+// response to its ID, saying how large the line was; and how many
+// messages were no response (requests and notifications from the server,
+// or what could not be read as a message), dropped.
+func (o *oversized) answers() (stand []jsonrpc.Message, dropped int) {
+	size := fmt.Sprintf("%d bytes", o.size)
+	if !o.exact {
+		size = "more than " + size
+	}
+	msg, _ := json.Marshal(fmt.Sprintf("its answer was larger than the %d MiB a message may be (%s), so it was dropped", maxResponseBody>>20, size))
+	for _, m := range o.msgs {
+		if m.method || m.id == nil || m.bad || bytes.Equal(m.id, []byte("null")) {
+			dropped++
+			continue
+		}
+		line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, m.id, codeAnswerTooLarge, msg)
+		r, err := decodeMessage(line)
+		if err != nil { // an id that is no JSON-RPC ID
+			dropped++
+			continue
+		}
+		stand = append(stand, r)
+	}
+	if len(o.msgs) == 0 {
+		dropped = 1
+	}
+	return stand, dropped
+}
