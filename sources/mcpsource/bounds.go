@@ -150,12 +150,6 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// A server's tools/list is bounded in tools, in the bytes of what is kept
-// of them, and in pages; a cursor seen before ends it too
-// (sources/internal/listing, as every source's listing is). A listing
-// that never ends (a cursor on every page) was read page after page until
-// requestTimeout, then again after reconnecting: 428 MiB held at its peak.
-
 // sseBound bounds each event of an SSE stream at maxResponseBody, in the
 // bytes of its lines as the SDK counts them: an event past it gives the
 // session up, saying so, as a body past the bound that answers no one
@@ -195,3 +189,9 @@ func (b *sseBound) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// A server's tools/list is bounded in tools, in the bytes of what is kept
+// of them, and in pages; a cursor seen before ends it too
+// (sources/internal/listing, as every source's listing is). A listing
+// that never ends (a cursor on every page) was read page after page until
+// requestTimeout, then again after reconnecting: 428 MiB held at its peak.

@@ -40,9 +40,9 @@ import (
 // server's stderr is and skipped, as the official TypeScript and Python
 // clients skip it, where the SDK ended the session on it, so that a server
 // those clients run runs here. A message pretty-printed past the bound
-// ends the session, saying so (lostCause), as does a failed read. Close closes the process
-// (stdin first, as MCP says), which closes its stdout once it has exited,
-// ending a Read under way.
+// ends the session, saying so (lostCause), as does a failed read. Close
+// closes the process (stdin first, as MCP says), which closes its stdout
+// once it has exited, ending a Read under way.
 type stdioConn struct {
 	p     *process
 	log   *slog.Logger
@@ -118,7 +118,7 @@ func (c *stdioConn) readOversized(frag []byte, err error) error {
 	if cap(c.line) > 1<<20 {
 		c.line = nil // not kept for the lines after it
 	}
-	if err != nil && (err != io.EOF || o.size == 0) {
+	if err != nil && err != io.EOF { // at EOF, the line ended unended
 		return err
 	}
 	c.over = o
