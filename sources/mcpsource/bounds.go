@@ -2,7 +2,6 @@ package mcpsource
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,28 +76,15 @@ func standIn(req *http.Request, size int64, exact bool) []byte {
 		return nil
 	}
 	msg, err := decodeMessage(data)
-	if r, ok := msg.(*jsonrpc.Request); err != nil || !ok || !r.IsCall() {
+	r, ok := msg.(*jsonrpc.Request)
+	if err != nil || !ok || !r.IsCall() {
 		return nil
 	}
-	o := &oversized{size: size, exact: exact, msgs: []scannedMessage{{id: msgID(data)}}}
-	stand, _ := o.answers()
-	if len(stand) != 1 {
-		return nil
-	}
-	line, err := jsonrpc.EncodeMessage(stand[0])
+	line, err := jsonrpc.EncodeMessage(tooLarge(r.ID, size, exact))
 	if err != nil {
 		return nil
 	}
 	return line
-}
-
-// msgID returns the "id" of a JSON-RPC message, as written.
-func msgID(data []byte) []byte {
-	var m struct{ ID json.RawMessage }
-	if json.Unmarshal(data, &m) != nil {
-		return nil
-	}
-	return m.ID
 }
 
 // boundedBody is a body that fails past its bound, or, read whole first,

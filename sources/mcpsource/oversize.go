@@ -12,7 +12,7 @@ import (
 // being kept, and what the gateway must know of it is picked out on the
 // way: the ID of each response it holds, so that the call it answers
 // fails saying why while the session goes on. One oversized answer (a
-// tool's 40 MiB result) used to end the session, and with it every other
+// tool's 17 MiB result) used to end the session, and with it every other
 // call in flight.
 
 // codeAnswerTooLarge is the JSON-RPC code of the error that stands in for
@@ -27,7 +27,6 @@ const codeAnswerTooLarge = -32097
 // or result is not taken for the message's own.
 type oversized struct {
 	size   int64
-	exact  bool // size is the line's; else it is what was read of it
 	depth  int  // of containers open
 	batch  bool // the line began with '['
 	inStr  bool
@@ -37,10 +36,19 @@ type oversized struct {
 	key    []byte          // the message's key being read (its first bytes), when keying
 	keying bool            // the string being read is a key of the message
 	expect bool            // a key of the message may begin
-	field  string          // the message's key whose value comes next, when it is kept
+	field  msgField        // the message's key whose value comes next
 	value  []byte          // the id's value so far
 	taking bool            // reading the id's value
 }
+
+// msgField is a key of a message that the scan keeps.
+type msgField uint8
+
+const (
+	otherField msgField = iota
+	idField
+	methodField
+)
 
 // scannedMessage is what is known of a message in an oversized line.
 type scannedMessage struct {
@@ -88,7 +96,14 @@ func (o *oversized) Write(p []byte) (int, error) {
 				o.inStr = false
 				if o.keying {
 					o.keying = false
-					o.field = string(o.key)
+					switch string(o.key) { // no copy: compared, not kept
+					case "id":
+						o.field = idField
+					case "method":
+						o.field = methodField
+					default:
+						o.field = otherField
+					}
 				} else {
 					o.keep(b)
 				}
@@ -111,12 +126,12 @@ func (o *oversized) Write(p []byte) (int, error) {
 				continue
 			}
 			switch o.field {
-			case "id":
+			case idField:
 				o.taking, o.value = true, o.value[:0]
-			case "method":
+			case methodField:
 				o.cur.method = true
 			}
-			o.field = ""
+			o.field = otherField
 		case ',':
 			if o.depth != o.msgDepth() || o.cur == nil {
 				o.keep(b)
@@ -175,30 +190,38 @@ func (o *oversized) endValue() {
 }
 
 // answers returns, for each response the line held, a stand-in error
-// response to its ID, saying how large the line was; and how many
-// messages were no response (requests and notifications from the server,
-// or what could not be read as a message), dropped.
+// response to its ID (tooLarge), and how many messages were no response
+// (requests and notifications from the server, or what could not be read
+// as a message), dropped.
 func (o *oversized) answers() (stand []jsonrpc.Message, dropped int) {
-	size := fmt.Sprintf("%d bytes", o.size)
-	if !o.exact {
-		size = "more than " + size
-	}
-	msg, _ := json.Marshal(fmt.Sprintf("its answer was larger than the %d MiB a message may be (%s), so it was dropped", maxResponseBody>>20, size))
 	for _, m := range o.msgs {
-		if m.method || m.id == nil || m.bad || bytes.Equal(m.id, []byte("null")) {
+		var raw any
+		if m.method || m.id == nil || m.bad || json.Unmarshal(m.id, &raw) != nil || raw == nil {
 			dropped++
 			continue
 		}
-		line := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, m.id, codeAnswerTooLarge, msg)
-		r, err := decodeMessage(line)
+		id, err := jsonrpc.MakeID(raw)
 		if err != nil { // an id that is no JSON-RPC ID
 			dropped++
 			continue
 		}
-		stand = append(stand, r)
+		stand = append(stand, tooLarge(id, o.size, true))
 	}
 	if len(o.msgs) == 0 {
 		dropped = 1
 	}
 	return stand, dropped
+}
+
+// tooLarge is the error response that stands in for the answer to id,
+// of size bytes (at least, unless exact), past maxResponseBody.
+func tooLarge(id jsonrpc.ID, size int64, exact bool) *jsonrpc.Response {
+	n := fmt.Sprintf("%d bytes", size)
+	if !exact {
+		n = "more than " + n
+	}
+	return &jsonrpc.Response{ID: id, Error: &jsonrpc.Error{
+		Code:    codeAnswerTooLarge,
+		Message: fmt.Sprintf("its answer was larger than the %d MiB a message may be (%s), so it was dropped", maxResponseBody>>20, n),
+	}}
 }

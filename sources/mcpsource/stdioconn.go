@@ -106,7 +106,7 @@ var errOversized = errors.New("a line past the bound, scanned")
 // without end is a server that answers nothing: its calls end by their
 // deadlines and the liveness check gives it up (alive.go).
 func (c *stdioConn) readOversized(frag []byte, err error) error {
-	o := &oversized{exact: true}
+	o := &oversized{}
 	o.Write(c.line)
 	for {
 		o.Write(frag)
