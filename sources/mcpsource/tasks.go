@@ -297,11 +297,14 @@ func (s *server) failed(ctx context.Context, hs *httpSession, r *rpc, err error)
 	// A session given up ends its requests in flight, which the SDK may
 	// report as its transport's rejection: the cause comes first.
 	var werr *jsonrpc.Error
-	if cause == nil && errors.As(err, &werr) && werr.Code == codeAnswerTooLarge {
-		return tools.Errorf("MCP server %q answered the call, but %s; the session goes on", s.cfg.Name, werr.Message), nil
-	}
-	if cause == nil && errors.As(err, &werr) && werr.Code != codeClientClosing && werr.Code != codeServerClosing {
-		return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
+	if cause == nil && errors.As(err, &werr) {
+		switch werr.Code {
+		case codeClientClosing, codeServerClosing: // the connection's, below
+		case codeAnswerTooLarge: // its stand-in (oversize.go)
+			return tools.Errorf("MCP server %q answered the call, but %s; the session goes on", s.cfg.Name, werr.Message), nil
+		default:
+			return tools.Errorf("MCP server %q failed the call: %s", s.cfg.Name, werr.Message), nil
+		}
 	}
 	if cause != nil {
 		if errors.Is(cause, errResponseTooLarge) {
