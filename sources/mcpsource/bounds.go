@@ -26,13 +26,14 @@ const maxResponseBody = mcp.DefaultMaxEventSize
 var errResponseTooLarge = fmt.Errorf("the server sent a response larger than %d MiB", maxResponseBody>>20)
 
 // bound makes resp's body at most maxResponseBody, or each of its events
-// when it is an SSE stream (sseBound). A JSON body past it that answers a
-// request (a POST of one message with an ID) is not read on: the SDK gets,
-// in its place, an error response to that request saying so (standIn), and
-// the session goes on, as for a stdio server's line past the bound
-// (oversized.go). Any other body past it fails and gives the session up:
-// the SDK fails the session on a body it cannot read anyway, and the cause
-// is then this, not a closed connection.
+// when it is an SSE stream (sseBound, which stands in for the answers an
+// event past it held). A JSON body past it that answers a request (a POST
+// of one message with an ID) is not read on: the SDK gets, in its place,
+// an error response to that request saying so (standIn), and the session
+// goes on, as for a stdio server's line past the bound (oversized.go). Any
+// other JSON body past it fails and gives the session up: the SDK fails
+// the session on a body it cannot read anyway, and the cause is then this,
+// not a closed connection.
 //
 // A JSON body of unknown length is read whole before the SDK reads it
 // (which it does, whole, before it decodes it); one whose length is known
@@ -40,7 +41,7 @@ var errResponseTooLarge = fmt.Errorf("the server sent a response larger than %d 
 func (h *httpSession) bound(resp *http.Response) {
 	ct := resp.Header.Get("Content-Type")
 	if strings.HasPrefix(ct, "text/event-stream") {
-		resp.Body = &sseBound{ReadCloser: resp.Body, h: h}
+		resp.Body = &sseBound{ReadCloser: resp.Body, h: h, max: maxResponseBody}
 		return
 	}
 	b := &boundedBody{ReadCloser: resp.Body, left: maxResponseBody, h: h}
@@ -137,43 +138,235 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 }
 
 // sseBound bounds each event of an SSE stream at maxResponseBody, in the
-// bytes of its lines as the SDK counts them: an event past it gives the
-// session up, saying so, as a body past the bound that answers no one
-// request does. (An event cannot be stood in for as a JSON body is: what
-// it answered is known only from the event's data, of which the SDK has by
-// then been handed most.) The SDK's own bound (MaxEventSize) is set above
-// this one, so that the session's cause is this.
+// bytes of its lines as the SDK counts them. An event past it is cut there
+// for the SDK and named so that the SDK skips it (sseDropped); the rest of
+// it is read unkept. Its data is scanned as it passes (oversized), from
+// the event's start, so that once the event ends each response it held
+// gets a stand-in (tooLarge), an event of its own: the call it answers
+// fails saying why, and the session goes on, as for a stdio server's line
+// past the bound. The SDK's own bound (MaxEventSize) is set above this
+// one, so that the cut comes first.
 type sseBound struct {
 	io.ReadCloser
-	h     *httpSession
-	event int64 // bytes of the event so far
+	h       *httpSession
+	max     int64     // maxResponseBody
+	event   int64     // bytes of the event so far
+	line    sseLine   // the line being read
+	scan    oversized // the event's data, as one JSON text
+	data    bool      // the event has had a data line
+	named   bool      // the event is named other than "message": no message to the SDK
+	cut     bool      // the event went past the bound: what is left of it is dropped
+	id      []byte    // the event's id field, once cut
+	out     []byte    // what to hand the SDK before reading on: the cut's end, stand-ins
+	pending []byte    // read and not yet taken, after a cut
+	err     error     // the body's, once what was read before it is handed on
 }
 
-// sseSlack is how far past maxResponseBody the SDK's bound on an event is.
+// sseDropped names the cut part of an event past the bound; the SDK skips
+// events named other than "message".
+const sseDropped = "toolwire-dropped-past-the-bound"
+
+// sseSlack is how far past maxResponseBody the SDK's bound on an event
+// is: room for the cut's end.
 const sseSlack = 64 << 10
 
+// sseLine is what is known of the line being read.
+type sseLine struct {
+	n     int      // its bytes so far, not counting '\r'
+	field [8]byte  // its first bytes, up to its colon: its field
+	kind  lineKind // once its colon is read
+	space bool     // the byte after the colon is next: a space there is skipped
+	name  []byte   // an event line's value so far (its first bytes)
+}
+
+var newline = []byte{'\n'}
+
+type lineKind uint8
+
+const (
+	fieldName lineKind = iota // the colon is not read yet
+	dataLine
+	idLine
+	eventLine
+	otherLine
+)
+
 func (b *sseBound) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	for rest := p[:n]; len(rest) > 0; {
-		j := bytes.IndexByte(rest, '\n')
-		if j < 0 {
-			b.event += int64(len(rest))
-			break
+	for {
+		if len(b.out) > 0 {
+			n := copy(p, b.out)
+			b.out = b.out[n:]
+			return n, nil
 		}
-		line := rest[:j+1]
-		rest = rest[j+1:]
-		if b.event += int64(len(line)); b.event > maxResponseBody {
-			break
+		if len(b.pending) > 0 {
+			q := b.pending[:min(len(b.pending), len(p))]
+			pass, used := b.take(q)
+			copy(p, q[:pass])
+			b.pending = b.pending[used:]
+			if pass > 0 {
+				return pass, nil
+			}
+			continue
 		}
-		if len(bytes.TrimRight(line, "\r\n")) == 0 {
-			b.event = 0 // a blank line ends the event
+		if b.err != nil {
+			if b.cut { // the stream ended within the event
+				b.drop()
+				continue
+			}
+			return 0, b.err
+		}
+		n, err := b.ReadCloser.Read(p)
+		b.err = err
+		pass, used := b.take(p[:n])
+		b.pending = append(b.pending[:0], p[used:n]...)
+		if pass > 0 {
+			return pass, nil
 		}
 	}
-	if b.event > maxResponseBody {
-		b.h.lose(errResponseTooLarge)
-		return 0, errResponseTooLarge
+}
+
+// take reads q on from its start, to the end of q or the first point at
+// which something must be handed the SDK before the rest (in out): the
+// event's cut, or stand-ins for the event dropped. q[:pass] go to the SDK
+// as they are; q[:used] are taken.
+func (b *sseBound) take(q []byte) (pass, used int) {
+	for used < len(q) {
+		seg := q[used:]
+		if j := bytes.IndexByte(seg, '\n'); j >= 0 {
+			seg = seg[:j+1]
+		}
+		if !b.cut && b.event+int64(len(seg)) > b.max {
+			seg = seg[:b.max-b.event]
+			b.lineBytes(seg)
+			b.event += int64(len(seg))
+			used += len(seg)
+			b.cutHere()
+			return used, used
+		}
+		b.event += int64(len(seg))
+		used += len(seg)
+		if !b.cut {
+			pass = used
+		}
+		if b.lineBytes(seg) { // a blank line: the event ended
+			if b.cut {
+				b.drop()
+				return pass, used
+			}
+			b.reset()
+		}
 	}
-	return n, err
+	return pass, used
+}
+
+// lineBytes reads seg, the bytes of the line being read up to its end at
+// most, feeding a data line's value to the scan; it reports whether seg
+// ended a blank line, which ends the event.
+func (b *sseBound) lineBytes(seg []byte) (blank bool) {
+	l := &b.line
+	end := len(seg) > 0 && seg[len(seg)-1] == '\n'
+	if end {
+		seg = seg[:len(seg)-1]
+	}
+	for len(seg) > 0 && l.kind == fieldName {
+		c := seg[0]
+		seg = seg[1:]
+		if c == '\r' {
+			continue
+		}
+		if c == ':' {
+			l.kind, l.space = otherLine, true
+			switch string(l.field[:min(l.n, len(l.field))]) {
+			case "data":
+				l.kind = dataLine
+				if b.data {
+					b.scan.Write(newline) // data lines join with one
+				}
+				b.data = true
+			case "id":
+				l.kind = idLine
+				b.id = b.id[:0]
+			case "event":
+				l.kind = eventLine
+			}
+		} else if l.n < len(l.field) {
+			l.field[l.n] = c
+		}
+		l.n++
+	}
+	if l.space && len(seg) > 0 {
+		l.space = false
+		if seg[0] == ' ' {
+			seg = seg[1:]
+		}
+	}
+	if len(seg) > 0 {
+		l.n += len(seg) - bytes.Count(seg, []byte{'\r'})
+		switch l.kind {
+		case dataLine:
+			b.scan.Write(seg)
+		case idLine:
+			if len(b.id)+len(seg) <= maxIDBytes {
+				b.id = append(b.id, seg...)
+			}
+		case eventLine:
+			if len(l.name)+len(seg) <= len("message")+1 { // one more: longer is no "message"
+				l.name = append(l.name, seg...)
+			} else {
+				l.name = append(l.name[:0], "-"...)
+			}
+		}
+	}
+	if !end {
+		return false
+	}
+	if l.kind == eventLine {
+		// The SDK reads the event's last name, trimmed; "message" is none.
+		v := bytes.TrimSpace(l.name)
+		b.named = len(v) > 0 && string(v) != "message"
+	}
+	blank = l.n == 0
+	*l = sseLine{name: l.name[:0]}
+	return blank
+}
+
+// cutHere ends the event for the SDK where it is, past the bound, naming
+// it so that the SDK skips it; the rest of it is dropped.
+func (b *sseBound) cutHere() {
+	b.cut = true
+	if b.line.n > 0 || b.line.kind != fieldName {
+		b.out = append(b.out, '\n') // the line cut short
+	}
+	b.out = append(b.out, "event: "+sseDropped+"\n\n"...)
+}
+
+// drop logs the event dropped and hands the SDK a stand-in for each
+// response it held (and its id, for resuming after it).
+func (b *sseBound) drop() {
+	var stand []jsonrpc.Message
+	dropped := 1
+	if !b.named {
+		stand, dropped = b.scan.answers()
+	}
+	b.h.s.log.Warn("MCP server sent a message past the bound; dropped", "bytes", b.event, "bound_bytes", b.max, "answers_failed", len(stand), "messages_dropped", dropped)
+	if len(b.id) > 0 {
+		b.out = append(append(append(b.out, "id: "...), b.id...), '\n')
+		if len(stand) == 0 {
+			b.out = append(b.out, '\n')
+		}
+	}
+	for _, m := range stand {
+		if data, err := jsonrpc.EncodeMessage(m); err == nil {
+			b.out = append(append(append(b.out, "data: "...), data...), "\n\n"...)
+		}
+	}
+	b.reset()
+}
+
+// reset readies b for the next event.
+func (b *sseBound) reset() {
+	b.event, b.data, b.named, b.cut, b.id = 0, false, false, false, b.id[:0]
+	b.scan.reset()
 }
 
 // A server's tools/list is bounded in tools, in the bytes of what is kept

@@ -52,7 +52,7 @@ const (
 
 // scannedMessage is what is known of a message in an oversized line.
 type scannedMessage struct {
-	id     []byte // its "id" as written (at most maxIDBytes), or nil
+	id     []byte // its "id" as written (at most maxIDBytes), or empty
 	method bool   // it has a "method": a request or a notification
 	bad    bool   // its id is longer than any the gateway sends
 }
@@ -146,8 +146,7 @@ func (o *oversized) Write(p []byte) (int, error) {
 			case o.depth == 1 && b == '[':
 				o.batch = true
 			case o.depth == o.msgDepth() && b == '{':
-				o.msgs = append(o.msgs, scannedMessage{})
-				o.cur, o.expect = &o.msgs[len(o.msgs)-1], true
+				o.next()
 			}
 		case '}', ']':
 			if o.depth == o.msgDepth() && o.cur != nil {
@@ -163,6 +162,11 @@ func (o *oversized) Write(p []byte) (int, error) {
 		}
 	}
 	return len(p), nil
+}
+
+// reset readies o for another message, keeping its buffers.
+func (o *oversized) reset() {
+	*o = oversized{msgs: o.msgs[:0], key: o.key[:0], value: o.value[:0]}
 }
 
 // keep adds b to the key or the id being read.
@@ -181,11 +185,22 @@ func (o *oversized) keep(b byte) {
 	}
 }
 
+// next begins a message, reusing what a message before a reset kept.
+func (o *oversized) next() {
+	if n := len(o.msgs); n < cap(o.msgs) {
+		o.msgs = o.msgs[:n+1]
+		o.msgs[n] = scannedMessage{id: o.msgs[n].id[:0]}
+	} else {
+		o.msgs = append(o.msgs, scannedMessage{})
+	}
+	o.cur, o.expect = &o.msgs[len(o.msgs)-1], true
+}
+
 // endValue ends the id's value, if it was being read.
 func (o *oversized) endValue() {
 	if o.taking {
 		o.taking = false
-		o.cur.id = append([]byte(nil), o.value...)
+		o.cur.id = append(o.cur.id[:0], o.value...)
 	}
 }
 
@@ -196,7 +211,7 @@ func (o *oversized) endValue() {
 func (o *oversized) answers() (stand []jsonrpc.Message, dropped int) {
 	for _, m := range o.msgs {
 		var raw any
-		if m.method || m.id == nil || m.bad || json.Unmarshal(m.id, &raw) != nil || raw == nil {
+		if m.method || len(m.id) == 0 || m.bad || json.Unmarshal(m.id, &raw) != nil || raw == nil {
 			dropped++
 			continue
 		}
