@@ -231,14 +231,15 @@ func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) (err error) {
 // session when an SSE stream breaks.
 type wireBody struct {
 	io.ReadCloser
-	s    *server
-	hs   *httpSession    // nil in tests of the body alone
-	ctx  context.Context // the request's
-	sse  bool
-	buf  []byte     // SSE: the line being read; JSON: the body so far
-	data []byte     // SSE: the data lines of the event being read
-	off  bool       // something was too large: observe no more
-	call *asWritten // the POST of a call through the SDK: its result as written
+	s     *server
+	hs    *httpSession    // nil in tests of the body alone
+	ctx   context.Context // the request's
+	sse   bool
+	buf   []byte     // SSE: the line being read; JSON: the body so far
+	data  []byte     // SSE: the data lines of the event being read
+	named bool       // SSE: the event is named other than "message"
+	off   bool       // something was too large: observe no more
+	call  *asWritten // the POST of a call through the SDK: its result as written
 
 	broken bool // the session was told that the stream broke
 }
@@ -298,11 +299,17 @@ func (b *wireBody) scanSSE(p []byte) {
 		rest = rest[i+1:]
 		switch {
 		case len(line) == 0:
-			if len(b.data) > 0 {
+			if len(b.data) > 0 && !b.named {
 				b.s.observeData(b.data, b.hs.sessionRPC())
 				b.call.observe(b.data)
 			}
-			b.data = b.data[:0]
+			b.data, b.named = b.data[:0], false
+		case bytes.HasPrefix(line, []byte("event:")):
+			// The SDK skips an event of another name than "message" (the
+			// cut part of one past the bound among them, see sseBound),
+			// and so does the gateway.
+			name := string(bytes.TrimSpace(line[len("event:"):]))
+			b.named = name != "" && name != "message"
 		case bytes.HasPrefix(line, []byte("data:")):
 			if len(b.data) > 0 {
 				b.data = append(b.data, '\n')

@@ -15,7 +15,8 @@ import (
 
 // TestWireBody: the messages of an HTTP response body are observed however
 // the body is cut into reads, for SSE (CRLF or LF lines, data split over
-// lines, other events and comments between) and for a JSON body.
+// lines, other events and comments between; events named other than
+// "message" skipped, as the SDK skips them) and for a JSON body.
 func TestWireBody(t *testing.T) {
 	t.Parallel()
 	progress := func(n int) string {
@@ -28,6 +29,7 @@ func TestWireBody(t *testing.T) {
 		{"sse", "text/event-stream", "id: 1\ndata: " + progress(1) + "\n\n: a comment\nevent: message\ndata:" + progress(2) + "\n\n", []float64{1, 2}},
 		{"sse crlf", "text/event-stream; charset=utf-8", "data: " + progress(1) + "\r\n\r\ndata: " + progress(2) + "\r\n\r\n", []float64{1, 2}},
 		{"sse data over two lines", "text/event-stream", "data: " + progress(1)[:17] + "\ndata: " + progress(1)[17:] + "\n\n", []float64{1}},
+		{"sse events of another name", "text/event-stream", "event: ping\ndata: " + progress(1) + "\n\nevent: " + sseDropped + "\ndata: " + progress(2) + "\n\nevent: x\nevent: message\ndata: " + progress(3) + "\n\n", []float64{3}},
 		{"sse unterminated event", "text/event-stream", "data: " + progress(1) + "\n\ndata: " + progress(2) + "\n", []float64{1}},
 		{"json", "application/json", progress(3), []float64{3}},
 		{"other content", "text/plain", progress(4), nil},
