@@ -31,14 +31,15 @@ type oversized struct {
 	batch  bool // the line began with '['
 	inStr  bool
 	esc    bool
-	msgs   []scannedMessage
-	cur    *scannedMessage // the message being read, when depth is at or below its own
-	key    []byte          // the message's key being read (its first bytes), when keying
-	keying bool            // the string being read is a key of the message
-	expect bool            // a key of the message may begin
-	field  msgField        // the message's key whose value comes next
-	value  []byte          // the id's value so far
-	taking bool            // reading the id's value
+	msgs   []scannedMessage // at most maxScanned
+	over   int              // messages past maxScanned, not kept
+	cur    *scannedMessage  // the message being read, when depth is at or below its own
+	key    []byte           // the message's key being read (its first bytes), when keying
+	keying bool             // the string being read is a key of the message
+	expect bool             // a key of the message may begin
+	field  msgField         // the message's key whose value comes next
+	value  []byte           // the id's value so far
+	taking bool             // reading the id's value
 }
 
 // msgField is a key of a message that the scan keeps.
@@ -185,8 +186,19 @@ func (o *oversized) keep(b byte) {
 	}
 }
 
+// maxScanned bounds the messages of one line (a batch) that are kept: a
+// line or an SSE event without end is read unkept, and each message kept
+// costs about 64 bytes. No server has that many answers due at once.
+const maxScanned = 4096
+
 // next begins a message, reusing what a message before a reset kept.
+// Past maxScanned it is counted, not kept.
 func (o *oversized) next() {
+	if len(o.msgs) >= maxScanned {
+		o.over++
+		o.cur, o.expect = nil, false
+		return
+	}
 	if n := len(o.msgs); n < cap(o.msgs) {
 		o.msgs = o.msgs[:n+1]
 		o.msgs[n] = scannedMessage{id: o.msgs[n].id[:0]}
@@ -222,6 +234,7 @@ func (o *oversized) answers() (stand []jsonrpc.Message, dropped int) {
 		}
 		stand = append(stand, tooLarge(id, o.size, true))
 	}
+	dropped += o.over
 	if len(o.msgs) == 0 {
 		dropped = 1
 	}

@@ -3,8 +3,11 @@ package mcpsource
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // FuzzOversized holds the scan of an oversized line to what decoding the
@@ -76,4 +79,27 @@ func FuzzOversized(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOversizedBounded: a line (or an SSE event) of more messages than
+// maxScanned keeps maxScanned of them; the rest are counted as dropped. A
+// batch without end held about 64 bytes a message, without bound.
+func TestOversizedBounded(t *testing.T) {
+	const n = 3 * maxScanned
+	o := &oversized{}
+	o.Write([]byte("["))
+	for i := range n {
+		fmt.Fprintf(o, `{"jsonrpc":"2.0","id":%d,"result":{}},`, i)
+	}
+	o.Write([]byte(`{"jsonrpc":"2.0","method":"m"}]`))
+	if len(o.msgs) != maxScanned || cap(o.msgs) > 2*maxScanned {
+		t.Fatalf("%d messages kept (room for %d); want %d", len(o.msgs), cap(o.msgs), maxScanned)
+	}
+	stand, dropped := o.answers()
+	if len(stand) != maxScanned || dropped != n+1-maxScanned {
+		t.Errorf("%d stand-ins, %d dropped; want %d, %d", len(stand), dropped, maxScanned, n+1-maxScanned)
+	}
+	if id := stand[maxScanned-1].(*jsonrpc.Response).ID.Raw(); id != int64(maxScanned-1) {
+		t.Errorf("the last stand-in answers %v; want %d", id, maxScanned-1)
+	}
 }
