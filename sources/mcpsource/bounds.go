@@ -210,7 +210,7 @@ func (b *sseBound) Read(p []byte) (int, error) {
 		}
 		if b.err != nil {
 			if b.cut { // the stream ended within the event
-				b.drop()
+				b.drop(b.err == io.EOF)
 				continue
 			}
 			return 0, b.err
@@ -250,7 +250,7 @@ func (b *sseBound) take(q []byte) (pass, used int) {
 		}
 		if b.lineBytes(seg) { // a blank line: the event ended
 			if b.cut {
-				b.drop()
+				b.drop(true)
 				return pass, used
 			}
 			b.reset()
@@ -341,12 +341,13 @@ func (b *sseBound) cutHere() {
 }
 
 // drop logs the event dropped and hands the SDK a stand-in for each
-// response it held (and its id, for resuming after it).
-func (b *sseBound) drop() {
+// response it held (and its id, for resuming after it); ended, when the
+// event was read to its end, and its size is known.
+func (b *sseBound) drop(ended bool) {
 	var stand []jsonrpc.Message
 	dropped := 1
 	if !b.named {
-		stand, dropped = b.scan.answers()
+		stand, dropped = b.scan.answers(ended)
 	}
 	b.h.s.log.Warn("MCP server sent a message past the bound; dropped", "bytes", b.event, "bound_bytes", b.max, "answers_failed", len(stand), "messages_dropped", dropped)
 	if len(b.id) > 0 {

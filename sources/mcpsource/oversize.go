@@ -220,7 +220,7 @@ func (o *oversized) endValue() {
 // response to its ID (tooLarge), and how many messages were no response
 // (requests and notifications from the server, or what could not be read
 // as a message), dropped.
-func (o *oversized) answers() (stand []jsonrpc.Message, dropped int) {
+func (o *oversized) answers(exact bool) (stand []jsonrpc.Message, dropped int) {
 	for _, m := range o.msgs {
 		var raw any
 		if m.method || len(m.id) == 0 || m.bad || json.Unmarshal(m.id, &raw) != nil || raw == nil {
@@ -232,7 +232,7 @@ func (o *oversized) answers() (stand []jsonrpc.Message, dropped int) {
 			dropped++
 			continue
 		}
-		stand = append(stand, tooLarge(id, o.size, true))
+		stand = append(stand, tooLarge(id, o.size, exact))
 	}
 	dropped += o.over
 	if len(o.msgs) == 0 {

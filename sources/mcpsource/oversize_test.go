@@ -95,7 +95,7 @@ func TestOversizedBounded(t *testing.T) {
 	if len(o.msgs) != maxScanned || cap(o.msgs) > 2*maxScanned {
 		t.Fatalf("%d messages kept (room for %d); want %d", len(o.msgs), cap(o.msgs), maxScanned)
 	}
-	stand, dropped := o.answers()
+	stand, dropped := o.answers(true)
 	if len(stand) != maxScanned || dropped != n+1-maxScanned {
 		t.Errorf("%d stand-ins, %d dropped; want %d, %d", len(stand), dropped, maxScanned, n+1-maxScanned)
 	}

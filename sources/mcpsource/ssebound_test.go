@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolwire/toolwire/internal/testing/logbuf"
@@ -392,4 +393,25 @@ func eventSizes(stream []byte) []int {
 		}
 	}
 	return append(sizes, n)
+}
+
+// TestSSEBoundBroken: a stream that breaks within an event past the bound
+// hands the SDK the stand-in for the answer it held, saying that the
+// answer was more than what was read, and then the break.
+func TestSSEBoundBroken(t *testing.T) {
+	const bound = 300
+	event := `data: {"jsonrpc":"2.0","id":7,"result":{"x":"` + strings.Repeat("A", 1000)
+	h := &httpSession{s: &server{log: slog.New(slog.DiscardHandler)}}
+	broken := errors.New("connection reset")
+	src := io.NopCloser(io.MultiReader(strings.NewReader(event), iotest.ErrReader(broken)))
+	out, err := readAllIn(&sseBound{ReadCloser: src, h: h, max: bound}, 64)
+	if !errors.Is(err, broken) {
+		t.Fatalf("read: %v; want the break", err)
+	}
+	msgs, _ := messages(t, readEvents(t, out))
+	var werr *jsonrpc.Error
+	if len(msgs) != 1 || !errors.As(msgs[0].(*jsonrpc.Response).Error, &werr) || werr.Code != codeAnswerTooLarge ||
+		!strings.Contains(werr.Message, fmt.Sprintf("(more than %d bytes)", len(event)-len("data: "))) {
+		t.Fatalf("the SDK reads %v; want one stand-in saying the answer was more than what was read", msgs)
+	}
 }

@@ -130,7 +130,7 @@ func (c *stdioConn) readOversized(frag []byte, err error) error {
 func (c *stdioConn) dropOversized() []jsonrpc.Message {
 	o := c.over
 	c.over = nil
-	stand, dropped := o.answers()
+	stand, dropped := o.answers(true)
 	c.log.Warn("MCP server sent a message past the bound; dropped", "bytes", o.size, "bound_bytes", maxResponseBody, "answers_failed", len(stand), "messages_dropped", dropped)
 	return stand
 }
