@@ -172,8 +172,10 @@ const sseSlack = 64 << 10
 
 // sseLine is what is known of the line being read.
 type sseLine struct {
+	begun bool     // some of it was read
 	n     int      // its bytes so far, not counting '\r'
 	field [8]byte  // its first bytes, up to its colon: its field
+	fn    int      // the bytes of its field so far
 	kind  lineKind // once its colon is read
 	space bool     // the byte after the colon is next: a space there is skipped
 	name  []byte   // an event line's value so far (its first bytes)
@@ -264,6 +266,7 @@ func (b *sseBound) take(q []byte) (pass, used int) {
 // ended a blank line, which ends the event.
 func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 	l := &b.line
+	l.begun = l.begun || len(seg) > 0
 	end := len(seg) > 0 && seg[len(seg)-1] == '\n'
 	if end {
 		seg = seg[:len(seg)-1]
@@ -271,12 +274,12 @@ func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 	for len(seg) > 0 && l.kind == fieldName {
 		c := seg[0]
 		seg = seg[1:]
-		if c == '\r' {
-			continue
+		if c != '\r' {
+			l.n++
 		}
 		if c == ':' {
 			l.kind, l.space = otherLine, true
-			switch string(l.field[:min(l.n, len(l.field))]) {
+			switch string(l.field[:min(l.fn, len(l.field))]) {
 			case "data":
 				l.kind = dataLine
 				if b.data {
@@ -289,10 +292,12 @@ func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 			case "event":
 				l.kind = eventLine
 			}
-		} else if l.n < len(l.field) {
-			l.field[l.n] = c
+			continue
 		}
-		l.n++
+		if l.fn < len(l.field) {
+			l.field[l.fn] = c
+		}
+		l.fn++
 	}
 	if l.space && len(seg) > 0 {
 		l.space = false
@@ -334,8 +339,14 @@ func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 // it so that the SDK skips it; the rest of it is dropped.
 func (b *sseBound) cutHere() {
 	b.cut = true
-	if b.line.n > 0 || b.line.kind != fieldName {
-		b.out = append(b.out, '\n') // the line cut short
+	if l := &b.line; l.begun { // the line is cut short: end it
+		if l.kind == fieldName {
+			// Before its colon, where the SDK would fail the stream on a
+			// line without one: made a field the SDK ignores, or sets
+			// again below.
+			b.out = append(b.out, ':')
+		}
+		b.out = append(b.out, '\n')
 	}
 	b.out = append(b.out, "event: "+sseDropped+"\n\n"...)
 }

@@ -174,6 +174,13 @@ func TestSSEBound(t *testing.T) {
 		{name: "cut on a line's end",
 			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":\n" + strings.Repeat("data: \"\"\n", 80) + "data: }\n\n" + small,
 			ids:    []string{"6"}, others: 1},
+		{name: "cut within a field's name",
+			// The bound falls on "da" of the second line.
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"t\":" + strings.Repeat(" ", bound-2-len(`data: {"jsonrpc":"2.0","id":5,"result":{"t":`)) + "\ndata: \"" + big + "\"}}\n\n" + small,
+			ids:    []string{"5"}, others: 1},
+		{name: "cut within a line of carriage returns",
+			stream: "data: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"t\":" + strings.Repeat(" ", bound-2-len(`data: {"jsonrpc":"2.0","id":5,"result":{"t":`)) + "\n\r\r\rdata: \"" + big + "\"}}\n\n" + small,
+			ids:    []string{"5"}, others: 1},
 		{name: "two past the bound, one after the other",
 			stream: `data: {"jsonrpc":"2.0","id":1,"result":{"x":"` + big + `"}}` + "\n\n" + `data: {"jsonrpc":"2.0","id":2,"result":{"x":"` + big + `"}}` + "\n\n",
 			ids:    []string{"1", "2"}},
@@ -349,7 +356,8 @@ func BenchmarkSSEBound(b *testing.B) {
 
 // FuzzSSEBound: a stream whose events are all within the bound passes as
 // it came, however it is read; any other reaches the SDK with no event
-// past the bound and its slack.
+// past the bound and its slack, and, if the SDK could read it, still
+// readable.
 func FuzzSSEBound(f *testing.F) {
 	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"x\":\""+strings.Repeat("A", 90)+"\"}}\n\nid: 3\ndata: {}\n\n"), uint8(3), uint8(5))
 	f.Add([]byte("event: a\r\ndata:\"x\"\r\n\r\n:c\n\ndata: [{\"id\":\"q\",\"result\":1}]"), uint8(1), uint8(1))
@@ -373,7 +381,21 @@ func FuzzSSEBound(f *testing.F) {
 				t.Fatalf("an event of %d bytes reached the SDK:\n%q", ev, out)
 			}
 		}
+		if wellFormed(stream) && !wellFormed(out) {
+			t.Fatalf("a stream the SDK reads became one it fails on:\n%q\nto\n%q", stream, out)
+		}
 	})
+}
+
+// wellFormed reports whether the SDK reads stream without failing it on a
+// line without a colon.
+func wellFormed(stream []byte) bool {
+	for line := range bytes.SplitSeq(stream, []byte("\n")) {
+		if line = bytes.TrimRight(line, "\r\n"); len(line) > 0 && !bytes.Contains(line, []byte(":")) {
+			return false
+		}
+	}
+	return true
 }
 
 // eventSizes returns the bytes of each event's lines in stream, as the SDK
