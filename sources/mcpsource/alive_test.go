@@ -471,7 +471,7 @@ func waitCalls(r *rpc) {
 // times out has it given up, and a new process serves its tools.
 func TestEverythingStoppedAnswering(t *testing.T) {
 	t.Parallel()
-	mark := filepath.Base(t.TempDir()) // finds its process among the tests' others
+	mark := t.Name() // finds its process among the tests' others: unique, where TempDir's base is each test's "001"
 	s := serveStoppable(t, ServerConfig{Name: "ev", Command: everything(t), Args: []string{"stdio"},
 		PingTimeout: 300 * time.Millisecond, Env: map[string]string{"TOOLWIRE_TEST_MARK": mark}})
 	snap := sourcetest.WaitTools(t, s.reg, "server-everything's tools", sourcetest.Has("ev_echo", "ev_trigger-long-running-operation"))

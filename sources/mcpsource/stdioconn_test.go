@@ -381,7 +381,7 @@ func TestTypeScriptAnswerPastTheBound(t *testing.T) {
 	}
 	everything(t) // node, and the SDK installed with server-everything
 	g, reg := newGateway(t)
-	mark := filepath.Base(t.TempDir())
+	mark := t.Name() // unique among the tests running beside it
 	if err := g.Sync(context.Background(), []ServerConfig{{Name: "ts", Command: "node", Args: []string{script},
 		Env: map[string]string{"TOOLWIRE_TEST_MARK": mark}}}); err != nil {
 		t.Fatal(err)
