@@ -138,28 +138,31 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 }
 
 // sseBound bounds each event of an SSE stream at maxResponseBody, in the
-// bytes of its lines as the SDK counts them. An event past it is cut there
-// for the SDK and named so that the SDK skips it (sseDropped); the rest of
-// it is read unkept. Its data is scanned as it passes (oversized), from
-// the event's start, so that once the event ends each response it held
-// gets a stand-in (tooLarge), an event of its own: the call it answers
-// fails saying why, and the session goes on, as for a stdio server's line
-// past the bound. The SDK's own bound (MaxEventSize) is set above this
-// one, so that the cut comes first.
+// bytes of its lines as the SDK counts them, and hands each event's data
+// within it to observe (wire.go) as the event ends, before the SDK reads
+// its end. An event past the bound is cut there for the SDK and named so
+// that the SDK skips it (sseDropped); the rest of it is read unkept,
+// through a scan (oversized) fed what was kept of it first, so that once
+// the event ends each response it held gets a stand-in (tooLarge), an
+// event of its own: the call it answers fails saying why, and the session
+// goes on, as for a stdio server's line past the bound. The SDK's own
+// bound (MaxEventSize) is set above this one, so that the cut comes first.
 type sseBound struct {
 	io.ReadCloser
 	h       *httpSession
-	max     int64     // maxResponseBody
-	event   int64     // bytes of the event so far
-	line    sseLine   // the line being read
-	scan    oversized // the event's data, as one JSON text
-	data    bool      // the event has had a data line
-	named   bool      // the event is named other than "message": no message to the SDK
-	cut     bool      // the event went past the bound: what is left of it is dropped
-	id      []byte    // the event's id field, once cut
-	out     []byte    // what to hand the SDK before reading on: the cut's end, stand-ins
-	pending []byte    // read and not yet taken, after a cut
-	err     error     // the body's, once what was read before it is handed on
+	max     int64        // maxResponseBody
+	observe func([]byte) // an event's data, as it ends; nil: none
+	event   int64        // bytes of the event so far
+	line    sseLine      // the line being read
+	kept    []byte       // the event's data lines, joined, until the cut
+	scan    oversized    // the event's data past the cut, after what was kept
+	data    bool         // the event has had a data line
+	named   bool         // the event is named other than "message": no message to the SDK
+	cut     bool         // the event went past the bound: what is left of it is dropped
+	id      []byte       // the event's id field, once cut
+	out     []byte       // what to hand the SDK before reading on: the cut's end, stand-ins
+	pending []byte       // read and not yet taken, after a cut
+	err     error        // the body's, once what was read before it is handed on
 }
 
 // sseDropped names the cut part of an event past the bound; the SDK skips
@@ -255,6 +258,9 @@ func (b *sseBound) take(q []byte) (pass, used int) {
 				b.drop(true)
 				return pass, used
 			}
+			if len(b.kept) > 0 && !b.named && b.observe != nil {
+				b.observe(b.kept)
+			}
 			b.reset()
 		}
 	}
@@ -283,7 +289,7 @@ func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 			case "data":
 				l.kind = dataLine
 				if b.data {
-					b.scan.Write(newline) // data lines join with one
+					b.addData(newline) // data lines join with one
 				}
 				b.data = true
 			case "id":
@@ -309,7 +315,7 @@ func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 		l.n += len(seg) - bytes.Count(seg, []byte{'\r'})
 		switch l.kind {
 		case dataLine:
-			b.scan.Write(seg)
+			b.addData(seg)
 		case idLine:
 			if len(b.id)+len(seg) <= maxIDBytes {
 				b.id = append(b.id, seg...)
@@ -335,10 +341,21 @@ func (b *sseBound) lineBytes(seg []byte) (blank bool) {
 	return blank
 }
 
+// addData adds to the event's data: kept within the bound, scanned past it.
+func (b *sseBound) addData(p []byte) {
+	if b.cut {
+		b.scan.Write(p)
+	} else {
+		b.kept = append(b.kept, p...)
+	}
+}
+
 // cutHere ends the event for the SDK where it is, past the bound, naming
-// it so that the SDK skips it; the rest of it is dropped.
+// it so that the SDK skips it; the rest of it is dropped, scanned after
+// what was kept of it.
 func (b *sseBound) cutHere() {
 	b.cut = true
+	b.scan.Write(b.kept)
 	if l := &b.line; l.begun { // the line is cut short: end it
 		if l.kind == fieldName {
 			// Before its colon, where the SDK would fail the stream on a
@@ -378,6 +395,9 @@ func (b *sseBound) drop(ended bool) {
 // reset readies b for the next event.
 func (b *sseBound) reset() {
 	b.event, b.data, b.named, b.cut, b.id = 0, false, false, false, b.id[:0]
+	if b.kept = b.kept[:0]; cap(b.kept) > 1<<20 {
+		b.kept = nil // an event's data, not kept for the stream's life
+	}
 	b.scan.reset()
 }
 

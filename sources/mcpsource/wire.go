@@ -226,26 +226,26 @@ func (c wireConn) Write(ctx context.Context, msg jsonrpc.Message) (err error) {
 	return c.Connection.Write(ctx, msg)
 }
 
-// wireBody observes the messages of one streamable HTTP response body, an
-// SSE stream or a single JSON message, as the SDK reads it, and tells the
-// session when an SSE stream breaks.
+// wireBody observes the message of one streamable HTTP JSON response body
+// as the SDK reads it; of an SSE stream, it tells the session when the
+// stream breaks, and its events are observed as they end by the stream's
+// bound (sseBound), which parses them anyway.
 type wireBody struct {
 	io.ReadCloser
-	s     *server
-	hs    *httpSession    // nil in tests of the body alone
-	ctx   context.Context // the request's
-	sse   bool
-	buf   []byte     // SSE: the line being read; JSON: the body so far
-	data  []byte     // SSE: the data lines of the event being read
-	named bool       // SSE: the event is named other than "message"
-	off   bool       // something was too large: observe no more
-	call  *asWritten // the POST of a call through the SDK: its result as written
+	s    *server
+	hs   *httpSession    // nil in tests of the body alone
+	ctx  context.Context // the request's
+	sse  bool
+	buf  []byte     // JSON: the body so far
+	off  bool       // it was too large: observe no more
+	call *asWritten // the POST of a call through the SDK: its result as written
 
 	broken bool // the session was told that the stream broke
 }
 
 // observeBody wraps resp's body, a response of hs's session, when it
-// carries messages.
+// carries messages; an SSE stream's body is hs's bound (sseBound), whose
+// events it observes.
 func (s *server) observeBody(resp *http.Response, hs *httpSession) {
 	ct := resp.Header.Get("Content-Type")
 	sse := strings.HasPrefix(ct, "text/event-stream")
@@ -255,68 +255,37 @@ func (s *server) observeBody(resp *http.Response, hs *httpSession) {
 			ctx = resp.Request.Context()
 		}
 		call, _ := ctx.Value(asWrittenKey{}).(*asWritten)
+		if sb, ok := resp.Body.(*sseBound); ok {
+			sb.observe = func(data []byte) {
+				s.observeData(data, hs.sessionRPC())
+				call.observe(data)
+			}
+		}
 		resp.Body = &wireBody{ReadCloser: resp.Body, s: s, hs: hs, ctx: ctx, sse: sse, call: call}
 	}
 }
 
 func (b *wireBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if b.sse && err != nil && err != io.EOF && !b.broken && b.hs != nil && b.ctx.Err() == nil {
-		// The stream broke, and not because the SDK or the session ended
-		// it: its connection failed.
-		b.broken = true
-		b.hs.broke()
+	if b.sse {
+		if err != nil && err != io.EOF && !b.broken && b.hs != nil && b.ctx.Err() == nil {
+			// The stream broke, and not because the SDK or the session
+			// ended it: its connection failed.
+			b.broken = true
+			b.hs.broke()
+		}
+		return n, err
 	}
 	if !b.off {
-		if b.sse {
-			b.scanSSE(p[:n])
-		} else {
-			b.buf = append(b.buf, p[:n]...)
-			if err == io.EOF {
-				b.s.observeData(b.buf, b.hs.sessionRPC())
-				b.call.observe(b.buf)
-				b.buf = nil
-			}
+		b.buf = append(b.buf, p[:n]...)
+		if err == io.EOF {
+			b.s.observeData(b.buf, b.hs.sessionRPC())
+			b.call.observe(b.buf)
+			b.buf = nil
 		}
-		if len(b.buf)+len(b.data) > maxObserved {
-			b.off, b.buf, b.data = true, nil, nil
+		if len(b.buf) > maxObserved {
+			b.off, b.buf = true, nil
 		}
 	}
 	return n, err
-}
-
-// scanSSE reads the complete lines in p (with what was left of the last
-// line) and observes each event's data when the event ends.
-func (b *wireBody) scanSSE(p []byte) {
-	b.buf = append(b.buf, p...)
-	rest := b.buf
-	for {
-		i := bytes.IndexByte(rest, '\n')
-		if i < 0 {
-			break
-		}
-		line := bytes.TrimSuffix(rest[:i], []byte("\r"))
-		rest = rest[i+1:]
-		switch {
-		case len(line) == 0:
-			if len(b.data) > 0 && !b.named {
-				b.s.observeData(b.data, b.hs.sessionRPC())
-				b.call.observe(b.data)
-			}
-			b.data, b.named = b.data[:0], false
-		case bytes.HasPrefix(line, []byte("event:")):
-			// The SDK skips an event of another name than "message" (the
-			// cut part of one past the bound among them, see sseBound),
-			// and so does the gateway.
-			name := string(bytes.TrimSpace(line[len("event:"):]))
-			b.named = name != "" && name != "message"
-		case bytes.HasPrefix(line, []byte("data:")):
-			if len(b.data) > 0 {
-				b.data = append(b.data, '\n')
-			}
-			b.data = append(b.data, bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
-		}
-	}
-	// Keep the partial line at the start of the buffer.
-	b.buf = b.buf[:copy(b.buf, rest)]
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -39,10 +40,14 @@ func TestWireBody(t *testing.T) {
 			var got []float64
 			call := tools.NewCall("c", "t", json.RawMessage(`{}`), func(p tools.Progress) { got = append(got, *p.Progress) })
 			fwd := &forwarder{call: call}
-			s := &server{calls: map[string]*forwarder{"tok": fwd}, taskRequired: map[string]bool{}}
-			resp := &http.Response{Header: http.Header{"Content-Type": {tc.contentType}},
+			s := &server{calls: map[string]*forwarder{"tok": fwd}, taskRequired: map[string]bool{}, log: slog.New(slog.DiscardHandler)}
+			resp := &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Header: http.Header{"Content-Type": {tc.contentType}},
 				Body: io.NopCloser(iotest.OneByteReader(strings.NewReader(tc.body)))}
-			s.observeBody(resp, nil)
+			// As RoundTrip has it: bounded (an SSE stream's events are
+			// observed by its bound), then observed.
+			hs := &httpSession{s: s}
+			hs.bound(resp)
+			s.observeBody(resp, hs)
 			b, err := io.ReadAll(resp.Body)
 			if err != nil || string(b) != tc.body {
 				t.Fatalf("the SDK reads %q, %v; want the body unchanged", b, err)
